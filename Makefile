@@ -1,0 +1,172 @@
+# llmfs — one Makefile, no recursion (see ../shared/STYLE.md, section 9).
+#
+#   make              build everything this machine can build
+#   make check        install missing Debian packages, build, run every test
+#   make SANITIZE=1 check   the same with ASan + UBSan (in build/san/)
+#   make demo [MODEL=file.gguf]   mount a model, generate, unmount
+#   make fuzz         run the GGUF fuzz target for FUZZ_SECONDS
+#   make bench        speed figures against llama.cpp, measured in one run
+#   make V=1          show the commands
+
+PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
+	   libnuma-dev check libpcre2-dev libjansson-dev
+IO_PKGS = liburing numa
+ENGINE_PKGS = libpcre2-8
+FS_PKGS = fuse3
+TEST_PKGS = check jansson
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+# -march=native: the scalar reference kernels vectorize where the compiler
+# sees fit; run-time CPU dispatch comes with the SIMD issue.
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
+	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP
+LDLIBS += -lm -pthread
+
+BUILD ?= build
+ifeq ($(SANITIZE),1)
+BUILD := build/san
+override CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined
+override LDFLAGS += -fsanitize=address,undefined
+endif
+
+ifeq ($(V),1)
+Q =
+else
+Q = @
+endif
+
+pkg_cflags = $(shell pkg-config --cflags $(1) 2>/dev/null)
+pkg_libs = $(shell pkg-config --libs $(1) 2>/dev/null)
+have_fuse := $(shell pkg-config --exists fuse3 && echo 1)
+
+override CFLAGS += $(call pkg_cflags,$(IO_PKGS) $(ENGINE_PKGS))
+
+IO_SRC := $(wildcard io/*.c)
+ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c)
+FS_SRC := $(wildcard fs/*.c)
+IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+FS_OBJ := $(FS_SRC:%.c=$(BUILD)/%.o)
+
+IO_LIB := $(BUILD)/libllmfs-io.a
+ENGINE_LIB := $(BUILD)/libllmfs-engine.a
+FS_LIB := $(BUILD)/libllmfs-fs.a
+
+IO_LIBS = $(IO_LIB) $(call pkg_libs,$(IO_PKGS))
+ENGINE_LIBS = $(ENGINE_LIB) $(IO_LIB) $(call pkg_libs,$(IO_PKGS) $(ENGINE_PKGS))
+FS_LIBS = $(FS_LIB) $(ENGINE_LIB) $(IO_LIB) \
+	$(call pkg_libs,$(FS_PKGS) $(IO_PKGS) $(ENGINE_PKGS))
+
+# tools/llmfs.c is the mount command and needs libfuse3; every other tool
+# links the engine alone (so they build where FUSE is absent).
+TOOL_SRC := $(wildcard tools/*.c)
+FS_TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/llmfs.c))
+ENGINE_TOOLS := $(filter-out $(FS_TOOLS),$(TOOL_SRC:tools/%.c=$(BUILD)/bin/%))
+TOOLS := $(ENGINE_TOOLS)
+ifeq ($(have_fuse),1)
+TOOLS += $(FS_TOOLS)
+endif
+
+TEST_IO := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/io/test_*.c))
+TEST_ENGINE := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/engine/test_*.c))
+TEST_FS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/fs/test_*.c))
+TEST_COMMON_SRC := $(wildcard tests/common/*.c)
+TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/%.o)
+TESTS := $(TEST_IO) $(TEST_ENGINE)
+ifeq ($(have_fuse),1)
+TESTS += $(TEST_FS)
+endif
+
+all: $(TOOLS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/fs/%.o: fs/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(call pkg_cflags,$(FS_PKGS)) -c -o $@ $<
+
+$(BUILD)/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(call pkg_cflags,$(TEST_PKGS) $(FS_PKGS)) -c -o $@ $<
+
+$(IO_LIB): $(IO_OBJ)
+$(ENGINE_LIB): $(ENGINE_OBJ)
+$(FS_LIB): $(FS_OBJ)
+$(IO_LIB) $(ENGINE_LIB) $(FS_LIB):
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	$(Q)$(AR) rcs $@ $^
+
+$(ENGINE_TOOLS): $(BUILD)/bin/%: $(BUILD)/tools/%.o $(ENGINE_LIB) $(IO_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(ENGINE_LIBS) $(LDLIBS)
+
+$(FS_TOOLS): $(BUILD)/bin/%: $(BUILD)/tools/%.o $(FS_LIB) $(ENGINE_LIB) $(IO_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(FS_LIBS) $(LDLIBS)
+
+$(BUILD)/tools/llmfs.o: tools/llmfs.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(call pkg_cflags,$(FS_PKGS)) -c -o $@ $<
+
+$(TEST_IO): $(BUILD)/tests/io/%: $(BUILD)/tests/io/%.o $(TEST_COMMON_OBJ) $(IO_LIB)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(IO_LIBS) \
+		$(call pkg_libs,$(TEST_PKGS)) $(LDLIBS)
+
+$(TEST_ENGINE): $(BUILD)/tests/engine/%: $(BUILD)/tests/engine/%.o \
+		$(TEST_COMMON_OBJ) $(ENGINE_LIB) $(IO_LIB)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(ENGINE_LIBS) \
+		$(call pkg_libs,$(TEST_PKGS)) $(LDLIBS)
+
+$(TEST_FS): $(BUILD)/tests/fs/%: $(BUILD)/tests/fs/%.o $(TEST_COMMON_OBJ) \
+		$(FS_LIB) $(ENGINE_LIB) $(IO_LIB)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(FS_LIBS) \
+		$(call pkg_libs,$(TEST_PKGS)) $(LDLIBS)
+
+# Install what is missing, and only that (needs root, as on CI).
+deps:
+	@missing=""; for p in $(PKGS_DEB); do \
+		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+tests: $(TESTS) $(TOOLS)
+
+# Every Check binary and tests/*/*.sh; tests/run prints the closing
+# "N passed, N failed, N skipped" line.
+check: deps
+	$(Q)$(MAKE) --no-print-directory tests
+	$(Q)BUILD=$(BUILD) tests/run $(TESTS)
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) MODEL="$(MODEL)" tools/demo.sh
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	$(Q)BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BUILD=$(BUILD) tools/bench.sh
+
+clean:
+	rm -rf build
+
+.PHONY: all deps tests check demo fuzz bench clean
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

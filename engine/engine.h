@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine: from a GGUF file to tokens, computed as llama.cpp computes them.
+ *
+ *   model       hyper-parameters and tensor views of a loaded GGUF model;
+ *               each tensor is reached through its io_placement record
+ *   tokenizer   text <-> token ids (SentencePiece and byte-level BPE)
+ *   seq         one sequence: its position and its KV cache (K and V types
+ *               are per model; F16 for now, as llama.cpp's default)
+ *   forward     one pass over a batch of sequences, each with its tokens;
+ *               writes the logits of each sequence's last token
+ *   sampler     logits -> token (greedy at temperature 0)
+ *   chat        the model's chat template around a user message
+ *   generation  prompt -> streamed UTF-8 text, in prepare/forward/accept
+ *               steps so that a scheduler can decode many at once
+ *
+ * Threading: a model and everything made from it is used by one thread at a
+ * time (fs/'s scheduler); the engine may use more threads inside a call.
+ * Memory: the weights belong to io/; the engine frees only what it made.
+ */
+#ifndef LLMFS_ENGINE_H
+#define LLMFS_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../io/io.h"
+
+/* ---- model ------------------------------------------------------------- */
+
+struct engine_model;
+
+struct engine_model_options {
+	uint32_t n_ctx;       /* context length; 0 = the model's, capped at 4096 */
+	uint32_t threads;     /* 0 = one per online CPU */
+	struct io_load_options load;
+};
+
+enum engine_arch {
+	ENGINE_ARCH_LLAMA,
+	ENGINE_ARCH_QWEN2,
+	ENGINE_ARCH_QWEN3,
+	ENGINE_ARCH_QWEN3MOE,
+};
+
+struct engine_model_info {
+	enum engine_arch arch;
+	const char *arch_name;       /* general.architecture */
+	const char *name;            /* general.name, or the file's stem */
+	const char *path;
+	uint32_t n_vocab;
+	uint32_t n_embd;
+	uint32_t n_layer;
+	uint32_t n_head;
+	uint32_t n_head_kv;
+	uint32_t head_dim;
+	uint32_t n_ff;               /* per expert for MoE */
+	uint32_t n_expert;           /* 0 for dense models */
+	uint32_t n_expert_used;
+	uint32_t n_ctx_train;        /* from metadata */
+	uint32_t n_ctx;              /* what sequences of this model get */
+	float rope_freq_base;
+	float rms_norm_eps;
+	uint64_t n_params;           /* elements of all tensors */
+	uint64_t tensor_bytes;
+	const char *tokenizer_model; /* "llama" (SentencePiece) or "gpt2" (BPE) */
+	const char *tokenizer_pre;   /* "qwen2", "llama-bpe", ... or "default" */
+	const char *chat_template;   /* NULL if the file has none */
+	int32_t bos, eos, eot;       /* -1 if the vocabulary has none */
+	bool add_bos;
+	uint32_t kv_type;            /* enum io_type of the K and V cache */
+	uint64_t kv_bytes_per_token; /* layers x kv heads x head dim x 2 x size */
+};
+
+/*
+ * Open and load a model. Unsupported architectures fail with -ENOTSUP and
+ * a message listing the supported ones; a malformed file with -EINVAL.
+ * Free with engine_model_free().
+ */
+int engine_model_open(struct engine_model **out, const char *path,
+		const struct engine_model_options *opt, struct err *err);
+void engine_model_free(struct engine_model *m);
+
+const struct engine_model_info *engine_model_info(const struct engine_model *m);
+/* The parsed file and the loaded bytes (borrowed; owned by the model). */
+const struct io_gguf *engine_model_gguf(const struct engine_model *m);
+struct io_weights *engine_model_weights(struct engine_model *m);
+
+/* ---- tokenizer --------------------------------------------------------- */
+
+/*
+ * Tokenize len bytes of text. add_special adds BOS when the vocabulary asks
+ * for it; parse_special turns the text of special tokens (<|im_start|>)
+ * into those tokens. *tokens is malloc'ed; the caller frees it.
+ */
+int engine_tokenize(const struct engine_model *m, const char *text, size_t len,
+		bool add_special, bool parse_special, int32_t **tokens,
+		size_t *n_tokens, struct err *err);
+
+/* True for end-of-generation tokens (EOS, EOT, <|im_end|>, ...). */
+bool engine_token_is_eog(const struct engine_model *m, int32_t token);
+
+/*
+ * Streaming detokenizer: feeds token after token and hands out only whole
+ * UTF-8 characters, holding back the bytes of a character that spans
+ * tokens. Special (control) tokens render as nothing, as llama.cpp's
+ * detokenize does by default.
+ */
+struct engine_detokenizer {
+	const struct engine_model *model;
+	bool first;            /* SentencePiece drops the leading space */
+	uint8_t pending[8];
+	size_t n_pending;
+};
+
+void engine_detokenizer_init(struct engine_detokenizer *d,
+		const struct engine_model *m);
+/*
+ * Append the text of token to out (capacity cap, at least 256 bytes is
+ * always enough); returns the number of bytes written.
+ */
+size_t engine_detokenizer_push(struct engine_detokenizer *d, int32_t token,
+		char *out, size_t cap);
+/* Flush what is held back at the end (invalid bytes become U+FFFD). */
+size_t engine_detokenizer_flush(struct engine_detokenizer *d, char *out,
+		size_t cap);
+
+/* ---- sequences and the forward pass ------------------------------------ */
+
+/* One sequence: a position and its KV cache of info->n_ctx tokens. */
+struct engine_seq;
+
+int engine_seq_new(struct engine_model *m, struct engine_seq **out,
+		struct err *err);
+void engine_seq_free(struct engine_seq *s);
+uint32_t engine_seq_length(const struct engine_seq *s);
+/* Forget everything from position n on (0 empties the sequence). */
+void engine_seq_truncate(struct engine_seq *s, uint32_t n);
+
+struct engine_batch_item {
+	struct engine_seq *seq;
+	const int32_t *tokens;  /* appended at the sequence's position */
+	size_t n_tokens;
+	float *logits;          /* n_vocab floats for the last token; may be NULL */
+};
+
+/*
+ * Run the tokens of every item through the model, appending them to their
+ * sequences. Each token is evaluated as llama.cpp's one-token path does, so
+ * that the logits are the reference's. -ENOSPC (nothing appended to that
+ * sequence) when a sequence would pass n_ctx; -EINVAL for a token id out of
+ * range.
+ */
+int engine_forward(struct engine_model *m, struct engine_batch_item *items,
+		size_t n_items, struct err *err);
+
+/* ---- sampler ----------------------------------------------------------- */
+
+struct engine_sampling {
+	float temperature;      /* <= 0: greedy (argmax, lowest id on ties) */
+	int32_t top_k;          /* <= 0: off */
+	float top_p;            /* >= 1: off */
+	float min_p;            /* <= 0: off */
+	float repeat_penalty;   /* 1: off */
+	int32_t repeat_last_n;  /* how many recent tokens the penalty sees */
+	uint64_t seed;
+};
+
+/* llama.cpp's defaults: temp 0.8, top_k 40, top_p 0.95, min_p 0.05, ... */
+void engine_sampling_defaults(struct engine_sampling *s);
+
+struct engine_sampler;
+
+int engine_sampler_new(struct engine_sampler **out,
+		const struct engine_sampling *params, uint32_t n_vocab,
+		struct err *err);
+void engine_sampler_free(struct engine_sampler *s);
+/*
+ * Pick the next token from n_vocab logits (modified in place); history is
+ * the sequence so far, for the repetition penalty.
+ */
+int32_t engine_sampler_sample(struct engine_sampler *s, float *logits,
+		const int32_t *history, size_t n_history);
+
+/* ---- chat templates ---------------------------------------------------- */
+
+enum engine_chat_format {
+	ENGINE_CHAT_RAW,      /* unknown template: the text as it is */
+	ENGINE_CHAT_CHATML,   /* <|im_start|>user ... (Qwen) */
+	ENGINE_CHAT_LLAMA2,   /* [INST] ... [/INST] */
+	ENGINE_CHAT_LLAMA3,   /* <|start_header_id|>user<|end_header_id|> ... */
+};
+
+enum engine_chat_format engine_chat_format(const struct engine_model *m);
+
+/*
+ * Wrap one user message in the model's template, ready for generation.
+ * *out is malloc'ed, caller frees. For ENGINE_CHAT_RAW the text is copied
+ * unchanged (the caller warns).
+ */
+int engine_chat_apply(const struct engine_model *m, const char *user,
+		size_t len, char **out, struct err *err);
+
+/* ---- generation -------------------------------------------------------- */
+
+struct engine_generate_options {
+	struct engine_sampling sampling;
+	uint32_t max_tokens;        /* 0 = until EOS or the context is full */
+	const char *const *stop;    /* stop strings, not part of the output */
+	size_t n_stop;
+	bool chat;                  /* wrap the prompt with engine_chat_apply */
+};
+
+struct engine_generation_stats {
+	uint32_t prompt_tokens;
+	uint32_t gen_tokens;
+	double ttft_ms;        /* from the first prepare to the first token */
+	double prefill_ms;
+	double decode_ms;      /* after the first token */
+};
+
+struct engine_generation;
+
+/*
+ * Tokenize (and template) the prompt. seq is borrowed, emptied first, and
+ * must outlive the generation.
+ */
+int engine_generation_new(struct engine_generation **out,
+		struct engine_model *m, struct engine_seq *seq,
+		const char *prompt, size_t len,
+		const struct engine_generate_options *opt, struct err *err);
+void engine_generation_free(struct engine_generation *g);
+
+/*
+ * Fill *item with what the next forward pass must evaluate for g: the
+ * prompt the first time, then the last sampled token. Returns 1 when an
+ * item was filled, 0 when the generation has ended.
+ */
+int engine_generation_prepare(struct engine_generation *g,
+		struct engine_batch_item *item);
+/*
+ * After engine_forward() ran the item: sample, detokenize, check stop
+ * strings and limits. Appends the new text to out (cap >= 1024) and sets
+ * *len. Returns 1 if the generation goes on, 0 if it ended, negative errno.
+ */
+int engine_generation_accept(struct engine_generation *g, char *out,
+		size_t cap, size_t *len, struct err *err);
+/* prepare + engine_forward + accept, for one generation alone. */
+int engine_generation_step(struct engine_generation *g, char *out, size_t cap,
+		size_t *len, struct err *err);
+const struct engine_generation_stats *engine_generation_stats(
+		const struct engine_generation *g);
+/* The tokens of the prompt and of the answer so far. */
+const int32_t *engine_generation_tokens(const struct engine_generation *g,
+		size_t *n_prompt, size_t *n_total);
+
+/* ---- placement --------------------------------------------------------- */
+
+/*
+ * The `placement` file: one line per tensor (name type shape bytes
+ * device), a per-layer summary, totals per device. *text is malloc'ed.
+ */
+int engine_placement_format(struct engine_model *m, char **text, size_t *len,
+		struct err *err);
+/*
+ * Apply one placement command ("blk.0-13 gpu0", "experts cpu",
+ * "output numa1", "auto"). -EINVAL for a bad command or an unknown
+ * device, -ENOSPC when the device has no room; nothing moves then.
+ * Must not run concurrently with engine_forward().
+ */
+int engine_placement_apply(struct engine_model *m, const char *command,
+		struct err *err);
+
+#endif

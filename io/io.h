@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io: everything that touches a file or owns weight memory.
+ *
+ *   err        one error code and one human message, filled by the function
+ *              that detects a failure (see ../shared/STYLE.md, section 3)
+ *   types      ggml's tensor element types as GGUF files number them
+ *   gguf       the GGUF v2/v3 reader: metadata and tensor infos, every size
+ *              and offset checked against the file before it is believed
+ *   weights    tensor bytes streamed from the file (io_uring + O_DIRECT,
+ *              buffered pread as fallback) into the memory they are computed
+ *              from; one placement record per tensor says where they live
+ *
+ * io/ never sees a tensor operation: engine/ holds views into the memory
+ * owned here and never frees them.
+ *
+ * Every function that can fail returns 0 (or a count) on success and a
+ * negative errno on failure, after writing one line into *err.
+ */
+#ifndef LLMFS_IO_H
+#define LLMFS_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- errors ------------------------------------------------------------ */
+
+struct err {
+	int code;       /* positive errno of the last failure, 0 if none */
+	char msg[512];  /* one line, no trailing newline */
+};
+
+/*
+ * Record a failure: err->code = code, err->msg = the formatted message.
+ * Returns -code so that callers can write `return err_set(err, EINVAL, ...)`.
+ * err may be NULL (the message is then dropped).
+ */
+int err_set(struct err *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- tensor element types ---------------------------------------------- */
+
+/* The values are ggml's enum ggml_type, as stored in GGUF tensor infos. */
+enum io_type {
+	IO_TYPE_F32 = 0,
+	IO_TYPE_F16 = 1,
+	IO_TYPE_Q4_0 = 2,
+	IO_TYPE_Q4_1 = 3,
+	IO_TYPE_Q5_0 = 6,
+	IO_TYPE_Q5_1 = 7,
+	IO_TYPE_Q8_0 = 8,
+	IO_TYPE_Q8_1 = 9,
+	IO_TYPE_Q2_K = 10,
+	IO_TYPE_Q3_K = 11,
+	IO_TYPE_Q4_K = 12,
+	IO_TYPE_Q5_K = 13,
+	IO_TYPE_Q6_K = 14,
+	IO_TYPE_Q8_K = 15,
+	IO_TYPE_I8 = 24,
+	IO_TYPE_I16 = 25,
+	IO_TYPE_I32 = 26,
+	IO_TYPE_I64 = 27,
+	IO_TYPE_F64 = 28,
+	IO_TYPE_BF16 = 30,
+	IO_TYPE_COUNT = 31,
+};
+
+struct io_type_info {
+	const char *name;      /* "q4_K", as ggml names it */
+	uint32_t block_elems;  /* elements per block (1 for plain types) */
+	uint32_t block_bytes;  /* bytes per block */
+};
+
+/*
+ * The layout of a type, or NULL for a type number this build does not know
+ * (the caller reports it as unsupported; never index a table with it).
+ */
+const struct io_type_info *io_type_info(uint32_t type);
+
+/*
+ * Bytes of a row of n elements of the given type into *bytes.
+ * -EINVAL if the type is unknown or n is not a multiple of its block size,
+ * -EOVERFLOW if the size does not fit.
+ */
+int io_type_row_bytes(uint32_t type, int64_t n, uint64_t *bytes);
+
+/* ---- GGUF -------------------------------------------------------------- */
+
+enum io_gguf_value_type {
+	IO_GGUF_UINT8 = 0,
+	IO_GGUF_INT8 = 1,
+	IO_GGUF_UINT16 = 2,
+	IO_GGUF_INT16 = 3,
+	IO_GGUF_UINT32 = 4,
+	IO_GGUF_INT32 = 5,
+	IO_GGUF_FLOAT32 = 6,
+	IO_GGUF_BOOL = 7,
+	IO_GGUF_STRING = 8,
+	IO_GGUF_ARRAY = 9,
+	IO_GGUF_UINT64 = 10,
+	IO_GGUF_INT64 = 11,
+	IO_GGUF_FLOAT64 = 12,
+};
+
+struct io_gguf_string {
+	uint64_t len;
+	char *data;  /* len bytes plus a terminating NUL (may hold inner NULs) */
+};
+
+struct io_gguf_array {
+	enum io_gguf_value_type type;  /* of the elements */
+	uint64_t n;
+	/*
+	 * n elements: packed little-endian numbers of the element type
+	 * (bool = one byte), struct io_gguf_string for strings, or
+	 * struct io_gguf_array for nested arrays.
+	 */
+	void *data;
+};
+
+struct io_gguf_value {
+	enum io_gguf_value_type type;
+	union {
+		uint64_t u64;   /* every unsigned integer type */
+		int64_t i64;    /* every signed integer type */
+		double f64;     /* FLOAT32 and FLOAT64 */
+		bool b;
+		struct io_gguf_string str;
+		struct io_gguf_array arr;
+	};
+};
+
+struct io_gguf_kv {
+	char *key;
+	struct io_gguf_value value;
+};
+
+#define IO_GGUF_MAX_DIMS 4
+
+struct io_gguf_tensor {
+	char *name;
+	uint32_t type;                   /* enum io_type, known to io_type_info */
+	uint32_t n_dims;
+	int64_t ne[IO_GGUF_MAX_DIMS];    /* elements per dimension, unused = 1 */
+	uint32_t file;                   /* index into io_gguf.files */
+	uint64_t offset;                 /* absolute byte offset in that file */
+	uint64_t bytes;
+};
+
+struct io_gguf_file {
+	char *path;
+	uint64_t size;
+	uint64_t data_offset;  /* where the aligned tensor data section starts */
+};
+
+/*
+ * A parsed GGUF model: metadata and tensor infos, nothing of the tensor data.
+ * A split model (NAME-00001-of-0000N.gguf) is opened from its first part
+ * and reads as one: files[] lists the parts, tensors[] all their tensors.
+ */
+struct io_gguf {
+	uint32_t version;
+	uint32_t alignment;
+	uint32_t n_files;
+	struct io_gguf_file *files;
+	uint64_t n_kv;
+	struct io_gguf_kv *kv;
+	uint64_t n_tensors;
+	struct io_gguf_tensor *tensors;
+	uint64_t tensor_bytes;  /* sum of tensors[].bytes */
+};
+
+/*
+ * Parse the GGUF file at path. On success *out owns everything it points
+ * to; release it with io_gguf_close(). On failure *out is NULL, the return
+ * is -EINVAL (malformed), -ENOMEM, -EOVERFLOW or the errno of open/read, and
+ * err names the file and the problem.
+ */
+int io_gguf_open(struct io_gguf **out, const char *path, struct err *err);
+void io_gguf_close(struct io_gguf *g);
+
+/* NULL if absent. */
+const struct io_gguf_kv *io_gguf_find(const struct io_gguf *g, const char *key);
+
+/*
+ * Typed getters. 0 on success; -ENOENT if the key is absent; -EINVAL if its
+ * value has another type or does not fit the output (any integer type is
+ * accepted by the integer getters when the value fits).
+ */
+int io_gguf_get_u32(const struct io_gguf *g, const char *key, uint32_t *out);
+int io_gguf_get_i32(const struct io_gguf *g, const char *key, int32_t *out);
+int io_gguf_get_f32(const struct io_gguf *g, const char *key, float *out);
+int io_gguf_get_bool(const struct io_gguf *g, const char *key, bool *out);
+/* The string value (borrowed from g), or NULL if absent or not a string. */
+const char *io_gguf_get_str(const struct io_gguf *g, const char *key);
+/* The array value if present with elements of elem_type, else NULL. */
+const struct io_gguf_array *io_gguf_get_array(const struct io_gguf *g,
+		const char *key, enum io_gguf_value_type elem_type);
+
+/* NULL if no tensor has that name. */
+const struct io_gguf_tensor *io_gguf_find_tensor(const struct io_gguf *g,
+		const char *name);
+
+/* ---- weights: tensor bytes in compute memory --------------------------- */
+
+/*
+ * Where one tensor's bytes live. The engine reaches every tensor through its
+ * record and reads data at each use, never caching the pointer across
+ * forward passes, so that the bytes can move (io_weights_move) while the
+ * model stays loaded. Records are owned by struct io_weights.
+ */
+struct io_placement {
+	void *data;
+	uint64_t bytes;
+	char device[16];   /* "cpu", "numa0", "gpu0" */
+};
+
+enum io_numa_policy {
+	IO_NUMA_DEFAULT = 0,   /* the kernel's first touch */
+	IO_NUMA_INTERLEAVE,
+	IO_NUMA_NODE,          /* all on io_load_options.numa_node */
+	IO_NUMA_REPLICATE,     /* one copy per node */
+};
+
+struct io_load_options {
+	bool no_uring;        /* force the buffered pread path */
+	bool no_direct;       /* force buffered reads through the page cache */
+	uint32_t queue_depth; /* reads in flight; 0 = default */
+	enum io_numa_policy numa;
+	int numa_node;
+	/* Called from the loading thread as bytes arrive; may be NULL. */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
+};
+
+struct io_weights;
+
+/*
+ * Read the data of every tensor of g into compute memory. g must outlive
+ * the weights. On failure *out is NULL and err says why.
+ */
+int io_weights_load(struct io_weights **out, const struct io_gguf *g,
+		const struct io_load_options *opt, struct err *err);
+void io_weights_free(struct io_weights *w);
+
+/* The placement record of g->tensors[i]; owned by w. */
+struct io_placement *io_weights_placement(struct io_weights *w, uint64_t i);
+
+#endif
