@@ -17,9 +17,11 @@ TEST_PKGS = check jansson
 
 CC ?= cc
 CFLAGS ?= -O2 -g
-# -march=native: the scalar reference kernels vectorize where the compiler
-# sees fit; run-time CPU dispatch comes with the SIMD issue.
-override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
+# -march=native lets the compiler vectorize the scalar reference kernels
+# (integer block sums); -std=c11 keeps -ffp-contract=off, so no float
+# result changes. Run-time CPU dispatch comes with the SIMD issue.
+ARCH_FLAGS ?= -march=native
+override CFLAGS += $(ARCH_FLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
 	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP
 LDLIBS += -lm -pthread
 
@@ -160,13 +162,24 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	$(Q)BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run
 
-bench: deps
+# The reference: llama.cpp as the npm package node-llama-cpp ships it
+# (pinned; ../shared/README.md, section 1), in the git-ignored ref/.
+REF_DIR ?= ref
+LLAMA_REF_VERSION = 3.22.1
+REF_STAMP = $(REF_DIR)/node_modules/node-llama-cpp/package.json
+$(REF_STAMP):
+	mkdir -p $(REF_DIR)
+	cd $(REF_DIR) && { [ -f package.json ] || npm init -y >/dev/null; } && \
+		npm install --no-audit --no-fund node-llama-cpp@$(LLAMA_REF_VERSION)
+ref: $(REF_STAMP)
+
+bench: deps $(REF_STAMP)
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)BUILD=$(BUILD) tools/bench.sh
+	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) tools/bench.sh
 
 clean:
 	rm -rf build
 
-.PHONY: all deps tests check demo fuzz bench clean
+.PHONY: all deps tests check demo fuzz bench ref clean
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

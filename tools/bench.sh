@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# make bench: every speed figure, each against its reference measured in
+# the same run (never a timed unit test). Each part is a script of its own:
+#   tools/bench-load.sh  cold-cache load vs the disk's O_DIRECT bandwidth,
+#                        cold time-to-first-token vs llama.cpp
+#   tools/bench-fs.sh    decode tokens/s through the mount vs llmfs-run
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export BUILD=${BUILD:-build}
+export LLAMA_REF_DIR=${LLAMA_REF_DIR:-$PWD/ref}
+status=0
+for part in tools/bench-load.sh tools/bench-fs.sh; do
+	[ -x "$part" ] || continue
+	echo "== $part"
+	"$part" || status=1
+	echo
+done
+exit $status
