@@ -232,6 +232,14 @@ struct io_load_options {
 	/* Called from the loading thread as bytes arrive; may be NULL. */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
+	/*
+	 * Called with one line (no newline) when loading falls back to a slower
+	 * path or degrades (io_uring refused, O_DIRECT refused, memory not
+	 * locked); may be NULL. The engine logs it, tools print it to stderr.
+	 */
+	void (*notice)(void *arg, const char *msg);
+	void *notice_arg;
+	bool no_lock;         /* do not mlock the weights */
 };
 
 struct io_weights;
@@ -246,5 +254,19 @@ void io_weights_free(struct io_weights *w);
 
 /* The placement record of g->tensors[i]; owned by w. */
 struct io_placement *io_weights_placement(struct io_weights *w, uint64_t i);
+
+/* How the last load went, for tools and the status file. */
+struct io_load_stats {
+	uint64_t bytes;        /* read from the files (aligned superset) */
+	uint64_t tensor_bytes; /* sum of the tensors' bytes */
+	double seconds;        /* allocation + reads, wall clock */
+	bool uring;            /* io_uring did the reads */
+	bool fixed;            /* ... into registered buffers (read_fixed) */
+	bool direct;           /* O_DIRECT, bypassing the page cache */
+	bool locked;           /* every region is mlocked */
+	uint32_t queue_depth;  /* reads in flight at most */
+	uint32_t n_copies;     /* 1, or the node count with IO_NUMA_REPLICATE */
+};
+const struct io_load_stats *io_weights_stats(const struct io_weights *w);
 
 #endif

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Weight memory: 2 MiB aligned anonymous mappings, asked to be backed by
+ * transparent huge pages (a 7B model is 2 million 4 KiB pages otherwise,
+ * and every TLB miss in a matrix-vector product costs), optionally bound to
+ * one NUMA node or interleaved over all of them, and locked when the
+ * RLIMIT_MEMLOCK allows so that the kernel never pages weights out.
+ *
+ * The mapping is made by hand (mmap of size + 2 MiB, then the unaligned
+ * head and tail are unmapped) rather than by numa_alloc_onnode(), which
+ * only aligns to 4 KiB; the node binding is applied with mbind() before
+ * the first touch, which is all numa_alloc_onnode() does anyway.
+ */
+#include <errno.h>
+#include <numa.h>
+#include <numaif.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include "weights_internal.h"
+
+static size_t mem_round_up(size_t n, size_t a)
+{
+	return (n + a - 1) / a * a;
+}
+
+static int mem_bind(void *p, size_t size, int node, struct err *err)
+{
+	struct bitmask *mask;
+	int rc = 0;
+
+	if (node == -1 || numa_available() < 0)
+		return 0;
+	if (node == IO_MEM_INTERLEAVE) {
+		numa_interleave_memory(p, size, numa_all_nodes_ptr);
+		return 0;
+	}
+	if (node > numa_max_node())
+		return err_set(err, EINVAL, "no NUMA node %d (highest is %d)",
+			       node, numa_max_node());
+	mask = numa_allocate_nodemask();
+	if (!mask)
+		return err_set(err, ENOMEM, "out of memory for a NUMA node mask");
+	numa_bitmask_setbit(mask, (unsigned)node);
+	if (mbind(p, size, MPOL_BIND, mask->maskp, mask->size + 1, 0) < 0)
+		rc = err_set(err, errno, "mbind to NUMA node %d: %s", node,
+			     strerror(errno));
+	numa_free_nodemask(mask);
+	return rc;
+}
+
+/*
+ * mlock only what the limit allows: a refused mlock is no error, the weights
+ * just may be paged out under memory pressure, which the user is told once.
+ */
+void io_mem_lock(struct io_mem *m, io_notice_fn notice, void *arg)
+{
+	struct rlimit rl;
+	char msg[200];
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < m->size) {
+		if (notice) {
+			snprintf(msg, sizeof(msg),
+				 "weights not locked in memory: RLIMIT_MEMLOCK is %llu KiB, need %zu KiB (ulimit -l)",
+				 (unsigned long long)rl.rlim_cur / 1024,
+				 m->size / 1024);
+			notice(arg, msg);
+		}
+		return;
+	}
+	if (mlock(m->base, m->size) == 0) {
+		m->locked = true;
+	} else if (notice) {
+		snprintf(msg, sizeof(msg), "weights not locked in memory: mlock: %s",
+			 strerror(errno));
+		notice(arg, msg);
+	}
+}
+
+int io_mem_alloc(struct io_mem *m, size_t size, int node, struct err *err)
+{
+	size_t len, head, tail;
+	uint8_t *p, *base;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	m->node = node;
+	if (size == 0)
+		size = 1;
+	if (size > SIZE_MAX - 2 * (size_t)IO_HUGE)
+		return err_set(err, ENOMEM, "cannot allocate %zu bytes", size);
+	len = mem_round_up(size, IO_HUGE);
+	p = mmap(NULL, len + IO_HUGE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return err_set(err, ENOMEM, "cannot map %zu MiB for weights: %s",
+			       len >> 20, strerror(errno));
+	base = (uint8_t *)mem_round_up((uintptr_t)p, IO_HUGE);
+	head = (size_t)(base - p);
+	tail = IO_HUGE - head;
+	if (head)
+		munmap(p, head);
+	if (tail)
+		munmap(base + len, tail);
+	m->base = base;
+	m->size = len;
+	m->kind = node == -1 ? IO_MEM_ALIGNED : IO_MEM_NUMA;
+	/* Advice only: a kernel without THP still gives 4 KiB pages. */
+	madvise(base, len, MADV_HUGEPAGE);
+	rc = mem_bind(base, len, node, err);
+	if (rc < 0) {
+		munmap(base, len);
+		memset(m, 0, sizeof(*m));
+		return rc;
+	}
+	return 0;
+}
+
+void io_mem_free(struct io_mem *m)
+{
+	if (!m || !m->base)
+		return;
+	munmap(m->base, m->size);
+	memset(m, 0, sizeof(*m));
+}
