@@ -29,6 +29,14 @@ struct io_region {
 	uint64_t refs;         /* tensors resident here; freed at 0 */
 };
 
+/* What the loader knows of one file. */
+struct load_file {
+	uint64_t start, end;   /* the span its tensors occupy */
+	uint64_t base_off;     /* start rounded down to IO_PAGE: held at base */
+	uint64_t n;            /* its tensors */
+	uint32_t region;
+};
+
 struct io_weights {
 	const struct io_gguf *g;
 	struct io_load_options opt;
@@ -95,16 +103,41 @@ static int weights_file_span(const struct io_gguf *g, uint32_t f,
 	return 0;
 }
 
+/* Reads of the aligned superset pass the total a little: clamp. */
 static void weights_progress(struct io_weights *w, uint64_t done)
 {
+	uint64_t total = w->stats.tensor_bytes;
+
 	if (w->opt.progress)
-		w->opt.progress(w->opt.progress_arg, done, w->stats.tensor_bytes);
+		w->opt.progress(w->opt.progress_arg, done < total ? done : total,
+				total);
+}
+
+static void weights_step(void *arg, uint64_t n);
+
+static void weights_notice(void *arg, const char *msg)
+{
+	struct io_weights *w = arg;
+
+	if (w->opt.notice)
+		w->opt.notice(w->opt.notice_arg, msg);
+}
+
+/* Bytes per read: large enough for the disk, small enough to keep many in flight. */
+static uint64_t weights_chunk(void)
+{
+	const char *v = getenv("LLMFS_IO_CHUNK_KB");
+	unsigned long kb = v ? strtoul(v, NULL, 10) : 0;
+
+	if (kb < 4 || kb > 65536 || (kb & 3))
+		kb = 1024;
+	return (uint64_t)kb << 10;
 }
 
 /* Buffered reads of [start, end) of path into dst, in 8 MiB steps. */
 static int weights_pread(struct io_weights *w, const char *path,
 			 uint64_t start, uint64_t end, uint8_t *dst,
-			 uint64_t *done, struct err *err)
+			 struct err *err)
 {
 	const size_t step = 8u << 20;
 	uint64_t off = start;
@@ -134,69 +167,169 @@ static int weights_pread(struct io_weights *w, const char *path,
 				       (unsigned long long)end);
 		}
 		off += (uint64_t)n;
-		*done += (uint64_t)n;
-		weights_progress(w, *done);
+		weights_step(w, (uint64_t)n);
 	}
 	close(fd);
 	return 0;
 }
 
-static int weights_load_file(struct io_weights *w, uint32_t f, uint64_t *done,
-			     struct err *err)
+
+static void weights_step(void *arg, uint64_t n)
+{
+	struct io_weights *w = arg;
+
+	w->stats.bytes += n;
+	weights_progress(w, w->stats.bytes);
+}
+
+static bool weights_env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0") != 0;
+}
+
+/* One region per file holding tensors: the aligned superset of its span. */
+static int weights_regions_make(struct io_weights *w, struct load_file *lf,
+				int node, struct err *err)
 {
 	const struct io_gguf *g = w->g;
-	const struct io_gguf_file *file = &g->files[f];
-	uint64_t start, end, n, base_off, i;
-	struct io_region *r;
-	uint32_t idx = 0;
+	uint64_t i, size;
+	uint32_t f, idx = 0;
 	int rc;
 
-	rc = weights_file_span(g, f, &start, &end, &n, err);
-	if (rc < 0 || n == 0)
-		return rc;
-	rc = weights_region_add(w, &idx, err);
-	if (rc < 0)
-		return rc;
-	r = &w->regions[idx];
-	base_off = start & ~(uint64_t)(IO_PAGE - 1);
-	r->file_start = base_off;
-	/* Room for the aligned superset that O_DIRECT reads. */
-	rc = io_mem_alloc(&r->mem, (size_t)((end - base_off + IO_PAGE - 1) &
-					    ~(uint64_t)(IO_PAGE - 1)), -1, err);
-	if (rc < 0)
-		return rc;
-	rc = weights_pread(w, file->path, start, end,
-			   (uint8_t *)r->mem.base + (start - base_off), done, err);
-	if (rc < 0)
-		return rc;
+	for (f = 0; f < g->n_files; f++) {
+		rc = weights_file_span(g, f, &lf[f].start, &lf[f].end, &lf[f].n,
+				       err);
+		if (rc < 0)
+			return rc;
+		if (!lf[f].n)
+			continue;
+		rc = weights_region_add(w, &idx, err);
+		if (rc < 0)
+			return rc;
+		lf[f].region = idx;
+		lf[f].base_off = lf[f].start & ~(uint64_t)(IO_PAGE - 1);
+		w->regions[idx].file_start = lf[f].base_off;
+		size = (lf[f].end - lf[f].base_off + IO_PAGE - 1) &
+		       ~(uint64_t)(IO_PAGE - 1);
+		rc = io_mem_alloc(&w->regions[idx].mem, (size_t)size, node, err);
+		if (rc < 0)
+			return rc;
+	}
 	for (i = 0; i < g->n_tensors; i++) {
 		const struct io_gguf_tensor *t = &g->tensors[i];
+		struct load_file *l = &lf[t->file];
+		struct io_region *r = &w->regions[l->region];
 
-		if (t->file != f)
-			continue;
-		w->pl[i].data = (uint8_t *)r->mem.base + (t->offset - base_off);
+		w->pl[i].data = (uint8_t *)r->mem.base + (t->offset - l->base_off);
 		w->pl[i].bytes = t->bytes;
 		snprintf(w->pl[i].device, sizeof(w->pl[i].device), "cpu");
-		w->region_of[i] = idx;
+		w->region_of[i] = l->region;
 		r->refs++;
 	}
 	return 0;
 }
 
-static void weights_notice(void *arg, const char *msg)
+static void weights_ring_start(struct io_weights *w, struct io_ring **ring)
 {
-	struct io_weights *w = arg;
+	struct io_mem *mem[64];
+	struct err e = {0};
+	char msg[600];
+	uint32_t i, n = 0;
 
-	if (w->opt.notice)
-		w->opt.notice(w->opt.notice_arg, msg);
+	*ring = NULL;
+	if (w->opt.no_uring || weights_env("LLMFS_NO_URING"))
+		return;
+	if (io_ring_open(ring, w->stats.queue_depth, weights_chunk(), &e) < 0) {
+		snprintf(msg, sizeof(msg), "io_uring unavailable (%s): reading with pread",
+			 e.msg);
+		weights_notice(w, msg);
+		return;
+	}
+	w->stats.uring = true;
+	for (i = 0; i < w->n_regions && n < 64; i++)
+		mem[n++] = &w->regions[i].mem;
+	if (n == w->n_regions && io_ring_register(*ring, mem, n, &e) == 0) {
+		w->stats.fixed = true;
+	} else if (n == w->n_regions) {
+		snprintf(msg, sizeof(msg),
+			 "io_uring buffers not registered (%s): plain reads", e.msg);
+		weights_notice(w, msg);
+	}
+}
+
+/*
+ * Read file f into its region: through the ring with O_DIRECT when both
+ * work, else through the page cache (ring or pread). Returns the errno.
+ */
+static int weights_read_file(struct io_weights *w, struct io_ring *ring,
+			     const struct load_file *l, uint32_t f,
+			     struct err *err)
+{
+	const struct io_gguf_file *file = &w->g->files[f];
+	uint8_t *base = w->regions[l->region].mem.base;
+	bool direct = ring && !w->opt.no_direct && !weights_env("LLMFS_NO_DIRECT");
+	uint64_t done0 = w->stats.bytes, end;
+	char msg[700];
+	int fd = -1, rc;
+
+	if (direct) {
+		fd = open(file->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+		if (fd < 0 && errno == EINVAL) {
+			snprintf(msg, sizeof(msg),
+				 "O_DIRECT refused for %s: reading through the page cache",
+				 file->path);
+			weights_notice(w, msg);
+			direct = false;
+		} else if (fd < 0) {
+			return err_set(err, errno, "%s: %s", file->path,
+				       strerror(errno));
+		}
+	}
+	if (!ring)
+		return weights_pread(w, file->path, l->start, l->end,
+				     base + (l->start - l->base_off), err);
+	if (!direct) {
+		fd = open(file->path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return err_set(err, errno, "%s: %s", file->path,
+				       strerror(errno));
+		posix_fadvise(fd, (off_t)l->start, (off_t)(l->end - l->start),
+			      POSIX_FADV_SEQUENTIAL);
+		rc = io_ring_read(ring, fd, file->path, l->start,
+				  l->end - l->start, base + (l->start - l->base_off),
+				  file->size, l->end, weights_step, w, err);
+		close(fd);
+		return rc == -ENODATA ? -EINVAL : rc;
+	}
+	end = (l->end + IO_PAGE - 1) & ~(uint64_t)(IO_PAGE - 1);
+	rc = io_ring_read(ring, fd, file->path, l->base_off, end - l->base_off,
+			  base, file->size, l->end, weights_step, w, err);
+	close(fd);
+	if (rc == -EINVAL) {
+		/* Some filesystems accept the open and refuse the read. */
+		snprintf(msg, sizeof(msg),
+			 "O_DIRECT read refused for %s (%s): reading through the page cache",
+			 file->path, err->msg);
+		weights_notice(w, msg);
+		w->stats.bytes = done0;
+		return weights_pread(w, file->path, l->start, l->end,
+				     base + (l->start - l->base_off), err);
+	}
+	if (rc == 0)
+		w->stats.direct = true;
+	return rc == -ENODATA ? -EINVAL : rc;
 }
 
 int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		    const struct io_load_options *opt, struct err *err)
 {
+	struct io_ring *ring = NULL;
+	struct load_file *lf = NULL;
 	struct io_weights *w;
-	uint64_t done = 0, i;
 	double t0 = weights_now();
+	uint64_t i;
 	uint32_t f;
 	int rc;
 
@@ -207,10 +340,14 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	w->g = g;
 	if (opt)
 		w->opt = *opt;
+	w->stats.queue_depth = w->opt.queue_depth ? w->opt.queue_depth : 32;
+	if (w->stats.queue_depth > 4096)
+		w->stats.queue_depth = 4096;
 	w->pl = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(*w->pl));
 	w->region_of = calloc(g->n_tensors ? g->n_tensors : 1,
 			      sizeof(*w->region_of));
-	if (!w->pl || !w->region_of) {
+	lf = calloc(g->n_files ? g->n_files : 1, sizeof(*lf));
+	if (!w->pl || !w->region_of || !lf) {
 		rc = err_set(err, ENOMEM, "out of memory for %llu placements",
 			     (unsigned long long)g->n_tensors);
 		goto out_free;
@@ -223,25 +360,41 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		}
 		w->stats.tensor_bytes += g->tensors[i].bytes;
 	}
+	rc = weights_regions_make(w, lf, -1, err);
+	if (rc < 0)
+		goto out_free;
 	weights_progress(w, 0);
+	weights_ring_start(w, &ring);
 	for (f = 0; f < g->n_files; f++) {
-		rc = weights_load_file(w, f, &done, err);
+		if (!lf[f].n)
+			continue;
+		rc = weights_read_file(w, ring, &lf[f], f, err);
 		if (rc < 0)
 			goto out_free;
 	}
+	io_ring_close(ring);
+	ring = NULL;
+	if (!w->stats.uring)
+		w->stats.queue_depth = 1;
 	w->stats.locked = !w->opt.no_lock;
 	for (f = 0; f < w->n_regions && !w->opt.no_lock; f++) {
 		io_mem_lock(&w->regions[f].mem, weights_notice, w);
 		if (!w->regions[f].mem.locked)
 			w->stats.locked = false;
 	}
-	w->stats.bytes = done;
 	w->stats.n_copies = 1;
 	w->stats.seconds = weights_now() - t0;
+	if (w->opt.progress)
+		w->opt.progress(w->opt.progress_arg, w->stats.tensor_bytes,
+				w->stats.tensor_bytes);
+	free(lf);
 	*out = w;
 	return 0;
 
 out_free:
+	/* The ring goes first: nothing may still write into the regions. */
+	io_ring_close(ring);
+	free(lf);
 	io_weights_free(w);
 	return rc;
 }

@@ -54,4 +54,26 @@ void io_mem_free(struct io_mem *m);
 
 #define IO_MEM_INTERLEAVE (-2)
 
+/* ---- io_uring reads (uring.c) ------------------------------------------ */
+
+struct io_ring;
+
+/*
+ * A ring with depth entries whose reads are at most chunk bytes. Fails
+ * with the errno of io_uring_setup (ENOSYS, EPERM, ENOMEM): the caller then
+ * reads with pread.
+ */
+int io_ring_open(struct io_ring **out, uint32_t depth, uint64_t chunk,
+		 struct err *err);
+/* Waits for (cancels) anything in flight: call before freeing the memory. */
+void io_ring_close(struct io_ring *r);
+/* Register the n regions as fixed buffers; on failure reads stay plain. */
+int io_ring_register(struct io_ring *r, struct io_mem *const *mem, unsigned n,
+		     struct err *err);
+bool io_ring_fixed(const struct io_ring *r);
+int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
+		 uint64_t len, uint8_t *dst, uint64_t file_size,
+		 uint64_t need_end, void (*step)(void *, uint64_t), void *arg,
+		 struct err *err);
+
 #endif

@@ -98,9 +98,77 @@ START_TEST(test_weights_pread_fake)
 }
 END_TEST
 
+struct seen {
+	uint64_t last, total, calls;
+	char notice[4][600];
+	int n_notice;
+};
+
+static void seen_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct seen *s = arg;
+
+	ck_assert_uint_ge(done, s->last);
+	ck_assert_uint_le(done, total);
+	s->last = done;
+	s->total = total;
+	s->calls++;
+}
+
+static void seen_notice(void *arg, const char *msg)
+{
+	struct seen *s = arg;
+
+	if (s->n_notice < 4)
+		snprintf(s->notice[s->n_notice++], sizeof(s->notice[0]), "%s", msg);
+}
+
+/* Each read path, forced by options, gives the file's bytes. */
+static const struct {
+	bool no_uring, no_direct, uring, direct;
+} paths[] = {
+	{ false, false, true, true },
+	{ false, true, true, false },
+	{ true, false, false, false },
+	{ true, true, false, false },
+};
+
+START_TEST(test_weights_paths_fake)
+{
+	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
+		.no_direct = paths[_i].no_direct, .queue_depth = 3 };
+	const struct io_load_stats *st;
+	struct io_weights *w = NULL;
+	struct err err = {0};
+	struct seen seen = {0};
+	struct fake f;
+
+	opt.progress = seen_progress;
+	opt.progress_arg = &seen;
+	opt.notice = seen_notice;
+	opt.notice_arg = &seen;
+	fake_make(&f, "/tmp", 4096 * 3 + 32, (5u << 20) + 4000);
+	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
+	check_bytes(&f.g, w);
+	st = io_weights_stats(w);
+	ck_assert_int_eq(st->uring, paths[_i].uring);
+	ck_assert_int_eq(st->direct, paths[_i].direct);
+	ck_assert_uint_eq(st->tensor_bytes, f.g.tensor_bytes);
+	ck_assert_uint_ge(st->bytes, f.g.tensor_bytes);
+	ck_assert_uint_eq(seen.total, f.g.tensor_bytes);
+	ck_assert_uint_eq(seen.last, f.g.tensor_bytes);
+	ck_assert_uint_ge(seen.calls, 2);
+	io_weights_free(w);
+	unlink(f.path);
+}
+END_TEST
+
+
+/* A file shorter than its tensor infos say fails cleanly on every path. */
 START_TEST(test_weights_truncated)
 {
-	struct io_load_options opt = { .no_uring = true, .no_direct = true };
+	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
+		.no_direct = paths[_i].no_direct };
 	struct io_weights *w = NULL;
 	struct err err = {0};
 	struct fake f;
@@ -121,7 +189,10 @@ static Suite *weights_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_weights_pread_fake);
-	tcase_add_test(tc, test_weights_truncated);
+	tcase_add_loop_test(tc, test_weights_truncated, 0,
+			    sizeof(paths) / sizeof(paths[0]));
+	tcase_add_loop_test(tc, test_weights_paths_fake, 0,
+			    sizeof(paths) / sizeof(paths[0]));
 	suite_add_tcase(s, tc);
 	return s;
 }
