@@ -41,12 +41,23 @@ uint32_t quant_vec_dot_type(uint32_t type);
  */
 void quant_from_float(uint32_t type, const float *x, void *y, int64_t n);
 
+/*
+ * ggml's reference quantizers (quantize_row_*_ref), what llama-quantize
+ * writes without an importance matrix: differs from quant_from_float only
+ * for Q8_0 and Q8_1 (id = 1/d and roundf, ties away from zero). Every
+ * type of quant_type_supported() and Q8_K is implemented; an unknown type
+ * writes nothing.
+ */
+void quant_from_float_ref(uint32_t type, const float *x, void *y, int64_t n);
+
 /* Convert n elements of type (n a multiple of the block size) to floats. */
 void quant_to_float(uint32_t type, const void *x, float *y, int64_t n);
 
 /*
  * Dot product of n elements: a weight row w of type and an activation row a
- * of quant_vec_dot_type(type), as made by quant_from_float.
+ * of quant_vec_dot_type(type), as made by quant_from_float. Integer sums
+ * per block and float scaling in the order of ggml's scalar (_generic)
+ * kernels; NAN for a type that quant_type_supported() rejects.
  */
 float quant_vec_dot(uint32_t type, int64_t n, const void *w, const void *a);
 
