@@ -202,6 +202,15 @@ enum engine_chat_format engine_chat_format(const struct engine_model *m);
 int engine_chat_apply(const struct engine_model *m, const char *user,
 		size_t len, char **out, struct err *err);
 
+/*
+ * The same from a template string instead of a model: tmpl is the text of
+ * tokenizer.chat_template, or one of llama.cpp's template names ("chatml",
+ * "llama2", "llama3"), or NULL for none (ChatML, as llama.cpp does).
+ */
+enum engine_chat_format engine_chat_template_format(const char *tmpl);
+int engine_chat_template_apply(const char *tmpl, const char *user,
+		size_t len, char **out, struct err *err);
+
 /* ---- generation -------------------------------------------------------- */
 
 struct engine_generate_options {
