@@ -13,74 +13,7 @@
 
 #include "../../io/io.h"
 
-/* A hand-made model: one file of random bytes and tensors at odd offsets. */
-struct fake {
-	char path[64];
-	struct io_gguf g;
-	struct io_gguf_file file;
-	struct io_gguf_tensor t[4];
-	char names[4][16];
-};
-
-static void fake_make(struct fake *f, const char *dir, uint64_t data_offset,
-		      uint64_t size)
-{
-	uint8_t *buf = malloc(size);
-	uint64_t i, off;
-	int fd;
-
-	ck_assert_ptr_nonnull(buf);
-	for (i = 0; i < size; i++)
-		buf[i] = (uint8_t)(i * 2654435761u >> 13);
-	snprintf(f->path, sizeof(f->path), "%s/llmfs-w-XXXXXX", dir);
-	fd = mkstemp(f->path);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(write(fd, buf, size), (ssize_t)size);
-	close(fd);
-	free(buf);
-	memset(&f->g, 0, sizeof(f->g));
-	f->file.path = f->path;
-	f->file.size = size;
-	f->file.data_offset = data_offset;
-	f->g.n_files = 1;
-	f->g.files = &f->file;
-	f->g.n_tensors = 4;
-	f->g.tensors = f->t;
-	off = data_offset;
-	for (i = 0; i < 4; i++) {
-		uint64_t bytes = i == 3 ? size - off : (i + 1) * 100000 + 32;
-
-		snprintf(f->names[i], sizeof(f->names[i]), "t%llu",
-			 (unsigned long long)i);
-		f->t[i] = (struct io_gguf_tensor){ .name = f->names[i],
-			.type = IO_TYPE_I8, .n_dims = 1, .ne = { (int64_t)bytes, 1, 1, 1 },
-			.file = 0, .offset = off, .bytes = bytes };
-		f->g.tensor_bytes += bytes;
-		off += (bytes + 31) / 32 * 32;
-	}
-}
-
-static void check_bytes(const struct io_gguf *g, struct io_weights *w)
-{
-	uint64_t i;
-
-	for (i = 0; i < g->n_tensors; i++) {
-		const struct io_gguf_tensor *t = &g->tensors[i];
-		struct io_placement *p = io_weights_placement(w, i);
-		uint8_t *want = malloc(t->bytes);
-		int fd = open(g->files[t->file].path, O_RDONLY);
-
-		ck_assert_ptr_nonnull(p);
-		ck_assert_uint_eq(p->bytes, t->bytes);
-		ck_assert_int_eq(pread(fd, want, t->bytes, (off_t)t->offset),
-				 (ssize_t)t->bytes);
-		close(fd);
-		ck_assert_msg(memcmp(p->data, want, t->bytes) == 0,
-			      "tensor %s differs from the file", t->name);
-		free(want);
-	}
-	ck_assert_ptr_null(io_weights_placement(w, g->n_tensors));
-}
+#include "weights_fake.h"
 
 START_TEST(test_weights_pread_fake)
 {
@@ -182,6 +115,48 @@ START_TEST(test_weights_truncated)
 }
 END_TEST
 
+static const char *const models[] = {
+	"llama-2-tiny-random.gguf",
+	"stories260K.gguf",
+	"tiny-llama-spm32k-kquant.gguf",
+	"tiny-qwen2-bpe152k-legacyq.gguf",
+	"tiny-qwen3-bpe16k-f16.gguf",
+	"tiny-qwen3-bpe16k-mixq.gguf",
+	"tiny-qwen3moe-bpe16k-q4km.gguf",
+};
+
+static const char *shared_dir(void)
+{
+	const char *s = getenv("SHARED");
+
+	return s && *s ? s : "../shared";
+}
+
+/* Every tensor of every shared model, on the default path and on pread. */
+START_TEST(test_weights_shared_models)
+{
+	struct io_load_options opt = {0};
+	struct io_weights *w = NULL;
+	struct io_gguf *g = NULL;
+	struct err err = {0};
+	char path[4096];
+	int pass;
+
+	snprintf(path, sizeof(path), "%s/models/%s", shared_dir(), models[_i]);
+	ck_assert_msg(io_gguf_open(&g, path, &err) == 0, "%s", err.msg);
+	for (pass = 0; pass < 2; pass++) {
+		opt.no_uring = pass == 1;
+		ck_assert_msg(io_weights_load(&w, g, &opt, &err) == 0, "%s",
+			      err.msg);
+		check_bytes(g, w);
+		ck_assert_uint_eq(io_weights_stats(w)->tensor_bytes,
+				  g->tensor_bytes);
+		io_weights_free(w);
+	}
+	io_gguf_close(g);
+}
+END_TEST
+
 static Suite *weights_suite(void)
 {
 	Suite *s = suite_create("io_weights");
@@ -193,6 +168,8 @@ static Suite *weights_suite(void)
 			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_loop_test(tc, test_weights_paths_fake, 0,
 			    sizeof(paths) / sizeof(paths[0]));
+	tcase_add_loop_test(tc, test_weights_shared_models, 0,
+			    sizeof(models) / sizeof(models[0]));
 	suite_add_tcase(s, tc);
 	return s;
 }
