@@ -269,4 +269,46 @@ struct io_load_stats {
 };
 const struct io_load_stats *io_weights_stats(const struct io_weights *w);
 
+/*
+ * The copy of tensor i that threads running on NUMA node `node` should
+ * read: their node's own copy with IO_NUMA_REPLICATE, else the one record
+ * (also for node < 0). NULL if i is out of range.
+ */
+struct io_placement *io_weights_placement_node(struct io_weights *w,
+		uint64_t i, int node);
+
+/*
+ * Devices weights can be placed on: "cpu" (any node, first touch) and
+ * "numaN" for each NUMA node, plus "gpuN" once CUDA is built in. The
+ * space-separated list is written into buf ("cpu numa0"); returns its
+ * length.
+ */
+size_t io_devices_list(char *buf, size_t cap);
+/*
+ * Bytes that can still be placed on device. -EINVAL (with the device list
+ * in the message) for a device that does not exist.
+ */
+int io_device_free(const char *device, uint64_t *bytes, struct err *err);
+
+/*
+ * Move n tensors (indices into g->tensors) to device, all or none: the
+ * bytes are copied into one new region on the device, then each
+ * placement's data pointer is switched and the old memory is freed once no
+ * tensor is resident in it. The caller guarantees that nothing reads the
+ * tensors meanwhile. Tensors already on device stay. -EINVAL for an unknown
+ * device or when the weights are replicated per node, -ENOSPC when the
+ * device has no room; nothing moves then.
+ */
+int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
+		const char *device, struct err *err);
+int io_weights_move(struct io_weights *w, uint64_t i, const char *device,
+		struct err *err);
+
+/* Pin the calling thread to the CPUs of NUMA node (no-op without NUMA). */
+int io_numa_thread_pin(int node, struct err *err);
+/* The NUMA node of a CPU (0 without NUMA). */
+int io_numa_node_of_cpu(int cpu);
+/* Online NUMA nodes (1 without NUMA). */
+uint32_t io_numa_node_count(void);
+
 #endif

@@ -14,6 +14,7 @@
  *   io_weights_move   one tensor into its own region on another device
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,30 +24,6 @@
 
 #include "weights_internal.h"
 
-struct io_region {
-	struct io_mem mem;
-	uint64_t file_start;   /* file offset held at mem.base (file regions) */
-	uint64_t refs;         /* tensors resident here; freed at 0 */
-};
-
-/* What the loader knows of one file. */
-struct load_file {
-	uint64_t start, end;   /* the span its tensors occupy */
-	uint64_t base_off;     /* start rounded down to IO_PAGE: held at base */
-	uint64_t n;            /* its tensors */
-	uint32_t region;
-};
-
-struct io_weights {
-	const struct io_gguf *g;
-	struct io_load_options opt;
-	struct io_placement *pl;    /* n_tensors records */
-	uint32_t *region_of;        /* n_tensors region indices */
-	struct io_region *regions;
-	uint32_t n_regions, cap_regions;
-	struct io_load_stats stats;
-};
-
 static double weights_now(void)
 {
 	struct timespec ts;
@@ -55,8 +32,8 @@ static double weights_now(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int weights_region_add(struct io_weights *w, uint32_t *idx,
-			      struct err *err)
+int io_weights_region_add(struct io_weights *w, uint32_t *idx,
+			  struct err *err)
 {
 	struct io_region *r;
 	uint32_t cap;
@@ -72,6 +49,14 @@ static int weights_region_add(struct io_weights *w, uint32_t *idx,
 	*idx = w->n_regions++;
 	memset(&w->regions[*idx], 0, sizeof(w->regions[*idx]));
 	return 0;
+}
+
+void io_weights_region_put(struct io_weights *w, uint32_t idx)
+{
+	struct io_region *r = &w->regions[idx];
+
+	if (r->refs && --r->refs == 0)
+		io_mem_free(&r->mem);
 }
 
 /* The file range [start, end) that the tensors of file f occupy. */
@@ -115,12 +100,23 @@ static void weights_progress(struct io_weights *w, uint64_t done)
 
 static void weights_step(void *arg, uint64_t n);
 
-static void weights_notice(void *arg, const char *msg)
+static void weights_notice_cb(void *arg, const char *msg)
 {
 	struct io_weights *w = arg;
 
 	if (w->opt.notice)
 		w->opt.notice(w->opt.notice_arg, msg);
+}
+
+void io_weights_notice(struct io_weights *w, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	weights_notice_cb(w, msg);
 }
 
 /* Bytes per read: large enough for the disk, small enough to keep many in flight. */
@@ -189,27 +185,50 @@ static bool weights_env(const char *name)
 	return v && *v && strcmp(v, "0") != 0;
 }
 
-/* One region per file holding tensors: the aligned superset of its span. */
+/* The spans of the files, once, before any region is made. */
+static int weights_spans(struct io_weights *w, struct load_file *lf,
+			 struct err *err)
+{
+	uint32_t f;
+	int rc;
+
+	for (f = 0; f < w->g->n_files; f++) {
+		rc = weights_file_span(w->g, f, &lf[f].start, &lf[f].end,
+				       &lf[f].n, err);
+		if (rc < 0)
+			return rc;
+		lf[f].base_off = lf[f].start & ~(uint64_t)(IO_PAGE - 1);
+	}
+	return 0;
+}
+
+static void weights_device_name(char *out, size_t cap, int node)
+{
+	if (node >= 0)
+		snprintf(out, cap, "numa%d", node);
+	else
+		snprintf(out, cap, "cpu");
+}
+
+/*
+ * Copy c: one region per file holding tensors (the aligned superset of its
+ * span) on node, and the placements of copy c pointing into them.
+ */
 static int weights_regions_make(struct io_weights *w, struct load_file *lf,
-				int node, struct err *err)
+				uint32_t c, int node, struct err *err)
 {
 	const struct io_gguf *g = w->g;
-	uint64_t i, size;
+	uint64_t i, size, n = g->n_tensors;
 	uint32_t f, idx = 0;
 	int rc;
 
 	for (f = 0; f < g->n_files; f++) {
-		rc = weights_file_span(g, f, &lf[f].start, &lf[f].end, &lf[f].n,
-				       err);
-		if (rc < 0)
-			return rc;
 		if (!lf[f].n)
 			continue;
-		rc = weights_region_add(w, &idx, err);
+		rc = io_weights_region_add(w, &idx, err);
 		if (rc < 0)
 			return rc;
-		lf[f].region = idx;
-		lf[f].base_off = lf[f].start & ~(uint64_t)(IO_PAGE - 1);
+		lf[f].region[c] = idx;
 		w->regions[idx].file_start = lf[f].base_off;
 		size = (lf[f].end - lf[f].base_off + IO_PAGE - 1) &
 		       ~(uint64_t)(IO_PAGE - 1);
@@ -217,46 +236,52 @@ static int weights_regions_make(struct io_weights *w, struct load_file *lf,
 		if (rc < 0)
 			return rc;
 	}
-	for (i = 0; i < g->n_tensors; i++) {
+	for (i = 0; i < n; i++) {
 		const struct io_gguf_tensor *t = &g->tensors[i];
 		struct load_file *l = &lf[t->file];
-		struct io_region *r = &w->regions[l->region];
+		struct io_region *r = &w->regions[l->region[c]];
+		struct io_placement *p = &w->pl[c * n + i];
 
-		w->pl[i].data = (uint8_t *)r->mem.base + (t->offset - l->base_off);
-		w->pl[i].bytes = t->bytes;
-		snprintf(w->pl[i].device, sizeof(w->pl[i].device), "cpu");
-		w->region_of[i] = l->region;
+		p->data = (uint8_t *)r->mem.base + (t->offset - l->base_off);
+		p->bytes = t->bytes;
+		weights_device_name(p->device, sizeof(p->device), node);
+		w->region_of[c * n + i] = l->region[c];
 		r->refs++;
 	}
 	return 0;
 }
 
-static void weights_ring_start(struct io_weights *w, struct io_ring **ring)
+/* Copy 0 is what the disk fills: it alone is registered with the ring. */
+static void weights_ring_start(struct io_weights *w, const struct load_file *lf,
+			       struct io_ring **ring)
 {
-	struct io_mem *mem[64];
+	struct io_mem **mem;
 	struct err e = {0};
-	char msg[600];
-	uint32_t i, n = 0;
+	uint32_t f, n = 0;
 
 	*ring = NULL;
 	if (w->opt.no_uring || weights_env("LLMFS_NO_URING"))
 		return;
 	if (io_ring_open(ring, w->stats.queue_depth, weights_chunk(), &e) < 0) {
-		snprintf(msg, sizeof(msg), "io_uring unavailable (%s): reading with pread",
-			 e.msg);
-		weights_notice(w, msg);
+		io_weights_notice(w, "io_uring unavailable (%s): reading with pread",
+				  e.msg);
 		return;
 	}
 	w->stats.uring = true;
-	for (i = 0; i < w->n_regions && n < 64; i++)
-		mem[n++] = &w->regions[i].mem;
-	if (n == w->n_regions && io_ring_register(*ring, mem, n, &e) == 0) {
-		w->stats.fixed = true;
-	} else if (n == w->n_regions) {
-		snprintf(msg, sizeof(msg),
-			 "io_uring buffers not registered (%s): plain reads", e.msg);
-		weights_notice(w, msg);
+	mem = calloc(w->g->n_files + 1, sizeof(*mem));
+	if (!mem) {
+		io_weights_notice(w, "io_uring buffers not registered (out of memory): plain reads");
+		return;
 	}
+	for (f = 0; f < w->g->n_files; f++)
+		if (lf[f].n)
+			mem[n++] = &w->regions[lf[f].region[0]].mem;
+	if (io_ring_register(*ring, mem, n, &e) == 0)
+		w->stats.fixed = true;
+	else
+		io_weights_notice(w, "io_uring buffers not registered (%s): plain reads",
+				  e.msg);
+	free(mem);
 }
 
 /*
@@ -268,19 +293,16 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 			     struct err *err)
 {
 	const struct io_gguf_file *file = &w->g->files[f];
-	uint8_t *base = w->regions[l->region].mem.base;
+	uint8_t *base = w->regions[l->region[0]].mem.base;
 	bool direct = ring && !w->opt.no_direct && !weights_env("LLMFS_NO_DIRECT");
 	uint64_t done0 = w->stats.bytes, end;
-	char msg[700];
 	int fd = -1, rc;
 
 	if (direct) {
 		fd = open(file->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 		if (fd < 0 && errno == EINVAL) {
-			snprintf(msg, sizeof(msg),
-				 "O_DIRECT refused for %s: reading through the page cache",
-				 file->path);
-			weights_notice(w, msg);
+			io_weights_notice(w, "O_DIRECT refused for %s: reading through the page cache",
+					  file->path);
 			direct = false;
 		} else if (fd < 0) {
 			return err_set(err, errno, "%s: %s", file->path,
@@ -309,10 +331,8 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 	close(fd);
 	if (rc == -EINVAL) {
 		/* Some filesystems accept the open and refuse the read. */
-		snprintf(msg, sizeof(msg),
-			 "O_DIRECT read refused for %s (%s): reading through the page cache",
-			 file->path, err->msg);
-		weights_notice(w, msg);
+		io_weights_notice(w, "O_DIRECT read refused for %s (%s): reading through the page cache",
+				  file->path, err->msg);
 		w->stats.bytes = done0;
 		return weights_pread(w, file->path, l->start, l->end,
 				     base + (l->start - l->base_off), err);
@@ -322,15 +342,71 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 	return rc == -ENODATA ? -EINVAL : rc;
 }
 
+/* Fill copies 1.. from copy 0: the disk is read once, memory is faster. */
+static void weights_replicate(struct io_weights *w, const struct load_file *lf)
+{
+	const struct io_gguf *g = w->g;
+	uint32_t c, f;
+
+	for (c = 1; c < w->n_copies; c++) {
+		for (f = 0; f < g->n_files; f++) {
+			const struct io_region *src, *dst;
+
+			if (!lf[f].n)
+				continue;
+			src = &w->regions[lf[f].region[0]];
+			dst = &w->regions[lf[f].region[c]];
+			memcpy((uint8_t *)dst->mem.base + (lf[f].start - lf[f].base_off),
+			       (uint8_t *)src->mem.base + (lf[f].start - lf[f].base_off),
+			       lf[f].end - lf[f].start);
+		}
+	}
+}
+
+static int weights_plan(struct io_weights *w, struct io_numa_plan *plan,
+			struct err *err)
+{
+	struct io_numa_topology topo;
+	uint64_t *bytes, i;
+	int rc;
+
+	rc = io_numa_topology_read(&topo, err);
+	if (rc < 0)
+		return rc;
+	bytes = calloc(w->g->n_tensors + 1, sizeof(*bytes));
+	if (!bytes)
+		return err_set(err, ENOMEM, "out of memory for a NUMA plan");
+	for (i = 0; i < w->g->n_tensors; i++)
+		bytes[i] = w->g->tensors[i].bytes;
+	rc = io_numa_plan_make(plan, &topo, w->opt.numa, w->opt.numa_node,
+			       bytes, w->g->n_tensors, err);
+	free(bytes);
+	return rc;
+}
+
+/*
+ * The node a copy's regions are bound to. The planner decides per tensor,
+ * but the loader reads whole files into one region, so the plan's first
+ * tensor of the copy speaks for all (every policy so far places a copy
+ * whole).
+ */
+static int weights_copy_node(const struct io_numa_plan *plan, uint32_t c)
+{
+	if (plan->n_tensors == 0)
+		return -1;
+	return plan->node[(uint64_t)c * plan->n_tensors];
+}
+
 int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		    const struct io_load_options *opt, struct err *err)
 {
+	struct io_numa_plan plan = {0};
 	struct io_ring *ring = NULL;
 	struct load_file *lf = NULL;
 	struct io_weights *w;
 	double t0 = weights_now();
-	uint64_t i;
-	uint32_t f;
+	uint64_t i, n = g->n_tensors;
+	uint32_t f, c;
 	int rc;
 
 	*out = NULL;
@@ -343,16 +419,7 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	w->stats.queue_depth = w->opt.queue_depth ? w->opt.queue_depth : 32;
 	if (w->stats.queue_depth > 4096)
 		w->stats.queue_depth = 4096;
-	w->pl = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(*w->pl));
-	w->region_of = calloc(g->n_tensors ? g->n_tensors : 1,
-			      sizeof(*w->region_of));
-	lf = calloc(g->n_files ? g->n_files : 1, sizeof(*lf));
-	if (!w->pl || !w->region_of || !lf) {
-		rc = err_set(err, ENOMEM, "out of memory for %llu placements",
-			     (unsigned long long)g->n_tensors);
-		goto out_free;
-	}
-	for (i = 0; i < g->n_tensors; i++) {
+	for (i = 0; i < n; i++) {
 		if (g->tensors[i].file >= g->n_files) {
 			rc = err_set(err, EINVAL, "tensor %s: no file %u",
 				     g->tensors[i].name, g->tensors[i].file);
@@ -360,11 +427,25 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		}
 		w->stats.tensor_bytes += g->tensors[i].bytes;
 	}
-	rc = weights_regions_make(w, lf, -1, err);
+	rc = weights_plan(w, &plan, err);
+	if (rc < 0)
+		goto out_free;
+	w->n_copies = plan.n_copies;
+	w->pl = calloc(n * w->n_copies + 1, sizeof(*w->pl));
+	w->region_of = calloc(n * w->n_copies + 1, sizeof(*w->region_of));
+	lf = calloc(g->n_files + 1, sizeof(*lf));
+	if (!w->pl || !w->region_of || !lf) {
+		rc = err_set(err, ENOMEM, "out of memory for %llu placements",
+			     (unsigned long long)n);
+		goto out_free;
+	}
+	rc = weights_spans(w, lf, err);
+	for (c = 0; c < w->n_copies && rc == 0; c++)
+		rc = weights_regions_make(w, lf, c, weights_copy_node(&plan, c), err);
 	if (rc < 0)
 		goto out_free;
 	weights_progress(w, 0);
-	weights_ring_start(w, &ring);
+	weights_ring_start(w, lf, &ring);
 	for (f = 0; f < g->n_files; f++) {
 		if (!lf[f].n)
 			continue;
@@ -374,19 +455,22 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	}
 	io_ring_close(ring);
 	ring = NULL;
+	weights_replicate(w, lf);
 	if (!w->stats.uring)
 		w->stats.queue_depth = 1;
-	w->stats.locked = !w->opt.no_lock;
-	for (f = 0; f < w->n_regions && !w->opt.no_lock; f++) {
-		io_mem_lock(&w->regions[f].mem, weights_notice, w);
+	w->locked = !w->opt.no_lock;
+	w->stats.locked = w->locked;
+	for (f = 0; f < w->n_regions && w->locked; f++) {
+		io_mem_lock(&w->regions[f].mem, weights_notice_cb, w);
 		if (!w->regions[f].mem.locked)
 			w->stats.locked = false;
 	}
-	w->stats.n_copies = 1;
+	w->stats.n_copies = w->n_copies;
 	w->stats.seconds = weights_now() - t0;
 	if (w->opt.progress)
 		w->opt.progress(w->opt.progress_arg, w->stats.tensor_bytes,
 				w->stats.tensor_bytes);
+	io_numa_plan_free(&plan);
 	free(lf);
 	*out = w;
 	return 0;
@@ -394,6 +478,7 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 out_free:
 	/* The ring goes first: nothing may still write into the regions. */
 	io_ring_close(ring);
+	io_numa_plan_free(&plan);
 	free(lf);
 	io_weights_free(w);
 	return rc;
@@ -417,6 +502,20 @@ struct io_placement *io_weights_placement(struct io_weights *w, uint64_t i)
 {
 	if (!w || i >= w->g->n_tensors)
 		return NULL;
+	return &w->pl[i];
+}
+
+struct io_placement *io_weights_placement_node(struct io_weights *w,
+					       uint64_t i, int node)
+{
+	uint32_t c;
+
+	if (!w || i >= w->g->n_tensors)
+		return NULL;
+	for (c = 1; c < w->n_copies && node >= 0; c++)
+		if (w->pl[c * w->g->n_tensors].device[0] == 'n' &&
+		    atoi(w->pl[c * w->g->n_tensors].device + 4) == node)
+			return &w->pl[c * w->g->n_tensors + i];
 	return &w->pl[i];
 }
 

@@ -14,10 +14,13 @@
 #ifndef LLMFS_IO_WEIGHTS_INTERNAL_H
 #define LLMFS_IO_WEIGHTS_INTERNAL_H
 
+#include <stdbool.h>
+
 #include "io.h"
 
 #define IO_PAGE 4096u
 #define IO_HUGE (2u << 20)
+#define IO_NUMA_MAX_NODES 64
 
 /* ---- memory (memory.c) ------------------------------------------------- */
 
@@ -54,6 +57,41 @@ void io_mem_free(struct io_mem *m);
 
 #define IO_MEM_INTERLEAVE (-2)
 
+/* ---- the weights (weights.c, move.c) ---------------------------------- */
+
+struct io_region {
+	struct io_mem mem;
+	uint64_t file_start;   /* file offset held at mem.base (file regions) */
+	uint64_t refs;         /* tensors resident here; freed at 0 */
+};
+
+/* What the loader knows of one file. */
+struct load_file {
+	uint64_t start, end;   /* the span its tensors occupy */
+	uint64_t base_off;     /* start rounded down to IO_PAGE: held at base */
+	uint64_t n;            /* its tensors */
+	uint32_t region[IO_NUMA_MAX_NODES];   /* of each copy */
+};
+
+struct io_weights {
+	const struct io_gguf *g;
+	struct io_load_options opt;
+	uint32_t n_copies;          /* 1, or one per node (replicate) */
+	struct io_placement *pl;    /* n_copies x n_tensors records */
+	uint32_t *region_of;        /* n_copies x n_tensors region indices */
+	bool locked;                /* the load mlocked its regions */
+	struct io_region *regions;
+	uint32_t n_regions, cap_regions;
+	struct io_load_stats stats;
+};
+
+int io_weights_region_add(struct io_weights *w, uint32_t *idx,
+			  struct err *err);
+/* One resident tensor fewer; the region's memory goes with the last. */
+void io_weights_region_put(struct io_weights *w, uint32_t idx);
+void io_weights_notice(struct io_weights *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* ---- io_uring reads (uring.c) ------------------------------------------ */
 
 struct io_ring;
@@ -75,5 +113,52 @@ int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 		 uint64_t len, uint8_t *dst, uint64_t file_size,
 		 uint64_t need_end, void (*step)(void *, uint64_t), void *arg,
 		 struct err *err);
+
+/* ---- NUMA (numa.c) ----------------------------------------------------- */
+
+struct io_numa_node {
+	int id;               /* the kernel's node number */
+	uint64_t free_bytes;  /* memory free on it now */
+	uint32_t n_cpus;
+};
+
+/* The machine as the planner sees it: real (io_numa_topology_read) or made up. */
+struct io_numa_topology {
+	uint32_t n_nodes;     /* 0: no NUMA support, treated as one node */
+	struct io_numa_node nodes[IO_NUMA_MAX_NODES];
+};
+
+/*
+ * Where each copy of each tensor goes. node[c * n_tensors + i] is the node
+ * of copy c of tensor i: a node id, IO_MEM_INTERLEAVE, or -1 (first touch).
+ * n_copies is 1 except with IO_NUMA_REPLICATE (one per node).
+ */
+struct io_numa_plan {
+	uint32_t n_copies;
+	uint64_t n_tensors;
+	int *node;
+	int copy_node[IO_NUMA_MAX_NODES];   /* the node copy c serves */
+	uint64_t node_bytes[IO_NUMA_MAX_NODES]; /* planned bytes per topology node */
+};
+
+/* Fill topo from libnuma (one node with all memory where NUMA is absent). */
+int io_numa_topology_read(struct io_numa_topology *topo, struct err *err);
+/*
+ * Tests only: when set, io_numa_topology_read() reports what this fills in
+ * instead of the machine (room checks of moves on a made-up topology).
+ */
+extern void (*io_numa_topology_fake)(struct io_numa_topology *topo);
+/*
+ * The pure planner: topology + policy (+ node for IO_NUMA_NODE) + tensor
+ * sizes -> plan. -EINVAL for a node the topology lacks, -ENOSPC (naming
+ * the node) when a node has no room for what the policy puts there.
+ * Free the plan with io_numa_plan_free().
+ */
+int io_numa_plan_make(struct io_numa_plan *plan,
+		      const struct io_numa_topology *topo,
+		      enum io_numa_policy policy, int node,
+		      const uint64_t *tensor_bytes, uint64_t n_tensors,
+		      struct err *err);
+void io_numa_plan_free(struct io_numa_plan *plan);
 
 #endif

@@ -14,6 +14,7 @@
 #include "../../io/io.h"
 
 #include "weights_fake.h"
+#include "../../io/weights_internal.h"
 
 START_TEST(test_weights_pread_fake)
 {
@@ -115,6 +116,52 @@ START_TEST(test_weights_truncated)
 }
 END_TEST
 
+/*
+ * cpu -> numa0 -> cpu: bytes unchanged at every step, the per-file region
+ * freed once its last tensor has left, moved regions freed in turn.
+ */
+START_TEST(test_weights_move_round_trip)
+{
+	struct io_load_options opt = {0};
+	struct io_weights *w = NULL;
+	struct err err = {0};
+	uint64_t some[] = { 0, 2 }, all[] = { 0, 1, 2, 3 };
+	struct fake f;
+	void *p1;
+
+	fake_make(&f, "/tmp", 4096 + 32, (2u << 20) + 999);
+	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
+	ck_assert_uint_eq(w->n_regions, 1);
+	ck_assert_uint_eq(w->regions[0].refs, 4);
+	ck_assert_int_eq(io_weights_move_many(w, some, 2, "numa0", &err), 0);
+	ck_assert_str_eq(io_weights_placement(w, 0)->device, "numa0");
+	ck_assert_str_eq(io_weights_placement(w, 1)->device, "cpu");
+	ck_assert_str_eq(io_weights_placement(w, 2)->device, "numa0");
+	ck_assert_uint_eq(w->regions[0].refs, 2);
+	ck_assert_ptr_nonnull(w->regions[0].mem.base);
+	check_bytes(&f.g, w);
+	/* Already there: nothing happens. */
+	p1 = io_weights_placement(w, 0)->data;
+	ck_assert_int_eq(io_weights_move(w, 0, "numa0", &err), 0);
+	ck_assert_ptr_eq(io_weights_placement(w, 0)->data, p1);
+	ck_assert_uint_eq(w->n_regions, 2);
+	ck_assert_int_eq(io_weights_move_many(w, all, 4, "numa0", &err), 0);
+	ck_assert_ptr_null(w->regions[0].mem.base);
+	ck_assert_ptr_eq(io_weights_placement(w, 0)->data, p1);
+	check_bytes(&f.g, w);
+	ck_assert_int_eq(io_weights_move_many(w, all, 4, "cpu", &err), 0);
+	ck_assert_ptr_null(w->regions[1].mem.base);
+	ck_assert_ptr_null(w->regions[2].mem.base);
+	ck_assert_uint_eq(w->regions[3].refs, 4);
+	ck_assert_str_eq(io_weights_placement(w, 3)->device, "cpu");
+	ck_assert_uint_eq((uintptr_t)io_weights_placement(w, 1)->data % 64, 0);
+	check_bytes(&f.g, w);
+	ck_assert_int_eq(io_weights_move(w, 4, "cpu", &err), -EINVAL);
+	io_weights_free(w);
+	unlink(f.path);
+}
+END_TEST
+
 static const char *const models[] = {
 	"llama-2-tiny-random.gguf",
 	"stories260K.gguf",
@@ -168,6 +215,7 @@ static Suite *weights_suite(void)
 			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_loop_test(tc, test_weights_paths_fake, 0,
 			    sizeof(paths) / sizeof(paths[0]));
+	tcase_add_test(tc, test_weights_move_round_trip);
 	tcase_add_loop_test(tc, test_weights_shared_models, 0,
 			    sizeof(models) / sizeof(models[0]));
 	suite_add_tcase(s, tc);
