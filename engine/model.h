@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside a loaded model: hyper-parameters, tensor views and the per-model
+ * scratch the forward pass computes in. Only the engine's .c files include this; the
+ * outside sees struct engine_model through engine.h.
+ *
+ * Every tensor is reached through its io_placement record: a view keeps
+ * the record and reads ->data at each use, so that io_weights_move can
+ * move the bytes between forward passes while the model stays loaded.
+ *
+ * Shapes use ggml's order: ne[0] is the length of a row (the input
+ * dimension of a matmul), ne[1] the number of rows (its outputs), ne[2]
+ * the expert.
+ */
+#ifndef LLMFS_ENGINE_MODEL_H
+#define LLMFS_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+struct engine_vocab;
+
+/* One tensor of the file; absent optional tensors have info == NULL. */
+struct engine_tensor {
+	const struct io_gguf_tensor *info;  /* name, type, ne */
+	struct io_placement *place;         /* where the bytes are now */
+	uint64_t row_bytes;                 /* bytes of ne[0] elements */
+};
+
+static inline const uint8_t *engine_tensor_data(const struct engine_tensor *t)
+{
+	return (const uint8_t *)t->place->data;
+}
+
+static inline bool engine_tensor_present(const struct engine_tensor *t)
+{
+	return t->info != NULL;
+}
+
+enum engine_rope_mode {
+	ENGINE_ROPE_NORM,  /* rotate pairs (2i, 2i+1): llama */
+	ENGINE_ROPE_NEOX,  /* rotate pairs (i, i + n_rot/2): qwen2, qwen3 */
+};
+
+struct engine_hparams {
+	uint32_t n_vocab;
+	uint32_t n_embd;
+	uint32_t n_layer;
+	uint32_t n_head;
+	uint32_t n_head_kv;
+	uint32_t head_dim;        /* of K and Q (key_length) */
+	uint32_t head_dim_v;      /* of V (value_length) */
+	uint32_t n_rot;           /* rotated dimensions per head */
+	uint32_t n_ff;            /* per expert for MoE */
+	uint32_t n_expert;
+	uint32_t n_expert_used;
+	uint32_t n_ctx_train;
+	enum engine_rope_mode rope_mode;
+	float rope_freq_base;
+	float rope_freq_scale;    /* 1 / rope.scaling.factor */
+	float rms_norm_eps;
+	float kq_scale;           /* 1/sqrt(head_dim) unless the file says */
+	bool qk_norm;             /* per-head RMS norms of Q and K (qwen3) */
+	bool expert_weights_norm; /* divide the top-k weights by their sum */
+};
+
+struct engine_layer {
+	struct engine_tensor attn_norm;          /* [n_embd] F32 */
+	struct engine_tensor wq, wk, wv, wo;     /* [in, out] */
+	struct engine_tensor bq, bk, bv, bo;     /* optional biases, F32 */
+	struct engine_tensor q_norm, k_norm;     /* [head_dim], qwen3 */
+	struct engine_tensor ffn_norm;           /* [n_embd] */
+	struct engine_tensor ffn_gate, ffn_up, ffn_down;  /* dense FFN */
+	struct engine_tensor ffn_gate_inp;       /* router [n_embd, n_expert] */
+	struct engine_tensor ffn_gate_exps, ffn_up_exps;  /* [n_embd, n_ff, E] */
+	struct engine_tensor ffn_down_exps;      /* [n_ff, n_embd, E] */
+};
+
+/* Scratch of one token's forward pass, sized once per model. */
+struct engine_scratch {
+	float *x;        /* [n_embd] residual stream */
+	float *xn;       /* [n_embd] normed input of a block */
+	float *q;        /* [n_head * head_dim] */
+	float *k;        /* [n_head_kv * head_dim] */
+	float *v;        /* [n_head_kv * head_dim_v] */
+	float *att;      /* [n_head * head_dim_v] attention output */
+	float *tmp;      /* [max(n_embd, n_ff, ...)] */
+	float *gate;     /* [n_ff] */
+	float *up;       /* [n_ff] */
+	float *moe;      /* [n_embd] accumulated expert outputs */
+	float *router;   /* [n_expert] */
+	float *rope;     /* [n_rot] cos/sin cache */
+	void *act;       /* an activation row in a vec_dot type */
+	uint16_t *qh;    /* [head_dim] Q of one head in F16 */
+	uint16_t *acc;   /* [head_dim_v] F16 accumulator of attention */
+};
+
+struct engine_model {
+	struct engine_model_info info;
+	struct engine_hparams hp;
+	struct io_gguf *gguf;
+	struct io_weights *weights;
+	struct engine_vocab *vocab;
+	char *path;
+	char *name;
+	uint32_t threads;
+
+	struct engine_tensor tok_embd;     /* [n_embd, n_vocab] */
+	struct engine_tensor output_norm;  /* [n_embd] */
+	struct engine_tensor output;       /* [n_embd, n_vocab]; may be tok_embd */
+	struct engine_tensor rope_freqs;   /* optional [n_rot/2] F32 */
+	struct engine_layer *layers;       /* [n_layer] */
+
+	struct engine_scratch s;
+	void *scratch_mem;
+};
+
+/* The tokenizer's vocabulary, for engine/tokenizer*.c. */
+const struct engine_vocab *engine_model_vocab(const struct engine_model *m);
+
+#endif

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The math of one token, scalar, in the order and precision of ggml's
+ * CPU kernels (ggml/src/ggml-cpu/ops.cpp, vec.h, vec.cpp). Where ggml's
+ * AVX-512 code takes 16 lanes at a time and leaves the rest to a scalar
+ * loop, the same split is kept here, because the two halves round
+ * differently (a vector expf, a fused multiply-add).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ops.h"
+#include "quant.h"
+
+/* ggml's C is compiled without contraction; so is this (see quant). */
+#ifdef __clang__
+#pragma clang fp contract(off)
+#endif
+
+/* AVX-512 lanes of ggml's vector loops (GGML_F32_EPR, GGML_F16_STEP). */
+#define OPS_LANES 16
+#define OPS_F16_STEP 64
+
+void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
+		float eps)
+{
+	double sum = 0.0;
+	float mean, scale;
+	int64_t i;
+
+	for (i = 0; i < n; i++)
+		sum += (double)(x[i] * x[i]);
+	mean = (float)(sum / n);
+	scale = 1.0f / sqrtf(mean + eps);
+	for (i = 0; i < n; i++)
+		y[i] = x[i] * scale;
+	if (w)
+		for (i = 0; i < n; i++)
+			y[i] = y[i] * w[i];
+}
+
+void ops_matvec_prepare(const struct engine_tensor *w, const float *x,
+		void *act)
+{
+	quant_from_float(quant_vec_dot_type(w->info->type), x, act,
+			w->info->ne[0]);
+}
+
+void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
+		const void *act, int64_t r0, int64_t r1)
+{
+	const uint8_t *base = engine_tensor_data(w) +
+		(uint64_t)e * w->info->ne[1] * w->row_bytes;
+	uint32_t type = w->info->type;
+	int64_t n = w->info->ne[0];
+	int64_t r;
+
+	for (r = r0; r < r1; r++)
+		y[r] = quant_vec_dot(type, n, base + r * w->row_bytes, act);
+}
+
+void ops_matvec(float *y, const struct engine_tensor *w, int64_t e,
+		const float *x, void *act)
+{
+	ops_matvec_prepare(w, x, act);
+	ops_matvec_rows(y, w, e, act, 0, w->info->ne[1]);
+}
+
+void ops_get_row(float *y, const struct engine_tensor *w, int64_t row)
+{
+	quant_to_float(w->info->type, engine_tensor_data(w) + row * w->row_bytes,
+			y, w->info->ne[0]);
+}
+
+void ops_rope_cache(float *cache, int64_t pos, uint32_t n_rot,
+		float freq_base, float freq_scale, const float *freq_factors)
+{
+	const float theta_scale = powf(freq_base, -2.0f / n_rot);
+	float theta = (float)pos;
+	uint32_t i0;
+
+	/* ext_factor 0 (no YaRN) and attn_factor 1: mscale is 1 */
+	for (i0 = 0; i0 < n_rot; i0 += 2) {
+		float ff = freq_factors ? freq_factors[i0 / 2] : 1.0f;
+		float t = freq_scale * (theta / ff);
+
+		cache[i0 + 0] = cosf(t) * 1.0f;
+		cache[i0 + 1] = sinf(t) * 1.0f;
+		theta *= theta_scale;
+	}
+}
+
+void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
+		enum engine_rope_mode mode, const float *cache)
+{
+	uint32_t h, i0;
+
+	for (h = 0; h < n_head; h++) {
+		float *r = x + (size_t)h * head_dim;
+
+		for (i0 = 0; i0 < n_rot; i0 += 2) {
+			const float c = cache[i0], s = cache[i0 + 1];
+			/* NORM pairs neighbours, NEOX the two halves */
+			uint32_t a = mode == ENGINE_ROPE_NORM ? i0 : i0 / 2;
+			uint32_t b = mode == ENGINE_ROPE_NORM ? i0 + 1 :
+				i0 / 2 + n_rot / 2;
+			float x0 = r[a], x1 = r[b];
+
+			r[a] = x0 * c - x1 * s;
+			r[b] = x0 * s + x1 * c;
+		}
+	}
+}
+
+/*
+ * ggml_v_expf (AVX-512), one lane: exp(x) = 2^n * p(b) with a degree-5
+ * polynomial, the fused multiply-adds where the intrinsics fuse.
+ */
+static float ops_v_expf(float x)
+{
+	const float r = 0x1.8p23f;
+	float z = fmaf(x, 0x1.715476p+0f, r);
+	float n = z - r;
+	float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+	float u = b * b;
+	float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+			fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+			fmaf(0x1.ffffecp-1f, b, 1.0f));
+
+	if (fabsf(n) > 192.0f)
+		return n <= 0.0f ? 0.0f : INFINITY;
+	/* _mm512_scalef_ps: j * 2^floor(n), n is integral here */
+	return ldexpf(j, (int)n);
+}
+
+void ops_swiglu(float *y, const float *g, const float *u, int64_t n)
+{
+	int64_t nv = n - n % OPS_LANES;
+	int64_t i = 0;
+
+	/* ggml_v_silu on whole vectors: x / (1 + v_expf(0 - x)) */
+	for (; i < nv; i++)
+		y[i] = g[i] / (1.0f + ops_v_expf(0.0f - g[i])) * u[i];
+	for (; i < n; i++)
+		y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* _mm512_reduce_add_ps of 16 lanes: halves folded down to one. */
+static float ops_reduce16(const float *v)
+{
+	float t[16];
+	int w, i;
+
+	memcpy(t, v, sizeof(t));
+	for (w = 8; w >= 1; w /= 2)
+		for (i = 0; i < w; i++)
+			t[i] = t[i] + t[i + w];
+	return t[0];
+}
+
+void ops_softmax(float *x, int64_t n)
+{
+	float max = -INFINITY;
+	double sum = 0.0;
+	float scale;
+	int64_t i = 0;
+
+	for (i = 0; i < n; i++)
+		max = max > x[i] ? max : x[i];
+	/* ggml_vec_soft_max_f32 */
+	for (i = 0; i + OPS_LANES - 1 < n; i += OPS_LANES) {
+		int l;
+
+		for (l = 0; l < OPS_LANES; l++)
+			x[i + l] = ops_v_expf(x[i + l] - max);
+		sum += (double)ops_reduce16(x + i);
+	}
+	for (; i < n; i++) {
+		float v = expf(x[i] - max);
+
+		sum += (double)v;
+		x[i] = v;
+	}
+	scale = (float)(1.0 / sum);
+	for (i = 0; i < n; i++)
+		x[i] *= scale;
+}
+
+/* y = y * v in F16: ggml_vec_scale_f16 */
+static void ops_scale_f16(uint16_t *y, float v, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		y[i] = quant_fp32_to_fp16(quant_fp16_to_fp32(y[i]) * v);
+}
+
+/*
+ * y += x * v in F16: ggml_vec_mad_f16, fused over whole steps of 64 (the
+ * vector FMA), two roundings in the scalar tail.
+ */
+static void ops_mad_f16(uint16_t *y, const uint16_t *x, float v, uint32_t n)
+{
+	uint32_t np = n & ~(uint32_t)(OPS_F16_STEP - 1);
+	uint32_t i;
+
+	for (i = 0; i < np; i++)
+		y[i] = quant_fp32_to_fp16(fmaf(quant_fp16_to_fp32(x[i]), v,
+				quant_fp16_to_fp32(y[i])));
+	for (; i < n; i++)
+		y[i] = quant_fp32_to_fp16(quant_fp16_to_fp32(y[i]) +
+				quant_fp16_to_fp32(x[i]) * v);
+}
+
+void ops_attention_f16(float *out, const float *q, const uint8_t *k,
+		size_t k_stride, const uint8_t *v, size_t v_stride,
+		uint32_t n_kv, uint32_t head_dim, uint32_t head_dim_v,
+		float scale, uint16_t *qh, uint16_t *acc)
+{
+	float S = 0.0f, M = -INFINITY, s_inv;
+	uint32_t c, d;
+
+	memset(acc, 0, head_dim_v * sizeof(*acc));
+	quant_from_float(IO_TYPE_F16, q, qh, head_dim);
+	for (c = 0; c < n_kv; c++) {
+		const uint16_t *vr = (const uint16_t *)(v + c * v_stride);
+		float s, ms = 1.0f, vs = 1.0f;
+
+		s = quant_vec_dot(IO_TYPE_F16, head_dim, k + c * k_stride, qh);
+		s = s * scale;
+		s += 0.0f;  /* the mask of a visible position */
+		if (s > M) {
+			float mold = M;
+
+			M = s;
+			ms = expf(mold - M);
+			ops_scale_f16(acc, ms, head_dim_v);
+		} else {
+			vs = expf(s - M);
+		}
+		ops_mad_f16(acc, vr, vs, head_dim_v);
+		S = S * ms + vs;
+	}
+	for (d = 0; d < head_dim_v; d++)
+		out[d] = quant_fp16_to_fp32(acc[d]);
+	s_inv = S == 0.0f ? 0.0f : 1.0f / S;
+	for (d = 0; d < head_dim_v; d++)
+		out[d] *= s_inv;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The operations of one token's forward pass, each computed as ggml's CPU
+ * backend computes it for llama.cpp's one-token path (the zen4 build the
+ * golden data came from: ../shared/README.md, section 1), so that the
+ * logits are the reference's. Each function names the ggml code it
+ * follows; engine/forward.c strings them together.
+ */
+#ifndef LLMFS_ENGINE_OPS_H
+#define LLMFS_ENGINE_OPS_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* y = x / rms(x) * w (w may be NULL): ggml_compute_forward_rms_norm_f32 */
+void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
+		float eps);
+
+/*
+ * y[r] = row r of w (of expert e for a 3-D tensor) . x for r in [r0, r1),
+ * ggml's mul_mat for one column: x is given already converted to w's
+ * vec_dot type (ops_matvec_prepare into act).
+ */
+void ops_matvec_prepare(const struct engine_tensor *w, const float *x,
+		void *act);
+void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
+		const void *act, int64_t r0, int64_t r1);
+/* Both of the above over all rows. */
+void ops_matvec(float *y, const struct engine_tensor *w, int64_t e,
+		const float *x, void *act);
+
+/* One row of the token embedding as floats: ggml_get_rows. */
+void ops_get_row(float *y, const struct engine_tensor *w, int64_t row);
+
+/* cos/sin per rotated pair at position pos: ggml_rope_cache_init. */
+void ops_rope_cache(float *cache, int64_t pos, uint32_t n_rot,
+		float freq_base, float freq_scale, const float *freq_factors);
+/* Rotate n_head heads of head_dim floats in place: ggml rope, forward. */
+void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
+		enum engine_rope_mode mode, const float *cache);
+
+/* y = silu(g) * u: ggml_vec_swiglu_f32. */
+void ops_swiglu(float *y, const float *g, const float *u, int64_t n);
+
+/* In-place softmax of n floats: ggml_compute_forward_soft_max_f32. */
+void ops_softmax(float *x, int64_t n);
+
+/*
+ * One query head against n_kv cached positions, as
+ * ggml_compute_forward_flash_attn_ext_f16_one_chunk with F16 K and V:
+ * q (F32, head_dim) is rounded to F16, every K row dotted with it in F16,
+ * an online softmax with expf, V accumulated in an F16 vector, and the
+ * result divided by the sum at the end. k_rows/v_rows are the cache rows
+ * of position 0 and the byte strides between positions.
+ */
+void ops_attention_f16(float *out, const float *q, const uint8_t *k,
+		size_t k_stride, const uint8_t *v, size_t v_stride,
+		uint32_t n_kv, uint32_t head_dim, uint32_t head_dim_v,
+		float scale, uint16_t *qh, uint16_t *acc);
+
+#endif
