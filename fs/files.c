@@ -1,0 +1,603 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What open, read, write, flush, poll and release do for each kind of file.
+ *
+ * Text files (models, status, info, config, ...) are generated whole at
+ * open, like a seq_file, and reads serve that snapshot. generate and chat
+ * stream: a read-write descriptor submits what it wrote at its first read
+ * (or close); a write-only descriptor submits at close, for the next reader
+ * of the same process session (or of the same sessions/N directory).
+ * Files whose contents need the engine (placement, kv, tokenize) are made
+ * by the model's scheduler thread: the FUSE request is queued as a job and
+ * answered from there.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Prompts and tokenize input larger than this fail the write (EFBIG). */
+#define FILES_INPUT_MAX (4u << 20)
+
+static bool files_is_gen(enum fs_kind k)
+{
+	return k == FS_K_GENERATE || k == FS_K_CHAT || k == FS_K_SGENERATE ||
+		k == FS_K_SCHAT;
+}
+
+static enum fs_gen_kind files_gen_kind(enum fs_kind k)
+{
+	return k == FS_K_CHAT || k == FS_K_SCHAT ? FS_GEN_CHAT :
+		FS_GEN_GENERATE;
+}
+
+/* The session id (getsid) of the process behind req: /proc/PID/stat. */
+static pid_t files_sid(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	char path[64], buf[512], *p;
+	long sid = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)ctx->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return ctx->pid;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* comm may hold spaces and parentheses: skip to the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %*c %*d %*d %ld", &sid) != 1)
+		return ctx->pid;
+	return (pid_t)sid;
+}
+
+static void files_touch(struct fs_handle *h)
+{
+	if (!h->session)
+		return;
+	pthread_mutex_lock(&h->fm->lock);
+	h->session->atime = fs_wall();
+	pthread_mutex_unlock(&h->fm->lock);
+}
+
+/* ---- generate and chat ------------------------------------------------- */
+
+/* A new generation of what h holds; h->lock held. */
+static struct fs_stream *files_submit(struct fs_handle *h)
+{
+	struct fs_model *fm = h->fm;
+	struct fs_config cfg;
+	struct fs_stream *s;
+	size_t len = h->in.len;
+	int rc;
+
+	/* `echo prompt > generate`: the newline is echo's, not the prompt's. */
+	if (len && h->in.p[len - 1] == '\n')
+		len--;
+	pthread_mutex_lock(&fm->lock);
+	rc = fs_config_merge(&cfg, &fm->config,
+		h->session ? &h->session->over : NULL);
+	if (h->session)
+		h->session->refs++;
+	pthread_mutex_unlock(&fm->lock);
+	s = rc ? NULL : fs_stream_new(fm, h->session, h->in.p ? h->in.p : "",
+		len, files_gen_kind(h->node.kind) == FS_GEN_CHAT, &cfg);
+	fs_config_free(&cfg);
+	if (!s) {
+		pthread_mutex_lock(&fm->lock);
+		fs_session_put(fm, h->session);
+		pthread_mutex_unlock(&fm->lock);
+		fs_errors_add(&fm->errors, "generate: out of memory");
+		return NULL;
+	}
+	s->sid = h->sid;
+	fs_buf_free(&h->in);
+	fs_model_submit(fm, fs_stream_get(s));
+	return s;
+}
+
+/* Give the waiting answer of the writer's session to the table. */
+static void files_submit_pending(struct fs_handle *h)
+{
+	struct fs_stream *s = files_submit(h);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&h->fm->lock);
+	fs_pending_set(h->fm, h->session, h->sid, files_gen_kind(h->node.kind),
+		s);
+	pthread_mutex_unlock(&h->fm->lock);
+}
+
+/* The stream a read or poll of h consumes, or NULL for EOF. */
+static struct fs_stream *files_gen_stream(struct fs_handle *h,
+		fuse_req_t req)
+{
+	struct fs_stream *s;
+
+	pthread_mutex_lock(&h->lock);
+	if (!h->stream && h->in.len)
+		h->stream = files_submit(h);
+	if (!h->stream) {
+		pid_t sid = files_sid(req);
+
+		pthread_mutex_lock(&h->fm->lock);
+		h->stream = fs_pending_take(h->fm, h->session, sid,
+			files_gen_kind(h->node.kind));
+		pthread_mutex_unlock(&h->fm->lock);
+	}
+	s = h->stream ? fs_stream_get(h->stream) : NULL;
+	pthread_mutex_unlock(&h->lock);
+	return s;
+}
+
+static int files_gen_write(struct fs_handle *h, fuse_req_t req,
+		const char *buf, size_t size)
+{
+	struct fs_model *fm = h->fm;
+	struct fs_stream *old = NULL;
+	int rc;
+
+	if (fs_model_state(fm) == FS_MODEL_FAILED) {
+		fs_errors_add(&fm->errors,
+			"generate: the model failed to load; see the lines above");
+		return -EIO;
+	}
+	pthread_mutex_lock(&h->lock);
+	if (h->stream) {
+		/* A new prompt on a descriptor that already read an answer. */
+		old = h->stream;
+		h->stream = NULL;
+	}
+	if (h->in.len + size > FILES_INPUT_MAX) {
+		rc = -EFBIG;
+		fs_errors_add(&fm->errors, "generate: prompt over %u bytes",
+			FILES_INPUT_MAX);
+	} else {
+		rc = fs_buf_add(&h->in, buf, size);
+		h->sid = files_sid(req);
+		h->wrote = true;
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (old) {
+		fs_stream_cancel(old);
+		fs_stream_put(old);
+	}
+	return rc;
+}
+
+/* ---- jobs on the scheduler thread -------------------------------------- */
+
+static void files_job_open_text(struct fs_model *fm, struct fs_job *job,
+		bool cancelled)
+{
+	struct fs_handle *h = job->h;
+	struct err err = {0};
+	char *text = NULL;
+	size_t len = 0;
+	int rc = -EIO;
+
+	if (!cancelled && h->node.kind == FS_K_PLACEMENT) {
+		rc = engine_placement_format(fm->m, &text, &len, &err);
+		if (rc)
+			fs_errors_add(&fm->errors, "placement: %s", err.msg);
+		else
+			rc = fs_buf_add(&h->text, text, len);
+		free(text);
+	} else if (!cancelled) {
+		rc = fs_text_kv(fm, &h->text);
+	}
+	if (rc) {
+		fuse_reply_err(job->req, -rc);
+		fs_file_release(fm->fs, h);
+	} else {
+		h->have_text = true;
+		fuse_reply_open(job->req, &job->fi);
+	}
+	free(job);
+}
+
+static void files_job_placement(struct fs_model *fm, struct fs_job *job,
+		bool cancelled)
+{
+	struct fs_handle *h = job->h;
+	struct err err = {0};
+	char *copy, *line, *save;
+	int rc = cancelled ? -EIO : 0;
+
+	copy = rc ? NULL : strndup(h->in.p ? h->in.p : "", h->in.len);
+	if (!rc && !copy)
+		rc = -ENOMEM;
+	pthread_rwlock_wrlock(&fm->weights_lock);
+	for (line = copy ? strtok_r(copy, "\n", &save) : NULL; line && !rc;
+			line = strtok_r(NULL, "\n", &save)) {
+		if (!*line || *line == '#')
+			continue;
+		rc = engine_placement_apply(fm->m, line, &err);
+		if (rc)
+			fs_errors_add(&fm->errors, "placement: %s: %s", line,
+				err.msg);
+	}
+	pthread_rwlock_unlock(&fm->weights_lock);
+	free(copy);
+	fs_buf_free(&h->in);
+	if (rc)
+		fuse_reply_err(job->req, -rc);
+	else
+		fuse_reply_write(job->req, job->size);
+	free(job);
+}
+
+static void files_job_tokenize(struct fs_model *fm, struct fs_job *job,
+		bool cancelled)
+{
+	struct fs_handle *h = job->h;
+	struct err err = {0};
+	int32_t *tok = NULL;
+	size_t n = 0;
+	int rc = cancelled ? -EIO : 0;
+
+	if (!rc)
+		rc = engine_tokenize(fm->m, h->in.p ? h->in.p : "", h->in.len,
+			true, true, &tok, &n, &err);
+	if (rc && !cancelled)
+		fs_errors_add(&fm->errors, "tokenize: %s", err.msg);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = fs_buf_printf(&h->text, "%s%d", i ? " " : "", tok[i]);
+	if (!rc)
+		rc = fs_buf_add(&h->text, "\n", 1);
+	free(tok);
+	if (rc) {
+		fuse_reply_err(job->req, -rc);
+	} else {
+		h->have_text = true;
+		fs_file_reply_text(job->req, h, job->size, job->off);
+	}
+	free(job);
+}
+
+static int files_job(struct fs_handle *h, fuse_req_t req,
+		void (*run)(struct fs_model *, struct fs_job *, bool),
+		size_t size, off_t off, const struct fuse_file_info *fi)
+{
+	struct fs_job *job = calloc(1, sizeof(*job));
+
+	if (!job)
+		return -ENOMEM;
+	job->run = run;
+	job->req = req;
+	job->h = h;
+	job->size = size;
+	job->off = off;
+	if (fi)
+		job->fi = *fi;
+	fs_model_job(h->fm, job);
+	return 1;
+}
+
+/* ---- open -------------------------------------------------------------- */
+
+static int files_text(struct fs *fs, struct fs_handle *h, fuse_req_t req)
+{
+	struct fs_model *fm = h->fm;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs_config cfg;
+	struct fs_session *ss;
+	int rc = 0;
+
+	switch (h->node.kind) {
+	case FS_K_MODELS:
+		return fs_text_models(fs, &h->text);
+	case FS_K_STATUS:
+		return fs_text_status(fs, &h->text);
+	case FS_K_METRICS:
+		return fs_text_metrics(fs, &h->text);
+	case FS_K_INFO:
+		return fs_text_info(fm, &h->text);
+	case FS_K_STATS:
+		return fs_text_stats(fm, &h->text);
+	case FS_K_ERRORS:
+		return fs_errors_format(&fm->errors, &h->text);
+	case FS_K_WINDEX:
+		return fs_text_windex(fm, &h->text);
+	case FS_K_CONFIG:
+	case FS_K_SCONFIG:
+		pthread_mutex_lock(&fm->lock);
+		rc = fs_config_merge(&cfg, &fm->config,
+			h->session ? &h->session->over : NULL);
+		pthread_mutex_unlock(&fm->lock);
+		if (!rc)
+			rc = fs_config_format(&cfg, &h->text);
+		fs_config_free(&cfg);
+		return rc;
+	case FS_K_SHISTORY:
+		pthread_mutex_lock(&fm->lock);
+		rc = fs_buf_add(&h->text, h->session->history.p,
+			h->session->history.len);
+		pthread_mutex_unlock(&fm->lock);
+		return rc;
+	case FS_K_SNEW:
+		if (fs->opt.ro)
+			return -EROFS;
+		pthread_mutex_lock(&fm->lock);
+		ss = fs_session_create(fm, ctx->uid, ctx->gid);
+		if (ss)
+			rc = fs_buf_printf(&h->text, "%llu\n",
+				(unsigned long long)ss->id);
+		pthread_mutex_unlock(&fm->lock);
+		return ss ? rc : -ENOMEM;
+	default:
+		return 0;
+	}
+}
+
+static void files_link(struct fs *fs, struct fs_handle *h)
+{
+	pthread_mutex_lock(&fs->handles_lock);
+	h->next = fs->handles;
+	if (h->next)
+		h->next->prev = h;
+	fs->handles = h;
+	pthread_mutex_unlock(&fs->handles_lock);
+}
+
+static int files_open_session(struct fs_handle *h)
+{
+	struct fs_model *fm = h->fm;
+	struct fs_session *ss;
+
+	pthread_mutex_lock(&fm->lock);
+	ss = fs_session_find(fm, h->node.aux);
+	if (ss) {
+		ss->refs++;
+		ss->atime = fs_wall();
+	}
+	pthread_mutex_unlock(&fm->lock);
+	h->session = ss;
+	return ss ? 0 : -ENOENT;
+}
+
+int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
+		struct fuse_file_info *fi)
+{
+	int acc = fi->flags & O_ACCMODE;
+	bool writes = acc != O_RDONLY;
+	struct fs_handle *h;
+	struct stat st;
+	int rc;
+
+	rc = fs_tree_stat(fs, n, &st, req);
+	if (rc)
+		return rc;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (writes && !(st.st_mode & 0222))
+		return fs->opt.ro ? -EROFS : -EACCES;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	pthread_mutex_init(&h->lock, NULL);
+	h->node = *n;
+	h->fm = fs_tree_model(fs, n);
+	h->readable = acc != O_WRONLY;
+	fi->fh = (uintptr_t)h;
+	/* Everything is generated: no page cache, sizes mean nothing. */
+	fi->direct_io = 1;
+	if (files_is_gen(n->kind))
+		fi->nonseekable = 1;
+	rc = n->kind >= FS_K_SDIR ? files_open_session(h) : 0;
+	if (!rc && h->readable)
+		rc = files_text(fs, h, req);
+	if (rc) {
+		fs_file_release(fs, h);
+		return rc;
+	}
+	h->have_text = true;
+	files_link(fs, h);
+	if (h->readable && (n->kind == FS_K_PLACEMENT || n->kind == FS_K_KV)) {
+		h->have_text = false;
+		return files_job(h, req, files_job_open_text, 0, 0, fi);
+	}
+	return 0;
+}
+
+/* ---- read, write, flush, poll, release --------------------------------- */
+
+void fs_file_reply_text(fuse_req_t req, struct fs_handle *h, size_t size,
+		off_t off)
+{
+	if (off < 0 || (size_t)off >= h->text.len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (size > h->text.len - off)
+		size = h->text.len - off;
+	fuse_reply_buf(req, h->text.p + off, size);
+}
+
+static void files_read_tensor(fuse_req_t req, struct fs_handle *h,
+		size_t size, off_t off)
+{
+	struct fs_model *fm = h->fm;
+	struct io_placement *p;
+
+	pthread_rwlock_rdlock(&fm->weights_lock);
+	p = io_weights_placement(engine_model_weights(fm->m), h->node.aux);
+	if (!p || !p->data) {
+		pthread_rwlock_unlock(&fm->weights_lock);
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	if (off < 0 || (uint64_t)off >= p->bytes)
+		size = 0;
+	else if (size > p->bytes - off)
+		size = p->bytes - off;
+	fuse_reply_buf(req, size ? (const char *)p->data + off : NULL, size);
+	pthread_rwlock_unlock(&fm->weights_lock);
+}
+
+void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		size_t size, off_t off)
+{
+	struct fs_stream *s;
+	int rc;
+
+	files_touch(h);
+	if (files_is_gen(h->node.kind)) {
+		s = files_gen_stream(h, req);
+		if (!s) {
+			fuse_reply_buf(req, NULL, 0);
+			return;
+		}
+		fs_stream_read(s, req, size);
+		fs_stream_put(s);
+		return;
+	}
+	switch (h->node.kind) {
+	case FS_K_WTENSOR:
+		files_read_tensor(req, h, size, off);
+		return;
+	case FS_K_TOKENIZE:
+		pthread_mutex_lock(&h->lock);
+		if (!h->have_text && h->in.len) {
+			pthread_mutex_unlock(&h->lock);
+			rc = files_job(h, req, files_job_tokenize, size, off,
+				NULL);
+			if (rc < 0)
+				fuse_reply_err(req, -rc);
+			return;
+		}
+		pthread_mutex_unlock(&h->lock);
+		break;
+	default:
+		break;
+	}
+	fs_file_reply_text(req, h, size, off);
+}
+
+int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		const char *buf, size_t size)
+{
+	struct fs_model *fm = h->fm;
+	struct err err = {0};
+	int rc;
+
+	files_touch(h);
+	if (files_is_gen(h->node.kind))
+		return files_gen_write(h, req, buf, size);
+	switch (h->node.kind) {
+	case FS_K_CONFIG:
+	case FS_K_SCONFIG:
+		pthread_mutex_lock(&fm->lock);
+		rc = fs_config_write(h->session ? &h->session->over :
+			&fm->config, buf, size, &err);
+		pthread_mutex_unlock(&fm->lock);
+		if (rc)
+			fs_errors_add(&fm->errors, "%s", err.msg);
+		return rc;
+	case FS_K_TOKENIZE:
+		pthread_mutex_lock(&h->lock);
+		if (h->have_text) {
+			/* New text after a read: a new question. */
+			fs_buf_free(&h->text);
+			fs_buf_free(&h->in);
+			h->have_text = false;
+		}
+		rc = h->in.len + size > FILES_INPUT_MAX ? -EFBIG :
+			fs_buf_add(&h->in, buf, size);
+		pthread_mutex_unlock(&h->lock);
+		return rc;
+	case FS_K_PLACEMENT:
+		if (fs_model_state(fm) != FS_MODEL_READY) {
+			fs_errors_add(&fm->errors,
+				"placement: the model is not loaded");
+			return -EIO;
+		}
+		if (size > 4096) {
+			fs_errors_add(&fm->errors,
+				"placement: commands over 4096 bytes");
+			return -EINVAL;
+		}
+		fs_buf_free(&h->in);
+		rc = fs_buf_add(&h->in, buf, size);
+		return rc ? rc : files_job(h, req, files_job_placement, size,
+			0, NULL);
+	case FS_K_KV:
+		fs_errors_add(&fm->errors,
+			"kv: writes are not yet supported (the file is read-only "
+			"for now)");
+		return -EINVAL;
+	default:
+		return -EBADF;
+	}
+}
+
+void fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
+{
+	if (!files_is_gen(h->node.kind))
+		return;
+	pthread_mutex_lock(&h->lock);
+	if (h->in.len && !h->stream) {
+		if (h->readable)
+			h->stream = files_submit(h);
+		else
+			files_submit_pending(h);
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		struct fuse_pollhandle *ph)
+{
+	struct fs_stream *s = NULL;
+
+	if (files_is_gen(h->node.kind) && h->readable)
+		s = files_gen_stream(h, req);
+	if (!s) {
+		if (ph)
+			fuse_pollhandle_destroy(ph);
+		fuse_reply_poll(req, POLLIN | POLLRDNORM |
+			(h->readable ? 0 : POLLOUT | POLLWRNORM));
+		return;
+	}
+	fs_stream_poll(s, req, ph);
+	fs_stream_put(s);
+}
+
+void fs_file_release(struct fs *fs, struct fs_handle *h)
+{
+	struct fs_model *fm = h->fm;
+
+	if (files_is_gen(h->node.kind) && h->in.len && !h->stream &&
+			!h->readable)
+		files_submit_pending(h);
+	if (h->stream) {
+		fs_stream_cancel(h->stream);
+		fs_stream_put(h->stream);
+	}
+	pthread_mutex_lock(&fs->handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else if (fs->handles == h)
+		fs->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&fs->handles_lock);
+	if (h->session) {
+		pthread_mutex_lock(&fm->lock);
+		h->session->atime = fs_wall();
+		fs_session_put(fm, h->session);
+		pthread_mutex_unlock(&fm->lock);
+	}
+	fs_buf_free(&h->in);
+	fs_buf_free(&h->text);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}

@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fs/ internals, shared by the files of this folder only.
+ *
+ *   ops.c      the FUSE low-level operations table: short handlers
+ *   tree.c     inode numbers, directory tables, attributes
+ *   files.c    per-kind open/read/write of the regular files
+ *   model.c    one directory per model: naming, state, text of its files
+ *   sched.c    the scheduler thread of a model (the only engine user)
+ *   stream.c   one generation's output: buffer, parked reads, poll
+ *   session.c  sessions/N and the answers waiting for a reader
+ *   config.c   key=value sampling settings
+ *   text.c     models, status, metrics, stats, kv, weights/index
+ *   errors.c   the per-model errors file
+ *   buf.c      growable byte buffers; sha256.c the info file's digest
+ *   mount.c    argv, mount, signals, unmount (fs_main)
+ *
+ * Locks, outermost first: fs_model.lock, then fs_stream.lock, then
+ * fs.wait_lock. No lock is held while calling into libfuse or the engine.
+ */
+#ifndef LLMFS_FS_INTERNAL_H
+#define LLMFS_FS_INTERNAL_H
+
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../engine/engine.h"
+#include "fs.h"
+
+/* ---- buffers ----------------------------------------------------------- */
+
+/* p is NUL-terminated once anything was added; len excludes the NUL. */
+struct fs_buf {
+	char *p;
+	size_t len;
+	size_t cap;
+};
+
+int fs_buf_add(struct fs_buf *b, const void *data, size_t n);
+int fs_buf_printf(struct fs_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void fs_buf_free(struct fs_buf *b);
+/* Hand the bytes over: *out owns them (free(3)); b is left empty. */
+char *fs_buf_detach(struct fs_buf *b, size_t *len);
+
+/* Monotonic and wall clocks in seconds. */
+double fs_now(void);
+double fs_wall(void);
+
+/* ---- errors file ------------------------------------------------------- */
+
+#define FS_ERRORS_MAX 100
+
+struct fs_errors {
+	pthread_mutex_t lock;
+	char *lines[FS_ERRORS_MAX];  /* ring; each "TIMESTAMP message" */
+	unsigned head;               /* next slot */
+	unsigned n;
+	uint64_t total;
+};
+
+void fs_errors_init(struct fs_errors *e);
+void fs_errors_destroy(struct fs_errors *e);
+void fs_errors_add(struct fs_errors *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int fs_errors_format(struct fs_errors *e, struct fs_buf *b);
+
+/* ---- config ------------------------------------------------------------ */
+
+#define FS_STOP_MAX 8
+
+enum fs_config_key {
+	FS_CONFIG_TEMPERATURE,
+	FS_CONFIG_TOP_K,
+	FS_CONFIG_TOP_P,
+	FS_CONFIG_MIN_P,
+	FS_CONFIG_REPEAT_PENALTY,
+	FS_CONFIG_SEED,
+	FS_CONFIG_MAX_TOKENS,
+	FS_CONFIG_STOP,
+	FS_CONFIG_COUNT,
+};
+
+struct fs_config {
+	struct engine_sampling sampling;
+	uint32_t max_tokens;
+	char *stop[FS_STOP_MAX];
+	size_t n_stop;
+	unsigned set;  /* bit per enum fs_config_key: set here (overrides) */
+};
+
+void fs_config_defaults(struct fs_config *c);
+void fs_config_free(struct fs_config *c);
+int fs_config_copy(struct fs_config *dst, const struct fs_config *src);
+/*
+ * Apply key=value lines to c, all or nothing: -EINVAL with the bad line in
+ * err, c untouched.
+ */
+int fs_config_write(struct fs_config *c, const char *text, size_t len,
+		struct err *err);
+/* Effective settings: base, with the keys set in over replaced. */
+int fs_config_merge(struct fs_config *out, const struct fs_config *base,
+		const struct fs_config *over);
+int fs_config_format(const struct fs_config *c, struct fs_buf *b);
+
+/* ---- streams: the output of one generation ----------------------------- */
+
+enum fs_stream_state {
+	FS_STREAM_QUEUED,
+	FS_STREAM_RUNNING,
+	FS_STREAM_DONE,
+	FS_STREAM_FAILED,
+};
+
+struct fs_model;
+struct fs_session;
+
+struct fs_stream {
+	pthread_mutex_t lock;
+	unsigned refs;                 /* protected by lock */
+	struct fs_buf out;             /* the answer so far; protected by lock */
+	size_t rpos;                   /* bytes the reader consumed */
+	enum fs_stream_state state;    /* protected by lock */
+	int error;                     /* negative errno when FAILED */
+	bool cancel;                   /* protected by lock */
+	struct fuse_pollhandle *ph;    /* protected by lock */
+	unsigned waiters;              /* parked reads; protected by wait_lock */
+	uint32_t n_prompt, n_total;    /* tokens in the sequence; by lock */
+
+	/* Input, fixed when submitted. */
+	uint64_t id;                   /* per model, from 1 */
+	pid_t sid;                     /* of the writer */
+	struct fs_model *model;
+	struct fs_session *session;    /* reference, or NULL */
+	char *prompt;
+	size_t prompt_len;
+	bool chat;
+	struct fs_config cfg;          /* effective settings */
+
+	/* The scheduler's own. */
+	struct engine_seq *seq;
+	struct engine_generation *gen;
+	struct fs_stream *next;        /* in fs_model.queue or the active list */
+};
+
+struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
+		const char *prompt, size_t len, bool chat,
+		const struct fs_config *cfg);
+struct fs_stream *fs_stream_get(struct fs_stream *s);
+void fs_stream_put(struct fs_stream *s);
+/* Scheduler side: more text, the end (error 0 or negative errno). */
+void fs_stream_append(struct fs_stream *s, const char *text, size_t n);
+void fs_stream_finish(struct fs_stream *s, int error);
+/* Reader side: stop the generation (no-op once it ended). */
+void fs_stream_cancel(struct fs_stream *s);
+bool fs_stream_cancelled(struct fs_stream *s);
+/* Reply to req now, or park it until text or the end arrives. */
+void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size);
+void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
+		struct fuse_pollhandle *ph);
+
+/* ---- sessions ---------------------------------------------------------- */
+
+enum fs_gen_kind {
+	FS_GEN_GENERATE,
+	FS_GEN_CHAT,
+	FS_GEN_KINDS,
+};
+
+struct fs_session {
+	unsigned refs;                 /* protected by fs_model.lock */
+	uint64_t id;
+	uid_t uid;
+	gid_t gid;
+	double ctime, atime;           /* fs_wall(); atime by fs_model.lock */
+	bool removed;                  /* rmdir'ed or timed out */
+	struct fs_config over;         /* overrides; by fs_model.lock */
+	struct fs_buf history;         /* by fs_model.lock */
+	struct fs_stream *pending[FS_GEN_KINDS]; /* submitted, not yet opened */
+	uint32_t kv_used;              /* tokens of its last sequence */
+	struct fs_session *next;
+};
+
+/* An answer submitted by `cat prompt > generate`, by session id. */
+struct fs_pending {
+	pid_t sid;
+	enum fs_gen_kind kind;
+	double when;
+	struct fs_stream *stream;
+	struct fs_pending *next;
+};
+
+/* All with fm->lock held. */
+struct fs_session *fs_session_find(struct fs_model *fm, uint64_t id);
+struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid,
+		gid_t gid);
+void fs_session_remove(struct fs_model *fm, struct fs_session *ss);
+/* Drop a reference; fm->lock held. */
+void fs_session_put(struct fs_model *fm, struct fs_session *ss);
+/* Replace the waiting answer for (ss or sid, kind); takes s's reference. */
+void fs_pending_set(struct fs_model *fm, struct fs_session *ss, pid_t sid,
+		enum fs_gen_kind kind, struct fs_stream *s);
+/* Take the waiting answer (caller owns the reference), or NULL. */
+struct fs_stream *fs_pending_take(struct fs_model *fm, struct fs_session *ss,
+		pid_t sid, enum fs_gen_kind kind);
+/* Remove idle sessions and stale answers; returns how many went. */
+unsigned fs_session_reap(struct fs_model *fm, double now, double idle);
+void fs_session_free_all(struct fs_model *fm);
+
+/* ---- models ------------------------------------------------------------ */
+
+enum fs_model_state {
+	FS_MODEL_LOADING,
+	FS_MODEL_READY,
+	FS_MODEL_FAILED,
+};
+
+struct fs_stats {
+	uint64_t requests;
+	uint64_t failed;
+	uint64_t cancelled;
+	uint64_t tokens_in;
+	uint64_t tokens_out;
+	double ttft_last_ms;
+	double ttft_ms[256];   /* ring of the last ones, for the median */
+	unsigned n_ttft;
+	double prefill_tps;    /* of the last generation */
+	double decode_tps;
+	double decode_tokens;  /* totals, for the Prometheus counters */
+	double decode_secs;
+	unsigned active;
+};
+
+struct fs_job;
+
+struct fs_model {
+	struct fs *fs;
+	unsigned idx;
+	char *name;
+	char *path;
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;           /* the scheduler waits here */
+	enum fs_model_state state;     /* protected by lock */
+	char load_error[512];
+	uint64_t load_done, load_total;
+	double load_start, load_secs;
+	bool stop;
+
+	/* Set once, when state becomes READY; read-only after. */
+	struct engine_model *m;
+	const struct engine_model_info *info;
+	const struct io_gguf *gguf;
+	enum engine_chat_format chat_format;
+	char quant[16];                /* the type with the most bytes */
+	char sha256[65 * 4];           /* hex per file, "" until computed */
+
+	struct fs_config config;       /* protected by lock */
+	struct fs_errors errors;
+	struct fs_stats stats;         /* protected by lock */
+	struct fs_stream *queue;       /* submitted, not started; by lock */
+	struct fs_job *jobs;           /* by lock */
+	struct fs_stream *active;      /* the scheduler thread's own */
+	struct fs_session *sessions;   /* by lock */
+	uint64_t next_session;
+	uint64_t next_stream;
+	struct fs_pending *pending;    /* by lock */
+	pthread_rwlock_t weights_lock; /* readers of weights/, vs placement */
+
+	pthread_t thread;
+	bool thread_started;
+	pthread_t hash_thread;
+	bool hash_started;
+};
+
+/*
+ * Work that must run on the scheduler thread (placement, kv, tokenize):
+ * run() replies to req; cancelled says the model stops or failed.
+ */
+struct fs_job {
+	void (*run)(struct fs_model *fm, struct fs_job *job, bool cancelled);
+	fuse_req_t req;
+	struct fs_handle *h;
+	size_t size;
+	off_t off;
+	struct fuse_file_info fi;
+	struct fs_job *next;
+};
+
+int fs_model_new(struct fs *fs, struct fs_model **out, const char *name,
+		const char *path, struct err *err);
+void fs_model_free(struct fs_model *fm);
+int fs_model_start(struct fs_model *fm, struct err *err);
+void fs_model_stop(struct fs_model *fm);
+void fs_model_submit(struct fs_model *fm, struct fs_stream *s);
+void fs_model_job(struct fs_model *fm, struct fs_job *job);
+enum fs_model_state fs_model_state(struct fs_model *fm);
+/* A name for a model file: its stem, lower case, safe characters only. */
+void fs_model_slug(const char *path, char *out, size_t cap);
+
+/* The scheduler thread (sched.c). */
+void *fs_sched_main(void *arg);
+
+/* text.c: the contents of the generated files. */
+int fs_text_models(struct fs *fs, struct fs_buf *b);
+int fs_text_status(struct fs *fs, struct fs_buf *b);
+int fs_text_metrics(struct fs *fs, struct fs_buf *b);
+int fs_text_info(struct fs_model *fm, struct fs_buf *b);
+int fs_text_stats(struct fs_model *fm, struct fs_buf *b);
+int fs_text_windex(struct fs_model *fm, struct fs_buf *b);
+/* On the scheduler thread. */
+int fs_text_kv(struct fs_model *fm, struct fs_buf *b);
+
+/* sha256.c */
+int fs_sha256_file(const char *path, char hex[65], volatile bool *stop);
+
+/* ---- the daemon -------------------------------------------------------- */
+
+struct fs_options {
+	unsigned threads;
+	unsigned n_ctx;
+	bool ro;
+	bool allow_other;
+	bool foreground;
+	bool debug;
+	double idle_timeout;   /* seconds of no use before sessions/N goes */
+};
+
+struct fs_waiter;
+
+struct fs {
+	struct fs_options opt;
+	struct fs_model **models;
+	unsigned n_models;
+	struct fuse_session *se;
+	double start;
+	double start_wall;
+	uid_t uid;                     /* owner of the tree */
+	gid_t gid;
+
+	pthread_mutex_t wait_lock;     /* parked reads of every stream */
+	struct fs_waiter *waiters;
+
+	pthread_mutex_t handles_lock;  /* open files, freed at unmount */
+	struct fs_handle *handles;
+
+	pthread_mutex_t reap_lock;
+	pthread_cond_t reap_cond;
+	bool reap_stop;
+	pthread_t reaper;
+	bool reaper_started;
+};
+
+/* Answer every parked read with EOF (unmount). */
+void fs_waiters_flush(struct fs *fs);
+
+/* ---- the tree ---------------------------------------------------------- */
+
+enum fs_kind {
+	FS_K_NONE = 0,
+	FS_K_ROOT = 1,  /* so that the root's inode is FUSE_ROOT_ID */
+	FS_K_MODELS,
+	FS_K_STATUS,
+	FS_K_METRICS,
+	FS_K_MDIR,
+	FS_K_GENERATE,
+	FS_K_CHAT,
+	FS_K_CONFIG,
+	FS_K_INFO,
+	FS_K_STATS,
+	FS_K_TOKENIZE,
+	FS_K_ERRORS,
+	FS_K_PLACEMENT,
+	FS_K_KV,
+	FS_K_WEIGHTS,
+	FS_K_WINDEX,
+	FS_K_WTENSOR,
+	FS_K_SESSIONS,
+	FS_K_SNEW,
+	FS_K_SDIR,
+	FS_K_SGENERATE,
+	FS_K_SCHAT,
+	FS_K_SCONFIG,
+	FS_K_SHISTORY,
+	FS_K_COUNT,
+};
+
+/*
+ * An inode number is the node itself, so that nothing needs to be
+ * remembered between lookup and forget: bits 0-7 the kind, 8-23 the model
+ * index + 1, 24-63 the session id or the tensor index.
+ */
+struct fs_node {
+	enum fs_kind kind;
+	unsigned model;     /* index into fs.models */
+	uint64_t aux;       /* session id or tensor index */
+};
+
+fuse_ino_t fs_node_ino(const struct fs_node *n);
+void fs_node_of(fuse_ino_t ino, struct fs_node *n);
+bool fs_kind_is_dir(enum fs_kind k);
+/* 0 or -ENOENT (the node is gone: a removed session, a bad index). */
+int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
+		fuse_req_t req);
+int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
+		const char *name, struct fs_node *out);
+/*
+ * Directory entry i of dir into *child and *name (a static or the
+ * model's string); 1 if there is one, 0 past the end.
+ */
+int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
+		struct fs_node *child, const char **name, char *tmp,
+		size_t tmp_cap);
+struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n);
+
+/* ---- open files -------------------------------------------------------- */
+
+struct fs_handle {
+	struct fs_node node;
+	struct fs_model *fm;
+	struct fs_session *session;    /* reference, for sessions/N files */
+	pthread_mutex_t lock;
+	struct fs_buf in;              /* bytes written: prompt, text, commands */
+	struct fs_buf text;            /* snapshot served by reads */
+	bool have_text;
+	struct fs_stream *stream;      /* generate/chat: the answer */
+	pid_t sid;                     /* of the writer */
+	bool wrote;
+	bool readable;
+	struct fs_handle *prev, *next; /* in fs.handles */
+};
+
+int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
+		struct fuse_file_info *fi);
+void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		size_t size, off_t off);
+int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		const char *buf, size_t size);
+void fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h);
+void fs_file_release(struct fs *fs, struct fs_handle *h);
+void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		struct fuse_pollhandle *ph);
+/* Serve [off, off+size) of h->text. */
+void fs_file_reply_text(fuse_req_t req, struct fs_handle *h, size_t size,
+		off_t off);
+
+extern const struct fuse_lowlevel_ops fs_ops;
+
+#endif

@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fs_main(): the `llmfs` command. Parses argv, makes one directory per
+ * model, mounts, starts the model threads (after daemonizing: fork keeps
+ * no threads), serves until `fusermount3 -u` or SIGINT/SIGTERM, then stops
+ * every generation, answers every parked read with EOF, unmounts and frees
+ * everything (the tests run this under ASan and valgrind).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct mount_src {
+	char *name;   /* NULL: a slug of the file name */
+	char *path;
+};
+
+struct mount_args {
+	struct fs_options opt;
+	struct mount_src *src;
+	size_t n_src;
+	char *mountpoint;
+	struct fs_buf fuse_opts;   /* -o options for the kernel and libfuse */
+};
+
+static void mount_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: llmfs [options] SOURCE... MOUNTPOINT\n"
+		"  SOURCE            a .gguf file or a directory of them\n"
+		"  --name ALIAS=PATH mount the model at PATH as ALIAS\n"
+		"  -f                stay in the foreground\n"
+		"  -d                debug: foreground, log every request\n"
+		"  -o OPT[,OPT...]   allow_other, ro (inspection only), and\n"
+		"                    other FUSE mount options\n"
+		"  --threads N       engine threads per model (0 = all CPUs)\n"
+		"  --ctx N           context length of each sequence\n"
+		"  --idle-timeout S  seconds before an unused sessions/N goes "
+		"(600)\n"
+		"See llmfs(1) and Documentation/ABI.md.\n");
+}
+
+static int mount_add_src(struct mount_args *a, const char *name,
+		const char *path)
+{
+	struct mount_src *s = realloc(a->src, (a->n_src + 1) * sizeof(*s));
+	char *abs;
+
+	if (!s)
+		return -ENOMEM;
+	a->src = s;
+	s = &a->src[a->n_src];
+	s->name = name ? strdup(name) : NULL;
+	/* fuse_daemonize() changes to /: keep absolute paths. */
+	abs = realpath(path, NULL);
+	s->path = abs ? abs : strdup(path);
+	if (!s->path || (name && !s->name)) {
+		free(s->name);
+		free(s->path);
+		return -ENOMEM;
+	}
+	a->n_src++;
+	return 0;
+}
+
+static int mount_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.gguf of dir, sorted; the later parts of a split model are not. */
+static int mount_add_dir(struct mount_args *a, const char *dir)
+{
+	struct dirent *d;
+	char **names = NULL, path[PATH_MAX];
+	size_t n = 0;
+	int rc = 0;
+	DIR *dp = opendir(dir);
+
+	if (!dp)
+		return -errno;
+	while ((d = readdir(dp)) && !rc) {
+		size_t len = strlen(d->d_name);
+		char **p;
+
+		if (len < 6 || strcasecmp(d->d_name + len - 5, ".gguf"))
+			continue;
+		if (strstr(d->d_name, "-of-") &&
+				!strstr(d->d_name, "-00001-of-"))
+			continue;
+		p = realloc(names, (n + 1) * sizeof(*names));
+		if (!p || !(p[n] = strdup(d->d_name)))
+			rc = -ENOMEM;
+		if (p)
+			names = p;
+		if (!rc)
+			n++;
+	}
+	closedir(dp);
+	if (names)
+		qsort(names, n, sizeof(*names), mount_cmp);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (!rc)
+			rc = mount_add_src(a, NULL, path);
+		free(names[i]);
+	}
+	free(names);
+	if (!rc && !n)
+		fprintf(stderr, "llmfs: %s: no .gguf files\n", dir);
+	return rc;
+}
+
+/* -o: ours are taken out, the rest goes to libfuse and the kernel. */
+static int mount_opts(struct mount_args *a, char *list)
+{
+	char *save, *o;
+
+	for (o = strtok_r(list, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(o, "ro"))
+			a->opt.ro = true;
+		else if (!strcmp(o, "allow_other"))
+			a->opt.allow_other = true;
+		if (fs_buf_printf(&a->fuse_opts, ",%s", o))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int mount_uint(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return errno || end == s || *end || *out > max || *s == '-' ?
+		-EINVAL : 0;
+}
+
+static int mount_parse(struct mount_args *a, int argc, char **argv)
+{
+	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE };
+	static const struct option lo[] = {
+		{ "name", required_argument, NULL, OPT_NAME },
+		{ "threads", required_argument, NULL, OPT_THREADS },
+		{ "ctx", required_argument, NULL, OPT_CTX },
+		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	unsigned long u;
+	struct stat st;
+	char *eq;
+	int c, rc = 0;
+
+	a->opt.idle_timeout = 600;
+	while ((c = getopt_long(argc, argv, "fdho:", lo, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			a->opt.foreground = true;
+			break;
+		case 'd':
+			a->opt.foreground = a->opt.debug = true;
+			break;
+		case 'o':
+			rc = mount_opts(a, optarg);
+			break;
+		case OPT_NAME:
+			eq = strchr(optarg, '=');
+			if (!eq || eq == optarg || !eq[1]) {
+				fprintf(stderr, "llmfs: --name wants ALIAS=PATH\n");
+				return -EINVAL;
+			}
+			*eq = '\0';
+			rc = mount_add_src(a, optarg, eq + 1);
+			break;
+		case OPT_THREADS:
+		case OPT_CTX:
+		case OPT_IDLE:
+			if (mount_uint(optarg, 1u << 20, &u)) {
+				fprintf(stderr, "llmfs: bad number '%s'\n", optarg);
+				return -EINVAL;
+			}
+			if (c == OPT_THREADS)
+				a->opt.threads = u;
+			else if (c == OPT_CTX)
+				a->opt.n_ctx = u;
+			else
+				a->opt.idle_timeout = u ? u : 1;
+			break;
+		case 'h':
+			mount_usage(stdout);
+			exit(0);
+		default:
+			mount_usage(stderr);
+			return -EINVAL;
+		}
+		if (rc)
+			return rc;
+	}
+	if (optind >= argc || (optind == argc - 1 && !a->n_src)) {
+		mount_usage(stderr);
+		return -EINVAL;
+	}
+	a->mountpoint = argv[argc - 1];
+	for (int i = optind; i < argc - 1 && !rc; i++) {
+		if (stat(argv[i], &st)) {
+			fprintf(stderr, "llmfs: %s: %s\n", argv[i],
+				strerror(errno));
+			return -errno;
+		}
+		rc = S_ISDIR(st.st_mode) ? mount_add_dir(a, argv[i]) :
+			mount_add_src(a, NULL, argv[i]);
+	}
+	return rc;
+}
+
+static bool mount_name_ok(struct fs *fs, const char *name)
+{
+	static const char *const reserved[] = { "models", "status", "metrics",
+		".", "..", "" };
+
+	if (strchr(name, '/') || strlen(name) > 200)
+		return false;
+	for (size_t i = 0; i < sizeof(reserved) / sizeof(*reserved); i++)
+		if (!strcmp(name, reserved[i]))
+			return false;
+	for (unsigned i = 0; i < fs->n_models; i++)
+		if (!strcmp(fs->models[i]->name, name))
+			return false;
+	return true;
+}
+
+static int mount_models(struct fs *fs, struct mount_args *a)
+{
+	char name[256], slug[224];
+	struct err err = {0};
+	int rc;
+
+	fs->models = calloc(a->n_src ? a->n_src : 1, sizeof(*fs->models));
+	if (!fs->models)
+		return -ENOMEM;
+	for (size_t i = 0; i < a->n_src; i++) {
+		if (a->src[i].name) {
+			if (!mount_name_ok(fs, a->src[i].name)) {
+				fprintf(stderr, "llmfs: --name %s: reserved, "
+					"taken or not a file name\n",
+					a->src[i].name);
+				return -EINVAL;
+			}
+			snprintf(name, sizeof(name), "%s", a->src[i].name);
+		} else {
+			fs_model_slug(a->src[i].path, slug, sizeof(slug));
+			snprintf(name, sizeof(name), "%s", slug);
+			for (int k = 2; !mount_name_ok(fs, name); k++)
+				snprintf(name, sizeof(name), "%s-%d", slug, k);
+		}
+		rc = fs_model_new(fs, &fs->models[fs->n_models], name,
+			a->src[i].path, &err);
+		if (rc) {
+			fprintf(stderr, "llmfs: %s\n", err.msg);
+			return rc;
+		}
+		fs->models[fs->n_models]->idx = fs->n_models;
+		fs->n_models++;
+	}
+	return 0;
+}
+
+static void *mount_reaper(void *arg)
+{
+	struct fs *fs = arg;
+	double period = fs->opt.idle_timeout / 4;
+	struct timespec ts;
+
+	if (period > 5)
+		period = 5;
+	pthread_mutex_lock(&fs->reap_lock);
+	while (!fs->reap_stop) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)period;
+		ts.tv_nsec += (long)((period - (time_t)period) * 1e9);
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&fs->reap_cond, &fs->reap_lock, &ts);
+		if (fs->reap_stop)
+			break;
+		pthread_mutex_unlock(&fs->reap_lock);
+		for (unsigned i = 0; i < fs->n_models; i++) {
+			struct fs_model *fm = fs->models[i];
+
+			pthread_mutex_lock(&fm->lock);
+			fs_session_reap(fm, fs_wall(), fs->opt.idle_timeout);
+			pthread_mutex_unlock(&fm->lock);
+		}
+		pthread_mutex_lock(&fs->reap_lock);
+	}
+	pthread_mutex_unlock(&fs->reap_lock);
+	return NULL;
+}
+
+static void mount_fs_init(struct fs *fs, const struct fs_options *opt)
+{
+	memset(fs, 0, sizeof(*fs));
+	fs->opt = *opt;
+	fs->start = fs_now();
+	fs->start_wall = fs_wall();
+	fs->uid = getuid();
+	fs->gid = getgid();
+	pthread_mutex_init(&fs->wait_lock, NULL);
+	pthread_mutex_init(&fs->handles_lock, NULL);
+	pthread_mutex_init(&fs->reap_lock, NULL);
+	pthread_cond_init(&fs->reap_cond, NULL);
+}
+
+/* Stop everything; every FUSE request still waiting gets its answer. */
+static void mount_fs_stop(struct fs *fs)
+{
+	if (fs->reaper_started) {
+		pthread_mutex_lock(&fs->reap_lock);
+		fs->reap_stop = true;
+		pthread_cond_signal(&fs->reap_cond);
+		pthread_mutex_unlock(&fs->reap_lock);
+		pthread_join(fs->reaper, NULL);
+	}
+	for (unsigned i = 0; i < fs->n_models; i++)
+		fs_model_stop(fs->models[i]);
+	fs_waiters_flush(fs);
+	/* Files still open when the loop ended are never released to us. */
+	while (fs->handles)
+		fs_file_release(fs, fs->handles);
+}
+
+static void mount_fs_free(struct fs *fs)
+{
+	for (unsigned i = 0; i < fs->n_models; i++)
+		fs_model_free(fs->models[i]);
+	free(fs->models);
+	pthread_cond_destroy(&fs->reap_cond);
+	pthread_mutex_destroy(&fs->reap_lock);
+	pthread_mutex_destroy(&fs->handles_lock);
+	pthread_mutex_destroy(&fs->wait_lock);
+}
+
+static void mount_args_free(struct mount_args *a)
+{
+	for (size_t i = 0; i < a->n_src; i++) {
+		free(a->src[i].name);
+		free(a->src[i].path);
+	}
+	free(a->src);
+	fs_buf_free(&a->fuse_opts);
+}
+
+static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
+{
+	char *fargv[4];
+	struct fuse_args args;
+	struct fuse_loop_config *cfg;
+	struct err err = {0};
+	int rc = 1;
+
+	if (fs_buf_printf(&a->fuse_opts, ",fsname=llmfs,subtype=llmfs,"
+			"default_permissions"))
+		return 1;
+	fargv[0] = (char *)argv0;
+	fargv[1] = "-o";
+	fargv[2] = a->fuse_opts.p + 1;   /* skip the first comma */
+	fargv[3] = a->opt.debug ? "-d" : NULL;
+	args = (struct fuse_args)FUSE_ARGS_INIT(a->opt.debug ? 4 : 3, fargv);
+	fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
+	if (!fs->se)
+		return 1;
+	if (fuse_set_signal_handlers(fs->se))
+		goto out_destroy;
+	if (fuse_session_mount(fs->se, a->mountpoint))
+		goto out_signals;
+	fuse_daemonize(a->opt.foreground);
+	for (unsigned i = 0; i < fs->n_models; i++) {
+		if (fs_model_start(fs->models[i], &err)) {
+			fprintf(stderr, "llmfs: %s\n", err.msg);
+			goto out_stop;
+		}
+	}
+	if (!pthread_create(&fs->reaper, NULL, mount_reaper, fs))
+		fs->reaper_started = true;
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		goto out_stop;
+	fuse_loop_cfg_set_max_threads(cfg, 64);
+	rc = fuse_session_loop_mt(fs->se, cfg) ? 1 : 0;
+	fuse_loop_cfg_destroy(cfg);
+out_stop:
+	mount_fs_stop(fs);
+	fuse_session_unmount(fs->se);
+out_signals:
+	fuse_remove_signal_handlers(fs->se);
+out_destroy:
+	fuse_session_destroy(fs->se);
+	return rc;
+}
+
+int fs_main(int argc, char **argv)
+{
+	struct mount_args a = {0};
+	struct fs fs;
+	int rc;
+
+	rc = mount_parse(&a, argc, argv);
+	mount_fs_init(&fs, &a.opt);
+	if (!rc)
+		rc = mount_models(&fs, &a);
+	if (!rc)
+		rc = mount_serve(&fs, &a, argv[0]);
+	else
+		rc = 1;
+	mount_fs_free(&fs);
+	mount_args_free(&a);
+	return rc;
+}

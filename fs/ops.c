@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The FUSE low-level operations: a table of short handlers, as lib9p's
+ * ramfs fills in its Srv. Each decodes the inode, calls the helper that
+ * does the work (tree.c, files.c), and replies once. A helper that returns
+ * 1 has queued the request and replies later (a parked read, a job on the
+ * scheduler thread).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+/* Seconds the kernel may cache names and attributes: sessions come and go. */
+#define OPS_TIMEOUT 1.0
+
+static struct fs *ops_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct fs_handle *ops_handle(struct fuse_file_info *fi)
+{
+	return (struct fs_handle *)(uintptr_t)fi->fh;
+}
+
+static void ops_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* Writes must reach us as they are made, never cached. */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+static void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e = {0};
+	struct fs_node p, n;
+	int rc;
+
+	fs_node_of(parent, &p);
+	rc = fs_tree_lookup(ops_fs(req), &p, name, &n);
+	if (!rc)
+		rc = fs_tree_stat(ops_fs(req), &n, &e.attr, req);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	e.ino = e.attr.st_ino;
+	e.attr_timeout = OPS_TIMEOUT;
+	e.entry_timeout = OPS_TIMEOUT;
+	fuse_reply_entry(req, &e);
+}
+
+static void ops_getattr(fuse_req_t req, fuse_ino_t ino,
+		struct fuse_file_info *fi)
+{
+	struct stat st;
+	struct fs_node n;
+	int rc;
+
+	fs_node_of(ino, &n);
+	rc = fs_tree_stat(ops_fs(req), &n, &st, req);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, OPS_TIMEOUT);
+}
+
+/* `cat prompt > generate` truncates first: accept it, and touch. */
+static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		int to_set, struct fuse_file_info *fi)
+{
+	const int ok = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
+		FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+		FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+
+	if (to_set & ~ok) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	ops_getattr(req, ino, fi);
+}
+
+static void ops_opendir(fuse_req_t req, fuse_ino_t ino,
+		struct fuse_file_info *fi)
+{
+	struct stat st;
+	struct fs_node n;
+	int rc;
+
+	fs_node_of(ino, &n);
+	rc = fs_tree_stat(ops_fs(req), &n, &st, req);
+	if (!rc && !S_ISDIR(st.st_mode))
+		rc = -ENOTDIR;
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_open(req, fi);
+}
+
+static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		off_t off, struct fuse_file_info *fi)
+{
+	struct fs *fs = ops_fs(req);
+	struct fs_node dir, child;
+	struct stat st = {0};
+	char tmp[32], *buf;
+	const char *name;
+	size_t len = 0, need;
+	int rc = 0;
+
+	fs_node_of(ino, &dir);
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (uint64_t i = off; ; i++) {
+		if (i < 2) {
+			name = i ? ".." : ".";
+			st.st_ino = ino;
+			st.st_mode = S_IFDIR;
+		} else {
+			rc = fs_tree_entry(fs, &dir, i - 2, &child, &name, tmp,
+				sizeof(tmp));
+			if (rc <= 0)
+				break;
+			st.st_ino = fs_node_ino(&child);
+			st.st_mode = fs_kind_is_dir(child.kind) ? S_IFDIR :
+				S_IFREG;
+		}
+		need = fuse_add_direntry(req, buf + len, size - len, name, &st,
+			i + 1);
+		if (need > size - len)
+			break;
+		len += need;
+	}
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+static void ops_open(fuse_req_t req, fuse_ino_t ino,
+		struct fuse_file_info *fi)
+{
+	struct fs_node n;
+	int rc;
+
+	fs_node_of(ino, &n);
+	rc = fs_file_open(ops_fs(req), req, &n, fi);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (rc == 0)
+		fuse_reply_open(req, fi);
+}
+
+static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi)
+{
+	fs_file_read(ops_fs(req), req, ops_handle(fi), size, off);
+}
+
+static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		size_t size, off_t off, struct fuse_file_info *fi)
+{
+	int rc = fs_file_write(ops_fs(req), req, ops_handle(fi), buf, size);
+
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (rc == 0)
+		fuse_reply_write(req, size);
+}
+
+static void ops_flush(fuse_req_t req, fuse_ino_t ino,
+		struct fuse_file_info *fi)
+{
+	fs_file_flush(ops_fs(req), req, ops_handle(fi));
+	fuse_reply_err(req, 0);
+}
+
+static void ops_release(fuse_req_t req, fuse_ino_t ino,
+		struct fuse_file_info *fi)
+{
+	fs_file_release(ops_fs(req), ops_handle(fi));
+	fuse_reply_err(req, 0);
+}
+
+static void ops_poll(fuse_req_t req, fuse_ino_t ino,
+		struct fuse_file_info *fi, struct fuse_pollhandle *ph)
+{
+	fs_file_poll(ops_fs(req), req, ops_handle(fi), ph);
+}
+
+static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = ops_fs(req);
+	struct fs_node p, n;
+	struct fs_model *fm;
+	struct fs_session *ss = NULL;
+	int rc;
+
+	fs_node_of(parent, &p);
+	rc = fs_tree_lookup(fs, &p, name, &n);
+	if (!rc && n.kind != FS_K_SDIR)
+		rc = fs_kind_is_dir(n.kind) ? -EPERM : -ENOTDIR;
+	if (!rc) {
+		fm = fs_tree_model(fs, &n);
+		pthread_mutex_lock(&fm->lock);
+		ss = fs_session_find(fm, n.aux);
+		if (ss)
+			fs_session_remove(fm, ss);
+		pthread_mutex_unlock(&fm->lock);
+		rc = ss ? 0 : -ENOENT;
+	}
+	fuse_reply_err(req, -rc);
+}
+
+/* Names are made by the filesystem (sessions/new), never by the user. */
+static void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		mode_t mode)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		mode_t mode, dev_t rdev)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+static void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EPERM);
+}
+
+const struct fuse_lowlevel_ops fs_ops = {
+	.init = ops_init,
+	.lookup = ops_lookup,
+	.getattr = ops_getattr,
+	.setattr = ops_setattr,
+	.opendir = ops_opendir,
+	.readdir = ops_readdir,
+	.open = ops_open,
+	.read = ops_read,
+	.write = ops_write,
+	.flush = ops_flush,
+	.release = ops_release,
+	.poll = ops_poll,
+	.rmdir = ops_rmdir,
+	.mkdir = ops_mkdir,
+	.mknod = ops_mknod,
+	.unlink = ops_unlink,
+};

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The scheduler: one thread per model, the only thread that calls the
+ * engine for it. It loads the model, then loops: run the queued jobs
+ * (placement, kv, tokenize), start the submitted generations, and make one
+ * step over all active ones: engine_generation_prepare() for each, one
+ * engine_forward() over the batch, engine_generation_accept() for each.
+ * One forward pass per step for every generation is what lets all of them
+ * progress together, and it is where continuous batching will go.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void sched_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct fs_model *fm = arg;
+
+	pthread_mutex_lock(&fm->lock);
+	fm->load_done = done;
+	fm->load_total = total;
+	pthread_mutex_unlock(&fm->lock);
+}
+
+static void *sched_hash_main(void *arg)
+{
+	struct fs_model *fm = arg;
+	const struct io_gguf *g = fm->gguf;
+	char hex[65], all[sizeof(fm->sha256)] = "";
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < g->n_files && i < 4; i++) {
+		int rc = fs_sha256_file(g->files[i].path, hex, &fm->stop);
+
+		if (rc) {
+			if (rc != -ECANCELED)
+				fs_errors_add(&fm->errors, "sha256: %s: %s",
+					g->files[i].path, strerror(-rc));
+			return NULL;
+		}
+		n += snprintf(all + n, sizeof(all) - n, "%s%s", i ? " " : "",
+			hex);
+	}
+	pthread_mutex_lock(&fm->lock);
+	memcpy(fm->sha256, all, sizeof(all));
+	pthread_mutex_unlock(&fm->lock);
+	return NULL;
+}
+
+/* The tensor type holding the most bytes of the matrices: "q8_0". */
+static void sched_quant(struct fs_model *fm)
+{
+	uint64_t bytes[IO_TYPE_COUNT] = {0};
+	const struct io_type_info *ti;
+	unsigned best = 0;
+
+	for (uint64_t i = 0; i < fm->gguf->n_tensors; i++) {
+		const struct io_gguf_tensor *t = &fm->gguf->tensors[i];
+
+		if (t->type < IO_TYPE_COUNT && t->n_dims >= 2)
+			bytes[t->type] += t->bytes;
+	}
+	for (unsigned t = 1; t < IO_TYPE_COUNT; t++)
+		if (bytes[t] > bytes[best])
+			best = t;
+	ti = io_type_info(best);
+	snprintf(fm->quant, sizeof(fm->quant), "%s", ti ? ti->name : "?");
+}
+
+static void sched_load(struct fs_model *fm)
+{
+	struct engine_model_options opt = {
+		.n_ctx = fm->fs->opt.n_ctx,
+		.threads = fm->fs->opt.threads,
+		.load = { .progress = sched_progress, .progress_arg = fm },
+	};
+	struct engine_model *m = NULL;
+	struct err err = {0};
+	int rc;
+
+	fm->load_start = fs_now();
+	rc = engine_model_open(&m, fm->path, &opt, &err);
+	if (rc) {
+		fs_errors_add(&fm->errors, "load: %s", err.msg);
+		pthread_mutex_lock(&fm->lock);
+		snprintf(fm->load_error, sizeof(fm->load_error), "%s", err.msg);
+		fm->state = FS_MODEL_FAILED;
+		fm->load_secs = fs_now() - fm->load_start;
+		pthread_mutex_unlock(&fm->lock);
+		return;
+	}
+	fm->m = m;
+	fm->info = engine_model_info(m);
+	fm->gguf = engine_model_gguf(m);
+	fm->chat_format = engine_chat_format(m);
+	sched_quant(fm);
+	pthread_mutex_lock(&fm->lock);
+	fm->state = FS_MODEL_READY;
+	fm->load_secs = fs_now() - fm->load_start;
+	pthread_mutex_unlock(&fm->lock);
+	if (!pthread_create(&fm->hash_thread, NULL, sched_hash_main, fm))
+		fm->hash_started = true;
+}
+
+static void sched_history(struct fs_model *fm, struct fs_stream *s)
+{
+	struct fs_session *ss = s->session;
+
+	pthread_mutex_lock(&fm->lock);
+	if (!ss->removed) {
+		pthread_mutex_lock(&s->lock);
+		fs_buf_printf(&ss->history, "--- %s\n%s\n--- answer\n%s\n",
+			s->chat ? "chat" : "prompt", s->prompt,
+			s->out.p ? s->out.p : "");
+		ss->kv_used = s->n_total;
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_unlock(&fm->lock);
+}
+
+static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
+{
+	const struct engine_generation_stats *st;
+	struct fs_stats *x = &fm->stats;
+
+	pthread_mutex_lock(&fm->lock);
+	x->active--;
+	if (error == -ECANCELED)
+		x->cancelled++;
+	else if (error)
+		x->failed++;
+	if (s->gen) {
+		st = engine_generation_stats(s->gen);
+		x->tokens_in += st->prompt_tokens;
+		x->tokens_out += st->gen_tokens;
+		if (st->gen_tokens) {
+			x->ttft_last_ms = st->ttft_ms;
+			x->ttft_ms[x->n_ttft++ % 256] = st->ttft_ms;
+		}
+		if (st->prefill_ms > 0)
+			x->prefill_tps = st->prompt_tokens * 1e3 / st->prefill_ms;
+		if (st->gen_tokens > 1 && st->decode_ms > 0) {
+			x->decode_tps = (st->gen_tokens - 1) * 1e3 / st->decode_ms;
+			x->decode_tokens += st->gen_tokens - 1;
+			x->decode_secs += st->decode_ms / 1e3;
+		}
+	}
+	pthread_mutex_unlock(&fm->lock);
+}
+
+/* The end of an active generation: stats, history, wake the reader. */
+static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
+{
+	sched_stats(fm, s, error);
+	if (s->session)
+		sched_history(fm, s);
+	engine_generation_free(s->gen);
+	engine_seq_free(s->seq);
+	s->gen = NULL;
+	s->seq = NULL;
+	/* A cancelled stream has no reader left: EOF is as good as any. */
+	fs_stream_finish(s, error == -ECANCELED ? 0 : error);
+	fs_stream_put(s);
+}
+
+static void sched_start(struct fs_model *fm, struct fs_stream *s)
+{
+	struct engine_generate_options opt = {
+		.sampling = s->cfg.sampling,
+		.max_tokens = s->cfg.max_tokens,
+		.stop = (const char *const *)s->cfg.stop,
+		.n_stop = s->cfg.n_stop,
+		.chat = s->chat,
+	};
+	struct err err = {0};
+	int rc;
+
+	pthread_mutex_lock(&fm->lock);
+	fm->stats.active++;
+	pthread_mutex_unlock(&fm->lock);
+	if (fm->state != FS_MODEL_READY) {
+		rc = -EIO;    /* the load failed; its errors line says why */
+		goto out_end;
+	}
+	if (fs_stream_cancelled(s)) {
+		rc = -ECANCELED;
+		goto out_end;
+	}
+	if (s->chat && fm->chat_format == ENGINE_CHAT_RAW)
+		fs_errors_add(&fm->errors,
+			"chat: the model has no known chat template; "
+			"the prompt is used as it is");
+	rc = engine_seq_new(fm->m, &s->seq, &err);
+	if (!rc)
+		rc = engine_generation_new(&s->gen, fm->m, s->seq, s->prompt,
+			s->prompt_len, &opt, &err);
+	if (rc) {
+		fs_errors_add(&fm->errors, "%s: %s",
+			s->chat ? "chat" : "generate", err.msg);
+		goto out_end;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->state = FS_STREAM_RUNNING;
+	pthread_mutex_unlock(&s->lock);
+	s->next = fm->active;
+	fm->active = s;
+	return;
+out_end:
+	sched_end(fm, s, rc);
+}
+
+struct sched_batch {
+	struct engine_batch_item *items;
+	struct fs_stream **streams;
+	size_t cap;
+};
+
+static int sched_batch_grow(struct sched_batch *b)
+{
+	size_t c = b->cap ? 2 * b->cap : 16;
+	void *p;
+
+	p = realloc(b->items, c * sizeof(*b->items));
+	if (!p)
+		return -ENOMEM;
+	b->items = p;
+	p = realloc(b->streams, c * sizeof(*b->streams));
+	if (!p)
+		return -ENOMEM;
+	b->streams = p;
+	b->cap = c;
+	return 0;
+}
+
+static void sched_remove(struct fs_model *fm, struct fs_stream *s)
+{
+	struct fs_stream **pp;
+
+	for (pp = &fm->active; *pp != s; pp = &(*pp)->next)
+		;
+	*pp = s->next;
+}
+
+/* One forward pass over every active generation. */
+static void sched_step(struct fs_model *fm, struct sched_batch *b)
+{
+	struct fs_stream **pp, *s;
+	struct err err = {0};
+	char out[4096];
+	size_t n = 0, len, np, nt;
+	int rc, frc;
+
+	for (pp = &fm->active; (s = *pp);) {
+		if (n == b->cap && sched_batch_grow(b))
+			break;    /* the rest waits for the next step */
+		rc = fs_stream_cancelled(s) ? -ECANCELED :
+			engine_generation_prepare(s->gen, &b->items[n]);
+		if (rc == 1) {
+			b->streams[n++] = s;
+			pp = &s->next;
+			continue;
+		}
+		*pp = s->next;
+		sched_end(fm, s, rc);
+	}
+	if (!n)
+		return;
+	frc = engine_forward(fm->m, b->items, n, &err);
+	if (frc)
+		fs_errors_add(&fm->errors, "forward: %s", err.msg);
+	for (size_t i = 0; i < n; i++) {
+		s = b->streams[i];
+		rc = frc;
+		if (!frc) {
+			len = 0;
+			rc = engine_generation_accept(s->gen, out, sizeof(out),
+				&len, &err);
+			fs_stream_append(s, out, len);
+			if (rc < 0)
+				fs_errors_add(&fm->errors, "generate: %s",
+					err.msg);
+		}
+		if (rc <= 0) {
+			sched_remove(fm, s);
+			sched_end(fm, s, rc);
+			continue;
+		}
+		engine_generation_tokens(s->gen, &np, &nt);
+		pthread_mutex_lock(&s->lock);
+		s->n_prompt = np;
+		s->n_total = nt;
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+static void sched_jobs(struct fs_model *fm, struct fs_job *jobs, bool cancel)
+{
+	while (jobs) {
+		struct fs_job *job = jobs;
+
+		jobs = job->next;
+		job->run(fm, job, cancel || fm->state != FS_MODEL_READY);
+	}
+}
+
+void *fs_sched_main(void *arg)
+{
+	struct fs_model *fm = arg;
+	struct sched_batch batch = {0};
+	struct fs_stream *queue, *s;
+	struct fs_job *jobs;
+
+	sched_load(fm);
+	for (;;) {
+		pthread_mutex_lock(&fm->lock);
+		while (!fm->stop && !fm->queue && !fm->jobs && !fm->active)
+			pthread_cond_wait(&fm->wake, &fm->lock);
+		queue = fm->queue;
+		jobs = fm->jobs;
+		fm->queue = NULL;
+		fm->jobs = NULL;
+		pthread_mutex_unlock(&fm->lock);
+		if (fm->stop)
+			break;
+		sched_jobs(fm, jobs, false);
+		while ((s = queue)) {
+			queue = s->next;
+			sched_start(fm, s);
+		}
+		if (fm->active)
+			sched_step(fm, &batch);
+	}
+	/* Unmount: what is in flight ends now; readers get EOF. */
+	sched_jobs(fm, jobs, true);
+	while ((s = queue)) {
+		queue = s->next;
+		fs_stream_cancel(s);
+		sched_start(fm, s);
+	}
+	while ((s = fm->active)) {
+		fm->active = s->next;
+		sched_end(fm, s, -ECANCELED);
+	}
+	free(batch.items);
+	free(batch.streams);
+	return NULL;
+}

@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A stream is the output of one generation: the scheduler appends text, one
+ * reader consumes it. A read that finds nothing new is parked, not slept on:
+ * its fuse_req_t waits in fs.waiters and is answered from the scheduler
+ * thread when text or the end arrives, so that a thousand slow readers hold
+ * no FUSE thread. An interrupted parked read (the reader got a signal) is
+ * answered EINTR by the interrupt callback.
+ *
+ * The parked reads live under one lock of the daemon, not of the stream,
+ * because libfuse may call the interrupt callback after the stream's last
+ * reference went; the callback only ever touches struct fs.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct fs_waiter {
+	fuse_req_t req;
+	size_t size;
+	struct fs_stream *stream;   /* a reference */
+	struct fs_waiter *next;
+};
+
+struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
+		const char *prompt, size_t len, bool chat,
+		const struct fs_config *cfg)
+{
+	struct fs_stream *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->prompt = malloc(len + 1);
+	if (!s->prompt || fs_config_copy(&s->cfg, cfg)) {
+		free(s->prompt);
+		free(s);
+		return NULL;
+	}
+	memcpy(s->prompt, prompt, len);
+	s->prompt[len] = '\0';
+	s->prompt_len = len;
+	pthread_mutex_init(&s->lock, NULL);
+	s->refs = 1;
+	s->model = fm;
+	s->session = ss;   /* the caller gave us its reference */
+	s->chat = chat;
+	return s;
+}
+
+struct fs_stream *fs_stream_get(struct fs_stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->refs++;
+	pthread_mutex_unlock(&s->lock);
+	return s;
+}
+
+void fs_stream_put(struct fs_stream *s)
+{
+	struct fs_model *fm;
+	unsigned refs;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	refs = --s->refs;
+	pthread_mutex_unlock(&s->lock);
+	if (refs)
+		return;
+	fm = s->model;
+	if (s->session) {
+		pthread_mutex_lock(&fm->lock);
+		fs_session_put(fm, s->session);
+		pthread_mutex_unlock(&fm->lock);
+	}
+	if (s->ph)
+		fuse_pollhandle_destroy(s->ph);
+	fs_buf_free(&s->out);
+	fs_config_free(&s->cfg);
+	free(s->prompt);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* Answer one read from what s holds; false if it must wait. */
+static bool stream_try_reply(struct fs_stream *s, fuse_req_t req, size_t size)
+{
+	char *data = NULL;
+	size_t n = 0;
+	int error = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->rpos < s->out.len) {
+		n = s->out.len - s->rpos;
+		if (n > size)
+			n = size;
+		data = malloc(n);
+		if (data) {
+			memcpy(data, s->out.p + s->rpos, n);
+			s->rpos += n;
+		} else {
+			error = ENOMEM;
+		}
+	} else if (s->state == FS_STREAM_DONE) {
+		/* EOF */
+	} else if (s->state == FS_STREAM_FAILED) {
+		error = -s->error;
+		s->error = 0;          /* reported once, EOF after */
+		s->state = FS_STREAM_DONE;
+	} else {
+		pthread_mutex_unlock(&s->lock);
+		return false;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (error)
+		fuse_reply_err(req, error);
+	else
+		fuse_reply_buf(req, data, n);
+	free(data);
+	return true;
+}
+
+static void stream_interrupt(fuse_req_t req, void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_waiter **pp, *w = NULL;
+
+	pthread_mutex_lock(&fs->wait_lock);
+	for (pp = &fs->waiters; *pp; pp = &(*pp)->next) {
+		if ((*pp)->req == req) {
+			w = *pp;
+			*pp = w->next;
+			w->stream->waiters--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fs->wait_lock);
+	if (!w)
+		return;
+	fuse_reply_err(req, EINTR);
+	fs_stream_put(w->stream);
+	free(w);
+}
+
+void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size)
+{
+	struct fs *fs = s->model->fs;
+	struct fs_waiter *w;
+
+	fuse_req_interrupt_func(req, stream_interrupt, fs);
+	if (stream_try_reply(s, req, size))
+		return;
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	w->req = req;
+	w->size = size;
+	w->stream = fs_stream_get(s);
+	/*
+	 * Park under the stream's lock, so that text appended after the
+	 * check above finds the waiter; and check for an interrupt under
+	 * wait_lock, which the interrupt callback takes after setting it.
+	 */
+	pthread_mutex_lock(&s->lock);
+	if (s->rpos < s->out.len || s->state >= FS_STREAM_DONE) {
+		pthread_mutex_unlock(&s->lock);
+		fs_stream_put(w->stream);
+		free(w);
+		stream_try_reply(s, req, size);
+		return;
+	}
+	pthread_mutex_lock(&fs->wait_lock);
+	if (fuse_req_interrupted(req)) {
+		pthread_mutex_unlock(&fs->wait_lock);
+		s->refs--;     /* not the last: the caller holds one */
+		pthread_mutex_unlock(&s->lock);
+		free(w);
+		fuse_reply_err(req, EINTR);
+		return;
+	}
+	w->next = fs->waiters;
+	fs->waiters = w;
+	s->waiters++;
+	pthread_mutex_unlock(&fs->wait_lock);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Answer the parked reads of s (after new text or the end). */
+static void stream_wake(struct fs_stream *s)
+{
+	struct fs *fs = s->model->fs;
+	struct fs_waiter **pp, *w, *mine = NULL;
+	struct fuse_pollhandle *ph;
+
+	pthread_mutex_lock(&s->lock);
+	ph = s->ph;
+	s->ph = NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (ph) {
+		fuse_lowlevel_notify_poll(ph);
+		fuse_pollhandle_destroy(ph);
+	}
+
+	pthread_mutex_lock(&fs->wait_lock);
+	if (s->waiters) {
+		for (pp = &fs->waiters; *pp;) {
+			w = *pp;
+			if (w->stream == s) {
+				*pp = w->next;
+				w->next = mine;
+				mine = w;
+				s->waiters--;
+			} else {
+				pp = &w->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&fs->wait_lock);
+	while (mine) {
+		w = mine;
+		mine = w->next;
+		if (!stream_try_reply(s, w->req, w->size))
+			fuse_reply_buf(w->req, NULL, 0);   /* not reached */
+		fs_stream_put(w->stream);
+		free(w);
+	}
+}
+
+void fs_stream_append(struct fs_stream *s, const char *text, size_t n)
+{
+	int rc;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&s->lock);
+	rc = fs_buf_add(&s->out, text, n);
+	pthread_mutex_unlock(&s->lock);
+	if (rc)
+		fs_stream_cancel(s);
+	stream_wake(s);
+}
+
+void fs_stream_finish(struct fs_stream *s, int error)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->state < FS_STREAM_DONE) {
+		s->state = error ? FS_STREAM_FAILED : FS_STREAM_DONE;
+		s->error = error;
+	}
+	pthread_mutex_unlock(&s->lock);
+	stream_wake(s);
+}
+
+void fs_stream_cancel(struct fs_stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->cancel = true;
+	pthread_mutex_unlock(&s->lock);
+}
+
+bool fs_stream_cancelled(struct fs_stream *s)
+{
+	bool c;
+
+	pthread_mutex_lock(&s->lock);
+	c = s->cancel;
+	pthread_mutex_unlock(&s->lock);
+	return c;
+}
+
+void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
+		struct fuse_pollhandle *ph)
+{
+	struct fuse_pollhandle *old = NULL;
+	unsigned revents = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->rpos < s->out.len || s->state >= FS_STREAM_DONE)
+		revents = POLLIN | POLLRDNORM;
+	if (ph) {
+		old = s->ph;
+		s->ph = ph;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (old)
+		fuse_pollhandle_destroy(old);
+	fuse_reply_poll(req, revents);
+}
+
+void fs_waiters_flush(struct fs *fs)
+{
+	struct fs_waiter *w;
+
+	for (;;) {
+		pthread_mutex_lock(&fs->wait_lock);
+		w = fs->waiters;
+		if (w) {
+			fs->waiters = w->next;
+			w->stream->waiters--;
+		}
+		pthread_mutex_unlock(&fs->wait_lock);
+		if (!w)
+			break;
+		fuse_reply_buf(w->req, NULL, 0);
+		fs_stream_put(w->stream);
+		free(w);
+	}
+}

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The text of the generated read-only files: models, status, metrics (the
+ * Prometheus text format, version 0.0.4), and per model info, stats,
+ * weights/index and kv. Formats are in Documentation/ABI.md; every line is
+ * "key value" or a table row with a fixed column order, so that shell
+ * tools can cut it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static const char *const text_states[] = {
+	[FS_MODEL_LOADING] = "loading",
+	[FS_MODEL_READY] = "ready",
+	[FS_MODEL_FAILED] = "failed",
+};
+
+/* 260K, 1.5M, 0.6B: parameters as model cards write them. */
+static void text_count(uint64_t n, char *out, size_t cap)
+{
+	if (n >= 1000000000ull)
+		snprintf(out, cap, "%.1fB", n / 1e9);
+	else if (n >= 1000000ull)
+		snprintf(out, cap, "%.1fM", n / 1e6);
+	else if (n >= 1000ull)
+		snprintf(out, cap, "%.0fK", n / 1e3);
+	else
+		snprintf(out, cap, "%llu", (unsigned long long)n);
+}
+
+int fs_text_models(struct fs *fs, struct fs_buf *b)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < fs->n_models && !rc; i++) {
+		struct fs_model *fm = fs->models[i];
+		enum fs_model_state st = fs_model_state(fm);
+		char params[32];
+
+		if (st == FS_MODEL_READY) {
+			text_count(fm->info->n_params, params, sizeof(params));
+			rc = fs_buf_printf(b, "%s %s %s %s ready\n", fm->name,
+				fm->info->arch_name, params, fm->quant);
+		} else {
+			rc = fs_buf_printf(b, "%s - - - %s\n", fm->name,
+				text_states[st]);
+		}
+	}
+	return rc;
+}
+
+static long long text_meminfo(const char *key)
+{
+	char line[256];
+	long long kb = -1;
+	size_t n = strlen(key);
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':')
+			kb = atoll(line + n + 1);
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+static long long text_rss(void)
+{
+	long long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%*s %lld", &pages) != 1)
+		pages = -1;
+	fclose(f);
+	return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
+}
+
+int fs_text_status(struct fs *fs, struct fs_buf *b)
+{
+	unsigned counts[3] = {0}, sessions = 0, active = 0;
+	int rc;
+
+	rc = fs_buf_printf(b,
+		"uptime_s %.0f\nmemory_rss_bytes %lld\nmemory_total_bytes %lld\n"
+		"memory_available_bytes %lld\ndevice cpu threads=%ld%s\n",
+		fs_now() - fs->start, text_rss(), text_meminfo("MemTotal"),
+		text_meminfo("MemAvailable"),
+		fs->opt.threads ? (long)fs->opt.threads :
+			sysconf(_SC_NPROCESSORS_ONLN),
+		fs->opt.ro ? " ro" : "");
+	for (unsigned i = 0; i < fs->n_models && !rc; i++) {
+		struct fs_model *fm = fs->models[i];
+		double secs;
+
+		pthread_mutex_lock(&fm->lock);
+		counts[fm->state]++;
+		active += fm->stats.active;
+		for (struct fs_session *ss = fm->sessions; ss; ss = ss->next)
+			sessions += !ss->removed;
+		if (fm->state == FS_MODEL_LOADING) {
+			secs = fm->load_start ? fs_now() - fm->load_start : 0;
+			rc = fs_buf_printf(b,
+				"load %s %llu/%llu bytes %.2f GB/s %.1f s\n",
+				fm->name, (unsigned long long)fm->load_done,
+				(unsigned long long)fm->load_total,
+				secs > 0 ? fm->load_done / secs / 1e9 : 0.0,
+				secs);
+		}
+		pthread_mutex_unlock(&fm->lock);
+	}
+	if (!rc)
+		rc = fs_buf_printf(b, "models %u\nmodels_ready %u\n"
+			"models_loading %u\nmodels_failed %u\nsessions %u\n"
+			"generations_active %u\n", fs->n_models,
+			counts[FS_MODEL_READY], counts[FS_MODEL_LOADING],
+			counts[FS_MODEL_FAILED], sessions, active);
+	return rc;
+}
+
+static int text_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of the last ttfts; fm->lock held. */
+static double text_ttft_p50(const struct fs_stats *x)
+{
+	double v[256];
+	unsigned n = x->n_ttft < 256 ? x->n_ttft : 256;
+
+	if (!n)
+		return 0;
+	memcpy(v, x->ttft_ms, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), text_cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int fs_text_stats(struct fs_model *fm, struct fs_buf *b)
+{
+	struct fs_stats *x = &fm->stats;
+	int rc;
+
+	pthread_mutex_lock(&fm->lock);
+	rc = fs_buf_printf(b,
+		"state %s\nrequests %llu\nactive %u\nfailed %llu\n"
+		"cancelled %llu\ntokens_in %llu\ntokens_out %llu\n"
+		"ttft_ms_last %.2f\nttft_ms_p50 %.2f\nprefill_tps %.2f\n"
+		"decode_tps %.2f\nload_s %.3f\nload_bytes %llu\n",
+		text_states[fm->state], (unsigned long long)x->requests,
+		x->active, (unsigned long long)x->failed,
+		(unsigned long long)x->cancelled,
+		(unsigned long long)x->tokens_in,
+		(unsigned long long)x->tokens_out, x->ttft_last_ms,
+		text_ttft_p50(x), x->prefill_tps, x->decode_tps, fm->load_secs,
+		(unsigned long long)fm->load_done);
+	pthread_mutex_unlock(&fm->lock);
+	return rc;
+}
+
+static int text_metric(struct fs_buf *b, const char *name, const char *type,
+		const char *help)
+{
+	return fs_buf_printf(b, "# HELP llmfs_%s %s\n# TYPE llmfs_%s %s\n",
+		name, help, name, type);
+}
+
+int fs_text_metrics(struct fs *fs, struct fs_buf *b)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} m[] = {
+		{ "model_state", "gauge", "0 loading, 1 ready, 2 failed" },
+		{ "requests_total", "counter", "generations submitted" },
+		{ "requests_failed_total", "counter", "generations that failed" },
+		{ "requests_cancelled_total", "counter",
+			"generations cancelled by their reader" },
+		{ "generations_active", "gauge", "generations running now" },
+		{ "prompt_tokens_total", "counter", "prompt tokens evaluated" },
+		{ "generated_tokens_total", "counter", "tokens generated" },
+		{ "decode_seconds_total", "counter",
+			"time spent decoding after the first token" },
+		{ "ttft_seconds", "gauge", "time to first token, last request" },
+		{ "decode_tokens_per_second", "gauge",
+			"decode speed of the last request" },
+		{ "load_seconds", "gauge", "time the load took" },
+		{ "errors_total", "counter", "lines written to the errors file" },
+	};
+	int rc = 0;
+
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]) && !rc; k++) {
+		rc = text_metric(b, m[k].name, m[k].type, m[k].help);
+		for (unsigned i = 0; i < fs->n_models && !rc; i++) {
+			struct fs_model *fm = fs->models[i];
+			struct fs_stats *x = &fm->stats;
+			double v[12];
+
+			pthread_mutex_lock(&fm->lock);
+			v[0] = fm->state;
+			v[1] = x->requests;
+			v[2] = x->failed;
+			v[3] = x->cancelled;
+			v[4] = x->active;
+			v[5] = x->tokens_in;
+			v[6] = x->tokens_out;
+			v[7] = x->decode_secs;
+			v[8] = x->ttft_last_ms / 1e3;
+			v[9] = x->decode_tps;
+			v[10] = fm->load_secs;
+			v[11] = fm->errors.total;
+			rc = fs_buf_printf(b, "llmfs_%s{model=\"%s\"} %.9g\n",
+				m[k].name, fm->name, v[k]);
+			pthread_mutex_unlock(&fm->lock);
+		}
+	}
+	return rc;
+}
+
+/* The shape as ggml prints it: 64x512. */
+static void text_shape(const struct io_gguf_tensor *t, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (uint32_t d = 0; d < t->n_dims && n < cap; d++)
+		n += snprintf(out + n, cap - n, "%s%lld", d ? "x" : "",
+			(long long)t->ne[d]);
+}
+
+/* The "quant mix": bytes and tensors per type. */
+static int text_quant_mix(struct fs_model *fm, struct fs_buf *b)
+{
+	uint64_t bytes[IO_TYPE_COUNT] = {0}, count[IO_TYPE_COUNT] = {0};
+	int rc = fs_buf_add(b, "quant_mix", 9);
+
+	for (uint64_t i = 0; i < fm->gguf->n_tensors; i++) {
+		const struct io_gguf_tensor *t = &fm->gguf->tensors[i];
+
+		if (t->type < IO_TYPE_COUNT) {
+			bytes[t->type] += t->bytes;
+			count[t->type]++;
+		}
+	}
+	for (unsigned t = 0; t < IO_TYPE_COUNT && !rc; t++) {
+		const struct io_type_info *ti = io_type_info(t);
+
+		if (count[t])
+			rc = fs_buf_printf(b, " %s:%llu:%llu",
+				ti ? ti->name : "?",
+				(unsigned long long)count[t],
+				(unsigned long long)bytes[t]);
+	}
+	return rc ? rc : fs_buf_add(b, "\n", 1);
+}
+
+int fs_text_info(struct fs_model *fm, struct fs_buf *b)
+{
+	const struct engine_model_info *in = fm->info;
+	enum fs_model_state st = fs_model_state(fm);
+	char sha[sizeof(fm->sha256)];
+	int rc;
+
+	if (st != FS_MODEL_READY) {
+		pthread_mutex_lock(&fm->lock);
+		rc = fs_buf_printf(b, "name %s\nstate %s\nfile %s\n%s%s%s",
+			fm->name, text_states[st], fm->path,
+			st == FS_MODEL_FAILED ? "error " : "",
+			st == FS_MODEL_FAILED ? fm->load_error : "",
+			st == FS_MODEL_FAILED ? "\n" : "");
+		pthread_mutex_unlock(&fm->lock);
+		return rc;
+	}
+	pthread_mutex_lock(&fm->lock);
+	memcpy(sha, fm->sha256, sizeof(sha));
+	pthread_mutex_unlock(&fm->lock);
+	rc = fs_buf_printf(b,
+		"name %s\nstate ready\narchitecture %s\nmodel_name %s\n"
+		"parameters %llu\nlayers %u\nembedding %u\nheads %u\n"
+		"heads_kv %u\nhead_dim %u\nfeed_forward %u\nexperts %u\n"
+		"experts_used %u\ncontext %u\ncontext_train %u\nvocab %u\n"
+		"tokenizer %s\ntokenizer_pre %s\nchat_template %s\n"
+		"rope_freq_base %g\nrms_norm_eps %g\nkv_type %s\n"
+		"tensor_bytes %llu\ntensors %llu\n",
+		fm->name, in->arch_name, in->name ? in->name : "-",
+		(unsigned long long)in->n_params, in->n_layer, in->n_embd,
+		in->n_head, in->n_head_kv, in->head_dim, in->n_ff,
+		in->n_expert, in->n_expert_used, in->n_ctx, in->n_ctx_train,
+		in->n_vocab, in->tokenizer_model ? in->tokenizer_model : "-",
+		in->tokenizer_pre ? in->tokenizer_pre : "-",
+		fm->chat_format == ENGINE_CHAT_CHATML ? "chatml" :
+		fm->chat_format == ENGINE_CHAT_LLAMA2 ? "llama2" :
+		fm->chat_format == ENGINE_CHAT_LLAMA3 ? "llama3" : "none",
+		in->rope_freq_base, in->rms_norm_eps,
+		io_type_info(in->kv_type) ? io_type_info(in->kv_type)->name :
+			"?",
+		(unsigned long long)in->tensor_bytes,
+		(unsigned long long)fm->gguf->n_tensors);
+	if (!rc)
+		rc = text_quant_mix(fm, b);
+	for (uint32_t i = 0; i < fm->gguf->n_files && !rc; i++)
+		rc = fs_buf_printf(b, "file %s\n", fm->gguf->files[i].path);
+	if (!rc)
+		rc = fs_buf_printf(b, "sha256 %s\n", *sha ? sha : "computing");
+	return rc;
+}
+
+int fs_text_windex(struct fs_model *fm, struct fs_buf *b)
+{
+	const struct io_gguf *g = fm->gguf;
+	char shape[96];
+	int rc = 0;
+
+	if (fs_model_state(fm) != FS_MODEL_READY)
+		return 0;
+	pthread_rwlock_rdlock(&fm->weights_lock);
+	for (uint64_t i = 0; i < g->n_tensors && !rc; i++) {
+		const struct io_gguf_tensor *t = &g->tensors[i];
+		const struct io_type_info *ti = io_type_info(t->type);
+		struct io_placement *p =
+			io_weights_placement(engine_model_weights(fm->m), i);
+
+		text_shape(t, shape, sizeof(shape));
+		rc = fs_buf_printf(b, "%s %s %s %llu %llu %s\n", t->name,
+			ti ? ti->name : "?", shape,
+			(unsigned long long)t->bytes,
+			(unsigned long long)t->offset,
+			p && p->device[0] ? p->device : "cpu");
+	}
+	pthread_rwlock_unlock(&fm->weights_lock);
+	return rc;
+}
+
+int fs_text_kv(struct fs_model *fm, struct fs_buf *b)
+{
+	const struct engine_model_info *in = fm->info;
+	const struct io_type_info *ti = io_type_info(in->kv_type);
+	unsigned n = 0;
+	int rc;
+
+	for (struct fs_stream *s = fm->active; s; s = s->next)
+		n++;
+	rc = fs_buf_printf(b, "type %s\nbytes_per_token %llu\nn_ctx %u\n"
+		"bytes_per_sequence %llu\nsequences %u\n",
+		ti ? ti->name : "?",
+		(unsigned long long)in->kv_bytes_per_token, in->n_ctx,
+		(unsigned long long)in->kv_bytes_per_token * in->n_ctx, n);
+	for (struct fs_stream *s = fm->active; s && !rc; s = s->next) {
+		pthread_mutex_lock(&s->lock);
+		rc = fs_buf_printf(b, "sequence %llu %s%llu %u/%u\n",
+			(unsigned long long)s->id,
+			s->session ? "session-" : "pid-session-",
+			(unsigned long long)(s->session ? s->session->id :
+				(uint64_t)s->sid), s->n_total, in->n_ctx);
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_lock(&fm->lock);
+	for (struct fs_session *ss = fm->sessions; ss && !rc; ss = ss->next)
+		if (!ss->removed)
+			rc = fs_buf_printf(b, "session %llu %u\n",
+				(unsigned long long)ss->id, ss->kv_used);
+	pthread_mutex_unlock(&fm->lock);
+	return rc;
+}

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The tree under the mount point (Documentation/ABI.md):
+ *
+ *   /models /status /metrics
+ *   /<model>/{generate,chat,config,info,stats,tokenize,errors,placement,kv}
+ *   /<model>/weights/{index,<tensor>...}
+ *   /<model>/sessions/{new,<N>/{generate,chat,config,history}}
+ *
+ * An inode number encodes its node (kind, model, session or tensor), so
+ * lookup allocates nothing and forget has nothing to do; a node that went
+ * away (a removed session) answers ENOENT.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+_Static_assert(FS_K_COUNT < 256, "the kind must fit in 8 bits of the inode");
+
+struct tree_entry {
+	const char *name;
+	enum fs_kind kind;
+};
+
+static const struct tree_entry tree_root[] = {
+	{ "models", FS_K_MODELS },
+	{ "status", FS_K_STATUS },
+	{ "metrics", FS_K_METRICS },
+};
+
+static const struct tree_entry tree_model[] = {
+	{ "generate", FS_K_GENERATE },
+	{ "chat", FS_K_CHAT },
+	{ "config", FS_K_CONFIG },
+	{ "info", FS_K_INFO },
+	{ "stats", FS_K_STATS },
+	{ "tokenize", FS_K_TOKENIZE },
+	{ "errors", FS_K_ERRORS },
+	{ "placement", FS_K_PLACEMENT },
+	{ "kv", FS_K_KV },
+	{ "weights", FS_K_WEIGHTS },
+	{ "sessions", FS_K_SESSIONS },
+};
+
+static const struct tree_entry tree_session[] = {
+	{ "generate", FS_K_SGENERATE },
+	{ "chat", FS_K_SCHAT },
+	{ "config", FS_K_SCONFIG },
+	{ "history", FS_K_SHISTORY },
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Permission bits per kind; -o ro takes the write bits away. */
+static const mode_t tree_modes[FS_K_COUNT] = {
+	[FS_K_ROOT] = S_IFDIR | 0555,
+	[FS_K_MODELS] = S_IFREG | 0444,
+	[FS_K_STATUS] = S_IFREG | 0444,
+	[FS_K_METRICS] = S_IFREG | 0444,
+	[FS_K_MDIR] = S_IFDIR | 0555,
+	[FS_K_GENERATE] = S_IFREG | 0666,
+	[FS_K_CHAT] = S_IFREG | 0666,
+	[FS_K_CONFIG] = S_IFREG | 0644,
+	[FS_K_INFO] = S_IFREG | 0444,
+	[FS_K_STATS] = S_IFREG | 0444,
+	[FS_K_TOKENIZE] = S_IFREG | 0666,
+	[FS_K_ERRORS] = S_IFREG | 0444,
+	[FS_K_PLACEMENT] = S_IFREG | 0644,
+	[FS_K_KV] = S_IFREG | 0644,
+	[FS_K_WEIGHTS] = S_IFDIR | 0555,
+	[FS_K_WINDEX] = S_IFREG | 0444,
+	[FS_K_WTENSOR] = S_IFREG | 0444,
+	/* Sticky, as /tmp: anyone may rmdir a session of their own. */
+	[FS_K_SESSIONS] = S_IFDIR | S_ISVTX | 0777,
+	[FS_K_SNEW] = S_IFREG | 0444,
+	[FS_K_SDIR] = S_IFDIR | 0755,
+	[FS_K_SGENERATE] = S_IFREG | 0666,
+	[FS_K_SCHAT] = S_IFREG | 0666,
+	[FS_K_SCONFIG] = S_IFREG | 0644,
+	[FS_K_SHISTORY] = S_IFREG | 0444,
+};
+
+fuse_ino_t fs_node_ino(const struct fs_node *n)
+{
+	uint64_t model = n->kind == FS_K_ROOT || n->kind == FS_K_MODELS ||
+		n->kind == FS_K_STATUS || n->kind == FS_K_METRICS ?
+		0 : n->model + 1;
+
+	return (uint64_t)n->kind | model << 8 | n->aux << 24;
+}
+
+void fs_node_of(fuse_ino_t ino, struct fs_node *n)
+{
+	uint64_t model = (ino >> 8) & 0xffff;
+
+	n->kind = ino & 0xff;
+	n->model = model ? model - 1 : 0;
+	n->aux = ino >> 24;
+	if (n->kind >= FS_K_COUNT)
+		n->kind = FS_K_NONE;
+}
+
+bool fs_kind_is_dir(enum fs_kind k)
+{
+	return S_ISDIR(tree_modes[k]);
+}
+
+struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n)
+{
+	if (n->kind <= FS_K_METRICS || n->model >= fs->n_models)
+		return NULL;
+	return fs->models[n->model];
+}
+
+static bool tree_in_session(enum fs_kind k)
+{
+	return k == FS_K_SDIR || k == FS_K_SGENERATE || k == FS_K_SCHAT ||
+		k == FS_K_SCONFIG || k == FS_K_SHISTORY;
+}
+
+int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
+		fuse_req_t req)
+{
+	struct fs_model *fm = fs_tree_model(fs, n);
+
+	if (n->kind == FS_K_NONE || (n->kind > FS_K_METRICS && !fm))
+		return -ENOENT;
+	memset(st, 0, sizeof(*st));
+	st->st_ino = fs_node_ino(n);
+	st->st_mode = tree_modes[n->kind];
+	if (fs->opt.ro)
+		st->st_mode &= ~0222;
+	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_blksize = 4096;
+	st->st_atime = st->st_mtime = st->st_ctime = (time_t)fs->start_wall;
+	if (tree_in_session(n->kind)) {
+		struct fs_session *ss;
+
+		pthread_mutex_lock(&fm->lock);
+		ss = fs_session_find(fm, n->aux);
+		if (ss) {
+			st->st_uid = ss->uid;
+			st->st_gid = ss->gid;
+			st->st_ctime = st->st_mtime = (time_t)ss->ctime;
+			st->st_atime = (time_t)ss->atime;
+		}
+		pthread_mutex_unlock(&fm->lock);
+		if (!ss)
+			return -ENOENT;
+	} else if (n->kind == FS_K_WTENSOR) {
+		if (fs_model_state(fm) != FS_MODEL_READY ||
+				n->aux >= fm->gguf->n_tensors)
+			return -ENOENT;
+		st->st_size = fm->gguf->tensors[n->aux].bytes;
+		st->st_blocks = (st->st_size + 511) / 512;
+	}
+	return 0;
+}
+
+static int tree_table_lookup(const struct tree_entry *t, size_t n,
+		const char *name, enum fs_kind *kind)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(t[i].name, name)) {
+			*kind = t[i].kind;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static int tree_session_id(const char *name, uint64_t *id)
+{
+	char *end;
+
+	if (*name < '1' || *name > '9')
+		return -ENOENT;
+	*id = strtoull(name, &end, 10);
+	if (*end || *id >= (1ull << 40))
+		return -ENOENT;
+	return 0;
+}
+
+int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
+		const char *name, struct fs_node *out)
+{
+	struct fs_model *fm = fs_tree_model(fs, parent);
+	const struct io_gguf_tensor *t;
+	struct stat st;
+
+	*out = *parent;
+	switch (parent->kind) {
+	case FS_K_ROOT:
+		if (!tree_table_lookup(tree_root, N(tree_root), name,
+				&out->kind))
+			return 0;
+		for (unsigned i = 0; i < fs->n_models; i++) {
+			if (!strcmp(fs->models[i]->name, name)) {
+				out->kind = FS_K_MDIR;
+				out->model = i;
+				return 0;
+			}
+		}
+		return -ENOENT;
+	case FS_K_MDIR:
+		return tree_table_lookup(tree_model, N(tree_model), name,
+			&out->kind);
+	case FS_K_SDIR:
+		if (tree_table_lookup(tree_session, N(tree_session), name,
+				&out->kind))
+			return -ENOENT;
+		return fs_tree_stat(fs, out, &st, NULL);
+	case FS_K_SESSIONS:
+		if (!strcmp(name, "new")) {
+			out->kind = FS_K_SNEW;
+			return 0;
+		}
+		out->kind = FS_K_SDIR;
+		if (tree_session_id(name, &out->aux))
+			return -ENOENT;
+		return fs_tree_stat(fs, out, &st, NULL);
+	case FS_K_WEIGHTS:
+		if (!strcmp(name, "index")) {
+			out->kind = FS_K_WINDEX;
+			return 0;
+		}
+		if (fs_model_state(fm) != FS_MODEL_READY)
+			return -ENOENT;
+		t = io_gguf_find_tensor(fm->gguf, name);
+		if (!t)
+			return -ENOENT;
+		out->kind = FS_K_WTENSOR;
+		out->aux = t - fm->gguf->tensors;
+		return 0;
+	default:
+		return -ENOTDIR;
+	}
+}
+
+static int tree_table_entry(const struct tree_entry *t, size_t n, uint64_t i,
+		struct fs_node *child, const char **name)
+{
+	if (i >= n)
+		return 0;
+	child->kind = t[i].kind;
+	*name = t[i].name;
+	return 1;
+}
+
+/* The i-th live session of fm, in creation order. */
+static int tree_session_entry(struct fs_model *fm, uint64_t i,
+		struct fs_node *child, const char **name, char *tmp, size_t cap)
+{
+	struct fs_session *ss, *found = NULL;
+	uint64_t k = 0, best = 0;
+
+	/* The list is newest first; walk it for the i-th smallest id. */
+	pthread_mutex_lock(&fm->lock);
+	for (uint64_t last = 0; k <= i; k++) {
+		found = NULL;
+		for (ss = fm->sessions; ss; ss = ss->next)
+			if (!ss->removed && ss->id > last &&
+					(!found || ss->id < found->id))
+				found = ss;
+		if (!found)
+			break;
+		last = best = found->id;
+	}
+	pthread_mutex_unlock(&fm->lock);
+	if (!found)
+		return 0;
+	child->kind = FS_K_SDIR;
+	child->aux = best;
+	snprintf(tmp, cap, "%llu", (unsigned long long)best);
+	*name = tmp;
+	return 1;
+}
+
+int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
+		struct fs_node *child, const char **name, char *tmp,
+		size_t tmp_cap)
+{
+	struct fs_model *fm = fs_tree_model(fs, dir);
+
+	*child = *dir;
+	switch (dir->kind) {
+	case FS_K_ROOT:
+		if (i < N(tree_root))
+			return tree_table_entry(tree_root, N(tree_root), i,
+				child, name);
+		i -= N(tree_root);
+		if (i >= fs->n_models)
+			return 0;
+		child->kind = FS_K_MDIR;
+		child->model = i;
+		*name = fs->models[i]->name;
+		return 1;
+	case FS_K_MDIR:
+		return tree_table_entry(tree_model, N(tree_model), i, child,
+			name);
+	case FS_K_SDIR:
+		return tree_table_entry(tree_session, N(tree_session), i,
+			child, name);
+	case FS_K_SESSIONS:
+		if (i == 0) {
+			child->kind = FS_K_SNEW;
+			*name = "new";
+			return 1;
+		}
+		return tree_session_entry(fm, i - 1, child, name, tmp,
+			tmp_cap);
+	case FS_K_WEIGHTS:
+		if (i == 0) {
+			child->kind = FS_K_WINDEX;
+			*name = "index";
+			return 1;
+		}
+		if (fs_model_state(fm) != FS_MODEL_READY ||
+				i - 1 >= fm->gguf->n_tensors)
+			return 0;
+		child->kind = FS_K_WTENSOR;
+		child->aux = i - 1;
+		*name = fm->gguf->tensors[i - 1].name;
+		/* A name no path can reach is listed under its index. */
+		if (!**name || strchr(*name, '/') || !strcmp(*name, "index") ||
+				!strcmp(*name, ".") || !strcmp(*name, "..")) {
+			snprintf(tmp, tmp_cap, "tensor.%llu",
+				(unsigned long long)(i - 1));
+			*name = tmp;
+		}
+		return 1;
+	default:
+		return -ENOTDIR;
+	}
+}
