@@ -125,6 +125,14 @@ size_t engine_detokenizer_push(struct engine_detokenizer *d, int32_t token,
 /* Flush what is held back at the end (invalid bytes become U+FFFD). */
 size_t engine_detokenizer_flush(struct engine_detokenizer *d, char *out,
 		size_t cap);
+/*
+ * Say which tokens precede the first one pushed (the prompt), so that the
+ * text continues them as llama.cpp's completion output does: SentencePiece
+ * keeps the first new token's leading space unless the last three prompt
+ * tokens render as nothing (a lone BOS). Call after init, before push.
+ */
+void engine_detokenizer_context(struct engine_detokenizer *d,
+		const int32_t *tokens, size_t n);
 
 /* ---- sequences and the forward pass ------------------------------------ */
 

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The vocabulary's layout, shared by engine/tokenizer*.c and
+ * engine/detokenize.c only.
+ */
+#ifndef LLMFS_ENGINE_TOKENIZER_INTERNAL_H
+#define LLMFS_ENGINE_TOKENIZER_INTERNAL_H
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "tokenizer.h"
+#include "unicode.h"
+
+struct vocab_token {
+	uint32_t off, len;   /* text in engine_vocab.arena */
+	float score;
+	uint32_t attr;       /* enum engine_token_attr */
+};
+
+/* Merge "left right" of rank = index: left then right in merge_arena. */
+struct vocab_merge {
+	uint32_t off, left_len, right_len;
+};
+
+struct engine_vocab {
+	enum engine_vocab_type type;
+	char *model_name, *pre_name;
+	uint32_t n_tokens;
+	struct vocab_token *tokens;
+	char *arena;
+	uint32_t *tok_table;     /* open addressing: id + 1, 0 = empty */
+	size_t tok_cap;          /* a power of two */
+
+	uint32_t n_merges;
+	struct vocab_merge *merges;
+	char *merge_arena;
+	uint32_t *merge_table;   /* rank + 1 */
+	size_t merge_cap;
+
+	int32_t bos, eos, eot, unk, pad;
+	int32_t *eog;
+	size_t n_eog;
+	int32_t *special;        /* control/user-defined/unknown, longest first */
+	size_t n_special;
+
+	bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
+	struct pretok *pretok;   /* BPE only */
+};
+
+/* A piece of the text to tokenize, or a special token cut out of it. */
+struct frag {
+	int32_t token;       /* -1 for text */
+	size_t off, len;
+};
+
+struct frag_list {
+	struct frag *f;
+	size_t n, cap;
+};
+
+static inline int frag_push(struct frag_list *l, int32_t token, size_t off,
+		size_t len)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct frag *f = realloc(l->f, cap * sizeof(*f));
+
+		if (!f)
+			return -ENOMEM;
+		l->f = f;
+		l->cap = cap;
+	}
+	l->f[l->n].token = token;
+	l->f[l->n].off = off;
+	l->f[l->n].len = len;
+	l->n++;
+	return 0;
+}
+
+#endif

@@ -1,0 +1,564 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tokenizer tests against llama.cpp's own outputs: every .inp/.out vector
+ * in $SHARED/vocab whose vocabulary is there, the own hard cases (plain
+ * and with special tokens), the prompt tokens and the detokenized text of
+ * every golden generation. Then bad input (invalid UTF-8, a megabyte of
+ * text), load time and memory of the 152k Qwen2 vocabulary, and the
+ * errors for vocabularies we do not support.
+ */
+#include <check.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../engine/engine.h"
+#include "../../engine/tokenizer.h"
+
+static char shared_dir[2048];
+
+static const char *shared_path(char *buf, size_t cap, const char *rel)
+{
+	snprintf(buf, cap, "%s/%s", shared_dir, rel);
+	return buf;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+struct loaded {
+	struct io_gguf *g;
+	struct engine_vocab *v;
+};
+
+static struct loaded vocab_open(const char *rel)
+{
+	struct loaded l = { 0 };
+	struct err err = { 0 };
+	char path[4200];
+	int rc;
+
+	shared_path(path, sizeof(path), rel);
+	rc = io_gguf_open(&l.g, path, &err);
+	ck_assert_msg(rc == 0, "%s: %s", path, err.msg);
+	rc = engine_vocab_load(&l.v, l.g, &err);
+	ck_assert_msg(rc == 0, "%s: %s", path, err.msg);
+	return l;
+}
+
+static void vocab_close(struct loaded *l)
+{
+	engine_vocab_free(l->v);
+	io_gguf_close(l->g);
+}
+
+/* ---- .inp / .out vectors ----------------------------------------------- */
+
+#define SEP "\n__ggml_vocab_test__\n"
+
+/*
+ * Tokenize every text of inp and compare with the lines of out; returns
+ * the number of texts, *passed how many matched. Mismatches are printed.
+ */
+static size_t run_vector(const struct engine_vocab *v, const char *inp_rel,
+		const char *out_rel, bool add_special, bool parse_special,
+		size_t *passed)
+{
+	char p1[4200], p2[4200];
+	size_t il, ol, n_texts = 0, shown = 0;
+	char *inp = read_file(shared_path(p1, sizeof(p1), inp_rel), &il);
+	char *out = read_file(shared_path(p2, sizeof(p2), out_rel), &ol);
+	char *text = inp, *line = out;
+
+	*passed = 0;
+	while (text < inp + il) {
+		char *end = strstr(text, SEP);
+		size_t tl = end ? (size_t)(end - text) : strlen(text);
+		char *nl = strchr(line, '\n');
+		char got[65536];
+		size_t gl = 0, n;
+		int32_t *toks;
+		struct err err = { 0 };
+
+		ck_assert_msg(nl != NULL, "%s: fewer lines than texts", out_rel);
+		*nl = '\0';
+		ck_assert_int_eq(engine_vocab_tokenize(v, text, tl, add_special,
+				parse_special, &toks, &n, &err), 0);
+		got[0] = '\0';
+		for (size_t i = 0; i < n && gl + 16 < sizeof(got); i++)
+			gl += (size_t)snprintf(got + gl, sizeof(got) - gl, " %d",
+					toks[i]);
+		free(toks);
+		if (!strcmp(got, line))
+			(*passed)++;
+		else if (shown++ < 5)
+			fprintf(stderr, "%s #%zu \"%.*s\"\n  want:%s\n  got: %s\n",
+				out_rel, n_texts, (int)(tl > 60 ? 60 : tl), text,
+				line, got);
+		n_texts++;
+		line = nl + 1;
+		if (!end)
+			break;
+		text = end + strlen(SEP);
+	}
+	free(inp);
+	free(out);
+	return n_texts;
+}
+
+struct vector_case {
+	const char *gguf;     /* relative to $SHARED */
+	const char *inp, *out;
+	bool special;         /* add_special and parse_special */
+};
+
+#define UP(name) { "vocab/ggml-vocab-" name ".gguf", \
+	"vocab/ggml-vocab-" name ".gguf.inp", "vocab/ggml-vocab-" name ".gguf.out", false }
+#define OWN(file, target) \
+	{ file, "vocab/own/hard-cases.inp", "vocab/own/" target ".hard-cases.out", false }, \
+	{ file, "vocab/own/hard-cases.inp", "vocab/own/" target ".hard-cases.special.out", true }
+#define OWN_VOCAB(name) OWN("vocab/ggml-vocab-" name ".gguf", "ggml-vocab-" name)
+#define OWN_MODEL(name) OWN("models/" name ".gguf", name)
+
+static const struct vector_case vector_cases[] = {
+	UP("llama-spm"), UP("phi-3"), UP("gpt-2"), UP("deepseek-coder"),
+	UP("falcon"), UP("starcoder"),
+	{ "models/tiny-qwen2-bpe152k-legacyq.gguf", "vocab/ggml-vocab-qwen2.gguf.inp",
+	  "vocab/ggml-vocab-qwen2.gguf.out", false },
+	{ "models/tiny-llama-spm32k-kquant.gguf", "vocab/ggml-vocab-llama-spm.gguf.inp",
+	  "vocab/ggml-vocab-llama-spm.gguf.out", false },
+	OWN_VOCAB("llama-spm"), OWN_VOCAB("phi-3"), OWN_VOCAB("gpt-2"),
+	OWN_VOCAB("deepseek-coder"), OWN_VOCAB("falcon"), OWN_VOCAB("starcoder"),
+	OWN_MODEL("tiny-llama-spm32k-kquant"), OWN_MODEL("tiny-qwen2-bpe152k-legacyq"),
+	OWN_MODEL("tiny-qwen3-bpe16k-f16"), OWN_MODEL("llama-2-tiny-random"),
+	{ "models/tiny-qwen3-bpe16k-f16.gguf", "vocab/ggml-vocab-qwen2.gguf.inp",
+	  "vocab/own/tiny-qwen3-bpe16k-f16.upstream-qwen2-inp.out", false },
+};
+
+#define N_VECTOR_CASES (sizeof(vector_cases) / sizeof(vector_cases[0]))
+
+START_TEST(test_tokenizer_vectors)
+{
+	const struct vector_case *c = &vector_cases[_i];
+	struct loaded l = vocab_open(c->gguf);
+	size_t passed, n;
+
+	n = run_vector(l.v, c->inp, c->out, c->special, c->special, &passed);
+	printf("%-58s %3zu/%3zu\n", c->out + 6, passed, n);
+	ck_assert_uint_gt(n, 0);
+	ck_assert_msg(passed == n, "%s: %zu of %zu texts match", c->out,
+			passed, n);
+	vocab_close(&l);
+}
+END_TEST
+
+/* ---- golden generations ------------------------------------------------ */
+
+static const char *const golden_models[] = {
+	"llama-2-tiny-random", "stories260K", "tiny-llama-spm32k-kquant",
+	"tiny-qwen2-bpe152k-legacyq", "tiny-qwen3-bpe16k-f16",
+	"tiny-qwen3-bpe16k-mixq", "tiny-qwen3moe-bpe16k-q4km",
+};
+
+#define N_GOLDEN (sizeof(golden_models) / sizeof(golden_models[0]))
+
+static int32_t *json_ids(json_t *a, size_t *n)
+{
+	int32_t *ids = malloc((json_array_size(a) + 1) * sizeof(*ids));
+
+	ck_assert_ptr_nonnull(ids);
+	for (size_t i = 0; i < json_array_size(a); i++)
+		ids[i] = (int32_t)json_integer_value(json_array_get(a, i));
+	*n = json_array_size(a);
+	return ids;
+}
+
+/* Prompt tokens (completion convention) and the streamed text. */
+START_TEST(test_tokenizer_golden)
+{
+	char gguf[256], jsonl[256], path[4200], line[1 << 17];
+	struct loaded l;
+	FILE *f;
+	int n_lines = 0;
+
+	snprintf(gguf, sizeof(gguf), "models/%s.gguf", golden_models[_i]);
+	snprintf(jsonl, sizeof(jsonl), "golden/%s.jsonl", golden_models[_i]);
+	l = vocab_open(gguf);
+	f = fopen(shared_path(path, sizeof(path), jsonl), "r");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		json_error_t jerr;
+		json_t *o = json_loads(line, 0, &jerr);
+		const char *prompt, *want_text;
+		int32_t *want, *gen, *toks;
+		size_t n_want, n_gen, n, k = 0;
+		struct engine_detokenizer d = { 0 };
+		struct err err = { 0 };
+		char *text;
+
+		ck_assert_msg(o != NULL, "%s: %s", jsonl, jerr.text);
+		prompt = json_string_value(json_object_get(o, "prompt"));
+		want_text = json_string_value(json_object_get(o, "text"));
+		want = json_ids(json_object_get(o, "prompt_tokens"), &n_want);
+		gen = json_ids(json_object_get(o, "tokens"), &n_gen);
+		ck_assert_int_eq(engine_vocab_tokenize(l.v, prompt, strlen(prompt),
+				true, true, &toks, &n, &err), 0);
+		ck_assert_msg(n == n_want && !memcmp(toks, want, n * sizeof(*toks)),
+				"%s: prompt \"%s\" tokenizes differently (%zu vs %zu tokens)",
+				jsonl, prompt, n, n_want);
+
+		/* the text as llama.cpp completion prints it, streamed */
+		text = malloc(n_gen * 300 + 64);
+		ck_assert_ptr_nonnull(text);
+		d.first = true;
+		engine_vocab_detok_context(l.v, &d, want, n_want);
+		for (size_t i = 0; i < n_gen; i++)
+			k += engine_vocab_detok_push(l.v, &d, gen[i], text + k, 300);
+		k += engine_vocab_detok_flush(&d, text + k, 300);
+		text[k] = '\0';
+		ck_assert_msg(!strcmp(text, want_text),
+				"%s: prompt \"%s\": text\n  want \"%s\"\n  got  \"%s\"",
+				jsonl, prompt, want_text, text);
+		free(text);
+		free(toks);
+		free(want);
+		free(gen);
+		json_decref(o);
+		n_lines++;
+	}
+	fclose(f);
+	printf("%-58s %3d prompts\n", jsonl, n_lines);
+	ck_assert_int_gt(n_lines, 0);
+	vocab_close(&l);
+}
+END_TEST
+
+/* ---- detokenizer ------------------------------------------------------- */
+
+/* A character split over byte tokens comes out whole, once. */
+START_TEST(test_tokenizer_detok_holds_partial_utf8)
+{
+	struct loaded l = vocab_open("models/tiny-llama-spm32k-kquant.gguf");
+	const char *emoji = "\xf0\x9f\x98\x80";   /* U+1F600: byte tokens */
+	struct engine_detokenizer d = { 0 };
+	struct err err = { 0 };
+	int32_t *toks;
+	size_t n, k = 0, got;
+	char out[64];
+
+	ck_assert_int_eq(engine_vocab_tokenize(l.v, emoji, 4, false, false,
+			&toks, &n, &err), 0);
+	ck_assert_uint_ge(n, 4);        /* ▁ then four <0xXX> */
+	d.first = true;
+	for (size_t i = 0; i + 1 < n; i++) {
+		got = engine_vocab_detok_push(l.v, &d, toks[i], out + k, 16);
+		ck_assert_uint_eq(got, 0);  /* nothing until it is whole */
+		k += got;
+	}
+	k += engine_vocab_detok_push(l.v, &d, toks[n - 1], out + k, 16);
+	k += engine_vocab_detok_flush(&d, out + k, 16);
+	ck_assert_uint_eq(k, 4);
+	ck_assert(!memcmp(out, emoji, 4));
+
+	/* a lone lead byte at the end becomes U+FFFD */
+	d.first = false;
+	d.n_pending = 0;
+	k = engine_vocab_detok_push(l.v, &d, toks[n - 4], out, 16);
+	ck_assert_uint_eq(k, 0);
+	k = engine_vocab_detok_flush(&d, out, 16);
+	ck_assert_uint_eq(k, 3);
+	ck_assert(!memcmp(out, "\xef\xbf\xbd", 3));
+	free(toks);
+	vocab_close(&l);
+}
+END_TEST
+
+/* Control tokens render as nothing; the text round-trips. */
+START_TEST(test_tokenizer_detokenize_roundtrip)
+{
+	static const char *const files[] = {
+		"models/tiny-qwen2-bpe152k-legacyq.gguf",
+		"models/tiny-llama-spm32k-kquant.gguf",
+		"vocab/ggml-vocab-deepseek-coder.gguf",
+	};
+	const char *text = "Hello wörld, 你好 <|im_start|>x  y\n\tz 12345 \xf0\x9f\x91\x8d";
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		struct loaded l = vocab_open(files[i]);
+		struct err err = { 0 };
+		int32_t *toks;
+		size_t n, len;
+		char *back;
+
+		/* no BOS: llama.cpp keeps the space after one */
+		ck_assert_int_eq(engine_vocab_tokenize(l.v, text, strlen(text),
+				false, false, &toks, &n, &err), 0);
+		ck_assert_int_eq(engine_vocab_detokenize(l.v, toks, n, false,
+				&back, &len, &err), 0);
+		if (engine_vocab_type(l.v) == ENGINE_VOCAB_SPM || !strcmp(
+				engine_vocab_pre_name(l.v), "qwen2"))
+			ck_assert_str_eq(back, text);
+		ck_assert_uint_eq(len, strlen(back));
+		free(back);
+		free(toks);
+		vocab_close(&l);
+	}
+}
+END_TEST
+
+/* ---- robustness -------------------------------------------------------- */
+
+START_TEST(test_tokenizer_invalid_utf8)
+{
+	static const char *const files[] = {
+		"models/tiny-qwen2-bpe152k-legacyq.gguf",
+		"models/tiny-llama-spm32k-kquant.gguf",
+		"vocab/ggml-vocab-deepseek-coder.gguf",
+		"vocab/ggml-vocab-falcon.gguf",
+	};
+	static const char bad[] = "a\xff\xfe b\xc3 \xe2\x82 \xf0\x9f\x98 \x80\x80"
+		"\xed\xa0\x80 \xc0\xaf \xf8\x88\x80\x80\x80 \xf4\x90\x80\x80 end\xe2";
+	unsigned seed = 12345;
+	char rnd[4096];
+
+	for (size_t i = 0; i < sizeof(rnd); i++) {
+		seed = seed * 1103515245u + 12345u;
+		rnd[i] = (char)(seed >> 16);
+	}
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		struct loaded l = vocab_open(files[i]);
+		struct err err = { 0 };
+		int32_t *toks;
+		size_t n;
+		char *back;
+		size_t len;
+
+		ck_assert_int_eq(engine_vocab_tokenize(l.v, bad, sizeof(bad) - 1,
+				true, true, &toks, &n, &err), 0);
+		ck_assert_uint_gt(n, 5);
+		for (size_t j = 0; j < n; j++)
+			ck_assert_uint_lt((uint32_t)toks[j], engine_vocab_size(l.v));
+		ck_assert_int_eq(engine_vocab_detokenize(l.v, toks, n, true,
+				&back, &len, &err), 0);
+		free(back);
+		free(toks);
+		ck_assert_int_eq(engine_vocab_tokenize(l.v, rnd, sizeof(rnd),
+				false, true, &toks, &n, &err), 0);
+		ck_assert_uint_gt(n, 100);
+		free(toks);
+		vocab_close(&l);
+	}
+}
+END_TEST
+
+/* A megabyte in one call: seconds at most, no quadratic paths. */
+START_TEST(test_tokenizer_megabyte)
+{
+	static const char *const files[] = {
+		"models/tiny-qwen2-bpe152k-legacyq.gguf",
+		"models/tiny-llama-spm32k-kquant.gguf",
+		"vocab/ggml-vocab-deepseek-coder.gguf",
+	};
+	size_t len = 1 << 20;
+	char *text = malloc(len);
+	char *same = malloc(len);
+	const char *words = "The quick brown fox, 12345 jumps! <|im_end|> \xe4\xbd\xa0\xe5\xa5\xbd\n";
+	size_t wl = strlen(words);
+
+	ck_assert_ptr_nonnull(text);
+	ck_assert_ptr_nonnull(same);
+	for (size_t i = 0; i < len; i++)
+		text[i] = words[i % wl];
+	memset(same, 'a', len);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		struct loaded l = vocab_open(files[i]);
+		struct err err = { 0 };
+		int32_t *toks;
+		size_t n;
+		double t0 = now_s(), t1, t2;
+
+		ck_assert_int_eq(engine_vocab_tokenize(l.v, text, len, true, true,
+				&toks, &n, &err), 0);
+		t1 = now_s();
+		free(toks);
+		ck_assert_int_eq(engine_vocab_tokenize(l.v, same, len, false,
+				false, &toks, &n, &err), 0);
+		t2 = now_s();
+		free(toks);
+		printf("%-40s 1 MiB mixed %.2f s, 1 MiB of 'a' %.2f s\n",
+				files[i], t1 - t0, t2 - t1);
+		ck_assert_msg(t1 - t0 < 20 && t2 - t1 < 20, "1 MiB too slow");
+		vocab_close(&l);
+	}
+	free(text);
+	free(same);
+}
+END_TEST
+
+/* The full Qwen2 vocabulary loads fast: hash tables, no scans. */
+START_TEST(test_tokenizer_load_qwen2_fast)
+{
+	char path[4200];
+	struct io_gguf *g;
+	struct engine_vocab *v;
+	struct err err = { 0 };
+	double best = 1e9;
+
+	shared_path(path, sizeof(path), "models/tiny-qwen2-bpe152k-legacyq.gguf");
+	ck_assert_int_eq(io_gguf_open(&g, path, &err), 0);
+	for (int i = 0; i < 3; i++) {
+		double t0 = now_s();
+
+		ck_assert_int_eq(engine_vocab_load(&v, g, &err), 0);
+		if (now_s() - t0 < best)
+			best = now_s() - t0;
+		ck_assert_uint_eq(engine_vocab_size(v), 151936);
+		ck_assert_int_eq(engine_vocab_find(v, "<|im_start|>", 12), 151644);
+		ck_assert(engine_vocab_is_eog(v, 151645));
+		ck_assert(engine_vocab_is_eog(v, 151643));
+		ck_assert(!engine_vocab_is_eog(v, 151644));
+		ck_assert(engine_vocab_is_control(v, 151644));
+		ck_assert(!engine_vocab_add_bos(v));
+		engine_vocab_free(v);
+	}
+	printf("qwen2 152k vocabulary loads in %.3f s\n", best);
+	/* generous for sanitizer builds; the plain build takes ~0.1 s */
+	ck_assert_msg(best < 1.5, "load took %.3f s", best);
+	io_gguf_close(g);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------ */
+
+static void put_str(FILE *f, const char *s)
+{
+	uint64_t n = strlen(s);
+
+	fwrite(&n, 8, 1, f);
+	fwrite(s, 1, n, f);
+}
+
+static void put_u32(FILE *f, uint32_t x)
+{
+	fwrite(&x, 4, 1, f);
+}
+
+/* A GGUF with only a tokenizer: model name, pre name, two tokens. */
+static char *write_gguf(const char *model, const char *pre)
+{
+	static char path[64];
+	uint64_t n_kv = pre ? 4 : 3, n2 = 2, zero = 0;
+	int fd;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/llmfs-tok-XXXXXX");
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	f = fdopen(fd, "wb");
+	fwrite("GGUF", 1, 4, f);
+	put_u32(f, 3);
+	fwrite(&zero, 8, 1, f);      /* tensors */
+	fwrite(&n_kv, 8, 1, f);
+	put_str(f, "general.architecture");
+	put_u32(f, 8);
+	put_str(f, "llama");
+	put_str(f, "tokenizer.ggml.model");
+	put_u32(f, 8);
+	put_str(f, model);
+	if (pre) {
+		put_str(f, "tokenizer.ggml.pre");
+		put_u32(f, 8);
+		put_str(f, pre);
+	}
+	put_str(f, "tokenizer.ggml.tokens");
+	put_u32(f, 9);
+	put_u32(f, 8);
+	fwrite(&n2, 8, 1, f);
+	put_str(f, "a");
+	put_str(f, "b");
+	fclose(f);
+	return path;
+}
+
+START_TEST(test_tokenizer_unsupported)
+{
+	static const struct { const char *model, *pre; int rc; const char *word; } c[] = {
+		{ "bert", NULL, -ENOTSUP, "gpt2" },
+		{ "gpt2", "no-such-pre", -ENOTSUP, "qwen2" },
+		{ "gpt2", "qwen2", -EINVAL, "merges" },   /* no merges */
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		char *path = write_gguf(c[i].model, c[i].pre);
+		struct io_gguf *g;
+		struct engine_vocab *v = (void *)1;
+		struct err err = { 0 };
+
+		ck_assert_int_eq(io_gguf_open(&g, path, &err), 0);
+		ck_assert_int_eq(engine_vocab_load(&v, g, &err), c[i].rc);
+		ck_assert_ptr_null(v);
+		ck_assert_msg(strstr(err.msg, c[i].word), "message: %s", err.msg);
+		io_gguf_close(g);
+		unlink(path);
+	}
+}
+END_TEST
+
+int main(void)
+{
+	const char *shared = getenv("SHARED");
+	char probe[4200];
+	Suite *su = suite_create("tokenizer");
+	TCase *tc = tcase_create("tokenizer");
+	SRunner *sr;
+	int failed;
+
+	snprintf(shared_dir, sizeof(shared_dir), "%s", shared ? shared : "../shared");
+	if (access(shared_path(probe, sizeof(probe), "vocab/own/hard-cases.inp"), R_OK)) {
+		printf("no test data at %s (set SHARED)\n", shared_dir);
+		return 77;
+	}
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_tokenizer_vectors, 0, N_VECTOR_CASES);
+	tcase_add_loop_test(tc, test_tokenizer_golden, 0, N_GOLDEN);
+	tcase_add_test(tc, test_tokenizer_detok_holds_partial_utf8);
+	tcase_add_test(tc, test_tokenizer_detokenize_roundtrip);
+	tcase_add_test(tc, test_tokenizer_invalid_utf8);
+	tcase_add_test(tc, test_tokenizer_megabyte);
+	tcase_add_test(tc, test_tokenizer_load_qwen2_fast);
+	tcase_add_test(tc, test_tokenizer_unsupported);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
