@@ -202,6 +202,68 @@ const struct io_gguf_array *io_gguf_get_array(const struct io_gguf *g,
 const struct io_gguf_tensor *io_gguf_find_tensor(const struct io_gguf *g,
 		const char *name);
 
+/* ---- GGUF writer ------------------------------------------------------- */
+
+/*
+ * A GGUF v3 file written in one pass, as ggml's gguf.cpp lays it out:
+ * declare every key and every tensor first, then io_gguf_writer_begin()
+ * writes the header, metadata and tensor infos, then the tensors' bytes
+ * are streamed in declaration order with io_gguf_writer_write() (any chunk
+ * sizes; the writer pads each tensor to the alignment), and
+ * io_gguf_writer_finish() checks that every byte came. Memory use does not
+ * grow with the tensor data.
+ */
+struct io_gguf_writer;
+
+/* alignment: a power of two, 0 for GGUF's default 32 (written as
+ * general.alignment otherwise). */
+int io_gguf_writer_new(struct io_gguf_writer **out, uint32_t alignment,
+		struct err *err);
+/* Frees w; a file begun but not finished is closed and removed. */
+void io_gguf_writer_free(struct io_gguf_writer *w);
+
+/*
+ * Add a key (copied, with everything its value points to). -EINVAL for a
+ * duplicate or empty key, an invalid value type, or after begin.
+ */
+int io_gguf_writer_add(struct io_gguf_writer *w, const char *key,
+		const struct io_gguf_value *v, struct err *err);
+int io_gguf_writer_add_u32(struct io_gguf_writer *w, const char *key,
+		uint32_t v, struct err *err);
+int io_gguf_writer_add_i32(struct io_gguf_writer *w, const char *key,
+		int32_t v, struct err *err);
+int io_gguf_writer_add_f32(struct io_gguf_writer *w, const char *key,
+		float v, struct err *err);
+int io_gguf_writer_add_bool(struct io_gguf_writer *w, const char *key,
+		bool v, struct err *err);
+int io_gguf_writer_add_str(struct io_gguf_writer *w, const char *key,
+		const char *s, struct err *err);
+/*
+ * An array of n elements: packed numbers of elem_type (bool = one byte),
+ * or, for IO_GGUF_STRING, data is const char *const[n] (NUL-terminated).
+ */
+int io_gguf_writer_add_array(struct io_gguf_writer *w, const char *key,
+		enum io_gguf_value_type elem_type, const void *data, uint64_t n,
+		struct err *err);
+
+/*
+ * Declare the next tensor: ne[0..n_dims-1] > 0, n_dims <= 4, ne[0] a
+ * multiple of the type's block. Its bytes follow the previous tensor's,
+ * aligned. -EINVAL on a duplicate name or a bad shape.
+ */
+int io_gguf_writer_add_tensor(struct io_gguf_writer *w, const char *name,
+		uint32_t type, uint32_t n_dims, const int64_t *ne,
+		struct err *err);
+
+/* Create path (truncating it) and write everything before the data. */
+int io_gguf_writer_begin(struct io_gguf_writer *w, const char *path,
+		struct err *err);
+/* The next n bytes of tensor data; -EINVAL past the last tensor's end. */
+int io_gguf_writer_write(struct io_gguf_writer *w, const void *data,
+		size_t n, struct err *err);
+/* -EINVAL if some tensor bytes are missing; flushes and closes the file. */
+int io_gguf_writer_finish(struct io_gguf_writer *w, struct err *err);
+
 /* ---- weights: tensor bytes in compute memory --------------------------- */
 
 /*
@@ -260,6 +322,9 @@ struct io_load_stats {
 	uint64_t bytes;        /* read from the files (aligned superset) */
 	uint64_t tensor_bytes; /* sum of the tensors' bytes */
 	double seconds;        /* allocation + reads, wall clock */
+	double alloc_seconds;  /* ... of which mapping the regions */
+	double register_seconds; /* ... setting up the ring, pinning buffers */
+	double read_seconds;   /* ... the reads themselves */
 	bool uring;            /* io_uring did the reads */
 	bool fixed;            /* ... into registered buffers (read_fixed) */
 	bool direct;           /* O_DIRECT, bypassing the page cache */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Weight memory: 2 MiB aligned anonymous mappings, asked to be backed by
- * transparent huge pages (a 7B model is 2 million 4 KiB pages otherwise,
- * and every TLB miss in a matrix-vector product costs), optionally bound to
+ * transparent huge pages once loaded (a 7B model is 2 million 4 KiB pages
+ * otherwise, and every TLB miss in a matrix-vector product costs), optionally bound to
  * one NUMA node or interleaved over all of them, and locked when the
  * RLIMIT_MEMLOCK allows so that the kernel never pages weights out.
  *
@@ -53,32 +53,32 @@ static int mem_bind(void *p, size_t size, int node, struct err *err)
 }
 
 /*
- * mlock only what the limit allows: a refused mlock is no error, the weights
- * just may be paged out under memory pressure, which the user is told once.
+ * A refused mlock is no error: the weights just may be paged out under
+ * memory pressure, which the user is told once. The limit is not checked
+ * first: CAP_IPC_LOCK (root) is exempt from it.
  */
 void io_mem_lock(struct io_mem *m, io_notice_fn notice, void *arg)
 {
 	struct rlimit rl;
 	char msg[200];
+	int e;
 
-	if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur < m->size) {
-		if (notice) {
-			snprintf(msg, sizeof(msg),
-				 "weights not locked in memory: RLIMIT_MEMLOCK is %llu KiB, need %zu KiB (ulimit -l)",
-				 (unsigned long long)rl.rlim_cur / 1024,
-				 m->size / 1024);
-			notice(arg, msg);
-		}
-		return;
-	}
 	if (mlock(m->base, m->size) == 0) {
 		m->locked = true;
-	} else if (notice) {
-		snprintf(msg, sizeof(msg), "weights not locked in memory: mlock: %s",
-			 strerror(errno));
-		notice(arg, msg);
+		return;
 	}
+	e = errno;
+	if (!notice)
+		return;
+	if ((e == ENOMEM || e == EPERM) && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY)
+		snprintf(msg, sizeof(msg),
+			 "weights not locked in memory: RLIMIT_MEMLOCK is %llu KiB, they need %zu KiB (ulimit -l)",
+			 (unsigned long long)rl.rlim_cur / 1024, m->size / 1024);
+	else
+		snprintf(msg, sizeof(msg), "weights not locked in memory: mlock: %s",
+			 strerror(e));
+	notice(arg, msg);
 }
 
 int io_mem_alloc(struct io_mem *m, size_t size, int node, struct err *err)
@@ -110,7 +110,6 @@ int io_mem_alloc(struct io_mem *m, size_t size, int node, struct err *err)
 	m->size = len;
 	m->kind = node == -1 ? IO_MEM_ALIGNED : IO_MEM_NUMA;
 	/* Advice only: a kernel without THP still gives 4 KiB pages. */
-	madvise(base, len, MADV_HUGEPAGE);
 	rc = mem_bind(base, len, node, err);
 	if (rc < 0) {
 		munmap(base, len);
@@ -118,6 +117,17 @@ int io_mem_alloc(struct io_mem *m, size_t size, int node, struct err *err)
 		return rc;
 	}
 	return 0;
+}
+
+/*
+ * Ask for huge pages once the bytes are in: madvised at allocation, every
+ * fault of the load may stall in direct compaction (seconds for a GB on a
+ * fragmented machine, measured); madvised afterwards, khugepaged collapses
+ * the pages in the background and the load runs at disk speed.
+ */
+void io_mem_huge(struct io_mem *m)
+{
+	madvise(m->base, m->size, MADV_HUGEPAGE);
 }
 
 void io_mem_free(struct io_mem *m)

@@ -20,8 +20,13 @@
 
 #include "weights_internal.h"
 
-/* The kernel refuses a registered buffer larger than 1 GiB. */
+/*
+ * Registered pieces: at most 1 GiB (the kernel's limit per buffer) and at
+ * most RING_BUF_COUNT of them (its limit on the table).
+ */
 #define RING_BUF_MAX (1ull << 30)
+#define RING_BUF_MIN (32ull << 20)
+#define RING_BUF_COUNT 16384u
 
 struct ring_slot {
 	uint64_t off;      /* file offset of the read */
@@ -37,8 +42,10 @@ struct io_ring {
 	uint64_t chunk;
 	struct ring_slot *slots;
 	struct iovec *iov;      /* registered pieces, in address order */
+	bool *pinned;           /* piece i is in the kernel's table */
 	unsigned n_iov;
 	bool registered;
+	bool lazy;              /* pieces are pinned as the reads reach them */
 };
 
 int io_ring_open(struct io_ring **out, uint32_t depth, uint64_t chunk,
@@ -76,42 +83,76 @@ void io_ring_close(struct io_ring *r)
 		io_uring_unregister_buffers(&r->ring);
 	io_uring_queue_exit(&r->ring);
 	free(r->iov);
+	free(r->pinned);
 	free(r->slots);
 	free(r);
 }
 
+/*
+ * Pinning is the expensive part of registration (every page is allocated
+ * and zeroed there, about half a second per GB on a busy machine), so the
+ * table is registered sparse and each piece is pinned when the first read
+ * into it is submitted: the pinning of piece k+1 overlaps the disk's work
+ * on piece k. Kernels before 5.19 lack sparse tables: everything is pinned
+ * up front then.
+ */
 int io_ring_register(struct io_ring *r, struct io_mem *const *mem, unsigned n,
 		     struct err *err)
 {
 	unsigned i, k = 0, count = 0;
-	uint64_t off;
+	uint64_t off, total = 0, piece = RING_BUF_MIN;
 	int rc;
 
 	for (i = 0; i < n; i++)
-		count += (unsigned)((mem[i]->size + RING_BUF_MAX - 1) / RING_BUF_MAX);
+		total += mem[i]->size;
+	while (piece < RING_BUF_MAX && total / piece + n > RING_BUF_COUNT)
+		piece *= 2;
+	for (i = 0; i < n; i++)
+		count += (unsigned)((mem[i]->size + piece - 1) / piece);
+	if (count > RING_BUF_COUNT)
+		return err_set(err, E2BIG, "%u buffers to register (at most %u)",
+			       count, RING_BUF_COUNT);
 	r->iov = calloc(count ? count : 1, sizeof(*r->iov));
-	if (!r->iov)
+	r->pinned = calloc(count ? count : 1, sizeof(*r->pinned));
+	if (!r->iov || !r->pinned)
 		return err_set(err, ENOMEM, "out of memory for %u iovecs", count);
 	for (i = 0; i < n; i++) {
-		for (off = 0; off < mem[i]->size; off += RING_BUF_MAX) {
+		for (off = 0; off < mem[i]->size; off += piece) {
 			uint64_t len = mem[i]->size - off;
 
 			r->iov[k].iov_base = (uint8_t *)mem[i]->base + off;
-			r->iov[k].iov_len = len < RING_BUF_MAX ? len : RING_BUF_MAX;
+			r->iov[k].iov_len = len < piece ? len : piece;
 			k++;
 		}
 	}
 	r->n_iov = k;
+	rc = io_uring_register_buffers_sparse(&r->ring, k);
+	if (rc == 0) {
+		r->lazy = true;
+		r->registered = true;
+		return 0;
+	}
 	rc = io_uring_register_buffers(&r->ring, r->iov, k);
 	if (rc < 0) {
-		free(r->iov);
-		r->iov = NULL;
 		r->n_iov = 0;
 		return err_set(err, -rc, "io_uring_register_buffers: %s",
 			       strerror(-rc));
 	}
+	for (i = 0; i < k; i++)
+		r->pinned[i] = true;
 	r->registered = true;
 	return 0;
+}
+
+/* Pin piece i now; on failure reads into it go unregistered. */
+static bool ring_pin(struct io_ring *r, unsigned i)
+{
+	if (r->pinned[i])
+		return true;
+	if (io_uring_register_buffers_update_tag(&r->ring, i, &r->iov[i], NULL,
+						 1) == 1)
+		r->pinned[i] = true;
+	return r->pinned[i];
 }
 
 bool io_ring_fixed(const struct io_ring *r)
@@ -218,6 +259,8 @@ int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 				}
 				if (room < n)
 					n = room;
+				if (!ring_pin(r, (unsigned)sl->buf))
+					sl->buf = -1;
 			}
 			sl->off = off + next;
 			sl->len = n;

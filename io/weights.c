@@ -276,7 +276,9 @@ static void weights_ring_start(struct io_weights *w, const struct load_file *lf,
 	for (f = 0; f < w->g->n_files; f++)
 		if (lf[f].n)
 			mem[n++] = &w->regions[lf[f].region[0]].mem;
-	if (io_ring_register(*ring, mem, n, &e) == 0)
+	if (weights_env("LLMFS_IO_NO_FIXED"))
+		;
+	else if (io_ring_register(*ring, mem, n, &e) == 0)
 		w->stats.fixed = true;
 	else
 		io_weights_notice(w, "io_uring buffers not registered (%s): plain reads",
@@ -416,7 +418,7 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	w->g = g;
 	if (opt)
 		w->opt = *opt;
-	w->stats.queue_depth = w->opt.queue_depth ? w->opt.queue_depth : 32;
+	w->stats.queue_depth = w->opt.queue_depth ? w->opt.queue_depth : 64;
 	if (w->stats.queue_depth > 4096)
 		w->stats.queue_depth = 4096;
 	for (i = 0; i < n; i++) {
@@ -445,7 +447,9 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	if (rc < 0)
 		goto out_free;
 	weights_progress(w, 0);
+	w->stats.alloc_seconds = weights_now() - t0;
 	weights_ring_start(w, lf, &ring);
+	w->stats.register_seconds = weights_now() - t0 - w->stats.alloc_seconds;
 	for (f = 0; f < g->n_files; f++) {
 		if (!lf[f].n)
 			continue;
@@ -455,13 +459,18 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	}
 	io_ring_close(ring);
 	ring = NULL;
+	w->stats.read_seconds = weights_now() - t0 - w->stats.alloc_seconds -
+				w->stats.register_seconds;
 	weights_replicate(w, lf);
 	if (!w->stats.uring)
 		w->stats.queue_depth = 1;
+	for (f = 0; f < w->n_regions; f++)
+		io_mem_huge(&w->regions[f].mem);
 	w->locked = !w->opt.no_lock;
 	w->stats.locked = w->locked;
 	for (f = 0; f < w->n_regions && w->locked; f++) {
-		io_mem_lock(&w->regions[f].mem, weights_notice_cb, w);
+		io_mem_lock(&w->regions[f].mem,
+			    w->stats.locked ? weights_notice_cb : NULL, w);
 		if (!w->regions[f].mem.locked)
 			w->stats.locked = false;
 	}

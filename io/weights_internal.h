@@ -42,8 +42,7 @@ struct io_mem {
 typedef void (*io_notice_fn)(void *arg, const char *msg);
 
 /*
- * Allocate size bytes (zero-filled on first touch), 2 MiB aligned, backed by
- * huge pages where the kernel agrees (MADV_HUGEPAGE). node >= 0 binds the
+ * Allocate size bytes (zero-filled on first touch), 2 MiB aligned. node >= 0 binds the
  * memory to that NUMA node, IO_MEM_INTERLEAVE interleaves it over all
  * nodes, -1 leaves it to first touch.
  */
@@ -53,6 +52,8 @@ int io_mem_alloc(struct io_mem *m, size_t size, int node, struct err *err);
  * Called after the bytes are in, so that locking faults nothing in.
  */
 void io_mem_lock(struct io_mem *m, io_notice_fn notice, void *arg);
+/* MADV_HUGEPAGE, after the load (see memory.c for why not before). */
+void io_mem_huge(struct io_mem *m);
 void io_mem_free(struct io_mem *m);
 
 #define IO_MEM_INTERLEAVE (-2)

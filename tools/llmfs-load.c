@@ -174,6 +174,10 @@ int main(int argc, char **argv)
 	       st->fixed ? " read_fixed" : "", st->queue_depth,
 	       st->locked ? "locked" : "not locked", st->n_copies,
 	       st->n_copies == 1 ? "y" : "ies");
+	printf("phases: map %.3f s, ring + pin %.3f s, read %.3f s, rest %.3f s\n",
+	       st->alloc_seconds, st->register_seconds, st->read_seconds,
+	       st->seconds - st->alloc_seconds - st->register_seconds -
+	       st->read_seconds);
 	if (verify && load_verify(g, w) < 0)
 		rc = 1;
 	printf("result bytes=%llu seconds=%.6f gbps=%.4f uring=%d direct=%d fixed=%d\n",
