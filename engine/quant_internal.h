@@ -146,7 +146,8 @@ static inline float quant_h2f(uint16_t h)
 		v.f = (float)mant * 0x1p-24f;
 		v.u |= sign;
 	} else if (exp == 31) {
-		v.u = sign | 0x7f800000 | (mant << 13);
+		/* F16C quiets a signalling NaN, as it does for floats */
+		v.u = sign | 0x7f800000 | (mant << 13) | (mant ? 0x400000 : 0);
 	} else {
 		v.u = sign | ((exp + 112) << 23) | (mant << 13);
 	}

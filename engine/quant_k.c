@@ -211,6 +211,7 @@ void quant_q8_K_from_float(const float *x, void *vy, int64_t nb)
 			}
 		}
 		if (!amax) {
+			/* ggml leaves bsums as they were; d = 0 hides them */
 			memset(&y[i], 0, sizeof(y[i]));
 			continue;
 		}
