@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: MIT
+/*
+ * generation: a prompt in, streamed UTF-8 text out.
+ *
+ * One generation owns its tokens, its sampler and its detokenizer, and
+ * borrows a sequence (the KV cache). It runs in three steps so that fs/'s
+ * scheduler can put the items of many generations into one forward pass:
+ *
+ *   prepare   hand out what the next pass evaluates: the whole prompt,
+ *             then the last sampled token
+ *   forward   engine_forward(), done by the caller
+ *   accept    sample from the logits, detokenize, hold back text that may
+ *             start a stop string, decide whether to go on
+ *
+ * It ends at an end-of-generation token (its text is not output), at the
+ * first stop string (cut just before it), at max_tokens, or when the next
+ * token would not fit the context; none of these is an error.
+ *
+ *   struct engine_generation *g;
+ *   engine_generation_new(&g, model, seq, "Once upon", 9, &opt, &err);
+ *   while ((rc = engine_generation_step(g, buf, sizeof(buf), &n, &err)) >= 0) {
+ *   	fwrite(buf, 1, n, stdout);
+ *   	if (rc == 0)
+ *   		break;
+ *   }
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+
+/* Longest stop string; bounds the text held back (see gen_emit). */
+#define GEN_STOP_MAX 256
+/* held: < GEN_STOP_MAX kept back + one token's text (< 256) + a flush */
+#define GEN_HELD_CAP 768
+#define GEN_OUT_MIN 1024
+
+struct engine_generation {
+	struct engine_model *model;
+	struct engine_seq *seq;        /* borrowed */
+	struct engine_sampler *sampler;
+	struct engine_detokenizer detok;
+	char **stop;                   /* n_stop copies of the stop strings */
+	size_t n_stop;
+	uint32_t max_tokens;           /* 0: no limit */
+	uint32_t n_ctx;
+	int32_t *tokens;               /* prompt, then the answer; cap */
+	size_t n_prompt, n_total, cap;
+	float *logits;                 /* n_vocab, written by the forward pass */
+	bool started;                  /* the prompt has been handed out */
+	bool pending;                  /* prepared, not yet accepted */
+	bool ended;
+	char held[GEN_HELD_CAP];       /* text not yet output, n_held bytes */
+	size_t n_held;
+	struct timespec t_start, t_first;
+	struct engine_generation_stats stats;
+};
+
+static double gen_ms(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) * 1e3 +
+		(double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+/* ---- stop strings ------------------------------------------------------ */
+
+/* Offset of the earliest complete stop string in held, or n_held. */
+static size_t gen_stop_find(const struct engine_generation *g)
+{
+	size_t i, best = g->n_held;
+
+	for (i = 0; i < g->n_stop; i++) {
+		const char *p = memmem(g->held, g->n_held, g->stop[i],
+				strlen(g->stop[i]));
+
+		if (p && (size_t)(p - g->held) < best)
+			best = (size_t)(p - g->held);
+	}
+	return best;
+}
+
+/*
+ * Offset from which held may still grow into a stop string: the earliest
+ * suffix of held that is a proper prefix of some stop string.
+ */
+static size_t gen_stop_partial(const struct engine_generation *g)
+{
+	size_t j, i;
+
+	for (j = 0; j < g->n_held; j++) {
+		size_t n = g->n_held - j;
+
+		for (i = 0; i < g->n_stop; i++) {
+			if (n < strlen(g->stop[i]) &&
+			    memcmp(g->held + j, g->stop[i], n) == 0)
+				return j;
+		}
+	}
+	return g->n_held;
+}
+
+/* Move the first n held bytes to out. */
+static size_t gen_emit(struct engine_generation *g, char *out, size_t n)
+{
+	memcpy(out, g->held, n);
+	memmove(g->held, g->held + n, g->n_held - n);
+	g->n_held -= n;
+	out[n] = '\0';
+	return n;
+}
+
+/* End the generation: flush, cut at a stop string, output the rest. */
+static size_t gen_finish(struct engine_generation *g, char *out)
+{
+	g->n_held += engine_detokenizer_flush(&g->detok, g->held + g->n_held,
+			sizeof(g->held) - g->n_held);
+	g->ended = true;
+	return gen_emit(g, out, gen_stop_find(g));
+}
+
+/* ---- life cycle -------------------------------------------------------- */
+
+static int gen_copy_stops(struct engine_generation *g,
+		const struct engine_generate_options *opt, struct err *err)
+{
+	size_t i;
+
+	if (opt->n_stop == 0)
+		return 0;
+	g->stop = calloc(opt->n_stop, sizeof(*g->stop));
+	if (!g->stop)
+		return err_set(err, ENOMEM, "generate: out of memory");
+	for (i = 0; i < opt->n_stop; i++) {
+		size_t n = opt->stop[i] ? strlen(opt->stop[i]) : 0;
+
+		if (n == 0)
+			return err_set(err, EINVAL, "generate: empty stop string");
+		if (n > GEN_STOP_MAX)
+			return err_set(err, EINVAL,
+					"generate: stop string of %zu bytes (at most %d)",
+					n, GEN_STOP_MAX);
+		g->stop[i] = strdup(opt->stop[i]);
+		if (!g->stop[i])
+			return err_set(err, ENOMEM, "generate: out of memory");
+		g->n_stop++;
+	}
+	return 0;
+}
+
+/* The prompt's tokens, through the chat template if asked for. */
+static int gen_tokenize(struct engine_generation *g, const char *prompt,
+		size_t len, bool chat, struct err *err)
+{
+	char *text = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (chat) {
+		rc = engine_chat_apply(g->model, prompt, len, &text, err);
+		if (rc)
+			return rc;
+		prompt = text;
+		len = strlen(text);
+	}
+	rc = engine_tokenize(g->model, prompt, len, true, true, &g->tokens, &n,
+			err);
+	free(text);
+	if (rc)
+		return rc;
+	if (n == 0)
+		return err_set(err, EINVAL,
+				"generate: the prompt gives no tokens");
+	if (n > g->n_ctx)
+		return err_set(err, ENOSPC,
+				"generate: the prompt is %zu tokens, the context holds %u",
+				n, g->n_ctx);
+	g->n_prompt = g->n_total = g->cap = n;
+	g->stats.prompt_tokens = (uint32_t)n;
+	return 0;
+}
+
+int engine_generation_new(struct engine_generation **out,
+		struct engine_model *m, struct engine_seq *seq,
+		const char *prompt, size_t len,
+		const struct engine_generate_options *opt, struct err *err)
+{
+	const struct engine_model_info *info = engine_model_info(m);
+	struct engine_generate_options def;
+	struct engine_generation *g;
+	int rc;
+
+	*out = NULL;
+	if (!opt) {
+		memset(&def, 0, sizeof(def));
+		engine_sampling_defaults(&def.sampling);
+		opt = &def;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return err_set(err, ENOMEM, "generate: out of memory");
+	g->model = m;
+	g->seq = seq;
+	g->max_tokens = opt->max_tokens;
+	g->n_ctx = info->n_ctx;
+	rc = gen_copy_stops(g, opt, err);
+	if (rc)
+		goto out_free;
+	rc = engine_sampler_new(&g->sampler, &opt->sampling, info->n_vocab, err);
+	if (rc)
+		goto out_free;
+	g->logits = malloc((size_t)info->n_vocab * sizeof(*g->logits));
+	if (!g->logits) {
+		rc = err_set(err, ENOMEM, "generate: out of memory for logits");
+		goto out_free;
+	}
+	rc = gen_tokenize(g, prompt, len, opt->chat, err);
+	if (rc)
+		goto out_free;
+	engine_detokenizer_init(&g->detok, m);
+	/* the answer continues the prompt's text (SentencePiece's space) */
+	engine_detokenizer_context(&g->detok, g->tokens, g->n_prompt);
+	engine_seq_truncate(seq, 0);
+	*out = g;
+	return 0;
+
+out_free:
+	engine_generation_free(g);
+	return rc;
+}
+
+void engine_generation_free(struct engine_generation *g)
+{
+	size_t i;
+
+	if (!g)
+		return;
+	for (i = 0; i < g->n_stop; i++)
+		free(g->stop[i]);
+	free(g->stop);
+	engine_sampler_free(g->sampler);
+	free(g->tokens);
+	free(g->logits);
+	free(g);
+}
+
+/* ---- the three steps --------------------------------------------------- */
+
+int engine_generation_prepare(struct engine_generation *g,
+		struct engine_batch_item *item)
+{
+	if (g->ended)
+		return 0;
+	item->seq = g->seq;
+	item->logits = g->logits;
+	if (!g->started) {
+		clock_gettime(CLOCK_MONOTONIC, &g->t_start);
+		g->started = true;
+	}
+	if (g->n_total == g->n_prompt) {
+		item->tokens = g->tokens;
+		item->n_tokens = g->n_prompt;
+	} else {
+		item->tokens = g->tokens + g->n_total - 1;
+		item->n_tokens = 1;
+	}
+	g->pending = true;
+	return 1;
+}
+
+static int gen_push_token(struct engine_generation *g, int32_t t,
+		struct err *err)
+{
+	if (g->n_total == g->cap) {
+		size_t cap = g->cap * 2 + 16;
+		int32_t *p = realloc(g->tokens, cap * sizeof(*p));
+
+		if (!p)
+			return err_set(err, ENOMEM, "generate: out of memory");
+		g->tokens = p;
+		g->cap = cap;
+	}
+	g->tokens[g->n_total++] = t;
+	return 0;
+}
+
+int engine_generation_accept(struct engine_generation *g, char *out,
+		size_t cap, size_t *len, struct err *err)
+{
+	struct timespec now;
+	bool first = g->n_total == g->n_prompt;
+	int32_t t;
+	int rc;
+
+	*len = 0;
+	if (g->ended)
+		return 0;
+	if (cap < GEN_OUT_MIN)
+		return err_set(err, EINVAL, "generate: output buffer of %zu bytes",
+				cap);
+	if (!g->pending)
+		return err_set(err, EINVAL, "generate: accept without prepare");
+	g->pending = false;
+
+	if (first) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		g->stats.prefill_ms = gen_ms(&g->t_start, &now);
+	}
+	t = engine_sampler_sample(g->sampler, g->logits, g->tokens, g->n_total);
+	rc = gen_push_token(g, t, err);
+	if (rc)
+		return rc;
+	g->stats.gen_tokens++;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (first) {
+		g->stats.ttft_ms = gen_ms(&g->t_start, &now);
+		g->t_first = now;
+	} else {
+		g->stats.decode_ms = gen_ms(&g->t_first, &now);
+	}
+
+	if (engine_token_is_eog(g->model, t)) {
+		*len = gen_finish(g, out);
+		return 0;
+	}
+	g->n_held += engine_detokenizer_push(&g->detok, t, g->held + g->n_held,
+			sizeof(g->held) - g->n_held);
+	if (gen_stop_find(g) < g->n_held) {
+		*len = gen_emit(g, out, gen_stop_find(g));
+		g->ended = true;
+		return 0;
+	}
+	/* the next pass would put the token at position n_ctx: no room */
+	if ((g->max_tokens && g->stats.gen_tokens >= g->max_tokens) ||
+	    engine_seq_length(g->seq) >= g->n_ctx) {
+		*len = gen_finish(g, out);
+		return 0;
+	}
+	*len = gen_emit(g, out, gen_stop_partial(g));
+	return 1;
+}
+
+int engine_generation_step(struct engine_generation *g, char *out, size_t cap,
+		size_t *len, struct err *err)
+{
+	struct engine_batch_item item;
+	int rc;
+
+	*len = 0;
+	if (!engine_generation_prepare(g, &item))
+		return 0;
+	rc = engine_forward(g->model, &item, 1, err);
+	if (rc == -ENOSPC && cap >= GEN_OUT_MIN) {
+		/* the sequence is full after all: end as at n_ctx */
+		g->pending = false;
+		*len = gen_finish(g, out);
+		return 0;
+	}
+	if (rc) {
+		g->pending = false;
+		g->ended = true;
+		return rc;
+	}
+	return engine_generation_accept(g, out, cap, len, err);
+}
+
+const struct engine_generation_stats *engine_generation_stats(
+		const struct engine_generation *g)
+{
+	return &g->stats;
+}
+
+const int32_t *engine_generation_tokens(const struct engine_generation *g,
+		size_t *n_prompt, size_t *n_total)
+{
+	if (n_prompt)
+		*n_prompt = g->n_prompt;
+	if (n_total)
+		*n_total = g->n_total;
+	return g->tokens;
+}

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * llmfs-run: generate text from a GGUF model on the command line.
+ *
+ *   $ build/bin/llmfs-run -m ../shared/models/stories260K.gguf \
+ *   	-p "Once upon a time" -n 16 --temp 0
+ *   , there was a little girl named Lily. She loved to play outside
+ *   prompt_tokens=5 gen_tokens=16 ttft_ms=0.41 prefill_tps=12690.36 ...
+ *
+ * stdout gets the generated text alone, flushed piece by piece; the last
+ * line on stderr is always the figures of the run. The prompt is used as
+ * it is (special tokens parsed, BOS as the vocabulary says) unless --chat.
+ * Exit status: 0, 1 on an error (one line "llmfs-run: ..."), 2 on a bad
+ * command line. See Documentation/llmfs-run.1.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/engine.h"
+
+/* A prompt file larger than this is refused, not read. */
+#define RUN_PROMPT_MAX (64u << 20)
+
+struct run_args {
+	const char *model;
+	const char *prompt;
+	const char *file;
+	long n_predict;           /* -1: until EOG or a full context */
+	uint32_t n_ctx, threads;
+	bool chat, verbose;
+	struct engine_sampling sampling;
+	const char **stop;
+	size_t n_stop;
+};
+
+static void run_usage(FILE *f)
+{
+	fputs("usage: llmfs-run -m MODEL.gguf (-p TEXT | -f FILE) [options]\n"
+	      "  -m, --model FILE        GGUF model\n"
+	      "  -p, --prompt TEXT       prompt, used as it is\n"
+	      "  -f, --file FILE         read the prompt from FILE (- for stdin)\n"
+	      "  -n, --n-predict N       tokens to generate (-1: until the end;"
+	      " default -1)\n"
+	      "      --temp T            temperature; <= 0 is greedy (0.8)\n"
+	      "      --top-k K           (40; <= 0 off)\n"
+	      "      --top-p P           (0.95; 1 off)\n"
+	      "      --min-p P           (0.05; 0 off)\n"
+	      "      --repeat-penalty R  (1.0 off)\n"
+	      "      --repeat-last-n N   tokens the penalty sees (64; -1 all)\n"
+	      "      --seed S            random seed (4294967295)\n"
+	      "      --stop STR          stop before STR (repeatable)\n"
+	      "      --chat              wrap the prompt in the chat template\n"
+	      "  -c, --ctx N             context length (0: the model's, at most"
+	      " 4096)\n"
+	      "  -t, --threads N         threads (0: one per CPU)\n"
+	      "  -v, --verbose           model figures on stderr\n"
+	      "  -h, --help\n", f);
+}
+
+static void run_bad_option(const char *opt, const char *val)
+{
+	fprintf(stderr, "llmfs-run: bad value for %s: '%s'\n", opt, val);
+	run_usage(stderr);
+	exit(2);
+}
+
+static long run_long(const char *opt, const char *s, long min, long max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		run_bad_option(opt, s);
+	return v;
+}
+
+static float run_float(const char *opt, const char *s)
+{
+	char *end;
+	float v;
+
+	errno = 0;
+	v = strtof(s, &end);
+	if (errno || end == s || *end || !isfinite(v))
+		run_bad_option(opt, s);
+	return v;
+}
+
+static uint64_t run_u64(const char *opt, const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	if (*s == '-')
+		run_bad_option(opt, s);
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end)
+		run_bad_option(opt, s);
+	return v;
+}
+
+enum {
+	OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY,
+	OPT_REPEAT_LAST_N, OPT_SEED, OPT_STOP, OPT_CHAT,
+};
+
+static void run_parse(int argc, char **argv, struct run_args *a)
+{
+	static const struct option opts[] = {
+		{ "model", required_argument, NULL, 'm' },
+		{ "prompt", required_argument, NULL, 'p' },
+		{ "file", required_argument, NULL, 'f' },
+		{ "n-predict", required_argument, NULL, 'n' },
+		{ "ctx", required_argument, NULL, 'c' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "temp", required_argument, NULL, OPT_TEMP },
+		{ "top-k", required_argument, NULL, OPT_TOP_K },
+		{ "top-p", required_argument, NULL, OPT_TOP_P },
+		{ "min-p", required_argument, NULL, OPT_MIN_P },
+		{ "repeat-penalty", required_argument, NULL, OPT_REPEAT_PENALTY },
+		{ "repeat-last-n", required_argument, NULL, OPT_REPEAT_LAST_N },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "stop", required_argument, NULL, OPT_STOP },
+		{ "chat", no_argument, NULL, OPT_CHAT },
+		{ 0 },
+	};
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	a->n_predict = -1;
+	engine_sampling_defaults(&a->sampling);
+	a->stop = calloc((size_t)argc, sizeof(*a->stop));
+	if (!a->stop) {
+		fputs("llmfs-run: out of memory\n", stderr);
+		exit(1);
+	}
+	while ((c = getopt_long(argc, argv, "m:p:f:n:c:t:vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': a->model = optarg; break;
+		case 'p': a->prompt = optarg; break;
+		case 'f': a->file = optarg; break;
+		case 'n': a->n_predict = run_long("-n", optarg, -1, UINT32_MAX);
+			break;
+		case 'c': a->n_ctx = run_long("--ctx", optarg, 0, UINT32_MAX);
+			break;
+		case 't': a->threads = run_long("-t", optarg, 0, 4096); break;
+		case 'v': a->verbose = true; break;
+		case 'h': run_usage(stdout); exit(0);
+		case OPT_TEMP:
+			a->sampling.temperature = run_float("--temp", optarg);
+			break;
+		case OPT_TOP_K:
+			a->sampling.top_k = run_long("--top-k", optarg, INT32_MIN,
+					INT32_MAX);
+			break;
+		case OPT_TOP_P:
+			a->sampling.top_p = run_float("--top-p", optarg);
+			break;
+		case OPT_MIN_P:
+			a->sampling.min_p = run_float("--min-p", optarg);
+			break;
+		case OPT_REPEAT_PENALTY:
+			a->sampling.repeat_penalty = run_float("--repeat-penalty",
+					optarg);
+			if (a->sampling.repeat_penalty <= 0.0f)
+				run_bad_option("--repeat-penalty", optarg);
+			break;
+		case OPT_REPEAT_LAST_N:
+			a->sampling.repeat_last_n = run_long("--repeat-last-n",
+					optarg, -1, INT32_MAX);
+			break;
+		case OPT_SEED: a->sampling.seed = run_u64("--seed", optarg); break;
+		case OPT_STOP:
+			if (!*optarg)
+				run_bad_option("--stop", optarg);
+			a->stop[a->n_stop++] = optarg;
+			break;
+		case OPT_CHAT: a->chat = true; break;
+		default: run_usage(stderr); exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "llmfs-run: unexpected argument '%s'\n",
+				argv[optind]);
+		run_usage(stderr);
+		exit(2);
+	}
+	if (!a->model || !a->prompt == !a->file) {
+		fputs("llmfs-run: need -m and one of -p or -f\n", stderr);
+		run_usage(stderr);
+		exit(2);
+	}
+}
+
+/* The whole of path ("-": stdin) into *text. */
+static int run_read_prompt(const char *path, char **text, size_t *len,
+		struct err *err)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	size_t n = 0, cap = 0;
+	char *buf = NULL;
+	int rc = 0;
+
+	if (!f)
+		return err_set(err, errno, "%s: %s", path, strerror(errno));
+	for (;;) {
+		size_t got;
+
+		if (n == cap) {
+			char *p;
+
+			if (cap >= RUN_PROMPT_MAX) {
+				rc = err_set(err, EFBIG, "%s: prompt over %u MiB",
+						path, RUN_PROMPT_MAX >> 20);
+				break;
+			}
+			cap = cap ? cap * 2 : 4096;
+			p = realloc(buf, cap + 1);
+			if (!p) {
+				rc = err_set(err, ENOMEM, "out of memory");
+				break;
+			}
+			buf = p;
+		}
+		got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (got == 0) {
+			if (ferror(f))
+				rc = err_set(err, EIO, "%s: read error", path);
+			break;
+		}
+	}
+	if (f != stdin)
+		fclose(f);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = '\0';
+	*text = buf;
+	*len = n;
+	return 0;
+}
+
+static void run_notice(void *arg, const char *msg)
+{
+	fprintf(stderr, "llmfs-run: %s\n", msg);
+}
+
+static void run_print_model(const struct engine_model_info *info)
+{
+	fprintf(stderr, "llmfs-run: model %s arch %s n_ctx %" PRIu32
+			" tensor_bytes %" PRIu64 " kv_bytes_per_token %" PRIu64
+			" kv_bytes %" PRIu64 "\n",
+			info->name, info->arch_name, info->n_ctx,
+			info->tensor_bytes, info->kv_bytes_per_token,
+			info->kv_bytes_per_token * info->n_ctx);
+}
+
+/* prepare/forward/accept until the end, streaming to stdout. */
+static int run_generate(struct engine_generation *g, struct err *err)
+{
+	char buf[4096];
+	size_t n;
+	int rc;
+
+	do {
+		rc = engine_generation_step(g, buf, sizeof(buf), &n, err);
+		if (rc < 0)
+			return rc;
+		if (n && (fwrite(buf, 1, n, stdout) != n || fflush(stdout)))
+			return err_set(err, EIO, "writing stdout: %s",
+					strerror(errno));
+	} while (rc > 0);
+	return 0;
+}
+
+static void run_print_stats(const struct engine_generation_stats *st)
+{
+	double pre = st->prefill_ms > 0 ?
+		st->prompt_tokens / st->prefill_ms * 1e3 : 0.0;
+	double dec = st->decode_ms > 0 && st->gen_tokens > 1 ?
+		(st->gen_tokens - 1) / st->decode_ms * 1e3 : 0.0;
+
+	fprintf(stderr, "prompt_tokens=%" PRIu32 " gen_tokens=%" PRIu32
+			" ttft_ms=%.2f prefill_tps=%.2f decode_tps=%.2f\n",
+			st->prompt_tokens, st->gen_tokens, st->ttft_ms, pre, dec);
+}
+
+int main(int argc, char **argv)
+{
+	struct engine_model_options mopt = { 0 };
+	struct engine_generate_options gopt = { 0 };
+	struct engine_generation *g = NULL;
+	struct engine_model *m = NULL;
+	struct engine_seq *seq = NULL;
+	struct err err = { 0 };
+	struct run_args a;
+	char *file_text = NULL;
+	const char *prompt;
+	size_t len = 0;
+	int rc;
+
+	run_parse(argc, argv, &a);
+	if (a.file) {
+		rc = run_read_prompt(a.file, &file_text, &len, &err);
+		if (rc)
+			goto out;
+		prompt = file_text;
+	} else {
+		prompt = a.prompt;
+		len = strlen(prompt);
+	}
+
+	mopt.n_ctx = a.n_ctx;
+	mopt.threads = a.threads;
+	mopt.load.notice = run_notice;
+	rc = engine_model_open(&m, a.model, &mopt, &err);
+	if (rc)
+		goto out;
+	if (a.verbose)
+		run_print_model(engine_model_info(m));
+	if (a.chat && engine_chat_format(m) == ENGINE_CHAT_RAW)
+		fputs("llmfs-run: warning: the model's chat template is not one we"
+		      " know; the prompt is used as it is\n", stderr);
+	rc = engine_seq_new(m, &seq, &err);
+	if (rc)
+		goto out;
+
+	gopt.sampling = a.sampling;
+	gopt.max_tokens = a.n_predict > 0 ? (uint32_t)a.n_predict : 0;
+	gopt.stop = a.stop;
+	gopt.n_stop = a.n_stop;
+	gopt.chat = a.chat;
+	rc = engine_generation_new(&g, m, seq, prompt, len, &gopt, &err);
+	if (rc)
+		goto out;
+	/* -n 0: the prompt is tokenized and counted, nothing evaluated */
+	if (a.n_predict != 0)
+		rc = run_generate(g, &err);
+	if (!rc)
+		run_print_stats(engine_generation_stats(g));
+out:
+	if (rc)
+		fprintf(stderr, "llmfs-run: %s\n", err.msg);
+	engine_generation_free(g);
+	engine_seq_free(seq);
+	engine_model_free(m);
+	free(file_text);
+	free(a.stop);
+	return rc ? 1 : 0;
+}
