@@ -23,14 +23,17 @@
 /* Prompts and tokenize input larger than this fail the write (EFBIG). */
 #define FILES_INPUT_MAX (4u << 20)
 
+/* The files that stream an answer to what was written. */
 static bool files_is_gen(enum fs_kind k)
 {
 	return k == FS_K_GENERATE || k == FS_K_CHAT || k == FS_K_SGENERATE ||
-		k == FS_K_SCHAT;
+		k == FS_K_SCHAT || k == FS_K_TOKENIZE;
 }
 
 static enum fs_gen_kind files_gen_kind(enum fs_kind k)
 {
+	if (k == FS_K_TOKENIZE)
+		return FS_GEN_TOKENIZE;
 	return k == FS_K_CHAT || k == FS_K_SCHAT ? FS_GEN_CHAT :
 		FS_GEN_GENERATE;
 }
@@ -88,7 +91,7 @@ static struct fs_stream *files_submit(struct fs_handle *h)
 		h->session->refs++;
 	pthread_mutex_unlock(&fm->lock);
 	s = rc ? NULL : fs_stream_new(fm, h->session, h->in.p ? h->in.p : "",
-		len, files_gen_kind(h->node.kind) == FS_GEN_CHAT, &cfg);
+		len, files_gen_kind(h->node.kind), &cfg);
 	fs_config_free(&cfg);
 	if (!s) {
 		pthread_mutex_lock(&fm->lock);
@@ -232,34 +235,6 @@ static void files_job_placement(struct fs_model *fm, struct fs_job *job,
 		fuse_reply_err(job->req, -rc);
 	else
 		fuse_reply_write(job->req, job->size);
-	free(job);
-}
-
-static void files_job_tokenize(struct fs_model *fm, struct fs_job *job,
-		bool cancelled)
-{
-	struct fs_handle *h = job->h;
-	struct err err = {0};
-	int32_t *tok = NULL;
-	size_t n = 0;
-	int rc = cancelled ? -EIO : 0;
-
-	if (!rc)
-		rc = engine_tokenize(fm->m, h->in.p ? h->in.p : "", h->in.len,
-			true, true, &tok, &n, &err);
-	if (rc && !cancelled)
-		fs_errors_add(&fm->errors, "tokenize: %s", err.msg);
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = fs_buf_printf(&h->text, "%s%d", i ? " " : "", tok[i]);
-	if (!rc)
-		rc = fs_buf_add(&h->text, "\n", 1);
-	free(tok);
-	if (rc) {
-		fuse_reply_err(job->req, -rc);
-	} else {
-		h->have_text = true;
-		fs_file_reply_text(job->req, h, job->size, job->off);
-	}
 	free(job);
 }
 
@@ -447,7 +422,6 @@ void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		size_t size, off_t off)
 {
 	struct fs_stream *s;
-	int rc;
 
 	files_touch(h);
 	if (files_is_gen(h->node.kind)) {
@@ -464,18 +438,6 @@ void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 	case FS_K_WTENSOR:
 		files_read_tensor(req, h, size, off);
 		return;
-	case FS_K_TOKENIZE:
-		pthread_mutex_lock(&h->lock);
-		if (!h->have_text && h->in.len) {
-			pthread_mutex_unlock(&h->lock);
-			rc = files_job(h, req, files_job_tokenize, size, off,
-				NULL);
-			if (rc < 0)
-				fuse_reply_err(req, -rc);
-			return;
-		}
-		pthread_mutex_unlock(&h->lock);
-		break;
 	default:
 		break;
 	}
@@ -501,18 +463,6 @@ int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		pthread_mutex_unlock(&fm->lock);
 		if (rc)
 			fs_errors_add(&fm->errors, "%s", err.msg);
-		return rc;
-	case FS_K_TOKENIZE:
-		pthread_mutex_lock(&h->lock);
-		if (h->have_text) {
-			/* New text after a read: a new question. */
-			fs_buf_free(&h->text);
-			fs_buf_free(&h->in);
-			h->have_text = false;
-		}
-		rc = h->in.len + size > FILES_INPUT_MAX ? -EFBIG :
-			fs_buf_add(&h->in, buf, size);
-		pthread_mutex_unlock(&h->lock);
 		return rc;
 	case FS_K_PLACEMENT:
 		if (fs_model_state(fm) != FS_MODEL_READY) {

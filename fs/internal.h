@@ -110,6 +110,13 @@ int fs_config_format(const struct fs_config *c, struct fs_buf *b);
 
 /* ---- streams: the output of one generation ----------------------------- */
 
+enum fs_gen_kind {
+	FS_GEN_GENERATE,
+	FS_GEN_CHAT,
+	FS_GEN_TOKENIZE,   /* the "answer" is the token ids of the text */
+	FS_GEN_KINDS,
+};
+
 enum fs_stream_state {
 	FS_STREAM_QUEUED,
 	FS_STREAM_RUNNING,
@@ -139,7 +146,7 @@ struct fs_stream {
 	struct fs_session *session;    /* reference, or NULL */
 	char *prompt;
 	size_t prompt_len;
-	bool chat;
+	enum fs_gen_kind kind;
 	struct fs_config cfg;          /* effective settings */
 
 	/* The scheduler's own. */
@@ -149,7 +156,7 @@ struct fs_stream {
 };
 
 struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
-		const char *prompt, size_t len, bool chat,
+		const char *prompt, size_t len, enum fs_gen_kind kind,
 		const struct fs_config *cfg);
 struct fs_stream *fs_stream_get(struct fs_stream *s);
 void fs_stream_put(struct fs_stream *s);
@@ -165,12 +172,6 @@ void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
 		struct fuse_pollhandle *ph);
 
 /* ---- sessions ---------------------------------------------------------- */
-
-enum fs_gen_kind {
-	FS_GEN_GENERATE,
-	FS_GEN_CHAT,
-	FS_GEN_KINDS,
-};
 
 struct fs_session {
 	unsigned refs;                 /* protected by fs_model.lock */

@@ -113,7 +113,8 @@ void fs_model_submit(struct fs_model *fm, struct fs_stream *s)
 		;
 	*pp = s;
 	s->id = ++fm->next_stream;
-	fm->stats.requests++;
+	if (s->kind != FS_GEN_TOKENIZE)
+		fm->stats.requests++;
 	pthread_cond_signal(&fm->wake);
 	pthread_mutex_unlock(&fm->lock);
 }

@@ -113,7 +113,7 @@ static void sched_history(struct fs_model *fm, struct fs_stream *s)
 	if (!ss->removed) {
 		pthread_mutex_lock(&s->lock);
 		fs_buf_printf(&ss->history, "--- %s\n%s\n--- answer\n%s\n",
-			s->chat ? "chat" : "prompt", s->prompt,
+			s->kind == FS_GEN_CHAT ? "chat" : "prompt", s->prompt,
 			s->out.p ? s->out.p : "");
 		ss->kv_used = s->n_total;
 		pthread_mutex_unlock(&s->lock);
@@ -126,6 +126,8 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 	const struct engine_generation_stats *st;
 	struct fs_stats *x = &fm->stats;
 
+	if (s->kind == FS_GEN_TOKENIZE)
+		return;
 	pthread_mutex_lock(&fm->lock);
 	x->active--;
 	if (error == -ECANCELED)
@@ -155,7 +157,7 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
 {
 	sched_stats(fm, s, error);
-	if (s->session)
+	if (s->session && s->kind != FS_GEN_TOKENIZE)
 		sched_history(fm, s);
 	engine_generation_free(s->gen);
 	engine_seq_free(s->seq);
@@ -166,6 +168,30 @@ static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
 	fs_stream_put(s);
 }
 
+/* tokenize: the ids of the text, as generate would feed them. */
+static int sched_tokenize(struct fs_model *fm, struct fs_stream *s)
+{
+	struct fs_buf b = {0};
+	struct err err = {0};
+	int32_t *tok = NULL;
+	size_t n = 0;
+	int rc;
+
+	rc = engine_tokenize(fm->m, s->prompt, s->prompt_len, true, true,
+		&tok, &n, &err);
+	if (rc)
+		fs_errors_add(&fm->errors, "tokenize: %s", err.msg);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = fs_buf_printf(&b, "%s%d", i ? " " : "", tok[i]);
+	if (!rc)
+		rc = fs_buf_add(&b, "\n", 1);
+	if (!rc)
+		fs_stream_append(s, b.p, b.len);
+	fs_buf_free(&b);
+	free(tok);
+	return rc;
+}
+
 static void sched_start(struct fs_model *fm, struct fs_stream *s)
 {
 	struct engine_generate_options opt = {
@@ -173,14 +199,16 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		.max_tokens = s->cfg.max_tokens,
 		.stop = (const char *const *)s->cfg.stop,
 		.n_stop = s->cfg.n_stop,
-		.chat = s->chat,
+		.chat = s->kind == FS_GEN_CHAT,
 	};
 	struct err err = {0};
 	int rc;
 
-	pthread_mutex_lock(&fm->lock);
-	fm->stats.active++;
-	pthread_mutex_unlock(&fm->lock);
+	if (s->kind != FS_GEN_TOKENIZE) {
+		pthread_mutex_lock(&fm->lock);
+		fm->stats.active++;
+		pthread_mutex_unlock(&fm->lock);
+	}
 	if (fm->state != FS_MODEL_READY) {
 		rc = -EIO;    /* the load failed; its errors line says why */
 		goto out_end;
@@ -189,7 +217,11 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		rc = -ECANCELED;
 		goto out_end;
 	}
-	if (s->chat && fm->chat_format == ENGINE_CHAT_RAW)
+	if (s->kind == FS_GEN_TOKENIZE) {
+		rc = sched_tokenize(fm, s);
+		goto out_end;
+	}
+	if (s->kind == FS_GEN_CHAT && fm->chat_format == ENGINE_CHAT_RAW)
 		fs_errors_add(&fm->errors,
 			"chat: the model has no known chat template; "
 			"the prompt is used as it is");
@@ -199,7 +231,7 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 			s->prompt_len, &opt, &err);
 	if (rc) {
 		fs_errors_add(&fm->errors, "%s: %s",
-			s->chat ? "chat" : "generate", err.msg);
+			s->kind == FS_GEN_CHAT ? "chat" : "generate", err.msg);
 		goto out_end;
 	}
 	pthread_mutex_lock(&s->lock);

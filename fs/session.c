@@ -165,7 +165,10 @@ again:
 		 * A session in use (an open file, a running generation)
 		 * stays; an unread answer holds a reference too.
 		 */
-		unsigned held = 1 + !!ss->pending[0] + !!ss->pending[1];
+		unsigned held = 1;
+
+		for (int k = 0; k < FS_GEN_KINDS; k++)
+			held += !!ss->pending[k];
 
 		if (!ss->removed && ss->refs == held && now - ss->atime > idle) {
 			fs_session_remove(fm, ss);

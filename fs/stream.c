@@ -26,7 +26,7 @@ struct fs_waiter {
 };
 
 struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
-		const char *prompt, size_t len, bool chat,
+		const char *prompt, size_t len, enum fs_gen_kind kind,
 		const struct fs_config *cfg)
 {
 	struct fs_stream *s = calloc(1, sizeof(*s));
@@ -46,7 +46,7 @@ struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
 	s->refs = 1;
 	s->model = fm;
 	s->session = ss;   /* the caller gave us its reference */
-	s->chat = chat;
+	s->kind = kind;
 	return s;
 }
 
