@@ -167,6 +167,34 @@ static void sampler_select(struct engine_sampler *s, struct sampler_cand *c,
 	memcpy(c, h, k * sizeof(*c));
 }
 
+/*
+ * top_k straight from the logits: the k best into c[0..k), sorted, with c
+ * as the heap, so that a 152k vocabulary costs one compare per token and
+ * no pass over an n_vocab candidate array.
+ */
+static void sampler_top_k(struct sampler_cand *c, const float *logits,
+		size_t n, size_t k)
+{
+	struct sampler_cand x;
+	size_t i;
+
+	for (i = 0; i < k; i++) {
+		c[i].id = (int32_t)i;
+		c[i].logit = logits[i];
+	}
+	for (i = k / 2; i-- > 0;)
+		sampler_heap_down(c, k, i);
+	for (i = k; i < n; i++) {
+		x.id = (int32_t)i;
+		x.logit = logits[i];
+		if (sampler_better(&x, &c[0])) {
+			c[0] = x;
+			sampler_heap_down(c, k, 0);
+		}
+	}
+	qsort(c, k, sizeof(*c), sampler_cmp);
+}
+
 /* c[i].p = softmax of the logits over c[0..n). */
 static void sampler_softmax(struct sampler_cand *c, size_t n)
 {
@@ -316,15 +344,19 @@ int32_t engine_sampler_sample(struct engine_sampler *s, float *logits,
 	if (p->temperature <= 0.0f)
 		return sampler_argmax(logits, s->n_vocab);
 
-	for (i = 0; i < n; i++) {
-		c[i].id = (int32_t)i;
-		c[i].logit = logits[i];
-	}
-	if (p->top_k > 0) {
-		if ((size_t)p->top_k < n)
-			n = (size_t)p->top_k;
-		sampler_select(s, c, s->n_vocab, n);
+	if (p->top_k > 0 && (size_t)p->top_k < n) {
+		n = (size_t)p->top_k;
+		sampler_top_k(c, logits, s->n_vocab, n);
 		sorted = true;
+	} else {
+		for (i = 0; i < n; i++) {
+			c[i].id = (int32_t)i;
+			c[i].logit = logits[i];
+		}
+		if (p->top_k > 0) {
+			qsort(c, n, sizeof(*c), sampler_cmp);
+			sorted = true;
+		}
 	}
 	if (p->top_p < 1.0f && n > 1)
 		n = sampler_top_p(s, c, n, &sorted);
