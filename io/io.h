@@ -368,6 +368,8 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 		const char *device, struct err *err);
 int io_weights_move(struct io_weights *w, uint64_t i, const char *device,
 		struct err *err);
+/* The device the load put the weights on ("cpu", "numaN"): where "auto" goes. */
+const char *io_weights_home(const struct io_weights *w);
 
 /* Pin the calling thread to the CPUs of NUMA node (no-op without NUMA). */
 int io_numa_thread_pin(int node, struct err *err);

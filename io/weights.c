@@ -475,6 +475,7 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 			w->stats.locked = false;
 	}
 	w->stats.n_copies = w->n_copies;
+	snprintf(w->home, sizeof(w->home), "%s", n ? w->pl[0].device : "cpu");
 	w->stats.seconds = weights_now() - t0;
 	if (w->opt.progress)
 		w->opt.progress(w->opt.progress_arg, w->stats.tensor_bytes,
@@ -526,6 +527,11 @@ struct io_placement *io_weights_placement_node(struct io_weights *w,
 		    atoi(w->pl[c * w->g->n_tensors].device + 4) == node)
 			return &w->pl[c * w->g->n_tensors + i];
 	return &w->pl[i];
+}
+
+const char *io_weights_home(const struct io_weights *w)
+{
+	return w->home;
 }
 
 const struct io_load_stats *io_weights_stats(const struct io_weights *w)

@@ -81,6 +81,7 @@ struct io_weights {
 	struct io_placement *pl;    /* n_copies x n_tensors records */
 	uint32_t *region_of;        /* n_copies x n_tensors region indices */
 	bool locked;                /* the load mlocked its regions */
+	char home[16];              /* the device the load chose */
 	struct io_region *regions;
 	uint32_t n_regions, cap_regions;
 	struct io_load_stats stats;

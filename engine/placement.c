@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The `placement` file of a model directory: where every tensor lives, and
+ * commands that move tensors between devices while the model stays loaded.
+ *
+ *   $ cat /mnt/llm/qwen/placement
+ *   token_embd.weight q4_K 896x151936 73859072 cpu
+ *   blk.0.attn_q.weight q4_K 896x896 451584 cpu
+ *   ...
+ *   layer blk.0 12 tensors 9371904 bytes cpu
+ *   ...
+ *   device cpu 290 tensors 397811712 bytes
+ *   total 290 tensors 397811712 bytes
+ *   $ echo 'blk.0-13 numa0' > /mnt/llm/qwen/placement
+ *
+ * Commands: "blk.A-B DEVICE" (or "blk.A"), "experts DEVICE" (the MoE expert
+ * tensors, *_exps), "output DEVICE" (output.weight, output_norm.weight),
+ * "TENSOR DEVICE" (one tensor by name), "all DEVICE", and "auto" (every
+ * tensor back where the load put it). The bytes are moved by io/; engine
+ * views reach the new bytes through their placement records.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+/* A growing text buffer; on allocation failure it stops growing. */
+struct place_buf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void place_printf(struct place_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void place_printf(struct place_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	size_t cap;
+	char *p;
+	int n;
+
+	for (;;) {
+		if (b->oom)
+			return;
+		va_start(ap, fmt);
+		n = vsnprintf(b->s ? b->s + b->len : NULL,
+			      b->s ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if (b->s && (size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		cap = b->cap ? b->cap * 2 : 4096;
+		while (cap < b->len + (size_t)n + 1)
+			cap *= 2;
+		p = realloc(b->s, cap);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->s = p;
+		b->cap = cap;
+	}
+}
+
+/* The layer of a "blk.N." tensor, or -1. */
+static long place_layer_of(const char *name)
+{
+	char *end;
+	long l;
+
+	if (strncmp(name, "blk.", 4) != 0 || name[4] < '0' || name[4] > '9')
+		return -1;
+	l = strtol(name + 4, &end, 10);
+	return *end == '.' ? l : -1;
+}
+
+/* Up to 8 distinct devices, in order of appearance. */
+struct place_devs {
+	char name[8][16];
+	uint64_t tensors[8], bytes[8];
+	int n;
+};
+
+static void place_devs_add(struct place_devs *d, const char *dev,
+			   uint64_t bytes)
+{
+	int i;
+
+	for (i = 0; i < d->n; i++)
+		if (strcmp(d->name[i], dev) == 0)
+			break;
+	if (i == d->n) {
+		if (d->n == 8)
+			return;
+		snprintf(d->name[d->n++], sizeof(d->name[0]), "%s", dev);
+	}
+	d->tensors[i]++;
+	d->bytes[i] += bytes;
+}
+
+static void place_layer_line(struct place_buf *b, const char *what,
+			     const struct place_devs *d)
+{
+	uint64_t tensors = 0, bytes = 0;
+	int i;
+
+	for (i = 0; i < d->n; i++) {
+		tensors += d->tensors[i];
+		bytes += d->bytes[i];
+	}
+	if (!tensors)
+		return;
+	place_printf(b, "layer %s %" PRIu64 " tensors %" PRIu64 " bytes", what,
+		     tensors, bytes);
+	for (i = 0; i < d->n; i++)
+		place_printf(b, "%s%s", i ? "," : " ", d->name[i]);
+	place_printf(b, "\n");
+}
+
+int engine_placement_format(struct engine_model *m, char **text, size_t *len,
+			    struct err *err)
+{
+	const struct io_gguf *g = engine_model_gguf(m);
+	struct io_weights *w = engine_model_weights(m);
+	uint32_t n_layer = engine_model_info(m)->n_layer, l, k;
+	struct place_devs all = {0}, layer, other = {0};
+	struct place_buf b = {0};
+	uint64_t i;
+	int d;
+
+	*text = NULL;
+	*len = 0;
+	for (i = 0; i < g->n_tensors; i++) {
+		const struct io_gguf_tensor *t = &g->tensors[i];
+		const struct io_type_info *ti = io_type_info(t->type);
+		const struct io_placement *p = io_weights_placement(w, i);
+
+		place_printf(&b, "%s %s ", t->name, ti ? ti->name : "?");
+		for (k = 0; k < t->n_dims || k == 0; k++)
+			place_printf(&b, "%s%" PRId64, k ? "x" : "", t->ne[k]);
+		place_printf(&b, " %" PRIu64 " %s\n", p->bytes, p->device);
+		place_devs_add(&all, p->device, p->bytes);
+		if (place_layer_of(t->name) < 0)
+			place_devs_add(&other, p->device, p->bytes);
+	}
+	for (l = 0; l < n_layer; l++) {
+		char what[32];
+
+		memset(&layer, 0, sizeof(layer));
+		for (i = 0; i < g->n_tensors; i++)
+			if (place_layer_of(g->tensors[i].name) == (long)l)
+				place_devs_add(&layer, io_weights_placement(w, i)->device,
+					       io_weights_placement(w, i)->bytes);
+		snprintf(what, sizeof(what), "blk.%u", l);
+		place_layer_line(&b, what, &layer);
+	}
+	place_layer_line(&b, "other", &other);
+	for (d = 0; d < all.n; d++)
+		place_printf(&b, "device %s %" PRIu64 " tensors %" PRIu64 " bytes\n",
+			     all.name[d], all.tensors[d], all.bytes[d]);
+	place_printf(&b, "total %" PRIu64 " tensors %" PRIu64 " bytes\n",
+		     g->n_tensors, g->tensor_bytes);
+	if (b.oom) {
+		free(b.s);
+		return err_set(err, ENOMEM, "out of memory for the placement text");
+	}
+	*text = b.s;
+	*len = b.len;
+	return 0;
+}
+
+/* Does tensor name match the selector word? -EINVAL for a bad selector. */
+static int place_match(const char *sel, const char *name, uint32_t n_layer,
+		       struct err *err)
+{
+	long a, z, l;
+	char *end;
+
+	if (strcmp(sel, "all") == 0)
+		return 1;
+	if (strcmp(sel, "experts") == 0)
+		return strstr(name, "_exps.") != NULL;
+	if (strcmp(sel, "output") == 0)
+		return strcmp(name, "output.weight") == 0 ||
+		       strncmp(name, "output_norm.", 12) == 0;
+	if (strncmp(sel, "blk.", 4) == 0 && sel[4] >= '0' && sel[4] <= '9') {
+		a = strtol(sel + 4, &end, 10);
+		z = a;
+		if (*end == '-' && end[1] >= '0' && end[1] <= '9')
+			z = strtol(end + 1, &end, 10);
+		if (*end || a > z || z >= (long)n_layer)
+			return err_set(err, EINVAL,
+				       "bad layer range %.40s (the model has blk.0-%u)",
+				       sel, n_layer ? n_layer - 1 : 0);
+		l = place_layer_of(name);
+		return l >= a && l <= z;
+	}
+	return strcmp(sel, name) == 0;
+}
+
+static int place_usage(struct err *err, const char *command)
+{
+	return err_set(err, EINVAL,
+		       "bad placement command '%.60s': use 'blk.A-B DEVICE', 'experts DEVICE', 'output DEVICE', 'all DEVICE', 'TENSOR DEVICE' or 'auto'",
+		       command);
+}
+
+int engine_placement_apply(struct engine_model *m, const char *command,
+			   struct err *err)
+{
+	const struct io_gguf *g = engine_model_gguf(m);
+	struct io_weights *w = engine_model_weights(m);
+	uint32_t n_layer = engine_model_info(m)->n_layer;
+	char sel[128], dev[32], extra[2];
+	uint64_t *idx, n = 0, i;
+	int fields, rc;
+
+	fields = sscanf(command, " %127s %31s %1s", sel, dev, extra);
+	if (fields == 1 && strcmp(sel, "auto") == 0) {
+		snprintf(sel, sizeof(sel), "all");
+		snprintf(dev, sizeof(dev), "%s", io_weights_home(w));
+	} else if (fields != 2) {
+		return place_usage(err, command);
+	}
+	idx = malloc((g->n_tensors + 1) * sizeof(*idx));
+	if (!idx)
+		return err_set(err, ENOMEM, "out of memory");
+	for (i = 0; i < g->n_tensors; i++) {
+		rc = place_match(sel, g->tensors[i].name, n_layer, err);
+		if (rc < 0)
+			goto out_free;
+		if (rc)
+			idx[n++] = i;
+	}
+	if (n == 0) {
+		rc = err_set(err, EINVAL, "no tensor matches '%.60s'", sel);
+		goto out_free;
+	}
+	rc = io_weights_move_many(w, idx, n, dev, err);
+out_free:
+	free(idx);
+	return rc < 0 ? rc : 0;
+}

@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The placement file: its text adds up to the model's tensors, commands
+ * move tensors between devices, refusals move nothing, and a model whose
+ * tensors went cpu -> numa0 -> cpu computes the very same logits.
+ */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/engine.h"
+
+static struct engine_model *open_model(const char *file)
+{
+	struct engine_model_options opt = { .n_ctx = 64, .threads = 1 };
+	const char *shared = getenv("SHARED");
+	struct engine_model *m = NULL;
+	struct err err = {0};
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/models/%s",
+		 shared && *shared ? shared : "../shared", file);
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s", err.msg);
+	return m;
+}
+
+/* The logits after a short prompt, from a fresh sequence. */
+static float *logits_of(struct engine_model *m)
+{
+	uint32_t n_vocab = engine_model_info(m)->n_vocab;
+	float *logits = malloc(n_vocab * sizeof(*logits));
+	struct engine_batch_item item = {0};
+	struct engine_seq *s = NULL;
+	struct err err = {0};
+	int32_t *tok = NULL;
+	size_t n_tok = 0;
+
+	ck_assert_ptr_nonnull(logits);
+	ck_assert_int_eq(engine_tokenize(m, "Once upon a time", 16, true, false,
+					 &tok, &n_tok, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
+	item.seq = s;
+	item.tokens = tok;
+	item.n_tokens = n_tok;
+	item.logits = logits;
+	ck_assert_msg(engine_forward(m, &item, 1, &err) == 0, "%s", err.msg);
+	engine_seq_free(s);
+	free(tok);
+	return logits;
+}
+
+/* Count tensors on device and check the text against the file's tensors. */
+static uint64_t check_text(struct engine_model *m, const char *device)
+{
+	const struct io_gguf *g = engine_model_gguf(m);
+	uint64_t i, sum = 0, on = 0, tensors, bytes;
+	char *text = NULL, *line, *save = NULL;
+	struct err err = {0};
+	uint32_t layers = 0;
+	size_t len = 0;
+	bool total = false;
+
+	ck_assert_int_eq(engine_placement_format(m, &text, &len, &err), 0);
+	ck_assert_uint_eq(strlen(text), len);
+	line = strtok_r(text, "\n", &save);
+	for (i = 0; i < g->n_tensors; i++, line = strtok_r(NULL, "\n", &save)) {
+		char name[200], type[16], shape[64], dev[16];
+		uint64_t b;
+
+		ck_assert_ptr_nonnull(line);
+		ck_assert_int_eq(sscanf(line, "%199s %15s %63s %" SCNu64 " %15s",
+					name, type, shape, &b, dev), 5);
+		ck_assert_str_eq(name, g->tensors[i].name);
+		ck_assert_str_eq(type, io_type_info(g->tensors[i].type)->name);
+		ck_assert_uint_eq(b, g->tensors[i].bytes);
+		sum += b;
+		on += strcmp(dev, device) == 0;
+	}
+	for (; line; line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "layer blk.", 10) == 0)
+			layers++;
+		if (sscanf(line, "total %" SCNu64 " tensors %" SCNu64 " bytes",
+			   &tensors, &bytes) == 2) {
+			ck_assert_uint_eq(tensors, g->n_tensors);
+			ck_assert_uint_eq(bytes, sum);
+			total = true;
+		}
+	}
+	ck_assert_uint_eq(sum, g->tensor_bytes);
+	ck_assert_uint_eq(layers, engine_model_info(m)->n_layer);
+	ck_assert(total);
+	free(text);
+	return on;
+}
+
+static const char *device_of(struct engine_model *m, const char *name)
+{
+	const struct io_gguf *g = engine_model_gguf(m);
+	uint64_t i;
+
+	for (i = 0; i < g->n_tensors; i++)
+		if (strcmp(g->tensors[i].name, name) == 0)
+			return io_weights_placement(engine_model_weights(m), i)->device;
+	ck_abort_msg("no tensor %s", name);
+	return NULL;
+}
+
+START_TEST(test_placement_text_adds_up)
+{
+	struct engine_model *m = open_model("stories260K.gguf");
+	uint64_t n = engine_model_gguf(m)->n_tensors;
+
+	ck_assert_uint_eq(check_text(m, "cpu"), n);
+	engine_model_free(m);
+}
+END_TEST
+
+START_TEST(test_placement_refusals_move_nothing)
+{
+	static const char *const bad[] = {
+		"", "auto now", "blk.0", "blk.0 cpu extra", "blk.3-1 cpu",
+		"blk.0-99 cpu", "blk.x cpu", "nosuchtensor cpu", "experts cpu",
+	};
+	struct engine_model *m = open_model("stories260K.gguf");
+	uint64_t n = engine_model_gguf(m)->n_tensors;
+	struct err err = {0};
+	char list[128], want[200];
+	size_t i;
+
+	io_devices_list(list, sizeof(list));
+	snprintf(want, sizeof(want), "no such device gpu0 (devices: %s)", list);
+	ck_assert_int_eq(engine_placement_apply(m, "blk.0-1 gpu0", &err), -EINVAL);
+	ck_assert_str_eq(err.msg, want);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err.msg[0] = '\0';
+		ck_assert_msg(engine_placement_apply(m, bad[i], &err) == -EINVAL,
+			      "'%s' accepted", bad[i]);
+		ck_assert_msg(err.msg[0] && !strchr(err.msg, '\n'), "'%s': %s",
+			      bad[i], err.msg);
+	}
+	ck_assert_uint_eq(check_text(m, "cpu"), n);
+	engine_model_free(m);
+}
+END_TEST
+
+/* cpu -> numa0 -> cpu, logits bit-identical at each step. */
+START_TEST(test_placement_round_trip_same_logits)
+{
+	struct engine_model *m = open_model("tiny-qwen3moe-bpe16k-q4km.gguf");
+	uint32_t n_vocab = engine_model_info(m)->n_vocab;
+	uint64_t n = engine_model_gguf(m)->n_tensors, moved;
+	float *before = logits_of(m), *after;
+	struct err err = {0};
+
+	ck_assert_msg(engine_placement_apply(m, "blk.0-1 numa0", &err) == 0, "%s", err.msg);
+	ck_assert_str_eq(device_of(m, "blk.0.attn_q.weight"), "numa0");
+	ck_assert_str_eq(device_of(m, "blk.1.ffn_down_exps.weight"), "numa0");
+	ck_assert_str_eq(device_of(m, "token_embd.weight"), "cpu");
+	moved = check_text(m, "numa0");
+	ck_assert_uint_gt(moved, 0);
+	ck_assert_int_eq(engine_placement_apply(m, "experts numa0", &err), 0);
+	ck_assert_int_eq(engine_placement_apply(m, "output numa0", &err), 0);
+	ck_assert_str_eq(device_of(m, "output_norm.weight"), "numa0");
+	ck_assert_uint_gt(check_text(m, "numa0"), moved);
+	after = logits_of(m);
+	ck_assert_mem_eq(before, after, n_vocab * sizeof(float));
+	free(after);
+	ck_assert_int_eq(engine_placement_apply(m, "all numa0", &err), 0);
+	ck_assert_uint_eq(check_text(m, "numa0"), n);
+	ck_assert_int_eq(engine_placement_apply(m, "auto", &err), 0);
+	ck_assert_uint_eq(check_text(m, "cpu"), n);
+	after = logits_of(m);
+	ck_assert_mem_eq(before, after, n_vocab * sizeof(float));
+	free(after);
+	free(before);
+	engine_model_free(m);
+}
+END_TEST
+
+static Suite *placement_suite(void)
+{
+	Suite *s = suite_create("engine_placement");
+	TCase *tc = tcase_create("placement");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_placement_text_adds_up);
+	tcase_add_test(tc, test_placement_refusals_move_nothing);
+	tcase_add_test(tc, test_placement_round_trip_same_logits);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(placement_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
