@@ -279,14 +279,15 @@ float quant_q2_K_dot(int64_t nb, const void *vw, const void *va)
  * compiler vectorizes.
  */
 static void quant_k_lanes(const int8_t *aux8, const int8_t *q8,
-			  const int *scales, int group, int32_t aux32[8])
+			  const int scales[16], int32_t aux32[8])
 {
-	memset(aux32, 0, 8 * sizeof(int32_t));
-	for (int j = 0; j < QK_K; j += 8) {
-		const int scale = scales[j / group];
+	for (int l = 0; l < 8; l++)
+		aux32[l] = 0;
+	for (int g = 0; g < 16; g++) {
+		const int8_t *p = aux8 + 16 * g, *q = q8 + 16 * g;
 
 		for (int l = 0; l < 8; l++)
-			aux32[l] += scale * (int16_t)(q8[j + l] * aux8[j + l]);
+			aux32[l] += scales[g] * (p[l] * q[l] + p[l + 8] * q[l + 8]);
 	}
 }
 
@@ -322,7 +323,7 @@ float quant_q3_K_dot(int64_t nb, const void *vw, const void *va)
 		quant_q3_K_scales(w[i].scales, sc8);
 		for (int j = 0; j < 16; j++)
 			scales[j] = sc8[j];
-		quant_k_lanes(aux8, a[i].qs, scales, 16, aux32);
+		quant_k_lanes(aux8, a[i].qs, scales, aux32);
 
 		const float d = quant_h2f(w[i].d) * a[i].d;
 
@@ -337,16 +338,16 @@ static void quant_q45_K_tail(const uint8_t *scales12,
 			     const struct block_q8_K *a, const int8_t *aux8,
 			     int32_t aux32[8], int *sumi)
 {
-	int scales[8];
+	int scales[16];
 	uint8_t sc, m;
 
 	*sumi = 0;
 	for (int j = 0; j < 8; j++) {
 		quant_k_scale_min(j, scales12, &sc, &m);
-		scales[j] = sc;
+		scales[2 * j] = scales[2 * j + 1] = sc;
 		*sumi += (a->bsums[2 * j] + a->bsums[2 * j + 1]) * m;
 	}
-	quant_k_lanes(aux8, a->qs, scales, 32, aux32);
+	quant_k_lanes(aux8, a->qs, scales, aux32);
 }
 
 float quant_q4_K_dot(int64_t nb, const void *vw, const void *va)
@@ -444,7 +445,7 @@ float quant_q6_K_dot(int64_t nb, const void *vw, const void *va)
 		}
 		for (int j = 0; j < 16; j++)
 			scales[j] = w[i].scales[j];
-		quant_k_lanes(aux8, a[i].qs, scales, 16, aux32);
+		quant_k_lanes(aux8, a[i].qs, scales, aux32);
 
 		const float d = quant_h2f(w[i].d) * a[i].d;
 

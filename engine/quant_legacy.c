@@ -254,8 +254,11 @@ static float quant_absmax(const float *x, int n)
 {
 	float amax = 0.0f;
 
-	for (int j = 0; j < n; j++)
-		amax = fmaxf(amax, fabsf(x[j]));
+	for (int j = 0; j < n; j++) {
+		float a = fabsf(x[j]);
+
+		amax = a > amax ? a : amax;
+	}
 	return amax;
 }
 
