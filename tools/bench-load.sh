@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Cold-cache load bandwidth and cold time-to-first-token, each against its
+# reference measured in the same run (called by tools/bench.sh, make bench).
+#
+#   1. a synthetic llama model of about 1.4 GB (tools/llmfs-write-model,
+#      q8_0, 6 layers of 4096/11008, the vocabulary of a shared model) in a
+#      directory on a real disk ($BENCH_DIR, default build/bench; not tmpfs)
+#   2. the disk's O_DIRECT sequential read bandwidth: dd bs=4M iflag=direct
+#      vs llmfs-load (io_uring + O_DIRECT into the final memory), each after
+#      dropping the page cache, $BENCH_ROUNDS times alternating; medians
+#   3. cold time-to-first-token: llmfs-run -n 1 (whole process: load, prompt,
+#      one token) vs llama.cpp through node-llama-cpp (tools/bench/ttft.mjs),
+#      each after dropping the page cache; medians
+#
+# Dropping the page cache needs root (or sudo -n); without it the figures
+# are warm-cache and say so. Environment: BUILD, BENCH_DIR, BENCH_ROUNDS (3),
+# BENCH_THREADS (CPUs), LLAMA_REF_DIR (folder with node_modules of
+# node-llama-cpp; default ./ref, then ../ref), SHARED (../shared).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+SHARED=${SHARED:-$(cd .. && pwd)/shared}
+BENCH_DIR=${BENCH_DIR:-$BUILD/bench}
+ROUNDS=${BENCH_ROUNDS:-3}
+THREADS=${BENCH_THREADS:-$(nproc)}
+PROMPT="Once upon a time"
+MODEL=$BENCH_DIR/synth-llama-q8_0.gguf
+
+for t in llmfs-write-model llmfs-load llmfs-run; do
+	if [ ! -x "$BUILD/bin/$t" ]; then
+		echo "bench-load: $BUILD/bin/$t is missing (make all)"
+		exit 1
+	fi
+done
+mkdir -p "$BENCH_DIR" || exit 1
+fstype=$(stat -f -c %T "$BENCH_DIR")
+case $fstype in
+tmpfs|ramfs) echo "bench-load: $BENCH_DIR is on $fstype, not a disk: set BENCH_DIR"; exit 1 ;;
+esac
+
+if [ ! -s "$MODEL" ]; then
+	echo "writing $MODEL ..."
+	"$BUILD/bin/llmfs-write-model" -o "$MODEL.tmp" --arch llama --embd 4096 \
+		--layers 6 --heads 32 --kv-heads 8 --head-dim 128 --ff 11008 \
+		--type q8_0 --vocab-from "$SHARED/models/tiny-llama-spm32k-kquant.gguf" \
+		--seed 1 >/dev/null || exit 1
+	mv "$MODEL.tmp" "$MODEL"
+fi
+size=$(stat -c %s "$MODEL")
+
+cold=1
+drop() {
+	sync
+	if [ "$(id -u)" = 0 ]; then
+		echo 3 >/proc/sys/vm/drop_caches 2>/dev/null && return 0
+	elif sudo -n true 2>/dev/null; then
+		sudo -n sh -c 'echo 3 > /proc/sys/vm/drop_caches' && return 0
+	fi
+	cold=0
+	return 1
+}
+now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f%%", (b > 0) ? 100*a/b : 0}'; }
+
+echo "model $MODEL: $size bytes on $fstype ($(df --output=source "$BENCH_DIR" | tail -1)), $ROUNDS rounds"
+dd_gbps=() load_gbps=()
+for ((r = 1; r <= ROUNDS; r++)); do
+	drop
+	out=$(dd if="$MODEL" of=/dev/null bs=4M iflag=direct 2>&1 | tail -1)
+	secs=$(echo "$out" | sed -E 's/.* copied, ([0-9.]+) s.*/\1/')
+	dd_gbps+=("$(awk -v b="$size" -v s="$secs" 'BEGIN {printf "%.3f", b/s/1e9}')")
+	drop
+	res=$("$BUILD/bin/llmfs-load" "$MODEL" 2>/dev/null | grep '^result ')
+	path=$(echo "$res" | sed -E 's/.*uring=([01]) direct=([01]) fixed=([01]).*/uring=\1 direct=\2 fixed=\3/')
+	load_gbps+=("$(echo "$res" | sed -E 's/.*gbps=([0-9.]+).*/\1/')")
+	echo "  round $r: dd ${dd_gbps[-1]} GB/s, llmfs-load ${load_gbps[-1]} GB/s ($path)"
+done
+dd_med=$(printf '%s\n' "${dd_gbps[@]}" | median)
+load_med=$(printf '%s\n' "${load_gbps[@]}" | median)
+[ $cold = 1 ] || echo "  (page cache NOT dropped: not root; warm-cache figures)"
+echo "load bandwidth: disk O_DIRECT (dd bs=4M) $dd_med GB/s, llmfs-load $load_med GB/s," \
+	"ratio $(ratio "$load_med" "$dd_med") (target >= 90%)"
+
+ours=() theirs=() theirs_init=()
+ref_ok=1
+for ((r = 1; r <= ROUNDS; r++)); do
+	drop
+	s=$(now)
+	"$BUILD/bin/llmfs-run" -m "$MODEL" -p "$PROMPT" -n 1 --temp 0 -t "$THREADS" \
+		>/dev/null 2>&1 || { echo "bench-load: llmfs-run failed"; exit 1; }
+	e=$(now)
+	ours+=("$(awk -v s="$s" -v e="$e" 'BEGIN {printf "%.0f", (e-s)*1000}')")
+	drop
+	json=$(node tools/bench/ttft.mjs "$MODEL" "$PROMPT" "$THREADS" 2>&1 | tail -1)
+	if ! echo "$json" | grep -q '"ttft_ms"'; then
+		echo "  llama.cpp reference unavailable: $json"
+		ref_ok=0
+		echo "  round $r: llmfs-run ${ours[-1]} ms"
+		continue
+	fi
+	theirs+=("$(echo "$json" | sed -E 's/.*"ttft_ms":([0-9.]+).*/\1/')")
+	theirs_init+=("$(echo "$json" | sed -E 's/.*"init_ms":([0-9.]+).*/\1/')")
+	echo "  round $r: llmfs-run ${ours[-1]} ms (whole process), llama.cpp ${theirs[-1]} ms (+ ${theirs_init[-1]} ms node-llama-cpp init)"
+done
+ours_med=$(printf '%s\n' "${ours[@]}" | median)
+if [ $ref_ok = 1 ]; then
+	theirs_med=$(printf '%s\n' "${theirs[@]}" | median)
+	echo "cold TTFT ($THREADS threads): llmfs $ours_med ms, llama.cpp $theirs_med ms," \
+		"llmfs takes $(ratio "$ours_med" "$theirs_med") of llama.cpp's time"
+else
+	echo "cold TTFT ($THREADS threads): llmfs $ours_med ms, llama.cpp: not measured"
+fi
