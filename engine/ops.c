@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "dot.h"
 #include "ops.h"
 #include "quant.h"
 
@@ -46,135 +47,6 @@ void ops_matvec_prepare(const struct engine_tensor *w, const float *x,
 			w->info->ne[0]);
 }
 
-/* _mm512_reduce_add_ps of 16 lanes (GCC): halves folded down to one. */
-static float ops_reduce16(const float *v)
-{
-	float t[16];
-	int w, i;
-
-	memcpy(t, v, sizeof(t));
-	for (w = 8; w >= 1; w /= 2)
-		for (i = 0; i < w; i++)
-			t[i] = t[i] + t[i + w];
-	return t[0];
-}
-
-/* GGML_F32_VEC_REDUCE: 4 accumulators pairwise, then the 16 lanes. */
-static float ops_reduce4x16(float acc[4][OPS_LANES])
-{
-	int l;
-
-	for (l = 0; l < OPS_LANES; l++) {
-		acc[0][l] = acc[0][l] + acc[2][l];
-		acc[1][l] = acc[1][l] + acc[3][l];
-	}
-	for (l = 0; l < OPS_LANES; l++)
-		acc[0][l] = acc[0][l] + acc[1][l];
-	return ops_reduce16(acc[0]);
-}
-
-/*
- * ggml_vec_dot_f32 (AVX-512): four 16-lane FMA accumulators over steps of
- * 64, reduced; then the float tail `sumf += x[i]*y[i]` as GCC 11 compiled
- * it in libggml-cpu-zen4.so: whole groups of 16, then one group of 8,
- * with the products rounded and added in order, and the last < 8
- * elements contracted to FMAs (vec.cpp is C++ built as gnu++17, where
- * contraction is on).
- */
-static float ops_dot_f32(int64_t n, const float *x, const float *y)
-{
-	float acc[4][OPS_LANES] = {{0}};
-	int64_t np = n & ~(int64_t)(OPS_F16_STEP - 1), i;
-	float sum;
-	int j, l;
-
-	for (i = 0; i < np; i += OPS_F16_STEP)
-		for (j = 0; j < 4; j++)
-			for (l = 0; l < OPS_LANES; l++) {
-				int64_t k = i + j * OPS_LANES + l;
-
-				acc[j][l] = fmaf(x[k], y[k], acc[j][l]);
-			}
-	sum = ops_reduce4x16(acc);
-	for (i = np; i < np + ((n - np) & ~(int64_t)15); i++)
-		sum = sum + x[i] * y[i];
-	if (n - i >= 8)
-		for (j = 0; j < 8; j++, i++)
-			sum = sum + x[i] * y[i];
-	for (; i < n; i++)
-		sum = fmaf(x[i], y[i], sum);
-	return sum;
-}
-
-/* ggml_vec_dot_f16 (AVX-512 without FP16): as F32, the tail in double. */
-static float ops_dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)
-{
-	float acc[4][OPS_LANES] = {{0}};
-	int64_t np = n & ~(int64_t)(OPS_F16_STEP - 1), i;
-	double sum;
-	int j, l;
-
-	for (i = 0; i < np; i += OPS_F16_STEP)
-		for (j = 0; j < 4; j++)
-			for (l = 0; l < OPS_LANES; l++) {
-				int64_t k = i + j * OPS_LANES + l;
-
-				acc[j][l] = fmaf(quant_fp16_to_fp32(x[k]),
-					quant_fp16_to_fp32(y[k]), acc[j][l]);
-			}
-	sum = (double)ops_reduce4x16(acc);
-	for (i = np; i < n; i++)
-		sum += (double)(quant_fp16_to_fp32(x[i]) *
-				quant_fp16_to_fp32(y[i]));
-	return (float)sum;
-}
-
-/*
- * ggml_vec_dot_bf16 with AVX512-BF16: vdpbf16ps adds the odd then the
- * even product of each pair into its lane (products of bf16 are exact in
- * float, so each step is one rounding), two accumulators over steps of
- * 64, each reduced into a double; the tail in double.
- */
-static float ops_dot_bf16(int64_t n, const uint16_t *x, const uint16_t *y)
-{
-	float c[2][OPS_LANES] = {{0}};
-	double sum = 0.0;
-	int64_t i = 0;
-	int h, l;
-
-	for (; i + 64 <= n; i += 64)
-		for (h = 0; h < 2; h++)
-			for (l = 0; l < OPS_LANES; l++) {
-				int64_t k = i + h * 32 + 2 * l;
-
-				c[h][l] = fmaf(quant_bf16_to_fp32(x[k + 1]),
-					quant_bf16_to_fp32(y[k + 1]), c[h][l]);
-				c[h][l] = fmaf(quant_bf16_to_fp32(x[k]),
-					quant_bf16_to_fp32(y[k]), c[h][l]);
-			}
-	sum += (double)ops_reduce16(c[0]);
-	sum += (double)ops_reduce16(c[1]);
-	for (; i < n; i++)
-		sum += (double)(quant_bf16_to_fp32(x[i]) *
-				quant_bf16_to_fp32(y[i]));
-	return (float)sum;
-}
-
-/* One weight row . one activation row, as ggml's zen4 kernels add up. */
-static float ops_dot(uint32_t type, int64_t n, const void *w, const void *a)
-{
-	switch (type) {
-	case IO_TYPE_F32:
-		return ops_dot_f32(n, w, a);
-	case IO_TYPE_F16:
-		return ops_dot_f16(n, w, a);
-	case IO_TYPE_BF16:
-		return ops_dot_bf16(n, w, a);
-	default:
-		return quant_vec_dot(type, n, w, a);
-	}
-}
-
 void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 		const void *act, int64_t r0, int64_t r1)
 {
@@ -185,7 +57,7 @@ void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 	int64_t r;
 
 	for (r = r0; r < r1; r++)
-		y[r] = ops_dot(type, n, base + r * w->row_bytes, act);
+		y[r] = dot_row(type, n, base + r * w->row_bytes, act);
 }
 
 void ops_matvec(float *y, const struct engine_tensor *w, int64_t e,
@@ -293,7 +165,7 @@ void ops_softmax(float *x, int64_t n)
 
 		for (l = 0; l < OPS_LANES; l++)
 			x[i + l] = ops_v_expf(x[i + l] - max);
-		sum += (double)ops_reduce16(x + i);
+		sum += (double)dot_hsum16(x + i);
 	}
 	for (; i < n; i++) {
 		float v = expf(x[i] - max);
@@ -342,8 +214,7 @@ void ops_attention_f16(float *out, const float *q, const uint8_t *k,
 		const uint16_t *vr = (const uint16_t *)(v + c * v_stride);
 		float s, ms = 1.0f, vs = 1.0f;
 
-		s = ops_dot_f16(head_dim, (const uint16_t *)(k + c * k_stride),
-				qh);
+		s = dot_f16(head_dim, (const uint16_t *)(k + c * k_stride), qh);
 		s = s * scale;
 		s += 0.0f;  /* the mask of a visible position */
 		if (s > M) {

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One weight row . one activation row, added up in the order of the
+ * reference build's kernels (libggml-cpu-zen4.so: AVX-512 float dots,
+ * the AVX2 legacy-quant dots), so that the sums round as llama.cpp's do.
+ *
+ * engine/quant.c computes the same dot products in ggml's scalar order
+ * (the portable reference); the two differ in the last bits of a float,
+ * which is enough to flip a token on a near tie. The types whose order is
+ * not reproduced here (the K-quants) fall back to quant_vec_dot().
+ */
+#ifndef LLMFS_ENGINE_DOT_H
+#define LLMFS_ENGINE_DOT_H
+
+#include <stdint.h>
+
+/* a is w's row of quant_vec_dot_type(type), as quant_from_float makes it */
+float dot_row(uint32_t type, int64_t n, const void *w, const void *a);
+
+/* ggml_vec_dot_f16 on two F16 vectors (flash attention's K . Q). */
+float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y);
+
+/* _mm512_reduce_add_ps of 16 floats, in GCC's order. */
+float dot_hsum16(const float *v);
+
+#endif
