@@ -302,7 +302,14 @@ struct io_load_options {
 	void (*notice)(void *arg, const char *msg);
 	void *notice_arg;
 	bool no_lock;         /* do not mlock the weights */
+	uint32_t read_kib;    /* bytes per read in KiB (4..65536); 0 = 8192 */
 };
+/*
+ * The environment overrides the options, for tests and benchmarks of the
+ * layers above: LLMFS_NO_URING=1, LLMFS_NO_DIRECT=1, LLMFS_IO_CHUNK_KB=N.
+ * The defaults (16 reads of 8 MiB in flight) were measured best on a
+ * virtio disk and are fine for NVMe; see Documentation/loading.md.
+ */
 
 struct io_weights;
 

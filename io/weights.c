@@ -120,13 +120,13 @@ void io_weights_notice(struct io_weights *w, const char *fmt, ...)
 }
 
 /* Bytes per read: large enough for the disk, small enough to keep many in flight. */
-static uint64_t weights_chunk(void)
+static uint64_t weights_chunk(const struct io_weights *w)
 {
 	const char *v = getenv("LLMFS_IO_CHUNK_KB");
-	unsigned long kb = v ? strtoul(v, NULL, 10) : 0;
+	unsigned long kb = v ? strtoul(v, NULL, 10) : w->opt.read_kib;
 
 	if (kb < 4 || kb > 65536 || (kb & 3))
-		kb = 1024;
+		kb = 8192;
 	return (uint64_t)kb << 10;
 }
 
@@ -262,7 +262,7 @@ static void weights_ring_start(struct io_weights *w, const struct load_file *lf,
 	*ring = NULL;
 	if (w->opt.no_uring || weights_env("LLMFS_NO_URING"))
 		return;
-	if (io_ring_open(ring, w->stats.queue_depth, weights_chunk(), &e) < 0) {
+	if (io_ring_open(ring, w->stats.queue_depth, weights_chunk(w), &e) < 0) {
 		io_weights_notice(w, "io_uring unavailable (%s): reading with pread",
 				  e.msg);
 		return;
@@ -344,6 +344,21 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 	return rc == -ENODATA ? -EINVAL : rc;
 }
 
+/* Lock every region (as its pages arrive); one notice if refused. */
+static void weights_lock(struct io_weights *w)
+{
+	uint32_t r;
+
+	w->locked = !w->opt.no_lock;
+	w->stats.locked = w->locked;
+	for (r = 0; r < w->n_regions && w->locked; r++) {
+		io_mem_lock(&w->regions[r].mem,
+			    w->stats.locked ? weights_notice_cb : NULL, w);
+		if (!w->regions[r].mem.locked)
+			w->stats.locked = false;
+	}
+}
+
 /* Fill copies 1.. from copy 0: the disk is read once, memory is faster. */
 static void weights_replicate(struct io_weights *w, const struct load_file *lf)
 {
@@ -418,7 +433,7 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	w->g = g;
 	if (opt)
 		w->opt = *opt;
-	w->stats.queue_depth = w->opt.queue_depth ? w->opt.queue_depth : 64;
+	w->stats.queue_depth = w->opt.queue_depth ? w->opt.queue_depth : 16;
 	if (w->stats.queue_depth > 4096)
 		w->stats.queue_depth = 4096;
 	for (i = 0; i < n; i++) {
@@ -446,6 +461,7 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		rc = weights_regions_make(w, lf, c, weights_copy_node(&plan, c), err);
 	if (rc < 0)
 		goto out_free;
+	weights_lock(w);
 	weights_progress(w, 0);
 	w->stats.alloc_seconds = weights_now() - t0;
 	weights_ring_start(w, lf, &ring);
@@ -466,14 +482,6 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		w->stats.queue_depth = 1;
 	for (f = 0; f < w->n_regions; f++)
 		io_mem_huge(&w->regions[f].mem);
-	w->locked = !w->opt.no_lock;
-	w->stats.locked = w->locked;
-	for (f = 0; f < w->n_regions && w->locked; f++) {
-		io_mem_lock(&w->regions[f].mem,
-			    w->stats.locked ? weights_notice_cb : NULL, w);
-		if (!w->regions[f].mem.locked)
-			w->stats.locked = false;
-	}
 	w->stats.n_copies = w->n_copies;
 	snprintf(w->home, sizeof(w->home), "%s", n ? w->pl[0].device : "cpu");
 	w->stats.seconds = weights_now() - t0;
