@@ -234,7 +234,167 @@ static float dot_legacy(uint32_t type, int64_t n, const uint8_t *w,
 	return with_min ? dot_hsum8(acc) + summs : dot_hsum8(acc);
 }
 
-float dot_row(uint32_t type, int64_t n, const void *w, const void *a)
+
+/* ---- K-quants (Q8_K activations: float d, qs[256], int16 bsums[16]) ---- */
+
+#define DOT_QK 256
+#define DOT_Q8K_BYTES 292
+
+static float dot_q8k_d(const uint8_t *a)
+{
+	float d;
+
+	memcpy(&d, a, sizeof(d));
+	return d;
+}
+
+static int dot_q8k_bsum(const uint8_t *a, int i)
+{
+	int16_t v;
+
+	memcpy(&v, a + 4 + DOT_QK + 2 * i, sizeof(v));
+	return v;
+}
+
+/* The 6-bit scale and min of sub-block j of a q4_K/q5_K block. */
+static void dot_scale_min_k4(const uint8_t *q, int j, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+/* q4_K block {d, dmin, scales[12], qs[128]}: nibble of element e. */
+static int dot_q4k_q(const uint8_t *b, int e)
+{
+	const uint8_t *qs = b + 16;
+	int chunk = e / 64, t = e % 64;
+
+	return t < 32 ? qs[32 * chunk + t] & 0x0f : qs[32 * chunk + t - 32] >> 4;
+}
+
+/*
+ * ggml_vec_dot_q4_K_q8_K, AVX2: per block 8 integer lanes (lane l holds
+ * elements 4l..4l+3 of every 32) scaled by d with an FMA, and the mins in
+ * 4 lanes by -dmin; lanes folded at the end.
+ */
+static float dot_q4_k(int64_t n, const uint8_t *w, const uint8_t *a)
+{
+	float acc[8] = {0}, accm[4] = {0}, m01, m;
+	int64_t ib, nb = n / DOT_QK;
+	int sc[8], mn[8], l, k, e, j;
+
+	for (ib = 0; ib < nb; ib++, w += 144, a += DOT_Q8K_BYTES) {
+		const int8_t *qa = (const int8_t *)(a + 4);
+		float d = dot_q8k_d(a) * dot_h2f(w);
+		float dmin = -dot_q8k_d(a) * dot_h2f(w + 2);
+
+		for (j = 0; j < 8; j++)
+			dot_scale_min_k4(w + 4, j, &sc[j], &mn[j]);
+		for (k = 0; k < 4; k++) {
+			int p = mn[2 * k] * (dot_q8k_bsum(a, 4 * k) +
+					dot_q8k_bsum(a, 4 * k + 1)) +
+				mn[2 * k + 1] * (dot_q8k_bsum(a, 4 * k + 2) +
+					dot_q8k_bsum(a, 4 * k + 3));
+
+			accm[k] = fmaf(dmin, (float)p, accm[k]);
+		}
+		for (l = 0; l < 8; l++) {
+			int s = 0;
+
+			for (j = 0; j < 8; j++)
+				for (e = 32 * j + 4 * l; e < 32 * j + 4 * l + 4; e++)
+					s += sc[j] * dot_q4k_q(w, e) * qa[e];
+			acc[l] = fmaf(d, (float)s, acc[l]);
+		}
+	}
+	m01 = accm[0] + accm[2];
+	m = accm[1] + accm[3];
+	return dot_hsum8(acc) + (m01 + m);
+}
+
+/*
+ * ggml_gemv_q4_K_8x8_q8_K, AVX2: what llama.cpp runs for a q4_K matrix
+ * with rows in multiples of 8 (held interleaved by the CPU_REPACK buffer):
+ * one float per row, the block's integer sum scaled with an FMA, the mins
+ * likewise, subtracted at the end.
+ */
+static float dot_q4_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
+{
+	float acc = 0.0f, accm = 0.0f;
+	int64_t ib, nb = n / DOT_QK;
+	int sc, mn, j, e;
+
+	for (ib = 0; ib < nb; ib++, w += 144, a += DOT_Q8K_BYTES) {
+		const int8_t *qa = (const int8_t *)(a + 4);
+		int s = 0, smin = 0;
+
+		for (j = 0; j < 8; j++) {
+			int p = 0;
+
+			dot_scale_min_k4(w + 4, j, &sc, &mn);
+			for (e = 32 * j; e < 32 * j + 32; e++)
+				p += dot_q4k_q(w, e) * qa[e];
+			s += sc * p;
+			smin += mn * (dot_q8k_bsum(a, 2 * j) +
+					dot_q8k_bsum(a, 2 * j + 1));
+		}
+		acc = fmaf((float)s, dot_h2f(w) * dot_q8k_d(a), acc);
+		accm = fmaf((float)smin, dot_h2f(w + 2) * dot_q8k_d(a), accm);
+	}
+	return acc - accm;
+}
+
+/*
+ * ggml_vec_dot_q6_K_q8_K, AVX2: unsigned 6-bit weights in 8 integer
+ * lanes (elements 4l..4l+3 of every 32), minus 32 * the scaled bsums
+ * lane by lane (lane l: bsums 2l and 2l+1), times d with an FMA.
+ * q6_K block {ql[128], qh[64], scales[16], d}.
+ */
+static float dot_q6_k(int64_t n, const uint8_t *w, const uint8_t *a)
+{
+	float acc[8] = {0};
+	int64_t ib, nb = n / DOT_QK;
+	int q[DOT_QK], l, e, c, t;
+
+	for (ib = 0; ib < nb; ib++, w += 210, a += DOT_Q8K_BYTES) {
+		const int8_t *qa = (const int8_t *)(a + 4);
+		const int8_t *sc = (const int8_t *)(w + 192);
+		float d = dot_q8k_d(a) * dot_h2f(w + 208);
+
+		for (c = 0; c < 2; c++) {
+			const uint8_t *ql = w + 64 * c, *qh = w + 128 + 32 * c;
+
+			for (t = 0; t < 32; t++) {
+				q[128 * c + t] = (ql[t] & 0x0f) | ((qh[t] & 3) << 4);
+				q[128 * c + t + 32] = (ql[t + 32] & 0x0f) |
+					(((qh[t] >> 2) & 3) << 4);
+				q[128 * c + t + 64] = (ql[t] >> 4) |
+					(((qh[t] >> 4) & 3) << 4);
+				q[128 * c + t + 96] = (ql[t + 32] >> 4) |
+					(((qh[t] >> 6) & 3) << 4);
+			}
+		}
+		for (l = 0; l < 8; l++) {
+			int s = 0;
+
+			for (c = 0; c < 8; c++)
+				for (e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; e++)
+					s += sc[e / 16] * q[e] * qa[e];
+			s -= 32 * (dot_q8k_bsum(a, 2 * l) * sc[2 * l] +
+				dot_q8k_bsum(a, 2 * l + 1) * sc[2 * l + 1]);
+			acc[l] = fmaf(d, (float)s, acc[l]);
+		}
+	}
+	return dot_hsum8(acc);
+}
+
+float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
+		bool repacked)
 {
 	switch (type) {
 	case IO_TYPE_F32:
@@ -249,6 +409,10 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a)
 	case IO_TYPE_Q5_1:
 	case IO_TYPE_Q8_0:
 		return dot_legacy(type, n, w, a);
+	case IO_TYPE_Q4_K:
+		return repacked ? dot_q4_k_repacked(n, w, a) : dot_q4_k(n, w, a);
+	case IO_TYPE_Q6_K:
+		return dot_q6_k(n, w, a);
 	default:
 		return quant_vec_dot(type, n, w, a);
 	}

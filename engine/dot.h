@@ -12,10 +12,16 @@
 #ifndef LLMFS_ENGINE_DOT_H
 #define LLMFS_ENGINE_DOT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
-/* a is w's row of quant_vec_dot_type(type), as quant_from_float makes it */
-float dot_row(uint32_t type, int64_t n, const void *w, const void *a);
+/*
+ * a is w's row of quant_vec_dot_type(type), as quant_from_float makes it.
+ * repacked: llama.cpp would hold this matrix interleaved in its CPU_REPACK
+ * buffer (see engine_tensor.repacked) and run the gemv kernel instead.
+ */
+float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
+		bool repacked);
 
 /* ggml_vec_dot_f16 on two F16 vectors (flash attention's K . Q). */
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y);

@@ -330,6 +330,10 @@ static int model_bind(struct engine_model *m, struct engine_tensor *t,
 		return err_set(err, EINVAL, "%s: tensor '%s': bad row size",
 				m->path, name);
 	t->info = info;
+	/* the types the reference's x86 CPU_REPACK interleaves (repack.cpp) */
+	t->repacked = kind == MT_MATMUL && info->ne[1] % 8 == 0 &&
+		(info->type == IO_TYPE_Q4_0 || info->type == IO_TYPE_Q4_K ||
+		 info->type == IO_TYPE_Q2_K);
 	return 0;
 }
 
@@ -411,6 +415,8 @@ static int model_bind_tensors(struct engine_model *m, struct err *err)
 		if ((ret = model_bind(m, &m->tok_embd, "token_embd.weight",
 				MT_MATMUL, true, 2, ne_e, err)))
 			return ret;
+		/* used by get_rows first, so llama.cpp never repacks it */
+		m->tok_embd.repacked = false;
 	}
 	if ((ret = model_bind(m, &m->output_norm, "output_norm.weight",
 			MT_NORM, true, 1, ne_norm, err)) ||

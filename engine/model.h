@@ -27,6 +27,13 @@ struct engine_tensor {
 	const struct io_gguf_tensor *info;  /* name, type, ne */
 	struct io_placement *place;         /* where the bytes are now */
 	uint64_t row_bytes;                 /* bytes of ne[0] elements */
+	/*
+	 * llama.cpp's CPU backend would hold this matrix interleaved
+	 * (CPU_REPACK: q4_0, q4_K with AVX2, q2_K with AVX-512, rows in
+	 * multiples of 8, used by a matmul) and multiply it with its gemv
+	 * kernels, which add up in another order.
+	 */
+	bool repacked;
 };
 
 static inline const uint8_t *engine_tensor_data(const struct engine_tensor *t)

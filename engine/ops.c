@@ -57,7 +57,8 @@ void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 	int64_t r;
 
 	for (r = r0; r < r1; r++)
-		y[r] = dot_row(type, n, base + r * w->row_bytes, act);
+		y[r] = dot_row(type, n, base + r * w->row_bytes, act,
+				w->repacked);
 }
 
 void ops_matvec(float *y, const struct engine_tensor *w, int64_t e,
