@@ -42,7 +42,9 @@ static int32_t sample_copy(struct engine_sampler *s, const float *logits,
 {
 	float buf[64];
 
-	ck_assert_uint_le(n, 64);
+	/* plain checks in hot loops: each ck_assert writes to Check's pipe */
+	if (n > 64)
+		ck_abort_msg("%u logits", n);
 	memcpy(buf, logits, n * sizeof(*buf));
 	return engine_sampler_sample(s, buf, NULL, 0);
 }
@@ -57,8 +59,8 @@ static void sample_hist(struct engine_sampler *s, const float *logits,
 	for (i = 0; i < n_draws; i++) {
 		int32_t t = sample_copy(s, logits, n);
 
-		ck_assert_int_ge(t, 0);
-		ck_assert_int_lt(t, (int32_t)n);
+		if (t < 0 || t >= (int32_t)n)
+			ck_abort_msg("token %d of %u", t, n);
 		hist[t]++;
 	}
 }
@@ -176,7 +178,7 @@ START_TEST(test_sampler_top_p_large_vocab)
 		l[i] = 0.0f;
 	p.top_p = 0.5f;
 	s = sampler_make(&p, n);
-	for (i = 0; i < 4000; i++) {
+	for (i = 0; i < 1000; i++) {
 		int32_t t;
 
 		memcpy(buf, l, n * sizeof(*l));
