@@ -393,6 +393,134 @@ static float dot_q6_k(int64_t n, const uint8_t *w, const uint8_t *a)
 	return dot_hsum8(acc);
 }
 
+/* q5_K block {d, dmin, scales[12], qh[32], qs[128]}: 5-bit weight e. */
+static int dot_q5k_q(const uint8_t *b, int e)
+{
+	const uint8_t *qh = b + 16, *qs = b + 48;
+	int chunk = e / 64, t = e % 64, hi = t >= 32, tt = t % 32;
+	int low = hi ? qs[32 * chunk + tt] >> 4 : qs[32 * chunk + tt] & 0x0f;
+
+	return low | (((qh[tt] >> (2 * chunk + hi)) & 1) << 4);
+}
+
+/*
+ * ggml_vec_dot_q5_K_q8_K, AVX2: lanes as q4_K; the mins summed to one
+ * integer per block and added to a float with an FMA (gnu11 contracts
+ * `summs += dmin * isum`).
+ */
+static float dot_q5_k(int64_t n, const uint8_t *w, const uint8_t *a)
+{
+	float acc[8] = {0}, summs = 0.0f;
+	int64_t ib, nb = n / DOT_QK;
+	int sc[8], mn[8], l, e, j;
+
+	for (ib = 0; ib < nb; ib++, w += 176, a += DOT_Q8K_BYTES) {
+		const int8_t *qa = (const int8_t *)(a + 4);
+		float d = dot_q8k_d(a) * dot_h2f(w);
+		float dmin = -dot_q8k_d(a) * dot_h2f(w + 2);
+		int smin = 0;
+
+		for (j = 0; j < 8; j++) {
+			dot_scale_min_k4(w + 4, j, &sc[j], &mn[j]);
+			smin += mn[j] * (dot_q8k_bsum(a, 2 * j) +
+					dot_q8k_bsum(a, 2 * j + 1));
+		}
+		summs = fmaf(dmin, (float)smin, summs);
+		for (l = 0; l < 8; l++) {
+			int s = 0;
+
+			for (j = 0; j < 8; j++)
+				for (e = 32 * j + 4 * l; e < 32 * j + 4 * l + 4; e++)
+					s += sc[j] * dot_q5k_q(w, e) * qa[e];
+			acc[l] = fmaf(d, (float)s, acc[l]);
+		}
+	}
+	return dot_hsum8(acc) + summs;
+}
+
+/* The 16 signed 6-bit scales of a q3_K block (ggml's kmask shuffle). */
+static void dot_q3k_scales(const uint8_t *raw, int8_t *sc)
+{
+	const uint32_t km1 = 0x03030303, km2 = 0x0f0f0f0f;
+	uint32_t aux[4], tmp;
+	int i;
+
+	memcpy(aux, raw, 12);
+	tmp = aux[2];
+	aux[2] = ((aux[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
+	aux[3] = ((aux[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
+	aux[0] = (aux[0] & km2) | (((tmp >> 0) & km1) << 4);
+	aux[1] = (aux[1] & km2) | (((tmp >> 2) & km1) << 4);
+	memcpy(sc, aux, 16);
+	for (i = 0; i < 16; i++)
+		sc[i] = (int8_t)(sc[i] - 32);
+}
+
+/*
+ * ggml_vec_dot_q3_K_q8_K, AVX2: signed 3-bit weights in 8 integer lanes,
+ * times d with an FMA. q3_K block {hmask[32], qs[64], scales[12], d}.
+ */
+static float dot_q3_k(int64_t n, const uint8_t *w, const uint8_t *a)
+{
+	float acc[8] = {0};
+	int64_t ib, nb = n / DOT_QK;
+	int8_t sc[16];
+	int q[DOT_QK], l, e;
+
+	for (ib = 0; ib < nb; ib++, w += 110, a += DOT_Q8K_BYTES) {
+		const int8_t *qa = (const int8_t *)(a + 4);
+		float d = dot_q8k_d(a) * dot_h2f(w + 108);
+
+		dot_q3k_scales(w + 96, sc);
+		for (e = 0; e < DOT_QK; e++) {
+			int c = e / 128, j = (e % 128) / 32, t = e % 32;
+
+			q[e] = ((w[32 + 32 * c + t] >> (2 * j)) & 3) -
+				((w[t] >> (4 * c + j)) & 1 ? 0 : 4);
+		}
+		for (l = 0; l < 8; l++) {
+			int s = 0, c;
+
+			for (c = 0; c < 8; c++)
+				for (e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; e++)
+					s += sc[e / 16] * q[e] * qa[e];
+			acc[l] = fmaf(d, (float)s, acc[l]);
+		}
+	}
+	return dot_hsum8(acc);
+}
+
+/*
+ * ggml_gemv_q2_K_8x8_q8_K (x86): as the q4_K gemv, one float per row.
+ * q2_K block {scales[16] (scale | min << 4), qs[64], d, dmin}.
+ */
+static float dot_q2_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
+{
+	float acc = 0.0f, accm = 0.0f;
+	int64_t ib, nb = n / DOT_QK;
+	int e, j;
+
+	for (ib = 0; ib < nb; ib++, w += 84, a += DOT_Q8K_BYTES) {
+		const int8_t *qa = (const int8_t *)(a + 4);
+		int s = 0, smin = 0;
+
+		for (j = 0; j < 16; j++) {
+			int p = 0;
+
+			for (e = 16 * j; e < 16 * j + 16; e++) {
+				int c = e / 128, sh = 2 * ((e % 128) / 32);
+
+				p += ((w[16 + 32 * c + e % 32] >> sh) & 3) * qa[e];
+			}
+			s += (w[j] & 0x0f) * p;
+			smin += (w[j] >> 4) * dot_q8k_bsum(a, j);
+		}
+		acc = fmaf((float)s, dot_h2f(w + 80) * dot_q8k_d(a), acc);
+		accm = fmaf((float)smin, dot_h2f(w + 82) * dot_q8k_d(a), accm);
+	}
+	return acc - accm;
+}
+
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 		bool repacked)
 {
@@ -413,6 +541,14 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 		return repacked ? dot_q4_k_repacked(n, w, a) : dot_q4_k(n, w, a);
 	case IO_TYPE_Q6_K:
 		return dot_q6_k(n, w, a);
+	case IO_TYPE_Q5_K:
+		return dot_q5_k(n, w, a);
+	case IO_TYPE_Q3_K:
+		return dot_q3_k(n, w, a);
+	case IO_TYPE_Q2_K:
+		if (repacked)
+			return dot_q2_k_repacked(n, w, a);
+		return quant_vec_dot(type, n, w, a);
 	default:
 		return quant_vec_dot(type, n, w, a);
 	}
