@@ -61,4 +61,15 @@ void quant_to_float(uint32_t type, const void *x, float *y, int64_t n);
  */
 float quant_vec_dot(uint32_t type, int64_t n, const void *w, const void *a);
 
+/*
+ * The same dot product summed in the order of ggml's AVX2 kernels
+ * (ggml-cpu/arch/x86/quants.c), as libggml-cpu-zen4.so runs them: eight
+ * float lanes with fused multiply-adds, then ggml's horizontal sum. Bit for
+ * bit what the golden build computes, for the ten block types; F32, F16 and
+ * BF16 fall back to quant_vec_dot (engine/ops.c has their zen4 order).
+ * Scalar C, slower than quant_vec_dot.
+ */
+float quant_vec_dot_x86(uint32_t type, int64_t n, const void *w,
+			const void *a);
+
 #endif

@@ -360,6 +360,41 @@ static void gen_halves(void)
 	       (unsigned long long)hh, (unsigned long long)hb);
 }
 
+/*
+ * Long synthetic rows (4096 wide: 128 blocks, 16 super-blocks), where the
+ * summation order shows: weights from quantize_row_*_ref, activations from
+ * zen4's from_float, dots from both builds.
+ */
+static void gen_long_dots(void)
+{
+	static const uint32_t types[] = {
+		IO_TYPE_Q4_0, IO_TYPE_Q4_1, IO_TYPE_Q5_0, IO_TYPE_Q5_1,
+		IO_TYPE_Q8_0, IO_TYPE_Q2_K, IO_TYPE_Q3_K, IO_TYPE_Q4_K,
+		IO_TYPE_Q5_K, IO_TYPE_Q6_K,
+	};
+	enum { N = 4096 };
+	static float x[N], v[N];
+	static unsigned char w[N * 2], a[N * 2];
+	char name[64];
+
+	printf("/* type, zen4 / x64 dot of ref(fill(4096, 500 + type)) and "
+	       "from_float(fill(4096, 600 + type)) */\n");
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		uint32_t t = types[i];
+		float s64, sz4;
+
+		quant_inputs_fill(x, N, 500 + t);
+		quant_inputs_fill(v, N, 600 + t);
+		snprintf(name, sizeof(name), "quantize_row_%s_ref", tname(t));
+		((from_float_fn)sym(base, name))(x, w, N);
+		act_quantize(zen4, act_type(t), v, a, N);
+		((vec_dot_fn)sym(x64, dot_name(t)))(N, &s64, 0, w, 0, a, 0, 1);
+		((vec_dot_fn)sym(zen4, dot_name(t)))(N, &sz4, 0, w, 0, a, 0, 1);
+		printf("\t{ IO_TYPE_%s, 0x%08x, 0x%08x },\n", uname(t),
+		       fbits(sz4), fbits(s64));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	char path[512];
@@ -384,5 +419,6 @@ int main(int argc, char **argv)
 	gen_activations();
 	gen_ref_quants();
 	gen_tensors();
+	gen_long_dots();
 	return 0;
 }

@@ -19,7 +19,8 @@
  * What must hold: dequantization, activation quantization, the reference
  * weight quantizers and the half/bfloat16 conversions are bit-exact; the
  * dot products equal the scalar build's bit for bit and stay within
- * DOT_REL_ZEN4 of the AVX-512 kernels, whose summation order differs.
+ * DOT_REL_ZEN4 of the AVX-512 kernels, whose summation order differs;
+ * quant_vec_dot_x86 equals the zen4 kernels bit for bit.
  */
 #include <check.h>
 #include <errno.h>
@@ -205,6 +206,28 @@ static const struct tensor_fixture {
 	  22, 0x14518c93bfddb453ull,
 	  { 0x422fca99, 0x41f3d699, 0x4197f00a, 0xc18b29ec, 0x42882014, 0x425ddf3c, 0x422166c6, 0x42fc546f, },
 	  { 0x422fca98, 0x41f3d699, 0x4197f007, 0xc18b29ec, 0x42882014, 0x425ddf3d, 0x422166c6, 0x42fc5470, } },
+};
+
+/*
+ * 4096-wide synthetic rows, where summation order shows: weights
+ * quantize_row_*_ref(quant_inputs_fill(4096, 500 + type)), activations
+ * zen4 from_float(quant_inputs_fill(4096, 600 + type)); their dot by zen4
+ * and by the scalar build.
+ */
+static const struct {
+	uint32_t type;
+	uint32_t zen4, scalar;
+} long_fixtures[] = {
+	{ IO_TYPE_Q4_0, 0x45281a8c, 0x45281a89 },
+	{ IO_TYPE_Q4_1, 0xc493f2e8, 0xc493f2f2 },
+	{ IO_TYPE_Q5_0, 0x44ade61b, 0x44ade617 },
+	{ IO_TYPE_Q5_1, 0x4456c290, 0x4456c265 },
+	{ IO_TYPE_Q8_0, 0xc4cdd042, 0xc4cdd043 },
+	{ IO_TYPE_Q2_K, 0xc476e3a0, 0xc476e3a3 },
+	{ IO_TYPE_Q3_K, 0xc513d966, 0xc513d965 },
+	{ IO_TYPE_Q4_K, 0xc4c0d1c4, 0xc4c0d1c8 },
+	{ IO_TYPE_Q5_K, 0xc46ad528, 0xc46ad50c },
+	{ IO_TYPE_Q6_K, 0xc4b099a4, 0xc4b0999b },
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -513,6 +536,13 @@ START_TEST(test_quant_vec_dot_real_tensors)
 			      f->tensor, r, s, z, rel);
 		if (rel > dot_rel_zen4_max)
 			dot_rel_zen4_max = rel;
+		if (f->type == IO_TYPE_F32 || f->type == IO_TYPE_F16 ||
+		    f->type == IO_TYPE_BF16)
+			continue;
+		s = quant_vec_dot_x86(f->type, ne0, (char *)w + r * rb, a);
+		ck_assert_msg(to_bits(s) == f->dot_zen4[r],
+			      "%s %s row %d: x86 order %a, zen4 %a", f->model,
+			      f->tensor, r, s, z);
 	}
 	free(a);
 	free(x);
@@ -630,6 +660,32 @@ START_TEST(test_quant_vec_dot_is_dequantized_dot)
 }
 END_TEST
 
+START_TEST(test_quant_vec_dot_long_rows)
+{
+	enum { N = 4096 };
+	static float x[N], v[N];
+	static unsigned char w[N * 2], a[N * 2];
+
+	for (size_t i = 0; i < ARRAY_SIZE(long_fixtures); i++) {
+		uint32_t t = long_fixtures[i].type;
+		float s;
+
+		quant_inputs_fill(x, N, 500 + t);
+		quant_inputs_fill(v, N, 600 + t);
+		quant_from_float_ref(t, x, w, N);
+		quant_from_float(quant_vec_dot_type(t), v, a, N);
+		s = quant_vec_dot(t, N, w, a);
+		ck_assert_msg(to_bits(s) == long_fixtures[i].scalar,
+			      "type %u: %a, ggml scalar %a", t, s,
+			      from_bits(long_fixtures[i].scalar));
+		s = quant_vec_dot_x86(t, N, w, a);
+		ck_assert_msg(to_bits(s) == long_fixtures[i].zen4,
+			      "type %u: x86 order %a, zen4 %a", t, s,
+			      from_bits(long_fixtures[i].zen4));
+	}
+}
+END_TEST
+
 START_TEST(test_quant_vec_dot_types)
 {
 	/* ggml-cpu.c type_traits_cpu[].vec_dot_type */
@@ -703,6 +759,7 @@ int main(void)
 	tcase_add_test(tc, test_quant_ref_quantizers_match_ggml);
 	tcase_add_test(tc, test_quant_round_trip_error);
 	tcase_add_test(tc, test_quant_vec_dot_is_dequantized_dot);
+	tcase_add_test(tc, test_quant_vec_dot_long_rows);
 	tcase_add_test(tc, test_quant_vec_dot_types);
 	tcase_add_test(tc, test_quant_rejects_other_types);
 	if (models) {

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * quant_vec_dot_x86: the quantized dot products summed in exactly the
+ * order of ggml's AVX2 kernels (ggml-cpu/arch/x86/quants.c), which is what
+ * libggml-cpu-zen4.so, the build behind ../shared/golden, runs. Scalar C
+ * that emulates the vector lanes, so the floats come out bit for bit.
+ *
+ * Every kernel there has the same shape. The integer products land in
+ * eight int32 lanes. A 32-byte load covers 32 consecutive elements, and
+ * vpdpbusd / pmaddubsw + pmaddwd put elements 4l..4l+3 of each load into
+ * lane l. The lanes are exact integers, so only which elements share a lane
+ * matters, not the order inside it. Each block or super-block then does
+ * acc[l] = fma(scale, (float)lane[l], acc[l]), and a fixed tree (hsum8)
+ * adds the lanes. Where ggml's C computes a scalar `summs += a * b`, the
+ * zen4 build contracts it to one fma (seen in its disassembly), and so do we
+ * (for Q4_1/Q5_1 m * s is a product of two halves, exact either way; for
+ * Q5_K it is not, and test_quant tells the two apart).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "quant_internal.h"
+
+/* hsum_float_8: high half + low half, then (0 + 2) + (1 + 3). */
+static float x86_hsum8(const float v[8])
+{
+	float r0 = v[4] + v[0], r1 = v[5] + v[1];
+	float r2 = v[6] + v[2], r3 = v[7] + v[3];
+
+	return (r0 + r2) + (r1 + r3);
+}
+
+/* lane[l] = sum of w[e] * a[e] over the e of one 32-element load in lane l */
+static void x86_lanes32(const int8_t *w, const int8_t *a, int32_t lane[8])
+{
+	for (int l = 0; l < 8; l++)
+		lane[l] = w[4 * l] * a[4 * l] + w[4 * l + 1] * a[4 * l + 1] +
+			  w[4 * l + 2] * a[4 * l + 2] + w[4 * l + 3] * a[4 * l + 3];
+}
+
+static void x86_fma8(float acc[8], float d, const int32_t lane[8])
+{
+	for (int l = 0; l < 8; l++)
+		acc[l] = fmaf(d, (float)lane[l], acc[l]);
+}
+
+/* The weights of one legacy block as signed bytes, in element order. */
+static void x86_unpack_legacy(uint32_t type, const void *blk, int8_t w[32])
+{
+	const uint8_t *qs;
+	uint32_t qh = 0;
+	int off;
+
+	switch (type) {
+	case IO_TYPE_Q8_0:
+		memcpy(w, ((const struct block_q8_0 *)blk)->qs, 32);
+		return;
+	case IO_TYPE_Q4_0:
+		qs = ((const struct block_q4_0 *)blk)->qs;
+		off = 8;
+		break;
+	case IO_TYPE_Q4_1:
+		qs = ((const struct block_q4_1 *)blk)->qs;
+		off = 0;
+		break;
+	case IO_TYPE_Q5_0:
+		qs = ((const struct block_q5_0 *)blk)->qs;
+		memcpy(&qh, ((const struct block_q5_0 *)blk)->qh, 4);
+		off = 16;
+		break;
+	default: /* IO_TYPE_Q5_1 */
+		qs = ((const struct block_q5_1 *)blk)->qs;
+		memcpy(&qh, ((const struct block_q5_1 *)blk)->qh, 4);
+		off = 0;
+		break;
+	}
+	for (int j = 0; j < 16; j++) {
+		w[j] = (int8_t)((qs[j] & 0x0f) + (((qh >> j) & 1) << 4) - off);
+		w[j + 16] = (int8_t)((qs[j] >> 4) + (((qh >> (j + 16)) & 1) << 4) -
+				     off);
+	}
+}
+
+static size_t x86_legacy_bytes(uint32_t type)
+{
+	switch (type) {
+	case IO_TYPE_Q4_0: return sizeof(struct block_q4_0);
+	case IO_TYPE_Q4_1: return sizeof(struct block_q4_1);
+	case IO_TYPE_Q5_0: return sizeof(struct block_q5_0);
+	case IO_TYPE_Q5_1: return sizeof(struct block_q5_1);
+	default: return sizeof(struct block_q8_0);
+	}
+}
+
+/*
+ * Q4_0, Q5_0, Q8_0 against Q8_0: acc = fma(dx * dy, lanes, acc).
+ * Q4_1, Q5_1 against Q8_1: the same with summs = fma(m, s, summs) beside.
+ */
+static float x86_dot_legacy(uint32_t type, int64_t nb, const void *vw,
+			    const void *va)
+{
+	const uint8_t *w = vw;
+	const size_t bw = x86_legacy_bytes(type);
+	const int with_min = type == IO_TYPE_Q4_1 || type == IO_TYPE_Q5_1;
+	float acc[8] = { 0 }, summs = 0.0f;
+	int32_t lane[8];
+	int8_t q[32];
+
+	for (int64_t i = 0; i < nb; i++, w += bw) {
+		uint16_t dw, mw;
+		const int8_t *qa;
+		float da;
+
+		memcpy(&dw, w, 2);
+		if (with_min) {
+			const struct block_q8_1 *a = (const struct block_q8_1 *)va + i;
+
+			memcpy(&mw, w + 2, 2);
+			da = quant_h2f(a->d);
+			qa = a->qs;
+			summs = fmaf(quant_h2f(mw), quant_h2f(a->s), summs);
+		} else {
+			const struct block_q8_0 *a = (const struct block_q8_0 *)va + i;
+
+			da = quant_h2f(a->d);
+			qa = a->qs;
+		}
+		x86_unpack_legacy(type, w, q);
+		x86_lanes32(q, qa, lane);
+		x86_fma8(acc, quant_h2f(dw) * da, lane);
+	}
+	return with_min ? x86_hsum8(acc) + summs : x86_hsum8(acc);
+}
+
+/*
+ * K-quants: lane l of a super-block collects the elements e with
+ * (e % 32) / 4 == l, each times its sub-block scale.
+ */
+static void x86_lanes_k(const int8_t *w, const int8_t *a, const int sc16[16],
+			int32_t lane[8])
+{
+	int32_t part[8];
+
+	memset(lane, 0, 8 * sizeof(int32_t));
+	for (int c = 0; c < QK_K / 32; c++) {
+		x86_lanes32(w + 32 * c, a + 32 * c, part);
+		for (int l = 0; l < 8; l++)
+			lane[l] += sc16[2 * c + l / 4] * part[l];
+	}
+}
+
+/* Q2_K: the mins go into the same eight lanes first, scaled by -dmin. */
+static float x86_dot_q2_K(int64_t nb, const struct block_q2_K *x,
+			  const struct block_q8_K *y)
+{
+	float acc[8] = { 0 };
+	int32_t lane[8], prod[8];
+	int8_t w[QK_K];
+	int sc[16];
+
+	for (int64_t i = 0; i < nb; i++) {
+		const float d = y[i].d * quant_h2f(x[i].d);
+		const float dmin = -y[i].d * quant_h2f(x[i].dmin);
+
+		for (int l = 0; l < 8; l++)
+			prod[l] = (x[i].scales[2 * l] >> 4) * y[i].bsums[2 * l] +
+				  (x[i].scales[2 * l + 1] >> 4) * y[i].bsums[2 * l + 1];
+		x86_fma8(acc, dmin, prod);
+		for (int j = 0; j < 16; j++)
+			sc[j] = x[i].scales[j] & 0xf;
+		for (int e = 0; e < QK_K; e++)
+			w[e] = (int8_t)((x[i].qs[e / 128 * 32 + e % 32] >>
+					 (2 * (e % 128 / 32))) & 3);
+		x86_lanes_k(w, y[i].qs, sc, lane);
+		x86_fma8(acc, d, lane);
+	}
+	return x86_hsum8(acc);
+}
+
+static float x86_dot_q3_K(int64_t nb, const struct block_q3_K *x,
+			  const struct block_q8_K *y)
+{
+	float acc[8] = { 0 };
+	int32_t lane[8];
+	int8_t w[QK_K];
+	int sc[16];
+
+	for (int64_t i = 0; i < nb; i++) {
+		const float d = y[i].d * quant_h2f(x[i].d);
+
+		/* low 2 bits from qs, minus 4 where the hmask bit is clear */
+		for (int e = 0; e < QK_K; e++) {
+			int lo = x[i].qs[e / 128 * 32 + e % 32] >> (2 * (e % 128 / 32));
+			int hb = x[i].hmask[e % 32] >> (e / 32) & 1;
+
+			w[e] = (int8_t)((lo & 3) - (hb ? 0 : 4));
+		}
+		for (int j = 0; j < 16; j++) {
+			int lo = j < 8 ? x[i].scales[j] & 0xf : x[i].scales[j - 8] >> 4;
+			int hi = (x[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+
+			sc[j] = (lo | (hi << 4)) - 32;
+		}
+		x86_lanes_k(w, y[i].qs, sc, lane);
+		x86_fma8(acc, d, lane);
+	}
+	return x86_hsum8(acc);
+}
+
+/* The 8 scales and 8 mins of Q4_K/Q5_K. */
+static void x86_scales_k4(const uint8_t *s12, int sc16[16], int mins[8])
+{
+	uint8_t sc, m;
+
+	for (int j = 0; j < 8; j++) {
+		quant_k_scale_min(j, s12, &sc, &m);
+		sc16[2 * j] = sc16[2 * j + 1] = sc;
+		mins[j] = m;
+	}
+}
+
+/*
+ * Q4_K: mins in four float lanes of their own, acc_m[k] = fma(-dmin,
+ * m[2k] (b[4k] + b[4k+1]) + m[2k+1] (b[4k+2] + b[4k+3]), acc_m[k]).
+ * Q5_K: the same integers summed, summs = fma(-dmin, sum, summs).
+ */
+static float x86_dot_q45_K(int64_t nb, const void *vx,
+			   const struct block_q8_K *y, int five)
+{
+	float acc[8] = { 0 }, acc_m[4] = { 0 }, summs = 0.0f;
+	int32_t lane[8], prod[4];
+	int8_t w[QK_K];
+	int sc[16], mins[8];
+
+	for (int64_t i = 0; i < nb; i++) {
+		const struct block_q4_K *x4 = (const struct block_q4_K *)vx + i;
+		const struct block_q5_K *x5 = (const struct block_q5_K *)vx + i;
+		const uint16_t hd = five ? x5->d : x4->d;
+		const uint16_t hm = five ? x5->dmin : x4->dmin;
+		const uint8_t *qs = five ? x5->qs : x4->qs;
+		const float d = y[i].d * quant_h2f(hd);
+		const float dmin = -y[i].d * quant_h2f(hm);
+
+		x86_scales_k4(five ? x5->scales : x4->scales, sc, mins);
+		for (int k = 0; k < 4; k++) {
+			const int16_t *b = y[i].bsums + 4 * k;
+
+			prod[k] = mins[2 * k] * (b[0] + b[1]) +
+				  mins[2 * k + 1] * (b[2] + b[3]);
+		}
+		if (five)
+			summs = fmaf(dmin, (float)(prod[0] + prod[1] + prod[2] +
+						   prod[3]), summs);
+		else
+			for (int k = 0; k < 4; k++)
+				acc_m[k] = fmaf(dmin, (float)prod[k], acc_m[k]);
+		for (int e = 0; e < QK_K; e++) {
+			int q = qs[e / 64 * 32 + e % 32] >> (4 * (e % 64 / 32));
+
+			q &= 0xf;
+			if (five && (x5->qh[e % 32] >> (e / 32) & 1))
+				q += 16;
+			w[e] = (int8_t)q;
+		}
+		x86_lanes_k(w, y[i].qs, sc, lane);
+		x86_fma8(acc, d, lane);
+	}
+	if (five)
+		return x86_hsum8(acc) + summs;
+	return x86_hsum8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+}
+
+/*
+ * Q6_K: the quants stay unsigned (0..63) in the lanes, and lane l loses
+ * 32 * (b[2l] sc[2l] + b[2l+1] sc[2l+1]): the -32 of sub-blocks 2l and
+ * 2l + 1, not of the lane's own elements.
+ */
+static float x86_dot_q6_K(int64_t nb, const struct block_q6_K *x,
+			  const struct block_q8_K *y)
+{
+	float acc[8] = { 0 };
+	int32_t lane[8];
+	int8_t w[QK_K];
+	int sc[16];
+
+	for (int64_t i = 0; i < nb; i++) {
+		const float d = y[i].d * quant_h2f(x[i].d);
+
+		for (int j = 0; j < 16; j++)
+			sc[j] = x[i].scales[j];
+		for (int e = 0; e < QK_K; e++) {
+			int h = e / 128, c = e % 128 / 32, l = e % 32;
+			int lo = x[i].ql[64 * h + 32 * (c & 1) + l] >> (4 * (c >> 1));
+			int hi = x[i].qh[32 * h + l] >> (2 * c);
+
+			w[e] = (int8_t)((lo & 0xf) | ((hi & 3) << 4));
+		}
+		x86_lanes_k(w, y[i].qs, sc, lane);
+		for (int l = 0; l < 8; l++)
+			lane[l] -= 32 * (y[i].bsums[2 * l] * sc[2 * l] +
+					 y[i].bsums[2 * l + 1] * sc[2 * l + 1]);
+		x86_fma8(acc, d, lane);
+	}
+	return x86_hsum8(acc);
+}
+
+float quant_vec_dot_x86(uint32_t type, int64_t n, const void *w, const void *a)
+{
+	switch (type) {
+	case IO_TYPE_Q4_0:
+	case IO_TYPE_Q4_1:
+	case IO_TYPE_Q5_0:
+	case IO_TYPE_Q5_1:
+	case IO_TYPE_Q8_0:
+		return x86_dot_legacy(type, n / 32, w, a);
+	case IO_TYPE_Q2_K:
+		return x86_dot_q2_K(n / QK_K, w, a);
+	case IO_TYPE_Q3_K:
+		return x86_dot_q3_K(n / QK_K, w, a);
+	case IO_TYPE_Q4_K:
+		return x86_dot_q45_K(n / QK_K, w, a, 0);
+	case IO_TYPE_Q5_K:
+		return x86_dot_q45_K(n / QK_K, w, a, 1);
+	case IO_TYPE_Q6_K:
+		return x86_dot_q6_K(n / QK_K, w, a);
+	default:
+		return quant_vec_dot(type, n, w, a);
+	}
+}
