@@ -8,7 +8,7 @@
 # Needs python3 to read the golden JSON lines and to measure the peak RSS
 # of the child (getrusage), and $SHARED (default ../shared).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-../shared}
 run=$BUILD/bin/llmfs-run
@@ -17,7 +17,9 @@ big=$SHARED/models/tiny-qwen2-bpe152k-legacyq.gguf
 golden=$SHARED/golden/stories260K.jsonl
 
 [ -x "$run" ] || { echo "FAIL: $run is not built"; exit 1; }
-[ -f "$stories" ] && [ -f "$golden" ] || { echo "no $SHARED models: skipped"; exit 77; }
+if [ ! -f "$stories" ] || [ ! -f "$golden" ]; then
+	echo "no $SHARED models: skipped"; exit 77
+fi
 command -v python3 >/dev/null || { echo "python3 needed to read the golden JSON: skipped"; exit 77; }
 
 work=$(mktemp -d /tmp/llmfs-run-test.XXXXXX)
@@ -41,7 +43,7 @@ for line in open(sys.argv[1], encoding="utf-8"):
     open(base + ".ntok", "w").write("%d\n" % len(d["prompt_tokens"]))
     n += 1
 EOF
-n_safe=$(ls "$work"/*.prompt 2>/dev/null | wc -l)
+n_safe=$(find "$work" -name '*.prompt' | wc -l)
 [ "$n_safe" -ge 4 ] || fail "only $n_safe safe golden prompts"
 
 # 1. greedy text equals the golden text, stats line last on stderr
@@ -83,8 +85,9 @@ got=$("$run" -m "$stories" -f "$p" -n 48 --temp 0 -t 1 --stop "$word" 2>"$work/s
 "$run" -m "$work/absent.gguf" -p hi >/dev/null 2>"$work/e1"
 rc=$?
 [ $rc -eq 1 ] || fail "missing model: exit $rc"
-[ "$(wc -l <"$work/e1")" -eq 1 ] && grep -q '^llmfs-run: ' "$work/e1" ||
+if [ "$(wc -l <"$work/e1")" -ne 1 ] || ! grep -q '^llmfs-run: ' "$work/e1"; then
 	fail "missing model: stderr '$(cat "$work/e1")'"
+fi
 for args in "-p hi" "-m $stories" "-m $stories -p hi -f $p" \
 	    "-m $stories -p hi --temp abc" "-m $stories -p hi -n x" \
 	    "-m $stories -p hi --bogus" "-m $stories -p hi --repeat-penalty 0"; do
@@ -101,7 +104,9 @@ peak_check() {
 		grep '^llmfs-run: model ')
 	tensor=$(sed -n 's/.* tensor_bytes \([0-9]*\).*/\1/p' <<<"$verbose")
 	kv=$(sed -n 's/.* kv_bytes \([0-9]*\).*/\1/p' <<<"$verbose")
-	[ -n "$tensor" ] && [ -n "$kv" ] || { fail "no figures from -v: '$verbose'"; return; }
+	if [ -z "$tensor" ] || [ -z "$kv" ]; then
+		fail "no figures from -v: '$verbose'"; return
+	fi
 	[ "$tensor" -le "$(stat -c %s "$model")" ] || fail "tensor_bytes $tensor > file size"
 	maxrss=$(python3 -c '
 import resource, subprocess, sys
