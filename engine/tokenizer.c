@@ -155,7 +155,7 @@ static int load_tokens(struct engine_vocab *v, const struct io_gguf *g,
 	toks = io_gguf_get_array(g, "tokenizer.ggml.tokens", IO_GGUF_STRING);
 	if (!toks || toks->n == 0 || toks->n > INT32_MAX)
 		return err_set(err, EINVAL,
-				"tokenizer.ggml.tokens missing or not a string array");
+		"tokenizer.ggml.tokens missing or not a string array");
 	v->n_tokens = (uint32_t)toks->n;
 	s = toks->data;
 	for (size_t i = 0; i < toks->n; i++)
@@ -233,7 +233,7 @@ static int load_merges(struct engine_vocab *v, const struct io_gguf *g,
 	a = io_gguf_get_array(g, "tokenizer.ggml.merges", IO_GGUF_STRING);
 	if (!a)
 		return err_set(err, EINVAL,
-				"tokenizer.ggml.merges missing or not a string array");
+		"tokenizer.ggml.merges missing or not a string array");
 	if (a->n > INT32_MAX)
 		return err_set(err, EINVAL, "tokenizer.ggml.merges too large");
 	s = a->data;
@@ -282,22 +282,6 @@ static void load_id(const struct engine_vocab *v, const struct io_gguf *g,
 		*id = (int32_t)u;
 }
 
-static bool text_is(const struct engine_vocab *v, uint32_t id, const char *s)
-{
-	size_t n = strlen(s);
-
-	return v->tokens[id].len == n && !memcmp(v->arena + v->tokens[id].off, s, n);
-}
-
-static bool text_in(const struct engine_vocab *v, uint32_t id,
-		const char *const *list)
-{
-	for (; *list; list++)
-		if (text_is(v, id, *list))
-			return true;
-	return false;
-}
-
 #define LIST(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
 static const char *const eot_texts[] = {
@@ -316,24 +300,34 @@ static const char *const eog_texts[] = {
 	"[e~[", NULL,
 };
 
+/* The id of a token text as llama.cpp's map gives it (the last one). */
+static int32_t find_str(const struct engine_vocab *v, const char *s)
+{
+	return engine_vocab_find(v, s, strlen(s));
+}
+
 /*
  * llama.cpp finds EOT, EOM and the FIM tokens by their text when the file
- * does not name them, and makes them control tokens. It walks a hash map
- * in an unspecified order and takes the first match; we walk from the
- * highest id down, which picks <|im_end|> over <|endoftext|> in Qwen's
- * vocabulary as it does.
+ * does not name them, takes the first match in its map's order (pos[id],
+ * see vocab_order.c) and makes it a control token.
  */
-static void detect_by_text(struct engine_vocab *v, int32_t *id,
-		const char *const *texts)
+static void detect_by_text(struct engine_vocab *v, const int32_t *pos,
+		int32_t *id, const char *const *texts)
 {
+	int32_t best = -1;
+
 	if (*id >= 0)
 		return;
-	for (uint32_t i = v->n_tokens; i-- > 0;)
-		if (text_in(v, i, texts)) {
-			*id = (int32_t)i;
-			v->tokens[i].attr |= ENGINE_TOKEN_CONTROL;
-			return;
-		}
+	for (; *texts; texts++) {
+		int32_t t = find_str(v, *texts);
+
+		if (t >= 0 && (best < 0 || pos[t] < pos[best]))
+			best = t;
+	}
+	if (best >= 0) {
+		*id = best;
+		v->tokens[best].attr |= ENGINE_TOKEN_CONTROL;
+	}
 }
 
 static int eog_add(struct engine_vocab *v, int32_t id)
@@ -357,6 +351,7 @@ static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
 {
 	int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1;
 	int32_t fim_rep = -1, fim_sep = -1, eom = -1, sep = -1, mask = -1;
+	int32_t *order, *pos;
 	bool b;
 	int rc = 0;
 
@@ -382,22 +377,41 @@ static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
 	if (io_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b) == 0)
 		v->add_eos = b;
 
-	detect_by_text(v, &v->eot, eot_texts);
-	detect_by_text(v, &eom, LIST("<|eom_id|>"));
-	detect_by_text(v, &fim_pre, LIST("<|fim_prefix|>", "<fim-prefix>",
-			"<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
-			"<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"));
-	detect_by_text(v, &fim_suf, LIST("<|fim_suffix|>", "<fim-suffix>",
-			"<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-			"<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"));
-	detect_by_text(v, &fim_mid, LIST("<|fim_middle|>", "<fim-middle>",
-			"<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
-			"<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"));
-	detect_by_text(v, &fim_pad, LIST("<|fim_pad|>", "<fim-pad>",
-			"<fim_pad>", "<PAD>", "[PAD]"));
-	detect_by_text(v, &fim_rep, LIST("<|fim_repo|>", "<|repo_name|>",
-			"<fim-repo>", "<REPO>", "<reponame>"));
-	detect_by_text(v, &fim_sep, LIST("<|file_sep|>"));
+	rc = vocab_map_order(v, &order);
+	if (rc == -ENOMEM)
+		return err_set(err, ENOMEM, "vocabulary: out of memory");
+	pos = malloc(v->n_tokens * sizeof(*pos));
+	if (!pos) {
+		free(order);
+		return err_set(err, ENOMEM, "vocabulary: out of memory");
+	}
+	if (rc < 0) {   /* too large to replay: highest id first */
+		for (uint32_t i = 0; i < v->n_tokens; i++)
+			pos[i] = (int32_t)(v->n_tokens - 1 - i);
+	} else {
+		for (int i = 0; i < rc; i++)
+			pos[order[i]] = i;
+		free(order);
+	}
+	rc = 0;
+	detect_by_text(v, pos, &v->eot, eot_texts);
+	detect_by_text(v, pos, &eom, LIST("<|eom_id|>"));
+	detect_by_text(v, pos, &fim_pre, LIST("<|fim_prefix|>", "<fim-prefix>",
+		"<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
+		"<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"));
+	detect_by_text(v, pos, &fim_suf, LIST("<|fim_suffix|>", "<fim-suffix>",
+		"<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+		"<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"));
+	detect_by_text(v, pos, &fim_mid, LIST("<|fim_middle|>", "<fim-middle>",
+		"<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
+		"<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"));
+	detect_by_text(v, pos, &fim_pad, LIST("<|fim_pad|>", "<fim-pad>",
+		"<fim_pad>", "<PAD>", "[PAD]"));
+	detect_by_text(v, pos, &fim_rep, LIST("<|fim_repo|>", "<|repo_name|>",
+		"<fim-repo>", "<REPO>", "<reponame>"));
+	detect_by_text(v, pos, &fim_sep, LIST("<|file_sep|>"));
+
+	free(pos);
 
 	/* control tokens named "unused" are unused */
 	for (uint32_t i = 0; i < v->n_tokens; i++) {
@@ -411,16 +425,22 @@ static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
 	rc |= eog_add(v, fim_pad);
 	rc |= eog_add(v, fim_rep);
 	rc |= eog_add(v, fim_sep);
-	for (uint32_t i = 0; i < v->n_tokens; i++)
-		if (text_in(v, i, eog_texts)) {
-			rc |= eog_add(v, (int32_t)i);
-			v->tokens[i].attr |= ENGINE_TOKEN_CONTROL;
+	for (const char *const *t = eog_texts; *t; t++) {
+		int32_t id = find_str(v, *t);
+
+		if (id >= 0) {
+			rc |= eog_add(v, id);
+			v->tokens[id].attr |= ENGINE_TOKEN_CONTROL;
 		}
+	}
 	/* gpt-oss: these always render */
-	for (uint32_t i = 0; i < v->n_tokens; i++)
-		if (text_in(v, i, LIST("<|channel|>", "<|message|>", "<|start|>",
-				"<|constrain|>")))
-			v->tokens[i].attr = ENGINE_TOKEN_USER_DEFINED;
+	for (const char *const *t = LIST("<|channel|>", "<|message|>",
+			"<|start|>", "<|constrain|>"); *t; t++) {
+		int32_t id = find_str(v, *t);
+
+		if (id >= 0)
+			v->tokens[id].attr = ENGINE_TOKEN_USER_DEFINED;
+	}
 	rc |= eog_add(v, v->eos);
 	rc |= eog_add(v, v->eot);
 	rc |= eog_add(v, eom);
@@ -515,8 +535,8 @@ int engine_vocab_load(struct engine_vocab **out, const struct io_gguf *g,
 		v->add_bos = pretok_forces_bos(v->pretok);
 	} else {
 		rc = err_set(err, ENOTSUP,
-				"unsupported tokenizer model '%s' (supported: llama "
-				"(SentencePiece), gpt2 (byte-level BPE))", model);
+		"unsupported tokenizer model '%s' (supported: llama "
+		"(SentencePiece), gpt2 (byte-level BPE))", model);
 		goto fail;
 	}
 	v->model_name = strdup(model);

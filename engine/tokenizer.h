@@ -165,5 +165,11 @@ float vocab_score(const struct engine_vocab *v, int32_t id);
 /* The token of one byte (<0xXX> for SPM, GPT-2's code point for BPE). */
 int32_t vocab_byte_token(const struct engine_vocab *v, uint8_t byte);
 const struct pretok *vocab_pretok(const struct engine_vocab *v);
+/*
+ * The ids in the order llama.cpp's token_to_id map (a libstdc++
+ * unordered_map) iterates them, each text once. *order is malloc'ed;
+ * returns its length, -ENOMEM, or -E2BIG past 5.9M tokens.
+ */
+int vocab_map_order(const struct engine_vocab *v, int32_t **order);
 
 #endif

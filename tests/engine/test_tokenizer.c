@@ -456,6 +456,33 @@ START_TEST(test_tokenizer_load_qwen2_fast)
 }
 END_TEST
 
+/*
+ * EOT as the reference build reports it (node-llama-cpp's model.tokens.eot
+ * on these files): found by text, the first match in llama.cpp's map order,
+ * which differs between the two Qwen vocabularies.
+ */
+START_TEST(test_tokenizer_eot_like_reference)
+{
+	static const struct { const char *file; int32_t eot; } c[] = {
+		{ "models/tiny-qwen2-bpe152k-legacyq.gguf", 151645 },
+		{ "models/tiny-qwen3-bpe16k-f16.gguf", 16384 },
+		{ "vocab/ggml-vocab-phi-3.gguf", 32007 },
+		{ "vocab/ggml-vocab-deepseek-coder.gguf", 32014 },
+		{ "vocab/ggml-vocab-gpt-2.gguf", 50256 },
+		{ "vocab/ggml-vocab-starcoder.gguf", 0 },
+		{ "models/tiny-llama-spm32k-kquant.gguf", -1 },
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct loaded l = vocab_open(c[i].file);
+
+		ck_assert_msg(engine_vocab_eot(l.v) == c[i].eot, "%s: eot %d, want %d",
+				c[i].file, engine_vocab_eot(l.v), c[i].eot);
+		vocab_close(&l);
+	}
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------ */
 
 static void put_str(FILE *f, const char *s)
@@ -554,6 +581,7 @@ int main(void)
 	tcase_add_test(tc, test_tokenizer_invalid_utf8);
 	tcase_add_test(tc, test_tokenizer_megabyte);
 	tcase_add_test(tc, test_tokenizer_load_qwen2_fast);
+	tcase_add_test(tc, test_tokenizer_eot_like_reference);
 	tcase_add_test(tc, test_tokenizer_unsupported);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
