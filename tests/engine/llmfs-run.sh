@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # llmfs-run end to end: stdout is llama.cpp's greedy golden text for every
-# stories260K prompt whose golden min_margin is >= 0.05, the last stderr
+# prompt whose golden min_margin is >= 0.05 (stories260K, the legacy-quant
+# Qwen2 and the F16 Qwen3 models), the last stderr
 # line has the documented format, errors exit 1 with one line, bad options
 # exit 2, and peak RSS stays within tensor bytes + KV cache bytes + 64 MiB
 # on stories260K and on the largest shared model.
@@ -29,33 +30,45 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 stats_re='^prompt_tokens=[0-9]+ gen_tokens=[0-9]+ ttft_ms=[0-9]+\.[0-9]{2} prefill_tps=[0-9]+\.[0-9]{2} decode_tps=[0-9]+\.[0-9]{2}$'
 
-# One file per safe prompt: N.prompt, N.text (exact bytes), N.ntok.
-python3 - "$golden" "$work" <<'EOF'
-import json, sys
+# One file set per safe prompt: N.model, N.prompt, N.text (exact bytes),
+# N.ntok; stories260K's come first, so 0.* is its empty prompt. The other
+# models are those whose llama.cpp builds agree bit for bit (F32, legacy
+# quants, F16), so the margin rule is enough (../shared/README.md, 4).
+python3 - "$SHARED" "$work" <<'EOF'
+import json, os, sys
+shared, work = sys.argv[1], sys.argv[2]
 n = 0
-for line in open(sys.argv[1], encoding="utf-8"):
-    d = json.loads(line)
-    if d["min_margin"] < 0.05:
+for stem in ["stories260K", "tiny-qwen2-bpe152k-legacyq",
+             "tiny-qwen3-bpe16k-f16"]:
+    path = "%s/golden/%s.jsonl" % (shared, stem)
+    if not os.path.exists(path):
         continue
-    base = "%s/%d" % (sys.argv[2], n)
-    open(base + ".prompt", "wb").write(d["prompt"].encode())
-    open(base + ".text", "wb").write(d["text"].encode())
-    open(base + ".ntok", "w").write("%d\n" % len(d["prompt_tokens"]))
-    n += 1
+    for line in open(path, encoding="utf-8"):
+        d = json.loads(line)
+        if d["min_margin"] < 0.05:
+            continue
+        base = "%s/%d" % (work, n)
+        open(base + ".model", "w").write("%s/models/%s.gguf" % (shared, stem))
+        open(base + ".prompt", "wb").write(d["prompt"].encode())
+        open(base + ".text", "wb").write(d["text"].encode())
+        open(base + ".ntok", "w").write("%d\n" % len(d["prompt_tokens"]))
+        n += 1
 EOF
 n_safe=$(find "$work" -name '*.prompt' | wc -l)
 [ "$n_safe" -ge 4 ] || fail "only $n_safe safe golden prompts"
+[ -s "$work/0.prompt" ] && fail "0.prompt is not stories260K's empty prompt"
 
 # 1. greedy text equals the golden text, stats line last on stderr
 for p in "$work"/*.prompt; do
 	base=${p%.prompt}
 	prompt=$(cat "$p"; echo x); prompt=${prompt%x}
-	"$run" -m "$stories" -p "$prompt" -n 48 --temp 0 -t 1 \
+	model=$(cat "$base.model")
+	"$run" -m "$model" -p "$prompt" -n 48 --temp 0 -t 1 \
 		>"$base.out" 2>"$base.err"
 	rc=$?
 	[ $rc -eq 0 ] || { fail "exit $rc for '$prompt': $(tail -n 1 "$base.err")"; continue; }
 	cmp -s "$base.out" "$base.text" ||
-		fail "prompt '$prompt': got '$(cat "$base.out")', golden '$(cat "$base.text")'"
+		fail "$(basename "$model") '$prompt': got '$(cat "$base.out")', golden '$(cat "$base.text")'"
 	last=$(tail -n 1 "$base.err")
 	[[ $last =~ $stats_re ]] || fail "last stderr line: '$last'"
 	[[ $last == "prompt_tokens=$(cat "$base.ntok") gen_tokens=48 "* ]] ||
