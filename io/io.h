@@ -338,6 +338,7 @@ struct io_load_stats {
 	bool locked;           /* every region is mlocked */
 	uint32_t queue_depth;  /* reads in flight at most */
 	uint32_t n_copies;     /* 1, or the node count with IO_NUMA_REPLICATE */
+	bool cuda_pinned;      /* page-locked for CUDA (-DLLMFS_CUDA builds) */
 };
 const struct io_load_stats *io_weights_stats(const struct io_weights *w);
 

@@ -137,6 +137,7 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 		off += (p->bytes + MOVE_ALIGN - 1) & ~(uint64_t)(MOVE_ALIGN - 1);
 	}
 	io_mem_huge(&r->mem);
+	io_mem_cuda_pin(&r->mem, NULL, NULL);
 	if (w->locked)
 		io_mem_lock(&r->mem, NULL, NULL);
 	return 0;

@@ -480,8 +480,13 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	weights_replicate(w, lf);
 	if (!w->stats.uring)
 		w->stats.queue_depth = 1;
-	for (f = 0; f < w->n_regions; f++)
+	w->stats.cuda_pinned = w->n_regions > 0;
+	for (f = 0; f < w->n_regions; f++) {
 		io_mem_huge(&w->regions[f].mem);
+		io_mem_cuda_pin(&w->regions[f].mem, f ? NULL : weights_notice_cb, w);
+		if (w->regions[f].mem.kind != IO_MEM_CUDA_HOST)
+			w->stats.cuda_pinned = false;
+	}
 	w->stats.n_copies = w->n_copies;
 	snprintf(w->home, sizeof(w->home), "%s", n ? w->pl[0].device : "cpu");
 	w->stats.seconds = weights_now() - t0;

@@ -27,7 +27,7 @@
 enum io_mem_kind {
 	IO_MEM_ALIGNED,   /* posix_memalign, 2 MiB aligned */
 	IO_MEM_NUMA,      /* numa_alloc_onnode / numa_alloc_interleaved */
-	IO_MEM_CUDA_HOST, /* cudaHostAlloc (only with -DLLMFS_CUDA) */
+	IO_MEM_CUDA_HOST, /* pinned by cudaHostRegister (only with -DLLMFS_CUDA) */
 };
 
 struct io_mem {
@@ -52,6 +52,8 @@ int io_mem_alloc(struct io_mem *m, size_t size, int node, struct err *err);
  * Called after the bytes are in, so that locking faults nothing in.
  */
 void io_mem_lock(struct io_mem *m, io_notice_fn notice, void *arg);
+/* Page-lock for CUDA DMA (cudaHostRegister); a no-op without -DLLMFS_CUDA. */
+void io_mem_cuda_pin(struct io_mem *m, io_notice_fn notice, void *arg);
 /* MADV_HUGEPAGE, after the load (see memory.c for why not before). */
 void io_mem_huge(struct io_mem *m);
 void io_mem_free(struct io_mem *m);

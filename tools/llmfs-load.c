@@ -21,6 +21,41 @@
 
 #include "../io/io.h"
 
+#ifdef LLMFS_CUDA
+#include <cuda_runtime_api.h>
+
+/* Every tensor to the GPU and back, from its pinned host pages. */
+static int load_gpu_check(const struct io_gguf *g, struct io_weights *w)
+{
+	struct cudaPointerAttributes attr;
+	uint64_t i, bad = 0, max = 0;
+	uint8_t *host;
+	void *dev;
+
+	for (i = 0; i < g->n_tensors; i++)
+		if (g->tensors[i].bytes > max)
+			max = g->tensors[i].bytes;
+	if (cudaMalloc(&dev, max ? max : 1) != cudaSuccess)
+		return -1;
+	host = malloc(max ? max : 1);
+	for (i = 0; host && i < g->n_tensors; i++) {
+		const struct io_placement *p = io_weights_placement(w, i);
+
+		if (cudaPointerGetAttributes(&attr, p->data) != cudaSuccess ||
+		    attr.type != cudaMemoryTypeHost ||
+		    cudaMemcpy(dev, p->data, p->bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+		    cudaMemcpy(host, dev, p->bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+		    memcmp(host, p->data, p->bytes) != 0)
+			bad++;
+	}
+	printf("gpu check: %llu tensors through the GPU from pinned memory: %s\n",
+	       (unsigned long long)g->n_tensors, bad || !host ? "MISMATCH" : "identical");
+	free(host);
+	cudaFree(dev);
+	return bad || !host ? -1 : 0;
+}
+#endif
+
 static double load_now(void)
 {
 	struct timespec ts;
@@ -180,6 +215,11 @@ int main(int argc, char **argv)
 	       st->read_seconds);
 	if (verify && load_verify(g, w) < 0)
 		rc = 1;
+#ifdef LLMFS_CUDA
+	printf("cuda pinned: %s\n", st->cuda_pinned ? "yes" : "no");
+	if (verify && load_gpu_check(g, w) < 0)
+		rc = 1;
+#endif
 	printf("result bytes=%llu seconds=%.6f gbps=%.4f uring=%d direct=%d fixed=%d\n",
 	       (unsigned long long)st->tensor_bytes, st->seconds,
 	       st->tensor_bytes / st->seconds / 1e9, st->uring, st->direct,
