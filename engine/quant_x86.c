@@ -33,9 +33,12 @@ static float x86_hsum8(const float v[8])
 /* lane[l] = sum of w[e] * a[e] over the e of one 32-element load in lane l */
 static void x86_lanes32(const int8_t *w, const int8_t *a, int32_t lane[8])
 {
+	int16_t p[32];
+
+	for (int k = 0; k < 32; k++)
+		p[k] = (int16_t)(w[k] * a[k]);
 	for (int l = 0; l < 8; l++)
-		lane[l] = w[4 * l] * a[4 * l] + w[4 * l + 1] * a[4 * l + 1] +
-			  w[4 * l + 2] * a[4 * l + 2] + w[4 * l + 3] * a[4 * l + 3];
+		lane[l] = p[4 * l] + p[4 * l + 1] + p[4 * l + 2] + p[4 * l + 3];
 }
 
 static void x86_fma8(float acc[8], float d, const int32_t lane[8])
@@ -168,9 +171,11 @@ static float x86_dot_q2_K(int64_t nb, const struct block_q2_K *x,
 		x86_fma8(acc, dmin, prod);
 		for (int j = 0; j < 16; j++)
 			sc[j] = x[i].scales[j] & 0xf;
-		for (int e = 0; e < QK_K; e++)
-			w[e] = (int8_t)((x[i].qs[e / 128 * 32 + e % 32] >>
-					 (2 * (e % 128 / 32))) & 3);
+		for (int h = 0; h < 2; h++)
+			for (int c = 0; c < 4; c++)
+				for (int l = 0; l < 32; l++)
+					w[128 * h + 32 * c + l] = (int8_t)
+						((x[i].qs[32 * h + l] >> (2 * c)) & 3);
 		x86_lanes_k(w, y[i].qs, sc, lane);
 		x86_fma8(acc, d, lane);
 	}
@@ -189,11 +194,16 @@ static float x86_dot_q3_K(int64_t nb, const struct block_q3_K *x,
 		const float d = y[i].d * quant_h2f(x[i].d);
 
 		/* low 2 bits from qs, minus 4 where the hmask bit is clear */
-		for (int e = 0; e < QK_K; e++) {
-			int lo = x[i].qs[e / 128 * 32 + e % 32] >> (2 * (e % 128 / 32));
-			int hb = x[i].hmask[e % 32] >> (e / 32) & 1;
+		for (int h = 0; h < 2; h++) {
+			for (int c = 0; c < 4; c++) {
+				for (int l = 0; l < 32; l++) {
+					int lo = (x[i].qs[32 * h + l] >> (2 * c)) & 3;
+					int hb = (x[i].hmask[l] >> (4 * h + c)) & 1;
 
-			w[e] = (int8_t)((lo & 3) - (hb ? 0 : 4));
+					w[128 * h + 32 * c + l] =
+						(int8_t)(lo - 4 + 4 * hb);
+				}
+			}
 		}
 		for (int j = 0; j < 16; j++) {
 			int lo = j < 8 ? x[i].scales[j] & 0xf : x[i].scales[j - 8] >> 4;
@@ -254,13 +264,18 @@ static float x86_dot_q45_K(int64_t nb, const void *vx,
 		else
 			for (int k = 0; k < 4; k++)
 				acc_m[k] = fmaf(dmin, (float)prod[k], acc_m[k]);
-		for (int e = 0; e < QK_K; e++) {
-			int q = qs[e / 64 * 32 + e % 32] >> (4 * (e % 64 / 32));
-
-			q &= 0xf;
-			if (five && (x5->qh[e % 32] >> (e / 32) & 1))
-				q += 16;
-			w[e] = (int8_t)q;
+		for (int g = 0; g < 4; g++) {
+			for (int l = 0; l < 32; l++) {
+				w[64 * g + l] = (int8_t)(qs[32 * g + l] & 0xf);
+				w[64 * g + 32 + l] = (int8_t)(qs[32 * g + l] >> 4);
+			}
+			if (!five)
+				continue;
+			for (int l = 0; l < 32; l++) {
+				w[64 * g + l] += (int8_t)(((x5->qh[l] >> (2 * g)) & 1) << 4);
+				w[64 * g + 32 + l] +=
+					(int8_t)(((x5->qh[l] >> (2 * g + 1)) & 1) << 4);
+			}
 		}
 		x86_lanes_k(w, y[i].qs, sc, lane);
 		x86_fma8(acc, d, lane);
@@ -288,12 +303,19 @@ static float x86_dot_q6_K(int64_t nb, const struct block_q6_K *x,
 
 		for (int j = 0; j < 16; j++)
 			sc[j] = x[i].scales[j];
-		for (int e = 0; e < QK_K; e++) {
-			int h = e / 128, c = e % 128 / 32, l = e % 32;
-			int lo = x[i].ql[64 * h + 32 * (c & 1) + l] >> (4 * (c >> 1));
-			int hi = x[i].qh[32 * h + l] >> (2 * c);
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
+			int8_t *p = w + 128 * h;
 
-			w[e] = (int8_t)((lo & 0xf) | ((hi & 3) << 4));
+			for (int l = 0; l < 32; l++) {
+				p[l] = (int8_t)((ql[l] & 0xf) | ((qh[l] & 3) << 4));
+				p[l + 32] = (int8_t)((ql[l + 32] & 0xf) |
+						     (((qh[l] >> 2) & 3) << 4));
+				p[l + 64] = (int8_t)((ql[l] >> 4) |
+						     (((qh[l] >> 4) & 3) << 4));
+				p[l + 96] = (int8_t)((ql[l + 32] >> 4) |
+						     (((qh[l] >> 6) & 3) << 4));
+			}
 		}
 		x86_lanes_k(w, y[i].qs, sc, lane);
 		for (int l = 0; l < 8; l++)
