@@ -85,8 +85,10 @@ START_TEST(test_weights_paths_fake)
 	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
 	check_bytes(&f.g, w);
 	st = io_weights_stats(w);
-	ck_assert_int_eq(st->uring, paths[_i].uring);
-	ck_assert_int_eq(st->direct, paths[_i].direct);
+	/* What the environment refuses falls back (test_uring checks how). */
+	ck_assert_int_eq(st->uring, paths[_i].uring && uring_allowed());
+	ck_assert_int_eq(st->direct, paths[_i].direct && uring_allowed() &&
+			 direct_allowed(f.path));
 	ck_assert_uint_eq(st->tensor_bytes, f.g.tensor_bytes);
 	ck_assert_uint_ge(st->bytes, f.g.tensor_bytes);
 	ck_assert_uint_eq(seen.total, f.g.tensor_bytes);
@@ -162,6 +164,40 @@ START_TEST(test_weights_move_round_trip)
 }
 END_TEST
 
+/* A split model loads as one: each part into its own region. */
+START_TEST(test_weights_split_model)
+{
+	static const uint64_t part1[] = { 1000003, 64, 2u << 20 };
+	static const uint64_t part2[] = { 77, (3u << 20) + 9 };
+	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
+		.no_direct = paths[_i].no_direct, .queue_depth = 4 };
+	char dir[] = "/tmp/llmfs-split-XXXXXX", p1[64], p2[64];
+	struct io_weights *w = NULL;
+	struct io_gguf *g = NULL;
+	struct err err = {0};
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(p1, sizeof(p1), "%s/m-00001-of-00002.gguf", dir);
+	snprintf(p2, sizeof(p2), "%s/m-00002-of-00002.gguf", dir);
+	split_part_write(p1, 0, 2, 5, part1, 3);
+	split_part_write(p2, 1, 2, 5, part2, 2);
+	ck_assert_msg(io_gguf_open(&g, p1, &err) == 0, "%s", err.msg);
+	ck_assert_uint_eq(g->n_files, 2);
+	ck_assert_uint_eq(g->n_tensors, 5);
+	ck_assert_msg(io_weights_load(&w, g, &opt, &err) == 0, "%s", err.msg);
+	check_bytes(g, w);
+	ck_assert_uint_eq(io_weights_stats(w)->uring,
+			  paths[_i].uring && uring_allowed());
+	ck_assert_uint_eq(w->n_regions, 2);
+	ck_assert_uint_eq(io_weights_stats(w)->tensor_bytes, g->tensor_bytes);
+	io_weights_free(w);
+	io_gguf_close(g);
+	unlink(p1);
+	unlink(p2);
+	rmdir(dir);
+}
+END_TEST
+
 static const char *const models[] = {
 	"llama-2-tiny-random.gguf",
 	"stories260K.gguf",
@@ -216,6 +252,8 @@ static Suite *weights_suite(void)
 	tcase_add_loop_test(tc, test_weights_paths_fake, 0,
 			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_test(tc, test_weights_move_round_trip);
+	tcase_add_loop_test(tc, test_weights_split_model, 0,
+			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_loop_test(tc, test_weights_shared_models, 0,
 			    sizeof(models) / sizeof(models[0]));
 	suite_add_tcase(s, tc);

@@ -14,6 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/io_uring.h>
+#include <sys/syscall.h>
+
 #include "../../io/io.h"
 
 /* A hand-made model: one file of random bytes and tensors at odd offsets. */
@@ -83,6 +86,77 @@ static inline void check_bytes(const struct io_gguf *g, struct io_weights *w)
 		free(want);
 	}
 	ck_assert_ptr_null(io_weights_placement(w, g->n_tensors));
+}
+
+/* Whether this environment lets a process set up a ring at all. */
+static inline bool uring_allowed(void)
+{
+	struct io_uring_params p;
+	long fd;
+
+	memset(&p, 0, sizeof(p));
+	fd = syscall(__NR_io_uring_setup, 4, &p);
+	if (fd < 0)
+		return false;
+	close((int)fd);
+	return true;
+}
+
+static inline bool direct_allowed(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECT);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/*
+ * One part of a split GGUF v3 model written byte by byte: split.no no of
+ * count, n I8 tensors named tN.M of the given sizes (total: tensors of the
+ * whole model), data of known bytes after a 32-byte aligned header.
+ */
+static inline void split_part_write(const char *path, uint16_t no,
+				    uint16_t count, int32_t total,
+				    const uint64_t *sizes, int n)
+{
+	FILE *f = fopen(path, "wb");
+	uint64_t off = 0, u64, pos;
+	uint32_t u32;
+	uint16_t u16;
+	char name[32];
+	int i;
+
+#define PUT(v) ck_assert_int_eq(fwrite(&(v), sizeof(v), 1, f), 1)
+#define PUTS(s) do { u64 = strlen(s); PUT(u64); \
+		ck_assert_int_eq(fwrite(s, 1, u64, f), u64); } while (0)
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fwrite("GGUF", 1, 4, f), 4);
+	u32 = 3; PUT(u32);
+	u64 = (uint64_t)n; PUT(u64);
+	u64 = 4; PUT(u64);
+	PUTS("general.architecture"); u32 = 8; PUT(u32); PUTS("llama");
+	PUTS("split.no"); u32 = 2; PUT(u32); u16 = no; PUT(u16);
+	PUTS("split.count"); u32 = 2; PUT(u32); u16 = count; PUT(u16);
+	PUTS("split.tensors.count"); u32 = 5; PUT(u32); PUT(total);
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "t%u.%d", no, i);
+		PUTS(name);
+		u32 = 1; PUT(u32);
+		PUT(sizes[i]);
+		u32 = IO_TYPE_I8; PUT(u32);
+		PUT(off);
+		off += (sizes[i] + 31) / 32 * 32;
+	}
+	pos = (uint64_t)ftell(f);
+	for (; pos % 32; pos++)
+		fputc(0, f);
+	for (u64 = 0; u64 < off; u64++)
+		fputc((int)((u64 * 2654435761u + no) >> 11) & 0xff, f);
+#undef PUTS
+#undef PUT
+	ck_assert_int_eq(fclose(f), 0);
 }
 
 #endif
