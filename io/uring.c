@@ -226,8 +226,9 @@ static int64_t ring_complete(struct io_ring *r, int fd, unsigned s, int res,
 
 /*
  * Read [off, off + len) of fd into dst with up to depth reads in flight.
- * Bytes past need_end may be missing (the end of the file); -EINVAL if the
- * file ends before. On failure nothing is left in flight except when
+ * Bytes past need_end may be missing (the end of the file); -ENODATA (err
+ * says EINVAL) if the file ends before, so that the caller can tell it
+ * from a read the filesystem refused (-EINVAL). On failure nothing is left in flight except when
  * io_uring_enter itself failed: io_ring_close() then waits for the rest.
  */
 int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
@@ -289,10 +290,12 @@ int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 				step(arg, (uint64_t)got);
 			if (got >= 0 || rc < 0)
 				continue;
-			if (got == -ENODATA)
-				rc = err_set(err, EINVAL,
-					     "%s: file ends before its tensor data (%llu bytes)",
-					     path, (unsigned long long)need_end);
+			if (got == -ENODATA) {
+				err_set(err, EINVAL,
+					"%s: file ends before its tensor data (%llu bytes)",
+					path, (unsigned long long)need_end);
+				rc = -ENODATA;
+			}
 			else
 				rc = err_set(err, (int)-got, "%s: read at %llu: %s",
 					     path, (unsigned long long)sl->off,

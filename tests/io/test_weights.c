@@ -104,16 +104,22 @@ END_TEST
 START_TEST(test_weights_truncated)
 {
 	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
-		.no_direct = paths[_i].no_direct };
+		.no_direct = paths[_i].no_direct, .notice = seen_notice };
 	struct io_weights *w = NULL;
+	struct seen seen = {0};
 	struct err err = {0};
 	struct fake f;
 
+	opt.notice_arg = &seen;
 	fake_make(&f, "/tmp", 4096 + 96, (1u << 20) + 123);
 	ck_assert_int_eq(truncate(f.path, 500000), 0);
 	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), -EINVAL);
 	ck_assert_ptr_null(w);
 	ck_assert_ptr_nonnull(strstr(err.msg, f.path));
+	ck_assert_int_eq(err.code, EINVAL);
+	/* A short file is not a refused O_DIRECT read: no fallback notice. */
+	ck_assert_msg(seen.n_notice == 0 || !strstr(seen.notice[0], "O_DIRECT"),
+		      "%s", seen.notice[0]);
 	unlink(f.path);
 }
 END_TEST
