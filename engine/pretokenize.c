@@ -43,7 +43,7 @@ struct pretok_step {
 
 struct pretok {
 	const char *name;
-	bool clean_spaces, ignore_merges, add_bos;
+	bool clean_spaces, ignore_merges, add_bos, no_bos;
 	bool need_collapse;
 	size_t n_steps;
 	struct pretok_step steps[PRETOK_MAX_STEPS];
@@ -58,46 +58,208 @@ struct pretok {
 struct pretok_def {
 	const char *const *names;   /* NULL-terminated */
 	const char *regex[PRETOK_MAX_STEPS];
-	bool clean_spaces, ignore_merges, add_bos;
+	bool clean_spaces, ignore_merges, add_bos, no_bos;
 };
 
 #define NAMES(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
+/*
+ * The regexes are llama.cpp's llm_tokenizer_bpe lists (they come from
+ * each model's tokenizer.json), with the settings llama.cpp ties to the
+ * name: clean_spaces, ignore_merges, add_bos, and no BOS id for ChatGLM.
+ */
 static const struct pretok_def pretok_defs[] = {
 	{ NAMES("default"),
-	  { "[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]" },
-	  true, false, false },
+	  {
+		"[\\p{P}\\$\\+<=>\\^~\\|]+",
+		RE_GPT2,
+		"\\p{N}+",
+		"[0-9][0-9][0-9]",
+	  }, true, false, false, false },
 	{ NAMES("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1",
 		"pixtral", "midm-2.0", "lfm2", "jina-v5-nano"),
-	  { RE_LLAMA3 }, true, true, true },
-	{ NAMES("dbrx", "smaug-bpe"), { RE_LLAMA3 }, true, false, false },
+	  {
+		RE_LLAMA3,
+	  }, true, true, true, false },
+	{ NAMES("dbrx"),
+	  {
+		RE_LLAMA3,
+	  }, true, false, false, false },
+	{ NAMES("smaug-bpe"),
+	  {
+		RE_LLAMA3,
+	  }, true, false, false, false },
+	{ NAMES("deepseek-llm"),
+	  {
+		"[\r\n]",
+		"\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽ"
+		"ͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽ"
+		"Ა-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅ"
+		"Ὀ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-"
+		"ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-"
+		"ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-"
+		"ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎ"
+		"ꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-"
+		"𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+		"\\s?[!-/:-~！-／：-～‘-‟　-。]+",
+		"\\s+$",
+		"[一-龥ࠀ-一가-퟿]+",
+		"\\p{N}+",
+	  }, false, false, false, false },
 	{ NAMES("deepseek-coder"),
-	  { "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
-	    "[一-龥ࠀ-一가-퟿]+", "\\p{N}" },
-	  false, false, false },
+	  {
+		"[\r\n]",
+		"\\s?\\p{L}+",
+		"\\s?\\p{P}+",
+		"[一-龥ࠀ-一가-퟿]+",
+		"\\p{N}",
+	  }, false, false, false, false },
+	{ NAMES("deepseek-v3", "hunyuan-dense", "hy_v4", "joyai-llm"),
+	  {
+		"\\p{N}{1,3}",
+		"[一-龥぀-ゟ゠-ヿ]+",
+		"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r"
+		"\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r"
+		"\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
+	  }, false, false, false, false },
+	{ NAMES("spark2_5"),
+	  {
+		"\\p{N}{1,3}",
+		"[一-龥぀-ゟ゠-ヿ]+",
+		"[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r"
+		"\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|["
+		"\r\n]|\\s+(?!\\S)|\\s+",
+		"\\p{N}",
+	  }, false, false, false, false },
+	{ NAMES("youtu"),
+	  {
+		"[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+",
+		"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+		"*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'["
+		"vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p"
+		"{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p"
+		"{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'["
+		"dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+"
+		"|\\s+(?!\\S)|\\s+",
+	  }, false, true, false, false },
 	{ NAMES("falcon"),
-	  { "[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]" },
-	  true, false, false },
-	{ NAMES("starcoder", "refact", "smollm", "codeshell", "exaone",
-		"minerva-7b", "mellum2"),
-	  { "\\p{N}", RE_GPT2 }, true, false, false },
-	{ NAMES("command-r"), { "\\p{N}", RE_GPT2 }, false, false, false },
-	{ NAMES("gpt-2", "phi-2", "jina-es", "jina-de", "gigachat",
-		"jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert",
-		"jina-v1-en", "jina-v2-code", "roberta-bpe", "mpt", "olmo",
-		"jais", "trillion", "granite-docling"),
-	  { RE_GPT2 }, true, false, false },
-	{ NAMES("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2"),
-	  { RE_QWEN2 }, false, false, false },
-	{ NAMES("stablelm2", "hunyuan", "solar-open"),
-	  { RE_QWEN2 }, true, false, false },
-	{ NAMES("chatglm-bpe", "glm4"), { RE_LLAMA3 }, true, false, false },
+	  {
+		"[\\p{P}\\$\\+<=>\\^~\\|`]+",
+		RE_GPT2,
+		"[0-9][0-9][0-9]",
+	  }, true, false, false, false },
+	{ NAMES("mpt", "gpt-2", "phi-2", "jina-es", "jina-de", "gigachat",
+		"jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
+		"modern-bert", "olmo", "jais", "exaone4"),
+	  {
+		RE_GPT2,
+	  }, true, false, false, false },
+	{ NAMES("trillion", "granite-docling"),
+	  {
+		RE_GPT2,
+	  }, false, false, false, false },
+	{ NAMES("jais-2"),
+	  {
+		"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|"
+		"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p"
+		"{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s{512}(?!\\S)|\\s{256}(?!\\"
+		"S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?"
+		"!\\S)|\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}",
+	  }, true, false, false, false },
+	{ NAMES("starcoder", "refact", "codeshell", "exaone", "minerva-7b",
+		"mellum2"),
+	  {
+		"\\p{N}",
+		RE_GPT2,
+	  }, true, false, false, false },
+	{ NAMES("command-r", "smollm"),
+	  {
+		"\\p{N}",
+		RE_GPT2,
+	  }, false, false, false, false },
+	{ NAMES("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan",
+		"solar-open"),
+	  {
+		RE_QWEN2,
+	  }, false, false, false, false },
+	{ NAMES("stablelm2", "megrez"),
+	  {
+		RE_QWEN2,
+	  }, true, false, false, false },
+	{ NAMES("grok-2"),
+	  {
+		RE_QWEN2,
+	  }, false, false, false, false },
+	{ NAMES("poro-chat"),
+	  {
+		" ?[^(\\s|.,!?…。，、।۔،)]+",
+	  }, false, false, false, false },
+	{ NAMES("bloom", "gpt3-finnish"),
+	  {
+		" ?[^(\\s|.,!?…。，、।۔،)]+",
+	  }, true, false, false, false },
+	{ NAMES("glm4", "chatglm-bpe"),
+	  {
+		RE_LLAMA3,
+	  }, true, false, false, true },
+	{ NAMES("viking"),
+	  {
+		" ?[^(\\s|.,!?…。，、।۔،)]+",
+		"\\p{N}",
+	  }, false, false, false, false },
+	{ NAMES("tekken"),
+	  {
+		"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])"
+		"([^A-Z]))+|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+(("
+		"?=[\\p{L}])([^A-Z]))*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/"
+		"]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+	  }, false, true, true, false },
+	{ NAMES("gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"),
+	  {
+		"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])"
+		"([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][l"
+		"L]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+(("
+		"?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'["
+		"mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\"
+		"r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+	  }, false, false, false, false },
+	{ NAMES("bailingmoe", "bailingmoe2", "llada-moe"),
+	  {
+		"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}"
+		"\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*"
+		"[\\r\\n]|\\s+(?!\\S)|\\s+",
+	  }, false, false, false, false },
+	{ NAMES("seed-coder"),
+	  {
+		"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|"
+		"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N"
+		"}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+	  }, false, false, false, false },
+	{ NAMES("ufakzeka"),
+	  {
+		"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+		"[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+	  }, false, false, false, false },
+	{ NAMES("exaone-moe"),
+	  {
+		"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|"
+		"[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)"
+		"+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+"
+		"(?!\\S)|\\s+",
+	  }, true, false, false, false },
+	{ NAMES("minicpm5"),
+	  {
+		"\\p{N}{1,3}",
+		"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|"
+		"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]"
+		"+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+	  }, true, true, false, false },
 };
 
 static const char *pretok_supported =
-	"default, llama3/llama-bpe, dbrx, smaug-bpe, deepseek-coder, falcon, "
-	"starcoder, refact, smollm, codeshell, exaone, command-r, gpt-2, mpt, "
-	"olmo, jais, qwen2, deepseek-r1-qwen, stablelm2, chatglm-bpe, glm4";
+	"qwen2, llama-bpe/llama3, gpt-2, deepseek-coder, deepseek-llm, "
+	"deepseek-v3, falcon, starcoder, command-r, tekken, gpt-4o, default "
+	"and others listed in Documentation/tokenizer.md";
 
 /* The classes the collapsed string stands for, as llama.cpp maps them. */
 static const struct {
@@ -187,22 +349,23 @@ void pretok_free(struct pretok *p)
 }
 
 static int pretok_compile(struct pretok_step *st, const char *re,
-		struct err *err)
+		bool force_regex, struct err *err)
 {
 	char *pattern = NULL;
-	uint32_t opts = 0;
+	/* ECMAScript's $ (std::regex) is the end of the text only */
+	uint32_t opts = PCRE2_DOLLAR_ENDONLY;
 	int errcode, rc;
 	PCRE2_SIZE erroff;
 
-	if (!strcmp(re, RE_GPT2)) {
+	if (!force_regex && !strcmp(re, RE_GPT2)) {
 		st->kind = STEP_GPT2;
 		return 0;
 	}
-	if (!strcmp(re, RE_LLAMA3)) {
+	if (!force_regex && !strcmp(re, RE_LLAMA3)) {
 		st->kind = STEP_LLAMA3;
 		return 0;
 	}
-	if (!strcmp(re, RE_QWEN2)) {
+	if (!force_regex && !strcmp(re, RE_QWEN2)) {
 		st->kind = STEP_QWEN2;
 		return 0;
 	}
@@ -213,7 +376,7 @@ static int pretok_compile(struct pretok_step *st, const char *re,
 		if (rc)
 			return err_set(err, ENOMEM, "pre-tokenizer: out of memory");
 	} else {
-		opts = PCRE2_UTF | PCRE2_NO_UTF_CHECK;
+		opts |= PCRE2_UTF | PCRE2_NO_UTF_CHECK;
 	}
 	st->code = pcre2_compile((PCRE2_SPTR)(pattern ? pattern : re),
 			PCRE2_ZERO_TERMINATED, opts, &errcode, &erroff, NULL);
@@ -230,7 +393,8 @@ static int pretok_compile(struct pretok_step *st, const char *re,
 	return 0;
 }
 
-int pretok_new(struct pretok **out, const char *name, struct err *err)
+int pretok_new_regex(struct pretok **out, const char *name,
+		bool force_regex, struct err *err)
 {
 	const struct pretok_def *def = NULL;
 	struct pretok *p;
@@ -255,10 +419,12 @@ int pretok_new(struct pretok **out, const char *name, struct err *err)
 	p->clean_spaces = def->clean_spaces;
 	p->ignore_merges = def->ignore_merges;
 	p->add_bos = def->add_bos;
+	p->no_bos = def->no_bos;
 	for (size_t i = 0; i < PRETOK_MAX_STEPS && def->regex[i]; i++) {
 		if (uses_props(def->regex[i]))
 			p->need_collapse = true;
-		rc = pretok_compile(&p->steps[i], def->regex[i], err);
+		rc = pretok_compile(&p->steps[i], def->regex[i], force_regex,
+				err);
 		p->n_steps = i + 1;
 		if (rc) {
 			pretok_free(p);
@@ -267,6 +433,11 @@ int pretok_new(struct pretok **out, const char *name, struct err *err)
 	}
 	*out = p;
 	return 0;
+}
+
+int pretok_new(struct pretok **out, const char *name, struct err *err)
+{
+	return pretok_new_regex(out, name, false, err);
 }
 
 bool pretok_clean_spaces(const struct pretok *p)
@@ -282,6 +453,11 @@ bool pretok_ignore_merges(const struct pretok *p)
 bool pretok_forces_bos(const struct pretok *p)
 {
 	return p->add_bos;
+}
+
+bool pretok_no_bos(const struct pretok *p)
+{
+	return p->no_bos;
 }
 
 /* ---- word lists ------------------------------------------------------- */

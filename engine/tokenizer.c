@@ -533,6 +533,8 @@ int engine_vocab_load(struct engine_vocab **out, const struct io_gguf *g,
 		v->clean_spaces = pretok_clean_spaces(v->pretok);
 		v->ignore_merges = pretok_ignore_merges(v->pretok);
 		v->add_bos = pretok_forces_bos(v->pretok);
+		if (pretok_no_bos(v->pretok))
+			v->bos = -1;
 	} else {
 		rc = err_set(err, ENOTSUP,
 		"unsupported tokenizer model '%s' (supported: llama "

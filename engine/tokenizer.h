@@ -131,11 +131,18 @@ struct pretok;
 
 /* The pre-tokenizer for tokenizer.ggml.pre = name; -ENOTSUP if unknown. */
 int pretok_new(struct pretok **out, const char *name, struct err *err);
+/*
+ * The same with force_regex: PCRE2 also for the three patterns llama.cpp
+ * scans by hand (for tests: the two must split alike).
+ */
+int pretok_new_regex(struct pretok **out, const char *name,
+		bool force_regex, struct err *err);
 void pretok_free(struct pretok *p);
 /* Settings llama.cpp ties to the pre-tokenizer name. */
 bool pretok_clean_spaces(const struct pretok *p);
 bool pretok_ignore_merges(const struct pretok *p);
 bool pretok_forces_bos(const struct pretok *p);
+bool pretok_no_bos(const struct pretok *p);      /* ChatGLM: no BOS id */
 /*
  * Split n code points into words: *lens (malloc'ed) receives the length
  * of each word in code points, in order, summing to n.

@@ -334,6 +334,139 @@ START_TEST(test_tokenizer_detokenize_roundtrip)
 }
 END_TEST
 
+/* ---- pre-tokenizers ---------------------------------------------------- */
+
+static const char *const pre_names[] = {
+	"default", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1",
+	"pixtral", "midm-2.0", "lfm2", "jina-v5-nano", "dbrx", "smaug-bpe",
+	"deepseek-llm", "deepseek-coder", "deepseek-v3", "hunyuan-dense",
+	"hy_v4", "joyai-llm", "spark2_5", "youtu", "falcon", "mpt", "gpt-2",
+	"phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+	"a.x-4.0", "mellum", "modern-bert", "olmo", "jais", "exaone4",
+	"trillion", "granite-docling", "jais-2", "starcoder", "refact",
+	"codeshell", "exaone", "minerva-7b", "mellum2", "command-r", "smollm",
+	"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan",
+	"solar-open", "stablelm2", "megrez", "grok-2", "poro-chat", "bloom",
+	"gpt3-finnish", "glm4", "chatglm-bpe", "viking", "tekken", "gpt-4o",
+	"llama4", "kanana2", "talkie", "minimax-m2", "bailingmoe",
+	"bailingmoe2", "llada-moe", "seed-coder", "ufakzeka", "exaone-moe",
+	"minicpm5",
+};
+
+static const char pre_sample[] =
+	"Hello World! It's 2024; we'VE got 1234567 items,\tcosting $3.50 each.\n"
+	"  \r\n\n   Привет, мир! Ça va? Größe 你好世界 こんにちは 안녕 "
+	"\xe2\x80\x83" "em\xe2\x80\x83space \xc2\xa0nbsp \xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd "
+	"e\xcc\x81 \xef\xbf\xbd \xcd\xb8 def f(x):\n    return x  \n\n";
+
+static size_t *split(const struct pretok *p, const char *text, size_t len,
+		size_t *n_words, size_t *n_cps)
+{
+	struct err err = { 0 };
+	uint32_t *cps;
+	size_t *lens, sum = 0;
+	int rc;
+
+	/* the code points as the BPE tokenizer makes them */
+	cps = malloc((len + 1) * sizeof(*cps));
+	ck_assert_ptr_nonnull(cps);
+	*n_cps = 0;
+	for (size_t i = 0; i < len;) {
+		unsigned char c = (unsigned char)text[i];
+		size_t l = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+		uint32_t cp = c < 0x80 ? c : c & (0x3f >> (l - 1));
+
+		for (size_t j = 1; j < l; j++)
+			cp = (cp << 6) | ((unsigned char)text[i + j] & 0x3f);
+		cps[(*n_cps)++] = cp;
+		i += l;
+	}
+	rc = pretok_split(p, cps, *n_cps, &lens, n_words, &err);
+	ck_assert_msg(rc == 0, "%s", err.msg);
+	for (size_t i = 0; i < *n_words; i++) {
+		ck_assert_uint_gt(lens[i], 0);
+		sum += lens[i];
+	}
+	ck_assert_uint_eq(sum, *n_cps);
+	free(cps);
+	return lens;
+}
+
+/* Every name we accept compiles and splits a mixed text into words. */
+START_TEST(test_tokenizer_pretok_all_names)
+{
+	struct pretok *p;
+	struct err err = { 0 };
+
+	for (size_t i = 0; i < sizeof(pre_names) / sizeof(pre_names[0]); i++) {
+		size_t n_words, n_cps, *lens;
+
+		ck_assert_msg(pretok_new(&p, pre_names[i], &err) == 0, "%s: %s",
+				pre_names[i], err.msg);
+		lens = split(p, pre_sample, sizeof(pre_sample) - 1, &n_words, &n_cps);
+		ck_assert_msg(n_words > 20, "%s: %zu words", pre_names[i], n_words);
+		free(lens);
+		pretok_free(p);
+	}
+	ck_assert_int_eq(pretok_new(&p, "gemma4", &err), -ENOTSUP);
+	ck_assert_ptr_null(p);
+	ck_assert(strstr(err.msg, "gemma4") && strstr(err.msg, "qwen2"));
+}
+END_TEST
+
+/*
+ * llama.cpp scans the GPT-2, Llama 3 and Qwen2 patterns by hand; the same
+ * patterns through the PCRE2 path must split every test text alike. This
+ * checks the scanners and the regex path (collapsing, lookahead, the
+ * words between matches) against each other.
+ */
+START_TEST(test_tokenizer_scanners_match_regex)
+{
+	static const char *const names[] = { "gpt-2", "llama-bpe", "qwen2" };
+	static const char *const inputs[] = {
+		"vocab/own/hard-cases.inp", "vocab/ggml-vocab-qwen2.gguf.inp",
+		"vocab/ggml-vocab-llama-bpe.gguf.inp", "vocab/ggml-vocab-qwen35.gguf.inp",
+	};
+	size_t checked = 0;
+
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		struct pretok *scan, *re;
+		struct err err = { 0 };
+
+		ck_assert_int_eq(pretok_new_regex(&scan, names[k], false, &err), 0);
+		ck_assert_int_eq(pretok_new_regex(&re, names[k], true, &err), 0);
+		for (size_t f = 0; f < sizeof(inputs) / sizeof(inputs[0]); f++) {
+			char path[4200];
+			size_t len;
+			char *inp = read_file(shared_path(path, sizeof(path), inputs[f]), &len);
+			char *text = inp;
+
+			while (text < inp + len) {
+				char *end = strstr(text, SEP);
+				size_t tl = end ? (size_t)(end - text) : strlen(text);
+				size_t na, nb, ca, cb;
+				size_t *a = split(scan, text, tl, &na, &ca);
+				size_t *b = split(re, text, tl, &nb, &cb);
+
+				ck_assert_msg(na == nb && !memcmp(a, b, na * sizeof(*a)),
+						"%s: \"%.*s\" splits differently", names[k],
+						(int)tl, text);
+				free(a);
+				free(b);
+				checked++;
+				if (!end)
+					break;
+				text = end + strlen(SEP);
+			}
+			free(inp);
+		}
+		pretok_free(scan);
+		pretok_free(re);
+	}
+	ck_assert_uint_gt(checked, 300);
+}
+END_TEST
+
 /* ---- robustness -------------------------------------------------------- */
 
 START_TEST(test_tokenizer_invalid_utf8)
@@ -578,6 +711,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_tokenizer_golden, 0, N_GOLDEN);
 	tcase_add_test(tc, test_tokenizer_detok_holds_partial_utf8);
 	tcase_add_test(tc, test_tokenizer_detokenize_roundtrip);
+	tcase_add_test(tc, test_tokenizer_pretok_all_names);
+	tcase_add_test(tc, test_tokenizer_scanners_match_regex);
 	tcase_add_test(tc, test_tokenizer_invalid_utf8);
 	tcase_add_test(tc, test_tokenizer_megabyte);
 	tcase_add_test(tc, test_tokenizer_load_qwen2_fast);
