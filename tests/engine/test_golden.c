@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The engine against llama.cpp: every model in $SHARED/models with a
+ * golden file $SHARED/golden/<stem>.jsonl, every prompt in it, judged by
+ * the rule of ../shared/README.md, section 4, with the per-model rel_tol
+ * and margin of golden/thresholds.json:
+ *
+ *   1. teacher-forced, one token at a time over prompt_tokens + tokens:
+ *      the logits of the five golden top-5 ids within
+ *      rel_tol * max(1, |golden|), and the argmax equal to tokens[s] at
+ *      every step whose golden margin is >= margin;
+ *   2. free-running greedy decoding of 48 tokens from prompt_tokens (which
+ *      the engine's tokenizer must reproduce from the prompt text) equal
+ *      to tokens up to the first step whose golden margin is < margin.
+ *
+ * Prints per model the largest relative error and how many of the 48
+ * free-running tokens each prompt matched (Documentation/engine.md quotes
+ * these figures).
+ *
+ *   make build/tests/engine/test_golden && build/tests/engine/test_golden
+ */
+#include <check.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/engine.h"
+#include "../../engine/tokenizer.h"
+
+#define GOLDEN_STEPS 48
+#define GOLDEN_MAX_MODELS 32
+
+static char shared_dir[1024];
+static char *model_stems[GOLDEN_MAX_MODELS];
+static int n_models;
+
+static int32_t golden_argmax(const float *x, uint32_t n)
+{
+	uint32_t i, best = 0;
+
+	/* strictly greater: the lowest id wins a tie, as llama.cpp's greedy */
+	for (i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return (int32_t)best;
+}
+
+static int32_t *golden_ids(json_t *arr, size_t *n)
+{
+	size_t i;
+	int32_t *ids;
+
+	ck_assert_msg(json_is_array(arr), "golden: token list is not an array");
+	*n = json_array_size(arr);
+	ids = malloc((*n ? *n : 1) * sizeof(*ids));
+	ck_assert_ptr_nonnull(ids);
+	for (i = 0; i < *n; i++)
+		ids[i] = (int32_t)json_integer_value(json_array_get(arr, i));
+	return ids;
+}
+
+struct golden_stats {
+	double max_rel;       /* over all steps and top-5 ids */
+	int full;             /* prompts whose 48 free tokens all match */
+	int prompts;
+	char prefixes[256];   /* matched free-running prefix per prompt */
+};
+
+static void golden_forward(struct engine_model *m, struct engine_seq *seq,
+		const int32_t *tok, size_t n, float *logits)
+{
+	struct engine_batch_item it = {
+		.seq = seq, .tokens = tok, .n_tokens = n, .logits = logits,
+	};
+	struct err err = {0};
+
+	ck_assert_msg(engine_forward(m, &it, 1, &err) == 0, "forward: %s",
+			err.msg);
+}
+
+/* Rule 1 over one golden line. */
+static void golden_teacher_forced(struct engine_model *m, json_t *line,
+		const int32_t *prompt, size_t n_prompt, const int32_t *tokens,
+		double rel_tol, double margin, struct golden_stats *st)
+{
+	const struct engine_model_info *info = engine_model_info(m);
+	json_t *top5 = json_object_get(line, "top5");
+	struct engine_seq *seq = NULL;
+	struct err err = {0};
+	float *logits = malloc(info->n_vocab * sizeof(float));
+	size_t s, j;
+
+	ck_assert_ptr_nonnull(logits);
+	ck_assert_int_eq(json_array_size(top5), GOLDEN_STEPS);
+	ck_assert_msg(engine_seq_new(m, &seq, &err) == 0, "%s", err.msg);
+	golden_forward(m, seq, prompt, n_prompt, logits);
+	for (s = 0; s < GOLDEN_STEPS; s++) {
+		json_t *step = json_array_get(top5, s);
+		double g0, g1;
+
+		if (s > 0)
+			golden_forward(m, seq, &tokens[s - 1], 1, logits);
+		for (j = 0; j < 5; j++) {
+			json_t *pair = json_array_get(step, j);
+			int32_t id = (int32_t)json_integer_value(
+					json_array_get(pair, 0));
+			double g = json_number_value(json_array_get(pair, 1));
+			double e = logits[id];
+			double rel = fabs(e - g) / fmax(1.0, fabs(g));
+
+			if (rel > st->max_rel)
+				st->max_rel = rel;
+			ck_assert_msg(rel <= rel_tol,
+				"step %zu: logit of token %d is %.9g, llama.cpp %.9g (rel %.3g > %.3g)",
+				s, id, e, g, rel, rel_tol);
+		}
+		g0 = json_number_value(json_array_get(json_array_get(step, 0), 1));
+		g1 = json_number_value(json_array_get(json_array_get(step, 1), 1));
+		if (g0 - g1 >= margin)
+			ck_assert_msg(golden_argmax(logits, info->n_vocab) == tokens[s],
+				"step %zu: argmax %d, llama.cpp %d (margin %.3g)",
+				s, golden_argmax(logits, info->n_vocab), tokens[s],
+				g0 - g1);
+	}
+	engine_seq_free(seq);
+	free(logits);
+}
+
+/* Rule 2: greedy from the prompt alone; the generated ids go to gen. */
+static void golden_free_running(struct engine_model *m,
+		const int32_t *prompt, size_t n_prompt, int32_t *gen)
+{
+	const struct engine_model_info *info = engine_model_info(m);
+	struct engine_seq *seq = NULL;
+	struct err err = {0};
+	float *logits = malloc(info->n_vocab * sizeof(float));
+	size_t s;
+
+	ck_assert_ptr_nonnull(logits);
+	ck_assert_msg(engine_seq_new(m, &seq, &err) == 0, "%s", err.msg);
+	golden_forward(m, seq, prompt, n_prompt, logits);
+	for (s = 0; s < GOLDEN_STEPS; s++) {
+		gen[s] = golden_argmax(logits, info->n_vocab);
+		if (s + 1 < GOLDEN_STEPS)
+			golden_forward(m, seq, &gen[s], 1, logits);
+	}
+	ck_assert_uint_eq(engine_seq_length(seq), n_prompt + GOLDEN_STEPS - 1);
+	engine_seq_free(seq);
+	free(logits);
+}
+
+static void golden_check_tokenizer(struct engine_model *m, json_t *line,
+		const int32_t *prompt, size_t n_prompt)
+{
+	const char *text = json_string_value(json_object_get(line, "prompt"));
+	int32_t *toks = NULL;
+	size_t n = 0, i;
+	struct err err = {0};
+
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(engine_tokenize(m, text, strlen(text), true, true, &toks,
+			&n, &err) == 0, "tokenize: %s", err.msg);
+	ck_assert_msg(n == n_prompt, "prompt tokenized to %zu tokens, llama.cpp %zu",
+			n, n_prompt);
+	for (i = 0; i < n; i++)
+		ck_assert_msg(toks[i] == prompt[i],
+			"prompt token %zu: %d, llama.cpp %d", i, toks[i], prompt[i]);
+	free(toks);
+}
+
+/*
+ * The text of gen as golden.mjs renders it: node-llama-cpp's
+ * detokenize(tokens, false, prompt) detokenizes the prompt's non-control
+ * tokens followed by gen and keeps what follows the prompt's own text, so
+ * a SentencePiece word keeps its leading space after a prompt and loses
+ * it at the start of a text.
+ */
+static char *golden_text(struct engine_model *m, const int32_t *prompt,
+		size_t n_prompt, const int32_t *gen, size_t n_gen)
+{
+	const struct engine_vocab *v = engine_model_vocab(m);
+	int32_t *all = malloc((n_prompt + n_gen) * sizeof(*all));
+	char *full = NULL, *pre = NULL, *text;
+	size_t len = 0, pre_len = 0, n = 0, i;
+	struct err err = {0};
+
+	ck_assert_ptr_nonnull(all);
+	for (i = 0; i < n_prompt; i++)
+		if (!engine_vocab_is_control(v, prompt[i]))
+			all[n++] = prompt[i];
+	memcpy(all + n, gen, n_gen * sizeof(*all));
+	ck_assert_msg(engine_vocab_detokenize(v, all, n + n_gen, false, &full,
+			&len, &err) == 0, "detokenize: %s", err.msg);
+	ck_assert_msg(engine_vocab_detokenize(v, all, n, false, &pre, &pre_len,
+			&err) == 0, "detokenize: %s", err.msg);
+	ck_assert(pre_len <= len && !memcmp(full, pre, pre_len));
+	text = strdup(full + pre_len);
+	ck_assert_ptr_nonnull(text);
+	free(all);
+	free(full);
+	free(pre);
+	return text;
+}
+
+static void golden_thresholds(const char *stem, double *rel_tol,
+		double *margin)
+{
+	char path[1200];
+	json_error_t jerr;
+	json_t *root, *entry;
+
+	snprintf(path, sizeof(path), "%s/golden/thresholds.json", shared_dir);
+	root = json_load_file(path, 0, &jerr);
+	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
+	entry = json_object_get(root, stem);
+	ck_assert_msg(entry != NULL, "no thresholds for %s", stem);
+	*rel_tol = json_number_value(json_object_get(entry, "rel_tol"));
+	*margin = json_number_value(json_object_get(entry, "margin"));
+	ck_assert(*rel_tol > 0.0 && *margin > 0.0);
+	json_decref(root);
+}
+
+START_TEST(test_golden_model)
+{
+	const char *stem = model_stems[_i];
+	struct golden_stats st = {0};
+	struct engine_model_options opt = { .n_ctx = 1024, .threads = 1 };
+	struct engine_model *m = NULL;
+	struct err err = {0};
+	char path[1200], line_buf[1 << 17];
+	double rel_tol, margin;
+	FILE *f;
+
+	golden_thresholds(stem, &rel_tol, &margin);
+	snprintf(path, sizeof(path), "%s/models/%s.gguf", shared_dir, stem);
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
+			path, err.msg);
+	snprintf(path, sizeof(path), "%s/golden/%s.jsonl", shared_dir, stem);
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	while (fgets(line_buf, sizeof(line_buf), f)) {
+		json_error_t jerr;
+		json_t *line = json_loads(line_buf, 0, &jerr);
+		int32_t *prompt, *tokens, gen[GOLDEN_STEPS];
+		size_t n_prompt, n_tokens, s, matched, limit;
+		json_t *top5;
+		char *text;
+
+		ck_assert_msg(line != NULL, "%s: %s", path, jerr.text);
+		prompt = golden_ids(json_object_get(line, "prompt_tokens"), &n_prompt);
+		tokens = golden_ids(json_object_get(line, "tokens"), &n_tokens);
+		ck_assert_int_eq(n_tokens, GOLDEN_STEPS);
+		golden_check_tokenizer(m, line, prompt, n_prompt);
+		golden_teacher_forced(m, line, prompt, n_prompt, tokens, rel_tol,
+				margin, &st);
+
+		golden_free_running(m, prompt, n_prompt, gen);
+		top5 = json_object_get(line, "top5");
+		for (limit = 0; limit < GOLDEN_STEPS; limit++) {
+			json_t *step = json_array_get(top5, limit);
+			double g0 = json_number_value(json_array_get(
+					json_array_get(step, 0), 1));
+			double g1 = json_number_value(json_array_get(
+					json_array_get(step, 1), 1));
+
+			if (g0 - g1 < margin)
+				break;
+		}
+		for (matched = 0; matched < GOLDEN_STEPS; matched++)
+			if (gen[matched] != tokens[matched])
+				break;
+		ck_assert_msg(matched >= limit,
+			"%s: free-running token %zu is %d, llama.cpp %d (must match up to %zu)",
+			stem, matched, gen[matched], tokens[matched], limit);
+		st.prompts++;
+		st.full += matched == GOLDEN_STEPS;
+		s = strlen(st.prefixes);
+		snprintf(st.prefixes + s, sizeof(st.prefixes) - s, "%s%zu",
+				s ? " " : "", matched);
+		if (!strcmp(stem, "stories260K")) {
+			const char *want = json_string_value(
+					json_object_get(line, "text"));
+
+			text = golden_text(m, prompt, n_prompt, gen, GOLDEN_STEPS);
+			printf("stories260K: %s%s\n", json_string_value(
+					json_object_get(line, "prompt")), text);
+			if (matched == GOLDEN_STEPS)
+				ck_assert_str_eq(text, want);
+			free(text);
+		}
+		free(prompt);
+		free(tokens);
+		json_decref(line);
+	}
+	fclose(f);
+	engine_model_free(m);
+	ck_assert_int_gt(st.prompts, 0);
+	printf("%-28s max rel err %.3g (tol %.3g), 48/48 in %d of %d prompts, matched prefixes: %s\n",
+			stem, st.max_rel, rel_tol, st.full, st.prompts,
+			st.prefixes);
+	fflush(stdout);
+}
+END_TEST
+
+static int golden_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The stems of models that have a golden file. */
+static void golden_find_models(void)
+{
+	char path[1200];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/models", shared_dir);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((de = readdir(d)) && n_models < GOLDEN_MAX_MODELS) {
+		size_t len = strlen(de->d_name);
+		char golden[1400];
+		FILE *f;
+
+		if (len < 6 || strcmp(de->d_name + len - 5, ".gguf"))
+			continue;
+		snprintf(golden, sizeof(golden), "%s/golden/%.*s.jsonl",
+				shared_dir, (int)(len - 5), de->d_name);
+		f = fopen(golden, "r");
+		if (!f)
+			continue;
+		fclose(f);
+		model_stems[n_models++] = strndup(de->d_name, len - 5);
+	}
+	closedir(d);
+	qsort(model_stems, n_models, sizeof(model_stems[0]), golden_cmp);
+}
+
+int main(void)
+{
+	const char *env = getenv("SHARED");
+	Suite *su = suite_create("golden");
+	TCase *tc = tcase_create("golden");
+	SRunner *sr;
+	int failed, i;
+
+	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
+	golden_find_models();
+	if (n_models == 0) {
+		printf("no models with golden files under %s/models\n", shared_dir);
+		return 77;
+	}
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_golden_model, 0, n_models);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	for (i = 0; i < n_models; i++)
+		free(model_stems[i]);
+	return failed ? 1 : 0;
+}
