@@ -8,14 +8,15 @@
  *   $ build/bin/llmfs-write-model -o /tmp/big.gguf --arch qwen3 --embd 2048 \
  *         --layers 16 --heads 16 --kv-heads 4 --head-dim 128 --ff 6144 \
  *         --type q8_0 --vocab-from ../shared/vocab/ggml-vocab-gpt-2.gguf
- *   wrote /tmp/big.gguf: 147 tensors, 1.27 GiB in 9.8 s
+ *   wrote /tmp/big.gguf: 179 tensors, 1038991616 bytes of weights ...
  *
  * Without --vocab-from the model carries a minimal byte-level SentencePiece
  * vocabulary (<unk>, <s>, </s>, 256 byte tokens, printable ASCII). Weights
- * are N(0, 0.02)-like (Irwin-Hall) from a xoshiro256** stream seeded per tensor by --seed and
- * the tensor's name; norm weights are F32 near 1. Q8_0 is ggml's reference
- * quantizer (quantize_row_q8_0_ref). Tensors are streamed to the file, so
- * memory stays small whatever the model size.
+ * are N(0, 0.02)-like (Irwin-Hall) from a xoshiro256** stream seeded per
+ * tensor by --seed and the tensor's name; norm weights are F32 near 1. Q8_0
+ * is ggml's reference quantizer (quantize_row_q8_0_ref). Tensors are
+ * streamed to the file, so memory stays small whatever the model size.
+ * --tied leaves out output.weight (llama.cpp then uses token_embd).
  */
 #include <errno.h>
 #include <getopt.h>

@@ -686,10 +686,12 @@ END_TEST
 
 /* ---- fuzz regressions ---------------------------------------------------- */
 
-/* Each input the fuzzer once crashed on now opens or fails cleanly. */
-START_TEST(test_gguf_fuzz_crashers)
+/*
+ * Each input the fuzzer once crashed on now opens or fails cleanly; the
+ * hand-made seeds of tests/fuzz/seeds/ are valid files and open.
+ */
+static int replay_dir(const char *dir, bool must_open)
 {
-	const char *dir = "tests/fuzz/crashers";
 	struct dirent *e;
 	char path[1024];
 	int n = 0;
@@ -707,6 +709,7 @@ START_TEST(test_gguf_fuzz_crashers)
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		ret = io_gguf_open(&g, path, &err);
 		if (ret) {
+			ck_assert_msg(!must_open, "%s", err.msg);
 			ck_assert_ptr_null(g);
 			ck_assert_msg(err.msg[0] && !strchr(err.msg, '\n'),
 				      "%s: '%s'", path, err.msg);
@@ -715,7 +718,15 @@ START_TEST(test_gguf_fuzz_crashers)
 		n++;
 	}
 	closedir(d);
+	return n;
+}
+
+START_TEST(test_gguf_fuzz_inputs)
+{
+	int n = replay_dir("tests/fuzz/crashers", false);
+
 	printf("test_gguf: %d fuzz regression inputs replayed\n", n);
+	ck_assert_int_ge(replay_dir("tests/fuzz/seeds", true), 2);
 }
 END_TEST
 
@@ -740,7 +751,7 @@ static Suite *gguf_suite(void)
 	tcase_add_test(tc, test_gguf_syscall_errors);
 	tcase_add_test(tc, test_gguf_split);
 	tcase_add_test(tc, test_gguf_split_refuses);
-	tcase_add_test(tc, test_gguf_fuzz_crashers);
+	tcase_add_test(tc, test_gguf_fuzz_inputs);
 	suite_add_tcase(s, tc);
 	return s;
 }
