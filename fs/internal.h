@@ -350,6 +350,12 @@ struct fs {
 	pthread_mutex_t handles_lock;  /* open files, freed at unmount */
 	struct fs_handle *handles;
 
+	const char *mountpoint;
+	int sig_pipe[2];               /* signal handler -> shutdown thread */
+	pthread_t main_thread;
+	pthread_t shutdown;
+	bool shutdown_started;
+
 	pthread_mutex_t reap_lock;
 	pthread_cond_t reap_cond;
 	bool reap_stop;

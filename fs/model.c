@@ -108,6 +108,13 @@ void fs_model_submit(struct fs_model *fm, struct fs_stream *s)
 	struct fs_stream **pp;
 
 	pthread_mutex_lock(&fm->lock);
+	if (fm->stop) {
+		/* Unmounting: no new generation, the reader gets EOF. */
+		pthread_mutex_unlock(&fm->lock);
+		fs_stream_finish(s, 0);
+		fs_stream_put(s);
+		return;
+	}
 	s->next = NULL;
 	for (pp = &fm->queue; *pp; pp = &(*pp)->next)
 		;
@@ -124,6 +131,11 @@ void fs_model_job(struct fs_model *fm, struct fs_job *job)
 	struct fs_job **pp;
 
 	pthread_mutex_lock(&fm->lock);
+	if (fm->stop) {
+		pthread_mutex_unlock(&fm->lock);
+		job->run(fm, job, true);
+		return;
+	}
 	job->next = NULL;
 	for (pp = &fm->jobs; *pp; pp = &(*pp)->next)
 		;

@@ -5,15 +5,26 @@
  * no threads), serves until `fusermount3 -u` or SIGINT/SIGTERM, then stops
  * every generation, answers every parked read with EOF, unmounts and frees
  * everything (the tests run this under ASan and valgrind).
+ *
+ * A signal does not stop the FUSE loop at once (as fuse_set_signal_handlers
+ * would): requests that arrive after the loop stopped would fail with
+ * ECONNABORTED. The shutdown thread instead ends the generations, detaches
+ * the mount (umount -l), and lets the loop serve EOF to the readers still
+ * there until the kernel drops the connection, at most a few seconds.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -211,7 +222,13 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		mount_usage(stderr);
 		return -EINVAL;
 	}
-	a->mountpoint = argv[argc - 1];
+	/* Absolute: the shutdown thread unmounts it after chdir("/"). */
+	a->mountpoint = realpath(argv[argc - 1], NULL);
+	if (!a->mountpoint) {
+		fprintf(stderr, "llmfs: %s: %s\n", argv[argc - 1],
+			strerror(errno));
+		return -errno;
+	}
 	for (int i = optind; i < argc - 1 && !rc; i++) {
 		if (stat(argv[i], &st)) {
 			fprintf(stderr, "llmfs: %s: %s\n", argv[i],
@@ -310,6 +327,98 @@ static void *mount_reaper(void *arg)
 	return NULL;
 }
 
+/* Seconds the readers still open after a signal get before the loop ends. */
+#define MOUNT_GRACE_MS 3000
+
+static int mount_sig_fd = -1;   /* write end of the shutdown pipe */
+
+static void mount_on_signal(int sig)
+{
+	char c = 's';
+
+	if (write(mount_sig_fd, &c, 1) < 0) {
+		/* nothing to do in a signal handler */
+	}
+}
+
+static void mount_on_wake(int sig)
+{
+	/* Only here to interrupt the FUSE loop's sem_wait(). */
+}
+
+static void mount_detach(const char *mountpoint)
+{
+	pid_t pid;
+
+	if (geteuid() == 0) {
+		umount2(mountpoint, MNT_DETACH);
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "-z", "--",
+			mountpoint, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+static void *mount_shutdown_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct pollfd pfd = { .fd = fs->sig_pipe[0], .events = POLLIN };
+	char c = 0;
+
+	while (read(fs->sig_pipe[0], &c, 1) < 0 && errno == EINTR)
+		;
+	if (c != 's')
+		return NULL;    /* the loop ended by itself */
+	for (unsigned i = 0; i < fs->n_models; i++)
+		fs_model_stop(fs->models[i]);
+	fs_waiters_flush(fs);
+	mount_detach(fs->mountpoint);
+	if (poll(&pfd, 1, MOUNT_GRACE_MS) == 1)
+		return NULL;
+	fuse_session_exit(fs->se);
+	pthread_kill(fs->main_thread, SIGUSR1);
+	return NULL;
+}
+
+static int mount_signals(struct fs *fs)
+{
+	struct sigaction sa = { .sa_handler = mount_on_signal };
+	struct sigaction wake = { .sa_handler = mount_on_wake };
+	struct sigaction ign = { .sa_handler = SIG_IGN };
+
+	if (pipe2(fs->sig_pipe, O_CLOEXEC))
+		return -errno;
+	mount_sig_fd = fs->sig_pipe[1];
+	sigemptyset(&sa.sa_mask);
+	sigemptyset(&wake.sa_mask);
+	if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) ||
+			sigaction(SIGHUP, &sa, NULL) ||
+			sigaction(SIGUSR1, &wake, NULL) ||
+			sigaction(SIGPIPE, &ign, NULL))
+		return -errno;
+	return 0;
+}
+
+static void mount_signals_restore(struct fs *fs)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+
+	sigaction(SIGINT, &dfl, NULL);
+	sigaction(SIGTERM, &dfl, NULL);
+	sigaction(SIGHUP, &dfl, NULL);
+	if (fs->sig_pipe[0] >= 0) {
+		close(fs->sig_pipe[0]);
+		close(fs->sig_pipe[1]);
+	}
+	fs->sig_pipe[0] = fs->sig_pipe[1] = -1;
+	mount_sig_fd = -1;
+}
+
 static void mount_fs_init(struct fs *fs, const struct fs_options *opt)
 {
 	memset(fs, 0, sizeof(*fs));
@@ -322,6 +431,7 @@ static void mount_fs_init(struct fs *fs, const struct fs_options *opt)
 	pthread_mutex_init(&fs->handles_lock, NULL);
 	pthread_mutex_init(&fs->reap_lock, NULL);
 	pthread_cond_init(&fs->reap_cond, NULL);
+	fs->sig_pipe[0] = fs->sig_pipe[1] = -1;
 }
 
 /* Stop everything; every FUSE request still waiting gets its answer. */
@@ -360,6 +470,7 @@ static void mount_args_free(struct mount_args *a)
 		free(a->src[i].path);
 	}
 	free(a->src);
+	free(a->mountpoint);
 	fs_buf_free(&a->fuse_opts);
 }
 
@@ -369,8 +480,10 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	struct fuse_args args;
 	struct fuse_loop_config *cfg;
 	struct err err = {0};
+	char q = 'q';
 	int rc = 1;
 
+	fs->mountpoint = a->mountpoint;
 	if (fs_buf_printf(&a->fuse_opts, ",fsname=llmfs,subtype=llmfs,"
 			"default_permissions"))
 		return 1;
@@ -382,11 +495,15 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
 	if (!fs->se)
 		return 1;
-	if (fuse_set_signal_handlers(fs->se))
-		goto out_destroy;
+	if (mount_signals(fs))
+		goto out_signals;
 	if (fuse_session_mount(fs->se, a->mountpoint))
 		goto out_signals;
 	fuse_daemonize(a->opt.foreground);
+	fs->main_thread = pthread_self();
+	if (pthread_create(&fs->shutdown, NULL, mount_shutdown_main, fs))
+		goto out_unmount;
+	fs->shutdown_started = true;
 	for (unsigned i = 0; i < fs->n_models; i++) {
 		if (fs_model_start(fs->models[i], &err)) {
 			fprintf(stderr, "llmfs: %s\n", err.msg);
@@ -402,11 +519,13 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	rc = fuse_session_loop_mt(fs->se, cfg) ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);
 out_stop:
+	if (write(fs->sig_pipe[1], &q, 1) == 1 && fs->shutdown_started)
+		pthread_join(fs->shutdown, NULL);
 	mount_fs_stop(fs);
+out_unmount:
 	fuse_session_unmount(fs->se);
 out_signals:
-	fuse_remove_signal_handlers(fs->se);
-out_destroy:
+	mount_signals_restore(fs);
 	fuse_session_destroy(fs->se);
 	return rc;
 }

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# The generate paths give exactly llmfs-run's text for the same prompt and
+# settings (greedy): one read-write descriptor, the shell idiom (cat prompt >
+# generate; cat generate), sessions/N/generate, chat; tokenize gives the
+# reference token ids; two process sessions at once get their own answers; a
+# read with nothing submitted is EOF; killing a reader cancels its generation
+# and the mount stays healthy; poll works; a slow reader stalls nobody.
+. "$(dirname "$0")/mount-lib.bash"
+
+mount_llmfs --name stories="$STORIES" --name qwen="$QWEN" --name mixq="$MIXQ"
+wait_loaded || fail "models loaded in 10 s"
+S=$MNT/stories
+N=48
+P='Once upon a time, there was a little girl named Lily.'
+printf 'temperature=0\nmax_tokens=%d\n' $N > "$WORK/greedy"
+cat "$WORK/greedy" > "$S/config"
+"$RUN" -m "$STORIES" -p "$P" --temp 0 -n $N > "$WORK/expect" 2>/dev/null
+check "llmfs-run gave a reference text" [ -s "$WORK/expect" ]
+
+# 1. One descriptor: open read-write, write, read to EOF.
+exec 3<>"$S/generate"
+printf '%s' "$P" >&3
+cat <&3 > "$WORK/rw"
+exec 3>&-
+same "$WORK/expect" "$WORK/rw" "one read-write descriptor = llmfs-run"
+
+# 2. The shell idiom, and the same with echo's newline.
+printf '%s' "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/shell"
+same "$WORK/expect" "$WORK/shell" "cat prompt > generate; cat generate = llmfs-run"
+echo "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/echo"
+same "$WORK/expect" "$WORK/echo" "echo's trailing newline is not part of the prompt"
+cat "$S/generate" > "$WORK/again"
+check "a read with nothing submitted is EOF at once" [ ! -s "$WORK/again" ]
+
+# 3. sessions/N/generate, read from another process session.
+n=$(cat "$S/sessions/new")
+printf '%s' "$P" > "$S/sessions/$n/generate"
+setsid cat "$S/sessions/$n/generate" > "$WORK/session"
+same "$WORK/expect" "$WORK/session" "sessions/N/generate = llmfs-run"
+check "sessions/N/history has the prompt and the answer" \
+	grep -qF -- "$P" "$S/sessions/$n/history"
+check "sessions/N/history has the answer" \
+	grep -qF -- "$(head -c 40 "$WORK/expect")" "$S/sessions/$n/history"
+echo 'max_tokens=5' > "$S/sessions/$n/config"
+printf '%s' "$P" > "$S/sessions/$n/generate"
+cat "$S/sessions/$n/generate" > "$WORK/five"
+"$RUN" -m "$STORIES" -p "$P" --temp 0 -n 5 > "$WORK/expect5" 2>/dev/null
+same "$WORK/expect5" "$WORK/five" "sessions/N/config overrides max_tokens"
+
+# 4. chat on a model with a ChatML template.
+cat "$WORK/greedy" > "$MNT/qwen/config"
+C='What is the capital of France?'
+"$RUN" -m "$QWEN" -p "$C" --temp 0 -n $N --chat > "$WORK/expect-chat" 2>/dev/null
+printf '%s' "$C" > "$MNT/qwen/chat"
+cat "$MNT/qwen/chat" > "$WORK/chat"
+same "$WORK/expect-chat" "$WORK/chat" "chat = llmfs-run --chat"
+"$RUN" -m "$QWEN" -p "$C" --temp 0 -n $N > "$WORK/expect-gen" 2>/dev/null
+printf '%s' "$C" > "$MNT/qwen/generate"
+cat "$MNT/qwen/generate" > "$WORK/gen"
+same "$WORK/expect-gen" "$WORK/gen" "qwen generate = llmfs-run"
+
+# 5. tokenize against the reference tokenizer's ids (golden file).
+if command -v python3 >/dev/null; then
+	python3 - "$SHARED/golden/tiny-qwen3-bpe16k-f16.jsonl" "$WORK" <<'PY'
+import json, sys
+for i, line in enumerate(open(sys.argv[1])):
+    if i == 3: break
+    d = json.loads(line)
+    open(f"{sys.argv[2]}/tok{i}.txt", "w").write(d["prompt"])
+    open(f"{sys.argv[2]}/tok{i}.ids", "w").write(" ".join(map(str, d["prompt_tokens"])) + "\n")
+PY
+	for i in 0 1 2; do
+		exec 3<>"$MNT/qwen/tokenize"
+		cat "$WORK/tok$i.txt" >&3
+		cat <&3 > "$WORK/tok$i.got"
+		exec 3>&-
+		same "$WORK/tok$i.ids" "$WORK/tok$i.got" "tokenize = llama.cpp's ids (golden prompt $i)"
+	done
+	# The shell idiom works for tokenize too (echo's newline dropped).
+	head -c -0 "$WORK/tok0.txt" > "$MNT/qwen/tokenize"
+	cat "$MNT/qwen/tokenize" > "$WORK/tok0.shell"
+	same "$WORK/tok0.ids" "$WORK/tok0.shell" "tokenize: shell idiom"
+else
+	echo "# python3 absent: tokenize against the golden ids not checked"
+fi
+
+# 6. Two process sessions at once, each with its own answer.
+P2='The dog ran to the park.'
+"$RUN" -m "$STORIES" -p "$P2" --temp 0 -n $N > "$WORK/expect2" 2>/dev/null
+for i in 1 2 3; do
+	setsid bash -c "printf '%s' '$P' > '$S/generate'; sleep 0.2; cat '$S/generate' > '$WORK/c1.$i'" &
+	a=$!
+	setsid bash -c "printf '%s' '$P2' > '$S/generate'; sleep 0.2; cat '$S/generate' > '$WORK/c2.$i'" &
+	b=$!
+	wait $a $b
+	same "$WORK/expect" "$WORK/c1.$i" "concurrent shell A ($i) gets its own answer"
+	same "$WORK/expect2" "$WORK/c2.$i" "concurrent shell B ($i) gets its own answer"
+done
+setsid bash -c "printf '%s' '$P' > '$S/generate'"
+cat "$S/generate" > "$WORK/other"
+check "another process session does not get the answer" [ ! -s "$WORK/other" ]
+
+# 7. Many generations at once all finish with the right text.
+pids=
+for i in $(seq 6); do
+	n=$(cat "$S/sessions/new")
+	printf '%s' "$P" > "$S/sessions/$n/generate"
+	(cat "$S/sessions/$n/generate" > "$WORK/many.$i") &
+	pids="$pids $!"
+done
+wait $pids
+for i in $(seq 6); do
+	same "$WORK/expect" "$WORK/many.$i" "6 at once: generation $i"
+done
+
+# 8. Kill a reader mid-generation: cancelled, the mount stays healthy.
+printf 'temperature=0\nmax_tokens=3000\n' > "$WORK/long"
+cat "$WORK/long" > "$MNT/mixq/config"
+before=$(grep '^cancelled ' "$MNT/mixq/stats" | cut -d' ' -f2)
+printf 'Once upon a time' > "$MNT/mixq/generate"
+cat "$MNT/mixq/generate" > "$WORK/killed" &
+r=$!
+for _ in $(seq 100); do [ -s "$WORK/killed" ] && break; sleep 0.05; done
+kill $r
+wait $r 2>/dev/null
+for _ in $(seq 40); do
+	grep -qx 'active 0' "$MNT/mixq/stats" && break
+	sleep 0.05
+done
+check "killed reader: its generation stopped (active 0)" grep -qx 'active 0' "$MNT/mixq/stats"
+check "killed reader: counted as cancelled" \
+	[ "$(grep '^cancelled ' "$MNT/mixq/stats" | cut -d' ' -f2)" = $((before + 1)) ]
+check "killed reader: fewer than 3000 tokens were made" \
+	[ "$(grep '^tokens_out ' "$MNT/mixq/stats" | cut -d' ' -f2)" -lt 3000 ]
+printf '%s' "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/after"
+same "$WORK/expect" "$WORK/after" "after the kill the mount still generates"
+
+# Closing a read-write descriptor early cancels too.
+before=$(grep '^cancelled ' "$MNT/mixq/stats" | cut -d' ' -f2)
+exec 3<>"$MNT/mixq/generate"
+printf 'Once upon a time' >&3
+head -c 10 <&3 > /dev/null
+exec 3>&-
+for _ in $(seq 40); do
+	grep -qx 'active 0' "$MNT/mixq/stats" && break
+	sleep 0.05
+done
+check "closing early cancels at once" \
+	[ "$(grep '^cancelled ' "$MNT/mixq/stats" | cut -d' ' -f2)" = $((before + 1)) ]
+
+# 9. A slow reader stalls nobody: mixq's reader sleeps with its file open.
+printf 'Once upon a time' > "$MNT/mixq/generate"
+(exec 4<"$MNT/mixq/generate"; head -c 1 <&4 >/dev/null; sleep 4) &
+slow=$!
+start=$SECONDS
+printf '%s' "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/fast"
+same "$WORK/expect" "$WORK/fast" "another model answers while a reader sleeps"
+n=$(cat "$S/sessions/new")
+printf '%s' "$P" > "$S/sessions/$n/generate"
+cat "$S/sessions/$n/generate" > "$WORK/fast2"
+same "$WORK/expect" "$WORK/fast2" "and so does a session of the same mount"
+check "without waiting for the sleeper" [ $((SECONDS - start)) -lt 4 ]
+kill $slow 2>/dev/null
+wait $slow 2>/dev/null
+
+# 10. poll/select: the descriptor becomes readable, the text arrives.
+if command -v python3 >/dev/null; then
+	python3 - "$S/generate" "$P" > "$WORK/polled" <<'PY'
+import os, select, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.write(fd, sys.argv[2].encode())
+p = select.poll()
+p.register(fd, select.POLLIN)
+out = b""
+while True:
+    ev = p.poll(10000)
+    if not ev:
+        sys.exit("poll timed out")
+    chunk = os.read(fd, 65536)
+    if not chunk:
+        break
+    out += chunk
+os.close(fd)
+sys.stdout.buffer.write(out)
+PY
+	same "$WORK/expect" "$WORK/polled" "poll(2) then read gives the same text"
+fi
+
+unmount_llmfs
+finish
