@@ -658,13 +658,37 @@ static void scan_llama3(struct scan *s, size_t max_digits)
 /* ---- PCRE2 ------------------------------------------------------------- */
 
 /*
+ * Code point index of a byte offset in a UTF-8 subject, for offsets that
+ * only grow: the cursor walks forward by lead bytes.
+ */
+struct cp_cursor {
+	const char *s;
+	bool utf;
+	size_t byte, cp;
+};
+
+static size_t cp_at(struct cp_cursor *c, size_t byte)
+{
+	if (!c->utf)
+		return byte;
+	while (c->byte < byte) {
+		c->byte++;
+		while (c->byte < byte && ((uint8_t)c->s[c->byte] & 0xc0) == 0x80)
+			c->byte++;
+		c->cp++;
+	}
+	return c->cp;
+}
+
+/*
  * The matches of one regex inside [0, n) of subject become words, and so
- * does the text between them; offsets map subject bytes to code points.
+ * does the text between them (std::regex_iterator's walk, empty matches
+ * included).
  */
 static int regex_segment(const struct pretok_step *st, const char *subject,
-		size_t n, bool utf, const size_t *byte_to_cp,
-		pcre2_match_data *md, struct words *out)
+		size_t n, bool utf, pcre2_match_data *md, struct words *out)
 {
+	struct cp_cursor cur = { .s = subject, .utf = utf };
 	size_t pos = 0, last = 0;
 	uint32_t extra = 0;
 
@@ -673,6 +697,7 @@ static int regex_segment(const struct pretok_step *st, const char *subject,
 		int rc = pcre2_match(st->code, (PCRE2_SPTR)subject, n, pos,
 				extra | (utf ? PCRE2_NO_UTF_CHECK : 0), md, NULL);
 		PCRE2_SIZE *ov;
+		size_t c_last, c0, c1;
 
 		if (rc == PCRE2_ERROR_NOMATCH) {
 			if (!extra)
@@ -689,40 +714,50 @@ static int regex_segment(const struct pretok_step *st, const char *subject,
 		if (rc < 0)
 			return -EINVAL;
 		ov = pcre2_get_ovector_pointer(md);
-		if (ov[0] > last && words_push(out, byte_to_cp[ov[0]] - byte_to_cp[last]))
+		c_last = cp_at(&cur, last);
+		c0 = cp_at(&cur, ov[0]);
+		c1 = cp_at(&cur, ov[1]);
+		if (words_push(out, c0 - c_last) || words_push(out, c1 - c0))
 			return -ENOMEM;
-		if (ov[1] > ov[0] &&
-		    words_push(out, byte_to_cp[ov[1]] - byte_to_cp[ov[0]]))
-			return -ENOMEM;
-		if (ov[1] > last)
-			last = ov[1];
+		last = ov[1];
 		pos = ov[1];
 		extra = ov[1] == ov[0] ? PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED : 0;
 	}
-	if (last < n && words_push(out, byte_to_cp[n] - byte_to_cp[last]))
-		return -ENOMEM;
+	if (last < n) {
+		size_t c_last = cp_at(&cur, last);
+
+		if (words_push(out, cp_at(&cur, n) - c_last))
+			return -ENOMEM;
+	}
 	return 0;
 }
 
+/* What a regex step matches on: see the comment at the top. */
+struct subject {
+	char *s;
+	size_t len, cap;
+};
+
 /*
- * The subject a regex step sees for code points [0, n): collapsed bytes,
- * or UTF-8 with non-ASCII white space as \v. *map gets, for each byte
- * offset, the code point index it starts (n for the end).
+ * The subject for code points [0, n): collapsed bytes, or UTF-8 with
+ * non-ASCII white space as \v.
  */
 static int regex_subject(const uint32_t *cps, const uint16_t *fl, size_t n,
-		bool collapsed, char **subject, size_t *len, size_t **map)
+		bool collapsed, struct subject *sub)
 {
-	char *s = malloc(n * 4 + 1);
-	size_t *m = malloc((n * 4 + 1) * sizeof(*m));
 	size_t k = 0;
 
-	if (!s || !m) {
-		free(s);
-		free(m);
-		return -ENOMEM;
+	if (n * 4 + 1 > sub->cap) {
+		char *s = realloc(sub->s, n * 4 + 1);
+
+		if (!s)
+			return -ENOMEM;
+		sub->s = s;
+		sub->cap = n * 4 + 1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t c = cps[i];
+		uint16_t cls = fl[i] & UNI_CLASS_MASK;
 
 		if (collapsed) {
 			char b;
@@ -731,20 +766,19 @@ static int regex_subject(const uint32_t *cps, const uint16_t *fl, size_t n,
 				b = (char)c;
 			else if (fl[i] & UNI_SPACE)
 				b = 0x0b;
-			else if ((fl[i] & UNI_CLASS_MASK) == UNI_NUMBER)
+			else if (cls == UNI_NUMBER)
 				b = (char)0xd1;
-			else if ((fl[i] & UNI_CLASS_MASK) == UNI_LETTER)
+			else if (cls == UNI_LETTER)
 				b = (char)0xd2;
-			else if ((fl[i] & UNI_CLASS_MASK) == UNI_PUNCT)
+			else if (cls == UNI_PUNCT)
 				b = (char)0xd3;
-			else if ((fl[i] & UNI_CLASS_MASK) == UNI_MARK)
+			else if (cls == UNI_MARK)
 				b = (char)0xd4;
-			else if ((fl[i] & UNI_CLASS_MASK) == UNI_SYMBOL)
+			else if (cls == UNI_SYMBOL)
 				b = (char)0xd5;
 			else
 				b = (char)0xd0;
-			m[k] = i;
-			s[k++] = b;
+			sub->s[k++] = b;
 			continue;
 		}
 		if (c > 0x7f && (fl[i] & UNI_SPACE))
@@ -752,19 +786,10 @@ static int regex_subject(const uint32_t *cps, const uint16_t *fl, size_t n,
 		/* PCRE2 refuses surrogates; no pattern here matches one */
 		if ((c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
 			c = UNI_REPLACEMENT;
-		{
-			size_t l = uni_encode(c, s + k);
-
-			for (size_t j = 0; j < l; j++)
-				m[k + j] = i;
-			k += l;
-		}
+		k += uni_encode(c, sub->s + k);
 	}
-	m[k] = n;
-	s[k] = '\0';
-	*subject = s;
-	*len = k;
-	*map = m;
+	sub->s[k] = '\0';
+	sub->len = k;
 	return 0;
 }
 
@@ -772,25 +797,21 @@ static int step_regex(const struct pretok_step *st, const uint32_t *cps,
 		const uint16_t *fl, const struct words *in, struct words *out)
 {
 	pcre2_match_data *md = pcre2_match_data_create_from_pattern(st->code, NULL);
+	struct subject sub = { 0 };
 	size_t start = 0;
 	int rc = 0;
 
 	if (!md)
 		return -ENOMEM;
 	for (size_t w = 0; w < in->n && !rc; w++) {
-		char *subject;
-		size_t len, *map;
-
 		rc = regex_subject(cps + start, fl + start, in->len[w],
-				st->collapsed, &subject, &len, &map);
-		if (rc)
-			break;
-		rc = regex_segment(st, subject, len, !st->collapsed, map, md,
-				out);
-		free(subject);
-		free(map);
+				st->collapsed, &sub);
+		if (!rc)
+			rc = regex_segment(st, sub.s, sub.len, !st->collapsed, md,
+					out);
 		start += in->len[w];
 	}
+	free(sub.s);
 	pcre2_match_data_free(md);
 	return rc;
 }
