@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Model loading and the sequence API: the info a real model reports, the
+ * files the engine must refuse (written at test time by copying a shared
+ * model through io/'s GGUF writer with one thing changed), and forward()'s
+ * errors and KV-cache bookkeeping.
+ *
+ *   make build/tests/engine/test_model && build/tests/engine/test_model
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../engine/engine.h"
+
+static char shared_dir[1024];
+static char tmp_dir[] = "/tmp/llmfs-test-model-XXXXXX";
+
+static void model_path(char *buf, size_t cap, const char *stem)
+{
+	snprintf(buf, cap, "%s/models/%s.gguf", shared_dir, stem);
+}
+
+/* How to change a model while copying it. */
+struct mutation {
+	const char *drop_key;      /* leave this key out */
+	const char *arch;          /* new general.architecture */
+	const char *drop_tensor;   /* leave this tensor out */
+	const char *swap_tensor;   /* swap ne[0] and ne[1] of this tensor */
+};
+
+/* Copy ../shared/models/<stem>.gguf to dst with mutation mu applied. */
+static void model_copy(const char *stem, const char *dst,
+		const struct mutation *mu)
+{
+	struct io_gguf_writer *w = NULL;
+	struct io_gguf *g = NULL;
+	struct err err = {0};
+	char src[1200];
+	uint64_t i;
+	int fd;
+
+	model_path(src, sizeof(src), stem);
+	ck_assert_msg(io_gguf_open(&g, src, &err) == 0, "%s", err.msg);
+	ck_assert_msg(io_gguf_writer_new(&w, g->alignment == 32 ? 0 : g->alignment,
+			&err) == 0, "%s", err.msg);
+	for (i = 0; i < g->n_kv; i++) {
+		const struct io_gguf_kv *kv = &g->kv[i];
+
+		if (!strcmp(kv->key, "general.alignment"))
+			continue;
+		if (mu->drop_key && !strcmp(kv->key, mu->drop_key))
+			continue;
+		if (mu->arch && !strcmp(kv->key, "general.architecture")) {
+			ck_assert_int_eq(io_gguf_writer_add_str(w, kv->key,
+					mu->arch, &err), 0);
+			continue;
+		}
+		ck_assert_msg(io_gguf_writer_add(w, kv->key, &kv->value, &err) == 0,
+				"%s", err.msg);
+	}
+	for (i = 0; i < g->n_tensors; i++) {
+		const struct io_gguf_tensor *t = &g->tensors[i];
+		int64_t ne[IO_GGUF_MAX_DIMS];
+
+		if (mu->drop_tensor && !strcmp(t->name, mu->drop_tensor))
+			continue;
+		memcpy(ne, t->ne, sizeof(ne));
+		if (mu->swap_tensor && !strcmp(t->name, mu->swap_tensor)) {
+			ne[0] = t->ne[1];
+			ne[1] = t->ne[0];
+		}
+		ck_assert_msg(io_gguf_writer_add_tensor(w, t->name, t->type,
+				t->n_dims, ne, &err) == 0, "%s", err.msg);
+	}
+	ck_assert_msg(io_gguf_writer_begin(w, dst, &err) == 0, "%s", err.msg);
+	fd = open(g->files[0].path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	for (i = 0; i < g->n_tensors; i++) {
+		const struct io_gguf_tensor *t = &g->tensors[i];
+		char *buf;
+
+		if (mu->drop_tensor && !strcmp(t->name, mu->drop_tensor))
+			continue;
+		buf = malloc(t->bytes);
+		ck_assert_ptr_nonnull(buf);
+		ck_assert_int_eq(pread(fd, buf, t->bytes, (off_t)t->offset),
+				(ssize_t)t->bytes);
+		ck_assert_msg(io_gguf_writer_write(w, buf, t->bytes, &err) == 0,
+				"%s", err.msg);
+		free(buf);
+	}
+	close(fd);
+	ck_assert_msg(io_gguf_writer_finish(w, &err) == 0, "%s", err.msg);
+	io_gguf_writer_free(w);
+	io_gguf_close(g);
+}
+
+/* Open a mutated copy of stories260K; the return and the message. */
+static int model_open_mutated(const struct mutation *mu, struct err *err)
+{
+	struct engine_model *m = NULL;
+	char dst[1200];
+	int ret;
+
+	snprintf(dst, sizeof(dst), "%s/bad.gguf", tmp_dir);
+	model_copy("stories260K", dst, mu);
+	ret = engine_model_open(&m, dst, NULL, err);
+	if (ret == 0)
+		engine_model_free(m);
+	else
+		ck_assert_ptr_null(m);
+	unlink(dst);
+	return ret;
+}
+
+static struct engine_model *model_open(const char *stem, uint32_t n_ctx)
+{
+	struct engine_model_options opt = { .n_ctx = n_ctx, .threads = 1 };
+	struct engine_model *m = NULL;
+	struct err err = {0};
+	char path[1200];
+
+	model_path(path, sizeof(path), stem);
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
+			path, err.msg);
+	return m;
+}
+
+START_TEST(test_model_info_stories)
+{
+	struct engine_model *m = model_open("stories260K", 0);
+	const struct engine_model_info *in = engine_model_info(m);
+	const struct io_gguf *g = engine_model_gguf(m);
+	uint64_t params = 0, i;
+
+	ck_assert_int_eq(in->arch, ENGINE_ARCH_LLAMA);
+	ck_assert_str_eq(in->arch_name, "llama");
+	/* README section 2: E/L/H/KV/F = 64/5/8/4/172, 512 tokens */
+	ck_assert_uint_eq(in->n_vocab, 512);
+	ck_assert_uint_eq(in->n_embd, 64);
+	ck_assert_uint_eq(in->n_layer, 5);
+	ck_assert_uint_eq(in->n_head, 8);
+	ck_assert_uint_eq(in->n_head_kv, 4);
+	ck_assert_uint_eq(in->head_dim, 8);
+	ck_assert_uint_eq(in->n_ff, 172);
+	ck_assert_uint_eq(in->n_expert, 0);
+	ck_assert_uint_eq(in->n_ctx, in->n_ctx_train < 4096 ? in->n_ctx_train : 4096);
+	ck_assert_uint_eq(in->kv_type, IO_TYPE_F16);
+	ck_assert_uint_eq(in->kv_bytes_per_token, 5 * 4 * 8 * 2 * 2);
+	ck_assert_int_eq(in->bos, 1);
+	ck_assert_int_eq(in->eos, 2);
+	ck_assert(in->add_bos);
+	ck_assert_str_eq(in->tokenizer_model, "llama");
+	for (i = 0; i < g->n_tensors; i++)
+		params += (uint64_t)g->tensors[i].ne[0] * g->tensors[i].ne[1] *
+			g->tensors[i].ne[2] * g->tensors[i].ne[3];
+	ck_assert_uint_eq(in->n_params, params);
+	/* all F32: 4 bytes a parameter, about 260K of them */
+	ck_assert_uint_eq(in->tensor_bytes, 4 * params);
+	ck_assert_uint_gt(params, 250000);
+	ck_assert_uint_lt(params, 300000);
+	ck_assert_ptr_nonnull(engine_model_weights(m));
+	engine_model_free(m);
+}
+END_TEST
+
+START_TEST(test_model_info_moe)
+{
+	struct engine_model *m = model_open("tiny-qwen3moe-bpe16k-q4km", 64);
+	const struct engine_model_info *in = engine_model_info(m);
+
+	/* 256 / 2 / 8 / 2 / 64 / 256 x 8 experts, top-2 */
+	ck_assert_int_eq(in->arch, ENGINE_ARCH_QWEN3MOE);
+	ck_assert_uint_eq(in->n_embd, 256);
+	ck_assert_uint_eq(in->n_head, 8);
+	ck_assert_uint_eq(in->n_head_kv, 2);
+	ck_assert_uint_eq(in->head_dim, 64);
+	ck_assert_uint_eq(in->n_ff, 256);
+	ck_assert_uint_eq(in->n_expert, 8);
+	ck_assert_uint_eq(in->n_expert_used, 2);
+	ck_assert_uint_eq(in->n_vocab, 16387);
+	ck_assert_uint_eq(in->n_ctx, 64);
+	ck_assert(!in->add_bos);
+	ck_assert_uint_eq(in->kv_bytes_per_token, 2 * 2 * 64 * 2 * 2);
+	engine_model_free(m);
+}
+END_TEST
+
+START_TEST(test_model_rejects_unsupported_arch)
+{
+	struct mutation mu = { .arch = "gpt2" };
+	struct err err = {0};
+
+	ck_assert_int_eq(model_open_mutated(&mu, &err), -ENOTSUP);
+	ck_assert_str_eq(err.msg,
+		"unsupported architecture 'gpt2' (supported: llama, qwen2, qwen3, qwen3moe)");
+}
+END_TEST
+
+START_TEST(test_model_rejects_missing_tensor)
+{
+	struct mutation mu = { .drop_tensor = "blk.3.ffn_down.weight" };
+	struct err err = {0};
+
+	ck_assert_int_eq(model_open_mutated(&mu, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "missing tensor 'blk.3.ffn_down.weight'"),
+			"%s", err.msg);
+}
+END_TEST
+
+START_TEST(test_model_rejects_wrong_shape)
+{
+	struct mutation mu = { .swap_tensor = "blk.0.ffn_gate.weight" };
+	struct err err = {0};
+
+	ck_assert_int_eq(model_open_mutated(&mu, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "'blk.0.ffn_gate.weight' has shape [172, 64, 1, 1], expected [64, 172, 1]"),
+			"%s", err.msg);
+}
+END_TEST
+
+START_TEST(test_model_rejects_missing_key)
+{
+	struct mutation mu = { .drop_key = "llama.embedding_length" };
+	struct err err = {0};
+
+	ck_assert_int_eq(model_open_mutated(&mu, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "missing key 'llama.embedding_length'"),
+			"%s", err.msg);
+}
+END_TEST
+
+START_TEST(test_model_unchanged_copy_opens)
+{
+	struct mutation mu = {0};
+	struct err err = {0};
+
+	/* the copier itself must not be what the tests above detect */
+	ck_assert_msg(model_open_mutated(&mu, &err) == 0, "%s", err.msg);
+}
+END_TEST
+
+static void forward1(struct engine_model *m, struct engine_seq *s,
+		const int32_t *tok, size_t n, float *logits)
+{
+	struct engine_batch_item it = { s, tok, n, logits };
+	struct err err = {0};
+
+	ck_assert_msg(engine_forward(m, &it, 1, &err) == 0, "%s", err.msg);
+}
+
+START_TEST(test_forward_errors_leave_sequences_alone)
+{
+	struct engine_model *m = model_open("stories260K", 4);
+	const int32_t ok[] = { 1, 403, 407 }, bad[] = { 1, 512 };
+	const int32_t five[] = { 1, 403, 407, 261, 378 };
+	struct engine_seq *s = NULL, *t = NULL;
+	struct engine_batch_item items[2];
+	struct err err = {0};
+
+	ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &t, &err), 0);
+	/* a token out of range in the second item: neither sequence moves */
+	items[0] = (struct engine_batch_item){ s, ok, 3, NULL };
+	items[1] = (struct engine_batch_item){ t, bad, 2, NULL };
+	ck_assert_int_eq(engine_forward(m, items, 2, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "512"), "%s", err.msg);
+	ck_assert_uint_eq(engine_seq_length(s), 0);
+	ck_assert_uint_eq(engine_seq_length(t), 0);
+	/* past n_ctx = 4 */
+	items[0] = (struct engine_batch_item){ s, five, 5, NULL };
+	ck_assert_int_eq(engine_forward(m, items, 1, &err), -ENOSPC);
+	ck_assert_uint_eq(engine_seq_length(s), 0);
+	forward1(m, s, ok, 3, NULL);
+	ck_assert_uint_eq(engine_seq_length(s), 3);
+	items[0] = (struct engine_batch_item){ s, ok, 2, NULL };
+	ck_assert_int_eq(engine_forward(m, items, 1, &err), -ENOSPC);
+	ck_assert_uint_eq(engine_seq_length(s), 3);
+	engine_seq_free(s);
+	engine_seq_free(t);
+	engine_model_free(m);
+}
+END_TEST
+
+START_TEST(test_forward_truncate_and_batch_agree)
+{
+	struct engine_model *m = model_open("tiny-qwen3-bpe16k-f16", 64);
+	uint32_t nv = engine_model_info(m)->n_vocab;
+	const int32_t a[] = { 9707, 11, 1879, 0, 358 }, b[] = { 40, 1079 };
+	float *la = malloc(nv * sizeof(float)), *lb = malloc(nv * sizeof(float));
+	float *l2 = malloc(nv * sizeof(float)), *l3 = malloc(nv * sizeof(float));
+	struct engine_seq *s = NULL, *t = NULL;
+	struct engine_batch_item items[2];
+	struct err err = {0};
+
+	ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &t, &err), 0);
+	forward1(m, s, a, 5, la);
+	forward1(m, t, b, 2, lb);
+	/* forget the last two positions and evaluate them again */
+	engine_seq_truncate(s, 3);
+	ck_assert_uint_eq(engine_seq_length(s), 3);
+	forward1(m, s, a + 3, 2, l2);
+	ck_assert_mem_eq(la, l2, nv * sizeof(float));
+	/* both sequences in one call, from empty */
+	engine_seq_truncate(s, 0);
+	engine_seq_truncate(t, 0);
+	items[0] = (struct engine_batch_item){ s, a, 5, l2 };
+	items[1] = (struct engine_batch_item){ t, b, 2, l3 };
+	ck_assert_int_eq(engine_forward(m, items, 2, &err), 0);
+	ck_assert_mem_eq(la, l2, nv * sizeof(float));
+	ck_assert_mem_eq(lb, l3, nv * sizeof(float));
+	ck_assert_uint_eq(engine_seq_length(s), 5);
+	ck_assert_uint_eq(engine_seq_length(t), 2);
+	engine_seq_free(s);
+	engine_seq_free(t);
+	engine_model_free(m);
+	free(la);
+	free(lb);
+	free(l2);
+	free(l3);
+}
+END_TEST
+
+int main(void)
+{
+	const char *env = getenv("SHARED");
+	Suite *su = suite_create("model");
+	TCase *tc = tcase_create("model");
+	SRunner *sr;
+	char probe[1200];
+	int failed;
+
+	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
+	model_path(probe, sizeof(probe), "stories260K");
+	if (access(probe, R_OK)) {
+		printf("no %s\n", probe);
+		return 77;
+	}
+	if (!mkdtemp(tmp_dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_model_info_stories);
+	tcase_add_test(tc, test_model_info_moe);
+	tcase_add_test(tc, test_model_rejects_unsupported_arch);
+	tcase_add_test(tc, test_model_rejects_missing_tensor);
+	tcase_add_test(tc, test_model_rejects_wrong_shape);
+	tcase_add_test(tc, test_model_rejects_missing_key);
+	tcase_add_test(tc, test_model_unchanged_copy_opens);
+	tcase_add_test(tc, test_forward_errors_leave_sequences_alone);
+	tcase_add_test(tc, test_forward_truncate_and_batch_agree);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	rmdir(tmp_dir);
+	return failed ? 1 : 0;
+}
