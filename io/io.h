@@ -385,5 +385,12 @@ int io_numa_thread_pin(int node, struct err *err);
 int io_numa_node_of_cpu(int cpu);
 /* Online NUMA nodes (1 without NUMA). */
 uint32_t io_numa_node_count(void);
+/*
+ * Parse a --numa= value: "interleave", "node:N", "replicate" or "default".
+ * -EINVAL with a one-line message otherwise. Whether node N exists is
+ * checked by the load.
+ */
+int io_numa_policy_parse(const char *s, enum io_numa_policy *policy,
+		int *node, struct err *err);
 
 #endif

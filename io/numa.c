@@ -118,7 +118,7 @@ int io_numa_plan_make(struct io_numa_plan *plan,
 		      const uint64_t *tensor_bytes, uint64_t n_tensors,
 		      struct err *err)
 {
-	uint64_t i, total = 0;
+	uint64_t i, total = 0, rest;
 	uint32_t c, k, n_nodes = topo->n_nodes ? topo->n_nodes : 1;
 	int where = -1, rc, idx;
 
@@ -132,8 +132,18 @@ int io_numa_plan_make(struct io_numa_plan *plan,
 	plan->copy_node[0] = topo->n_nodes ? topo->nodes[0].id : 0;
 	switch (policy) {
 	case IO_NUMA_DEFAULT:
-		/* First touch by the loading thread: charged to the first node. */
-		plan->node_bytes[0] = total;
+		/*
+		 * First touch by the loading thread: charged to its node as far
+		 * as it has room, the rest spills over (as the kernel does).
+		 */
+		for (k = 0, rest = total; k < n_nodes && rest; k++) {
+			uint64_t here = topo->n_nodes ?
+				topo->nodes[k].free_bytes : rest;
+
+			plan->node_bytes[k] = here < rest ? here : rest;
+			rest -= plan->node_bytes[k];
+		}
+		plan->node_bytes[0] += rest;   /* no room anywhere: refused */
 		break;
 	case IO_NUMA_INTERLEAVE:
 		where = n_nodes > 1 ? IO_MEM_INTERLEAVE : -1;
@@ -227,4 +237,31 @@ uint32_t io_numa_node_count(void)
 	for (n = 0; n <= numa_max_node(); n++)
 		count += numa_bitmask_isbitset(numa_nodes_ptr, (unsigned)n);
 	return count ? (uint32_t)count : 1;
+}
+
+int io_numa_policy_parse(const char *s, enum io_numa_policy *policy,
+			 int *node, struct err *err)
+{
+	char *end;
+	long n;
+
+	*node = 0;
+	if (strcmp(s, "default") == 0 || strcmp(s, "") == 0) {
+		*policy = IO_NUMA_DEFAULT;
+	} else if (strcmp(s, "interleave") == 0) {
+		*policy = IO_NUMA_INTERLEAVE;
+	} else if (strcmp(s, "replicate") == 0) {
+		*policy = IO_NUMA_REPLICATE;
+	} else if (strncmp(s, "node:", 5) == 0 && s[5] >= '0' && s[5] <= '9') {
+		n = strtol(s + 5, &end, 10);
+		if (*end || n > 4095)
+			return err_set(err, EINVAL, "bad NUMA node in '%.40s'", s);
+		*policy = IO_NUMA_NODE;
+		*node = (int)n;
+	} else {
+		return err_set(err, EINVAL,
+			       "bad NUMA policy '%.40s' (interleave, node:N, replicate or default)",
+			       s);
+	}
+	return 0;
 }

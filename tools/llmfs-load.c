@@ -94,27 +94,6 @@ static void load_progress(void *arg, uint64_t done, uint64_t total)
 		fputc('\n', stderr);
 }
 
-static int load_parse_numa(const char *v, struct io_load_options *opt)
-{
-	char *end;
-
-	if (strcmp(v, "interleave") == 0)
-		opt->numa = IO_NUMA_INTERLEAVE;
-	else if (strcmp(v, "replicate") == 0)
-		opt->numa = IO_NUMA_REPLICATE;
-	else if (strcmp(v, "default") == 0)
-		opt->numa = IO_NUMA_DEFAULT;
-	else if (strncmp(v, "node:", 5) == 0 && v[5]) {
-		opt->numa = IO_NUMA_NODE;
-		opt->numa_node = (int)strtol(v + 5, &end, 10);
-		if (*end)
-			return -1;
-	} else {
-		return -1;
-	}
-	return 0;
-}
-
 /* Every tensor equals its byte range of the file. */
 static int load_verify(const struct io_gguf *g, struct io_weights *w)
 {
@@ -170,9 +149,13 @@ int main(int argc, char **argv)
 			opt.no_lock = true;
 		else if (strncmp(argv[i], "--qd=", 5) == 0)
 			opt.queue_depth = (uint32_t)strtoul(argv[i] + 5, NULL, 10);
-		else if (strncmp(argv[i], "--numa=", 7) == 0 &&
-			 load_parse_numa(argv[i] + 7, &opt) == 0)
-			;
+		else if (strncmp(argv[i], "--numa=", 7) == 0) {
+			if (io_numa_policy_parse(argv[i] + 7, &opt.numa,
+						 &opt.numa_node, &err) < 0) {
+				fprintf(stderr, "llmfs-load: %s\n", err.msg);
+				return 2;
+			}
+		}
 		else if (strcmp(argv[i], "--verify") == 0)
 			verify = true;
 		else if (strcmp(argv[i], "--progress") == 0)

@@ -162,6 +162,50 @@ START_TEST(test_numa_plan_no_room)
 }
 END_TEST
 
+/* First touch spills to the next node; a bound policy does not. */
+START_TEST(test_numa_plan_default_spills)
+{
+	struct io_numa_topology t;
+	struct io_numa_plan p;
+	struct err err = {0};
+	uint64_t total = sizes_total();
+
+	topo_make(&t, 2, ids_2, total * 6 / 10);
+	ck_assert_int_eq(io_numa_plan_make(&p, &t, IO_NUMA_DEFAULT, 0, sizes, N_SIZES, &err), 0);
+	ck_assert_uint_eq(p.node_bytes[0], total * 6 / 10);
+	ck_assert_uint_eq(p.node_bytes[1], total - total * 6 / 10);
+	io_numa_plan_free(&p);
+	ck_assert_int_eq(io_numa_plan_make(&p, &t, IO_NUMA_NODE, 1, sizes, N_SIZES, &err), -ENOSPC);
+	ck_assert_ptr_nonnull(strstr(err.msg, "NUMA node 1"));
+	t.nodes[1].free_bytes = total / 10;
+	ck_assert_int_eq(io_numa_plan_make(&p, &t, IO_NUMA_DEFAULT, 0, sizes, N_SIZES, &err), -ENOSPC);
+}
+END_TEST
+
+START_TEST(test_numa_policy_parse)
+{
+	enum io_numa_policy pol;
+	struct err err = {0};
+	int node;
+
+	ck_assert_int_eq(io_numa_policy_parse("interleave", &pol, &node, &err), 0);
+	ck_assert_int_eq(pol, IO_NUMA_INTERLEAVE);
+	ck_assert_int_eq(io_numa_policy_parse("replicate", &pol, &node, &err), 0);
+	ck_assert_int_eq(pol, IO_NUMA_REPLICATE);
+	ck_assert_int_eq(io_numa_policy_parse("node:3", &pol, &node, &err), 0);
+	ck_assert_int_eq(pol, IO_NUMA_NODE);
+	ck_assert_int_eq(node, 3);
+	ck_assert_int_eq(io_numa_policy_parse("default", &pol, &node, &err), 0);
+	ck_assert_int_eq(pol, IO_NUMA_DEFAULT);
+	ck_assert_int_eq(io_numa_policy_parse("node:", &pol, &node, &err), -EINVAL);
+	ck_assert_int_eq(io_numa_policy_parse("node:1x", &pol, &node, &err), -EINVAL);
+	ck_assert_int_eq(io_numa_policy_parse("node:-1", &pol, &node, &err), -EINVAL);
+	ck_assert_int_eq(io_numa_policy_parse("node:99999999999", &pol, &node, &err), -EINVAL);
+	ck_assert_int_eq(io_numa_policy_parse("spread", &pol, &node, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "'spread'"));
+}
+END_TEST
+
 START_TEST(test_numa_topology_real)
 {
 	struct io_numa_topology t;
@@ -288,6 +332,8 @@ static Suite *numa_suite(void)
 	tcase_add_test(tc, test_numa_plan_two_nodes);
 	tcase_add_test(tc, test_numa_plan_four_nodes_with_holes);
 	tcase_add_test(tc, test_numa_plan_no_room);
+	tcase_add_test(tc, test_numa_plan_default_spills);
+	tcase_add_test(tc, test_numa_policy_parse);
 	tcase_add_test(tc, test_numa_topology_real);
 	tcase_add_test(tc, test_numa_thread_pin);
 	tcase_add_test(tc, test_numa_load_policies);
