@@ -32,6 +32,7 @@ enum step_kind {
 	STEP_GPT2,      /* 's|'t|...| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S) */
 	STEP_LLAMA3,    /* (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|... */
 	STEP_QWEN2,     /* the same with \p{N} one digit at a time */
+	STEP_QWEN35,    /* Qwen2 with [\p{L}\p{M}]+ for letters */
 	STEP_REGEX,     /* PCRE2 */
 };
 
@@ -53,6 +54,7 @@ struct pretok {
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
 #define RE_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #define RE_LLAMA3 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_QWEN35 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2 RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 struct pretok_def {
@@ -181,6 +183,10 @@ static const struct pretok_def pretok_defs[] = {
 		"solar-open"),
 	  {
 		RE_QWEN2,
+	  }, false, false, false, false },
+	{ NAMES("qwen35"),
+	  {
+		RE_QWEN35,
 	  }, false, false, false, false },
 	{ NAMES("stablelm2", "megrez"),
 	  {
@@ -367,6 +373,10 @@ static int pretok_compile(struct pretok_step *st, const char *re,
 	}
 	if (!force_regex && !strcmp(re, RE_QWEN2)) {
 		st->kind = STEP_QWEN2;
+		return 0;
+	}
+	if (!force_regex && !strcmp(re, RE_QWEN35)) {
+		st->kind = STEP_QWEN35;
 		return 0;
 	}
 	st->kind = STEP_REGEX;
@@ -606,8 +616,13 @@ static void scan_gpt2(struct scan *s)
 	}
 }
 
-static void scan_llama3(struct scan *s, size_t max_digits)
+/*
+ * Llama 3, Qwen2 and Qwen3.5: digits in runs of up to max_digits, words
+ * of the classes in word (letters; letters and marks for Qwen3.5).
+ */
+static void scan_llama3(struct scan *s, size_t max_digits, uint16_t word)
 {
+	const uint16_t other = UNI_SPACE | UNI_NUMBER | word;
 	size_t pos = s->ini;
 
 	while (pos < s->end) {
@@ -621,9 +636,9 @@ static void scan_llama3(struct scan *s, size_t max_digits)
 		}
 		/* [^\r\n\p{L}\p{N}]?\p{L}+ */
 		if (!(c == '\r' || c == '\n' || IS_N(f)) &&
-		    (IS_L(f) || IS_L(sc_fl(s, pos + 1)))) {
+		    ((f & word) || (sc_fl(s, pos + 1) & word))) {
 			pos++;
-			while (IS_L(sc_fl(s, pos)))
+			while (sc_fl(s, pos) & word)
 				pos++;
 			sc_emit(s, pos);
 			continue;
@@ -642,9 +657,9 @@ static void scan_llama3(struct scan *s, size_t max_digits)
 		}
 		/* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
 		f2 = c == ' ' ? sc_fl(s, pos + 1) : f;
-		if (!(f2 & (UNI_SPACE | UNI_LETTER | UNI_NUMBER)) && f) {
+		if (!(f2 & other) && f) {
 			pos += c == ' ';
-			while (!(f2 & (UNI_SPACE | UNI_LETTER | UNI_NUMBER)) && f2)
+			while (!(f2 & other) && f2)
 				f2 = sc_fl(s, ++pos);
 			while (sc_cp(s, pos) == '\r' || sc_cp(s, pos) == '\n')
 				pos++;
@@ -852,8 +867,12 @@ int pretok_split(const struct pretok *p, const uint32_t *cps, size_t n,
 
 				if (st->kind == STEP_GPT2)
 					scan_gpt2(&s);
+				else if (st->kind == STEP_LLAMA3)
+					scan_llama3(&s, 3, UNI_LETTER);
+				else if (st->kind == STEP_QWEN2)
+					scan_llama3(&s, 1, UNI_LETTER);
 				else
-					scan_llama3(&s, st->kind == STEP_LLAMA3 ? 3 : 1);
+					scan_llama3(&s, 1, UNI_LETTER | UNI_MARK);
 				rc = s.rc;
 				start += cur.len[w];
 			}
