@@ -493,6 +493,7 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	fargv[3] = a->opt.debug ? "-d" : NULL;
 	args = (struct fuse_args)FUSE_ARGS_INIT(a->opt.debug ? 4 : 3, fargv);
 	fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
+	fuse_opt_free_args(&args);   /* libfuse copied what it kept */
 	if (!fs->se)
 		return 1;
 	if (mount_signals(fs))

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Unmounting: fusermount3 -u with generations in flight, SIGTERM and SIGINT
+# with readers blocked in read(2) (they get EOF, the daemon exits 0 and the
+# mount is gone), and a mount/generate/cancel/unmount cycle under valgrind
+# --leak-check=full (or, in a SANITIZE=1 build, under ASan's leak checker)
+# that must report no error and no leak.
+. "$(dirname "$0")/mount-lib.bash"
+
+P='Once upon a time'
+
+# wait_gone: the daemon exits within 10 s and the mount point is free.
+wait_gone() {
+	local rc
+	for _ in $(seq 100); do
+		kill -0 "$PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$PID" 2>/dev/null; then
+		fail "$1: the daemon is still there after 10 s"
+		return
+	fi
+	wait "$PID"
+	rc=$?
+	PID=
+	check "$1: daemon exits 0 (got $rc)" [ "$rc" = 0 ]
+	check "$1: the mount is gone" bash -c "! mountpoint -q '$MNT'"
+}
+
+# 1. fusermount3 -u while generations run with nobody reading them.
+mount_llmfs --name mixq="$MIXQ" --name stories="$STORIES"
+wait_loaded
+printf 'temperature=0\nmax_tokens=3000\n' > "$WORK/long"
+cat "$WORK/long" > "$MNT/mixq/config"
+for i in 1 2 3; do
+	setsid bash -c "printf '%s' '$P $i' > '$MNT/mixq/generate'"
+done
+n=$(cat "$MNT/mixq/sessions/new")
+printf '%s' "$P" > "$MNT/mixq/sessions/$n/generate"
+sleep 0.3
+check "generations are in flight" \
+	bash -c "! grep -qx 'active 0' '$MNT/mixq/stats'"
+start=$SECONDS
+check "fusermount3 -u succeeds with generations in flight" fusermount3 -u "$MNT"
+wait_gone "fusermount3 -u"
+check "it took less than 5 s" [ $((SECONDS - start)) -lt 5 ]
+
+# 2 and 3. A signal with a reader blocked in read(2).
+for sig in TERM INT; do
+	mount_llmfs --name mixq="$MIXQ"
+	wait_loaded
+	cat "$WORK/long" > "$MNT/mixq/config"
+	printf '%s' "$P" > "$MNT/mixq/generate"
+	cat "$MNT/mixq/generate" > "$WORK/reader.$sig" 2>"$WORK/reader-err.$sig" &
+	r=$!
+	for _ in $(seq 100); do [ -s "$WORK/reader.$sig" ] && break; sleep 0.05; done
+	kill -$sig "$PID"
+	wait $r
+	rc=$?
+	check "SIG$sig: the reader ends with EOF (exit 0) or EINTR (rc $rc: $(cat "$WORK/reader-err.$sig"))" \
+		bash -c "[ $rc = 0 ] || grep -q 'Interrupted' '$WORK/reader-err.$sig'"
+	check "SIG$sig: the reader got text first" [ -s "$WORK/reader.$sig" ]
+	wait_gone "SIG$sig"
+done
+
+# 4. No leak, no invalid access: the whole cycle under a leak checker.
+# valgrind when it can run the binary (it cannot decode AVX-512, which
+# -march=native may emit); else the SANITIZE=1 build of llmfs (ASan + LSan),
+# made here if it is not there yet (make is incremental).
+LEAK_LLMFS=$LLMFS
+if nm "$LLMFS" 2>/dev/null | grep -q __asan_init; then
+	how="ASan"
+	checker=()
+elif command -v valgrind >/dev/null &&
+		(valgrind -q --error-exitcode=1 "$LLMFS" --help >/dev/null 2>&1) \
+			2>/dev/null; then
+	how="valgrind"
+	checker=(valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect
+		--show-leak-kinds=definite,indirect --error-exitcode=1
+		--log-file="$WORK/valgrind.log")
+else
+	how="ASan"
+	checker=()
+	LEAK_LLMFS=build/san/bin/llmfs
+	make -s SANITIZE=1 "$LEAK_LLMFS" >"$WORK/make.log" 2>&1 ||
+		{ cat "$WORK/make.log"; fail "make SANITIZE=1 $LEAK_LLMFS"; finish; }
+fi
+export ASAN_OPTIONS=detect_leaks=1:exitcode=1:log_path=$WORK/asan
+echo "# leak check with $how"
+"${checker[@]}" "$LEAK_LLMFS" -f --name stories="$STORIES" --name broken=/etc/hostname \
+	"$MNT" >>"$WORK/daemon.log" 2>&1 &
+PID=$!
+for _ in $(seq 300); do [ -e "$MNT/models" ] && break; sleep 0.1; done
+check "$how: the mount came up" [ -e "$MNT/models" ]
+wait_loaded
+S=$MNT/stories
+printf 'temperature=0\nmax_tokens=24\n' > "$S/config"
+printf '%s' "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/leak-gen"
+check "$how: generation works" [ -s "$WORK/leak-gen" ]
+exec 3<>"$S/generate"
+printf '%s' "$P" >&3
+head -c 1 <&3 >/dev/null
+exec 3>&-                          # cancelled early
+n=$(cat "$S/sessions/new")
+printf '%s' "$P" > "$S/sessions/$n/generate"
+cat "$S/sessions/$n/generate" > /dev/null
+m=$(cat "$S/sessions/new")
+printf '%s' "$P" > "$S/sessions/$m/chat"   # left unread at unmount
+echo 'Hello' > "$S/tokenize"
+cat "$S/tokenize" "$S/info" "$S/stats" "$S/kv" "$S/placement" \
+	"$S/weights/index" "$MNT/metrics" "$MNT/status" "$MNT/broken/errors" >/dev/null
+echo 'bad=1' > "$S/config" 2>/dev/null
+rmdir "$S/sessions/$n"
+setsid bash -c "printf '%s' '$P' > '$S/generate'"  # in flight at unmount
+sleep 0.5
+fusermount3 -u "$MNT"
+for _ in $(seq 300); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+wait "$PID"
+rc=$?
+PID=
+check "$how: the daemon exits 0 with no error or leak (rc $rc)" [ "$rc" = 0 ]
+if [ "$rc" != 0 ]; then
+	tail -n 60 "$WORK/valgrind.log" "$WORK"/asan* "$WORK/daemon.log" 2>/dev/null
+fi
+finish
