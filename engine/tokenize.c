@@ -137,16 +137,14 @@ int engine_vocab_tokenize(const struct engine_vocab *v, const char *text,
 {
 	struct frag_list fl = { 0 };
 	struct tok_buf out = { 0 };
-	bool prev_special = true;
+	bool prev_special = true, reported = false;
 	int rc = 0;
 
 	*tokens = NULL;
 	*n = 0;
-	if (len && partition(v, text, len, parse_special, &fl)) {
-		rc = -ENOMEM;
-		goto done;
-	}
-	if (add_special && v->add_bos && v->bos >= 0)
+	if (len)
+		rc = partition(v, text, len, parse_special, &fl);
+	if (!rc && add_special && v->add_bos && v->bos >= 0)
 		rc = tok_buf_push(&out, v->bos);
 	for (size_t f = 0; f < fl.n && !rc; f++) {
 		const struct frag *fr = &fl.f[f];
@@ -154,34 +152,29 @@ int engine_vocab_tokenize(const struct engine_vocab *v, const char *text,
 		if (fr->token >= 0) {
 			rc = tok_buf_push(&out, fr->token);
 			prev_special = true;
-			continue;
-		}
-		if (v->type == ENGINE_VOCAB_SPM) {
+		} else if (v->type == ENGINE_VOCAB_SPM) {
 			/* a space before the text that follows a special token */
 			rc = spm_fragment(v, text + fr->off, fr->len,
 					v->add_space_prefix && prev_special, &out);
 			prev_special = false;
 		} else {
 			rc = bpe_tokenize(v, text + fr->off, fr->len, &out, err);
-			if (rc)
-				goto done_err;
+			reported = rc != 0;
 		}
 	}
 	if (!rc && add_special && v->add_eos && v->eos >= 0)
 		rc = tok_buf_push(&out, v->eos);
-done:
-	if (rc) {
-		err_set(err, -rc, "tokenize: out of memory");
-done_err:
-		free(out.ids);
-		free(fl.f);
-		return rc;
+	/* zero tokens still get an array the caller can free */
+	if (!rc && !out.ids) {
+		rc = tok_buf_push(&out, 0);
+		out.n = 0;
 	}
 	free(fl.f);
-	if (!out.ids) {
-		out.ids = malloc(sizeof(int32_t));
-		if (!out.ids)
-			return err_set(err, ENOMEM, "tokenize: out of memory");
+	if (rc) {
+		free(out.ids);
+		if (!reported)
+			err_set(err, -rc, "tokenize: out of memory");
+		return rc;
 	}
 	*tokens = out.ids;
 	*n = out.n;
