@@ -688,7 +688,7 @@ END_TEST
 
 /*
  * Each input the fuzzer once crashed on now opens or fails cleanly; the
- * hand-made seeds of tests/fuzz/seeds/ are valid files and open.
+ * hand-made seeds of tests/fuzz/seeds/ named *.gguf are valid and open.
  */
 static int replay_dir(const char *dir, bool must_open)
 {
@@ -709,7 +709,9 @@ static int replay_dir(const char *dir, bool must_open)
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		ret = io_gguf_open(&g, path, &err);
 		if (ret) {
-			ck_assert_msg(!must_open, "%s", err.msg);
+			/* seeds for the fuzzer's split mode are not GGUFs */
+			ck_assert_msg(!must_open || !strstr(e->d_name, ".gguf"),
+				      "%s", err.msg);
 			ck_assert_ptr_null(g);
 			ck_assert_msg(err.msg[0] && !strchr(err.msg, '\n'),
 				      "%s: '%s'", path, err.msg);
