@@ -303,6 +303,11 @@ struct io_load_options {
 	void *notice_arg;
 	bool no_lock;         /* do not mlock the weights */
 	uint32_t read_kib;    /* bytes per read in KiB (4..65536); 0 = 8192 */
+	/*
+	 * Read with O_DIRECT even when a file is (nearly) all in the page
+	 * cache, where the loader would otherwise copy from the cache.
+	 */
+	bool always_direct;
 };
 /*
  * The environment overrides the options, for tests and benchmarks of the
@@ -335,6 +340,7 @@ struct io_load_stats {
 	bool uring;            /* io_uring did the reads */
 	bool fixed;            /* ... into registered buffers (read_fixed) */
 	bool direct;           /* O_DIRECT, bypassing the page cache */
+	bool cached;           /* a file was in the page cache: copied from it */
 	bool locked;           /* every region is mlocked */
 	uint32_t queue_depth;  /* reads in flight at most */
 	uint32_t n_copies;     /* 1, or the node count with IO_NUMA_REPLICATE */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -130,6 +131,19 @@ static uint64_t weights_chunk(const struct io_weights *w)
 	return (uint64_t)kb << 10;
 }
 
+/*
+ * Fault the pages of [p, p + len) in with one call: pread faulting them one
+ * by one was measured at 0.1 GB/s on a VM (35 us per 4 KiB fault), against
+ * 1.3 GB/s when they come in batches (as read_fixed pins them).
+ */
+static void weights_populate(uint8_t *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(IO_PAGE - 1);
+	uintptr_t e = ((uintptr_t)p + len + IO_PAGE - 1) & ~(uintptr_t)(IO_PAGE - 1);
+
+	madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+}
+
 /* Buffered reads of [start, end) of path into dst, in 8 MiB steps. */
 static int weights_pread(struct io_weights *w, const char *path,
 			 uint64_t start, uint64_t end, uint8_t *dst,
@@ -147,6 +161,7 @@ static int weights_pread(struct io_weights *w, const char *path,
 	while (off < end) {
 		size_t len = end - off < step ? (size_t)(end - off) : step;
 
+		weights_populate(dst + (off - start), len);
 		n = pread(fd, dst + (off - start), len, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -287,8 +302,36 @@ static void weights_ring_start(struct io_weights *w, const struct load_file *lf,
 }
 
 /*
+ * Is [start, end) of fd (nearly) all in the page cache? Then copying from
+ * it beats reading the disk again (O_DIRECT would bypass the cached pages):
+ * a model loaded a minute ago, or just written, loads at memory speed.
+ * mincore() of a throwaway mapping answers without reading anything.
+ */
+static bool weights_cached(int fd, uint64_t start, uint64_t end)
+{
+	uint64_t off = start & ~(uint64_t)(IO_PAGE - 1), pages, i, hit = 0;
+	unsigned char *vec;
+	void *p;
+
+	if (end <= off)
+		return false;
+	pages = (end - off + IO_PAGE - 1) / IO_PAGE;
+	p = mmap(NULL, end - off, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	if (p == MAP_FAILED)
+		return false;
+	vec = malloc(pages);
+	if (vec && mincore(p, end - off, vec) == 0)
+		for (i = 0; i < pages; i++)
+			hit += vec[i] & 1;
+	free(vec);
+	munmap(p, end - off);
+	return hit * 10 >= pages * 9;
+}
+
+/*
  * Read file f into its region: through the ring with O_DIRECT when both
- * work, else through the page cache (ring or pread). Returns the errno.
+ * work and the file is not already cached, else through the page cache
+ * (ring or pread). Returns the errno.
  */
 static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 			     const struct load_file *l, uint32_t f,
@@ -300,6 +343,16 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 	uint64_t done0 = w->stats.bytes, end;
 	int fd = -1, rc;
 
+	if (direct) {
+		fd = open(file->path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && !w->opt.always_direct &&
+		    weights_cached(fd, l->start, l->end)) {
+			direct = false;
+			w->stats.cached = true;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
 	if (direct) {
 		fd = open(file->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 		if (fd < 0 && errno == EINVAL) {

@@ -188,7 +188,8 @@ int main(int argc, char **argv)
 	       st->seconds, st->tensor_bytes / st->seconds / 1e9);
 	printf("path %s%s%s qd %u, %s, %u cop%s\n",
 	       st->uring ? "io_uring" : "pread",
-	       st->direct ? "+O_DIRECT" : " (page cache)",
+	       st->direct ? "+O_DIRECT" : st->cached ? " (from the page cache: cached)" :
+	       " (page cache)",
 	       st->fixed ? " read_fixed" : "", st->queue_depth,
 	       st->locked ? "locked" : "not locked", st->n_copies,
 	       st->n_copies == 1 ? "y" : "ies");
@@ -203,10 +204,10 @@ int main(int argc, char **argv)
 	if (verify && load_gpu_check(g, w) < 0)
 		rc = 1;
 #endif
-	printf("result bytes=%llu seconds=%.6f gbps=%.4f uring=%d direct=%d fixed=%d\n",
+	printf("result bytes=%llu seconds=%.6f gbps=%.4f uring=%d direct=%d fixed=%d cached=%d\n",
 	       (unsigned long long)st->tensor_bytes, st->seconds,
 	       st->tensor_bytes / st->seconds / 1e9, st->uring, st->direct,
-	       st->fixed);
+	       st->fixed, st->cached);
 	io_weights_free(w);
 	io_gguf_close(g);
 	return rc;

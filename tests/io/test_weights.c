@@ -100,6 +100,44 @@ START_TEST(test_weights_paths_fake)
 END_TEST
 
 
+/* A file already in the page cache is copied from there, not re-read. */
+START_TEST(test_weights_cached_file_skips_direct)
+{
+	const struct io_load_stats *st;
+	struct io_weights *w = NULL;
+	struct err err = {0};
+	struct fake f;
+	uint8_t *buf;
+	int fd;
+
+	fake_make(&f, "/tmp", 4096 + 64, (3u << 20) + 11);
+	buf = malloc(f.file.size);
+	fd = open(f.path, O_RDONLY);
+	ck_assert_int_eq(read(fd, buf, f.file.size), (ssize_t)f.file.size);
+	close(fd);
+	free(buf);
+	ck_assert_int_eq(io_weights_load(&w, &f.g, NULL, &err), 0);
+	st = io_weights_stats(w);
+	if (uring_allowed()) {
+		ck_assert(st->cached);
+		ck_assert(!st->direct);
+	}
+	check_bytes(&f.g, w);
+	io_weights_free(w);
+	/* Dropped from the cache again: O_DIRECT. */
+	fd = open(f.path, O_RDONLY);
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd);
+	ck_assert_int_eq(io_weights_load(&w, &f.g, NULL, &err), 0);
+	st = io_weights_stats(w);
+	ck_assert(!st->cached);
+	ck_assert_int_eq(st->direct, uring_allowed() && direct_allowed(f.path));
+	check_bytes(&f.g, w);
+	io_weights_free(w);
+	unlink(f.path);
+}
+END_TEST
+
 /* A file shorter than its tensor infos say fails cleanly on every path. */
 START_TEST(test_weights_truncated)
 {
@@ -258,6 +296,7 @@ static Suite *weights_suite(void)
 	tcase_add_loop_test(tc, test_weights_paths_fake, 0,
 			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_test(tc, test_weights_move_round_trip);
+	tcase_add_test(tc, test_weights_cached_file_skips_direct);
 	tcase_add_loop_test(tc, test_weights_split_model, 0,
 			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_loop_test(tc, test_weights_shared_models, 0,
