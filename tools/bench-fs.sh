@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Decode speed through the mount against llmfs-run on the same model, same
+# prompt, same settings (greedy, same token count, same thread count).
+#
+# The model is written by llmfs-write-model (random weights: the text is
+# gibberish, the speed is real), big enough that decoding takes measurable
+# time: llama-shaped, 1024 wide, 8 layers, Q8_0, with the 16k Qwen vocabulary.
+# Three rounds, interleaved so that drift in the machine's load hits both
+# sides alike; the verdict is the median of the per-round ratios (robust to
+# a busy machine), the medians of each side are printed too.
+#
+#   mount decode tok/s      from the mount's stats file (the engine's own
+#                           decode clock, in the scheduler thread)
+#   reader decode tok/s     what a `cat generate` sees: tokens after the
+#                           first one over the time from its first byte to EOF
+#   llmfs-run decode tok/s  from its closing line on stderr
+#
+# Goal (issue #3): the mount reaches >= 97% of llmfs-run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+bin=$BUILD/bin
+N=${BENCH_TOKENS:-64}
+ROUNDS=${BENCH_ROUNDS:-3}
+THREADS=${BENCH_THREADS:-0}
+SHARED=${SHARED:-$(cd .. && pwd)/shared}
+VOCAB=$SHARED/models/tiny-qwen3-bpe16k-f16.gguf
+P='Once upon a time'
+
+for x in llmfs llmfs-run llmfs-write-model; do
+	[ -x "$bin/$x" ] || { echo "bench-fs: $bin/$x is not built"; exit 1; }
+done
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+	echo "bench-fs: skipped: no /dev/fuse or fusermount3"
+	exit 0
+fi
+
+work=$(mktemp -d /tmp/llmfs-bench.XXXXXX)
+mnt=$work/mnt
+mkdir -p "$mnt"
+pid=
+cleanup() {
+	if mountpoint -q "$mnt" 2>/dev/null; then
+		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt"
+	fi
+	[ -n "$pid" ] && wait "$pid" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+model=${BENCH_MODEL:-$work/bench-llama-1024x8-q8_0.gguf}
+if [ ! -f "$model" ]; then
+	vocab=()
+	[ -f "$VOCAB" ] && vocab=(--vocab-from "$VOCAB")
+	"$bin/llmfs-write-model" -o "$model" --arch llama --embd 1024 \
+		--layers 8 --heads 16 --kv-heads 4 --head-dim 64 --ff 2816 \
+		--type q8_0 --ctx 2048 --seed 1 "${vocab[@]}" >/dev/null ||
+		{ echo "bench-fs: llmfs-write-model failed"; exit 1; }
+fi
+echo "model: $(basename "$model") ($(( $(stat -c %s "$model") >> 20 )) MiB)," \
+	"$N tokens greedy, threads ${THREADS/#0/all}, $ROUNDS rounds"
+
+"$bin/llmfs" -f --threads "$THREADS" --name bench="$model" "$mnt" \
+	>"$work/daemon.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+	grep -q '^bench .* ready$' "$mnt/models" 2>/dev/null && break
+	sleep 0.1
+done
+grep -q '^bench .* ready$' "$mnt/models" ||
+	{ echo "bench-fs: the model did not load"; cat "$work/daemon.log"; exit 1; }
+printf 'temperature=0\nmax_tokens=%d\n' "$N" > "$work/config"
+cat "$work/config" > "$mnt/bench/config"
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+run_tps=() mount_tps=() reader_tps=() ratios=()
+for r in $(seq "$ROUNDS"); do
+	line=$("$bin/llmfs-run" -m "$model" -p "$P" --temp 0 -n "$N" \
+		-t "$THREADS" 2>&1 >/dev/null | grep -o 'decode_tps=[0-9.]*')
+	run_tps+=("${line#decode_tps=}")
+
+	printf '%s' "$P" > "$mnt/bench/generate"
+	# The reader's clock: first byte to EOF.
+	t=$( { IFS= read -r -n 1 _; t0=$(date +%s.%N); cat >/dev/null
+		t1=$(date +%s.%N); echo "$t0 $t1"; } < "$mnt/bench/generate")
+	out=$(grep '^tokens_out ' "$mnt/bench/stats" | cut -d' ' -f2)
+	mount_tps+=("$(grep '^decode_tps ' "$mnt/bench/stats" | cut -d' ' -f2)")
+	reader_tps+=("$(echo "$t" | awk -v n="$N" '{ printf "%.2f", (n - 1) / ($2 - $1) }')")
+	ratios+=("$(awk -v m="${mount_tps[-1]}" -v r="${run_tps[-1]}" 'BEGIN { printf "%.4f", m / r }')")
+	echo "round $r: llmfs-run ${run_tps[-1]}  mount ${mount_tps[-1]}  reader ${reader_tps[-1]} tok/s"
+done
+ratio=$(printf '%s\n' "${ratios[@]}" | median)
+run=$(printf '%s\n' "${run_tps[@]}" | median)
+mount=$(printf '%s\n' "${mount_tps[@]}" | median)
+reader=$(printf '%s\n' "${reader_tps[@]}" | median)
+echo "llmfs-run decode: $run tok/s (median)"
+echo "mount decode:     $mount tok/s (median, stats)"
+echo "reader decode:    $reader tok/s (median, first byte to EOF)"
+awk -v m="$mount" -v r="$run" -v d="$reader" -v q="$ratio" 'BEGIN {
+	printf "ratio of medians mount/llmfs-run: %.1f%% (stats), %.1f%% (reader)\n",
+		100 * m / r, 100 * d / r
+	printf "median per-round ratio: %.1f%% (goal >= 97%%)\n", 100 * q
+	exit !(q >= 0.97)
+}'
