@@ -13,6 +13,7 @@
  * (hsum_float_8).
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -26,12 +27,39 @@
 #define DOT_LANES 16  /* floats in an AVX-512 register */
 #define DOT_STEP 64   /* GGML_F32_STEP, GGML_F16_STEP */
 
+/* Every half as a float, filled once: a lookup beats the conversion. */
+static float dot_half_table[1 << 16];
+static pthread_once_t dot_half_once = PTHREAD_ONCE_INIT;
+
+static void dot_half_init(void)
+{
+	uint32_t h;
+
+	for (h = 0; h < (1u << 16); h++)
+		dot_half_table[h] = quant_fp16_to_fp32((uint16_t)h);
+}
+
+static inline float dot_f16f(uint16_t h)
+{
+	return dot_half_table[h];
+}
+
+/* bf16 is the upper half of a float: exact by a shift */
+static inline float dot_bf16f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
 static float dot_h2f(const uint8_t *p)
 {
 	uint16_t h;
 
 	memcpy(&h, p, sizeof(h));
-	return quant_fp16_to_fp32(h);
+	return dot_f16f(h);
 }
 
 /* _mm512_reduce_add_ps of 16 lanes (GCC): halves folded down to one. */
@@ -97,6 +125,7 @@ static float dot_f32(int64_t n, const float *x, const float *y)
 /* ggml_vec_dot_f16 (AVX-512 without FP16): as F32, the tail in double. */
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)
 {
+	pthread_once(&dot_half_once, dot_half_init);
 	float acc[4][DOT_LANES] = {{0}};
 	int64_t np = n & ~(int64_t)(DOT_STEP - 1), i;
 	double sum;
@@ -107,13 +136,12 @@ float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)
 			for (l = 0; l < DOT_LANES; l++) {
 				int64_t k = i + j * DOT_LANES + l;
 
-				acc[j][l] = fmaf(quant_fp16_to_fp32(x[k]),
-					quant_fp16_to_fp32(y[k]), acc[j][l]);
+				acc[j][l] = fmaf(dot_f16f(x[k]), dot_f16f(y[k]),
+						acc[j][l]);
 			}
 	sum = (double)dot_reduce4x16(acc);
 	for (i = np; i < n; i++)
-		sum += (double)(quant_fp16_to_fp32(x[i]) *
-				quant_fp16_to_fp32(y[i]));
+		sum += (double)(dot_f16f(x[i]) * dot_f16f(y[i]));
 	return (float)sum;
 }
 
@@ -135,16 +163,15 @@ static float dot_bf16(int64_t n, const uint16_t *x, const uint16_t *y)
 			for (l = 0; l < DOT_LANES; l++) {
 				int64_t k = i + h * 32 + 2 * l;
 
-				c[h][l] = fmaf(quant_bf16_to_fp32(x[k + 1]),
-					quant_bf16_to_fp32(y[k + 1]), c[h][l]);
-				c[h][l] = fmaf(quant_bf16_to_fp32(x[k]),
-					quant_bf16_to_fp32(y[k]), c[h][l]);
+				c[h][l] = fmaf(dot_bf16f(x[k + 1]),
+					dot_bf16f(y[k + 1]), c[h][l]);
+				c[h][l] = fmaf(dot_bf16f(x[k]), dot_bf16f(y[k]),
+					c[h][l]);
 			}
 	sum += (double)dot_hsum16(c[0]);
 	sum += (double)dot_hsum16(c[1]);
 	for (; i < n; i++)
-		sum += (double)(quant_bf16_to_fp32(x[i]) *
-				quant_bf16_to_fp32(y[i]));
+		sum += (double)(dot_bf16f(x[i]) * dot_bf16f(y[i]));
 	return (float)sum;
 }
 
@@ -268,13 +295,17 @@ static void dot_scale_min_k4(const uint8_t *q, int j, int *sc, int *m)
 	}
 }
 
-/* q4_K block {d, dmin, scales[12], qs[128]}: nibble of element e. */
-static int dot_q4k_q(const uint8_t *b, int e)
+/* q4_K block {d, dmin, scales[12], qs[128]}: the 256 nibbles in order. */
+static void dot_q4k_q(const uint8_t *b, int *q)
 {
 	const uint8_t *qs = b + 16;
-	int chunk = e / 64, t = e % 64;
+	int c, t;
 
-	return t < 32 ? qs[32 * chunk + t] & 0x0f : qs[32 * chunk + t - 32] >> 4;
+	for (c = 0; c < 4; c++)
+		for (t = 0; t < 32; t++) {
+			q[64 * c + t] = qs[32 * c + t] & 0x0f;
+			q[64 * c + t + 32] = qs[32 * c + t] >> 4;
+		}
 }
 
 /*
@@ -286,13 +317,14 @@ static float dot_q4_k(int64_t n, const uint8_t *w, const uint8_t *a)
 {
 	float acc[8] = {0}, accm[4] = {0}, m01, m;
 	int64_t ib, nb = n / DOT_QK;
-	int sc[8], mn[8], l, k, e, j;
+	int sc[8], mn[8], q[DOT_QK], l, k, e, j;
 
 	for (ib = 0; ib < nb; ib++, w += 144, a += DOT_Q8K_BYTES) {
 		const int8_t *qa = (const int8_t *)(a + 4);
 		float d = dot_q8k_d(a) * dot_h2f(w);
 		float dmin = -dot_q8k_d(a) * dot_h2f(w + 2);
 
+		dot_q4k_q(w, q);
 		for (j = 0; j < 8; j++)
 			dot_scale_min_k4(w + 4, j, &sc[j], &mn[j]);
 		for (k = 0; k < 4; k++) {
@@ -308,7 +340,7 @@ static float dot_q4_k(int64_t n, const uint8_t *w, const uint8_t *a)
 
 			for (j = 0; j < 8; j++)
 				for (e = 32 * j + 4 * l; e < 32 * j + 4 * l + 4; e++)
-					s += sc[j] * dot_q4k_q(w, e) * qa[e];
+					s += sc[j] * q[e] * qa[e];
 			acc[l] = fmaf(d, (float)s, acc[l]);
 		}
 	}
@@ -327,18 +359,19 @@ static float dot_q4_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 {
 	float acc = 0.0f, accm = 0.0f;
 	int64_t ib, nb = n / DOT_QK;
-	int sc, mn, j, e;
+	int sc, mn, j, e, q[DOT_QK];
 
 	for (ib = 0; ib < nb; ib++, w += 144, a += DOT_Q8K_BYTES) {
 		const int8_t *qa = (const int8_t *)(a + 4);
 		int s = 0, smin = 0;
 
+		dot_q4k_q(w, q);
 		for (j = 0; j < 8; j++) {
 			int p = 0;
 
 			dot_scale_min_k4(w + 4, j, &sc, &mn);
 			for (e = 32 * j; e < 32 * j + 32; e++)
-				p += dot_q4k_q(w, e) * qa[e];
+				p += q[e] * qa[e];
 			s += sc * p;
 			smin += mn * (dot_q8k_bsum(a, 2 * j) +
 					dot_q8k_bsum(a, 2 * j + 1));
@@ -393,14 +426,19 @@ static float dot_q6_k(int64_t n, const uint8_t *w, const uint8_t *a)
 	return dot_hsum8(acc);
 }
 
-/* q5_K block {d, dmin, scales[12], qh[32], qs[128]}: 5-bit weight e. */
-static int dot_q5k_q(const uint8_t *b, int e)
+/* q5_K block {d, dmin, scales[12], qh[32], qs[128]}: the 5-bit weights. */
+static void dot_q5k_q(const uint8_t *b, int *q)
 {
 	const uint8_t *qh = b + 16, *qs = b + 48;
-	int chunk = e / 64, t = e % 64, hi = t >= 32, tt = t % 32;
-	int low = hi ? qs[32 * chunk + tt] >> 4 : qs[32 * chunk + tt] & 0x0f;
+	int c, t;
 
-	return low | (((qh[tt] >> (2 * chunk + hi)) & 1) << 4);
+	for (c = 0; c < 4; c++)
+		for (t = 0; t < 32; t++) {
+			q[64 * c + t] = (qs[32 * c + t] & 0x0f) |
+				(((qh[t] >> (2 * c)) & 1) << 4);
+			q[64 * c + t + 32] = (qs[32 * c + t] >> 4) |
+				(((qh[t] >> (2 * c + 1)) & 1) << 4);
+		}
 }
 
 /*
@@ -412,7 +450,7 @@ static float dot_q5_k(int64_t n, const uint8_t *w, const uint8_t *a)
 {
 	float acc[8] = {0}, summs = 0.0f;
 	int64_t ib, nb = n / DOT_QK;
-	int sc[8], mn[8], l, e, j;
+	int sc[8], mn[8], q[DOT_QK], l, e, j;
 
 	for (ib = 0; ib < nb; ib++, w += 176, a += DOT_Q8K_BYTES) {
 		const int8_t *qa = (const int8_t *)(a + 4);
@@ -420,6 +458,7 @@ static float dot_q5_k(int64_t n, const uint8_t *w, const uint8_t *a)
 		float dmin = -dot_q8k_d(a) * dot_h2f(w + 2);
 		int smin = 0;
 
+		dot_q5k_q(w, q);
 		for (j = 0; j < 8; j++) {
 			dot_scale_min_k4(w + 4, j, &sc[j], &mn[j]);
 			smin += mn[j] * (dot_q8k_bsum(a, 2 * j) +
@@ -431,7 +470,7 @@ static float dot_q5_k(int64_t n, const uint8_t *w, const uint8_t *a)
 
 			for (j = 0; j < 8; j++)
 				for (e = 32 * j + 4 * l; e < 32 * j + 4 * l + 4; e++)
-					s += sc[j] * dot_q5k_q(w, e) * qa[e];
+					s += sc[j] * q[e] * qa[e];
 			acc[l] = fmaf(d, (float)s, acc[l]);
 		}
 	}
@@ -524,6 +563,7 @@ static float dot_q2_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 		bool repacked)
 {
+	pthread_once(&dot_half_once, dot_half_init);
 	switch (type) {
 	case IO_TYPE_F32:
 		return dot_f32(n, w, a);
