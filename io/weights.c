@@ -99,8 +99,6 @@ static void weights_progress(struct io_weights *w, uint64_t done)
 				total);
 }
 
-static void weights_step(void *arg, uint64_t n);
-
 static void weights_notice_cb(void *arg, const char *msg)
 {
 	struct io_weights *w = arg;
@@ -130,60 +128,6 @@ static uint64_t weights_chunk(const struct io_weights *w)
 		kb = 8192;
 	return (uint64_t)kb << 10;
 }
-
-/*
- * Fault the pages of [p, p + len) in with one call: pread faulting them one
- * by one was measured at 0.1 GB/s on a VM (35 us per 4 KiB fault), against
- * 1.3 GB/s when they come in batches (as read_fixed pins them).
- */
-static void weights_populate(uint8_t *p, size_t len)
-{
-	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(IO_PAGE - 1);
-	uintptr_t e = ((uintptr_t)p + len + IO_PAGE - 1) & ~(uintptr_t)(IO_PAGE - 1);
-
-	madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-}
-
-/* Buffered reads of [start, end) of path into dst, in 8 MiB steps. */
-static int weights_pread(struct io_weights *w, const char *path,
-			 uint64_t start, uint64_t end, uint8_t *dst,
-			 struct err *err)
-{
-	const size_t step = 8u << 20;
-	uint64_t off = start;
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(err, errno, "%s: %s", path, strerror(errno));
-	posix_fadvise(fd, (off_t)start, (off_t)(end - start), POSIX_FADV_SEQUENTIAL);
-	while (off < end) {
-		size_t len = end - off < step ? (size_t)(end - off) : step;
-
-		weights_populate(dst + (off - start), len);
-		n = pread(fd, dst + (off - start), len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			close(fd);
-			return err_set(err, errno, "%s: read at %llu: %s", path,
-				       (unsigned long long)off, strerror(errno));
-		}
-		if (n == 0) {
-			close(fd);
-			return err_set(err, EINVAL,
-				       "%s: file ends at %llu, tensor data runs to %llu",
-				       path, (unsigned long long)off,
-				       (unsigned long long)end);
-		}
-		off += (uint64_t)n;
-		weights_step(w, (uint64_t)n);
-	}
-	close(fd);
-	return 0;
-}
-
 
 static void weights_step(void *arg, uint64_t n)
 {
@@ -328,10 +272,39 @@ static bool weights_cached(int fd, uint64_t start, uint64_t end)
 	return hit * 10 >= pages * 9;
 }
 
+/* Threads of the pread path: a few requests in flight, as the ring has. */
+static unsigned weights_pread_threads(const struct io_weights *w)
+{
+	return w->stats.queue_depth < 4 ? w->stats.queue_depth : 4;
+}
+
+/* The ring, or pread from a few threads, over [off, off + len) into dst. */
+static int weights_read_range(struct io_weights *w, struct io_ring *ring,
+			      int fd, const struct io_gguf_file *file,
+			      uint64_t off, uint64_t len, uint8_t *dst,
+			      uint64_t need_end, struct err *err)
+{
+	if (ring)
+		return io_ring_read(ring, fd, file->path, off, len, dst,
+				    file->size, need_end, weights_step, w, err);
+	return io_pread_range(fd, file->path, off, len, dst, file->size,
+			      need_end, weights_chunk(w), weights_pread_threads(w),
+			      weights_step, w, err);
+}
+
+static int weights_open(const char *path, bool direct, struct err *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+
+	if (fd < 0)
+		return err_set(err, errno, "%s: %s", path, strerror(errno));
+	return fd;
+}
+
 /*
- * Read file f into its region: through the ring with O_DIRECT when both
- * work and the file is not already cached, else through the page cache
- * (ring or pread). Returns the errno.
+ * Read file f into its region: O_DIRECT when the filesystem allows it and
+ * the file is not already cached, else through the page cache; with the
+ * ring, or pread. Returns 0 or the negative errno.
  */
 static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 			     const struct load_file *l, uint32_t f,
@@ -339,61 +312,53 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 {
 	const struct io_gguf_file *file = &w->g->files[f];
 	uint8_t *base = w->regions[l->region[0]].mem.base;
-	bool direct = ring && !w->opt.no_direct && !weights_env("LLMFS_NO_DIRECT");
+	bool direct = !w->opt.no_direct && !weights_env("LLMFS_NO_DIRECT");
 	uint64_t done0 = w->stats.bytes, end;
-	int fd = -1, rc;
+	struct err e = {0};
+	int fd, rc;
 
-	if (direct) {
-		fd = open(file->path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0 && !w->opt.always_direct &&
-		    weights_cached(fd, l->start, l->end)) {
+	if (direct && !w->opt.always_direct) {
+		fd = weights_open(file->path, false, err);
+		if (fd < 0)
+			return fd;
+		if (weights_cached(fd, l->start, l->end)) {
 			direct = false;
 			w->stats.cached = true;
 		}
-		if (fd >= 0)
-			close(fd);
+		close(fd);
 	}
 	if (direct) {
-		fd = open(file->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-		if (fd < 0 && errno == EINVAL) {
+		fd = weights_open(file->path, true, &e);
+		if (fd == -EINVAL) {
 			io_weights_notice(w, "O_DIRECT refused for %s: reading through the page cache",
 					  file->path);
 			direct = false;
 		} else if (fd < 0) {
-			return err_set(err, errno, "%s: %s", file->path,
-				       strerror(errno));
+			*err = e;
+			return fd;
+		} else {
+			end = (l->end + IO_PAGE - 1) & ~(uint64_t)(IO_PAGE - 1);
+			rc = weights_read_range(w, ring, fd, file, l->base_off,
+						end - l->base_off, base, l->end, err);
+			close(fd);
+			if (rc != -EINVAL) {
+				w->stats.direct |= rc == 0;
+				return rc == -ENODATA ? -EINVAL : rc;
+			}
+			/* Some filesystems accept the open and refuse the read. */
+			io_weights_notice(w, "O_DIRECT read refused for %s (%s): reading through the page cache",
+					  file->path, err->msg);
+			w->stats.bytes = done0;
 		}
 	}
-	if (!ring)
-		return weights_pread(w, file->path, l->start, l->end,
-				     base + (l->start - l->base_off), err);
-	if (!direct) {
-		fd = open(file->path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return err_set(err, errno, "%s: %s", file->path,
-				       strerror(errno));
-		posix_fadvise(fd, (off_t)l->start, (off_t)(l->end - l->start),
-			      POSIX_FADV_SEQUENTIAL);
-		rc = io_ring_read(ring, fd, file->path, l->start,
-				  l->end - l->start, base + (l->start - l->base_off),
-				  file->size, l->end, weights_step, w, err);
-		close(fd);
-		return rc == -ENODATA ? -EINVAL : rc;
-	}
-	end = (l->end + IO_PAGE - 1) & ~(uint64_t)(IO_PAGE - 1);
-	rc = io_ring_read(ring, fd, file->path, l->base_off, end - l->base_off,
-			  base, file->size, l->end, weights_step, w, err);
+	fd = weights_open(file->path, false, err);
+	if (fd < 0)
+		return fd;
+	posix_fadvise(fd, (off_t)l->start, (off_t)(l->end - l->start),
+		      POSIX_FADV_SEQUENTIAL);
+	rc = weights_read_range(w, ring, fd, file, l->start, l->end - l->start,
+				base + (l->start - l->base_off), l->end, err);
 	close(fd);
-	if (rc == -EINVAL) {
-		/* Some filesystems accept the open and refuse the read. */
-		io_weights_notice(w, "O_DIRECT read refused for %s (%s): reading through the page cache",
-				  file->path, err->msg);
-		w->stats.bytes = done0;
-		return weights_pread(w, file->path, l->start, l->end,
-				     base + (l->start - l->base_off), err);
-	}
-	if (rc == 0)
-		w->stats.direct = true;
 	return rc == -ENODATA ? -EINVAL : rc;
 }
 
@@ -532,7 +497,7 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 				w->stats.register_seconds;
 	weights_replicate(w, lf);
 	if (!w->stats.uring)
-		w->stats.queue_depth = 1;
+		w->stats.queue_depth = weights_pread_threads(w);
 	w->stats.cuda_pinned = w->n_regions > 0;
 	for (f = 0; f < w->n_regions; f++) {
 		io_mem_huge(&w->regions[f].mem);

@@ -118,6 +118,20 @@ int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 		 uint64_t need_end, void (*step)(void *, uint64_t), void *arg,
 		 struct err *err);
 
+/* ---- pread reads (pread.c) --------------------------------------------- */
+
+/*
+ * Read [off, off + len) of fd into dst (which holds file offset off) with
+ * `threads` threads taking chunk-sized pieces; the caller's thread is one
+ * of them and alone calls step. Bytes past need_end may be missing (end of
+ * file). 0, -ENODATA when the file ends before need_end (err says EINVAL),
+ * or the negative errno of a failed read.
+ */
+int io_pread_range(int fd, const char *path, uint64_t off, uint64_t len,
+		   uint8_t *dst, uint64_t file_size, uint64_t need_end,
+		   uint64_t chunk, unsigned threads,
+		   void (*step)(void *, uint64_t), void *arg, struct err *err);
+
 /* ---- NUMA (numa.c) ----------------------------------------------------- */
 
 struct io_numa_node {

@@ -96,7 +96,7 @@ START_TEST(test_direct_refused_falls_back)
 	opt.always_direct = false;
 	notes.n = 0;
 	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
-	ck_assert(io_weights_stats(w)->cached || !io_weights_stats(w)->uring);
+	ck_assert(io_weights_stats(w)->cached);
 	ck_assert_int_eq(notes.n, 0);
 	check_bytes(&f.g, w);
 	io_weights_free(w);

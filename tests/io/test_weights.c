@@ -63,7 +63,7 @@ static const struct {
 } paths[] = {
 	{ false, false, true, true },
 	{ false, true, true, false },
-	{ true, false, false, false },
+	{ true, false, false, true },
 	{ true, true, false, false },
 };
 
@@ -87,8 +87,7 @@ START_TEST(test_weights_paths_fake)
 	st = io_weights_stats(w);
 	/* What the environment refuses falls back (test_uring checks how). */
 	ck_assert_int_eq(st->uring, paths[_i].uring && uring_allowed());
-	ck_assert_int_eq(st->direct, paths[_i].direct && uring_allowed() &&
-			 direct_allowed(f.path));
+	ck_assert_int_eq(st->direct, paths[_i].direct && direct_allowed(f.path));
 	ck_assert_uint_eq(st->tensor_bytes, f.g.tensor_bytes);
 	ck_assert_uint_ge(st->bytes, f.g.tensor_bytes);
 	ck_assert_uint_eq(seen.total, f.g.tensor_bytes);
@@ -118,10 +117,8 @@ START_TEST(test_weights_cached_file_skips_direct)
 	free(buf);
 	ck_assert_int_eq(io_weights_load(&w, &f.g, NULL, &err), 0);
 	st = io_weights_stats(w);
-	if (uring_allowed()) {
-		ck_assert(st->cached);
-		ck_assert(!st->direct);
-	}
+	ck_assert(st->cached);
+	ck_assert(!st->direct);
 	check_bytes(&f.g, w);
 	io_weights_free(w);
 	/* Dropped from the cache again: O_DIRECT. */
@@ -131,7 +128,7 @@ START_TEST(test_weights_cached_file_skips_direct)
 	ck_assert_int_eq(io_weights_load(&w, &f.g, NULL, &err), 0);
 	st = io_weights_stats(w);
 	ck_assert(!st->cached);
-	ck_assert_int_eq(st->direct, uring_allowed() && direct_allowed(f.path));
+	ck_assert_int_eq(st->direct, direct_allowed(f.path));
 	check_bytes(&f.g, w);
 	io_weights_free(w);
 	unlink(f.path);
