@@ -312,13 +312,17 @@ static size_t sampler_min_p(struct sampler_cand *c, size_t n, bool sorted,
 static int32_t sampler_draw(struct engine_sampler *s, struct sampler_cand *c,
 		size_t n)
 {
-	float max = c[0].logit;
 	double sum = 0.0, run = 0.0, target;
-	size_t i;
+	size_t i, best = 0;
+	float max;
 
 	for (i = 1; i < n; i++)
-		if (c[i].logit > max)
-			max = c[i].logit;
+		if (sampler_better(&c[i], &c[best]))
+			best = i;
+	max = c[best].logit;
+	/* a tiny temperature overflows: its limit is greedy */
+	if (!isfinite(max))
+		return c[best].id;
 	for (i = 0; i < n; i++) {
 		c[i].p = expf(c[i].logit - max);
 		sum += c[i].p;
@@ -329,7 +333,7 @@ static int32_t sampler_draw(struct engine_sampler *s, struct sampler_cand *c,
 		if (run >= target && c[i].p > 0.0f)
 			return c[i].id;
 	}
-	return c[0].id;
+	return c[best].id;
 }
 
 int32_t engine_sampler_sample(struct engine_sampler *s, float *logits,

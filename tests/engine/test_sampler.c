@@ -100,6 +100,20 @@ START_TEST(test_sampler_greedy_lowest_id_on_ties)
 }
 END_TEST
 
+START_TEST(test_sampler_tiny_temperature_is_greedy)
+{
+	/* logits / 1e-38 overflow to inf; the limit is the argmax */
+	struct engine_sampling p = sampling_plain(1e-38f, 5);
+	struct engine_sampler *s = sampler_make(&p, 4);
+	const float l[4] = { 1.0f, 3.0f, -2.0f, 2.0f };
+	int i;
+
+	for (i = 0; i < 20; i++)
+		ck_assert_int_eq(sample_copy(s, l, 4), 1);
+	engine_sampler_free(s);
+}
+END_TEST
+
 START_TEST(test_sampler_top_k_1_is_greedy)
 {
 	struct engine_sampling p = sampling_plain(1.5f, 7);
@@ -421,6 +435,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_sampler_defaults_are_llama_cpp);
 	tcase_add_test(tc, test_sampler_greedy_lowest_id_on_ties);
+	tcase_add_test(tc, test_sampler_tiny_temperature_is_greedy);
 	tcase_add_test(tc, test_sampler_top_k_1_is_greedy);
 	tcase_add_test(tc, test_sampler_top_p_cuts);
 	tcase_add_test(tc, test_sampler_top_p_large_vocab);
