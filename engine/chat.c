@@ -165,7 +165,7 @@ static void chat_trim(const char **s, size_t *len)
 }
 
 int engine_chat_template_apply(const char *tmpl, const char *user,
-		size_t len, char **out, struct err *err)
+		size_t len, char **out, size_t *out_len, struct err *err)
 {
 	struct chat_style st = chat_style_detect(tmpl);
 	const char *pre = "", *post = "";
@@ -207,6 +207,8 @@ int engine_chat_template_apply(const char *tmpl, const char *user,
 	memcpy(s + n_pre + len, post, n_post);
 	s[n_pre + len + n_post] = '\0';
 	*out = s;
+	if (out_len)
+		*out_len = n_pre + len + n_post;
 	return 0;
 }
 
@@ -214,5 +216,5 @@ int engine_chat_apply(const struct engine_model *m, const char *user,
 		size_t len, char **out, struct err *err)
 {
 	return engine_chat_template_apply(engine_model_info(m)->chat_template,
-			user, len, out, err);
+			user, len, out, NULL, err);
 }

@@ -214,10 +214,12 @@ int engine_chat_apply(const struct engine_model *m, const char *user,
  * The same from a template string instead of a model: tmpl is the text of
  * tokenizer.chat_template, or one of llama.cpp's template names ("chatml",
  * "llama2", "llama3"), or NULL for none (ChatML, as llama.cpp does).
+ * *out_len (if out_len is not NULL) gets the length of *out, which may
+ * hold NUL bytes when user does.
  */
 enum engine_chat_format engine_chat_template_format(const char *tmpl);
 int engine_chat_template_apply(const char *tmpl, const char *user,
-		size_t len, char **out, struct err *err);
+		size_t len, char **out, size_t *out_len, struct err *err);
 
 /* ---- generation -------------------------------------------------------- */
 

@@ -158,11 +158,12 @@ static int gen_tokenize(struct engine_generation *g, const char *prompt,
 	int rc;
 
 	if (chat) {
-		rc = engine_chat_apply(g->model, prompt, len, &text, err);
+		rc = engine_chat_template_apply(
+				engine_model_info(g->model)->chat_template, prompt,
+				len, &text, &len, err);
 		if (rc)
 			return rc;
 		prompt = text;
-		len = strlen(text);
 	}
 	rc = engine_tokenize(g->model, prompt, len, true, true, &g->tokens, &n,
 			err);

@@ -64,10 +64,12 @@ static void check_apply(const char *tmpl, const char *msg, size_t len,
 {
 	struct err err = {0};
 	char *out = (char *)1;
+	size_t out_len = 0;
 
-	ck_assert_int_eq(engine_chat_template_apply(tmpl, msg, len, &out, &err),
-			0);
+	ck_assert_int_eq(engine_chat_template_apply(tmpl, msg, len, &out,
+			&out_len, &err), 0);
 	ck_assert_ptr_nonnull(out);
+	ck_assert_uint_eq(out_len, want_len);
 	ck_assert_msg(memcmp(out, want, want_len) == 0 &&
 			out[want_len] == '\0', "got \"%s\", want \"%s\"", out, want);
 	free(out);
@@ -161,6 +163,9 @@ START_TEST(test_chat_apply_raw_and_bytes)
 	check_apply(tmpl_phi4, "", 0, "", 0);
 	/* a message is taken by length, not up to a NUL */
 	check_apply(tmpl_llama2, "abcdef", 3, "[INST] abc [/INST]", 18);
+	check_apply(tmpl_qwen2, msg, 4,
+			"<|im_start|>user\na\0b\xff<|im_end|>\n"
+			"<|im_start|>assistant\n", 17 + 4 + 33);
 }
 END_TEST
 
