@@ -177,7 +177,7 @@ static void *open_lib(const char *dir, const char *name)
 int main(void)
 {
 	const char *dir = getenv("LLMFS_GGML_LIBDIR");
-	const char *shared = getenv("SHARED");
+	const char *ref = getenv("LLAMA_REF_DIR");
 	char def[1024], path[1024];
 	Suite *su;
 	TCase *tc;
@@ -185,9 +185,9 @@ int main(void)
 	int failed;
 
 	if (!dir) {
-		if (snprintf(def, sizeof(def), "%s/../ref/node_modules/"
+		if (snprintf(def, sizeof(def), "%s/node_modules/"
 			     "@node-llama-cpp/linux-x64/bins/linux-x64",
-			     shared ? shared : "../shared") >= (int)sizeof(def))
+			     ref ? ref : "ref") >= (int)sizeof(def))
 			def[0] = 0;
 		dir = def;
 	}

@@ -7,7 +7,7 @@
 set -u
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-../shared}
-REF=${REF:-/work/ref}
+REF=${LLAMA_REF_DIR:-ref}
 bin=$BUILD/bin/llmfs-write-model
 inspect=$BUILD/bin/llmfs-inspect
 [ -x "$bin" ] && [ -x "$inspect" ] || { echo "write_model.sh: tools not built"; exit 77; }
