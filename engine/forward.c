@@ -56,11 +56,11 @@ static void forward_attention(struct engine_model *m, struct engine_seq *seq,
 	uint32_t h;
 
 	/* the three projections share one converted activation per type */
-	ops_matvec(s->q, &l->wq, 0, s->xn, s->act);
+	ops_matvec(m->pool, s->q, &l->wq, 0, s->xn, s->act);
 	forward_add_bias(s->q, &l->bq);
-	ops_matvec(s->k, &l->wk, 0, s->xn, s->act);
+	ops_matvec(m->pool, s->k, &l->wk, 0, s->xn, s->act);
 	forward_add_bias(s->k, &l->bk);
-	ops_matvec(s->v, &l->wv, 0, s->xn, s->act);
+	ops_matvec(m->pool, s->v, &l->wv, 0, s->xn, s->act);
 	forward_add_bias(s->v, &l->bv);
 
 	if (hp->qk_norm) {
@@ -91,7 +91,7 @@ static void forward_attention(struct engine_model *m, struct engine_seq *seq,
 			seq->v_row, pos + 1, hp->head_dim, hp->head_dim_v,
 			hp->kq_scale, s->qh, s->acc);
 	}
-	ops_matvec(s->tmp, &l->wo, 0, s->att, s->act);
+	ops_matvec(m->pool, s->tmp, &l->wo, 0, s->att, s->act);
 	forward_add_bias(s->tmp, &l->bo);
 }
 
@@ -100,10 +100,10 @@ static void forward_ffn_dense(struct engine_model *m,
 {
 	struct engine_scratch *s = &m->s;
 
-	ops_matvec(s->up, &l->ffn_up, 0, s->xn, s->act);
-	ops_matvec(s->gate, &l->ffn_gate, 0, s->xn, s->act);
+	ops_matvec(m->pool, s->up, &l->ffn_up, 0, s->xn, s->act);
+	ops_matvec(m->pool, s->gate, &l->ffn_gate, 0, s->xn, s->act);
 	ops_swiglu(s->gate, s->gate, s->up, m->hp.n_ff);
-	ops_matvec(s->tmp, &l->ffn_down, 0, s->gate, s->act);
+	ops_matvec(m->pool, s->tmp, &l->ffn_down, 0, s->gate, s->act);
 }
 
 /*
@@ -117,13 +117,11 @@ static void forward_ffn_moe(struct engine_model *m,
 {
 	const struct engine_hparams *hp = &m->hp;
 	struct engine_scratch *s = &m->s;
-	uint32_t sel[64], k = hp->n_expert_used, i, j;
-	float w[64];
+	uint32_t sel[ENGINE_MAX_EXPERTS_USED], k = hp->n_expert_used, i, j;
+	float w[ENGINE_MAX_EXPERTS_USED];
 	double sum = 0.0;
 
-	if (k > 64)
-		k = 64;
-	ops_matvec(s->router, &l->ffn_gate_inp, 0, s->xn, s->act);
+	ops_matvec(m->pool, s->router, &l->ffn_gate_inp, 0, s->xn, s->act);
 	ops_softmax(s->router, hp->n_expert);
 	/* selection sort: highest first, the lower id on ties */
 	for (i = 0; i < k; i++) {
@@ -155,10 +153,10 @@ static void forward_ffn_moe(struct engine_model *m,
 			w[i] = w[i] / fsum;
 	}
 	for (i = 0; i < k; i++) {
-		ops_matvec(s->up, &l->ffn_up_exps, sel[i], s->xn, s->act);
-		ops_matvec(s->gate, &l->ffn_gate_exps, sel[i], s->xn, s->act);
+		ops_matvec(m->pool, s->up, &l->ffn_up_exps, sel[i], s->xn, s->act);
+		ops_matvec(m->pool, s->gate, &l->ffn_gate_exps, sel[i], s->xn, s->act);
 		ops_swiglu(s->gate, s->gate, s->up, hp->n_ff);
-		ops_matvec(s->tmp, &l->ffn_down_exps, sel[i], s->gate, s->act);
+		ops_matvec(m->pool, s->tmp, &l->ffn_down_exps, sel[i], s->gate, s->act);
 		for (j = 0; j < hp->n_embd; j++) {
 			float e = s->tmp[j] * w[i];
 
@@ -206,7 +204,7 @@ static void forward_token(struct engine_model *m, struct engine_seq *seq,
 		return;
 	ops_rms_norm(s->xn, s->x, (const float *)engine_tensor_data(
 			&m->output_norm), hp->n_embd, hp->rms_norm_eps);
-	ops_matvec(logits, &m->output, 0, s->xn, s->act);
+	ops_matvec(m->pool, logits, &m->output, 0, s->xn, s->act);
 }
 
 static int forward_check(struct engine_model *m,

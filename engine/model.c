@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model.h"
+#include "pool.h"
 #include "quant.h"
 #include "tokenizer.h"
 
@@ -205,6 +207,10 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 	if (hp->n_expert > 0 && hp->n_expert_used == 0)
 		return err_set(err, EINVAL, "%s: expert_used_count is 0",
 				m->path);
+	if (hp->n_expert_used > ENGINE_MAX_EXPERTS_USED)
+		return err_set(err, ENOTSUP,
+			"%s: expert_used_count %u > %u is not supported",
+			m->path, hp->n_expert_used, ENGINE_MAX_EXPERTS_USED);
 
 	switch (m->info.arch) {
 	case ENGINE_ARCH_LLAMA:
@@ -663,6 +669,14 @@ int engine_model_open(struct engine_model **out, const char *path,
 	m->info.tokenizer_model = engine_vocab_model_name(m->vocab);
 	m->info.tokenizer_pre = engine_vocab_pre_name(m->vocab);
 	m->threads = opt->threads;
+	if (m->threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		m->threads = n > 0 ? (uint32_t)n : 1;
+	}
+	ret = engine_pool_new(&m->pool, m->threads, err);
+	if (ret)
+		goto out_free;
 	*out = m;
 	return 0;
 
@@ -675,6 +689,7 @@ void engine_model_free(struct engine_model *m)
 {
 	if (!m)
 		return;
+	engine_pool_free(m->pool);
 	engine_vocab_free(m->vocab);
 	free(m->scratch_mem);
 	free(m->layers);

@@ -22,6 +22,9 @@
 
 struct engine_vocab;
 
+/* Experts one token may use (the forward pass keeps their ids on the stack). */
+#define ENGINE_MAX_EXPERTS_USED 64
+
 /* One tensor of the file; absent optional tensors have info == NULL. */
 struct engine_tensor {
 	const struct io_gguf_tensor *info;  /* name, type, ne */
@@ -112,7 +115,8 @@ struct engine_model {
 	struct engine_vocab *vocab;
 	char *path;
 	char *name;
-	uint32_t threads;
+	uint32_t threads;                  /* the pool's size */
+	struct engine_pool *pool;          /* splits big matmuls; may be NULL */
 
 	struct engine_tensor tok_embd;     /* [n_embd, n_vocab] */
 	struct engine_tensor output_norm;  /* [n_embd] */

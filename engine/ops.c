@@ -20,6 +20,8 @@
 
 /* AVX-512 lanes of ggml's vector loops (GGML_F32_EPR, GGML_F16_STEP). */
 #define OPS_LANES 16
+/* elements of a matrix worth splitting over the pool */
+#define OPS_PARALLEL_MIN (1 << 16)
 #define OPS_F16_STEP 64
 
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
@@ -61,11 +63,36 @@ void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 				w->repacked);
 }
 
-void ops_matvec(float *y, const struct engine_tensor *w, int64_t e,
-		const float *x, void *act)
+struct ops_matvec_job {
+	float *y;
+	const struct engine_tensor *w;
+	int64_t e;
+	const void *act;
+};
+
+/* One thread's contiguous share of the rows. */
+static void ops_matvec_part(void *arg, uint32_t ith, uint32_t nth)
 {
+	const struct ops_matvec_job *j = arg;
+	int64_t rows = j->w->info->ne[1];
+
+	ops_matvec_rows(j->y, j->w, j->e, j->act, rows * ith / nth,
+			rows * (ith + 1) / nth);
+}
+
+void ops_matvec(struct engine_pool *pool, float *y,
+		const struct engine_tensor *w, int64_t e, const float *x,
+		void *act)
+{
+	struct ops_matvec_job job = { y, w, e, act };
+
 	ops_matvec_prepare(w, x, act);
-	ops_matvec_rows(y, w, e, act, 0, w->info->ne[1]);
+	/* waking the workers costs microseconds: only for big matrices */
+	if (engine_pool_size(pool) > 1 &&
+	    w->info->ne[0] * w->info->ne[1] >= OPS_PARALLEL_MIN)
+		engine_pool_run(pool, ops_matvec_part, &job);
+	else
+		ops_matvec_rows(y, w, e, act, 0, w->info->ne[1]);
 }
 
 void ops_get_row(float *y, const struct engine_tensor *w, int64_t row)

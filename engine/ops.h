@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "pool.h"
 
 /* y = x / rms(x) * w (w may be NULL): ggml_compute_forward_rms_norm_f32 */
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
@@ -26,9 +27,10 @@ void ops_matvec_prepare(const struct engine_tensor *w, const float *x,
 		void *act);
 void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 		const void *act, int64_t r0, int64_t r1);
-/* Both of the above over all rows. */
-void ops_matvec(float *y, const struct engine_tensor *w, int64_t e,
-		const float *x, void *act);
+/* Both of the above over all rows, split over pool's threads when big. */
+void ops_matvec(struct engine_pool *pool, float *y,
+		const struct engine_tensor *w, int64_t e, const float *x,
+		void *act);
 
 /* One row of the token embedding as floats: ggml_get_rows. */
 void ops_get_row(float *y, const struct engine_tensor *w, int64_t row);

@@ -118,9 +118,10 @@ static int model_open_mutated(const struct mutation *mu, struct err *err)
 	return ret;
 }
 
-static struct engine_model *model_open(const char *stem, uint32_t n_ctx)
+static struct engine_model *model_open_threads(const char *stem,
+		uint32_t n_ctx, uint32_t threads)
 {
-	struct engine_model_options opt = { .n_ctx = n_ctx, .threads = 1 };
+	struct engine_model_options opt = { .n_ctx = n_ctx, .threads = threads };
 	struct engine_model *m = NULL;
 	struct err err = {0};
 	char path[1200];
@@ -129,6 +130,11 @@ static struct engine_model *model_open(const char *stem, uint32_t n_ctx)
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 			path, err.msg);
 	return m;
+}
+
+static struct engine_model *model_open(const char *stem, uint32_t n_ctx)
+{
+	return model_open_threads(stem, n_ctx, 1);
 }
 
 START_TEST(test_model_info_stories)
@@ -327,6 +333,31 @@ START_TEST(test_forward_truncate_and_batch_agree)
 }
 END_TEST
 
+/* Splitting the matmuls over threads must not change a bit. */
+START_TEST(test_forward_threads_agree)
+{
+	struct engine_model *m1 = model_open_threads("tiny-qwen3-bpe16k-mixq", 32, 1);
+	struct engine_model *m3 = model_open_threads("tiny-qwen3-bpe16k-mixq", 32, 3);
+	uint32_t nv = engine_model_info(m1)->n_vocab;
+	const int32_t a[] = { 9707, 11, 1879, 0, 358, 16385 };
+	float *l1 = malloc(nv * sizeof(float)), *l3 = malloc(nv * sizeof(float));
+	struct engine_seq *s1 = NULL, *s3 = NULL;
+	struct err err = {0};
+
+	ck_assert_int_eq(engine_seq_new(m1, &s1, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m3, &s3, &err), 0);
+	forward1(m1, s1, a, 6, l1);
+	forward1(m3, s3, a, 6, l3);
+	ck_assert_mem_eq(l1, l3, nv * sizeof(float));
+	engine_seq_free(s1);
+	engine_seq_free(s3);
+	engine_model_free(m1);
+	engine_model_free(m3);
+	free(l1);
+	free(l3);
+}
+END_TEST
+
 int main(void)
 {
 	const char *env = getenv("SHARED");
@@ -356,6 +387,7 @@ int main(void)
 	tcase_add_test(tc, test_model_unchanged_copy_opens);
 	tcase_add_test(tc, test_forward_errors_leave_sequences_alone);
 	tcase_add_test(tc, test_forward_truncate_and_batch_agree);
+	tcase_add_test(tc, test_forward_threads_agree);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
