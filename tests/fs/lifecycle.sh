@@ -63,16 +63,16 @@ for sig in TERM INT; do
 done
 
 # 4. No leak, no invalid access: the whole cycle under a leak checker.
-# valgrind when it can run the binary (it cannot decode AVX-512, which
-# -march=native may emit); else the SANITIZE=1 build of llmfs (ASan + LSan),
+# valgrind when it can run the engine (llmfs-run on the same model; valgrind
+# does not decode every instruction the compiler may emit); else the SANITIZE=1 build of llmfs (ASan + LSan),
 # made here if it is not there yet (make is incremental).
 LEAK_LLMFS=$LLMFS
 if nm "$LLMFS" 2>/dev/null | grep -q __asan_init; then
 	how="ASan"
 	checker=()
 elif command -v valgrind >/dev/null &&
-		(valgrind -q --error-exitcode=1 "$LLMFS" --help >/dev/null 2>&1) \
-			2>/dev/null; then
+		(valgrind -q --error-exitcode=1 "$RUN" -m "$STORIES" -p "$P" \
+			-n 2 >/dev/null 2>&1) 2>/dev/null; then
 	how="valgrind"
 	checker=(valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect
 		--show-leak-kinds=definite,indirect --error-exitcode=1
