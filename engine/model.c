@@ -640,27 +640,25 @@ int engine_model_open(struct engine_model **out, const char *path,
 		goto out_free;
 	}
 	/*
-	 * Shapes are checked against the metadata before a byte is read, so
-	 * that a bad file fails fast; the views get their placement records
-	 * after the load.
+	 * Shapes and the vocabulary are checked before a byte of the weights
+	 * is read, so that a bad file fails fast; the views get their
+	 * placement records after the load.
 	 */
 	if ((ret = model_bind_tensors(m, err)) ||
-	    (ret = model_alloc_scratch(m, err)))
+	    (ret = model_alloc_scratch(m, err)) ||
+	    (ret = engine_vocab_load(&m->vocab, m->gguf, err)))
 		goto out_free;
+	if (m->hp.n_vocab != engine_vocab_size(m->vocab)) {
+		ret = err_set(err, EINVAL,
+			"%s: vocabulary has %u tokens, token_embd.weight %u",
+			path, engine_vocab_size(m->vocab), m->hp.n_vocab);
+		goto out_free;
+	}
 	ret = io_weights_load(&m->weights, m->gguf, &opt->load, err);
 	if (ret)
 		goto out_free;
 	model_place_tensors(m);
 	model_fill_info(m, opt->n_ctx);
-	ret = engine_vocab_load(&m->vocab, m->gguf, err);
-	if (ret)
-		goto out_free;
-	if (m->info.n_vocab != engine_vocab_size(m->vocab)) {
-		ret = err_set(err, EINVAL,
-			"%s: vocabulary has %u tokens, token_embd.weight %u",
-			path, engine_vocab_size(m->vocab), m->info.n_vocab);
-		goto out_free;
-	}
 	/* the vocabulary knows llama.cpp's defaults for the special ids */
 	m->info.bos = engine_vocab_bos(m->vocab);
 	m->info.eos = engine_vocab_eos(m->vocab);
