@@ -20,7 +20,7 @@ void fs_model_slug(const char *path, char *out, size_t cap)
 
 	base = base ? base + 1 : path;
 	len = strlen(base);
-	if (len > 5 && !strcasecmp(base + len - 5, ".gguf"))
+	if (len >= 5 && !strcasecmp(base + len - 5, ".gguf"))
 		len -= 5;
 	for (size_t i = 0; i < len && n + 1 < cap; i++) {
 		unsigned char c = base[i];
