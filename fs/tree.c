@@ -163,6 +163,28 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 	return 0;
 }
 
+/* Can the tensor's own name be a file name in weights/? */
+static bool tree_tensor_name_ok(const char *name)
+{
+	return *name && !strchr(name, '/') && strcmp(name, "index") &&
+		strcmp(name, ".") && strcmp(name, "..");
+}
+
+/* "tensor.N" names tensor N when its own name cannot be used. */
+static int tree_tensor_alias(const struct io_gguf *g, const char *name,
+		uint64_t *index)
+{
+	char *end;
+
+	if (strncmp(name, "tensor.", 7) || name[7] < '0' || name[7] > '9')
+		return -ENOENT;
+	*index = strtoull(name + 7, &end, 10);
+	if (*end || *index >= g->n_tensors ||
+			tree_tensor_name_ok(g->tensors[*index].name))
+		return -ENOENT;
+	return 0;
+}
+
 static int tree_table_lookup(const struct tree_entry *t, size_t n,
 		const char *name, enum fs_kind *kind)
 {
@@ -232,12 +254,13 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 		}
 		if (fs_model_state(fm) != FS_MODEL_READY)
 			return -ENOENT;
-		t = io_gguf_find_tensor(fm->gguf, name);
-		if (!t)
-			return -ENOENT;
 		out->kind = FS_K_WTENSOR;
-		out->aux = t - fm->gguf->tensors;
-		return 0;
+		t = io_gguf_find_tensor(fm->gguf, name);
+		if (t && tree_tensor_name_ok(name)) {
+			out->aux = t - fm->gguf->tensors;
+			return 0;
+		}
+		return tree_tensor_alias(fm->gguf, name, &out->aux);
 	default:
 		return -ENOTDIR;
 	}
@@ -328,8 +351,7 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 		child->aux = i - 1;
 		*name = fm->gguf->tensors[i - 1].name;
 		/* A name no path can reach is listed under its index. */
-		if (!**name || strchr(*name, '/') || !strcmp(*name, "index") ||
-				!strcmp(*name, ".") || !strcmp(*name, "..")) {
+		if (!tree_tensor_name_ok(*name)) {
 			snprintf(tmp, tmp_cap, "tensor.%llu",
 				(unsigned long long)(i - 1));
 			*name = tmp;

@@ -7,15 +7,25 @@
 # and the mount stays healthy; poll works; a slow reader stalls nobody.
 . "$(dirname "$0")/mount-lib.bash"
 
-mount_llmfs --name stories="$STORIES" --name qwen="$QWEN" --name mixq="$MIXQ"
-wait_loaded || fail "models loaded in 10 s"
-S=$MNT/stories
 N=48
 P='Once upon a time, there was a little girl named Lily.'
 printf 'temperature=0\nmax_tokens=%d\n' $N > "$WORK/greedy"
-cat "$WORK/greedy" > "$S/config"
 "$RUN" -m "$STORIES" -p "$P" --temp 0 -n $N > "$WORK/expect" 2>/dev/null
 check "llmfs-run gave a reference text" [ -s "$WORK/expect" ]
+"$RUN" -m "$MIXQ" -p "$P" --temp 0.8 -n $N > "$WORK/expect-mixq" 2>/dev/null
+
+# The mount is there before the models are loaded: a prompt submitted at
+# once waits for its model (mixq's other defaults are llama.cpp's: seeded
+# sampling at temperature 0.8, so this also checks the sampler settings).
+mount_llmfs --name stories="$STORIES" --name qwen="$QWEN" --name mixq="$MIXQ"
+S=$MNT/stories
+echo "max_tokens=$N" > "$MNT/mixq/config"
+printf '%s' "$P" > "$MNT/mixq/generate"
+echo "# models at the first look: $(cut -d' ' -f5 "$MNT/models" | tr '\n' ' ')"
+cat "$MNT/mixq/generate" > "$WORK/early"
+same "$WORK/expect-mixq" "$WORK/early" "a prompt submitted while loading waits, then = llmfs-run (seeded, T=0.8)"
+wait_loaded || fail "models loaded in 10 s"
+cat "$WORK/greedy" > "$S/config"
 
 # 1. One descriptor: open read-write, write, read to EOF.
 exec 3<>"$S/generate"
