@@ -99,7 +99,9 @@ void fs_pending_set(struct fs_model *fm, struct fs_session *ss, pid_t sid,
 	struct fs_stream *old = NULL;
 	struct fs_pending *p;
 
-	if (ss) {
+	if (ss && ss->removed) {
+		old = s;    /* rmdir'ed while its file was open: nobody can read */
+	} else if (ss) {
 		old = ss->pending[kind];
 		ss->pending[kind] = s;
 	} else {

@@ -224,10 +224,25 @@ static void stream_wake(struct fs_stream *s)
 	while (mine) {
 		w = mine;
 		mine = w->next;
-		if (!stream_try_reply(s, w->req, w->size))
-			fuse_reply_buf(w->req, NULL, 0);   /* not reached */
-		fs_stream_put(w->stream);
-		free(w);
+		if (stream_try_reply(s, w->req, w->size)) {
+			fs_stream_put(w->stream);
+			free(w);
+			continue;
+		}
+		/* Another read of the same file took the text: wait again. */
+		pthread_mutex_lock(&s->lock);
+		if (s->rpos < s->out.len || s->state >= FS_STREAM_DONE) {
+			pthread_mutex_unlock(&s->lock);
+			w->next = mine;     /* more came meanwhile: try again */
+			mine = w;
+			continue;
+		}
+		pthread_mutex_lock(&fs->wait_lock);
+		w->next = fs->waiters;
+		fs->waiters = w;
+		s->waiters++;
+		pthread_mutex_unlock(&fs->wait_lock);
+		pthread_mutex_unlock(&s->lock);
 	}
 }
 

@@ -111,6 +111,11 @@ cat "$S/tokenize" "$S/info" "$S/stats" "$S/kv" "$S/placement" \
 	"$S/weights/index" "$MNT/metrics" "$MNT/status" "$MNT/broken/errors" >/dev/null
 echo 'bad=1' > "$S/config" 2>/dev/null
 rmdir "$S/sessions/$n"
+k=$(cat "$S/sessions/new")
+exec 4>"$S/sessions/$k/generate"
+rmdir "$S/sessions/$k"            # removed while its file is open
+printf '%s' "$P" >&4
+exec 4>&-
 setsid bash -c "printf '%s' '$P' > '$S/generate'"  # in flight at unmount
 sleep 0.5
 fusermount3 -u "$MNT"
