@@ -71,8 +71,8 @@ if nm "$LLMFS" 2>/dev/null | grep -q __asan_init; then
 	how="ASan"
 	checker=()
 elif command -v valgrind >/dev/null &&
-		(valgrind -q --error-exitcode=1 "$RUN" -m "$STORIES" -p "$P" \
-			-n 2 >/dev/null 2>&1) 2>/dev/null; then
+		bash -c 'valgrind -q --error-exitcode=1 "$@" >/dev/null 2>&1
+			exit $?' _ "$RUN" -m "$STORIES" -p "$P" -n 2 2>/dev/null; then
 	how="valgrind"
 	checker=(valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect
 		--show-leak-kinds=definite,indirect --error-exitcode=1
