@@ -128,6 +128,9 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 	if ((ret = model_check_dim(m, "embedding_length", hp->n_embd, err)) ||
 	    (ret = model_check_dim(m, "attention.head_count", hp->n_head, err)))
 		return ret;
+	if (hp->n_ctx_train == 0)
+		return err_set(err, EINVAL, "%s: %s.context_length is 0",
+				m->path, m->info.arch_name);
 	if (hp->n_layer == 0 || hp->n_layer > MODEL_MAX_LAYERS)
 		return err_set(err, EINVAL, "%s: block_count = %u is out of range",
 				m->path, hp->n_layer);
