@@ -276,7 +276,26 @@ struct io_placement {
 	void *data;
 	uint64_t bytes;
 	char device[16];   /* "cpu", "numa0", "gpu0" */
+	/*
+	 * Set (release) once the bytes are in. Always set after a plain
+	 * io_weights_load; with io_load_options.async, readers call
+	 * io_placement_wait() before their first use of the tensor.
+	 */
+	uint32_t ready;
+	struct io_weights *owner;
 };
+
+int io_placement_wait_slow(const struct io_placement *p);
+/*
+ * Block until p's bytes are in: 0, or the negative errno of a failed load.
+ * One atomic load when they are.
+ */
+static inline int io_placement_wait(const struct io_placement *p)
+{
+	if (__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE))
+		return 0;
+	return io_placement_wait_slow(p);
+}
 
 enum io_numa_policy {
 	IO_NUMA_DEFAULT = 0,   /* the kernel's first touch */
@@ -291,7 +310,10 @@ struct io_load_options {
 	uint32_t queue_depth; /* reads in flight; 0 = default */
 	enum io_numa_policy numa;
 	int numa_node;
-	/* Called from the loading thread as bytes arrive; may be NULL. */
+	/*
+	 * Called as bytes arrive, from a loading thread (one call at a time,
+	 * possibly from different reader threads); may be NULL.
+	 */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
 	/*
@@ -303,6 +325,13 @@ struct io_load_options {
 	void *notice_arg;
 	bool no_lock;         /* do not mlock the weights */
 	uint32_t read_kib;    /* bytes per read in KiB (4..65536); 0 = 8192 */
+	/*
+	 * Return from io_weights_load as soon as the memory is mapped and let
+	 * a loader thread read; tensors become ready (io_placement_wait) in
+	 * file order, so that a first forward pass can run behind the disk.
+	 * Progress and notices then come from the loader thread.
+	 */
+	bool async;
 	/*
 	 * Read with O_DIRECT even when a file is (nearly) all in the page
 	 * cache, where the loader would otherwise copy from the cache.
@@ -328,6 +357,12 @@ void io_weights_free(struct io_weights *w);
 
 /* The placement record of g->tensors[i]; owned by w. */
 struct io_placement *io_weights_placement(struct io_weights *w, uint64_t i);
+
+/*
+ * Wait for an async load to end (at once for a plain one): 0, or its
+ * negative errno with its message in err.
+ */
+int io_weights_wait(struct io_weights *w, struct err *err);
 
 /* How the last load went, for tools and the status file. */
 struct io_load_stats {

@@ -90,6 +90,10 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 	int node, rc;
 	char name[16];
 
+	/* An async load must have ended: the bytes to copy must be there. */
+	rc = io_weights_wait(w, err);
+	if (rc < 0)
+		return rc;
 	node = move_device_node(device, &room, err);
 	if (node < -1)
 		return node;

@@ -7,8 +7,8 @@
  * spread over CPUs. With O_DIRECT (when the filesystem allows it) the
  * bytes still go straight from the disk into the weights.
  *
- * The calling thread is one of the readers and alone calls the progress
- * callback, as io_load_options promises.
+ * The calling thread is one of the readers; done() is called from any of
+ * them as bytes arrive and must be thread-safe.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +31,9 @@ struct pread_job {
 	uint64_t file_size, need_end;
 	uint64_t chunk;
 	atomic_uint_fast64_t next;   /* next chunk index to take */
-	atomic_uint_fast64_t done;   /* bytes read so far */
 	atomic_int failed;
+	void (*done_fn)(void *, uint64_t, uint64_t);
+	void *arg;
 	pthread_mutex_t lock;    /* guards err */
 	struct err *err;
 };
@@ -91,8 +92,9 @@ static void pread_chunk(struct pread_job *j, uint64_t k)
 					   at);
 			return;
 		}
+		if (j->done_fn)
+			j->done_fn(j->arg, at, (uint64_t)n);
 		at += (uint64_t)n;
-		atomic_fetch_add(&j->done, (uint64_t)n);
 	}
 }
 
@@ -109,13 +111,14 @@ static void *pread_worker(void *arg)
 int io_pread_range(int fd, const char *path, uint64_t off, uint64_t len,
 		   uint8_t *dst, uint64_t file_size, uint64_t need_end,
 		   uint64_t chunk, unsigned threads,
-		   void (*step)(void *, uint64_t), void *arg, struct err *err)
+		   void (*done)(void *, uint64_t, uint64_t), void *arg,
+		   struct err *err)
 {
 	struct pread_job j = { .fd = fd, .path = path, .off = off, .len = len,
 		.dst = dst, .file_size = file_size, .need_end = need_end,
-		.chunk = chunk, .err = err };
+		.chunk = chunk, .err = err, .done_fn = done, .arg = arg };
 	pthread_t tid[PREAD_THREADS_MAX];
-	uint64_t k, n = (len + chunk - 1) / chunk, reported = 0, now;
+	uint64_t n = (len + chunk - 1) / chunk;
 	unsigned i, started = 0;
 	int failed;
 
@@ -125,19 +128,9 @@ int io_pread_range(int fd, const char *path, uint64_t off, uint64_t len,
 	for (i = 1; i < threads && i < n; i++)
 		if (pthread_create(&tid[started], NULL, pread_worker, &j) == 0)
 			started++;
-	/* This thread reads too, and reports the progress of all. */
-	while (!atomic_load(&j.failed) && (k = atomic_fetch_add(&j.next, 1)) < n) {
-		pread_chunk(&j, k);
-		now = atomic_load(&j.done);
-		if (step && now > reported)
-			step(arg, now - reported);
-		reported = now;
-	}
+	pread_worker(&j);   /* this thread reads too */
 	for (i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
-	now = atomic_load(&j.done);
-	if (step && now > reported)
-		step(arg, now - reported);
 	pthread_mutex_destroy(&j.lock);
 	failed = atomic_load(&j.failed);
 	return failed == ENODATA ? -ENODATA : -failed;

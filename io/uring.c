@@ -199,11 +199,13 @@ static void ring_prep(struct io_ring *r, int fd, unsigned s)
  * for its rest unless the file ended; the slot stays busy then.
  */
 static int64_t ring_complete(struct io_ring *r, int fd, unsigned s, int res,
-			     uint64_t file_size, uint64_t need_end)
+			     uint64_t file_size, uint64_t need_end,
+			     uint64_t *from)
 {
 	struct ring_slot *sl = &r->slots[s];
 	uint64_t at;
 
+	*from = sl->off;
 	if (res == -EAGAIN || res == -EINTR) {
 		ring_prep(r, fd, s);
 		return 0;
@@ -233,10 +235,11 @@ static int64_t ring_complete(struct io_ring *r, int fd, unsigned s, int res,
  */
 int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 		 uint64_t len, uint8_t *dst, uint64_t file_size,
-		 uint64_t need_end, void (*step)(void *, uint64_t), void *arg,
+		 uint64_t need_end,
+		 void (*done)(void *, uint64_t, uint64_t), void *arg,
 		 struct err *err)
 {
-	uint64_t next = 0, room, n;
+	uint64_t next = 0, room, n, from;
 	unsigned s, in_flight = 0;
 	struct io_uring_cqe *cqe;
 	struct ring_slot *sl;
@@ -282,12 +285,13 @@ int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 		while (io_uring_peek_cqe(&r->ring, &cqe) == 0) {
 			s = (unsigned)io_uring_cqe_get_data64(cqe);
 			sl = &r->slots[s];
-			got = ring_complete(r, fd, s, cqe->res, file_size, need_end);
+			got = ring_complete(r, fd, s, cqe->res, file_size, need_end,
+					    &from);
 			io_uring_cqe_seen(&r->ring, cqe);
 			if (!sl->busy)
 				in_flight--;
-			if (got > 0 && step)
-				step(arg, (uint64_t)got);
+			if (got > 0 && done)
+				done(arg, from, (uint64_t)got);
 			if (got >= 0 || rc < 0)
 				continue;
 			if (got == -ENODATA) {

@@ -129,14 +129,6 @@ static uint64_t weights_chunk(const struct io_weights *w)
 	return (uint64_t)kb << 10;
 }
 
-static void weights_step(void *arg, uint64_t n)
-{
-	struct io_weights *w = arg;
-
-	w->stats.bytes += n;
-	weights_progress(w, w->stats.bytes);
-}
-
 static bool weights_env(const char *name)
 {
 	const char *v = getenv(name);
@@ -286,10 +278,10 @@ static int weights_read_range(struct io_weights *w, struct io_ring *ring,
 {
 	if (ring)
 		return io_ring_read(ring, fd, file->path, off, len, dst,
-				    file->size, need_end, weights_step, w, err);
+				    file->size, need_end, io_arrival_done, w, err);
 	return io_pread_range(fd, file->path, off, len, dst, file->size,
 			      need_end, weights_chunk(w), weights_pread_threads(w),
-			      weights_step, w, err);
+			      io_arrival_done, w, err);
 }
 
 static int weights_open(const char *path, bool direct, struct err *err)
@@ -338,6 +330,7 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 			return fd;
 		} else {
 			end = (l->end + IO_PAGE - 1) & ~(uint64_t)(IO_PAGE - 1);
+			io_arrival_file_begin(w, f, l->base_off);
 			rc = weights_read_range(w, ring, fd, file, l->base_off,
 						end - l->base_off, base, l->end, err);
 			close(fd);
@@ -348,7 +341,9 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 			/* Some filesystems accept the open and refuse the read. */
 			io_weights_notice(w, "O_DIRECT read refused for %s (%s): reading through the page cache",
 					  file->path, err->msg);
+			pthread_mutex_lock(&w->mu);
 			w->stats.bytes = done0;
+			pthread_mutex_unlock(&w->mu);
 		}
 	}
 	fd = weights_open(file->path, false, err);
@@ -356,6 +351,7 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 		return fd;
 	posix_fadvise(fd, (off_t)l->start, (off_t)(l->end - l->start),
 		      POSIX_FADV_SEQUENTIAL);
+	io_arrival_file_begin(w, f, l->start);
 	rc = weights_read_range(w, ring, fd, file, l->start, l->end - l->start,
 				base + (l->start - l->base_off), l->end, err);
 	close(fd);
@@ -432,16 +428,108 @@ static int weights_copy_node(const struct io_numa_plan *plan, uint32_t c)
 	return plan->node[(uint64_t)c * plan->n_tensors];
 }
 
+/*
+ * The reading and what follows it, on the caller's thread or the loader
+ * thread (async): everything after the regions exist.
+ */
+static int weights_run(struct io_weights *w, struct err *err)
+{
+	const struct io_gguf *g = w->g;
+	struct io_ring *ring = NULL;
+	uint32_t f;
+	int rc = 0;
+
+	weights_ring_start(w, w->lf, &ring);
+	w->stats.register_seconds = weights_now() - w->t0 - w->stats.alloc_seconds;
+	for (f = 0; f < g->n_files && rc == 0; f++)
+		if (w->lf[f].n)
+			rc = weights_read_file(w, ring, &w->lf[f], f, err);
+	/* The ring goes first: nothing may still write into the regions. */
+	io_ring_close(ring);
+	w->stats.read_seconds = weights_now() - w->t0 - w->stats.alloc_seconds -
+				w->stats.register_seconds;
+	if (rc == 0) {
+		weights_replicate(w, w->lf);
+		if (!w->stats.uring)
+			w->stats.queue_depth = weights_pread_threads(w);
+		w->stats.cuda_pinned = w->n_regions > 0;
+		for (f = 0; f < w->n_regions; f++) {
+			io_mem_huge(&w->regions[f].mem);
+			io_mem_cuda_pin(&w->regions[f].mem,
+					f ? NULL : weights_notice_cb, w);
+			if (w->regions[f].mem.kind != IO_MEM_CUDA_HOST)
+				w->stats.cuda_pinned = false;
+		}
+		w->stats.seconds = weights_now() - w->t0;
+		if (w->opt.progress)
+			w->opt.progress(w->opt.progress_arg,
+					w->stats.tensor_bytes,
+					w->stats.tensor_bytes);
+	}
+	io_arrival_finish(w, rc, err);
+	return rc;
+}
+
+static void *weights_loader_main(void *arg)
+{
+	struct io_weights *w = arg;
+	struct err err = {0};
+
+	weights_run(w, &err);
+	return NULL;
+}
+
+/* Everything before the reading: checks, plan, regions, placements. */
+static int weights_prepare(struct io_weights *w, struct err *err)
+{
+	const struct io_gguf *g = w->g;
+	uint64_t i, n = g->n_tensors;
+	uint32_t c;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		if (g->tensors[i].file >= g->n_files)
+			return err_set(err, EINVAL, "tensor %s: no file %u",
+				       g->tensors[i].name, g->tensors[i].file);
+		w->stats.tensor_bytes += g->tensors[i].bytes;
+	}
+	w->plan = calloc(1, sizeof(*w->plan));
+	if (!w->plan)
+		return err_set(err, ENOMEM, "out of memory for a NUMA plan");
+	rc = weights_plan(w, w->plan, err);
+	if (rc < 0)
+		return rc;
+	w->n_copies = w->plan->n_copies;
+	w->pl = calloc(n * w->n_copies + 1, sizeof(*w->pl));
+	w->region_of = calloc(n * w->n_copies + 1, sizeof(*w->region_of));
+	w->lf = calloc(g->n_files + 1, sizeof(*w->lf));
+	if (!w->pl || !w->region_of || !w->lf)
+		return err_set(err, ENOMEM, "out of memory for %llu placements",
+			       (unsigned long long)n);
+	rc = io_arrival_init(w, err);
+	if (rc < 0)
+		return rc;
+	for (i = n; i-- > 0;)
+		w->lf[g->tensors[w->by_offset[i]].file].first = i;
+	rc = weights_spans(w, w->lf, err);
+	for (c = 0; c < w->n_copies && rc == 0; c++)
+		rc = weights_regions_make(w, w->lf, c,
+					  weights_copy_node(w->plan, c), err);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < n * w->n_copies; i++)
+		w->pl[i].owner = w;
+	weights_lock(w);
+	w->stats.n_copies = w->n_copies;
+	snprintf(w->home, sizeof(w->home), "%s", n ? w->pl[0].device : "cpu");
+	weights_progress(w, 0);
+	return 0;
+}
+
 int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		    const struct io_load_options *opt, struct err *err)
 {
-	struct io_numa_plan plan = {0};
-	struct io_ring *ring = NULL;
-	struct load_file *lf = NULL;
 	struct io_weights *w;
-	double t0 = weights_now();
-	uint64_t i, n = g->n_tensors;
-	uint32_t f, c;
 	int rc;
 
 	*out = NULL;
@@ -449,78 +537,33 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	if (!w)
 		return err_set(err, ENOMEM, "out of memory for weights");
 	w->g = g;
+	w->t0 = weights_now();
 	if (opt)
 		w->opt = *opt;
 	w->stats.queue_depth = w->opt.queue_depth ? w->opt.queue_depth : 16;
 	if (w->stats.queue_depth > 4096)
 		w->stats.queue_depth = 4096;
-	for (i = 0; i < n; i++) {
-		if (g->tensors[i].file >= g->n_files) {
-			rc = err_set(err, EINVAL, "tensor %s: no file %u",
-				     g->tensors[i].name, g->tensors[i].file);
+	rc = weights_prepare(w, err);
+	if (rc < 0)
+		goto out_free;
+	w->stats.alloc_seconds = weights_now() - w->t0;
+	if (w->opt.async) {
+		rc = pthread_create(&w->loader, NULL, weights_loader_main, w);
+		if (rc) {
+			rc = err_set(err, rc, "cannot start the loader thread: %s",
+				     strerror(rc));
 			goto out_free;
 		}
-		w->stats.tensor_bytes += g->tensors[i].bytes;
-	}
-	rc = weights_plan(w, &plan, err);
-	if (rc < 0)
-		goto out_free;
-	w->n_copies = plan.n_copies;
-	w->pl = calloc(n * w->n_copies + 1, sizeof(*w->pl));
-	w->region_of = calloc(n * w->n_copies + 1, sizeof(*w->region_of));
-	lf = calloc(g->n_files + 1, sizeof(*lf));
-	if (!w->pl || !w->region_of || !lf) {
-		rc = err_set(err, ENOMEM, "out of memory for %llu placements",
-			     (unsigned long long)n);
-		goto out_free;
-	}
-	rc = weights_spans(w, lf, err);
-	for (c = 0; c < w->n_copies && rc == 0; c++)
-		rc = weights_regions_make(w, lf, c, weights_copy_node(&plan, c), err);
-	if (rc < 0)
-		goto out_free;
-	weights_lock(w);
-	weights_progress(w, 0);
-	w->stats.alloc_seconds = weights_now() - t0;
-	weights_ring_start(w, lf, &ring);
-	w->stats.register_seconds = weights_now() - t0 - w->stats.alloc_seconds;
-	for (f = 0; f < g->n_files; f++) {
-		if (!lf[f].n)
-			continue;
-		rc = weights_read_file(w, ring, &lf[f], f, err);
+		w->async = true;
+	} else {
+		rc = weights_run(w, err);
 		if (rc < 0)
 			goto out_free;
 	}
-	io_ring_close(ring);
-	ring = NULL;
-	w->stats.read_seconds = weights_now() - t0 - w->stats.alloc_seconds -
-				w->stats.register_seconds;
-	weights_replicate(w, lf);
-	if (!w->stats.uring)
-		w->stats.queue_depth = weights_pread_threads(w);
-	w->stats.cuda_pinned = w->n_regions > 0;
-	for (f = 0; f < w->n_regions; f++) {
-		io_mem_huge(&w->regions[f].mem);
-		io_mem_cuda_pin(&w->regions[f].mem, f ? NULL : weights_notice_cb, w);
-		if (w->regions[f].mem.kind != IO_MEM_CUDA_HOST)
-			w->stats.cuda_pinned = false;
-	}
-	w->stats.n_copies = w->n_copies;
-	snprintf(w->home, sizeof(w->home), "%s", n ? w->pl[0].device : "cpu");
-	w->stats.seconds = weights_now() - t0;
-	if (w->opt.progress)
-		w->opt.progress(w->opt.progress_arg, w->stats.tensor_bytes,
-				w->stats.tensor_bytes);
-	io_numa_plan_free(&plan);
-	free(lf);
 	*out = w;
 	return 0;
 
 out_free:
-	/* The ring goes first: nothing may still write into the regions. */
-	io_ring_close(ring);
-	io_numa_plan_free(&plan);
-	free(lf);
 	io_weights_free(w);
 	return rc;
 }
@@ -531,8 +574,16 @@ void io_weights_free(struct io_weights *w)
 
 	if (!w)
 		return;
+	/* The loader writes into the regions until it ends. */
+	if (w->async)
+		pthread_join(w->loader, NULL);
 	for (i = 0; i < w->n_regions; i++)
 		io_mem_free(&w->regions[i].mem);
+	io_arrival_destroy(w);
+	if (w->plan)
+		io_numa_plan_free(w->plan);
+	free(w->plan);
+	free(w->lf);
 	free(w->regions);
 	free(w->region_of);
 	free(w->pl);

@@ -14,6 +14,7 @@
 #ifndef LLMFS_IO_WEIGHTS_INTERNAL_H
 #define LLMFS_IO_WEIGHTS_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "io.h"
@@ -60,6 +61,9 @@ void io_mem_free(struct io_mem *m);
 
 #define IO_MEM_INTERLEAVE (-2)
 
+struct io_numa_plan;
+struct io_span;
+
 /* ---- the weights (weights.c, move.c) ---------------------------------- */
 
 struct io_region {
@@ -73,6 +77,7 @@ struct load_file {
 	uint64_t start, end;   /* the span its tensors occupy */
 	uint64_t base_off;     /* start rounded down to IO_PAGE: held at base */
 	uint64_t n;            /* its tensors */
+	uint64_t first;        /* its first tensor in io_weights.by_offset */
 	uint32_t region[IO_NUMA_MAX_NODES];   /* of each copy */
 };
 
@@ -87,7 +92,41 @@ struct io_weights {
 	struct io_region *regions;
 	uint32_t n_regions, cap_regions;
 	struct io_load_stats stats;
+	double t0;                  /* when the load began */
+
+	/* The reading, on this thread or (async) the loader thread. */
+	struct load_file *lf;       /* n_files, until the load ends */
+	struct io_numa_plan *plan;
+	bool async;
+	pthread_t loader;
+
+	/* Arrival of the bytes (arrival.c), guarded by mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t *by_offset;        /* tensor indices sorted by (file, offset) */
+	uint64_t cursor, cursor_end;/* next tensor of the current file */
+	uint64_t mark;              /* current file in up to this offset */
+	struct io_span *pending;    /* arrived beyond mark, sorted, merged */
+	uint32_t n_pending, cap_pending;
+	bool finished;              /* the reading is over */
+	int load_rc;                /* its result */
+	struct err load_err;
 };
+
+struct io_span {
+	uint64_t start, end;
+};
+
+/* ---- arrival (arrival.c) ----------------------------------------------- */
+
+int io_arrival_init(struct io_weights *w, struct err *err);
+void io_arrival_destroy(struct io_weights *w);
+/* Reading of file f begins (again) with bytes before mark counted in. */
+void io_arrival_file_begin(struct io_weights *w, uint32_t f, uint64_t mark);
+/* done callback of the read paths: [off, off + n) of the current file. */
+void io_arrival_done(void *arg, uint64_t off, uint64_t n);
+/* The reading ended with rc: everything is ready, or waiters get rc. */
+void io_arrival_finish(struct io_weights *w, int rc, const struct err *err);
 
 int io_weights_region_add(struct io_weights *w, uint32_t *idx,
 			  struct err *err);
@@ -113,24 +152,28 @@ void io_ring_close(struct io_ring *r);
 int io_ring_register(struct io_ring *r, struct io_mem *const *mem, unsigned n,
 		     struct err *err);
 bool io_ring_fixed(const struct io_ring *r);
+/* done(arg, file offset, bytes) as reads complete, from this thread. */
 int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 		 uint64_t len, uint8_t *dst, uint64_t file_size,
-		 uint64_t need_end, void (*step)(void *, uint64_t), void *arg,
+		 uint64_t need_end,
+		 void (*done)(void *, uint64_t, uint64_t), void *arg,
 		 struct err *err);
 
 /* ---- pread reads (pread.c) --------------------------------------------- */
 
 /*
  * Read [off, off + len) of fd into dst (which holds file offset off) with
- * `threads` threads taking chunk-sized pieces; the caller's thread is one
- * of them and alone calls step. Bytes past need_end may be missing (end of
- * file). 0, -ENODATA when the file ends before need_end (err says EINVAL),
- * or the negative errno of a failed read.
+ * `threads` threads taking chunk-sized pieces, the caller's among them;
+ * done(arg, file offset, bytes) is called from any of them as bytes
+ * arrive. Bytes past need_end may be missing (end of file). 0, -ENODATA
+ * when the file ends before need_end (err says EINVAL), or the negative
+ * errno of a failed read.
  */
 int io_pread_range(int fd, const char *path, uint64_t off, uint64_t len,
 		   uint8_t *dst, uint64_t file_size, uint64_t need_end,
 		   uint64_t chunk, unsigned threads,
-		   void (*step)(void *, uint64_t), void *arg, struct err *err);
+		   void (*done)(void *, uint64_t, uint64_t), void *arg,
+		   struct err *err);
 
 /* ---- NUMA (numa.c) ----------------------------------------------------- */
 

@@ -135,6 +135,72 @@ START_TEST(test_weights_cached_file_skips_direct)
 }
 END_TEST
 
+/*
+ * Async: io_weights_load returns at once; each tensor's bytes are right as
+ * soon as io_placement_wait says they are in, whatever order the reads
+ * complete in (small reads, several in flight, every path).
+ */
+START_TEST(test_weights_async_ready_in_order)
+{
+	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
+		.no_direct = paths[_i].no_direct, .queue_depth = 8,
+		.read_kib = 64, .async = true };
+	struct io_weights *w = NULL;
+	struct err err = {0};
+	struct fake f;
+	uint64_t i;
+	uint8_t *want;
+	int fd;
+
+	fake_make(&f, "/tmp", 4096 * 2 + 160, (6u << 20) + 321);
+	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
+	fd = open(f.path, O_RDONLY);
+	for (i = 0; i < f.g.n_tensors; i++) {
+		const struct io_gguf_tensor *t = &f.g.tensors[i];
+		const struct io_placement *p = io_weights_placement(w, i);
+
+		ck_assert_int_eq(io_placement_wait(p), 0);
+		ck_assert_uint_eq(__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE), 1);
+		want = malloc(t->bytes);
+		ck_assert_int_eq(pread(fd, want, t->bytes, (off_t)t->offset),
+				 (ssize_t)t->bytes);
+		ck_assert_msg(memcmp(p->data, want, t->bytes) == 0,
+			      "tensor %s ready before its bytes", t->name);
+		free(want);
+	}
+	close(fd);
+	ck_assert_int_eq(io_weights_wait(w, &err), 0);
+	ck_assert_uint_ge(io_weights_stats(w)->bytes, f.g.tensor_bytes);
+	check_bytes(&f.g, w);
+	io_weights_free(w);
+	/* Freed while still loading: the loader is joined first. */
+	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
+	io_weights_free(w);
+	unlink(f.path);
+}
+END_TEST
+
+/* An async load that fails wakes its waiters with the error. */
+START_TEST(test_weights_async_failure)
+{
+	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
+		.no_direct = paths[_i].no_direct, .async = true };
+	struct io_weights *w = NULL;
+	struct err err = {0};
+	struct fake f;
+
+	fake_make(&f, "/tmp", 4096 + 96, (1u << 20) + 123);
+	ck_assert_int_eq(truncate(f.path, 500000), 0);
+	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
+	ck_assert_int_eq(io_placement_wait(io_weights_placement(w, 3)), -EINVAL);
+	ck_assert_int_eq(io_weights_wait(w, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, f.path));
+	ck_assert_int_eq(io_weights_move(w, 0, "cpu", &err), -EINVAL);
+	io_weights_free(w);
+	unlink(f.path);
+}
+END_TEST
+
 /* A file shorter than its tensor infos say fails cleanly on every path. */
 START_TEST(test_weights_truncated)
 {
@@ -294,6 +360,10 @@ static Suite *weights_suite(void)
 			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_test(tc, test_weights_move_round_trip);
 	tcase_add_test(tc, test_weights_cached_file_skips_direct);
+	tcase_add_loop_test(tc, test_weights_async_ready_in_order, 0,
+			    sizeof(paths) / sizeof(paths[0]));
+	tcase_add_loop_test(tc, test_weights_async_failure, 0,
+			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_loop_test(tc, test_weights_split_model, 0,
 			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_loop_test(tc, test_weights_shared_models, 0,
