@@ -161,9 +161,33 @@ done
 check "closing early cancels at once" \
 	[ "$(grep '^cancelled ' "$MNT/mixq/stats" | cut -d' ' -f2)" = $((before + 1)) ]
 
+# Two long generations of one model progress together (one batch per step).
+a=$(cat "$MNT/mixq/sessions/new")
+b=$(cat "$MNT/mixq/sessions/new")
+printf 'Once upon a time' > "$MNT/mixq/sessions/$a/generate"
+printf 'The quick brown fox' > "$MNT/mixq/sessions/$b/generate"
+cat "$MNT/mixq/sessions/$a/generate" > "$WORK/long.a" &
+ra=$!
+cat "$MNT/mixq/sessions/$b/generate" > "$WORK/long.b" &
+rb=$!
+both=0
+for _ in $(seq 100); do
+	if [ -s "$WORK/long.a" ] && [ -s "$WORK/long.b" ] &&
+			grep -qx 'active 2' "$MNT/mixq/stats"; then
+		sz=$(( $(stat -c %s "$WORK/long.a") + $(stat -c %s "$WORK/long.b") ))
+		sleep 0.3
+		[ $(( $(stat -c %s "$WORK/long.a") + $(stat -c %s "$WORK/long.b") )) -gt "$sz" ] &&
+			both=1 && break
+	fi
+	sleep 0.05
+done
+check "two generations of one model stream at the same time" [ $both = 1 ]
+kill $ra $rb 2>/dev/null
+wait $ra $rb 2>/dev/null
+
 # 9. A slow reader stalls nobody: mixq's reader sleeps with its file open.
 printf 'Once upon a time' > "$MNT/mixq/generate"
-(exec 4<"$MNT/mixq/generate"; head -c 1 <&4 >/dev/null; sleep 4) &
+(exec 4<"$MNT/mixq/generate"; head -c 1 <&4 >/dev/null; sleep 4 4<&-; exec 4<&-) &
 slow=$!
 start=$SECONDS
 printf '%s' "$P" > "$S/generate"
@@ -173,6 +197,15 @@ n=$(cat "$S/sessions/new")
 printf '%s' "$P" > "$S/sessions/$n/generate"
 cat "$S/sessions/$n/generate" > "$WORK/fast2"
 same "$WORK/expect" "$WORK/fast2" "and so does a session of the same mount"
+printf '%s' "$P" > "$S/generate"
+(exec 4<"$S/generate"; head -c 1 <&4 >/dev/null; sleep 4 4<&-; exec 4<&-) &
+slow2=$!
+sleep 0.2
+n=$(cat "$S/sessions/new")
+printf '%s' "$P" > "$S/sessions/$n/generate"
+cat "$S/sessions/$n/generate" > "$WORK/fast3"
+same "$WORK/expect" "$WORK/fast3" "and the same model while its other reader sleeps"
+kill $slow2 2>/dev/null
 check "without waiting for the sleeper" [ $((SECONDS - start)) -lt 4 ]
 kill $slow 2>/dev/null
 wait $slow 2>/dev/null
