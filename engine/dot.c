@@ -220,7 +220,8 @@ static void dot_legacy_block(uint32_t type, const uint8_t *b, int *q)
 		qs = b + (type == IO_TYPE_Q5_0 ? 6 : 8);
 		for (j = 0; j < 16; j++) {
 			q[j] = (qs[j] & 0x0f) | (((qh >> j) & 1) << 4);
-			q[j + 16] = (qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+			q[j + 16] = (qs[j] >> 4) |
+				(((qh >> (j + 16)) & 1) << 4);
 		}
 		if (type == IO_TYPE_Q5_0)
 			for (j = 0; j < 32; j++)
@@ -295,6 +296,25 @@ static void dot_scale_min_k4(const uint8_t *q, int j, int *sc, int *m)
 	}
 }
 
+/*
+ * The 8 integer lanes of one super-block as ggml's AVX2 K-quant kernels
+ * fill them: lane l sums sc * q[e] * a[e] over elements 4l..4l+3 of every
+ * 32, sc being the scale of e's sub-block (e >> shift: 5 for sub-blocks of
+ * 32, 4 for 16).
+ */
+static void dot_lanes256(const int *q, const int *sc, int shift,
+		const int8_t *qa, int lane[8])
+{
+	int l, g, e;
+
+	for (l = 0; l < 8; l++) {
+		lane[l] = 0;
+		for (g = 0; g < DOT_QK; g += 32)
+			for (e = g + 4 * l; e < g + 4 * l + 4; e++)
+				lane[l] += sc[e >> shift] * q[e] * qa[e];
+	}
+}
+
 /* q4_K block {d, dmin, scales[12], qs[128]}: the 256 nibbles in order. */
 static void dot_q4k_q(const uint8_t *b, int *q)
 {
@@ -317,7 +337,7 @@ static float dot_q4_k(int64_t n, const uint8_t *w, const uint8_t *a)
 {
 	float acc[8] = {0}, accm[4] = {0}, m01, m;
 	int64_t ib, nb = n / DOT_QK;
-	int sc[8], mn[8], q[DOT_QK], l, k, e, j;
+	int sc[8], mn[8], q[DOT_QK], lane[8], l, k, j;
 
 	for (ib = 0; ib < nb; ib++, w += 144, a += DOT_Q8K_BYTES) {
 		const int8_t *qa = (const int8_t *)(a + 4);
@@ -335,14 +355,9 @@ static float dot_q4_k(int64_t n, const uint8_t *w, const uint8_t *a)
 
 			accm[k] = fmaf(dmin, (float)p, accm[k]);
 		}
-		for (l = 0; l < 8; l++) {
-			int s = 0;
-
-			for (j = 0; j < 8; j++)
-				for (e = 32 * j + 4 * l; e < 32 * j + 4 * l + 4; e++)
-					s += sc[j] * q[e] * qa[e];
-			acc[l] = fmaf(d, (float)s, acc[l]);
-		}
+		dot_lanes256(q, sc, 5, qa, lane);
+		for (l = 0; l < 8; l++)
+			acc[l] = fmaf(d, (float)lane[l], acc[l]);
 	}
 	m01 = accm[0] + accm[2];
 	m = accm[1] + accm[3];
@@ -392,34 +407,34 @@ static float dot_q6_k(int64_t n, const uint8_t *w, const uint8_t *a)
 {
 	float acc[8] = {0};
 	int64_t ib, nb = n / DOT_QK;
-	int q[DOT_QK], l, e, c, t;
+	int q[DOT_QK], sc[16], lane[8], l, c, t;
 
 	for (ib = 0; ib < nb; ib++, w += 210, a += DOT_Q8K_BYTES) {
 		const int8_t *qa = (const int8_t *)(a + 4);
-		const int8_t *sc = (const int8_t *)(w + 192);
 		float d = dot_q8k_d(a) * dot_h2f(w + 208);
 
+		for (t = 0; t < 16; t++)
+			sc[t] = (int8_t)w[192 + t];
 		for (c = 0; c < 2; c++) {
 			const uint8_t *ql = w + 64 * c, *qh = w + 128 + 32 * c;
+			int *qc = q + 128 * c;
 
 			for (t = 0; t < 32; t++) {
-				q[128 * c + t] = (ql[t] & 0x0f) | ((qh[t] & 3) << 4);
-				q[128 * c + t + 32] = (ql[t + 32] & 0x0f) |
+				qc[t] = (ql[t] & 0x0f) | ((qh[t] & 3) << 4);
+				qc[t + 32] = (ql[t + 32] & 0x0f) |
 					(((qh[t] >> 2) & 3) << 4);
-				q[128 * c + t + 64] = (ql[t] >> 4) |
+				qc[t + 64] = (ql[t] >> 4) |
 					(((qh[t] >> 4) & 3) << 4);
-				q[128 * c + t + 96] = (ql[t + 32] >> 4) |
+				qc[t + 96] = (ql[t + 32] >> 4) |
 					(((qh[t] >> 6) & 3) << 4);
 			}
 		}
+		dot_lanes256(q, sc, 4, qa, lane);
 		for (l = 0; l < 8; l++) {
-			int s = 0;
+			int s = lane[l] - 32 *
+				(dot_q8k_bsum(a, 2 * l) * sc[2 * l] +
+				 dot_q8k_bsum(a, 2 * l + 1) * sc[2 * l + 1]);
 
-			for (c = 0; c < 8; c++)
-				for (e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; e++)
-					s += sc[e / 16] * q[e] * qa[e];
-			s -= 32 * (dot_q8k_bsum(a, 2 * l) * sc[2 * l] +
-				dot_q8k_bsum(a, 2 * l + 1) * sc[2 * l + 1]);
 			acc[l] = fmaf(d, (float)s, acc[l]);
 		}
 	}
@@ -450,7 +465,7 @@ static float dot_q5_k(int64_t n, const uint8_t *w, const uint8_t *a)
 {
 	float acc[8] = {0}, summs = 0.0f;
 	int64_t ib, nb = n / DOT_QK;
-	int sc[8], mn[8], q[DOT_QK], l, e, j;
+	int sc[8], mn[8], q[DOT_QK], lane[8], l, j;
 
 	for (ib = 0; ib < nb; ib++, w += 176, a += DOT_Q8K_BYTES) {
 		const int8_t *qa = (const int8_t *)(a + 4);
@@ -465,14 +480,9 @@ static float dot_q5_k(int64_t n, const uint8_t *w, const uint8_t *a)
 					dot_q8k_bsum(a, 2 * j + 1));
 		}
 		summs = fmaf(dmin, (float)smin, summs);
-		for (l = 0; l < 8; l++) {
-			int s = 0;
-
-			for (j = 0; j < 8; j++)
-				for (e = 32 * j + 4 * l; e < 32 * j + 4 * l + 4; e++)
-					s += sc[j] * q[e] * qa[e];
-			acc[l] = fmaf(d, (float)s, acc[l]);
-		}
+		dot_lanes256(q, sc, 5, qa, lane);
+		for (l = 0; l < 8; l++)
+			acc[l] = fmaf(d, (float)lane[l], acc[l]);
 	}
 	return dot_hsum8(acc) + summs;
 }
@@ -503,28 +513,25 @@ static float dot_q3_k(int64_t n, const uint8_t *w, const uint8_t *a)
 {
 	float acc[8] = {0};
 	int64_t ib, nb = n / DOT_QK;
-	int8_t sc[16];
-	int q[DOT_QK], l, e;
+	int8_t sc8[16];
+	int q[DOT_QK], sc[16], lane[8], l, e;
 
 	for (ib = 0; ib < nb; ib++, w += 110, a += DOT_Q8K_BYTES) {
 		const int8_t *qa = (const int8_t *)(a + 4);
 		float d = dot_q8k_d(a) * dot_h2f(w + 108);
 
-		dot_q3k_scales(w + 96, sc);
+		dot_q3k_scales(w + 96, sc8);
+		for (l = 0; l < 16; l++)
+			sc[l] = sc8[l];
 		for (e = 0; e < DOT_QK; e++) {
 			int c = e / 128, j = (e % 128) / 32, t = e % 32;
 
 			q[e] = ((w[32 + 32 * c + t] >> (2 * j)) & 3) -
 				((w[t] >> (4 * c + j)) & 1 ? 0 : 4);
 		}
-		for (l = 0; l < 8; l++) {
-			int s = 0, c;
-
-			for (c = 0; c < 8; c++)
-				for (e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; e++)
-					s += sc[e / 16] * q[e] * qa[e];
-			acc[l] = fmaf(d, (float)s, acc[l]);
-		}
+		dot_lanes256(q, sc, 4, qa, lane);
+		for (l = 0; l < 8; l++)
+			acc[l] = fmaf(d, (float)lane[l], acc[l]);
 	}
 	return dot_hsum8(acc);
 }
@@ -549,7 +556,8 @@ static float dot_q2_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 			for (e = 16 * j; e < 16 * j + 16; e++) {
 				int c = e / 128, sh = 2 * ((e % 128) / 32);
 
-				p += ((w[16 + 32 * c + e % 32] >> sh) & 3) * qa[e];
+				p += ((w[16 + 32 * c + e % 32] >> sh) & 3) *
+					qa[e];
 			}
 			s += (w[j] & 0x0f) * p;
 			smin += (w[j] >> 4) * dot_q8k_bsum(a, j);
@@ -578,7 +586,9 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 	case IO_TYPE_Q8_0:
 		return dot_legacy(type, n, w, a);
 	case IO_TYPE_Q4_K:
-		return repacked ? dot_q4_k_repacked(n, w, a) : dot_q4_k(n, w, a);
+		if (repacked)
+			return dot_q4_k_repacked(n, w, a);
+		return dot_q4_k(n, w, a);
 	case IO_TYPE_Q6_K:
 		return dot_q6_k(n, w, a);
 	case IO_TYPE_Q5_K:

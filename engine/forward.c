@@ -45,6 +45,24 @@ static void forward_head_norm(float *x, uint32_t n_head, uint32_t head_dim,
 				wd, head_dim, eps);
 }
 
+/*
+ * y = w . x for several weights in a row that read the same x: x is
+ * converted to a vec_dot type only when the type changes (*act_type holds
+ * the type s->act has x in; UINT32_MAX at the start of a run).
+ */
+static void forward_matvec(struct engine_model *m, float *y,
+		const struct engine_tensor *w, int64_t e, const float *x,
+		uint32_t *act_type)
+{
+	uint32_t vdt = quant_vec_dot_type(w->info->type);
+
+	if (*act_type != vdt) {
+		ops_matvec_prepare(w, x, m->s.act);
+		*act_type = vdt;
+	}
+	ops_matvec_act(m->pool, y, w, e, m->s.act);
+}
+
 static void forward_attention(struct engine_model *m, struct engine_seq *seq,
 		uint32_t il, uint32_t pos)
 {
@@ -52,15 +70,17 @@ static void forward_attention(struct engine_model *m, struct engine_seq *seq,
 	const struct engine_layer *l = &m->layers[il];
 	struct engine_scratch *s = &m->s;
 	const uint32_t group = hp->n_head / hp->n_head_kv;
-	const size_t kv_elem = seq->k_row / ((size_t)hp->n_head_kv * hp->head_dim);
-	uint32_t h;
+	/* bytes of one cached element */
+	const size_t kv_elem = seq->k_row /
+		((size_t)hp->n_head_kv * hp->head_dim);
+	uint32_t h, act_type = UINT32_MAX;
 
 	/* the three projections share one converted activation per type */
-	ops_matvec(m->pool, s->q, &l->wq, 0, s->xn, s->act);
+	forward_matvec(m, s->q, &l->wq, 0, s->xn, &act_type);
+	forward_matvec(m, s->k, &l->wk, 0, s->xn, &act_type);
+	forward_matvec(m, s->v, &l->wv, 0, s->xn, &act_type);
 	forward_add_bias(s->q, &l->bq);
-	ops_matvec(m->pool, s->k, &l->wk, 0, s->xn, s->act);
 	forward_add_bias(s->k, &l->bk);
-	ops_matvec(m->pool, s->v, &l->wv, 0, s->xn, s->act);
 	forward_add_bias(s->v, &l->bv);
 
 	if (hp->qk_norm) {
@@ -87,7 +107,8 @@ static void forward_attention(struct engine_model *m, struct engine_seq *seq,
 			s->q + (size_t)h * hp->head_dim,
 			engine_seq_k(seq, il, 0) + kvh * hp->head_dim * kv_elem,
 			seq->k_row,
-			engine_seq_v(seq, il, 0) + kvh * hp->head_dim_v * kv_elem,
+			engine_seq_v(seq, il, 0) +
+				kvh * hp->head_dim_v * kv_elem,
 			seq->v_row, pos + 1, hp->head_dim, hp->head_dim_v,
 			hp->kq_scale, s->qh, s->acc);
 	}
@@ -99,9 +120,10 @@ static void forward_ffn_dense(struct engine_model *m,
 		const struct engine_layer *l)
 {
 	struct engine_scratch *s = &m->s;
+	uint32_t act_type = UINT32_MAX;
 
-	ops_matvec(m->pool, s->up, &l->ffn_up, 0, s->xn, s->act);
-	ops_matvec(m->pool, s->gate, &l->ffn_gate, 0, s->xn, s->act);
+	forward_matvec(m, s->up, &l->ffn_up, 0, s->xn, &act_type);
+	forward_matvec(m, s->gate, &l->ffn_gate, 0, s->xn, &act_type);
 	ops_swiglu(s->gate, s->gate, s->up, m->hp.n_ff);
 	ops_matvec(m->pool, s->tmp, &l->ffn_down, 0, s->gate, s->act);
 }
@@ -135,7 +157,8 @@ static void forward_ffn_moe(struct engine_model *m,
 				taken |= sel[t] == j;
 			if (taken)
 				continue;
-			if (best == UINT32_MAX || s->router[j] > s->router[best])
+			if (best == UINT32_MAX ||
+			    s->router[j] > s->router[best])
 				best = j;
 		}
 		sel[i] = best;
@@ -153,10 +176,16 @@ static void forward_ffn_moe(struct engine_model *m,
 			w[i] = w[i] / fsum;
 	}
 	for (i = 0; i < k; i++) {
-		ops_matvec(m->pool, s->up, &l->ffn_up_exps, sel[i], s->xn, s->act);
-		ops_matvec(m->pool, s->gate, &l->ffn_gate_exps, sel[i], s->xn, s->act);
+		/* the down projection overwrites s->act: convert xn again */
+		uint32_t act_type = UINT32_MAX;
+
+		forward_matvec(m, s->up, &l->ffn_up_exps, sel[i], s->xn,
+				&act_type);
+		forward_matvec(m, s->gate, &l->ffn_gate_exps, sel[i], s->xn,
+				&act_type);
 		ops_swiglu(s->gate, s->gate, s->up, hp->n_ff);
-		ops_matvec(m->pool, s->tmp, &l->ffn_down_exps, sel[i], s->gate, s->act);
+		ops_matvec(m->pool, s->tmp, &l->ffn_down_exps, sel[i],
+				s->gate, s->act);
 		for (j = 0; j < hp->n_embd; j++) {
 			float e = s->tmp[j] * w[i];
 

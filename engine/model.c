@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,53 +110,101 @@ static int model_check_dim(const struct engine_model *m, const char *what,
 	return 0;
 }
 
+/* A hyper-parameter "<arch>.<key>" and where it goes. */
+struct model_key {
+	const char *key;
+	size_t off;       /* in struct engine_hparams */
+	bool is_float;
+};
+
+#define MODEL_U32(k, f) { k, offsetof(struct engine_hparams, f), false }
+#define MODEL_F32(k, f) { k, offsetof(struct engine_hparams, f), true }
+
+/* Required by llama.cpp for every one of our archs. */
+static const struct model_key model_required[] = {
+	MODEL_U32("context_length", n_ctx_train),
+	MODEL_U32("embedding_length", n_embd),
+	MODEL_U32("block_count", n_layer),
+	MODEL_U32("attention.head_count", n_head),
+	MODEL_F32("attention.layer_norm_rms_epsilon", rms_norm_eps),
+};
+
+/* Optional; the defaults are set before these are read. */
+static const struct model_key model_optional[] = {
+	MODEL_U32("attention.head_count_kv", n_head_kv),
+	MODEL_U32("attention.key_length", head_dim),
+	MODEL_U32("attention.value_length", head_dim_v),
+	MODEL_U32("feed_forward_length", n_ff),
+	MODEL_U32("expert_count", n_expert),
+	MODEL_U32("expert_used_count", n_expert_used),
+	MODEL_U32("expert_feed_forward_length", n_ff_exp),
+	MODEL_F32("rope.freq_base", rope_freq_base),
+};
+
+static int model_get_keys(struct engine_model *m,
+		const struct model_key *keys, size_t n, bool required,
+		struct err *err)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		void *dst = (char *)&m->hp + keys[i].off;
+
+		ret = keys[i].is_float ?
+			model_get_f32(m, keys[i].key, dst, required, err) :
+			model_get_u32(m, keys[i].key, dst, required, err);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static int model_read_hparams(struct engine_model *m, struct err *err)
 {
 	struct engine_hparams *hp = &m->hp;
 	const struct io_gguf_array *toks;
 	const char *scaling;
-	float scale = 0.0f, attn_scale = 0.0f;
-	uint32_t n_ff_exp = 0;
+	float scale = 0.0f;
 	int ret;
 
-	if ((ret = model_get_u32(m, "context_length", &hp->n_ctx_train, true, err)) ||
-	    (ret = model_get_u32(m, "embedding_length", &hp->n_embd, true, err)) ||
-	    (ret = model_get_u32(m, "block_count", &hp->n_layer, true, err)) ||
-	    (ret = model_get_u32(m, "attention.head_count", &hp->n_head, true, err)) ||
-	    (ret = model_get_f32(m, "attention.layer_norm_rms_epsilon",
-			&hp->rms_norm_eps, true, err)))
+	ret = model_get_keys(m, model_required,
+			sizeof(model_required) / sizeof(model_required[0]),
+			true, err);
+	if (ret)
 		return ret;
 	if ((ret = model_check_dim(m, "embedding_length", hp->n_embd, err)) ||
-	    (ret = model_check_dim(m, "attention.head_count", hp->n_head, err)))
+	    (ret = model_check_dim(m, "attention.head_count", hp->n_head,
+			err)))
 		return ret;
 	if (hp->n_ctx_train == 0)
 		return err_set(err, EINVAL, "%s: %s.context_length is 0",
 				m->path, m->info.arch_name);
 	if (hp->n_layer == 0 || hp->n_layer > MODEL_MAX_LAYERS)
-		return err_set(err, EINVAL, "%s: block_count = %u is out of range",
-				m->path, hp->n_layer);
+		return err_set(err, EINVAL,
+			"%s: block_count = %u is out of range", m->path,
+			hp->n_layer);
 
 	hp->n_head_kv = hp->n_head;
 	hp->head_dim = hp->n_embd / hp->n_head;
 	hp->head_dim_v = hp->n_embd / hp->n_head;
 	hp->rope_freq_base = 10000.0f;
-	if ((ret = model_get_u32(m, "attention.head_count_kv", &hp->n_head_kv, false, err)) ||
-	    (ret = model_get_u32(m, "attention.key_length", &hp->head_dim, false, err)) ||
-	    (ret = model_get_u32(m, "attention.value_length", &hp->head_dim_v, false, err)) ||
-	    (ret = model_get_u32(m, "feed_forward_length", &hp->n_ff, false, err)) ||
-	    (ret = model_get_u32(m, "expert_count", &hp->n_expert, false, err)) ||
-	    (ret = model_get_u32(m, "expert_used_count", &hp->n_expert_used, false, err)) ||
-	    (ret = model_get_u32(m, "expert_feed_forward_length", &n_ff_exp, false, err)) ||
-	    (ret = model_get_f32(m, "rope.freq_base", &hp->rope_freq_base, false, err)) ||
-	    (ret = model_get_f32(m, "attention.scale", &attn_scale, false, err)))
+	ret = model_get_keys(m, model_optional,
+			sizeof(model_optional) / sizeof(model_optional[0]),
+			false, err);
+	if (ret)
 		return ret;
 	hp->n_rot = hp->head_dim;
-	if ((ret = model_get_u32(m, "rope.dimension_count", &hp->n_rot, false, err)))
+	ret = model_get_u32(m, "rope.dimension_count", &hp->n_rot, false, err);
+	if (ret)
 		return ret;
 
-	if ((ret = model_check_dim(m, "attention.head_count_kv", hp->n_head_kv, err)) ||
-	    (ret = model_check_dim(m, "attention.key_length", hp->head_dim, err)) ||
-	    (ret = model_check_dim(m, "attention.value_length", hp->head_dim_v, err)))
+	if ((ret = model_check_dim(m, "attention.head_count_kv",
+			hp->n_head_kv, err)) ||
+	    (ret = model_check_dim(m, "attention.key_length", hp->head_dim,
+			err)) ||
+	    (ret = model_check_dim(m, "attention.value_length",
+			hp->head_dim_v, err)))
 		return ret;
 	if (hp->n_head % hp->n_head_kv)
 		return err_set(err, EINVAL,
@@ -197,12 +246,13 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 		return err_set(err, EINVAL, "%s: bad rope scaling factor",
 				m->path);
 	hp->rope_freq_scale = scale == 0.0f ? 1.0f : 1.0f / scale;
-	hp->kq_scale = attn_scale == 0.0f ? 1.0f / sqrtf((float)hp->head_dim)
-			: attn_scale;
+	/* llama.cpp reads no attention.scale for these archs */
+	hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
 
 	if (hp->n_expert > MODEL_MAX_EXPERTS)
-		return err_set(err, EINVAL, "%s: expert_count %u is out of range",
-				m->path, hp->n_expert);
+		return err_set(err, EINVAL,
+			"%s: expert_count %u is out of range", m->path,
+			hp->n_expert);
 	if (hp->n_expert_used > hp->n_expert)
 		return err_set(err, EINVAL,
 			"%s: expert_used_count %u > expert_count %u", m->path,
@@ -238,9 +288,9 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 			return err_set(err, EINVAL,
 				"%s: qwen3moe needs %s.expert_count > 0",
 				m->path, m->info.arch_name);
-		if (n_ff_exp == 0)
-			n_ff_exp = hp->n_ff / hp->n_expert_used;
-		hp->n_ff = n_ff_exp;
+		/* llama.cpp's fallback when the per-expert size is absent */
+		hp->n_ff = hp->n_ff_exp ? hp->n_ff_exp :
+			hp->n_ff / hp->n_expert_used;
 		break;
 	}
 	if (m->info.arch != ENGINE_ARCH_QWEN3MOE && hp->n_expert > 0)
@@ -387,10 +437,14 @@ static int model_bind_layer(struct engine_model *m, uint32_t il,
 		BIND(ffn_up, "ffn_up.weight", MT_MATMUL, true, 2, E, F);
 		BIND(ffn_down, "ffn_down.weight", MT_MATMUL, true, 2, F, E);
 	} else {
-		BIND(ffn_gate_inp, "ffn_gate_inp.weight", MT_MATMUL, true, 2, E, X);
-		BIND(ffn_gate_exps, "ffn_gate_exps.weight", MT_MATMUL, true, 3, E, F, X);
-		BIND(ffn_up_exps, "ffn_up_exps.weight", MT_MATMUL, true, 3, E, F, X);
-		BIND(ffn_down_exps, "ffn_down_exps.weight", MT_MATMUL, true, 3, F, E, X);
+		BIND(ffn_gate_inp, "ffn_gate_inp.weight", MT_MATMUL, true, 2,
+				E, X);
+		BIND(ffn_gate_exps, "ffn_gate_exps.weight", MT_MATMUL, true,
+				3, E, F, X);
+		BIND(ffn_up_exps, "ffn_up_exps.weight", MT_MATMUL, true, 3,
+				E, F, X);
+		BIND(ffn_down_exps, "ffn_down_exps.weight", MT_MATMUL, true,
+				3, F, E, X);
 	}
 #undef BIND
 	/* these archs' graphs read q/k norms only when qk_norm; biases: all */
@@ -414,8 +468,8 @@ static int model_bind_tensors(struct engine_model *m, struct err *err)
 	/* n_vocab from the embedding when the metadata had no token list */
 	te = io_gguf_find_tensor(m->gguf, "token_embd.weight");
 	if (!te)
-		return err_set(err, EINVAL, "%s: missing tensor 'token_embd.weight'",
-				m->path);
+		return err_set(err, EINVAL,
+			"%s: missing tensor 'token_embd.weight'", m->path);
 	if (m->hp.n_vocab == 0 && te->ne[1] > 0 && te->ne[1] <= INT32_MAX)
 		m->hp.n_vocab = (uint32_t)te->ne[1];
 	{
@@ -470,7 +524,8 @@ static void model_place_tensors(struct engine_model *m)
 	model_place(m, &m->output);
 	model_place(m, &m->rope_freqs);
 	for (il = 0; il < m->hp.n_layer; il++) {
-		struct engine_tensor *t = (struct engine_tensor *)&m->layers[il];
+		struct engine_tensor *t =
+			(struct engine_tensor *)&m->layers[il];
 
 		for (i = 0; i < per_layer; i++)
 			model_place(m, &t[i]);
@@ -507,8 +562,8 @@ static int model_alloc_scratch(struct engine_model *m, struct err *err)
 		2 * sizeof(uint16_t) * (hp->head_dim + hp->head_dim_v) + 64;
 	m->scratch_mem = calloc(1, total);
 	if (!m->scratch_mem)
-		return err_set(err, ENOMEM, "out of memory for %zu bytes of scratch",
-				total);
+		return err_set(err, ENOMEM,
+			"out of memory for %zu bytes of scratch", total);
 	f = m->scratch_mem;
 	s->x = f; f += hp->n_embd;
 	s->xn = f; f += hp->n_embd;
@@ -597,8 +652,8 @@ static int model_find_arch(struct engine_model *m, struct err *err)
 	size_t i;
 
 	if (!arch)
-		return err_set(err, EINVAL, "%s: missing key 'general.architecture'",
-				m->path);
+		return err_set(err, EINVAL,
+			"%s: missing key 'general.architecture'", m->path);
 	for (i = 0; i < sizeof(model_archs) / sizeof(model_archs[0]); i++) {
 		if (!strcmp(arch, model_archs[i].name)) {
 			m->info.arch = model_archs[i].arch;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Inside a loaded model: hyper-parameters, tensor views and the per-model
- * scratch the forward pass computes in. Only the engine's .c files include this; the
- * outside sees struct engine_model through engine.h.
+ * scratch the forward pass computes in. Only the engine's .c files include
+ * this; the outside sees struct engine_model through engine.h.
  *
  * Every tensor is reached through its io_placement record: a view keeps
  * the record and reads ->data at each use, so that io_weights_move can
@@ -64,6 +64,7 @@ struct engine_hparams {
 	uint32_t head_dim_v;      /* of V (value_length) */
 	uint32_t n_rot;           /* rotated dimensions per head */
 	uint32_t n_ff;            /* per expert for MoE */
+	uint32_t n_ff_exp;        /* expert_feed_forward_length as read */
 	uint32_t n_expert;
 	uint32_t n_expert_used;
 	uint32_t n_ctx_train;
@@ -71,7 +72,7 @@ struct engine_hparams {
 	float rope_freq_base;
 	float rope_freq_scale;    /* 1 / rope.scaling.factor */
 	float rms_norm_eps;
-	float kq_scale;           /* 1/sqrt(head_dim) unless the file says */
+	float kq_scale;           /* 1/sqrt(head_dim) */
 	bool qk_norm;             /* per-head RMS norms of Q and K (qwen3) */
 	bool expert_weights_norm; /* divide the top-k weights by their sum */
 };
@@ -84,7 +85,8 @@ struct engine_layer {
 	struct engine_tensor ffn_norm;           /* [n_embd] */
 	struct engine_tensor ffn_gate, ffn_up, ffn_down;  /* dense FFN */
 	struct engine_tensor ffn_gate_inp;       /* router [n_embd, n_expert] */
-	struct engine_tensor ffn_gate_exps, ffn_up_exps;  /* [n_embd, n_ff, E] */
+	struct engine_tensor ffn_gate_exps;      /* [n_embd, n_ff, E] */
+	struct engine_tensor ffn_up_exps;        /* [n_embd, n_ff, E] */
 	struct engine_tensor ffn_down_exps;      /* [n_ff, n_embd, E] */
 };
 
@@ -120,7 +122,7 @@ struct engine_model {
 
 	struct engine_tensor tok_embd;     /* [n_embd, n_vocab] */
 	struct engine_tensor output_norm;  /* [n_embd] */
-	struct engine_tensor output;       /* [n_embd, n_vocab]; may be tok_embd */
+	struct engine_tensor output;       /* [n_embd, n_vocab]; or tok_embd */
 	struct engine_tensor rope_freqs;   /* optional [n_rot/2] F32 */
 	struct engine_layer *layers;       /* [n_layer] */
 

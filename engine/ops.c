@@ -84,9 +84,15 @@ void ops_matvec(struct engine_pool *pool, float *y,
 		const struct engine_tensor *w, int64_t e, const float *x,
 		void *act)
 {
+	ops_matvec_prepare(w, x, act);
+	ops_matvec_act(pool, y, w, e, act);
+}
+
+void ops_matvec_act(struct engine_pool *pool, float *y,
+		const struct engine_tensor *w, int64_t e, const void *act)
+{
 	struct ops_matvec_job job = { y, w, e, act };
 
-	ops_matvec_prepare(w, x, act);
 	/* waking the workers costs microseconds: only for big matrices */
 	if (engine_pool_size(pool) > 1 &&
 	    w->info->ne[0] * w->info->ne[1] >= OPS_PARALLEL_MIN)
@@ -97,8 +103,9 @@ void ops_matvec(struct engine_pool *pool, float *y,
 
 void ops_get_row(float *y, const struct engine_tensor *w, int64_t row)
 {
-	quant_to_float(w->info->type, engine_tensor_data(w) + row * w->row_bytes,
-			y, w->info->ne[0]);
+	quant_to_float(w->info->type,
+			engine_tensor_data(w) + row * w->row_bytes, y,
+			w->info->ne[0]);
 }
 
 void ops_rope_cache(float *cache, int64_t pos, uint32_t n_rot,

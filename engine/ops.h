@@ -27,7 +27,10 @@ void ops_matvec_prepare(const struct engine_tensor *w, const float *x,
 		void *act);
 void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 		const void *act, int64_t r0, int64_t r1);
-/* Both of the above over all rows, split over pool's threads when big. */
+/* ops_matvec_rows over all rows, split over pool's threads when big. */
+void ops_matvec_act(struct engine_pool *pool, float *y,
+		const struct engine_tensor *w, int64_t e, const void *act);
+/* ops_matvec_prepare then ops_matvec_act. */
 void ops_matvec(struct engine_pool *pool, float *y,
 		const struct engine_tensor *w, int64_t e, const float *x,
 		void *act);

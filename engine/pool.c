@@ -92,8 +92,9 @@ int engine_pool_new(struct engine_pool **out, uint32_t threads,
 		if (ret) {
 			free(w);
 			engine_pool_free(p);
-			return err_set(err, ret, "cannot start a worker thread: %s",
-					strerror(ret));
+			return err_set(err, ret,
+				"cannot start a worker thread: %s",
+				strerror(ret));
 		}
 		p->n_started++;
 	}
