@@ -305,7 +305,7 @@ enum io_numa_policy {
 };
 
 struct io_load_options {
-	bool no_uring;        /* force the buffered pread path */
+	bool no_uring;        /* force the pread path (O_DIRECT still allowed) */
 	bool no_direct;       /* force buffered reads through the page cache */
 	uint32_t queue_depth; /* reads in flight; 0 = default */
 	enum io_numa_policy numa;
@@ -349,7 +349,9 @@ struct io_weights;
 
 /*
  * Read the data of every tensor of g into compute memory. g must outlive
- * the weights. On failure *out is NULL and err says why.
+ * the weights. On failure *out is NULL and err says why. With opt->async
+ * it returns once the memory is mapped; read failures then come through
+ * io_placement_wait() and io_weights_wait().
  */
 int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		const struct io_load_options *opt, struct err *err);
