@@ -263,6 +263,29 @@ static float dot_legacy(uint32_t type, int64_t n, const uint8_t *w,
 }
 
 
+/*
+ * ggml_gemv_q4_0_8x8_q8_0 (x86, gemv_q4_b32_8x8_q8_0_lut_avx): a repacked
+ * q4_0 matrix keeps one float per row, each block's integer sum scaled
+ * with an FMA.
+ */
+static float dot_q4_0_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
+{
+	float acc = 0.0f;
+	int64_t ib, nb = n / 32;
+	int q[32], j;
+
+	for (ib = 0; ib < nb; ib++, w += 18, a += 34) {
+		const int8_t *qa = (const int8_t *)(a + 2);
+		int s = 0;
+
+		dot_legacy_block(IO_TYPE_Q4_0, w, q);
+		for (j = 0; j < 32; j++)
+			s += q[j] * qa[j];
+		acc = fmaf((float)s, dot_h2f(w) * dot_h2f(a), acc);
+	}
+	return acc;
+}
+
 /* ---- K-quants (Q8_K activations: float d, qs[256], int16 bsums[16]) ---- */
 
 #define DOT_QK 256
@@ -580,6 +603,9 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 	case IO_TYPE_BF16:
 		return dot_bf16(n, w, a);
 	case IO_TYPE_Q4_0:
+		if (repacked)
+			return dot_q4_0_repacked(n, w, a);
+		return dot_legacy(type, n, w, a);
 	case IO_TYPE_Q4_1:
 	case IO_TYPE_Q5_0:
 	case IO_TYPE_Q5_1:
