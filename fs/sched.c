@@ -290,6 +290,25 @@ static void sched_step(struct fs_model *fm, struct sched_batch *b)
 			break;    /* the rest waits for the next step */
 		rc = fs_stream_cancelled(s) ? -ECANCELED :
 			engine_generation_prepare(s->gen, &b->items[n]);
+		if (rc == 1 && engine_seq_length(s->seq) +
+				b->items[n].n_tokens > fm->info->n_ctx) {
+			/*
+			 * The context is full: alone, the forward pass fails
+			 * with -ENOSPC and the generation ends as at n_ctx,
+			 * its held-back text flushed (it would fail the batch).
+			 */
+			len = 0;
+			rc = engine_generation_step(s->gen, out, sizeof(out),
+				&len, &err);
+			fs_stream_append(s, out, len);
+			if (rc < 0)
+				fs_errors_add(&fm->errors, "generate: %s",
+					err.msg);
+			if (rc > 0) {
+				pp = &s->next;
+				continue;
+			}
+		}
 		if (rc == 1) {
 			b->streams[n++] = s;
 			pp = &s->next;

@@ -233,6 +233,16 @@ PY
 	same "$WORK/expect" "$WORK/polled" "poll(2) then read gives the same text"
 fi
 
+# 10b. max_tokens=0 runs to the end of the context: EOF, not an error.
+printf 'temperature=0\nmax_tokens=0\n' > "$WORK/full"
+n=$(cat "$S/sessions/new")
+cat "$WORK/full" > "$S/sessions/$n/config"
+"$RUN" -m "$STORIES" -p "$P" --temp 0 -n -1 > "$WORK/expect-full" 2>/dev/null
+printf '%s' "$P" > "$S/sessions/$n/generate"
+cat "$S/sessions/$n/generate" > "$WORK/full.out"
+check "a generation to the end of the context ends with EOF" [ $? = 0 ]
+same "$WORK/expect-full" "$WORK/full.out" "to the end of the context = llmfs-run -n -1"
+
 # 11. A signal interrupts a read blocked for text (EINTR); nothing is lost:
 # the next reads go on with the same answer.
 if command -v python3 >/dev/null; then
