@@ -6,11 +6,10 @@
  * against llama.cpp's intermediate tensors (tests/engine/test_golden.c
  * then sees the golden logits to their printed 9 digits).
  *
- * The integer part of a legacy-quant block dot is exact in any order;
- * what matters is how the per-block floats are combined: ggml's AVX2 code
- * keeps 8 lanes, each the integer sum of 4 neighbouring products scaled
- * by the block's d and added with an FMA, then folds the lanes
- * (hsum_float_8).
+ * Here: the float dots (AVX-512 order) and llama.cpp's repacked gemv
+ * kernels (one float per row). The plain block kernels (AVX2 order, 8
+ * lanes folded by hsum_float_8) live once, in engine/quant_x86.c
+ * (quant_vec_dot_x86), tested there against the live reference library.
  */
 #include <math.h>
 #include <pthread.h>
@@ -176,92 +175,16 @@ static float dot_bf16(int64_t n, const uint16_t *x, const uint16_t *y)
 }
 
 
-/* hsum_float_8: the upper half onto the lower, then 2, then 1. */
-static float dot_hsum8(const float *v)
+/* The 32 weights of a q4_0 block {d, qs[16]}: j < 16 low nibbles, then high. */
+static void dot_q4_0_block(const uint8_t *b, int *q)
 {
-	float r0 = v[4] + v[0], r1 = v[5] + v[1];
-	float r2 = v[6] + v[2], r3 = v[7] + v[3];
-
-	r0 = r0 + r2;
-	r1 = r1 + r3;
-	return r0 + r1;
-}
-
-/*
- * The 32 integer weights of one legacy block, in element order, and where
- * its d (and m) are. Layouts as ggml-common.h: q4_0 {d, qs[16]}, q4_1 {d,
- * m, qs[16]}, q5_0 {d, qh[4], qs[16]}, q5_1 {d, m, qh[4], qs[16]}, q8_0
- * {d, qs[32]}; element j < 16 is the low nibble of qs[j], j + 16 the high.
- */
-static void dot_legacy_block(uint32_t type, const uint8_t *b, int *q)
-{
-	const uint8_t *qs;
-	uint32_t qh = 0;
 	int j;
 
-	switch (type) {
-	case IO_TYPE_Q8_0:
-		for (j = 0; j < 32; j++)
-			q[j] = (int8_t)b[2 + j];
-		return;
-	case IO_TYPE_Q4_0:
-	case IO_TYPE_Q4_1:
-		qs = b + (type == IO_TYPE_Q4_0 ? 2 : 4);
-		for (j = 0; j < 16; j++) {
-			q[j] = qs[j] & 0x0f;
-			q[j + 16] = qs[j] >> 4;
-		}
-		if (type == IO_TYPE_Q4_0)
-			for (j = 0; j < 32; j++)
-				q[j] -= 8;
-		return;
-	default:  /* Q5_0, Q5_1 */
-		memcpy(&qh, b + (type == IO_TYPE_Q5_0 ? 2 : 4), 4);
-		qs = b + (type == IO_TYPE_Q5_0 ? 6 : 8);
-		for (j = 0; j < 16; j++) {
-			q[j] = (qs[j] & 0x0f) | (((qh >> j) & 1) << 4);
-			q[j + 16] = (qs[j] >> 4) |
-				(((qh >> (j + 16)) & 1) << 4);
-		}
-		if (type == IO_TYPE_Q5_0)
-			for (j = 0; j < 32; j++)
-				q[j] -= 16;
-		return;
+	for (j = 0; j < 16; j++) {
+		q[j] = (b[2 + j] & 0x0f) - 8;
+		q[j + 16] = (b[2 + j] >> 4) - 8;
 	}
 }
-
-/*
- * ggml_vec_dot_{q4_0,q5_0,q8_0}_q8_0 and {q4_1,q5_1}_q8_1 (AVX2 branch;
- * quants.c is C built as gnu11, so `summs += m * s` is an FMA).
- */
-static float dot_legacy(uint32_t type, int64_t n, const uint8_t *w,
-		const uint8_t *a)
-{
-	const struct io_type_info *ti = io_type_info(type);
-	const bool with_min = type == IO_TYPE_Q4_1 || type == IO_TYPE_Q5_1;
-	const size_t a_bytes = with_min ? 36 : 34;  /* q8_1 : q8_0 */
-	float acc[8] = {0}, summs = 0.0f;
-	int64_t ib, nb = n / 32;
-	int q[32], l, j;
-
-	for (ib = 0; ib < nb; ib++, w += ti->block_bytes, a += a_bytes) {
-		const int8_t *qa = (const int8_t *)(a + (with_min ? 4 : 2));
-		float d = dot_h2f(w) * dot_h2f(a);
-
-		if (with_min)
-			summs = fmaf(dot_h2f(w + 2), dot_h2f(a + 2), summs);
-		dot_legacy_block(type, w, q);
-		for (l = 0; l < 8; l++) {
-			int s = 0;
-
-			for (j = 4 * l; j < 4 * l + 4; j++)
-				s += q[j] * qa[j];
-			acc[l] = fmaf(d, (float)s, acc[l]);
-		}
-	}
-	return with_min ? dot_hsum8(acc) + summs : dot_hsum8(acc);
-}
-
 
 /*
  * ggml_gemv_q4_0_8x8_q8_0 (x86, gemv_q4_b32_8x8_q8_0_lut_avx): a repacked
@@ -278,7 +201,7 @@ static float dot_q4_0_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 		const int8_t *qa = (const int8_t *)(a + 2);
 		int s = 0;
 
-		dot_legacy_block(IO_TYPE_Q4_0, w, q);
+		dot_q4_0_block(w, q);
 		for (j = 0; j < 32; j++)
 			s += q[j] * qa[j];
 		acc = fmaf((float)s, dot_h2f(w) * dot_h2f(a), acc);
@@ -319,25 +242,6 @@ static void dot_scale_min_k4(const uint8_t *q, int j, int *sc, int *m)
 	}
 }
 
-/*
- * The 8 integer lanes of one super-block as ggml's AVX2 K-quant kernels
- * fill them: lane l sums sc * q[e] * a[e] over elements 4l..4l+3 of every
- * 32, sc being the scale of e's sub-block (e >> shift: 5 for sub-blocks of
- * 32, 4 for 16).
- */
-static void dot_lanes256(const int *q, const int *sc, int shift,
-		const int8_t *qa, int lane[8])
-{
-	int l, g, e;
-
-	for (l = 0; l < 8; l++) {
-		lane[l] = 0;
-		for (g = 0; g < DOT_QK; g += 32)
-			for (e = g + 4 * l; e < g + 4 * l + 4; e++)
-				lane[l] += sc[e >> shift] * q[e] * qa[e];
-	}
-}
-
 /* q4_K block {d, dmin, scales[12], qs[128]}: the 256 nibbles in order. */
 static void dot_q4k_q(const uint8_t *b, int *q)
 {
@@ -349,42 +253,6 @@ static void dot_q4k_q(const uint8_t *b, int *q)
 			q[64 * c + t] = qs[32 * c + t] & 0x0f;
 			q[64 * c + t + 32] = qs[32 * c + t] >> 4;
 		}
-}
-
-/*
- * ggml_vec_dot_q4_K_q8_K, AVX2: per block 8 integer lanes (lane l holds
- * elements 4l..4l+3 of every 32) scaled by d with an FMA, and the mins in
- * 4 lanes by -dmin; lanes folded at the end.
- */
-static float dot_q4_k(int64_t n, const uint8_t *w, const uint8_t *a)
-{
-	float acc[8] = {0}, accm[4] = {0}, m01, m;
-	int64_t ib, nb = n / DOT_QK;
-	int sc[8], mn[8], q[DOT_QK], lane[8], l, k, j;
-
-	for (ib = 0; ib < nb; ib++, w += 144, a += DOT_Q8K_BYTES) {
-		const int8_t *qa = (const int8_t *)(a + 4);
-		float d = dot_q8k_d(a) * dot_h2f(w);
-		float dmin = -dot_q8k_d(a) * dot_h2f(w + 2);
-
-		dot_q4k_q(w, q);
-		for (j = 0; j < 8; j++)
-			dot_scale_min_k4(w + 4, j, &sc[j], &mn[j]);
-		for (k = 0; k < 4; k++) {
-			int p = mn[2 * k] * (dot_q8k_bsum(a, 4 * k) +
-					dot_q8k_bsum(a, 4 * k + 1)) +
-				mn[2 * k + 1] * (dot_q8k_bsum(a, 4 * k + 2) +
-					dot_q8k_bsum(a, 4 * k + 3));
-
-			accm[k] = fmaf(dmin, (float)p, accm[k]);
-		}
-		dot_lanes256(q, sc, 5, qa, lane);
-		for (l = 0; l < 8; l++)
-			acc[l] = fmaf(d, (float)lane[l], acc[l]);
-	}
-	m01 = accm[0] + accm[2];
-	m = accm[1] + accm[3];
-	return dot_hsum8(acc) + (m01 + m);
 }
 
 /*
@@ -418,145 +286,6 @@ static float dot_q4_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 		accm = fmaf((float)smin, dot_h2f(w + 2) * dot_q8k_d(a), accm);
 	}
 	return acc - accm;
-}
-
-/*
- * ggml_vec_dot_q6_K_q8_K, AVX2: unsigned 6-bit weights in 8 integer
- * lanes (elements 4l..4l+3 of every 32), minus 32 * the scaled bsums
- * lane by lane (lane l: bsums 2l and 2l+1), times d with an FMA.
- * q6_K block {ql[128], qh[64], scales[16], d}.
- */
-static float dot_q6_k(int64_t n, const uint8_t *w, const uint8_t *a)
-{
-	float acc[8] = {0};
-	int64_t ib, nb = n / DOT_QK;
-	int q[DOT_QK], sc[16], lane[8], l, c, t;
-
-	for (ib = 0; ib < nb; ib++, w += 210, a += DOT_Q8K_BYTES) {
-		const int8_t *qa = (const int8_t *)(a + 4);
-		float d = dot_q8k_d(a) * dot_h2f(w + 208);
-
-		for (t = 0; t < 16; t++)
-			sc[t] = (int8_t)w[192 + t];
-		for (c = 0; c < 2; c++) {
-			const uint8_t *ql = w + 64 * c, *qh = w + 128 + 32 * c;
-			int *qc = q + 128 * c;
-
-			for (t = 0; t < 32; t++) {
-				qc[t] = (ql[t] & 0x0f) | ((qh[t] & 3) << 4);
-				qc[t + 32] = (ql[t + 32] & 0x0f) |
-					(((qh[t] >> 2) & 3) << 4);
-				qc[t + 64] = (ql[t] >> 4) |
-					(((qh[t] >> 4) & 3) << 4);
-				qc[t + 96] = (ql[t + 32] >> 4) |
-					(((qh[t] >> 6) & 3) << 4);
-			}
-		}
-		dot_lanes256(q, sc, 4, qa, lane);
-		for (l = 0; l < 8; l++) {
-			int s = lane[l] - 32 *
-				(dot_q8k_bsum(a, 2 * l) * sc[2 * l] +
-				 dot_q8k_bsum(a, 2 * l + 1) * sc[2 * l + 1]);
-
-			acc[l] = fmaf(d, (float)s, acc[l]);
-		}
-	}
-	return dot_hsum8(acc);
-}
-
-/* q5_K block {d, dmin, scales[12], qh[32], qs[128]}: the 5-bit weights. */
-static void dot_q5k_q(const uint8_t *b, int *q)
-{
-	const uint8_t *qh = b + 16, *qs = b + 48;
-	int c, t;
-
-	for (c = 0; c < 4; c++)
-		for (t = 0; t < 32; t++) {
-			q[64 * c + t] = (qs[32 * c + t] & 0x0f) |
-				(((qh[t] >> (2 * c)) & 1) << 4);
-			q[64 * c + t + 32] = (qs[32 * c + t] >> 4) |
-				(((qh[t] >> (2 * c + 1)) & 1) << 4);
-		}
-}
-
-/*
- * ggml_vec_dot_q5_K_q8_K, AVX2: lanes as q4_K; the mins summed to one
- * integer per block and added to a float with an FMA (gnu11 contracts
- * `summs += dmin * isum`).
- */
-static float dot_q5_k(int64_t n, const uint8_t *w, const uint8_t *a)
-{
-	float acc[8] = {0}, summs = 0.0f;
-	int64_t ib, nb = n / DOT_QK;
-	int sc[8], mn[8], q[DOT_QK], lane[8], l, j;
-
-	for (ib = 0; ib < nb; ib++, w += 176, a += DOT_Q8K_BYTES) {
-		const int8_t *qa = (const int8_t *)(a + 4);
-		float d = dot_q8k_d(a) * dot_h2f(w);
-		float dmin = -dot_q8k_d(a) * dot_h2f(w + 2);
-		int smin = 0;
-
-		dot_q5k_q(w, q);
-		for (j = 0; j < 8; j++) {
-			dot_scale_min_k4(w + 4, j, &sc[j], &mn[j]);
-			smin += mn[j] * (dot_q8k_bsum(a, 2 * j) +
-					dot_q8k_bsum(a, 2 * j + 1));
-		}
-		summs = fmaf(dmin, (float)smin, summs);
-		dot_lanes256(q, sc, 5, qa, lane);
-		for (l = 0; l < 8; l++)
-			acc[l] = fmaf(d, (float)lane[l], acc[l]);
-	}
-	return dot_hsum8(acc) + summs;
-}
-
-/* The 16 signed 6-bit scales of a q3_K block (ggml's kmask shuffle). */
-static void dot_q3k_scales(const uint8_t *raw, int8_t *sc)
-{
-	const uint32_t km1 = 0x03030303, km2 = 0x0f0f0f0f;
-	uint32_t aux[4], tmp;
-	int i;
-
-	memcpy(aux, raw, 12);
-	tmp = aux[2];
-	aux[2] = ((aux[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
-	aux[3] = ((aux[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
-	aux[0] = (aux[0] & km2) | (((tmp >> 0) & km1) << 4);
-	aux[1] = (aux[1] & km2) | (((tmp >> 2) & km1) << 4);
-	memcpy(sc, aux, 16);
-	for (i = 0; i < 16; i++)
-		sc[i] = (int8_t)(sc[i] - 32);
-}
-
-/*
- * ggml_vec_dot_q3_K_q8_K, AVX2: signed 3-bit weights in 8 integer lanes,
- * times d with an FMA. q3_K block {hmask[32], qs[64], scales[12], d}.
- */
-static float dot_q3_k(int64_t n, const uint8_t *w, const uint8_t *a)
-{
-	float acc[8] = {0};
-	int64_t ib, nb = n / DOT_QK;
-	int8_t sc8[16];
-	int q[DOT_QK], sc[16], lane[8], l, e;
-
-	for (ib = 0; ib < nb; ib++, w += 110, a += DOT_Q8K_BYTES) {
-		const int8_t *qa = (const int8_t *)(a + 4);
-		float d = dot_q8k_d(a) * dot_h2f(w + 108);
-
-		dot_q3k_scales(w + 96, sc8);
-		for (l = 0; l < 16; l++)
-			sc[l] = sc8[l];
-		for (e = 0; e < DOT_QK; e++) {
-			int c = e / 128, j = (e % 128) / 32, t = e % 32;
-
-			q[e] = ((w[32 + 32 * c + t] >> (2 * j)) & 3) -
-				((w[t] >> (4 * c + j)) & 1 ? 0 : 4);
-		}
-		dot_lanes256(q, sc, 4, qa, lane);
-		for (l = 0; l < 8; l++)
-			acc[l] = fmaf(d, (float)lane[l], acc[l]);
-	}
-	return dot_hsum8(acc);
 }
 
 /*
@@ -605,27 +334,18 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 	case IO_TYPE_Q4_0:
 		if (repacked)
 			return dot_q4_0_repacked(n, w, a);
-		return dot_legacy(type, n, w, a);
-	case IO_TYPE_Q4_1:
-	case IO_TYPE_Q5_0:
-	case IO_TYPE_Q5_1:
-	case IO_TYPE_Q8_0:
-		return dot_legacy(type, n, w, a);
+		break;
 	case IO_TYPE_Q4_K:
 		if (repacked)
 			return dot_q4_k_repacked(n, w, a);
-		return dot_q4_k(n, w, a);
-	case IO_TYPE_Q6_K:
-		return dot_q6_k(n, w, a);
-	case IO_TYPE_Q5_K:
-		return dot_q5_k(n, w, a);
-	case IO_TYPE_Q3_K:
-		return dot_q3_k(n, w, a);
+		break;
 	case IO_TYPE_Q2_K:
 		if (repacked)
 			return dot_q2_k_repacked(n, w, a);
-		return quant_vec_dot(type, n, w, a);
+		break;
 	default:
-		return quant_vec_dot(type, n, w, a);
+		break;
 	}
+	/* the plain block kernels: engine/quant_x86.c has their AVX2 order */
+	return quant_vec_dot_x86(type, n, w, a);
 }

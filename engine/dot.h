@@ -6,8 +6,9 @@
  *
  * engine/quant.c computes the same dot products in ggml's scalar order
  * (the portable reference); the two differ in the last bits of a float,
- * which is enough to flip a token on a near tie. The types whose order is
- * not reproduced here (the K-quants) fall back to quant_vec_dot().
+ * which is enough to flip a token on a near tie. The plain block types go
+ * to quant_vec_dot_x86() (engine/quant_x86.c); dot.c itself has the float
+ * dots and the repacked (CPU_REPACK gemv) kernels.
  */
 #ifndef LLMFS_ENGINE_DOT_H
 #define LLMFS_ENGINE_DOT_H
