@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "dot.h"
 #include "quant.h"
 
@@ -29,10 +30,14 @@
 /* Every half as a float, filled once: a lookup beats the conversion. */
 static float dot_half_table[1 << 16];
 static pthread_once_t dot_half_once = PTHREAD_ONCE_INIT;
+/* engine/cpu's AVX-512 kernels may run (set once, with the table) */
+static bool dot_simd;
 
 static void dot_half_init(void)
 {
 	uint32_t h;
+
+	dot_simd = cpu_avx512_usable();
 
 	for (h = 0; h < (1u << 16); h++)
 		dot_half_table[h] = quant_fp16_to_fp32((uint16_t)h);
@@ -96,21 +101,25 @@ static float dot_reduce4x16(float acc[4][DOT_LANES])
  * elements contracted to FMAs (vec.cpp is C++ built as gnu++17, where
  * contraction is on).
  */
-static float dot_f32(int64_t n, const float *x, const float *y)
+static float dot_f32(int64_t n, const float *x, const float *y, bool simd)
 {
 	float acc[4][DOT_LANES] = {{0}};
 	int64_t np = n & ~(int64_t)(DOT_STEP - 1), i;
 	float sum;
 	int j, l;
 
-	for (i = 0; i < np; i += DOT_STEP)
-		for (j = 0; j < 4; j++)
-			for (l = 0; l < DOT_LANES; l++) {
-				int64_t k = i + j * DOT_LANES + l;
+	if (simd) {
+		sum = cpu_f32_main_avx512(np, x, y);
+	} else {
+		for (i = 0; i < np; i += DOT_STEP)
+			for (j = 0; j < 4; j++)
+				for (l = 0; l < DOT_LANES; l++) {
+					int64_t k = i + j * DOT_LANES + l;
 
-				acc[j][l] = fmaf(x[k], y[k], acc[j][l]);
-			}
-	sum = dot_reduce4x16(acc);
+					acc[j][l] = fmaf(x[k], y[k], acc[j][l]);
+				}
+		sum = dot_reduce4x16(acc);
+	}
 	for (i = np; i < np + ((n - np) & ~(int64_t)15); i++)
 		sum = sum + x[i] * y[i];
 	if (n - i >= 8)
@@ -122,23 +131,27 @@ static float dot_f32(int64_t n, const float *x, const float *y)
 }
 
 /* ggml_vec_dot_f16 (AVX-512 without FP16): as F32, the tail in double. */
-float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)
+static float dot_f16_impl(int64_t n, const uint16_t *x, const uint16_t *y,
+		bool simd)
 {
-	pthread_once(&dot_half_once, dot_half_init);
 	float acc[4][DOT_LANES] = {{0}};
 	int64_t np = n & ~(int64_t)(DOT_STEP - 1), i;
 	double sum;
 	int j, l;
 
-	for (i = 0; i < np; i += DOT_STEP)
-		for (j = 0; j < 4; j++)
-			for (l = 0; l < DOT_LANES; l++) {
-				int64_t k = i + j * DOT_LANES + l;
+	if (simd) {
+		sum = (double)cpu_f16_main_avx512(np, x, y);
+	} else {
+		for (i = 0; i < np; i += DOT_STEP)
+			for (j = 0; j < 4; j++)
+				for (l = 0; l < DOT_LANES; l++) {
+					int64_t k = i + j * DOT_LANES + l;
 
-				acc[j][l] = fmaf(dot_f16f(x[k]), dot_f16f(y[k]),
-						acc[j][l]);
-			}
-	sum = (double)dot_reduce4x16(acc);
+					acc[j][l] = fmaf(dot_f16f(x[k]),
+						dot_f16f(y[k]), acc[j][l]);
+				}
+		sum = (double)dot_reduce4x16(acc);
+	}
 	for (i = np; i < n; i++)
 		sum += (double)(dot_f16f(x[i]) * dot_f16f(y[i]));
 	return (float)sum;
@@ -320,15 +333,14 @@ static float dot_q2_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 	return acc - accm;
 }
 
-float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
-		bool repacked)
+static float dot_row_impl(uint32_t type, int64_t n, const void *w,
+		const void *a, bool repacked, bool simd)
 {
-	pthread_once(&dot_half_once, dot_half_init);
 	switch (type) {
 	case IO_TYPE_F32:
-		return dot_f32(n, w, a);
+		return dot_f32(n, w, a, simd);
 	case IO_TYPE_F16:
-		return dot_f16(n, w, a);
+		return dot_f16_impl(n, w, a, simd);
 	case IO_TYPE_BF16:
 		return dot_bf16(n, w, a);
 	case IO_TYPE_Q4_0:
@@ -338,14 +350,50 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 	case IO_TYPE_Q4_K:
 		if (repacked)
 			return dot_q4_k_repacked(n, w, a);
+		if (simd)
+			return cpu_q4_K_avx512(n, w, a);
 		break;
 	case IO_TYPE_Q2_K:
 		if (repacked)
 			return dot_q2_k_repacked(n, w, a);
+		break;
+	case IO_TYPE_Q8_0:
+		if (simd)
+			return cpu_q8_0_avx512(n, w, a);
+		break;
+	case IO_TYPE_Q6_K:
+		if (simd)
+			return cpu_q6_K_avx512(n, w, a);
 		break;
 	default:
 		break;
 	}
 	/* the plain block kernels: engine/quant_x86.c has their AVX2 order */
 	return quant_vec_dot_x86(type, n, w, a);
+}
+
+float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
+		bool repacked)
+{
+	pthread_once(&dot_half_once, dot_half_init);
+	return dot_row_impl(type, n, w, a, repacked, dot_simd);
+}
+
+float dot_row_scalar(uint32_t type, int64_t n, const void *w, const void *a,
+		bool repacked)
+{
+	pthread_once(&dot_half_once, dot_half_init);
+	return dot_row_impl(type, n, w, a, repacked, false);
+}
+
+float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)
+{
+	pthread_once(&dot_half_once, dot_half_init);
+	return dot_f16_impl(n, x, y, dot_simd);
+}
+
+float dot_f16_scalar(int64_t n, const uint16_t *x, const uint16_t *y)
+{
+	pthread_once(&dot_half_once, dot_half_init);
+	return dot_f16_impl(n, x, y, false);
 }

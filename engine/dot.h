@@ -27,6 +27,15 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 /* ggml_vec_dot_f16 on two F16 vectors (flash attention's K . Q). */
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y);
 
+/*
+ * dot_row and dot_f16 run engine/cpu's AVX-512 kernels where the CPU has
+ * them (same bits, faster); these two never do: the scalar emulation,
+ * for tests/engine/test_simd.c to compare with.
+ */
+float dot_row_scalar(uint32_t type, int64_t n, const void *w, const void *a,
+		bool repacked);
+float dot_f16_scalar(int64_t n, const uint16_t *x, const uint16_t *y);
+
 /* _mm512_reduce_add_ps of 16 floats, in GCC's order. */
 float dot_hsum16(const float *v);
 

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Vector versions of the hottest dot products, each summing in exactly
+ * the order of the scalar emulation it replaces (engine/dot.c,
+ * engine/quant_x86.c), so that the floats come out bit for bit the same;
+ * tests/engine/test_simd.c holds them to that.
+ *
+ * Built with __attribute__((target)), not with global flags: call them
+ * only where cpu_avx512_usable() says so.
+ */
+#ifndef LLMFS_ENGINE_CPU_H
+#define LLMFS_ENGINE_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* AVX-512 F, BW, VL and VNNI, as the reference's zen4 build uses them. */
+bool cpu_avx512_usable(void);
+
+/*
+ * ggml_vec_dot_f32's vector part: np (a multiple of 64) elements in four
+ * 16-lane FMA accumulators, reduced as GGML_F32_VEC_REDUCE.
+ */
+float cpu_f32_main_avx512(int64_t np, const float *x, const float *y);
+
+/* The same for two F16 rows (ggml_vec_dot_f16 without AVX512-FP16). */
+float cpu_f16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y);
+
+/* quant_vec_dot_x86 for Q8_0, Q4_K and Q6_K (n a multiple of the block). */
+float cpu_q8_0_avx512(int64_t n, const void *w, const void *a);
+float cpu_q4_K_avx512(int64_t n, const void *w, const void *a);
+float cpu_q6_K_avx512(int64_t n, const void *w, const void *a);
+
+#endif

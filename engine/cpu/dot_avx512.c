@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT
+/*
+ * AVX-512 dot products (see cpu.h). Each kernel mirrors a scalar
+ * emulation line for line in what touches a float: the same lanes, the
+ * same fused multiply-adds, the same folds. The integer parts use vpdpbusd
+ * (unsigned byte times signed byte, four products into one int32 lane,
+ * no saturation), which is exact; only which elements share a lane
+ * matters, and that is kept.
+ *
+ * GCC 12.2 once miscompiled an auto-vectorized VNNI loop here
+ * (Documentation/quantization.md); these are intrinsics, so the
+ * instructions are the ones written, and test_simd checks them against
+ * the scalar code bit for bit.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "../dot.h"
+#include "../quant_internal.h"
+
+#define CPU_TARGET __attribute__((target( \
+	"avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+bool cpu_avx512_usable(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f") &&
+		__builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512vl") &&
+		__builtin_cpu_supports("avx512vnni");
+}
+
+/* hsum_float_8: high half + low half, then (0 + 2) + (1 + 3). */
+static float cpu_hsum8(const float v[8])
+{
+	float r0 = v[4] + v[0], r1 = v[5] + v[1];
+	float r2 = v[6] + v[2], r3 = v[7] + v[3];
+
+	return (r0 + r2) + (r1 + r3);
+}
+
+CPU_TARGET static float cpu_h2f(uint16_t h)
+{
+	return _cvtsh_ss(h);
+}
+
+/* acc[0] + acc[2], acc[1] + acc[3], their sum, then _mm512_reduce_add_ps. */
+CPU_TARGET static float cpu_reduce4(__m512 a0, __m512 a1, __m512 a2,
+		__m512 a3)
+{
+	float t[16];
+
+	a0 = _mm512_add_ps(a0, a2);
+	a1 = _mm512_add_ps(a1, a3);
+	a0 = _mm512_add_ps(a0, a1);
+	_mm512_storeu_ps(t, a0);
+	return dot_hsum16(t);
+}
+
+CPU_TARGET float cpu_f32_main_avx512(int64_t np, const float *x,
+		const float *y)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	int64_t i;
+
+	for (i = 0; i < np; i += 64) {
+		a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i),
+				_mm512_loadu_ps(y + i), a0);
+		a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16),
+				_mm512_loadu_ps(y + i + 16), a1);
+		a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32),
+				_mm512_loadu_ps(y + i + 32), a2);
+		a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48),
+				_mm512_loadu_ps(y + i + 48), a3);
+	}
+	return cpu_reduce4(a0, a1, a2, a3);
+}
+
+CPU_TARGET static __m512 cpu_ld_f16(const uint16_t *p)
+{
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+CPU_TARGET float cpu_f16_main_avx512(int64_t np, const uint16_t *x,
+		const uint16_t *y)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	int64_t i;
+
+	for (i = 0; i < np; i += 64) {
+		a0 = _mm512_fmadd_ps(cpu_ld_f16(x + i), cpu_ld_f16(y + i), a0);
+		a1 = _mm512_fmadd_ps(cpu_ld_f16(x + i + 16),
+				cpu_ld_f16(y + i + 16), a1);
+		a2 = _mm512_fmadd_ps(cpu_ld_f16(x + i + 32),
+				cpu_ld_f16(y + i + 32), a2);
+		a3 = _mm512_fmadd_ps(cpu_ld_f16(x + i + 48),
+				cpu_ld_f16(y + i + 48), a3);
+	}
+	return cpu_reduce4(a0, a1, a2, a3);
+}
+
+/*
+ * Eight int32 lanes, lane l = w[4l..4l+3] . a[4l..4l+3], for signed w and
+ * a of any value: (w + 128) . a - 128 * (a's four). ggml's sign trick
+ * (|w| . sign(a, w)) would wrap for a = -128, which the scalar code does
+ * not.
+ */
+CPU_TARGET static __m256i cpu_lanes_s8(__m256i w, __m256i a)
+{
+	const __m256i bias = _mm256_set1_epi8((char)0x80);
+	__m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(),
+			_mm256_xor_si256(w, bias), a);
+
+	return _mm256_sub_epi32(p, _mm256_dpbusd_epi32(
+			_mm256_setzero_si256(), bias, a));
+}
+
+/* x86_dot_legacy for Q8_0: acc = fma(dw * da, lanes, acc), then hsum8. */
+CPU_TARGET float cpu_q8_0_avx512(int64_t n, const void *vw, const void *va)
+{
+	const struct block_q8_0 *w = vw, *a = va;
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i, nb = n / QK8_0;
+	float t[8];
+
+	for (i = 0; i < nb; i++) {
+		__m256i lanes = cpu_lanes_s8(
+			_mm256_loadu_si256((const __m256i *)w[i].qs),
+			_mm256_loadu_si256((const __m256i *)a[i].qs));
+		float d = cpu_h2f(w[i].d) * cpu_h2f(a[i].d);
+
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
+				_mm256_cvtepi32_ps(lanes), acc);
+	}
+	_mm256_storeu_ps(t, acc);
+	return cpu_hsum8(t);
+}
+
+/* Two 32-byte halves as one 64-byte vector. */
+CPU_TARGET static __m512i cpu_join(__m256i lo, __m256i hi)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* 16 lanes of 64 elements folded to the 8 of a 32-element load. */
+CPU_TARGET static __m256i cpu_fold(__m512i v)
+{
+	return _mm256_add_epi32(_mm512_castsi512_si256(v),
+			_mm512_extracti64x4_epi64(v, 1));
+}
+
+/*
+ * x86_dot_q45_K without the qh bits: the mins in scalar (four floats, as
+ * there), the weights 0..15 straight into vpdpbusd, each 32-element
+ * sub-block's lanes times its scale.
+ */
+CPU_TARGET float cpu_q4_K_avx512(int64_t n, const void *vw, const void *va)
+{
+	const struct block_q4_K *x = vw;
+	const struct block_q8_K *y = va;
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m256 acc = _mm256_setzero_ps();
+	float acc_m[4] = { 0 }, t[8];
+	int64_t i, nb = n / QK_K;
+
+	for (i = 0; i < nb; i++) {
+		const float d = y[i].d * cpu_h2f(x[i].d);
+		const float dmin = -y[i].d * cpu_h2f(x[i].dmin);
+		__m512i isum = _mm512_setzero_si512();
+		uint8_t sc[8], mn[8];
+		int j, k, g;
+
+		for (j = 0; j < 8; j++)
+			quant_k_scale_min(j, x[i].scales, &sc[j], &mn[j]);
+		for (k = 0; k < 4; k++) {
+			const int16_t *b = y[i].bsums + 4 * k;
+			int p = mn[2 * k] * (b[0] + b[1]) +
+				mn[2 * k + 1] * (b[2] + b[3]);
+
+			acc_m[k] = fmaf(dmin, (float)p, acc_m[k]);
+		}
+		for (g = 0; g < 4; g++) {
+			__m256i q = _mm256_loadu_si256(
+					(const __m256i *)(x[i].qs + 32 * g));
+			__m512i wq = cpu_join(_mm256_and_si256(q, m4),
+				_mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+			__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+				wq, _mm512_loadu_si512(y[i].qs + 64 * g));
+			__m512i s = cpu_join(_mm256_set1_epi32(sc[2 * g]),
+				_mm256_set1_epi32(sc[2 * g + 1]));
+
+			isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, s));
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
+				_mm256_cvtepi32_ps(cpu_fold(isum)), acc);
+	}
+	_mm256_storeu_ps(t, acc);
+	return cpu_hsum8(t) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
+}
+
+/*
+ * x86_dot_q6_K: unsigned 6-bit weights into vpdpbusd, scales per 16
+ * elements (four int32 lanes), then lane l loses 32 * (b[2l] sc[2l] +
+ * b[2l+1] sc[2l+1]) as there.
+ */
+CPU_TARGET float cpu_q6_K_avx512(int64_t n, const void *vw, const void *va)
+{
+	const struct block_q6_K *x = vw;
+	const struct block_q8_K *y = va;
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+	__m512i idx[4];
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i, nb = n / QK_K;
+	float t[8];
+	int k;
+
+	for (k = 0; k < 4; k++)
+		idx[k] = _mm512_add_epi32(_mm512_set1_epi32(4 * k),
+			_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2,
+					 1, 1, 1, 1, 0, 0, 0, 0));
+	for (i = 0; i < nb; i++) {
+		const float d = y[i].d * cpu_h2f(x[i].d);
+		const __m512i sc = _mm512_cvtepi8_epi32(
+			_mm_loadu_si128((const __m128i *)x[i].scales));
+		__m512i isum = _mm512_setzero_si512();
+		int32_t lane[8];
+		int h, l;
+
+		for (h = 0; h < 2; h++) {
+			const uint8_t *ql = x[i].ql + 64 * h;
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			__m256i l1 = _mm256_loadu_si256(
+					(const __m256i *)(ql + 32));
+			__m256i qh = _mm256_loadu_si256(
+					(const __m256i *)(x[i].qh + 32 * h));
+			__m256i p0 = _mm256_or_si256(_mm256_and_si256(l0, m4),
+				_mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+			__m256i p1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
+				_mm256_slli_epi16(_mm256_and_si256(
+					_mm256_srli_epi16(qh, 2), m2), 4));
+			__m256i p2 = _mm256_or_si256(_mm256_and_si256(
+					_mm256_srli_epi16(l0, 4), m4),
+				_mm256_slli_epi16(_mm256_and_si256(
+					_mm256_srli_epi16(qh, 4), m2), 4));
+			__m256i p3 = _mm256_or_si256(_mm256_and_si256(
+					_mm256_srli_epi16(l1, 4), m4),
+				_mm256_slli_epi16(_mm256_and_si256(
+					_mm256_srli_epi16(qh, 6), m2), 4));
+			const int8_t *a = y[i].qs + 128 * h;
+			__m512i q0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+				cpu_join(p0, p1), _mm512_loadu_si512(a));
+			__m512i q1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+				cpu_join(p2, p3), _mm512_loadu_si512(a + 64));
+
+			isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(q0,
+				_mm512_permutexvar_epi32(idx[2 * h], sc)));
+			isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(q1,
+				_mm512_permutexvar_epi32(idx[2 * h + 1], sc)));
+		}
+		_mm256_storeu_si256((__m256i *)lane, cpu_fold(isum));
+		for (l = 0; l < 8; l++)
+			lane[l] -= 32 * (y[i].bsums[2 * l] * x[i].scales[2 * l] +
+				y[i].bsums[2 * l + 1] * x[i].scales[2 * l + 1]);
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(
+			_mm256_loadu_si256((const __m256i *)lane)), acc);
+	}
+	_mm256_storeu_ps(t, acc);
+	return cpu_hsum8(t);
+}

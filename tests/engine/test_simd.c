@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: MIT
+/*
+ * engine/cpu's AVX-512 kernels against the scalar emulations they
+ * replace: the same float, bit for bit, for random rows of many lengths
+ * (valid blocks from the quantizers and raw random bytes, -128 included)
+ * and for every tensor of a kernel's type in the shared models. The
+ * scalar side (quant_vec_dot_x86, dot_row_scalar, dot_f16_scalar) is
+ * itself checked against the live reference library by test_quant and
+ * test_quant_ggml, so equality here carries that over.
+ *
+ * Exits 77 on a CPU without AVX-512 F/BW/VL/VNNI.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../engine/cpu/cpu.h"
+#include "../../engine/dot.h"
+#include "../../engine/quant.h"
+
+typedef float (*simd_fn)(int64_t n, const void *w, const void *a);
+
+struct simd_kernel {
+	uint32_t type;
+	simd_fn fn;     /* NULL: compare dot_row with dot_row_scalar */
+	const char *name;
+};
+
+static const struct simd_kernel simd_kernels[] = {
+	{ IO_TYPE_Q8_0, cpu_q8_0_avx512, "q8_0" },
+	{ IO_TYPE_Q4_K, cpu_q4_K_avx512, "q4_K" },
+	{ IO_TYPE_Q6_K, cpu_q6_K_avx512, "q6_K" },
+	{ IO_TYPE_F32, NULL, "f32" },
+	{ IO_TYPE_F16, NULL, "f16" },
+};
+
+static uint64_t simd_rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t simd_rand(void)
+{
+	simd_rng ^= simd_rng << 13;
+	simd_rng ^= simd_rng >> 7;
+	simd_rng ^= simd_rng << 17;
+	return (uint32_t)(simd_rng >> 16);
+}
+
+/* roughly normal, with the odd outlier a real activation has */
+static float simd_randf(void)
+{
+	float s = 0.0f;
+
+	for (int i = 0; i < 4; i++)
+		s += (float)(simd_rand() % 20001) / 10000.0f - 1.0f;
+	if (simd_rand() % 97 == 0)
+		s *= 40.0f;
+	return s;
+}
+
+/* a finite half of moderate size, either sign */
+static uint16_t simd_randh(void)
+{
+	return quant_fp32_to_fp16(simd_randf() * 0.01f + 1e-4f);
+}
+
+static uint64_t simd_row_bytes(uint32_t type, int64_t n)
+{
+	uint64_t b = 0;
+
+	ck_assert_int_eq(io_type_row_bytes(type, n, &b), 0);
+	return b;
+}
+
+static uint32_t simd_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static float simd_dot(const struct simd_kernel *k, int64_t n, const void *w,
+		const void *a)
+{
+	return k->fn ? k->fn(n, w, a) : dot_row(k->type, n, w, a, false);
+}
+
+static float simd_dot_scalar(const struct simd_kernel *k, int64_t n,
+		const void *w, const void *a)
+{
+	return k->fn ? quant_vec_dot_x86(k->type, n, w, a) :
+		dot_row_scalar(k->type, n, w, a, false);
+}
+
+static void simd_check(const struct simd_kernel *k, int64_t n, const void *w,
+		const void *a, const char *what)
+{
+	float v = simd_dot(k, n, w, a), s = simd_dot_scalar(k, n, w, a);
+
+	ck_assert_msg(simd_bits(v) == simd_bits(s),
+		"%s %s n=%lld: simd %a, scalar %a", k->name, what,
+		(long long)n, v, s);
+	if (k->fn) {
+		/* and dot_row, which picks the kernel, gives the same */
+		float r = dot_row(k->type, n, w, a, false);
+
+		ck_assert_msg(simd_bits(r) == simd_bits(s),
+			"%s dot_row n=%lld: %a, scalar %a", k->name,
+			(long long)n, r, s);
+	}
+}
+
+/*
+ * Raw random bytes, with each half scale replaced by a finite one, and
+ * Q8_K activations whose bsums are their sums (as the kernels assume).
+ */
+static void simd_fill_raw(uint32_t type, uint8_t *w, uint8_t *a, int64_t n)
+{
+	uint64_t wb = simd_row_bytes(type, n);
+	uint64_t ab = simd_row_bytes(quant_vec_dot_type(type), n);
+	uint64_t i;
+	int64_t b, j;
+
+	for (i = 0; i < wb; i++)
+		w[i] = (uint8_t)simd_rand();
+	for (i = 0; i < ab; i++)
+		a[i] = (uint8_t)simd_rand();
+	switch (type) {
+	case IO_TYPE_Q8_0:
+		for (b = 0; b < n / 32; b++) {
+			uint16_t h = simd_randh();
+
+			memcpy(w + 34 * b, &h, 2);
+			h = simd_randh();
+			memcpy(a + 34 * b, &h, 2);
+		}
+		return;
+	case IO_TYPE_Q4_K:
+		for (b = 0; b < n / 256; b++) {
+			uint16_t h[2] = { simd_randh(), simd_randh() };
+
+			memcpy(w + 144 * b, h, 4);
+		}
+		break;
+	default: /* Q6_K */
+		for (b = 0; b < n / 256; b++) {
+			uint16_t h = simd_randh();
+
+			memcpy(w + 210 * b + 208, &h, 2);
+		}
+		break;
+	}
+	for (b = 0; b < n / 256; b++) {
+		uint8_t *q = a + 292 * b;
+		float d = simd_randf() * 1e-3f;
+
+		memcpy(q, &d, 4);
+		for (j = 0; j < 16; j++) {
+			int16_t s = 0;
+
+			for (int e = 0; e < 16; e++)
+				s = (int16_t)(s + (int8_t)q[4 + 16 * j + e]);
+			memcpy(q + 4 + 256 + 2 * j, &s, 2);
+		}
+	}
+}
+
+/* Lengths: every block count up to 40, then a few long ones. */
+static int64_t simd_length(uint32_t type, int i)
+{
+	static const int64_t blocks_long[] = { 64, 100, 127, 128, 344, 512 };
+	int64_t bs = type == IO_TYPE_Q4_K || type == IO_TYPE_Q6_K ? 256 :
+		type == IO_TYPE_Q8_0 ? 32 : 1;
+
+	if (bs == 1)   /* float rows: every length to 300, then long ones */
+		return i < 300 ? i + 1 : 4096 + 37 * (i - 300);
+	if (i < 40)
+		return bs * (i + 1);
+	return bs * blocks_long[(i - 40) % 6];
+}
+
+#define SIMD_CASES 46
+#define SIMD_MAX (256 * 512)
+
+START_TEST(test_simd_random_rows)
+{
+	const struct simd_kernel *k = &simd_kernels[_i];
+	uint32_t at = quant_vec_dot_type(k->type);
+	int cases = k->fn ? SIMD_CASES : 306;
+	float *x = malloc(sizeof(float) * SIMD_MAX);
+	float *y = malloc(sizeof(float) * SIMD_MAX);
+	uint8_t *w = malloc(simd_row_bytes(k->type, SIMD_MAX) + 64);
+	uint8_t *a = malloc(simd_row_bytes(IO_TYPE_F32, SIMD_MAX) + 64);
+
+	ck_assert(x && y && w && a);
+	for (int i = 0; i < cases; i++) {
+		int64_t n = simd_length(k->type, i);
+
+		ck_assert_int_le(n, SIMD_MAX);
+		for (int64_t j = 0; j < n; j++) {
+			x[j] = simd_randf();
+			y[j] = simd_randf();
+		}
+		/* valid rows, as models and activations hold them */
+		quant_from_float_ref(k->type, x, w, n);
+		quant_from_float(at, y, a, n);
+		simd_check(k, n, w, a, "quantized");
+		/* offset by 4 bytes: nothing may assume alignment */
+		memmove(w + 4, w, simd_row_bytes(k->type, n));
+		memmove(a + 4, a, simd_row_bytes(at, n));
+		simd_check(k, n, w + 4, a + 4, "unaligned");
+		if (k->fn) {
+			simd_fill_raw(k->type, w, a, n);
+			simd_check(k, n, w, a, "raw bytes");
+		}
+	}
+	free(x);
+	free(y);
+	free(w);
+	free(a);
+}
+END_TEST
+
+/* flash attention's K . Q: dot_f16 against its scalar twin */
+START_TEST(test_simd_f16_attention_dot)
+{
+	uint16_t x[1100], y[1100];
+
+	for (int n = 1; n <= 1100; n += (n < 300 ? 1 : 53)) {
+		for (int j = 0; j < n; j++) {
+			x[j] = quant_fp32_to_fp16(simd_randf());
+			y[j] = quant_fp32_to_fp16(simd_randf());
+		}
+		float v = dot_f16(n, x, y), s = dot_f16_scalar(n, x, y);
+
+		ck_assert_msg(simd_bits(v) == simd_bits(s),
+			"dot_f16 n=%d: %a, scalar %a", n, v, s);
+	}
+}
+END_TEST
+
+static const char *simd_shared(void)
+{
+	const char *s = getenv("SHARED");
+
+	return s ? s : "../shared";
+}
+
+static const char *const simd_models[] = {
+	"tiny-llama-spm32k-kquant.gguf", "tiny-qwen3-bpe16k-mixq.gguf",
+	"tiny-qwen3moe-bpe16k-q4km.gguf", "tiny-qwen2-bpe152k-legacyq.gguf",
+	"tiny-qwen3-bpe16k-f16.gguf", "stories260K.gguf",
+	"llama-2-tiny-random.gguf",
+};
+
+#define SIMD_REAL_ROWS 24
+
+/*
+ * Every tensor of a kernel's type in every shared model: its first rows
+ * (rows of the 3-d expert tensors included) against one activation row.
+ */
+START_TEST(test_simd_real_tensors)
+{
+	const char *model = simd_models[_i];
+	struct io_gguf *g = NULL;
+	struct err err = { 0 };
+	char path[1024];
+	int tested = 0;
+
+	snprintf(path, sizeof(path), "%s/models/%s", simd_shared(), model);
+	if (access(path, R_OK) != 0) {
+		printf("%s: missing, skipped\n", path);
+		return;
+	}
+	ck_assert_msg(io_gguf_open(&g, path, &err) == 0, "%s", err.msg);
+	for (uint64_t t = 0; t < g->n_tensors; t++) {
+		const struct io_gguf_tensor *ti = &g->tensors[t];
+		const struct simd_kernel *k = NULL;
+		int64_t n = ti->ne[0], rows = ti->bytes /
+			simd_row_bytes(ti->type, ti->ne[0]);
+		uint64_t rb;
+		uint8_t *w, *a;
+		float *y;
+		int fd;
+
+		for (size_t i = 0; i < sizeof(simd_kernels) /
+				sizeof(simd_kernels[0]); i++)
+			if (simd_kernels[i].type == ti->type)
+				k = &simd_kernels[i];
+		if (!k)
+			continue;
+		rows = rows < SIMD_REAL_ROWS ? rows : SIMD_REAL_ROWS;
+		rb = simd_row_bytes(ti->type, n);
+		w = malloc(rb * rows);
+		a = malloc(simd_row_bytes(quant_vec_dot_type(ti->type), n));
+		y = malloc(sizeof(float) * n);
+		ck_assert(w && a && y);
+		fd = open(g->files[ti->file].path, O_RDONLY);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pread(fd, w, rb * rows, (off_t)ti->offset),
+				 (ssize_t)(rb * rows));
+		close(fd);
+		for (int64_t j = 0; j < n; j++)
+			y[j] = simd_randf();
+		quant_from_float(quant_vec_dot_type(ti->type), y, a, n);
+		for (int64_t r = 0; r < rows; r++)
+			simd_check(k, n, w + r * rb, a, ti->name);
+		tested++;
+		free(w);
+		free(a);
+		free(y);
+	}
+	io_gguf_close(g);
+	printf("%s: %d tensors compared\n", model, tested);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *su = suite_create("simd");
+	TCase *tc = tcase_create("simd");
+	SRunner *sr;
+	int failed;
+
+	if (!cpu_avx512_usable()) {
+		printf("test_simd: this CPU lacks AVX-512 F/BW/VL/VNNI, nothing to compare\n");
+		return 77;
+	}
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_simd_random_rows, 0,
+		(int)(sizeof(simd_kernels) / sizeof(simd_kernels[0])));
+	tcase_add_test(tc, test_simd_f16_attention_dot);
+	tcase_add_loop_test(tc, test_simd_real_tensors, 0,
+		(int)(sizeof(simd_models) / sizeof(simd_models[0])));
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
