@@ -1,36 +1,317 @@
 // SPDX-License-Identifier: MIT
 /*
- * The forward pass: one token at a time through the graph llama.cpp
- * builds for llama, qwen2, qwen3 and qwen3moe (src/models/<arch>.cpp,
- * src/llama-graph.cpp), every op as engine/ops.c computes it.
+ * The forward pass: the graph llama.cpp builds for llama, qwen2, qwen3 and
+ * qwen3moe (src/models/<arch>.cpp, src/llama-graph.cpp), every op as
+ * engine/ops.c computes it.
  *
  *   x = token_embd[token]
  *   per layer:  x += wo . attention(rope(q), rope(k), v)   of rms_norm(x)
  *               x += ffn(rms_norm(x))   (SwiGLU, or top-k of n experts)
  *   logits = output . rms_norm(x)
  *
- * A batch of several sequences is evaluated item by item and token by
- * token: that is llama.cpp's one-token path, whose logits are the
- * reference's (a multi-token kernel would round differently).
+ * Batched, with the one-token path's numbers. All tokens of all items (up
+ * to FORWARD_CHUNK at a time) go through the model layer by layer, so
+ * that each weight matrix is read once per layer for the whole batch
+ * (ops_matmul). Yet nothing a token computes depends on the others: each
+ * (weight row, token) dot product is the call the one-token path makes on
+ * the same converted activation row; norms, rope, SwiGLU and the MoE
+ * routing are per token; attention is per token over its own sequence's
+ * cache. So every token's logits are bit for bit those of evaluating it
+ * alone, which is llama.cpp's one-token path, whose logits are the
+ * reference's (a multi-token ggml kernel would round differently: the
+ * batched pass only changes the order in which independent results are
+ * computed, never how one is).
+ *
+ * Async loading: each tensor is waited for (io_placement_wait) right
+ * before its first use in a pass, so that a first pass runs layer by
+ * layer behind the disk; a failed load ends the pass with its error.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kv.h"
 #include "ops.h"
 #include "quant.h"
 
-/* y += b, an optional F32 bias (ggml_add) */
-static void forward_add_bias(float *y, const struct engine_tensor *b)
+/* Token rows of one pass; longer batches are split (bounded memory). */
+#define FORWARD_CHUNK 64
+/* (row, head, position, dim) products worth splitting attention for */
+#define FORWARD_ATT_PARALLEL_MIN (1 << 16)
+
+/* One token of the pass. */
+struct forward_row {
+	struct engine_seq *seq;
+	uint32_t pos;
+	int32_t token;
+	float *logits;      /* NULL unless its item's last token wants them */
+};
+
+/*
+ * Per token row r: x + r * n_embd and so on; converted activations at
+ * act + r * act_row. Allocated for cap rows, grown up to FORWARD_CHUNK.
+ */
+struct forward_scratch {
+	uint32_t cap;
+	uint32_t threads;     /* attention's per-thread F16 buffers */
+	size_t act_row;       /* bytes of the widest converted row */
+	struct forward_row *rows;
+	uint32_t *all;        /* 0 .. n-1 */
+	uint32_t *live;       /* rows computed past attention this layer */
+	float *x;             /* [n_embd] residual streams */
+	float *xn;            /* [n_embd] normed input of a block */
+	float *q, *k, *v;     /* [n_head * head_dim], [n_head_kv * ...] */
+	float *att;           /* [n_head * head_dim_v] */
+	float *tmp;           /* [n_embd] a block's output */
+	float *gate, *up;     /* [n_ff] */
+	float *router;        /* [n_expert] */
+	float *rope;          /* [n_rot] cos/sin at the row's position */
+	float *exp_out;       /* [n_expert_used][n_embd] each expert's output */
+	float *exp_w;         /* [n_expert_used] */
+	uint32_t *exp_sel;    /* [n_expert_used] */
+	uint32_t *exp_slot;   /* [cap] row * n_expert_used + i of a matmul row */
+	uint8_t *xn_act[2];   /* xn converted to two vec_dot types */
+	uint32_t xn_type[2];  /* UINT32_MAX: stale */
+	int xn_last;          /* the slot converted or used last */
+	const uint32_t *xn_idx; /* the rows xn holds */
+	uint32_t xn_n;
+	uint8_t *act;         /* other converted inputs (att, swiglu) */
+	const void **acts;    /* [cap] matmul inputs */
+	float **ys;           /* [cap] matmul outputs */
+	uint16_t *qh, *acc;   /* [threads][head_dim] attention's F16 rows */
+	void *mem;
+};
+
+/* One pass over n rows. */
+struct forward_pass {
+	struct engine_model *m;
+	struct forward_scratch *s;
+	uint32_t n;
+	uint32_t n_live;
+	struct err *err;
+};
+
+void engine_forward_release(struct engine_model *m)
+{
+	if (m->fwd)
+		free(m->fwd->mem);
+	free(m->fwd);
+	m->fwd = NULL;
+}
+
+static size_t forward_max(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+/* Carve n bytes (64-aligned) at address *p (a mere count in pass 0). */
+static void *forward_take(uintptr_t *p, size_t n)
+{
+	void *r = (void *)*p;
+
+	*p += (n + 63) & ~(size_t)63;
+	return r;
+}
+
+/* Buffers for cap rows; the old ones are kept if big enough. */
+static int forward_reserve(struct engine_model *m, uint32_t cap,
+		struct err *err)
+{
+	const struct engine_hparams *hp = &m->hp;
+	const size_t nq = (size_t)hp->n_head * hp->head_dim;
+	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
+	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
+	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
+	const size_t ku = hp->n_expert_used;
+	const size_t E = hp->n_embd;
+	const uint32_t threads = engine_pool_size(m->pool);
+	struct forward_scratch *s = m->fwd, *ns;
+	size_t act_row, bytes, c = cap;
+	uintptr_t p;
+	int pass;
+
+	if (s && s->cap >= cap)
+		return 0;
+	/* the widest vec_dot row: F32 is 4 bytes an element, the rest less */
+	act_row = 4 * forward_max(forward_max(E, hp->n_ff), natt) + 64;
+	ns = calloc(1, sizeof(*ns));
+	if (!ns)
+		return err_set(err, ENOMEM, "out of memory");
+	/* pass 0 adds up the size, pass 1 carves the buffers */
+	for (pass = 0, p = 0, bytes = 0; pass < 2; pass++) {
+		uintptr_t base = p;
+
+		ns->rows = forward_take(&p, c * sizeof(*ns->rows));
+		ns->all = forward_take(&p, c * sizeof(uint32_t));
+		ns->live = forward_take(&p, c * sizeof(uint32_t));
+		ns->x = forward_take(&p, c * E * sizeof(float));
+		ns->xn = forward_take(&p, c * E * sizeof(float));
+		ns->q = forward_take(&p, c * nq * sizeof(float));
+		ns->k = forward_take(&p, c * nk * sizeof(float));
+		ns->v = forward_take(&p, c * nv * sizeof(float));
+		ns->att = forward_take(&p, c * natt * sizeof(float));
+		ns->tmp = forward_take(&p, c * E * sizeof(float));
+		ns->gate = forward_take(&p, c * hp->n_ff * sizeof(float));
+		ns->up = forward_take(&p, c * hp->n_ff * sizeof(float));
+		ns->router = forward_take(&p, c * hp->n_expert * sizeof(float));
+		ns->rope = forward_take(&p, c * hp->n_rot * sizeof(float));
+		ns->exp_out = forward_take(&p, c * ku * E * sizeof(float));
+		ns->exp_w = forward_take(&p, c * ku * sizeof(float));
+		ns->exp_sel = forward_take(&p, c * ku * sizeof(uint32_t));
+		ns->exp_slot = forward_take(&p, c * sizeof(uint32_t));
+		ns->xn_act[0] = forward_take(&p, c * act_row);
+		ns->xn_act[1] = forward_take(&p, c * act_row);
+		ns->act = forward_take(&p, c * act_row);
+		ns->acts = forward_take(&p, c * sizeof(void *));
+		ns->ys = forward_take(&p, c * sizeof(float *));
+		ns->qh = forward_take(&p, (size_t)threads * hp->head_dim *
+				sizeof(uint16_t));
+		ns->acc = forward_take(&p, (size_t)threads * hp->head_dim_v *
+				sizeof(uint16_t));
+		if (pass == 0) {
+			bytes = (size_t)(p - base) + 64;
+			ns->mem = malloc(bytes);
+			if (!ns->mem) {
+				free(ns);
+				return err_set(err, ENOMEM,
+					"out of memory for %zu bytes of forward buffers (%u tokens)",
+					bytes, cap);
+			}
+			/* align the start: the offsets above are 64-aligned */
+			p = ((uintptr_t)ns->mem + 63) & ~(uintptr_t)63;
+		}
+	}
+	ns->cap = cap;
+	ns->threads = threads;
+	ns->act_row = act_row;
+	engine_forward_release(m);
+	m->fwd = ns;
+	return 0;
+}
+
+/*
+ * Wait until t's bytes are loaded (at once unless the model loads
+ * asynchronously); a failed load gives its own message.
+ */
+static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
+{
+	int ret;
+
+	if (!engine_tensor_present(t))
+		return 0;
+	ret = io_placement_wait(t->place);
+	if (ret == 0)
+		return 0;
+	if (io_weights_wait(p->m->weights, p->err) >= 0)
+		err_set(p->err, -ret, "%s: loading tensor '%s' failed",
+				p->m->path, t->info->name);
+	return ret;
+}
+
+/* y = x / rms(x) * w for rows idx[0..n) */
+static int forward_norm(struct forward_pass *p, float *y, const float *x,
+		const struct engine_tensor *w, const uint32_t *idx, uint32_t n)
+{
+	const struct engine_hparams *hp = &p->m->hp;
+	uint32_t j;
+	int ret;
+
+	if ((ret = forward_wait(p, w)))
+		return ret;
+	for (j = 0; j < n; j++)
+		ops_rms_norm(y + (size_t)idx[j] * hp->n_embd,
+			x + (size_t)idx[j] * hp->n_embd,
+			(const float *)engine_tensor_data(w), hp->n_embd,
+			hp->rms_norm_eps);
+	/* xn changed: its conversions are stale */
+	if (y == p->s->xn) {
+		p->s->xn_type[0] = p->s->xn_type[1] = UINT32_MAX;
+		p->s->xn_idx = idx;
+		p->s->xn_n = n;
+	}
+	return 0;
+}
+
+/* y += b, an optional F32 bias (ggml_add), for rows idx[0..n) */
+static int forward_bias(struct forward_pass *p, float *y, size_t ld,
+		const struct engine_tensor *b, const uint32_t *idx, uint32_t n)
 {
 	const float *bias;
+	uint32_t j;
 	int64_t i;
+	int ret;
 
 	if (!engine_tensor_present(b))
-		return;
+		return 0;
+	if ((ret = forward_wait(p, b)))
+		return ret;
 	bias = (const float *)engine_tensor_data(b);
-	for (i = 0; i < b->info->ne[0]; i++)
-		y[i] = y[i] + bias[i];
+	for (j = 0; j < n; j++) {
+		float *r = y + idx[j] * ld;
+
+		for (i = 0; i < b->info->ne[0]; i++)
+			r[i] = r[i] + bias[i];
+	}
+	return 0;
+}
+
+/* Rows idx[0..n) of src (ld floats, width used) into dst, type vdt. */
+static void forward_convert(struct forward_pass *p, uint32_t vdt,
+		const float *src, size_t ld, int64_t width, uint8_t *dst,
+		const uint32_t *idx, uint32_t n)
+{
+	uint32_t j;
+
+	for (j = 0; j < n; j++)
+		quant_from_float(vdt, src + idx[j] * ld,
+				dst + idx[j] * p->s->act_row, width);
+}
+
+/*
+ * The rows of xn in w's vec_dot type. The last two
+ * conversions are kept, as the one-token path converted once per run of
+ * same-type matmuls (the result is the same either way).
+ */
+static const uint8_t *forward_xn_act(struct forward_pass *p,
+		const struct engine_tensor *w)
+{
+	struct forward_scratch *s = p->s;
+	uint32_t vdt = quant_vec_dot_type(w->info->type);
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		if (s->xn_type[k] == vdt) {
+			s->xn_last = k;
+			return s->xn_act[k];
+		}
+	}
+	k = !s->xn_last;
+	forward_convert(p, vdt, s->xn, p->m->hp.n_embd, p->m->hp.n_embd,
+			s->xn_act[k], s->xn_idx, s->xn_n);
+	s->xn_type[k] = vdt;
+	s->xn_last = k;
+	return s->xn_act[k];
+}
+
+/* Row idx[j] of y (ld floats apart) = w . row idx[j] of act. */
+static int forward_mm(struct forward_pass *p, float *y, size_t ld,
+		const struct engine_tensor *w, int64_t e, const uint8_t *act,
+		const uint32_t *idx, uint32_t n)
+{
+	struct forward_scratch *s = p->s;
+	uint32_t j;
+	int ret;
+
+	if ((ret = forward_wait(p, w)))
+		return ret;
+	for (j = 0; j < n; j++) {
+		s->acts[j] = act + idx[j] * s->act_row;
+		s->ys[j] = y + idx[j] * ld;
+	}
+	if (n)
+		ops_matmul(p->m->pool, s->ys, w, e, n,
+				(const void *const *)s->acts);
+	return 0;
 }
 
 /* Per-head RMS norm of n_head rows of head_dim (qwen3's Q/K norms). */
@@ -45,106 +326,158 @@ static void forward_head_norm(float *x, uint32_t n_head, uint32_t head_dim,
 				wd, head_dim, eps);
 }
 
-/*
- * y = w . x for several weights in a row that read the same x: x is
- * converted to a vec_dot type only when the type changes (*act_type holds
- * the type s->act has x in; UINT32_MAX at the start of a run).
- */
-static void forward_matvec(struct engine_model *m, float *y,
-		const struct engine_tensor *w, int64_t e, const float *x,
-		uint32_t *act_type)
-{
-	uint32_t vdt = quant_vec_dot_type(w->info->type);
+struct forward_att_job {
+	struct forward_pass *p;
+	uint32_t il;
+};
 
-	if (*act_type != vdt) {
-		ops_matvec_prepare(w, x, m->s.act);
-		*act_type = vdt;
+/* One thread's share of the (live row, head) pairs. */
+static void forward_att_part(void *arg, uint32_t ith, uint32_t nth)
+{
+	const struct forward_att_job *job = arg;
+	struct forward_pass *p = job->p;
+	const struct engine_hparams *hp = &p->m->hp;
+	struct forward_scratch *s = p->s;
+	const size_t nq = (size_t)hp->n_head * hp->head_dim;
+	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
+	const uint32_t group = hp->n_head / hp->n_head_kv;
+	const uint64_t pairs = (uint64_t)p->n_live * hp->n_head;
+	uint64_t i;
+
+	for (i = pairs * ith / nth; i < pairs * (ith + 1) / nth; i++) {
+		uint32_t b = s->live[i / hp->n_head];
+		uint32_t h = (uint32_t)(i % hp->n_head), kvh = h / group;
+		const struct forward_row *r = &s->rows[b];
+		const struct engine_seq *seq = r->seq;
+		/* bytes of one cached element */
+		const size_t kv_elem = seq->k_row /
+			((size_t)hp->n_head_kv * hp->head_dim);
+
+		ops_attention_f16(s->att + b * natt + (size_t)h * hp->head_dim_v,
+			s->q + b * nq + (size_t)h * hp->head_dim,
+			engine_seq_k(seq, job->il, 0) +
+				kvh * hp->head_dim * kv_elem,
+			seq->k_row,
+			engine_seq_v(seq, job->il, 0) +
+				kvh * hp->head_dim_v * kv_elem,
+			seq->v_row, r->pos + 1, hp->head_dim, hp->head_dim_v,
+			hp->kq_scale, s->qh + (size_t)ith * hp->head_dim,
+			s->acc + (size_t)ith * hp->head_dim_v);
 	}
-	ops_matvec_act(m->pool, y, w, e, m->s.act);
 }
 
-static void forward_attention(struct engine_model *m, struct engine_seq *seq,
-		uint32_t il, uint32_t pos)
+/*
+ * Q, K, V of every row; K and V into the cache of each row's sequence
+ * (rounded to its type, F16) before any row attends, so that a row at
+ * position pos sees its sequence's positions 0..pos, the earlier ones of
+ * this very pass included. Then attention and wo for the live rows.
+ */
+static int forward_attention(struct forward_pass *p, uint32_t il)
 {
+	struct engine_model *m = p->m;
 	const struct engine_hparams *hp = &m->hp;
 	const struct engine_layer *l = &m->layers[il];
-	struct engine_scratch *s = &m->s;
-	const uint32_t group = hp->n_head / hp->n_head_kv;
-	/* bytes of one cached element */
-	const size_t kv_elem = seq->k_row /
-		((size_t)hp->n_head_kv * hp->head_dim);
-	uint32_t h, act_type = UINT32_MAX;
+	struct forward_scratch *s = p->s;
+	const size_t nq = (size_t)hp->n_head * hp->head_dim;
+	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
+	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
+	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
+	struct forward_att_job job = { p, il };
+	uint64_t work = 0;
+	uint32_t j;
+	int ret;
 
-	/* the three projections share one converted activation per type */
-	forward_matvec(m, s->q, &l->wq, 0, s->xn, &act_type);
-	forward_matvec(m, s->k, &l->wk, 0, s->xn, &act_type);
-	forward_matvec(m, s->v, &l->wv, 0, s->xn, &act_type);
-	forward_add_bias(s->q, &l->bq);
-	forward_add_bias(s->k, &l->bk);
-	forward_add_bias(s->v, &l->bv);
+	/* the three projections share the converted xn of each type */
+	if ((ret = forward_mm(p, s->q, nq, &l->wq, 0, forward_xn_act(p, &l->wq),
+			s->live, p->n_live)) ||
+	    (ret = forward_mm(p, s->k, nk, &l->wk, 0, forward_xn_act(p, &l->wk),
+			s->all, p->n)) ||
+	    (ret = forward_mm(p, s->v, nv, &l->wv, 0, forward_xn_act(p, &l->wv),
+			s->all, p->n)) ||
+	    (ret = forward_bias(p, s->q, nq, &l->bq, s->live, p->n_live)) ||
+	    (ret = forward_bias(p, s->k, nk, &l->bk, s->all, p->n)) ||
+	    (ret = forward_bias(p, s->v, nv, &l->bv, s->all, p->n)) ||
+	    (ret = forward_wait(p, &l->q_norm)) ||
+	    (ret = forward_wait(p, &l->k_norm)))
+		return ret;
 
-	if (hp->qk_norm) {
-		forward_head_norm(s->q, hp->n_head, hp->head_dim, &l->q_norm,
-				hp->rms_norm_eps);
-		forward_head_norm(s->k, hp->n_head_kv, hp->head_dim, &l->k_norm,
-				hp->rms_norm_eps);
+	for (j = 0; j < p->n; j++) {
+		const struct forward_row *r = &s->rows[j];
+		float *k = s->k + j * nk;
+
+		if (hp->qk_norm)
+			forward_head_norm(k, hp->n_head_kv, hp->head_dim,
+					&l->k_norm, hp->rms_norm_eps);
+		ops_rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot,
+				hp->rope_mode, s->rope + (size_t)j * hp->n_rot);
+		quant_from_float(m->info.kv_type, k,
+				engine_seq_k(r->seq, il, r->pos),
+				(int64_t)hp->n_head_kv * hp->head_dim);
+		quant_from_float(m->info.kv_type, s->v + j * nv,
+				engine_seq_v(r->seq, il, r->pos),
+				(int64_t)hp->n_head_kv * hp->head_dim_v);
 	}
-	ops_rope(s->q, hp->n_head, hp->head_dim, hp->n_rot, hp->rope_mode,
-			s->rope);
-	ops_rope(s->k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_mode,
-			s->rope);
+	for (j = 0; j < p->n_live; j++) {
+		uint32_t b = s->live[j];
+		float *q = s->q + b * nq;
 
-	/* the cache stores K and V rounded to its type (F16) */
-	quant_from_float(m->info.kv_type, s->k, engine_seq_k(seq, il, pos),
-			(int64_t)hp->n_head_kv * hp->head_dim);
-	quant_from_float(m->info.kv_type, s->v, engine_seq_v(seq, il, pos),
-			(int64_t)hp->n_head_kv * hp->head_dim_v);
-
-	for (h = 0; h < hp->n_head; h++) {
-		uint32_t kvh = h / group;
-
-		ops_attention_f16(s->att + (size_t)h * hp->head_dim_v,
-			s->q + (size_t)h * hp->head_dim,
-			engine_seq_k(seq, il, 0) + kvh * hp->head_dim * kv_elem,
-			seq->k_row,
-			engine_seq_v(seq, il, 0) +
-				kvh * hp->head_dim_v * kv_elem,
-			seq->v_row, pos + 1, hp->head_dim, hp->head_dim_v,
-			hp->kq_scale, s->qh, s->acc);
+		if (hp->qk_norm)
+			forward_head_norm(q, hp->n_head, hp->head_dim,
+					&l->q_norm, hp->rms_norm_eps);
+		ops_rope(q, hp->n_head, hp->head_dim, hp->n_rot,
+				hp->rope_mode, s->rope + (size_t)b * hp->n_rot);
+		work += (uint64_t)(s->rows[b].pos + 1) * hp->n_head *
+			(hp->head_dim + hp->head_dim_v);
 	}
-	ops_matvec(m->pool, s->tmp, &l->wo, 0, s->att, s->act);
-	forward_add_bias(s->tmp, &l->bo);
+	/* each (row, head) is one ggml chunk on its own: any split agrees */
+	if (work >= FORWARD_ATT_PARALLEL_MIN)
+		engine_pool_run(m->pool, forward_att_part, &job);
+	else
+		forward_att_part(&job, 0, 1);
+
+	forward_convert(p, quant_vec_dot_type(l->wo.info->type), s->att, natt,
+			(int64_t)natt, s->act, s->live, p->n_live);
+	if ((ret = forward_mm(p, s->tmp, hp->n_embd, &l->wo, 0, s->act,
+			s->live, p->n_live)))
+		return ret;
+	return forward_bias(p, s->tmp, hp->n_embd, &l->bo, s->live, p->n_live);
 }
 
-static void forward_ffn_dense(struct engine_model *m,
+static int forward_ffn_dense(struct forward_pass *p,
 		const struct engine_layer *l)
 {
-	struct engine_scratch *s = &m->s;
-	uint32_t act_type = UINT32_MAX;
+	const struct engine_hparams *hp = &p->m->hp;
+	struct forward_scratch *s = p->s;
+	uint32_t j;
+	int ret;
 
-	forward_matvec(m, s->up, &l->ffn_up, 0, s->xn, &act_type);
-	forward_matvec(m, s->gate, &l->ffn_gate, 0, s->xn, &act_type);
-	ops_swiglu(s->gate, s->gate, s->up, m->hp.n_ff);
-	ops_matvec(m->pool, s->tmp, &l->ffn_down, 0, s->gate, s->act);
+	if ((ret = forward_mm(p, s->up, hp->n_ff, &l->ffn_up, 0,
+			forward_xn_act(p, &l->ffn_up), s->live, p->n_live)) ||
+	    (ret = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate, 0,
+			forward_xn_act(p, &l->ffn_gate), s->live, p->n_live)))
+		return ret;
+	for (j = 0; j < p->n_live; j++) {
+		size_t o = (size_t)s->live[j] * hp->n_ff;
+
+		ops_swiglu(s->gate + o, s->gate + o, s->up + o, hp->n_ff);
+	}
+	forward_convert(p, quant_vec_dot_type(l->ffn_down.info->type), s->gate,
+			hp->n_ff, hp->n_ff, s->act, s->live, p->n_live);
+	return forward_mm(p, s->tmp, hp->n_embd, &l->ffn_down, 0, s->act,
+			s->live, p->n_live);
 }
 
 /*
- * build_moe_ffn with softmax gating: probabilities over all experts, the
- * top k (argsort, descending), their weights optionally divided by their
- * sum, each selected expert's SwiGLU FFN scaled by its weight and the
- * results added in selection order.
+ * build_moe_ffn with softmax gating, for one row's router output: the
+ * top k (argsort, descending, the lower id on ties) and their weights,
+ * optionally divided by their sum.
  */
-static void forward_ffn_moe(struct engine_model *m,
-		const struct engine_layer *l)
+static void forward_moe_route(const struct engine_hparams *hp,
+		const float *router, uint32_t *sel, float *w)
 {
-	const struct engine_hparams *hp = &m->hp;
-	struct engine_scratch *s = &m->s;
-	uint32_t sel[ENGINE_MAX_EXPERTS_USED], k = hp->n_expert_used, i, j;
-	float w[ENGINE_MAX_EXPERTS_USED];
+	uint32_t k = hp->n_expert_used, i, j;
 	double sum = 0.0;
 
-	ops_matvec(m->pool, s->router, &l->ffn_gate_inp, 0, s->xn, s->act);
-	ops_softmax(s->router, hp->n_expert);
 	/* selection sort: highest first, the lower id on ties */
 	for (i = 0; i < k; i++) {
 		uint32_t best = UINT32_MAX;
@@ -157,12 +490,11 @@ static void forward_ffn_moe(struct engine_model *m,
 				taken |= sel[t] == j;
 			if (taken)
 				continue;
-			if (best == UINT32_MAX ||
-			    s->router[j] > s->router[best])
+			if (best == UINT32_MAX || router[j] > router[best])
 				best = j;
 		}
 		sel[i] = best;
-		w[i] = s->router[best];
+		w[i] = router[best];
 	}
 	if (hp->expert_weights_norm) {
 		float fsum;
@@ -175,81 +507,221 @@ static void forward_ffn_moe(struct engine_model *m,
 		for (i = 0; i < k; i++)
 			w[i] = w[i] / fsum;
 	}
-	for (i = 0; i < k; i++) {
-		/* the down projection overwrites s->act: convert xn again */
-		uint32_t act_type = UINT32_MAX;
-
-		forward_matvec(m, s->up, &l->ffn_up_exps, sel[i], s->xn,
-				&act_type);
-		forward_matvec(m, s->gate, &l->ffn_gate_exps, sel[i], s->xn,
-				&act_type);
-		ops_swiglu(s->gate, s->gate, s->up, hp->n_ff);
-		ops_matvec(m->pool, s->tmp, &l->ffn_down_exps, sel[i],
-				s->gate, s->act);
-		for (j = 0; j < hp->n_embd; j++) {
-			float e = s->tmp[j] * w[i];
-
-			s->moe[j] = i == 0 ? e : s->moe[j] + e;
-		}
-	}
-	memcpy(s->tmp, s->moe, hp->n_embd * sizeof(float));
 }
 
-/* One token at position seq->n_past; logits if wanted. */
-static void forward_token(struct engine_model *m, struct engine_seq *seq,
-		int32_t token, float *logits)
+/*
+ * Route every live row, then run each expert once for the rows that
+ * chose it, and add each row's expert outputs, scaled by their weights,
+ * in its selection order.
+ */
+static int forward_ffn_moe(struct forward_pass *p,
+		const struct engine_layer *l)
 {
-	const struct engine_hparams *hp = &m->hp;
-	struct engine_scratch *s = &m->s;
-	const float *freqs = NULL;
-	uint32_t pos = seq->n_past, il, i;
+	const struct engine_hparams *hp = &p->m->hp;
+	struct forward_scratch *s = p->s;
+	const uint32_t k = hp->n_expert_used;
+	const size_t E = hp->n_embd;
+	const uint8_t *act_up, *act_gate;
+	uint32_t j, i, e, n;
+	int ret;
 
-	ops_get_row(s->x, &m->tok_embd, token);
+	if ((ret = forward_mm(p, s->router, hp->n_expert, &l->ffn_gate_inp, 0,
+			forward_xn_act(p, &l->ffn_gate_inp), s->live,
+			p->n_live)))
+		return ret;
+	for (j = 0; j < p->n_live; j++) {
+		uint32_t b = s->live[j];
+		float *router = s->router + (size_t)b * hp->n_expert;
+
+		ops_softmax(router, hp->n_expert);
+		forward_moe_route(hp, router, s->exp_sel + (size_t)b * k,
+				s->exp_w + (size_t)b * k);
+	}
+	if ((ret = forward_wait(p, &l->ffn_up_exps)) ||
+	    (ret = forward_wait(p, &l->ffn_gate_exps)) ||
+	    (ret = forward_wait(p, &l->ffn_down_exps)))
+		return ret;
+	/* both kept by forward_xn_act's two slots */
+	act_up = forward_xn_act(p, &l->ffn_up_exps);
+	act_gate = forward_xn_act(p, &l->ffn_gate_exps);
+	for (e = 0; e < hp->n_expert; e++) {
+		/* the rows that chose e: a row picks an expert at most once */
+		for (n = 0, j = 0; j < p->n_live; j++) {
+			uint32_t b = s->live[j];
+
+			for (i = 0; i < k; i++) {
+				if (s->exp_sel[(size_t)b * k + i] != e)
+					continue;
+				s->acts[n] = act_up + b * s->act_row;
+				s->ys[n] = s->up + (size_t)n * hp->n_ff;
+				/* where this expert's output goes */
+				s->exp_slot[n] = b * k + i;
+				n++;
+			}
+		}
+		if (!n)
+			continue;
+		ops_matmul(p->m->pool, s->ys, &l->ffn_up_exps, e, n,
+				(const void *const *)s->acts);
+		for (j = 0; j < n; j++) {
+			s->acts[j] = act_gate + ((const uint8_t *)s->acts[j] -
+					act_up);
+			s->ys[j] = s->gate + (size_t)j * hp->n_ff;
+		}
+		ops_matmul(p->m->pool, s->ys, &l->ffn_gate_exps, e, n,
+				(const void *const *)s->acts);
+		for (j = 0; j < n; j++) {
+			float *g = s->gate + (size_t)j * hp->n_ff;
+			uint8_t *a = s->act + (size_t)j * s->act_row;
+
+			ops_swiglu(g, g, s->up + (size_t)j * hp->n_ff,
+					hp->n_ff);
+			quant_from_float(quant_vec_dot_type(
+					l->ffn_down_exps.info->type), g, a,
+					hp->n_ff);
+			s->acts[j] = a;
+			s->ys[j] = s->exp_out + (size_t)s->exp_slot[j] * E;
+		}
+		ops_matmul(p->m->pool, s->ys, &l->ffn_down_exps, e, n,
+				(const void *const *)s->acts);
+	}
+	for (j = 0; j < p->n_live; j++) {
+		uint32_t b = s->live[j];
+		float *out = s->tmp + b * E;
+		size_t c;
+
+		for (i = 0; i < k; i++) {
+			const float *eo = s->exp_out + ((size_t)b * k + i) * E;
+			float w = s->exp_w[(size_t)b * k + i];
+
+			for (c = 0; c < E; c++) {
+				float v = eo[c] * w;
+
+				out[c] = i == 0 ? v : out[c] + v;
+			}
+		}
+	}
+	return 0;
+}
+
+/* x += tmp for the live rows */
+static void forward_residual(struct forward_pass *p)
+{
+	const size_t E = p->m->hp.n_embd;
+	struct forward_scratch *s = p->s;
+	uint32_t j;
+	size_t i;
+
+	for (j = 0; j < p->n_live; j++) {
+		float *x = s->x + s->live[j] * E;
+		const float *t = s->tmp + s->live[j] * E;
+
+		for (i = 0; i < E; i++)
+			x[i] = t[i] + x[i];
+	}
+}
+
+/* The rows s->rows[0..n) through the model; logits where wanted. */
+static int forward_chunk(struct forward_pass *p)
+{
+	struct engine_model *m = p->m;
+	const struct engine_hparams *hp = &m->hp;
+	struct forward_scratch *s = p->s;
+	const float *freqs = NULL;
+	uint32_t j, il, n_out = 0;
+	int ret;
+
+	if ((ret = forward_wait(p, &m->tok_embd)) ||
+	    (ret = forward_wait(p, &m->rope_freqs)))
+		return ret;
 	if (engine_tensor_present(&m->rope_freqs))
 		freqs = (const float *)engine_tensor_data(&m->rope_freqs);
-	ops_rope_cache(s->rope, pos, hp->n_rot, hp->rope_freq_base,
-			hp->rope_freq_scale, freqs);
+	for (j = 0; j < p->n; j++) {
+		s->all[j] = j;
+		s->live[j] = j;
+		ops_get_row(s->x + (size_t)j * hp->n_embd, &m->tok_embd,
+				s->rows[j].token);
+		ops_rope_cache(s->rope + (size_t)j * hp->n_rot, s->rows[j].pos,
+				hp->n_rot, hp->rope_freq_base,
+				hp->rope_freq_scale, freqs);
+	}
+	p->n_live = p->n;
 
 	for (il = 0; il < hp->n_layer; il++) {
 		const struct engine_layer *l = &m->layers[il];
 
-		ops_rms_norm(s->xn, s->x, (const float *)engine_tensor_data(
-				&l->attn_norm), hp->n_embd, hp->rms_norm_eps);
-		forward_attention(m, seq, il, pos);
-		for (i = 0; i < hp->n_embd; i++)
-			s->x[i] = s->tmp[i] + s->x[i];
-
-		ops_rms_norm(s->xn, s->x, (const float *)engine_tensor_data(
-				&l->ffn_norm), hp->n_embd, hp->rms_norm_eps);
-		if (hp->n_expert)
-			forward_ffn_moe(m, l);
-		else
-			forward_ffn_dense(m, l);
-		for (i = 0; i < hp->n_embd; i++)
-			s->x[i] = s->tmp[i] + s->x[i];
+		/*
+		 * The last layer's K and V are stored for every row; the rest
+		 * of it only matters for the rows whose logits are wanted.
+		 */
+		if (il + 1 == hp->n_layer) {
+			for (n_out = 0, j = 0; j < p->n; j++)
+				if (s->rows[j].logits)
+					s->live[n_out++] = j;
+			p->n_live = n_out;
+		}
+		if ((ret = forward_norm(p, s->xn, s->x, &l->attn_norm, s->all,
+				p->n)) ||
+		    (ret = forward_attention(p, il)))
+			return ret;
+		forward_residual(p);
+		if ((ret = forward_norm(p, s->xn, s->x, &l->ffn_norm, s->live,
+				p->n_live)))
+			return ret;
+		ret = hp->n_expert ? forward_ffn_moe(p, l) :
+			forward_ffn_dense(p, l);
+		if (ret)
+			return ret;
+		forward_residual(p);
 	}
-	seq->n_past = pos + 1;
-	if (!logits)
-		return;
-	ops_rms_norm(s->xn, s->x, (const float *)engine_tensor_data(
-			&m->output_norm), hp->n_embd, hp->rms_norm_eps);
-	ops_matvec(m->pool, logits, &m->output, 0, s->xn, s->act);
+	if (!p->n_live)
+		return 0;
+	if ((ret = forward_norm(p, s->xn, s->x, &m->output_norm, s->live,
+			p->n_live)) ||
+	    (ret = forward_wait(p, &m->output)))
+		return ret;
+	forward_convert(p, quant_vec_dot_type(m->output.info->type), s->xn,
+			hp->n_embd, hp->n_embd, s->act, s->live, p->n_live);
+	for (j = 0; j < p->n_live; j++) {
+		s->acts[j] = s->act + s->live[j] * s->act_row;
+		s->ys[j] = s->rows[s->live[j]].logits;
+	}
+	ops_matmul(m->pool, s->ys, &m->output, 0, p->n_live,
+			(const void *const *)s->acts);
+	return 0;
+}
+
+/* Tokens the items before item idx append to the same sequence. */
+static size_t forward_before(const struct engine_batch_item *items,
+		size_t idx)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < idx; i++)
+		if (items[i].seq == items[idx].seq)
+			n += items[i].n_tokens;
+	return n;
 }
 
 static int forward_check(struct engine_model *m,
-		const struct engine_batch_item *it, size_t idx, struct err *err)
+		const struct engine_batch_item *items, size_t idx,
+		struct err *err)
 {
-	size_t i;
+	const struct engine_batch_item *it = &items[idx];
+	size_t i, before;
 
 	if (!it->seq || it->seq->model != m)
 		return err_set(err, EINVAL,
 			"batch item %zu: sequence of another model", idx);
 	if (it->n_tokens && !it->tokens)
 		return err_set(err, EINVAL, "batch item %zu: no tokens", idx);
-	if (it->n_tokens > it->seq->n_ctx - it->seq->n_past)
+	/* an item after another of the same sequence continues it */
+	before = forward_before(items, idx);
+	if (before > it->seq->n_ctx - it->seq->n_past ||
+	    it->n_tokens > it->seq->n_ctx - it->seq->n_past - before)
 		return err_set(err, ENOSPC,
 			"context full: %u + %zu tokens > n_ctx %u",
-			it->seq->n_past, it->n_tokens, it->seq->n_ctx);
+			it->seq->n_past, before + it->n_tokens, it->seq->n_ctx);
 	for (i = 0; i < it->n_tokens; i++)
 		if (it->tokens[i] < 0 ||
 		    (uint32_t)it->tokens[i] >= m->hp.n_vocab)
@@ -262,19 +734,51 @@ static int forward_check(struct engine_model *m,
 int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 		size_t n_items, struct err *err)
 {
-	size_t i, t;
+	struct forward_pass p = { .m = m, .err = err };
+	size_t i, t, total = 0;
 	int ret;
 
 	/* all or nothing: no sequence moves if any item is bad */
-	for (i = 0; i < n_items; i++)
-		if ((ret = forward_check(m, &items[i], i, err)))
+	for (i = 0; i < n_items; i++) {
+		if ((ret = forward_check(m, items, i, err)))
 			return ret;
+		total += items[i].n_tokens;
+	}
+	if (!total)
+		return 0;
+	ret = forward_reserve(m, total < FORWARD_CHUNK ? (uint32_t)total :
+			FORWARD_CHUNK, err);
+	if (ret)
+		return ret;
+	p.s = m->fwd;
+	/*
+	 * Rows in item order, each item's tokens at the positions after its
+	 * sequence's (and any earlier item's of the same sequence); n_past
+	 * moves only once every chunk went through, so a failure (a load
+	 * error) appends nothing.
+	 */
 	for (i = 0; i < n_items; i++) {
 		struct engine_batch_item *it = &items[i];
+		uint32_t pos = it->seq->n_past +
+			(uint32_t)forward_before(items, i);
 
-		for (t = 0; t < it->n_tokens; t++)
-			forward_token(m, it->seq, it->tokens[t],
-				t + 1 == it->n_tokens ? it->logits : NULL);
+		for (t = 0; t < it->n_tokens; t++) {
+			struct forward_row *r = &p.s->rows[p.n++];
+
+			r->seq = it->seq;
+			r->pos = pos + (uint32_t)t;
+			r->token = it->tokens[t];
+			r->logits = t + 1 == it->n_tokens ? it->logits : NULL;
+			if (p.n == p.s->cap) {
+				if ((ret = forward_chunk(&p)))
+					return ret;
+				p.n = 0;
+			}
+		}
 	}
+	if (p.n && (ret = forward_chunk(&p)))
+		return ret;
+	for (i = 0; i < n_items; i++)
+		items[i].seq->n_past += (uint32_t)items[i].n_tokens;
 	return 0;
 }

@@ -532,57 +532,6 @@ static void model_place_tensors(struct engine_model *m)
 	}
 }
 
-/* ---- scratch ----------------------------------------------------------- */
-
-static size_t model_max(size_t a, size_t b)
-{
-	return a > b ? a : b;
-}
-
-static int model_alloc_scratch(struct engine_model *m, struct err *err)
-{
-	const struct engine_hparams *hp = &m->hp;
-	struct engine_scratch *s = &m->s;
-	size_t nq = (size_t)hp->n_head * hp->head_dim;
-	size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
-	size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
-	size_t natt = (size_t)hp->n_head * hp->head_dim_v;
-	size_t nmax = model_max(model_max(hp->n_embd, hp->n_ff),
-			model_max(nq, natt));
-	size_t nexp = model_max(hp->n_expert, 1);
-	size_t floats, act_bytes, total;
-	float *f;
-
-	/* x xn q k v att tmp gate up moe router rope */
-	floats = 4 * (size_t)hp->n_embd + nq + nk + nv + natt + nmax +
-		2 * (size_t)hp->n_ff + nexp + hp->n_rot;
-	/* the widest vec_dot row: F32 is 4 bytes an element, Q8_K less */
-	act_bytes = 4 * nmax + 64;
-	total = floats * sizeof(float) + act_bytes +
-		2 * sizeof(uint16_t) * (hp->head_dim + hp->head_dim_v) + 64;
-	m->scratch_mem = calloc(1, total);
-	if (!m->scratch_mem)
-		return err_set(err, ENOMEM,
-			"out of memory for %zu bytes of scratch", total);
-	f = m->scratch_mem;
-	s->x = f; f += hp->n_embd;
-	s->xn = f; f += hp->n_embd;
-	s->moe = f; f += hp->n_embd;
-	s->q = f; f += nq;
-	s->k = f; f += nk;
-	s->v = f; f += nv;
-	s->att = f; f += natt;
-	s->tmp = f; f += model_max(nmax, hp->n_embd);
-	s->gate = f; f += hp->n_ff;
-	s->up = f; f += hp->n_ff;
-	s->router = f; f += nexp;
-	s->rope = f; f += hp->n_rot;
-	s->act = f;
-	s->qh = (uint16_t *)((char *)s->act + act_bytes);
-	s->acc = s->qh + hp->head_dim;
-	return 0;
-}
-
 /* ---- info -------------------------------------------------------------- */
 
 static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
@@ -703,7 +652,6 @@ int engine_model_open(struct engine_model **out, const char *path,
 	 * placement records after the load.
 	 */
 	if ((ret = model_bind_tensors(m, err)) ||
-	    (ret = model_alloc_scratch(m, err)) ||
 	    (ret = engine_vocab_load(&m->vocab, m->gguf, err)))
 		goto out_free;
 	if (m->hp.n_vocab != engine_vocab_size(m->vocab)) {
@@ -747,7 +695,7 @@ void engine_model_free(struct engine_model *m)
 		return;
 	engine_pool_free(m->pool);
 	engine_vocab_free(m->vocab);
-	free(m->scratch_mem);
+	engine_forward_release(m);
 	free(m->layers);
 	io_weights_free(m->weights);
 	io_gguf_close(m->gguf);

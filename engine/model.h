@@ -90,24 +90,8 @@ struct engine_layer {
 	struct engine_tensor ffn_down_exps;      /* [n_ff, n_embd, E] */
 };
 
-/* Scratch of one token's forward pass, sized once per model. */
-struct engine_scratch {
-	float *x;        /* [n_embd] residual stream */
-	float *xn;       /* [n_embd] normed input of a block */
-	float *q;        /* [n_head * head_dim] */
-	float *k;        /* [n_head_kv * head_dim] */
-	float *v;        /* [n_head_kv * head_dim_v] */
-	float *att;      /* [n_head * head_dim_v] attention output */
-	float *tmp;      /* [max(n_embd, n_ff, ...)] */
-	float *gate;     /* [n_ff] */
-	float *up;       /* [n_ff] */
-	float *moe;      /* [n_embd] accumulated expert outputs */
-	float *router;   /* [n_expert] */
-	float *rope;     /* [n_rot] cos/sin cache */
-	void *act;       /* an activation row in a vec_dot type */
-	uint16_t *qh;    /* [head_dim] Q of one head in F16 */
-	uint16_t *acc;   /* [head_dim_v] F16 accumulator of attention */
-};
+/* The forward pass's buffers, sized for its batch (engine/forward.c). */
+struct forward_scratch;
 
 struct engine_model {
 	struct engine_model_info info;
@@ -126,9 +110,11 @@ struct engine_model {
 	struct engine_tensor rope_freqs;   /* optional [n_rot/2] F32 */
 	struct engine_layer *layers;       /* [n_layer] */
 
-	struct engine_scratch s;
-	void *scratch_mem;
+	struct forward_scratch *fwd;       /* grown by engine_forward */
 };
+
+/* Free the forward pass's buffers (engine_model_free). */
+void engine_forward_release(struct engine_model *m);
 
 /* The tokenizer's vocabulary, for engine/tokenizer*.c. */
 const struct engine_vocab *engine_model_vocab(const struct engine_model *m);

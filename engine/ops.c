@@ -101,6 +101,57 @@ void ops_matvec_act(struct engine_pool *pool, float *y,
 		ops_matvec_rows(y, w, e, act, 0, w->info->ne[1]);
 }
 
+/* weight bytes a block of rows spans while every token passes over it */
+#define OPS_MATMUL_BLOCK (32 << 10)
+
+struct ops_matmul_job {
+	float *const *ys;
+	const struct engine_tensor *w;
+	int64_t e;
+	uint32_t n_tok;
+	const void *const *acts;
+};
+
+/*
+ * Rows [r0, r1) for every token, a block of rows at a time: the block
+ * stays in cache while the tokens take their turns on it.
+ */
+static void ops_matmul_rows(const struct ops_matmul_job *j, int64_t r0,
+		int64_t r1)
+{
+	int64_t step = OPS_MATMUL_BLOCK / (int64_t)j->w->row_bytes, r, re;
+	uint32_t t;
+
+	if (step < 1)
+		step = 1;
+	for (r = r0; r < r1; r = re) {
+		re = r + step < r1 ? r + step : r1;
+		for (t = 0; t < j->n_tok; t++)
+			ops_matvec_rows(j->ys[t], j->w, j->e, j->acts[t], r, re);
+	}
+}
+
+static void ops_matmul_part(void *arg, uint32_t ith, uint32_t nth)
+{
+	const struct ops_matmul_job *j = arg;
+	int64_t rows = j->w->info->ne[1];
+
+	ops_matmul_rows(j, rows * ith / nth, rows * (ith + 1) / nth);
+}
+
+void ops_matmul(struct engine_pool *pool, float *const *ys,
+		const struct engine_tensor *w, int64_t e, uint32_t n_tok,
+		const void *const *acts)
+{
+	struct ops_matmul_job job = { ys, w, e, n_tok, acts };
+
+	if (engine_pool_size(pool) > 1 &&
+	    w->info->ne[0] * w->info->ne[1] * n_tok >= OPS_PARALLEL_MIN)
+		engine_pool_run(pool, ops_matmul_part, &job);
+	else
+		ops_matmul_rows(&job, 0, w->info->ne[1]);
+}
+
 void ops_get_row(float *y, const struct engine_tensor *w, int64_t row)
 {
 	quant_to_float(w->info->type,

@@ -30,6 +30,16 @@ void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 /* ops_matvec_rows over all rows, split over pool's threads when big. */
 void ops_matvec_act(struct engine_pool *pool, float *y,
 		const struct engine_tensor *w, int64_t e, const void *act);
+/*
+ * ys[t] = w . acts[t] for n_tok activations (each converted as for
+ * ops_matvec_act): a batched matmul that reads each block of weight rows
+ * once for all tokens, every (row, token) dot computed by
+ * ops_matvec_rows exactly as for one token, so the results are bit for
+ * bit those of n_tok ops_matvec_act calls. Split by rows over the pool.
+ */
+void ops_matmul(struct engine_pool *pool, float *const *ys,
+		const struct engine_tensor *w, int64_t e, uint32_t n_tok,
+		const void *const *acts);
 /* ops_matvec_prepare then ops_matvec_act. */
 void ops_matvec(struct engine_pool *pool, float *y,
 		const struct engine_tensor *w, int64_t e, const float *x,
