@@ -149,6 +149,9 @@ struct fs_stream {
 	enum fs_gen_kind kind;
 	struct fs_config cfg;          /* effective settings */
 
+	bool wake_queued;              /* on fs.wake_head; by fs.wake_lock */
+	struct fs_stream *wake_next;
+
 	/* The scheduler's own. */
 	struct engine_seq *seq;
 	struct engine_generation *gen;
@@ -347,6 +350,12 @@ struct fs {
 	pthread_mutex_t wait_lock;     /* parked reads of every stream */
 	struct fs_waiter *waiters;
 
+	pthread_mutex_t wake_lock;     /* streams with news for their readers */
+	pthread_cond_t wake_cond;
+	struct fs_stream *wake_head, *wake_tail;
+	bool wake_running, wake_stop;
+	pthread_t waker;
+
 	pthread_mutex_t handles_lock;  /* open files, freed at unmount */
 	struct fs_handle *handles;
 
@@ -365,6 +374,9 @@ struct fs {
 
 /* Answer every parked read with EOF (unmount). */
 void fs_waiters_flush(struct fs *fs);
+/* The thread that answers parked reads, off the scheduler's path. */
+int fs_waker_start(struct fs *fs);
+void fs_waker_stop(struct fs *fs);
 
 /* ---- the tree ---------------------------------------------------------- */
 

@@ -428,6 +428,8 @@ static void mount_fs_init(struct fs *fs, const struct fs_options *opt)
 	fs->uid = getuid();
 	fs->gid = getgid();
 	pthread_mutex_init(&fs->wait_lock, NULL);
+	pthread_mutex_init(&fs->wake_lock, NULL);
+	pthread_cond_init(&fs->wake_cond, NULL);
 	pthread_mutex_init(&fs->handles_lock, NULL);
 	pthread_mutex_init(&fs->reap_lock, NULL);
 	pthread_cond_init(&fs->reap_cond, NULL);
@@ -446,6 +448,7 @@ static void mount_fs_stop(struct fs *fs)
 	}
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_stop(fs->models[i]);
+	fs_waker_stop(fs);     /* after it delivered the schedulers' ends */
 	fs_waiters_flush(fs);
 	/* Files still open when the loop ended are never released to us. */
 	while (fs->handles)
@@ -461,6 +464,8 @@ static void mount_fs_free(struct fs *fs)
 	pthread_mutex_destroy(&fs->reap_lock);
 	pthread_mutex_destroy(&fs->handles_lock);
 	pthread_mutex_destroy(&fs->wait_lock);
+	pthread_cond_destroy(&fs->wake_cond);
+	pthread_mutex_destroy(&fs->wake_lock);
 }
 
 static void mount_args_free(struct mount_args *a)
@@ -505,6 +510,10 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	if (pthread_create(&fs->shutdown, NULL, mount_shutdown_main, fs))
 		goto out_unmount;
 	fs->shutdown_started = true;
+	if (fs_waker_start(fs)) {
+		fprintf(stderr, "llmfs: cannot start a thread\n");
+		goto out_stop;
+	}
 	for (unsigned i = 0; i < fs->n_models; i++) {
 		if (fs_model_start(fs->models[i], &err)) {
 			fprintf(stderr, "llmfs: %s\n", err.msg);

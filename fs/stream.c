@@ -246,6 +246,86 @@ static void stream_wake(struct fs_stream *s)
 	}
 }
 
+/*
+ * Hand s to the waker thread: answering a read is a write(2) to /dev/fuse
+ * and a wake-up of the reader, which the scheduler should not wait for
+ * between two forward passes. Without a waker (before it starts, after it
+ * stopped) the caller answers itself.
+ */
+static void stream_kick(struct fs_stream *s)
+{
+	struct fs *fs = s->model->fs;
+	bool direct = false;
+
+	pthread_mutex_lock(&fs->wake_lock);
+	if (!fs->wake_running) {
+		direct = true;
+	} else if (!s->wake_queued) {
+		s->wake_queued = true;
+		s->wake_next = NULL;
+		fs_stream_get(s);
+		if (fs->wake_tail)
+			fs->wake_tail->wake_next = s;
+		else
+			fs->wake_head = s;
+		fs->wake_tail = s;
+		pthread_cond_signal(&fs->wake_cond);
+	}
+	pthread_mutex_unlock(&fs->wake_lock);
+	if (direct)
+		stream_wake(s);
+}
+
+static void *stream_waker_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_stream *s;
+
+	pthread_mutex_lock(&fs->wake_lock);
+	for (;;) {
+		while (!fs->wake_head && !fs->wake_stop)
+			pthread_cond_wait(&fs->wake_cond, &fs->wake_lock);
+		s = fs->wake_head;
+		if (!s)
+			break;     /* stopping, and nothing left to deliver */
+		fs->wake_head = s->wake_next;
+		if (!fs->wake_head)
+			fs->wake_tail = NULL;
+		s->wake_queued = false;
+		pthread_mutex_unlock(&fs->wake_lock);
+		stream_wake(s);
+		fs_stream_put(s);
+		pthread_mutex_lock(&fs->wake_lock);
+	}
+	fs->wake_running = false;
+	pthread_mutex_unlock(&fs->wake_lock);
+	return NULL;
+}
+
+int fs_waker_start(struct fs *fs)
+{
+	int rc;
+
+	fs->wake_running = true;
+	rc = pthread_create(&fs->waker, NULL, stream_waker_main, fs);
+	if (rc)
+		fs->wake_running = false;
+	return -rc;
+}
+
+void fs_waker_stop(struct fs *fs)
+{
+	bool running;
+
+	pthread_mutex_lock(&fs->wake_lock);
+	running = fs->wake_running;
+	fs->wake_stop = true;
+	pthread_cond_signal(&fs->wake_cond);
+	pthread_mutex_unlock(&fs->wake_lock);
+	if (running)
+		pthread_join(fs->waker, NULL);
+}
+
 void fs_stream_append(struct fs_stream *s, const char *text, size_t n)
 {
 	int rc;
@@ -257,7 +337,7 @@ void fs_stream_append(struct fs_stream *s, const char *text, size_t n)
 	pthread_mutex_unlock(&s->lock);
 	if (rc)
 		fs_stream_cancel(s);
-	stream_wake(s);
+	stream_kick(s);
 }
 
 void fs_stream_finish(struct fs_stream *s, int error)
@@ -268,7 +348,7 @@ void fs_stream_finish(struct fs_stream *s, int error)
 		s->error = error;
 	}
 	pthread_mutex_unlock(&s->lock);
-	stream_wake(s);
+	stream_kick(s);
 }
 
 void fs_stream_cancel(struct fs_stream *s)
