@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Batched evaluation gives the one-token path's numbers bit for bit: a
+ * prompt in one engine_forward call against the same prompt token by
+ * token, several sequences in one call against each alone, prompts longer
+ * than one pass's chunk, one sequence in two items of a call, and the
+ * decoding that follows each (so the KV caches agree too). Also a model
+ * loaded asynchronously: the same logits, and a load that fails under the
+ * first pass is that pass's error, not a crash.
+ *
+ *   make build/tests/engine/test_batch && build/tests/engine/test_batch
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../engine/engine.h"
+
+static char shared_dir[1024];
+static char tmp_dir[] = "/tmp/llmfs-test-batch-XXXXXX";
+
+/* dense f32, K-quants, legacy quants, mixed types, MoE */
+static const char *const batch_models[] = {
+	"stories260K",
+	"tiny-llama-spm32k-kquant",
+	"tiny-qwen2-bpe152k-legacyq",
+	"tiny-qwen3-bpe16k-mixq",
+	"tiny-qwen3moe-bpe16k-q4km",
+};
+#define N_MODELS (sizeof(batch_models) / sizeof(batch_models[0]))
+
+static const char batch_text[] =
+	"Once upon a time, there was a little dog named Max. He liked to "
+	"run in the park with his friends.";
+
+static void model_path(char *buf, size_t cap, const char *stem)
+{
+	snprintf(buf, cap, "%s/models/%s.gguf", shared_dir, stem);
+}
+
+static struct engine_model *batch_open(const char *path, uint32_t n_ctx,
+		uint32_t threads, const struct io_load_options *load)
+{
+	struct engine_model_options opt = { .n_ctx = n_ctx,
+		.threads = threads };
+	struct engine_model *m = NULL;
+	struct err err = {0};
+
+	if (load)
+		opt.load = *load;
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
+			path, err.msg);
+	return m;
+}
+
+static struct engine_model *batch_open_stem(const char *stem, uint32_t n_ctx,
+		uint32_t threads)
+{
+	char path[1200];
+
+	model_path(path, sizeof(path), stem);
+	return batch_open(path, n_ctx, threads, NULL);
+}
+
+/* The tokens of text (BOS as the vocabulary says), repeated times. */
+static int32_t *batch_tokens(struct engine_model *m, int times, size_t *n)
+{
+	size_t len = strlen(batch_text), i;
+	char *text = malloc(len * times + 1);
+	struct err err = {0};
+	int32_t *tok = NULL;
+
+	ck_assert_ptr_nonnull(text);
+	for (i = 0; i < (size_t)times; i++)
+		memcpy(text + i * len, batch_text, len);
+	text[len * times] = '\0';
+	ck_assert_msg(engine_tokenize(m, text, len * times, true, false, &tok,
+			n, &err) == 0, "%s", err.msg);
+	ck_assert_uint_gt(*n, 8);
+	free(text);
+	return tok;
+}
+
+static struct engine_seq *batch_seq(struct engine_model *m)
+{
+	struct engine_seq *s = NULL;
+	struct err err = {0};
+
+	ck_assert_msg(engine_seq_new(m, &s, &err) == 0, "%s", err.msg);
+	return s;
+}
+
+static void batch_forward(struct engine_model *m,
+		struct engine_batch_item *items, size_t n)
+{
+	struct err err = {0};
+
+	ck_assert_msg(engine_forward(m, items, n, &err) == 0, "%s", err.msg);
+}
+
+/* n tokens in one call; the last one's logits. */
+static void batch_whole(struct engine_model *m, struct engine_seq *s,
+		const int32_t *tok, size_t n, float *logits)
+{
+	struct engine_batch_item it = { s, tok, n, logits };
+
+	batch_forward(m, &it, 1);
+}
+
+/* n tokens, one call each; the last one's logits. */
+static void batch_one_by_one(struct engine_model *m, struct engine_seq *s,
+		const int32_t *tok, size_t n, float *logits)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct engine_batch_item it = { s, tok + i, 1,
+			i + 1 == n ? logits : NULL };
+
+		batch_forward(m, &it, 1);
+	}
+}
+
+static int32_t batch_argmax(const float *l, uint32_t n)
+{
+	uint32_t i, best = 0;
+
+	for (i = 1; i < n; i++)
+		if (l[i] > l[best])
+			best = i;
+	return (int32_t)best;
+}
+
+static float *batch_logits(const struct engine_model *m)
+{
+	float *l = malloc(engine_model_info(m)->n_vocab * sizeof(float));
+
+	ck_assert_ptr_nonnull(l);
+	return l;
+}
+
+/*
+ * A prompt in one call against token by token, then three greedy tokens
+ * decoded after each: every logit bit-identical. Three threads, so that
+ * the matmuls and the attention are split.
+ */
+START_TEST(test_batch_prompt_equals_one_by_one)
+{
+	const char *stem = batch_models[_i];
+	struct engine_model *m = batch_open_stem(stem, 256, 3);
+	uint32_t nv = engine_model_info(m)->n_vocab;
+	struct engine_seq *a = batch_seq(m), *b = batch_seq(m);
+	float *la = batch_logits(m), *lb = batch_logits(m);
+	size_t n, step;
+	int32_t *tok = batch_tokens(m, 1, &n);
+
+	batch_whole(m, a, tok, n, la);
+	batch_one_by_one(m, b, tok, n, lb);
+	ck_assert_msg(!memcmp(la, lb, nv * sizeof(float)),
+		"%s: a prompt of %zu tokens in one call differs from token by token",
+		stem, n);
+	for (step = 0; step < 3; step++) {
+		int32_t next = batch_argmax(la, nv);
+
+		batch_whole(m, a, &next, 1, la);
+		batch_whole(m, b, &next, 1, lb);
+		ck_assert_msg(!memcmp(la, lb, nv * sizeof(float)),
+			"%s: decode step %zu after the batched prompt differs",
+			stem, step);
+	}
+	ck_assert_uint_eq(engine_seq_length(a), n + 3);
+	engine_seq_free(a);
+	engine_seq_free(b);
+	engine_model_free(m);
+	free(tok);
+	free(la);
+	free(lb);
+}
+END_TEST
+
+/*
+ * Three sequences in one call (prompts of different lengths, one of them
+ * wanting no logits) against each alone; then a decode step of all three
+ * in one call against each alone.
+ */
+START_TEST(test_batch_sequences_equal_alone)
+{
+	const char *stem = batch_models[_i];
+	struct engine_model *m = batch_open_stem(stem, 128, 2);
+	uint32_t nv = engine_model_info(m)->n_vocab;
+	struct engine_seq *s[3], *r[3];
+	float *l[3], *ref[3];
+	struct engine_batch_item items[3];
+	const size_t off[3] = { 0, 3, 5 };
+	size_t n, i;
+	int32_t *tok = batch_tokens(m, 1, &n), next[3];
+
+	for (i = 0; i < 3; i++) {
+		s[i] = batch_seq(m);
+		r[i] = batch_seq(m);
+		l[i] = batch_logits(m);
+		ref[i] = batch_logits(m);
+	}
+	/* prompts: the text, its tail, three tokens of its middle */
+	items[0] = (struct engine_batch_item){ s[0], tok, n, l[0] };
+	items[1] = (struct engine_batch_item){ s[1], tok + off[1],
+		n - off[1], NULL };
+	items[2] = (struct engine_batch_item){ s[2], tok + off[2], 3, l[2] };
+	batch_forward(m, items, 3);
+	for (i = 0; i < 3; i++)
+		batch_whole(m, r[i], items[i].tokens, items[i].n_tokens,
+				ref[i]);
+	ck_assert_msg(!memcmp(l[0], ref[0], nv * sizeof(float)) &&
+		!memcmp(l[2], ref[2], nv * sizeof(float)),
+		"%s: a sequence evaluated with others differs from alone", stem);
+	next[0] = batch_argmax(l[0], nv);
+	next[1] = 42;
+	next[2] = batch_argmax(l[2], nv);
+	for (i = 0; i < 3; i++) {
+		items[i] = (struct engine_batch_item){ s[i], &next[i], 1, l[i] };
+		batch_whole(m, r[i], &next[i], 1, ref[i]);
+	}
+	batch_forward(m, items, 3);
+	for (i = 0; i < 3; i++) {
+		ck_assert_msg(!memcmp(l[i], ref[i], nv * sizeof(float)),
+			"%s: decode step of sequence %zu in a batch differs",
+			stem, i);
+		ck_assert_uint_eq(engine_seq_length(s[i]),
+				engine_seq_length(r[i]));
+	}
+	for (i = 0; i < 3; i++) {
+		engine_seq_free(s[i]);
+		engine_seq_free(r[i]);
+		free(l[i]);
+		free(ref[i]);
+	}
+	engine_model_free(m);
+	free(tok);
+}
+END_TEST
+
+/*
+ * A prompt longer than one pass takes (64 tokens): one call, two calls
+ * split elsewhere, and one sequence in two items of one call all give
+ * the token-by-token logits.
+ */
+START_TEST(test_batch_long_prompt_in_chunks)
+{
+	static const char *const stems[] = { "stories260K",
+		"tiny-qwen3moe-bpe16k-q4km" };
+	const char *stem = stems[_i];
+	struct engine_model *m = batch_open_stem(stem, 512, 3);
+	uint32_t nv = engine_model_info(m)->n_vocab;
+	struct engine_seq *a = batch_seq(m), *b = batch_seq(m);
+	struct engine_seq *c = batch_seq(m), *d = batch_seq(m);
+	float *la = batch_logits(m), *lb = batch_logits(m);
+	float *lc = batch_logits(m), *ld = batch_logits(m);
+	struct engine_batch_item items[2];
+	size_t n;
+	int32_t *tok = batch_tokens(m, 6, &n);
+
+	ck_assert_uint_gt(n, 140);
+	batch_whole(m, a, tok, n, la);
+	batch_one_by_one(m, b, tok, n, lb);
+	batch_whole(m, c, tok, 70, NULL);
+	batch_whole(m, c, tok + 70, n - 70, lc);
+	items[0] = (struct engine_batch_item){ d, tok, 100, NULL };
+	items[1] = (struct engine_batch_item){ d, tok + 100, n - 100, ld };
+	batch_forward(m, items, 2);
+	ck_assert_msg(!memcmp(la, lb, nv * sizeof(float)),
+		"%s: %zu tokens in one call differ from token by token", stem, n);
+	ck_assert_msg(!memcmp(lc, lb, nv * sizeof(float)),
+		"%s: 70 + %zu tokens differ from token by token", stem, n - 70);
+	ck_assert_msg(!memcmp(ld, lb, nv * sizeof(float)),
+		"%s: one sequence in two items differs", stem);
+	ck_assert_uint_eq(engine_seq_length(d), n);
+	engine_seq_free(a);
+	engine_seq_free(b);
+	engine_seq_free(c);
+	engine_seq_free(d);
+	engine_model_free(m);
+	free(tok);
+	free(la);
+	free(lb);
+	free(lc);
+	free(ld);
+}
+END_TEST
+
+/* Two items of one sequence count together against n_ctx. */
+START_TEST(test_batch_same_sequence_context_full)
+{
+	struct engine_model *m = batch_open_stem("stories260K", 8, 1);
+	const int32_t five[] = { 1, 403, 407, 261, 378 };
+	struct engine_seq *s = batch_seq(m);
+	struct engine_batch_item items[2] = {
+		{ s, five, 5, NULL }, { s, five, 4, NULL },
+	};
+	struct err err = {0};
+
+	ck_assert_int_eq(engine_forward(m, items, 2, &err), -ENOSPC);
+	ck_assert_uint_eq(engine_seq_length(s), 0);
+	items[1].n_tokens = 3;
+	ck_assert_int_eq(engine_forward(m, items, 2, &err), 0);
+	ck_assert_uint_eq(engine_seq_length(s), 8);
+	engine_seq_free(s);
+	engine_model_free(m);
+}
+END_TEST
+
+/* Copy a shared model into tmp_dir (a file of our own, to truncate). */
+static void batch_copy(const char *stem, char *dst, size_t cap)
+{
+	char src[1200], buf[1 << 16];
+	ssize_t r;
+	int in, out;
+
+	model_path(src, sizeof(src), stem);
+	snprintf(dst, cap, "%s/%s.gguf", tmp_dir, stem);
+	in = open(src, O_RDONLY);
+	out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(out, 0);
+	while ((r = read(in, buf, sizeof(buf))) > 0)
+		ck_assert_int_eq(write(out, buf, (size_t)r), r);
+	ck_assert_int_eq(r, 0);
+	close(in);
+	close(out);
+}
+
+/* An async load computes the same logits, however far the disk is. */
+START_TEST(test_batch_async_load_same_logits)
+{
+	const char *stem = batch_models[_i];
+	struct io_load_options load = { .async = true, .read_kib = 4,
+		.queue_depth = 2 };
+	struct engine_model *ms, *ma;
+	float *ls, *la;
+	uint32_t nv;
+	char path[1200];
+	size_t n;
+	int32_t *tok;
+
+	model_path(path, sizeof(path), stem);
+	ms = batch_open(path, 64, 2, NULL);
+	ma = batch_open(path, 64, 2, &load);
+	nv = engine_model_info(ms)->n_vocab;
+	tok = batch_tokens(ms, 1, &n);
+	ls = batch_logits(ms);
+	la = batch_logits(ma);
+	{
+		struct engine_seq *sa = batch_seq(ma), *ss = batch_seq(ms);
+
+		/* at once: the load is likely still going */
+		batch_whole(ma, sa, tok, n, la);
+		batch_whole(ms, ss, tok, n, ls);
+		engine_seq_free(sa);
+		engine_seq_free(ss);
+	}
+	ck_assert_msg(!memcmp(ls, la, nv * sizeof(float)),
+		"%s: logits after an async load differ", stem);
+	engine_model_free(ma);
+	engine_model_free(ms);
+	free(tok);
+	free(ls);
+	free(la);
+}
+END_TEST
+
+struct batch_cut {
+	const char *path;
+	off_t size;
+	int done;
+};
+
+/* The first progress report (from io_weights_load) cuts the file. */
+static void batch_cut_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct batch_cut *c = arg;
+
+	(void)done;
+	(void)total;
+	/* later reports come from the loader thread */
+	if (__atomic_fetch_add(&c->done, 1, __ATOMIC_RELAXED) == 0)
+		ck_assert_int_eq(truncate(c->path, c->size), 0);
+}
+
+/*
+ * The file loses its second half while it loads asynchronously: the first
+ * pass waits for a tensor that never comes and fails with the load's
+ * error (the file named), appending nothing; the generation API says so
+ * too, and the model frees cleanly.
+ */
+START_TEST(test_batch_async_load_failure)
+{
+	struct batch_cut cut = {0};
+	struct io_load_options load = { .async = true, .read_kib = 4,
+		.queue_depth = 1, .progress = batch_cut_progress,
+		.progress_arg = &cut };
+	struct engine_generate_options gopt = {0};
+	struct engine_generation *g = NULL;
+	struct engine_model *m;
+	struct engine_seq *s, *s2;
+	struct err err = {0};
+	struct stat st;
+	char path[1200], out[1024];
+	const int32_t tok[] = { 1, 403, 407 };
+	struct engine_batch_item it;
+	float *l;
+	size_t len = 0;
+	int ret;
+
+	batch_copy("stories260K", path, sizeof(path));
+	ck_assert_int_eq(stat(path, &st), 0);
+	cut.path = path;
+	cut.size = st.st_size / 2;
+	m = batch_open(path, 64, 2, &load);
+	ck_assert_int_gt(__atomic_load_n(&cut.done, __ATOMIC_RELAXED), 0);
+	s = batch_seq(m);
+	l = batch_logits(m);
+	it = (struct engine_batch_item){ s, tok, 3, l };
+	ret = engine_forward(m, &it, 1, &err);
+	ck_assert_int_lt(ret, 0);
+	ck_assert_int_eq(err.code, -ret);
+	ck_assert_msg(strstr(err.msg, path), "%s", err.msg);
+	ck_assert_uint_eq(engine_seq_length(s), 0);
+
+	s2 = batch_seq(m);
+	engine_sampling_defaults(&gopt.sampling);
+	gopt.sampling.temperature = 0;
+	ck_assert_int_eq(engine_generation_new(&g, m, s2, "Once", 4, &gopt,
+			&err), 0);
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_lt(engine_generation_step(g, out, sizeof(out), &len,
+			&err), 0);
+	ck_assert_msg(strstr(err.msg, path), "%s", err.msg);
+	engine_generation_free(g);
+	engine_seq_free(s2);
+	engine_seq_free(s);
+	engine_model_free(m);
+	free(l);
+	unlink(path);
+}
+END_TEST
+
+int main(void)
+{
+	const char *env = getenv("SHARED");
+	Suite *su = suite_create("batch");
+	TCase *tc = tcase_create("batch");
+	SRunner *sr;
+	char probe[1200];
+	size_t i;
+	int failed;
+
+	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
+	for (i = 0; i < N_MODELS; i++) {
+		model_path(probe, sizeof(probe), batch_models[i]);
+		if (access(probe, R_OK)) {
+			printf("no %s\n", probe);
+			return 77;
+		}
+	}
+	if (!mkdtemp(tmp_dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	tcase_set_timeout(tc, 300);
+	tcase_add_loop_test(tc, test_batch_prompt_equals_one_by_one, 0,
+			N_MODELS);
+	tcase_add_loop_test(tc, test_batch_sequences_equal_alone, 0, N_MODELS);
+	tcase_add_loop_test(tc, test_batch_long_prompt_in_chunks, 0, 2);
+	tcase_add_test(tc, test_batch_same_sequence_context_full);
+	tcase_add_loop_test(tc, test_batch_async_load_same_logits, 0,
+			N_MODELS);
+	tcase_add_test(tc, test_batch_async_load_failure);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	rmdir(tmp_dir);
+	return failed ? 1 : 0;
+}
