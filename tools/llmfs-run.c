@@ -325,6 +325,11 @@ int main(int argc, char **argv)
 	mopt.n_ctx = a.n_ctx;
 	mopt.threads = a.threads;
 	mopt.load.notice = run_notice;
+	/*
+	 * Compute behind the disk: the first pass waits for each tensor as
+	 * it needs it, and a failed read is that pass's error (exit 1).
+	 */
+	mopt.load.async = true;
 	rc = engine_model_open(&m, a.model, &mopt, &err);
 	if (rc)
 		goto out;
