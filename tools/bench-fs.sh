@@ -6,8 +6,9 @@
 # gibberish, the speed is real), big enough that decoding takes measurable
 # time: llama-shaped, 1024 wide, 8 layers, Q8_0, with the 16k Qwen vocabulary.
 # Three rounds, interleaved so that drift in the machine's load hits both
-# sides alike; the verdict is the median of the per-round ratios (robust to
-# a busy machine), the medians of each side are printed too.
+# sides alike; the verdict compares the medians of each side (as the issue
+# asks: median of 3 each way); the median of the per-round ratios is
+# printed too.
 #
 #   mount decode tok/s      from the mount's stats file (the engine's own
 #                           decode clock, in the scheduler thread)
@@ -100,6 +101,8 @@ echo "reader decode:    $reader tok/s (median, first byte to EOF)"
 awk -v m="$mount" -v r="$run" -v d="$reader" -v q="$ratio" 'BEGIN {
 	printf "ratio of medians mount/llmfs-run: %.1f%% (stats), %.1f%% (reader)\n",
 		100 * m / r, 100 * d / r
-	printf "median per-round ratio: %.1f%% (goal >= 97%%)\n", 100 * q
-	exit !(q >= 0.97)
+	printf "median per-round ratio: %.1f%%\n", 100 * q
+	printf "verdict (ratio of medians, goal >= 97%%): %s\n",
+		m >= 0.97 * r ? "met" : "NOT met"
+	exit !(m >= 0.97 * r)
 }'
