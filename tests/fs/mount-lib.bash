@@ -110,6 +110,10 @@ unmount_llmfs() {
 }
 
 finish() {
+	if [ "$FAILS" != 0 ] && [ -s "$WORK/daemon.log" ]; then
+		echo "daemon log:"
+		tail -n 40 "$WORK/daemon.log" | sed 's/^/  /'
+	fi
 	echo "$CHECKS checks, $FAILS failed"
 	[ "$FAILS" = 0 ]
 	exit $?
