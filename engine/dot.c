@@ -344,16 +344,22 @@ static float dot_row_impl(uint32_t type, int64_t n, const void *w,
 	case IO_TYPE_BF16:
 		return dot_bf16(n, w, a);
 	case IO_TYPE_Q4_0:
+		if (repacked && simd)
+			return cpu_q4_0_repacked_avx512(n, w, a);
 		if (repacked)
 			return dot_q4_0_repacked(n, w, a);
 		break;
 	case IO_TYPE_Q4_K:
+		if (repacked && simd)
+			return cpu_q4_K_repacked_avx512(n, w, a);
 		if (repacked)
 			return dot_q4_k_repacked(n, w, a);
 		if (simd)
 			return cpu_q4_K_avx512(n, w, a);
 		break;
 	case IO_TYPE_Q2_K:
+		if (repacked && simd)
+			return cpu_q2_K_repacked_avx512(n, w, a);
 		if (repacked)
 			return dot_q2_k_repacked(n, w, a);
 		break;

@@ -31,4 +31,13 @@ float cpu_q8_0_avx512(int64_t n, const void *w, const void *a);
 float cpu_q4_K_avx512(int64_t n, const void *w, const void *a);
 float cpu_q6_K_avx512(int64_t n, const void *w, const void *a);
 
+/*
+ * dot.c's repacked gemvs (ggml_gemv_q4_0_8x8_q8_0, ggml_gemv_q4_K_8x8_q8_K,
+ * ggml_gemv_q2_K_8x8_q8_K): one float per row, so only the integer sum of
+ * each block is vectorized; the FMAs stay in dot.c's order.
+ */
+float cpu_q4_0_repacked_avx512(int64_t n, const void *w, const void *a);
+float cpu_q4_K_repacked_avx512(int64_t n, const void *w, const void *a);
+float cpu_q2_K_repacked_avx512(int64_t n, const void *w, const void *a);
+
 #endif

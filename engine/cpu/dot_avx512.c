@@ -269,3 +269,133 @@ CPU_TARGET float cpu_q6_K_avx512(int64_t n, const void *vw, const void *va)
 	_mm256_storeu_ps(t, acc);
 	return cpu_hsum8(t);
 }
+
+/* The sum of eight int32 lanes (exact in any order). */
+CPU_TARGET static int cpu_isum8(__m256i v)
+{
+	__m128i x = _mm_add_epi32(_mm256_castsi256_si128(v),
+			_mm256_extracti128_si256(v, 1));
+
+	x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0x4e));
+	x = _mm_add_epi32(x, _mm_shuffle_epi32(x, 0xb1));
+	return _mm_cvtsi128_si32(x);
+}
+
+/* dot_q4_0_repacked: acc = fma((float)sum((q - 8) a), dw * da, acc). */
+CPU_TARGET float cpu_q4_0_repacked_avx512(int64_t n, const void *vw,
+		const void *va)
+{
+	const struct block_q4_0 *w = vw;
+	const struct block_q8_0 *a = va;
+	const __m128i m4 = _mm_set1_epi8(0x0f);
+	const __m256i eight = _mm256_set1_epi8(8);
+	float acc = 0.0f;
+	int64_t i, nb = n / QK8_0;
+
+	for (i = 0; i < nb; i++) {
+		__m128i q = _mm_loadu_si128((const __m128i *)w[i].qs);
+		__m256i wq = _mm256_inserti128_si256(_mm256_castsi128_si256(
+				_mm_and_si128(q, m4)),
+				_mm_and_si128(_mm_srli_epi16(q, 4), m4), 1);
+		__m256i qa = _mm256_loadu_si256((const __m256i *)a[i].qs);
+		__m256i p = _mm256_sub_epi32(
+			_mm256_dpbusd_epi32(_mm256_setzero_si256(), wq, qa),
+			_mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, qa));
+
+		acc = fmaf((float)cpu_isum8(p),
+				cpu_h2f(w[i].d) * cpu_h2f(a[i].d), acc);
+	}
+	return acc;
+}
+
+/* dot_q4_k_repacked: the block's integer sums, then its two FMAs. */
+CPU_TARGET float cpu_q4_K_repacked_avx512(int64_t n, const void *vw,
+		const void *va)
+{
+	const struct block_q4_K *x = vw;
+	const struct block_q8_K *y = va;
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	float acc = 0.0f, accm = 0.0f;
+	int64_t i, nb = n / QK_K;
+
+	for (i = 0; i < nb; i++) {
+		__m512i isum = _mm512_setzero_si512();
+		uint8_t sc[8], mn[8];
+		int j, g, smin = 0;
+
+		for (j = 0; j < 8; j++) {
+			quant_k_scale_min(j, x[i].scales, &sc[j], &mn[j]);
+			smin += mn[j] * (y[i].bsums[2 * j] +
+					y[i].bsums[2 * j + 1]);
+		}
+		for (g = 0; g < 4; g++) {
+			__m256i q = _mm256_loadu_si256(
+					(const __m256i *)(x[i].qs + 32 * g));
+			__m512i wq = cpu_join(_mm256_and_si256(q, m4),
+				_mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+			__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+				wq, _mm512_loadu_si512(y[i].qs + 64 * g));
+			__m512i s = cpu_join(_mm256_set1_epi32(sc[2 * g]),
+				_mm256_set1_epi32(sc[2 * g + 1]));
+
+			isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, s));
+		}
+		acc = fmaf((float)_mm512_reduce_add_epi32(isum),
+				cpu_h2f(x[i].d) * y[i].d, acc);
+		accm = fmaf((float)smin, cpu_h2f(x[i].dmin) * y[i].d, accm);
+	}
+	return acc - accm;
+}
+
+/*
+ * dot_q2_k_repacked: element 128c + 32j + t is bits 2j of qs[32c + t];
+ * sub-blocks of 16 elements, each times its low-nibble scale.
+ */
+CPU_TARGET float cpu_q2_K_repacked_avx512(int64_t n, const void *vw,
+		const void *va)
+{
+	const struct block_q2_K *x = vw;
+	const struct block_q8_K *y = va;
+	const __m256i m2 = _mm256_set1_epi8(3);
+	const __m256i lo = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
+	float acc = 0.0f, accm = 0.0f;
+	int64_t i, nb = n / QK_K;
+
+	for (i = 0; i < nb; i++) {
+		__m256i isum = _mm256_setzero_si256();
+		__m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+				(const __m128i *)x[i].scales));
+		__m256i sc2 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+				(const __m128i *)(x[i].scales + 8)));
+		int j, c, smin = 0;
+
+		for (j = 0; j < 16; j++)
+			smin += (x[i].scales[j] >> 4) * y[i].bsums[j];
+		sc = _mm256_and_si256(sc, _mm256_set1_epi32(0x0f));
+		sc2 = _mm256_and_si256(sc2, _mm256_set1_epi32(0x0f));
+		for (c = 0; c < 2; c++) {
+			__m256i q = _mm256_loadu_si256(
+					(const __m256i *)(x[i].qs + 32 * c));
+
+			for (j = 0; j < 4; j++) {
+				/* sub-blocks 8c + 2j and 8c + 2j + 1 */
+				__m256i s = _mm256_permutevar8x32_epi32(
+					c ? sc2 : sc, _mm256_add_epi32(lo,
+					_mm256_set1_epi32(2 * j)));
+				__m256i wq = _mm256_and_si256(
+					_mm256_srli_epi16(q, 2 * j), m2);
+				__m256i p = _mm256_dpbusd_epi32(
+					_mm256_setzero_si256(), wq,
+					_mm256_loadu_si256((const __m256i *)
+						(y[i].qs + 128 * c + 32 * j)));
+
+				isum = _mm256_add_epi32(isum,
+						_mm256_mullo_epi32(p, s));
+			}
+		}
+		acc = fmaf((float)cpu_isum8(isum),
+				cpu_h2f(x[i].d) * y[i].d, acc);
+		accm = fmaf((float)smin, cpu_h2f(x[i].dmin) * y[i].d, accm);
+	}
+	return acc - accm;
+}

@@ -8,9 +8,13 @@
  * itself checked against the live reference library by test_quant and
  * test_quant_ggml, so equality here carries that over.
  *
+ * Kernels with "repacked" follow dot.c's gemv order (one float per row)
+ * and are compared with dot_row_scalar(..., true).
+ *
  * Exits 77 on a CPU without AVX-512 F/BW/VL/VNNI.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,16 +30,20 @@ typedef float (*simd_fn)(int64_t n, const void *w, const void *a);
 
 struct simd_kernel {
 	uint32_t type;
+	bool repacked;  /* dot.c's gemv order, not quant_vec_dot_x86's */
 	simd_fn fn;     /* NULL: compare dot_row with dot_row_scalar */
 	const char *name;
 };
 
 static const struct simd_kernel simd_kernels[] = {
-	{ IO_TYPE_Q8_0, cpu_q8_0_avx512, "q8_0" },
-	{ IO_TYPE_Q4_K, cpu_q4_K_avx512, "q4_K" },
-	{ IO_TYPE_Q6_K, cpu_q6_K_avx512, "q6_K" },
-	{ IO_TYPE_F32, NULL, "f32" },
-	{ IO_TYPE_F16, NULL, "f16" },
+	{ IO_TYPE_Q8_0, false, cpu_q8_0_avx512, "q8_0" },
+	{ IO_TYPE_Q4_K, false, cpu_q4_K_avx512, "q4_K" },
+	{ IO_TYPE_Q6_K, false, cpu_q6_K_avx512, "q6_K" },
+	{ IO_TYPE_Q4_0, true, cpu_q4_0_repacked_avx512, "q4_0 repacked" },
+	{ IO_TYPE_Q4_K, true, cpu_q4_K_repacked_avx512, "q4_K repacked" },
+	{ IO_TYPE_Q2_K, true, cpu_q2_K_repacked_avx512, "q2_K repacked" },
+	{ IO_TYPE_F32, false, NULL, "f32" },
+	{ IO_TYPE_F16, false, NULL, "f16" },
 };
 
 static uint64_t simd_rng = 0x9e3779b97f4a7c15ull;
@@ -85,14 +93,16 @@ static uint32_t simd_bits(float f)
 static float simd_dot(const struct simd_kernel *k, int64_t n, const void *w,
 		const void *a)
 {
-	return k->fn ? k->fn(n, w, a) : dot_row(k->type, n, w, a, false);
+	return k->fn ? k->fn(n, w, a) :
+		dot_row(k->type, n, w, a, k->repacked);
 }
 
 static float simd_dot_scalar(const struct simd_kernel *k, int64_t n,
 		const void *w, const void *a)
 {
-	return k->fn ? quant_vec_dot_x86(k->type, n, w, a) :
-		dot_row_scalar(k->type, n, w, a, false);
+	if (k->fn && !k->repacked)
+		return quant_vec_dot_x86(k->type, n, w, a);
+	return dot_row_scalar(k->type, n, w, a, k->repacked);
 }
 
 static void simd_check(const struct simd_kernel *k, int64_t n, const void *w,
@@ -105,7 +115,7 @@ static void simd_check(const struct simd_kernel *k, int64_t n, const void *w,
 		(long long)n, v, s);
 	if (k->fn) {
 		/* and dot_row, which picks the kernel, gives the same */
-		float r = dot_row(k->type, n, w, a, false);
+		float r = dot_row(k->type, n, w, a, k->repacked);
 
 		ck_assert_msg(simd_bits(r) == simd_bits(s),
 			"%s dot_row n=%lld: %a, scalar %a", k->name,
@@ -130,10 +140,11 @@ static void simd_fill_raw(uint32_t type, uint8_t *w, uint8_t *a, int64_t n)
 		a[i] = (uint8_t)simd_rand();
 	switch (type) {
 	case IO_TYPE_Q8_0:
+	case IO_TYPE_Q4_0:
 		for (b = 0; b < n / 32; b++) {
 			uint16_t h = simd_randh();
 
-			memcpy(w + 34 * b, &h, 2);
+			memcpy(w + (type == IO_TYPE_Q8_0 ? 34 : 18) * b, &h, 2);
 			h = simd_randh();
 			memcpy(a + 34 * b, &h, 2);
 		}
@@ -143,6 +154,13 @@ static void simd_fill_raw(uint32_t type, uint8_t *w, uint8_t *a, int64_t n)
 			uint16_t h[2] = { simd_randh(), simd_randh() };
 
 			memcpy(w + 144 * b, h, 4);
+		}
+		break;
+	case IO_TYPE_Q2_K:
+		for (b = 0; b < n / 256; b++) {
+			uint16_t h[2] = { simd_randh(), simd_randh() };
+
+			memcpy(w + 84 * b + 80, h, 4);
 		}
 		break;
 	default: /* Q6_K */
@@ -172,8 +190,9 @@ static void simd_fill_raw(uint32_t type, uint8_t *w, uint8_t *a, int64_t n)
 static int64_t simd_length(uint32_t type, int i)
 {
 	static const int64_t blocks_long[] = { 64, 100, 127, 128, 344, 512 };
-	int64_t bs = type == IO_TYPE_Q4_K || type == IO_TYPE_Q6_K ? 256 :
-		type == IO_TYPE_Q8_0 ? 32 : 1;
+	int64_t bs = type == IO_TYPE_Q4_K || type == IO_TYPE_Q6_K ||
+		type == IO_TYPE_Q2_K ? 256 :
+		type == IO_TYPE_Q8_0 || type == IO_TYPE_Q4_0 ? 32 : 1;
 
 	if (bs == 1)   /* float rows: every length to 300, then long ones */
 		return i < 300 ? i + 1 : 4096 + 37 * (i - 300);
@@ -279,6 +298,7 @@ START_TEST(test_simd_real_tensors)
 	for (uint64_t t = 0; t < g->n_tensors; t++) {
 		const struct io_gguf_tensor *ti = &g->tensors[t];
 		const struct simd_kernel *k = NULL;
+		size_t ki;
 		int64_t n = ti->ne[0], rows = ti->bytes /
 			simd_row_bytes(ti->type, ti->ne[0]);
 		uint64_t rb;
@@ -286,10 +306,12 @@ START_TEST(test_simd_real_tensors)
 		float *y;
 		int fd;
 
-		for (size_t i = 0; i < sizeof(simd_kernels) /
-				sizeof(simd_kernels[0]); i++)
-			if (simd_kernels[i].type == ti->type)
-				k = &simd_kernels[i];
+		for (ki = 0; ki < sizeof(simd_kernels) /
+				sizeof(simd_kernels[0]); ki++)
+			if (simd_kernels[ki].type == ti->type) {
+				k = &simd_kernels[ki];
+				break;
+			}
 		if (!k)
 			continue;
 		rows = rows < SIMD_REAL_ROWS ? rows : SIMD_REAL_ROWS;
@@ -306,8 +328,15 @@ START_TEST(test_simd_real_tensors)
 		for (int64_t j = 0; j < n; j++)
 			y[j] = simd_randf();
 		quant_from_float(quant_vec_dot_type(ti->type), y, a, n);
-		for (int64_t r = 0; r < rows; r++)
-			simd_check(k, n, w + r * rb, a, ti->name);
+		/* every kernel of this type, plain and repacked */
+		for (; ki < sizeof(simd_kernels) / sizeof(simd_kernels[0]);
+				ki++) {
+			if (simd_kernels[ki].type != ti->type)
+				continue;
+			for (int64_t r = 0; r < rows; r++)
+				simd_check(&simd_kernels[ki], n, w + r * rb, a,
+					ti->name);
+		}
 		tested++;
 		free(w);
 		free(a);
