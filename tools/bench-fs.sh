@@ -103,6 +103,6 @@ awk -v m="$mount" -v r="$run" -v d="$reader" -v q="$ratio" 'BEGIN {
 		100 * m / r, 100 * d / r
 	printf "median per-round ratio: %.1f%%\n", 100 * q
 	printf "verdict (ratio of medians, goal >= 97%%): %s\n",
-		m >= 0.97 * r ? "met" : "NOT met"
+		(m >= 0.97 * r) ? "met" : "NOT met"
 	exit !(m >= 0.97 * r)
 }'
