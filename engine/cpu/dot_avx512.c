@@ -138,6 +138,19 @@ CPU_TARGET float cpu_q8_0_avx512(int64_t n, const void *vw, const void *va)
 	return cpu_hsum8(t);
 }
 
+/* The 6-bit scale and min j of a q4_K block (quant_k_scale_min, inlined). */
+static inline void cpu_scale_min_k4(const uint8_t *q, int j, uint8_t *sc,
+		uint8_t *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
+		*m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+	}
+}
+
 /* Two 32-byte halves as one 64-byte vector. */
 CPU_TARGET static __m512i cpu_join(__m256i lo, __m256i hi)
 {
@@ -173,7 +186,7 @@ CPU_TARGET float cpu_q4_K_avx512(int64_t n, const void *vw, const void *va)
 		int j, k, g;
 
 		for (j = 0; j < 8; j++)
-			quant_k_scale_min(j, x[i].scales, &sc[j], &mn[j]);
+			cpu_scale_min_k4(x[i].scales, j, &sc[j], &mn[j]);
 		for (k = 0; k < 4; k++) {
 			const int16_t *b = y[i].bsums + 4 * k;
 			int p = mn[2 * k] * (b[0] + b[1]) +
@@ -324,7 +337,7 @@ CPU_TARGET float cpu_q4_K_repacked_avx512(int64_t n, const void *vw,
 		int j, g, smin = 0;
 
 		for (j = 0; j < 8; j++) {
-			quant_k_scale_min(j, x[i].scales, &sc[j], &mn[j]);
+			cpu_scale_min_k4(x[i].scales, j, &sc[j], &mn[j]);
 			smin += mn[j] * (y[i].bsums[2 * j] +
 					y[i].bsums[2 * j + 1]);
 		}
