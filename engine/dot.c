@@ -348,6 +348,14 @@ static float dot_row_impl(uint32_t type, int64_t n, const void *w,
 			return cpu_q4_0_repacked_avx512(n, w, a);
 		if (repacked)
 			return dot_q4_0_repacked(n, w, a);
+		if (simd)
+			return cpu_legacy_avx512(type, n, w, a);
+		break;
+	case IO_TYPE_Q4_1:
+	case IO_TYPE_Q5_0:
+	case IO_TYPE_Q5_1:
+		if (simd)
+			return cpu_legacy_avx512(type, n, w, a);
 		break;
 	case IO_TYPE_Q4_K:
 		if (repacked && simd)
@@ -362,6 +370,16 @@ static float dot_row_impl(uint32_t type, int64_t n, const void *w,
 			return cpu_q2_K_repacked_avx512(n, w, a);
 		if (repacked)
 			return dot_q2_k_repacked(n, w, a);
+		if (simd)
+			return cpu_q2_K_avx512(n, w, a);
+		break;
+	case IO_TYPE_Q3_K:
+		if (simd)
+			return cpu_q3_K_avx512(n, w, a);
+		break;
+	case IO_TYPE_Q5_K:
+		if (simd)
+			return cpu_q5_K_avx512(n, w, a);
 		break;
 	case IO_TYPE_Q8_0:
 		if (simd)

@@ -32,6 +32,16 @@ float cpu_q4_K_avx512(int64_t n, const void *w, const void *a);
 float cpu_q6_K_avx512(int64_t n, const void *w, const void *a);
 
 /*
+ * quant_vec_dot_x86 for the other plain block types: Q4_0, Q4_1, Q5_0,
+ * Q5_1 (one function, type chosen by the caller) and Q2_K, Q3_K, Q5_K.
+ */
+float cpu_legacy_avx512(uint32_t type, int64_t n, const void *w,
+		const void *a);
+float cpu_q2_K_avx512(int64_t n, const void *w, const void *a);
+float cpu_q3_K_avx512(int64_t n, const void *w, const void *a);
+float cpu_q5_K_avx512(int64_t n, const void *w, const void *a);
+
+/*
  * dot.c's repacked gemvs (ggml_gemv_q4_0_8x8_q8_0, ggml_gemv_q4_K_8x8_q8_K,
  * ggml_gemv_q2_K_8x8_q8_K): one float per row, so only the integer sum of
  * each block is vectorized; the FMAs stay in dot.c's order.

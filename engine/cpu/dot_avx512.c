@@ -412,3 +412,247 @@ CPU_TARGET float cpu_q2_K_repacked_avx512(int64_t n, const void *vw,
 	}
 	return acc - accm;
 }
+
+/* 32 bytes of 16 where bit e of h is set (a q5 block's fifth bits). */
+CPU_TARGET static __m256i cpu_bits16(uint32_t h)
+{
+	return _mm256_maskz_mov_epi8((__mmask32)h, _mm256_set1_epi8(16));
+}
+
+/*
+ * x86_dot_legacy for Q4_0/Q4_1/Q5_0/Q5_1: the weights as unsigned bytes
+ * (nibble, plus 16 for a set fifth bit), the offset (8 or 16) taken off
+ * as off * (a's four); summs = fma(m, s, summs) for the _1 types.
+ */
+CPU_TARGET float cpu_legacy_avx512(uint32_t type, int64_t n, const void *vw,
+		const void *va)
+{
+	const int with_min = type == IO_TYPE_Q4_1 || type == IO_TYPE_Q5_1;
+	const int five = type == IO_TYPE_Q5_0 || type == IO_TYPE_Q5_1;
+	const int off = type == IO_TYPE_Q4_0 ? 8 : type == IO_TYPE_Q5_0 ? 16 : 0;
+	const size_t bw = type == IO_TYPE_Q4_0 ? sizeof(struct block_q4_0) :
+		type == IO_TYPE_Q4_1 ? sizeof(struct block_q4_1) :
+		type == IO_TYPE_Q5_0 ? sizeof(struct block_q5_0) :
+		sizeof(struct block_q5_1);
+	/* where qs starts: after d (and m) (and qh) */
+	const size_t qs_at = 2 + 2 * with_min + 4 * five;
+	const size_t ab = with_min ? sizeof(struct block_q8_1) :
+		sizeof(struct block_q8_0);
+	const __m128i m4 = _mm_set1_epi8(0x0f);
+	const __m256i offv = _mm256_set1_epi8((char)off);
+	const uint8_t *w = vw, *a = va;
+	__m256 acc = _mm256_setzero_ps();
+	float summs = 0.0f, t[8];
+	int64_t i, nb = n / 32;
+
+	for (i = 0; i < nb; i++, w += bw, a += ab) {
+		const int8_t *qa8 = (const int8_t *)(a + (with_min ? 4 : 2));
+		__m128i q = _mm_loadu_si128((const __m128i *)(w + qs_at));
+		__m256i wq = _mm256_inserti128_si256(_mm256_castsi128_si256(
+				_mm_and_si128(q, m4)),
+				_mm_and_si128(_mm_srli_epi16(q, 4), m4), 1);
+		__m256i qa = _mm256_loadu_si256((const __m256i *)qa8);
+		__m256i lanes;
+		uint16_t dw, da;
+		float d;
+
+		if (five) {
+			uint32_t qh;
+
+			memcpy(&qh, w + 2 + 2 * with_min, 4);
+			wq = _mm256_or_si256(wq, cpu_bits16(qh));
+		}
+		lanes = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wq, qa);
+		if (off)
+			lanes = _mm256_sub_epi32(lanes, _mm256_dpbusd_epi32(
+				_mm256_setzero_si256(), offv, qa));
+		memcpy(&dw, w, 2);
+		memcpy(&da, a, 2);
+		if (with_min) {
+			uint16_t mw, sa;
+
+			memcpy(&mw, w + 2, 2);
+			memcpy(&sa, a + 2, 2);
+			summs = fmaf(cpu_h2f(mw), cpu_h2f(sa), summs);
+		}
+		d = cpu_h2f(dw) * cpu_h2f(da);
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
+				_mm256_cvtepi32_ps(lanes), acc);
+	}
+	_mm256_storeu_ps(t, acc);
+	return with_min ? cpu_hsum8(t) + summs : cpu_hsum8(t);
+}
+
+/* Scales for a 32-element load: v[0..3] = s[j], v[4..7] = s[j + 1]. */
+CPU_TARGET static __m256i cpu_pair(const int *s, int j)
+{
+	return _mm256_inserti128_si256(_mm256_castsi128_si256(
+			_mm_set1_epi32(s[j])), _mm_set1_epi32(s[j + 1]), 1);
+}
+
+/*
+ * x86_dot_q2_K: per block first acc = fma(-dmin, mins . bsums (lane l:
+ * sub-blocks 2l, 2l + 1), acc), then acc = fma(d, lanes, acc).
+ */
+CPU_TARGET float cpu_q2_K_avx512(int64_t n, const void *vw, const void *va)
+{
+	const struct block_q2_K *x = vw;
+	const struct block_q8_K *y = va;
+	const __m256i m2 = _mm256_set1_epi8(3);
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i, nb = n / QK_K;
+	float t[8];
+
+	for (i = 0; i < nb; i++) {
+		const float d = y[i].d * cpu_h2f(x[i].d);
+		const float dmin = -y[i].d * cpu_h2f(x[i].dmin);
+		__m256i isum = _mm256_setzero_si256();
+		int32_t prod[8];
+		int sc[16], h, c, l;
+
+		for (l = 0; l < 8; l++)
+			prod[l] = (x[i].scales[2 * l] >> 4) * y[i].bsums[2 * l] +
+				(x[i].scales[2 * l + 1] >> 4) *
+				y[i].bsums[2 * l + 1];
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(
+			_mm256_loadu_si256((const __m256i *)prod)), acc);
+		for (l = 0; l < 16; l++)
+			sc[l] = x[i].scales[l] & 0xf;
+		for (h = 0; h < 2; h++) {
+			__m256i q = _mm256_loadu_si256(
+					(const __m256i *)(x[i].qs + 32 * h));
+
+			for (c = 0; c < 4; c++) {
+				__m256i wq = _mm256_and_si256(
+					_mm256_srli_epi16(q, 2 * c), m2);
+				__m256i p = _mm256_dpbusd_epi32(
+					_mm256_setzero_si256(), wq,
+					_mm256_loadu_si256((const __m256i *)
+						(y[i].qs + 128 * h + 32 * c)));
+
+				isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(
+					p, cpu_pair(sc, 8 * h + 2 * c)));
+			}
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
+				_mm256_cvtepi32_ps(isum), acc);
+	}
+	_mm256_storeu_ps(t, acc);
+	return cpu_hsum8(t);
+}
+
+/*
+ * x86_dot_q3_K: weight lo - 4 + 4 * hbit taken as the unsigned lo + 4 *
+ * hbit minus 4 * (a's four), times the signed 6-bit scale of its 16.
+ */
+CPU_TARGET float cpu_q3_K_avx512(int64_t n, const void *vw, const void *va)
+{
+	const struct block_q3_K *x = vw;
+	const struct block_q8_K *y = va;
+	const __m256i m2 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+	__m256 acc = _mm256_setzero_ps();
+	int64_t i, nb = n / QK_K;
+	float t[8];
+
+	for (i = 0; i < nb; i++) {
+		const float d = y[i].d * cpu_h2f(x[i].d);
+		const __m256i hm = _mm256_loadu_si256(
+				(const __m256i *)x[i].hmask);
+		__m256i isum = _mm256_setzero_si256();
+		int sc[16], j, h, c;
+
+		for (j = 0; j < 16; j++) {
+			int lo = j < 8 ? x[i].scales[j] & 0xf :
+				x[i].scales[j - 8] >> 4;
+			int hi = (x[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+
+			sc[j] = (lo | (hi << 4)) - 32;
+		}
+		for (h = 0; h < 2; h++) {
+			__m256i q = _mm256_loadu_si256(
+					(const __m256i *)(x[i].qs + 32 * h));
+
+			for (c = 0; c < 4; c++) {
+				__mmask32 hb = _mm256_test_epi8_mask(hm,
+					_mm256_set1_epi8((char)(1 << (4 * h + c))));
+				__m256i wq = _mm256_or_si256(_mm256_and_si256(
+					_mm256_srli_epi16(q, 2 * c), m2),
+					_mm256_maskz_mov_epi8(hb, four));
+				__m256i qa = _mm256_loadu_si256((const __m256i *)
+					(y[i].qs + 128 * h + 32 * c));
+				__m256i p = _mm256_sub_epi32(
+					_mm256_dpbusd_epi32(
+						_mm256_setzero_si256(), wq, qa),
+					_mm256_dpbusd_epi32(
+						_mm256_setzero_si256(), four, qa));
+
+				isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(
+					p, cpu_pair(sc, 8 * h + 2 * c)));
+			}
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
+				_mm256_cvtepi32_ps(isum), acc);
+	}
+	_mm256_storeu_ps(t, acc);
+	return cpu_hsum8(t);
+}
+
+/*
+ * x86_dot_q45_K for Q5_K: as cpu_q4_K_avx512 with the fifth bits (qh bit
+ * 2g for the low nibbles of load g, 2g + 1 for the high) and the mins
+ * summed to one integer, summs = fma(-dmin, sum, summs).
+ */
+CPU_TARGET float cpu_q5_K_avx512(int64_t n, const void *vw, const void *va)
+{
+	const struct block_q5_K *x = vw;
+	const struct block_q8_K *y = va;
+	const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(16);
+	__m256 acc = _mm256_setzero_ps();
+	float summs = 0.0f, t[8];
+	int64_t i, nb = n / QK_K;
+
+	for (i = 0; i < nb; i++) {
+		const float d = y[i].d * cpu_h2f(x[i].d);
+		const float dmin = -y[i].d * cpu_h2f(x[i].dmin);
+		const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
+		__m512i isum = _mm512_setzero_si512();
+		uint8_t sc[8], mn[8];
+		int32_t prod[4];
+		int j, k, g;
+
+		for (j = 0; j < 8; j++)
+			cpu_scale_min_k4(x[i].scales, j, &sc[j], &mn[j]);
+		for (k = 0; k < 4; k++) {
+			const int16_t *b = y[i].bsums + 4 * k;
+
+			prod[k] = mn[2 * k] * (b[0] + b[1]) +
+				mn[2 * k + 1] * (b[2] + b[3]);
+		}
+		summs = fmaf(dmin, (float)(prod[0] + prod[1] + prod[2] +
+				prod[3]), summs);
+		for (g = 0; g < 4; g++) {
+			__m256i q = _mm256_loadu_si256(
+					(const __m256i *)(x[i].qs + 32 * g));
+			__mmask32 h0 = _mm256_test_epi8_mask(qh,
+					_mm256_set1_epi8((char)(1 << (2 * g))));
+			__mmask32 h1 = _mm256_test_epi8_mask(qh,
+					_mm256_set1_epi8((char)(1 << (2 * g + 1))));
+			__m512i wq = cpu_join(
+				_mm256_or_si256(_mm256_and_si256(q, m4),
+					_mm256_maskz_mov_epi8(h0, b16)),
+				_mm256_or_si256(_mm256_and_si256(
+					_mm256_srli_epi16(q, 4), m4),
+					_mm256_maskz_mov_epi8(h1, b16)));
+			__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+				wq, _mm512_loadu_si512(y[i].qs + 64 * g));
+			__m512i s = cpu_join(_mm256_set1_epi32(sc[2 * g]),
+				_mm256_set1_epi32(sc[2 * g + 1]));
+
+			isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, s));
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
+				_mm256_cvtepi32_ps(cpu_fold(isum)), acc);
+	}
+	_mm256_storeu_ps(t, acc);
+	return cpu_hsum8(t) + summs;
+}

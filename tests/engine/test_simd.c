@@ -28,6 +28,26 @@
 
 typedef float (*simd_fn)(int64_t n, const void *w, const void *a);
 
+static float simd_q4_0(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy_avx512(IO_TYPE_Q4_0, n, w, a);
+}
+
+static float simd_q4_1(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy_avx512(IO_TYPE_Q4_1, n, w, a);
+}
+
+static float simd_q5_0(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy_avx512(IO_TYPE_Q5_0, n, w, a);
+}
+
+static float simd_q5_1(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy_avx512(IO_TYPE_Q5_1, n, w, a);
+}
+
 struct simd_kernel {
 	uint32_t type;
 	bool repacked;  /* dot.c's gemv order, not quant_vec_dot_x86's */
@@ -39,6 +59,13 @@ static const struct simd_kernel simd_kernels[] = {
 	{ IO_TYPE_Q8_0, false, cpu_q8_0_avx512, "q8_0" },
 	{ IO_TYPE_Q4_K, false, cpu_q4_K_avx512, "q4_K" },
 	{ IO_TYPE_Q6_K, false, cpu_q6_K_avx512, "q6_K" },
+	{ IO_TYPE_Q4_0, false, simd_q4_0, "q4_0" },
+	{ IO_TYPE_Q4_1, false, simd_q4_1, "q4_1" },
+	{ IO_TYPE_Q5_0, false, simd_q5_0, "q5_0" },
+	{ IO_TYPE_Q5_1, false, simd_q5_1, "q5_1" },
+	{ IO_TYPE_Q2_K, false, cpu_q2_K_avx512, "q2_K" },
+	{ IO_TYPE_Q3_K, false, cpu_q3_K_avx512, "q3_K" },
+	{ IO_TYPE_Q5_K, false, cpu_q5_K_avx512, "q5_K" },
 	{ IO_TYPE_Q4_0, true, cpu_q4_0_repacked_avx512, "q4_0 repacked" },
 	{ IO_TYPE_Q4_K, true, cpu_q4_K_repacked_avx512, "q4_K repacked" },
 	{ IO_TYPE_Q2_K, true, cpu_q2_K_repacked_avx512, "q2_K repacked" },
@@ -138,38 +165,35 @@ static void simd_fill_raw(uint32_t type, uint8_t *w, uint8_t *a, int64_t n)
 		w[i] = (uint8_t)simd_rand();
 	for (i = 0; i < ab; i++)
 		a[i] = (uint8_t)simd_rand();
-	switch (type) {
-	case IO_TYPE_Q8_0:
-	case IO_TYPE_Q4_0:
-		for (b = 0; b < n / 32; b++) {
-			uint16_t h = simd_randh();
+	if (io_type_info(type)->block_elems == 32) {
+		/* d (and m) of the weights, d (and s) of Q8_0/Q8_1 */
+		size_t bw = io_type_info(type)->block_bytes;
+		size_t ba = io_type_info(quant_vec_dot_type(type))->block_bytes;
+		int halves = type == IO_TYPE_Q4_1 || type == IO_TYPE_Q5_1 ? 2 : 1;
 
-			memcpy(w + (type == IO_TYPE_Q8_0 ? 34 : 18) * b, &h, 2);
-			h = simd_randh();
-			memcpy(a + 34 * b, &h, 2);
-		}
+		for (b = 0; b < n / 32; b++)
+			for (int h = 0; h < halves; h++) {
+				uint16_t v = simd_randh();
+
+				memcpy(w + bw * b + 2 * h, &v, 2);
+				v = simd_randh();
+				memcpy(a + ba * b + 2 * h, &v, 2);
+			}
 		return;
-	case IO_TYPE_Q4_K:
-		for (b = 0; b < n / 256; b++) {
-			uint16_t h[2] = { simd_randh(), simd_randh() };
+	}
+	for (b = 0; b < n / 256; b++) {
+		size_t bw = io_type_info(type)->block_bytes;
+		/* where the block's halves are: d, dmin first or d last */
+		size_t at = type == IO_TYPE_Q4_K || type == IO_TYPE_Q5_K ? 0 :
+			type == IO_TYPE_Q2_K ? 80 : bw - 2;
+		int halves = type == IO_TYPE_Q4_K || type == IO_TYPE_Q5_K ||
+			type == IO_TYPE_Q2_K ? 2 : 1;
 
-			memcpy(w + 144 * b, h, 4);
-		}
-		break;
-	case IO_TYPE_Q2_K:
-		for (b = 0; b < n / 256; b++) {
-			uint16_t h[2] = { simd_randh(), simd_randh() };
+		for (int h = 0; h < halves; h++) {
+			uint16_t v = simd_randh();
 
-			memcpy(w + 84 * b + 80, h, 4);
+			memcpy(w + bw * b + at + 2 * h, &v, 2);
 		}
-		break;
-	default: /* Q6_K */
-		for (b = 0; b < n / 256; b++) {
-			uint16_t h = simd_randh();
-
-			memcpy(w + 210 * b + 208, &h, 2);
-		}
-		break;
 	}
 	for (b = 0; b < n / 256; b++) {
 		uint8_t *q = a + 292 * b;
@@ -190,9 +214,7 @@ static void simd_fill_raw(uint32_t type, uint8_t *w, uint8_t *a, int64_t n)
 static int64_t simd_length(uint32_t type, int i)
 {
 	static const int64_t blocks_long[] = { 64, 100, 127, 128, 344, 512 };
-	int64_t bs = type == IO_TYPE_Q4_K || type == IO_TYPE_Q6_K ||
-		type == IO_TYPE_Q2_K ? 256 :
-		type == IO_TYPE_Q8_0 || type == IO_TYPE_Q4_0 ? 32 : 1;
+	int64_t bs = io_type_info(type)->block_elems;
 
 	if (bs == 1)   /* float rows: every length to 300, then long ones */
 		return i < 300 ? i + 1 : 4096 + 37 * (i - 300);
