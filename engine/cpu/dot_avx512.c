@@ -12,13 +12,33 @@
  * instructions are the ones written, and test_simd checks them against
  * the scalar code bit for bit.
  */
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu.h"
 #include "../dot.h"
 #include "../quant_internal.h"
+
+#if !defined(__x86_64__)
+/*
+ * Elsewhere there is nothing to run: cpu_avx512_usable() says so and
+ * dot.c never calls the kernels, which only have to link.
+ */
+bool cpu_avx512_usable(void) { return false; }
+float cpu_f32_main_avx512(int64_t np, const float *x, const float *y) { return NAN; }
+float cpu_f16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y) { return NAN; }
+float cpu_q8_0_avx512(int64_t n, const void *w, const void *a) { return NAN; }
+float cpu_q4_K_avx512(int64_t n, const void *w, const void *a) { return NAN; }
+float cpu_q6_K_avx512(int64_t n, const void *w, const void *a) { return NAN; }
+float cpu_legacy_avx512(uint32_t type, int64_t n, const void *w, const void *a) { return NAN; }
+float cpu_q2_K_avx512(int64_t n, const void *w, const void *a) { return NAN; }
+float cpu_q3_K_avx512(int64_t n, const void *w, const void *a) { return NAN; }
+float cpu_q5_K_avx512(int64_t n, const void *w, const void *a) { return NAN; }
+float cpu_q4_0_repacked_avx512(int64_t n, const void *w, const void *a) { return NAN; }
+float cpu_q4_K_repacked_avx512(int64_t n, const void *w, const void *a) { return NAN; }
+float cpu_q2_K_repacked_avx512(int64_t n, const void *w, const void *a) { return NAN; }
+#else
+#include <immintrin.h>
 
 #define CPU_TARGET __attribute__((target( \
 	"avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -656,3 +676,4 @@ CPU_TARGET float cpu_q5_K_avx512(int64_t n, const void *vw, const void *va)
 	_mm256_storeu_ps(t, acc);
 	return cpu_hsum8(t) + summs;
 }
+#endif /* __x86_64__ */
