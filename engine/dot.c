@@ -163,25 +163,33 @@ static float dot_f16_impl(int64_t n, const uint16_t *x, const uint16_t *y,
  * float, so each step is one rounding), two accumulators over steps of
  * 64, each reduced into a double; the tail in double.
  */
-static float dot_bf16(int64_t n, const uint16_t *x, const uint16_t *y)
+static float dot_bf16(int64_t n, const uint16_t *x, const uint16_t *y,
+		bool simd)
 {
-	float c[2][DOT_LANES] = {{0}};
+	float c[2][DOT_LANES] = {{0}}, f[2];
 	double sum = 0.0;
 	int64_t i = 0;
 	int h, l;
 
-	for (; i + 64 <= n; i += 64)
-		for (h = 0; h < 2; h++)
-			for (l = 0; l < DOT_LANES; l++) {
-				int64_t k = i + h * 32 + 2 * l;
+	if (simd) {
+		i = n & ~(int64_t)63;
+		cpu_bf16_main_avx512(i, x, y, f);
+	} else {
+		for (; i + 64 <= n; i += 64)
+			for (h = 0; h < 2; h++)
+				for (l = 0; l < DOT_LANES; l++) {
+					int64_t k = i + h * 32 + 2 * l;
 
-				c[h][l] = fmaf(dot_bf16f(x[k + 1]),
-					dot_bf16f(y[k + 1]), c[h][l]);
-				c[h][l] = fmaf(dot_bf16f(x[k]), dot_bf16f(y[k]),
-					c[h][l]);
-			}
-	sum += (double)dot_hsum16(c[0]);
-	sum += (double)dot_hsum16(c[1]);
+					c[h][l] = fmaf(dot_bf16f(x[k + 1]),
+						dot_bf16f(y[k + 1]), c[h][l]);
+					c[h][l] = fmaf(dot_bf16f(x[k]),
+						dot_bf16f(y[k]), c[h][l]);
+				}
+		f[0] = dot_hsum16(c[0]);
+		f[1] = dot_hsum16(c[1]);
+	}
+	sum += (double)f[0];
+	sum += (double)f[1];
 	for (; i < n; i++)
 		sum += (double)(dot_bf16f(x[i]) * dot_bf16f(y[i]));
 	return (float)sum;
@@ -342,7 +350,7 @@ static float dot_row_impl(uint32_t type, int64_t n, const void *w,
 	case IO_TYPE_F16:
 		return dot_f16_impl(n, w, a, simd);
 	case IO_TYPE_BF16:
-		return dot_bf16(n, w, a);
+		return dot_bf16(n, w, a, simd);
 	case IO_TYPE_Q4_0:
 		if (repacked && simd)
 			return cpu_q4_0_repacked_avx512(n, w, a);

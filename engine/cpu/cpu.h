@@ -26,6 +26,13 @@ float cpu_f32_main_avx512(int64_t np, const float *x, const float *y);
 /* The same for two F16 rows (ggml_vec_dot_f16 without AVX512-FP16). */
 float cpu_f16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y);
 
+/*
+ * dot.c's BF16 vector part (vdpbf16ps emulated with FMAs, odd element
+ * first): np a multiple of 64; the two 16-lane accumulators' folds in c.
+ */
+void cpu_bf16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y,
+		float c[2]);
+
 /* quant_vec_dot_x86 for Q8_0, Q4_K and Q6_K (n a multiple of the block). */
 float cpu_q8_0_avx512(int64_t n, const void *w, const void *a);
 float cpu_q4_K_avx512(int64_t n, const void *w, const void *a);

@@ -27,6 +27,8 @@
 bool cpu_avx512_usable(void) { return false; }
 float cpu_f32_main_avx512(int64_t np, const float *x, const float *y) { return NAN; }
 float cpu_f16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y) { return NAN; }
+void cpu_bf16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y,
+		float c[2]) { c[0] = c[1] = NAN; }
 float cpu_q8_0_avx512(int64_t n, const void *w, const void *a) { return NAN; }
 float cpu_q4_K_avx512(int64_t n, const void *w, const void *a) { return NAN; }
 float cpu_q6_K_avx512(int64_t n, const void *w, const void *a) { return NAN; }
@@ -119,6 +121,41 @@ CPU_TARGET float cpu_f16_main_avx512(int64_t np, const uint16_t *x,
 				cpu_ld_f16(y + i + 48), a3);
 	}
 	return cpu_reduce4(a0, a1, a2, a3);
+}
+
+/*
+ * dot_bf16's loop: lane l of accumulator h takes the pair 2l, 2l + 1 of
+ * each 32 elements, the odd product fused in first, then the even one.
+ * A bf16 is the top half of a float, so the conversion is a shift or a
+ * mask, exact.
+ */
+CPU_TARGET void cpu_bf16_main_avx512(int64_t np, const uint16_t *x,
+		const uint16_t *y, float c[2])
+{
+	const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+	__m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+	float t[16];
+	int64_t i;
+	int h;
+
+	for (i = 0; i < np; i += 64)
+		for (h = 0; h < 2; h++) {
+			__m512i vx = _mm512_loadu_si512(x + i + 32 * h);
+			__m512i vy = _mm512_loadu_si512(y + i + 32 * h);
+
+			acc[h] = _mm512_fmadd_ps(
+				_mm512_castsi512_ps(_mm512_and_si512(vx, hi)),
+				_mm512_castsi512_ps(_mm512_and_si512(vy, hi)),
+				acc[h]);
+			acc[h] = _mm512_fmadd_ps(
+				_mm512_castsi512_ps(_mm512_slli_epi32(vx, 16)),
+				_mm512_castsi512_ps(_mm512_slli_epi32(vy, 16)),
+				acc[h]);
+		}
+	for (h = 0; h < 2; h++) {
+		_mm512_storeu_ps(t, acc[h]);
+		c[h] = dot_hsum16(t);
+	}
 }
 
 /*

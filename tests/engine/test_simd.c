@@ -71,6 +71,7 @@ static const struct simd_kernel simd_kernels[] = {
 	{ IO_TYPE_Q2_K, true, cpu_q2_K_repacked_avx512, "q2_K repacked" },
 	{ IO_TYPE_F32, false, NULL, "f32" },
 	{ IO_TYPE_F16, false, NULL, "f16" },
+	{ IO_TYPE_BF16, false, NULL, "bf16" },
 };
 
 static uint64_t simd_rng = 0x9e3779b97f4a7c15ull;
