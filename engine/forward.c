@@ -69,7 +69,7 @@ struct forward_scratch {
 	float *exp_out;       /* [n_expert_used][n_embd] each expert's output */
 	float *exp_w;         /* [n_expert_used] */
 	uint32_t *exp_sel;    /* [n_expert_used] */
-	uint32_t *exp_slot;   /* [cap] row * n_expert_used + i of a matmul row */
+	uint32_t *exp_slot;   /* [cap] row * n_expert_used + i, per matmul row */
 	uint8_t *xn_act[2];   /* xn converted to two vec_dot types */
 	uint32_t xn_type[2];  /* UINT32_MAX: stale */
 	int xn_last;          /* the slot converted or used last */
@@ -353,7 +353,8 @@ static void forward_att_part(void *arg, uint32_t ith, uint32_t nth)
 		const size_t kv_elem = seq->k_row /
 			((size_t)hp->n_head_kv * hp->head_dim);
 
-		ops_attention_f16(s->att + b * natt + (size_t)h * hp->head_dim_v,
+		ops_attention_f16(
+			s->att + b * natt + (size_t)h * hp->head_dim_v,
 			s->q + b * nq + (size_t)h * hp->head_dim,
 			engine_seq_k(seq, job->il, 0) +
 				kvh * hp->head_dim * kv_elem,

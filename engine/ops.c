@@ -127,7 +127,8 @@ static void ops_matmul_rows(const struct ops_matmul_job *j, int64_t r0,
 	for (r = r0; r < r1; r = re) {
 		re = r + step < r1 ? r + step : r1;
 		for (t = 0; t < j->n_tok; t++)
-			ops_matvec_rows(j->ys[t], j->w, j->e, j->acts[t], r, re);
+			ops_matvec_rows(j->ys[t], j->w, j->e, j->acts[t], r,
+					re);
 	}
 }
 

@@ -217,12 +217,14 @@ START_TEST(test_batch_sequences_equal_alone)
 				ref[i]);
 	ck_assert_msg(!memcmp(l[0], ref[0], nv * sizeof(float)) &&
 		!memcmp(l[2], ref[2], nv * sizeof(float)),
-		"%s: a sequence evaluated with others differs from alone", stem);
+		"%s: a sequence evaluated with others differs from alone",
+		stem);
 	next[0] = batch_argmax(l[0], nv);
 	next[1] = 42;
 	next[2] = batch_argmax(l[2], nv);
 	for (i = 0; i < 3; i++) {
-		items[i] = (struct engine_batch_item){ s[i], &next[i], 1, l[i] };
+		items[i] = (struct engine_batch_item){ s[i], &next[i], 1,
+			l[i] };
 		batch_whole(m, r[i], &next[i], 1, ref[i]);
 	}
 	batch_forward(m, items, 3);
@@ -273,7 +275,8 @@ START_TEST(test_batch_long_prompt_in_chunks)
 	items[1] = (struct engine_batch_item){ d, tok + 100, n - 100, ld };
 	batch_forward(m, items, 2);
 	ck_assert_msg(!memcmp(la, lb, nv * sizeof(float)),
-		"%s: %zu tokens in one call differ from token by token", stem, n);
+		"%s: %zu tokens in one call differ from token by token", stem,
+		n);
 	ck_assert_msg(!memcmp(lc, lb, nv * sizeof(float)),
 		"%s: 70 + %zu tokens differ from token by token", stem, n - 70);
 	ck_assert_msg(!memcmp(ld, lb, nv * sizeof(float)),
