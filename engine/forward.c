@@ -184,6 +184,7 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 	ns->cap = cap;
 	ns->threads = threads;
 	ns->act_row = act_row;
+	ns->xn_type[0] = ns->xn_type[1] = UINT32_MAX;
 	engine_forward_release(m);
 	m->fwd = ns;
 	return 0;
