@@ -9,10 +9,10 @@
 #   make V=1          show the commands
 
 PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
-	   libnuma-dev check libpcre2-dev libjansson-dev python3
+	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3
 IO_PKGS = liburing numa
 ENGINE_PKGS = libpcre2-8
-FS_PKGS = fuse3
+FS_PKGS = fuse3 nettle
 TEST_PKGS = check jansson
 
 CC ?= cc
