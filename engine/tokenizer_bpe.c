@@ -14,93 +14,18 @@
 
 #include "tokenizer_internal.h"
 
-struct bpe_sym {
-	int32_t prev, next;
-	size_t off, n;
-};
-
-struct bpe_bigram {
-	int32_t left, right;
-	int32_t rank;
-	size_t size;
-};
-
-struct bpe_heap {
-	struct bpe_bigram *b;
-	size_t n, cap;
-};
-
-/* a pops before b: lower rank, then the leftmost */
-static bool bpe_before(const struct bpe_bigram *a, const struct bpe_bigram *b)
-{
-	if (a->rank != b->rank)
-		return a->rank < b->rank;
-	return a->left < b->left;
-}
-
-static int bpe_heap_push(struct bpe_heap *h, struct bpe_bigram x)
-{
-	size_t i;
-
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 64;
-		struct bpe_bigram *b = realloc(h->b, cap * sizeof(*b));
-
-		if (!b)
-			return -ENOMEM;
-		h->b = b;
-		h->cap = cap;
-	}
-	i = h->n++;
-	while (i && bpe_before(&x, &h->b[(i - 1) / 2])) {
-		h->b[i] = h->b[(i - 1) / 2];
-		i = (i - 1) / 2;
-	}
-	h->b[i] = x;
-	return 0;
-}
-
-static struct bpe_bigram bpe_heap_pop(struct bpe_heap *h)
-{
-	struct bpe_bigram top = h->b[0], x = h->b[--h->n];
-	size_t i = 0;
-
-	for (;;) {
-		size_t c = 2 * i + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && bpe_before(&h->b[c + 1], &h->b[c]))
-			c++;
-		if (!bpe_before(&h->b[c], &x))
-			break;
-		h->b[i] = h->b[c];
-		i = c;
-	}
-	if (h->n)
-		h->b[i] = x;
-	return top;
-}
-
-static size_t utf8_len(uint8_t lead)
-{
-	static const uint8_t len[16] = { 1, 1, 1, 1, 1, 1, 1, 1,
-					 1, 1, 1, 1, 2, 2, 3, 4 };
-	return len[lead >> 4];
-}
-
 /* Working memory reused across the words of one fragment. */
 struct bpe_work {
-	struct bpe_sym *sym;
+	struct merge_sym *sym;
 	size_t sym_cap;
-	struct bpe_heap heap;
+	struct merge_heap heap;
 	char *word;
 	size_t word_cap;
 };
 
 static int bpe_try(const struct engine_vocab *v, const char *w,
-		const struct bpe_sym *sym, int32_t left, int32_t right,
-		struct bpe_heap *h)
+		const struct merge_sym *sym, int32_t left, int32_t right,
+		struct merge_heap *h)
 {
 	int32_t rank;
 
@@ -110,8 +35,8 @@ static int bpe_try(const struct engine_vocab *v, const char *w,
 			w + sym[right].off, sym[right].n);
 	if (rank < 0)
 		return 0;
-	return bpe_heap_push(h, (struct bpe_bigram){
-		.left = left, .right = right, .rank = rank,
+	return merge_heap_push(h, (struct merge_bigram){
+		.left = left, .right = right, .priority = -(float)rank,
 		.size = sym[left].n + sym[right].n });
 }
 
@@ -139,7 +64,7 @@ static int bpe_word(const struct engine_vocab *v, struct bpe_work *wk,
 	if (v->ignore_merges && engine_vocab_find(v, w, len) >= 0)
 		return bpe_emit(v, w, len, out);
 	if (len > wk->sym_cap) {
-		struct bpe_sym *s = realloc(wk->sym, len * sizeof(*s));
+		struct merge_sym *s = realloc(wk->sym, len * sizeof(*s));
 
 		if (!s)
 			return -ENOMEM;
@@ -147,7 +72,7 @@ static int bpe_word(const struct engine_vocab *v, struct bpe_work *wk,
 		wk->sym_cap = len;
 	}
 	for (size_t off = 0; off < len; n++) {
-		size_t l = utf8_len((uint8_t)w[off]);
+		size_t l = merge_utf8_len((uint8_t)w[off]);
 
 		if (l > len - off)
 			l = len - off;
@@ -161,8 +86,8 @@ static int bpe_word(const struct engine_vocab *v, struct bpe_work *wk,
 	for (size_t i = 1; i < n && !rc; i++)
 		rc = bpe_try(v, w, wk->sym, (int32_t)i - 1, (int32_t)i, &wk->heap);
 	while (wk->heap.n && !rc) {
-		struct bpe_bigram b = bpe_heap_pop(&wk->heap);
-		struct bpe_sym *l = &wk->sym[b.left], *r = &wk->sym[b.right];
+		struct merge_bigram b = merge_heap_pop(&wk->heap);
+		struct merge_sym *l = &wk->sym[b.left], *r = &wk->sym[b.right];
 
 		/* stale: one side changed since the pair was queued */
 		if (!l->n || !r->n || l->n + r->n != b.size)

@@ -48,6 +48,36 @@ struct engine_vocab {
 	struct pretok *pretok;   /* BPE only */
 };
 
+/*
+ * The merge loop both tokenizers share: a word is a linked list of symbols
+ * (byte runs of the text), and the candidate merges of neighbours wait in
+ * a heap that pops the highest priority first, the leftmost on ties.
+ * SentencePiece's priority is the merged token's score, BPE's is minus the
+ * merge rank (ranks are below 2^24, exact in a float).
+ */
+struct merge_sym {
+	int32_t prev, next;
+	size_t off, n;
+};
+
+struct merge_bigram {
+	int32_t left, right;
+	float priority;
+	size_t size;
+};
+
+struct merge_heap {
+	struct merge_bigram *b;
+	size_t n, cap;
+};
+
+/* -ENOMEM if the heap cannot grow (it is left as it was). */
+int merge_heap_push(struct merge_heap *h, struct merge_bigram x);
+/* h must not be empty. */
+struct merge_bigram merge_heap_pop(struct merge_heap *h);
+/* Bytes of the UTF-8 sequence a lead byte starts (1 for a stray byte). */
+size_t merge_utf8_len(uint8_t lead);
+
 /* A piece of the text to tokenize, or a special token cut out of it. */
 struct frag {
 	int32_t token;       /* -1 for text */

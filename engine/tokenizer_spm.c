@@ -15,84 +15,9 @@
 
 #include "tokenizer_internal.h"
 
-struct spm_sym {
-	int32_t prev, next;
-	size_t off, n;
-};
-
-struct spm_bigram {
-	int32_t left, right;
-	float score;
-	size_t size;
-};
-
-struct spm_heap {
-	struct spm_bigram *b;
-	size_t n, cap;
-};
-
-/* a pops before b: higher score, then the leftmost */
-static bool spm_before(const struct spm_bigram *a, const struct spm_bigram *b)
-{
-	if (a->score != b->score)
-		return a->score > b->score;
-	return a->left < b->left;
-}
-
-static int spm_heap_push(struct spm_heap *h, struct spm_bigram x)
-{
-	size_t i;
-
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 64;
-		struct spm_bigram *b = realloc(h->b, cap * sizeof(*b));
-
-		if (!b)
-			return -ENOMEM;
-		h->b = b;
-		h->cap = cap;
-	}
-	i = h->n++;
-	while (i && spm_before(&x, &h->b[(i - 1) / 2])) {
-		h->b[i] = h->b[(i - 1) / 2];
-		i = (i - 1) / 2;
-	}
-	h->b[i] = x;
-	return 0;
-}
-
-static struct spm_bigram spm_heap_pop(struct spm_heap *h)
-{
-	struct spm_bigram top = h->b[0], x = h->b[--h->n];
-	size_t i = 0;
-
-	for (;;) {
-		size_t c = 2 * i + 1;
-
-		if (c >= h->n)
-			break;
-		if (c + 1 < h->n && spm_before(&h->b[c + 1], &h->b[c]))
-			c++;
-		if (!spm_before(&h->b[c], &x))
-			break;
-		h->b[i] = h->b[c];
-		i = c;
-	}
-	if (h->n)
-		h->b[i] = x;
-	return top;
-}
-
-static size_t utf8_len(uint8_t lead)
-{
-	static const uint8_t len[16] = { 1, 1, 1, 1, 1, 1, 1, 1,
-					 1, 1, 1, 1, 2, 2, 3, 4 };
-	return len[lead >> 4];
-}
-
 static int spm_try(const struct engine_vocab *v, const char *text,
-		const struct spm_sym *sym, int32_t left, int32_t right,
-		struct spm_heap *h)
+		const struct merge_sym *sym, int32_t left, int32_t right,
+		struct merge_heap *h)
 {
 	size_t size;
 	int32_t id;
@@ -103,16 +28,16 @@ static int spm_try(const struct engine_vocab *v, const char *text,
 	id = engine_vocab_find(v, text + sym[left].off, size);
 	if (id < 0)
 		return 0;
-	return spm_heap_push(h, (struct spm_bigram){
-		.left = left, .right = right, .score = vocab_score(v, id),
+	return merge_heap_push(h, (struct merge_bigram){
+		.left = left, .right = right, .priority = vocab_score(v, id),
 		.size = size });
 }
 
 int spm_tokenize(const struct engine_vocab *v, const char *text, size_t len,
 		struct tok_buf *out)
 {
-	struct spm_heap h = { 0 };
-	struct spm_sym *sym;
+	struct merge_heap h = { 0 };
+	struct merge_sym *sym;
 	size_t n = 0;
 	int rc = 0;
 
@@ -124,7 +49,7 @@ int spm_tokenize(const struct engine_vocab *v, const char *text, size_t len,
 	if (!sym)
 		return -ENOMEM;
 	for (size_t off = 0; off < len; n++) {
-		size_t l = utf8_len((uint8_t)text[off]);
+		size_t l = merge_utf8_len((uint8_t)text[off]);
 
 		if (l > len - off)
 			l = len - off;
@@ -138,8 +63,8 @@ int spm_tokenize(const struct engine_vocab *v, const char *text, size_t len,
 		rc = spm_try(v, text, sym, (int32_t)i - 1, (int32_t)i, &h);
 
 	while (h.n && !rc) {
-		struct spm_bigram b = spm_heap_pop(&h);
-		struct spm_sym *l = &sym[b.left], *r = &sym[b.right];
+		struct merge_bigram b = merge_heap_pop(&h);
+		struct merge_sym *l = &sym[b.left], *r = &sym[b.right];
 
 		/* stale: one side was merged away since the pair was queued */
 		if (!l->n || !r->n || l->n + r->n != b.size)
