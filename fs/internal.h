@@ -14,6 +14,7 @@
  *   errors.c   the per-model errors file
  *   buf.c      growable byte buffers; sha256.c the info file's digest
  *   mount.c    argv, mount, signals, unmount (fs_main)
+ *   progress.c the load bar of `llmfs -f` on a terminal
  *
  * Locks, outermost first: fs_model.lock, then fs_stream.lock, then
  * fs.wait_lock. No lock is held while calling into libfuse or the engine.
@@ -333,6 +334,9 @@ struct fs_options {
 	bool foreground;
 	bool debug;
 	double idle_timeout;   /* seconds of no use before sessions/N goes */
+	enum io_numa_policy numa;   /* --numa, for every model's load */
+	int numa_node;
+	bool progress;         /* -f with stderr on a terminal: a load bar */
 };
 
 struct fs_waiter;
@@ -365,12 +369,28 @@ struct fs {
 	pthread_t shutdown;
 	bool shutdown_started;
 
+	pthread_mutex_t progress_lock; /* the load bar on stderr */
+	pthread_cond_t progress_cond;
+	bool progress_stop, progress_shown;
+	pthread_t progress;
+	bool progress_started;
+
 	pthread_mutex_t reap_lock;
 	pthread_cond_t reap_cond;
 	bool reap_stop;
 	pthread_t reaper;
 	bool reaper_started;
 };
+
+/*
+ * The load bar (progress.c): one line on stderr, redrawn with \r while a
+ * model loads, erased when none does; only with fs.opt.progress.
+ */
+int fs_progress_start(struct fs *fs);
+void fs_progress_stop(struct fs *fs);
+/* A line on stderr that does not mangle the bar (foreground only). */
+void fs_progress_print(struct fs *fs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* Answer every parked read with EOF (unmount). */
 void fs_waiters_flush(struct fs *fs);

@@ -57,6 +57,8 @@ static void mount_usage(FILE *f)
 		"  --ctx N           context length of each sequence\n"
 		"  --idle-timeout S  seconds before an unused sessions/N goes "
 		"(600)\n"
+		"  --numa POLICY     weights: interleave, node:N, replicate "
+		"or default\n"
 		"See llmfs(1) and Documentation/ABI.md.\n");
 }
 
@@ -159,17 +161,19 @@ static int mount_uint(const char *s, unsigned long max, unsigned long *out)
 
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
-	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE };
+	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA };
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "ctx", required_argument, NULL, OPT_CTX },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
+		{ "numa", required_argument, NULL, OPT_NUMA },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long u;
 	struct stat st;
+	struct err err = {0};
 	char *eq;
 	int c, rc = 0;
 
@@ -208,6 +212,13 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 			else
 				a->opt.idle_timeout = u ? u : 1;
 			break;
+		case OPT_NUMA:
+			if (io_numa_policy_parse(optarg, &a->opt.numa,
+					&a->opt.numa_node, &err)) {
+				fprintf(stderr, "llmfs: --numa: %s\n", err.msg);
+				return -EINVAL;
+			}
+			break;
 		case 'h':
 			mount_usage(stdout);
 			exit(0);
@@ -218,6 +229,9 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		if (rc)
 			return rc;
 	}
+	/* -d writes every request on stderr: no bar between them. */
+	a->opt.progress = a->opt.foreground && !a->opt.debug &&
+		isatty(STDERR_FILENO);
 	if (optind >= argc || (optind == argc - 1 && !a->n_src)) {
 		mount_usage(stderr);
 		return -EINVAL;
@@ -433,6 +447,8 @@ static void mount_fs_init(struct fs *fs, const struct fs_options *opt)
 	pthread_mutex_init(&fs->handles_lock, NULL);
 	pthread_mutex_init(&fs->reap_lock, NULL);
 	pthread_cond_init(&fs->reap_cond, NULL);
+	pthread_mutex_init(&fs->progress_lock, NULL);
+	pthread_cond_init(&fs->progress_cond, NULL);
 	fs->sig_pipe[0] = fs->sig_pipe[1] = -1;
 }
 
@@ -448,6 +464,7 @@ static void mount_fs_stop(struct fs *fs)
 	}
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_stop(fs->models[i]);
+	fs_progress_stop(fs);  /* erases the bar of loads cut short */
 	fs_waker_stop(fs);     /* after it delivered the schedulers' ends */
 	fs_waiters_flush(fs);
 	/* Files still open when the loop ended are never released to us. */
@@ -460,6 +477,8 @@ static void mount_fs_free(struct fs *fs)
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_free(fs->models[i]);
 	free(fs->models);
+	pthread_cond_destroy(&fs->progress_cond);
+	pthread_mutex_destroy(&fs->progress_lock);
 	pthread_cond_destroy(&fs->reap_cond);
 	pthread_mutex_destroy(&fs->reap_lock);
 	pthread_mutex_destroy(&fs->handles_lock);
@@ -514,6 +533,8 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 		fprintf(stderr, "llmfs: cannot start a thread\n");
 		goto out_stop;
 	}
+	if (fs_progress_start(fs))
+		fprintf(stderr, "llmfs: no load bar: cannot start a thread\n");
 	for (unsigned i = 0; i < fs->n_models; i++) {
 		if (fs_model_start(fs->models[i], &err)) {
 			fprintf(stderr, "llmfs: %s\n", err.msg);

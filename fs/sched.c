@@ -25,6 +25,18 @@ static void sched_progress(void *arg, uint64_t done, uint64_t total)
 	pthread_mutex_unlock(&fm->lock);
 }
 
+/*
+ * The loader fell back to a slower path or could not lock the weights:
+ * not an error, but what the user wants to know when a load is slow.
+ */
+static void sched_notice(void *arg, const char *msg)
+{
+	struct fs_model *fm = arg;
+
+	fs_errors_add(&fm->errors, "load: %s", msg);
+	fs_progress_print(fm->fs, "llmfs: %s: %s", fm->name, msg);
+}
+
 static void *sched_hash_main(void *arg)
 {
 	struct fs_model *fm = arg;
@@ -75,7 +87,12 @@ static void sched_load(struct fs_model *fm)
 	struct engine_model_options opt = {
 		.n_ctx = fm->fs->opt.n_ctx,
 		.threads = fm->fs->opt.threads,
-		.load = { .progress = sched_progress, .progress_arg = fm },
+		.load = {
+			.progress = sched_progress, .progress_arg = fm,
+			.notice = sched_notice, .notice_arg = fm,
+			.numa = fm->fs->opt.numa,
+			.numa_node = fm->fs->opt.numa_node,
+		},
 	};
 	struct engine_model *m = NULL;
 	struct err err = {0};
@@ -85,6 +102,8 @@ static void sched_load(struct fs_model *fm)
 	rc = engine_model_open(&m, fm->path, &opt, &err);
 	if (rc) {
 		fs_errors_add(&fm->errors, "load: %s", err.msg);
+		fs_progress_print(fm->fs, "llmfs: %s: load: %s", fm->name,
+			err.msg);
 		pthread_mutex_lock(&fm->lock);
 		snprintf(fm->load_error, sizeof(fm->load_error), "%s", err.msg);
 		fm->state = FS_MODEL_FAILED;
