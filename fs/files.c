@@ -385,16 +385,30 @@ int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
 
 /* ---- read, write, flush, poll, release --------------------------------- */
 
+/*
+ * The reply goes out of a copy, as stream replies do: once the kernel has
+ * the bytes, the reader may close and another FUSE thread may release h
+ * (and its text) while this thread is still inside fuse_reply_buf().
+ */
 void fs_file_reply_text(fuse_req_t req, struct fs_handle *h, size_t size,
 		off_t off)
 {
+	char *copy;
+
 	if (off < 0 || (size_t)off >= h->text.len) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
 	if (size > h->text.len - off)
 		size = h->text.len - off;
-	fuse_reply_buf(req, h->text.p + off, size);
+	copy = malloc(size);
+	if (!copy) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	memcpy(copy, h->text.p + off, size);
+	fuse_reply_buf(req, copy, size);
+	free(copy);
 }
 
 static void files_read_tensor(fuse_req_t req, struct fs_handle *h,
