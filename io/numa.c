@@ -24,6 +24,22 @@
 
 #include "weights_internal.h"
 
+/*
+ * libnuma fills its per-node CPU mask cache on first use without a lock:
+ * two models loading at once raced on it and leaked a mask (LSan saw it).
+ */
+static pthread_mutex_t numa_cpus_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int numa_cpus_of(int node, struct bitmask *cpus)
+{
+	int rc;
+
+	pthread_mutex_lock(&numa_cpus_lock);
+	rc = numa_node_to_cpus(node, cpus);
+	pthread_mutex_unlock(&numa_cpus_lock);
+	return rc;
+}
+
 static uint64_t numa_mem_available(void)
 {
 	unsigned long long kb = 0;
@@ -76,7 +92,7 @@ int io_numa_topology_read(struct io_numa_topology *topo, struct err *err)
 		if (numa_node_size64(n, &free_b) < 0)
 			free_b = 0;
 		node->free_bytes = (uint64_t)free_b;
-		if (numa_node_to_cpus(n, cpus) == 0)
+		if (numa_cpus_of(n, cpus) == 0)
 			node->n_cpus = numa_bitmask_weight(cpus);
 		topo->n_nodes++;
 	}
@@ -203,7 +219,7 @@ int io_numa_thread_pin(int node, struct err *err)
 	cpus = numa_allocate_cpumask();
 	if (!cpus)
 		return err_set(err, ENOMEM, "out of memory for a CPU mask");
-	if (numa_node_to_cpus(node, cpus) < 0) {
+	if (numa_cpus_of(node, cpus) < 0) {
 		numa_free_cpumask(cpus);
 		return err_set(err, EINVAL, "no NUMA node %d", node);
 	}
