@@ -147,6 +147,9 @@ if script -qec true /dev/null </dev/null >/dev/null 2>&1; then
 		bash -c "! grep -av \$'\\e\\\\[K\$' '$WORK/frames' | grep -aq ."
 	check "tty: nothing but the bar before the first frame" \
 		[ "$(head -c 1 "$WORK/tty" | od -An -c | tr -d ' ')" = '\r' ]
+	# what the terminal showed, should any of these fail
+	grep -qav $'\e\\[K$' "$WORK/frames" &&
+		tr '\r' '\n' < "$WORK/tty" | tail -n 40 | sed 's/^/# tty: /'
 else
 	echo "# script(1) cannot give a pty here: the load bar was not checked"
 fi
