@@ -21,19 +21,31 @@ static inline int quant_clampi(int v, int lo, int hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* make_qx_quants with rmse_type 1 and no importance weights (Q6_K). */
-static float quant_make_qx(int n, int nmax, const float *x, int8_t *L)
+/*
+ * The element of largest magnitude, with its sign (the first of equals);
+ * its magnitude goes to *amax.
+ */
+static float quant_signed_absmax(int n, const float *x, float *amax)
 {
-	float max = 0, amax = 0;
+	float max = 0;
 
+	*amax = 0;
 	for (int i = 0; i < n; i++) {
 		float ax = fabsf(x[i]);
 
-		if (ax > amax) {
-			amax = ax;
+		if (ax > *amax) {
+			*amax = ax;
 			max = x[i];
 		}
 	}
+	return max;
+}
+
+/* make_qx_quants with rmse_type 1 and no importance weights (Q6_K). */
+static float quant_make_qx(int n, int nmax, const float *x, int8_t *L)
+{
+	float amax, max = quant_signed_absmax(n, x, &amax);
+
 	if (amax < GROUP_MAX_EPS) {
 		memset(L, 0, (size_t)n);
 		return 0.f;
@@ -83,16 +95,8 @@ static float quant_make_qx(int n, int nmax, const float *x, int8_t *L)
 /* make_q3_quants with do_rmse (Q3_K): a few passes of coordinate descent. */
 static float quant_make_q3(int n, int nmax, const float *x, int8_t *L)
 {
-	float max = 0, amax = 0;
+	float amax, max = quant_signed_absmax(n, x, &amax);
 
-	for (int i = 0; i < n; i++) {
-		float ax = fabsf(x[i]);
-
-		if (ax > amax) {
-			amax = ax;
-			max = x[i];
-		}
-	}
 	if (amax < GROUP_MAX_EPS) {
 		memset(L, 0, (size_t)n);
 		return 0.f;
