@@ -80,6 +80,8 @@ TEST_FS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/fs/test_*.c))
 TEST_COMMON_SRC := $(wildcard tests/common/*.c)
 TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/%.o)
 TESTS := $(TEST_IO) $(TEST_ENGINE)
+# Small C clients that the shell tests drive (not tests of their own).
+TEST_CLIENTS := $(BUILD)/tests/fs/read_interrupted
 ifeq ($(have_fuse),1)
 TESTS += $(TEST_FS)
 endif
@@ -138,6 +140,9 @@ $(TEST_FS): $(BUILD)/tests/fs/%: $(BUILD)/tests/fs/%.o $(TEST_COMMON_OBJ) \
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(TEST_COMMON_OBJ) $(FS_LIBS) \
 		$(call pkg_libs,$(TEST_PKGS)) $(LDLIBS)
 
+$(TEST_CLIENTS): $(BUILD)/tests/%: $(BUILD)/tests/%.o
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
+
 # Install what is missing, and only that (needs root, as on CI).
 deps:
 	@missing=""; for p in $(PKGS_DEB); do \
@@ -165,7 +170,7 @@ $(REF_STAMP):
 	else echo "warning: npm not found; reference comparisons will skip"; fi
 ref: $(REF_STAMP)
 
-tests: $(TESTS) $(TOOLS)
+tests: $(TESTS) $(TEST_CLIENTS) $(TOOLS)
 
 # Every Check binary and tests/*/*.sh; tests/run prints the closing
 # "N passed, N failed, N skipped" line.

@@ -368,6 +368,8 @@ struct fs {
 	pthread_t main_thread;
 	pthread_t shutdown;
 	bool shutdown_started;
+	/* Set by the shutdown thread once a signal asked for the end. */
+	_Atomic bool signalled;
 
 	pthread_mutex_t progress_lock; /* the load bar on stderr */
 	pthread_cond_t progress_cond;

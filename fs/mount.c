@@ -388,6 +388,7 @@ static void *mount_shutdown_main(void *arg)
 		;
 	if (c != 's')
 		return NULL;    /* the loop ended by itself */
+	fs->signalled = true;
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_stop(fs->models[i]);
 	fs_waiters_flush(fs);
@@ -505,7 +506,7 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	struct fuse_loop_config *cfg;
 	struct err err = {0};
 	char q = 'q';
-	int rc = 1;
+	int rc = 1, loop;
 
 	fs->mountpoint = a->mountpoint;
 	if (fs_buf_printf(&a->fuse_opts, ",fsname=llmfs,subtype=llmfs,"
@@ -547,7 +548,11 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	if (!cfg)
 		goto out_stop;
 	fuse_loop_cfg_set_max_threads(cfg, 64);
-	rc = fuse_session_loop_mt(fs->se, cfg) ? 1 : 0;
+	loop = fuse_session_loop_mt(fs->se, cfg);
+	/* After a signal the detached mount goes away under the loop; the
+	 * kernel may then fail the next read of /dev/fuse with ECONNABORTED
+	 * instead of ENODEV. Either is the end we asked for. */
+	rc = loop == 0 || (fs->signalled && loop == -ECONNABORTED) ? 0 : 1;
 	fuse_loop_cfg_destroy(cfg);
 out_stop:
 	if (write(fs->sig_pipe[1], &q, 1) == 1 && fs->shutdown_started)
