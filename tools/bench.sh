@@ -4,12 +4,15 @@
 #   tools/bench-load.sh  cold-cache load vs the disk's O_DIRECT bandwidth,
 #                        cold time-to-first-token vs llama.cpp
 #   tools/bench-fs.sh    decode tokens/s through the mount vs llmfs-run
+#   tools/bench-cpu.sh   prefill and decode vs llama-bench on two models of
+#                        Qwen3-0.6B shape, decode vs memory bandwidth, and
+#                        1/4/16 sessions through the mount
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export BUILD=${BUILD:-build}
 export LLAMA_REF_DIR=${LLAMA_REF_DIR:-$PWD/ref}
 status=0
-for part in tools/bench-load.sh tools/bench-fs.sh; do
+for part in tools/bench-load.sh tools/bench-fs.sh tools/bench-cpu.sh; do
 	[ -x "$part" ] || continue
 	echo "== $part"
 	"$part" || status=1

@@ -14,7 +14,11 @@
  * vocabulary (<unk>, <s>, </s>, 256 byte tokens, printable ASCII). Weights
  * are N(0, 0.02)-like (Irwin-Hall) from a xoshiro256** stream seeded per
  * tensor by --seed and the tensor's name; norm weights are F32 near 1. Q8_0
- * is ggml's reference quantizer (quantize_row_q8_0_ref). Tensors are
+ * is ggml's reference quantizer (quantize_row_q8_0_ref). --type q4_k_m is
+ * a Q4_K_M-style mix: Q4_K for most matrices, Q6_K for attn_v, ffn_down
+ * and token_embd (the engine's quantize_row_*_ref, bit-exact with
+ * ggml's, as llama-quantize writes without an importance matrix); its
+ * widths must be multiples of 256. Tensors are
  * streamed to the file, so memory stays small whatever the model size.
  * --tied leaves out output.weight (llama.cpp then uses token_embd).
  */
@@ -27,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../engine/quant.h"
 #include "../io/io.h"
 
 struct opts {
@@ -36,6 +41,7 @@ struct opts {
 	uint64_t seed;
 	uint32_t type;
 	bool tied;
+	bool q4_k_m;   /* --type q4_k_m: type is Q4_K, some tensors Q6_K */
 };
 
 enum arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
@@ -204,14 +210,16 @@ static void plan_model(struct plan *p, const struct opts *o, enum arch a,
 	int64_t e = o->embd, q = o->heads * o->head_dim;
 	int64_t kv = o->kv_heads * o->head_dim, f = o->ff, x = o->experts;
 	uint32_t w = o->type, f32 = IO_TYPE_F32;
+	/* the tensors a Q4_K_M mix keeps at six bits */
+	uint32_t w6 = o->q4_k_m ? IO_TYPE_Q6_K : w;
 	int i;
 
-	plan_add(p, w, false, 2, e, n_vocab, 1, "token_embd.weight", 0);
+	plan_add(p, w6, false, 2, e, n_vocab, 1, "token_embd.weight", 0);
 	for (i = 0; i < o->layers; i++) {
 		plan_add(p, f32, true, 1, e, 1, 1, "blk.%d.attn_norm.weight", i);
 		plan_add(p, w, false, 2, e, q, 1, "blk.%d.attn_q.weight", i);
 		plan_add(p, w, false, 2, e, kv, 1, "blk.%d.attn_k.weight", i);
-		plan_add(p, w, false, 2, e, kv, 1, "blk.%d.attn_v.weight", i);
+		plan_add(p, w6, false, 2, e, kv, 1, "blk.%d.attn_v.weight", i);
 		if (a == ARCH_QWEN2) {
 			plan_add(p, f32, false, 1, q, 1, 1, "blk.%d.attn_q.bias", i);
 			plan_add(p, f32, false, 1, kv, 1, 1, "blk.%d.attn_k.bias", i);
@@ -232,17 +240,18 @@ static void plan_model(struct plan *p, const struct opts *o, enum arch a,
 				 "blk.%d.ffn_gate_exps.weight", i);
 			plan_add(p, w, false, 3, e, f, x,
 				 "blk.%d.ffn_up_exps.weight", i);
-			plan_add(p, w, false, 3, f, e, x,
+			plan_add(p, w6, false, 3, f, e, x,
 				 "blk.%d.ffn_down_exps.weight", i);
 		} else {
 			plan_add(p, w, false, 2, e, f, 1, "blk.%d.ffn_gate.weight", i);
 			plan_add(p, w, false, 2, e, f, 1, "blk.%d.ffn_up.weight", i);
-			plan_add(p, w, false, 2, f, e, 1, "blk.%d.ffn_down.weight", i);
+			plan_add(p, w6, false, 2, f, e, 1,
+				 "blk.%d.ffn_down.weight", i);
 		}
 	}
 	plan_add(p, f32, true, 1, e, 1, 1, "output_norm.weight", 0);
 	if (!o->tied)
-		plan_add(p, w, false, 2, e, n_vocab, 1, "output.weight", 0);
+		plan_add(p, w6, false, 2, e, n_vocab, 1, "output.weight", 0);
 }
 
 /* Generate and stream one tensor, a few rows at a time. */
@@ -272,9 +281,14 @@ static int tensor_write(struct io_gguf_writer *w, const struct tensor *t,
 				memcpy(out + 2 * i, &h, 2);
 			}
 			bytes = (uint64_t)n * 2;
-		} else {
+		} else if (t->type == IO_TYPE_Q8_0) {
 			quantize_q8_0(x, out, n);
 			bytes = (uint64_t)n / 32 * 34;
+		} else {
+			/* K-quants: the engine's copy of ggml's quantizers */
+			quant_from_float_ref(t->type, x, out, n);
+			bytes = (uint64_t)n / 256 *
+				io_type_info(t->type)->block_bytes;
 		}
 		ret = io_gguf_writer_write(w, out, (size_t)bytes, err);
 		if (ret)
@@ -399,7 +413,9 @@ static int hparams_add(struct io_gguf_writer *w, const struct opts *o,
 	if (!ret)
 		ret = io_gguf_writer_add_u32(w, "general.file_type",
 			o->type == IO_TYPE_F32 ? 0 :
-			o->type == IO_TYPE_F16 ? 1 : 7, err);
+			o->type == IO_TYPE_F16 ? 1 :
+			/* LLAMA_FTYPE_MOSTLY_Q4_K_M */
+			o->q4_k_m ? 15 : 7, err);
 	for (i = 0; !ret && i < sizeof(u32s) / sizeof(u32s[0]); i++) {
 		snprintf(key, sizeof(key), "%s.%s", o->arch, u32s[i].key);
 		ret = io_gguf_writer_add_u32(w, key, (uint32_t)v[u32s[i].field],
@@ -434,7 +450,7 @@ static void usage(void)
 	fprintf(stderr,
 "usage: llmfs-write-model -o OUT.gguf --arch llama|qwen2|qwen3|qwen3moe\n"
 "         --embd N --layers N --heads N --kv-heads N --head-dim N --ff N\n"
-"         [--experts N --experts-used K] --type f32|f16|q8_0\n"
+"         [--experts N --experts-used K] --type f32|f16|q8_0|q4_k_m\n"
 "         [--vocab-from FILE.gguf] [--seed S] [--ctx N] [--tied]\n");
 	exit(2);
 }
@@ -512,8 +528,11 @@ static enum arch opts_parse(struct opts *o, int argc, char **argv)
 		o->type = IO_TYPE_F16;
 	else if (!strcmp(type, "q8_0"))
 		o->type = IO_TYPE_Q8_0;
-	else
-		die("--type must be f32, f16 or q8_0");
+	else if (!strcmp(type, "q4_k_m")) {
+		o->type = IO_TYPE_Q4_K;
+		o->q4_k_m = true;
+	} else
+		die("--type must be f32, f16, q8_0 or q4_k_m");
 	if (!o->embd || !o->layers || !o->heads || !o->kv_heads ||
 	    !o->head_dim || !o->ff || !o->ctx)
 		die("--embd, --layers, --heads, --kv-heads, --head-dim, --ff "
@@ -531,6 +550,10 @@ static enum arch opts_parse(struct opts *o, int argc, char **argv)
 					(o->heads * o->head_dim) % 32))
 		die("q8_0 needs --embd, --ff and --heads x --head-dim to be "
 		    "multiples of 32");
+	if (o->q4_k_m && (o->embd % 256 || o->ff % 256 ||
+			  (o->heads * o->head_dim) % 256))
+		die("q4_k_m needs --embd, --ff and --heads x --head-dim to be "
+		    "multiples of 256");
 	return a;
 }
 

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * llmfs-bench: the engine's speed measured the way llama.cpp's llama-bench
+ * measures it, so that tools/bench-cpu.sh can put the two side by side.
+ *
+ *   $ build/bin/llmfs-bench -m model.gguf -p 512 -n 128 -d 1024 -t 2 -r 3
+ *   pp512 d0 t/s 171.20 (3 reps, 2 threads)
+ *
+ * As llama-bench does (tools/llama-bench/llama-bench.cpp, test_prompt and
+ * test_gen): each repetition starts from an empty sequence, fills the
+ * depth (-d, untimed) with a prompt, then times either a prompt of -p
+ * random tokens in batches of 512 (BOS first where the vocabulary adds
+ * one) or -n random tokens decoded one at a time; logits of the last
+ * token of each batch, as llama_batch_get_one asks. One untimed warm-up
+ * run first. Prints the mean tokens/s over the repetitions, as
+ * llama-bench's avg_ts (and their standard deviation).
+ *
+ * --membw N: instead, the machine's memory read bandwidth: N MiB read by
+ * each of -t threads, summed with 32-byte loads, best of -r passes (the
+ * roofline tools/bench-cpu.sh compares decode with).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../engine/engine.h"
+
+#define BENCH_BATCH 512   /* llama-bench's default n_batch / n_ubatch */
+
+struct bench_args {
+	const char *model;
+	long n_prompt, n_gen, depth, reps, threads, membw_mib;
+};
+
+static void bench_usage(FILE *f)
+{
+	fputs("usage: llmfs-bench -m MODEL.gguf (-p N | -n N) [options]\n"
+	      "       llmfs-bench --membw MIB [-t N] [-r N]\n"
+	      "  -m, --model FILE   GGUF model\n"
+	      "  -p, --n-prompt N   time a prompt of N tokens (pp)\n"
+	      "  -n, --n-gen N      time N decoded tokens (tg)\n"
+	      "  -d, --depth N      tokens in the context before (untimed)\n"
+	      "  -r, --reps N       repetitions (5)\n"
+	      "  -t, --threads N    threads (0: the engine's default)\n"
+	      "      --membw MIB    memory read bandwidth, MIB per thread\n",
+	      f);
+}
+
+static long bench_long(const char *opt, const char *s, long min, long max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max) {
+		fprintf(stderr, "llmfs-bench: bad value for %s: '%s'\n", opt, s);
+		bench_usage(stderr);
+		exit(2);
+	}
+	return v;
+}
+
+static void bench_parse(int argc, char **argv, struct bench_args *a)
+{
+	static const struct option opts[] = {
+		{ "model", required_argument, NULL, 'm' },
+		{ "n-prompt", required_argument, NULL, 'p' },
+		{ "n-gen", required_argument, NULL, 'n' },
+		{ "depth", required_argument, NULL, 'd' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "membw", required_argument, NULL, 'M' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	a->reps = 5;
+	while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': a->model = optarg; break;
+		case 'p': a->n_prompt = bench_long("-p", optarg, 1, 1 << 20); break;
+		case 'n': a->n_gen = bench_long("-n", optarg, 1, 1 << 20); break;
+		case 'd': a->depth = bench_long("-d", optarg, 0, 1 << 20); break;
+		case 'r': a->reps = bench_long("-r", optarg, 1, 1000); break;
+		case 't': a->threads = bench_long("-t", optarg, 0, 4096); break;
+		case 'M': a->membw_mib = bench_long("--membw", optarg, 1, 1 << 16);
+			break;
+		case 'h': bench_usage(stdout); exit(0);
+		default: bench_usage(stderr); exit(2);
+		}
+	}
+	if (optind < argc || (!a->membw_mib &&
+	    (!a->model || !a->n_prompt == !a->n_gen))) {
+		fputs("llmfs-bench: need -m and one of -p or -n, or --membw\n",
+				stderr);
+		bench_usage(stderr);
+		exit(2);
+	}
+}
+
+static double bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- memory bandwidth -------------------------------------------------- */
+
+struct membw_job {
+	const uint64_t *buf;
+	size_t n;            /* uint64_t words */
+	uint64_t sum;
+	pthread_barrier_t *bar;
+	double t0, t1;
+};
+
+/* Read the buffer once: four independent sums, so loads, not adds, bind. */
+static void *membw_read(void *arg)
+{
+	struct membw_job *j = arg;
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+	size_t i;
+
+	pthread_barrier_wait(j->bar);
+	j->t0 = bench_now();
+	for (i = 0; i + 4 <= j->n; i += 4) {
+		s0 += j->buf[i];
+		s1 += j->buf[i + 1];
+		s2 += j->buf[i + 2];
+		s3 += j->buf[i + 3];
+	}
+	j->t1 = bench_now();
+	j->sum = s0 ^ s1 ^ s2 ^ s3;
+	return NULL;
+}
+
+static int bench_membw(const struct bench_args *a)
+{
+	const long nt = a->threads > 0 ? a->threads : 1;
+	const size_t words = ((size_t)a->membw_mib << 20) / 8;
+	struct membw_job *jobs = calloc((size_t)nt, sizeof(*jobs));
+	pthread_t *th = calloc((size_t)nt, sizeof(*th));
+	uint64_t *buf = malloc(words * 8 * (size_t)nt);
+	pthread_barrier_t bar;
+	double best = 0.0;
+	long r, t;
+
+	if (!jobs || !th || !buf) {
+		fputs("llmfs-bench: out of memory\n", stderr);
+		return 1;
+	}
+	for (size_t i = 0; i < words * (size_t)nt; i++)
+		buf[i] = i;
+	pthread_barrier_init(&bar, NULL, (unsigned)nt);
+	for (r = 0; r < a->reps + 1; r++) {
+		double t0 = 1e300, t1 = 0.0, gbs;
+
+		for (t = 0; t < nt; t++) {
+			jobs[t] = (struct membw_job){ buf + words * t, words,
+				0, &bar, 0, 0 };
+			pthread_create(&th[t], NULL, membw_read, &jobs[t]);
+		}
+		for (t = 0; t < nt; t++) {
+			pthread_join(th[t], NULL);
+			t0 = fmin(t0, jobs[t].t0);
+			t1 = fmax(t1, jobs[t].t1);
+		}
+		gbs = words * 8.0 * nt / (t1 - t0) / 1e9;
+		/* the first pass is a warm-up (page faults, frequency) */
+		if (r > 0 && gbs > best)
+			best = gbs;
+	}
+	printf("membw GB/s %.2f (%ld threads, %ld MiB each, best of %ld)\n",
+			best, nt, a->membw_mib, a->reps);
+	pthread_barrier_destroy(&bar);
+	free(buf);
+	free(th);
+	free(jobs);
+	return 0;
+}
+
+/* ---- the model --------------------------------------------------------- */
+
+struct bench {
+	struct engine_model *m;
+	struct engine_seq *seq;
+	const struct engine_model_info *info;
+	int32_t *tokens;
+	float *logits;
+	uint64_t rng;
+};
+
+static int32_t bench_token(struct bench *b)
+{
+	/* xorshift64*: any token id will do, as llama-bench's rand() */
+	b->rng ^= b->rng >> 12;
+	b->rng ^= b->rng << 25;
+	b->rng ^= b->rng >> 27;
+	return (int32_t)((b->rng * 2685821657736338717ull >> 33) %
+			b->info->n_vocab);
+}
+
+/* n tokens in batches of BENCH_BATCH, as test_prompt. */
+static int bench_prompt(struct bench *b, long n, struct err *err)
+{
+	long done = 0;
+
+	while (done < n) {
+		long k = n - done < BENCH_BATCH ? n - done : BENCH_BATCH, i;
+		struct engine_batch_item it = { b->seq, b->tokens, (size_t)k,
+			b->logits };
+		int ret;
+
+		for (i = 0; i < k; i++)
+			b->tokens[i] = bench_token(b);
+		if (done == 0 && b->info->add_bos && b->info->bos >= 0)
+			b->tokens[0] = b->info->bos;
+		if ((ret = engine_forward(b->m, &it, 1, err)))
+			return ret;
+		done += k;
+	}
+	return 0;
+}
+
+/* n tokens one at a time, as test_gen. */
+static int bench_gen(struct bench *b, long n, struct err *err)
+{
+	long i;
+
+	for (i = 0; i < n; i++) {
+		struct engine_batch_item it = { b->seq, b->tokens, 1,
+			b->logits };
+		int ret;
+
+		b->tokens[0] = bench_token(b);
+		if ((ret = engine_forward(b->m, &it, 1, err)))
+			return ret;
+	}
+	return 0;
+}
+
+/* One repetition: empty the sequence, fill the depth, time the test. */
+static int bench_once(struct bench *b, const struct bench_args *a,
+		double *secs, struct err *err)
+{
+	double t0;
+	int ret;
+
+	engine_seq_truncate(b->seq, 0);
+	if (a->depth && (ret = bench_prompt(b, a->depth, err)))
+		return ret;
+	t0 = bench_now();
+	ret = a->n_prompt ? bench_prompt(b, a->n_prompt, err) :
+		bench_gen(b, a->n_gen, err);
+	*secs = bench_now() - t0;
+	return ret;
+}
+
+static int bench_model(const struct bench_args *a)
+{
+	struct engine_model_options mopt = { 0 };
+	struct bench b = { .rng = 0x9e3779b97f4a7c15ull };
+	struct err err = { 0 };
+	long n = a->n_prompt ? a->n_prompt : a->n_gen, r;
+	double sum = 0.0, sq = 0.0, mean, sd, secs;
+	int ret;
+
+	mopt.threads = (uint32_t)a->threads;
+	mopt.n_ctx = (uint32_t)(a->depth + n);
+	ret = engine_model_open(&b.m, a->model, &mopt, &err);
+	if (!ret)
+		ret = engine_seq_new(b.m, &b.seq, &err);
+	if (ret)
+		goto out;
+	b.info = engine_model_info(b.m);
+	b.tokens = malloc(BENCH_BATCH * sizeof(*b.tokens));
+	b.logits = malloc((size_t)b.info->n_vocab * sizeof(*b.logits));
+	if (!b.tokens || !b.logits) {
+		ret = err_set(&err, ENOMEM, "out of memory");
+		goto out;
+	}
+	/* the warm-up: pages in, caches and the pool awake */
+	if ((ret = bench_once(&b, a, &secs, &err)))
+		goto out;
+	for (r = 0; r < a->reps; r++) {
+		if ((ret = bench_once(&b, a, &secs, &err)))
+			goto out;
+		sum += n / secs;
+		sq += (n / secs) * (n / secs);
+	}
+	mean = sum / a->reps;
+	sd = a->reps > 1 ? sqrt(fmax(0.0, (sq - sum * mean) / (a->reps - 1))) :
+		0.0;
+	printf("%s%ld d%ld t/s %.2f sd %.2f (%ld reps, %s, tensor_bytes %"
+	       PRIu64 ", kv_bytes_per_token %" PRIu64 ")\n",
+	       a->n_prompt ? "pp" : "tg", n, a->depth, mean, sd, a->reps,
+	       b.info->name, b.info->tensor_bytes,
+	       b.info->kv_bytes_per_token);
+out:
+	if (ret)
+		fprintf(stderr, "llmfs-bench: %s\n", err.msg);
+	free(b.tokens);
+	free(b.logits);
+	engine_seq_free(b.seq);
+	engine_model_free(b.m);
+	return ret ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_args a;
+
+	bench_parse(argc, argv, &a);
+	return a.membw_mib ? bench_membw(&a) : bench_model(&a);
+}
