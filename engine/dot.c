@@ -418,6 +418,34 @@ float dot_row_scalar(uint32_t type, int64_t n, const void *w, const void *a,
 	return dot_row_impl(type, n, w, a, repacked, false);
 }
 
+typedef void (*dot_tile_fn)(int64_t n, const void *w, const void *const *a,
+		int nt, float *out);
+
+/* The tile kernels by type: [type][repacked]; NULL where there is none. */
+static const dot_tile_fn dot_tiles[IO_TYPE_COUNT][2] = {
+	[IO_TYPE_Q8_0] = { cpu_q8_0_tile_avx512, NULL },
+	[IO_TYPE_Q6_K] = { cpu_q6_K_tile_avx512, NULL },
+	[IO_TYPE_Q4_K] = { NULL, cpu_q4_K_repacked_tile_avx512 },
+};
+
+_Static_assert(DOT_TILE_TOKENS == CPU_TILE_TOKENS, "one tile width");
+
+bool dot_tile(uint32_t type, int64_t n, const void *w, const void *const *a,
+		int nt, float *out, bool repacked)
+{
+	dot_tile_fn fn;
+
+	pthread_once(&dot_half_once, dot_half_init);
+	if (!dot_simd || type >= IO_TYPE_COUNT || nt < 1 ||
+	    nt > DOT_TILE_TOKENS)
+		return false;
+	fn = dot_tiles[type][repacked];
+	if (!fn)
+		return false;
+	fn(n, w, a, nt, out);
+	return true;
+}
+
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)
 {
 	pthread_once(&dot_half_once, dot_half_init);

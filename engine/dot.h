@@ -24,6 +24,16 @@
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 		bool repacked);
 
+/*
+ * out[t] = dot_row(type, n, w, a[t], repacked) for t < nt (at most
+ * DOT_TILE_TOKENS), bit for bit, with w's blocks read and unpacked once
+ * for all nt tokens. Returns false, computing nothing, where the type has
+ * no such kernel on this CPU (the caller then calls dot_row per token).
+ */
+#define DOT_TILE_TOKENS 8
+bool dot_tile(uint32_t type, int64_t n, const void *w, const void *const *a,
+		int nt, float *out, bool repacked);
+
 /* ggml_vec_dot_f16 on two F16 vectors (flash attention's K . Q). */
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y);
 

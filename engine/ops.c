@@ -101,9 +101,6 @@ void ops_matvec_act(struct engine_pool *pool, float *y,
 		ops_matvec_rows(y, w, e, act, 0, w->info->ne[1]);
 }
 
-/* weight bytes a block of rows spans while every token passes over it */
-#define OPS_MATMUL_BLOCK (32 << 10)
-
 struct ops_matmul_job {
 	float *const *ys;
 	const struct engine_tensor *w;
@@ -112,23 +109,47 @@ struct ops_matmul_job {
 	const void *const *acts;
 };
 
+/* weight bytes a block of rows spans while every token passes over it */
+#define OPS_MATMUL_BLOCK (32 << 10)
+
 /*
- * Rows [r0, r1) for every token, a block of rows at a time: the block
- * stays in cache while the tokens take their turns on it.
+ * Rows [r0, r1) for every token. Where the type has a tile kernel, a row
+ * at a time against DOT_TILE_TOKENS tokens at a time: the row is read
+ * from memory once and decoded once per tile, the activations stay in
+ * L2. Otherwise a block of rows at a time, each token's dots in turn, the
+ * block staying in cache while the tokens take their turns on it.
  */
 static void ops_matmul_rows(const struct ops_matmul_job *j, int64_t r0,
 		int64_t r1)
 {
-	int64_t step = OPS_MATMUL_BLOCK / (int64_t)j->w->row_bytes, r, re;
-	uint32_t t;
+	const struct engine_tensor *w = j->w;
+	const uint8_t *base = engine_tensor_data(w) +
+		(uint64_t)j->e * w->info->ne[1] * w->row_bytes;
+	int64_t step = OPS_MATMUL_BLOCK / (int64_t)w->row_bytes, r, re;
+	float out[DOT_TILE_TOKENS];
+	uint32_t t, k, nt;
 
+	for (r = r0; r < r1 && j->n_tok > 1; r++) {
+		for (t = 0; t < j->n_tok; t += nt) {
+			nt = j->n_tok - t < DOT_TILE_TOKENS ? j->n_tok - t :
+				DOT_TILE_TOKENS;
+			if (!dot_tile(w->info->type, w->info->ne[0],
+					base + r * w->row_bytes, j->acts + t,
+					(int)nt, out, w->repacked))
+				goto untiled;
+			for (k = 0; k < nt; k++)
+				j->ys[t + k][r] = out[k];
+		}
+	}
+	if (r == r1)
+		return;
+untiled:
 	if (step < 1)
 		step = 1;
-	for (r = r0; r < r1; r = re) {
+	for (; r < r1; r = re) {
 		re = r + step < r1 ? r + step : r1;
 		for (t = 0; t < j->n_tok; t++)
-			ops_matvec_rows(j->ys[t], j->w, j->e, j->acts[t], r,
-					re);
+			ops_matvec_rows(j->ys[t], w, j->e, j->acts[t], r, re);
 	}
 }
 

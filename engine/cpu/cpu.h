@@ -57,4 +57,18 @@ float cpu_q4_0_repacked_avx512(int64_t n, const void *w, const void *a);
 float cpu_q4_K_repacked_avx512(int64_t n, const void *w, const void *a);
 float cpu_q2_K_repacked_avx512(int64_t n, const void *w, const void *a);
 
+/*
+ * The batched matmul's kernels (engine/cpu/tile_avx512.c): one weight row
+ * of n elements against nt (1..CPU_TILE_TOKENS) activation rows a[t],
+ * out[t] the float the one-token kernel above gives for (w, a[t]), bit
+ * for bit, with each weight block loaded and unpacked once for all.
+ */
+#define CPU_TILE_TOKENS 8
+void cpu_q8_0_tile_avx512(int64_t n, const void *w, const void *const *a,
+		int nt, float *out);
+void cpu_q6_K_tile_avx512(int64_t n, const void *w, const void *const *a,
+		int nt, float *out);
+void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
+		const void *const *a, int nt, float *out);
+
 #endif

@@ -298,6 +298,80 @@ static const char *const simd_models[] = {
 	"llama-2-tiny-random.gguf",
 };
 
+/* The tile kernels: the types with one, and whether repacked. */
+static const struct simd_kernel simd_tiles[] = {
+	{ IO_TYPE_Q8_0, false, NULL, "q8_0 tile" },
+	{ IO_TYPE_Q6_K, false, NULL, "q6_K tile" },
+	{ IO_TYPE_Q4_K, true, NULL, "q4_K repacked tile" },
+};
+
+/*
+ * dot_tile against dot_row_scalar for 1..DOT_TILE_TOKENS tokens: every
+ * token's float bit for bit, for valid rows and for raw bytes (-128 in
+ * the activations), lengths of 1..24 blocks and a few long ones.
+ */
+START_TEST(test_simd_tile)
+{
+	const struct simd_kernel *k = &simd_tiles[_i];
+	uint32_t at = quant_vec_dot_type(k->type);
+	const int64_t most = 256 * 64;
+	uint64_t ab = simd_row_bytes(at, most);
+	float *x = malloc(sizeof(float) * most);
+	uint8_t *w = malloc(simd_row_bytes(k->type, most));
+	uint8_t *a = malloc(ab * DOT_TILE_TOKENS);
+	uint8_t *raw_w = malloc(simd_row_bytes(k->type, most));
+	const void *acts[DOT_TILE_TOKENS];
+	float out[DOT_TILE_TOKENS];
+
+	ck_assert(x && w && a && raw_w);
+	for (int i = 0; i < 30; i++) {
+		int64_t n = simd_length(k->type, i < 24 ? i : 40 + i - 24);
+
+		if (n > most)
+			continue;
+		for (int raw = 0; raw < 2; raw++) {
+			for (int t = 0; t < DOT_TILE_TOKENS; t++) {
+				acts[t] = a + ab * t;
+				if (raw) {
+					simd_fill_raw(k->type, raw_w, a + ab * t,
+							n);
+					if (t == 0)
+						memcpy(w, raw_w,
+						simd_row_bytes(k->type, n));
+					continue;
+				}
+				for (int64_t j = 0; j < n; j++)
+					x[j] = simd_randf();
+				if (t == 0)
+					quant_from_float_ref(k->type, x, w, n);
+				for (int64_t j = 0; j < n; j++)
+					x[j] = simd_randf();
+				quant_from_float(at, x, a + ab * t, n);
+			}
+			for (int nt = 1; nt <= DOT_TILE_TOKENS; nt++) {
+				ck_assert_msg(dot_tile(k->type, n, w, acts, nt,
+					out, k->repacked), "%s: no kernel",
+					k->name);
+				for (int t = 0; t < nt; t++) {
+					float s = dot_row_scalar(k->type, n, w,
+						acts[t], k->repacked);
+
+					ck_assert_msg(simd_bits(out[t]) ==
+						simd_bits(s),
+						"%s%s n=%lld token %d of %d: tile %a, scalar %a",
+						k->name, raw ? " raw" : "",
+						(long long)n, t, nt, out[t], s);
+				}
+			}
+		}
+	}
+	free(x);
+	free(w);
+	free(a);
+	free(raw_w);
+}
+END_TEST
+
 #define SIMD_REAL_ROWS 24
 
 /*
@@ -385,6 +459,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_simd_random_rows, 0,
 		(int)(sizeof(simd_kernels) / sizeof(simd_kernels[0])));
 	tcase_add_test(tc, test_simd_f16_attention_dot);
+	tcase_add_loop_test(tc, test_simd_tile, 0,
+		(int)(sizeof(simd_tiles) / sizeof(simd_tiles[0])));
 	tcase_add_loop_test(tc, test_simd_real_tensors, 0,
 		(int)(sizeof(simd_models) / sizeof(simd_models[0])));
 	suite_add_tcase(su, tc);

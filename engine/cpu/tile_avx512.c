@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One weight row against up to CPU_TILE_TOKENS activation rows at once
+ * (see cpu.h): the batched matmul's kernels. Each weight block is loaded
+ * and unpacked once, then used against two tokens per 512-bit register
+ * (the low 256 bits one token, the high the other), so a batch of tokens
+ * reads and decodes the weights once.
+ *
+ * Every (row, token) result is the float the one-token kernel of
+ * dot_avx512.c gives, bit for bit: the integer lanes hold the same
+ * integers (integer sums are exact, so only which elements share a lane
+ * is kept), and the float steps are the same operations on the same
+ * values in the same order, lane for lane. Only the weight side's
+ * signedness trick moves: for Q8_0 the activations are the unsigned
+ * operand of vpdpbusd, (a + 128) . w - 128 * (w's four), so the
+ * correction is per weight block, shared by all tokens.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "../dot.h"
+#include "../quant_internal.h"
+
+#if !defined(__x86_64__)
+void cpu_q8_0_tile_avx512(int64_t n, const void *w, const void *const *a,
+		int nt, float *out) { }
+void cpu_q6_K_tile_avx512(int64_t n, const void *w, const void *const *a,
+		int nt, float *out) { }
+void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
+		const void *const *a, int nt, float *out) { }
+#else
+#include <immintrin.h>
+
+#define CPU_TARGET __attribute__((target( \
+	"avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+#define PAIRS (CPU_TILE_TOKENS / 2)
+
+/* hsum_float_8, as dot_avx512.c's cpu_hsum8. */
+static float tile_hsum8(const float v[8])
+{
+	float r0 = v[4] + v[0], r1 = v[5] + v[1];
+	float r2 = v[6] + v[2], r3 = v[7] + v[3];
+
+	return (r0 + r2) + (r1 + r3);
+}
+
+/* Two 32-byte halves as one 64-byte vector. */
+CPU_TARGET static __m512i tile_join(const void *lo, const void *hi)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(
+			_mm256_loadu_si256((const __m256i *)lo)),
+			_mm256_loadu_si256((const __m256i *)hi), 1);
+}
+
+/* Eight lanes of a, eight of b. */
+CPU_TARGET static __m512 tile_halves(float a, float b)
+{
+	return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(
+			_mm256_castps_pd(_mm256_set1_ps(a))),
+			_mm256_castps_pd(_mm256_set1_ps(b)), 1));
+}
+
+/* The second token of pair p; an odd last token is paired with itself. */
+static int tile_second(int nt, int p)
+{
+	return 2 * p + 1 < nt ? 2 * p + 1 : 2 * p;
+}
+
+/* Each token's eight float lanes folded as hsum_float_8 into out. */
+CPU_TARGET static void tile_store(const __m512 *acc, int nt, float *out)
+{
+	float t[16];
+	int p;
+
+	for (p = 0; 2 * p < nt; p++) {
+		_mm512_storeu_ps(t, acc[p]);
+		out[2 * p] = tile_hsum8(t);
+		if (2 * p + 1 < nt)
+			out[2 * p + 1] = tile_hsum8(t + 8);
+	}
+}
+
+/*
+ * cpu_q8_0_avx512 for up to eight tokens: per block and token,
+ * acc = fma(dw * da, lanes, acc) with the same eight int32 lanes.
+ */
+CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *vw,
+		const void *const *va, int nt, float *out)
+{
+	const struct block_q8_0 *w = vw;
+	const __m512i bias = _mm512_set1_epi8((char)0x80);
+	const struct block_q8_0 *a0[PAIRS], *a1[PAIRS];
+	__m512 acc[PAIRS];
+	int64_t i, nb = n / QK8_0;
+	int p, np = (nt + 1) / 2;
+
+	for (p = 0; p < np; p++) {
+		a0[p] = va[2 * p];
+		a1[p] = va[tile_second(nt, p)];
+		acc[p] = _mm512_setzero_ps();
+	}
+	for (i = 0; i < nb; i++) {
+		const __m512i wq = _mm512_broadcast_i64x4(
+			_mm256_loadu_si256((const __m256i *)w[i].qs));
+		/* 128 * (w's four) per lane: the unsigned operand's offset */
+		const __m512i corr = _mm512_dpbusd_epi32(
+			_mm512_setzero_si512(), bias, wq);
+		const float dw = _cvtsh_ss(w[i].d);
+
+		for (p = 0; p < np; p++) {
+			__m512i qa = _mm512_xor_si512(
+				tile_join(a0[p][i].qs, a1[p][i].qs), bias);
+			__m512i lanes = _mm512_sub_epi32(_mm512_dpbusd_epi32(
+				_mm512_setzero_si512(), qa, wq), corr);
+			__m512 d = tile_halves(dw * _cvtsh_ss(a0[p][i].d),
+					dw * _cvtsh_ss(a1[p][i].d));
+
+			acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes),
+					acc[p]);
+		}
+	}
+	tile_store(acc, nt, out);
+}
+
+/*
+ * cpu_q6_K_avx512 for up to eight tokens. Lane l of a token's eight
+ * gathers, in each 32-element group g, the elements 4l..4l+3 times the
+ * scale of their 16 (the same integer as the one-token kernel's fold of
+ * sixteen lanes), less 32 * (b[2l] sc[2l] + b[2l+1] sc[2l+1]).
+ */
+CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *vw,
+		const void *const *va, int nt, float *out)
+{
+	const struct block_q6_K *x = vw;
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
+	const struct block_q8_K *a0[PAIRS], *a1[PAIRS];
+	__m512 acc[PAIRS];
+	__m512i idx[8];
+	int64_t i, nb = n / QK_K;
+	int p, g, np = (nt + 1) / 2;
+
+	for (p = 0; p < np; p++) {
+		a0[p] = va[2 * p];
+		a1[p] = va[tile_second(nt, p)];
+		acc[p] = _mm512_setzero_ps();
+	}
+	/* group g: lanes 0-3 take scale 2g, lanes 4-7 scale 2g + 1 */
+	for (g = 0; g < 8; g++)
+		idx[g] = _mm512_add_epi32(_mm512_set1_epi32(2 * g),
+			_mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0,
+					 1, 1, 1, 1, 0, 0, 0, 0));
+	for (i = 0; i < nb; i++) {
+		const __m512i sc = _mm512_cvtepi8_epi32(
+			_mm_loadu_si128((const __m128i *)x[i].scales));
+		/* the 16 scales as int16, both halves, for the correction */
+		const __m512i sc16 = _mm512_broadcast_i64x4(_mm256_cvtepi8_epi16(
+			_mm_loadu_si128((const __m128i *)x[i].scales)));
+		const float dw = _cvtsh_ss(x[i].d);
+		__m512i wq[8], s[8];
+		int h;
+
+		for (h = 0; h < 2; h++) {
+			const uint8_t *ql = x[i].ql + 64 * h;
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			__m256i l1 = _mm256_loadu_si256(
+					(const __m256i *)(ql + 32));
+			__m256i qh = _mm256_loadu_si256(
+					(const __m256i *)(x[i].qh + 32 * h));
+
+			/* elements 128h + 32k .. + 31, k = 0..3 */
+			wq[4 * h + 0] = _mm512_broadcast_i64x4(_mm256_or_si256(
+				_mm256_and_si256(l0, m4),
+				_mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)));
+			wq[4 * h + 1] = _mm512_broadcast_i64x4(_mm256_or_si256(
+				_mm256_and_si256(l1, m4),
+				_mm256_slli_epi16(_mm256_and_si256(
+					_mm256_srli_epi16(qh, 2), m2), 4)));
+			wq[4 * h + 2] = _mm512_broadcast_i64x4(_mm256_or_si256(
+				_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+				_mm256_slli_epi16(_mm256_and_si256(
+					_mm256_srli_epi16(qh, 4), m2), 4)));
+			wq[4 * h + 3] = _mm512_broadcast_i64x4(_mm256_or_si256(
+				_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+				_mm256_slli_epi16(_mm256_and_si256(
+					_mm256_srli_epi16(qh, 6), m2), 4)));
+		}
+		for (g = 0; g < 8; g++)
+			s[g] = _mm512_permutexvar_epi32(idx[g], sc);
+		for (p = 0; p < np; p++) {
+			const int8_t *q0 = a0[p][i].qs, *q1 = a1[p][i].qs;
+			__m512i isum = _mm512_setzero_si512(), corr;
+			__m512 d;
+
+			for (g = 0; g < 8; g++)
+				isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(
+					_mm512_dpbusd_epi32(_mm512_setzero_si512(),
+						wq[g], tile_join(q0 + 32 * g,
+							q1 + 32 * g)), s[g]));
+			/* b[2l] sc[2l] + b[2l+1] sc[2l+1], per token half */
+			corr = _mm512_madd_epi16(tile_join(a0[p][i].bsums,
+					a1[p][i].bsums), sc16);
+			isum = _mm512_sub_epi32(isum,
+					_mm512_slli_epi32(corr, 5));
+			d = tile_halves(a0[p][i].d * dw, a1[p][i].d * dw);
+			acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum),
+					acc[p]);
+		}
+	}
+	tile_store(acc, nt, out);
+}
+
+/* The 6-bit scale and min j of a q4_K block (quant_k_scale_min). */
+static inline void tile_scale_min_k4(const uint8_t *q, int j, int *sc,
+		int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+/*
+ * Four vectors of two tokens' sixteen int32 lanes each (v[p] holds
+ * tokens 2p and 2p + 1, eight lanes each) to one int32 per token,
+ * tokens 0..7 in order: three rounds of adding neighbouring lanes.
+ */
+CPU_TARGET static __m256i tile_reduce8(const __m512i *v)
+{
+	const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16,
+			14, 12, 10, 8, 6, 4, 2, 0);
+	const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+	__m512i s01 = _mm512_add_epi32(_mm512_permutex2var_epi32(v[0], ev, v[1]),
+			_mm512_permutex2var_epi32(v[0], od, v[1]));
+	__m512i s23 = _mm512_add_epi32(_mm512_permutex2var_epi32(v[2], ev, v[3]),
+			_mm512_permutex2var_epi32(v[2], od, v[3]));
+	__m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(s01, ev, s23),
+			_mm512_permutex2var_epi32(s01, od, s23));
+
+	s = _mm512_add_epi32(_mm512_permutexvar_epi32(ev, s),
+			_mm512_permutexvar_epi32(od, s));
+	return _mm512_castsi512_si256(s);
+}
+
+/*
+ * cpu_q4_K_repacked_avx512 (the gemv order: one float per row and token)
+ * for up to eight tokens: each block's integer sums of all tokens, then
+ * acc = fma(isum, dw * da, acc) and accm = fma(smin, dmin * da, accm) on
+ * eight lanes, one per token; acc - accm at the end.
+ */
+CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *vw,
+		const void *const *va, int nt, float *out)
+{
+	const struct block_q4_K *x = vw;
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	const struct block_q8_K *a[CPU_TILE_TOKENS];
+	__m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+	int64_t i, nb = n / QK_K;
+	float t[8], da[8];
+	int p, g, j, np = (nt + 1) / 2;
+
+	for (j = 0; j < CPU_TILE_TOKENS; j++)
+		a[j] = va[j < nt ? j : nt - 1];
+	for (i = 0; i < nb; i++) {
+		__m512i wq[8], s[8], isum[PAIRS], msum[PAIRS];
+		__m256i mn16;
+		int sc, mins[8];
+
+		for (j = 0; j < 8; j++) {
+			tile_scale_min_k4(x[i].scales, j, &sc, &mins[j]);
+			s[j] = _mm512_set1_epi32(sc);
+		}
+		/* mins as int16 pairs: bsums 2j and 2j + 1 both take min j */
+		mn16 = _mm256_set_epi16(
+			(short)mins[7], (short)mins[7], (short)mins[6],
+			(short)mins[6], (short)mins[5], (short)mins[5],
+			(short)mins[4], (short)mins[4], (short)mins[3],
+			(short)mins[3], (short)mins[2], (short)mins[2],
+			(short)mins[1], (short)mins[1], (short)mins[0],
+			(short)mins[0]);
+		for (g = 0; g < 4; g++) {
+			__m256i q = _mm256_loadu_si256(
+					(const __m256i *)(x[i].qs + 32 * g));
+
+			wq[2 * g] = _mm512_broadcast_i64x4(
+					_mm256_and_si256(q, m4));
+			wq[2 * g + 1] = _mm512_broadcast_i64x4(_mm256_and_si256(
+					_mm256_srli_epi16(q, 4), m4));
+		}
+		for (p = 0; p < PAIRS; p++) {
+			const int8_t *q0 = a[2 * p][i].qs, *q1 = a[2 * p + 1][i].qs;
+			__m512i sum = _mm512_setzero_si512();
+
+			if (p >= np) {
+				isum[p] = msum[p] = sum;
+				continue;
+			}
+			for (g = 0; g < 8; g++)
+				sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(
+					_mm512_dpbusd_epi32(_mm512_setzero_si512(),
+						wq[g], tile_join(q0 + 32 * g,
+							q1 + 32 * g)), s[g]));
+			isum[p] = sum;
+			msum[p] = _mm512_madd_epi16(tile_join(a[2 * p][i].bsums,
+					a[2 * p + 1][i].bsums),
+					_mm512_broadcast_i64x4(mn16));
+		}
+		for (j = 0; j < 8; j++)
+			da[j] = a[j][i].d;
+		{
+			const __m256 vda = _mm256_loadu_ps(da);
+			const __m256 d = _mm256_mul_ps(
+				_mm256_set1_ps(_cvtsh_ss(x[i].d)), vda);
+			const __m256 dm = _mm256_mul_ps(
+				_mm256_set1_ps(_cvtsh_ss(x[i].dmin)), vda);
+
+			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
+					tile_reduce8(isum)), d, acc);
+			accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
+					tile_reduce8(msum)), dm, accm);
+		}
+	}
+	_mm256_storeu_ps(t, _mm256_sub_ps(acc, accm));
+	for (j = 0; j < nt; j++)
+		out[j] = t[j];
+}
+#endif /* __x86_64__ */
