@@ -33,7 +33,7 @@ struct engine_model;
 
 struct engine_model_options {
 	uint32_t n_ctx;       /* context length; 0 = the model's, capped at 4096 */
-	uint32_t threads;     /* 0 = one per online CPU */
+	uint32_t threads;     /* 0 = one per physical core */
 	struct io_load_options load;
 };
 

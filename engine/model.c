@@ -673,11 +673,8 @@ int engine_model_open(struct engine_model **out, const char *path,
 	m->info.tokenizer_model = engine_vocab_model_name(m->vocab);
 	m->info.tokenizer_pre = engine_vocab_pre_name(m->vocab);
 	m->threads = opt->threads;
-	if (m->threads == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-		m->threads = n > 0 ? (uint32_t)n : 1;
-	}
+	if (m->threads == 0)
+		m->threads = engine_pool_default_threads();
 	ret = engine_pool_new(&m->pool, m->threads, err);
 	if (ret)
 		goto out_free;

@@ -1,27 +1,48 @@
 // SPDX-License-Identifier: MIT
 /*
- * The pool: one job at a time, published under a mutex with a generation
- * number; each worker runs its share and the last one to finish wakes the
- * caller. Jobs are short (one matmul), so there is no queue.
+ * The pool: one job at a time. A decode step of a small model is a few
+ * hundred short jobs (one per matmul), so what a job costs to hand out
+ * and to collect matters as much as the job: a mutex and a condition
+ * variable cost a futex wake-up and a context switch each way, tens of
+ * microseconds, per job. Here the caller bumps a generation counter and
+ * the workers, spinning on it, start at once; the last worker to finish
+ * brings a pending count to zero, on which the caller spins. Only a
+ * worker (or caller) that spun for POOL_SPIN_NS without news goes to
+ * sleep on a futex, and only then does the other side pay for a wake-up:
+ * an idle model costs no CPU.
+ *
+ * Workers are pinned, worker i to the i-th CPU the process may run on
+ * (the caller, whoever's thread it is, is left alone), where there are
+ * as many CPUs as threads.
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "pool.h"
 
+/* how long a thread spins for the next job (or the end of one) */
+#define POOL_SPIN_NS 200000
+
 struct engine_pool {
-	pthread_mutex_t lock;
-	pthread_cond_t start;     /* workers wait here for a new generation */
-	pthread_cond_t done;      /* the caller waits here for pending == 0 */
-	uint64_t generation;      /* protected by lock */
-	uint32_t pending;         /* workers still running; protected by lock */
-	bool stop;                /* protected by lock */
-	engine_pool_fn fn;
+	_Atomic uint32_t generation; /* bumped for each job */
+	_Atomic uint32_t pending;    /* workers still running the job */
+	_Atomic uint32_t sleepers;   /* workers asleep on generation */
+	_Atomic uint32_t waiting;    /* the caller asleep on pending */
+	_Atomic bool stop;
+	engine_pool_fn fn;           /* published by the generation bump */
 	void *arg;
-	uint32_t n_threads;       /* the caller and the workers */
+	uint32_t n_threads;          /* the caller and the workers */
 	uint32_t n_started;
 	pthread_t *workers;
 };
@@ -31,27 +52,104 @@ struct pool_worker {
 	uint32_t ith;
 };
 
+static void pool_futex_wait(_Atomic uint32_t *word, uint32_t val)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val, NULL,
+			NULL, 0);
+}
+
+static void pool_futex_wake(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX,
+			NULL, NULL, 0);
+}
+
+static uint64_t pool_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void pool_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/*
+ * Spin until *word != val (with ne) or == val (without), up to
+ * POOL_SPIN_NS; true if it happened.
+ */
+static bool pool_spin(_Atomic uint32_t *word, uint32_t val, bool ne)
+{
+	uint64_t t0 = 0;
+	uint32_t i;
+
+	for (i = 0;; i++) {
+		uint32_t v = atomic_load_explicit(word, memory_order_acquire);
+
+		if ((v != val) == ne)
+			return true;
+		if ((i & 63) == 63) {
+			uint64_t t = pool_now_ns();
+
+			if (!t0)
+				t0 = t;
+			else if (t - t0 > POOL_SPIN_NS)
+				return false;
+		}
+		pool_relax();
+	}
+}
+
+/* Worker ith's CPU: the ith allowed one, where there are enough. */
+static void pool_pin(uint32_t ith, uint32_t n_threads)
+{
+	cpu_set_t allowed, one;
+	uint32_t seen = 0;
+	int c;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) ||
+	    (uint32_t)CPU_COUNT(&allowed) < n_threads)
+		return;
+	for (c = 0; c < CPU_SETSIZE; c++) {
+		if (!CPU_ISSET(c, &allowed) || seen++ != ith)
+			continue;
+		CPU_ZERO(&one);
+		CPU_SET(c, &one);
+		/* a refusal (a cpuset that changed) leaves it floating */
+		(void)pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+		return;
+	}
+}
+
 static void *pool_main(void *varg)
 {
 	struct engine_pool *p = ((struct pool_worker *)varg)->p;
 	uint32_t ith = ((struct pool_worker *)varg)->ith;
-	uint64_t seen = 0;
+	uint32_t seen = 0;
 
 	free(varg);
-	pthread_mutex_lock(&p->lock);
+	pool_pin(ith, p->n_threads);
 	for (;;) {
-		while (!p->stop && p->generation == seen)
-			pthread_cond_wait(&p->start, &p->lock);
-		if (p->stop)
+		if (!pool_spin(&p->generation, seen, true)) {
+			atomic_fetch_add(&p->sleepers, 1);
+			while (atomic_load(&p->generation) == seen)
+				pool_futex_wait(&p->generation, seen);
+			atomic_fetch_sub(&p->sleepers, 1);
+		}
+		seen = atomic_load_explicit(&p->generation,
+				memory_order_acquire);
+		if (atomic_load(&p->stop))
 			break;
-		seen = p->generation;
-		pthread_mutex_unlock(&p->lock);
 		p->fn(p->arg, ith, p->n_threads);
-		pthread_mutex_lock(&p->lock);
-		if (--p->pending == 0)
-			pthread_cond_signal(&p->done);
+		if (atomic_fetch_sub(&p->pending, 1) == 1 &&
+		    atomic_load(&p->waiting))
+			pool_futex_wake(&p->pending);
 	}
-	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
 
@@ -67,9 +165,6 @@ int engine_pool_new(struct engine_pool **out, uint32_t threads,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return err_set(err, ENOMEM, "out of memory");
-	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->start, NULL);
-	pthread_cond_init(&p->done, NULL);
 	p->n_threads = threads > 1 ? threads : 1;
 	if (p->n_threads > 1) {
 		p->workers = calloc(p->n_threads - 1, sizeof(*p->workers));
@@ -108,15 +203,11 @@ void engine_pool_free(struct engine_pool *p)
 
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->lock);
-	p->stop = true;
-	pthread_cond_broadcast(&p->start);
-	pthread_mutex_unlock(&p->lock);
+	atomic_store(&p->stop, true);
+	atomic_fetch_add(&p->generation, 1);
+	pool_futex_wake(&p->generation);
 	for (i = 0; i < p->n_started; i++)
 		pthread_join(p->workers[i], NULL);
-	pthread_cond_destroy(&p->done);
-	pthread_cond_destroy(&p->start);
-	pthread_mutex_destroy(&p->lock);
 	free(p->workers);
 	free(p);
 }
@@ -128,20 +219,63 @@ uint32_t engine_pool_size(const struct engine_pool *p)
 
 void engine_pool_run(struct engine_pool *p, engine_pool_fn fn, void *arg)
 {
+	uint32_t v;
+
 	if (!p || p->n_threads == 1) {
 		fn(arg, 0, 1);
 		return;
 	}
-	pthread_mutex_lock(&p->lock);
 	p->fn = fn;
 	p->arg = arg;
-	p->pending = p->n_threads - 1;
-	p->generation++;
-	pthread_cond_broadcast(&p->start);
-	pthread_mutex_unlock(&p->lock);
+	atomic_store_explicit(&p->pending, p->n_threads - 1,
+			memory_order_relaxed);
+	/* seq_cst: a worker that counts itself asleep after this sees it */
+	atomic_fetch_add(&p->generation, 1);
+	if (atomic_load(&p->sleepers))
+		pool_futex_wake(&p->generation);
 	fn(arg, 0, p->n_threads);
-	pthread_mutex_lock(&p->lock);
-	while (p->pending)
-		pthread_cond_wait(&p->done, &p->lock);
-	pthread_mutex_unlock(&p->lock);
+	if (pool_spin(&p->pending, 0, false))
+		return;
+	atomic_store(&p->waiting, 1);
+	while ((v = atomic_load(&p->pending)) != 0)
+		pool_futex_wait(&p->pending, v);
+	atomic_store(&p->waiting, 0);
+}
+
+/*
+ * Physical cores among the CPUs this process may use: a CPU counts when
+ * it is the first of its core's siblings (topology/thread_siblings_list
+ * starts with it). Hyperthreads share a core's vector units, which a
+ * matmul keeps busy.
+ */
+uint32_t engine_pool_default_threads(void)
+{
+	cpu_set_t allowed;
+	uint32_t cores = 0;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	int c;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+		return n > 0 ? (uint32_t)n : 1;
+	for (c = 0; c < CPU_SETSIZE; c++) {
+		char path[96];
+		FILE *f;
+		int first = -1;
+
+		if (!CPU_ISSET(c, &allowed))
+			continue;
+		snprintf(path, sizeof(path),
+			"/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+			c);
+		f = fopen(path, "r");
+		if (f) {
+			if (fscanf(f, "%d", &first) != 1)
+				first = -1;
+			fclose(f);
+		}
+		/* unknown topology: every CPU a core */
+		if (first < 0 || first == c || !CPU_ISSET(first, &allowed))
+			cores++;
+	}
+	return cores ? cores : 1;
 }

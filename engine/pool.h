@@ -2,8 +2,9 @@
 /*
  * A small persistent thread pool for splitting one operation (the rows of
  * a matmul) over the threads a model was opened with. The caller runs a
- * share itself; workers sleep on a condition variable between jobs, so an
- * idle model costs no CPU.
+ * share itself; workers, pinned, spin briefly for the next job and then
+ * sleep on a futex, so a job costs no wake-up while jobs follow each
+ * other and an idle model costs no CPU.
  */
 #ifndef LLMFS_ENGINE_POOL_H
 #define LLMFS_ENGINE_POOL_H
@@ -23,6 +24,8 @@ int engine_pool_new(struct engine_pool **out, uint32_t threads,
 void engine_pool_free(struct engine_pool *p);
 /* Threads a job is split into (1 for a NULL pool). */
 uint32_t engine_pool_size(const struct engine_pool *p);
+/* The default thread count: the physical cores this process may use. */
+uint32_t engine_pool_default_threads(void);
 /* Run fn on every thread and return when all are done; NULL p: inline. */
 void engine_pool_run(struct engine_pool *p, engine_pool_fn fn, void *arg);
 

@@ -53,7 +53,7 @@ static void mount_usage(FILE *f)
 		"  -d                debug: foreground, log every request\n"
 		"  -o OPT[,OPT...]   allow_other, ro (inspection only), and\n"
 		"                    other FUSE mount options\n"
-		"  --threads N       engine threads per model (0 = all CPUs)\n"
+		"  --threads N       engine threads per model (0 = physical cores)\n"
 		"  --ctx N           context length of each sequence\n"
 		"  --idle-timeout S  seconds before an unused sessions/N goes "
 		"(600)\n"

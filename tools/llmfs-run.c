@@ -57,7 +57,7 @@ static void run_usage(FILE *f)
 	      "      --chat              wrap the prompt in the chat template\n"
 	      "  -c, --ctx N             context length (0: the model's, at most"
 	      " 4096)\n"
-	      "  -t, --threads N         threads (0: one per CPU)\n"
+	      "  -t, --threads N         threads (0: one per physical core)\n"
 	      "  -v, --verbose           model figures on stderr\n"
 	      "  -h, --help\n", f);
 }
