@@ -3,8 +3,8 @@
  * A small persistent thread pool for splitting one operation (the rows of
  * a matmul) over the threads a model was opened with. The caller runs a
  * share itself; workers (pinned with LLMFS_PIN_THREADS=1) spin briefly
- * for the next job and then sleep on a futex, so a job costs no wake-up while jobs follow each
- * other and an idle model costs no CPU.
+ * for the next job and then sleep on a futex, so a job costs no wake-up
+ * while jobs follow each other and an idle model costs no CPU.
  */
 #ifndef LLMFS_ENGINE_POOL_H
 #define LLMFS_ENGINE_POOL_H
