@@ -419,7 +419,7 @@ float dot_row_scalar(uint32_t type, int64_t n, const void *w, const void *a,
 }
 
 typedef void (*dot_tile_fn)(int64_t n, const void *w, const void *const *a,
-		int nt, float *out);
+		const uint8_t *qs, int nt, float *out);
 
 /* The tile kernels by type: [type][repacked]; NULL where there is none. */
 static const dot_tile_fn dot_tiles[IO_TYPE_COUNT][2] = {
@@ -430,20 +430,71 @@ static const dot_tile_fn dot_tiles[IO_TYPE_COUNT][2] = {
 
 _Static_assert(DOT_TILE_TOKENS == CPU_TILE_TOKENS, "one tile width");
 
-bool dot_tile(uint32_t type, int64_t n, const void *w, const void *const *a,
-		int nt, float *out, bool repacked)
+bool dot_tile_able(uint32_t type, bool repacked)
 {
-	dot_tile_fn fn;
-
 	pthread_once(&dot_half_once, dot_half_init);
-	if (!dot_simd || type >= IO_TYPE_COUNT || nt < 1 ||
-	    nt > DOT_TILE_TOKENS)
+	return dot_simd && type < IO_TYPE_COUNT && dot_tiles[type][repacked];
+}
+
+bool dot_tile(uint32_t type, int64_t n, const void *w, const void *const *a,
+		const void *packed, int nt, float *out, bool repacked)
+{
+	if (!dot_tile_able(type, repacked) || nt < 1 || nt > DOT_TILE_TOKENS)
 		return false;
-	fn = dot_tiles[type][repacked];
-	if (!fn)
-		return false;
-	fn(n, w, a, nt, out);
+	dot_tiles[type][repacked](n, w, a, packed, nt, out);
 	return true;
+}
+
+/* Bytes of one pair: Q8_0 adds its block scales as 16 floats a block. */
+static size_t dot_tile_pair_bytes(uint32_t type, int64_t n)
+{
+	return (size_t)n * (quant_vec_dot_type(type) == IO_TYPE_Q8_0 ? 4 : 2);
+}
+
+size_t dot_tile_pack_bytes(uint32_t type, int64_t n, uint32_t nt)
+{
+	return dot_tile_pair_bytes(type, n) * ((nt + 1) / 2);
+}
+
+const void *dot_tile_packed_at(uint32_t type, int64_t n, const void *packed,
+		uint32_t t)
+{
+	return (const uint8_t *)packed + dot_tile_pair_bytes(type, n) * (t / 2);
+}
+
+/* Where the int8 quants of a Q8_0 (32-element) or Q8_K block start. */
+void dot_tile_pack(uint32_t type, int64_t n, const void *const *a,
+		uint32_t nt, void *dst)
+{
+	const bool k = quant_vec_dot_type(type) == IO_TYPE_Q8_K;
+	const size_t per = k ? DOT_Q8K_BYTES : 34, at = k ? 4 : 2;
+	const int64_t elems = k ? DOT_QK : 32;
+	uint8_t *o = dst;
+	float *f;
+	uint32_t p;
+	int64_t c;
+	int l;
+
+	pthread_once(&dot_half_once, dot_half_init);  /* dot_h2f's table */
+	for (p = 0; 2 * p < nt; p++) {
+		const uint8_t *a0 = a[2 * p];
+		const uint8_t *a1 = a[2 * p + 1 < nt ? 2 * p + 1 : 2 * p];
+
+		f = (float *)(o + 2 * n);
+		for (c = 0; c < n / 32; c++, o += 64) {
+			size_t off = (size_t)(c * 32 / elems) * per + at +
+				(size_t)(c * 32 % elems);
+
+			memcpy(o, a0 + off, 32);
+			memcpy(o + 32, a1 + off, 32);
+			if (k)
+				continue;
+			for (l = 0; l < 16; l++, f++)
+				*f = dot_h2f((l < 8 ? a0 : a1) + c * per);
+		}
+		if (!k)
+			o = (uint8_t *)f;
+	}
 }
 
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)

@@ -27,12 +27,26 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 /*
  * out[t] = dot_row(type, n, w, a[t], repacked) for t < nt (at most
  * DOT_TILE_TOKENS), bit for bit, with w's blocks read and unpacked once
- * for all nt tokens. Returns false, computing nothing, where the type has
- * no such kernel on this CPU (the caller then calls dot_row per token).
+ * for all nt tokens. packed: the same nt rows as dot_tile_pack made them.
+ * Returns false, computing nothing, where the type has no such kernel on
+ * this CPU (the caller then calls dot_row per token): dot_tile_able.
  */
 #define DOT_TILE_TOKENS 8
+bool dot_tile_able(uint32_t type, bool repacked);
 bool dot_tile(uint32_t type, int64_t n, const void *w, const void *const *a,
-		int nt, float *out, bool repacked);
+		const void *packed, int nt, float *out, bool repacked);
+/*
+ * The int8 quants of the nt activation rows a[t] (w's vec_dot type) in
+ * the kernels' order, pair by pair (2 n bytes, for Q8_0 followed by the
+ * pair's block scales as floats, 16 a block): dot_tile_pack_bytes(type,
+ * n, nt) bytes at dst (64-aligned). Once per matmul, not per row; the
+ * tile of tokens t.. (t even) is at dot_tile_packed_at(type, n, dst, t).
+ */
+size_t dot_tile_pack_bytes(uint32_t type, int64_t n, uint32_t nt);
+const void *dot_tile_packed_at(uint32_t type, int64_t n, const void *packed,
+		uint32_t t);
+void dot_tile_pack(uint32_t type, int64_t n, const void *const *a,
+		uint32_t nt, void *dst);
 
 /* ggml_vec_dot_f16 on two F16 vectors (flash attention's K . Q). */
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y);

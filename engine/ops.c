@@ -107,6 +107,7 @@ struct ops_matmul_job {
 	int64_t e;
 	uint32_t n_tok;
 	const void *const *acts;
+	const uint8_t *packed;  /* dot_tile_pack of acts, or NULL */
 };
 
 /* weight bytes a block of rows spans while every token passes over it */
@@ -129,24 +130,25 @@ static void ops_matmul_rows(const struct ops_matmul_job *j, int64_t r0,
 	float out[DOT_TILE_TOKENS];
 	uint32_t t, k, nt;
 
-	for (r = r0; r < r1 && j->n_tok > 1; r++) {
-		for (t = 0; t < j->n_tok; t += nt) {
-			nt = j->n_tok - t < DOT_TILE_TOKENS ? j->n_tok - t :
-				DOT_TILE_TOKENS;
-			if (!dot_tile(w->info->type, w->info->ne[0],
+	if (j->packed) {
+		for (r = r0; r < r1; r++) {
+			for (t = 0; t < j->n_tok; t += nt) {
+				nt = j->n_tok - t < DOT_TILE_TOKENS ?
+					j->n_tok - t : DOT_TILE_TOKENS;
+				dot_tile(w->info->type, w->info->ne[0],
 					base + r * w->row_bytes, j->acts + t,
-					(int)nt, out, w->repacked))
-				goto untiled;
-			for (k = 0; k < nt; k++)
-				j->ys[t + k][r] = out[k];
+					dot_tile_packed_at(w->info->type,
+						w->info->ne[0], j->packed, t),
+					(int)nt, out, w->repacked);
+				for (k = 0; k < nt; k++)
+					j->ys[t + k][r] = out[k];
+			}
 		}
-	}
-	if (r == r1)
 		return;
-untiled:
+	}
 	if (step < 1)
 		step = 1;
-	for (; r < r1; r = re) {
+	for (r = r0; r < r1; r = re) {
 		re = r + step < r1 ? r + step : r1;
 		for (t = 0; t < j->n_tok; t++)
 			ops_matvec_rows(j->ys[t], w, j->e, j->acts[t], r, re);
@@ -165,8 +167,18 @@ void ops_matmul(struct engine_pool *pool, float *const *ys,
 		const struct engine_tensor *w, int64_t e, uint32_t n_tok,
 		const void *const *acts)
 {
-	struct ops_matmul_job job = { ys, w, e, n_tok, acts };
+	struct ops_matmul_job job = { ys, w, e, n_tok, acts, NULL };
+	size_t bytes = dot_tile_pack_bytes(w->info->type, w->info->ne[0],
+			n_tok);
+	uint8_t *packed;
 
+	/* the tokens' quants in the tile kernels' order, once for all rows */
+	if (n_tok > 1 && dot_tile_able(w->info->type, w->repacked) &&
+	    (packed = engine_pool_scratch(pool, bytes))) {
+		dot_tile_pack(w->info->type, w->info->ne[0], acts, n_tok,
+				packed);
+		job.packed = packed;
+	}
 	if (engine_pool_size(pool) > 1 &&
 	    w->info->ne[0] * w->info->ne[1] * n_tok >= OPS_PARALLEL_MIN)
 		engine_pool_run(pool, ops_matmul_part, &job);

@@ -52,6 +52,8 @@ struct engine_pool {
 	uint32_t n_threads;          /* the caller and the workers */
 	uint32_t n_started;
 	pthread_t *workers;
+	void *scratch;               /* engine_pool_scratch */
+	size_t scratch_bytes;
 };
 
 struct pool_worker {
@@ -226,7 +228,25 @@ void engine_pool_free(struct engine_pool *p)
 	for (i = 0; i < p->n_started; i++)
 		pthread_join(p->workers[i], NULL);
 	free(p->workers);
+	free(p->scratch);
 	free(p);
+}
+
+void *engine_pool_scratch(struct engine_pool *p, size_t bytes)
+{
+	void *n;
+
+	if (!p)
+		return NULL;
+	if (bytes <= p->scratch_bytes)
+		return p->scratch;
+	n = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+	if (!n)
+		return NULL;
+	free(p->scratch);
+	p->scratch = n;
+	p->scratch_bytes = bytes;
+	return n;
 }
 
 uint32_t engine_pool_size(const struct engine_pool *p)

@@ -26,6 +26,12 @@ void engine_pool_free(struct engine_pool *p);
 uint32_t engine_pool_size(const struct engine_pool *p);
 /* The default thread count: the physical cores this process may use. */
 uint32_t engine_pool_default_threads(void);
+/*
+ * bytes of scratch memory owned by the pool (grown as needed, freed with
+ * it; the previous contents are not kept), for the job its caller is
+ * about to run; NULL for a NULL pool or when out of memory.
+ */
+void *engine_pool_scratch(struct engine_pool *p, size_t bytes);
 /* Run fn on every thread and return when all are done; NULL p: inline. */
 void engine_pool_run(struct engine_pool *p, engine_pool_fn fn, void *arg);
 

@@ -62,13 +62,19 @@ float cpu_q2_K_repacked_avx512(int64_t n, const void *w, const void *a);
  * of n elements against nt (1..CPU_TILE_TOKENS) activation rows a[t],
  * out[t] the float the one-token kernel above gives for (w, a[t]), bit
  * for bit, with each weight block loaded and unpacked once for all.
+ * qs: the tokens' int8 quants packed in pairs (dot_tile_pack): pair p
+ * (tokens 2p, 2p + 1; an odd last token twice) at qs + S p, its 32-
+ * element chunk c as 64 bytes at + 64 c, the first token's 32 first. For
+ * Q8_0, S = 4 n and the pair's block scales follow its quants, 16 floats
+ * a block (8 for each token); for Q8_K, S = 2 n and the kernels read the
+ * scales and sums from a[t] itself.
  */
 #define CPU_TILE_TOKENS 8
 void cpu_q8_0_tile_avx512(int64_t n, const void *w, const void *const *a,
-		int nt, float *out);
+		const uint8_t *qs, int nt, float *out);
 void cpu_q6_K_tile_avx512(int64_t n, const void *w, const void *const *a,
-		int nt, float *out);
+		const uint8_t *qs, int nt, float *out);
 void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
-		const void *const *a, int nt, float *out);
+		const void *const *a, const uint8_t *qs, int nt, float *out);
 
 #endif

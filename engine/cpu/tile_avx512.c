@@ -24,11 +24,11 @@
 
 #if !defined(__x86_64__)
 void cpu_q8_0_tile_avx512(int64_t n, const void *w, const void *const *a,
-		int nt, float *out) { }
+		const uint8_t *qs, int nt, float *out) { }
 void cpu_q6_K_tile_avx512(int64_t n, const void *w, const void *const *a,
-		int nt, float *out) { }
+		const uint8_t *qs, int nt, float *out) { }
 void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
-		const void *const *a, int nt, float *out) { }
+		const void *const *a, const uint8_t *qs, int nt, float *out) { }
 #else
 #include <immintrin.h>
 
@@ -52,6 +52,13 @@ CPU_TARGET static __m512i tile_join(const void *lo, const void *hi)
 	return _mm512_inserti64x4(_mm512_castsi256_si512(
 			_mm256_loadu_si256((const __m256i *)lo)),
 			_mm256_loadu_si256((const __m256i *)hi), 1);
+}
+
+/* 32-element chunk c of pair p (stride bytes apart) in qs (cpu.h). */
+CPU_TARGET static __m512i tile_chunk(const uint8_t *qs, int64_t stride,
+		int p, int64_t c)
+{
+	return _mm512_loadu_si512(qs + stride * p + 64 * c);
 }
 
 /* Eight lanes of a, eight of b. */
@@ -87,20 +94,16 @@ CPU_TARGET static void tile_store(const __m512 *acc, int nt, float *out)
  * acc = fma(dw * da, lanes, acc) with the same eight int32 lanes.
  */
 CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *vw,
-		const void *const *va, int nt, float *out)
+		const void *const *va, const uint8_t *qs, int nt, float *out)
 {
 	const struct block_q8_0 *w = vw;
 	const __m512i bias = _mm512_set1_epi8((char)0x80);
-	const struct block_q8_0 *a0[PAIRS], *a1[PAIRS];
 	__m512 acc[PAIRS];
 	int64_t i, nb = n / QK8_0;
 	int p, np = (nt + 1) / 2;
 
-	for (p = 0; p < np; p++) {
-		a0[p] = va[2 * p];
-		a1[p] = va[tile_second(nt, p)];
+	for (p = 0; p < np; p++)
 		acc[p] = _mm512_setzero_ps();
-	}
 	for (i = 0; i < nb; i++) {
 		const __m512i wq = _mm512_broadcast_i64x4(
 			_mm256_loadu_si256((const __m256i *)w[i].qs));
@@ -110,12 +113,15 @@ CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *vw,
 		const float dw = _cvtsh_ss(w[i].d);
 
 		for (p = 0; p < np; p++) {
+			const uint8_t *pq = qs + 4 * n * p;
 			__m512i qa = _mm512_xor_si512(
-				tile_join(a0[p][i].qs, a1[p][i].qs), bias);
+				tile_chunk(pq, 0, 0, i), bias);
 			__m512i lanes = _mm512_sub_epi32(_mm512_dpbusd_epi32(
 				_mm512_setzero_si512(), qa, wq), corr);
-			__m512 d = tile_halves(dw * _cvtsh_ss(a0[p][i].d),
-					dw * _cvtsh_ss(a1[p][i].d));
+			/* dw * da as the one-token kernel, 8 lanes a token */
+			__m512 d = _mm512_mul_ps(_mm512_set1_ps(dw),
+				_mm512_loadu_ps((const float *)(pq + 2 * n) +
+					16 * i));
 
 			acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes),
 					acc[p]);
@@ -131,7 +137,7 @@ CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *vw,
  * sixteen lanes), less 32 * (b[2l] sc[2l] + b[2l+1] sc[2l+1]).
  */
 CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *vw,
-		const void *const *va, int nt, float *out)
+		const void *const *va, const uint8_t *qs, int nt, float *out)
 {
 	const struct block_q6_K *x = vw;
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
@@ -189,15 +195,14 @@ CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *vw,
 		for (g = 0; g < 8; g++)
 			s[g] = _mm512_permutexvar_epi32(idx[g], sc);
 		for (p = 0; p < np; p++) {
-			const int8_t *q0 = a0[p][i].qs, *q1 = a1[p][i].qs;
 			__m512i isum = _mm512_setzero_si512(), corr;
 			__m512 d;
 
 			for (g = 0; g < 8; g++)
 				isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(
 					_mm512_dpbusd_epi32(_mm512_setzero_si512(),
-						wq[g], tile_join(q0 + 32 * g,
-							q1 + 32 * g)), s[g]));
+						wq[g], tile_chunk(qs, 2 * n, p,
+							8 * i + g)), s[g]));
 			/* b[2l] sc[2l] + b[2l+1] sc[2l+1], per token half */
 			corr = _mm512_madd_epi16(tile_join(a0[p][i].bsums,
 					a1[p][i].bsums), sc16);
@@ -253,7 +258,7 @@ CPU_TARGET static __m256i tile_reduce8(const __m512i *v)
  * eight lanes, one per token; acc - accm at the end.
  */
 CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *vw,
-		const void *const *va, int nt, float *out)
+		const void *const *va, const uint8_t *qs, int nt, float *out)
 {
 	const struct block_q4_K *x = vw;
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -292,7 +297,6 @@ CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *vw,
 					_mm256_srli_epi16(q, 4), m4));
 		}
 		for (p = 0; p < PAIRS; p++) {
-			const int8_t *q0 = a[2 * p][i].qs, *q1 = a[2 * p + 1][i].qs;
 			__m512i sum = _mm512_setzero_si512();
 
 			if (p >= np) {
@@ -302,8 +306,8 @@ CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *vw,
 			for (g = 0; g < 8; g++)
 				sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(
 					_mm512_dpbusd_epi32(_mm512_setzero_si512(),
-						wq[g], tile_join(q0 + 32 * g,
-							q1 + 32 * g)), s[g]));
+						wq[g], tile_chunk(qs, 2 * n, p,
+							8 * i + g)), s[g]));
 			isum[p] = sum;
 			msum[p] = _mm512_madd_epi16(tile_join(a[2 * p][i].bsums,
 					a[2 * p + 1][i].bsums),

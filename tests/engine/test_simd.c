@@ -320,10 +320,12 @@ START_TEST(test_simd_tile)
 	uint8_t *w = malloc(simd_row_bytes(k->type, most));
 	uint8_t *a = malloc(ab * DOT_TILE_TOKENS);
 	uint8_t *raw_w = malloc(simd_row_bytes(k->type, most));
+	uint8_t *packed = malloc(dot_tile_pack_bytes(k->type, most,
+			DOT_TILE_TOKENS));
 	const void *acts[DOT_TILE_TOKENS];
 	float out[DOT_TILE_TOKENS];
 
-	ck_assert(x && w && a && raw_w);
+	ck_assert(x && w && a && raw_w && packed);
 	for (int i = 0; i < 30; i++) {
 		int64_t n = simd_length(k->type, i < 24 ? i : 40 + i - 24);
 
@@ -349,9 +351,11 @@ START_TEST(test_simd_tile)
 				quant_from_float(at, x, a + ab * t, n);
 			}
 			for (int nt = 1; nt <= DOT_TILE_TOKENS; nt++) {
-				ck_assert_msg(dot_tile(k->type, n, w, acts, nt,
-					out, k->repacked), "%s: no kernel",
-					k->name);
+				dot_tile_pack(k->type, n, acts, (uint32_t)nt,
+						packed);
+				ck_assert_msg(dot_tile(k->type, n, w, acts,
+					packed, nt, out, k->repacked),
+					"%s: no kernel", k->name);
 				for (int t = 0; t < nt; t++) {
 					float s = dot_row_scalar(k->type, n, w,
 						acts[t], k->repacked);
@@ -369,6 +373,7 @@ START_TEST(test_simd_tile)
 	free(w);
 	free(a);
 	free(raw_w);
+	free(packed);
 }
 END_TEST
 
