@@ -295,8 +295,8 @@ CPU_TARGET float cpu_q6_K_avx512(int64_t n, const void *vw, const void *va)
 		const __m512i sc = _mm512_cvtepi8_epi32(
 			_mm_loadu_si128((const __m128i *)x[i].scales));
 		__m512i isum = _mm512_setzero_si512();
-		int32_t lane[8];
-		int h, l;
+		__m256i corr;
+		int h;
 
 		for (h = 0; h < 2; h++) {
 			const uint8_t *ql = x[i].ql + 64 * h;
@@ -329,12 +329,14 @@ CPU_TARGET float cpu_q6_K_avx512(int64_t n, const void *vw, const void *va)
 			isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(q1,
 				_mm512_permutexvar_epi32(idx[2 * h + 1], sc)));
 		}
-		_mm256_storeu_si256((__m256i *)lane, cpu_fold(isum));
-		for (l = 0; l < 8; l++)
-			lane[l] -= 32 * (y[i].bsums[2 * l] * x[i].scales[2 * l] +
-				y[i].bsums[2 * l + 1] * x[i].scales[2 * l + 1]);
+		/* lane l less 32 (b[2l] sc[2l] + b[2l+1] sc[2l+1]) */
+		corr = _mm256_madd_epi16(_mm256_loadu_si256(
+				(const __m256i *)y[i].bsums),
+				_mm256_cvtepi8_epi16(_mm_loadu_si128(
+					(const __m128i *)x[i].scales)));
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(
-			_mm256_loadu_si256((const __m256i *)lane)), acc);
+			_mm256_sub_epi32(cpu_fold(isum),
+				_mm256_slli_epi32(corr, 5))), acc);
 	}
 	_mm256_storeu_ps(t, acc);
 	return cpu_hsum8(t);
@@ -378,37 +380,72 @@ CPU_TARGET float cpu_q4_0_repacked_avx512(int64_t n, const void *vw,
 	return acc;
 }
 
-/* dot_q4_k_repacked: the block's integer sums, then its two FMAs. */
+/*
+ * The eight 6-bit scales and eight mins of a q4_K/q5_K block as bytes
+ * (scales in out[0..7], mins in out[8..15]), unpacked with 32-bit masks
+ * and shifts as ggml's kernels do (kmask1..3), not one by one.
+ */
+static inline void cpu_unpack_k4(const uint8_t *q, uint32_t out[4])
+{
+	uint32_t u0, u1, u2;
+
+	memcpy(&u0, q, 4);
+	memcpy(&u1, q + 4, 4);
+	memcpy(&u2, q + 8, 4);
+	out[3] = ((u2 >> 4) & 0x0f0f0f0f) | (((u1 >> 6) & 0x03030303) << 4);
+	out[2] = u1 & 0x3f3f3f3f;
+	out[1] = (u2 & 0x0f0f0f0f) | (((u0 >> 6) & 0x03030303) << 4);
+	out[0] = u0 & 0x3f3f3f3f;
+}
+
+/*
+ * dot_q4_k_repacked: the block's integer sums, then its two FMAs. The
+ * sums in any order (integers): weights times activations in pairs
+ * (vpmaddubsw, at most 2 * 15 * 128, no saturation), times the scale of
+ * their 32 (vpmaddwd); the mins times the bsums by vpmaddwd too.
+ */
 CPU_TARGET float cpu_q4_K_repacked_avx512(int64_t n, const void *vw,
 		const void *va)
 {
 	const struct block_q4_K *x = vw;
 	const struct block_q8_K *y = va;
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	/* int16 lane k of the bsums' pairs: min k / 2 (at 8 + k / 2) */
+	const __m256i min_idx = _mm256_set_epi16(15, 15, 14, 14, 13, 13, 12,
+			12, 11, 11, 10, 10, 9, 9, 8, 8);
+	__m512i sc_idx[4];
 	float acc = 0.0f, accm = 0.0f;
 	int64_t i, nb = n / QK_K;
+	int g;
 
+	/* load g: its low nibbles take scale 2g, its high 2g + 1 */
+	for (g = 0; g < 4; g++)
+		sc_idx[g] = _mm512_inserti64x4(_mm512_set1_epi16(
+			(short)(2 * g)), _mm256_set1_epi16((short)(2 * g + 1)),
+			1);
 	for (i = 0; i < nb; i++) {
-		__m512i isum = _mm512_setzero_si512();
-		uint8_t sc[8], mn[8];
-		int j, g, smin = 0;
+		__m512i isum = _mm512_setzero_si512(), sc;
+		__m256i sm16, pm;
+		uint32_t sm[4];
+		int smin;
 
-		for (j = 0; j < 8; j++) {
-			cpu_scale_min_k4(x[i].scales, j, &sc[j], &mn[j]);
-			smin += mn[j] * (y[i].bsums[2 * j] +
-					y[i].bsums[2 * j + 1]);
-		}
+		cpu_unpack_k4(x[i].scales, sm);
+		sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm));
+		pm = _mm256_madd_epi16(_mm256_loadu_si256(
+				(const __m256i *)y[i].bsums),
+				_mm256_permutexvar_epi16(min_idx, sm16));
+		smin = cpu_isum8(pm);
+		sc = _mm512_castsi256_si512(sm16);
 		for (g = 0; g < 4; g++) {
 			__m256i q = _mm256_loadu_si256(
 					(const __m256i *)(x[i].qs + 32 * g));
 			__m512i wq = cpu_join(_mm256_and_si256(q, m4),
 				_mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-			__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-				wq, _mm512_loadu_si512(y[i].qs + 64 * g));
-			__m512i s = cpu_join(_mm256_set1_epi32(sc[2 * g]),
-				_mm256_set1_epi32(sc[2 * g + 1]));
+			__m512i p = _mm512_maddubs_epi16(wq,
+				_mm512_loadu_si512(y[i].qs + 64 * g));
 
-			isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, s));
+			isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p,
+				_mm512_permutexvar_epi16(sc_idx[g], sc)));
 		}
 		acc = fmaf((float)_mm512_reduce_add_epi32(isum),
 				cpu_h2f(x[i].d) * y[i].d, acc);
