@@ -397,16 +397,27 @@ static void remote_finished(struct remote *r)
 	}
 }
 
-/* Requests whose reader went away end now: the server sees the close. */
-static void remote_cancelled(struct remote *r)
+/*
+ * Requests whose reader went away end now (the server sees the close),
+ * those that heard nothing for r->timeout fail; returns the milliseconds
+ * until the next such deadline, at most 1000.
+ */
+static int remote_check(struct remote *r)
 {
 	struct remote_req *q, *next;
+	double now = fs_now(), left, wait = 1.0;
 
 	for (q = r->reqs; q; q = next) {
 		next = q->next;
-		if (q->s && fs_stream_cancelled(q->s))
+		if (q->s && fs_stream_cancelled(q->s)) {
 			remote_req_abort(q, -ECANCELED);
+			continue;
+		}
+		left = remote_req_expire(q, now, r->timeout);
+		if (left > 0 && left < wait)
+			wait = left;
 	}
+	return (int)(wait * 1000) + 1;
 }
 
 static void remote_jobs(struct fs_model *fm, struct fs_job *jobs)
@@ -485,10 +496,9 @@ static void *remote_serve(void *arg)
 		if (!r->probed && !r->n_probe &&
 				fs_now() - r->probe_at > REMOTE_REPROBE_S)
 			remote_probe(fm);
-		remote_cancelled(r);
 		curl_multi_perform(r->multi, &running);
 		remote_finished(r);
-		curl_multi_poll(r->multi, NULL, 0, 1000, NULL);
+		curl_multi_poll(r->multi, NULL, 0, remote_check(r), NULL);
 	}
 	remote_stop(fm, held);
 	pthread_mutex_lock(&r->wake_lock);

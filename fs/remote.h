@@ -67,6 +67,7 @@ struct remote_req {
 	char msg[256];              /* why, for the errors line */
 	char curl_error[CURL_ERROR_SIZE];
 	double t_start, t_first, t_last;   /* fs_now(): sent, text in */
+	double t_active;            /* fs_now() of the last byte in */
 	uint32_t n_pieces;          /* events that carried text */
 	uint32_t n_prompt, n_gen;   /* "usage", when the server sends it */
 	struct remote_req *next;
@@ -83,6 +84,9 @@ int remote_req_new(struct fs_model *fm, enum remote_kind kind,
 void remote_req_done(struct remote_req *q, CURLcode result);
 /* Abort and free: the stream (if any) ends with error. */
 void remote_req_abort(struct remote_req *q, int error);
+/* Fail with ETIMEDOUT if no byte came for timeout seconds; returns the
+ * seconds left until then otherwise (q is gone when it returns <= 0). */
+double remote_req_expire(struct remote_req *q, double now, double timeout);
 
 /* remote.c: the probe answers (fs_model.lock not held). */
 void remote_probe_models(struct fs_model *fm, struct remote_req *q);
