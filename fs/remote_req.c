@@ -59,7 +59,9 @@ static int req_sampling(json_t *o, const struct fs_config *c)
 		json_real(sp->repeat_penalty));
 	rc |= json_object_set_new(o, "repeat_last_n",
 		json_integer(sp->repeat_last_n));
-	rc |= json_object_set_new(o, "seed", json_integer(sp->seed));
+	/* JSON integers are signed 64-bit here: the top bit goes. */
+	rc |= json_object_set_new(o, "seed",
+		json_integer((json_int_t)(sp->seed & INT64_MAX)));
 	if (c->max_tokens)
 		rc |= json_object_set_new(o, "max_tokens",
 			json_integer(c->max_tokens));
