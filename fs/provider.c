@@ -9,7 +9,7 @@
 #include "internal.h"
 
 static int provider_local_placement(struct fs_model *fm, struct fs_buf *b,
-		struct err *err)
+				    struct err *err)
 {
 	char *text = NULL;
 	size_t len = 0;

@@ -22,7 +22,7 @@ struct fs_buf;
 struct fs_model;
 
 struct fs_provider {
-	const char *name;                    /* "local", "remote" */
+	const char *name; /* "local", "remote" */
 
 	/*
 	 * The model's thread (arg is the fs_model): it moves fm->state from
@@ -47,7 +47,7 @@ struct fs_provider {
 	/* Optional: NULL and the file is absent. */
 	int (*kv)(struct fs_model *fm, struct fs_buf *b); /* serve's thread */
 	int (*placement_format)(struct fs_model *fm, struct fs_buf *b,
-			struct err *err);             /* serve's thread */
+				struct err *err); /* serve's thread */
 	int (*weights_index)(struct fs_model *fm, struct fs_buf *b);
 };
 

@@ -41,8 +41,7 @@ static const char *const remote_states[] = {
 /* ---- options ----------------------------------------------------------- */
 
 /* The key file's first line; a key is one token, no blanks. */
-static int remote_read_key(struct remote *r, const char *path,
-		struct err *err)
+static int remote_read_key(struct remote *r, const char *path, struct err *err)
 {
 	char buf[REMOTE_KEY_MAX + 2];
 	size_t n, a = 0;
@@ -50,7 +49,7 @@ static int remote_read_key(struct remote *r, const char *path,
 
 	if (!f)
 		return err_set(err, errno, "key_file %s: %s", path,
-			strerror(errno));
+			       strerror(errno));
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
@@ -62,19 +61,20 @@ static int remote_read_key(struct remote *r, const char *path,
 		buf[--n] = '\0';
 	if (n == a || n - a > REMOTE_KEY_MAX || strpbrk(buf + a, " \t"))
 		return err_set(err, EINVAL,
-			"key_file %s: want one key on its first line", path);
+			       "key_file %s: want one key on its first line",
+			       path);
 	r->key = strdup(buf + a);
 	explicit_bzero(buf, sizeof(buf));
 	return r->key ? 0 : err_set(err, ENOMEM, "out of memory");
 }
 
-static int remote_parse_url(struct remote *r, const char *url,
-		struct err *err)
+static int remote_parse_url(struct remote *r, const char *url, struct err *err)
 {
 	size_t n = strlen(url);
 
 	if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
-		return err_set(err, EINVAL,
+		return err_set(
+			err, EINVAL,
 			"%s: the URL must start with http:// or https://", url);
 	if (strpbrk(url, " \t\r\n"))
 		return err_set(err, EINVAL, "%s: blanks in the URL", url);
@@ -103,15 +103,17 @@ static int remote_parse_opt(struct remote *r, char *o, struct err *err)
 		errno = 0;
 		t = strtod(o + 8, &end);
 		if (errno || end == o + 8 || *end || !isfinite(t) || t <= 0 ||
-				t > 86400)
-			return err_set(err, EINVAL,
+		    t > 86400)
+			return err_set(
+				err, EINVAL,
 				"timeout=%s: want seconds, 0 < S <= 86400",
 				o + 8);
 		r->timeout = t;
 		return 0;
 	}
 	return err_set(err, EINVAL,
-		"%s: unknown; want model=ID, key_file=PATH or timeout=S", o);
+		       "%s: unknown; want model=ID, key_file=PATH or timeout=S",
+		       o);
 }
 
 static void remote_free(struct fs_model *fm)
@@ -153,8 +155,7 @@ int fs_remote_attach(struct fs_model *fm, const char *spec, struct err *err)
 	pthread_mutex_init(&r->wake_lock, NULL);
 	fm->provider_data = r;
 	o = strtok_r(copy, ",", &save);
-	rc = o ? remote_parse_url(r, o, err) :
-		err_set(err, EINVAL, "no URL");
+	rc = o ? remote_parse_url(r, o, err) : err_set(err, EINVAL, "no URL");
 	while (!rc && (o = strtok_r(NULL, ",", &save)))
 		rc = remote_parse_opt(r, o, err);
 	free(copy);
@@ -188,7 +189,7 @@ static void remote_about_int(struct fs_buf *b, const char *key, json_t *v)
 {
 	if (json_is_integer(v) && json_integer_value(v) > 0)
 		fs_buf_printf(b, "%s %lld\n", key,
-			(long long)json_integer_value(v));
+			      (long long)json_integer_value(v));
 }
 
 /* One string, on one line: what a server says must not add lines. */
@@ -206,7 +207,8 @@ static json_t *remote_models_entry(struct remote *r, json_t *root)
 	json_t *data = json_object_get(root, "data"), *m;
 	size_t i;
 
-	json_array_foreach(data, i, m) {
+	json_array_foreach(data, i, m)
+	{
 		const char *id = json_string_value(json_object_get(m, "id"));
 
 		if (id && (!r->model_id || !strcmp(id, r->model_id)))
@@ -229,26 +231,26 @@ void remote_probe_models(struct fs_model *fm, struct remote_req *q)
 	if (!m) {
 		pthread_mutex_lock(&fm->lock);
 		snprintf(r->probe_error, sizeof(r->probe_error), "%s",
-			q->error || q->status != 200 ? q->msg :
-			r->model_id ? "/v1/models does not list model=" :
-			"/v1/models lists no model");
+			 q->error || q->status != 200 ? q->msg
+			 : r->model_id ? "/v1/models does not list model="
+				       : "/v1/models lists no model");
 		pthread_mutex_unlock(&fm->lock);
 		if (!q->error && q->status == 200)
 			fs_errors_add(&fm->errors, "remote: %s/v1/models: %s",
-				r->url, r->probe_error);
+				      r->url, r->probe_error);
 		json_decref(root);
 		remote_ready(fm);
 		return;
 	}
 	id = json_string_value(json_object_get(m, "id"));
-	meta = json_object_get(m, "meta");     /* llama-server */
+	meta = json_object_get(m, "meta"); /* llama-server */
 	remote_about_str(&b, "owned_by", json_object_get(m, "owned_by"));
 	remote_about_int(&b, "parameters", json_object_get(meta, "n_params"));
 	remote_about_int(&b, "vocab", json_object_get(meta, "n_vocab"));
 	remote_about_int(&b, "context", json_object_get(meta, "n_ctx"));
 	remote_about_int(&b, "context", json_object_get(m, "max_model_len"));
 	remote_about_int(&b, "context_train",
-		json_object_get(meta, "n_ctx_train"));
+			 json_object_get(meta, "n_ctx_train"));
 	remote_about_int(&b, "embedding", json_object_get(meta, "n_embd"));
 	remote_about_int(&b, "model_bytes", json_object_get(meta, "size"));
 	pthread_mutex_lock(&fm->lock);
@@ -281,17 +283,17 @@ void remote_probe_props(struct fs_model *fm, struct remote_req *q)
 	if (root) {
 		gen = json_object_get(root, "default_generation_settings");
 		remote_about_int(&b, "slots",
-			json_object_get(root, "total_slots"));
+				 json_object_get(root, "total_slots"));
 		remote_about_int(&b, "slot_context",
-			json_object_get(gen, "n_ctx"));
-		tmpl = json_string_value(json_object_get(root,
-			"chat_template"));
+				 json_object_get(gen, "n_ctx"));
+		tmpl = json_string_value(
+			json_object_get(root, "chat_template"));
 		fs_buf_printf(&b, "chat_template %s\n",
-			tmpl && *tmpl ? "server" : "none");
+			      tmpl && *tmpl ? "server" : "none");
 		remote_about_str(&b, "server_file",
-			json_object_get(root, "model_path"));
+				 json_object_get(root, "model_path"));
 		remote_about_str(&b, "server_build",
-			json_object_get(root, "build_info"));
+				 json_object_get(root, "build_info"));
 		pthread_mutex_lock(&fm->lock);
 		if (b.len)
 			fs_buf_add(&r->about, b.p, b.len);
@@ -321,16 +323,18 @@ static int remote_info(struct fs_model *fm, struct fs_buf *b)
 	int rc;
 
 	pthread_mutex_lock(&fm->lock);
-	rc = fs_buf_printf(b, "name %s\nstate %s\nbackend remote %s\n"
-		"model %s\n", fm->name, remote_states[fm->state], r->url,
-		r->model_id ? r->model_id : "-");
+	rc = fs_buf_printf(b,
+			   "name %s\nstate %s\nbackend remote %s\n"
+			   "model %s\n",
+			   fm->name, remote_states[fm->state], r->url,
+			   r->model_id ? r->model_id : "-");
 	if (!rc && r->about.len)
 		rc = fs_buf_add(b, r->about.p, r->about.len);
 	if (!rc && r->probe_error[0])
 		rc = fs_buf_printf(b, "server_error %s\n", r->probe_error);
 	if (!rc)
 		rc = fs_buf_printf(b, "api_key %s\ntimeout_s %g\n",
-			r->key ? "set" : "none", r->timeout);
+				   r->key ? "set" : "none", r->timeout);
 	pthread_mutex_unlock(&fm->lock);
 	return rc;
 }
@@ -353,7 +357,7 @@ static int remote_models_line(struct fs_model *fm, struct fs_buf *b)
 	else if (n)
 		snprintf(params, sizeof(params), "%.0fK", n / 1e3);
 	return fs_buf_printf(b, "%s remote %s - %s\n", fm->name, params,
-		remote_states[st]);
+			     remote_states[st]);
 }
 
 /* ---- the model's thread ------------------------------------------------ */
@@ -392,7 +396,8 @@ static void remote_finished(struct remote *r)
 		if (msg->msg != CURLMSG_DONE)
 			continue;
 		if (curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE,
-				(char **)&q) == CURLE_OK && q)
+				      (char **)&q) == CURLE_OK &&
+		    q)
 			remote_req_done(q, msg->data.result);
 	}
 }
@@ -441,7 +446,7 @@ static void remote_stop(struct fs_model *fm, struct fs_stream *held)
 	while ((s = held)) {
 		held = s->next;
 		fs_stream_cancel(s);
-		remote_start(fm, s);   /* ends it at once: cancelled */
+		remote_start(fm, s); /* ends it at once: cancelled */
 	}
 }
 
@@ -462,7 +467,7 @@ static void *remote_serve(void *arg)
 		fs_errors_add(&fm->errors, "remote: libcurl: no multi handle");
 		pthread_mutex_lock(&fm->lock);
 		snprintf(fm->load_error, sizeof(fm->load_error),
-			"libcurl: no multi handle");
+			 "libcurl: no multi handle");
 		fm->state = FS_MODEL_FAILED;
 		pthread_mutex_unlock(&fm->lock);
 	} else {
@@ -494,7 +499,7 @@ static void *remote_serve(void *arg)
 		if (!r->multi)
 			continue;
 		if (!r->probed && !r->n_probe &&
-				fs_now() - r->probe_at > REMOTE_REPROBE_S)
+		    fs_now() - r->probe_at > REMOTE_REPROBE_S)
 			remote_probe(fm);
 		curl_multi_perform(r->multi, &running);
 		remote_finished(r);

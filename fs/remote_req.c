@@ -24,14 +24,14 @@
 
 static const struct {
 	const char *path;
-	const char *what;    /* the errors line's prefix */
-	bool post, sse;
+	const char *what; /* the errors line's prefix */
+	bool sse;	  /* the answer is server-sent events */
 } req_kinds[] = {
-	[REMOTE_MODELS] = { "/v1/models", "remote", false, false },
-	[REMOTE_PROPS] = { "/props", "remote", false, false },
-	[REMOTE_COMPLETION] = { "/v1/completions", "generate", true, true },
-	[REMOTE_CHAT] = { "/v1/chat/completions", "chat", true, true },
-	[REMOTE_TOKENIZE] = { "/tokenize", "tokenize", true, false },
+	[REMOTE_MODELS] = {"/v1/models", "remote", false},
+	[REMOTE_PROPS] = {"/props", "remote", false},
+	[REMOTE_COMPLETION] = {"/v1/completions", "generate", true},
+	[REMOTE_CHAT] = {"/v1/chat/completions", "chat", true},
+	[REMOTE_TOKENIZE] = {"/tokenize", "tokenize", false},
 };
 
 /* ---- the request's body ------------------------------------------------ */
@@ -46,31 +46,32 @@ static int req_sampling(json_t *o, const struct fs_config *c)
 	json_t *stop;
 	int rc = 0;
 
-	rc |= json_object_set_new(o, "temperature",
+	rc |= json_object_set_new(
+		o, "temperature",
 		json_real(sp->temperature > 0 ? sp->temperature : 0));
 	rc |= json_object_set_new(o, "top_k",
-		json_integer(sp->top_k > 0 ? sp->top_k : -1));
+				  json_integer(sp->top_k > 0 ? sp->top_k : -1));
 	rc |= json_object_set_new(o, "top_p", json_real(sp->top_p));
 	rc |= json_object_set_new(o, "min_p",
-		json_real(sp->min_p > 0 ? sp->min_p : 0));
+				  json_real(sp->min_p > 0 ? sp->min_p : 0));
 	rc |= json_object_set_new(o, "repeat_penalty",
-		json_real(sp->repeat_penalty));
+				  json_real(sp->repeat_penalty));
 	rc |= json_object_set_new(o, "repetition_penalty",
-		json_real(sp->repeat_penalty));
+				  json_real(sp->repeat_penalty));
 	rc |= json_object_set_new(o, "repeat_last_n",
-		json_integer(sp->repeat_last_n));
+				  json_integer(sp->repeat_last_n));
 	/* JSON integers are signed 64-bit here: the top bit goes. */
-	rc |= json_object_set_new(o, "seed",
-		json_integer((json_int_t)(sp->seed & INT64_MAX)));
+	rc |= json_object_set_new(
+		o, "seed", json_integer((json_int_t)(sp->seed & INT64_MAX)));
 	if (c->max_tokens)
 		rc |= json_object_set_new(o, "max_tokens",
-			json_integer(c->max_tokens));
+					  json_integer(c->max_tokens));
 	if (c->n_stop) {
 		stop = json_array();
 		rc |= json_object_set_new(o, "stop", stop);
 		for (size_t i = 0; i < c->n_stop && stop; i++)
 			rc |= json_array_append_new(stop,
-				json_string(c->stop[i]));
+						    json_string(c->stop[i]));
 	}
 	return rc ? -ENOMEM : 0;
 }
@@ -89,8 +90,7 @@ static int req_body(struct remote_req *q, struct remote *r)
 		return text ? -ENOMEM : -EINVAL;
 	}
 	if (r->model_id)
-		rc |= json_object_set_new(o, "model",
-			json_string(r->model_id));
+		rc |= json_object_set_new(o, "model", json_string(r->model_id));
 	switch (q->kind) {
 	case REMOTE_COMPLETION:
 		rc |= json_object_set(o, "prompt", text);
@@ -101,18 +101,18 @@ static int req_body(struct remote_req *q, struct remote *r)
 		rc |= json_object_set_new(o, "messages", msgs);
 		rc |= msgs ? json_array_append_new(msgs, msg) : -1;
 		break;
-	default:   /* tokenize: llama-server reads content, vLLM prompt */
+	default: /* tokenize: llama-server reads content, vLLM prompt */
 		rc |= json_object_set(o, "content", text);
 		rc |= json_object_set(o, "prompt", text);
 		rc |= json_object_set_new(o, "add_special", json_true());
-		rc |= json_object_set_new(o, "add_special_tokens",
-			json_true());
+		rc |= json_object_set_new(o, "add_special_tokens", json_true());
 		rc |= json_object_set_new(o, "parse_special", json_true());
 		break;
 	}
 	if (req_kinds[q->kind].sse) {
 		rc |= json_object_set_new(o, "stream", json_true());
-		rc |= json_object_set_new(o, "stream_options",
+		rc |= json_object_set_new(
+			o, "stream_options",
 			json_pack("{s:b}", "include_usage", 1));
 		rc |= req_sampling(o, &s->cfg);
 	}
@@ -133,7 +133,7 @@ static void req_fail(struct remote_req *q, int error, const char *fmt, ...)
 	va_list ap;
 
 	if (q->error)
-		return;     /* the first reason is the one to tell */
+		return; /* the first reason is the one to tell */
 	q->error = error;
 	va_start(ap, fmt);
 	vsnprintf(q->msg, sizeof(q->msg), fmt, ap);
@@ -167,14 +167,15 @@ static void req_event(struct remote_req *q, const char *data, size_t len)
 	e = json_object_get(o, "error");
 	if (e) {
 		req_fail(q, -EIO, "server: %s",
-			req_error_text(e) ? req_error_text(e) : "error");
+			 req_error_text(e) ? req_error_text(e) : "error");
 		json_decref(o);
 		return;
 	}
 	c0 = json_array_get(json_object_get(o, "choices"), 0);
-	text = q->kind == REMOTE_CHAT ?
-		json_object_get(json_object_get(c0, "delta"), "content") :
-		json_object_get(c0, "text");
+	text = q->kind == REMOTE_CHAT
+		       ? json_object_get(json_object_get(c0, "delta"),
+					 "content")
+		       : json_object_get(c0, "text");
 	t = json_string_value(text);
 	n = t ? json_string_length(text) : 0;
 	if (n && !q->error) {
@@ -187,10 +188,10 @@ static void req_event(struct remote_req *q, const char *data, size_t len)
 		q->done = true;
 	u = json_object_get(o, "usage");
 	if (json_is_object(u)) {
-		q->n_prompt = json_integer_value(json_object_get(u,
-			"prompt_tokens"));
-		q->n_gen = json_integer_value(json_object_get(u,
-			"completion_tokens"));
+		q->n_prompt =
+			json_integer_value(json_object_get(u, "prompt_tokens"));
+		q->n_gen = json_integer_value(
+			json_object_get(u, "completion_tokens"));
 	}
 	json_decref(o);
 }
@@ -269,7 +270,7 @@ static int req_headers(struct remote_req *q, struct remote *r)
 	if (r->key) {
 		/* curl copies it; ours is wiped at once */
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s",
-			r->key);
+			 r->key);
 		n = curl_slist_append(l, auth);
 		explicit_bzero(auth, sizeof(auth));
 		if (!n)
@@ -306,18 +307,17 @@ static int req_setup(struct remote_req *q, struct remote *r)
 	 * seconds and counts the upload: a POST stalled 6 s more than asked.
 	 */
 	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-		(long)(r->timeout * 1000));
+			       (long)(r->timeout * 1000));
 	if (q->body) {
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, q->body);
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE,
-			(long)strlen(q->body));
+				       (long)strlen(q->body));
 	}
 	return rc ? -EIO : 0;
 }
 
 /* Stats of a finished stream, as the client saw them; fm->lock held. */
-static void req_stats(struct fs_stats *x, const struct remote_req *q,
-		int error)
+static void req_stats(struct fs_stats *x, const struct remote_req *q, int error)
 {
 	uint32_t gen = q && q->n_gen ? q->n_gen : q ? q->n_pieces : 0;
 	double ttft;
@@ -347,7 +347,7 @@ static void req_stats(struct fs_stats *x, const struct remote_req *q,
 
 /* The end of a stream the thread took (q NULL: no request was made). */
 static void req_stream_end(struct fs_model *fm, struct fs_stream *s,
-		const struct remote_req *q, int error)
+			   const struct remote_req *q, int error)
 {
 	struct fs_session *ss = s->session;
 
@@ -364,8 +364,8 @@ static void req_stream_end(struct fs_model *fm, struct fs_stream *s,
 	if (ss && s->kind != FS_GEN_TOKENIZE && !ss->removed) {
 		pthread_mutex_lock(&s->lock);
 		fs_buf_printf(&ss->history, "--- %s\n%s\n--- answer\n%s\n",
-			s->kind == FS_GEN_CHAT ? "chat" : "prompt", s->prompt,
-			s->out.p ? s->out.p : "");
+			      s->kind == FS_GEN_CHAT ? "chat" : "prompt",
+			      s->prompt, s->out.p ? s->out.p : "");
 		ss->kv_used = s->n_total;
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -376,7 +376,7 @@ static void req_stream_end(struct fs_model *fm, struct fs_stream *s,
 }
 
 int remote_req_new(struct fs_model *fm, enum remote_kind kind,
-		struct fs_stream *s)
+		   struct fs_stream *s)
 {
 	struct remote *r = fm->provider_data;
 	struct remote_req *q;
@@ -401,16 +401,19 @@ int remote_req_new(struct fs_model *fm, enum remote_kind kind,
 	q->s = s;
 	rc = s ? req_body(q, r) : 0;
 	if (rc == -EINVAL)
-		fs_errors_add(&fm->errors, "%s: the prompt is not UTF-8 text, "
-			"which a JSON API needs", req_kinds[kind].what);
+		fs_errors_add(&fm->errors,
+			      "%s: the prompt is not UTF-8 text, "
+			      "which a JSON API needs",
+			      req_kinds[kind].what);
 	if (!rc)
 		rc = req_headers(q, r);
 	if (!rc) {
 		rc = req_setup(q, r);
 		if (rc)
-			fs_errors_add(&fm->errors, "%s: libcurl refused an "
-				"option: %s", req_kinds[kind].what,
-				q->curl_error);
+			fs_errors_add(&fm->errors,
+				      "%s: libcurl refused an "
+				      "option: %s",
+				      req_kinds[kind].what, q->curl_error);
 	}
 	if (!rc && curl_multi_add_handle(r->multi, q->easy))
 		rc = -ENOMEM;
@@ -428,7 +431,7 @@ int remote_req_new(struct fs_model *fm, enum remote_kind kind,
 out_free:
 	if (rc == -ENOMEM)
 		fs_errors_add(&fm->errors, "%s: out of memory",
-			req_kinds[kind].what);
+			      req_kinds[kind].what);
 	q->s = NULL;
 	req_free(q);
 out_end:
@@ -492,7 +495,7 @@ static void req_http_error(struct remote_req *q)
 		req_fail(q, -EIO, "HTTP %ld: %.200s", q->status, m);
 	else
 		req_fail(q, -EIO, "HTTP %ld: %.*s", q->status,
-			n > 200 ? 200 : n, q->in.p ? q->in.p : "");
+			 n > 200 ? 200 : n, q->in.p ? q->in.p : "");
 	json_decref(o);
 }
 
@@ -509,12 +512,13 @@ static void req_tokens(struct remote_req *q)
 		json_decref(o);
 		return;
 	}
-	json_array_foreach(t, i, v) {
+	json_array_foreach(t, i, v)
+	{
 		/* with_pieces answers are objects with an id */
 		json_t *id = json_is_object(v) ? json_object_get(v, "id") : v;
 
 		fs_buf_printf(&b, "%s%lld", i ? " " : "",
-			(long long)json_integer_value(id));
+			      (long long)json_integer_value(id));
 	}
 	fs_buf_add(&b, "\n", 1);
 	fs_stream_append(q->s, b.p, b.len);
@@ -529,7 +533,7 @@ double remote_req_expire(struct remote_req *q, double now, double timeout)
 	if (left > 0)
 		return left;
 	req_fail(q, -ETIMEDOUT, "no answer for %g s (timeout=%g)",
-		now - q->t_active, timeout);
+		 now - q->t_active, timeout);
 	remote_req_done(q, CURLE_OPERATION_TIMEDOUT);
 	return 0;
 }
@@ -547,8 +551,8 @@ void remote_req_done(struct remote_req *q, CURLcode result)
 		q->error = -ECANCELED;
 	else if (result != CURLE_OK && !q->error)
 		req_fail(q, req_curl_errno(q, result), "%s",
-			q->curl_error[0] ? q->curl_error :
-			curl_easy_strerror(result));
+			 q->curl_error[0] ? q->curl_error
+					  : curl_easy_strerror(result));
 	else if (q->status != 200)
 		req_http_error(q);
 	else if (sse && !q->done)
@@ -557,10 +561,10 @@ void remote_req_done(struct remote_req *q, CURLcode result)
 		req_tokens(q);
 	/* A probe's failure is the errors line of remote_probe_models. */
 	if (q->error && q->error != -ECANCELED &&
-			(q->s || q->kind == REMOTE_MODELS))
+	    (q->s || q->kind == REMOTE_MODELS))
 		fs_errors_add(&fm->errors, "%s: %s%s: %s",
-			req_kinds[q->kind].what, r->url,
-			req_kinds[q->kind].path, q->msg);
+			      req_kinds[q->kind].what, r->url,
+			      req_kinds[q->kind].path, q->msg);
 	if (q->kind == REMOTE_MODELS)
 		remote_probe_models(fm, q);
 	else if (q->kind == REMOTE_PROPS)

@@ -52,14 +52,14 @@ START_TEST(test_remote_attach_url_and_defaults)
 	struct err err = {0};
 	char *info;
 
-	ck_assert_int_eq(fs_remote_attach(fm, "http://127.0.0.1:8080/v1/",
-		&err), 0);
+	ck_assert_int_eq(
+		fs_remote_attach(fm, "http://127.0.0.1:8080/v1/", &err), 0);
 	ck_assert_ptr_eq(fm->provider, &fs_provider_remote);
 	ck_assert_str_eq(fm->path, "http://127.0.0.1:8080");
 	info = remote_info(fm);
 	ck_assert_str_eq(info, "name r\nstate loading\n"
-		"backend remote http://127.0.0.1:8080\nmodel -\n"
-		"api_key none\ntimeout_s 60\n");
+			       "backend remote http://127.0.0.1:8080\nmodel -\n"
+			       "api_key none\ntimeout_s 60\n");
 	free(info);
 	fs_model_free(fm);
 }
@@ -72,12 +72,15 @@ START_TEST(test_remote_files_absent)
 
 	ck_assert(fs_provider_has(fm, FS_K_PLACEMENT));
 	ck_assert(fs_provider_has(fm, FS_K_WEIGHTS));
-	ck_assert_int_eq(fs_remote_attach(fm, "https://example.org,"
-		"model=m,timeout=2.5", &err), 0);
+	ck_assert_int_eq(fs_remote_attach(fm,
+					  "https://example.org,"
+					  "model=m,timeout=2.5",
+					  &err),
+			 0);
 	for (enum fs_kind k = FS_K_MDIR; k < FS_K_COUNT; k++) {
 		bool local_only = k == FS_K_PLACEMENT || k == FS_K_KV ||
-			k == FS_K_WEIGHTS || k == FS_K_WINDEX ||
-			k == FS_K_WTENSOR;
+				  k == FS_K_WEIGHTS || k == FS_K_WINDEX ||
+				  k == FS_K_WTENSOR;
 
 		ck_assert_int_eq(fs_provider_has(fm, k), !local_only);
 	}
@@ -104,9 +107,17 @@ START_TEST(test_remote_key_never_shown)
 END_TEST
 
 static const char *const bad_specs[] = {
-	"", "ftp://host", "host:8080", "http://a b", "http://h,timeout=0",
-	"http://h,timeout=-1", "http://h,timeout=abc", "http://h,timeout=",
-	"http://h,model=", "http://h,bogus=1", "http://h,key_file=",
+	"",
+	"ftp://host",
+	"host:8080",
+	"http://a b",
+	"http://h,timeout=0",
+	"http://h,timeout=-1",
+	"http://h,timeout=abc",
+	"http://h,timeout=",
+	"http://h,model=",
+	"http://h,bogus=1",
+	"http://h,key_file=",
 	"http://h,key_file=/nonexistent/key",
 };
 
@@ -117,7 +128,7 @@ START_TEST(test_remote_attach_rejects)
 	int rc = fs_remote_attach(fm, bad_specs[_i], &err);
 
 	ck_assert_msg(rc == -EINVAL || rc == -ENOENT, "%s: %d", bad_specs[_i],
-		rc);
+		      rc);
 	ck_assert(err.msg[0]);
 	ck_assert_ptr_eq(fm->provider, &fs_provider_local);
 	ck_assert_ptr_null(fm->provider_data);
@@ -127,8 +138,7 @@ END_TEST
 
 START_TEST(test_remote_key_file_rejects)
 {
-	static const char *const bad[] = { "", "\n", "two words\n",
-		"   \n" };
+	static const char *const bad[] = {"", "\n", "two words\n", "   \n"};
 	char path[64], spec[128];
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -156,7 +166,7 @@ int main(void)
 	tcase_add_test(tc, test_remote_files_absent);
 	tcase_add_test(tc, test_remote_key_never_shown);
 	tcase_add_loop_test(tc, test_remote_attach_rejects, 0,
-		sizeof(bad_specs) / sizeof(bad_specs[0]));
+			    sizeof(bad_specs) / sizeof(bad_specs[0]));
 	tcase_add_test(tc, test_remote_key_file_rejects);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
