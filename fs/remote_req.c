@@ -69,9 +69,14 @@ static int req_sampling(json_t *o, const struct fs_config *c)
 	if (c->n_stop) {
 		stop = json_array();
 		rc |= json_object_set_new(o, "stop", stop);
-		for (size_t i = 0; i < c->n_stop && stop; i++)
-			rc |= json_array_append_new(stop,
-						    json_string(c->stop[i]));
+		for (size_t i = 0; i < c->n_stop && stop && !rc; i++) {
+			json_t *v = json_string(c->stop[i]);
+
+			/* \xHH escapes can make a stop that is no text */
+			if (!v)
+				return -EILSEQ;
+			rc |= json_array_append_new(stop, v);
+		}
 	}
 	return rc ? -ENOMEM : 0;
 }
@@ -114,12 +119,15 @@ static int req_body(struct remote_req *q, struct remote *r)
 		rc |= json_object_set_new(
 			o, "stream_options",
 			json_pack("{s:b}", "include_usage", 1));
-		rc |= req_sampling(o, &s->cfg);
+		if (!rc)
+			rc = req_sampling(o, &s->cfg);
 	}
 	json_decref(text);
 	if (!rc)
 		q->body = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
+	if (rc == -EILSEQ)
+		return rc;
 	return rc || !q->body ? -ENOMEM : 0;
 }
 
@@ -400,11 +408,14 @@ int remote_req_new(struct fs_model *fm, enum remote_kind kind,
 	q->kind = kind;
 	q->s = s;
 	rc = s ? req_body(q, r) : 0;
-	if (rc == -EINVAL)
+	if (rc == -EINVAL || rc == -EILSEQ)
 		fs_errors_add(&fm->errors,
-			      "%s: the prompt is not UTF-8 text, "
-			      "which a JSON API needs",
-			      req_kinds[kind].what);
+			      "%s: the %s is not UTF-8 text, which a JSON API "
+			      "needs",
+			      req_kinds[kind].what,
+			      rc == -EINVAL ? "prompt" : "stop string");
+	if (rc == -EILSEQ)
+		rc = -EINVAL;
 	if (!rc)
 		rc = req_headers(q, r);
 	if (!rc) {

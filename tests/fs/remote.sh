@@ -26,7 +26,7 @@ SPIDS=()
 
 stop_servers() {
 	for p in "${SPIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "${SPIDS[@]}"; do wait "$p" 2>/dev/null; done
+	for p in "${SPIDS[@]}"; do wait "$p" 2>/dev/null; done 2>/dev/null
 	SPIDS=()
 }
 trap 'stop_servers; cleanup' EXIT
@@ -57,6 +57,7 @@ URL=http://127.0.0.1:$PORT
 start_server "$PORT" --api-key "$KEY"
 start_server "$VPORT"
 VPID=$LAST_SPID
+disown "$VPID"   # killed on purpose below: no "Killed" notice from bash
 $CLIENT stall "$WORK/stall-port" &
 SPIDS+=($!)
 for _ in $(seq 50); do [ -s "$WORK/stall-port" ] && break; sleep 0.1; done
@@ -112,6 +113,18 @@ check "stats count the tokens the client saw" \
 	grep -qx "tokens_out $((2 * N))" "$Q/stats"
 check "stats have a ttft" awk '$1 == "ttft_ms_last" && $2 > 0 {f=1} END {exit !f}' "$Q/stats"
 
+# stop strings are the server's too: the same cut as /completion's.
+stop=$(head -c 30 "$WORK/server" | tail -c 4)
+printf 'stop=%s\n' "$stop" > "$Q/config"
+printf '%s' "$P" > "$Q/generate"
+cat "$Q/generate" > "$WORK/stopped"
+EXTRA=$(python3 -c 'import json, sys; print(json.dumps({"stop": [sys.argv[1]]}))' "$stop") \
+	KEY=$KEY $CLIENT completion "$URL" $N "$P" > "$WORK/server-stop"
+check "stop=... cuts the answer (${#stop} chars)" [ "$(wc -c < "$WORK/stopped")" -lt 30 ]
+same "$WORK/server-stop" "$WORK/stopped" "stop=... = /completion with the same stop"
+echo "$greedy" > "$Q/config"
+printf 'stop=\n' > "$Q/config"
+
 # 3. chat (the server applies its template), tokenize.
 KEY=$KEY $CLIENT chat "$URL" $N "$C" > "$WORK/server-chat"
 printf '%s' "$C" > "$Q/chat"
@@ -164,10 +177,10 @@ sleep 0.3
 busy=$(KEY=$KEY $CLIENT busy "$URL")
 wait $!
 check "the control: a reader that stays keeps a slot busy ($busy; $(cat "$WORK/whole"))" [ "$busy" = 1 ]
-r=$($CLIENT kill-reader "$Q/generate" "$P")
+r=$($CLIENT kill-reader "$Q/generate" "$P" 2>/dev/null)
 sleep 0.3
 busy=$(KEY=$KEY $CLIENT busy "$URL")
-check "a closed reader frees the server's slot ($r; busy slots: $busy)" [ "$busy" = 0 ]
+check "a reader killed mid-stream frees the server's slot ($r; busy slots: $busy)" [ "$busy" = 0 ]
 check "stats count it cancelled" grep -qx 'cancelled 1' "$Q/stats"
 echo "$greedy" > "$Q/config"
 
@@ -182,9 +195,12 @@ check "no key: an errors line with the HTTP status" grep -q 'HTTP 401' "$MNT/nok
 
 # 7. The server killed mid-stream: what arrived, then EIO.
 echo 'max_tokens=4000' > "$MNT/victim/config"
-r=$($CLIENT read "$MNT/victim/generate" "$P" "$VPID")
+r=$(OUT=$WORK/cut $CLIENT read "$MNT/victim/generate" "$P" "$VPID")
 set -- $r
 check "server killed mid-stream: the reader got text first ($1 bytes)" [ "$1" -gt 0 ]
+KEY=$KEY $CLIENT completion "$URL" 4000 "$P" > "$WORK/long4000"
+check "server killed mid-stream: what arrived is the answer's start" \
+	cmp -s -n "$1" "$WORK/cut" "$WORK/long4000"
 check "server killed mid-stream: then EIO ($2)" [ "$2" = EIO ]
 check "server killed mid-stream: an errors line" grep -q 'generate: ' "$MNT/victim/errors"
 sed 's/^/# /' "$MNT/victim/errors" | tail -n 1
@@ -194,6 +210,12 @@ r=$($CLIENT read "$MNT/dead/generate" "$P")
 check "refused connection: EIO ($r)" [ "$(echo "$r" | cut -d' ' -f2)" = EIO ]
 check "refused connection: an errors line from curl" \
 	grep -qi 'connect' "$MNT/dead/errors"
+printf 'a\xffb' > "$MNT/dead/generate"
+cat "$MNT/dead/generate" 2> "$WORK/utf8.err"
+check "a prompt that is not UTF-8: EINVAL ($(cat "$WORK/utf8.err"))" \
+	grep -q 'Invalid argument' "$WORK/utf8.err"
+check "a prompt that is not UTF-8: an errors line" \
+	grep -q 'prompt is not UTF-8' "$MNT/dead/errors"
 r=$($CLIENT read "$MNT/stall/generate" "$P")
 set -- $r
 check "a server that never answers: ETIMEDOUT ($r)" [ "$2" = ETIMEDOUT ]

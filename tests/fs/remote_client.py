@@ -2,16 +2,19 @@
 """Helpers of tests/fs/remote.sh, which drive a real llama-server.
 
   port                     a free loopback TCP port
-  completion URL N PROMPT  llama-server's own /completion answer (greedy)
+  completion URL N PROMPT  llama-server's own /completion answer (greedy;
+                           EXTRA, a JSON object, adds request fields)
   chat URL N PROMPT        /v1/chat/completions, not streamed (greedy)
   tokenize URL TEXT        /tokenize ids, as llmfs prints them
   busy URL                 how many of the server's slots are processing
   stall PORTFILE           a server that accepts and never answers
   read FILE PROMPT [PID]   write PROMPT to FILE, read to the end; with PID,
                            kill -9 it after the first bytes; prints
-                           "<bytes> <EOF|errno name> <seconds>"
-  kill-reader FILE PROMPT  read the first bytes, then close (as a killed
-                           reader's descriptors are)
+                           "<bytes> <EOF|errno name> <seconds>", and the
+                           text read into FILE.got in the working directory
+                           named by OUT
+  kill-reader FILE PROMPT  read the first bytes, say how many, then
+                           kill -9 itself
 
 KEY in the environment: the API key to send (Authorization: Bearer).
 """
@@ -42,9 +45,10 @@ def main():
         s.bind(("127.0.0.1", 0))
         print(s.getsockname()[1])
     elif cmd == "completion":
-        d = call(args[0] + "/completion", {
-            "prompt": args[2], "n_predict": int(args[1]),
-            "temperature": 0, "seed": 1})
+        body = {"prompt": args[2], "n_predict": int(args[1]),
+                "temperature": 0, "seed": 1}
+        body.update(json.loads(os.environ.get("EXTRA", "{}")))
+        d = call(args[0] + "/completion", body)
         sys.stdout.write(d["content"])
     elif cmd == "chat":
         d = call(args[0] + "/v1/chat/completions", {
@@ -74,21 +78,26 @@ def main():
         fd = os.open(args[0], os.O_RDWR)
         os.write(fd, args[1].encode())
         got, end, t0 = 0, "EOF", time.monotonic()
+        text = b""
         try:
             while True:
                 b = os.read(fd, 4096)
                 if not b:
                     break
                 got += len(b)
+                text += b
                 if cmd == "kill-reader":
-                    end = "closed"
-                    break
+                    print(got, "killed", flush=True)
+                    os.kill(os.getpid(), signal.SIGKILL)
                 if len(args) > 2 and args[2]:
                     os.kill(int(args[2]), signal.SIGKILL)
                     args[2] = ""
         except OSError as e:
             end = errno.errorcode.get(e.errno, str(e.errno))
         os.close(fd)
+        if os.environ.get("OUT"):
+            with open(os.environ["OUT"], "wb") as f:
+                f.write(text)
         print(got, end, "%.2f" % (time.monotonic() - t0))
     else:
         sys.exit("unknown command " + cmd)
