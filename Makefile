@@ -10,7 +10,7 @@
 
 PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3 \
-	   libcurl4-openssl-dev
+	   libcurl4-openssl-dev openssl
 IO_PKGS = liburing numa
 ENGINE_PKGS = libpcre2-8
 # libcurl and jansson: remote models (fs/remote*.c)

@@ -60,7 +60,8 @@ static void mount_usage(FILE *f)
 		"(600)\n"
 		"  --numa POLICY     weights: interleave, node:N, replicate "
 		"or default\n"
-		"  --remote NAME=URL[,model=ID][,key_file=PATH][,timeout=S]\n"
+		"  --remote NAME=URL[,model=ID][,key_file=PATH][,ca_file=PATH]"
+		"[,timeout=S]\n"
 		"                    a model served by an OpenAI-compatible "
 		"server\n"
 		"See llmfs(1) and Documentation/ABI.md.\n");

@@ -58,7 +58,8 @@ extern const struct fs_provider fs_provider_remote;
 
 /*
  * Attach a remote server to a new model (before fs_model_start): spec is
- * "URL[,model=ID][,key_file=PATH][,timeout=S]" as --remote takes it after
+ * "URL[,model=ID][,key_file=PATH][,ca_file=PATH][,timeout=S]" as --remote
+ * takes it after
  * NAME=. The key is read from key_file now and never shown in any file.
  * Returns 0, or -EINVAL/-ENOMEM/-errno with the reason in err.
  */

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "remote.h"
 
@@ -97,8 +98,23 @@ static int remote_parse_opt(struct remote *r, char *o, struct err *err)
 		r->model_id = strdup(o + 6);
 		return r->model_id ? 0 : err_set(err, ENOMEM, "out of memory");
 	}
-	if (!strncmp(o, "key_file=", 9) && o[9])
+	if (!strncmp(o, "key_file=", 9) && o[9]) {
+		if (r->key) {
+			explicit_bzero(r->key, strlen(r->key));
+			free(r->key);
+			r->key = NULL;
+		}
 		return remote_read_key(r, o + 9, err);
+	}
+	if (!strncmp(o, "ca_file=", 8) && o[8]) {
+		/* absolute: the daemon changes to / when it detaches */
+		free(r->ca_file);
+		r->ca_file = realpath(o + 8, NULL);
+		if (!r->ca_file || access(r->ca_file, R_OK))
+			return err_set(err, errno, "ca_file %s: %s", o + 8,
+				       strerror(errno));
+		return 0;
+	}
 	if (!strncmp(o, "timeout=", 8)) {
 		errno = 0;
 		t = strtod(o + 8, &end);
@@ -112,7 +128,8 @@ static int remote_parse_opt(struct remote *r, char *o, struct err *err)
 		return 0;
 	}
 	return err_set(err, EINVAL,
-		       "%s: unknown; want model=ID, key_file=PATH or timeout=S",
+		       "%s: unknown; want model=ID, key_file=PATH, "
+		       "ca_file=PATH or timeout=S",
 		       o);
 }
 
@@ -127,6 +144,7 @@ static void remote_free(struct fs_model *fm)
 	free(r->key);
 	free(r->url);
 	free(r->model_id);
+	free(r->ca_file);
 	fs_buf_free(&r->about);
 	pthread_mutex_destroy(&r->wake_lock);
 	free(r);

@@ -29,6 +29,7 @@ struct remote {
 	char *url;	/* base URL, no trailing '/' or "/v1" */
 	char *model_id; /* model=ID, or what /v1/models names first */
 	char *key;	/* the API key (Bearer), or NULL; never shown */
+	char *ca_file;	/* ca_file=PATH: the CAs https trusts, or NULL */
 	double timeout; /* seconds, timeout=S */
 	CURLM *multi;	/* the serve thread's own; wake reads it */
 	pthread_mutex_t wake_lock; /* multi's lifetime vs remote_wake; a

@@ -316,6 +316,9 @@ static int req_setup(struct remote_req *q, struct remote *r)
 	 */
 	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
 			       (long)(r->timeout * 1000));
+	/* https: peer and host verified (curl's default), against ca_file */
+	if (r->ca_file)
+		rc |= curl_easy_setopt(e, CURLOPT_CAINFO, r->ca_file);
 	if (q->body) {
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, q->body);
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE,

@@ -31,7 +31,8 @@ stop_servers() {
 }
 trap 'stop_servers; cleanup' EXIT
 
-# start_server PORT [llama-server options]: up when /health says ok.
+# start_server PORT [llama-server options]: up when /health says ok
+# (over https, unverified, when SCHEME=https).
 start_server() {
 	local port=$1
 	shift
@@ -40,7 +41,7 @@ start_server() {
 	SPIDS+=($!)
 	LAST_SPID=$!
 	for _ in $(seq 300); do
-		python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=1)" \
+		python3 -c "import ssl, urllib.request as u; u.urlopen('${SCHEME:-http}://127.0.0.1:$port/health', timeout=1, context=ssl._create_unverified_context())" \
 			2>/dev/null && return 0
 		kill -0 "$LAST_SPID" 2>/dev/null || break
 		sleep 0.1
@@ -58,6 +59,20 @@ start_server "$PORT" --api-key "$KEY"
 start_server "$VPORT"
 VPID=$LAST_SPID
 disown "$VPID"   # killed on purpose below: no "Killed" notice from bash
+# https: a self-signed certificate, which curl must refuse unless ca_file
+# names it.
+TPORT=
+if ! "$SERVER" --help 2>&1 | grep -q -- --ssl-cert-file; then
+	echo "# this llama-server has no TLS: the https checks do not run"
+elif openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/tls.key" \
+		-out "$WORK/tls.crt" -days 1 -subj /CN=127.0.0.1 \
+		-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1; then
+	TPORT=$($CLIENT port)
+	SCHEME=https start_server "$TPORT" --ssl-key-file "$WORK/tls.key" \
+		--ssl-cert-file "$WORK/tls.crt"
+else
+	fail "openssl made a self-signed certificate"
+fi
 $CLIENT stall "$WORK/stall-port" &
 SPIDS+=($!)
 for _ in $(seq 50); do [ -s "$WORK/stall-port" ] && break; sleep 0.1; done
@@ -75,6 +90,8 @@ mount_llmfs --remote "q=$URL,key_file=$WORK/key,timeout=5" \
 	--remote "victim=http://127.0.0.1:$VPORT,timeout=5" \
 	--remote "dead=http://127.0.0.1:$DEADPORT,timeout=2" \
 	--remote "stall=http://127.0.0.1:$STALLPORT,timeout=2" \
+	${TPORT:+--remote "tls=https://127.0.0.1:$TPORT,timeout=5"} \
+	${TPORT:+--remote "tlsca=https://127.0.0.1:$TPORT,ca_file=$WORK/tls.crt,timeout=5"} \
 	--name local="$MODEL"
 Q=$MNT/q
 for _ in $(seq 100); do
@@ -83,7 +100,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 greedy=$(printf 'temperature=0\nmax_tokens=%d\nseed=1\n' $N)
-for m in q nokey victim dead stall local; do
+for m in q nokey victim dead stall local ${TPORT:+tls tlsca}; do
 	echo "$greedy" > "$MNT/$m/config"
 done
 
@@ -222,7 +239,19 @@ check "a server that never answers: ETIMEDOUT ($r)" [ "$2" = ETIMEDOUT ]
 check "after about timeout=2 s ($3 s)" awk -v t="$3" 'BEGIN {exit !(t >= 1.5 && t < 10)}'
 check "stalled: an errors line" grep -qi 'timeout\|timed out' "$MNT/stall/errors"
 
-# 9. The mount is healthy after all that.
+# 9. https is verified: a certificate no CA vouches for is refused, the
+# one ca_file names is taken.
+if [ -n "$TPORT" ]; then
+	r=$($CLIENT read "$MNT/tls/generate" "$P")
+	check "https, unknown certificate: EIO ($r)" [ "$(echo "$r" | cut -d' ' -f2)" = EIO ]
+	check "https, unknown certificate: curl's reason in errors" \
+		grep -qi 'certificate' "$MNT/tls/errors"
+	printf '%s' "$P" > "$MNT/tlsca/generate"
+	cat "$MNT/tlsca/generate" > "$WORK/tls-text"
+	same "$WORK/server" "$WORK/tls-text" "https with ca_file = the same text"
+fi
+
+# 10. The mount is healthy after all that.
 printf '%s' "$P" > "$Q/generate"
 cat "$Q/generate" > "$WORK/after"
 same "$WORK/server" "$WORK/after" "the mount still answers after the faults"

@@ -118,7 +118,8 @@ static const char *const bad_specs[] = {
 	"http://h,model=",
 	"http://h,bogus=1",
 	"http://h,key_file=",
-	"http://h,key_file=/nonexistent/key",
+	"http://h,key_file=/nonexistent/key", "http://h,ca_file=",
+	"http://h,ca_file=/nonexistent/ca.pem",
 };
 
 START_TEST(test_remote_attach_rejects)
