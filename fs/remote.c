@@ -219,7 +219,10 @@ static void remote_about_str(struct fs_buf *b, const char *key, json_t *v)
 		fs_buf_printf(b, "%s %s\n", key, s);
 }
 
-/* The entry of data[] for our model: model=ID, else the first. */
+/*
+ * The entry of data[] for our model: model=ID, else the first whose id
+ * can be a line of info.
+ */
 static json_t *remote_models_entry(struct remote *r, json_t *root)
 {
 	json_t *data = json_object_get(root, "data"), *m;
@@ -229,7 +232,8 @@ static json_t *remote_models_entry(struct remote *r, json_t *root)
 	{
 		const char *id = json_string_value(json_object_get(m, "id"));
 
-		if (id && (!r->model_id || !strcmp(id, r->model_id)))
+		if (id && *id && !strpbrk(id, "\r\n") &&
+		    (!r->model_id || !strcmp(id, r->model_id)))
 			return m;
 	}
 	return NULL;
