@@ -224,6 +224,7 @@ static void req_sse(struct remote_req *q)
 	}
 	n = end - p;
 	memmove(q->in.p, p, n);
+	q->in.p[n] = '\0'; /* fs_buf's promise */
 	q->in.len = n;
 }
 
