@@ -8,9 +8,11 @@
 # llmfs-write-model as for tools/bench-fs.sh (llama-shaped, 1024 wide,
 # 8 layers, Q8_0, 16k Qwen vocabulary: random weights, real speed), so that
 # decoding takes measurable time. Seven rounds by default after one of
-# warm-up, interleaved (direct, then mount) so that drift in the machine's
-# load hits both alike; the verdict compares the medians, and the median of
-# the per-round ratios is printed too.
+# warm-up, interleaved (direct then mount, mount then direct, ...) so that
+# drift in the machine's load hits both alike; the verdict compares the
+# medians, and the median of the per-round ratios is printed too. The
+# direct client's figure equals the server's own `timings` (checked by
+# hand): on a loaded machine the rounds swing with the server's speed.
 #
 #   direct decode tok/s  a Python client of /v1/completions (stream):
 #                        completion tokens after the first over the time
@@ -137,12 +139,22 @@ stat_of() { grep "^$1 " "$mnt/bench/stats" | cut -d' ' -f2; }
 python3 "$work/client.py" direct 127.0.0.1 "$port" "$N" "$P" >/dev/null
 python3 "$work/client.py" file "$mnt/bench/generate" "$P" >/dev/null
 direct_tps=() mount_tps=() stats_tps=() ratios=()
-for r in $(seq "$ROUNDS"); do
-	d=$(python3 "$work/client.py" direct 127.0.0.1 "$port" "$N" "$P")
-	direct_tps+=("$(echo "$d" | awk '{ printf "%.2f", ($1 - 1) / $2 }')")
+direct_run() { python3 "$work/client.py" direct 127.0.0.1 "$port" "$N" "$P"; }
+mount_run() {
 	before=$(stat_of tokens_out)
 	secs=$(python3 "$work/client.py" file "$mnt/bench/generate" "$P")
 	gen=$(( $(stat_of tokens_out) - before ))
+}
+for r in $(seq "$ROUNDS"); do
+	# Odd rounds direct first, even rounds the mount first.
+	if [ $((r % 2)) = 1 ]; then
+		d=$(direct_run)
+		mount_run
+	else
+		mount_run
+		d=$(direct_run)
+	fi
+	direct_tps+=("$(echo "$d" | awk '{ printf "%.2f", ($1 - 1) / $2 }')")
 	mount_tps+=("$(awk -v n="$gen" -v s="$secs" 'BEGIN { printf "%.2f", (n - 1) / s }')")
 	stats_tps+=("$(stat_of decode_tps)")
 	ratios+=("$(awk -v m="${mount_tps[-1]}" -v d="${direct_tps[-1]}" 'BEGIN { printf "%.4f", m / d }')")
