@@ -72,6 +72,7 @@ static int remote_read_key(struct remote *r, const char *path, struct err *err)
 static int remote_parse_url(struct remote *r, const char *url, struct err *err)
 {
 	size_t n = strlen(url);
+	const char *host;
 
 	if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
 		return err_set(
@@ -79,6 +80,12 @@ static int remote_parse_url(struct remote *r, const char *url, struct err *err)
 			"%s: the URL must start with http:// or https://", url);
 	if (strpbrk(url, " \t\r\n"))
 		return err_set(err, EINVAL, "%s: blanks in the URL", url);
+	/* user:password@ would show in info and errors: keys go in a file */
+	host = strchr(url, '/') + 2;
+	if (memchr(host, '@', strcspn(host, "/?#")))
+		return err_set(err, EINVAL,
+			       "credentials in the URL would be shown; "
+			       "use key_file=PATH");
 	while (n > 8 && url[n - 1] == '/')
 		n--;
 	/* The OpenAI base URL ends in /v1; the paths here start there. */

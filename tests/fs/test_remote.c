@@ -111,6 +111,7 @@ static const char *const bad_specs[] = {
 	"ftp://host",
 	"host:8080",
 	"http://a b",
+	"http://u:pw@h:8080/v1",
 	"http://h,timeout=0",
 	"http://h,timeout=-1",
 	"http://h,timeout=abc",
@@ -118,7 +119,8 @@ static const char *const bad_specs[] = {
 	"http://h,model=",
 	"http://h,bogus=1",
 	"http://h,key_file=",
-	"http://h,key_file=/nonexistent/key", "http://h,ca_file=",
+	"http://h,key_file=/nonexistent/key",
+	"http://h,ca_file=",
 	"http://h,ca_file=/nonexistent/ca.pem",
 };
 
