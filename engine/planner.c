@@ -298,6 +298,7 @@ static void plan_split(const struct plan_env *e, bool all_fit,
 	const struct engine_plan_input *in = e->in;
 	uint32_t L = in->n_layer, g;
 	double layer, read, t;
+	char range[32];
 
 	a->considered = true;
 	a->n_ctx = in->n_ctx;
@@ -327,8 +328,9 @@ static void plan_split(const struct plan_env *e, bool all_fit,
 	    read * (L - g) / L / e->home->mem_bw +
 	    (e->r_out + e->r_in) / e->home->mem_bw + 2 * e->cross + e->overhead;
 	a->tok_s = 1 / t;
-	why(a, "never automatic: %u of %u layers on %s, the rest and the output on %s; write 'blk.0-%u %s' to force it",
-	    g, L, e->gpu->name, e->home->name, g - 1, e->gpu->name);
+	snprintf(range, sizeof(range), g > 1 ? "blk.0-%u" : "blk.0", g - 1);
+	why(a, "never automatic: %u of %u layers on %s, the rest and the output on %s; write '%s %s' to force it",
+	    g, L, e->gpu->name, e->home->name, range, e->gpu->name);
 }
 
 static void plan_all_cpu(const struct plan_env *e, struct engine_plan_alt *a)

@@ -106,16 +106,15 @@ static int device_read_host(struct io_device_set *set, struct err *err)
 		cpu->free_bytes += d->free_bytes;
 		cpu->n_cpus += d->n_cpus;
 	}
-	if (topo.n_nodes == 1 || cpu->total_bytes == 0) {
-		uint64_t total = 0;
-
+	/*
+	 * One node is the machine: the kernel's node figure can miss memory
+	 * (hot-plugged into a VM, as on our CI), sysinfo does not.
+	 */
+	if (topo.n_nodes == 1 && cpu->total_bytes)
+		set->dev[1].total_bytes = cpu->total_bytes;
+	if (cpu->total_bytes == 0)
 		for (k = 1; k < set->n; k++)
-			total += set->dev[k].total_bytes;
-		if (topo.n_nodes == 1 && set->dev[1].total_bytes == 0)
-			set->dev[1].total_bytes = cpu->total_bytes;
-		else if (cpu->total_bytes == 0)
-			cpu->total_bytes = total;
-	}
+			cpu->total_bytes += set->dev[k].total_bytes;
 	return 0;
 }
 
