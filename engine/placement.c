@@ -309,7 +309,7 @@ static int place_auto(struct engine_model *m, struct err *err)
 			char why[sizeof(err->msg)];
 
 			snprintf(why, sizeof(why), "%s", err->msg);
-			return err_set(err, -rc, "auto: the plan (%s) puts weights on %s, and %s",
+			return err_set(err, -rc, "the plan (%s) puts weights on %s, and %s",
 				       engine_plan_kind_name(plan.chosen), plan.gpu, why);
 		}
 	}

@@ -59,6 +59,9 @@ static void mount_usage(FILE *f)
 		"(600)\n"
 		"  --numa POLICY     weights: interleave, node:N, replicate "
 		"or default\n"
+		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
+		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
+		"(or LLMFS_DEVICES)\n"
 		"See llmfs(1) and Documentation/ABI.md.\n");
 }
 
@@ -161,19 +164,22 @@ static int mount_uint(const char *s, unsigned long max, unsigned long *out)
 
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
-	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA };
+	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA,
+		OPT_DEVICES };
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "ctx", required_argument, NULL, OPT_CTX },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
 		{ "numa", required_argument, NULL, OPT_NUMA },
+		{ "devices", required_argument, NULL, OPT_DEVICES },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long u;
 	struct stat st;
 	struct err err = {0};
+	const char *devices = NULL;   /* NULL: LLMFS_DEVICES */
 	char *eq;
 	int c, rc = 0;
 
@@ -219,6 +225,9 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 				return -EINVAL;
 			}
 			break;
+		case OPT_DEVICES:
+			devices = optarg;
+			break;
 		case 'h':
 			mount_usage(stdout);
 			exit(0);
@@ -228,6 +237,10 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		}
 		if (rc)
 			return rc;
+	}
+	if (io_device_set_read(&a->opt.devices, devices, &err)) {
+		fprintf(stderr, "llmfs: %s\n", err.msg);
+		return -EINVAL;
 	}
 	/* -d writes every request on stderr: no bar between them. */
 	a->opt.progress = a->opt.foreground && !a->opt.debug &&

@@ -264,7 +264,7 @@ START_TEST(test_placement_simulated_gpu_refused)
 	}
 	ck_assert_int_eq(engine_placement_apply(m, "auto", &err), -ENODEV);
 	ck_assert_str_eq(err.msg,
-		"auto: the plan (all-gpu) puts weights on gpu0, and gpu0 is a simulated GPU (--devices): this build has no CUDA backend to compute on it");
+		"the plan (all-gpu) puts weights on gpu0, and gpu0 is a simulated GPU (--devices): this build has no CUDA backend to compute on it");
 	ck_assert_uint_eq(check_text(m, "cpu"), n);
 	/* Host devices still work beside it. */
 	ck_assert_int_eq(engine_placement_apply(m, "experts numa0", &err), 0);
