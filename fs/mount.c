@@ -60,6 +60,9 @@ static void mount_usage(FILE *f)
 		"(600)\n"
 		"  --numa POLICY     weights: interleave, node:N, replicate "
 		"or default\n"
+		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
+		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
+		"(or LLMFS_DEVICES)\n"
 		"  --remote NAME=URL[,model=ID][,key_file=PATH][,ca_file=PATH]"
 		"[,timeout=S]\n"
 		"                    a model served by an OpenAI-compatible "
@@ -194,13 +197,14 @@ static int mount_uint(const char *s, unsigned long max, unsigned long *out)
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA,
-		OPT_REMOTE };
+		OPT_DEVICES, OPT_REMOTE };
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "ctx", required_argument, NULL, OPT_CTX },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
 		{ "numa", required_argument, NULL, OPT_NUMA },
+		{ "devices", required_argument, NULL, OPT_DEVICES },
 		{ "remote", required_argument, NULL, OPT_REMOTE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -208,6 +212,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 	unsigned long u;
 	struct stat st;
 	struct err err = {0};
+	const char *devices = NULL;   /* NULL: LLMFS_DEVICES */
 	char *eq;
 	int c, rc = 0;
 
@@ -256,6 +261,9 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 				return -EINVAL;
 			}
 			break;
+		case OPT_DEVICES:
+			devices = optarg;
+			break;
 		case 'h':
 			mount_usage(stdout);
 			exit(0);
@@ -265,6 +273,10 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		}
 		if (rc)
 			return rc;
+	}
+	if (io_device_set_read(&a->opt.devices, devices, &err)) {
+		fprintf(stderr, "llmfs: %s\n", err.msg);
+		return -EINVAL;
 	}
 	/* -d writes every request on stderr: no bar between them. */
 	a->opt.progress = a->opt.foreground && !a->opt.debug &&
