@@ -138,7 +138,7 @@ for type in q8_0 q4_k_m; do
 			tgd) echo "tg64 @ d1024";; esac)
 		awk -v n="$name" -v m="$type" -v a="$a" -v b="$b" 'BEGIN {
 			printf "| %s | %s | %.1f | %.1f | %.2f |\n", n, m, b, a,
-				b > 0 ? a / b : 0 }'
+				(b > 0 ? a / b : 0) }'
 	done
 done
 echo

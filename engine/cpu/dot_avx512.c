@@ -402,7 +402,7 @@ static inline void cpu_unpack_k4(const uint8_t *q, uint32_t out[4])
  * dot_q4_k_repacked: the block's integer sums, then its two FMAs. The
  * sums in any order (integers): weights times activations in pairs
  * (vpmaddubsw, at most 2 * 15 * 128, no saturation), times the scale of
- * their 32 (vpmaddwd); the mins times the bsums by vpmaddwd too.
+ * their 32 into the sum (vpdpwssd); the mins times the bsums by vpmaddwd.
  */
 CPU_TARGET float cpu_q4_K_repacked_avx512(int64_t n, const void *vw,
 		const void *va)
@@ -444,8 +444,8 @@ CPU_TARGET float cpu_q4_K_repacked_avx512(int64_t n, const void *vw,
 			__m512i p = _mm512_maddubs_epi16(wq,
 				_mm512_loadu_si512(y[i].qs + 64 * g));
 
-			isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p,
-				_mm512_permutexvar_epi16(sc_idx[g], sc)));
+			isum = _mm512_dpwssd_epi32(isum, p,
+				_mm512_permutexvar_epi16(sc_idx[g], sc));
 		}
 		acc = fmaf((float)_mm512_reduce_add_epi32(isum),
 				cpu_h2f(x[i].d) * y[i].d, acc);

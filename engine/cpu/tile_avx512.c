@@ -161,15 +161,16 @@ CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *vw,
 		a1[p] = va[tile_second(nt, p)];
 		acc[p] = _mm512_setzero_ps();
 	}
-	/* group g: lanes 0-3 take scale 2g, lanes 4-7 scale 2g + 1 */
+	/*
+	 * group g, int16 lanes of element pairs: lanes 0-7 (elements 0-15)
+	 * take scale 2g, lanes 8-15 scale 2g + 1, in each token's half
+	 */
 	for (g = 0; g < 8; g++)
-		idx[g] = _mm512_add_epi32(_mm512_set1_epi32(2 * g),
-			_mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0,
-					 1, 1, 1, 1, 0, 0, 0, 0));
+		idx[g] = _mm512_add_epi16(_mm512_set1_epi16((short)(2 * g)),
+			_mm512_broadcast_i64x4(_mm256_set_epi16(1, 1, 1, 1, 1,
+				1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)));
 	for (i = 0; i < nb; i++) {
-		const __m512i sc = _mm512_cvtepi8_epi32(
-			_mm_loadu_si128((const __m128i *)x[i].scales));
-		/* the 16 scales as int16, both halves, for the correction */
+		/* the 16 scales as int16, both halves */
 		const __m512i sc16 = _mm512_broadcast_i64x4(_mm256_cvtepi8_epi16(
 			_mm_loadu_si128((const __m128i *)x[i].scales)));
 		const float dw = _cvtsh_ss(x[i].d);
@@ -202,7 +203,7 @@ CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *vw,
 					_mm256_srli_epi16(qh, 6), m2), 4)));
 		}
 		for (g = 0; g < 8; g++)
-			s[g] = _mm512_permutexvar_epi32(idx[g], sc);
+			s[g] = _mm512_permutexvar_epi16(idx[g], sc16);
 		TILE_UNROLL
 		for (p = 0; p < PAIRS; p++) {
 			if (p >= np)
@@ -210,11 +211,16 @@ CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *vw,
 			__m512i isum = _mm512_setzero_si512(), corr;
 			__m512 d;
 
+			/*
+			 * weights times activations in pairs (vpmaddubsw: at
+			 * most 2 * 63 * 128, no saturation), then times the
+			 * scale into the lanes (vpdpwssd): lane l of a group
+			 * holds its elements 4l..4l+3, as vpdpbusd's would
+			 */
 			for (g = 0; g < 8; g++)
-				isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(
-					_mm512_dpbusd_epi32(_mm512_setzero_si512(),
-						wq[g], tile_chunk(qs, 2 * n, p,
-							8 * i + g)), s[g]));
+				isum = _mm512_dpwssd_epi32(isum,
+					_mm512_maddubs_epi16(wq[g], tile_chunk(
+						qs, 2 * n, p, 8 * i + g)), s[g]);
 			/* b[2l] sc[2l] + b[2l+1] sc[2l+1], per token half */
 			corr = _mm512_madd_epi16(tile_join(a0[p][i].bsums,
 					a1[p][i].bsums), sc16);
@@ -289,7 +295,7 @@ CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *vw,
 
 		for (j = 0; j < 8; j++) {
 			tile_scale_min_k4(x[i].scales, j, &sc, &mins[j]);
-			s[j] = _mm512_set1_epi32(sc);
+			s[j] = _mm512_set1_epi16((short)sc);
 		}
 		/* mins as int16 pairs: bsums 2j and 2j + 1 both take min j */
 		mn16 = _mm256_set_epi16(
@@ -316,11 +322,11 @@ CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *vw,
 				isum[p] = msum[p] = sum;
 				continue;
 			}
+			/* pairs by vpmaddubsw (at most 2 * 15 * 128), scaled */
 			for (g = 0; g < 8; g++)
-				sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(
-					_mm512_dpbusd_epi32(_mm512_setzero_si512(),
-						wq[g], tile_chunk(qs, 2 * n, p,
-							8 * i + g)), s[g]));
+				sum = _mm512_dpwssd_epi32(sum,
+					_mm512_maddubs_epi16(wq[g], tile_chunk(
+						qs, 2 * n, p, 8 * i + g)), s[g]);
 			isum[p] = sum;
 			msum[p] = _mm512_madd_epi16(tile_join(a[2 * p][i].bsums,
 					a[2 * p + 1][i].bsums),
