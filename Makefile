@@ -8,11 +8,15 @@
 #   make bench        speed figures against llama.cpp, measured in one run
 #   make V=1          show the commands
 
+# The one version: llmfs --version and the Debian package.
+VERSION = 0.1.0
+
 PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
-	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3
+	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3 \
+	   libsystemd-dev dpkg-dev
 IO_PKGS = liburing numa
 ENGINE_PKGS = libpcre2-8
-FS_PKGS = fuse3 nettle
+FS_PKGS = fuse3 nettle libsystemd
 TEST_PKGS = check jansson
 
 CC ?= cc
@@ -25,7 +29,8 @@ CFLAGS ?= -O2 -g
 # comes with the SIMD issue.
 ARCH_FLAGS ?= $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v3 -mtune=native)
 override CFLAGS += $(ARCH_FLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
-	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP
+	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP \
+	-DLLMFS_VERSION='"$(VERSION)"'
 LDLIBS += -lm -pthread
 
 BUILD ?= build
