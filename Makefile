@@ -88,7 +88,8 @@ TEST_COMMON_SRC := $(wildcard tests/common/*.c)
 TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/%.o)
 TESTS := $(TEST_IO) $(TEST_ENGINE)
 # Small C clients that the shell tests drive (not tests of their own).
-TEST_CLIENTS := $(BUILD)/tests/fs/read_interrupted
+TEST_CLIENTS := $(BUILD)/tests/fs/read_interrupted \
+	$(BUILD)/tests/install/seccomp_exec
 ifeq ($(have_fuse),1)
 TESTS += $(TEST_FS)
 endif
