@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make install DESTDIR=...: every file where it belongs; the installed llmfs
 # answers --version and --help, mounts a shared model and generates what
-# llmfs-run generates; systemd-analyze verify accepts the installed unit;
+# llmfs-run generates, takes its options in the form mount.fuse3 passes
+# them; systemd-analyze verify accepts the installed unit;
 # make uninstall removes every file again.
 . "$(dirname "$0")/../fs/mount-lib.bash"
 . "$(dirname "$0")/install-lib.bash"
@@ -78,6 +79,18 @@ printf 'temperature=0\nmax_tokens=32\n' > "$MNT/stories/config"
 printf '%s' "$P" > "$MNT/stories/generate"
 cat "$MNT/stories/generate" > "$WORK/got-text"
 same "$WORK/expect" "$WORK/got-text" "the installed llmfs generates what llmfs-run does"
+unmount_llmfs
+
+# The form mount.fuse3 uses, by hand: options after SOURCE and MOUNTPOINT,
+# long options spelled with '-' or '_' inside -o.
+"$B/llmfs" -f "$STORIES" "$MNT" -o idle-timeout=5,threads=1,ctx=128,nofail \
+	>>"$WORK/daemon.log" 2>&1 &
+PID=$!
+for _ in $(seq 100); do [ -e "$MNT/models" ] && break; sleep 0.1; done
+wait_loaded || fail "model loaded"
+check "llmfs SOURCE MOUNTPOINT -o threads=1: status says threads=1" \
+	grep -q '^device cpu threads=1' "$MNT/status"
+check "... ctx=128: kv says n_ctx 128" grep -qx 'n_ctx 128' "$MNT/stories260k/kv"
 unmount_llmfs
 
 # systemd-analyze verify on the unit as installed: in a private mount
