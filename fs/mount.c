@@ -30,8 +30,8 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -184,16 +184,18 @@ static int mount_add_source(struct mount_args *a, char *arg)
 	if (!stat(arg, &st))
 		return S_ISDIR(st.st_mode) ? mount_add_dir(a, arg) :
 			mount_add_src(a, NULL, arg);
-	if (errno != ENOENT || !strchr(arg, ':')) {
-		fprintf(stderr, "llmfs: %s: %s\n", arg, strerror(errno));
-		return -errno;
+	rc = -errno;
+	if ((rc != -ENOENT && rc != -ENOTDIR) || !strchr(arg, ':')) {
+		fprintf(stderr, "llmfs: %s: %s\n", arg, strerror(-rc));
+		return rc;
 	}
+	rc = 0;
 	for (part = strtok_r(arg, ":", &save); part && !rc;
 			part = strtok_r(NULL, ":", &save)) {
 		if (stat(part, &st)) {
-			fprintf(stderr, "llmfs: %s: %s\n", part,
-				strerror(errno));
-			return -errno;
+			rc = -errno;
+			fprintf(stderr, "llmfs: %s: %s\n", part, strerror(-rc));
+			return rc;
 		}
 		rc = S_ISDIR(st.st_mode) ? mount_add_dir(a, part) :
 			mount_add_src(a, NULL, part);
