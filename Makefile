@@ -227,8 +227,9 @@ install: $(INSTALL_BIN:%=$(BUILD)/bin/%)
 uninstall:
 	rm -f $(INSTALL_BIN:%=$(DESTDIR)$(BINDIR)/%) \
 		$(INSTALL_MAN:Documentation/%=$(DESTDIR)$(MANDIR)/man1/%) \
-		$(DESTDIR)$(UNITDIR)/$(notdir $(UNIT))
-	rm -rf $(DESTDIR)$(DOCDIR)
+		$(DESTDIR)$(UNITDIR)/$(notdir $(UNIT)) \
+		$(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOC)))
+	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 # The Debian package: make install into a staging tree with PREFIX=/usr,
 # then dpkg-deb; Depends come from dpkg-shlibdeps (packaging/deb.sh).
