@@ -14,12 +14,14 @@
 VERSION = 0.1.0
 
 PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
-	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3 \
-	   libsystemd-dev dpkg-dev
+	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3
 IO_PKGS = liburing numa
 ENGINE_PKGS = libpcre2-8
-FS_PKGS = fuse3 nettle libsystemd
+FS_PKGS = fuse3 nettle
 TEST_PKGS = check jansson
+# libsystemd: sd_notify for llmfs@.service (Type=notify); dpkg-dev: make deb.
+PKGS_DEB += libsystemd-dev dpkg-dev
+FS_PKGS += libsystemd
 
 CC ?= cc
 CFLAGS ?= -O2 -g

@@ -71,6 +71,7 @@ static void mount_usage(FILE *f)
 		"  --name ALIAS=PATH mount the model at PATH as ALIAS\n"
 		"  -f                stay in the foreground\n"
 		"  -d                debug: foreground, log every request\n"
+		"  -V, --version     print the version and exit\n"
 		"  -o OPT[,OPT...]   allow_other, ro (inspection only), and\n"
 		"                    other FUSE mount options; every --long-opt\n"
 		"                    below is also -o long_opt=VALUE (fstab)\n"
@@ -80,7 +81,6 @@ static void mount_usage(FILE *f)
 		"(600)\n"
 		"  --numa POLICY     weights: interleave, node:N, replicate "
 		"or default\n"
-		"  -V, --version     print the version and exit\n"
 		"See llmfs(1) and Documentation/ABI.md.\n");
 }
 
