@@ -68,13 +68,13 @@ static void mount_usage(FILE *f)
 		"usage: llmfs [options] SOURCE... MOUNTPOINT [-o OPT,...]\n"
 		"  SOURCE            a .gguf file, a directory of them, or a\n"
 		"                    ':'-separated list of both\n"
+		"  -o LONG_OPT=VALUE any --long-opt below, as fstab gives it\n"
 		"  --name ALIAS=PATH mount the model at PATH as ALIAS\n"
 		"  -f                stay in the foreground\n"
 		"  -d                debug: foreground, log every request\n"
 		"  -V, --version     print the version and exit\n"
 		"  -o OPT[,OPT...]   allow_other, ro (inspection only), and\n"
-		"                    other FUSE mount options; every --long-opt\n"
-		"                    below is also -o long_opt=VALUE (fstab)\n"
+		"                    other FUSE mount options\n"
 		"  --threads N       engine threads per model (0 = all CPUs)\n"
 		"  --ctx N           context length of each sequence\n"
 		"  --idle-timeout S  seconds before an unused sessions/N goes "
@@ -314,7 +314,6 @@ static int mount_uint(const char *s, unsigned long max, unsigned long *out)
 		-EINVAL : 0;
 }
 
-/* 0, a negative errno after one line on stderr, or 1 after --help/-V. */
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA };
@@ -738,8 +737,9 @@ int fs_main(int argc, char **argv)
 	struct fs fs;
 	int rc;
 
+	/* 0, a negative errno after one line on stderr, or 1: --help, -V */
 	rc = mount_parse(&a, argc, argv);
-	if (rc == 1) {   /* --help, --version */
+	if (rc == 1) {
 		mount_args_free(&a);
 		return 0;
 	}
