@@ -28,7 +28,7 @@ daemon_of() {
 # first (their namespace is this one, which their daemons keep alive).
 fstab_cleanup() {
 	local m pid
-	for m in "$WORK"/mnt2 "$WORK"/mnt3*; do
+	for m in "$WORK"/mnt2 "$WORK"/mnt3* "$WORK"/mnt4; do
 		pid=$(daemon_of "$m")
 		mountpoint -q "$m" 2>/dev/null && umount -l "$m"
 		[ -n "$pid" ] && kill "$pid" 2>/dev/null
@@ -74,6 +74,7 @@ cat > "$FSTAB" <<FSTAB_EOF
 # a temporary fstab: mount -T reads it instead of /etc/fstab
 $STORIES:$QWEN  $MNT  fuse.llmfs  $OPTS  0 0
 $STORIES  $WORK/mnt2  fuse.llmfs  name=story:$STORIES  0 0
+$STORIES  $WORK/mnt4  fuse.llmfs  ro,default_permissions,allow_other  0 0
 $STORIES  $WORK/mnt3  fuse.llmfs  threads=many  0 0
 $STORIES  $WORK/mnt3b  fuse.llmfs  threads  0 0
 $STORIES  $WORK/mnt3c  fuse.llmfs  no_such_option  0 0
@@ -126,6 +127,20 @@ check "without allow_other another user is refused" \
 check "without allow_other a container of another user is refused" \
 	bash -c "! $NOBODY $CONTAINER cat '$WORK/mnt2/models' 2>/dev/null"
 umount_fstab "$WORK/mnt2"
+
+# FUSE's own options pass through: ro reaches the kernel and llmfs.
+mkdir -p "$WORK/mnt4"
+check "mount -T a line with ro,default_permissions" mount -T "$FSTAB" "$WORK/mnt4"
+check "ro: the kernel mount is read-only" \
+	bash -c "awk -v m='$WORK/mnt4' '\$2 == m { print \$4 }' /proc/self/mounts | grep -q '^ro,'"
+check "ro: status says ro" grep -q '^device cpu .* ro$' "$WORK/mnt4/status"
+if { printf x > "$WORK/mnt4/stories260k/generate"; } 2>"$WORK/err"; then
+	fail "ro: generate refuses a prompt"
+else
+	check "ro: generate refuses a prompt with EROFS" \
+		grep -q 'Read-only file system' "$WORK/err"
+fi
+umount_fstab "$WORK/mnt4"
 
 # Bad options fail the mount, with the reason.
 mkdir -p "$WORK/mnt3b" "$WORK/mnt3c"
