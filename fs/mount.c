@@ -190,20 +190,25 @@ static int mount_add_dir(struct mount_args *a, const char *dir)
 	return rc;
 }
 
+/* sep (unless b is empty), then s with ',' and '\\' escaped as libfuse reads them. */
+static int mount_buf_escaped(struct fs_buf *b, const char *sep, const char *s)
+{
+	if (b->len && fs_buf_add(b, sep, strlen(sep)))
+		return -ENOMEM;
+	for (; *s; s++)
+		if (((*s == ',' || *s == '\\') && fs_buf_add(b, "\\", 1)) ||
+				fs_buf_add(b, s, 1))
+			return -ENOMEM;
+	return 0;
+}
+
 /*
  * The mount's source in /proc/mounts is what fstab names: mount -a tells
- * a mounted line from one to mount by it. ',' and '\\' are escaped for
- * libfuse's option parser.
+ * a mounted line from one to mount by it.
  */
 static int mount_fsname_add(struct fs_buf *b, const char *src)
 {
-	if (b->len && fs_buf_add(b, ":", 1))
-		return -ENOMEM;
-	for (; *src; src++)
-		if (((*src == ',' || *src == '\\') && fs_buf_add(b, "\\", 1)) ||
-				fs_buf_add(b, src, 1))
-			return -ENOMEM;
-	return 0;
+	return mount_buf_escaped(b, ":", src);
 }
 
 /*
@@ -287,6 +292,27 @@ static int mount_queue(struct mount_args *a, int val, char *arg)
 }
 
 /*
+ * The next item of an -o list, cut in place at the first ',' that is not
+ * escaped: a value with commas (--remote, --devices) is written with "\\,",
+ * as libfuse reads -o lists too; "\\\\" is a backslash. NULL at the end.
+ */
+static char *mount_opt_next(char **list)
+{
+	char *item = *list, *r, *w;
+
+	if (!item)
+		return NULL;
+	for (r = w = item; *r && *r != ','; r++, w++) {
+		if (*r == '\\' && (r[1] == ',' || r[1] == '\\'))
+			r++;
+		*w = *r;
+	}
+	*list = *r ? r + 1 : NULL;
+	*w = '\0';
+	return item;
+}
+
+/*
  * -o, as mount.fuse3 passes an fstab line's options: an item that names a
  * long option (threads=4, idle_timeout=600) is queued for the getopt loop,
  * so each --option is a mount option with no code of its own; mount(8)'s
@@ -296,10 +322,10 @@ static int mount_opts(struct mount_args *a, const struct option *lo,
 		char *list)
 {
 	const struct option *l;
-	char *save, *o;
+	char *o;
 	size_t len;
 
-	for (o = strtok_r(list, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+	while ((o = mount_opt_next(&list))) {
 		len = strcspn(o, "=");
 		if (mount_opt_ignored(o))
 			continue;
@@ -320,7 +346,7 @@ static int mount_opts(struct mount_args *a, const struct option *lo,
 				a->opt.ro = true;
 			else if (!strcmp(o, "allow_other"))
 				a->opt.allow_other = true;
-			if (fs_buf_printf(&a->fuse_opts, ",%s", o))
+			if (mount_buf_escaped(&a->fuse_opts, ",", o))
 				return -ENOMEM;
 		}
 	}
@@ -731,8 +757,9 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 
 	fs->mountpoint = a->mountpoint;
 	/* The user's -o come after ours: a later fsname= wins. */
-	if (fs_buf_printf(&opts, "fsname=%s,subtype=llmfs,default_permissions%s",
+	if (fs_buf_printf(&opts, "fsname=%s,subtype=llmfs,default_permissions%s%s",
 			a->fsname.len ? a->fsname.p : "llmfs",
+			a->fuse_opts.len ? "," : "",
 			a->fuse_opts.len ? a->fuse_opts.p : ""))
 		return 1;
 	fargv[0] = (char *)argv0;

@@ -69,6 +69,8 @@ FSTAB=$WORK/fstab
 OPTS="allow_other,threads=3,ctx=256,idle_timeout=60,numa=default"
 OPTS="$OPTS,name=story:$STORIES,nofail,_netdev,x-systemd.automount"
 OPTS="$OPTS,x-systemd.device-timeout=10s,comment=llmfs,defaults"
+# a value with a comma: "\," (--remote NAME=URL,timeout=S)
+OPTS="$OPTS,remote=big=http://127.0.0.1:9/v1\\,timeout=7"
 mkdir -p "$WORK/mnt2" "$WORK/mnt3"
 cat > "$FSTAB" <<FSTAB_EOF
 # a temporary fstab: mount -T reads it instead of /etc/fstab
@@ -94,9 +96,11 @@ check "type fuse.llmfs, allow_other" \
 check "its source is the fstab SOURCE field" \
 	bash -c "[[ '$line' == '$(realpath "$STORIES"):$QWEN '* || '$line' == '$STORIES:$QWEN '* ]]"
 wait_loaded || fail "models loaded"
-check "every model of the ':' list and name= is mounted" \
+check "every model of the ':' list, name= and remote= is mounted" \
 	[ "$(cut -d' ' -f1 "$MNT/models" | sort | tr '\n' ' ')" = \
-	  "stories260k story tiny-qwen3-bpe16k-f16 " ]
+	  "big stories260k story tiny-qwen3-bpe16k-f16 " ]
+check "remote=...\\,timeout=7 kept its comma (info: $(grep timeout "$MNT/big/info"))" \
+	grep -qx 'timeout_s 7' "$MNT/big/info"
 check "threads=3 took effect (status: $(grep '^device' "$MNT/status"))" \
 	grep -q '^device cpu threads=3' "$MNT/status"
 check "ctx=256 took effect (kv: $(grep '^n_ctx' "$MNT/story/kv"))" \
