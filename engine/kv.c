@@ -1,60 +1,272 @@
 // SPDX-License-Identifier: MIT
 /*
- * A sequence and its KV cache: for every layer, the keys and values of
- * each position so far, stored in the model's kv_type (F16, as llama.cpp's
- * default cache: K and V are rounded to F16 when stored, which the logits
- * depend on).
+ * Sequences and their paged KV cache (see kv.h for the block layout).
  *
- * Layout: k[layer][pos][kv_head * head_dim], v likewise, one allocation,
- * so that a position's row of one layer is contiguous as in llama.cpp's
- * non-transposed V (flash attention).
+ * Each model has one pool: a byte budget, what is held and what is
+ * promised. A block is taken when a pass is about to write a position no
+ * held block covers, and given back when the sequence is truncated below
+ * it or freed. engine_seq_reserve promises blocks ahead (a scheduler that
+ * admits a generation only when its whole run fits); a sequence that
+ * grows past its promise takes from what nobody was promised, or fails
+ * with -ENOSPC. Blocks are plain heap allocations: a freed one goes back
+ * to the C library, so the process never holds more than the budget.
+ *
+ * K and V types are per sequence, taken from the pool's types when it
+ * starts (llmfs's `type_k=` applies to sequences started after it).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "kv.h"
+
+/* what the default budget leaves to everything else */
+#define KV_HEADROOM (512ull << 20)
+#define KV_MIN_BUDGET (64ull << 20)
+
+int engine_kv_type_parse(const char *name, uint32_t *type)
+{
+	uint32_t t;
+
+	for (t = 0; t < IO_TYPE_COUNT; t++) {
+		const struct io_type_info *ti = io_type_info(t);
+
+		if (ti && att_type_supported(t) && !strcmp(ti->name, name)) {
+			*type = t;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *engine_kv_type_name(uint32_t type)
+{
+	const struct io_type_info *ti = io_type_info(type);
+
+	return ti && att_type_supported(type) ? ti->name : NULL;
+}
+
+/* Bytes of a row of n elements of type, 0 if n is not whole blocks. */
+static uint64_t kv_row_bytes(uint32_t type, uint64_t n)
+{
+	const struct io_type_info *ti = io_type_info(type);
+
+	if (!ti || !att_type_supported(type) || n % ti->block_elems)
+		return 0;
+	return n / ti->block_elems * ti->block_bytes;
+}
+
+static int kv_check_types(const struct engine_model *m, uint32_t type_k,
+		uint32_t type_v, struct err *err)
+{
+	const struct engine_hparams *hp = &m->hp;
+	const struct io_type_info *tk = io_type_info(type_k);
+	const struct io_type_info *tv = io_type_info(type_v);
+
+	if (!tk || !att_type_supported(type_k) || !tv ||
+	    !att_type_supported(type_v))
+		return err_set(err, EINVAL,
+			"KV cache types: one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1");
+	if (hp->head_dim % tk->block_elems)
+		return err_set(err, EINVAL,
+			"K type %s: head_dim %u is not a multiple of its block of %u",
+			tk->name, hp->head_dim, tk->block_elems);
+	if (hp->head_dim_v % tv->block_elems)
+		return err_set(err, EINVAL,
+			"V type %s: head_dim %u is not a multiple of its block of %u",
+			tv->name, hp->head_dim_v, tv->block_elems);
+	return 0;
+}
+
+uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
+		uint32_t type_k, uint32_t type_v)
+{
+	const struct engine_hparams *hp = &m->hp;
+	uint64_t k = kv_row_bytes(type_k, (uint64_t)hp->n_head_kv *
+			hp->head_dim);
+	uint64_t v = kv_row_bytes(type_v, (uint64_t)hp->n_head_kv *
+			hp->head_dim_v);
+
+	if (!k || !v || hp->head_dim % io_type_info(type_k)->block_elems ||
+	    hp->head_dim_v % io_type_info(type_v)->block_elems)
+		return 0;
+	return (k + v) * hp->n_layer;
+}
+
+/* keep info's kv lines true (the pool's lock held, or no thread yet) */
+static void kv_info_update(struct engine_model *m)
+{
+	m->info.kv_type = m->kv.type_k;
+	m->info.kv_type_v = m->kv.type_v;
+	m->info.kv_bytes_per_token = engine_kv_bytes_per_token(m,
+			m->kv.type_k, m->kv.type_v);
+}
+
+int engine_model_set_kv_types(struct engine_model *m, uint32_t type_k,
+		uint32_t type_v, struct err *err)
+{
+	int ret = kv_check_types(m, type_k, type_v, err);
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&m->kv.lock);
+	m->kv.type_k = type_k;
+	m->kv.type_v = type_v;
+	kv_info_update(m);
+	pthread_mutex_unlock(&m->kv.lock);
+	return 0;
+}
+
+static uint64_t kv_mem_available(void)
+{
+	unsigned long long kb = 0;
+	char line[256];
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+int engine_kv_pool_init(struct engine_model *m, uint64_t budget,
+		struct err *err)
+{
+	struct engine_kv_pool *p = &m->kv;
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	if ((ret = pthread_mutex_init(&p->lock, NULL)))
+		return err_set(err, ret, "KV pool: %s", strerror(ret));
+	if (!budget) {
+		/* the weights are in memory already, or will be */
+		uint64_t avail = kv_mem_available();
+		uint64_t weights = m->info.tensor_bytes;
+
+		budget = avail > weights + KV_HEADROOM ?
+			(avail - weights - KV_HEADROOM) / 4 * 3 : 0;
+		if (budget < KV_MIN_BUDGET)
+			budget = KV_MIN_BUDGET;
+	}
+	p->ready = true;
+	p->budget = budget;
+	p->type_k = p->type_v = IO_TYPE_F16;
+	if (kv_check_types(m, p->type_k, p->type_v, NULL) == 0)
+		kv_info_update(m);
+	return 0;
+}
+
+void engine_kv_pool_destroy(struct engine_model *m)
+{
+	if (m->kv.ready)
+		pthread_mutex_destroy(&m->kv.lock);
+	m->kv.ready = false;
+}
+
+void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st)
+{
+	const struct engine_hparams *hp = &m->hp;
+	struct engine_kv_pool *p = &m->kv;
+
+	pthread_mutex_lock(&p->lock);
+	st->type_k = p->type_k;
+	st->type_v = p->type_v;
+	st->k_bytes_per_token = kv_row_bytes(p->type_k,
+			(uint64_t)hp->n_head_kv * hp->head_dim) * hp->n_layer;
+	st->v_bytes_per_token = kv_row_bytes(p->type_v,
+			(uint64_t)hp->n_head_kv * hp->head_dim_v) * hp->n_layer;
+	st->budget = p->budget;
+	st->committed = p->committed;
+	st->used = p->used;
+	st->blocks = p->blocks;
+	st->block_tokens = ENGINE_KV_BLOCK;
+	st->block_bytes = (st->k_bytes_per_token + st->v_bytes_per_token) *
+		ENGINE_KV_BLOCK;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- sequences --------------------------------------------------------- */
 
 int engine_seq_new(struct engine_model *m, struct engine_seq **out,
 		struct err *err)
 {
 	const struct engine_hparams *hp = &m->hp;
-	const struct io_type_info *ti = io_type_info(m->info.kv_type);
 	struct engine_seq *s;
-	size_t k_row, v_row, bytes;
+	int ret;
 
 	*out = NULL;
-	if (!ti || ti->block_elems != 1)
-		return err_set(err, ENOTSUP, "KV cache type %u not supported",
-				m->info.kv_type);
-	k_row = (size_t)hp->n_head_kv * hp->head_dim * ti->block_bytes;
-	v_row = (size_t)hp->n_head_kv * hp->head_dim_v * ti->block_bytes;
-	bytes = (k_row + v_row) * hp->n_layer * m->info.n_ctx;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return err_set(err, ENOMEM, "out of memory");
-	s->mem = malloc(bytes ? bytes : 1);
-	if (!s->mem) {
+	pthread_mutex_lock(&m->kv.lock);
+	s->type_k = m->kv.type_k;
+	s->type_v = m->kv.type_v;
+	pthread_mutex_unlock(&m->kv.lock);
+	if ((ret = kv_check_types(m, s->type_k, s->type_v, err))) {
 		free(s);
-		return err_set(err, ENOMEM,
-			"out of memory for a KV cache of %zu bytes (%u tokens)",
-			bytes, m->info.n_ctx);
+		return ret;
 	}
 	s->model = m;
 	s->n_ctx = m->info.n_ctx;
-	s->k_row = k_row;
-	s->v_row = v_row;
-	s->k = s->mem;
-	s->v = s->mem + k_row * hp->n_layer * s->n_ctx;
+	s->k_row = kv_row_bytes(s->type_k, (uint64_t)hp->n_head_kv *
+			hp->head_dim);
+	s->v_row = kv_row_bytes(s->type_v, (uint64_t)hp->n_head_kv *
+			hp->head_dim_v);
+	s->block_bytes = (s->k_row + s->v_row) * hp->n_layer *
+		ENGINE_KV_BLOCK;
 	*out = s;
 	return 0;
 }
 
+/* Blocks held or promised, whichever is more: what s counts for. */
+static uint64_t kv_seq_commit(const struct engine_seq *s)
+{
+	uint32_t n = s->n_blocks > s->n_reserved ? s->n_blocks :
+		s->n_reserved;
+
+	return (uint64_t)n * s->block_bytes;
+}
+
+/* Give back held blocks down to keep. */
+static void kv_seq_release(struct engine_seq *s, uint32_t keep)
+{
+	struct engine_kv_pool *p = &s->model->kv;
+	uint64_t before, after;
+	uint32_t n = 0;
+
+	if (s->n_blocks <= keep)
+		return;
+	pthread_mutex_lock(&p->lock);
+	before = kv_seq_commit(s);
+	while (s->n_blocks > keep) {
+		free(s->blocks[--s->n_blocks]);
+		s->blocks[s->n_blocks] = NULL;
+		n++;
+	}
+	after = kv_seq_commit(s);
+	p->committed -= before - after;
+	p->used -= (uint64_t)n * s->block_bytes;
+	p->blocks -= n;
+	pthread_mutex_unlock(&p->lock);
+}
+
 void engine_seq_free(struct engine_seq *s)
 {
+	struct engine_kv_pool *p;
+
 	if (!s)
 		return;
-	free(s->mem);
+	kv_seq_release(s, 0);
+	p = &s->model->kv;
+	pthread_mutex_lock(&p->lock);
+	p->committed -= kv_seq_commit(s);
+	pthread_mutex_unlock(&p->lock);
+	free(s->blocks);
 	free(s);
 }
 
@@ -63,8 +275,115 @@ uint32_t engine_seq_length(const struct engine_seq *s)
 	return s->n_past;
 }
 
+uint32_t engine_seq_capacity(const struct engine_seq *s)
+{
+	return s->n_ctx;
+}
+
+void engine_seq_shrink(struct engine_seq *s)
+{
+	kv_seq_release(s, (s->n_past + ENGINE_KV_BLOCK - 1) /
+			ENGINE_KV_BLOCK);
+}
+
 void engine_seq_truncate(struct engine_seq *s, uint32_t n)
 {
 	if (n < s->n_past)
 		s->n_past = n;
+	engine_seq_shrink(s);
+}
+
+static uint32_t kv_blocks_for(uint32_t n)
+{
+	return (uint32_t)(((uint64_t)n + ENGINE_KV_BLOCK - 1) /
+			ENGINE_KV_BLOCK);
+}
+
+int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
+		struct err *err)
+{
+	struct engine_kv_pool *p = &s->model->kv;
+	uint32_t want = kv_blocks_for(n_tokens);
+	uint64_t before, after;
+	int ret = 0;
+
+	pthread_mutex_lock(&p->lock);
+	before = kv_seq_commit(s);
+	if ((uint64_t)want * s->block_bytes > p->budget) {
+		ret = err_set(err, ENOSPC,
+			"%u tokens of KV cache need %llu bytes, over the budget of %llu (--kv-mem)",
+			n_tokens, (unsigned long long)want * s->block_bytes,
+			(unsigned long long)p->budget);
+		goto out_unlock;
+	}
+	s->n_reserved = want;
+	after = kv_seq_commit(s);
+	if (after > before && p->committed + (after - before) > p->budget) {
+		s->n_reserved = 0;
+		if (kv_seq_commit(s) != before)
+			s->n_reserved = (uint32_t)(before / s->block_bytes);
+		ret = err_set(err, EAGAIN,
+			"KV cache budget busy: %llu of %llu bytes promised",
+			(unsigned long long)p->committed,
+			(unsigned long long)p->budget);
+		goto out_unlock;
+	}
+	p->committed = p->committed + after - before;
+	if (n_tokens < s->n_ctx)
+		s->n_ctx = n_tokens;
+out_unlock:
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
+{
+	struct engine_kv_pool *p = &s->model->kv;
+	uint32_t want = kv_blocks_for(n);
+	int ret = 0;
+
+	if (want <= s->n_blocks)
+		return 0;
+	if (want > s->cap) {
+		uint32_t cap = s->cap ? s->cap : 4;
+		void *nb;
+
+		while (cap < want)
+			cap *= 2;
+		nb = realloc(s->blocks, cap * sizeof(*s->blocks));
+		if (!nb)
+			return err_set(err, ENOMEM, "out of memory");
+		s->blocks = nb;
+		s->cap = cap;
+	}
+	pthread_mutex_lock(&p->lock);
+	while (s->n_blocks < want) {
+		uint64_t before = kv_seq_commit(s), after;
+		uint8_t *b;
+
+		s->n_blocks++;
+		after = kv_seq_commit(s);
+		s->n_blocks--;
+		if (after > before && p->committed + (after - before) >
+				p->budget) {
+			ret = err_set(err, ENOSPC,
+				"KV cache budget full: %llu of %llu bytes in use (--kv-mem)",
+				(unsigned long long)p->committed,
+				(unsigned long long)p->budget);
+			break;
+		}
+		b = malloc(s->block_bytes);
+		if (!b) {
+			ret = err_set(err, ENOMEM,
+				"out of memory for a KV block of %zu bytes",
+				s->block_bytes);
+			break;
+		}
+		s->blocks[s->n_blocks++] = b;
+		p->committed += after - before;
+		p->used += s->block_bytes;
+		p->blocks++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return ret;
 }
