@@ -195,6 +195,8 @@ void engine_seq_truncate(struct engine_seq *s, uint32_t n);
  */
 int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
 		struct err *err);
+/* Positions the whole budget could hold for s (its types), in blocks. */
+uint32_t engine_seq_budget_tokens(const struct engine_seq *s);
 
 struct engine_batch_item {
 	struct engine_seq *seq;

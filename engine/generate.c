@@ -332,9 +332,12 @@ int engine_generation_accept(struct engine_generation *g, char *out,
 		g->ended = true;
 		return 0;
 	}
-	/* the next pass would put the token at position n_ctx: no room */
+	/*
+	 * the next pass would put the token at position n_ctx (or past what
+	 * the sequence reserved): no room
+	 */
 	if ((g->max_tokens && g->stats.gen_tokens >= g->max_tokens) ||
-	    engine_seq_length(g->seq) >= g->n_ctx) {
+	    engine_seq_length(g->seq) >= engine_seq_capacity(g->seq)) {
 		*len = gen_finish(g, out);
 		return 0;
 	}

@@ -336,6 +336,17 @@ out_unlock:
 	return ret;
 }
 
+uint32_t engine_seq_budget_tokens(const struct engine_seq *s)
+{
+	struct engine_kv_pool *p = &s->model->kv;
+	uint64_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->budget / s->block_bytes * ENGINE_KV_BLOCK;
+	pthread_mutex_unlock(&p->lock);
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
 int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 {
 	struct engine_kv_pool *p = &s->model->kv;

@@ -494,10 +494,18 @@ int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		return rc ? rc : files_job(h, req, files_job_placement, size,
 			0, NULL);
 	case FS_K_KV:
-		fs_errors_add(&fm->errors,
-			"kv: writes are not yet supported (the file is read-only "
-			"for now)");
-		return -EINVAL;
+		if (fs_model_state(fm) != FS_MODEL_READY) {
+			fs_errors_add(&fm->errors, "kv: the model is not loaded");
+			return -EIO;
+		}
+		if (size > 4096) {
+			fs_errors_add(&fm->errors, "kv: writes over 4096 bytes");
+			return -EINVAL;
+		}
+		fs_buf_free(&h->in);
+		rc = fs_buf_add(&h->in, buf, size);
+		return rc ? rc : files_job(h, req, fs_kvfile_write_job, size,
+			0, NULL);
 	default:
 		return -EBADF;
 	}

@@ -271,6 +271,7 @@ struct fs_model {
 	struct fs_stream *queue;       /* submitted, not started; by lock */
 	struct fs_job *jobs;           /* by lock */
 	struct fs_stream *active;      /* the scheduler thread's own */
+	struct fs_stream *kv_wait;     /* its own: waiting for KV cache room */
 	struct fs_session *sessions;   /* by lock */
 	uint64_t next_session;
 	uint64_t next_stream;
@@ -318,8 +319,15 @@ int fs_text_metrics(struct fs *fs, struct fs_buf *b);
 int fs_text_info(struct fs_model *fm, struct fs_buf *b);
 int fs_text_stats(struct fs_model *fm, struct fs_buf *b);
 int fs_text_windex(struct fs_model *fm, struct fs_buf *b);
-/* On the scheduler thread. */
+/* kvfile.c: the kv file and the KV options (on the scheduler thread). */
 int fs_text_kv(struct fs_model *fm, struct fs_buf *b);
+void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
+		bool cancelled);
+/* --kv-type-k/-v and --kv-mem for mount.c: 0, or -EINVAL after a line. */
+int fs_kv_type_option(const char *s, const char **out);
+int fs_kv_bytes_option(const char *s, uint64_t *out);
+/* BYTES with an optional k, M or G suffix (powers of 1024). */
+int fs_kv_bytes_parse(const char *s, uint64_t *out);
 
 /* sha256.c */
 int fs_sha256_file(const char *path, char hex[65], volatile bool *stop);
@@ -329,6 +337,9 @@ int fs_sha256_file(const char *path, char hex[65], volatile bool *stop);
 struct fs_options {
 	unsigned threads;
 	unsigned n_ctx;
+	uint64_t kv_mem;        /* --kv-mem: each model's KV budget, 0 = fits */
+	const char *kv_type_k;  /* --kv-type-k, --kv-type-v; NULL = f16 */
+	const char *kv_type_v;
 	bool ro;
 	bool allow_other;
 	bool foreground;

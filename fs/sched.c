@@ -87,6 +87,9 @@ static void sched_load(struct fs_model *fm)
 	struct engine_model_options opt = {
 		.n_ctx = fm->fs->opt.n_ctx,
 		.threads = fm->fs->opt.threads,
+		.kv_mem = fm->fs->opt.kv_mem,
+		.kv_type_k = fm->fs->opt.kv_type_k,
+		.kv_type_v = fm->fs->opt.kv_type_v,
 		.load = {
 			.progress = sched_progress, .progress_arg = fm,
 			.notice = sched_notice, .notice_arg = fm,
@@ -211,6 +214,70 @@ static int sched_tokenize(struct fs_model *fm, struct fs_stream *s)
 	return rc;
 }
 
+/*
+ * Promise s the KV blocks of its whole run (prompt + max_tokens, or the
+ * context), so that a running generation never finds the pool empty.
+ * When the budget could never hold that, the budget is the run's
+ * context, if the prompt fits in it. -EAGAIN: wait for room.
+ */
+static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
+		struct err *err)
+{
+	uint32_t cap = engine_seq_capacity(s->seq), most, need;
+	size_t np, nt;
+	int rc;
+
+	engine_generation_tokens(s->gen, &np, &nt);
+	need = s->cfg.max_tokens && np + s->cfg.max_tokens < cap ?
+		(uint32_t)np + s->cfg.max_tokens : cap;
+	rc = engine_seq_reserve(s->seq, need, err);
+	most = engine_seq_budget_tokens(s->seq);
+	if (rc == -ENOSPC && np < most)
+		rc = engine_seq_reserve(s->seq, most, err);
+	else if (rc == -ENOSPC) {
+		struct engine_kv_stats st;
+
+		engine_kv_stats(fm->m, &st);
+		rc = err_set(err, ENOSPC,
+			"the prompt is %zu tokens, the KV cache budget of %llu "
+			"bytes holds %u (--kv-mem)", np,
+			(unsigned long long)st.budget, most);
+	}
+	return rc;
+}
+
+/* Start what waited for KV room, first come first served. */
+static void sched_kv_admit(struct fs_model *fm)
+{
+	struct fs_stream *s;
+	struct err err = {0};
+	int rc;
+
+	while ((s = fm->kv_wait)) {
+		rc = fs_stream_cancelled(s) ? -ECANCELED :
+			sched_reserve(fm, s, &err);
+		/* nothing else holds the pool: it is not coming back */
+		if (rc == -EAGAIN && !fm->active)
+			rc = -ENOSPC;
+		if (rc == -EAGAIN)
+			return;
+		fm->kv_wait = s->next;
+		if (rc) {
+			if (rc != -ECANCELED)
+				fs_errors_add(&fm->errors, "%s: %s",
+					s->kind == FS_GEN_CHAT ? "chat" :
+					"generate", err.msg);
+			sched_end(fm, s, rc);
+			continue;
+		}
+		pthread_mutex_lock(&s->lock);
+		s->state = FS_STREAM_RUNNING;
+		pthread_mutex_unlock(&s->lock);
+		s->next = fm->active;
+		fm->active = s;
+	}
+}
+
 static void sched_start(struct fs_model *fm, struct fs_stream *s)
 {
 	struct engine_generate_options opt = {
@@ -248,6 +315,17 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 	if (!rc)
 		rc = engine_generation_new(&s->gen, fm->m, s->seq, s->prompt,
 			s->prompt_len, &opt, &err);
+	if (!rc && (fm->kv_wait ||
+		    (rc = sched_reserve(fm, s, &err)) == -EAGAIN)) {
+		/* the pool is promised to others: wait in line */
+		struct fs_stream **pp = &fm->kv_wait;
+
+		while (*pp)
+			pp = &(*pp)->next;
+		s->next = NULL;
+		*pp = s;
+		return;
+	}
 	if (rc) {
 		fs_errors_add(&fm->errors, "%s: %s",
 			s->kind == FS_GEN_CHAT ? "chat" : "generate", err.msg);
@@ -310,7 +388,8 @@ static void sched_step(struct fs_model *fm, struct sched_batch *b)
 		rc = fs_stream_cancelled(s) ? -ECANCELED :
 			engine_generation_prepare(s->gen, &b->items[n]);
 		if (rc == 1 && engine_seq_length(s->seq) +
-				b->items[n].n_tokens > fm->info->n_ctx) {
+				b->items[n].n_tokens >
+				engine_seq_capacity(s->seq)) {
 			/*
 			 * The context is full: alone, the forward pass fails
 			 * with -ENOSPC and the generation ends as at n_ctx,
@@ -386,7 +465,8 @@ void *fs_sched_main(void *arg)
 	sched_load(fm);
 	for (;;) {
 		pthread_mutex_lock(&fm->lock);
-		while (!fm->stop && !fm->queue && !fm->jobs && !fm->active)
+		while (!fm->stop && !fm->queue && !fm->jobs && !fm->active &&
+		       !fm->kv_wait)
 			pthread_cond_wait(&fm->wake, &fm->lock);
 		queue = fm->queue;
 		jobs = fm->jobs;
@@ -400,6 +480,8 @@ void *fs_sched_main(void *arg)
 			queue = s->next;
 			sched_start(fm, s);
 		}
+		if (fm->kv_wait)
+			sched_kv_admit(fm);
 		if (fm->active)
 			sched_step(fm, &batch);
 	}
@@ -412,6 +494,10 @@ void *fs_sched_main(void *arg)
 	}
 	while ((s = fm->active)) {
 		fm->active = s->next;
+		sched_end(fm, s, -ECANCELED);
+	}
+	while ((s = fm->kv_wait)) {
+		fm->kv_wait = s->next;
 		sched_end(fm, s, -ECANCELED);
 	}
 	free(batch.items);

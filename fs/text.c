@@ -338,35 +338,3 @@ int fs_text_windex(struct fs_model *fm, struct fs_buf *b)
 	pthread_rwlock_unlock(&fm->weights_lock);
 	return rc;
 }
-
-int fs_text_kv(struct fs_model *fm, struct fs_buf *b)
-{
-	const struct engine_model_info *in = fm->info;
-	const struct io_type_info *ti = io_type_info(in->kv_type);
-	unsigned n = 0;
-	int rc;
-
-	for (struct fs_stream *s = fm->active; s; s = s->next)
-		n++;
-	rc = fs_buf_printf(b, "type %s\nbytes_per_token %llu\nn_ctx %u\n"
-		"bytes_per_sequence %llu\nsequences %u\n",
-		ti ? ti->name : "?",
-		(unsigned long long)in->kv_bytes_per_token, in->n_ctx,
-		(unsigned long long)in->kv_bytes_per_token * in->n_ctx, n);
-	for (struct fs_stream *s = fm->active; s && !rc; s = s->next) {
-		pthread_mutex_lock(&s->lock);
-		rc = fs_buf_printf(b, "sequence %llu %s%llu %u/%u\n",
-			(unsigned long long)s->id,
-			s->session ? "session-" : "pid-session-",
-			(unsigned long long)(s->session ? s->session->id :
-				(uint64_t)s->sid), s->n_total, in->n_ctx);
-		pthread_mutex_unlock(&s->lock);
-	}
-	pthread_mutex_lock(&fm->lock);
-	for (struct fs_session *ss = fm->sessions; ss && !rc; ss = ss->next)
-		if (!ss->removed)
-			rc = fs_buf_printf(b, "session %llu %u\n",
-				(unsigned long long)ss->id, ss->kv_used);
-	pthread_mutex_unlock(&fm->lock);
-	return rc;
-}

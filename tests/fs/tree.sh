@@ -94,11 +94,11 @@ for bad in 'top_p=2' 'max_tokens=-1' 'seed=x' 'nokey' 'min_p=nan'; do
 	fi
 done
 if echo 'n_ctx=1' > "$M/kv" 2>"$WORK/err"; then
-	fail "kv: writes fail"
+	fail "kv: an unknown key fails"
 else
-	check "kv: a write is EINVAL" grep -q 'Invalid argument' "$WORK/err"
+	check "kv: an unknown key is EINVAL" grep -q 'Invalid argument' "$WORK/err"
 fi
-check "kv: errors says not yet supported" grep -q 'kv: writes are not yet supported' "$M/errors"
+check "kv: errors names the unknown key" grep -q "kv: unknown key 'n_ctx'" "$M/errors"
 check "errors: at most 100 lines" [ "$(wc -l < "$M/errors")" -le 100 ]
 
 cat "$M/kv" > "$WORK/kv"
