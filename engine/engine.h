@@ -197,6 +197,15 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
 		struct err *err);
 /* Positions the whole budget could hold for s (its types), in blocks. */
 uint32_t engine_seq_budget_tokens(const struct engine_seq *s);
+/* The token ids of positions [0, engine_seq_length) (borrowed). */
+const int32_t *engine_seq_tokens(const struct engine_seq *s);
+/*
+ * Make dst the first n positions of src (tokens and K/V copied): prefix
+ * reuse. Same model and K/V types, or -EINVAL; -ENOSPC when the budget
+ * has no room (dst is then empty).
+ */
+int engine_seq_copy_prefix(struct engine_seq *dst,
+		const struct engine_seq *src, uint32_t n, struct err *err);
 
 struct engine_batch_item {
 	struct engine_seq *seq;
@@ -285,6 +294,7 @@ struct engine_generate_options {
 
 struct engine_generation_stats {
 	uint32_t prompt_tokens;
+	uint32_t prompt_evaluated; /* those not already in the sequence */
 	uint32_t gen_tokens;
 	double ttft_ms;        /* from the first prepare to the first token */
 	double prefill_ms;
@@ -294,8 +304,12 @@ struct engine_generation_stats {
 struct engine_generation;
 
 /*
- * Tokenize (and template) the prompt. seq is borrowed, emptied first, and
- * must outlive the generation.
+ * Tokenize (and template) the prompt. seq is borrowed and must outlive the
+ * generation. The positions of seq that already hold the prompt's first
+ * tokens are kept (a conversation's earlier turns, a copied prefix: see
+ * engine_seq_copy_prefix) and only the rest is evaluated; the rest of seq
+ * is dropped at the first prepare. The result is the same as evaluating
+ * the whole prompt.
  */
 int engine_generation_new(struct engine_generation **out,
 		struct engine_model *m, struct engine_seq *seq,

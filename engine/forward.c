@@ -871,8 +871,12 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 	for (i = 0; i < n_items; i++) {
 		struct engine_batch_item *it = &items[i];
 
-		ret = engine_seq_grow(it->seq, it->seq->n_past + (uint32_t)(
-				forward_before(items, i) + it->n_tokens), err);
+		uint32_t end = it->seq->n_past + (uint32_t)(
+				forward_before(items, i) + it->n_tokens);
+
+		ret = engine_seq_grow(it->seq, end, err);
+		if (!ret)
+			ret = engine_seq_tokens_reserve(it->seq, end, err);
 		if (ret) {
 			for (t = 0; t <= i; t++)
 				engine_seq_shrink(items[t].seq);
@@ -911,8 +915,13 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 	}
 	if (p.n && (ret = forward_chunk(&p)))
 		goto out_shrink;
-	for (i = 0; i < n_items; i++)
-		items[i].seq->n_past += (uint32_t)items[i].n_tokens;
+	for (i = 0; i < n_items; i++) {
+		struct engine_seq *seq = items[i].seq;
+
+		memcpy(seq->tokens + seq->n_past, items[i].tokens,
+				items[i].n_tokens * sizeof(*seq->tokens));
+		seq->n_past += (uint32_t)items[i].n_tokens;
+	}
 	return 0;
 
 out_shrink:

@@ -267,6 +267,7 @@ void engine_seq_free(struct engine_seq *s)
 	p->committed -= kv_seq_commit(s);
 	pthread_mutex_unlock(&p->lock);
 	free(s->blocks);
+	free(s->tokens);
 	free(s);
 }
 
@@ -329,8 +330,8 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
 		goto out_unlock;
 	}
 	p->committed = p->committed + after - before;
-	if (n_tokens < s->n_ctx)
-		s->n_ctx = n_tokens;
+	s->n_ctx = n_tokens < s->model->info.n_ctx ? n_tokens :
+		s->model->info.n_ctx;
 out_unlock:
 	pthread_mutex_unlock(&p->lock);
 	return ret;
@@ -397,4 +398,62 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 	}
 	pthread_mutex_unlock(&p->lock);
 	return ret;
+}
+
+int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
+		struct err *err)
+{
+	uint32_t cap = s->tokens_cap ? s->tokens_cap : 64;
+	int32_t *t;
+
+	if (n <= s->tokens_cap)
+		return 0;
+	while (cap < n)
+		cap *= 2;
+	t = realloc(s->tokens, (size_t)cap * sizeof(*t));
+	if (!t)
+		return err_set(err, ENOMEM, "out of memory");
+	s->tokens = t;
+	s->tokens_cap = cap;
+	return 0;
+}
+
+const int32_t *engine_seq_tokens(const struct engine_seq *s)
+{
+	return s->tokens;
+}
+
+int engine_seq_copy_prefix(struct engine_seq *dst,
+		const struct engine_seq *src, uint32_t n, struct err *err)
+{
+	const uint32_t n_layer = dst->model->hp.n_layer;
+	uint32_t pos, il, run;
+	int ret;
+
+	if (dst->model != src->model || dst->type_k != src->type_k ||
+	    dst->type_v != src->type_v)
+		return err_set(err, EINVAL,
+			"prefix of a sequence of another model or type");
+	if (n > src->n_past)
+		n = src->n_past;
+	if (n > dst->n_ctx)
+		n = dst->n_ctx;
+	engine_seq_truncate(dst, 0);
+	if ((ret = engine_seq_grow(dst, n, err)) ||
+	    (ret = engine_seq_tokens_reserve(dst, n, err)))
+		return ret;
+	for (pos = 0; pos < n; pos += run) {
+		run = ENGINE_KV_BLOCK - pos % ENGINE_KV_BLOCK;
+		if (run > n - pos)
+			run = n - pos;
+		for (il = 0; il < n_layer; il++) {
+			memcpy(engine_seq_k(dst, il, pos),
+				engine_seq_k(src, il, pos), run * dst->k_row);
+			memcpy(engine_seq_v(dst, il, pos),
+				engine_seq_v(src, il, pos), run * dst->v_row);
+		}
+	}
+	memcpy(dst->tokens, src->tokens, (size_t)n * sizeof(*dst->tokens));
+	dst->n_past = n;
+	return 0;
 }

@@ -38,6 +38,8 @@ struct engine_seq {
 	uint32_t n_reserved; /* blocks promised by engine_seq_reserve */
 	uint32_t cap;       /* entries of blocks[] */
 	uint8_t **blocks;
+	int32_t *tokens;    /* the token at each position [0, n_past) */
+	uint32_t tokens_cap;
 };
 
 static inline uint8_t *engine_seq_k(const struct engine_seq *s, uint32_t il,
@@ -61,6 +63,12 @@ static inline uint8_t *engine_seq_v(const struct engine_seq *s, uint32_t il,
  * -ENOSPC with a message when the pool's budget has no room.
  */
 int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err);
+/*
+ * Room for the ids of positions [0, n) (engine_forward records each
+ * position's token, for prefix reuse and snapshots).
+ */
+int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
+		struct err *err);
 /* Give back the blocks past position n_past (after a failed pass). */
 void engine_seq_shrink(struct engine_seq *s);
 
