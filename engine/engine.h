@@ -272,6 +272,14 @@ int engine_chat_apply(const struct engine_model *m, const char *user,
 		size_t len, char **out, struct err *err);
 
 /*
+ * What closes an assistant's turn in the model's template, after its
+ * answer: "<|im_end|>\n" for ChatML, "<|eot_id|>" for Llama 3, "</s>" for
+ * Llama 2, "" for raw text (a conversation is its turns one after the
+ * other, as llama.cpp's templates write them).
+ */
+const char *engine_chat_turn_end(const struct engine_model *m);
+
+/*
  * The same from a template string instead of a model: tmpl is the text of
  * tokenizer.chat_template, or one of llama.cpp's template names ("chatml",
  * "llama2", "llama3"), or NULL for none (ChatML, as llama.cpp does).

@@ -156,6 +156,9 @@ struct fs_stream {
 	/* The scheduler's own. */
 	struct engine_seq *seq;
 	struct engine_generation *gen;
+	char *text;                    /* a session turn's whole prompt */
+	char *turn;                    /* its new part, for the conversation */
+	size_t turn_len;
 	struct fs_stream *next;        /* in fs_model.queue or the active list */
 };
 
@@ -188,6 +191,9 @@ struct fs_session {
 	struct fs_buf history;         /* by fs_model.lock */
 	struct fs_stream *pending[FS_GEN_KINDS]; /* submitted, not yet opened */
 	uint32_t kv_used;              /* tokens of its last sequence */
+	struct engine_seq *seq;        /* kept between turns; by fs_model.lock */
+	struct fs_buf convo;           /* the conversation's text; by lock */
+	double kv_atime;               /* its last turn's end; by lock */
 	struct fs_session *next;
 };
 
@@ -230,6 +236,7 @@ struct fs_stats {
 	uint64_t failed;
 	uint64_t cancelled;
 	uint64_t tokens_in;
+	uint64_t tokens_in_evaluated;  /* not found in a kept sequence */
 	uint64_t tokens_out;
 	double ttft_last_ms;
 	double ttft_ms[256];   /* ring of the last ones, for the median */
@@ -242,6 +249,9 @@ struct fs_stats {
 };
 
 struct fs_job;
+
+/* sequences of ended generations kept for their prefixes */
+#define FS_KV_RECENT 4
 
 struct fs_model {
 	struct fs *fs;
@@ -272,6 +282,7 @@ struct fs_model {
 	struct fs_job *jobs;           /* by lock */
 	struct fs_stream *active;      /* the scheduler thread's own */
 	struct fs_stream *kv_wait;     /* its own: waiting for KV cache room */
+	struct engine_seq *kv_recent[FS_KV_RECENT]; /* its own, newest first */
 	struct fs_session *sessions;   /* by lock */
 	uint64_t next_session;
 	uint64_t next_stream;
@@ -319,6 +330,18 @@ int fs_text_metrics(struct fs *fs, struct fs_buf *b);
 int fs_text_info(struct fs_model *fm, struct fs_buf *b);
 int fs_text_stats(struct fs_model *fm, struct fs_buf *b);
 int fs_text_windex(struct fs_model *fm, struct fs_buf *b);
+/* kvcache.c: what the scheduler keeps of the KV cache (its thread). */
+/* s->seq for s, and the text to generate from (a session: the turn). */
+int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
+		size_t *len, bool *chat, struct err *err);
+/* Start s's fresh sequence with the longest prefix held elsewhere. */
+void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s);
+/* s ended: its session keeps the sequence and the turn, or recent does. */
+void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error);
+/* Free the least recently used kept sequence; false when none is left. */
+bool fs_kv_drop_one(struct fs_model *fm);
+void fs_kv_free_recent(struct fs_model *fm);
+
 /* kvfile.c: the kv file and the KV options (on the scheduler thread). */
 int fs_text_kv(struct fs_model *fm, struct fs_buf *b);
 void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,

@@ -159,6 +159,7 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 	if (s->gen) {
 		st = engine_generation_stats(s->gen);
 		x->tokens_in += st->prompt_tokens;
+		x->tokens_in_evaluated += st->prompt_evaluated;
 		x->tokens_out += st->gen_tokens;
 		if (st->gen_tokens) {
 			x->ttft_last_ms = st->ttft_ms;
@@ -182,8 +183,10 @@ static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
 	if (s->session && s->kind != FS_GEN_TOKENIZE)
 		sched_history(fm, s);
 	engine_generation_free(s->gen);
-	engine_seq_free(s->seq);
 	s->gen = NULL;
+	if (s->kind != FS_GEN_TOKENIZE)
+		fs_kv_turn_end(fm, s, error);
+	engine_seq_free(s->seq);
 	s->seq = NULL;
 	/* A cancelled stream has no reader left: EOF is as good as any. */
 	fs_stream_finish(s, error == -ECANCELED ? 0 : error);
@@ -223,17 +226,22 @@ static int sched_tokenize(struct fs_model *fm, struct fs_stream *s)
 static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 		struct err *err)
 {
-	uint32_t cap = engine_seq_capacity(s->seq), most, need;
+	uint32_t cap = fm->info->n_ctx, most, need;
 	size_t np, nt;
 	int rc;
 
 	engine_generation_tokens(s->gen, &np, &nt);
 	need = s->cfg.max_tokens && np + s->cfg.max_tokens < cap ?
 		(uint32_t)np + s->cfg.max_tokens : cap;
-	rc = engine_seq_reserve(s->seq, need, err);
+	/* kept sequences give way, least recently used first */
+	while ((rc = engine_seq_reserve(s->seq, need, err)) == -EAGAIN &&
+	       fs_kv_drop_one(fm))
+		;
 	most = engine_seq_budget_tokens(s->seq);
 	if (rc == -ENOSPC && np < most)
-		rc = engine_seq_reserve(s->seq, most, err);
+		while ((rc = engine_seq_reserve(s->seq, most, err)) ==
+		       -EAGAIN && fs_kv_drop_one(fm))
+			;
 	else if (rc == -ENOSPC) {
 		struct engine_kv_stats st;
 
@@ -244,6 +252,17 @@ static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 			(unsigned long long)st.budget, most);
 	}
 	return rc;
+}
+
+/* s has its KV room: a prefix from elsewhere, and it runs. */
+static void sched_run(struct fs_model *fm, struct fs_stream *s)
+{
+	fs_kv_prefix(fm, s);
+	pthread_mutex_lock(&s->lock);
+	s->state = FS_STREAM_RUNNING;
+	pthread_mutex_unlock(&s->lock);
+	s->next = fm->active;
+	fm->active = s;
 }
 
 /* Start what waited for KV room, first come first served. */
@@ -270,11 +289,7 @@ static void sched_kv_admit(struct fs_model *fm)
 			sched_end(fm, s, rc);
 			continue;
 		}
-		pthread_mutex_lock(&s->lock);
-		s->state = FS_STREAM_RUNNING;
-		pthread_mutex_unlock(&s->lock);
-		s->next = fm->active;
-		fm->active = s;
+		sched_run(fm, s);
 	}
 }
 
@@ -288,6 +303,8 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		.chat = s->kind == FS_GEN_CHAT,
 	};
 	struct err err = {0};
+	char *text;
+	size_t len;
 	int rc;
 
 	if (s->kind != FS_GEN_TOKENIZE) {
@@ -311,10 +328,10 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		fs_errors_add(&fm->errors,
 			"chat: the model has no known chat template; "
 			"the prompt is used as it is");
-	rc = engine_seq_new(fm->m, &s->seq, &err);
+	rc = fs_kv_turn_begin(fm, s, &text, &len, &opt.chat, &err);
 	if (!rc)
-		rc = engine_generation_new(&s->gen, fm->m, s->seq, s->prompt,
-			s->prompt_len, &opt, &err);
+		rc = engine_generation_new(&s->gen, fm->m, s->seq, text, len,
+			&opt, &err);
 	if (!rc && (fm->kv_wait ||
 		    (rc = sched_reserve(fm, s, &err)) == -EAGAIN)) {
 		/* the pool is promised to others: wait in line */
@@ -331,11 +348,7 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 			s->kind == FS_GEN_CHAT ? "chat" : "generate", err.msg);
 		goto out_end;
 	}
-	pthread_mutex_lock(&s->lock);
-	s->state = FS_STREAM_RUNNING;
-	pthread_mutex_unlock(&s->lock);
-	s->next = fm->active;
-	fm->active = s;
+	sched_run(fm, s);
 	return;
 out_end:
 	sched_end(fm, s, rc);
@@ -500,6 +513,7 @@ void *fs_sched_main(void *arg)
 		fm->kv_wait = s->next;
 		sched_end(fm, s, -ECANCELED);
 	}
+	fs_kv_free_recent(fm);
 	free(batch.items);
 	free(batch.streams);
 	return NULL;

@@ -155,14 +155,16 @@ int fs_text_stats(struct fs_model *fm, struct fs_buf *b)
 		"state %s\nrequests %llu\nactive %u\nfailed %llu\n"
 		"cancelled %llu\ntokens_in %llu\ntokens_out %llu\n"
 		"ttft_ms_last %.2f\nttft_ms_p50 %.2f\nprefill_tps %.2f\n"
-		"decode_tps %.2f\nload_s %.3f\nload_bytes %llu\n",
+		"decode_tps %.2f\nload_s %.3f\nload_bytes %llu\n"
+		"tokens_in_evaluated %llu\n",
 		text_states[fm->state], (unsigned long long)x->requests,
 		x->active, (unsigned long long)x->failed,
 		(unsigned long long)x->cancelled,
 		(unsigned long long)x->tokens_in,
 		(unsigned long long)x->tokens_out, x->ttft_last_ms,
 		text_ttft_p50(x), x->prefill_tps, x->decode_tps, fm->load_secs,
-		(unsigned long long)fm->load_done);
+		(unsigned long long)fm->load_done,
+		(unsigned long long)x->tokens_in_evaluated);
 	pthread_mutex_unlock(&fm->lock);
 	return rc;
 }

@@ -6,6 +6,11 @@
 # can never fit fails with ENOSPC and an errors line, 64 concurrent
 # sessions all finish with the right answer (the rest wait their turn) and
 # the daemon's peak RSS stays under weights + budget + 64 MiB.
+# Sessions keep their cache: a second turn (generate and chat) equals the
+# whole conversation evaluated in one go and evaluates only its new
+# tokens (stats: tokens_in_evaluated); a prompt sharing a prefix with an
+# earlier one evaluates only its suffix; a session whose cache was dropped
+# for others rebuilds it from its conversation.
 # mixq (head_dim 128) is a model whose greedy answer the cache types change.
 . "$(dirname "$0")/mount-lib.bash"
 
@@ -87,6 +92,12 @@ for i in $(seq 64); do
 done
 wait $pids
 touch "$WORK/done"; wait $watcher
+first=$(ls -d "$S"/sessions/[0-9]* | head -n 1)
+printf '%s' "$P" > "$first/generate"
+cat "$first/generate" > "$WORK/rebuilt"
+"$RUN" -m "$STORIES" -p "$P$(cat "$WORK/expect-s")$P" --temp 0 -n 40 \
+	> "$WORK/expect-rebuilt" 2>/dev/null
+same "$WORK/expect-rebuilt" "$WORK/rebuilt" "a session whose cache was dropped rebuilds it: second turn right"
 check "at most 5 generations held the pool at once (saw $(cat "$WORK/most"))" \
 	[ "$(cat "$WORK/most")" -le 5 ]
 bad=0
@@ -94,11 +105,74 @@ for i in $(seq 64); do
 	cmp -s "$WORK/expect-s" "$WORK/many.$i" || bad=$((bad + 1))
 done
 check "64 sessions in a 5-block budget: all 64 answers right ($bad wrong)" [ $bad = 0 ]
-check "kv: all blocks back after them" grep -qx 'used 0' "$S/kv"
+check "kv: the sessions keep blocks, within the budget" \
+	awk '$1 == "committed" && $2 <= 204800 { ok = 1 } END { exit !ok }' "$S/kv"
+for d in "$S"/sessions/[0-9]*; do rmdir "$d"; done
+check "kv: every block back once the sessions are gone" grep -qx 'used 0' "$S/kv"
 weights=$(grep '^tensor_bytes ' "$S/info" | cut -d' ' -f2)
 [ -n "$weights" ] || weights=$(stat -c %s "$STORIES")
 hwm=$(awk '/^VmHWM:/ { print $2 * 1024 }' "/proc/$PID/status")
 limit=$((weights + 204800 + 64 * 1024 * 1024))
 check "daemon peak RSS $hwm <= weights + budget + 64 MiB ($limit)" [ "$hwm" -le "$limit" ]
+unmount_llmfs
+
+evaluated() { awk '$1 == "tokens_in_evaluated" { print $2 }' "$1/stats"; }
+ntok() { printf '%s' "$2" > "$1/tokenize"; wc -w < "$1/tokenize"; }
+mount_llmfs --name stories="$STORIES" --name qwen="$QWEN"
+wait_loaded || fail "models loaded in 10 s"
+S=$MNT/stories
+Q=$MNT/qwen
+printf 'temperature=0\nmax_tokens=24\n' > "$S/config"
+printf 'temperature=0\nmax_tokens=24\n' > "$Q/config"
+P1='Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.'
+P2=' One day, her mom said'
+n=$(cat "$S/sessions/new")
+printf '%s' "$P1" > "$S/sessions/$n/generate"
+cat "$S/sessions/$n/generate" > "$WORK/a1"
+e0=$(evaluated "$S")
+printf '%s' "$P2" > "$S/sessions/$n/generate"
+cat "$S/sessions/$n/generate" > "$WORK/a2"
+e1=$(evaluated "$S")
+"$RUN" -m "$STORIES" -p "$P1$(cat "$WORK/a1")$P2" --temp 0 -n 24 > "$WORK/one-go" 2>/dev/null
+same "$WORK/one-go" "$WORK/a2" "two-turn session = the conversation in one go"
+full=$(ntok "$S" "$P1$(cat "$WORK/a1")$P2")
+first=$(ntok "$S" "$P1")
+check "the second turn evaluates only new tokens ($((e1 - e0)) of $full, first turn $first)" \
+	[ $((e1 - e0)) -le $((full - first - 24 + 2)) ]
+
+# chat: the template around every turn, only the new one evaluated
+c=$(cat "$Q/sessions/new")
+printf 'Tell me a story.' > "$Q/sessions/$c/chat"
+cat "$Q/sessions/$c/chat" > "$WORK/c1"
+e0=$(evaluated "$Q")
+printf 'And then?' > "$Q/sessions/$c/chat"
+cat "$Q/sessions/$c/chat" > "$WORK/c2"
+e1=$(evaluated "$Q")
+conv="<|im_start|>user
+Tell me a story.<|im_end|>
+<|im_start|>assistant
+$(cat "$WORK/c1")<|im_end|>
+<|im_start|>user
+And then?<|im_end|>
+<|im_start|>assistant
+"
+"$RUN" -m "$QWEN" -p "$conv" --temp 0 -n 24 > "$WORK/c-one-go" 2>/dev/null
+same "$WORK/c-one-go" "$WORK/c2" "two-turn chat = the templated conversation in one go"
+check "the second chat turn evaluates only its turn ($((e1 - e0)) tokens)" \
+	[ $((e1 - e0)) -le 16 ]
+check "history shows both chat turns" \
+	[ "$(grep -c -- '--- chat' "$Q/sessions/$c/history")" = 2 ]
+
+# prefix cache: a second prompt sharing the first one's prefix
+printf '%s' "$P1 Then" > "$S/generate"
+cat "$S/generate" > /dev/null
+e0=$(evaluated "$S")
+printf '%s' "$P1 But one day" > "$S/generate"
+cat "$S/generate" > "$WORK/p2"
+e1=$(evaluated "$S")
+"$RUN" -m "$STORIES" -p "$P1 But one day" --temp 0 -n 24 > "$WORK/p2-fresh" 2>/dev/null
+same "$WORK/p2-fresh" "$WORK/p2" "a reused prefix gives the text of a fresh evaluation"
+check "a shared prefix: only the suffix evaluated ($((e1 - e0)) tokens)" \
+	[ $((e1 - e0)) -le 5 ]
 unmount_llmfs
 finish
