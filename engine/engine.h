@@ -59,6 +59,7 @@ struct engine_model_info {
 	uint32_t n_head;
 	uint32_t n_head_kv;
 	uint32_t head_dim;
+	uint32_t head_dim_v;         /* of V */
 	uint32_t n_ff;               /* per expert for MoE */
 	uint32_t n_expert;           /* 0 for dense models */
 	uint32_t n_expert_used;
@@ -181,6 +182,14 @@ struct engine_seq;
 
 int engine_seq_new(struct engine_model *m, struct engine_seq **out,
 		struct err *err);
+/* The same with given K/V types (a restored snapshot's). */
+int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
+		uint32_t type_v, struct engine_seq **out, struct err *err);
+void engine_seq_types(const struct engine_seq *s, uint32_t *type_k,
+		uint32_t *type_v);
+/* Bytes of one position's K (and V) in one layer. */
+void engine_seq_row_bytes(const struct engine_seq *s, uint64_t *k_row,
+		uint64_t *v_row);
 void engine_seq_free(struct engine_seq *s);
 uint32_t engine_seq_length(const struct engine_seq *s);
 /* Positions the sequence may reach: n_ctx, or less after a reservation. */
@@ -206,6 +215,20 @@ const int32_t *engine_seq_tokens(const struct engine_seq *s);
  */
 int engine_seq_copy_prefix(struct engine_seq *dst,
 		const struct engine_seq *src, uint32_t n, struct err *err);
+
+/*
+ * Snapshots: the sequence's K/V bytes block by block (positions
+ * [64 b, 64 b + 64) that it fills), each layer's K rows then its V rows.
+ * engine_seq_set_tokens makes s hold n positions of those tokens (blocks
+ * taken from the budget: -ENOSPC) whose K/V the caller then writes.
+ */
+size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b);
+void engine_seq_block_read(const struct engine_seq *s, uint32_t b,
+		void *out);
+void engine_seq_block_write(struct engine_seq *s, uint32_t b,
+		const void *in);
+int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
+		uint32_t n, struct err *err);
 
 struct engine_batch_item {
 	struct engine_seq *seq;

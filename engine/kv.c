@@ -195,6 +195,18 @@ void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st)
 int engine_seq_new(struct engine_model *m, struct engine_seq **out,
 		struct err *err)
 {
+	uint32_t tk, tv;
+
+	pthread_mutex_lock(&m->kv.lock);
+	tk = m->kv.type_k;
+	tv = m->kv.type_v;
+	pthread_mutex_unlock(&m->kv.lock);
+	return engine_seq_new_typed(m, tk, tv, out, err);
+}
+
+int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
+		uint32_t type_v, struct engine_seq **out, struct err *err)
+{
 	const struct engine_hparams *hp = &m->hp;
 	struct engine_seq *s;
 	int ret;
@@ -203,10 +215,8 @@ int engine_seq_new(struct engine_model *m, struct engine_seq **out,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return err_set(err, ENOMEM, "out of memory");
-	pthread_mutex_lock(&m->kv.lock);
-	s->type_k = m->kv.type_k;
-	s->type_v = m->kv.type_v;
-	pthread_mutex_unlock(&m->kv.lock);
+	s->type_k = type_k;
+	s->type_v = type_v;
 	if ((ret = kv_check_types(m, s->type_k, s->type_v, err))) {
 		free(s);
 		return ret;
@@ -455,5 +465,89 @@ int engine_seq_copy_prefix(struct engine_seq *dst,
 	}
 	memcpy(dst->tokens, src->tokens, (size_t)n * sizeof(*dst->tokens));
 	dst->n_past = n;
+	return 0;
+}
+
+void engine_seq_types(const struct engine_seq *s, uint32_t *type_k,
+		uint32_t *type_v)
+{
+	*type_k = s->type_k;
+	*type_v = s->type_v;
+}
+
+void engine_seq_row_bytes(const struct engine_seq *s, uint64_t *k_row,
+		uint64_t *v_row)
+{
+	*k_row = s->k_row;
+	*v_row = s->v_row;
+}
+
+/* Positions of block b that the sequence fills. */
+static uint32_t kv_block_fill(const struct engine_seq *s, uint32_t b)
+{
+	uint32_t p0 = b * ENGINE_KV_BLOCK;
+
+	if (p0 >= s->n_past)
+		return 0;
+	return s->n_past - p0 < ENGINE_KV_BLOCK ? s->n_past - p0 :
+		ENGINE_KV_BLOCK;
+}
+
+size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b)
+{
+	return (size_t)kv_block_fill(s, b) * s->model->hp.n_layer *
+		(s->k_row + s->v_row);
+}
+
+/* Copy block b's filled rows out (dir 0) or in (dir 1), layer by layer. */
+static void kv_block_copy(const struct engine_seq *s, uint32_t b,
+		uint8_t *buf, int dir)
+{
+	uint32_t n = kv_block_fill(s, b), il;
+	uint32_t pos = b * ENGINE_KV_BLOCK;
+
+	for (il = 0; il < s->model->hp.n_layer; il++) {
+		uint8_t *k = engine_seq_k(s, il, pos);
+		uint8_t *v = engine_seq_v(s, il, pos);
+
+		if (dir)
+			memcpy(k, buf, n * s->k_row);
+		else
+			memcpy(buf, k, n * s->k_row);
+		buf += n * s->k_row;
+		if (dir)
+			memcpy(v, buf, n * s->v_row);
+		else
+			memcpy(buf, v, n * s->v_row);
+		buf += n * s->v_row;
+	}
+}
+
+void engine_seq_block_read(const struct engine_seq *s, uint32_t b,
+		void *out)
+{
+	kv_block_copy(s, b, out, 0);
+}
+
+void engine_seq_block_write(struct engine_seq *s, uint32_t b,
+		const void *in)
+{
+	kv_block_copy(s, b, (uint8_t *)in, 1);
+}
+
+int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
+		uint32_t n, struct err *err)
+{
+	int ret;
+
+	if (n > s->model->info.n_ctx)
+		return err_set(err, EINVAL, "%u tokens, the context holds %u",
+			n, s->model->info.n_ctx);
+	engine_seq_truncate(s, 0);
+	if ((ret = engine_seq_grow(s, n, err)) ||
+	    (ret = engine_seq_tokens_reserve(s, n, err)))
+		return ret;
+	memcpy(s->tokens, tokens, (size_t)n * sizeof(*tokens));
+	s->n_past = n;
 	return 0;
 }

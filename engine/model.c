@@ -549,6 +549,7 @@ static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
 	in->n_head = hp->n_head;
 	in->n_head_kv = hp->n_head_kv;
 	in->head_dim = hp->head_dim;
+	in->head_dim_v = hp->head_dim_v;
 	in->n_ff = hp->n_ff;
 	in->n_expert = hp->n_expert;
 	in->n_expert_used = hp->n_expert_used;

@@ -342,6 +342,14 @@ void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error);
 bool fs_kv_drop_one(struct fs_model *fm);
 void fs_kv_free_recent(struct fs_model *fm);
 
+/* kvsnap.c: sessions/N/kv, snapshots (jobs on the scheduler thread). */
+void fs_kvsnap_read_job(struct fs_model *fm, struct fs_job *job,
+		bool cancelled);
+void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
+		bool cancelled);
+/* A write's bytes: kept for the restore at close; the header checked. */
+int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size);
+
 /* kvfile.c: the kv file and the KV options (on the scheduler thread). */
 int fs_text_kv(struct fs_model *fm, struct fs_buf *b);
 void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
@@ -462,6 +470,7 @@ enum fs_kind {
 	FS_K_SCHAT,
 	FS_K_SCONFIG,
 	FS_K_SHISTORY,
+	FS_K_SKV,
 	FS_K_COUNT,
 };
 
@@ -516,7 +525,8 @@ void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		size_t size, off_t off);
 int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		const char *buf, size_t size);
-void fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h);
+/* 1 when the reply to req comes later (a snapshot's restore), else 0. */
+int fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h);
 void fs_file_release(struct fs *fs, struct fs_handle *h);
 void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		struct fuse_pollhandle *ph);

@@ -82,14 +82,31 @@ static void sched_quant(struct fs_model *fm)
 	snprintf(fm->quant, sizeof(fm->quant), "%s", ti ? ti->name : "?");
 }
 
+/*
+ * --kv-type-k/-v for this model; one that cannot use them (head_dim not
+ * whole blocks) keeps f16 and says so in errors.
+ */
+static void sched_kv_types(struct fs_model *fm)
+{
+	const char *k = fm->fs->opt.kv_type_k, *v = fm->fs->opt.kv_type_v;
+	uint32_t tk = 1, tv = 1;    /* f16 */
+	struct err err = {0};
+
+	if (!k && !v)
+		return;
+	if ((k && engine_kv_type_parse(k, &tk)) ||
+	    (v && engine_kv_type_parse(v, &tv)) ||
+	    engine_model_set_kv_types(fm->m, tk, tv, &err))
+		fs_errors_add(&fm->errors, "kv: %s; the cache stays f16",
+			err.msg[0] ? err.msg : "bad type");
+}
+
 static void sched_load(struct fs_model *fm)
 {
 	struct engine_model_options opt = {
 		.n_ctx = fm->fs->opt.n_ctx,
 		.threads = fm->fs->opt.threads,
 		.kv_mem = fm->fs->opt.kv_mem,
-		.kv_type_k = fm->fs->opt.kv_type_k,
-		.kv_type_v = fm->fs->opt.kv_type_v,
 		.load = {
 			.progress = sched_progress, .progress_arg = fm,
 			.notice = sched_notice, .notice_arg = fm,
@@ -116,6 +133,7 @@ static void sched_load(struct fs_model *fm)
 	}
 	fm->m = m;
 	fm->info = engine_model_info(m);
+	sched_kv_types(fm);
 	fm->gguf = engine_model_gguf(m);
 	fm->chat_format = engine_chat_format(m);
 	sched_quant(fm);

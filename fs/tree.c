@@ -51,6 +51,7 @@ static const struct tree_entry tree_session[] = {
 	{ "chat", FS_K_SCHAT },
 	{ "config", FS_K_SCONFIG },
 	{ "history", FS_K_SHISTORY },
+	{ "kv", FS_K_SKV },
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -82,6 +83,7 @@ static const mode_t tree_modes[FS_K_COUNT] = {
 	[FS_K_SCHAT] = S_IFREG | 0666,
 	[FS_K_SCONFIG] = S_IFREG | 0644,
 	[FS_K_SHISTORY] = S_IFREG | 0444,
+	[FS_K_SKV] = S_IFREG | 0644,
 };
 
 fuse_ino_t fs_node_ino(const struct fs_node *n)
