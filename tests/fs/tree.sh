@@ -150,7 +150,7 @@ n=$(cat "$M/sessions/new")
 check "sessions/new returns a number" [ "$n" -ge 1 ]
 check "sessions/N is a directory" [ -d "$M/sessions/$n" ]
 check "sessions/N lists its files" \
-	[ "$(ls "$M/sessions/$n" | tr '\n' ' ')" = "chat config generate history " ]
+	[ "$(ls "$M/sessions/$n" | tr '\n' ' ')" = "chat config generate history kv " ]
 echo 'top_k=3' > "$M/sessions/$n/config"
 check "sessions/N/config: override read back" grep -qx 'top_k=3' "$M/sessions/$n/config"
 check "sessions/N/config: other keys inherited" grep -qx 'temperature=0.5' "$M/sessions/$n/config"
