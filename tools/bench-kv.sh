@@ -88,7 +88,7 @@ printf 'temperature=0\nmax_tokens=1\n' > "$M/config"
 
 t1=() t2=() p1=() p2=()
 for r in $(seq "$ROUNDS"); do
-	long=$(text "$r" 330)    # ~1000 tokens of this vocabulary
+	long=$(text "$r" 205)    # ~1000 tokens of this vocabulary
 	n=$(cat "$M/sessions/new")
 	printf '%s' "$long" > "$M/sessions/$n/generate"
 	cat "$M/sessions/$n/generate" > /dev/null
@@ -98,7 +98,7 @@ for r in $(seq "$ROUNDS"); do
 	t2+=("$(ttft)")
 	rmdir "$M/sessions/$n"
 
-	prefix=$(text $((r + 1000)) 330)
+	prefix=$(text $((r + 1000)) 205)
 	printf '%s' "$prefix First question." > "$M/generate"
 	cat "$M/generate" > /dev/null
 	p1+=("$(ttft)")
@@ -108,7 +108,7 @@ for r in $(seq "$ROUNDS"); do
 	echo "round $r: turn 1 ${t1[-1]} ms, turn 2 ${t2[-1]} ms;" \
 		"prefix ${p1[-1]} ms, shared ${p2[-1]} ms"
 done
-tokens=$(printf '%s' "$(text 1 330)" > "$M/tokenize"; wc -w < "$M/tokenize")
+tokens=$(printf "%s" "$(text 1 205)" > "$M/tokenize"; wc -w < "$M/tokenize")
 mt1=$(printf '%s\n' "${t1[@]}" | median)
 mt2=$(printf '%s\n' "${t2[@]}" | median)
 mp1=$(printf '%s\n' "${p1[@]}" | median)

@@ -8,6 +8,11 @@
 # rule (../shared/README.md, section 4: teacher-forced top-5 logits within
 # the model's rel_tol, free-running tokens equal up to the first near tie).
 #
+# Past 256 positions llama.cpp splits F16 attention by ranges of cells,
+# one per thread, and merges the partial sums (kv.md): two prompts of 425
+# and 491 tokens (tests/engine/prompts-long.json) with f16/f16, the
+# engine at the reference's 2 threads, must match too.
+#
 # The generator is first checked to be the golden path: with f16/f16 it
 # must write the shared golden file byte for byte. Its files are kept in
 # ${XDG_CACHE_HOME:-~/.cache}/llmfs/golden-kv-<release>/ (a minute per
@@ -35,16 +40,19 @@ flock 9
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-# make $cache/<stem>.<k>-<v>.jsonl unless it is there
-make_ref() {
-	local stem=$1 k=$2 v=$3 prompts=$4 out
-	out=$cache/$stem.$k-$v.jsonl
+# make $dir/<stem>.<k>-<v>.jsonl unless it is there
+make_ref_in() {
+	local dir=$1 stem=$2 k=$3 v=$4 prompts=$5 out
+	out=$dir/$stem.$k-$v.jsonl
 	[ -s "$out" ] && return 0
-	echo "making the llama.cpp reference $stem $k/$v"
+	echo "making the llama.cpp reference $stem $k/$v ($(basename "$prompts"))"
 	node tools/golden-kv.mjs "$REF" "$SHARED/models/$stem.gguf" \
-		"$SHARED/golden/prompts-$prompts.json" "$out.tmp" "$k" "$v" ||
+		"$prompts" "$out.tmp" "$k" "$v" ||
 		{ rm -f "$out.tmp"; return 1; }
 	mv "$out.tmp" "$out"
+}
+make_ref() {
+	make_ref_in "$cache" "$1" "$2" "$3" "$SHARED/golden/prompts-$4.json"
 }
 
 if [ ! -s "$cache/checked-f16" ]; then
@@ -65,5 +73,10 @@ for pair in q8_0/q8_0 q8_0/q4_0; do
 	make_ref tiny-llama-spm32k-kquant "$k" "$v" llama || fail "reference $pair"
 	GOLDEN_KV=$pair GOLDEN_DIR=$cache "$test" || fail "test_golden $pair"
 done
+mkdir -p "$cache/long"
+make_ref_in "$cache/long" tiny-qwen3-bpe16k-f16 f16 f16 \
+	tests/engine/prompts-long.json || fail "reference of the long prompts"
+GOLDEN_THREADS=2 GOLDEN_KV=f16/f16 GOLDEN_DIR=$cache/long "$test" ||
+	fail "test_golden: long prompts, split attention"
 [ $fails -eq 0 ] || exit 1
 echo "ok"
