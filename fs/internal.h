@@ -10,14 +10,19 @@
  *   stream.c   one generation's output: buffer, parked reads, poll
  *   session.c  sessions/N and the answers waiting for a reader
  *   config.c   key=value sampling settings
- *   text.c     models, status, metrics, stats, kv, weights/index
+ *   text.c     models, status, metrics, stats, weights/index
+ *   kvfile.c   the kv file and the KV options
+ *   kvcache.c  sessions' kept sequences, recent ones, prefix reuse
+ *   kvsnap.c   sessions/N/kv snapshots
  *   errors.c   the per-model errors file
  *   buf.c      growable byte buffers; sha256.c the info file's digest
  *   mount.c    argv, mount, signals, unmount (fs_main)
  *   progress.c the load bar of `llmfs -f` on a terminal
  *
  * Locks, outermost first: fs_model.lock, then fs_stream.lock, then
- * fs.wait_lock. No lock is held while calling into libfuse or the engine.
+ * fs.wait_lock. No lock is held while calling into libfuse or the engine,
+ * except that a session's kept sequence is freed and copied from under
+ * fs_model.lock (the engine then takes only its KV pool's lock, inside).
  */
 #ifndef LLMFS_FS_INTERNAL_H
 #define LLMFS_FS_INTERNAL_H
