@@ -64,6 +64,9 @@ static void mount_usage(FILE *f)
 		"  --kv-type-v T     V cache type (f16)\n"
 		"  --kv-mem BYTES    KV cache budget per model, k/M/G suffixes "
 		"(0: what fits)\n"
+		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
+		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
+		"(or LLMFS_DEVICES)\n"
 		"See llmfs(1) and Documentation/ABI.md.\n");
 }
 
@@ -167,7 +170,7 @@ static int mount_uint(const char *s, unsigned long max, unsigned long *out)
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA,
-		OPT_KV_TYPE_K, OPT_KV_TYPE_V, OPT_KV_MEM };
+		OPT_KV_TYPE_K, OPT_KV_TYPE_V, OPT_KV_MEM, OPT_DEVICES };
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "threads", required_argument, NULL, OPT_THREADS },
@@ -177,12 +180,14 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		{ "kv-type-k", required_argument, NULL, OPT_KV_TYPE_K },
 		{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
 		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
+		{ "devices", required_argument, NULL, OPT_DEVICES },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long u;
 	struct stat st;
 	struct err err = {0};
+	const char *devices = NULL;   /* NULL: LLMFS_DEVICES */
 	char *eq;
 	int c, rc = 0;
 
@@ -236,6 +241,9 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		case OPT_KV_MEM:
 			rc = fs_kv_bytes_option(optarg, &a->opt.kv_mem);
 			break;
+		case OPT_DEVICES:
+			devices = optarg;
+			break;
 		case 'h':
 			mount_usage(stdout);
 			exit(0);
@@ -245,6 +253,10 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		}
 		if (rc)
 			return rc;
+	}
+	if (io_device_set_read(&a->opt.devices, devices, &err)) {
+		fprintf(stderr, "llmfs: %s\n", err.msg);
+		return -EINVAL;
 	}
 	/* -d writes every request on stderr: no bar between them. */
 	a->opt.progress = a->opt.foreground && !a->opt.debug &&
