@@ -436,7 +436,6 @@ static void forward_att_part(void *arg, uint32_t ith, uint32_t nth)
 	const struct forward_att_job *job = arg;
 	struct forward_pass *p = job->p;
 	struct forward_scratch *s = p->s;
-	const uint32_t n_head = p->m->hp.n_head;
 	const uint64_t total = s->att_off[p->n_live];
 	uint32_t t = (uint32_t)(total * ith / nth);
 	uint32_t t1 = (uint32_t)(total * (ith + 1) / nth), j = 0;
@@ -452,7 +451,6 @@ static void forward_att_part(void *arg, uint32_t ith, uint32_t nth)
 		k = t - s->att_off[j];
 		forward_att_task(job, ith, j, k / nc, k % nc, nc);
 	}
-	(void)n_head;
 }
 
 /* The split rows: their heads' partials merged into att. */

@@ -314,12 +314,13 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
 		struct err *err)
 {
 	struct engine_kv_pool *p = &s->model->kv;
-	uint32_t want = kv_blocks_for(n_tokens);
+	uint32_t want = kv_blocks_for(n_tokens), had;
 	uint64_t before, after;
 	int ret = 0;
 
 	pthread_mutex_lock(&p->lock);
 	before = kv_seq_commit(s);
+	had = s->n_reserved;
 	if ((uint64_t)want * s->block_bytes > p->budget) {
 		ret = err_set(err, ENOSPC,
 			"%u tokens of KV cache need %llu bytes, over the budget of %llu (--kv-mem)",
@@ -330,9 +331,7 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
 	s->n_reserved = want;
 	after = kv_seq_commit(s);
 	if (after > before && p->committed + (after - before) > p->budget) {
-		s->n_reserved = 0;
-		if (kv_seq_commit(s) != before)
-			s->n_reserved = (uint32_t)(before / s->block_bytes);
+		s->n_reserved = had;
 		ret = err_set(err, EAGAIN,
 			"KV cache budget busy: %llu of %llu bytes promised",
 			(unsigned long long)p->committed,
