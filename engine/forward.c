@@ -372,8 +372,9 @@ static uint32_t forward_att_chunks(const struct engine_seq *seq, uint32_t pos,
 }
 
 /* Positions [c0, c1) of one head of row r, block by block. */
-static void forward_att_range(struct att_state *st, const struct engine_seq *seq,
-		uint32_t il, uint32_t kvh, uint32_t c0, uint32_t c1)
+static void forward_att_range(struct att_state *st,
+		const struct engine_seq *seq, uint32_t il, uint32_t kvh,
+		uint32_t c0, uint32_t c1)
 {
 	const size_t kh = seq->k_row / seq->model->hp.n_head_kv;
 	const size_t vh = seq->v_row / seq->model->hp.n_head_kv;
