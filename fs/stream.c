@@ -356,6 +356,7 @@ void fs_stream_cancel(struct fs_stream *s)
 	pthread_mutex_lock(&s->lock);
 	s->cancel = true;
 	pthread_mutex_unlock(&s->lock);
+	fs_model_wake(s->model);   /* a remote request ends at once */
 }
 
 bool fs_stream_cancelled(struct fs_stream *s)

@@ -5,7 +5,7 @@
  *   /models /status /metrics
  *   /<model>/{generate,chat,config,info,stats,tokenize,errors,placement,kv}
  *   /<model>/weights/{index,<tensor>...}
- *   /<model>/sessions/{new,<N>/{generate,chat,config,history}}
+ *   /<model>/sessions/{new,<N>/{generate,chat,config,history,kv}}
  *
  * An inode number encodes its node (kind, model, session or tensor), so
  * lookup allocates nothing and forget has nothing to do; a node that went
@@ -129,7 +129,8 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 {
 	struct fs_model *fm = fs_tree_model(fs, n);
 
-	if (n->kind == FS_K_NONE || (n->kind > FS_K_METRICS && !fm))
+	if (n->kind == FS_K_NONE || (n->kind > FS_K_METRICS && !fm) ||
+			!fs_provider_has(fm, n->kind))
 		return -ENOENT;
 	memset(st, 0, sizeof(*st));
 	st->st_ino = fs_node_ino(n);
@@ -233,11 +234,13 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 		}
 		return -ENOENT;
 	case FS_K_MDIR:
-		return tree_table_lookup(tree_model, N(tree_model), name,
-			&out->kind);
+		if (tree_table_lookup(tree_model, N(tree_model), name,
+				&out->kind) || !fs_provider_has(fm, out->kind))
+			return -ENOENT;
+		return 0;
 	case FS_K_SDIR:
 		if (tree_table_lookup(tree_session, N(tree_session), name,
-				&out->kind))
+				&out->kind) || !fs_provider_has(fm, out->kind))
 			return -ENOENT;
 		return fs_tree_stat(fs, out, &st, NULL);
 	case FS_K_SESSIONS:
@@ -276,6 +279,20 @@ static int tree_table_entry(const struct tree_entry *t, size_t n, uint64_t i,
 	child->kind = t[i].kind;
 	*name = t[i].name;
 	return 1;
+}
+
+/* The i-th file of table t (n entries) that fm's provider gives. */
+static int tree_provided_entry(struct fs_model *fm,
+		const struct tree_entry *t, size_t n, uint64_t i,
+		struct fs_node *child, const char **name)
+{
+	for (size_t k = 0; k < n; k++) {
+		if (!fs_provider_has(fm, t[k].kind))
+			continue;
+		if (i-- == 0)
+			return tree_table_entry(t, n, k, child, name);
+	}
+	return 0;
 }
 
 /* The i-th live session of fm, in creation order. */
@@ -327,11 +344,11 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 		*name = fs->models[i]->name;
 		return 1;
 	case FS_K_MDIR:
-		return tree_table_entry(tree_model, N(tree_model), i, child,
-			name);
-	case FS_K_SDIR:
-		return tree_table_entry(tree_session, N(tree_session), i,
+		return tree_provided_entry(fm, tree_model, N(tree_model), i,
 			child, name);
+	case FS_K_SDIR:
+		return tree_provided_entry(fm, tree_session, N(tree_session),
+			i, child, name);
 	case FS_K_SESSIONS:
 		if (i == 0) {
 			child->kind = FS_K_SNEW;

@@ -6,12 +6,15 @@
 #   tools/bench-fs.sh    decode tokens/s through the mount vs llmfs-run
 #   tools/bench-kv.sh    KV bytes per token and context ceilings per type
 #                        pair; TTFT of a second turn and of a shared prefix
+#   tools/bench-remote.sh decode tokens/s of a remote model vs a direct
+#                        streaming client of the same llama-server
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export BUILD=${BUILD:-build}
 export LLAMA_REF_DIR=${LLAMA_REF_DIR:-$PWD/ref}
 status=0
-for part in tools/bench-load.sh tools/bench-fs.sh tools/bench-kv.sh; do
+for part in tools/bench-load.sh tools/bench-fs.sh tools/bench-kv.sh \
+		tools/bench-remote.sh; do
 	[ -x "$part" ] || continue
 	echo "== $part"
 	"$part" || status=1
