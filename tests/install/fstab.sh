@@ -2,7 +2,7 @@
 # fstab and mount -t fuse.llmfs, in a private mount namespace: a temporary
 # fstab line is mounted by mount(8) through mount.fuse3, which runs the
 # installed llmfs as `llmfs SOURCE MOUNTPOINT -o OPTIONS`; its options take
-# effect (threads= in status, ctx= in kv, name=ALIAS:PATH, a ':' list of
+# effect (threads= in status, ctx= and kv_type_k= in kv, name=ALIAS:PATH, a ':' list of
 # models), mount(8)'s own options are ignored, bad ones fail the mount; the
 # mount is used by root, by another user and from a new user+mount+pid
 # namespace (a container without a container engine) with allow_other and
@@ -66,7 +66,7 @@ umount_fstab() {
 }
 
 FSTAB=$WORK/fstab
-OPTS="allow_other,threads=3,ctx=256,idle_timeout=60,numa=default"
+OPTS="allow_other,threads=3,ctx=256,idle_timeout=60,numa=default,kv_type_k=q8_0"
 OPTS="$OPTS,name=story:$STORIES,nofail,_netdev,x-systemd.automount"
 OPTS="$OPTS,x-systemd.device-timeout=10s,comment=llmfs,defaults"
 # a value with a comma: "\," (--remote NAME=URL,timeout=S)
@@ -105,6 +105,9 @@ check "threads=3 took effect (status: $(grep '^device' "$MNT/status"))" \
 	grep -q '^device cpu threads=3' "$MNT/status"
 check "ctx=256 took effect (kv: $(grep '^n_ctx' "$MNT/story/kv"))" \
 	grep -qx 'n_ctx 256' "$MNT/story/kv"
+K=$MNT/tiny-qwen3-bpe16k-f16/kv
+check "kv_type_k=q8_0 took effect (kv: $(grep '^type_k' "$K"))" \
+	grep -qx 'type_k q8_0' "$K"
 grep "^$STORIES:" "$FSTAB" > "$WORK/fstab-a"
 mount -T "$WORK/fstab-a" -a 2>/dev/null
 check "mount -a sees the line is mounted (no second mount)" \
