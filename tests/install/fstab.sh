@@ -2,8 +2,9 @@
 # fstab and mount -t fuse.llmfs, in a private mount namespace: a temporary
 # fstab line is mounted by mount(8) through mount.fuse3, which runs the
 # installed llmfs as `llmfs SOURCE MOUNTPOINT -o OPTIONS`; its options take
-# effect (threads= in status, ctx= and kv_type_k= in kv, name=ALIAS:PATH, a ':' list of
-# models), mount(8)'s own options are ignored, bad ones fail the mount; the
+# effect (threads= in status, ctx= and kv_type_k= in kv, name=ALIAS:PATH,
+# remote= with an escaped comma, a ':' list of models), mount(8)'s own
+# options are ignored, bad ones fail the mount; the
 # mount is used by root, by another user and from a new user+mount+pid
 # namespace (a container without a container engine) with allow_other and
 # refused without it; umount unmounts and the daemon exits.
