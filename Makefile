@@ -6,7 +6,12 @@
 #   make demo [MODEL=file.gguf]   mount a model, generate, unmount
 #   make fuzz         run the GGUF fuzz target for FUZZ_SECONDS
 #   make bench        speed figures against llama.cpp, measured in one run
+#   make install [PREFIX=/usr/local] [DESTDIR=]   and make uninstall
+#   make deb          build/llmfs_$(VERSION)_ARCH.deb (Documentation/install.md)
 #   make V=1          show the commands
+
+# The one version: llmfs --version and the Debian package.
+VERSION = 0.1.0
 
 PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3 \
@@ -16,6 +21,9 @@ ENGINE_PKGS = libpcre2-8
 # libcurl and jansson: remote models (fs/remote*.c)
 FS_PKGS = fuse3 nettle libcurl jansson
 TEST_PKGS = check jansson
+# libsystemd: sd_notify for llmfs@.service (Type=notify); dpkg-dev: make deb.
+PKGS_DEB += libsystemd-dev dpkg-dev
+FS_PKGS += libsystemd
 
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -27,7 +35,8 @@ CFLAGS ?= -O2 -g
 # comes with the SIMD issue.
 ARCH_FLAGS ?= $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v3 -mtune=native)
 override CFLAGS += $(ARCH_FLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
-	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP
+	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP \
+	-DLLMFS_VERSION='"$(VERSION)"'
 LDLIBS += -lm -pthread
 
 BUILD ?= build
@@ -102,7 +111,8 @@ TEST_COMMON_SRC := $(wildcard tests/common/*.c)
 TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/%.o)
 TESTS := $(TEST_IO) $(TEST_ENGINE)
 # Small C clients that the shell tests drive (not tests of their own).
-TEST_CLIENTS := $(BUILD)/tests/fs/read_interrupted
+TEST_CLIENTS := $(BUILD)/tests/fs/read_interrupted \
+	$(BUILD)/tests/install/seccomp_exec
 ifeq ($(have_fuse),1)
 TESTS += $(TEST_FS)
 endif
@@ -225,9 +235,52 @@ bench: deps $(REF_STAMP)
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) tools/bench.sh
 
+# Installed where other filesystems live (Documentation/install.md): the
+# commands a user runs, their man pages, the systemd unit, the documentation.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/llmfs
+# systemd reads /usr/local/lib/systemd/system as well as /usr/lib/...
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+INSTALL ?= install
+INSTALL_BIN := llmfs llmfs-run llmfs-inspect
+INSTALL_MAN := $(INSTALL_BIN:%=Documentation/%.1)
+INSTALL_DOC := README.md $(wildcard Documentation/*.md)
+UNIT := packaging/llmfs@.service
+
+install: $(INSTALL_BIN:%=$(BUILD)/bin/%)
+	$(Q)$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR)
+	$(Q)$(INSTALL) -m 755 $^ $(DESTDIR)$(BINDIR)
+	$(Q)$(INSTALL) -m 644 $(INSTALL_MAN) $(DESTDIR)$(MANDIR)/man1
+	$(Q)$(INSTALL) -m 644 $(INSTALL_DOC) $(DESTDIR)$(DOCDIR)
+	$(Q)sed 's|@BINDIR@|$(BINDIR)|g' $(UNIT) > $(DESTDIR)$(UNITDIR)/$(notdir $(UNIT))
+	$(Q)chmod 644 $(DESTDIR)$(UNITDIR)/$(notdir $(UNIT))
+
+uninstall:
+	rm -f $(INSTALL_BIN:%=$(DESTDIR)$(BINDIR)/%) \
+		$(INSTALL_MAN:Documentation/%=$(DESTDIR)$(MANDIR)/man1/%) \
+		$(DESTDIR)$(UNITDIR)/$(notdir $(UNIT)) \
+		$(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOC)))
+	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
+
+# The Debian package: make install into a staging tree with PREFIX=/usr,
+# then dpkg-deb; Depends come from dpkg-shlibdeps (packaging/deb.sh).
+# DEB_OUT and DEB_STAGE let a test build it outside build/.
+DEB_OUT ?= $(BUILD)
+DEB_STAGE ?= $(BUILD)/deb
+DEB_MAINTAINER ?= llmfs maintainers <maintainers@users.noreply.a-seed-cfb8e0c5.example>
+deb: $(INSTALL_BIN:%=$(BUILD)/bin/%)
+	$(Q)rm -rf $(DEB_STAGE)
+	$(Q)$(MAKE) --no-print-directory install PREFIX=/usr \
+		DESTDIR=$(abspath $(DEB_STAGE))/root
+	$(Q)VERSION=$(VERSION) MAINTAINER="$(DEB_MAINTAINER)" \
+		packaging/deb.sh $(DEB_STAGE) $(DEB_OUT)
+
 clean:
 	rm -rf build
 
-.PHONY: all deps tests check demo fuzz bench ref clean
+.PHONY: all deps tests check demo fuzz bench ref clean install uninstall deb
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -11,6 +11,11 @@
  * ECONNABORTED. The shutdown thread instead ends the generations, detaches
  * the mount (umount -l), and lets the loop serve EOF to the readers still
  * there until the kernel drops the connection, at most a few seconds.
+ *
+ * The command line takes the form mount.fuse3 gives an fstab line,
+ * `llmfs SOURCE MOUNTPOINT -o opt,opt`, as well as options anywhere; every
+ * long option is also an -o item (mount_opts). Under systemd (Type=notify)
+ * it reports READY=1 once mounted and STOPPING=1 when it begins to stop.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,15 +30,26 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
+#ifndef LLMFS_VERSION
+#define LLMFS_VERSION "unknown"
+#endif
+
 struct mount_src {
 	char *name;   /* NULL: a slug of the file name */
 	char *path;
 	char *remote; /* --remote: "URL[,OPT...]" (path is NULL) */
+};
+
+/* A long option named in an -o list, waiting for the getopt loop. */
+struct mount_queued {
+	int val;        /* what getopt_long would return */
+	char *arg;      /* NULL or a pointer into argv */
 };
 
 struct mount_args {
@@ -42,16 +58,22 @@ struct mount_args {
 	size_t n_src;
 	char *mountpoint;
 	struct fs_buf fuse_opts;   /* -o options for the kernel and libfuse */
+	struct fs_buf fsname;      /* the SOURCE arguments, ':'-joined */
+	struct mount_queued *queued;   /* from the last -o list */
+	size_t n_queued, next_queued;
 };
 
 static void mount_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: llmfs [options] SOURCE... MOUNTPOINT\n"
-		"  SOURCE            a .gguf file or a directory of them\n"
+		"usage: llmfs [options] SOURCE... MOUNTPOINT [-o OPT,...]\n"
+		"  SOURCE            a .gguf file, a directory of them, or a\n"
+		"                    ':'-separated list of both\n"
+		"  -o LONG_OPT=VALUE any --long-opt below, as fstab gives it\n"
 		"  --name ALIAS=PATH mount the model at PATH as ALIAS\n"
 		"  -f                stay in the foreground\n"
 		"  -d                debug: foreground, log every request\n"
+		"  -V, --version     print the version and exit\n"
 		"  -o OPT[,OPT...]   allow_other, ro (inspection only), and\n"
 		"                    other FUSE mount options\n"
 		"  --threads N       engine threads per model (0 = physical cores)\n"
@@ -60,6 +82,11 @@ static void mount_usage(FILE *f)
 		"(600)\n"
 		"  --numa POLICY     weights: interleave, node:N, replicate "
 		"or default\n"
+		"  --kv-type-k T     K cache type: f32 f16 bf16 q8_0 q4_0 q4_1 "
+		"q5_0 q5_1 (f16)\n"
+		"  --kv-type-v T     V cache type (f16)\n"
+		"  --kv-mem BYTES    KV cache budget per model, k/M/G suffixes "
+		"(0: what fits)\n"
 		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
 		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
 		"(or LLMFS_DEVICES)\n"
@@ -168,20 +195,179 @@ static int mount_add_dir(struct mount_args *a, const char *dir)
 	return rc;
 }
 
-/* -o: ours are taken out, the rest goes to libfuse and the kernel. */
-static int mount_opts(struct mount_args *a, char *list)
+/* sep (unless b is empty), then s with ',' and '\\' escaped as libfuse reads them. */
+static int mount_buf_escaped(struct fs_buf *b, const char *sep, const char *s)
 {
-	char *save, *o;
-
-	for (o = strtok_r(list, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
-		if (!strcmp(o, "ro"))
-			a->opt.ro = true;
-		else if (!strcmp(o, "allow_other"))
-			a->opt.allow_other = true;
-		if (fs_buf_printf(&a->fuse_opts, ",%s", o))
+	if (b->len && fs_buf_add(b, sep, strlen(sep)))
+		return -ENOMEM;
+	for (; *s; s++)
+		if (((*s == ',' || *s == '\\') && fs_buf_add(b, "\\", 1)) ||
+				fs_buf_add(b, s, 1))
 			return -ENOMEM;
+	return 0;
+}
+
+/*
+ * The mount's source in /proc/mounts is what fstab names: mount -a tells
+ * a mounted line from one to mount by it.
+ */
+static int mount_fsname_add(struct fs_buf *b, const char *src)
+{
+	return mount_buf_escaped(b, ":", src);
+}
+
+/*
+ * A SOURCE: a file, a directory, or (as one fstab field names several) a
+ * ':'-separated list of them; a path that exists is never split.
+ */
+static int mount_add_source(struct mount_args *a, char *arg)
+{
+	struct stat st;
+	char *save, *part;
+	int rc = 0;
+
+	if (!stat(arg, &st))
+		return S_ISDIR(st.st_mode) ? mount_add_dir(a, arg) :
+			mount_add_src(a, NULL, arg);
+	rc = -errno;
+	if ((rc != -ENOENT && rc != -ENOTDIR) || !strchr(arg, ':')) {
+		fprintf(stderr, "llmfs: %s: %s\n", arg, strerror(-rc));
+		return rc;
+	}
+	rc = 0;
+	for (part = strtok_r(arg, ":", &save); part && !rc;
+			part = strtok_r(NULL, ":", &save)) {
+		if (stat(part, &st)) {
+			rc = -errno;
+			fprintf(stderr, "llmfs: %s: %s\n", part, strerror(-rc));
+			return rc;
+		}
+		rc = S_ISDIR(st.st_mode) ? mount_add_dir(a, part) :
+			mount_add_src(a, NULL, part);
+	}
+	return rc;
+}
+
+/*
+ * mount(8) keeps these for itself; they reach us when an fstab line is
+ * mounted through mount.fuse3 or given to llmfs by hand (fstab(5), mount(8)).
+ */
+static bool mount_opt_ignored(const char *o)
+{
+	static const char *const ignored[] = { "", "defaults", "auto",
+		"noauto", "user", "nouser", "users", "owner", "group", "nofail",
+		"_netdev" };
+
+	if (!strncasecmp(o, "x-", 2) || !strncmp(o, "comment=", 8))
+		return true;
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(*ignored); i++)
+		if (!strcmp(o, ignored[i]))
+			return true;
+	return false;
+}
+
+/* The long option that o's first len bytes name, '_' standing for '-'. */
+static const struct option *mount_long_opt(const struct option *lo,
+		const char *o, size_t len)
+{
+	for (; lo->name; lo++) {
+		size_t i;
+
+		if (strlen(lo->name) != len)
+			continue;
+		for (i = 0; i < len; i++)
+			if (lo->name[i] != (o[i] == '_' ? '-' : o[i]))
+				break;
+		if (i == len)
+			return lo;
+	}
+	return NULL;
+}
+
+static int mount_queue(struct mount_args *a, int val, char *arg)
+{
+	struct mount_queued *q;
+
+	q = realloc(a->queued, (a->n_queued + 1) * sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	a->queued = q;
+	a->queued[a->n_queued++] = (struct mount_queued){ val, arg };
+	return 0;
+}
+
+/*
+ * The next item of an -o list, cut in place at the first ',' that is not
+ * escaped: a value with commas (--remote, --devices) is written with "\\,",
+ * as libfuse reads -o lists too; "\\\\" is a backslash. NULL at the end.
+ */
+static char *mount_opt_next(char **list)
+{
+	char *item = *list, *r, *w;
+
+	if (!item)
+		return NULL;
+	for (r = w = item; *r && *r != ','; r++, w++) {
+		if (*r == '\\' && (r[1] == ',' || r[1] == '\\'))
+			r++;
+		*w = *r;
+	}
+	*list = *r ? r + 1 : NULL;
+	*w = '\0';
+	return item;
+}
+
+/*
+ * -o, as mount.fuse3 passes an fstab line's options: an item that names a
+ * long option (threads=4, idle_timeout=600) is queued for the getopt loop,
+ * so each --option is a mount option with no code of its own; mount(8)'s
+ * own items are dropped; the rest goes to libfuse and the kernel.
+ */
+static int mount_opts(struct mount_args *a, const struct option *lo,
+		char *list)
+{
+	const struct option *l;
+	char *o;
+	size_t len;
+
+	while ((o = mount_opt_next(&list))) {
+		len = strcspn(o, "=");
+		if (mount_opt_ignored(o))
+			continue;
+		l = mount_long_opt(lo, o, len);
+		if (l && ((l->has_arg == required_argument && !o[len]) ||
+				(l->has_arg == no_argument && o[len]))) {
+			fprintf(stderr, "llmfs: -o %s: %s\n", o,
+				o[len] ? "takes no value" : "wants a value");
+			return -EINVAL;
+		}
+		if (l && l->flag) {
+			*l->flag = l->val;
+		} else if (l) {
+			if (mount_queue(a, l->val, o[len] ? o + len + 1 : NULL))
+				return -ENOMEM;
+		} else {
+			if (!strcmp(o, "ro"))
+				a->opt.ro = true;
+			else if (!strcmp(o, "allow_other"))
+				a->opt.allow_other = true;
+			if (mount_buf_escaped(&a->fuse_opts, ",", o))
+				return -ENOMEM;
+		}
 	}
 	return 0;
+}
+
+/* The options an -o list named come first, in its order; then argv's. */
+static int mount_getopt(struct mount_args *a, int argc, char **argv,
+		const char *short_opts, const struct option *lo)
+{
+	if (a->next_queued < a->n_queued) {
+		optarg = a->queued[a->next_queued].arg;
+		return a->queued[a->next_queued++].val;
+	}
+	a->n_queued = a->next_queued = 0;
+	return getopt_long(argc, argv, short_opts, lo, NULL);
 }
 
 static int mount_uint(const char *s, unsigned long max, unsigned long *out)
@@ -197,27 +383,30 @@ static int mount_uint(const char *s, unsigned long max, unsigned long *out)
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA,
-		OPT_DEVICES, OPT_REMOTE };
+		OPT_KV_TYPE_K, OPT_KV_TYPE_V, OPT_KV_MEM, OPT_DEVICES, OPT_REMOTE };
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "ctx", required_argument, NULL, OPT_CTX },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
 		{ "numa", required_argument, NULL, OPT_NUMA },
+		{ "kv-type-k", required_argument, NULL, OPT_KV_TYPE_K },
+		{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
+		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
 		{ "devices", required_argument, NULL, OPT_DEVICES },
 		{ "remote", required_argument, NULL, OPT_REMOTE },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long u;
-	struct stat st;
 	struct err err = {0};
 	const char *devices = NULL;   /* NULL: LLMFS_DEVICES */
 	char *eq;
 	int c, rc = 0;
 
 	a->opt.idle_timeout = 600;
-	while ((c = getopt_long(argc, argv, "fdho:", lo, NULL)) != -1) {
+	while ((c = mount_getopt(a, argc, argv, "fdhVo:", lo)) != -1) {
 		switch (c) {
 		case 'f':
 			a->opt.foreground = true;
@@ -226,10 +415,11 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 			a->opt.foreground = a->opt.debug = true;
 			break;
 		case 'o':
-			rc = mount_opts(a, optarg);
+			rc = mount_opts(a, lo, optarg);
 			break;
 		case OPT_NAME:
-			eq = strchr(optarg, '=');
+			/* ALIAS:PATH too, for fstab (name=ALIAS:PATH) */
+			eq = strpbrk(optarg, "=:");
 			if (!eq || eq == optarg || !eq[1]) {
 				fprintf(stderr, "llmfs: --name wants ALIAS=PATH\n");
 				return -EINVAL;
@@ -261,12 +451,23 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 				return -EINVAL;
 			}
 			break;
+		case OPT_KV_TYPE_K:
+		case OPT_KV_TYPE_V:
+			rc = fs_kv_type_option(optarg, c == OPT_KV_TYPE_K ?
+					&a->opt.kv_type_k : &a->opt.kv_type_v);
+			break;
+		case OPT_KV_MEM:
+			rc = fs_kv_bytes_option(optarg, &a->opt.kv_mem);
+			break;
 		case OPT_DEVICES:
 			devices = optarg;
 			break;
 		case 'h':
 			mount_usage(stdout);
-			exit(0);
+			return 1;
+		case 'V':
+			printf("llmfs %s\n", LLMFS_VERSION);
+			return 1;
 		default:
 			mount_usage(stderr);
 			return -EINVAL;
@@ -293,13 +494,9 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		return -errno;
 	}
 	for (int i = optind; i < argc - 1 && !rc; i++) {
-		if (stat(argv[i], &st)) {
-			fprintf(stderr, "llmfs: %s: %s\n", argv[i],
-				strerror(errno));
-			return -errno;
-		}
-		rc = S_ISDIR(st.st_mode) ? mount_add_dir(a, argv[i]) :
-			mount_add_src(a, NULL, argv[i]);
+		rc = mount_fsname_add(&a->fsname, argv[i]);
+		if (!rc)
+			rc = mount_add_source(a, argv[i]);
 	}
 	return rc;
 }
@@ -449,6 +646,7 @@ static void *mount_shutdown_main(void *arg)
 		;
 	if (c != 's')
 		return NULL;    /* the loop ended by itself */
+	sd_notify(0, "STOPPING=1");
 	fs->signalled = true;
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_stop(fs->models[i]);
@@ -558,11 +756,14 @@ static void mount_args_free(struct mount_args *a)
 	}
 	free(a->src);
 	free(a->mountpoint);
+	free(a->queued);
 	fs_buf_free(&a->fuse_opts);
+	fs_buf_free(&a->fsname);
 }
 
 static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 {
+	struct fs_buf opts = {0};
 	char *fargv[4];
 	struct fuse_args args;
 	struct fuse_loop_config *cfg;
@@ -571,16 +772,20 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	int rc = 1, loop;
 
 	fs->mountpoint = a->mountpoint;
-	if (fs_buf_printf(&a->fuse_opts, ",fsname=llmfs,subtype=llmfs,"
-			"default_permissions"))
+	/* The user's -o come after ours: a later fsname= wins. */
+	if (fs_buf_printf(&opts, "fsname=%s,subtype=llmfs,default_permissions%s%s",
+			a->fsname.len ? a->fsname.p : "llmfs",
+			a->fuse_opts.len ? "," : "",
+			a->fuse_opts.len ? a->fuse_opts.p : ""))
 		return 1;
 	fargv[0] = (char *)argv0;
 	fargv[1] = "-o";
-	fargv[2] = a->fuse_opts.p + 1;   /* skip the first comma */
+	fargv[2] = opts.p;
 	fargv[3] = a->opt.debug ? "-d" : NULL;
 	args = (struct fuse_args)FUSE_ARGS_INIT(a->opt.debug ? 4 : 3, fargv);
 	fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
 	fuse_opt_free_args(&args);   /* libfuse copied what it kept */
+	fs_buf_free(&opts);
 	if (!fs->se)
 		return 1;
 	if (mount_signals(fs))
@@ -610,7 +815,10 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	if (!cfg)
 		goto out_stop;
 	fuse_loop_cfg_set_max_threads(cfg, 64);
+	/* For a Type=notify unit (with -f: systemd listens to this pid). */
+	sd_notifyf(0, "READY=1\nSTATUS=mounted at %s", a->mountpoint);
 	loop = fuse_session_loop_mt(fs->se, cfg);
+	sd_notify(0, "STOPPING=1");
 	/* After a signal the detached mount goes away under the loop; the
 	 * kernel may then fail the next read of /dev/fuse with ECONNABORTED
 	 * instead of ENODEV. Either is the end we asked for. */
@@ -634,7 +842,12 @@ int fs_main(int argc, char **argv)
 	struct fs fs;
 	int rc;
 
+	/* 0, a negative errno after one line on stderr, or 1: --help, -V */
 	rc = mount_parse(&a, argc, argv);
+	if (rc == 1) {
+		mount_args_free(&a);
+		return 0;
+	}
 	mount_fs_init(&fs, &a.opt);
 	if (!rc)
 		rc = mount_models(&fs, &a);
