@@ -339,7 +339,7 @@ int fs_text_windex(struct fs_model *fm, struct fs_buf *b)
 	return rc;
 }
 
-int fs_text_kv(struct fs_model *fm, struct fs_buf *b)
+int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 {
 	const struct engine_model_info *in = fm->info;
 	const struct io_type_info *ti = io_type_info(in->kv_type);
@@ -353,13 +353,23 @@ int fs_text_kv(struct fs_model *fm, struct fs_buf *b)
 		ti ? ti->name : "?",
 		(unsigned long long)in->kv_bytes_per_token, in->n_ctx,
 		(unsigned long long)in->kv_bytes_per_token * in->n_ctx, n);
+	/*
+	 * Whose a sequence is, only to its own uid (and root): a process
+	 * session id of another user is a key to hunt for.
+	 */
 	for (struct fs_stream *s = fm->active; s && !rc; s = s->next) {
 		pthread_mutex_lock(&s->lock);
-		rc = fs_buf_printf(b, "sequence %llu %s%llu %u/%u\n",
-			(unsigned long long)s->id,
-			s->session ? "session-" : "pid-session-",
-			(unsigned long long)(s->session ? s->session->id :
-				(uint64_t)s->sid), s->n_total, in->n_ctx);
+		if (uid && uid != s->uid)
+			rc = fs_buf_printf(b, "sequence %llu other %u/%u\n",
+				(unsigned long long)s->id, s->n_total,
+				in->n_ctx);
+		else
+			rc = fs_buf_printf(b, "sequence %llu %s%llu %u/%u\n",
+				(unsigned long long)s->id,
+				s->session ? "session-" : "pid-session-",
+				(unsigned long long)(s->session ?
+					s->session->id : (uint64_t)s->sid),
+				s->n_total, in->n_ctx);
 		pthread_mutex_unlock(&s->lock);
 	}
 	pthread_mutex_lock(&fm->lock);
