@@ -136,6 +136,11 @@ static struct fs_stream *files_submit(struct fs_handle *h)
 		len, files_gen_kind(h->node.kind), &cfg);
 	fs_config_free(&cfg);
 	fs_buf_free(&h->in);
+	if (s) {
+		/* The prompt's bytes stay charged until it is tokenized. */
+		s->prompt_charged = h->charged;
+		h->charged = 0;
+	}
 	files_uncharge(h);
 	if (!s) {
 		pthread_mutex_lock(&fm->lock);
@@ -145,7 +150,7 @@ static struct fs_stream *files_submit(struct fs_handle *h)
 		return NULL;
 	}
 	s->sid = h->who.sid;
-	s->uid = h->who.uid;
+	s->uid = h->uid;
 	rc = fs_use_charge(fm->fs, s->uid, FS_USE_GENERATIONS, 1);
 	if (rc) {
 		/* The reader gets the error; nothing runs. */

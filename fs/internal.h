@@ -176,6 +176,7 @@ struct fs_stream {
 	pid_t sid;                     /* of the writer */
 	uid_t uid;                     /* of the writer: charged to it */
 	bool charged;                  /* one of uid's FS_USE_GENERATIONS */
+	uint64_t prompt_charged;       /* uid's FS_USE_PROMPT_BYTES it holds */
 	struct fs_model *model;
 	struct fs_session *session;    /* reference, or NULL */
 	char *prompt;
@@ -203,6 +204,11 @@ void fs_stream_put(struct fs_stream *s);
 /* Scheduler side: more text, the end (error 0 or negative errno). */
 void fs_stream_append(struct fs_stream *s, const char *text, size_t n);
 void fs_stream_finish(struct fs_stream *s, int error);
+/*
+ * The prompt is no longer needed (it was tokenized; no history keeps it):
+ * free it and give its bytes back to the writer's allowance.
+ */
+void fs_stream_drop_prompt(struct fs_stream *s);
 /* Bytes appended and not yet read: the scheduler pauses past a limit. */
 size_t fs_stream_unread(struct fs_stream *s);
 /* Reader side: stop the generation (no-op once it ended). */

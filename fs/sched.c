@@ -263,6 +263,9 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 	if (!rc)
 		rc = engine_generation_new(&s->gen, fm->m, s->seq, s->prompt,
 			s->prompt_len, &opt, &err);
+	/* After this, only a session's history needs the prompt. */
+	if (!s->session)
+		fs_stream_drop_prompt(s);
 	if (rc) {
 		fs_errors_add(&fm->errors, "%s: %s",
 			s->kind == FS_GEN_CHAT ? "chat" : "generate",

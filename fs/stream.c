@@ -79,6 +79,7 @@ void fs_stream_put(struct fs_stream *s)
 	fm = s->model;
 	if (s->charged)
 		fs_use_release(fm->fs, s->uid, FS_USE_GENERATIONS, 1);
+	fs_stream_drop_prompt(s);
 	if (s->session) {
 		pthread_mutex_lock(&fm->lock);
 		fs_session_put(fm, s->session);
@@ -88,9 +89,18 @@ void fs_stream_put(struct fs_stream *s)
 		fuse_pollhandle_destroy(s->ph);
 	fs_buf_free(&s->out);
 	fs_config_free(&s->cfg);
-	free(s->prompt);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+void fs_stream_drop_prompt(struct fs_stream *s)
+{
+	if (s->prompt_charged)
+		fs_use_release(s->model->fs, s->uid, FS_USE_PROMPT_BYTES,
+			s->prompt_charged);
+	s->prompt_charged = 0;
+	free(s->prompt);
+	s->prompt = NULL;
 }
 
 size_t fs_stream_unread(struct fs_stream *s)
