@@ -6,9 +6,9 @@
  * is kept here for the user to cat.
  *
  * A line often quotes what a user wrote, and every user of the mount may
- * read it: control bytes (an escape sequence for the reader's terminal, a
- * newline that would forge a line of its own) and bytes that are not
- * UTF-8 are written as \xHH. Each line remembers whose request caused it;
+ * read it: a newline becomes a space (it would forge a line of its own),
+ * other control bytes (an escape sequence for the reader's terminal) and
+ * bytes that are not UTF-8 are written as \xHH. Each line remembers whose request caused it;
  * when the ring is full, the oldest line of the uid holding the most lines
  * goes, so that a flood of bad writes pushes out only its author's lines.
  */
@@ -79,7 +79,10 @@ static char *errors_escape(const char *msg)
 		return NULL;
 	while (*p) {
 		n = errors_utf8_len(p);
-		if (n) {
+		if (*p == '\n' || *p == '\r') {
+			out[o++] = ' ';    /* one line per error, readable */
+			p++;
+		} else if (n) {
 			memcpy(out + o, p, n);
 			o += n;
 			p += n;

@@ -159,6 +159,52 @@ START_TEST(test_errors_keeps_last_100)
 }
 END_TEST
 
+/* Control bytes and bad UTF-8 escaped; UTF-8 text kept. */
+START_TEST(test_errors_escape)
+{
+	struct fs_errors e;
+	struct fs_buf b = {0};
+
+	fs_errors_init(&e);
+	fs_errors_add(&e, "x\x1b[2JFORGED\x7f \xc3\xa9t\xc3\xa9 \xff\xc2\x9b");
+	ck_assert_int_eq(fs_errors_format(&e, &b), 0);
+	ck_assert_ptr_nonnull(strstr(b.p,
+		" x\\x1b[2JFORGED\\x7f \xc3\xa9t\xc3\xa9 \\xff\\xc2\\x9b\n"));
+	fs_buf_free(&b);
+	fs_errors_destroy(&e);
+}
+END_TEST
+
+/* A flood of one uid pushes out its own lines only. */
+START_TEST(test_errors_fair_share)
+{
+	struct fs_errors e;
+	struct fs_buf b = {0};
+	int owner = 0, other = 0;
+
+	fs_errors_init(&e);
+	fs_errors_uid = 1000;
+	for (int i = 0; i < 10; i++)
+		fs_errors_add(&e, "owner %d", i);
+	fs_errors_uid = 65534;
+	for (int i = 0; i < 500; i++)
+		fs_errors_add(&e, "flood %d", i);
+	fs_errors_uid = FS_UID_DAEMON;
+	ck_assert_int_eq(fs_errors_format(&e, &b), 0);
+	for (char *p = b.p; (p = strchr(p, ' ')); p++) {
+		owner += !strncmp(p, " owner ", 7);
+		other += !strncmp(p, " flood ", 7);
+	}
+	ck_assert_int_eq(owner, 10);
+	ck_assert_int_eq(other, FS_ERRORS_MAX - 10);
+	ck_assert_ptr_nonnull(strstr(b.p, " owner 0\n"));
+	ck_assert_ptr_nonnull(strstr(b.p, " flood 499\n"));
+	ck_assert_uint_eq(e.total, 510);
+	fs_buf_free(&b);
+	fs_errors_destroy(&e);
+}
+END_TEST
+
 START_TEST(test_model_slug)
 {
 	static const char *const cases[][2] = {
@@ -193,6 +239,8 @@ int main(void)
 	tcase_add_test(tc, test_config_rejects_nul_and_too_many_stops);
 	tcase_add_test(tc, test_config_merge_overrides_only_what_was_set);
 	tcase_add_test(tc, test_errors_keeps_last_100);
+	tcase_add_test(tc, test_errors_escape);
+	tcase_add_test(tc, test_errors_fair_share);
 	tcase_add_test(tc, test_model_slug);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
