@@ -409,11 +409,17 @@ void fs_stream_finish(struct fs_stream *s, int error)
 	stream_kick(s);
 }
 
+/* Not with fm->lock held: a paused stream wakes the scheduler to end it. */
 void fs_stream_cancel(struct fs_stream *s)
 {
+	bool paused;
+
 	pthread_mutex_lock(&s->lock);
 	s->cancel = true;
+	paused = s->paused;
 	pthread_mutex_unlock(&s->lock);
+	if (paused)
+		stream_unpause(s);
 }
 
 bool fs_stream_cancelled(struct fs_stream *s)

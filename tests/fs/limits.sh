@@ -94,5 +94,15 @@ check "the generation paused ($t1 then $t2 tokens, prompt $p, max 200 more)" \
 cat <&3 >> "$WORK/bp"
 exec 3<&-
 same "$WORK/expect200" "$WORK/bp" "the paused answer resumes, whole"
+# A paused generation whose reader goes away ends at once (the scheduler
+# sleeps while every generation is paused; the close must wake it).
+exec 3<>"$S/generate"
+printf '%s' "$P" >&3
+head -c 1 <&3 > /dev/null
+sleep 0.5
+check "a second paused generation is active" grep -qx 'active 1' "$S/stats"
+exec 3<&-
+for _ in $(seq 40); do grep -qx 'active 0' "$S/stats" && break; sleep 0.05; done
+check "closing its reader ends it" grep -qx 'active 0' "$S/stats"
 unmount_llmfs
 finish
