@@ -75,6 +75,25 @@ ifeq ($(have_fuse),1)
 TOOLS += $(FS_TOOLS)
 endif
 
+# The CUDA parts build wherever nvcc is (CI has it, without a GPU); CUDA=0
+# leaves them out. Only tools/cuda/ links the CUDA runtime: there is no
+# CUDA backend yet, so the engine and the mount never load it.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || \
+	{ [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+CUDA ?= $(if $(NVCC),1,0)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# Ampere (A100), Ada (RTX 40xx), Hopper (H100/H200), and PTX for newer.
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 \
+	-gencode arch=compute_89,code=sm_89 \
+	-gencode arch=compute_90,code=[sm_90,compute_90]
+NVCCFLAGS ?= -O2
+CUDA_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard engine/cuda/*.cu))
+CUDA_TOOLS := $(patsubst tools/cuda/%.c,$(BUILD)/bin/%,$(wildcard tools/cuda/*.c))
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+ifeq ($(CUDA),1)
+TOOLS += $(CUDA_TOOLS)
+endif
+
 TEST_IO := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/io/test_*.c))
 TEST_ENGINE := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/engine/test_*.c))
 TEST_FS := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/fs/test_*.c))
@@ -111,6 +130,17 @@ $(IO_LIB) $(ENGINE_LIB) $(FS_LIB):
 	@mkdir -p $(dir $@)
 	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
+
+$(BUILD)/engine/cuda/%.o: engine/cuda/%.cu
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) $(NVCC_ARCH) -std=c++17 -D_GNU_SOURCE \
+		-Xcompiler -Wall,-Wextra -MMD -MP -c -o $@ $<
+
+$(CUDA_TOOLS): $(BUILD)/bin/%: $(BUILD)/tools/cuda/%.o $(CUDA_OBJ) $(IO_LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_OBJ) $(IO_LIBS) $(CUDA_LIBS) $(LDLIBS)
 
 $(ENGINE_TOOLS): $(BUILD)/bin/%: $(BUILD)/tools/%.o $(ENGINE_LIB) $(IO_LIB)
 	@mkdir -p $(dir $@)

@@ -60,6 +60,7 @@ struct engine_model_info {
 	uint32_t n_expert_used;
 	uint32_t n_ctx_train;        /* from metadata */
 	uint32_t n_ctx;              /* what sequences of this model get */
+	bool n_ctx_given;            /* asked for, not the default */
 	float rope_freq_base;
 	float rms_norm_eps;
 	uint64_t n_params;           /* elements of all tensors */
@@ -273,6 +274,103 @@ const struct engine_generation_stats *engine_generation_stats(
 /* The tokens of the prompt and of the answer so far. */
 const int32_t *engine_generation_tokens(const struct engine_generation *g,
 		size_t *n_prompt, size_t *n_total);
+
+/* ---- planner ----------------------------------------------------------- */
+
+/*
+ * Where a model should live, as a pure function of the model's byte counts,
+ * the devices and their bandwidths (engine/planner.c; the model behind the
+ * estimates is in Documentation/gpu.md). Every alternative gets an
+ * estimated decode speed and a one-line reason. The choice:
+ *
+ *   all-gpu          everything (weights, KV for the context, scratch) fits
+ *   all-gpu-ctx      else, if the context was not asked for: the largest
+ *                    context that fits, everything on the GPU
+ *   else the fastest estimate of those that fit of
+ *   kv-in-ram        weights on the GPU with the KV cache of as many
+ *                    layers as fit; the other layers' cache in host RAM,
+ *                    their attention by the CPU (--no-kv-offload per layer)
+ *   experts-in-ram   an MoE: all but the experts on the GPU, the experts
+ *                    in host RAM, computed by the CPU or shipped per token
+ *   all-cpu          everything in host RAM (also when nothing fits)
+ *   split            a layer split is estimated, never chosen: the user
+ *                    writes it ('blk.0-N gpu0')
+ */
+enum engine_plan_kind {
+	ENGINE_PLAN_ALL_GPU,
+	ENGINE_PLAN_ALL_GPU_CTX,
+	ENGINE_PLAN_KV_IN_RAM,
+	ENGINE_PLAN_EXPERTS_IN_RAM,
+	ENGINE_PLAN_ALL_CPU,
+	ENGINE_PLAN_SPLIT,
+	ENGINE_PLAN_N,
+};
+
+struct engine_plan_input {
+	/* The model, bytes as stored (engine_plan_input_add_tensors). */
+	uint32_t n_layer, n_embd, n_ff, n_vocab;
+	uint32_t n_expert, n_expert_used;  /* 0 for a dense model */
+	uint64_t layer_bytes;    /* blk.N tensors but the experts */
+	uint64_t expert_bytes;   /* blk.N.*_exps */
+	uint64_t input_bytes;    /* token_embd */
+	uint64_t output_bytes;   /* output.weight, output_norm, the rest */
+	bool has_output;         /* false: token_embd is the output matrix too */
+	/* The cache. */
+	uint64_t kv_bytes_per_token;  /* all layers, K + V, chosen types */
+	uint32_t n_ctx;
+	bool ctx_given;          /* asked for: never shrunk */
+	uint32_t n_seq;          /* sequences whose cache must fit; 0 = 1 */
+	uint32_t est_tokens;     /* cached tokens the estimate assumes; 0 = n_ctx/2 */
+	const char *home;        /* where all-cpu puts the weights; NULL = cpu */
+	uint64_t host_own_bytes; /* host RAM this model holds already (free to it) */
+	/* Costs; 0 takes the defaults of engine/planner.c. */
+	double overhead_s;       /* fixed, per token */
+	double crossing_s;       /* per hand-over between host and GPU */
+	uint64_t gpu_reserve;    /* VRAM the runtime keeps (context, workspace) */
+};
+
+/* Sort n tensors into the byte counts of in (added to what is there). */
+void engine_plan_input_add_tensors(struct engine_plan_input *in,
+		const struct io_gguf_tensor *t, uint64_t n);
+
+struct engine_plan_alt {
+	bool considered;         /* false: does not apply here */
+	bool fits;
+	double tok_s;            /* estimated decode tokens/s; 0 if it cannot run */
+	uint64_t gpu_bytes;      /* weights + KV + scratch on the GPU */
+	uint64_t host_bytes;     /* weights + KV in host RAM */
+	uint32_t n_ctx;          /* the context it gives */
+	uint32_t gpu_layers;     /* split: blk.0 .. gpu_layers-1 on the GPU */
+	char why[256];           /* one line */
+};
+
+struct engine_plan {
+	enum engine_plan_kind chosen;
+	char gpu[16];            /* the GPU planned for; "" if none */
+	char host[16];           /* host memory for what is not on the GPU */
+	uint32_t n_ctx;          /* the context the chosen plan gives */
+	struct engine_plan_alt alt[ENGINE_PLAN_N];
+};
+
+/*
+ * Make the plan. Pure: reads only its arguments. -EINVAL (one line) when
+ * the set has no cpu device or a bandwidth the estimates need is unknown
+ * (io_device_set_measure fills the host's).
+ */
+int engine_plan_make(struct engine_plan *plan,
+		const struct engine_plan_input *in,
+		const struct io_device_set *devs, struct err *err);
+/* The input for a loaded model: its tensors, context and cache type. */
+void engine_plan_input_of_model(struct engine_model *m,
+		struct engine_plan_input *in);
+const char *engine_plan_kind_name(enum engine_plan_kind kind);
+/*
+ * The plan as the placement file shows it: a "plan" line, then one
+ * "estimate" line per alternative considered. Returns the length written
+ * into buf (truncated at cap, as snprintf).
+ */
+size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
+		size_t cap);
 
 /* ---- placement --------------------------------------------------------- */
 

@@ -555,6 +555,7 @@ static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
 	in->n_ctx_train = hp->n_ctx_train;
 	in->rope_freq_base = hp->rope_freq_base;
 	in->rms_norm_eps = hp->rms_norm_eps;
+	in->n_ctx_given = n_ctx != 0;
 	if (n_ctx == 0)
 		n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
 	in->n_ctx = n_ctx;

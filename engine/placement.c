@@ -13,10 +13,16 @@
  *   total 290 tensors 397811712 bytes
  *   $ echo 'blk.0-13 numa0' > /mnt/llm/qwen/placement
  *
+ *   memory cpu total 25207791616 free 20401094656 node - bw 38.2GB/s measured
+ *   memory gpu0 total 8589934592 free 8589934592 node 1 bw 272.0GB/s given pcie 25.0GB/s simulated
+ *   plan all-cpu gpu gpu0 host cpu ctx 4096
+ *   estimate all-gpu - does not fit: ...
+ *   estimate all-cpu 3.4 chosen: ...
+ *
  * Commands: "blk.A-B DEVICE" (or "blk.A"), "experts DEVICE" (the MoE expert
  * tensors, *_exps), "output DEVICE" (output.weight, output_norm.weight),
- * "TENSOR DEVICE" (one tensor by name), "all DEVICE", and "auto" (every
- * tensor back where the load put it). The bytes are moved by io/; engine
+ * "TENSOR DEVICE" (one tensor by name), "all DEVICE", and "auto" (what the
+ * planner, engine/planner.c, chooses). The bytes are moved by io/; engine
  * views reach the new bytes through their placement records.
  */
 #include <errno.h>
@@ -126,6 +132,47 @@ static void place_layer_line(struct place_buf *b, const char *what,
 	place_printf(b, "\n");
 }
 
+/* One "memory" line per device: what the planner sees. */
+static void place_devices(struct place_buf *b, struct io_device_set *set)
+{
+	uint32_t k;
+
+	io_device_set_measure(set);
+	for (k = 0; k < set->n; k++) {
+		const struct io_device *d = &set->dev[k];
+
+		place_printf(b, "memory %s total %" PRIu64 " free %" PRIu64,
+			     d->name, d->total_bytes, d->free_bytes);
+		if (d->node >= 0)
+			place_printf(b, " node %d", d->node);
+		else
+			place_printf(b, " node -");
+		place_printf(b, " bw %.1fGB/s %s", d->mem_bw / 1e9,
+			     io_device_bw_source_name(d->bw_source));
+		if (d->kind == IO_DEVICE_GPU)
+			place_printf(b, " pcie %.1fGB/s%s", d->link_bw / 1e9,
+				     d->simulated ? " simulated" : "");
+		place_printf(b, "\n");
+	}
+}
+
+static void place_plan(struct place_buf *b, struct engine_model *m)
+{
+	struct engine_plan_input in;
+	struct engine_plan plan;
+	struct err err = {0};
+	char text[2048];
+
+	engine_plan_input_of_model(m, &in);
+	if (engine_plan_make(&plan, &in, io_weights_devices(engine_model_weights(m)),
+			     &err) < 0) {
+		place_printf(b, "plan - %s\n", err.msg);
+		return;
+	}
+	engine_plan_describe(&plan, text, sizeof(text));
+	place_printf(b, "%s", text);
+}
+
 int engine_placement_format(struct engine_model *m, char **text, size_t *len,
 			    struct err *err)
 {
@@ -169,6 +216,8 @@ int engine_placement_format(struct engine_model *m, char **text, size_t *len,
 			     all.name[d], all.tensors[d], all.bytes[d]);
 	place_printf(&b, "total %" PRIu64 " tensors %" PRIu64 " bytes\n",
 		     g->n_tensors, g->tensor_bytes);
+	place_devices(&b, io_weights_devices(w));
+	place_plan(&b, m);
 	if (b.oom) {
 		free(b.s);
 		return err_set(err, ENOMEM, "out of memory for the placement text");
@@ -214,6 +263,72 @@ static int place_usage(struct err *err, const char *command)
 		       command);
 }
 
+/* Every tensor (but the experts, if asked) to device, all or none. */
+static int place_move_but_experts(struct engine_model *m, const char *device,
+				  bool keep_experts, struct err *err)
+{
+	const struct io_gguf *g = engine_model_gguf(m);
+	uint64_t *idx, n = 0, i;
+	int rc;
+
+	idx = malloc((g->n_tensors + 1) * sizeof(*idx));
+	if (!idx)
+		return err_set(err, ENOMEM, "out of memory");
+	for (i = 0; i < g->n_tensors; i++)
+		if (!keep_experts || !strstr(g->tensors[i].name, "_exps."))
+			idx[n++] = i;
+	rc = io_weights_move_many(engine_model_weights(m), idx, n, device, err);
+	free(idx);
+	return rc;
+}
+
+/*
+ * "auto": apply the plan. Every device it names must be able to compute
+ * before anything moves; a GPU without a backend is ENODEV, said as such.
+ */
+static int place_auto(struct engine_model *m, struct err *err)
+{
+	struct io_weights *w = engine_model_weights(m);
+	struct io_device_set *set = io_weights_devices(w);
+	struct engine_plan_input in;
+	struct engine_plan plan;
+	const struct io_device *d;
+	char cmd[64];
+	int rc;
+
+	io_device_set_measure(set);
+	engine_plan_input_of_model(m, &in);
+	rc = engine_plan_make(&plan, &in, set, err);
+	if (rc < 0)
+		return rc;
+	if (plan.chosen != ENGINE_PLAN_ALL_CPU) {
+		rc = io_device_lookup(set, plan.gpu, &d, err);
+		if (rc == 0)
+			rc = io_device_usable(d, err);
+		if (rc < 0) {
+			char why[sizeof(err->msg)];
+
+			snprintf(why, sizeof(why), "%s", err->msg);
+			return err_set(err, -rc, "the plan (%s) puts weights on %s, and %s",
+				       engine_plan_kind_name(plan.chosen), plan.gpu, why);
+		}
+	}
+	if (plan.chosen == ENGINE_PLAN_ALL_CPU) {
+		snprintf(cmd, sizeof(cmd), "all %s", plan.host);
+		return engine_placement_apply(m, cmd, err);
+	}
+	if (plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM) {
+		snprintf(cmd, sizeof(cmd), "experts %s", plan.host);
+		rc = engine_placement_apply(m, cmd, err);
+		if (rc < 0)
+			return rc;
+	}
+	/* The rest on the GPU; tensors already there stay. */
+	return place_move_but_experts(m, plan.gpu,
+				      plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM,
+				      err);
+}
+
 int engine_placement_apply(struct engine_model *m, const char *command,
 			   struct err *err)
 {
@@ -225,12 +340,10 @@ int engine_placement_apply(struct engine_model *m, const char *command,
 	int fields, rc;
 
 	fields = sscanf(command, " %127s %31s %1s", sel, dev, extra);
-	if (fields == 1 && strcmp(sel, "auto") == 0) {
-		snprintf(sel, sizeof(sel), "all");
-		snprintf(dev, sizeof(dev), "%s", io_weights_home(w));
-	} else if (fields != 2) {
+	if (fields == 1 && strcmp(sel, "auto") == 0)
+		return place_auto(m, err);
+	if (fields != 2)
 		return place_usage(err, command);
-	}
 	idx = malloc((g->n_tensors + 1) * sizeof(*idx));
 	if (!idx)
 		return err_set(err, ENOMEM, "out of memory");

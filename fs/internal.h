@@ -385,6 +385,7 @@ struct fs_options {
 	double idle_timeout;   /* seconds of no use before sessions/N goes */
 	enum io_numa_policy numa;   /* --numa, for every model's load */
 	int numa_node;
+	struct io_device_set devices;  /* the machine + --devices / LLMFS_DEVICES */
 	bool progress;         /* -f with stderr on a terminal: a load bar */
 	/* Limits (limits.c); 0 means the default there. */
 	unsigned max_sessions;      /* --max-sessions: per uid */

@@ -59,6 +59,9 @@ static void mount_usage(FILE *f)
 		"(600)\n"
 		"  --numa POLICY     weights: interleave, node:N, replicate "
 		"or default\n"
+		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
+		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
+		"(or LLMFS_DEVICES)\n"
 		"  --max-sessions N  sessions/N per uid (1024)\n"
 		"  --max-generations N  answers queued, running or unread, "
 		"per uid (256)\n"
@@ -198,14 +201,16 @@ static int mount_limit(struct fs_options *o, int which, const char *arg)
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA,
-		OPT_MAX_SESSIONS, OPT_MAX_GENERATIONS, OPT_MAX_PROMPT_BYTES,
-		OPT_STREAM_BUFFER, OPT_PREFILL_CHUNK, OPT_SHARED_CONFIG };
+		OPT_DEVICES, OPT_MAX_SESSIONS, OPT_MAX_GENERATIONS,
+		OPT_MAX_PROMPT_BYTES, OPT_STREAM_BUFFER, OPT_PREFILL_CHUNK,
+		OPT_SHARED_CONFIG };
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "ctx", required_argument, NULL, OPT_CTX },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
 		{ "numa", required_argument, NULL, OPT_NUMA },
+		{ "devices", required_argument, NULL, OPT_DEVICES },
 		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 		{ "max-generations", required_argument, NULL,
 			OPT_MAX_GENERATIONS },
@@ -220,6 +225,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 	unsigned long u;
 	struct stat st;
 	struct err err = {0};
+	const char *devices = NULL;   /* NULL: LLMFS_DEVICES */
 	char *eq;
 	int c, rc = 0;
 
@@ -275,6 +281,9 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 				return -EINVAL;
 			}
 			break;
+		case OPT_DEVICES:
+			devices = optarg;
+			break;
 		case 'h':
 			mount_usage(stdout);
 			exit(0);
@@ -284,6 +293,10 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		}
 		if (rc)
 			return rc;
+	}
+	if (io_device_set_read(&a->opt.devices, devices, &err)) {
+		fprintf(stderr, "llmfs: %s\n", err.msg);
+		return -EINVAL;
 	}
 	/* -d writes every request on stderr: no bar between them. */
 	a->opt.progress = a->opt.foreground && !a->opt.debug &&

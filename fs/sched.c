@@ -107,6 +107,7 @@ static void sched_load(struct fs_model *fm)
 			.notice = sched_notice, .notice_arg = fm,
 			.numa = fm->fs->opt.numa,
 			.numa_node = fm->fs->opt.numa_node,
+			.devices = &fm->fs->opt.devices,
 		},
 	};
 	struct engine_model *m = NULL;

@@ -83,6 +83,33 @@ static long long text_rss(void)
 	return pages < 0 ? -1 : pages * sysconf(_SC_PAGESIZE);
 }
 
+/* One "device gpuN" line per GPU: name, compute capability, memory. */
+static int text_gpus(const struct io_device_set *set, struct fs_buf *b)
+{
+	int rc = 0;
+
+	for (uint32_t k = 0; k < set->n && !rc; k++) {
+		const struct io_device *d = &set->dev[k];
+
+		if (d->kind != IO_DEVICE_GPU)
+			continue;
+		rc = fs_buf_printf(b, "device %s name=%s cc=", d->name,
+			d->model[0] ? d->model : "-");
+		if (!rc && d->cc_major)
+			rc = fs_buf_printf(b, "%d.%d", d->cc_major, d->cc_minor);
+		else if (!rc)
+			rc = fs_buf_printf(b, "-");
+		if (!rc)
+			rc = fs_buf_printf(b, " memory_total_bytes=%llu "
+				"memory_free_bytes=%llu%s%s\n",
+				(unsigned long long)d->total_bytes,
+				(unsigned long long)d->free_bytes,
+				d->simulated ? " simulated" : "",
+				d->compute ? "" : " no-backend");
+	}
+	return rc;
+}
+
 int fs_text_status(struct fs *fs, struct fs_buf *b)
 {
 	unsigned counts[3] = {0}, sessions = 0, active = 0;
@@ -96,6 +123,8 @@ int fs_text_status(struct fs *fs, struct fs_buf *b)
 		fs->opt.threads ? (long)fs->opt.threads :
 			sysconf(_SC_NPROCESSORS_ONLN),
 		fs->opt.ro ? " ro" : "");
+	if (!rc)
+		rc = text_gpus(&fs->opt.devices, b);
 	for (unsigned i = 0; i < fs->n_models && !rc; i++) {
 		struct fs_model *fm = fs->models[i];
 		double secs;

@@ -297,6 +297,8 @@ static inline int io_placement_wait(const struct io_placement *p)
 	return io_placement_wait_slow(p);
 }
 
+struct io_device_set;
+
 enum io_numa_policy {
 	IO_NUMA_DEFAULT = 0,   /* the kernel's first touch */
 	IO_NUMA_INTERLEAVE,
@@ -337,6 +339,11 @@ struct io_load_options {
 	 * cache, where the loader would otherwise copy from the cache.
 	 */
 	bool always_direct;
+	/*
+	 * The devices tensors may be moved to (copied into the weights);
+	 * NULL: the machine's, with LLMFS_DEVICES.
+	 */
+	const struct io_device_set *devices;
 };
 /*
  * The environment overrides the options, for tests and benchmarks of the
@@ -393,12 +400,77 @@ const struct io_load_stats *io_weights_stats(const struct io_weights *w);
 struct io_placement *io_weights_placement_node(struct io_weights *w,
 		uint64_t i, int node);
 
+/* ---- devices ----------------------------------------------------------- */
+
 /*
- * Devices weights can be placed on: "cpu" (any node, first touch) and
- * "numaN" for each NUMA node, plus "gpuN" once CUDA is built in. The
- * space-separated list is written into buf ("cpu numa0"); returns its
- * length.
+ * What the machine has to hold and compute weights: "cpu" (all host memory,
+ * the kernel's first touch), one "numaN" per NUMA node, and "gpuN". Host
+ * devices are read from the machine; GPUs are described (io/device.c has
+ * the syntax), since no CUDA backend is built yet: such a GPU is
+ * `simulated`, listed and planned for, and cannot take weights (ENODEV).
  */
+enum io_device_kind {
+	IO_DEVICE_CPU,
+	IO_DEVICE_NUMA,
+	IO_DEVICE_GPU,
+};
+
+enum io_bw_source {
+	IO_BW_UNKNOWN,
+	IO_BW_GIVEN,      /* --devices / LLMFS_DEVICES */
+	IO_BW_MEASURED,   /* io_device_set_measure read memory */
+	IO_BW_DERIVED,    /* a node's share of the measured machine figure */
+};
+
+struct io_device {
+	enum io_device_kind kind;
+	int index;              /* numa: the node id; gpu: N of gpuN; cpu: -1 */
+	char name[16];          /* "cpu", "numa0", "gpu0" */
+	char model[32];         /* gpu: its name if given ("RTX-4060") */
+	uint64_t total_bytes;   /* memory of the device */
+	uint64_t free_bytes;    /* ... free when the set was read */
+	int node;               /* NUMA node of its memory / PCI slot; -1 any */
+	uint32_t n_cpus;        /* host devices: CPUs that compute there */
+	double mem_bw;          /* bytes/s reading its memory; 0 unknown */
+	enum io_bw_source bw_source;
+	double link_bw;         /* gpu: host <-> device bytes/s (PCIe) */
+	int cc_major, cc_minor; /* gpu: compute capability if given */
+	bool simulated;         /* described, not found on the machine */
+	bool compute;           /* a backend can compute here (false: gpu) */
+};
+
+#define IO_DEVICE_MAX 16
+
+struct io_device_set {
+	uint32_t n;
+	struct io_device dev[IO_DEVICE_MAX];   /* cpu first, then numaN, gpuN */
+	char spec[256];                        /* the description, if any */
+};
+
+/*
+ * The machine's host devices plus those spec describes (NULL: the
+ * environment's LLMFS_DEVICES; "": none). -EINVAL with a one-line message
+ * for a bad description. Host bandwidths stay unknown until measured.
+ */
+int io_device_set_read(struct io_device_set *set, const char *spec,
+		struct err *err);
+/* Measure what is unknown: the host's read bandwidth (~0.1 s), nodes' shares. */
+void io_device_set_measure(struct io_device_set *set);
+/* The device of that name, or NULL. Points into set. */
+const struct io_device *io_device_find(const struct io_device_set *set,
+		const char *name);
+/* The same, or -EINVAL naming the devices there are. */
+int io_device_lookup(const struct io_device_set *set, const char *name,
+		const struct io_device **out, struct err *err);
+/* 0 if weights can be computed on d, -ENODEV (a GPU without backend). */
+int io_device_usable(const struct io_device *d, struct err *err);
+/* "cpu numa0 gpu0" into buf; returns its length. */
+size_t io_device_set_names(const struct io_device_set *set, char *buf,
+		size_t cap);
+const char *io_device_kind_name(enum io_device_kind kind);
+const char *io_device_bw_source_name(enum io_bw_source s);
+
+/* The machine's device names (with LLMFS_DEVICES), as io_device_set_names. */
 size_t io_devices_list(char *buf, size_t cap);
 /*
  * Bytes that can still be placed on device. -EINVAL (with the device list
@@ -419,8 +491,10 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 		const char *device, struct err *err);
 int io_weights_move(struct io_weights *w, uint64_t i, const char *device,
 		struct err *err);
-/* The device the load put the weights on ("cpu", "numaN"): where "auto" goes. */
+/* The device the load put the weights on ("cpu", "numaN"). */
 const char *io_weights_home(const struct io_weights *w);
+/* The devices of io_load_options.devices (or the machine's); owned by w. */
+struct io_device_set *io_weights_devices(struct io_weights *w);
 
 /* Pin the calling thread to the CPUs of NUMA node (no-op without NUMA). */
 int io_numa_thread_pin(int node, struct err *err);

@@ -5,8 +5,9 @@
  * one new region per move; a region is freed when its last resident tensor
  * has left (io_weights_region_put).
  *
- * Devices are "cpu" (no binding: the kernel's first touch) and "numaN"
- * (bound to node N with mbind). "gpuN" exists only in CUDA builds.
+ * Devices (io/device.c) are "cpu" (no binding: the kernel's first touch)
+ * and "numaN" (bound to node N with mbind). A "gpuN" is refused with
+ * ENODEV: there is no CUDA backend yet to compute on it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,67 +19,35 @@
 /* Tensors inside a moved region start on 64-byte boundaries (SIMD loads). */
 #define MOVE_ALIGN 64
 
-size_t io_devices_list(char *buf, size_t cap)
+/*
+ * The device a move goes to: its NUMA node (-1 for cpu) and the room it
+ * has now. Host devices are read again (their free memory changes, and
+ * tests change the topology); GPUs are those the weights were given.
+ * -EINVAL for no such device, -ENODEV for one nothing can compute on.
+ */
+static int move_device(struct io_weights *w, const char *device, int *node,
+		       uint64_t *room, struct err *err)
 {
-	struct io_numa_topology topo;
-	size_t len = 0;
+	struct io_device_set now;
+	const struct io_device *d;
 	uint32_t k;
-	int n;
-
-	if (cap == 0)
-		return 0;
-	buf[0] = '\0';
-	n = snprintf(buf, cap, "cpu");
-	len = n > 0 && (size_t)n < cap ? (size_t)n : 0;
-	if (io_numa_topology_read(&topo, NULL) < 0)
-		return len;
-	for (k = 0; k < topo.n_nodes; k++) {
-		n = snprintf(buf + len, cap - len, " numa%d", topo.nodes[k].id);
-		if (n < 0 || (size_t)n >= cap - len)
-			break;
-		len += (size_t)n;
-	}
-	return len;
-}
-
-/* "cpu" -> -1, "numaN" -> N if the node exists, else -EINVAL with message. */
-static int move_device_node(const char *device, uint64_t *free_bytes,
-			    struct err *err)
-{
-	struct io_numa_topology topo;
-	char list[256], *end;
-	uint32_t k;
-	long id;
 	int rc;
 
-	rc = io_numa_topology_read(&topo, err);
+	rc = io_device_set_read(&now, "", err);
 	if (rc < 0)
 		return rc;
-	if (strcmp(device, "cpu") == 0) {
-		*free_bytes = 0;
-		for (k = 0; k < topo.n_nodes; k++)
-			*free_bytes += topo.nodes[k].free_bytes;
-		return -1;
-	}
-	if (strncmp(device, "numa", 4) == 0 && device[4] >= '0' && device[4] <= '9') {
-		id = strtol(device + 4, &end, 10);
-		for (k = 0; k < topo.n_nodes && *end == '\0'; k++) {
-			if (topo.nodes[k].id == id) {
-				*free_bytes = topo.nodes[k].free_bytes;
-				return (int)id;
-			}
-		}
-	}
-	io_devices_list(list, sizeof(list));
-	return err_set(err, EINVAL, "no such device %.32s (devices: %s)", device,
-		       list);
-}
-
-int io_device_free(const char *device, uint64_t *bytes, struct err *err)
-{
-	int node = move_device_node(device, bytes, err);
-
-	return node < -1 ? node : 0;
+	for (k = 0; k < w->devices.n && now.n < IO_DEVICE_MAX; k++)
+		if (w->devices.dev[k].kind == IO_DEVICE_GPU)
+			now.dev[now.n++] = w->devices.dev[k];
+	rc = io_device_lookup(&now, device, &d, err);
+	if (rc < 0)
+		return rc;
+	rc = io_device_usable(d, err);
+	if (rc < 0)
+		return rc;
+	*node = d->kind == IO_DEVICE_NUMA ? d->index : -1;
+	*room = d->free_bytes;
+	return 0;
 }
 
 int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
@@ -94,9 +63,9 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 	rc = io_weights_wait(w, err);
 	if (rc < 0)
 		return rc;
-	node = move_device_node(device, &room, err);
-	if (node < -1)
-		return node;
+	rc = move_device(w, device, &node, &room, err);
+	if (rc < 0)
+		return rc;
 	if (w->n_copies > 1)
 		return err_set(err, EINVAL,
 			       "the weights are replicated on every NUMA node (--numa=replicate): nothing to move");

@@ -65,7 +65,7 @@ void (*io_numa_topology_fake)(struct io_numa_topology *topo);
 int io_numa_topology_read(struct io_numa_topology *topo, struct err *err)
 {
 	struct bitmask *cpus;
-	long long free_b;
+	long long free_b, total_b;
 	int n, max;
 
 	memset(topo, 0, sizeof(*topo));
@@ -89,9 +89,11 @@ int io_numa_topology_read(struct io_numa_topology *topo, struct err *err)
 		if (!numa_bitmask_isbitset(numa_nodes_ptr, (unsigned)n))
 			continue;
 		node->id = n;
-		if (numa_node_size64(n, &free_b) < 0)
-			free_b = 0;
+		total_b = numa_node_size64(n, &free_b);
+		if (total_b < 0)
+			total_b = free_b = 0;
 		node->free_bytes = (uint64_t)free_b;
+		node->total_bytes = (uint64_t)total_b;
 		if (numa_cpus_of(n, cpus) == 0)
 			node->n_cpus = numa_bitmask_weight(cpus);
 		topo->n_nodes++;

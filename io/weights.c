@@ -530,7 +530,7 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		    const struct io_load_options *opt, struct err *err)
 {
 	struct io_weights *w;
-	int rc;
+	int rc = 0;
 
 	*out = NULL;
 	w = calloc(1, sizeof(*w));
@@ -543,6 +543,13 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	w->stats.queue_depth = w->opt.queue_depth ? w->opt.queue_depth : 16;
 	if (w->stats.queue_depth > 4096)
 		w->stats.queue_depth = 4096;
+	if (w->opt.devices)
+		w->devices = *w->opt.devices;
+	else
+		rc = io_device_set_read(&w->devices, NULL, err);
+	w->opt.devices = NULL;
+	if (rc < 0)
+		goto out_free;
 	rc = weights_prepare(w, err);
 	if (rc < 0)
 		goto out_free;
@@ -605,8 +612,7 @@ struct io_placement *io_weights_placement_node(struct io_weights *w,
 	if (!w || i >= w->g->n_tensors)
 		return NULL;
 	for (c = 1; c < w->n_copies && node >= 0; c++)
-		if (w->pl[c * w->g->n_tensors].device[0] == 'n' &&
-		    atoi(w->pl[c * w->g->n_tensors].device + 4) == node)
+		if (weights_copy_node(w->plan, c) == node)
 			return &w->pl[c * w->g->n_tensors + i];
 	return &w->pl[i];
 }
@@ -614,6 +620,11 @@ struct io_placement *io_weights_placement_node(struct io_weights *w,
 const char *io_weights_home(const struct io_weights *w)
 {
 	return w->home;
+}
+
+struct io_device_set *io_weights_devices(struct io_weights *w)
+{
+	return &w->devices;
 }
 
 const struct io_load_stats *io_weights_stats(const struct io_weights *w)

@@ -89,6 +89,7 @@ struct io_weights {
 	uint32_t *region_of;        /* n_copies x n_tensors region indices */
 	bool locked;                /* the load mlocked its regions */
 	char home[16];              /* the device the load chose */
+	struct io_device_set devices; /* where tensors may move */
 	struct io_region *regions;
 	uint32_t n_regions, cap_regions;
 	struct io_load_stats stats;
@@ -180,6 +181,7 @@ int io_pread_range(int fd, const char *path, uint64_t off, uint64_t len,
 struct io_numa_node {
 	int id;               /* the kernel's node number */
 	uint64_t free_bytes;  /* memory free on it now */
+	uint64_t total_bytes; /* its memory; 0 if unknown */
 	uint32_t n_cpus;
 };
 

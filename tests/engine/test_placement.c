@@ -13,7 +13,8 @@
 
 #include "../../engine/engine.h"
 
-static struct engine_model *open_model(const char *file)
+static struct engine_model *open_model_on(const char *file,
+					  const struct io_device_set *devices)
 {
 	struct engine_model_options opt = { .n_ctx = 64, .threads = 1 };
 	const char *shared = getenv("SHARED");
@@ -23,8 +24,25 @@ static struct engine_model *open_model(const char *file)
 
 	snprintf(path, sizeof(path), "%s/models/%s",
 		 shared && *shared ? shared : "../shared", file);
+	opt.load.devices = devices;
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s", err.msg);
 	return m;
+}
+
+static struct engine_model *open_model(const char *file)
+{
+	return open_model_on(file, NULL);
+}
+
+/* The placement text, malloc'ed. */
+static char *text_of(struct engine_model *m)
+{
+	struct err err = {0};
+	char *text = NULL;
+	size_t len = 0;
+
+	ck_assert_int_eq(engine_placement_format(m, &text, &len, &err), 0);
+	return text;
 }
 
 /* The logits after a short prompt, from a fresh sequence. */
@@ -59,7 +77,7 @@ static uint64_t check_text(struct engine_model *m, const char *device)
 	uint64_t i, sum = 0, on = 0, tensors, bytes;
 	char *text = NULL, *line, *save = NULL;
 	struct err err = {0};
-	uint32_t layers = 0;
+	uint32_t layers = 0, plans = 0;
 	size_t len = 0;
 	bool total = false;
 
@@ -80,6 +98,8 @@ static uint64_t check_text(struct engine_model *m, const char *device)
 		on += strcmp(dev, device) == 0;
 	}
 	for (; line; line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "plan ", 5) == 0)
+			plans++;
 		if (strncmp(line, "layer blk.", 10) == 0)
 			layers++;
 		if (sscanf(line, "total %" SCNu64 " tensors %" SCNu64 " bytes",
@@ -92,6 +112,7 @@ static uint64_t check_text(struct engine_model *m, const char *device)
 	ck_assert_uint_eq(sum, g->tensor_bytes);
 	ck_assert_uint_eq(layers, engine_model_info(m)->n_layer);
 	ck_assert(total);
+	ck_assert_uint_eq(plans, 1);
 	free(text);
 	return on;
 }
@@ -180,6 +201,79 @@ START_TEST(test_placement_round_trip_same_logits)
 }
 END_TEST
 
+/* Devices, the plan and an estimate for each alternative it considered. */
+START_TEST(test_placement_shows_devices_and_plan)
+{
+	struct engine_model *m = open_model("stories260K.gguf");
+	char *text = text_of(m), *p;
+	double toks;
+
+	ck_assert_ptr_nonnull(strstr(text, "\nmemory cpu total "));
+	ck_assert_ptr_nonnull(strstr(text, " bw "));
+	ck_assert_ptr_nonnull(strstr(text, "GB/s measured\n"));
+	ck_assert_ptr_null(strstr(text, "memory gpu"));
+	p = strstr(text, "\nplan all-cpu gpu - host cpu ctx 64\n");
+	ck_assert_msg(p != NULL, "%s", text);
+	p = strstr(p, "\nestimate all-cpu ");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(sscanf(p, "\nestimate all-cpu %lf chosen: no GPU", &toks), 1);
+	ck_assert(toks > 0);
+	free(text);
+	engine_model_free(m);
+}
+END_TEST
+
+/*
+ * Simulated GPUs are listed and planned for; every command that would put
+ * weights on one is refused with ENODEV, and nothing moves.
+ */
+START_TEST(test_placement_simulated_gpu_refused)
+{
+	static const char *const to_gpu[] = {
+		"blk.0-1 gpu0", "output gpu0", "all gpu0", "experts gpu0",
+		"token_embd.weight gpu0",
+	};
+	struct engine_model *m;
+	struct io_device_set set;
+	struct err err = {0};
+	uint64_t n;
+	char *text;
+
+	ck_assert_int_eq(io_device_set_read(&set,
+			"gpu0:vram=8G,bw=272G,pcie=25G,cc=8.9,model=RTX-4060,cpu:bw=60G",
+			&err), 0);
+	m = open_model_on("tiny-qwen3moe-bpe16k-q4km.gguf", &set);
+	n = engine_model_gguf(m)->n_tensors;
+	text = text_of(m);
+	ck_assert_ptr_nonnull(strstr(text,
+		"\nmemory gpu0 total 8589934592 free 8589934592 node - bw 272.0GB/s given pcie 25.0GB/s simulated\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\nmemory cpu total "));
+	ck_assert_ptr_nonnull(strstr(text, "bw 60.0GB/s given\n"));
+	ck_assert_msg(strstr(text, "\nplan all-gpu gpu gpu0 host - ctx 64\n"), "%s", text);
+	ck_assert_ptr_nonnull(strstr(text, "\nestimate all-gpu "));
+	ck_assert_ptr_nonnull(strstr(text, "\nestimate experts-in-ram "));
+	ck_assert_ptr_nonnull(strstr(text, "\nestimate split "));
+	ck_assert_ptr_nonnull(strstr(text, "\nestimate all-cpu "));
+	free(text);
+	for (size_t i = 0; i < sizeof(to_gpu) / sizeof(to_gpu[0]); i++) {
+		err.msg[0] = '\0';
+		ck_assert_msg(engine_placement_apply(m, to_gpu[i], &err) == -ENODEV,
+			      "'%s' not refused", to_gpu[i]);
+		ck_assert_str_eq(err.msg,
+			"gpu0 is a simulated GPU (--devices): this build has no CUDA backend to compute on it");
+	}
+	ck_assert_int_eq(engine_placement_apply(m, "auto", &err), -ENODEV);
+	ck_assert_str_eq(err.msg,
+		"the plan (all-gpu) puts weights on gpu0, and gpu0 is a simulated GPU (--devices): this build has no CUDA backend to compute on it");
+	ck_assert_uint_eq(check_text(m, "cpu"), n);
+	/* Host devices still work beside it. */
+	ck_assert_int_eq(engine_placement_apply(m, "experts numa0", &err), 0);
+	ck_assert_int_eq(engine_placement_apply(m, "all cpu", &err), 0);
+	ck_assert_uint_eq(check_text(m, "cpu"), n);
+	engine_model_free(m);
+}
+END_TEST
+
 static Suite *placement_suite(void)
 {
 	Suite *s = suite_create("engine_placement");
@@ -189,6 +283,8 @@ static Suite *placement_suite(void)
 	tcase_add_test(tc, test_placement_text_adds_up);
 	tcase_add_test(tc, test_placement_refusals_move_nothing);
 	tcase_add_test(tc, test_placement_round_trip_same_logits);
+	tcase_add_test(tc, test_placement_shows_devices_and_plan);
+	tcase_add_test(tc, test_placement_simulated_gpu_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+/*
+ * engine_cuda_probe(): find the CUDA devices and measure what the planner
+ * needs of each (engine/cuda/probe.h). Bandwidths are measured, not taken
+ * from data sheets: VRAM by a kernel that reads every byte once (16-byte
+ * loads, grid-stride, one sum per block so that nothing is optimised away),
+ * PCIe by cudaMemcpy from page-locked host memory.
+ *
+ * UNTESTED ON HARDWARE: compiled with nvcc on a machine without a GPU;
+ * only the "no device" path has run.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "probe.h"
+
+__global__ void probe_read(const uint4 *p, size_t n, unsigned long long *out)
+{
+	__shared__ unsigned int part[32];
+	unsigned int s = 0;
+	size_t i;
+
+	for (i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		uint4 v = p[i];
+		s ^= v.x ^ v.y ^ v.z ^ v.w;
+	}
+	for (int o = 16; o > 0; o /= 2)
+		s ^= __shfl_xor_sync(0xffffffffu, s, o);
+	if ((threadIdx.x & 31) == 0)
+		part[threadIdx.x / 32] = s;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (unsigned int w = 1; w < blockDim.x / 32; w++)
+			s ^= part[w];
+		atomicAdd(out, (unsigned long long)s);
+	}
+}
+
+static double probe_elapsed(cudaEvent_t a, cudaEvent_t b)
+{
+	float ms = 0;
+
+	if (cudaEventSynchronize(b) != cudaSuccess ||
+	    cudaEventElapsedTime(&ms, a, b) != cudaSuccess)
+		return 0;
+	return ms / 1e3;
+}
+
+/* Bytes/s of a kernel reading bytes of VRAM; 0 on any failure. */
+static double probe_vram(const cudaDeviceProp *prop, size_t bytes)
+{
+	unsigned long long *sum = NULL;
+	cudaEvent_t a, b;
+	double best = 0, t;
+	uint4 *buf = NULL;
+
+	if (cudaMalloc(&buf, bytes) != cudaSuccess ||
+	    cudaMalloc(&sum, sizeof(*sum)) != cudaSuccess ||
+	    cudaMemset(buf, 1, bytes) != cudaSuccess) {
+		cudaFree(buf);
+		cudaFree(sum);
+		return 0;
+	}
+	cudaEventCreate(&a);
+	cudaEventCreate(&b);
+	for (int r = 0; r < 4; r++) {   /* the first round warms up */
+		cudaEventRecord(a);
+		probe_read<<<prop->multiProcessorCount * 4, 256>>>(
+			buf, bytes / sizeof(uint4), sum);
+		cudaEventRecord(b);
+		t = probe_elapsed(a, b);
+		if (r && t > 0 && bytes / t > best)
+			best = bytes / t;
+	}
+	if (cudaGetLastError() != cudaSuccess)
+		best = 0;
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
+	cudaFree(buf);
+	cudaFree(sum);
+	return best;
+}
+
+/* Bytes/s host -> device from page-locked memory; 0 on any failure. */
+static double probe_pcie(size_t bytes)
+{
+	void *host = NULL, *dev = NULL;
+	cudaEvent_t a, b;
+	double best = 0, t;
+
+	if (cudaMallocHost(&host, bytes) != cudaSuccess ||
+	    cudaMalloc(&dev, bytes) != cudaSuccess) {
+		cudaFreeHost(host);
+		return 0;
+	}
+	memset(host, 1, bytes);
+	cudaEventCreate(&a);
+	cudaEventCreate(&b);
+	for (int r = 0; r < 4; r++) {
+		cudaEventRecord(a);
+		cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice);
+		cudaEventRecord(b);
+		t = probe_elapsed(a, b);
+		if (r && t > 0 && bytes / t > best)
+			best = bytes / t;
+	}
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
+	cudaFree(dev);
+	cudaFreeHost(host);
+	return best;
+}
+
+/* The NUMA node of the device's PCI slot, or -1 (sysfs says -1 too). */
+static int probe_node(int dev)
+{
+	char bus[32], path[96];
+	int node = -1;
+	FILE *f;
+
+	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess)
+		return -1;
+	for (char *p = bus; *p; p++)   /* sysfs spells the hex digits small */
+		if (*p >= 'A' && *p <= 'F')
+			*p += 'a' - 'A';
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/numa_node", bus);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &node) != 1)
+		node = -1;
+	fclose(f);
+	return node;
+}
+
+int engine_cuda_probe(struct io_device_set *set, struct err *err)
+{
+	size_t free_b = 0, total_b = 0, bytes;
+	cudaDeviceProp prop;
+	int n = 0, added = 0;
+	cudaError_t e;
+
+	e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess || n == 0)
+		return err_set(err, ENODEV, "no CUDA device: %s",
+			       e != cudaSuccess ? cudaGetErrorString(e) :
+						  "none found");
+	for (int d = 0; d < n; d++) {
+		struct io_device *io;
+
+		if (set->n == IO_DEVICE_MAX)
+			return err_set(err, ENOSPC, "more than %d devices",
+				       IO_DEVICE_MAX);
+		if (cudaSetDevice(d) != cudaSuccess ||
+		    cudaGetDeviceProperties(&prop, d) != cudaSuccess ||
+		    cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+			continue;
+		io = &set->dev[set->n++];
+		memset(io, 0, sizeof(*io));
+		io->kind = IO_DEVICE_GPU;
+		io->index = d;
+		snprintf(io->name, sizeof(io->name), "gpu%d", d);
+		snprintf(io->model, sizeof(io->model), "%.31s", prop.name);
+		for (char *p = io->model; *p; p++)   /* one word in --devices */
+			if (*p == ' ' || *p == ',' || *p == ':' || *p == ';')
+				*p = '-';
+		io->cc_major = prop.major;
+		io->cc_minor = prop.minor;
+		io->total_bytes = total_b;
+		io->free_bytes = free_b;
+		io->node = probe_node(d);
+		bytes = free_b / 4 < (1ull << 30) ? free_b / 4 : (1ull << 30);
+		bytes &= ~(size_t)15;
+		io->mem_bw = probe_vram(&prop, bytes);
+		io->bw_source = io->mem_bw > 0 ? IO_BW_MEASURED : IO_BW_UNKNOWN;
+		io->link_bw = probe_pcie(256u << 20);
+		added++;
+	}
+	if (!added)
+		return err_set(err, ENODEV, "no usable CUDA device of %d", n);
+	return added;
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# llmfs-gpus on the machine's GPUs: skipped (77, with the reason) where it
+# is not built (no nvcc) or where there is no usable CUDA device; on a GPU
+# machine every GPU has a line, measured bandwidths, and a --devices text
+# that llmfs accepts. Written without a GPU: only the skip has run.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+GPUS=$BUILD/bin/llmfs-gpus
+RUN=$BUILD/bin/llmfs-run
+SHARED=${SHARED:-$(cd .. && pwd)/shared}
+
+[ -x "$GPUS" ] || { echo "skip: $GPUS is not built (no nvcc, or CUDA=0)"; exit 77; }
+out=$("$GPUS" 2>&1)
+rc=$?
+if [ $rc != 0 ]; then
+	case $out in
+	"llmfs-gpus: no CUDA device"*) echo "skip: $out"; exit 77 ;;
+	*) echo "not ok - llmfs-gpus failed ($rc): $out"; exit 1 ;;
+	esac
+fi
+fails=0
+check() {
+	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi
+}
+echo "$out"
+check "one line per GPU with measured bandwidths" \
+	"echo \"\$out\" | grep -qE '^gpu0 [^ ]+ cc [0-9]+\\.[0-9]+ total [0-9]+ free [0-9]+ node -?[0-9]+ vram_read [1-9][0-9.]*GB/s pcie_h2d [1-9][0-9.]*GB/s\$'"
+spec=$(echo "$out" | sed -n 's/^devices //p')
+check "a devices line" "[ -n \"\$spec\" ]"
+# llmfs-run loads with LLMFS_DEVICES: a description it refuses fails the load.
+check "llmfs accepts the description" \
+	"LLMFS_DEVICES=\"\$spec\" $RUN -m $SHARED/models/stories260K.gguf -p Once -n 1 >/dev/null 2>&1"
+[ $fails = 0 ]

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * llmfs-gpus: the machine's CUDA GPUs, measured, and the --devices text
+ * that describes them to llmfs (whose planner then plans for them).
+ *
+ *   $ build/bin/llmfs-gpus
+ *   gpu0 NVIDIA-H100-80GB-HBM3 cc 9.0 total 85029158912 free 84466466816 node 0 vram_read 2900.0GB/s pcie_h2d 52.0GB/s
+ *   devices gpu0:vram=85029158912,free=84466466816,bw=2900000000000,pcie=52000000000,node=0,cc=9.0,model=NVIDIA-H100-80GB-HBM3
+ *
+ * (Figures illustrative.) Exit 0, or 1 with the reason on stderr ("no CUDA
+ * device: ..."). Built only where nvcc is. UNTESTED ON HARDWARE.
+ */
+#include <stdio.h>
+
+#include "../../engine/cuda/probe.h"
+
+int main(void)
+{
+	struct io_device_set set = {0};
+	struct err err = {0};
+	uint32_t k;
+	int n;
+
+	n = engine_cuda_probe(&set, &err);
+	if (n < 0) {
+		fprintf(stderr, "llmfs-gpus: %s\n", err.msg);
+		return 1;
+	}
+	for (k = 0; k < set.n; k++) {
+		const struct io_device *d = &set.dev[k];
+
+		printf("%s %s cc %d.%d total %llu free %llu node %d vram_read %.1fGB/s pcie_h2d %.1fGB/s\n",
+		       d->name, d->model, d->cc_major, d->cc_minor,
+		       (unsigned long long)d->total_bytes,
+		       (unsigned long long)d->free_bytes, d->node,
+		       d->mem_bw / 1e9, d->link_bw / 1e9);
+	}
+	printf("devices");
+	for (k = 0; k < set.n; k++) {
+		const struct io_device *d = &set.dev[k];
+
+		printf("%s%s:vram=%llu,free=%llu,bw=%.0f,pcie=%.0f,cc=%d.%d,model=%s",
+		       k ? "," : " ", d->name,
+		       (unsigned long long)d->total_bytes,
+		       (unsigned long long)d->free_bytes, d->mem_bw, d->link_bw,
+		       d->cc_major, d->cc_minor, d->model);
+		if (d->node >= 0)
+			printf(",node=%d", d->node);
+	}
+	printf("\n");
+	return 0;
+}
