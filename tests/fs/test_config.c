@@ -67,7 +67,8 @@ static const char *const bad_lines[] = {
 	"top_k=99999999999", "top_p=1.01", "min_p=-0.1",
 	"repeat_penalty=0", "seed=-1", "seed=18446744073709551616",
 	"max_tokens=-1", "max_tokens=1048577", "temp=1", "nokey",
-	"=1", "stop=\\q", "stop=\\x00",
+	"=1", "stop=\\q", "stop=\\x00", "stop=\\x4", "stop=\\x4z",
+	"stop=\\xg1",
 };
 
 START_TEST(test_config_write_rejects_bad_line)
