@@ -312,6 +312,10 @@ static int config_escape(struct fs_buf *b, const char *s)
 			rc = fs_buf_add(b, "\\\\", 2);
 		else if (c < 0x20 || c == 0x7f)
 			rc = fs_buf_printf(b, "\\x%02x", c);
+		else if (c == ' ' && !s[strspn(s, " ")])
+			/* a line's trailing blanks are trimmed when read back
+			 * (found by fuzz_config) */
+			rc = fs_buf_add(b, "\\x20", 4);
 		else
 			rc = fs_buf_add(b, s, 1);
 	}

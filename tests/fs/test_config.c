@@ -90,6 +90,32 @@ START_TEST(test_config_write_rejects_bad_line)
 }
 END_TEST
 
+/* What config reads back parses to the same: trailing blanks of a stop. */
+START_TEST(test_config_format_round_trip)
+{
+	const char *text = "stop=\\n\\x20\nstop=a \\x20\n";
+	struct fs_config c, again;
+	struct fs_buf b = {0}, b2 = {0};
+	struct err err = {0};
+
+	fs_config_defaults(&c);
+	ck_assert_int_eq(fs_config_write(&c, text, strlen(text), &err), 0);
+	ck_assert_str_eq(c.stop[0], "\n ");
+	ck_assert_str_eq(c.stop[1], "a  ");
+	ck_assert_int_eq(fs_config_format(&c, &b), 0);
+	fs_config_defaults(&again);
+	ck_assert_int_eq(fs_config_write(&again, b.p, b.len, &err), 0);
+	ck_assert_int_eq(fs_config_format(&again, &b2), 0);
+	ck_assert_str_eq(b.p, b2.p);
+	ck_assert_str_eq(again.stop[0], "\n ");
+	ck_assert_str_eq(again.stop[1], "a  ");
+	fs_buf_free(&b);
+	fs_buf_free(&b2);
+	fs_config_free(&again);
+	fs_config_free(&c);
+}
+END_TEST
+
 START_TEST(test_config_rejects_nul_and_too_many_stops)
 {
 	struct fs_config c;
@@ -239,6 +265,7 @@ int main(void)
 		sizeof(bad_lines) / sizeof(bad_lines[0]));
 	tcase_add_test(tc, test_config_rejects_nul_and_too_many_stops);
 	tcase_add_test(tc, test_config_merge_overrides_only_what_was_set);
+	tcase_add_test(tc, test_config_format_round_trip);
 	tcase_add_test(tc, test_errors_keeps_last_100);
 	tcase_add_test(tc, test_errors_escape);
 	tcase_add_test(tc, test_errors_fair_share);
