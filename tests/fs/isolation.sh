@@ -17,7 +17,10 @@ A="setpriv --reuid=65534 --regid=65534 --clear-groups"
 B="setpriv --reuid=65533 --regid=65533 --clear-groups"
 P='Once upon a time, there was a little girl named Lily.'
 
-mount_llmfs -o allow_other --max-sessions 3500 --name stories="$STORIES"
+# --stream-buffer 64: the kv check below holds a generation paused (it
+# would end in milliseconds on this model) by reading one byte of it.
+mount_llmfs -o allow_other --max-sessions 3500 --stream-buffer 64 \
+	--name stories="$STORIES"
 wait_loaded || fail "model loaded"
 S=$MNT/stories
 printf 'temperature=0\nmax_tokens=24\n' > "$S/config"
@@ -108,7 +111,7 @@ fi
 printf 'max_tokens=0\n' > "$S/config"
 setsid bash -c "exec 3<>'$S/generate'; printf '%s' '$P' >&3; head -c 1 <&3 >/dev/null; sleep 3" &
 k=$!
-for _ in $(seq 50); do grep -q '^sequence' "$S/kv" && break; sleep 0.1; done
+for _ in $(seq 100); do grep -q '^sequence ' "$S/kv" && break; sleep 0.1; done
 check "root sees whose the sequence is" grep -q '^sequence [0-9]* pid-session-' "$S/kv"
 $B cat "$S/kv" > "$WORK/b-kv"
 check "B sees a sequence" grep -q '^sequence ' "$WORK/b-kv"
