@@ -7,8 +7,9 @@ semantics, this drives a real mount with seeded sequences of operations,
 issued by real processes of two uids, each in its own process session,
 and checks every result against what Documentation/ABI.md predicts:
 
-  * who gets which answer: the shell idiom (a write-only prompt is for
-    the next read of the same process session and uid, once), O_RDWR,
+  * who gets which answer of generate, chat and tokenize: the shell idiom
+    (a write-only prompt is for the next read of the same process session
+    and uid, once), O_RDWR,
     sessions/N (its creator's alone), a new prompt replacing an unread one;
   * what config holds: the model's (the mount owner's to write; others get
     EACCES), a session's overrides, all or nothing on EINVAL;
@@ -164,6 +165,29 @@ class Oracle:
     def __init__(self, run, model):
         self.run, self.model, self.memo = run, model, {}
 
+    def tokens(self, mnt, prompt):
+        """tokenize's answer, as the driver itself reads it once (the ids
+        of llama.cpp's tokenizer are checked by generate.sh)."""
+        key = ("tokenize", prompt)
+        if key not in self.memo:
+            fd = os.open(os.path.join(mnt, "tokenize"), os.O_RDWR)
+            try:
+                os.write(fd, prompt.encode())
+                out = b""
+                while True:
+                    b = os.read(fd, 65536)
+                    if not b:
+                        break
+                    out += b
+            finally:
+                os.close(fd)
+            text = out.decode()
+            if not text.endswith("\n") or \
+                    not all(x.isdigit() for x in text.split()):
+                raise Failure("tokenize gave %r" % text)
+            self.memo[key] = text
+        return self.memo[key]
+
     def answer(self, prompt, max_tokens, chat):
         # ABI.md: one trailing newline of the prompt is echo's, dropped.
         if prompt.endswith("\n"):
@@ -230,17 +254,22 @@ class Run:
         return None
 
     # -- operations: each issues its calls and checks them --
+    def expected(self, kind, prompt, max_tokens):
+        if kind == "tokenize":
+            return self.oracle.tokens(self.mnt, prompt)
+        return self.oracle.answer(prompt, max_tokens, kind == "chat")
+
     def op_shell_write(self, wi, w):
-        kind = self.rng.choice(["generate", "chat"])
+        kind = self.rng.choice(["generate", "chat", "tokenize"])
         prompt = self.rng.choice(PROMPTS)
         self.note("w%d(uid %d) writes %r > %s" % (wi, w.uid, prompt, kind))
         r = w.call({"op": "wo", "path": self.path(kind), "data": prompt})
         self.expect("shell write", r["err"], None)
-        self.m.pending[(wi, kind)] = self.oracle.answer(
-            prompt, self.cfg(), kind == "chat")
+        self.m.pending[(wi, kind)] = self.expected(kind, prompt,
+                                                   self.cfg())
 
     def op_shell_read(self, wi, w):
-        kind = self.rng.choice(["generate", "chat"])
+        kind = self.rng.choice(["generate", "chat", "tokenize"])
         self.note("w%d(uid %d) cat %s" % (wi, w.uid, kind))
         r = w.call({"op": "ro", "path": self.path(kind)})
         self.expect("shell read error", r["err"], None)
@@ -251,11 +280,11 @@ class Run:
 
     def op_rdwr(self, wi, w):
         prompt = self.rng.choice(PROMPTS)
-        self.note("w%d(uid %d) O_RDWR generate %r" % (wi, w.uid, prompt))
-        r = w.call({"op": "rw", "path": self.path("generate"),
-                    "data": prompt})
+        kind = self.rng.choice(["generate", "chat", "tokenize"])
+        self.note("w%d(uid %d) O_RDWR %s %r" % (wi, w.uid, kind, prompt))
+        want = self.expected(kind, prompt, self.cfg())
+        r = w.call({"op": "rw", "path": self.path(kind), "data": prompt})
         self.expect("O_RDWR error", r["err"], None)
-        want = self.oracle.answer(prompt, self.cfg(), False)
         self.expect("O_RDWR answer", r["data"], want)
         self.stats["answers"] += 1
         self.stats["bytes"] += len(want)
