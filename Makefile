@@ -10,10 +10,12 @@
 #   make V=1          show the commands
 
 PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
-	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3
+	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3 \
+	   libcurl4-openssl-dev openssl
 IO_PKGS = liburing numa
 ENGINE_PKGS = libpcre2-8
-FS_PKGS = fuse3 nettle
+# libcurl and jansson: remote models (fs/remote*.c)
+FS_PKGS = fuse3 nettle libcurl jansson
 TEST_PKGS = check jansson
 
 CC ?= cc

@@ -296,19 +296,14 @@ static void files_job_open_text(struct fs_model *fm, struct fs_job *job,
 {
 	struct fs_handle *h = job->h;
 	struct err err = {0};
-	char *text = NULL;
-	size_t len = 0;
 	int rc = -EIO;
 
 	if (!cancelled && h->node.kind == FS_K_PLACEMENT) {
-		rc = engine_placement_format(fm->m, &text, &len, &err);
-		if (rc)
+		rc = fm->provider->placement_format(fm, &h->text, &err);
+		if (rc && err.msg[0])
 			fs_errors_add(&fm->errors, "placement: %s", err.msg);
-		else
-			rc = fs_buf_add(&h->text, text, len);
-		free(text);
 	} else if (!cancelled) {
-		rc = fs_text_kv(fm, h->uid, &h->text);
+		rc = fm->provider->kv(fm, h->uid, &h->text);
 	}
 	if (rc) {
 		fuse_reply_err(job->req, -rc);
@@ -388,13 +383,13 @@ static int files_text(struct fs *fs, struct fs_handle *h, fuse_req_t req)
 	case FS_K_METRICS:
 		return fs_text_metrics(fs, &h->text);
 	case FS_K_INFO:
-		return fs_text_info(fm, &h->text);
+		return fm->provider->info(fm, &h->text);
 	case FS_K_STATS:
 		return fs_text_stats(fm, &h->text);
 	case FS_K_ERRORS:
 		return fs_errors_format(&fm->errors, &h->text);
 	case FS_K_WINDEX:
-		return fs_text_windex(fm, &h->text);
+		return fm->provider->weights_index(fm, &h->text);
 	case FS_K_CONFIG:
 	case FS_K_SCONFIG:
 		pthread_mutex_lock(&fm->lock);

@@ -7,6 +7,8 @@
  *   files.c    per-kind open/read/write of the regular files
  *   model.c    one directory per model: naming, state, text of its files
  *   sched.c    the scheduler thread of a model (the only engine user)
+ *   provider.c the provider table of local models (provider.h)
+ *   remote.c   the provider of remote models: an OpenAI-compatible server
  *   stream.c   one generation's output: buffer, parked reads, poll
  *   session.c  sessions/N and the answers waiting for a reader
  *   config.c   key=value sampling settings
@@ -32,6 +34,7 @@
 
 #include "../engine/engine.h"
 #include "fs.h"
+#include "provider.h"
 
 /* ---- buffers ----------------------------------------------------------- */
 
@@ -294,7 +297,9 @@ struct fs_model {
 	struct fs *fs;
 	unsigned idx;
 	char *name;
-	char *path;
+	char *path;                    /* the GGUF file, or the server's URL */
+	const struct fs_provider *provider;  /* set before the thread starts */
+	void *provider_data;           /* the provider's own (remote.c) */
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake;           /* the scheduler waits here */
@@ -353,6 +358,8 @@ void fs_model_stop(struct fs_model *fm);
 void fs_model_submit(struct fs_model *fm, struct fs_stream *s);
 void fs_model_job(struct fs_model *fm, struct fs_job *job);
 enum fs_model_state fs_model_state(struct fs_model *fm);
+/* Tell the model's thread that its queue or a stream changed (no lock). */
+void fs_model_wake(struct fs_model *fm);
 /* A name for a model file: its stem, lower case, safe characters only. */
 void fs_model_slug(const char *path, char *out, size_t cap);
 
@@ -361,6 +368,7 @@ void *fs_sched_main(void *arg);
 
 /* text.c: the contents of the generated files. */
 int fs_text_models(struct fs *fs, struct fs_buf *b);
+int fs_text_models_line(struct fs_model *fm, struct fs_buf *b);
 int fs_text_status(struct fs *fs, struct fs_buf *b);
 int fs_text_metrics(struct fs *fs, struct fs_buf *b);
 int fs_text_info(struct fs_model *fm, struct fs_buf *b);
@@ -558,6 +566,8 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 		const struct fs_dir_snap *snap, struct fs_node *child,
 		const char **name, char *tmp, size_t tmp_cap);
 struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n);
+/* Does fm's provider give this file (provider.c)? The optional ones. */
+bool fs_provider_has(const struct fs_model *fm, enum fs_kind k);
 
 /* ---- open files -------------------------------------------------------- */
 

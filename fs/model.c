@@ -58,13 +58,14 @@ int fs_model_new(struct fs *fs, struct fs_model **out, const char *name,
 	fs_errors_init(&fm->errors);
 	fs_config_defaults(&fm->config);
 	fm->state = FS_MODEL_LOADING;
+	fm->provider = &fs_provider_local;
 	*out = fm;
 	return 0;
 }
 
 int fs_model_start(struct fs_model *fm, struct err *err)
 {
-	int rc = pthread_create(&fm->thread, NULL, fs_sched_main, fm);
+	int rc = pthread_create(&fm->thread, NULL, fm->provider->serve, fm);
 
 	if (rc)
 		return err_set(err, rc, "%s: cannot start its thread", fm->name);
@@ -78,6 +79,7 @@ void fs_model_stop(struct fs_model *fm)
 	fm->stop = true;
 	pthread_cond_broadcast(&fm->wake);
 	pthread_mutex_unlock(&fm->lock);
+	fs_model_wake(fm);
 	if (fm->thread_started)
 		pthread_join(fm->thread, NULL);
 	fm->thread_started = false;
@@ -92,6 +94,8 @@ void fs_model_free(struct fs_model *fm)
 		return;
 	fs_model_stop(fm);
 	fs_session_free_all(fm);
+	if (fm->provider->free)
+		fm->provider->free(fm);
 	engine_model_free(fm->m);
 	fs_config_free(&fm->config);
 	fs_errors_destroy(&fm->errors);
@@ -127,6 +131,7 @@ void fs_model_submit(struct fs_model *fm, struct fs_stream *s)
 		fm->stats.requests++;
 	pthread_cond_signal(&fm->wake);
 	pthread_mutex_unlock(&fm->lock);
+	fs_model_wake(fm);
 }
 
 void fs_model_job(struct fs_model *fm, struct fs_job *job)
@@ -145,6 +150,13 @@ void fs_model_job(struct fs_model *fm, struct fs_job *job)
 	*pp = job;
 	pthread_cond_signal(&fm->wake);
 	pthread_mutex_unlock(&fm->lock);
+	fs_model_wake(fm);
+}
+
+void fs_model_wake(struct fs_model *fm)
+{
+	if (fm->provider->wake)
+		fm->provider->wake(fm);
 }
 
 enum fs_model_state fs_model_state(struct fs_model *fm)

@@ -33,6 +33,7 @@
 struct mount_src {
 	char *name;   /* NULL: a slug of the file name */
 	char *path;
+	char *remote; /* --remote: "URL[,OPT...]" (path is NULL) */
 };
 
 struct mount_args {
@@ -62,6 +63,10 @@ static void mount_usage(FILE *f)
 		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
 		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
 		"(or LLMFS_DEVICES)\n"
+		"  --remote NAME=URL[,model=ID][,key_file=PATH][,ca_file=PATH]"
+		"[,timeout=S]\n"
+		"                    a model served by an OpenAI-compatible "
+		"server\n"
 		"  --max-sessions N  sessions/N per uid (1024)\n"
 		"  --max-generations N  answers queued, running or unread, "
 		"per uid (256)\n"
@@ -85,12 +90,39 @@ static int mount_add_src(struct mount_args *a, const char *name,
 	a->src = s;
 	s = &a->src[a->n_src];
 	s->name = name ? strdup(name) : NULL;
+	s->remote = NULL;
 	/* fuse_daemonize() changes to /: keep absolute paths. */
 	abs = realpath(path, NULL);
 	s->path = abs ? abs : strdup(path);
 	if (!s->path || (name && !s->name)) {
 		free(s->name);
 		free(s->path);
+		return -ENOMEM;
+	}
+	a->n_src++;
+	return 0;
+}
+
+/* --remote NAME=URL[,...]: checked when its directory is made. */
+static int mount_add_remote(struct mount_args *a, char *arg)
+{
+	struct mount_src *s = realloc(a->src, (a->n_src + 1) * sizeof(*s));
+	char *eq = strchr(arg, '=');
+
+	if (!s)
+		return -ENOMEM;
+	a->src = s;
+	if (!eq || eq == arg || !eq[1]) {
+		fprintf(stderr, "llmfs: --remote wants NAME=URL[,OPTION...]\n");
+		return -EINVAL;
+	}
+	s = &a->src[a->n_src];
+	s->name = strndup(arg, eq - arg);
+	s->remote = strdup(eq + 1);
+	s->path = NULL;
+	if (!s->name || !s->remote) {
+		free(s->name);
+		free(s->remote);
 		return -ENOMEM;
 	}
 	a->n_src++;
@@ -201,7 +233,7 @@ static int mount_limit(struct fs_options *o, int which, const char *arg)
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA,
-		OPT_DEVICES, OPT_MAX_SESSIONS, OPT_MAX_GENERATIONS,
+		OPT_DEVICES, OPT_REMOTE, OPT_MAX_SESSIONS, OPT_MAX_GENERATIONS,
 		OPT_MAX_PROMPT_BYTES, OPT_STREAM_BUFFER, OPT_PREFILL_CHUNK,
 		OPT_SHARED_CONFIG };
 	static const struct option lo[] = {
@@ -211,6 +243,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
 		{ "numa", required_argument, NULL, OPT_NUMA },
 		{ "devices", required_argument, NULL, OPT_DEVICES },
+		{ "remote", required_argument, NULL, OPT_REMOTE },
 		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 		{ "max-generations", required_argument, NULL,
 			OPT_MAX_GENERATIONS },
@@ -263,6 +296,9 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 				a->opt.n_ctx = u;
 			else
 				a->opt.idle_timeout = u ? u : 1;
+			break;
+		case OPT_REMOTE:
+			rc = mount_add_remote(a, optarg);
 			break;
 		case OPT_MAX_SESSIONS:
 		case OPT_MAX_GENERATIONS:
@@ -365,7 +401,19 @@ static int mount_models(struct fs *fs, struct mount_args *a)
 				snprintf(name, sizeof(name), "%s-%d", slug, k);
 		}
 		rc = fs_model_new(fs, &fs->models[fs->n_models], name,
-			a->src[i].path, &err);
+			a->src[i].path ? a->src[i].path : "", &err);
+		if (!rc && a->src[i].remote) {
+			fs->models[fs->n_models]->idx = fs->n_models;
+			fs->n_models++;   /* freed with the others on failure */
+			rc = fs_remote_attach(fs->models[fs->n_models - 1],
+				a->src[i].remote, &err);
+			if (rc) {
+				fprintf(stderr, "llmfs: --remote %s: %s\n",
+					name, err.msg);
+				return rc;
+			}
+			continue;
+		}
 		if (rc) {
 			fprintf(stderr, "llmfs: %s\n", err.msg);
 			return rc;
@@ -565,6 +613,7 @@ static void mount_args_free(struct mount_args *a)
 	for (size_t i = 0; i < a->n_src; i++) {
 		free(a->src[i].name);
 		free(a->src[i].path);
+		free(a->src[i].remote);
 	}
 	free(a->src);
 	free(a->mountpoint);

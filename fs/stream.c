@@ -420,6 +420,7 @@ void fs_stream_cancel(struct fs_stream *s)
 	pthread_mutex_unlock(&s->lock);
 	if (paused)
 		stream_unpause(s);
+	fs_model_wake(s->model);   /* a remote request ends at once */
 }
 
 bool fs_stream_cancelled(struct fs_stream *s)

@@ -33,24 +33,26 @@ static void text_count(uint64_t n, char *out, size_t cap)
 		snprintf(out, cap, "%llu", (unsigned long long)n);
 }
 
+/* A local model's line of /models (its provider's models_line). */
+int fs_text_models_line(struct fs_model *fm, struct fs_buf *b)
+{
+	enum fs_model_state st = fs_model_state(fm);
+	char params[32];
+
+	if (st != FS_MODEL_READY)
+		return fs_buf_printf(b, "%s - - - %s\n", fm->name,
+			text_states[st]);
+	text_count(fm->info->n_params, params, sizeof(params));
+	return fs_buf_printf(b, "%s %s %s %s ready\n", fm->name,
+		fm->info->arch_name, params, fm->quant);
+}
+
 int fs_text_models(struct fs *fs, struct fs_buf *b)
 {
 	int rc = 0;
 
-	for (unsigned i = 0; i < fs->n_models && !rc; i++) {
-		struct fs_model *fm = fs->models[i];
-		enum fs_model_state st = fs_model_state(fm);
-		char params[32];
-
-		if (st == FS_MODEL_READY) {
-			text_count(fm->info->n_params, params, sizeof(params));
-			rc = fs_buf_printf(b, "%s %s %s %s ready\n", fm->name,
-				fm->info->arch_name, params, fm->quant);
-		} else {
-			rc = fs_buf_printf(b, "%s - - - %s\n", fm->name,
-				text_states[st]);
-		}
-	}
+	for (unsigned i = 0; i < fs->n_models && !rc; i++)
+		rc = fs->models[i]->provider->models_line(fs->models[i], b);
 	return rc;
 }
 

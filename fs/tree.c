@@ -128,7 +128,8 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 {
 	struct fs_model *fm = fs_tree_model(fs, n);
 
-	if (n->kind == FS_K_NONE || (n->kind > FS_K_METRICS && !fm))
+	if (n->kind == FS_K_NONE || (n->kind > FS_K_METRICS && !fm) ||
+			!fs_provider_has(fm, n->kind))
 		return -ENOENT;
 	memset(st, 0, sizeof(*st));
 	st->st_ino = fs_node_ino(n);
@@ -235,8 +236,10 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 		}
 		return -ENOENT;
 	case FS_K_MDIR:
-		return tree_table_lookup(tree_model, N(tree_model), name,
-			&out->kind);
+		if (tree_table_lookup(tree_model, N(tree_model), name,
+				&out->kind) || !fs_provider_has(fm, out->kind))
+			return -ENOENT;
+		return 0;
 	case FS_K_SDIR:
 		if (tree_table_lookup(tree_session, N(tree_session), name,
 				&out->kind))
@@ -278,6 +281,20 @@ static int tree_table_entry(const struct tree_entry *t, size_t n, uint64_t i,
 	child->kind = t[i].kind;
 	*name = t[i].name;
 	return 1;
+}
+
+/* The i-th file of fm's directory that its provider gives. */
+static int tree_model_entry(struct fs_model *fm, uint64_t i,
+		struct fs_node *child, const char **name)
+{
+	for (size_t k = 0; k < N(tree_model); k++) {
+		if (!fs_provider_has(fm, tree_model[k].kind))
+			continue;
+		if (i-- == 0)
+			return tree_table_entry(tree_model, N(tree_model), k,
+				child, name);
+	}
+	return 0;
 }
 
 /*
@@ -345,8 +362,7 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 		*name = fs->models[i]->name;
 		return 1;
 	case FS_K_MDIR:
-		return tree_table_entry(tree_model, N(tree_model), i, child,
-			name);
+		return tree_model_entry(fm, i, child, name);
 	case FS_K_SDIR:
 		return tree_table_entry(tree_session, N(tree_session), i,
 			child, name);

@@ -4,12 +4,14 @@
 #   tools/bench-load.sh  cold-cache load vs the disk's O_DIRECT bandwidth,
 #                        cold time-to-first-token vs llama.cpp
 #   tools/bench-fs.sh    decode tokens/s through the mount vs llmfs-run
+#   tools/bench-remote.sh decode tokens/s of a remote model vs a direct
+#                        streaming client of the same llama-server
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export BUILD=${BUILD:-build}
 export LLAMA_REF_DIR=${LLAMA_REF_DIR:-$PWD/ref}
 status=0
-for part in tools/bench-load.sh tools/bench-fs.sh; do
+for part in tools/bench-load.sh tools/bench-fs.sh tools/bench-remote.sh; do
 	[ -x "$part" ] || continue
 	echo "== $part"
 	"$part" || status=1
