@@ -218,3 +218,17 @@ int engine_chat_apply(const struct engine_model *m, const char *user,
 	return engine_chat_template_apply(engine_model_info(m)->chat_template,
 			user, len, out, NULL, err);
 }
+
+const char *engine_chat_turn_end(const struct engine_model *m)
+{
+	switch (engine_chat_format(m)) {
+	case ENGINE_CHAT_CHATML:
+		return "<|im_end|>\n";
+	case ENGINE_CHAT_LLAMA2:
+		return "</s>";
+	case ENGINE_CHAT_LLAMA3:
+		return "<|eot_id|>";
+	default:
+		return "";
+	}
+}

@@ -5,8 +5,9 @@
  *   model       hyper-parameters and tensor views of a loaded GGUF model;
  *               each tensor is reached through its io_placement record
  *   tokenizer   text <-> token ids (SentencePiece and byte-level BPE)
- *   seq         one sequence: its position and its KV cache (K and V types
- *               are per model; F16 for now, as llama.cpp's default)
+ *   seq         one sequence: its position and its KV cache, paged from
+ *               the model's pool; K and V types chosen per model (F16 by
+ *               default, as llama.cpp's)
  *   forward     one pass over a batch of sequences, each with its tokens;
  *               writes the logits of each sequence's last token
  *   sampler     logits -> token (greedy at temperature 0)
@@ -34,6 +35,9 @@ struct engine_model;
 struct engine_model_options {
 	uint32_t n_ctx;       /* context length; 0 = the model's, capped at 4096 */
 	uint32_t threads;     /* 0 = one per online CPU */
+	uint64_t kv_mem;      /* KV pool budget in bytes; 0 = what fits */
+	const char *kv_type_k; /* "q8_0", ...; NULL = f16 */
+	const char *kv_type_v;
 	struct io_load_options load;
 };
 
@@ -55,6 +59,7 @@ struct engine_model_info {
 	uint32_t n_head;
 	uint32_t n_head_kv;
 	uint32_t head_dim;
+	uint32_t head_dim_v;         /* of V */
 	uint32_t n_ff;               /* per expert for MoE */
 	uint32_t n_expert;           /* 0 for dense models */
 	uint32_t n_expert_used;
@@ -70,8 +75,9 @@ struct engine_model_info {
 	const char *chat_template;   /* NULL if the file has none */
 	int32_t bos, eos, eot;       /* -1 if the vocabulary has none */
 	bool add_bos;
-	uint32_t kv_type;            /* enum io_type of the K and V cache */
-	uint64_t kv_bytes_per_token; /* layers x kv heads x head dim x 2 x size */
+	uint32_t kv_type;            /* enum io_type of the K cache */
+	uint32_t kv_type_v;          /* and of the V cache */
+	uint64_t kv_bytes_per_token; /* layers x kv heads x (K + V head bytes) */
 };
 
 /*
@@ -137,15 +143,93 @@ void engine_detokenizer_context(struct engine_detokenizer *d,
 
 /* ---- sequences and the forward pass ------------------------------------ */
 
-/* One sequence: a position and its KV cache of info->n_ctx tokens. */
+/*
+ * The KV cache types: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 (llama.cpp's
+ * -ctk/-ctv set), by ggml's names. -EINVAL for another name.
+ */
+int engine_kv_type_parse(const char *name, uint32_t *type);
+/* The name of a KV type, NULL for one that is not. */
+const char *engine_kv_type_name(uint32_t type);
+/*
+ * K and V types for the sequences started from now on. -EINVAL (and a
+ * message) for an unsupported type or one whose block does not divide
+ * head_dim.
+ */
+int engine_model_set_kv_types(struct engine_model *m, uint32_t type_k,
+		uint32_t type_v, struct err *err);
+/* K + V bytes per token for a type pair; 0 if the pair cannot be used. */
+uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
+		uint32_t type_k, uint32_t type_v);
+
+struct engine_kv_stats {
+	uint32_t type_k, type_v;       /* of new sequences */
+	uint64_t k_bytes_per_token, v_bytes_per_token;
+	uint64_t budget;               /* bytes (--kv-mem) */
+	uint64_t committed;            /* held or promised by reservations */
+	uint64_t used;                 /* held by blocks */
+	uint64_t blocks;               /* blocks held */
+	uint32_t block_tokens;         /* positions per block */
+	uint64_t block_bytes;          /* of the current types */
+};
+
+/* The pool's figures; safe from any thread. */
+void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st);
+
+/*
+ * One sequence: a position and its KV cache, up to info->n_ctx tokens,
+ * its blocks taken from the model's pool as it grows.
+ */
 struct engine_seq;
 
 int engine_seq_new(struct engine_model *m, struct engine_seq **out,
 		struct err *err);
+/* The same with given K/V types (a restored snapshot's). */
+int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
+		uint32_t type_v, struct engine_seq **out, struct err *err);
+void engine_seq_types(const struct engine_seq *s, uint32_t *type_k,
+		uint32_t *type_v);
+/* Bytes of one position's K (and V) in one layer. */
+void engine_seq_row_bytes(const struct engine_seq *s, uint64_t *k_row,
+		uint64_t *v_row);
 void engine_seq_free(struct engine_seq *s);
 uint32_t engine_seq_length(const struct engine_seq *s);
+/* Positions the sequence may reach: n_ctx, or less after a reservation. */
+uint32_t engine_seq_capacity(const struct engine_seq *s);
 /* Forget everything from position n on (0 empties the sequence). */
 void engine_seq_truncate(struct engine_seq *s, uint32_t n);
+/*
+ * Promise the sequence the blocks of n_tokens positions from the pool and
+ * make n_tokens its capacity (when less than n_ctx). -ENOSPC (message)
+ * when the budget could never hold them; -EAGAIN when other sequences
+ * hold or were promised too much of it now (wait for one to end).
+ */
+int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
+		struct err *err);
+/* Positions the whole budget could hold for s (its types), in blocks. */
+uint32_t engine_seq_budget_tokens(const struct engine_seq *s);
+/* The token ids of positions [0, engine_seq_length) (borrowed). */
+const int32_t *engine_seq_tokens(const struct engine_seq *s);
+/*
+ * Make dst the first n positions of src (tokens and K/V copied): prefix
+ * reuse. Same model and K/V types, or -EINVAL; -ENOSPC when the budget
+ * has no room (dst is then empty).
+ */
+int engine_seq_copy_prefix(struct engine_seq *dst,
+		const struct engine_seq *src, uint32_t n, struct err *err);
+
+/*
+ * Snapshots: the sequence's K/V bytes block by block (positions
+ * [64 b, 64 b + 64) that it fills), each layer's K rows then its V rows.
+ * engine_seq_set_tokens makes s hold n positions of those tokens (blocks
+ * taken from the budget: -ENOSPC) whose K/V the caller then writes.
+ */
+size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b);
+void engine_seq_block_read(const struct engine_seq *s, uint32_t b,
+		void *out);
+void engine_seq_block_write(struct engine_seq *s, uint32_t b,
+		const void *in);
+int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
+		uint32_t n, struct err *err);
 
 struct engine_batch_item {
 	struct engine_seq *seq;
@@ -157,9 +241,9 @@ struct engine_batch_item {
 /*
  * Run the tokens of every item through the model, appending them to their
  * sequences. Each token is evaluated as llama.cpp's one-token path does, so
- * that the logits are the reference's. -ENOSPC (nothing appended to that
- * sequence) when a sequence would pass n_ctx; -EINVAL for a token id out of
- * range.
+ * that the logits are the reference's. -ENOSPC (nothing appended to any
+ * sequence) when a sequence would pass its capacity or the KV pool's
+ * budget has no block left; -EINVAL for a token id out of range.
  */
 int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 		size_t n_items, struct err *err);
@@ -212,6 +296,14 @@ int engine_chat_apply(const struct engine_model *m, const char *user,
 		size_t len, char **out, struct err *err);
 
 /*
+ * What closes an assistant's turn in the model's template, after its
+ * answer: "<|im_end|>\n" for ChatML, "<|eot_id|>" for Llama 3, "</s>" for
+ * Llama 2, "" for raw text (a conversation is its turns one after the
+ * other, as llama.cpp's templates write them).
+ */
+const char *engine_chat_turn_end(const struct engine_model *m);
+
+/*
  * The same from a template string instead of a model: tmpl is the text of
  * tokenizer.chat_template, or one of llama.cpp's template names ("chatml",
  * "llama2", "llama3"), or NULL for none (ChatML, as llama.cpp does).
@@ -234,6 +326,7 @@ struct engine_generate_options {
 
 struct engine_generation_stats {
 	uint32_t prompt_tokens;
+	uint32_t prompt_evaluated; /* those not already in the sequence */
 	uint32_t gen_tokens;
 	double ttft_ms;        /* from the first prepare to the first token */
 	double prefill_ms;
@@ -243,8 +336,12 @@ struct engine_generation_stats {
 struct engine_generation;
 
 /*
- * Tokenize (and template) the prompt. seq is borrowed, emptied first, and
- * must outlive the generation.
+ * Tokenize (and template) the prompt. seq is borrowed and must outlive the
+ * generation. The positions of seq that already hold the prompt's first
+ * tokens are kept (a conversation's earlier turns, a copied prefix: see
+ * engine_seq_copy_prefix) and only the rest is evaluated; the rest of seq
+ * is dropped at the first prepare. The result is the same as evaluating
+ * the whole prompt.
  */
 int engine_generation_new(struct engine_generation **out,
 		struct engine_model *m, struct engine_seq *seq,

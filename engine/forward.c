@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "kv.h"
 #include "ops.h"
 #include "quant.h"
@@ -53,7 +54,7 @@ struct forward_row {
  */
 struct forward_scratch {
 	uint32_t cap;
-	uint32_t threads;     /* attention's per-thread F16 buffers */
+	uint32_t threads;     /* attention's per-thread buffers */
 	size_t act_row;       /* bytes of the widest converted row */
 	struct forward_row *rows;
 	uint32_t *all;        /* 0 .. n-1 */
@@ -78,7 +79,11 @@ struct forward_scratch {
 	uint8_t *act;         /* other converted inputs (att, swiglu) */
 	const void **acts;    /* [cap] matmul inputs */
 	float **ys;           /* [cap] matmul outputs */
-	uint16_t *qh, *acc;   /* [threads][head_dim] attention's F16 rows */
+	uint8_t *att_tmp;     /* [threads][att_tmp_bytes] attention scratch */
+	size_t att_tmp_bytes;
+	float *partials;      /* [cap][n_head][threads][2 + head_dim_v] */
+	uint32_t *att_off;    /* [cap + 1] first attention task of live row */
+	uint32_t *att_nc;     /* [cap] KV chunks of live row (1: not split) */
 	void *mem;
 };
 
@@ -126,6 +131,9 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 	const size_t E = hp->n_embd;
 	const uint32_t threads = engine_pool_size(m->pool);
 	struct forward_scratch *s = m->fwd, *ns;
+	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
+		hp->head_dim_v, hp->kq_scale };
+	const size_t att_tmp = (att_scratch_bytes(&sh) + 63) & ~(size_t)63;
 	size_t act_row, bytes, c = cap;
 	uintptr_t p;
 	int pass;
@@ -164,10 +172,11 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 		ns->act = forward_take(&p, c * act_row);
 		ns->acts = forward_take(&p, c * sizeof(void *));
 		ns->ys = forward_take(&p, c * sizeof(float *));
-		ns->qh = forward_take(&p, (size_t)threads * hp->head_dim *
-				sizeof(uint16_t));
-		ns->acc = forward_take(&p, (size_t)threads * hp->head_dim_v *
-				sizeof(uint16_t));
+		ns->att_tmp = forward_take(&p, (size_t)threads * att_tmp);
+		ns->partials = forward_take(&p, c * hp->n_head * threads *
+				(2 + hp->head_dim_v) * sizeof(float));
+		ns->att_off = forward_take(&p, (c + 1) * sizeof(uint32_t));
+		ns->att_nc = forward_take(&p, c * sizeof(uint32_t));
 		if (pass == 0) {
 			bytes = (size_t)(p - base) + 64;
 			ns->mem = malloc(bytes);
@@ -184,6 +193,7 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 	ns->cap = cap;
 	ns->threads = threads;
 	ns->act_row = act_row;
+	ns->att_tmp_bytes = att_tmp;
 	ns->xn_type[0] = ns->xn_type[1] = UINT32_MAX;
 	engine_forward_release(m);
 	m->fwd = ns;
@@ -330,41 +340,140 @@ static void forward_head_norm(float *x, uint32_t n_head, uint32_t head_dim,
 struct forward_att_job {
 	struct forward_pass *p;
 	uint32_t il;
+	uint32_t nth;         /* llama.cpp's n_threads: the KV chunks */
 };
 
-/* One thread's share of the (live row, head) pairs. */
+/*
+ * Cells llama.cpp's flash attention sees for a token at pos: the cache
+ * view is padded to 256 cells (llama_kv_cache::get_n_kv), the cells past
+ * pos masked.
+ */
+static uint32_t forward_att_n_kv(uint32_t pos, uint32_t n_ctx)
+{
+	uint32_t n = (pos + 1 + 255) / 256 * 256;
+
+	return n < n_ctx ? n : n_ctx;
+}
+
+/*
+ * KV chunks of a row: llama.cpp splits one-token attention over F32/F16
+ * K and V of one type by ranges of cells, one per thread, once the view
+ * has 512 cells (use_split_kv_path); with one thread the split changes
+ * nothing.
+ */
+static uint32_t forward_att_chunks(const struct engine_seq *seq, uint32_t pos,
+		uint32_t n_ctx, uint32_t nth)
+{
+	if (nth < 2 || seq->type_k != seq->type_v ||
+	    (seq->type_k != IO_TYPE_F16 && seq->type_k != IO_TYPE_F32) ||
+	    forward_att_n_kv(pos, n_ctx) < 512)
+		return 1;
+	return nth;
+}
+
+/* Positions [c0, c1) of one head of row r, block by block. */
+static void forward_att_range(struct att_state *st,
+		const struct engine_seq *seq, uint32_t il, uint32_t kvh,
+		uint32_t c0, uint32_t c1)
+{
+	const size_t kh = seq->k_row / seq->model->hp.n_head_kv;
+	const size_t vh = seq->v_row / seq->model->hp.n_head_kv;
+	uint32_t c, n;
+
+	for (c = c0; c < c1; c += n) {
+		n = ENGINE_KV_BLOCK - c % ENGINE_KV_BLOCK;
+		if (n > c1 - c)
+			n = c1 - c;
+		att_run(st, engine_seq_k(seq, il, c) + kvh * kh, seq->k_row,
+				engine_seq_v(seq, il, c) + kvh * vh, seq->v_row,
+				n);
+	}
+}
+
+/*
+ * One attention task: head h of live row j, whole (one chunk) or KV
+ * chunk c of nc into its partial.
+ */
+static void forward_att_task(const struct forward_att_job *job, uint32_t ith,
+		uint32_t j, uint32_t h, uint32_t c, uint32_t nc)
+{
+	struct forward_pass *p = job->p;
+	const struct engine_hparams *hp = &p->m->hp;
+	struct forward_scratch *s = p->s;
+	const uint32_t b = s->live[j];
+	const struct forward_row *r = &s->rows[b];
+	const struct engine_seq *seq = r->seq;
+	const struct att_shape sh = { seq->type_k, seq->type_v, hp->head_dim,
+		hp->head_dim_v, hp->kq_scale };
+	const uint32_t kvh = h / (hp->n_head / hp->n_head_kv);
+	const float *q = s->q + (size_t)b * hp->n_head * hp->head_dim +
+		(size_t)h * hp->head_dim;
+	struct att_state st;
+
+	att_begin(&st, &sh, q, s->att_tmp + (size_t)ith * s->att_tmp_bytes);
+	if (nc == 1) {
+		forward_att_range(&st, seq, job->il, kvh, 0, r->pos + 1);
+		att_end(&st, s->att + (size_t)b * hp->n_head * hp->head_dim_v +
+				(size_t)h * hp->head_dim_v);
+	} else {
+		uint32_t n_kv = forward_att_n_kv(r->pos, p->m->info.n_ctx);
+		uint32_t cs = (n_kv + nc - 1) / nc, c0 = c * cs, c1 = c0 + cs;
+		float *part = s->partials + (((size_t)j * hp->n_head + h) *
+				nc + c) * (2 + hp->head_dim_v);
+
+		/* the masked cells past pos are skipped, as ggml does */
+		c1 = c1 < r->pos + 1 ? c1 : r->pos + 1;
+		if (c0 < c1)
+			forward_att_range(&st, seq, job->il, kvh, c0, c1);
+		part[0] = st.M;
+		part[1] = st.S;
+		att_vkq(&st, part + 2);
+	}
+}
+
+/* One thread's share of the tasks (live row, head, KV chunk). */
 static void forward_att_part(void *arg, uint32_t ith, uint32_t nth)
 {
 	const struct forward_att_job *job = arg;
 	struct forward_pass *p = job->p;
+	struct forward_scratch *s = p->s;
+	const uint64_t total = s->att_off[p->n_live];
+	uint32_t t = (uint32_t)(total * ith / nth);
+	uint32_t t1 = (uint32_t)(total * (ith + 1) / nth), j = 0;
+
+	while (j < p->n_live && s->att_off[j + 1] <= t)
+		j++;
+	for (; t < t1; t++) {
+		uint32_t nc, k;
+
+		while (s->att_off[j + 1] <= t)
+			j++;
+		nc = s->att_nc[j];
+		k = t - s->att_off[j];
+		forward_att_task(job, ith, j, k / nc, k % nc, nc);
+	}
+}
+
+/* The split rows: their heads' partials merged into att. */
+static void forward_att_merge(struct forward_pass *p)
+{
 	const struct engine_hparams *hp = &p->m->hp;
 	struct forward_scratch *s = p->s;
-	const size_t nq = (size_t)hp->n_head * hp->head_dim;
-	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
-	const uint32_t group = hp->n_head / hp->n_head_kv;
-	const uint64_t pairs = (uint64_t)p->n_live * hp->n_head;
-	uint64_t i;
+	const size_t stride = 2 + hp->head_dim_v;
+	uint32_t j, h;
 
-	for (i = pairs * ith / nth; i < pairs * (ith + 1) / nth; i++) {
-		uint32_t b = s->live[i / hp->n_head];
-		uint32_t h = (uint32_t)(i % hp->n_head), kvh = h / group;
-		const struct forward_row *r = &s->rows[b];
-		const struct engine_seq *seq = r->seq;
-		/* bytes of one cached element */
-		const size_t kv_elem = seq->k_row /
-			((size_t)hp->n_head_kv * hp->head_dim);
+	for (j = 0; j < p->n_live; j++) {
+		uint32_t b = s->live[j], nc = s->att_nc[j];
 
-		ops_attention_f16(
-			s->att + b * natt + (size_t)h * hp->head_dim_v,
-			s->q + b * nq + (size_t)h * hp->head_dim,
-			engine_seq_k(seq, job->il, 0) +
-				kvh * hp->head_dim * kv_elem,
-			seq->k_row,
-			engine_seq_v(seq, job->il, 0) +
-				kvh * hp->head_dim_v * kv_elem,
-			seq->v_row, r->pos + 1, hp->head_dim, hp->head_dim_v,
-			hp->kq_scale, s->qh + (size_t)ith * hp->head_dim,
-			s->acc + (size_t)ith * hp->head_dim_v);
+		if (nc == 1)
+			continue;
+		for (h = 0; h < hp->n_head; h++)
+			att_merge(s->att + (size_t)b * hp->n_head *
+					hp->head_dim_v + (size_t)h *
+					hp->head_dim_v,
+				s->partials + ((size_t)j * hp->n_head + h) *
+					nc * stride, stride, nc,
+				hp->head_dim_v);
 	}
 }
 
@@ -384,7 +493,7 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
 	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
-	struct forward_att_job job = { p, il };
+	struct forward_att_job job = { p, il, m->threads };
 	uint64_t work = 0;
 	uint32_t j;
 	int ret;
@@ -412,13 +521,15 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 					&l->k_norm, hp->rms_norm_eps);
 		ops_rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot,
 				hp->rope_mode, s->rope + (size_t)j * hp->n_rot);
-		quant_from_float(m->info.kv_type, k,
+		/* ggml_set_rows: the CPU backend's from_float of the type */
+		quant_from_float(r->seq->type_k, k,
 				engine_seq_k(r->seq, il, r->pos),
 				(int64_t)hp->n_head_kv * hp->head_dim);
-		quant_from_float(m->info.kv_type, s->v + j * nv,
+		quant_from_float(r->seq->type_v, s->v + j * nv,
 				engine_seq_v(r->seq, il, r->pos),
 				(int64_t)hp->n_head_kv * hp->head_dim_v);
 	}
+	s->att_off[0] = 0;
 	for (j = 0; j < p->n_live; j++) {
 		uint32_t b = s->live[j];
 		float *q = s->q + b * nq;
@@ -430,12 +541,19 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 				hp->rope_mode, s->rope + (size_t)b * hp->n_rot);
 		work += (uint64_t)(s->rows[b].pos + 1) * hp->n_head *
 			(hp->head_dim + hp->head_dim_v);
+		s->att_nc[j] = forward_att_chunks(s->rows[b].seq,
+				s->rows[b].pos, m->info.n_ctx, job.nth);
+		s->att_off[j + 1] = s->att_off[j] + hp->n_head * s->att_nc[j];
 	}
-	/* each (row, head) is one ggml chunk on its own: any split agrees */
+	/*
+	 * Each task (row, head, KV chunk) is what one ggml thread computes:
+	 * any split over our threads gives the same bits.
+	 */
 	if (work >= FORWARD_ATT_PARALLEL_MIN)
 		engine_pool_run(m->pool, forward_att_part, &job);
 	else
 		forward_att_part(&job, 0, 1);
+	forward_att_merge(p);
 
 	forward_convert(p, quant_vec_dot_type(l->wo.info->type), s->att, natt,
 			(int64_t)natt, s->act, s->live, p->n_live);
@@ -748,10 +866,26 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 	}
 	if (!total)
 		return 0;
+	/* the blocks of every position written, or no pass at all */
+	for (i = 0; i < n_items; i++) {
+		struct engine_batch_item *it = &items[i];
+
+		uint32_t end = it->seq->n_past + (uint32_t)(
+				forward_before(items, i) + it->n_tokens);
+
+		ret = engine_seq_grow(it->seq, end, err);
+		if (!ret)
+			ret = engine_seq_tokens_reserve(it->seq, end, err);
+		if (ret) {
+			for (t = 0; t <= i; t++)
+				engine_seq_shrink(items[t].seq);
+			return ret;
+		}
+	}
 	ret = forward_reserve(m, total < FORWARD_CHUNK ? (uint32_t)total :
 			FORWARD_CHUNK, err);
 	if (ret)
-		return ret;
+		goto out_shrink;
 	p.s = m->fwd;
 	/*
 	 * Rows in item order, each item's tokens at the positions after its
@@ -773,14 +907,24 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 			r->logits = t + 1 == it->n_tokens ? it->logits : NULL;
 			if (p.n == p.s->cap) {
 				if ((ret = forward_chunk(&p)))
-					return ret;
+					goto out_shrink;
 				p.n = 0;
 			}
 		}
 	}
 	if (p.n && (ret = forward_chunk(&p)))
-		return ret;
-	for (i = 0; i < n_items; i++)
-		items[i].seq->n_past += (uint32_t)items[i].n_tokens;
+		goto out_shrink;
+	for (i = 0; i < n_items; i++) {
+		struct engine_seq *seq = items[i].seq;
+
+		memcpy(seq->tokens + seq->n_past, items[i].tokens,
+				items[i].n_tokens * sizeof(*seq->tokens));
+		seq->n_past += (uint32_t)items[i].n_tokens;
+	}
 	return 0;
+
+out_shrink:
+	for (i = 0; i < n_items; i++)
+		engine_seq_shrink(items[i].seq);
+	return ret;
 }

@@ -49,6 +49,7 @@ struct engine_generation {
 	int32_t *tokens;               /* prompt, then the answer; cap */
 	size_t n_prompt, n_total, cap;
 	float *logits;                 /* n_vocab, written by the forward pass */
+	size_t n_kept;                 /* prompt positions the seq had */
 	bool started;                  /* the prompt has been handed out */
 	bool pending;                  /* prepared, not yet accepted */
 	bool ended;
@@ -222,7 +223,6 @@ int engine_generation_new(struct engine_generation **out,
 	engine_detokenizer_init(&g->detok, m);
 	/* the answer continues the prompt's text (SentencePiece's space) */
 	engine_detokenizer_context(&g->detok, g->tokens, g->n_prompt);
-	engine_seq_truncate(seq, 0);
 	*out = g;
 	return 0;
 
@@ -248,6 +248,23 @@ void engine_generation_free(struct engine_generation *g)
 
 /* ---- the three steps --------------------------------------------------- */
 
+/*
+ * Keep the positions of the sequence that hold the prompt's first tokens
+ * (at least the last prompt token is evaluated: its logits are the first
+ * answer's), drop the rest.
+ */
+static void gen_keep_prefix(struct engine_generation *g)
+{
+	const int32_t *have = engine_seq_tokens(g->seq);
+	size_t n = engine_seq_length(g->seq), k = 0;
+
+	while (k < n && k + 1 < g->n_prompt && have[k] == g->tokens[k])
+		k++;
+	engine_seq_truncate(g->seq, (uint32_t)k);
+	g->n_kept = k;
+	g->stats.prompt_evaluated = (uint32_t)(g->n_prompt - k);
+}
+
 int engine_generation_prepare(struct engine_generation *g,
 		struct engine_batch_item *item)
 {
@@ -258,10 +275,11 @@ int engine_generation_prepare(struct engine_generation *g,
 	if (!g->started) {
 		clock_gettime(CLOCK_MONOTONIC, &g->t_start);
 		g->started = true;
+		gen_keep_prefix(g);
 	}
 	if (g->n_total == g->n_prompt) {
-		item->tokens = g->tokens;
-		item->n_tokens = g->n_prompt;
+		item->tokens = g->tokens + g->n_kept;
+		item->n_tokens = g->n_prompt - g->n_kept;
 	} else {
 		item->tokens = g->tokens + g->n_total - 1;
 		item->n_tokens = 1;
@@ -332,9 +350,12 @@ int engine_generation_accept(struct engine_generation *g, char *out,
 		g->ended = true;
 		return 0;
 	}
-	/* the next pass would put the token at position n_ctx: no room */
+	/*
+	 * the next pass would put the token at position n_ctx (or past what
+	 * the sequence reserved): no room
+	 */
 	if ((g->max_tokens && g->stats.gen_tokens >= g->max_tokens) ||
-	    engine_seq_length(g->seq) >= g->n_ctx) {
+	    engine_seq_length(g->seq) >= engine_seq_capacity(g->seq)) {
 		*len = gen_finish(g, out);
 		return 0;
 	}

@@ -1,60 +1,283 @@
 // SPDX-License-Identifier: MIT
 /*
- * A sequence and its KV cache: for every layer, the keys and values of
- * each position so far, stored in the model's kv_type (F16, as llama.cpp's
- * default cache: K and V are rounded to F16 when stored, which the logits
- * depend on).
+ * Sequences and their paged KV cache (see kv.h for the block layout).
  *
- * Layout: k[layer][pos][kv_head * head_dim], v likewise, one allocation,
- * so that a position's row of one layer is contiguous as in llama.cpp's
- * non-transposed V (flash attention).
+ * Each model has one pool: a byte budget, what is held and what is
+ * promised. A block is taken when a pass is about to write a position no
+ * held block covers, and given back when the sequence is truncated below
+ * it or freed. engine_seq_reserve promises blocks ahead (a scheduler that
+ * admits a generation only when its whole run fits); a sequence that
+ * grows past its promise takes from what nobody was promised, or fails
+ * with -ENOSPC. Blocks are plain heap allocations: a freed one goes back
+ * to the C library, so the process never holds more than the budget.
+ *
+ * K and V types are per sequence, taken from the pool's types when it
+ * starts (llmfs's `type_k=` applies to sequences started after it).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "kv.h"
+
+/* what the default budget leaves to everything else */
+#define KV_HEADROOM (512ull << 20)
+#define KV_MIN_BUDGET (64ull << 20)
+
+int engine_kv_type_parse(const char *name, uint32_t *type)
+{
+	uint32_t t;
+
+	for (t = 0; t < IO_TYPE_COUNT; t++) {
+		const struct io_type_info *ti = io_type_info(t);
+
+		if (ti && att_type_supported(t) && !strcmp(ti->name, name)) {
+			*type = t;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+const char *engine_kv_type_name(uint32_t type)
+{
+	const struct io_type_info *ti = io_type_info(type);
+
+	return ti && att_type_supported(type) ? ti->name : NULL;
+}
+
+/* Bytes of a row of n elements of type, 0 if n is not whole blocks. */
+static uint64_t kv_row_bytes(uint32_t type, uint64_t n)
+{
+	const struct io_type_info *ti = io_type_info(type);
+
+	if (!ti || !att_type_supported(type) || n % ti->block_elems)
+		return 0;
+	return n / ti->block_elems * ti->block_bytes;
+}
+
+static int kv_check_types(const struct engine_model *m, uint32_t type_k,
+		uint32_t type_v, struct err *err)
+{
+	const struct engine_hparams *hp = &m->hp;
+	const struct io_type_info *tk = io_type_info(type_k);
+	const struct io_type_info *tv = io_type_info(type_v);
+
+	if (!tk || !att_type_supported(type_k) || !tv ||
+	    !att_type_supported(type_v))
+		return err_set(err, EINVAL,
+			"KV cache types: one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1");
+	if (hp->head_dim % tk->block_elems)
+		return err_set(err, EINVAL,
+			"K type %s: head_dim %u is not a multiple of its block of %u",
+			tk->name, hp->head_dim, tk->block_elems);
+	if (hp->head_dim_v % tv->block_elems)
+		return err_set(err, EINVAL,
+			"V type %s: head_dim %u is not a multiple of its block of %u",
+			tv->name, hp->head_dim_v, tv->block_elems);
+	return 0;
+}
+
+uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
+		uint32_t type_k, uint32_t type_v)
+{
+	const struct engine_hparams *hp = &m->hp;
+	uint64_t k = kv_row_bytes(type_k, (uint64_t)hp->n_head_kv *
+			hp->head_dim);
+	uint64_t v = kv_row_bytes(type_v, (uint64_t)hp->n_head_kv *
+			hp->head_dim_v);
+
+	if (!k || !v || hp->head_dim % io_type_info(type_k)->block_elems ||
+	    hp->head_dim_v % io_type_info(type_v)->block_elems)
+		return 0;
+	return (k + v) * hp->n_layer;
+}
+
+/* keep info's kv lines true (the pool's lock held, or no thread yet) */
+static void kv_info_update(struct engine_model *m)
+{
+	m->info.kv_type = m->kv.type_k;
+	m->info.kv_type_v = m->kv.type_v;
+	m->info.kv_bytes_per_token = engine_kv_bytes_per_token(m,
+			m->kv.type_k, m->kv.type_v);
+}
+
+int engine_model_set_kv_types(struct engine_model *m, uint32_t type_k,
+		uint32_t type_v, struct err *err)
+{
+	int ret = kv_check_types(m, type_k, type_v, err);
+
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&m->kv.lock);
+	m->kv.type_k = type_k;
+	m->kv.type_v = type_v;
+	kv_info_update(m);
+	pthread_mutex_unlock(&m->kv.lock);
+	return 0;
+}
+
+static uint64_t kv_mem_available(void)
+{
+	unsigned long long kb = 0;
+	char line[256];
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+int engine_kv_pool_init(struct engine_model *m, uint64_t budget,
+		struct err *err)
+{
+	struct engine_kv_pool *p = &m->kv;
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	if ((ret = pthread_mutex_init(&p->lock, NULL)))
+		return err_set(err, ret, "KV pool: %s", strerror(ret));
+	if (!budget) {
+		/* the weights are in memory already, or will be */
+		uint64_t avail = kv_mem_available();
+		uint64_t weights = m->info.tensor_bytes;
+
+		budget = avail > weights + KV_HEADROOM ?
+			(avail - weights - KV_HEADROOM) / 4 * 3 : 0;
+		if (budget < KV_MIN_BUDGET)
+			budget = KV_MIN_BUDGET;
+	}
+	p->ready = true;
+	p->budget = budget;
+	p->type_k = p->type_v = IO_TYPE_F16;
+	if (kv_check_types(m, p->type_k, p->type_v, NULL) == 0)
+		kv_info_update(m);
+	return 0;
+}
+
+void engine_kv_pool_destroy(struct engine_model *m)
+{
+	if (m->kv.ready)
+		pthread_mutex_destroy(&m->kv.lock);
+	m->kv.ready = false;
+}
+
+void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st)
+{
+	const struct engine_hparams *hp = &m->hp;
+	struct engine_kv_pool *p = &m->kv;
+
+	pthread_mutex_lock(&p->lock);
+	st->type_k = p->type_k;
+	st->type_v = p->type_v;
+	st->k_bytes_per_token = kv_row_bytes(p->type_k,
+			(uint64_t)hp->n_head_kv * hp->head_dim) * hp->n_layer;
+	st->v_bytes_per_token = kv_row_bytes(p->type_v,
+			(uint64_t)hp->n_head_kv * hp->head_dim_v) * hp->n_layer;
+	st->budget = p->budget;
+	st->committed = p->committed;
+	st->used = p->used;
+	st->blocks = p->blocks;
+	st->block_tokens = ENGINE_KV_BLOCK;
+	st->block_bytes = (st->k_bytes_per_token + st->v_bytes_per_token) *
+		ENGINE_KV_BLOCK;
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---- sequences --------------------------------------------------------- */
 
 int engine_seq_new(struct engine_model *m, struct engine_seq **out,
 		struct err *err)
 {
+	uint32_t tk, tv;
+
+	pthread_mutex_lock(&m->kv.lock);
+	tk = m->kv.type_k;
+	tv = m->kv.type_v;
+	pthread_mutex_unlock(&m->kv.lock);
+	return engine_seq_new_typed(m, tk, tv, out, err);
+}
+
+int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
+		uint32_t type_v, struct engine_seq **out, struct err *err)
+{
 	const struct engine_hparams *hp = &m->hp;
-	const struct io_type_info *ti = io_type_info(m->info.kv_type);
 	struct engine_seq *s;
-	size_t k_row, v_row, bytes;
+	int ret;
 
 	*out = NULL;
-	if (!ti || ti->block_elems != 1)
-		return err_set(err, ENOTSUP, "KV cache type %u not supported",
-				m->info.kv_type);
-	k_row = (size_t)hp->n_head_kv * hp->head_dim * ti->block_bytes;
-	v_row = (size_t)hp->n_head_kv * hp->head_dim_v * ti->block_bytes;
-	bytes = (k_row + v_row) * hp->n_layer * m->info.n_ctx;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return err_set(err, ENOMEM, "out of memory");
-	s->mem = malloc(bytes ? bytes : 1);
-	if (!s->mem) {
+	s->type_k = type_k;
+	s->type_v = type_v;
+	if ((ret = kv_check_types(m, s->type_k, s->type_v, err))) {
 		free(s);
-		return err_set(err, ENOMEM,
-			"out of memory for a KV cache of %zu bytes (%u tokens)",
-			bytes, m->info.n_ctx);
+		return ret;
 	}
 	s->model = m;
 	s->n_ctx = m->info.n_ctx;
-	s->k_row = k_row;
-	s->v_row = v_row;
-	s->k = s->mem;
-	s->v = s->mem + k_row * hp->n_layer * s->n_ctx;
+	s->k_row = kv_row_bytes(s->type_k, (uint64_t)hp->n_head_kv *
+			hp->head_dim);
+	s->v_row = kv_row_bytes(s->type_v, (uint64_t)hp->n_head_kv *
+			hp->head_dim_v);
+	s->block_bytes = (s->k_row + s->v_row) * hp->n_layer *
+		ENGINE_KV_BLOCK;
 	*out = s;
 	return 0;
 }
 
+/* Blocks held or promised, whichever is more: what s counts for. */
+static uint64_t kv_seq_commit(const struct engine_seq *s)
+{
+	uint32_t n = s->n_blocks > s->n_reserved ? s->n_blocks :
+		s->n_reserved;
+
+	return (uint64_t)n * s->block_bytes;
+}
+
+/* Give back held blocks down to keep. */
+static void kv_seq_release(struct engine_seq *s, uint32_t keep)
+{
+	struct engine_kv_pool *p = &s->model->kv;
+	uint64_t before, after;
+	uint32_t n = 0;
+
+	if (s->n_blocks <= keep)
+		return;
+	pthread_mutex_lock(&p->lock);
+	before = kv_seq_commit(s);
+	while (s->n_blocks > keep) {
+		free(s->blocks[--s->n_blocks]);
+		s->blocks[s->n_blocks] = NULL;
+		n++;
+	}
+	after = kv_seq_commit(s);
+	p->committed -= before - after;
+	p->used -= (uint64_t)n * s->block_bytes;
+	p->blocks -= n;
+	pthread_mutex_unlock(&p->lock);
+}
+
 void engine_seq_free(struct engine_seq *s)
 {
+	struct engine_kv_pool *p;
+
 	if (!s)
 		return;
-	free(s->mem);
+	kv_seq_release(s, 0);
+	p = &s->model->kv;
+	pthread_mutex_lock(&p->lock);
+	p->committed -= kv_seq_commit(s);
+	pthread_mutex_unlock(&p->lock);
+	free(s->blocks);
+	free(s->tokens);
 	free(s);
 }
 
@@ -63,8 +286,267 @@ uint32_t engine_seq_length(const struct engine_seq *s)
 	return s->n_past;
 }
 
+uint32_t engine_seq_capacity(const struct engine_seq *s)
+{
+	return s->n_ctx;
+}
+
+void engine_seq_shrink(struct engine_seq *s)
+{
+	kv_seq_release(s, (s->n_past + ENGINE_KV_BLOCK - 1) /
+			ENGINE_KV_BLOCK);
+}
+
 void engine_seq_truncate(struct engine_seq *s, uint32_t n)
 {
 	if (n < s->n_past)
 		s->n_past = n;
+	engine_seq_shrink(s);
+}
+
+static uint32_t kv_blocks_for(uint32_t n)
+{
+	return (uint32_t)(((uint64_t)n + ENGINE_KV_BLOCK - 1) /
+			ENGINE_KV_BLOCK);
+}
+
+int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
+		struct err *err)
+{
+	struct engine_kv_pool *p = &s->model->kv;
+	uint32_t want = kv_blocks_for(n_tokens), had;
+	uint64_t before, after;
+	int ret = 0;
+
+	pthread_mutex_lock(&p->lock);
+	before = kv_seq_commit(s);
+	had = s->n_reserved;
+	if ((uint64_t)want * s->block_bytes > p->budget) {
+		ret = err_set(err, ENOSPC,
+			"%u tokens of KV cache need %llu bytes, over the budget of %llu (--kv-mem)",
+			n_tokens, (unsigned long long)want * s->block_bytes,
+			(unsigned long long)p->budget);
+		goto out_unlock;
+	}
+	s->n_reserved = want;
+	after = kv_seq_commit(s);
+	if (after > before && p->committed + (after - before) > p->budget) {
+		s->n_reserved = had;
+		ret = err_set(err, EAGAIN,
+			"KV cache budget busy: %llu of %llu bytes promised",
+			(unsigned long long)p->committed,
+			(unsigned long long)p->budget);
+		goto out_unlock;
+	}
+	p->committed = p->committed + after - before;
+	s->n_ctx = n_tokens < s->model->info.n_ctx ? n_tokens :
+		s->model->info.n_ctx;
+out_unlock:
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+uint32_t engine_seq_budget_tokens(const struct engine_seq *s)
+{
+	struct engine_kv_pool *p = &s->model->kv;
+	uint64_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->budget / s->block_bytes * ENGINE_KV_BLOCK;
+	pthread_mutex_unlock(&p->lock);
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
+{
+	struct engine_kv_pool *p = &s->model->kv;
+	uint32_t want = kv_blocks_for(n);
+	int ret = 0;
+
+	if (want <= s->n_blocks)
+		return 0;
+	if (want > s->cap) {
+		uint32_t cap = s->cap ? s->cap : 4;
+		void *nb;
+
+		while (cap < want)
+			cap *= 2;
+		nb = realloc(s->blocks, cap * sizeof(*s->blocks));
+		if (!nb)
+			return err_set(err, ENOMEM, "out of memory");
+		s->blocks = nb;
+		s->cap = cap;
+	}
+	pthread_mutex_lock(&p->lock);
+	while (s->n_blocks < want) {
+		uint64_t before = kv_seq_commit(s), after;
+		uint8_t *b;
+
+		s->n_blocks++;
+		after = kv_seq_commit(s);
+		s->n_blocks--;
+		if (after > before && p->committed + (after - before) >
+				p->budget) {
+			ret = err_set(err, ENOSPC,
+				"KV cache budget full: %llu of %llu bytes in use (--kv-mem)",
+				(unsigned long long)p->committed,
+				(unsigned long long)p->budget);
+			break;
+		}
+		b = malloc(s->block_bytes);
+		if (!b) {
+			ret = err_set(err, ENOMEM,
+				"out of memory for a KV block of %zu bytes",
+				s->block_bytes);
+			break;
+		}
+		s->blocks[s->n_blocks++] = b;
+		p->committed += after - before;
+		p->used += s->block_bytes;
+		p->blocks++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return ret;
+}
+
+int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
+		struct err *err)
+{
+	uint32_t cap = s->tokens_cap ? s->tokens_cap : 64;
+	int32_t *t;
+
+	if (n <= s->tokens_cap)
+		return 0;
+	while (cap < n)
+		cap *= 2;
+	t = realloc(s->tokens, (size_t)cap * sizeof(*t));
+	if (!t)
+		return err_set(err, ENOMEM, "out of memory");
+	s->tokens = t;
+	s->tokens_cap = cap;
+	return 0;
+}
+
+const int32_t *engine_seq_tokens(const struct engine_seq *s)
+{
+	return s->tokens;
+}
+
+int engine_seq_copy_prefix(struct engine_seq *dst,
+		const struct engine_seq *src, uint32_t n, struct err *err)
+{
+	const uint32_t n_layer = dst->model->hp.n_layer;
+	uint32_t pos, il, run;
+	int ret;
+
+	if (dst->model != src->model || dst->type_k != src->type_k ||
+	    dst->type_v != src->type_v)
+		return err_set(err, EINVAL,
+			"prefix of a sequence of another model or type");
+	if (n > src->n_past)
+		n = src->n_past;
+	if (n > dst->n_ctx)
+		n = dst->n_ctx;
+	engine_seq_truncate(dst, 0);
+	if ((ret = engine_seq_grow(dst, n, err)) ||
+	    (ret = engine_seq_tokens_reserve(dst, n, err)))
+		return ret;
+	for (pos = 0; pos < n; pos += run) {
+		run = ENGINE_KV_BLOCK - pos % ENGINE_KV_BLOCK;
+		if (run > n - pos)
+			run = n - pos;
+		for (il = 0; il < n_layer; il++) {
+			memcpy(engine_seq_k(dst, il, pos),
+				engine_seq_k(src, il, pos), run * dst->k_row);
+			memcpy(engine_seq_v(dst, il, pos),
+				engine_seq_v(src, il, pos), run * dst->v_row);
+		}
+	}
+	memcpy(dst->tokens, src->tokens, (size_t)n * sizeof(*dst->tokens));
+	dst->n_past = n;
+	return 0;
+}
+
+void engine_seq_types(const struct engine_seq *s, uint32_t *type_k,
+		uint32_t *type_v)
+{
+	*type_k = s->type_k;
+	*type_v = s->type_v;
+}
+
+void engine_seq_row_bytes(const struct engine_seq *s, uint64_t *k_row,
+		uint64_t *v_row)
+{
+	*k_row = s->k_row;
+	*v_row = s->v_row;
+}
+
+/* Positions of block b that the sequence fills. */
+static uint32_t kv_block_fill(const struct engine_seq *s, uint32_t b)
+{
+	uint32_t p0 = b * ENGINE_KV_BLOCK;
+
+	if (p0 >= s->n_past)
+		return 0;
+	return s->n_past - p0 < ENGINE_KV_BLOCK ? s->n_past - p0 :
+		ENGINE_KV_BLOCK;
+}
+
+size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b)
+{
+	return (size_t)kv_block_fill(s, b) * s->model->hp.n_layer *
+		(s->k_row + s->v_row);
+}
+
+/* Copy block b's filled rows out (dir 0) or in (dir 1), layer by layer. */
+static void kv_block_copy(const struct engine_seq *s, uint32_t b,
+		uint8_t *buf, int dir)
+{
+	uint32_t n = kv_block_fill(s, b), il;
+	uint32_t pos = b * ENGINE_KV_BLOCK;
+
+	for (il = 0; il < s->model->hp.n_layer; il++) {
+		uint8_t *k = engine_seq_k(s, il, pos);
+		uint8_t *v = engine_seq_v(s, il, pos);
+
+		if (dir)
+			memcpy(k, buf, n * s->k_row);
+		else
+			memcpy(buf, k, n * s->k_row);
+		buf += n * s->k_row;
+		if (dir)
+			memcpy(v, buf, n * s->v_row);
+		else
+			memcpy(buf, v, n * s->v_row);
+		buf += n * s->v_row;
+	}
+}
+
+void engine_seq_block_read(const struct engine_seq *s, uint32_t b,
+		void *out)
+{
+	kv_block_copy(s, b, out, 0);
+}
+
+void engine_seq_block_write(struct engine_seq *s, uint32_t b,
+		const void *in)
+{
+	kv_block_copy(s, b, (uint8_t *)in, 1);
+}
+
+int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
+		uint32_t n, struct err *err)
+{
+	int ret;
+
+	if (n > s->model->info.n_ctx)
+		return err_set(err, EINVAL, "%u tokens, the context holds %u",
+			n, s->model->info.n_ctx);
+	engine_seq_truncate(s, 0);
+	if ((ret = engine_seq_grow(s, n, err)) ||
+	    (ret = engine_seq_tokens_reserve(s, n, err)))
+		return ret;
+	memcpy(s->tokens, tokens, (size_t)n * sizeof(*tokens));
+	s->n_past = n;
+	return 0;
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "kv.h"
 #include "pool.h"
 #include "quant.h"
 #include "tokenizer.h"
@@ -538,7 +539,6 @@ static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
 {
 	const struct engine_hparams *hp = &m->hp;
 	struct engine_model_info *in = &m->info;
-	const struct io_type_info *kvt;
 	uint64_t i, j, n;
 
 	in->path = m->path;
@@ -549,6 +549,7 @@ static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
 	in->n_head = hp->n_head;
 	in->n_head_kv = hp->n_head_kv;
 	in->head_dim = hp->head_dim;
+	in->head_dim_v = hp->head_dim_v;
 	in->n_ff = hp->n_ff;
 	in->n_expert = hp->n_expert;
 	in->n_expert_used = hp->n_expert_used;
@@ -570,10 +571,27 @@ static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
 
 	in->chat_template = io_gguf_get_str(m->gguf, "tokenizer.chat_template");
 
-	in->kv_type = IO_TYPE_F16;
-	kvt = io_type_info(in->kv_type);
-	in->kv_bytes_per_token = (uint64_t)hp->n_layer * hp->n_head_kv *
-		(hp->head_dim + hp->head_dim_v) * kvt->block_bytes;
+	/* engine_kv_pool_init sets the kv lines */
+}
+
+/* The pool and the K/V types the options ask for. */
+static int model_kv_init(struct engine_model *m,
+		const struct engine_model_options *opt, struct err *err)
+{
+	uint32_t tk = IO_TYPE_F16, tv = IO_TYPE_F16;
+	int ret;
+
+	if ((ret = engine_kv_pool_init(m, opt->kv_mem, err)))
+		return ret;
+	if (opt->kv_type_k && engine_kv_type_parse(opt->kv_type_k, &tk))
+		return err_set(err, EINVAL,
+			"K cache type '%s': one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1",
+			opt->kv_type_k);
+	if (opt->kv_type_v && engine_kv_type_parse(opt->kv_type_v, &tv))
+		return err_set(err, EINVAL,
+			"V cache type '%s': one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1",
+			opt->kv_type_v);
+	return engine_model_set_kv_types(m, tk, tv, err);
 }
 
 /* ---- open / free ------------------------------------------------------- */
@@ -666,6 +684,8 @@ int engine_model_open(struct engine_model **out, const char *path,
 		goto out_free;
 	model_place_tensors(m);
 	model_fill_info(m, opt->n_ctx);
+	if ((ret = model_kv_init(m, opt, err)))
+		goto out_free;
 	/* the vocabulary knows llama.cpp's defaults for the special ids */
 	m->info.bos = engine_vocab_bos(m->vocab);
 	m->info.eos = engine_vocab_eos(m->vocab);
@@ -695,6 +715,7 @@ void engine_model_free(struct engine_model *m)
 	if (!m)
 		return;
 	engine_pool_free(m->pool);
+	engine_kv_pool_destroy(m);
 	engine_vocab_free(m->vocab);
 	engine_forward_release(m);
 	free(m->layers);

@@ -15,6 +15,7 @@
 #ifndef LLMFS_ENGINE_MODEL_H
 #define LLMFS_ENGINE_MODEL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -90,6 +91,17 @@ struct engine_layer {
 	struct engine_tensor ffn_down_exps;      /* [n_ff, n_embd, E] */
 };
 
+/* The KV cache's blocks of one model (engine/kv.c). */
+struct engine_kv_pool {
+	pthread_mutex_t lock;       /* protects what follows */
+	uint64_t budget;            /* bytes the blocks may take */
+	uint64_t committed;         /* bytes promised: held or reserved */
+	uint64_t used;              /* bytes of blocks held */
+	uint64_t blocks;            /* blocks held */
+	uint32_t type_k, type_v;    /* for sequences started from now on */
+	bool ready;                 /* the lock was made */
+};
+
 /* The forward pass's buffers, sized for its batch (engine/forward.c). */
 struct forward_scratch;
 
@@ -111,6 +123,7 @@ struct engine_model {
 	struct engine_layer *layers;       /* [n_layer] */
 
 	struct forward_scratch *fwd;       /* grown by engine_forward */
+	struct engine_kv_pool kv;
 };
 
 /* Free the forward pass's buffers (engine_model_free). */

@@ -22,7 +22,6 @@
 #define OPS_LANES 16
 /* elements of a matrix worth splitting over the pool */
 #define OPS_PARALLEL_MIN (1 << 16)
-#define OPS_F16_STEP 64
 
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
 		float eps)
@@ -263,62 +262,4 @@ void ops_softmax(float *x, int64_t n)
 	scale = (float)(1.0 / sum);
 	for (i = 0; i < n; i++)
 		x[i] *= scale;
-}
-
-/* y = y * v in F16: ggml_vec_scale_f16 */
-static void ops_scale_f16(uint16_t *y, float v, uint32_t n)
-{
-	uint32_t i;
-
-	for (i = 0; i < n; i++)
-		y[i] = quant_fp32_to_fp16(quant_fp16_to_fp32(y[i]) * v);
-}
-
-/*
- * y += x * v in F16: ggml_vec_mad_f16, a vector FMA over whole steps of
- * 64 and a scalar tail that GCC contracts to the same FMA.
- */
-static void ops_mad_f16(uint16_t *y, const uint16_t *x, float v, uint32_t n)
-{
-	uint32_t i = 0;
-
-	for (; i < n; i++)
-		y[i] = quant_fp32_to_fp16(fmaf(quant_fp16_to_fp32(x[i]), v,
-				quant_fp16_to_fp32(y[i])));
-}
-
-void ops_attention_f16(float *out, const float *q, const uint8_t *k,
-		size_t k_stride, const uint8_t *v, size_t v_stride,
-		uint32_t n_kv, uint32_t head_dim, uint32_t head_dim_v,
-		float scale, uint16_t *qh, uint16_t *acc)
-{
-	float S = 0.0f, M = -INFINITY, s_inv;
-	uint32_t c, d;
-
-	memset(acc, 0, head_dim_v * sizeof(*acc));
-	quant_from_float(IO_TYPE_F16, q, qh, head_dim);
-	for (c = 0; c < n_kv; c++) {
-		const uint16_t *vr = (const uint16_t *)(v + c * v_stride);
-		float s, ms = 1.0f, vs = 1.0f;
-
-		s = dot_f16(head_dim, (const uint16_t *)(k + c * k_stride), qh);
-		s = s * scale;
-		s += 0.0f;  /* the mask of a visible position */
-		if (s > M) {
-			float mold = M;
-
-			M = s;
-			ms = expf(mold - M);
-			ops_scale_f16(acc, ms, head_dim_v);
-		} else {
-			vs = expf(s - M);
-		}
-		ops_mad_f16(acc, vr, vs, head_dim_v);
-		S = S * ms + vs;
-	}
-	for (d = 0; d < head_dim_v; d++)
-		out[d] = quant_fp16_to_fp32(acc[d]);
-	s_inv = S == 0.0f ? 0.0f : 1.0f / S;
-	for (d = 0; d < head_dim_v; d++)
-		out[d] *= s_inv;
 }

@@ -61,17 +61,4 @@ void ops_swiglu(float *y, const float *g, const float *u, int64_t n);
 /* In-place softmax of n floats: ggml_compute_forward_soft_max_f32. */
 void ops_softmax(float *x, int64_t n);
 
-/*
- * One query head against n_kv cached positions, as
- * ggml_compute_forward_flash_attn_ext_f16_one_chunk with F16 K and V:
- * q (F32, head_dim) is rounded to F16, every K row dotted with it in F16,
- * an online softmax with expf, V accumulated in an F16 vector, and the
- * result divided by the sum at the end. k_rows/v_rows are the cache rows
- * of position 0 and the byte strides between positions.
- */
-void ops_attention_f16(float *out, const float *q, const uint8_t *k,
-		size_t k_stride, const uint8_t *v, size_t v_stride,
-		uint32_t n_kv, uint32_t head_dim, uint32_t head_dim_v,
-		float scale, uint16_t *qh, uint16_t *acc);
-
 #endif

@@ -501,6 +501,10 @@ int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
 		h->have_text = false;
 		return files_job(h, req, files_job_open_text, 0, 0, fi);
 	}
+	if (h->readable && n->kind == FS_K_SKV) {
+		h->have_text = false;
+		return files_job(h, req, fs_kvsnap_read_job, 0, 0, fi);
+	}
 	return 0;
 }
 
@@ -629,20 +633,42 @@ int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		rc = fs_buf_add(&h->in, buf, size);
 		return rc ? rc : files_job(h, req, files_job_placement, size,
 			0, NULL);
+	case FS_K_SKV:
+		return fs_kvsnap_write(h, buf, size);
 	case FS_K_KV:
-		fs_errors_add(&fm->errors,
-			"kv: writes are not yet supported (the file is read-only "
-			"for now)");
-		return -EINVAL;
+		if (fs_model_state(fm) != FS_MODEL_READY) {
+			fs_errors_add(&fm->errors, "kv: the model is not loaded");
+			return -EIO;
+		}
+		if (size > 4096) {
+			fs_errors_add(&fm->errors, "kv: writes over 4096 bytes");
+			return -EINVAL;
+		}
+		fs_buf_free(&h->in);
+		rc = fs_buf_add(&h->in, buf, size);
+		return rc ? rc : files_job(h, req, fs_kvfile_write_job, size,
+			0, NULL);
 	default:
 		return -EBADF;
 	}
 }
 
-void fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
+int fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
 {
+	if (h->node.kind == FS_K_SKV) {
+		/* a refused header already failed a write: close fails too */
+		if (h->wrote && !h->in.len) {
+			h->wrote = false;
+			fuse_reply_err(req, EINVAL);
+			return 1;
+		}
+		if (!h->in.len)
+			return 0;
+		return files_job(h, req, fs_kvsnap_restore_job, 0, 0,
+			NULL) == 1;
+	}
 	if (!files_is_gen(h->node.kind))
-		return;
+		return 0;
 	pthread_mutex_lock(&h->lock);
 	if (h->in.len && !h->stream && !h->failed) {
 		if (h->readable)
@@ -651,6 +677,7 @@ void fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
 			files_submit_pending(h);
 	}
 	pthread_mutex_unlock(&h->lock);
+	return 0;
 }
 
 void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,

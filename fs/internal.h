@@ -12,14 +12,19 @@
  *   stream.c   one generation's output: buffer, parked reads, poll
  *   session.c  sessions/N and the answers waiting for a reader
  *   config.c   key=value sampling settings
- *   text.c     models, status, metrics, stats, kv, weights/index
+ *   text.c     models, status, metrics, stats, weights/index
+ *   kvfile.c   the kv file and the KV options
+ *   kvcache.c  sessions' kept sequences, recent ones, prefix reuse
+ *   kvsnap.c   sessions/N/kv snapshots
  *   errors.c   the per-model errors file
  *   buf.c      growable byte buffers; sha256.c the info file's digest
  *   mount.c    argv, mount, signals, unmount (fs_main)
  *   progress.c the load bar of `llmfs -f` on a terminal
  *
  * Locks, outermost first: fs_model.lock, then fs_stream.lock, then
- * fs.wait_lock. No lock is held while calling into libfuse or the engine.
+ * fs.wait_lock. No lock is held while calling into libfuse or the engine,
+ * except that a session's kept sequence is freed and copied from under
+ * fs_model.lock (the engine then takes only its KV pool's lock, inside).
  */
 #ifndef LLMFS_FS_INTERNAL_H
 #define LLMFS_FS_INTERNAL_H
@@ -196,6 +201,9 @@ struct fs_stream {
 	struct engine_batch_item prefill;  /* the prompt, fed in chunks */
 	size_t prefill_done;               /* its tokens already evaluated */
 	bool prefilling;
+	char *text;                    /* a session turn's whole prompt */
+	char *turn;                    /* its new part, for the conversation */
+	size_t turn_len;
 	struct fs_stream *next;        /* in fs_model.queue or the active list */
 };
 
@@ -235,6 +243,9 @@ struct fs_session {
 	struct fs_buf history;         /* by fs_model.lock */
 	struct fs_stream *pending[FS_GEN_KINDS]; /* submitted, not yet opened */
 	uint32_t kv_used;              /* tokens of its last sequence */
+	struct engine_seq *seq;        /* kept between turns; by fs_model.lock */
+	struct fs_buf convo;           /* the conversation's text; by lock */
+	double kv_atime;               /* its last turn's end; by lock */
 	struct fs_session *next;
 };
 
@@ -280,6 +291,7 @@ struct fs_stats {
 	uint64_t failed;
 	uint64_t cancelled;
 	uint64_t tokens_in;
+	uint64_t tokens_in_evaluated;  /* not found in a kept sequence */
 	uint64_t tokens_out;
 	double ttft_last_ms;
 	double ttft_ms[256];   /* ring of the last ones, for the median */
@@ -292,6 +304,9 @@ struct fs_stats {
 };
 
 struct fs_job;
+
+/* sequences of ended generations kept for their prefixes */
+#define FS_KV_RECENT 4
 
 struct fs_model {
 	struct fs *fs;
@@ -323,6 +338,8 @@ struct fs_model {
 	struct fs_stream *queue;       /* submitted, not started; by lock */
 	struct fs_job *jobs;           /* by lock */
 	struct fs_stream *active;      /* the scheduler thread's own */
+	struct fs_stream *kv_wait;     /* its own: waiting for KV cache room */
+	struct engine_seq *kv_recent[FS_KV_RECENT]; /* its own, newest first */
 	struct fs_session *sessions;   /* by lock */
 	uint64_t next_session;
 	uint64_t next_stream;
@@ -374,9 +391,36 @@ int fs_text_metrics(struct fs *fs, struct fs_buf *b);
 int fs_text_info(struct fs_model *fm, struct fs_buf *b);
 int fs_text_stats(struct fs_model *fm, struct fs_buf *b);
 int fs_text_windex(struct fs_model *fm, struct fs_buf *b);
-/* On the scheduler thread. */
+/* kvcache.c: what the scheduler keeps of the KV cache (its thread). */
+/* s->seq for s, and the text to generate from (a session: the turn). */
+int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
+		size_t *len, bool *chat, struct err *err);
+/* Start s's fresh sequence with the longest prefix held elsewhere. */
+void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s);
+/* s ended: its session keeps the sequence and the turn, or recent does. */
+void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error);
+/* Free the least recently used kept sequence; false when none is left. */
+bool fs_kv_drop_one(struct fs_model *fm);
+void fs_kv_free_recent(struct fs_model *fm);
+
+/* kvsnap.c: sessions/N/kv, snapshots (jobs on the scheduler thread). */
+void fs_kvsnap_read_job(struct fs_model *fm, struct fs_job *job,
+		bool cancelled);
+void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
+		bool cancelled);
+/* A write's bytes: kept for the restore at close; the header checked. */
+int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size);
+
+/* kvfile.c: the kv file and the KV options (on the scheduler thread). */
 /* Another uid's sequences are shown as "other" to uid. */
 int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b);
+void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
+		bool cancelled);
+/* --kv-type-k/-v and --kv-mem for mount.c: 0, or -EINVAL after a line. */
+int fs_kv_type_option(const char *s, const char **out);
+int fs_kv_bytes_option(const char *s, uint64_t *out);
+/* BYTES with an optional k, M or G suffix (powers of 1024). */
+int fs_kv_bytes_parse(const char *s, uint64_t *out);
 
 /* sha256.c */
 int fs_sha256_file(const char *path, char hex[65], volatile bool *stop);
@@ -386,6 +430,9 @@ int fs_sha256_file(const char *path, char hex[65], volatile bool *stop);
 struct fs_options {
 	unsigned threads;
 	unsigned n_ctx;
+	uint64_t kv_mem;        /* --kv-mem: each model's KV budget, 0 = fits */
+	const char *kv_type_k;  /* --kv-type-k, --kv-type-v; NULL = f16 */
+	const char *kv_type_v;
 	bool ro;
 	bool allow_other;
 	bool foreground;
@@ -526,6 +573,7 @@ enum fs_kind {
 	FS_K_SCHAT,
 	FS_K_SCONFIG,
 	FS_K_SHISTORY,
+	FS_K_SKV,
 	FS_K_COUNT,
 };
 
@@ -596,7 +644,8 @@ void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		size_t size, off_t off);
 int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		const char *buf, size_t size);
-void fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h);
+/* 1 when the reply to req comes later (a snapshot's restore), else 0. */
+int fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h);
 void fs_file_release(struct fs *fs, struct fs_handle *h);
 void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		struct fuse_pollhandle *ph);

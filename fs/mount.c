@@ -60,6 +60,11 @@ static void mount_usage(FILE *f)
 		"(600)\n"
 		"  --numa POLICY     weights: interleave, node:N, replicate "
 		"or default\n"
+		"  --kv-type-k T     K cache type: f32 f16 bf16 q8_0 q4_0 q4_1 "
+		"q5_0 q5_1 (f16)\n"
+		"  --kv-type-v T     V cache type (f16)\n"
+		"  --kv-mem BYTES    KV cache budget per model, k/M/G suffixes "
+		"(0: what fits)\n"
 		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
 		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
 		"(or LLMFS_DEVICES)\n"
@@ -233,15 +238,18 @@ static int mount_limit(struct fs_options *o, int which, const char *arg)
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA,
-		OPT_DEVICES, OPT_REMOTE, OPT_MAX_SESSIONS, OPT_MAX_GENERATIONS,
-		OPT_MAX_PROMPT_BYTES, OPT_STREAM_BUFFER, OPT_PREFILL_CHUNK,
-		OPT_SHARED_CONFIG };
+		OPT_KV_TYPE_K, OPT_KV_TYPE_V, OPT_KV_MEM, OPT_DEVICES, OPT_REMOTE,
+		OPT_MAX_SESSIONS, OPT_MAX_GENERATIONS, OPT_MAX_PROMPT_BYTES,
+		OPT_STREAM_BUFFER, OPT_PREFILL_CHUNK, OPT_SHARED_CONFIG };
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "threads", required_argument, NULL, OPT_THREADS },
 		{ "ctx", required_argument, NULL, OPT_CTX },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
 		{ "numa", required_argument, NULL, OPT_NUMA },
+		{ "kv-type-k", required_argument, NULL, OPT_KV_TYPE_K },
+		{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
+		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
 		{ "devices", required_argument, NULL, OPT_DEVICES },
 		{ "remote", required_argument, NULL, OPT_REMOTE },
 		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
@@ -316,6 +324,14 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 				fprintf(stderr, "llmfs: --numa: %s\n", err.msg);
 				return -EINVAL;
 			}
+			break;
+		case OPT_KV_TYPE_K:
+		case OPT_KV_TYPE_V:
+			rc = fs_kv_type_option(optarg, c == OPT_KV_TYPE_K ?
+					&a->opt.kv_type_k : &a->opt.kv_type_v);
+			break;
+		case OPT_KV_MEM:
+			rc = fs_kv_bytes_option(optarg, &a->opt.kv_mem);
 			break;
 		case OPT_DEVICES:
 			devices = optarg;

@@ -216,8 +216,8 @@ static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 static void ops_flush(fuse_req_t req, fuse_ino_t ino,
 		struct fuse_file_info *fi)
 {
-	fs_file_flush(ops_fs(req), req, ops_handle(fi));
-	fuse_reply_err(req, 0);
+	if (!fs_file_flush(ops_fs(req), req, ops_handle(fi)))
+		fuse_reply_err(req, 0);
 }
 
 static void ops_release(fuse_req_t req, fuse_ino_t ino,

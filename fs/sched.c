@@ -97,11 +97,31 @@ static void sched_quant(struct fs_model *fm)
 	snprintf(fm->quant, sizeof(fm->quant), "%s", ti ? ti->name : "?");
 }
 
+/*
+ * --kv-type-k/-v for this model; one that cannot use them (head_dim not
+ * whole blocks) keeps f16 and says so in errors.
+ */
+static void sched_kv_types(struct fs_model *fm)
+{
+	const char *k = fm->fs->opt.kv_type_k, *v = fm->fs->opt.kv_type_v;
+	uint32_t tk = 1, tv = 1;    /* f16 */
+	struct err err = {0};
+
+	if (!k && !v)
+		return;
+	if ((k && engine_kv_type_parse(k, &tk)) ||
+	    (v && engine_kv_type_parse(v, &tv)) ||
+	    engine_model_set_kv_types(fm->m, tk, tv, &err))
+		fs_errors_add(&fm->errors, "kv: %s; the cache stays f16",
+			err.msg[0] ? err.msg : "bad type");
+}
+
 static void sched_load(struct fs_model *fm)
 {
 	struct engine_model_options opt = {
 		.n_ctx = fm->fs->opt.n_ctx,
 		.threads = fm->fs->opt.threads,
+		.kv_mem = fm->fs->opt.kv_mem,
 		.load = {
 			.progress = sched_progress, .progress_arg = fm,
 			.notice = sched_notice, .notice_arg = fm,
@@ -129,6 +149,7 @@ static void sched_load(struct fs_model *fm)
 	}
 	fm->m = m;
 	fm->info = engine_model_info(m);
+	sched_kv_types(fm);
 	fm->gguf = engine_model_gguf(m);
 	fm->chat_format = engine_chat_format(m);
 	sched_quant(fm);
@@ -172,6 +193,7 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 	if (s->gen) {
 		st = engine_generation_stats(s->gen);
 		x->tokens_in += st->prompt_tokens;
+		x->tokens_in_evaluated += st->prompt_evaluated;
 		x->tokens_out += st->gen_tokens;
 		if (st->gen_tokens) {
 			x->ttft_last_ms = st->ttft_ms;
@@ -195,8 +217,10 @@ static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
 	if (s->session && s->kind != FS_GEN_TOKENIZE)
 		sched_history(fm, s);
 	engine_generation_free(s->gen);
-	engine_seq_free(s->seq);
 	s->gen = NULL;
+	if (s->kind != FS_GEN_TOKENIZE)
+		fs_kv_turn_end(fm, s, error);
+	engine_seq_free(s->seq);
 	s->seq = NULL;
 	/* A cancelled stream has no reader left: EOF is as good as any. */
 	fs_stream_finish(s, error == -ECANCELED ? 0 : error);
@@ -227,6 +251,82 @@ static int sched_tokenize(struct fs_model *fm, struct fs_stream *s)
 	return rc;
 }
 
+/*
+ * Promise s the KV blocks of its whole run (prompt + max_tokens, or the
+ * context), so that a running generation never finds the pool empty.
+ * When the budget could never hold that, the budget is the run's
+ * context, if the prompt fits in it. -EAGAIN: wait for room.
+ */
+static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
+		struct err *err)
+{
+	uint32_t cap = fm->info->n_ctx, most, need;
+	size_t np, nt;
+	int rc;
+
+	engine_generation_tokens(s->gen, &np, &nt);
+	need = s->cfg.max_tokens && np + s->cfg.max_tokens < cap ?
+		(uint32_t)np + s->cfg.max_tokens : cap;
+	/* kept sequences give way, least recently used first */
+	while ((rc = engine_seq_reserve(s->seq, need, err)) == -EAGAIN &&
+	       fs_kv_drop_one(fm))
+		;
+	most = engine_seq_budget_tokens(s->seq);
+	if (rc == -ENOSPC && np < most)
+		while ((rc = engine_seq_reserve(s->seq, most, err)) ==
+		       -EAGAIN && fs_kv_drop_one(fm))
+			;
+	else if (rc == -ENOSPC) {
+		struct engine_kv_stats st;
+
+		engine_kv_stats(fm->m, &st);
+		rc = err_set(err, ENOSPC,
+			"the prompt is %zu tokens, the KV cache budget of %llu "
+			"bytes holds %u (--kv-mem)", np,
+			(unsigned long long)st.budget, most);
+	}
+	return rc;
+}
+
+/* s has its KV room: a prefix from elsewhere, and it runs. */
+static void sched_run(struct fs_model *fm, struct fs_stream *s)
+{
+	fs_kv_prefix(fm, s);
+	pthread_mutex_lock(&s->lock);
+	s->state = FS_STREAM_RUNNING;
+	pthread_mutex_unlock(&s->lock);
+	s->next = fm->active;
+	fm->active = s;
+}
+
+/* Start what waited for KV room, first come first served. */
+static void sched_kv_admit(struct fs_model *fm)
+{
+	struct fs_stream *s;
+	struct err err = {0};
+	int rc;
+
+	while ((s = fm->kv_wait)) {
+		rc = fs_stream_cancelled(s) ? -ECANCELED :
+			sched_reserve(fm, s, &err);
+		/* nothing else holds the pool: it is not coming back */
+		if (rc == -EAGAIN && !fm->active)
+			rc = -ENOSPC;
+		if (rc == -EAGAIN)
+			return;
+		fm->kv_wait = s->next;
+		if (rc) {
+			if (rc != -ECANCELED)
+				fs_errors_add(&fm->errors, "%s: %s",
+					s->kind == FS_GEN_CHAT ? "chat" :
+					"generate", err.msg);
+			sched_end(fm, s, rc);
+			continue;
+		}
+		sched_run(fm, s);
+	}
+}
+
 static void sched_start(struct fs_model *fm, struct fs_stream *s)
 {
 	struct engine_generate_options opt = {
@@ -237,6 +337,8 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		.chat = s->kind == FS_GEN_CHAT,
 	};
 	struct err err = {0};
+	char *text;
+	size_t len;
 	int rc;
 
 	if (s->kind != FS_GEN_TOKENIZE) {
@@ -260,25 +362,39 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		fs_errors_add(&fm->errors,
 			"chat: the model has no known chat template; "
 			"the prompt is used as it is");
-	rc = engine_seq_new(fm->m, &s->seq, &err);
+	rc = fs_kv_turn_begin(fm, s, &text, &len, &opt.chat, &err);
 	if (!rc)
-		rc = engine_generation_new(&s->gen, fm->m, s->seq, s->prompt,
-			s->prompt_len, &opt, &err);
+		rc = engine_generation_new(&s->gen, fm->m, s->seq, text, len,
+			&opt, &err);
 	/* After this, only a session's history needs the prompt. */
 	if (!s->session)
 		fs_stream_drop_prompt(s);
 	if (rc) {
+		/* the prompt itself (over the context, no tokens): EIO */
 		fs_errors_add(&fm->errors, "%s: %s",
 			s->kind == FS_GEN_CHAT ? "chat" : "generate",
 			fs_errors_bare(err.msg));
 		rc = -EIO;
 		goto out_end;
 	}
-	pthread_mutex_lock(&s->lock);
-	s->state = FS_STREAM_RUNNING;
-	pthread_mutex_unlock(&s->lock);
-	s->next = fm->active;
-	fm->active = s;
+	if (fm->kv_wait || (rc = sched_reserve(fm, s, &err)) == -EAGAIN) {
+		/* the pool is promised to others: wait in line */
+		struct fs_stream **pp = &fm->kv_wait;
+
+		while (*pp)
+			pp = &(*pp)->next;
+		s->next = NULL;
+		*pp = s;
+		return;
+	}
+	if (rc) {
+		/* the KV budget can never hold it: ENOSPC (kv.md) */
+		fs_errors_add(&fm->errors, "%s: %s",
+			s->kind == FS_GEN_CHAT ? "chat" : "generate",
+			fs_errors_bare(err.msg));
+		goto out_end;
+	}
+	sched_run(fm, s);
 	return;
 out_end:
 	sched_end(fm, s, rc);
@@ -378,7 +494,7 @@ static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
 	fs_errors_uid = s->uid;
 	rc = engine_generation_prepare(s->gen, it);
 	if (rc == 1 && engine_seq_length(s->seq) + it->n_tokens >
-			fm->info->n_ctx) {
+			engine_seq_capacity(s->seq)) {
 		/*
 		 * The context is full: alone, the forward pass fails with
 		 * -ENOSPC and the generation ends as at n_ctx, its held-back
@@ -554,8 +670,9 @@ void *fs_sched_main(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&fm->lock);
 		/* idle: every active generation is paused for its reader */
-		while (!fm->stop && !fm->queue && !fm->jobs && (!fm->active ||
-				(idle && fm->unpaused == unpaused)))
+		while (!fm->stop && !fm->queue && !fm->jobs &&
+				((!fm->active && !fm->kv_wait) || (fm->active &&
+				idle && fm->unpaused == unpaused)))
 			pthread_cond_wait(&fm->wake, &fm->lock);
 		unpaused = fm->unpaused;
 		queue = fm->queue;
@@ -571,6 +688,8 @@ void *fs_sched_main(void *arg)
 			fs_errors_uid = s->uid;
 			sched_start(fm, s);
 		}
+		if (fm->kv_wait)
+			sched_kv_admit(fm);
 		idle = fm->active && !sched_step(fm, &batch);
 	}
 	/*
@@ -591,6 +710,12 @@ void *fs_sched_main(void *arg)
 		cut += !fs_stream_cancelled(s);
 		sched_end(fm, s, fs_stream_cancelled(s) ? -ECANCELED : -EIO);
 	}
+	while ((s = fm->kv_wait)) {
+		fm->kv_wait = s->next;
+		cut += !fs_stream_cancelled(s);
+		sched_end(fm, s, fs_stream_cancelled(s) ? -ECANCELED : -EIO);
+	}
+	fs_kv_free_recent(fm);
 	if (cut)
 		fs_errors_add(&fm->errors, "generate: %u answers cut short by "
 			"the unmount (their readers get EIO)", cut);

@@ -409,17 +409,16 @@ void fs_stream_finish(struct fs_stream *s, int error)
 	stream_kick(s);
 }
 
-/* Not with fm->lock held: a paused stream wakes the scheduler to end it. */
+/*
+ * Not with fm->lock held. The scheduler may sleep with every generation
+ * paused (or waiting for KV room): it must look again.
+ */
 void fs_stream_cancel(struct fs_stream *s)
 {
-	bool paused;
-
 	pthread_mutex_lock(&s->lock);
 	s->cancel = true;
-	paused = s->paused;
 	pthread_mutex_unlock(&s->lock);
-	if (paused)
-		stream_unpause(s);
+	stream_unpause(s);
 	fs_model_wake(s->model);   /* a remote request ends at once */
 }
 

@@ -186,14 +186,16 @@ int fs_text_stats(struct fs_model *fm, struct fs_buf *b)
 		"state %s\nrequests %llu\nactive %u\nfailed %llu\n"
 		"cancelled %llu\ntokens_in %llu\ntokens_out %llu\n"
 		"ttft_ms_last %.2f\nttft_ms_p50 %.2f\nprefill_tps %.2f\n"
-		"decode_tps %.2f\nload_s %.3f\nload_bytes %llu\n",
+		"decode_tps %.2f\nload_s %.3f\nload_bytes %llu\n"
+		"tokens_in_evaluated %llu\n",
 		text_states[fm->state], (unsigned long long)x->requests,
 		x->active, (unsigned long long)x->failed,
 		(unsigned long long)x->cancelled,
 		(unsigned long long)x->tokens_in,
 		(unsigned long long)x->tokens_out, x->ttft_last_ms,
 		text_ttft_p50(x), x->prefill_tps, x->decode_tps, fm->load_secs,
-		(unsigned long long)fm->load_done);
+		(unsigned long long)fm->load_done,
+		(unsigned long long)x->tokens_in_evaluated);
 	pthread_mutex_unlock(&fm->lock);
 	return rc;
 }
@@ -367,47 +369,5 @@ int fs_text_windex(struct fs_model *fm, struct fs_buf *b)
 			p && p->device[0] ? p->device : "cpu");
 	}
 	pthread_rwlock_unlock(&fm->weights_lock);
-	return rc;
-}
-
-int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
-{
-	const struct engine_model_info *in = fm->info;
-	const struct io_type_info *ti = io_type_info(in->kv_type);
-	unsigned n = 0;
-	int rc;
-
-	for (struct fs_stream *s = fm->active; s; s = s->next)
-		n++;
-	rc = fs_buf_printf(b, "type %s\nbytes_per_token %llu\nn_ctx %u\n"
-		"bytes_per_sequence %llu\nsequences %u\n",
-		ti ? ti->name : "?",
-		(unsigned long long)in->kv_bytes_per_token, in->n_ctx,
-		(unsigned long long)in->kv_bytes_per_token * in->n_ctx, n);
-	/*
-	 * Whose a sequence is, only to its own uid (and root): a process
-	 * session id of another user is a key to hunt for.
-	 */
-	for (struct fs_stream *s = fm->active; s && !rc; s = s->next) {
-		pthread_mutex_lock(&s->lock);
-		if (uid && uid != s->uid)
-			rc = fs_buf_printf(b, "sequence %llu other %u/%u\n",
-				(unsigned long long)s->id, s->n_total,
-				in->n_ctx);
-		else
-			rc = fs_buf_printf(b, "sequence %llu %s%llu %u/%u\n",
-				(unsigned long long)s->id,
-				s->session ? "session-" : "pid-session-",
-				(unsigned long long)(s->session ?
-					s->session->id : (uint64_t)s->sid),
-				s->n_total, in->n_ctx);
-		pthread_mutex_unlock(&s->lock);
-	}
-	pthread_mutex_lock(&fm->lock);
-	for (struct fs_session *ss = fm->sessions; ss && !rc; ss = ss->next)
-		if (!ss->removed)
-			rc = fs_buf_printf(b, "session %llu %u\n",
-				(unsigned long long)ss->id, ss->kv_used);
-	pthread_mutex_unlock(&fm->lock);
 	return rc;
 }

@@ -5,7 +5,7 @@
  *   /models /status /metrics
  *   /<model>/{generate,chat,config,info,stats,tokenize,errors,placement,kv}
  *   /<model>/weights/{index,<tensor>...}
- *   /<model>/sessions/{new,<N>/{generate,chat,config,history}}
+ *   /<model>/sessions/{new,<N>/{generate,chat,config,history,kv}}
  *
  * An inode number encodes its node (kind, model, session or tensor), so
  * lookup allocates nothing and forget has nothing to do; a node that went
@@ -51,6 +51,7 @@ static const struct tree_entry tree_session[] = {
 	{ "chat", FS_K_SCHAT },
 	{ "config", FS_K_SCONFIG },
 	{ "history", FS_K_SHISTORY },
+	{ "kv", FS_K_SKV },
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -83,6 +84,7 @@ static const mode_t tree_modes[FS_K_COUNT] = {
 	[FS_K_SCHAT] = S_IFREG | 0600,
 	[FS_K_SCONFIG] = S_IFREG | 0600,
 	[FS_K_SHISTORY] = S_IFREG | 0400,
+	[FS_K_SKV] = S_IFREG | 0600,
 };
 
 fuse_ino_t fs_node_ino(const struct fs_node *n)
@@ -120,7 +122,7 @@ struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n)
 static bool tree_in_session(enum fs_kind k)
 {
 	return k == FS_K_SDIR || k == FS_K_SGENERATE || k == FS_K_SCHAT ||
-		k == FS_K_SCONFIG || k == FS_K_SHISTORY;
+		k == FS_K_SCONFIG || k == FS_K_SHISTORY || k == FS_K_SKV;
 }
 
 int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
@@ -137,7 +139,7 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 	if (fs->opt.ro)
 		st->st_mode &= ~0222;
 	else if (fs->opt.shared_config && (n->kind == FS_K_CONFIG ||
-			n->kind == FS_K_PLACEMENT))
+			n->kind == FS_K_PLACEMENT || n->kind == FS_K_KV))
 		st->st_mode |= 0222;
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = fs->uid;
@@ -242,7 +244,7 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 		return 0;
 	case FS_K_SDIR:
 		if (tree_table_lookup(tree_session, N(tree_session), name,
-				&out->kind))
+				&out->kind) || !fs_provider_has(fm, out->kind))
 			return -ENOENT;
 		return fs_tree_stat(fs, out, &st, NULL);
 	case FS_K_SESSIONS:
@@ -283,16 +285,16 @@ static int tree_table_entry(const struct tree_entry *t, size_t n, uint64_t i,
 	return 1;
 }
 
-/* The i-th file of fm's directory that its provider gives. */
-static int tree_model_entry(struct fs_model *fm, uint64_t i,
+/* The i-th file of table t (n entries) that fm's provider gives. */
+static int tree_provided_entry(struct fs_model *fm,
+		const struct tree_entry *t, size_t n, uint64_t i,
 		struct fs_node *child, const char **name)
 {
-	for (size_t k = 0; k < N(tree_model); k++) {
-		if (!fs_provider_has(fm, tree_model[k].kind))
+	for (size_t k = 0; k < n; k++) {
+		if (!fs_provider_has(fm, t[k].kind))
 			continue;
 		if (i-- == 0)
-			return tree_table_entry(tree_model, N(tree_model), k,
-				child, name);
+			return tree_table_entry(t, n, k, child, name);
 	}
 	return 0;
 }
@@ -362,10 +364,11 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 		*name = fs->models[i]->name;
 		return 1;
 	case FS_K_MDIR:
-		return tree_model_entry(fm, i, child, name);
-	case FS_K_SDIR:
-		return tree_table_entry(tree_session, N(tree_session), i,
+		return tree_provided_entry(fm, tree_model, N(tree_model), i,
 			child, name);
+	case FS_K_SDIR:
+		return tree_provided_entry(fm, tree_session, N(tree_session),
+			i, child, name);
 	case FS_K_SESSIONS:
 		if (i == 0) {
 			child->kind = FS_K_SNEW;

@@ -4,6 +4,8 @@
 #   tools/bench-load.sh  cold-cache load vs the disk's O_DIRECT bandwidth,
 #                        cold time-to-first-token vs llama.cpp
 #   tools/bench-fs.sh    decode tokens/s through the mount vs llmfs-run
+#   tools/bench-kv.sh    KV bytes per token and context ceilings per type
+#                        pair; TTFT of a second turn and of a shared prefix
 #   tools/bench-remote.sh decode tokens/s of a remote model vs a direct
 #                        streaming client of the same llama-server
 set -uo pipefail
@@ -11,7 +13,8 @@ cd "$(dirname "$0")/.."
 export BUILD=${BUILD:-build}
 export LLAMA_REF_DIR=${LLAMA_REF_DIR:-$PWD/ref}
 status=0
-for part in tools/bench-load.sh tools/bench-fs.sh tools/bench-remote.sh; do
+for part in tools/bench-load.sh tools/bench-fs.sh tools/bench-kv.sh \
+		tools/bench-remote.sh; do
 	[ -x "$part" ] || continue
 	echo "== $part"
 	"$part" || status=1

@@ -32,6 +32,8 @@ struct run_args {
 	const char *file;
 	long n_predict;           /* -1: until EOG or a full context */
 	uint32_t n_ctx, threads;
+	const char *kv_type_k, *kv_type_v;
+	uint64_t kv_mem;
 	bool chat, verbose;
 	struct engine_sampling sampling;
 	const char **stop;
@@ -58,6 +60,11 @@ static void run_usage(FILE *f)
 	      "  -c, --ctx N             context length (0: the model's, at most"
 	      " 4096)\n"
 	      "  -t, --threads N         threads (0: one per CPU)\n"
+	      "      --kv-type-k T       K cache type: f32 f16 bf16 q8_0 q4_0"
+	      " q4_1 q5_0 q5_1 (f16)\n"
+	      "      --kv-type-v T       V cache type (f16)\n"
+	      "      --kv-mem BYTES      KV cache budget, k/M/G suffixes (0: what"
+	      " fits)\n"
 	      "  -v, --verbose           model figures on stderr\n"
 	      "  -h, --help\n", f);
 }
@@ -107,9 +114,44 @@ static uint64_t run_u64(const char *opt, const char *s)
 	return v;
 }
 
+/* BYTES with an optional k, M or G (powers of 1024) */
+static uint64_t run_bytes(const char *opt, const char *s)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	errno = 0;
+	if (*s == '-')
+		run_bad_option(opt, s);
+	v = strtoull(s, &end, 10);
+	if (*end == 'k' || *end == 'K')
+		shift = 10;
+	else if (*end == 'M')
+		shift = 20;
+	else if (*end == 'G')
+		shift = 30;
+	if (shift)
+		end++;
+	if (errno || end == s || *end || v > (UINT64_MAX >> shift))
+		run_bad_option(opt, s);
+	return (uint64_t)v << shift;
+}
+
+/* one of the KV cache types, checked here so that a typo exits 2 */
+static const char *run_kv_type(const char *opt, const char *s)
+{
+	uint32_t t;
+
+	if (engine_kv_type_parse(s, &t))
+		run_bad_option(opt, s);
+	return s;
+}
+
 enum {
 	OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY,
-	OPT_REPEAT_LAST_N, OPT_SEED, OPT_STOP, OPT_CHAT,
+	OPT_REPEAT_LAST_N, OPT_SEED, OPT_STOP, OPT_CHAT, OPT_KV_TYPE_K,
+	OPT_KV_TYPE_V, OPT_KV_MEM,
 };
 
 static void run_parse(int argc, char **argv, struct run_args *a)
@@ -132,6 +174,9 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "stop", required_argument, NULL, OPT_STOP },
 		{ "chat", no_argument, NULL, OPT_CHAT },
+		{ "kv-type-k", required_argument, NULL, OPT_KV_TYPE_K },
+		{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
+		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
 		{ 0 },
 	};
 	int c;
@@ -186,6 +231,13 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 			a->stop[a->n_stop++] = optarg;
 			break;
 		case OPT_CHAT: a->chat = true; break;
+		case OPT_KV_TYPE_K:
+			a->kv_type_k = run_kv_type("--kv-type-k", optarg);
+			break;
+		case OPT_KV_TYPE_V:
+			a->kv_type_v = run_kv_type("--kv-type-v", optarg);
+			break;
+		case OPT_KV_MEM: a->kv_mem = run_bytes("--kv-mem", optarg); break;
 		default: run_usage(stderr); exit(2);
 		}
 	}
@@ -324,6 +376,9 @@ int main(int argc, char **argv)
 
 	mopt.n_ctx = a.n_ctx;
 	mopt.threads = a.threads;
+	mopt.kv_type_k = a.kv_type_k;
+	mopt.kv_type_v = a.kv_type_v;
+	mopt.kv_mem = a.kv_mem;
 	mopt.load.notice = run_notice;
 	/*
 	 * Compute behind the disk: the first pass waits for each tensor as

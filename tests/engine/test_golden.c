@@ -18,6 +18,13 @@
  * these figures).
  *
  *   make build/tests/engine/test_golden && build/tests/engine/test_golden
+ *
+ * With GOLDEN_KV=TYPE_K/TYPE_V (q8_0/q4_0, ...) the models run with that
+ * KV cache and the golden files are $GOLDEN_DIR/<stem>.<k>-<v>.jsonl,
+ * made by the same llama.cpp with the same cache types
+ * (tools/golden-kv.mjs; tests/engine/golden-kv.sh runs this); models
+ * without such a file are left out. GOLDEN_THREADS=N runs the engine with
+ * N threads (the reference's 2 matter past 256 positions: kv.md).
  */
 #include <check.h>
 #include <dirent.h>
@@ -34,6 +41,10 @@
 #define GOLDEN_MAX_MODELS 32
 
 static char shared_dir[1024];
+static char golden_dir[1100];
+static const char *kv_type_k, *kv_type_v;
+static char golden_suffix[160] = ".jsonl";
+static char golden_label[80];
 static char *model_stems[GOLDEN_MAX_MODELS];
 static int n_models;
 
@@ -227,10 +238,16 @@ START_TEST(test_golden_model)
 {
 	const char *stem = model_stems[_i];
 	struct golden_stats st = {0};
-	struct engine_model_options opt = { .n_ctx = 1024, .threads = 1 };
+	struct engine_model_options opt = { .n_ctx = 1024, .threads = 1,
+		.kv_type_k = kv_type_k, .kv_type_v = kv_type_v };
+	const char *threads = getenv("GOLDEN_THREADS");
+
+	/* llama.cpp's split of long attention depends on its thread count */
+	if (threads)
+		opt.threads = (uint32_t)atoi(threads);
 	struct engine_model *m = NULL;
 	struct err err = {0};
-	char path[1200], line_buf[1 << 17];
+	char path[1600], line_buf[1 << 17];
 	double rel_tol, margin;
 	FILE *f;
 
@@ -238,7 +255,8 @@ START_TEST(test_golden_model)
 	snprintf(path, sizeof(path), "%s/models/%s.gguf", shared_dir, stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 			path, err.msg);
-	snprintf(path, sizeof(path), "%s/golden/%s.jsonl", shared_dir, stem);
+	snprintf(path, sizeof(path), "%s/%s%s", golden_dir, stem,
+			golden_suffix);
 	f = fopen(path, "r");
 	ck_assert_msg(f != NULL, "cannot open %s", path);
 	while (fgets(line_buf, sizeof(line_buf), f)) {
@@ -298,8 +316,9 @@ START_TEST(test_golden_model)
 	fclose(f);
 	engine_model_free(m);
 	ck_assert_int_gt(st.prompts, 0);
-	printf("%-28s max rel err %.3g (tol %.3g), 48/48 in %d of %d prompts, matched prefixes: %s\n",
-			stem, st.max_rel, rel_tol, st.full, st.prompts,
+	printf("%s%-28s max rel err %.3g (tol %.3g), 48/48 in %d of %d prompts, matched prefixes: %s\n",
+			golden_label, stem, st.max_rel, rel_tol,
+			st.full, st.prompts,
 			st.prefixes);
 	fflush(stdout);
 }
@@ -328,8 +347,8 @@ static void golden_find_models(void)
 
 		if (len < 6 || strcmp(de->d_name + len - 5, ".gguf"))
 			continue;
-		snprintf(golden, sizeof(golden), "%s/golden/%.*s.jsonl",
-				shared_dir, (int)(len - 5), de->d_name);
+		snprintf(golden, sizeof(golden), "%s/%.*s%s", golden_dir,
+				(int)(len - 5), de->d_name, golden_suffix);
 		f = fopen(golden, "r");
 		if (!f)
 			continue;
@@ -342,16 +361,41 @@ static void golden_find_models(void)
 
 int main(void)
 {
-	const char *env = getenv("SHARED");
+	const char *env = getenv("SHARED"), *kv;
 	Suite *su = suite_create("golden");
 	TCase *tc = tcase_create("golden");
 	SRunner *sr;
 	int failed, i;
 
 	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
+	env = getenv("GOLDEN_DIR");
+	if (env)
+		snprintf(golden_dir, sizeof(golden_dir), "%s", env);
+	else
+		snprintf(golden_dir, sizeof(golden_dir), "%s/golden",
+				shared_dir);
+	if ((kv = getenv("GOLDEN_KV"))) {
+		static char types[64];
+		char *slash;
+
+		snprintf(types, sizeof(types), "%s", kv);
+		slash = strchr(types, '/');
+		if (!slash) {
+			printf("GOLDEN_KV=%s: want TYPE_K/TYPE_V\n", kv);
+			return 1;
+		}
+		*slash = '\0';
+		kv_type_k = types;
+		kv_type_v = slash + 1;
+		snprintf(golden_suffix, sizeof(golden_suffix), ".%s-%s.jsonl",
+				kv_type_k, kv_type_v);
+		snprintf(golden_label, sizeof(golden_label), "%s/%s ",
+				kv_type_k, kv_type_v);
+	}
 	golden_find_models();
 	if (n_models == 0) {
-		printf("no models with golden files under %s/models\n", shared_dir);
+		printf("no models with golden files %s/*%s\n", golden_dir,
+				golden_suffix);
 		return 77;
 	}
 	tcase_set_timeout(tc, 300);

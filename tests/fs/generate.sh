@@ -56,8 +56,10 @@ check "sessions/N/history has the answer" \
 echo 'max_tokens=5' > "$S/sessions/$n/config"
 printf '%s' "$P" > "$S/sessions/$n/generate"
 cat "$S/sessions/$n/generate" > "$WORK/five"
-"$RUN" -m "$STORIES" -p "$P" --temp 0 -n 5 > "$WORK/expect5" 2>/dev/null
-same "$WORK/expect5" "$WORK/five" "sessions/N/config overrides max_tokens"
+# a session is a conversation: the second prompt continues the first turn
+"$RUN" -m "$STORIES" -p "$P$(cat "$WORK/expect")$P" --temp 0 -n 5 \
+	> "$WORK/expect5" 2>/dev/null
+same "$WORK/expect5" "$WORK/five" "sessions/N/config overrides max_tokens (second turn)"
 
 # 4. chat on a model with a ChatML template.
 cat "$WORK/greedy" > "$MNT/qwen/config"

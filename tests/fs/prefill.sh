@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Chunked prefill (fs/sched.c): a long prompt is evaluated in chunks
 # between the decode steps of the other generations, so an 8-token answer
-# submitted while a 1,200-token prompt is being read finishes long before
+# submitted while a 2,400-token prompt is being read finishes long before
 # that prompt's first token (before the fix it waited for the whole
 # prompt). Orders of magnitude, not tight timings: the short answer must
 # end before the long one's first token and take under half its time. The
@@ -14,7 +14,7 @@ WRITE=$BUILD/bin/llmfs-write-model
 "$WRITE" -o "$WORK/pf.gguf" --arch llama --embd 128 --layers 4 --heads 4 \
 	--kv-heads 2 --head-dim 32 --ff 384 --type f32 --ctx 4096 \
 	--vocab-from "$STORIES" > /dev/null 2>&1 || fail "llmfs-write-model"
-LONG=$(python3 -c "print('Once upon a time there was a little girl. ' * 100, end='')")
+LONG=$(python3 -c "print('Once upon a time there was a little girl. ' * 200, end='')")
 SHORT='Once upon a time'
 "$RUN" -m "$WORK/pf.gguf" -p "$LONG" --temp 0 -n 1 > "$WORK/expect-long" 2>/dev/null
 "$RUN" -m "$WORK/pf.gguf" -p "$SHORT" --temp 0 -n 8 > "$WORK/expect-short" 2>/dev/null
@@ -28,7 +28,7 @@ s=$(cat "$M/sessions/new")
 echo max_tokens=1 > "$M/sessions/$l/config"
 echo max_tokens=8 > "$M/sessions/$s/config"
 n=$(printf '%s' "$LONG" > "$M/tokenize"; wc -w < "$M/tokenize")
-check "the long prompt is over 1,000 tokens ($n)" [ "$n" -gt 1000 ]
+check "the long prompt is over 2,000 tokens ($n)" [ "$n" -gt 2000 ]
 
 now() { date +%s%N; }
 t0=$(now)

@@ -10,7 +10,8 @@ and checks every result against what Documentation/ABI.md predicts:
   * who gets which answer of generate, chat and tokenize: the shell idiom
     (a write-only prompt is for the next read of the same process session
     and uid, once), O_RDWR,
-    sessions/N (its creator's alone), a new prompt replacing an unread one;
+    sessions/N (its creator's alone; a conversation: each answer continues
+    the text of the turns before), a new prompt replacing an unread one;
   * what config holds: the model's (the mount owner's to write; others get
     EACCES), a session's overrides, all or nothing on EINVAL;
   * which errors: EACCES, EINVAL, ENOENT after rmdir, EMFILE past
@@ -341,7 +342,7 @@ class Run:
         self.expect("a new session number", sid in self.m.sessions, False)
         self.m.sessions[sid] = {"owner": w.uid, "max_tokens": 0,
                                 "pending": None, "history": "",
-                                "exact": True}
+                                "convo": "", "exact": True}
         self.note("  -> %d" % sid)
 
     def pick_session(self):
@@ -361,9 +362,14 @@ class Run:
             return
         s = self.m.sessions[sid]
         if s["pending"] is not None:
-            s["exact"] = False     # a cancelled answer may reach history
-        s["pending"] = (prompt, self.oracle.answer(prompt, self.cfg(sid),
-                                                   False))
+            # A replaced answer may or may not have ended (and joined the
+            # conversation and history) first: stop predicting this one.
+            s["exact"] = False
+        # A session is a conversation (ABI.md): the answer is the one the
+        # whole text so far plus this prompt gives.
+        turn = prompt[:-1] if prompt.endswith("\n") else prompt
+        s["pending"] = (prompt, self.oracle.answer(
+            s["convo"] + turn, self.cfg(sid), False) if s["exact"] else None)
 
     def op_session_read(self, wi, w):
         sid = self.pick_session()
@@ -377,11 +383,14 @@ class Run:
         s = self.m.sessions[sid]
         p = s["pending"]
         s["pending"] = None
+        if not s["exact"]:
+            return
         self.expect("session answer", r["data"], p[1] if p else "")
         if p:
             prompt = p[0][:-1] if p[0].endswith("\n") else p[0]
             s["history"] += "--- prompt\n%s\n--- answer\n%s\n" % (prompt,
                                                                    p[1])
+            s["convo"] += prompt + p[1]
             self.stats["answers"] += 1
 
     def op_session_config(self, wi, w):

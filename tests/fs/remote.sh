@@ -164,6 +164,8 @@ KEY=$KEY $CLIENT completion "$URL" 5 "$P" > "$WORK/server5"
 same "$WORK/server5" "$WORK/s5" "sessions/N/config max_tokens=5 = /completion n_predict 5"
 check "sessions/N/history has the prompt and the answer" \
 	grep -qF -- "$(cat "$WORK/s5")" "$Q/sessions/$n/history"
+check "sessions/N/kv is absent on a remote model" \
+	[ "$(ls "$Q/sessions/$n" | tr '\n' ' ')" = "chat config generate history " -a ! -e "$Q/sessions/$n/kv" ]
 P2='The sky is'
 KEY=$KEY $CLIENT completion "$URL" 400 "$P" > "$WORK/long1"
 KEY=$KEY $CLIENT completion "$URL" 400 "$P2" > "$WORK/long2"

@@ -80,7 +80,7 @@ START_TEST(test_remote_files_absent)
 	for (enum fs_kind k = FS_K_MDIR; k < FS_K_COUNT; k++) {
 		bool local_only = k == FS_K_PLACEMENT || k == FS_K_KV ||
 				  k == FS_K_WEIGHTS || k == FS_K_WINDEX ||
-				  k == FS_K_WTENSOR;
+				  k == FS_K_WTENSOR || k == FS_K_SKV;
 
 		ck_assert_int_eq(fs_provider_has(fm, k), !local_only);
 	}

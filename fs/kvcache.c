@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What the scheduler keeps of the KV cache between generations
+ * (Documentation/kv.md):
+ *
+ *   sessions    sessions/N keeps its sequence between turns and the text
+ *               of its conversation; a turn's prompt is that text plus the
+ *               new message (through the chat template for chat), so the
+ *               engine evaluates only the tokens that are new;
+ *   recent      the sequences of the last few generations outside
+ *               sessions, kept for their prefixes;
+ *   prefix      a new sequence starts as a copy of the longest prefix of
+ *               its prompt that a live, recent or session sequence holds.
+ *
+ * All of it counts against the model's KV budget: when a generation
+ * cannot be admitted, the least recently used recent or idle session
+ * sequence is dropped (a session rebuilds from its conversation text on
+ * its next turn). Everything here runs on the scheduler thread; a
+ * session's seq and convo are also reached by session_free, so they are
+ * touched under fm->lock.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* a shorter common prefix is not worth a copy */
+#define KV_PREFIX_MIN 16
+
+static bool kv_is_turn(const struct fs_stream *s)
+{
+	return s->session && (s->kind == FS_GEN_GENERATE ||
+		s->kind == FS_GEN_CHAT);
+}
+
+int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
+		size_t *len, bool *chat, struct err *err)
+{
+	struct fs_session *ss = s->session;
+	char *turn = NULL;
+	size_t turn_len = s->prompt_len;
+	struct fs_buf b = {0};
+	int rc;
+
+	*chat = s->kind == FS_GEN_CHAT;
+	*text = s->prompt;
+	*len = s->prompt_len;
+	if (!kv_is_turn(s))
+		return engine_seq_new(fm->m, &s->seq, err);
+	/* the new message as the conversation gets it */
+	if (*chat) {
+		rc = engine_chat_template_apply(fm->info->chat_template,
+			s->prompt, s->prompt_len, &turn, &turn_len, err);
+		if (rc)
+			return rc;
+	} else {
+		turn = malloc(s->prompt_len + 1);
+		if (!turn)
+			return err_set(err, ENOMEM, "out of memory");
+		memcpy(turn, s->prompt, s->prompt_len + 1);
+	}
+	pthread_mutex_lock(&fm->lock);
+	s->seq = ss->seq;
+	ss->seq = NULL;
+	rc = fs_buf_add(&b, ss->convo.p ? ss->convo.p : "", ss->convo.len);
+	pthread_mutex_unlock(&fm->lock);
+	if (!rc)
+		rc = fs_buf_add(&b, turn, turn_len);
+	if (rc) {
+		free(turn);
+		fs_buf_free(&b);
+		return err_set(err, -rc, "out of memory");
+	}
+	s->turn = turn;
+	s->turn_len = turn_len;
+	s->text = b.p;
+	*text = b.p;
+	*len = b.len;
+	*chat = false;    /* templated above, turn by turn */
+	if (!s->seq)
+		return engine_seq_new(fm->m, &s->seq, err);
+	return 0;
+}
+
+/* Tokens a and b have in common at their start. */
+static size_t kv_common(const int32_t *a, size_t na, const int32_t *b,
+		size_t nb)
+{
+	size_t k = 0;
+
+	while (k < na && k < nb && a[k] == b[k])
+		k++;
+	return k;
+}
+
+static void kv_consider(const struct engine_seq *cand, const int32_t *tok,
+		size_t n, const struct engine_seq **best, size_t *best_n)
+{
+	size_t k;
+
+	if (!cand)
+		return;
+	k = kv_common(engine_seq_tokens(cand), engine_seq_length(cand), tok,
+		n);
+	if (k > *best_n) {
+		*best = cand;
+		*best_n = k;
+	}
+}
+
+void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s)
+{
+	const struct engine_seq *best = NULL;
+	const int32_t *tok;
+	struct err err = {0};
+	size_t np, nt, best_n = 0;
+	unsigned i;
+
+	if (engine_seq_length(s->seq))
+		return;    /* a session's own sequence: its own prefix */
+	tok = engine_generation_tokens(s->gen, &np, &nt);
+	if (np < 2)
+		return;
+	for (i = 0; i < FS_KV_RECENT; i++)
+		kv_consider(fm->kv_recent[i], tok, np - 1, &best, &best_n);
+	for (struct fs_stream *a = fm->active; a; a = a->next)
+		kv_consider(a->seq, tok, np - 1, &best, &best_n);
+	pthread_mutex_lock(&fm->lock);
+	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next)
+		kv_consider(ss->seq, tok, np - 1, &best, &best_n);
+	/* under the lock: a session's sequence cannot go meanwhile */
+	if (best && best_n >= KV_PREFIX_MIN &&
+	    engine_seq_copy_prefix(s->seq, best, (uint32_t)best_n, &err))
+		engine_seq_truncate(s->seq, 0);   /* evaluate it all, then */
+	pthread_mutex_unlock(&fm->lock);
+}
+
+void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error)
+{
+	struct fs_session *ss = s->session;
+	struct engine_seq *old = NULL;
+	const char *end;
+	unsigned i;
+	int rc = 0;
+
+	free(s->text);
+	s->text = NULL;
+	if (!s->seq)
+		goto out;
+	/* the sequence keeps only what it holds, no promise */
+	engine_seq_reserve(s->seq, engine_seq_length(s->seq), NULL);
+	if (!kv_is_turn(s)) {
+		/* the oldest recent one makes room */
+		old = fm->kv_recent[FS_KV_RECENT - 1];
+		for (i = FS_KV_RECENT - 1; i > 0; i--)
+			fm->kv_recent[i] = fm->kv_recent[i - 1];
+		fm->kv_recent[0] = s->seq;
+		s->seq = NULL;
+		engine_seq_free(old);
+		goto out;
+	}
+	pthread_mutex_lock(&fm->lock);
+	if (!ss->removed && !error) {
+		pthread_mutex_lock(&s->lock);
+		rc = fs_buf_add(&ss->convo, s->turn, s->turn_len);
+		if (!rc && s->out.len)
+			rc = fs_buf_add(&ss->convo, s->out.p, s->out.len);
+		pthread_mutex_unlock(&s->lock);
+		end = s->kind == FS_GEN_CHAT ? engine_chat_turn_end(fm->m) : "";
+		if (!rc)
+			rc = fs_buf_add(&ss->convo, end, strlen(end));
+	}
+	if (!ss->removed && !rc && !ss->seq) {
+		ss->seq = s->seq;
+		s->seq = NULL;
+	}
+	ss->kv_atime = fs_now();
+	pthread_mutex_unlock(&fm->lock);
+	engine_seq_free(s->seq);    /* removed meanwhile, or out of memory */
+	s->seq = NULL;
+out:
+	free(s->turn);
+	s->turn = NULL;
+}
+
+bool fs_kv_drop_one(struct fs_model *fm)
+{
+	struct fs_session *lru = NULL;
+	struct engine_seq *seq = NULL;
+	int i;
+
+	for (i = FS_KV_RECENT - 1; i >= 0; i--) {
+		if (fm->kv_recent[i]) {
+			engine_seq_free(fm->kv_recent[i]);
+			fm->kv_recent[i] = NULL;
+			return true;
+		}
+	}
+	pthread_mutex_lock(&fm->lock);
+	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next)
+		if (ss->seq && (!lru || ss->kv_atime < lru->kv_atime))
+			lru = ss;
+	if (lru) {
+		seq = lru->seq;
+		lru->seq = NULL;
+	}
+	pthread_mutex_unlock(&fm->lock);
+	engine_seq_free(seq);
+	return seq != NULL;
+}
+
+void fs_kv_free_recent(struct fs_model *fm)
+{
+	unsigned i;
+
+	for (i = 0; i < FS_KV_RECENT; i++) {
+		engine_seq_free(fm->kv_recent[i]);
+		fm->kv_recent[i] = NULL;
+	}
+}

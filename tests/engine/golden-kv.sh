@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The engine with a quantized KV cache against llama.cpp with the same
+# cache types: for q8_0/q8_0 and q8_0/q4_0 on tiny-qwen3-bpe16k-f16
+# (head_dim 32, F16 weights, the tight 2e-3 rule) and
+# tiny-llama-spm32k-kquant (K-quants), reference generations are made by
+# the pinned llama.cpp (tools/golden-kv.mjs through node-llama-cpp in
+# ref/, its type_k/type_v context parameters) and judged by test_golden's
+# rule (../shared/README.md, section 4: teacher-forced top-5 logits within
+# the model's rel_tol, free-running tokens equal up to the first near tie).
+#
+# Past 256 positions llama.cpp splits F16 attention by ranges of cells,
+# one per thread, and merges the partial sums (kv.md): two prompts of 425
+# and 491 tokens (tests/engine/prompts-long.json) with f16/f16, the
+# engine at the reference's 2 threads, must match too.
+#
+# The generator is first checked to be the golden path: with f16/f16 it
+# must write the shared golden file byte for byte. Its files are kept in
+# ${XDG_CACHE_HOME:-~/.cache}/llmfs/golden-kv-<release>/ (a minute per
+# model and pair on the 2-core machine), so CI runs make them once.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+SHARED=${SHARED:-../shared}
+REF=${LLAMA_REF_DIR:-$PWD/ref}
+test=$BUILD/tests/engine/test_golden
+info=$REF/node_modules/node-llama-cpp/llama/llama.cpp.info.json
+
+[ -x "$test" ] || { echo "FAIL: $test is not built"; exit 1; }
+[ -f "$SHARED/models/tiny-qwen3-bpe16k-f16.gguf" ] ||
+	{ echo "no $SHARED models: skipped"; exit 77; }
+[ -f "$info" ] || { echo "no llama.cpp reference in $REF (make ref): skipped"; exit 77; }
+command -v node >/dev/null || { echo "node is absent: skipped"; exit 77; }
+
+release=$(sed -n 's/.*"tag": *"\([^"]*\)".*/\1/p' "$info")
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/llmfs/golden-kv-${release:-unknown}
+mkdir -p "$cache" || exit 1
+exec 9>"$cache/.lock"
+flock 9
+
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# make $dir/<stem>.<k>-<v>.jsonl unless it is there
+make_ref_in() {
+	local dir=$1 stem=$2 k=$3 v=$4 prompts=$5 out
+	out=$dir/$stem.$k-$v.jsonl
+	[ -s "$out" ] && return 0
+	echo "making the llama.cpp reference $stem $k/$v ($(basename "$prompts"))"
+	node tools/golden-kv.mjs "$REF" "$SHARED/models/$stem.gguf" \
+		"$prompts" "$out.tmp" "$k" "$v" ||
+		{ rm -f "$out.tmp"; return 1; }
+	mv "$out.tmp" "$out"
+}
+make_ref() {
+	make_ref_in "$cache" "$1" "$2" "$3" "$SHARED/golden/prompts-$4.json"
+}
+
+if [ ! -s "$cache/checked-f16" ]; then
+	make_ref tiny-qwen3-bpe16k-f16 f16 f16 qwen ||
+		{ echo "FAIL: the generator failed"; exit 1; }
+	if cmp -s "$cache/tiny-qwen3-bpe16k-f16.f16-f16.jsonl" \
+		"$SHARED/golden/tiny-qwen3-bpe16k-f16.jsonl"; then
+		echo ok > "$cache/checked-f16"
+	else
+		fail "tools/golden-kv.mjs f16/f16 differs from the shared golden file"
+	fi
+	rm -f "$cache/tiny-qwen3-bpe16k-f16.f16-f16.jsonl"
+fi
+
+for pair in q8_0/q8_0 q8_0/q4_0; do
+	k=${pair%/*} v=${pair#*/}
+	make_ref tiny-qwen3-bpe16k-f16 "$k" "$v" qwen || fail "reference $pair"
+	make_ref tiny-llama-spm32k-kquant "$k" "$v" llama || fail "reference $pair"
+	GOLDEN_KV=$pair GOLDEN_DIR=$cache "$test" || fail "test_golden $pair"
+done
+mkdir -p "$cache/long"
+make_ref_in "$cache/long" tiny-qwen3-bpe16k-f16 f16 f16 \
+	tests/engine/prompts-long.json || fail "reference of the long prompts"
+GOLDEN_THREADS=2 GOLDEN_KV=f16/f16 GOLDEN_DIR=$cache/long "$test" ||
+	fail "test_golden: long prompts, split attention"
+[ $fails -eq 0 ] || exit 1
+echo "ok"

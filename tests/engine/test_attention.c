@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: MIT
+/*
+ * engine/attention.h: the F16 vector steps give the scalar code's bits
+ * (every element, tails included); every K/V type pair computes softmax
+ * attention (against a plain double-precision one over the dequantized
+ * rows); how the positions are cut into runs changes no bit; merging the
+ * partials of KV chunks gives the one-chunk result within float error,
+ * and one chunk alone exactly.
+ *
+ *   make build/tests/engine/test_attention && build/tests/engine/test_attention
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/attention.h"
+#include "../../engine/quant.h"
+
+static uint32_t rng_state = 12345;
+
+static uint32_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 17;
+	rng_state ^= rng_state << 5;
+	return rng_state;
+}
+
+/* uniform in [-a, a) */
+static float rngf(float a)
+{
+	return ((float)(rng() >> 8) / (float)(1 << 24) * 2.0f - 1.0f) * a;
+}
+
+/* a finite half of any magnitude, subnormals included */
+static uint16_t rng_half(void)
+{
+	uint16_t h;
+
+	do
+		h = (uint16_t)rng();
+	while ((h & 0x7c00) == 0x7c00);
+	return h;
+}
+
+START_TEST(test_att_f16_steps_match_scalar)
+{
+	static const float vs[] = { 0.0f, 1.0f, -1.0f, 0.5f, 0.123456f,
+		1e-3f, 3.9e-8f, 700.0f, 0.99999f };
+	uint16_t x[200], y0[200], y1[200];
+	float f0[200], f1[200];
+	uint32_t n, i, k, round;
+
+	if (!att_simd_usable())
+		return;  /* nothing to compare with: the scalar code runs */
+	for (round = 0; round < 40; round++) {
+		for (n = 1; n <= 200; n += (n < 40 ? 1 : 37)) {
+			for (k = 0; k < sizeof(vs) / sizeof(vs[0]); k++) {
+				float v = round ? rngf(2.0f) : vs[k];
+
+				for (i = 0; i < n; i++) {
+					x[i] = rng_half();
+					y0[i] = y1[i] = rng_half();
+				}
+				att_mad_f16(y0, x, v, n, false);
+				att_mad_f16(y1, x, v, n, true);
+				ck_assert_msg(!memcmp(y0, y1, n * 2),
+					"mad n %u v %a", n, v);
+				att_scale_f16(y0, v, n, false);
+				att_scale_f16(y1, v, n, true);
+				ck_assert_msg(!memcmp(y0, y1, n * 2),
+					"scale n %u v %a", n, v);
+				att_f16_to_f32(f0, y0, n, false);
+				att_f16_to_f32(f1, y1, n, true);
+				ck_assert(!memcmp(f0, f1, n * 4));
+			}
+		}
+	}
+}
+END_TEST
+
+static const uint32_t att_types[] = {
+	IO_TYPE_F32, IO_TYPE_F16, IO_TYPE_BF16, IO_TYPE_Q8_0, IO_TYPE_Q4_0,
+	IO_TYPE_Q4_1, IO_TYPE_Q5_0, IO_TYPE_Q5_1,
+};
+#define N_TYPES (sizeof(att_types) / sizeof(att_types[0]))
+#define D 64
+#define NKV 150
+
+struct att_case {
+	struct att_shape sh;
+	size_t k_row, v_row;
+	uint8_t *k, *v;
+	float q[D];
+	void *scratch;
+};
+
+static size_t row_bytes(uint32_t type)
+{
+	const struct io_type_info *ti = io_type_info(type);
+
+	return D / ti->block_elems * ti->block_bytes;
+}
+
+static void case_make(struct att_case *c, uint32_t tk, uint32_t tv)
+{
+	float row[D];
+	uint32_t i, d;
+
+	c->sh = (struct att_shape){ tk, tv, D, D, 0.125f };
+	c->k_row = row_bytes(tk);
+	c->v_row = row_bytes(tv);
+	c->k = malloc(c->k_row * NKV);
+	c->v = malloc(c->v_row * NKV);
+	c->scratch = aligned_alloc(64, (att_scratch_bytes(&c->sh) + 63) &
+			~(size_t)63);
+	ck_assert(c->k && c->v && c->scratch);
+	for (i = 0; i < NKV; i++) {
+		for (d = 0; d < D; d++)
+			row[d] = rngf(3.0f);
+		quant_from_float(tk, row, c->k + i * c->k_row, D);
+		for (d = 0; d < D; d++)
+			row[d] = rngf(1.0f);
+		quant_from_float(tv, row, c->v + i * c->v_row, D);
+	}
+	for (d = 0; d < D; d++)
+		c->q[d] = rngf(3.0f);
+}
+
+static void case_free(struct att_case *c)
+{
+	free(c->k);
+	free(c->v);
+	free(c->scratch);
+}
+
+/* softmax(K.Q * scale) . V in double over the stored (rounded) rows */
+static void case_naive(const struct att_case *c, uint32_t n, double *out)
+{
+	uint32_t vdt = quant_vec_dot_type(c->sh.type_k);
+	uint8_t qa[D * 4 + 64];
+	float qf[D], kf[D], vf[D];
+	double s[NKV], max = -INFINITY, sum = 0;
+	uint32_t i, d;
+
+	/* Q as K's dot sees it: converted to the vec_dot type */
+	quant_from_float(vdt, c->q, qa, D);
+	if (vdt == IO_TYPE_Q8_0 || vdt == IO_TYPE_Q8_1) {
+		/* d (F16), [s (F16),] 32 int8: dequantized here by hand */
+		size_t bb = vdt == IO_TYPE_Q8_0 ? 34 : 36, off = bb - 32;
+
+		for (d = 0; d < D; d++) {
+			const uint8_t *b = qa + d / 32 * bb;
+			uint16_t h = (uint16_t)(b[0] | b[1] << 8);
+
+			qf[d] = quant_fp16_to_fp32(h) *
+				(float)(int8_t)b[off + d % 32];
+		}
+	} else {
+		quant_to_float(vdt, qa, qf, D);
+	}
+	for (i = 0; i < n; i++) {
+		quant_to_float(c->sh.type_k, c->k + i * c->k_row, kf, D);
+		s[i] = 0;
+		for (d = 0; d < D; d++)
+			s[i] += (double)kf[d] * qf[d];
+		s[i] *= c->sh.scale;
+		max = s[i] > max ? s[i] : max;
+	}
+	memset(out, 0, D * sizeof(*out));
+	for (i = 0; i < n; i++) {
+		double e = exp(s[i] - max);
+
+		sum += e;
+		quant_to_float(c->sh.type_v, c->v + i * c->v_row, vf, D);
+		for (d = 0; d < D; d++)
+			out[d] += e * vf[d];
+	}
+	for (d = 0; d < D; d++)
+		out[d] /= sum;
+}
+
+static void case_run(struct att_case *c, uint32_t n, uint32_t piece,
+		float *out)
+{
+	struct att_state st;
+	uint32_t i, m;
+
+	att_begin(&st, &c->sh, c->q, c->scratch);
+	for (i = 0; i < n; i += m) {
+		m = n - i < piece ? n - i : piece;
+		att_run(&st, c->k + i * c->k_row, c->k_row,
+				c->v + i * c->v_row, c->v_row, m);
+	}
+	att_end(&st, out);
+}
+
+START_TEST(test_att_every_type_pair)
+{
+	uint32_t tk = att_types[_i / N_TYPES], tv = att_types[_i % N_TYPES];
+	struct att_case c;
+	double ref[D];
+	float out[D], out2[D];
+	uint32_t d;
+
+	case_make(&c, tk, tv);
+	case_naive(&c, NKV, ref);
+	case_run(&c, NKV, NKV, out);
+	for (d = 0; d < D; d++) {
+		/* F16 V accumulates in halves: 2^-11 per step */
+		double tol = tv == IO_TYPE_F16 ? 2e-2 : 1e-4;
+
+		ck_assert_msg(fabs(out[d] - ref[d]) <= tol,
+			"K %s V %s d %u: %g vs %g", io_type_info(tk)->name,
+			io_type_info(tv)->name, d, out[d], ref[d]);
+	}
+	/* runs of any length: the same bits (a paged cache's blocks) */
+	case_run(&c, NKV, 7, out2);
+	ck_assert(!memcmp(out, out2, sizeof(out)));
+	case_run(&c, NKV, 64, out2);
+	ck_assert(!memcmp(out, out2, sizeof(out)));
+	case_free(&c);
+}
+END_TEST
+
+START_TEST(test_att_merge_of_chunks)
+{
+	struct att_case c;
+	float one[D], merged[D], part[3][2 + D];
+	struct att_state st;
+	uint32_t k, d, cuts[4] = { 0, 50, 100, NKV };
+
+	case_make(&c, IO_TYPE_F16, IO_TYPE_F16);
+	case_run(&c, NKV, NKV, one);
+	/* one chunk: merging changes nothing */
+	att_begin(&st, &c.sh, c.q, c.scratch);
+	att_run(&st, c.k, c.k_row, c.v, c.v_row, NKV);
+	part[0][0] = st.M;
+	part[0][1] = st.S;
+	att_vkq(&st, part[0] + 2);
+	att_merge(merged, part[0], 2 + D, 1, D);
+	ck_assert(!memcmp(one, merged, sizeof(one)));
+	/* three chunks, the last one empty-sum-free */
+	for (k = 0; k < 3; k++) {
+		att_begin(&st, &c.sh, c.q, c.scratch);
+		att_run(&st, c.k + cuts[k] * c.k_row, c.k_row,
+				c.v + cuts[k] * c.v_row, c.v_row,
+				cuts[k + 1] - cuts[k]);
+		part[k][0] = st.M;
+		part[k][1] = st.S;
+		att_vkq(&st, part[k] + 2);
+	}
+	att_merge(merged, part[0], 2 + D, 3, D);
+	for (d = 0; d < D; d++)
+		ck_assert_msg(fabsf(merged[d] - one[d]) <= 2e-3f,
+			"d %u: %g vs %g", d, merged[d], one[d]);
+	/* an empty chunk (all masked: S == 0) is skipped */
+	part[1][0] = -INFINITY;
+	part[1][1] = 0.0f;
+	att_merge(one, part[0], 2 + D, 2, D);
+	att_merge(merged, part[0], 2 + D, 1, D);
+	ck_assert(!memcmp(one, merged, sizeof(one)));
+	case_free(&c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *su = suite_create("attention");
+	TCase *tc = tcase_create("attention");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_att_f16_steps_match_scalar);
+	tcase_add_loop_test(tc, test_att_every_type_pair, 0,
+			N_TYPES * N_TYPES);
+	tcase_add_test(tc, test_att_merge_of_chunks);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

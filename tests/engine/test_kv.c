@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The KV cache's life (engine/kv.c, engine.h "sequences"): a second
+ * prompt on a sequence that holds the first one's tokens evaluates only
+ * what is new and gives the tokens of a fresh evaluation; a prefix copied
+ * from another sequence likewise; the pool's budget (grow fails with
+ * ENOSPC and leaves nothing behind, reservations say EAGAIN or ENOSPC,
+ * every block comes back); K/V types per model, refused where head_dim
+ * is not whole blocks.
+ *
+ *   make build/tests/engine/test_kv && build/tests/engine/test_kv
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../engine/engine.h"
+
+static char shared_dir[1024];
+
+static struct engine_model *kv_open(const char *stem, uint64_t kv_mem,
+		const char *tk, const char *tv)
+{
+	struct engine_model_options opt = { .n_ctx = 512, .threads = 2,
+		.kv_mem = kv_mem, .kv_type_k = tk, .kv_type_v = tv };
+	struct engine_model *m = NULL;
+	struct err err = {0};
+	char path[1200];
+
+	snprintf(path, sizeof(path), "%s/models/%s.gguf", shared_dir, stem);
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
+			path, err.msg);
+	return m;
+}
+
+/* Greedy generation of n tokens from text on seq; the answer's ids. */
+static size_t kv_generate(struct engine_model *m, struct engine_seq *seq,
+		const char *text, uint32_t n, int32_t *out,
+		struct engine_generation_stats *st)
+{
+	struct engine_generate_options opt = { .max_tokens = n };
+	struct engine_generation *g = NULL;
+	struct err err = {0};
+	const int32_t *tok;
+	size_t np, nt, len, i;
+	char buf[2048];
+	int rc;
+
+	engine_sampling_defaults(&opt.sampling);
+	opt.sampling.temperature = 0;
+	ck_assert_int_eq(engine_generation_new(&g, m, seq, text, strlen(text),
+			&opt, &err), 0);
+	while ((rc = engine_generation_step(g, buf, sizeof(buf), &len,
+			&err)) > 0)
+		;
+	ck_assert_msg(rc == 0, "%s", err.msg);
+	tok = engine_generation_tokens(g, &np, &nt);
+	for (i = np; i < nt; i++)
+		out[i - np] = tok[i];
+	*st = *engine_generation_stats(g);
+	engine_generation_free(g);
+	return nt - np;
+}
+
+static const char turn1[] = "Once upon a time, there was a little dog.";
+static const char turn2[] = "Once upon a time, there was a little dog. "
+	"He liked to run in the park with his friends, and";
+
+START_TEST(test_kv_second_turn_evaluates_only_new_tokens)
+{
+	struct engine_model *m = kv_open(_i ? "tiny-qwen3-bpe16k-mixq" :
+			"stories260K", 0, _i ? "q8_0" : NULL, _i ? "q4_0" : NULL);
+	struct engine_generation_stats st1, st2, fresh_st;
+	struct engine_seq *seq, *fresh;
+	struct err err = {0};
+	int32_t a[32], b[32], c[32];
+	size_t na, nb, nc;
+
+	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &fresh, &err), 0);
+	na = kv_generate(m, seq, turn1, 8, a, &st1);
+	ck_assert_uint_eq(st1.prompt_evaluated, st1.prompt_tokens);
+	nb = kv_generate(m, seq, turn2, 24, b, &st2);
+	nc = kv_generate(m, fresh, turn2, 24, c, &fresh_st);
+	ck_assert_uint_eq(nb, nc);
+	ck_assert(!memcmp(b, c, nb * sizeof(*b)));
+	ck_assert_uint_eq(st2.prompt_tokens, fresh_st.prompt_tokens);
+	/* the first turn's prompt is kept, at most its last token redone */
+	ck_assert_uint_le(st2.prompt_evaluated,
+			st2.prompt_tokens - st1.prompt_tokens + 1);
+	ck_assert_uint_gt(st2.prompt_evaluated, 0);
+	(void)na;
+	engine_seq_free(seq);
+	engine_seq_free(fresh);
+	engine_model_free(m);
+}
+END_TEST
+
+START_TEST(test_kv_copied_prefix_same_tokens)
+{
+	struct engine_model *m = kv_open("tiny-qwen3-bpe16k-mixq", 0, NULL,
+			NULL);
+	struct engine_generation_stats st, fresh_st;
+	struct engine_seq *donor, *seq, *fresh;
+	struct err err = {0};
+	int32_t a[32], b[32];
+	size_t na, nb;
+
+	ck_assert_int_eq(engine_seq_new(m, &donor, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &fresh, &err), 0);
+	kv_generate(m, donor, turn1, 4, a, &st);
+	ck_assert_int_eq(engine_seq_copy_prefix(seq, donor,
+			engine_seq_length(donor), &err), 0);
+	na = kv_generate(m, seq, turn2, 24, a, &st);
+	nb = kv_generate(m, fresh, turn2, 24, b, &fresh_st);
+	ck_assert_uint_eq(na, nb);
+	ck_assert(!memcmp(a, b, na * sizeof(*a)));
+	ck_assert_uint_lt(st.prompt_evaluated, fresh_st.prompt_evaluated);
+	engine_seq_free(donor);
+	engine_seq_free(seq);
+	engine_seq_free(fresh);
+	engine_model_free(m);
+}
+END_TEST
+
+START_TEST(test_kv_budget)
+{
+	/* stories260K, F16: 640 bytes a token, 40960 a block of 64 */
+	struct engine_model *m = kv_open("stories260K", 4 * 40960, NULL,
+			NULL);
+	struct engine_seq *a, *b;
+	struct engine_kv_stats st;
+	struct engine_batch_item it;
+	struct err err = {0};
+	int32_t tok[300];
+	size_t i;
+
+	for (i = 0; i < 300; i++)
+		tok[i] = 1 + (int32_t)(i % 300);
+	ck_assert_int_eq(engine_seq_new(m, &a, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &b, &err), 0);
+	ck_assert_uint_eq(engine_seq_budget_tokens(a), 256);
+	/* 300 positions need 5 blocks: nothing evaluated, nothing held */
+	it = (struct engine_batch_item){ a, tok, 300, NULL };
+	ck_assert_int_eq(engine_forward(m, &it, 1, &err), -ENOSPC);
+	ck_assert_uint_eq(engine_seq_length(a), 0);
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.used, 0);
+	ck_assert_uint_eq(st.committed, 0);
+	/* reservations: never, then not now, then after the other ends */
+	ck_assert_int_eq(engine_seq_reserve(a, 300, &err), -ENOSPC);
+	ck_assert_int_eq(engine_seq_reserve(a, 130, &err), 0);
+	ck_assert_uint_eq(engine_seq_capacity(a), 130);
+	ck_assert_int_eq(engine_seq_reserve(b, 100, &err), -EAGAIN);
+	ck_assert_int_eq(engine_seq_reserve(b, 64, &err), 0);
+	it = (struct engine_batch_item){ a, tok, 130, NULL };
+	ck_assert_int_eq(engine_forward(m, &it, 1, &err), 0);
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.blocks, 3);
+	ck_assert_uint_eq(st.committed, 4 * 40960);
+	engine_seq_truncate(a, 10);
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.blocks, 1);
+	engine_seq_free(a);
+	engine_seq_free(b);
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.used, 0);
+	ck_assert_uint_eq(st.committed, 0);
+	ck_assert_uint_eq(st.blocks, 0);
+	engine_model_free(m);
+}
+END_TEST
+
+START_TEST(test_kv_types)
+{
+	struct engine_model *m = kv_open("stories260K", 0, NULL, NULL);
+	struct engine_kv_stats st;
+	struct err err = {0};
+	uint32_t q8, f32;
+
+	ck_assert_int_eq(engine_kv_type_parse("q8_0", &q8), 0);
+	ck_assert_int_eq(engine_kv_type_parse("f32", &f32), 0);
+	ck_assert_int_eq(engine_kv_type_parse("q4_K", &q8), -EINVAL);
+	/* head_dim 8: no 32-element block fits */
+	ck_assert_int_eq(engine_model_set_kv_types(m, q8, q8, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "head_dim 8"));
+	ck_assert_int_eq(engine_model_set_kv_types(m, f32, f32, &err), 0);
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.k_bytes_per_token, 5 * 4 * 8 * 4);
+	ck_assert_uint_eq(engine_kv_bytes_per_token(m, q8, q8), 0);
+	engine_model_free(m);
+}
+END_TEST
+
+int main(void)
+{
+	const char *env = getenv("SHARED");
+	Suite *su = suite_create("kv");
+	TCase *tc = tcase_create("kv");
+	SRunner *sr;
+	char probe[1200];
+	int failed;
+
+	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
+	snprintf(probe, sizeof(probe), "%s/models/stories260K.gguf",
+			shared_dir);
+	if (access(probe, R_OK)) {
+		printf("no %s\n", probe);
+		return 77;
+	}
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_kv_second_turn_evaluates_only_new_tokens,
+			0, 2);
+	tcase_add_test(tc, test_kv_copied_prefix_same_tokens);
+	tcase_add_test(tc, test_kv_budget);
+	tcase_add_test(tc, test_kv_types);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
