@@ -4,7 +4,8 @@
 #   make check        install missing Debian packages, build, run every test
 #   make SANITIZE=1 check   the same with ASan + UBSan (in build/san/)
 #   make demo [MODEL=file.gguf]   mount a model, generate, unmount
-#   make fuzz         run the GGUF fuzz target for FUZZ_SECONDS
+#   make fuzz         run the fuzz targets (GGUF, config, placement)
+#   make stress [SECONDS=N]   the randomized operation test for N seconds
 #   make bench        speed figures against llama.cpp, measured in one run
 #   make install [PREFIX=/usr/local] [DESTDIR=]   and make uninstall
 #   make deb          build/llmfs_$(VERSION)_ARCH.deb (Documentation/install.md)
@@ -226,6 +227,14 @@ demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) MODEL="$(MODEL)" tools/demo.sh
 
+# The randomized operation test for SECONDS (tests/fs/random.sh): new
+# seeds until the time is up; a failing seed prints its reproduction.
+SECONDS ?= 300
+stress: deps
+	$(Q)$(MAKE) --no-print-directory tests
+	$(Q)BUILD=$(BUILD) RANDOM_SECONDS=$(SECONDS) RANDOM_SEEDS=1000 \
+		bash tests/fs/random.sh
+
 FUZZ_SECONDS ?= 60
 fuzz:
 	$(Q)BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run
@@ -281,6 +290,6 @@ deb: $(INSTALL_BIN:%=$(BUILD)/bin/%)
 clean:
 	rm -rf build
 
-.PHONY: all deps tests check demo fuzz bench ref clean install uninstall deb
+.PHONY: all deps tests check demo fuzz stress bench ref clean install uninstall deb
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -9,6 +9,7 @@
  * A write is applied all or nothing: one bad line fails the write with
  * EINVAL and the line is named in the errors file.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -119,7 +120,11 @@ static int config_unescape(const char *v, char *out, size_t cap)
 			case 'x': {
 				unsigned x;
 
-				if (sscanf(v + 1, "%2x", &x) != 1 || !x)
+				/* exactly two digits: "\x4" at the end must not
+				 * step over the NUL (found by fuzz_config) */
+				if (!isxdigit((unsigned char)v[1]) ||
+						!isxdigit((unsigned char)v[2]) ||
+						sscanf(v + 1, "%2x", &x) != 1 || !x)
 					return -EINVAL;
 				c = (char)x;
 				v += 2;
@@ -307,6 +312,10 @@ static int config_escape(struct fs_buf *b, const char *s)
 			rc = fs_buf_add(b, "\\\\", 2);
 		else if (c < 0x20 || c == 0x7f)
 			rc = fs_buf_printf(b, "\\x%02x", c);
+		else if (c == ' ' && !s[strspn(s, " ")])
+			/* a line's trailing blanks are trimmed when read back
+			 * (found by fuzz_config) */
+			rc = fs_buf_add(b, "\\x20", 4);
 		else
 			rc = fs_buf_add(b, s, 1);
 	}

@@ -38,27 +38,61 @@ static enum fs_gen_kind files_gen_kind(enum fs_kind k)
 		FS_GEN_GENERATE;
 }
 
-/* The session id (getsid) of the process behind req: /proc/PID/stat. */
-static pid_t files_sid(fuse_req_t req)
+/*
+ * Fields 6 (session) and 22 (start time) of /proc/PID/stat; -1 when the
+ * process is gone.
+ */
+static int files_stat_fields(pid_t pid, long *sid, unsigned long long *start)
 {
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	char path[64], buf[512], *p;
-	long sid = 0;
+	char path[64], buf[1024], *p;
 	FILE *f;
 	size_t n;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)ctx->pid);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	f = fopen(path, "re");
 	if (!f)
-		return ctx->pid;
+		return -1;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
 	/* comm may hold spaces and parentheses: skip to the last ')'. */
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1, " %*c %*d %*d %ld", &sid) != 1)
-		return ctx->pid;
-	return (pid_t)sid;
+	if (!p || sscanf(p + 1, " %*c %*d %*d %ld %*d %*d %*u %*u %*u %*u "
+			"%*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", sid,
+			start) != 2)
+		return -1;
+	return 0;
+}
+
+/*
+ * Who the process behind req is, for the shell idiom: its process
+ * session, uid, and the start time of the session's leader (0 once the
+ * leader exited), so that a recycled session id is another key.
+ */
+static void files_who(fuse_req_t req, struct fs_who *who)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	unsigned long long start = 0;
+	long sid, lsid;
+
+	who->uid = ctx->uid;
+	who->sid = ctx->pid;
+	who->start = 0;
+	if (files_stat_fields(ctx->pid, &sid, &start))
+		return;
+	who->sid = (pid_t)sid;
+	if (files_stat_fields((pid_t)sid, &lsid, &start) || lsid != sid)
+		start = 0;
+	who->start = start;
+}
+
+/* The prompt bytes h holds go back to its uid's allowance. */
+static void files_uncharge(struct fs_handle *h)
+{
+	if (!h->charged)
+		return;
+	fs_use_release(h->fm->fs, h->uid, FS_USE_PROMPT_BYTES, h->charged);
+	h->charged = 0;
 }
 
 static void files_touch(struct fs_handle *h)
@@ -71,6 +105,14 @@ static void files_touch(struct fs_handle *h)
 }
 
 /* ---- generate and chat ------------------------------------------------- */
+
+/* The prefix of errors lines about a write to a file of kind k. */
+static const char *files_kind_name(enum fs_kind k)
+{
+	if (k == FS_K_TOKENIZE)
+		return "tokenize";
+	return k == FS_K_CHAT || k == FS_K_SCHAT ? "chat" : "generate";
+}
 
 /* A new generation of what h holds; h->lock held. */
 static struct fs_stream *files_submit(struct fs_handle *h)
@@ -93,6 +135,13 @@ static struct fs_stream *files_submit(struct fs_handle *h)
 	s = rc ? NULL : fs_stream_new(fm, h->session, h->in.p ? h->in.p : "",
 		len, files_gen_kind(h->node.kind), &cfg);
 	fs_config_free(&cfg);
+	fs_buf_free(&h->in);
+	if (s) {
+		/* The prompt's bytes stay charged until it is tokenized. */
+		s->prompt_charged = h->charged;
+		h->charged = 0;
+	}
+	files_uncharge(h);
 	if (!s) {
 		pthread_mutex_lock(&fm->lock);
 		fs_session_put(fm, h->session);
@@ -100,8 +149,21 @@ static struct fs_stream *files_submit(struct fs_handle *h)
 		fs_errors_add(&fm->errors, "generate: out of memory");
 		return NULL;
 	}
-	s->sid = h->sid;
-	fs_buf_free(&h->in);
+	s->sid = h->who.sid;
+	s->uid = h->uid;
+	rc = fs_use_charge(fm->fs, s->uid, FS_USE_GENERATIONS, 1);
+	if (rc) {
+		/* The reader gets the error; nothing runs. */
+		fs_errors_add(&fm->errors, "%s: uid %u holds %llu %s, the "
+			"limit (--max-generations); read or close them",
+			files_kind_name(h->node.kind), (unsigned)s->uid,
+			(unsigned long long)fs_use_limit(fm->fs,
+				FS_USE_GENERATIONS),
+			fs_use_what(FS_USE_GENERATIONS));
+		fs_stream_finish(s, rc);
+		return s;
+	}
+	s->charged = true;
 	fs_model_submit(fm, fs_stream_get(s));
 	return s;
 }
@@ -114,8 +176,8 @@ static void files_submit_pending(struct fs_handle *h)
 	if (!s)
 		return;
 	pthread_mutex_lock(&h->fm->lock);
-	fs_pending_set(h->fm, h->session, h->sid, files_gen_kind(h->node.kind),
-		s);
+	fs_pending_set(h->fm, h->session, &h->who,
+		files_gen_kind(h->node.kind), s);
 	pthread_mutex_unlock(&h->fm->lock);
 }
 
@@ -126,13 +188,18 @@ static struct fs_stream *files_gen_stream(struct fs_handle *h,
 	struct fs_stream *s;
 
 	pthread_mutex_lock(&h->lock);
-	if (!h->stream && h->in.len)
+	if (!h->stream && h->in.len && !h->failed)
 		h->stream = files_submit(h);
+	if (!h->stream && h->failed) {
+		pthread_mutex_unlock(&h->lock);
+		return NULL;
+	}
 	if (!h->stream) {
-		pid_t sid = files_sid(req);
+		struct fs_who who;
 
+		files_who(req, &who);
 		pthread_mutex_lock(&h->fm->lock);
-		h->stream = fs_pending_take(h->fm, h->session, sid,
+		h->stream = fs_pending_take(h->fm, h->session, &who,
 			files_gen_kind(h->node.kind));
 		pthread_mutex_unlock(&h->fm->lock);
 	}
@@ -141,33 +208,79 @@ static struct fs_stream *files_gen_stream(struct fs_handle *h,
 	return s;
 }
 
+/* Has the reader of s seen all of it, its end included? */
+static bool files_stream_drained(struct fs_stream *s)
+{
+	bool done;
+
+	pthread_mutex_lock(&s->lock);
+	done = s->state == FS_STREAM_DONE && s->rpos == s->out.len;
+	pthread_mutex_unlock(&s->lock);
+	return done;
+}
+
+/*
+ * Bytes of a prompt. A descriptor whose answer still streams refuses a new
+ * prompt (EBUSY): read it to EOF first, or close. A failed write (EFBIG,
+ * ENOMEM) poisons the descriptor: nothing it wrote is ever submitted.
+ */
 static int files_gen_write(struct fs_handle *h, fuse_req_t req,
 		const char *buf, size_t size)
 {
 	struct fs_model *fm = h->fm;
+	const char *what = files_kind_name(h->node.kind);
 	struct fs_stream *old = NULL;
 	int rc;
 
 	if (fs_model_state(fm) == FS_MODEL_FAILED) {
 		fs_errors_add(&fm->errors,
-			"generate: the model failed to load; see the lines above");
+			"%s: the model failed to load; see the lines above",
+			what);
 		return -EIO;
 	}
 	pthread_mutex_lock(&h->lock);
+	if (h->failed) {
+		rc = h->failed;
+		goto out;
+	}
+	if (h->stream && !files_stream_drained(h->stream)) {
+		fs_errors_add(&fm->errors, "%s: a write while the answer "
+			"streams; read it to EOF or close first", what);
+		rc = -EBUSY;
+		goto out;
+	}
 	if (h->stream) {
-		/* A new prompt on a descriptor that already read an answer. */
+		/* A new prompt after the answer was read whole. */
 		old = h->stream;
 		h->stream = NULL;
 	}
 	if (h->in.len + size > FILES_INPUT_MAX) {
 		rc = -EFBIG;
-		fs_errors_add(&fm->errors, "generate: prompt over %u bytes",
-			FILES_INPUT_MAX);
+		fs_errors_add(&fm->errors, "%s: prompt over %u bytes; "
+			"nothing of it is submitted", what, FILES_INPUT_MAX);
 	} else {
+		rc = fs_use_charge(fm->fs, h->uid, FS_USE_PROMPT_BYTES, size);
+		if (rc)
+			fs_errors_add(&fm->errors, "%s: uid %u holds %llu %s, "
+				"the limit (--max-prompt-bytes); nothing of "
+				"this prompt is submitted", what,
+				(unsigned)h->uid, (unsigned long long)
+				fs_use_limit(fm->fs, FS_USE_PROMPT_BYTES),
+				fs_use_what(FS_USE_PROMPT_BYTES));
+	}
+	if (!rc) {
+		h->charged += size;
 		rc = fs_buf_add(&h->in, buf, size);
-		h->sid = files_sid(req);
+		files_who(req, &h->who);
+		h->sid = h->who.sid;
 		h->wrote = true;
 	}
+	if (rc) {
+		h->failed = rc;
+		fs_buf_free(&h->in);
+		files_uncharge(h);
+	}
+out:
 	pthread_mutex_unlock(&h->lock);
 	if (old) {
 		fs_stream_cancel(old);
@@ -190,7 +303,7 @@ static void files_job_open_text(struct fs_model *fm, struct fs_job *job,
 		if (rc && err.msg[0])
 			fs_errors_add(&fm->errors, "placement: %s", err.msg);
 	} else if (!cancelled) {
-		rc = fm->provider->kv(fm, &h->text);
+		rc = fm->provider->kv(fm, h->uid, &h->text);
 	}
 	if (rc) {
 		fuse_reply_err(job->req, -rc);
@@ -297,12 +410,12 @@ static int files_text(struct fs *fs, struct fs_handle *h, fuse_req_t req)
 		if (fs->opt.ro)
 			return -EROFS;
 		pthread_mutex_lock(&fm->lock);
-		ss = fs_session_create(fm, ctx->uid, ctx->gid);
+		ss = fs_session_create(fm, ctx->uid, ctx->gid, &rc);
 		if (ss)
 			rc = fs_buf_printf(&h->text, "%llu\n",
 				(unsigned long long)ss->id);
 		pthread_mutex_unlock(&fm->lock);
-		return ss ? rc : -ENOMEM;
+		return rc;
 	default:
 		return 0;
 	}
@@ -318,20 +431,27 @@ static void files_link(struct fs *fs, struct fs_handle *h)
 	pthread_mutex_unlock(&fs->handles_lock);
 }
 
+/* A session's files are its creator's (and root's) alone. */
 static int files_open_session(struct fs_handle *h)
 {
 	struct fs_model *fm = h->fm;
 	struct fs_session *ss;
+	int rc = 0;
 
 	pthread_mutex_lock(&fm->lock);
 	ss = fs_session_find(fm, h->node.aux);
-	if (ss) {
+	if (ss && h->uid && h->uid != ss->uid) {
+		rc = -EACCES;
+		ss = NULL;
+	} else if (ss) {
 		ss->refs++;
 		ss->atime = fs_wall();
+	} else {
+		rc = -ENOENT;
 	}
 	pthread_mutex_unlock(&fm->lock);
 	h->session = ss;
-	return ss ? 0 : -ENOENT;
+	return rc;
 }
 
 int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
@@ -350,12 +470,18 @@ int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
 		return -EISDIR;
 	if (writes && !(st.st_mode & 0222))
 		return fs->opt.ro ? -EROFS : -EACCES;
+	/* The model-wide settings are the mount owner's, unless shared. */
+	if (writes && (n->kind == FS_K_CONFIG || n->kind == FS_K_PLACEMENT ||
+			n->kind == FS_K_KV) &&
+			!fs_may_write_model(fs, fuse_req_ctx(req)->uid))
+		return -EACCES;
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
 	pthread_mutex_init(&h->lock, NULL);
 	h->node = *n;
 	h->fm = fs_tree_model(fs, n);
+	h->uid = fuse_req_ctx(req)->uid;
 	h->readable = acc != O_WRONLY;
 	fi->fh = (uintptr_t)h;
 	/* Everything is generated: no page cache, sizes mean nothing. */
@@ -438,6 +564,16 @@ void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 
 	files_touch(h);
 	if (files_is_gen(h->node.kind)) {
+		int failed;
+
+		pthread_mutex_lock(&h->lock);
+		failed = h->stream ? 0 : h->failed;
+		pthread_mutex_unlock(&h->lock);
+		if (failed) {
+			/* Its prompt was refused: say so again, never EOF. */
+			fuse_reply_err(req, -failed);
+			return;
+		}
 		s = files_gen_stream(h, req);
 		if (!s) {
 			fuse_reply_buf(req, NULL, 0);
@@ -488,6 +624,11 @@ int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 				"placement: commands over 4096 bytes");
 			return -EINVAL;
 		}
+		if (memchr(buf, '\0', size)) {
+			fs_errors_add(&fm->errors,
+				"placement: a NUL byte in the commands");
+			return -EINVAL;
+		}
 		fs_buf_free(&h->in);
 		rc = fs_buf_add(&h->in, buf, size);
 		return rc ? rc : files_job(h, req, files_job_placement, size,
@@ -529,7 +670,7 @@ int fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
 	if (!files_is_gen(h->node.kind))
 		return 0;
 	pthread_mutex_lock(&h->lock);
-	if (h->in.len && !h->stream) {
+	if (h->in.len && !h->stream && !h->failed) {
 		if (h->readable)
 			h->stream = files_submit(h);
 		else
@@ -562,7 +703,7 @@ void fs_file_release(struct fs *fs, struct fs_handle *h)
 	struct fs_model *fm = h->fm;
 
 	if (files_is_gen(h->node.kind) && h->in.len && !h->stream &&
-			!h->readable)
+			!h->readable && !h->failed)
 		files_submit_pending(h);
 	if (h->stream) {
 		fs_stream_cancel(h->stream);
@@ -583,6 +724,7 @@ void fs_file_release(struct fs *fs, struct fs_handle *h)
 		pthread_mutex_unlock(&fm->lock);
 	}
 	fs_buf_free(&h->in);
+	files_uncharge(h);
 	fs_buf_free(&h->text);
 	pthread_mutex_destroy(&h->lock);
 	free(h);

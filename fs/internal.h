@@ -67,16 +67,29 @@ double fs_wall(void);
 
 struct fs_errors {
 	pthread_mutex_t lock;
-	char *lines[FS_ERRORS_MAX];  /* ring; each "TIMESTAMP message" */
-	unsigned head;               /* next slot */
+	char *lines[FS_ERRORS_MAX];  /* oldest first; "TIMESTAMP message" */
+	uid_t uids[FS_ERRORS_MAX];   /* whose request caused each line */
 	unsigned n;
 	uint64_t total;
 };
 
+/*
+ * The uid a line of errors is charged to: set by every FUSE handler (the
+ * requester) and by the scheduler around the work of one stream; -1 is
+ * the daemon's own (load, sha256). A full ring drops the oldest line of
+ * the uid holding the most lines, so that one user's flood only ever
+ * pushes out that user's lines.
+ */
+#define FS_UID_DAEMON ((uid_t)-1)
+extern _Thread_local uid_t fs_errors_uid;
+
 void fs_errors_init(struct fs_errors *e);
 void fs_errors_destroy(struct fs_errors *e);
+/* Control bytes and bytes of invalid UTF-8 in the message are escaped. */
 void fs_errors_add(struct fs_errors *e, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* An engine message without its own "generate: " prefix, for "chat: ...". */
+const char *fs_errors_bare(const char *msg);
 int fs_errors_format(struct fs_errors *e, struct fs_buf *b);
 
 /* ---- config ------------------------------------------------------------ */
@@ -136,6 +149,23 @@ enum fs_stream_state {
 struct fs_model;
 struct fs_session;
 
+/*
+ * Who submitted an answer of the shell idiom: the process session and
+ * uid of the writer, and the start time of the session's leader (0 once
+ * it exited), so that a session id recycled by another process session
+ * never matches.
+ */
+struct fs_who {
+	pid_t sid;
+	uid_t uid;
+	uint64_t start;    /* /proc/SID/stat starttime, clock ticks */
+};
+/*
+ * Ticks are 10 ms: two sessions made in one tick have the same start, so
+ * the pending answer also holds a pidfd of the writer's leader. A leader
+ * that died while a live one now has its id means a recycled id.
+ */
+
 struct fs_stream {
 	pthread_mutex_t lock;
 	unsigned refs;                 /* protected by lock */
@@ -144,6 +174,7 @@ struct fs_stream {
 	enum fs_stream_state state;    /* protected by lock */
 	int error;                     /* negative errno when FAILED */
 	bool cancel;                   /* protected by lock */
+	bool paused;                   /* unread text over the limit; lock */
 	struct fuse_pollhandle *ph;    /* protected by lock */
 	unsigned waiters;              /* parked reads; protected by wait_lock */
 	uint32_t n_prompt, n_total;    /* tokens in the sequence; by lock */
@@ -151,6 +182,9 @@ struct fs_stream {
 	/* Input, fixed when submitted. */
 	uint64_t id;                   /* per model, from 1 */
 	pid_t sid;                     /* of the writer */
+	uid_t uid;                     /* of the writer: charged to it */
+	bool charged;                  /* one of uid's FS_USE_GENERATIONS */
+	uint64_t prompt_charged;       /* uid's FS_USE_PROMPT_BYTES it holds */
 	struct fs_model *model;
 	struct fs_session *session;    /* reference, or NULL */
 	char *prompt;
@@ -164,6 +198,9 @@ struct fs_stream {
 	/* The scheduler's own. */
 	struct engine_seq *seq;
 	struct engine_generation *gen;
+	struct engine_batch_item prefill;  /* the prompt, fed in chunks */
+	size_t prefill_done;               /* its tokens already evaluated */
+	bool prefilling;
 	char *text;                    /* a session turn's whole prompt */
 	char *turn;                    /* its new part, for the conversation */
 	size_t turn_len;
@@ -178,6 +215,13 @@ void fs_stream_put(struct fs_stream *s);
 /* Scheduler side: more text, the end (error 0 or negative errno). */
 void fs_stream_append(struct fs_stream *s, const char *text, size_t n);
 void fs_stream_finish(struct fs_stream *s, int error);
+/*
+ * The prompt is no longer needed (it was tokenized; no history keeps it):
+ * free it and give its bytes back to the writer's allowance.
+ */
+void fs_stream_drop_prompt(struct fs_stream *s);
+/* Bytes appended and not yet read: the scheduler pauses past a limit. */
+size_t fs_stream_unread(struct fs_stream *s);
 /* Reader side: stop the generation (no-op once it ended). */
 void fs_stream_cancel(struct fs_stream *s);
 bool fs_stream_cancelled(struct fs_stream *s);
@@ -205,9 +249,10 @@ struct fs_session {
 	struct fs_session *next;
 };
 
-/* An answer submitted by `cat prompt > generate`, by session id. */
+/* An answer submitted by `cat prompt > generate`, by process session. */
 struct fs_pending {
-	pid_t sid;
+	struct fs_who who;
+	int leader;        /* pidfd of the session's leader, or -1 */
 	enum fs_gen_kind kind;
 	double when;
 	struct fs_stream *stream;
@@ -216,17 +261,19 @@ struct fs_pending {
 
 /* All with fm->lock held. */
 struct fs_session *fs_session_find(struct fs_model *fm, uint64_t id);
+/* NULL with *rc -EMFILE past uid's limit (and an errors line), -ENOMEM. */
 struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid,
-		gid_t gid);
+		gid_t gid, int *rc);
 void fs_session_remove(struct fs_model *fm, struct fs_session *ss);
 /* Drop a reference; fm->lock held. */
 void fs_session_put(struct fs_model *fm, struct fs_session *ss);
-/* Replace the waiting answer for (ss or sid, kind); takes s's reference. */
-void fs_pending_set(struct fs_model *fm, struct fs_session *ss, pid_t sid,
-		enum fs_gen_kind kind, struct fs_stream *s);
+/* Replace the waiting answer for (ss or who, kind); takes s's reference. */
+void fs_pending_set(struct fs_model *fm, struct fs_session *ss,
+		const struct fs_who *who, enum fs_gen_kind kind,
+		struct fs_stream *s);
 /* Take the waiting answer (caller owns the reference), or NULL. */
 struct fs_stream *fs_pending_take(struct fs_model *fm, struct fs_session *ss,
-		pid_t sid, enum fs_gen_kind kind);
+		const struct fs_who *who, enum fs_gen_kind kind);
 /* Remove idle sessions and stale answers; returns how many went. */
 unsigned fs_session_reap(struct fs_model *fm, double now, double idle);
 void fs_session_free_all(struct fs_model *fm);
@@ -297,6 +344,7 @@ struct fs_model {
 	uint64_t next_session;
 	uint64_t next_stream;
 	struct fs_pending *pending;    /* by lock */
+	uint64_t unpaused;             /* readers that made room; by lock */
 	pthread_rwlock_t weights_lock; /* readers of weights/, vs placement */
 
 	pthread_t thread;
@@ -364,7 +412,8 @@ void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
 int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size);
 
 /* kvfile.c: the kv file and the KV options (on the scheduler thread). */
-int fs_text_kv(struct fs_model *fm, struct fs_buf *b);
+/* Another uid's sequences are shown as "other" to uid. */
+int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b);
 void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
 		bool cancelled);
 /* --kv-type-k/-v and --kv-mem for mount.c: 0, or -EINVAL after a line. */
@@ -393,7 +442,44 @@ struct fs_options {
 	int numa_node;
 	struct io_device_set devices;  /* the machine + --devices / LLMFS_DEVICES */
 	bool progress;         /* -f with stderr on a terminal: a load bar */
+	/* Limits (limits.c); 0 means the default there. */
+	unsigned max_sessions;      /* --max-sessions: per uid */
+	unsigned max_generations;   /* --max-generations: per uid */
+	uint64_t max_prompt_bytes;  /* --max-prompt-bytes: per uid */
+	uint64_t stream_buffer;     /* --stream-buffer: unread bytes */
+	unsigned prefill_chunk;     /* --prefill-chunk: tokens per step */
+	bool shared_config;         /* --shared-config: anyone may write */
 };
+
+/* ---- per-uid limits (limits.c) ------------------------------------------ */
+
+enum fs_use {
+	FS_USE_SESSIONS,      /* sessions/N directories */
+	FS_USE_GENERATIONS,   /* answers queued, running or unread */
+	FS_USE_PROMPT_BYTES,  /* written to generate/chat, not submitted */
+	FS_USE_COUNT,
+};
+
+struct fs_uid_use {
+	uid_t uid;
+	uint64_t n[FS_USE_COUNT];
+	struct fs_uid_use *next;
+};
+
+/*
+ * Charge n of u to uid: 0, or past its limit -EMFILE (sessions), -EAGAIN
+ * (generations), -ENOMEM (prompt bytes), nothing charged; the caller
+ * writes the errors line (fs_use_what says what ran out).
+ */
+int fs_use_charge(struct fs *fs, uid_t uid, enum fs_use u, uint64_t n);
+void fs_use_release(struct fs *fs, uid_t uid, enum fs_use u, uint64_t n);
+uint64_t fs_use_limit(const struct fs *fs, enum fs_use u);
+const char *fs_use_what(enum fs_use u);
+void fs_use_free_all(struct fs *fs);
+uint64_t fs_stream_buffer(const struct fs *fs);
+unsigned fs_prefill_chunk(const struct fs *fs);
+/* May uid write the model-wide config and placement? */
+bool fs_may_write_model(const struct fs *fs, uid_t uid);
 
 struct fs_waiter;
 
@@ -433,6 +519,9 @@ struct fs {
 	pthread_t progress;
 	bool progress_started;
 
+	pthread_mutex_t use_lock;      /* per-uid charges */
+	struct fs_uid_use *use;
+
 	pthread_mutex_t reap_lock;
 	pthread_cond_t reap_cond;
 	bool reap_stop;
@@ -450,7 +539,7 @@ void fs_progress_stop(struct fs *fs);
 void fs_progress_print(struct fs *fs, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Answer every parked read with EOF (unmount). */
+/* Answer every parked read: its text, else EIO (the daemon ends). */
 void fs_waiters_flush(struct fs *fs);
 /* The thread that answers parked reads, off the scheduler's path. */
 int fs_waker_start(struct fs *fs);
@@ -507,13 +596,23 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 		fuse_req_t req);
 int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 		const char *name, struct fs_node *out);
+/* The session ids of a sessions/ listing, taken at opendir. */
+struct fs_dir_snap {
+	size_t n;
+	uint64_t ids[];
+};
+
+/* *out is malloc'ed (free(3)): the live sessions, oldest first. */
+int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
+		struct fs_dir_snap **out);
 /*
  * Directory entry i of dir into *child and *name (a static or the
- * model's string); 1 if there is one, 0 past the end.
+ * model's string); 1 if there is one, 0 past the end. sessions/ lists
+ * the ids of snap.
  */
 int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
-		struct fs_node *child, const char **name, char *tmp,
-		size_t tmp_cap);
+		const struct fs_dir_snap *snap, struct fs_node *child,
+		const char **name, char *tmp, size_t tmp_cap);
 struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n);
 /* Does fm's provider give this file (provider.c)? The optional ones. */
 bool fs_provider_has(const struct fs_model *fm, enum fs_kind k);
@@ -530,6 +629,10 @@ struct fs_handle {
 	bool have_text;
 	struct fs_stream *stream;      /* generate/chat: the answer */
 	pid_t sid;                     /* of the writer */
+	struct fs_who who;             /* of the writer */
+	uid_t uid;                     /* of the opener */
+	uint64_t charged;              /* bytes of in charged to uid */
+	int failed;                    /* a write failed: nothing submitted */
 	bool wrote;
 	bool readable;
 	struct fs_handle *prev, *next; /* in fs.handles */

@@ -101,7 +101,7 @@ static int kv_text_pairs(struct fs_model *fm, struct fs_buf *b,
 	return rc;
 }
 
-int fs_text_kv(struct fs_model *fm, struct fs_buf *b)
+int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 {
 	const struct engine_model_info *in = fm->info;
 	struct engine_kv_stats st;
@@ -134,13 +134,23 @@ int fs_text_kv(struct fs_model *fm, struct fs_buf *b)
 		n);
 	if (!rc)
 		rc = kv_text_pairs(fm, b, &st);
+	/*
+	 * Whose a sequence is, only to its own uid (and root): a process
+	 * session id of another user is a key to hunt for.
+	 */
 	for (struct fs_stream *s = fm->active; s && !rc; s = s->next) {
 		pthread_mutex_lock(&s->lock);
-		rc = fs_buf_printf(b, "sequence %llu %s%llu %u/%u\n",
-			(unsigned long long)s->id,
-			s->session ? "session-" : "pid-session-",
-			(unsigned long long)(s->session ? s->session->id :
-				(uint64_t)s->sid), s->n_total, in->n_ctx);
+		if (uid && uid != s->uid)
+			rc = fs_buf_printf(b, "sequence %llu other %u/%u\n",
+				(unsigned long long)s->id, s->n_total,
+				in->n_ctx);
+		else
+			rc = fs_buf_printf(b, "sequence %llu %s%llu %u/%u\n",
+				(unsigned long long)s->id,
+				s->session ? "session-" : "pid-session-",
+				(unsigned long long)(s->session ?
+					s->session->id : (uint64_t)s->sid),
+				s->n_total, in->n_ctx);
 		pthread_mutex_unlock(&s->lock);
 	}
 	pthread_mutex_lock(&fm->lock);

@@ -113,9 +113,12 @@ void fs_model_submit(struct fs_model *fm, struct fs_stream *s)
 
 	pthread_mutex_lock(&fm->lock);
 	if (fm->stop) {
-		/* Unmounting: no new generation, the reader gets EOF. */
+		/*
+		 * Unmounting: no new generation. Its reader gets EIO, not an
+		 * EOF that would pass for an empty answer.
+		 */
 		pthread_mutex_unlock(&fm->lock);
-		fs_stream_finish(s, 0);
+		fs_stream_finish(s, -EIO);
 		fs_stream_put(s);
 		return;
 	}

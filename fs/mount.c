@@ -94,6 +94,15 @@ static void mount_usage(FILE *f)
 		"[,timeout=S]\n"
 		"                    a model served by an OpenAI-compatible "
 		"server\n"
+		"  --max-sessions N  sessions/N per uid (1024)\n"
+		"  --max-generations N  answers queued, running or unread, "
+		"per uid (256)\n"
+		"  --max-prompt-bytes N  prompt bytes written, not submitted, "
+		"per uid (64 MiB)\n"
+		"  --stream-buffer N unread bytes before a generation pauses "
+		"(1 MiB)\n"
+		"  --prefill-chunk N prompt tokens per scheduler step (64)\n"
+		"  --shared-config   anyone may write config and placement\n"
 		"See llmfs(1) and Documentation/ABI.md.\n");
 }
 
@@ -380,10 +389,39 @@ static int mount_uint(const char *s, unsigned long max, unsigned long *out)
 		-EINVAL : 0;
 }
 
+/*
+ * The limits of limits.c, in the order of their options: --max-sessions,
+ * --max-generations, --max-prompt-bytes, --stream-buffer, --prefill-chunk.
+ */
+static int mount_limit(struct fs_options *o, int which, const char *arg)
+{
+	static const char *const names[] = { "max-sessions",
+		"max-generations", "max-prompt-bytes", "stream-buffer",
+		"prefill-chunk" };
+	unsigned long u;
+
+	if (mount_uint(arg, which == 2 || which == 3 ? 1ul << 40 : 1u << 20,
+			&u) || !u) {
+		fprintf(stderr, "llmfs: --%s: bad number '%s'\n", names[which],
+			arg);
+		return -EINVAL;
+	}
+	switch (which) {
+	case 0: o->max_sessions = u; break;
+	case 1: o->max_generations = u; break;
+	case 2: o->max_prompt_bytes = u; break;
+	case 3: o->stream_buffer = u; break;
+	default: o->prefill_chunk = u; break;
+	}
+	return 0;
+}
+
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA,
-		OPT_KV_TYPE_K, OPT_KV_TYPE_V, OPT_KV_MEM, OPT_DEVICES, OPT_REMOTE };
+		OPT_KV_TYPE_K, OPT_KV_TYPE_V, OPT_KV_MEM, OPT_DEVICES, OPT_REMOTE,
+		OPT_MAX_SESSIONS, OPT_MAX_GENERATIONS, OPT_MAX_PROMPT_BYTES,
+		OPT_STREAM_BUFFER, OPT_PREFILL_CHUNK, OPT_SHARED_CONFIG };
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "threads", required_argument, NULL, OPT_THREADS },
@@ -395,6 +433,14 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
 		{ "devices", required_argument, NULL, OPT_DEVICES },
 		{ "remote", required_argument, NULL, OPT_REMOTE },
+		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
+		{ "max-generations", required_argument, NULL,
+			OPT_MAX_GENERATIONS },
+		{ "max-prompt-bytes", required_argument, NULL,
+			OPT_MAX_PROMPT_BYTES },
+		{ "stream-buffer", required_argument, NULL, OPT_STREAM_BUFFER },
+		{ "prefill-chunk", required_argument, NULL, OPT_PREFILL_CHUNK },
+		{ "shared-config", no_argument, NULL, OPT_SHARED_CONFIG },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -443,6 +489,16 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 			break;
 		case OPT_REMOTE:
 			rc = mount_add_remote(a, optarg);
+			break;
+		case OPT_MAX_SESSIONS:
+		case OPT_MAX_GENERATIONS:
+		case OPT_MAX_PROMPT_BYTES:
+		case OPT_STREAM_BUFFER:
+		case OPT_PREFILL_CHUNK:
+			rc = mount_limit(&a->opt, c - OPT_MAX_SESSIONS, optarg);
+			break;
+		case OPT_SHARED_CONFIG:
+			a->opt.shared_config = true;
 			break;
 		case OPT_NUMA:
 			if (io_numa_policy_parse(optarg, &a->opt.numa,
@@ -706,6 +762,7 @@ static void mount_fs_init(struct fs *fs, const struct fs_options *opt)
 	pthread_cond_init(&fs->wake_cond, NULL);
 	pthread_mutex_init(&fs->handles_lock, NULL);
 	pthread_mutex_init(&fs->reap_lock, NULL);
+	pthread_mutex_init(&fs->use_lock, NULL);
 	pthread_cond_init(&fs->reap_cond, NULL);
 	pthread_mutex_init(&fs->progress_lock, NULL);
 	pthread_cond_init(&fs->progress_cond, NULL);
@@ -737,6 +794,8 @@ static void mount_fs_free(struct fs *fs)
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_free(fs->models[i]);
 	free(fs->models);
+	fs_use_free_all(fs);
+	pthread_mutex_destroy(&fs->use_lock);
 	pthread_cond_destroy(&fs->progress_cond);
 	pthread_mutex_destroy(&fs->progress_lock);
 	pthread_cond_destroy(&fs->reap_cond);

@@ -16,8 +16,10 @@
 /* Seconds the kernel may cache names and attributes: sessions come and go. */
 #define OPS_TIMEOUT 1.0
 
+/* Every handler starts here: its errors lines go to the requester. */
 static struct fs *ops_fs(fuse_req_t req)
 {
+	fs_errors_uid = fuse_req_ctx(req)->uid;
 	return fuse_req_userdata(req);
 }
 
@@ -67,16 +69,38 @@ static void ops_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_attr(req, &st, OPS_TIMEOUT);
 }
 
-/* `cat prompt > generate` truncates first: accept it, and touch. */
+/*
+ * `cat prompt > generate` truncates first: accept it, and touch. A file
+ * nobody may write (0444, or all of them under -o ro) cannot be truncated
+ * either, not even by root: it is generated.
+ */
 static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		int to_set, struct fuse_file_info *fi)
 {
 	const int ok = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
 		FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
 		FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+	struct fs *fs = ops_fs(req);
+	struct stat st;
+	struct fs_node n;
+	int rc;
 
 	if (to_set & ~ok) {
 		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fs_node_of(ino, &n);
+	rc = fs_tree_stat(fs, &n, &st, req);
+	if (!rc && (to_set & FUSE_SET_ATTR_SIZE)) {
+		if (S_ISDIR(st.st_mode))
+			rc = -EISDIR;
+		else if (fs->opt.ro)
+			rc = -EROFS;
+		else if (!(st.st_mode & 0222))
+			rc = -EACCES;
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
 		return;
 	}
 	ops_getattr(req, ino, fi);
@@ -93,10 +117,24 @@ static void ops_opendir(fuse_req_t req, fuse_ino_t ino,
 	rc = fs_tree_stat(ops_fs(req), &n, &st, req);
 	if (!rc && !S_ISDIR(st.st_mode))
 		rc = -ENOTDIR;
+	fi->fh = 0;
+	if (!rc && n.kind == FS_K_SESSIONS) {
+		struct fs_dir_snap *snap;
+
+		rc = fs_tree_sessions(ops_fs(req), &n, &snap);
+		fi->fh = (uintptr_t)snap;
+	}
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_open(req, fi);
+}
+
+static void ops_releasedir(fuse_req_t req, fuse_ino_t ino,
+		struct fuse_file_info *fi)
+{
+	free((void *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
 }
 
 static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
@@ -122,8 +160,9 @@ static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			st.st_ino = ino;
 			st.st_mode = S_IFDIR;
 		} else {
-			rc = fs_tree_entry(fs, &dir, i - 2, &child, &name, tmp,
-				sizeof(tmp));
+			rc = fs_tree_entry(fs, &dir, i - 2,
+				(const struct fs_dir_snap *)(uintptr_t)fi->fh,
+				&child, &name, tmp, sizeof(tmp));
 			if (rc <= 0)
 				break;
 			st.st_ino = fs_node_ino(&child);
@@ -197,6 +236,7 @@ static void ops_poll(fuse_req_t req, fuse_ino_t ino,
 static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = ops_fs(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fs_node p, n;
 	struct fs_model *fm;
 	struct fs_session *ss = NULL;
@@ -210,10 +250,15 @@ static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fm = fs_tree_model(fs, &n);
 		pthread_mutex_lock(&fm->lock);
 		ss = fs_session_find(fm, n.aux);
-		if (ss)
+		/* The kernel checks the sticky bit too; this holds without. */
+		if (ss && ctx->uid && ctx->uid != ss->uid &&
+				ctx->uid != fs->uid)
+			rc = -EPERM;
+		else if (ss)
 			fs_session_remove(fm, ss);
+		else
+			rc = -ENOENT;
 		pthread_mutex_unlock(&fm->lock);
-		rc = ss ? 0 : -ENOENT;
 	}
 	fuse_reply_err(req, -rc);
 }
@@ -242,6 +287,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.getattr = ops_getattr,
 	.setattr = ops_setattr,
 	.opendir = ops_opendir,
+	.releasedir = ops_releasedir,
 	.readdir = ops_readdir,
 	.open = ops_open,
 	.read = ops_read,

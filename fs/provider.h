@@ -45,7 +45,8 @@ struct fs_provider {
 	void (*free)(struct fs_model *fm);
 
 	/* Optional: NULL and the file is absent. */
-	int (*kv)(struct fs_model *fm, struct fs_buf *b); /* serve's thread */
+	/* serve's thread; another uid's sequences shown as "other" */
+	int (*kv)(struct fs_model *fm, uid_t uid, struct fs_buf *b);
 	int (*placement_format)(struct fs_model *fm, struct fs_buf *b,
 				struct err *err); /* serve's thread */
 	int (*weights_index)(struct fs_model *fm, struct fs_buf *b);

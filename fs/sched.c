@@ -7,8 +7,23 @@
  * engine_forward() over the batch, engine_generation_accept() for each.
  * One forward pass per step for every generation is what lets all of them
  * progress together, and it is where continuous batching will go.
+ *
+ * Chunked prefill: a prompt longer than fs_prefill_chunk() tokens is fed
+ * in chunks, one per step, alongside the decode tokens of the others, so
+ * that a long prompt delays a running answer by one chunk per token, not
+ * by the whole prompt. The chunks of a step share one budget of
+ * fs_prefill_chunk() tokens, the prompt with the fewest tokens left first
+ * (a short prompt behind a long one starts at once).
+ *
+ * A generation whose reader has more than fs_stream_buffer() bytes unread
+ * is paused (skipped) until the reader catches up; when every active one
+ * is paused, the thread sleeps until a reader makes room.
+ *
+ * Every failure of a generation reaches its reader as EIO (ABI.md), its
+ * reason as one errors line; an answer cut short by the unmount too.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,7 +355,7 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		goto out_end;
 	}
 	if (s->kind == FS_GEN_TOKENIZE) {
-		rc = sched_tokenize(fm, s);
+		rc = sched_tokenize(fm, s) ? -EIO : 0;
 		goto out_end;
 	}
 	if (s->kind == FS_GEN_CHAT && fm->chat_format == ENGINE_CHAT_RAW)
@@ -351,8 +366,18 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 	if (!rc)
 		rc = engine_generation_new(&s->gen, fm->m, s->seq, text, len,
 			&opt, &err);
-	if (!rc && (fm->kv_wait ||
-		    (rc = sched_reserve(fm, s, &err)) == -EAGAIN)) {
+	/* After this, only a session's history needs the prompt. */
+	if (!s->session)
+		fs_stream_drop_prompt(s);
+	if (rc) {
+		/* the prompt itself (over the context, no tokens): EIO */
+		fs_errors_add(&fm->errors, "%s: %s",
+			s->kind == FS_GEN_CHAT ? "chat" : "generate",
+			fs_errors_bare(err.msg));
+		rc = -EIO;
+		goto out_end;
+	}
+	if (fm->kv_wait || (rc = sched_reserve(fm, s, &err)) == -EAGAIN) {
 		/* the pool is promised to others: wait in line */
 		struct fs_stream **pp = &fm->kv_wait;
 
@@ -363,8 +388,10 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		return;
 	}
 	if (rc) {
+		/* the KV budget can never hold it: ENOSPC (kv.md) */
 		fs_errors_add(&fm->errors, "%s: %s",
-			s->kind == FS_GEN_CHAT ? "chat" : "generate", err.msg);
+			s->kind == FS_GEN_CHAT ? "chat" : "generate",
+			fs_errors_bare(err.msg));
 		goto out_end;
 	}
 	sched_run(fm, s);
@@ -405,64 +432,204 @@ static void sched_remove(struct fs_model *fm, struct fs_stream *s)
 	*pp = s->next;
 }
 
-/* One forward pass over every active generation. */
-static void sched_step(struct fs_model *fm, struct sched_batch *b)
+static const char *sched_what(const struct fs_stream *s)
+{
+	return s->kind == FS_GEN_CHAT ? "chat" : "generate";
+}
+
+/* Too much unread text: skip s until its reader catches up. */
+static bool sched_paused(struct fs_model *fm, struct fs_stream *s)
+{
+	bool paused;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->out.len - s->rpos > fs_stream_buffer(fm->fs))
+		s->paused = true;
+	paused = s->paused;
+	pthread_mutex_unlock(&s->lock);
+	return paused;
+}
+
+/*
+ * The logits of a NaN or Inf weight (or a broken kernel) would sample
+ * garbage without a word: end the generation with EIO instead.
+ */
+static int sched_check_logits(struct fs_model *fm, struct fs_stream *s,
+		const struct engine_batch_item *it)
+{
+	if (!it->logits)
+		return 0;
+	for (uint32_t i = 0; i < fm->info->n_vocab; i++) {
+		if (!isfinite(it->logits[i])) {
+			fs_errors_add(&fm->errors, "%s: the logits are not "
+				"finite (NaN or Inf) at token %u: the weights "
+				"or the computation are broken", sched_what(s),
+				engine_seq_length(s->seq));
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Prepare s for this step: 1 with an item in *it, 0 to skip it this step
+ * (paused, or a prompt to feed in chunks), or its end (0 or negative
+ * errno, also in *end) with *ended set.
+ */
+static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
+		struct engine_batch_item *it, bool *ended)
+{
+	struct err err = {0};
+	char out[4096];
+	size_t len;
+	int rc;
+
+	*ended = false;
+	if (fs_stream_cancelled(s)) {
+		*ended = true;
+		return -ECANCELED;
+	}
+	if (s->prefilling || sched_paused(fm, s))
+		return 0;
+	fs_errors_uid = s->uid;
+	rc = engine_generation_prepare(s->gen, it);
+	if (rc == 1 && engine_seq_length(s->seq) + it->n_tokens >
+			engine_seq_capacity(s->seq)) {
+		/*
+		 * The context is full: alone, the forward pass fails with
+		 * -ENOSPC and the generation ends as at n_ctx, its held-back
+		 * text flushed (it would fail the batch).
+		 */
+		len = 0;
+		rc = engine_generation_step(s->gen, out, sizeof(out), &len,
+			&err);
+		fs_stream_append(s, out, len);
+		if (rc < 0) {
+			fs_errors_add(&fm->errors, "%s: %s", sched_what(s),
+				fs_errors_bare(err.msg));
+			rc = -EIO;
+		}
+		if (rc > 0)
+			return 0;
+	}
+	if (rc == 1 && it->n_tokens > fs_prefill_chunk(fm->fs)) {
+		s->prefill = *it;
+		s->prefill_done = 0;
+		s->prefilling = true;
+		return 0;
+	}
+	if (rc != 1)
+		*ended = true;
+	return rc;
+}
+
+/* Is s among the streams [from, n) of the batch? */
+static bool sched_in_batch(const struct sched_batch *b, size_t from,
+		size_t n, const struct fs_stream *s)
+{
+	for (size_t i = from; i < n; i++)
+		if (b->streams[i] == s)
+			return true;
+	return false;
+}
+
+/* This step's prompt chunks, fewest tokens left first; returns new n. */
+static size_t sched_chunks(struct fs_model *fm, struct sched_batch *b,
+		size_t n)
+{
+	size_t budget = fs_prefill_chunk(fm->fs), from = n, take, left;
+	struct fs_stream *s, *best;
+
+	while (budget) {
+		best = NULL;
+		for (s = fm->active; s; s = s->next)
+			if (s->prefilling && !fs_stream_cancelled(s) &&
+					!sched_in_batch(b, from, n, s) &&
+					(!best || s->prefill.n_tokens -
+					s->prefill_done < best->prefill.n_tokens -
+					best->prefill_done))
+				best = s;
+		if (!best || (n == b->cap && sched_batch_grow(b)))
+			break;
+		left = best->prefill.n_tokens - best->prefill_done;
+		take = left < budget ? left : budget;
+		b->items[n] = best->prefill;
+		b->items[n].tokens += best->prefill_done;
+		b->items[n].n_tokens = take;
+		if (take < left)
+			b->items[n].logits = NULL;
+		b->streams[n++] = best;
+		budget -= take;
+	}
+	return n;
+}
+
+/* After the forward pass: one chunk more of s's prompt; true if not done. */
+static bool sched_chunk_done(struct fs_stream *s,
+		const struct engine_batch_item *it)
+{
+	if (!s->prefilling)
+		return false;
+	s->prefill_done += it->n_tokens;
+	if (s->prefill_done < s->prefill.n_tokens)
+		return true;
+	s->prefilling = false;
+	return false;
+}
+
+/*
+ * One forward pass over every active generation (a chunk of the prompts
+ * being read); returns how many items it ran, 0 when all are paused.
+ */
+static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 {
 	struct fs_stream **pp, *s;
 	struct err err = {0};
 	char out[4096];
 	size_t n = 0, len, np, nt;
+	bool ended;
 	int rc, frc;
 
 	for (pp = &fm->active; (s = *pp);) {
 		if (n == b->cap && sched_batch_grow(b))
 			break;    /* the rest waits for the next step */
-		rc = fs_stream_cancelled(s) ? -ECANCELED :
-			engine_generation_prepare(s->gen, &b->items[n]);
-		if (rc == 1 && engine_seq_length(s->seq) +
-				b->items[n].n_tokens >
-				engine_seq_capacity(s->seq)) {
-			/*
-			 * The context is full: alone, the forward pass fails
-			 * with -ENOSPC and the generation ends as at n_ctx,
-			 * its held-back text flushed (it would fail the batch).
-			 */
-			len = 0;
-			rc = engine_generation_step(s->gen, out, sizeof(out),
-				&len, &err);
-			fs_stream_append(s, out, len);
-			if (rc < 0)
-				fs_errors_add(&fm->errors, "generate: %s",
-					err.msg);
-			if (rc > 0) {
-				pp = &s->next;
-				continue;
-			}
-		}
-		if (rc == 1) {
-			b->streams[n++] = s;
-			pp = &s->next;
+		rc = sched_prepare(fm, s, &b->items[n], &ended);
+		if (ended) {
+			*pp = s->next;
+			sched_end(fm, s, rc);
 			continue;
 		}
-		*pp = s->next;
-		sched_end(fm, s, rc);
+		if (rc == 1)
+			b->streams[n++] = s;
+		pp = &s->next;
 	}
+	n = sched_chunks(fm, b, n);
 	if (!n)
-		return;
+		return 0;
 	frc = engine_forward(fm->m, b->items, n, &err);
-	if (frc)
+	if (frc) {
+		fs_errors_uid = FS_UID_DAEMON;
 		fs_errors_add(&fm->errors, "forward: %s", err.msg);
+		frc = -EIO;
+	}
 	for (size_t i = 0; i < n; i++) {
 		s = b->streams[i];
+		fs_errors_uid = s->uid;
 		rc = frc;
-		if (!frc) {
+		if (!rc && sched_chunk_done(s, &b->items[i]))
+			continue;
+		if (!rc)
+			rc = sched_check_logits(fm, s, &b->items[i]);
+		if (!rc) {
 			len = 0;
 			rc = engine_generation_accept(s->gen, out, sizeof(out),
 				&len, &err);
 			fs_stream_append(s, out, len);
-			if (rc < 0)
-				fs_errors_add(&fm->errors, "generate: %s",
-					err.msg);
+			if (rc < 0) {
+				fs_errors_add(&fm->errors, "%s: %s",
+					sched_what(s), fs_errors_bare(err.msg));
+				rc = -EIO;
+			}
 		}
 		if (rc <= 0) {
 			sched_remove(fm, s);
@@ -475,6 +642,7 @@ static void sched_step(struct fs_model *fm, struct sched_batch *b)
 		s->n_total = nt;
 		pthread_mutex_unlock(&s->lock);
 	}
+	return n;
 }
 
 static void sched_jobs(struct fs_model *fm, struct fs_job *jobs, bool cancel)
@@ -483,6 +651,7 @@ static void sched_jobs(struct fs_model *fm, struct fs_job *jobs, bool cancel)
 		struct fs_job *job = jobs;
 
 		jobs = job->next;
+		fs_errors_uid = fuse_req_ctx(job->req)->uid;
 		job->run(fm, job, cancel || fm->state != FS_MODEL_READY);
 	}
 }
@@ -493,13 +662,19 @@ void *fs_sched_main(void *arg)
 	struct sched_batch batch = {0};
 	struct fs_stream *queue, *s;
 	struct fs_job *jobs;
+	uint64_t unpaused = 0;
+	unsigned cut = 0;
+	bool idle = false;
 
 	sched_load(fm);
 	for (;;) {
 		pthread_mutex_lock(&fm->lock);
-		while (!fm->stop && !fm->queue && !fm->jobs && !fm->active &&
-		       !fm->kv_wait)
+		/* idle: every active generation is paused for its reader */
+		while (!fm->stop && !fm->queue && !fm->jobs &&
+				((!fm->active && !fm->kv_wait) || (fm->active &&
+				idle && fm->unpaused == unpaused)))
 			pthread_cond_wait(&fm->wake, &fm->lock);
+		unpaused = fm->unpaused;
 		queue = fm->queue;
 		jobs = fm->jobs;
 		fm->queue = NULL;
@@ -510,29 +685,40 @@ void *fs_sched_main(void *arg)
 		sched_jobs(fm, jobs, false);
 		while ((s = queue)) {
 			queue = s->next;
+			fs_errors_uid = s->uid;
 			sched_start(fm, s);
 		}
 		if (fm->kv_wait)
 			sched_kv_admit(fm);
-		if (fm->active)
-			sched_step(fm, &batch);
+		idle = fm->active && !sched_step(fm, &batch);
 	}
-	/* Unmount: what is in flight ends now; readers get EOF. */
+	/*
+	 * Unmount: what is in flight ends now. A reader still there gets
+	 * EIO, never an EOF that would pass for the whole answer.
+	 */
+	fs_errors_uid = FS_UID_DAEMON;
 	sched_jobs(fm, jobs, true);
 	while ((s = queue)) {
 		queue = s->next;
+		cut += !fs_stream_cancelled(s);
+		fs_stream_finish(s, -EIO);
 		fs_stream_cancel(s);
 		sched_start(fm, s);
 	}
 	while ((s = fm->active)) {
 		fm->active = s->next;
-		sched_end(fm, s, -ECANCELED);
+		cut += !fs_stream_cancelled(s);
+		sched_end(fm, s, fs_stream_cancelled(s) ? -ECANCELED : -EIO);
 	}
 	while ((s = fm->kv_wait)) {
 		fm->kv_wait = s->next;
-		sched_end(fm, s, -ECANCELED);
+		cut += !fs_stream_cancelled(s);
+		sched_end(fm, s, fs_stream_cancelled(s) ? -ECANCELED : -EIO);
 	}
 	fs_kv_free_recent(fm);
+	if (cut)
+		fs_errors_add(&fm->errors, "generate: %u answers cut short by "
+			"the unmount (their readers get EIO)", cut);
 	free(batch.items);
 	free(batch.streams);
 	return NULL;

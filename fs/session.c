@@ -6,13 +6,18 @@
  * with its own config overrides, its history, and its own slot for the
  * answer that `cat prompt > sessions/N/generate` submits, so that any
  * process can read it. In the model's own directory the slot is per
- * process session (getsid of the writer) instead: two shells never see each
- * other's answers.
+ * process session instead (struct fs_who: the writer's getsid, its uid and
+ * the start time of the session's leader): two shells never see each
+ * other's answers, nor does a process that recycled an exited session's
+ * id, nor a process of another uid in the same session.
  *
  * Everything here runs with fs_model.lock held.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -25,12 +30,24 @@ struct fs_session *fs_session_find(struct fs_model *fm, uint64_t id)
 }
 
 struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid,
-		gid_t gid)
+		gid_t gid, int *rc)
 {
-	struct fs_session *ss = calloc(1, sizeof(*ss));
+	struct fs_session *ss;
 
-	if (!ss)
+	*rc = fs_use_charge(fm->fs, uid, FS_USE_SESSIONS, 1);
+	if (*rc) {
+		fs_errors_add(&fm->errors, "sessions/new: uid %u holds %llu %s, "
+			"the limit (--max-sessions); rmdir some",
+			(unsigned)uid, (unsigned long long)fs_use_limit(fm->fs,
+				FS_USE_SESSIONS), fs_use_what(FS_USE_SESSIONS));
 		return NULL;
+	}
+	ss = calloc(1, sizeof(*ss));
+	if (!ss) {
+		fs_use_release(fm->fs, uid, FS_USE_SESSIONS, 1);
+		*rc = -ENOMEM;
+		return NULL;
+	}
 	ss->refs = 1;          /* the list's */
 	ss->id = ++fm->next_session;
 	ss->uid = uid;
@@ -89,14 +106,52 @@ void fs_session_remove(struct fs_model *fm, struct fs_session *ss)
 	if (ss->removed)
 		return;
 	ss->removed = true;
+	fs_use_release(fm->fs, ss->uid, FS_USE_SESSIONS, 1);
 	ss->refs++;
 	session_drop_pending(fm, ss);
 	ss->refs--;
 	fs_session_put(fm, ss);   /* the list's reference */
 }
 
-void fs_pending_set(struct fs_model *fm, struct fs_session *ss, pid_t sid,
-		enum fs_gen_kind kind, struct fs_stream *s)
+static bool session_who_eq(const struct fs_who *a, const struct fs_who *b)
+{
+	return a->sid == b->sid && a->uid == b->uid && a->start == b->start;
+}
+
+/* The pidfd of who's session leader, while alive (-1 if not, or none). */
+static int session_leader_open(const struct fs_who *who)
+{
+	if (!who->start)
+		return -1;
+	return (int)syscall(SYS_pidfd_open, who->sid, 0);
+}
+
+/*
+ * Is the reader who the process session of p? Same keys, and not a new
+ * leader that took the id of p's leader, now dead.
+ */
+static bool session_pending_is(const struct fs_pending *p,
+		const struct fs_who *who)
+{
+	if (!session_who_eq(&p->who, who))
+		return false;
+	if (p->leader < 0 || !who->start)
+		return true;
+	/* EPERM: alive, and not ours to signal */
+	return syscall(SYS_pidfd_send_signal, p->leader, 0, NULL, 0) == 0 ||
+		errno != ESRCH;
+}
+
+static void session_pending_free(struct fs_pending *p)
+{
+	if (p->leader >= 0)
+		close(p->leader);
+	free(p);
+}
+
+void fs_pending_set(struct fs_model *fm, struct fs_session *ss,
+		const struct fs_who *who, enum fs_gen_kind kind,
+		struct fs_stream *s)
 {
 	struct fs_stream *old = NULL;
 	struct fs_pending *p;
@@ -108,7 +163,7 @@ void fs_pending_set(struct fs_model *fm, struct fs_session *ss, pid_t sid,
 		ss->pending[kind] = s;
 	} else {
 		for (p = fm->pending; p; p = p->next)
-			if (p->sid == sid && p->kind == kind)
+			if (session_pending_is(p, who) && p->kind == kind)
 				break;
 		if (!p) {
 			p = calloc(1, sizeof(*p));
@@ -116,7 +171,8 @@ void fs_pending_set(struct fs_model *fm, struct fs_session *ss, pid_t sid,
 				old = s;   /* nowhere to keep it */
 				goto out;
 			}
-			p->sid = sid;
+			p->who = *who;
+			p->leader = session_leader_open(who);
 			p->kind = kind;
 			p->next = fm->pending;
 			fm->pending = p;
@@ -135,7 +191,7 @@ out:
 }
 
 struct fs_stream *fs_pending_take(struct fs_model *fm, struct fs_session *ss,
-		pid_t sid, enum fs_gen_kind kind)
+		const struct fs_who *who, enum fs_gen_kind kind)
 {
 	struct fs_pending **pp, *p;
 	struct fs_stream *s;
@@ -147,10 +203,10 @@ struct fs_stream *fs_pending_take(struct fs_model *fm, struct fs_session *ss,
 	}
 	for (pp = &fm->pending; *pp; pp = &(*pp)->next) {
 		p = *pp;
-		if (p->sid == sid && p->kind == kind) {
+		if (session_pending_is(p, who) && p->kind == kind) {
 			*pp = p->next;
 			s = p->stream;
-			free(p);
+			session_pending_free(p);
 			return s;
 		}
 	}
@@ -188,7 +244,7 @@ again:
 			fs_stream_cancel(p->stream);
 			fs_stream_put(p->stream);
 			pthread_mutex_lock(&fm->lock);
-			free(p);
+			session_pending_free(p);
 			n++;
 			pp = &fm->pending;
 		} else {
@@ -209,7 +265,7 @@ void fs_session_free_all(struct fs_model *fm)
 		pthread_mutex_unlock(&fm->lock);
 		fs_stream_cancel(p->stream);
 		fs_stream_put(p->stream);
-		free(p);
+		session_pending_free(p);
 		pthread_mutex_lock(&fm->lock);
 	}
 	while (fm->sessions) {

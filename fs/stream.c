@@ -7,6 +7,12 @@
  * no FUSE thread. An interrupted parked read (the reader got a signal) is
  * answered EINTR by the interrupt callback.
  *
+ * Back-pressure: past fs_stream_buffer() bytes unread, the scheduler
+ * pauses the generation (fs_stream_unread); the read that brings it under
+ * half of that wakes the scheduler. Text read is dropped from the buffer
+ * (but for sessions/N, whose history keeps the whole answer), so a stream
+ * holds at most the limit plus one step's text.
+ *
  * The parked reads live under one lock of the daemon, not of the stream,
  * because libfuse may call the interrupt callback after the stream's last
  * reference went; the callback only ever touches struct fs.
@@ -71,6 +77,9 @@ void fs_stream_put(struct fs_stream *s)
 	if (refs)
 		return;
 	fm = s->model;
+	if (s->charged)
+		fs_use_release(fm->fs, s->uid, FS_USE_GENERATIONS, 1);
+	fs_stream_drop_prompt(s);
 	if (s->session) {
 		pthread_mutex_lock(&fm->lock);
 		fs_session_put(fm, s->session);
@@ -80,9 +89,49 @@ void fs_stream_put(struct fs_stream *s)
 		fuse_pollhandle_destroy(s->ph);
 	fs_buf_free(&s->out);
 	fs_config_free(&s->cfg);
-	free(s->prompt);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+void fs_stream_drop_prompt(struct fs_stream *s)
+{
+	if (s->prompt_charged)
+		fs_use_release(s->model->fs, s->uid, FS_USE_PROMPT_BYTES,
+			s->prompt_charged);
+	s->prompt_charged = 0;
+	free(s->prompt);
+	s->prompt = NULL;
+}
+
+size_t fs_stream_unread(struct fs_stream *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->out.len - s->rpos;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* Drop what was read, when that is most of the buffer; s->lock held. */
+static void stream_trim(struct fs_stream *s)
+{
+	if (s->session || s->rpos < 65536 || s->rpos < s->out.len / 2)
+		return;
+	memmove(s->out.p, s->out.p + s->rpos, s->out.len - s->rpos + 1);
+	s->out.len -= s->rpos;
+	s->rpos = 0;
+}
+
+/* A paused generation's reader made room: the scheduler goes on. */
+static void stream_unpause(struct fs_stream *s)
+{
+	struct fs_model *fm = s->model;
+
+	pthread_mutex_lock(&fm->lock);
+	fm->unpaused++;
+	pthread_cond_signal(&fm->wake);
+	pthread_mutex_unlock(&fm->lock);
 }
 
 /* Answer one read from what s holds; false if it must wait. */
@@ -91,6 +140,7 @@ static bool stream_try_reply(struct fs_stream *s, fuse_req_t req, size_t size)
 	char *data = NULL;
 	size_t n = 0;
 	int error = 0;
+	bool unpause = false;
 
 	pthread_mutex_lock(&s->lock);
 	if (s->rpos < s->out.len) {
@@ -101,8 +151,14 @@ static bool stream_try_reply(struct fs_stream *s, fuse_req_t req, size_t size)
 		if (data) {
 			memcpy(data, s->out.p + s->rpos, n);
 			s->rpos += n;
+			stream_trim(s);
 		} else {
 			error = ENOMEM;
+		}
+		if (s->paused && s->out.len - s->rpos <=
+				fs_stream_buffer(s->model->fs) / 2) {
+			s->paused = false;
+			unpause = true;
 		}
 	} else if (s->state == FS_STREAM_DONE) {
 		/* EOF */
@@ -115,6 +171,8 @@ static bool stream_try_reply(struct fs_stream *s, fuse_req_t req, size_t size)
 		return false;
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (unpause)
+		stream_unpause(s);
 	if (error)
 		fuse_reply_err(req, error);
 	else
@@ -351,11 +409,16 @@ void fs_stream_finish(struct fs_stream *s, int error)
 	stream_kick(s);
 }
 
+/*
+ * Not with fm->lock held. The scheduler may sleep with every generation
+ * paused (or waiting for KV room): it must look again.
+ */
 void fs_stream_cancel(struct fs_stream *s)
 {
 	pthread_mutex_lock(&s->lock);
 	s->cancel = true;
 	pthread_mutex_unlock(&s->lock);
+	stream_unpause(s);
 	fs_model_wake(s->model);   /* a remote request ends at once */
 }
 
@@ -388,6 +451,11 @@ void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
 	fuse_reply_poll(req, revents);
 }
 
+/*
+ * At the end of the daemon: what the scheduler left (its text, or the
+ * EIO of an answer cut short), else EIO: a read of an answer that did not
+ * end is never a plain EOF.
+ */
 void fs_waiters_flush(struct fs *fs)
 {
 	struct fs_waiter *w;
@@ -402,7 +470,8 @@ void fs_waiters_flush(struct fs *fs)
 		pthread_mutex_unlock(&fs->wait_lock);
 		if (!w)
 			break;
-		fuse_reply_buf(w->req, NULL, 0);
+		if (!stream_try_reply(w->stream, w->req, w->size))
+			fuse_reply_err(w->req, EIO);
 		fs_stream_put(w->stream);
 		free(w);
 	}

@@ -78,12 +78,13 @@ static const mode_t tree_modes[FS_K_COUNT] = {
 	/* Sticky, as /tmp: anyone may rmdir a session of their own. */
 	[FS_K_SESSIONS] = S_IFDIR | S_ISVTX | 0777,
 	[FS_K_SNEW] = S_IFREG | 0444,
-	[FS_K_SDIR] = S_IFDIR | 0755,
-	[FS_K_SGENERATE] = S_IFREG | 0666,
-	[FS_K_SCHAT] = S_IFREG | 0666,
-	[FS_K_SCONFIG] = S_IFREG | 0644,
-	[FS_K_SHISTORY] = S_IFREG | 0444,
-	[FS_K_SKV] = S_IFREG | 0644,
+	/* A session is its creator's alone (fs_file_open checks too). */
+	[FS_K_SDIR] = S_IFDIR | 0700,
+	[FS_K_SGENERATE] = S_IFREG | 0600,
+	[FS_K_SCHAT] = S_IFREG | 0600,
+	[FS_K_SCONFIG] = S_IFREG | 0600,
+	[FS_K_SHISTORY] = S_IFREG | 0400,
+	[FS_K_SKV] = S_IFREG | 0600,
 };
 
 fuse_ino_t fs_node_ino(const struct fs_node *n)
@@ -121,7 +122,7 @@ struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n)
 static bool tree_in_session(enum fs_kind k)
 {
 	return k == FS_K_SDIR || k == FS_K_SGENERATE || k == FS_K_SCHAT ||
-		k == FS_K_SCONFIG || k == FS_K_SHISTORY;
+		k == FS_K_SCONFIG || k == FS_K_SHISTORY || k == FS_K_SKV;
 }
 
 int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
@@ -137,6 +138,9 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 	st->st_mode = tree_modes[n->kind];
 	if (fs->opt.ro)
 		st->st_mode &= ~0222;
+	else if (fs->opt.shared_config && (n->kind == FS_K_CONFIG ||
+			n->kind == FS_K_PLACEMENT || n->kind == FS_K_KV))
+		st->st_mode |= 0222;
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
@@ -295,38 +299,54 @@ static int tree_provided_entry(struct fs_model *fm,
 	return 0;
 }
 
-/* The i-th live session of fm, in creation order. */
-static int tree_session_entry(struct fs_model *fm, uint64_t i,
-		struct fs_node *child, const char **name, char *tmp, size_t cap)
+/*
+ * The live sessions of fm, oldest first, copied under fm->lock in one walk
+ * (the list is newest first, ids grow): a listing of n sessions costs O(n)
+ * and holds the lock for that copy only, not while the kernel reads.
+ */
+int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
+		struct fs_dir_snap **out)
 {
-	struct fs_session *ss, *found = NULL;
-	uint64_t k = 0, best = 0;
+	struct fs_model *fm = fs_tree_model(fs, dir);
+	struct fs_dir_snap *snap;
+	struct fs_session *ss;
+	size_t n = 0, cap = 0;
 
-	/* The list is newest first; walk it for the i-th smallest id. */
+	*out = NULL;
+	if (!fm)
+		return -ENOENT;
 	pthread_mutex_lock(&fm->lock);
-	for (uint64_t last = 0; k <= i; k++) {
-		found = NULL;
+	for (ss = fm->sessions; ss; ss = ss->next)
+		cap += !ss->removed;
+	snap = malloc(sizeof(*snap) + cap * sizeof(snap->ids[0]));
+	if (snap) {
 		for (ss = fm->sessions; ss; ss = ss->next)
-			if (!ss->removed && ss->id > last &&
-					(!found || ss->id < found->id))
-				found = ss;
-		if (!found)
-			break;
-		last = best = found->id;
+			if (!ss->removed)
+				snap->ids[cap - 1 - n++] = ss->id;
+		snap->n = n;
 	}
 	pthread_mutex_unlock(&fm->lock);
-	if (!found)
+	if (!snap)
+		return -ENOMEM;
+	*out = snap;
+	return 0;
+}
+
+static int tree_session_entry(const struct fs_dir_snap *snap, uint64_t i,
+		struct fs_node *child, const char **name, char *tmp, size_t cap)
+{
+	if (!snap || i >= snap->n)
 		return 0;
 	child->kind = FS_K_SDIR;
-	child->aux = best;
-	snprintf(tmp, cap, "%llu", (unsigned long long)best);
+	child->aux = snap->ids[i];
+	snprintf(tmp, cap, "%llu", (unsigned long long)snap->ids[i]);
 	*name = tmp;
 	return 1;
 }
 
 int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
-		struct fs_node *child, const char **name, char *tmp,
-		size_t tmp_cap)
+		const struct fs_dir_snap *snap, struct fs_node *child,
+		const char **name, char *tmp, size_t tmp_cap)
 {
 	struct fs_model *fm = fs_tree_model(fs, dir);
 
@@ -355,7 +375,7 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 			*name = "new";
 			return 1;
 		}
-		return tree_session_entry(fm, i - 1, child, name, tmp,
+		return tree_session_entry(snap, i - 1, child, name, tmp,
 			tmp_cap);
 	case FS_K_WEIGHTS:
 		if (i == 0) {

@@ -67,7 +67,8 @@ static const char *const bad_lines[] = {
 	"top_k=99999999999", "top_p=1.01", "min_p=-0.1",
 	"repeat_penalty=0", "seed=-1", "seed=18446744073709551616",
 	"max_tokens=-1", "max_tokens=1048577", "temp=1", "nokey",
-	"=1", "stop=\\q", "stop=\\x00",
+	"=1", "stop=\\q", "stop=\\x00", "stop=\\x4", "stop=\\x4z",
+	"stop=\\xg1",
 };
 
 START_TEST(test_config_write_rejects_bad_line)
@@ -85,6 +86,32 @@ START_TEST(test_config_write_rejects_bad_line)
 	ck_assert_int_eq(err.code, EINVAL);
 	ck_assert_msg(strstr(err.msg, "config:"), "message: %s", err.msg);
 	ck_assert_int_eq(c.sampling.top_k, 40);
+	fs_config_free(&c);
+}
+END_TEST
+
+/* What config reads back parses to the same: trailing blanks of a stop. */
+START_TEST(test_config_format_round_trip)
+{
+	const char *text = "stop=\\n\\x20\nstop=a \\x20\n";
+	struct fs_config c, again;
+	struct fs_buf b = {0}, b2 = {0};
+	struct err err = {0};
+
+	fs_config_defaults(&c);
+	ck_assert_int_eq(fs_config_write(&c, text, strlen(text), &err), 0);
+	ck_assert_str_eq(c.stop[0], "\n ");
+	ck_assert_str_eq(c.stop[1], "a  ");
+	ck_assert_int_eq(fs_config_format(&c, &b), 0);
+	fs_config_defaults(&again);
+	ck_assert_int_eq(fs_config_write(&again, b.p, b.len, &err), 0);
+	ck_assert_int_eq(fs_config_format(&again, &b2), 0);
+	ck_assert_str_eq(b.p, b2.p);
+	ck_assert_str_eq(again.stop[0], "\n ");
+	ck_assert_str_eq(again.stop[1], "a  ");
+	fs_buf_free(&b);
+	fs_buf_free(&b2);
+	fs_config_free(&again);
 	fs_config_free(&c);
 }
 END_TEST
@@ -159,6 +186,52 @@ START_TEST(test_errors_keeps_last_100)
 }
 END_TEST
 
+/* Control bytes and bad UTF-8 escaped; UTF-8 text kept. */
+START_TEST(test_errors_escape)
+{
+	struct fs_errors e;
+	struct fs_buf b = {0};
+
+	fs_errors_init(&e);
+	fs_errors_add(&e, "x\x1b[2JFORGED\x7f \xc3\xa9t\xc3\xa9 \xff\xc2\x9b");
+	ck_assert_int_eq(fs_errors_format(&e, &b), 0);
+	ck_assert_ptr_nonnull(strstr(b.p,
+		" x\\x1b[2JFORGED\\x7f \xc3\xa9t\xc3\xa9 \\xff\\xc2\\x9b\n"));
+	fs_buf_free(&b);
+	fs_errors_destroy(&e);
+}
+END_TEST
+
+/* A flood of one uid pushes out its own lines only. */
+START_TEST(test_errors_fair_share)
+{
+	struct fs_errors e;
+	struct fs_buf b = {0};
+	int owner = 0, other = 0;
+
+	fs_errors_init(&e);
+	fs_errors_uid = 1000;
+	for (int i = 0; i < 10; i++)
+		fs_errors_add(&e, "owner %d", i);
+	fs_errors_uid = 65534;
+	for (int i = 0; i < 500; i++)
+		fs_errors_add(&e, "flood %d", i);
+	fs_errors_uid = FS_UID_DAEMON;
+	ck_assert_int_eq(fs_errors_format(&e, &b), 0);
+	for (char *p = b.p; (p = strchr(p, ' ')); p++) {
+		owner += !strncmp(p, " owner ", 7);
+		other += !strncmp(p, " flood ", 7);
+	}
+	ck_assert_int_eq(owner, 10);
+	ck_assert_int_eq(other, FS_ERRORS_MAX - 10);
+	ck_assert_ptr_nonnull(strstr(b.p, " owner 0\n"));
+	ck_assert_ptr_nonnull(strstr(b.p, " flood 499\n"));
+	ck_assert_uint_eq(e.total, 510);
+	fs_buf_free(&b);
+	fs_errors_destroy(&e);
+}
+END_TEST
+
 START_TEST(test_model_slug)
 {
 	static const char *const cases[][2] = {
@@ -192,7 +265,10 @@ int main(void)
 		sizeof(bad_lines) / sizeof(bad_lines[0]));
 	tcase_add_test(tc, test_config_rejects_nul_and_too_many_stops);
 	tcase_add_test(tc, test_config_merge_overrides_only_what_was_set);
+	tcase_add_test(tc, test_config_format_round_trip);
 	tcase_add_test(tc, test_errors_keeps_last_100);
+	tcase_add_test(tc, test_errors_escape);
+	tcase_add_test(tc, test_errors_fair_share);
 	tcase_add_test(tc, test_model_slug);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
