@@ -22,8 +22,9 @@ ENGINE_PKGS = libpcre2-8
 # libcurl and jansson: remote models (fs/remote*.c)
 FS_PKGS = fuse3 nettle libcurl jansson
 TEST_PKGS = check jansson
-# libsystemd: sd_notify for llmfs@.service (Type=notify); dpkg-dev: make deb.
-PKGS_DEB += libsystemd-dev dpkg-dev
+# libsystemd: sd_notify for llmfs@.service (Type=notify); dpkg-dev: make deb;
+# systemd: systemd-analyze verify in tests/install/install.sh.
+PKGS_DEB += libsystemd-dev dpkg-dev systemd
 FS_PKGS += libsystemd
 
 CC ?= cc
