@@ -148,6 +148,11 @@ void engine_detokenizer_context(struct engine_detokenizer *d,
  * -ctk/-ctv set), by ggml's names. -EINVAL for another name.
  */
 int engine_kv_type_parse(const char *name, uint32_t *type);
+/*
+ * A KV memory size (--kv-mem): bytes, or with k, M or G (powers of 1024).
+ * -EINVAL for a sign, a fraction, another suffix or an overflow.
+ */
+int engine_kv_bytes_parse(const char *text, uint64_t *bytes);
 /* The name of a KV type, NULL for one that is not. */
 const char *engine_kv_type_name(uint32_t type);
 /*

@@ -14,6 +14,7 @@
  * K and V types are per sequence, taken from the pool's types when it
  * starts (llmfs's `type_k=` applies to sequences started after it).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,33 @@
 /* what the default budget leaves to everything else */
 #define KV_HEADROOM (512ull << 20)
 #define KV_MIN_BUDGET (64ull << 20)
+
+int engine_kv_bytes_parse(const char *text, uint64_t *bytes)
+{
+	unsigned long long v;
+	char *end;
+	int shift = 0;
+
+	errno = 0;
+	/* strtoull would skip spaces and wrap a minus sign around */
+	if (!isdigit((unsigned char)*text))
+		return -EINVAL;
+	v = strtoull(text, &end, 10);
+	if (errno || end == text)
+		return -EINVAL;
+	if (*end == 'k' || *end == 'K')
+		shift = 10;
+	else if (*end == 'M')
+		shift = 20;
+	else if (*end == 'G')
+		shift = 30;
+	if (shift)
+		end++;
+	if (*end || v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*bytes = (uint64_t)v << shift;
+	return 0;
+}
 
 int engine_kv_type_parse(const char *name, uint32_t *type)
 {

@@ -420,7 +420,6 @@ void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
 int fs_kv_type_option(const char *s, const char **out);
 int fs_kv_bytes_option(const char *s, uint64_t *out);
 /* BYTES with an optional k, M or G suffix (powers of 1024). */
-int fs_kv_bytes_parse(const char *s, uint64_t *out);
 
 /* sha256.c */
 int fs_sha256_file(const char *path, char hex[65], volatile bool *stop);

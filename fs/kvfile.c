@@ -35,33 +35,9 @@ int fs_kv_type_option(const char *s, const char **out)
 	return 0;
 }
 
-int fs_kv_bytes_parse(const char *s, uint64_t *out)
-{
-	unsigned long long v;
-	char *end;
-	int shift = 0;
-
-	errno = 0;
-	if (*s == '-' || !*s)
-		return -EINVAL;
-	v = strtoull(s, &end, 10);
-	if (*end == 'k' || *end == 'K')
-		shift = 10;
-	else if (*end == 'M')
-		shift = 20;
-	else if (*end == 'G')
-		shift = 30;
-	if (shift)
-		end++;
-	if (errno || end == s || *end || v > (UINT64_MAX >> shift))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 int fs_kv_bytes_option(const char *s, uint64_t *out)
 {
-	if (fs_kv_bytes_parse(s, out)) {
+	if (engine_kv_bytes_parse(s, out)) {
 		fprintf(stderr, "llmfs: --kv-mem: bad size '%s' (bytes, or "
 			"with k, M or G)\n", s);
 		return -EINVAL;

@@ -117,25 +117,11 @@ static uint64_t run_u64(const char *opt, const char *s)
 /* BYTES with an optional k, M or G (powers of 1024) */
 static uint64_t run_bytes(const char *opt, const char *s)
 {
-	char *end;
-	unsigned long long v;
-	int shift = 0;
+	uint64_t bytes;
 
-	errno = 0;
-	if (*s == '-')
+	if (engine_kv_bytes_parse(s, &bytes))
 		run_bad_option(opt, s);
-	v = strtoull(s, &end, 10);
-	if (*end == 'k' || *end == 'K')
-		shift = 10;
-	else if (*end == 'M')
-		shift = 20;
-	else if (*end == 'G')
-		shift = 30;
-	if (shift)
-		end++;
-	if (errno || end == s || *end || v > (UINT64_MAX >> shift))
-		run_bad_option(opt, s);
-	return (uint64_t)v << shift;
+	return bytes;
 }
 
 /* one of the KV cache types, checked here so that a typo exits 2 */

@@ -196,6 +196,32 @@ START_TEST(test_kv_types)
 }
 END_TEST
 
+/* --kv-mem sizes: one parser for llmfs and llmfs-run. */
+START_TEST(test_kv_bytes_parse)
+{
+	static const struct {
+		const char *text;
+		uint64_t bytes;
+	} good[] = {
+		{"0", 0}, {"4096", 4096}, {"200k", 200ull << 10},
+		{"200K", 200ull << 10}, {"64M", 64ull << 20}, {"3G", 3ull << 30},
+	};
+	static const char *const bad[] = {
+		"", "-1", "1.5G", "1T", "1GB", "k", " 1", " -1", "99999999999G",
+		"99999999999999999999",
+	};
+	uint64_t bytes;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ck_assert_int_eq(engine_kv_bytes_parse(good[i].text, &bytes), 0);
+		ck_assert_uint_eq(bytes, good[i].bytes);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(engine_kv_bytes_parse(bad[i], &bytes) == -EINVAL,
+			"'%s' was accepted", bad[i]);
+}
+END_TEST
+
 int main(void)
 {
 	const char *env = getenv("SHARED");
@@ -218,6 +244,7 @@ int main(void)
 	tcase_add_test(tc, test_kv_copied_prefix_same_tokens);
 	tcase_add_test(tc, test_kv_budget);
 	tcase_add_test(tc, test_kv_types);
+	tcase_add_test(tc, test_kv_bytes_parse);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
