@@ -79,7 +79,9 @@
  * Flags read without a lock: fs.signalled (_Atomic, set by the shutdown
  * thread); fs_model.stop, written under fs_model.lock, read bare by the
  * sha256 threads as a hint to give up early (a late read costs one more
- * block of hashing).
+ * block of hashing) and by the scheduler just after it took its queue (a
+ * stop seen one round late ends the same queue on the unmount path). Both
+ * bare reads are formally data races; making stop _Atomic would end them.
  */
 #ifndef LLMFS_FS_INTERNAL_H
 #define LLMFS_FS_INTERNAL_H
