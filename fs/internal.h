@@ -77,11 +77,10 @@
  * move the bytes being copied out.
  *
  * Flags read without a lock: fs.signalled (_Atomic, set by the shutdown
- * thread); fs_model.stop, written under fs_model.lock, read bare by the
- * sha256 threads as a hint to give up early (a late read costs one more
- * block of hashing) and by the scheduler just after it took its queue (a
- * stop seen one round late ends the same queue on the unmount path). Both
- * bare reads are formally data races; making stop _Atomic would end them.
+ * thread); fs_model.stop (_Atomic), written under fs_model.lock, read bare
+ * by the sha256 threads as a hint to give up early (a late read costs one
+ * more block of hashing) and by the scheduler just after it took its queue
+ * (a stop seen one round late ends the same queue on the unmount path).
  */
 #ifndef LLMFS_FS_INTERNAL_H
 #define LLMFS_FS_INTERNAL_H
@@ -379,7 +378,7 @@ struct fs_model {
 	char load_error[512];
 	uint64_t load_done, load_total;
 	double load_start, load_secs;
-	bool stop;
+	_Atomic bool stop;             /* written under lock, read bare too */
 
 	/* Set once, when state becomes READY; read-only after. */
 	struct engine_model *m;
@@ -479,7 +478,7 @@ int fs_kv_bytes_option(const char *s, uint64_t *out);
 /* BYTES with an optional k, M or G suffix (powers of 1024). */
 
 /* sha256.c */
-int fs_sha256_file(const char *path, char hex[65], volatile bool *stop);
+int fs_sha256_file(const char *path, char hex[65], const _Atomic bool *stop);
 
 /* ---- the daemon -------------------------------------------------------- */
 
