@@ -9,6 +9,7 @@
  *   sched.c    the scheduler thread of a model (the only engine user)
  *   provider.c the provider table of local models (provider.h)
  *   remote.c   the provider of remote models: an OpenAI-compatible server
+ *   remote_req.c one HTTP request of a remote model, its streamed answer
  *   stream.c   one generation's output: buffer, parked reads, poll
  *   session.c  sessions/N and the answers waiting for a reader
  *   config.c   key=value sampling settings
@@ -17,6 +18,7 @@
  *   kvcache.c  sessions' kept sequences, recent ones, prefix reuse
  *   kvsnap.c   sessions/N/kv snapshots
  *   errors.c   the per-model errors file
+ *   limits.c   per-uid limits: sessions, answers, prompt bytes
  *   buf.c      growable byte buffers; sha256.c the info file's digest
  *   mount.c    argv, mount, signals, unmount (fs_main)
  *   progress.c the load bar of `llmfs -f` on a terminal
