@@ -325,6 +325,93 @@ static int forward_mm(struct forward_pass *p, float *y, size_t ld,
 	return 0;
 }
 
+/*
+ * One token's products with several weights in one pool run (Q, K and V;
+ * up and gate): a barrier per run is a good part of a 0.6B model's token.
+ * The rows of all the weights are split over the threads by their bytes,
+ * each row the dot ops_matvec_rows gives it, so the bits do not change.
+ */
+struct forward_mv {
+	float *y;
+	const struct engine_tensor *w;
+	const void *act;
+};
+
+struct forward_mv_job {
+	const struct forward_mv *mv;
+	uint32_t n;
+	uint64_t bytes;       /* of all the rows */
+};
+
+/* The first row of w whose bytes start at or after `at` (w's rows begin at base). */
+static int64_t forward_mv_row(const struct engine_tensor *w, uint64_t base,
+		uint64_t at)
+{
+	int64_t r;
+
+	if (at <= base)
+		return 0;
+	r = (int64_t)((at - base + w->row_bytes - 1) / w->row_bytes);
+	return r < w->info->ne[1] ? r : w->info->ne[1];
+}
+
+static void forward_mv_part(void *arg, uint32_t ith, uint32_t nth)
+{
+	const struct forward_mv_job *j = arg;
+	const uint64_t b0 = j->bytes * ith / nth, b1 = j->bytes * (ith + 1) / nth;
+	uint64_t base = 0;
+	uint32_t k;
+
+	for (k = 0; k < j->n; k++) {
+		const struct forward_mv *mv = &j->mv[k];
+		int64_t r0 = forward_mv_row(mv->w, base, b0);
+		int64_t r1 = forward_mv_row(mv->w, base, b1);
+
+		if (r0 < r1)
+			ops_matvec_rows(mv->y, mv->w, 0, mv->act, r0, r1);
+		base += (uint64_t)mv->w->info->ne[1] * mv->w->row_bytes;
+	}
+}
+
+/*
+ * y_k = w_k . xn of the one row idx, k < n, in one pool run; 1 if the
+ * weights need more than the two converted copies of xn kept (the caller
+ * then goes weight by weight), or a load error.
+ */
+static int forward_mv_fused(struct forward_pass *p, float *const *y,
+		const struct engine_tensor *const *w, uint32_t n, uint32_t idx)
+{
+	struct forward_scratch *s = p->s;
+	struct forward_mv mv[3];
+	struct forward_mv_job job = { mv, n, 0 };
+	uint32_t types[3], nt = 0, k, t;
+	int ret;
+
+	for (k = 0; k < n; k++) {
+		uint32_t vdt = quant_vec_dot_type(w[k]->info->type);
+
+		for (t = 0; t < nt && types[t] != vdt; t++)
+			;
+		if (t == nt)
+			types[nt++] = vdt;
+		if (nt > 2 || w[k]->info->ne[2] > 1)
+			return 1;
+	}
+	for (k = 0; k < n; k++) {
+		if ((ret = forward_wait(p, w[k])))
+			return ret;
+		mv[k].y = y[k];
+		mv[k].w = w[k];
+		mv[k].act = forward_xn_act(p, w[k]) + idx * s->act_row;
+		job.bytes += (uint64_t)w[k]->info->ne[1] * w[k]->row_bytes;
+	}
+	if (engine_pool_size(p->m->pool) > 1)
+		engine_pool_run(p->m->pool, forward_mv_part, &job);
+	else
+		forward_mv_part(&job, 0, 1);
+	return 0;
+}
+
 /* Per-head RMS norm of n_head rows of head_dim (qwen3's Q/K norms). */
 static void forward_head_norm(float *x, uint32_t n_head, uint32_t head_dim,
 		const struct engine_tensor *w, float eps)
@@ -495,16 +582,28 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
 	struct forward_att_job job = { p, il, m->threads };
 	uint64_t work = 0;
+	bool fused = false;
 	uint32_t j;
-	int ret;
+	int ret = 0;
 
+	/* one token: Q, K and V in one pool run */
+	if (p->n == 1 && p->n_live == 1) {
+		float *ys[3] = { s->q, s->k, s->v };
+		const struct engine_tensor *ws[3] = { &l->wq, &l->wk, &l->wv };
+
+		ret = forward_mv_fused(p, ys, ws, 3, 0);
+		if (ret < 0)
+			return ret;
+		fused = !ret;
+	}
 	/* the three projections share the converted xn of each type */
-	if ((ret = forward_mm(p, s->q, nq, &l->wq, 0, forward_xn_act(p, &l->wq),
-			s->live, p->n_live)) ||
-	    (ret = forward_mm(p, s->k, nk, &l->wk, 0, forward_xn_act(p, &l->wk),
-			s->all, p->n)) ||
-	    (ret = forward_mm(p, s->v, nv, &l->wv, 0, forward_xn_act(p, &l->wv),
-			s->all, p->n)) ||
+	if ((!fused &&
+	     ((ret = forward_mm(p, s->q, nq, &l->wq, 0,
+			forward_xn_act(p, &l->wq), s->live, p->n_live)) ||
+	      (ret = forward_mm(p, s->k, nk, &l->wk, 0,
+			forward_xn_act(p, &l->wk), s->all, p->n)) ||
+	      (ret = forward_mm(p, s->v, nv, &l->wv, 0,
+			forward_xn_act(p, &l->wv), s->all, p->n)))) ||
 	    (ret = forward_bias(p, s->q, nq, &l->bq, s->live, p->n_live)) ||
 	    (ret = forward_bias(p, s->k, nk, &l->bk, s->all, p->n)) ||
 	    (ret = forward_bias(p, s->v, nv, &l->bv, s->all, p->n)) ||
@@ -569,12 +668,25 @@ static int forward_ffn_dense(struct forward_pass *p,
 	const struct engine_hparams *hp = &p->m->hp;
 	struct forward_scratch *s = p->s;
 	uint32_t j;
-	int ret;
+	int ret = 1;
 
-	if ((ret = forward_mm(p, s->up, hp->n_ff, &l->ffn_up, 0,
+	/* one token: up and gate in one pool run */
+	if (p->n_live == 1) {
+		float *ys[2] = { s->up + (size_t)s->live[0] * hp->n_ff,
+			s->gate + (size_t)s->live[0] * hp->n_ff };
+		const struct engine_tensor *ws[2] = { &l->ffn_up,
+			&l->ffn_gate };
+
+		ret = forward_mv_fused(p, ys, ws, 2, s->live[0]);
+		if (ret < 0)
+			return ret;
+	}
+	if (ret &&
+	    ((ret = forward_mm(p, s->up, hp->n_ff, &l->ffn_up, 0,
 			forward_xn_act(p, &l->ffn_up), s->live, p->n_live)) ||
-	    (ret = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate, 0,
-			forward_xn_act(p, &l->ffn_gate), s->live, p->n_live)))
+	     (ret = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate, 0,
+			forward_xn_act(p, &l->ffn_gate), s->live,
+			p->n_live))))
 		return ret;
 	for (j = 0; j < p->n_live; j++) {
 		size_t o = (size_t)s->live[j] * hp->n_ff;
