@@ -343,7 +343,7 @@ struct forward_mv_job {
 	uint64_t bytes;       /* of all the rows */
 };
 
-/* The first row of w whose bytes start at or after `at` (w's rows begin at base). */
+/* The first row of w whose bytes start at or after `at` (w begins at base). */
 static int64_t forward_mv_row(const struct engine_tensor *w, uint64_t base,
 		uint64_t at)
 {
