@@ -62,7 +62,8 @@ have_fuse := $(shell pkg-config --exists fuse3 && echo 1)
 override CFLAGS += $(call pkg_cflags,$(IO_PKGS) $(ENGINE_PKGS))
 
 IO_SRC := $(wildcard io/*.c)
-ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c)
+ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/quant/*.c \
+	engine/tokenizer/*.c)
 FS_SRC := $(wildcard fs/*.c)
 IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "attention.h"
-#include "dot.h"
-#include "quant.h"
+#include "quant/dot.h"
+#include "quant/quant.h"
 
 /* ggml's C is compiled without contraction; so is this (see quant). */
 #ifdef __clang__

@@ -33,7 +33,7 @@
 #include "attention.h"
 #include "kv.h"
 #include "ops.h"
-#include "quant.h"
+#include "quant/quant.h"
 
 /* Token rows of one pass; longer batches are split (bounded memory). */
 #define FORWARD_CHUNK 64

@@ -23,8 +23,8 @@
 #include "model.h"
 #include "kv.h"
 #include "pool.h"
-#include "quant.h"
-#include "tokenizer.h"
+#include "quant/quant.h"
+#include "tokenizer/tokenizer.h"
 
 #define MODEL_MAX_LAYERS 512
 #define MODEL_MAX_EXPERTS 512

@@ -9,9 +9,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "dot.h"
+#include "quant/dot.h"
 #include "ops.h"
-#include "quant.h"
+#include "quant/quant.h"
 
 /* ggml's C is compiled without contraction; so is this (see quant). */
 #ifdef __clang__

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests of engine/quant.h against the real ggml.
+ * Tests of engine/quant/quant.h against the real ggml.
  *
  * Every expected value below was computed by tests/engine/quant_fixtures_gen.c
  * (see its header for the command line) with the prebuilt ggml libraries of
@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/quant.h"
+#include "../../engine/quant/quant.h"
 #include "quant_inputs.h"
 
 #define NACT 1024

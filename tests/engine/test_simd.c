@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "../../engine/cpu/cpu.h"
-#include "../../engine/dot.h"
-#include "../../engine/quant.h"
+#include "../../engine/quant/dot.h"
+#include "../../engine/quant/quant.h"
 
 typedef float (*simd_fn)(int64_t n, const void *w, const void *a);
 

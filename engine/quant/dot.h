@@ -4,10 +4,10 @@
  * reference build's kernels (libggml-cpu-zen4.so: AVX-512 float dots,
  * the AVX2 legacy-quant dots), so that the sums round as llama.cpp's do.
  *
- * engine/quant.c computes the same dot products in ggml's scalar order
+ * engine/quant/quant.c computes the same dot products in ggml's scalar order
  * (the portable reference); the two differ in the last bits of a float,
  * which is enough to flip a token on a near tie. The plain block types go
- * to quant_vec_dot_x86() (engine/quant_x86.c); dot.c itself has the float
+ * to quant_vec_dot_x86() (engine/quant/quant_x86.c); dot.c itself has the float
  * dots and the repacked (CPU_REPACK gemv) kernels.
  */
 #ifndef LLMFS_ENGINE_DOT_H

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "../io/io.h"
+#include "../../io/io.h"
 
 /* IEEE half and bfloat16 conversions, rounding to nearest even. */
 float quant_fp16_to_fp32(uint16_t h);

@@ -8,7 +8,7 @@
  *
  * Here: the float dots (AVX-512 order) and llama.cpp's repacked gemv
  * kernels (one float per row). The plain block kernels (AVX2 order, 8
- * lanes folded by hsum_float_8) live once, in engine/quant_x86.c
+ * lanes folded by hsum_float_8) live once, in engine/quant/quant_x86.c
  * (quant_vec_dot_x86), tested there against the live reference library.
  */
 #include <math.h>
@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "cpu/cpu.h"
+#include "../cpu/cpu.h"
 #include "dot.h"
 #include "quant.h"
 
@@ -400,7 +400,7 @@ static float dot_row_impl(uint32_t type, int64_t n, const void *w,
 	default:
 		break;
 	}
-	/* the plain block kernels: engine/quant_x86.c has their AVX2 order */
+	/* the plain block kernels: engine/quant/quant_x86.c has their AVX2 order */
 	return quant_vec_dot_x86(type, n, w, a);
 }
 
