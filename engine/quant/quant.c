@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * quant.h's dispatchers, the IEEE half / bfloat16 conversions and the three
- * float types (F32, F16, BF16). The block types live in quant_legacy.c and
- * quant_k.c; Documentation/quantization.md says which ggml function each
- * kernel follows and what was measured against libggml.
+ * quant.h's dispatchers (each one row of quant_traits(), traits.c), the
+ * IEEE half / bfloat16 conversions and the three float types (F32, F16,
+ * BF16). The block types live in quant_legacy.c and quant_k.c;
+ * Documentation/quantization.md says which ggml function each kernel
+ * follows and what was measured against libggml.
  */
 #include <math.h>
 #include <string.h>
@@ -64,28 +65,46 @@ uint16_t quant_fp32_to_bf16(float f)
 	return (uint16_t)((v.u + (0x7fff + ((v.u >> 16) & 1))) >> 16);
 }
 
-/* ---- float types -------------------------------------------------------- */
+/* ---- float types (a block is one element: nb == n) --------------------- */
 
-static void quant_f16_to_float(const uint16_t *x, float *y, int64_t n)
+void quant_f32_to_float(const void *x, float *y, int64_t n)
 {
+	memmove(y, x, (size_t)n * sizeof(float));
+}
+
+void quant_f32_from_float(const float *x, void *y, int64_t n)
+{
+	memmove(y, x, (size_t)n * sizeof(float));
+}
+
+void quant_f16_to_float(const void *vx, float *y, int64_t n)
+{
+	const uint16_t *x = vx;
+
 	for (int64_t i = 0; i < n; i++)
 		y[i] = quant_h2f(x[i]);
 }
 
-static void quant_f16_from_float(const float *x, uint16_t *y, int64_t n)
+void quant_f16_from_float(const float *x, void *vy, int64_t n)
 {
+	uint16_t *y = vy;
+
 	for (int64_t i = 0; i < n; i++)
 		y[i] = quant_fp32_to_fp16(x[i]);
 }
 
-static void quant_bf16_to_float(const uint16_t *x, float *y, int64_t n)
+void quant_bf16_to_float(const void *vx, float *y, int64_t n)
 {
+	const uint16_t *x = vx;
+
 	for (int64_t i = 0; i < n; i++)
 		y[i] = quant_bf16_to_fp32(x[i]);
 }
 
-static void quant_bf16_from_float(const float *x, uint16_t *y, int64_t n)
+void quant_bf16_from_float(const float *x, void *vy, int64_t n)
 {
+	uint16_t *y = vy;
+
 	for (int64_t i = 0; i < n; i++)
 		y[i] = quant_fp32_to_bf16(x[i]);
 }
@@ -94,8 +113,9 @@ static void quant_bf16_from_float(const float *x, uint16_t *y, int64_t n)
  * The float dots follow ggml's scalar path (vec.cpp without GGML_SIMD):
  * each product rounded to float, then summed in double (ggml_float).
  */
-static float quant_f32_dot(int64_t n, const float *x, const float *y)
+float quant_f32_dot(int64_t n, const void *vx, const void *vy)
 {
+	const float *x = vx, *y = vy;
 	double sum = 0.0;
 
 	for (int64_t i = 0; i < n; i++)
@@ -103,8 +123,9 @@ static float quant_f32_dot(int64_t n, const float *x, const float *y)
 	return (float)sum;
 }
 
-static float quant_f16_dot(int64_t n, const uint16_t *x, const uint16_t *y)
+float quant_f16_dot(int64_t n, const void *vx, const void *vy)
 {
+	const uint16_t *x = vx, *y = vy;
 	double sum = 0.0;
 
 	for (int64_t i = 0; i < n; i++)
@@ -112,8 +133,9 @@ static float quant_f16_dot(int64_t n, const uint16_t *x, const uint16_t *y)
 	return (float)sum;
 }
 
-static float quant_bf16_dot(int64_t n, const uint16_t *x, const uint16_t *y)
+float quant_bf16_dot(int64_t n, const void *vx, const void *vy)
 {
+	const uint16_t *x = vx, *y = vy;
 	double sum = 0.0;
 
 	for (int64_t i = 0; i < n; i++)
@@ -122,152 +144,63 @@ static float quant_bf16_dot(int64_t n, const uint16_t *x, const uint16_t *y)
 	return (float)sum;
 }
 
-/* ---- dispatch ------------------------------------------------------------ */
+/* ---- dispatch: one row of quant_traits() ------------------------------- */
 
 int quant_type_supported(uint32_t type)
 {
-	switch (type) {
-	case IO_TYPE_F32:
-	case IO_TYPE_F16:
-	case IO_TYPE_BF16:
-	case IO_TYPE_Q4_0:
-	case IO_TYPE_Q4_1:
-	case IO_TYPE_Q5_0:
-	case IO_TYPE_Q5_1:
-	case IO_TYPE_Q8_0:
-	case IO_TYPE_Q2_K:
-	case IO_TYPE_Q3_K:
-	case IO_TYPE_Q4_K:
-	case IO_TYPE_Q5_K:
-	case IO_TYPE_Q6_K:
-		return 1;
-	default:
-		return 0;
-	}
+	return quant_traits(type)->weight;
 }
 
-/* ggml-cpu.c, type_traits_cpu[].vec_dot_type */
+/* ggml-cpu.c, type_traits_cpu[].vec_dot_type; F32 for an unknown type */
 uint32_t quant_vec_dot_type(uint32_t type)
 {
-	switch (type) {
-	case IO_TYPE_Q4_0:
-	case IO_TYPE_Q5_0:
-	case IO_TYPE_Q8_0:
-		return IO_TYPE_Q8_0;
-	case IO_TYPE_Q4_1:
-	case IO_TYPE_Q5_1:
-		return IO_TYPE_Q8_1;
-	case IO_TYPE_Q2_K:
-	case IO_TYPE_Q3_K:
-	case IO_TYPE_Q4_K:
-	case IO_TYPE_Q5_K:
-	case IO_TYPE_Q6_K:
-		return IO_TYPE_Q8_K;
-	case IO_TYPE_F16:
-		return IO_TYPE_F16;
-	case IO_TYPE_BF16:
-		return IO_TYPE_BF16;
-	default:
-		return IO_TYPE_F32;
-	}
-}
+	const struct quant_type_traits *t = quant_traits(type);
 
-static int quant_block_elems(uint32_t type)
-{
-	switch (type) {
-	case IO_TYPE_F32:
-	case IO_TYPE_F16:
-	case IO_TYPE_BF16:
-		return 1;
-	case IO_TYPE_Q2_K:
-	case IO_TYPE_Q3_K:
-	case IO_TYPE_Q4_K:
-	case IO_TYPE_Q5_K:
-	case IO_TYPE_Q6_K:
-	case IO_TYPE_Q8_K:
-		return QK_K;
-	default:
-		return 32;
-	}
+	return t->weight ? t->vec_dot_type : IO_TYPE_F32;
 }
 
 void quant_from_float(uint32_t type, const float *x, void *y, int64_t n)
 {
-	int64_t nb = n / quant_block_elems(type);
+	const struct quant_type_traits *t = quant_traits(type);
 
-	switch (type) {
-	case IO_TYPE_F32: memmove(y, x, (size_t)n * sizeof(float)); break;
-	case IO_TYPE_F16: quant_f16_from_float(x, y, n); break;
-	case IO_TYPE_BF16: quant_bf16_from_float(x, y, n); break;
-	case IO_TYPE_Q4_0: quant_q4_0_from_float(x, y, nb); break;
-	case IO_TYPE_Q4_1: quant_q4_1_from_float(x, y, nb); break;
-	case IO_TYPE_Q5_0: quant_q5_0_from_float(x, y, nb); break;
-	case IO_TYPE_Q5_1: quant_q5_1_from_float(x, y, nb); break;
-	case IO_TYPE_Q8_0: quant_q8_0_from_float(x, y, nb); break;
-	case IO_TYPE_Q8_1: quant_q8_1_from_float(x, y, nb); break;
-	case IO_TYPE_Q2_K: quant_q2_K_from_float(x, y, nb); break;
-	case IO_TYPE_Q3_K: quant_q3_K_from_float(x, y, nb); break;
-	case IO_TYPE_Q4_K: quant_q4_K_from_float(x, y, nb); break;
-	case IO_TYPE_Q5_K: quant_q5_K_from_float(x, y, nb); break;
-	case IO_TYPE_Q6_K: quant_q6_K_from_float(x, y, nb); break;
-	case IO_TYPE_Q8_K: quant_q8_K_from_float(x, y, nb); break;
-	default: break;
-	}
+	if (t->from_float)
+		t->from_float(x, y, n / t->blck_size);
 }
 
 void quant_from_float_ref(uint32_t type, const float *x, void *y, int64_t n)
 {
-	int64_t nb = n / quant_block_elems(type);
+	const struct quant_type_traits *t = quant_traits(type);
 
-	switch (type) {
-	case IO_TYPE_Q8_0: quant_q8_0_from_float_ref(x, y, nb); break;
-	case IO_TYPE_Q8_1: quant_q8_1_from_float_ref(x, y, nb); break;
-	default: quant_from_float(type, x, y, n); break;
-	}
+	if (t->from_float_ref)
+		t->from_float_ref(x, y, n / t->blck_size);
 }
 
 void quant_to_float(uint32_t type, const void *x, float *y, int64_t n)
 {
-	int64_t nb = n / quant_block_elems(type);
+	const struct quant_type_traits *t = quant_traits(type);
 
-	switch (type) {
-	case IO_TYPE_F32: memmove(y, x, (size_t)n * sizeof(float)); break;
-	case IO_TYPE_F16: quant_f16_to_float(x, y, n); break;
-	case IO_TYPE_BF16: quant_bf16_to_float(x, y, n); break;
-	case IO_TYPE_Q4_0: quant_q4_0_to_float(x, y, nb); break;
-	case IO_TYPE_Q4_1: quant_q4_1_to_float(x, y, nb); break;
-	case IO_TYPE_Q5_0: quant_q5_0_to_float(x, y, nb); break;
-	case IO_TYPE_Q5_1: quant_q5_1_to_float(x, y, nb); break;
-	case IO_TYPE_Q8_0: quant_q8_0_to_float(x, y, nb); break;
-	case IO_TYPE_Q8_1: quant_q8_1_to_float(x, y, nb); break;
-	case IO_TYPE_Q2_K: quant_q2_K_to_float(x, y, nb); break;
-	case IO_TYPE_Q3_K: quant_q3_K_to_float(x, y, nb); break;
-	case IO_TYPE_Q4_K: quant_q4_K_to_float(x, y, nb); break;
-	case IO_TYPE_Q5_K: quant_q5_K_to_float(x, y, nb); break;
-	case IO_TYPE_Q6_K: quant_q6_K_to_float(x, y, nb); break;
-	case IO_TYPE_Q8_K: quant_q8_K_to_float(x, y, nb); break;
-	default: break;
-	}
+	if (t->to_float)
+		t->to_float(x, y, n / t->blck_size);
 }
 
 float quant_vec_dot(uint32_t type, int64_t n, const void *w, const void *a)
 {
-	int64_t nb = n / quant_block_elems(type);
+	const struct quant_type_traits *t = quant_traits(type);
 
-	switch (type) {
-	case IO_TYPE_F32: return quant_f32_dot(n, w, a);
-	case IO_TYPE_F16: return quant_f16_dot(n, w, a);
-	case IO_TYPE_BF16: return quant_bf16_dot(n, w, a);
-	case IO_TYPE_Q4_0: return quant_q4_0_dot(nb, w, a);
-	case IO_TYPE_Q4_1: return quant_q4_1_dot(nb, w, a);
-	case IO_TYPE_Q5_0: return quant_q5_0_dot(nb, w, a);
-	case IO_TYPE_Q5_1: return quant_q5_1_dot(nb, w, a);
-	case IO_TYPE_Q8_0: return quant_q8_0_dot(nb, w, a);
-	case IO_TYPE_Q2_K: return quant_q2_K_dot(nb, w, a);
-	case IO_TYPE_Q3_K: return quant_q3_K_dot(nb, w, a);
-	case IO_TYPE_Q4_K: return quant_q4_K_dot(nb, w, a);
-	case IO_TYPE_Q5_K: return quant_q5_K_dot(nb, w, a);
-	case IO_TYPE_Q6_K: return quant_q6_K_dot(nb, w, a);
-	default: return NAN;
-	}
+	if (!t->weight || !t->vec_dot_ref)
+		return NAN;
+	return t->vec_dot_ref(n / t->blck_size, w, a);
+}
+
+/*
+ * The block types' scalar emulation of the zen4 kernels; the float types
+ * keep ggml's scalar order here (their zen4 order is dot.c's dot_row).
+ */
+float quant_vec_dot_x86(uint32_t type, int64_t n, const void *w, const void *a)
+{
+	const struct quant_type_traits *t = quant_traits(type);
+
+	if (t->blck_size > 1 && t->weight && t->vec_dot)
+		return t->vec_dot(n, w, a);
+	return quant_vec_dot(type, n, w, a);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Block layouts of ggml's quantized types (ggml/src/ggml-common.h), byte
- * for byte, and the per-type kernels behind quant.h's dispatchers. Only
- * engine/quant*.c include this; everything else goes through quant.h.
+ * for byte, and the per-type kernels that traits.c puts in quant.h's
+ * table. Only engine/quant/ and engine/cpu/ include this; everything else
+ * goes through quant.h.
  *
  * A "half" is an IEEE binary16 stored as its bits. Every struct here has
  * exactly ggml's size (checked below) and no padding, so a row of blocks
@@ -174,6 +175,43 @@ float quant_q4_1_dot(int64_t nb, const void *w, const void *a);
 float quant_q5_0_dot(int64_t nb, const void *w, const void *a);
 float quant_q5_1_dot(int64_t nb, const void *w, const void *a);
 float quant_q8_0_dot(int64_t nb, const void *w, const void *a);
+
+/* The float types, one element a block (quant.c). */
+void quant_f32_to_float(const void *x, float *y, int64_t n);
+void quant_f16_to_float(const void *x, float *y, int64_t n);
+void quant_bf16_to_float(const void *x, float *y, int64_t n);
+void quant_f32_from_float(const float *x, void *y, int64_t n);
+void quant_f16_from_float(const float *x, void *y, int64_t n);
+void quant_bf16_from_float(const float *x, void *y, int64_t n);
+float quant_f32_dot(int64_t n, const void *w, const void *a);
+float quant_f16_dot(int64_t n, const void *w, const void *a);
+float quant_bf16_dot(int64_t n, const void *w, const void *a);
+
+/* The reference build's order in scalar C, n elements (quant_x86.c). */
+float quant_q4_0_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q4_1_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q5_0_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q5_1_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q8_0_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q2_K_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q3_K_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q4_K_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q5_K_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q6_K_dot_x86(int64_t n, const void *w, const void *a);
+
+/*
+ * dot.c's float dots (zen4 order) and repacked gemvs: _c in scalar C,
+ * _avx512 with engine/cpu's vector part (only where cpu_avx512_usable()).
+ */
+float dot_f32_c(int64_t n, const void *w, const void *a);
+float dot_f32_avx512(int64_t n, const void *w, const void *a);
+float dot_f16_c(int64_t n, const void *w, const void *a);
+float dot_f16_avx512(int64_t n, const void *w, const void *a);
+float dot_bf16_c(int64_t n, const void *w, const void *a);
+float dot_bf16_avx512(int64_t n, const void *w, const void *a);
+float dot_q4_0_repacked_c(int64_t n, const void *w, const void *a);
+float dot_q4_K_repacked_c(int64_t n, const void *w, const void *a);
+float dot_q2_K_repacked_c(int64_t n, const void *w, const void *a);
 
 /* K-quants, 256-element super-blocks (quant_k.c, quant_k_search.c). */
 void quant_k_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m);

@@ -28,6 +28,25 @@
 
 typedef float (*simd_fn)(int64_t n, const void *w, const void *a);
 
+/*
+ * What dot_row computes without engine/cpu: the type's scalar emulation
+ * from the traits table (the repacked gemv where asked and there is one).
+ */
+static float dot_row_scalar(uint32_t type, int64_t n, const void *w,
+		const void *a, bool repacked)
+{
+	const struct quant_type_traits *t = quant_traits(type);
+
+	if (repacked && t->vec_dot_repacked)
+		return t->vec_dot_repacked(n, w, a);
+	return t->vec_dot(n, w, a);
+}
+
+static float dot_f16_scalar(int64_t n, const uint16_t *x, const uint16_t *y)
+{
+	return quant_traits(IO_TYPE_F16)->vec_dot(n, x, y);
+}
+
 static float simd_q4_0(int64_t n, const void *w, const void *a)
 {
 	return cpu_legacy_avx512(IO_TYPE_Q4_0, n, w, a);
