@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "model.h"
 #include "kv.h"
 #include "pool.h"
@@ -697,6 +698,8 @@ int engine_model_open(struct engine_model **out, const char *path,
 	if (m->threads == 0)
 		m->threads = engine_pool_default_threads();
 	ret = engine_pool_new(&m->pool, m->threads, err);
+	if (!ret)
+		ret = engine_backend_cpu_new(&m->backend, m->pool, err);
 	if (ret)
 		goto out_free;
 	*out = m;
@@ -711,6 +714,7 @@ void engine_model_free(struct engine_model *m)
 {
 	if (!m)
 		return;
+	engine_backend_free(m->backend);
 	engine_pool_free(m->pool);
 	engine_kv_pool_destroy(m);
 	engine_vocab_free(m->vocab);
