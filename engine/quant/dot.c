@@ -7,9 +7,11 @@
  * then sees the golden logits to their printed 9 digits).
  *
  * Here: the float dots (AVX-512 order) and llama.cpp's repacked gemv
- * kernels (one float per row). The plain block kernels (AVX2 order, 8
- * lanes folded by hsum_float_8) live once, in engine/quant/quant_x86.c
- * (quant_vec_dot_x86), tested there against the live reference library.
+ * kernels (one float per row), the tiles of the batched matmul, and the
+ * choice among the kernels the traits table (traits.c) lists for a type.
+ * The plain block kernels (AVX2 order, 8 lanes folded by hsum_float_8)
+ * live once, in quant_x86.c (quant_q*_dot_x86), tested there against the
+ * live reference library.
  */
 #include <math.h>
 #include <pthread.h>

@@ -4,11 +4,13 @@
  * reference build's kernels (libggml-cpu-zen4.so: AVX-512 float dots,
  * the AVX2 legacy-quant dots), so that the sums round as llama.cpp's do.
  *
- * engine/quant/quant.c computes the same dot products in ggml's scalar order
- * (the portable reference); the two differ in the last bits of a float,
- * which is enough to flip a token on a near tie. The plain block types go
- * to quant_vec_dot_x86() (engine/quant/quant_x86.c); dot.c itself has the float
- * dots and the repacked (CPU_REPACK gemv) kernels.
+ * quant.c's quant_vec_dot computes the same dot products in ggml's scalar
+ * order (the portable reference); the two differ in the last bits of a
+ * float, which is enough to flip a token on a near tie. Which kernel runs
+ * is the type's row of quant_traits() (traits.c): the plain block types'
+ * scalar emulation is quant_x86.c, dot.c itself has the float dots and
+ * the repacked (CPU_REPACK gemv) kernels, engine/cpu/ their AVX-512
+ * versions, picked at run time.
  */
 #ifndef LLMFS_ENGINE_DOT_H
 #define LLMFS_ENGINE_DOT_H
