@@ -109,41 +109,6 @@ void quant_bf16_from_float(const float *x, void *vy, int64_t n)
 		y[i] = quant_fp32_to_bf16(x[i]);
 }
 
-/*
- * The float dots follow ggml's scalar path (vec.cpp without GGML_SIMD):
- * each product rounded to float, then summed in double (ggml_float).
- */
-float quant_f32_dot(int64_t n, const void *vx, const void *vy)
-{
-	const float *x = vx, *y = vy;
-	double sum = 0.0;
-
-	for (int64_t i = 0; i < n; i++)
-		sum += (double)(x[i] * y[i]);
-	return (float)sum;
-}
-
-float quant_f16_dot(int64_t n, const void *vx, const void *vy)
-{
-	const uint16_t *x = vx, *y = vy;
-	double sum = 0.0;
-
-	for (int64_t i = 0; i < n; i++)
-		sum += (double)(quant_h2f(x[i]) * quant_h2f(y[i]));
-	return (float)sum;
-}
-
-float quant_bf16_dot(int64_t n, const void *vx, const void *vy)
-{
-	const uint16_t *x = vx, *y = vy;
-	double sum = 0.0;
-
-	for (int64_t i = 0; i < n; i++)
-		sum += (double)(quant_bf16_to_fp32(x[i]) *
-				quant_bf16_to_fp32(y[i]));
-	return (float)sum;
-}
-
 /* ---- dispatch: one row of quant_traits() ------------------------------- */
 
 int quant_type_supported(uint32_t type)

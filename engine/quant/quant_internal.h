@@ -13,6 +13,7 @@
 #define LLMFS_ENGINE_QUANT_INTERNAL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "quant.h"
 
@@ -155,6 +156,15 @@ static inline float quant_h2f(uint16_t h)
 	return w.f;
 }
 
+/* The fifth bits of a Q5 block, element j at bit j. */
+static inline uint32_t quant_qh(const uint8_t qh[4])
+{
+	uint32_t v;
+
+	memcpy(&v, qh, sizeof(v));
+	return v;
+}
+
 /* Legacy 32-element blocks (quant_legacy.c). */
 void quant_q4_0_to_float(const void *x, float *y, int64_t nb);
 void quant_q4_1_to_float(const void *x, float *y, int64_t nb);
@@ -170,11 +180,11 @@ void quant_q8_0_from_float(const float *x, void *y, int64_t nb);
 void quant_q8_0_from_float_ref(const float *x, void *y, int64_t nb);
 void quant_q8_1_from_float(const float *x, void *y, int64_t nb);
 void quant_q8_1_from_float_ref(const float *x, void *y, int64_t nb);
-float quant_q4_0_dot(int64_t nb, const void *w, const void *a);
-float quant_q4_1_dot(int64_t nb, const void *w, const void *a);
-float quant_q5_0_dot(int64_t nb, const void *w, const void *a);
-float quant_q5_1_dot(int64_t nb, const void *w, const void *a);
-float quant_q8_0_dot(int64_t nb, const void *w, const void *a);
+float quant_q4_0_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q4_1_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q5_0_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q5_1_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q8_0_dot_ref(int64_t nb, const void *w, const void *a);
 
 /* The float types, one element a block (quant.c). */
 void quant_f32_to_float(const void *x, float *y, int64_t n);
@@ -183,9 +193,9 @@ void quant_bf16_to_float(const void *x, float *y, int64_t n);
 void quant_f32_from_float(const float *x, void *y, int64_t n);
 void quant_f16_from_float(const float *x, void *y, int64_t n);
 void quant_bf16_from_float(const float *x, void *y, int64_t n);
-float quant_f32_dot(int64_t n, const void *w, const void *a);
-float quant_f16_dot(int64_t n, const void *w, const void *a);
-float quant_bf16_dot(int64_t n, const void *w, const void *a);
+float quant_f32_dot_ref(int64_t n, const void *w, const void *a);
+float quant_f16_dot_ref(int64_t n, const void *w, const void *a);
+float quant_bf16_dot_ref(int64_t n, const void *w, const void *a);
 
 /* The reference build's order in scalar C, n elements (quant_x86.c). */
 float quant_q4_0_dot_x86(int64_t n, const void *w, const void *a);
@@ -215,6 +225,7 @@ float dot_q2_K_repacked_c(int64_t n, const void *w, const void *a);
 
 /* K-quants, 256-element super-blocks (quant_k.c, quant_k_search.c). */
 void quant_k_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
+void quant_q3_K_scales(const uint8_t in[12], int8_t out[16]);
 void quant_q2_K_to_float(const void *x, float *y, int64_t nb);
 void quant_q3_K_to_float(const void *x, float *y, int64_t nb);
 void quant_q4_K_to_float(const void *x, float *y, int64_t nb);
@@ -227,10 +238,10 @@ void quant_q4_K_from_float(const float *x, void *y, int64_t nb);
 void quant_q5_K_from_float(const float *x, void *y, int64_t nb);
 void quant_q6_K_from_float(const float *x, void *y, int64_t nb);
 void quant_q8_K_from_float(const float *x, void *y, int64_t nb);
-float quant_q2_K_dot(int64_t nb, const void *w, const void *a);
-float quant_q3_K_dot(int64_t nb, const void *w, const void *a);
-float quant_q4_K_dot(int64_t nb, const void *w, const void *a);
-float quant_q5_K_dot(int64_t nb, const void *w, const void *a);
-float quant_q6_K_dot(int64_t nb, const void *w, const void *a);
+float quant_q2_K_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q3_K_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q4_K_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q5_K_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q6_K_dot_ref(int64_t nb, const void *w, const void *a);
 
 #endif
