@@ -444,9 +444,12 @@ bool dot_tile_able(uint32_t type, bool repacked)
 bool dot_tile(uint32_t type, int64_t n, const void *w, const void *const *a,
 		const void *packed, int nt, float *out, bool repacked)
 {
-	if (!dot_tile_able(type, repacked) || nt < 1 || nt > DOT_TILE_TOKENS)
+	quant_tile_fn tile = quant_traits(type)->tile_avx512[repacked];
+
+	pthread_once(&dot_half_once, dot_half_init);
+	if (!dot_simd || !tile || nt < 1 || nt > DOT_TILE_TOKENS)
 		return false;
-	quant_traits(type)->tile_avx512[repacked](n, w, a, packed, nt, out);
+	tile(n, w, a, packed, nt, out);
 	return true;
 }
 

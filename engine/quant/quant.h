@@ -70,8 +70,19 @@ struct quant_type_traits {
 	quant_tile_fn tile_avx512[2];
 };
 
-/* The row of type; for a type the engine does not know, a row of zeros. */
-const struct quant_type_traits *quant_traits(uint32_t type);
+/* traits.c's table, and the row of zeros of the types it does not know */
+extern const struct quant_type_traits quant_type_table[IO_TYPE_COUNT];
+extern const struct quant_type_traits quant_type_unknown;
+
+/*
+ * The row of type; for a type the engine does not know, a row of zeros.
+ * Inline: the tile and row kernels are looked up per matmul row.
+ */
+static inline const struct quant_type_traits *quant_traits(uint32_t type)
+{
+	return type < IO_TYPE_COUNT ? &quant_type_table[type] :
+		&quant_type_unknown;
+}
 
 /* IEEE half and bfloat16 conversions, rounding to nearest even. */
 float quant_fp16_to_fp32(uint16_t h);

@@ -32,7 +32,7 @@ static float traits_q5_1_avx512(int64_t n, const void *w, const void *a)
 	return cpu_legacy_avx512(IO_TYPE_Q5_1, n, w, a);
 }
 
-static const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
+const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 	[IO_TYPE_F32] = {
 		.name = "f32", .blck_size = 1, .type_size = 4,
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_F32,
@@ -199,10 +199,4 @@ static const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 	},
 };
 
-static const struct quant_type_traits quant_type_unknown;
-
-const struct quant_type_traits *quant_traits(uint32_t type)
-{
-	return type < IO_TYPE_COUNT ? &quant_type_table[type] :
-		&quant_type_unknown;
-}
+const struct quant_type_traits quant_type_unknown;
