@@ -13,11 +13,11 @@
  * Batched, with the one-token path's numbers. All tokens of all items (up
  * to FORWARD_CHUNK at a time) go through the model layer by layer, so
  * that each weight matrix is read once per layer for the whole batch
- * (the backend's matmul). Yet nothing a token computes depends on the others: each
- * (weight row, token) dot product is the call the one-token path makes on
- * the same converted activation row; norms, rope, SwiGLU and the MoE
- * routing are per token; attention is per token over its own sequence's
- * cache. So every token's logits are bit for bit those of evaluating it
+ * (the backend's matmul). Yet nothing a token computes depends on the
+ * others: each (weight row, token) dot product is the call the one-token
+ * path makes on the same converted activation row; norms, rope, SwiGLU
+ * and the MoE routing are per token; attention is per token over its own
+ * sequence's cache. So every token's logits are bit for bit those of evaluating it
  * alone, which is llama.cpp's one-token path, whose logits are the
  * reference's (a multi-token ggml kernel would round differently: the
  * batched pass only changes the order in which independent results are
