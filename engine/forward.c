@@ -17,11 +17,11 @@
  * others: each (weight row, token) dot product is the call the one-token
  * path makes on the same converted activation row; norms, rope, SwiGLU
  * and the MoE routing are per token; attention is per token over its own
- * sequence's cache. So every token's logits are bit for bit those of evaluating it
- * alone, which is llama.cpp's one-token path, whose logits are the
- * reference's (a multi-token ggml kernel would round differently: the
- * batched pass only changes the order in which independent results are
- * computed, never how one is).
+ * sequence's cache. So every token's logits are bit for bit those of
+ * evaluating it alone, which is llama.cpp's one-token path, whose logits
+ * are the reference's (a multi-token ggml kernel would round differently:
+ * the batched pass only changes the order in which independent results
+ * are computed, never how one is).
  *
  * Async loading: each tensor is waited for (io_placement_wait) right
  * before its first use in a pass, so that a first pass runs layer by
