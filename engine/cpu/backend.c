@@ -146,8 +146,8 @@ static void cpu_softmax(struct engine_backend *be, float *x, int64_t n)
 
 /*
  * build_moe_ffn with softmax gating, for one row's router logits: the
- * softmax, then the top k (argsort, descending, the lower id on ties) and their weights,
- * optionally divided by their sum.
+ * softmax, then the top k (argsort, descending, the lower id on ties) and
+ * their weights, optionally divided by their sum.
  */
 static void cpu_moe_route(struct engine_backend *be,
 		const struct engine_hparams *hp, float *router, uint32_t *sel,
