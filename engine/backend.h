@@ -60,6 +60,13 @@ struct engine_att_batch {
 	void *work;                  /* attention_work_bytes, 64-aligned */
 };
 
+/* One product of matvec_multi: y = w . act (act in w's vec_dot type). */
+struct engine_mv {
+	float *y;
+	const struct engine_tensor *w;
+	const void *act;
+};
+
 struct engine_backend_i {
 	const char *name;
 
@@ -99,6 +106,14 @@ struct engine_backend_i {
 	void (*matmul)(struct engine_backend *be, float *const *ys,
 			const struct engine_tensor *w, int64_t e,
 			uint32_t n_tok, const void *const *acts);
+	/*
+	 * One row against several weights in one parallel run (Q, K and V;
+	 * up and gate of one token): mv[k].y = mv[k].w . mv[k].act for
+	 * k < n, each row's dot the one matmul gives it (expert 0), so the
+	 * bits are those of n matmuls; one barrier instead of n.
+	 */
+	void (*matvec_multi)(struct engine_backend *be,
+			const struct engine_mv *mv, uint32_t n);
 	/* cos/sin per rotated pair at pos; then rotate n_head heads */
 	void (*rope_cache)(struct engine_backend *be, float *cache,
 			int64_t pos, uint32_t n_rot, float freq_base,

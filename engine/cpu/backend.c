@@ -110,6 +110,58 @@ static void cpu_matmul(struct engine_backend *be, float *const *ys,
 	ops_matmul(cpu_pool(be), ys, w, e, n_tok, acts);
 }
 
+struct cpu_mv_job {
+	const struct engine_mv *mv;
+	uint32_t n;
+	uint64_t bytes;       /* of all the rows */
+};
+
+/* The first row of w whose bytes start at or after at (w's rows at base). */
+static int64_t cpu_mv_row(const struct engine_tensor *w, uint64_t base,
+		uint64_t at)
+{
+	int64_t r;
+
+	if (at <= base)
+		return 0;
+	r = (int64_t)((at - base + w->row_bytes - 1) / w->row_bytes);
+	return r < w->info->ne[1] ? r : w->info->ne[1];
+}
+
+/* The rows of all the weights, split over the threads by their bytes. */
+static void cpu_mv_part(void *arg, uint32_t ith, uint32_t nth)
+{
+	const struct cpu_mv_job *j = arg;
+	const uint64_t b0 = j->bytes * ith / nth;
+	const uint64_t b1 = j->bytes * (ith + 1) / nth;
+	uint64_t base = 0;
+	uint32_t k;
+
+	for (k = 0; k < j->n; k++) {
+		const struct engine_mv *mv = &j->mv[k];
+		int64_t r0 = cpu_mv_row(mv->w, base, b0);
+		int64_t r1 = cpu_mv_row(mv->w, base, b1);
+
+		if (r0 < r1)
+			ops_matvec_rows(mv->y, mv->w, 0, mv->act, r0, r1);
+		base += (uint64_t)mv->w->info->ne[1] * mv->w->row_bytes;
+	}
+}
+
+static void cpu_matvec_multi(struct engine_backend *be,
+		const struct engine_mv *mv, uint32_t n)
+{
+	struct cpu_mv_job job = { mv, n, 0 };
+	uint32_t k;
+
+	for (k = 0; k < n; k++)
+		job.bytes += (uint64_t)mv[k].w->info->ne[1] * mv[k].w->row_bytes;
+	if (engine_pool_size(cpu_pool(be)) > 1)
+		engine_pool_run(cpu_pool(be), cpu_mv_part, &job);
+	else
+		cpu_mv_part(&job, 0, 1);
+}
+
 static void cpu_rope_cache(struct engine_backend *be, float *cache,
 		int64_t pos, uint32_t n_rot, float freq_base, float freq_scale,
 		const float *freq_factors)
@@ -441,6 +493,7 @@ static const struct engine_backend_i cpu_backend_i = {
 	.rms_norm = cpu_rms_norm,
 	.convert = cpu_convert,
 	.matmul = cpu_matmul,
+	.matvec_multi = cpu_matvec_multi,
 	.rope_cache = cpu_rope_cache,
 	.rope = cpu_rope,
 	.swiglu = cpu_swiglu,
