@@ -40,8 +40,8 @@ CFLAGS ?= -O2 -g
 # plain Q4_0 block sum into an AVX-512 VNNI instruction of the wrong
 # signedness (see Documentation/quantization.md). The AVX-512 kernels
 # (engine/cpu/*_avx512.c, engine/attention.c) carry their own target
-# attributes and are chosen at run time (cpu_avx512_usable()), so one
-# binary runs on any x86-64-v3 machine.
+# attributes and are picked at run time (cpu_avx512_usable()), not by
+# these flags, so one binary runs on any x86-64-v3 machine.
 ARCH_FLAGS ?= $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v3 -mtune=native)
 override CFLAGS += $(ARCH_FLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
 	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP \
@@ -69,7 +69,8 @@ have_fuse := $(shell pkg-config --exists fuse3 && echo 1)
 override CFLAGS += $(call pkg_cflags,$(IO_PKGS) $(ENGINE_PKGS))
 
 IO_SRC := $(wildcard io/*.c)
-ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c)
+ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/quant/*.c \
+	engine/tokenizer/*.c)
 FS_SRC := $(wildcard fs/*.c)
 IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
@@ -295,12 +296,12 @@ deb: $(INSTALL_BIN:%=$(BUILD)/bin/%)
 	$(Q)VERSION=$(VERSION) MAINTAINER="$(DEB_MAINTAINER)" \
 		packaging/deb.sh $(DEB_STAGE) $(DEB_OUT)
 
-# Every tracked *.c and *.h but engine/unicode_data.c: the table that
-# engine/gen_unicode_data.py writes, four ranges a line, which clang-format
-# would realign into uneven columns (and a generated file is fixed in its
-# generator, not by hand).
+# Every tracked *.c and *.h but engine/tokenizer/unicode_data.c: the table
+# that gen_unicode_data.py beside it writes, four ranges a line, which
+# clang-format would realign into uneven columns (a generated file is fixed
+# in its generator, not by hand).
 CLANG_FORMAT ?= clang-format
-FORMAT_EXCLUDE := engine/unicode_data.c
+FORMAT_EXCLUDE := engine/tokenizer/unicode_data.c
 FORMAT_FILES = $(filter-out $(FORMAT_EXCLUDE),$(shell git ls-files '*.c' '*.h'))
 format-tool:
 	@command -v $(CLANG_FORMAT) >/dev/null || \

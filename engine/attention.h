@@ -7,7 +7,7 @@
  *
  *   Q is converted to K's vec_dot type (F16 for F16 K, Q8_0 for Q4_0 K,
  *   Q8_1 for Q4_1 K, ...), each cached K row dotted with it by K's dot
- *   kernel (engine/dot.c), scaled; an online softmax with expf; V
+ *   kernel (engine/quant/dot.c), scaled; an online softmax with expf; V
  *   accumulated in an F16 vector for F16 V (ggml_vec_mad_f16 and
  *   ggml_vec_scale_f16, rounding to F16 after every step), otherwise each
  *   V row converted to floats and accumulated in F32 (ggml_vec_mad_f32).
@@ -80,6 +80,14 @@ void att_end(struct att_state *st, float *out);
  */
 void att_merge(float *out, const float *partials, size_t stride, uint32_t n,
 		uint32_t head_dim_v);
+
+/*
+ * att_run one position at a time through the general step (dot_row, the
+ * vector steps), whatever the types: what the fused F16 loop att_run
+ * takes for F16 K and V must match bit for bit (test_attention).
+ */
+void att_run_steps(struct att_state *st, const uint8_t *k, size_t k_stride,
+		const uint8_t *v, size_t v_stride, uint32_t n);
 
 /* The F16 vector steps, exposed for tests/engine/test_attention.c. */
 void att_mad_f16(uint16_t *y, const uint16_t *x, float v, uint32_t n,

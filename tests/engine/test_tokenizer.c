@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "../../engine/engine.h"
-#include "../../engine/tokenizer.h"
+#include "../../engine/tokenizer/tokenizer.h"
 #include "../common/check_main.h"
 
 static const char *shared_path(char *buf, size_t cap, const char *rel)
