@@ -418,8 +418,9 @@ float dot_row_scalar(uint32_t type, int64_t n, const void *w, const void *a,
 	return dot_row_impl(type, n, w, a, repacked, false);
 }
 
-typedef void (*dot_tile_fn)(int64_t n, const void *w, const void *const *a,
-		const uint8_t *qs, int nt, float *out);
+typedef void (*dot_tile_fn)(int64_t n, const void *w, size_t row_bytes,
+		int nr, const void *const *a, const uint8_t *qs, int nt,
+		float *out);
 
 /* The tile kernels by type: [type][repacked]; NULL where there is none. */
 static const dot_tile_fn dot_tiles[IO_TYPE_COUNT][2] = {
@@ -429,6 +430,7 @@ static const dot_tile_fn dot_tiles[IO_TYPE_COUNT][2] = {
 };
 
 _Static_assert(DOT_TILE_TOKENS == CPU_TILE_TOKENS, "one tile width");
+_Static_assert(DOT_TILE_ROWS == CPU_TILE_ROWS, "one tile height");
 
 bool dot_tile_able(uint32_t type, bool repacked)
 {
@@ -436,12 +438,14 @@ bool dot_tile_able(uint32_t type, bool repacked)
 	return dot_simd && type < IO_TYPE_COUNT && dot_tiles[type][repacked];
 }
 
-bool dot_tile(uint32_t type, int64_t n, const void *w, const void *const *a,
-		const void *packed, int nt, float *out, bool repacked)
+bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes,
+		int nr, const void *const *a, const void *packed, int nt,
+		float *out, bool repacked)
 {
-	if (!dot_tile_able(type, repacked) || nt < 1 || nt > DOT_TILE_TOKENS)
+	if (!dot_tile_able(type, repacked) || nt < 1 || nt > DOT_TILE_TOKENS ||
+	    nr < 1 || nr > DOT_TILE_ROWS)
 		return false;
-	dot_tiles[type][repacked](n, w, a, packed, nt, out);
+	dot_tiles[type][repacked](n, w, row_bytes, nr, a, packed, nt, out);
 	return true;
 }
 
@@ -489,6 +493,9 @@ void dot_tile_pack(uint32_t type, int64_t n, const void *const *a,
 			memcpy(o + 32, a1 + off, 32);
 			if (k)
 				continue;
+			/* Q8_0: stored + 128, vpdpbusd's unsigned operand */
+			for (l = 0; l < 64; l++)
+				o[l] ^= 0x80;
 			for (l = 0; l < 16; l++, f++)
 				*f = dot_h2f((l < 8 ? a0 : a1) + c * per);
 		}

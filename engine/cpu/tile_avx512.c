@@ -23,12 +23,15 @@
 #include "../quant_internal.h"
 
 #if !defined(__x86_64__)
-void cpu_q8_0_tile_avx512(int64_t n, const void *w, const void *const *a,
-		const uint8_t *qs, int nt, float *out) { }
-void cpu_q6_K_tile_avx512(int64_t n, const void *w, const void *const *a,
-		const uint8_t *qs, int nt, float *out) { }
+void cpu_q8_0_tile_avx512(int64_t n, const void *w, size_t row_bytes,
+		int nr, const void *const *a, const uint8_t *qs, int nt,
+		float *out) { }
+void cpu_q6_K_tile_avx512(int64_t n, const void *w, size_t row_bytes,
+		int nr, const void *const *a, const uint8_t *qs, int nt,
+		float *out) { }
 void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
-		const void *const *a, const uint8_t *qs, int nt, float *out) { }
+		size_t row_bytes, int nr, const void *const *a,
+		const uint8_t *qs, int nt, float *out) { }
 #else
 #include <immintrin.h>
 
@@ -96,47 +99,92 @@ CPU_TARGET static void tile_store(const __m512 *acc, int nt, float *out)
 }
 
 /*
- * cpu_q8_0_avx512 for up to eight tokens: per block and token,
- * acc = fma(dw * da, lanes, acc) with the same eight int32 lanes.
+ * cpu_q8_0_avx512 for R weight rows and up to eight tokens: per block,
+ * row and token, acc = fma(dw * da, lanes, acc) with the same eight int32
+ * lanes. The activations come packed already biased (a + 128, so they
+ * are vpdpbusd's unsigned operand) and each row's lanes start from
+ * -128 * (w's four) instead of subtracting it after: integer sums, so
+ * the lanes are the same. Each activation load and its da serve R rows,
+ * each weight load all the pairs.
  */
-CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *vw,
-		const void *const *va, const uint8_t *qs, int nt, float *out)
+CPU_TARGET static inline __attribute__((always_inline)) void
+tile_q8_0_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
+		const uint8_t *qs, int nt, float *out)
 {
-	const struct block_q8_0 *w = vw;
 	const __m512i bias = _mm512_set1_epi8((char)0x80);
-	__m512 acc[PAIRS];
+	__m512 acc[CPU_TILE_ROWS][PAIRS];
 	int64_t i, nb = n / QK8_0;
-	int p, np = (nt + 1) / 2;
+	int p, r, np = (nt + 1) / 2;
 
-	for (p = 0; p < PAIRS; p++)
-		acc[p] = _mm512_setzero_ps();
+	TILE_UNROLL
+	for (r = 0; r < R; r++)
+		TILE_UNROLL
+		for (p = 0; p < PAIRS; p++)
+			acc[r][p] = _mm512_setzero_ps();
 	for (i = 0; i < nb; i++) {
-		const __m512i wq = _mm512_broadcast_i64x4(
-			_mm256_loadu_si256((const __m256i *)w[i].qs));
-		/* 128 * (w's four) per lane: the unsigned operand's offset */
-		const __m512i corr = _mm512_dpbusd_epi32(
-			_mm512_setzero_si512(), bias, wq);
-		const float dw = _cvtsh_ss(w[i].d);
+		__m512i wq[CPU_TILE_ROWS], start[CPU_TILE_ROWS];
+		float dw[CPU_TILE_ROWS];
 
+		TILE_UNROLL
+		for (r = 0; r < R; r++) {
+			const struct block_q8_0 *b =
+				(const struct block_q8_0 *)(w + row_bytes * r) +
+				i;
+
+			wq[r] = _mm512_broadcast_i64x4(
+				_mm256_loadu_si256((const __m256i *)b->qs));
+			/* -128 * (w's four) per lane */
+			start[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
+				_mm512_dpbusd_epi32(_mm512_setzero_si512(),
+					bias, wq[r]));
+			dw[r] = _cvtsh_ss(b->d);
+		}
 		TILE_UNROLL
 		for (p = 0; p < PAIRS; p++) {
 			if (p >= np)
 				continue;
 			const uint8_t *pq = qs + 4 * n * p;
-			__m512i qa = _mm512_xor_si512(
-				tile_chunk(pq, 0, 0, i), bias);
-			__m512i lanes = _mm512_sub_epi32(_mm512_dpbusd_epi32(
-				_mm512_setzero_si512(), qa, wq), corr);
-			/* dw * da as the one-token kernel, 8 lanes a token */
-			__m512 d = _mm512_mul_ps(_mm512_set1_ps(dw),
-				_mm512_loadu_ps((const float *)(pq + 2 * n) +
-					16 * i));
+			const __m512i qa = tile_chunk(pq, 0, 0, i);
+			const __m512 da = _mm512_loadu_ps(
+				(const float *)(pq + 2 * n) + 16 * i);
 
-			acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes),
-					acc[p]);
+			TILE_UNROLL
+			for (r = 0; r < R; r++) {
+				__m512i lanes = _mm512_dpbusd_epi32(start[r],
+						qa, wq[r]);
+				/* dw * da as the one-token kernel */
+				__m512 d = _mm512_mul_ps(
+						_mm512_set1_ps(dw[r]), da);
+
+				acc[r][p] = _mm512_fmadd_ps(d,
+					_mm512_cvtepi32_ps(lanes), acc[r][p]);
+			}
 		}
 	}
-	tile_store(acc, nt, out);
+	TILE_UNROLL
+	for (r = 0; r < R; r++)
+		tile_store(acc[r], nt, out + CPU_TILE_TOKENS * r);
+}
+
+CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *w,
+		size_t row_bytes, int nr, const void *const *a,
+		const uint8_t *qs, int nt, float *out)
+{
+	(void)a;
+	switch (nr) {
+	case 4:
+		tile_q8_0_rows(4, n, w, row_bytes, qs, nt, out);
+		break;
+	case 3:
+		tile_q8_0_rows(3, n, w, row_bytes, qs, nt, out);
+		break;
+	case 2:
+		tile_q8_0_rows(2, n, w, row_bytes, qs, nt, out);
+		break;
+	default:
+		tile_q8_0_rows(1, n, w, row_bytes, qs, nt, out);
+		break;
+	}
 }
 
 /*
@@ -145,7 +193,7 @@ CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *vw,
  * scale of their 16 (the same integer as the one-token kernel's fold of
  * sixteen lanes), less 32 * (b[2l] sc[2l] + b[2l+1] sc[2l+1]).
  */
-CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *vw,
+CPU_TARGET static void tile_q6_K_row(int64_t n, const void *vw,
 		const void *const *va, const uint8_t *qs, int nt, float *out)
 {
 	const struct block_q6_K *x = vw;
@@ -275,7 +323,7 @@ CPU_TARGET static __m256i tile_reduce8(const __m512i *v)
  * acc = fma(isum, dw * da, acc) and accm = fma(smin, dmin * da, accm) on
  * eight lanes, one per token; acc - accm at the end.
  */
-CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *vw,
+CPU_TARGET static void tile_q4_K_repacked_row(int64_t n, const void *vw,
 		const void *const *va, const uint8_t *qs, int nt, float *out)
 {
 	const struct block_q4_K *x = vw;
@@ -350,5 +398,29 @@ CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *vw,
 	_mm256_storeu_ps(t, _mm256_sub_ps(acc, accm));
 	for (j = 0; j < nt; j++)
 		out[j] = t[j];
+}
+
+/* Q6_K and repacked Q4_K: one row at a time (the tile reads their
+ * weights once per row and eight tokens already). */
+CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *w,
+		size_t row_bytes, int nr, const void *const *a,
+		const uint8_t *qs, int nt, float *out)
+{
+	int r;
+
+	for (r = 0; r < nr; r++)
+		tile_q6_K_row(n, (const uint8_t *)w + row_bytes * r, a, qs, nt,
+				out + CPU_TILE_TOKENS * r);
+}
+
+CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
+		size_t row_bytes, int nr, const void *const *a,
+		const uint8_t *qs, int nt, float *out)
+{
+	int r;
+
+	for (r = 0; r < nr; r++)
+		tile_q4_K_repacked_row(n, (const uint8_t *)w + row_bytes * r,
+				a, qs, nt, out + CPU_TILE_TOKENS * r);
 }
 #endif /* __x86_64__ */
