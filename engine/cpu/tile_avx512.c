@@ -282,17 +282,21 @@ CPU_TARGET static void tile_q6_K_row(int64_t n, const void *vw,
 	tile_store(acc, nt, out);
 }
 
-/* The 6-bit scale and min j of a q4_K block (quant_k_scale_min). */
-static inline void tile_scale_min_k4(const uint8_t *q, int j, int *sc,
-		int *m)
+/*
+ * The eight 6-bit scales (out[0..7]) and mins (out[8..15]) of a q4_K
+ * block, as quant_k_scale_min gives them, four at a time in 32-bit words.
+ */
+static inline void tile_q4_K_scales(const uint8_t *q, uint8_t out[16])
 {
-	if (j < 4) {
-		*sc = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-	}
+	uint32_t u[4], m;
+
+	memcpy(u, q, 12);
+	u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+	m = u[1] & 0x3f3f3f3f;
+	u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+	u[2] = m;
+	u[0] &= 0x3f3f3f3f;
+	memcpy(out, u, 16);
 }
 
 /*
@@ -319,89 +323,135 @@ CPU_TARGET static __m256i tile_reduce8(const __m512i *v)
 
 /*
  * cpu_q4_K_repacked_avx512 (the gemv order: one float per row and token)
- * for up to eight tokens: each block's integer sums of all tokens, then
- * acc = fma(isum, dw * da, acc) and accm = fma(smin, dmin * da, accm) on
- * eight lanes, one per token; acc - accm at the end.
+ * for R rows and up to eight tokens: each block's integer sums of all
+ * tokens, then acc = fma(isum, dw * da, acc) and accm = fma(smin,
+ * dmin * da, accm) on eight lanes, one per token; acc - accm at the end.
+ * The integer sums are exact, so they may gather in any order: by 32-byte
+ * load g of the weights (sub-blocks 2g and 2g + 1), each activation chunk
+ * loaded once for the R rows.
  */
-CPU_TARGET static void tile_q4_K_repacked_row(int64_t n, const void *vw,
+CPU_TARGET static inline __attribute__((always_inline)) void
+tile_q4_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 		const void *const *va, const uint8_t *qs, int nt, float *out)
 {
-	const struct block_q4_K *x = vw;
-	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	const struct block_q8_K *a[CPU_TILE_TOKENS];
-	__m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+	__m256 acc[2], accm[2];
 	int64_t i, nb = n / QK_K;
 	float t[8], da[8];
-	int p, g, j, np = (nt + 1) / 2;
+	int p, g, j, r, np = (nt + 1) / 2;
 
 	for (j = 0; j < CPU_TILE_TOKENS; j++)
 		a[j] = va[j < nt ? j : nt - 1];
+	for (r = 0; r < R; r++)
+		acc[r] = accm[r] = _mm256_setzero_ps();
 	for (i = 0; i < nb; i++) {
-		__m512i wq[8], s[8], isum[PAIRS], msum[PAIRS];
-		__m256i mn16;
-		int sc, mins[8];
+		const struct block_q4_K *x[2];
+		__m512i isum[2][PAIRS], msum[2][PAIRS], mn16[2];
+		uint8_t sm[2][16];
+		uint32_t sp[2][8];
 
-		for (j = 0; j < 8; j++) {
-			tile_scale_min_k4(x[i].scales, j, &sc, &mins[j]);
-			s[j] = _mm512_set1_epi16((short)sc);
+		TILE_UNROLL
+		for (r = 0; r < R; r++) {
+			x[r] = (const struct block_q4_K *)(w + row_bytes * r) +
+				i;
+			tile_q4_K_scales(x[r]->scales, sm[r]);
+			/*
+			 * each scale twice, an int16 pair: vpdpwssd takes it
+			 * as a broadcast memory operand, no register held
+			 */
+			for (j = 0; j < 8; j++)
+				sp[r][j] = sm[r][j] * 0x10001u;
+			/* mins as int16 pairs: bsums 2j and 2j + 1 take min j */
+			{
+				__m128i mn = _mm_loadl_epi64(
+					(const __m128i *)(sm[r] + 8));
+
+				mn16[r] = _mm512_broadcast_i64x4(
+					_mm256_cvtepu8_epi16(
+					_mm_unpacklo_epi8(mn, mn)));
+			}
+			TILE_UNROLL
+			for (p = 0; p < PAIRS; p++)
+				isum[r][p] = msum[r][p] =
+					_mm512_setzero_si512();
 		}
-		/* mins as int16 pairs: bsums 2j and 2j + 1 both take min j */
-		mn16 = _mm256_set_epi16(
-			(short)mins[7], (short)mins[7], (short)mins[6],
-			(short)mins[6], (short)mins[5], (short)mins[5],
-			(short)mins[4], (short)mins[4], (short)mins[3],
-			(short)mins[3], (short)mins[2], (short)mins[2],
-			(short)mins[1], (short)mins[1], (short)mins[0],
-			(short)mins[0]);
 		for (g = 0; g < 4; g++) {
-			__m256i q = _mm256_loadu_si256(
-					(const __m256i *)(x[i].qs + 32 * g));
+			__m512i lo[2], hi[2];
 
-			wq[2 * g] = _mm512_broadcast_i64x4(
-					_mm256_and_si256(q, m4));
-			wq[2 * g + 1] = _mm512_broadcast_i64x4(_mm256_and_si256(
-					_mm256_srli_epi16(q, 4), m4));
+			TILE_UNROLL
+			for (r = 0; r < R; r++) {
+				const __m512i q = _mm512_broadcast_i64x4(
+					_mm256_loadu_si256((const __m256i *)
+						(x[r]->qs + 32 * g)));
+
+				lo[r] = _mm512_and_si512(q, m4);
+				hi[r] = _mm512_and_si512(
+					_mm512_srli_epi16(q, 4), m4);
+			}
+			TILE_UNROLL
+			for (p = 0; p < PAIRS; p++) {
+				if (p >= np)
+					continue;
+				/* pairs by vpmaddubsw (at most 2 * 15 * 128) */
+				const __m512i alo = tile_chunk(qs, 2 * n, p,
+						8 * i + 2 * g);
+				const __m512i ahi = tile_chunk(qs, 2 * n, p,
+						8 * i + 2 * g + 1);
+
+				TILE_UNROLL
+				for (r = 0; r < R; r++) {
+					isum[r][p] = _mm512_dpwssd_epi32(
+						isum[r][p], _mm512_maddubs_epi16(
+							lo[r], alo),
+						_mm512_set1_epi32((int)
+							sp[r][2 * g]));
+					isum[r][p] = _mm512_dpwssd_epi32(
+						isum[r][p], _mm512_maddubs_epi16(
+							hi[r], ahi),
+						_mm512_set1_epi32((int)
+							sp[r][2 * g + 1]));
+				}
+			}
 		}
 		TILE_UNROLL
 		for (p = 0; p < PAIRS; p++) {
-			__m512i sum = _mm512_setzero_si512();
-
-			if (p >= np) {
-				isum[p] = msum[p] = sum;
+			if (p >= np)
 				continue;
-			}
-			/* pairs by vpmaddubsw (at most 2 * 15 * 128), scaled */
-			for (g = 0; g < 8; g++)
-				sum = _mm512_dpwssd_epi32(sum,
-					_mm512_maddubs_epi16(wq[g], tile_chunk(
-						qs, 2 * n, p, 8 * i + g)), s[g]);
-			isum[p] = sum;
-			msum[p] = _mm512_madd_epi16(tile_join(a[2 * p][i].bsums,
-					a[2 * p + 1][i].bsums),
-					_mm512_broadcast_i64x4(mn16));
+			const __m512i bs = tile_join(a[2 * p][i].bsums,
+					a[2 * p + 1][i].bsums);
+
+			TILE_UNROLL
+			for (r = 0; r < R; r++)
+				msum[r][p] = _mm512_madd_epi16(bs, mn16[r]);
 		}
 		for (j = 0; j < 8; j++)
 			da[j] = a[j][i].d;
 		{
 			const __m256 vda = _mm256_loadu_ps(da);
-			const __m256 d = _mm256_mul_ps(
-				_mm256_set1_ps(_cvtsh_ss(x[i].d)), vda);
-			const __m256 dm = _mm256_mul_ps(
-				_mm256_set1_ps(_cvtsh_ss(x[i].dmin)), vda);
 
-			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
-					tile_reduce8(isum)), d, acc);
-			accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
-					tile_reduce8(msum)), dm, accm);
+			TILE_UNROLL
+			for (r = 0; r < R; r++) {
+				const __m256 d = _mm256_mul_ps(_mm256_set1_ps(
+					_cvtsh_ss(x[r]->d)), vda);
+				const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(
+					_cvtsh_ss(x[r]->dmin)), vda);
+
+				acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
+					tile_reduce8(isum[r])), d, acc[r]);
+				accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
+					tile_reduce8(msum[r])), dm, accm[r]);
+			}
 		}
 	}
-	_mm256_storeu_ps(t, _mm256_sub_ps(acc, accm));
-	for (j = 0; j < nt; j++)
-		out[j] = t[j];
+	for (r = 0; r < R; r++) {
+		_mm256_storeu_ps(t, _mm256_sub_ps(acc[r], accm[r]));
+		for (j = 0; j < nt; j++)
+			out[CPU_TILE_TOKENS * r + j] = t[j];
+	}
 }
 
-/* Q6_K and repacked Q4_K: one row at a time (the tile reads their
- * weights once per row and eight tokens already). */
+/* Q6_K: one row at a time. */
 CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *w,
 		size_t row_bytes, int nr, const void *const *a,
 		const uint8_t *qs, int nt, float *out)
@@ -417,10 +467,15 @@ CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
 		size_t row_bytes, int nr, const void *const *a,
 		const uint8_t *qs, int nt, float *out)
 {
+	const uint8_t *rw = w;
 	int r;
 
-	for (r = 0; r < nr; r++)
-		tile_q4_K_repacked_row(n, (const uint8_t *)w + row_bytes * r,
-				a, qs, nt, out + CPU_TILE_TOKENS * r);
+	/* two rows at a time: four would spill the sums' registers */
+	for (r = 0; r + 1 < nr; r += 2)
+		tile_q4_K_rows(2, n, rw + row_bytes * r, row_bytes, a, qs, nt,
+				out + CPU_TILE_TOKENS * r);
+	if (r < nr)
+		tile_q4_K_rows(1, n, rw + row_bytes * r, row_bytes, a, qs, nt,
+				out + CPU_TILE_TOKENS * r);
 }
 #endif /* __x86_64__ */
