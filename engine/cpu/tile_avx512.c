@@ -188,26 +188,29 @@ CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *w,
 }
 
 /*
- * cpu_q6_K_avx512 for up to eight tokens. Lane l of a token's eight
- * gathers, in each 32-element group g, the elements 4l..4l+3 times the
- * scale of their 16 (the same integer as the one-token kernel's fold of
- * sixteen lanes), less 32 * (b[2l] sc[2l] + b[2l+1] sc[2l+1]).
+ * cpu_q6_K_avx512 for R rows and up to eight tokens. Lane l of a token's
+ * eight gathers, in each 32-element group g, the elements 4l..4l+3 times
+ * the scale of their 16 (the same integer as the one-token kernel's fold
+ * of sixteen lanes), less 32 * (b[2l] sc[2l] + b[2l+1] sc[2l+1]). The
+ * groups' weights are unpacked as they are used, each activation chunk
+ * loaded once for the R rows.
  */
-CPU_TARGET static void tile_q6_K_row(int64_t n, const void *vw,
+CPU_TARGET static inline __attribute__((always_inline)) void
+tile_q6_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 		const void *const *va, const uint8_t *qs, int nt, float *out)
 {
-	const struct block_q6_K *x = vw;
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
 	const struct block_q8_K *a0[PAIRS], *a1[PAIRS];
-	__m512 acc[PAIRS];
+	__m512 acc[2][PAIRS];
 	__m512i idx[8];
 	int64_t i, nb = n / QK_K;
-	int p, g, np = (nt + 1) / 2;
+	int p, g, r, np = (nt + 1) / 2;
 
 	for (p = 0; p < PAIRS; p++) {
 		a0[p] = va[2 * p];
 		a1[p] = va[tile_second(nt, p)];
-		acc[p] = _mm512_setzero_ps();
+		for (r = 0; r < R; r++)
+			acc[r][p] = _mm512_setzero_ps();
 	}
 	/*
 	 * group g, int16 lanes of element pairs: lanes 0-7 (elements 0-15)
@@ -218,68 +221,102 @@ CPU_TARGET static void tile_q6_K_row(int64_t n, const void *vw,
 			_mm512_broadcast_i64x4(_mm256_set_epi16(1, 1, 1, 1, 1,
 				1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)));
 	for (i = 0; i < nb; i++) {
-		/* the 16 scales as int16, both halves */
-		const __m512i sc16 = _mm512_broadcast_i64x4(_mm256_cvtepi8_epi16(
-			_mm_loadu_si128((const __m128i *)x[i].scales)));
-		const float dw = _cvtsh_ss(x[i].d);
-		__m512i wq[8], s[8];
-		int h;
+		const struct block_q6_K *x[2];
+		__m512i sc16[2], isum[2][PAIRS];
+		int h, k;
 
-		for (h = 0; h < 2; h++) {
-			const uint8_t *ql = x[i].ql + 64 * h;
-			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-			__m256i l1 = _mm256_loadu_si256(
-					(const __m256i *)(ql + 32));
-			__m256i qh = _mm256_loadu_si256(
-					(const __m256i *)(x[i].qh + 32 * h));
-
-			/* elements 128h + 32k .. + 31, k = 0..3 */
-			wq[4 * h + 0] = _mm512_broadcast_i64x4(_mm256_or_si256(
-				_mm256_and_si256(l0, m4),
-				_mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)));
-			wq[4 * h + 1] = _mm512_broadcast_i64x4(_mm256_or_si256(
-				_mm256_and_si256(l1, m4),
-				_mm256_slli_epi16(_mm256_and_si256(
-					_mm256_srli_epi16(qh, 2), m2), 4)));
-			wq[4 * h + 2] = _mm512_broadcast_i64x4(_mm256_or_si256(
-				_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-				_mm256_slli_epi16(_mm256_and_si256(
-					_mm256_srli_epi16(qh, 4), m2), 4)));
-			wq[4 * h + 3] = _mm512_broadcast_i64x4(_mm256_or_si256(
-				_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-				_mm256_slli_epi16(_mm256_and_si256(
-					_mm256_srli_epi16(qh, 6), m2), 4)));
+		TILE_UNROLL
+		for (r = 0; r < R; r++) {
+			x[r] = (const struct block_q6_K *)(w + row_bytes * r) +
+				i;
+			/* the 16 scales as int16, both halves */
+			sc16[r] = _mm512_broadcast_i64x4(_mm256_cvtepi8_epi16(
+				_mm_loadu_si128((const __m128i *)x[r]->scales)));
+			TILE_UNROLL
+			for (p = 0; p < PAIRS; p++)
+				isum[r][p] = _mm512_setzero_si512();
 		}
-		for (g = 0; g < 8; g++)
-			s[g] = _mm512_permutexvar_epi16(idx[g], sc16);
+		for (h = 0; h < 2; h++) {
+			__m256i l0[2], l1[2], qh[2];
+
+			TILE_UNROLL
+			for (r = 0; r < R; r++) {
+				const uint8_t *ql = x[r]->ql + 64 * h;
+
+				l0[r] = _mm256_loadu_si256((const __m256i *)ql);
+				l1[r] = _mm256_loadu_si256(
+					(const __m256i *)(ql + 32));
+				qh[r] = _mm256_loadu_si256(
+					(const __m256i *)(x[r]->qh + 32 * h));
+			}
+			/* elements 128h + 32k .. + 31 */
+			TILE_UNROLL
+			for (k = 0; k < 4; k++) {
+				__m512i wq[2], sg[2];
+
+				TILE_UNROLL
+				for (r = 0; r < R; r++) {
+					__m256i l = k & 1 ? l1[r] : l0[r];
+
+					if (k >= 2)
+						l = _mm256_srli_epi16(l, 4);
+					wq[r] = _mm512_broadcast_i64x4(
+						_mm256_or_si256(
+						_mm256_and_si256(l, m4),
+						_mm256_slli_epi16(
+						_mm256_and_si256(
+						_mm256_srli_epi16(qh[r], 2 * k),
+						m2), 4)));
+					sg[r] = _mm512_permutexvar_epi16(
+						idx[4 * h + k], sc16[r]);
+				}
+				TILE_UNROLL
+				for (p = 0; p < PAIRS; p++) {
+					if (p >= np)
+						continue;
+					/*
+					 * weights times activations in pairs
+					 * (vpmaddubsw: at most 2 * 63 * 128,
+					 * no saturation), then times the
+					 * scale into the lanes (vpdpwssd)
+					 */
+					const __m512i aq = tile_chunk(qs, 2 * n,
+						p, 8 * i + 4 * h + k);
+
+					TILE_UNROLL
+					for (r = 0; r < R; r++)
+						isum[r][p] = _mm512_dpwssd_epi32(
+							isum[r][p],
+							_mm512_maddubs_epi16(
+								wq[r], aq),
+							sg[r]);
+				}
+			}
+		}
 		TILE_UNROLL
 		for (p = 0; p < PAIRS; p++) {
 			if (p >= np)
 				continue;
-			__m512i isum = _mm512_setzero_si512(), corr;
-			__m512 d;
+			const __m512i bs = tile_join(a0[p][i].bsums,
+					a1[p][i].bsums);
+			const __m512 da = tile_halves(a0[p][i].d, a1[p][i].d);
 
-			/*
-			 * weights times activations in pairs (vpmaddubsw: at
-			 * most 2 * 63 * 128, no saturation), then times the
-			 * scale into the lanes (vpdpwssd): lane l of a group
-			 * holds its elements 4l..4l+3, as vpdpbusd's would
-			 */
-			for (g = 0; g < 8; g++)
-				isum = _mm512_dpwssd_epi32(isum,
-					_mm512_maddubs_epi16(wq[g], tile_chunk(
-						qs, 2 * n, p, 8 * i + g)), s[g]);
-			/* b[2l] sc[2l] + b[2l+1] sc[2l+1], per token half */
-			corr = _mm512_madd_epi16(tile_join(a0[p][i].bsums,
-					a1[p][i].bsums), sc16);
-			isum = _mm512_sub_epi32(isum,
-					_mm512_slli_epi32(corr, 5));
-			d = tile_halves(a0[p][i].d * dw, a1[p][i].d * dw);
-			acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum),
-					acc[p]);
+			TILE_UNROLL
+			for (r = 0; r < R; r++) {
+				/* b[2l] sc[2l] + b[2l+1] sc[2l+1], per half */
+				__m512i corr = _mm512_madd_epi16(bs, sc16[r]);
+				__m512i is = _mm512_sub_epi32(isum[r][p],
+						_mm512_slli_epi32(corr, 5));
+				__m512 d = _mm512_mul_ps(da, _mm512_set1_ps(
+						_cvtsh_ss(x[r]->d)));
+
+				acc[r][p] = _mm512_fmadd_ps(d,
+					_mm512_cvtepi32_ps(is), acc[r][p]);
+			}
 		}
 	}
-	tile_store(acc, nt, out);
+	for (r = 0; r < R; r++)
+		tile_store(acc[r], nt, out + CPU_TILE_TOKENS * r);
 }
 
 /*
@@ -451,15 +488,19 @@ tile_q4_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 	}
 }
 
-/* Q6_K: one row at a time. */
 CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *w,
 		size_t row_bytes, int nr, const void *const *a,
 		const uint8_t *qs, int nt, float *out)
 {
+	const uint8_t *rw = w;
 	int r;
 
-	for (r = 0; r < nr; r++)
-		tile_q6_K_row(n, (const uint8_t *)w + row_bytes * r, a, qs, nt,
+	/* two rows at a time, as Q4_K */
+	for (r = 0; r + 1 < nr; r += 2)
+		tile_q6_K_rows(2, n, rw + row_bytes * r, row_bytes, a, qs, nt,
+				out + CPU_TILE_TOKENS * r);
+	if (r < nr)
+		tile_q6_K_rows(1, n, rw + row_bytes * r, row_bytes, a, qs, nt,
 				out + CPU_TILE_TOKENS * r);
 }
 
