@@ -113,6 +113,8 @@ struct ops_matmul_job {
 #define OPS_MATMUL_BLOCK (32 << 10)
 /* the same for the tile kernels: the block stays in L2 (1 MiB a core) */
 #define OPS_TILE_BLOCK (256 << 10)
+/* rows ahead the first tile of a block asks memory for */
+#define OPS_TILE_PREFETCH (2 * DOT_TILE_ROWS)
 
 /*
  * Rows [r0, r1) for every token with the tile kernels: a block of rows
@@ -120,7 +122,23 @@ struct ops_matmul_job {
  * (its packed activations stay in L1), the block's rows DOT_TILE_ROWS at
  * a time. Each row is read from memory once, decoded once per tile, and
  * each activation chunk is loaded once per DOT_TILE_ROWS rows.
+ *
+ * The first tile of a block reads the rows from memory: it prefetches
+ * OPS_TILE_PREFETCH rows ahead. With few tokens (a decode batch) the
+ * kernels spend long enough on each row that the out-of-order window
+ * alone keeps too few misses in flight (the page-cache mapping has 4 KiB
+ * pages, which the hardware prefetchers do not cross): Q6_K at 4 tokens,
+ * streaming, 15 -> 35 GMAC/s.
  */
+/* Ask for bytes [p, p + n) into L2. */
+static void ops_prefetch(const uint8_t *p, size_t n)
+{
+	size_t o;
+
+	for (o = 0; o < n; o += 64)
+		__builtin_prefetch(p + o, 0, 2);
+}
+
 static void ops_matmul_tiles(const struct ops_matmul_job *j, int64_t r0,
 		int64_t r1)
 {
@@ -146,6 +164,9 @@ static void ops_matmul_tiles(const struct ops_matmul_job *j, int64_t r0,
 			for (r = b; r < re; r += nr) {
 				nr = re - r < DOT_TILE_ROWS ? (int)(re - r) :
 					DOT_TILE_ROWS;
+				if (t == 0 && r + OPS_TILE_PREFETCH + nr <= r1)
+					ops_prefetch(base + (r + OPS_TILE_PREFETCH) *
+						rb, rb * (size_t)nr);
 				dot_tile(w->info->type, w->info->ne[0],
 					base + r * rb, rb, nr, j->acts + t, pk,
 					(int)nt, out, w->repacked);
