@@ -46,15 +46,6 @@ void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
  */
 #define TILE_UNROLL _Pragma("GCC unroll 4")
 
-/* hsum_float_8, as dot_avx512.c's cpu_hsum8. */
-static float tile_hsum8(const float v[8])
-{
-	float r0 = v[4] + v[0], r1 = v[5] + v[1];
-	float r2 = v[6] + v[2], r3 = v[7] + v[3];
-
-	return (r0 + r2) + (r1 + r3);
-}
-
 /* Two 32-byte halves as one 64-byte vector. */
 CPU_TARGET static __m512i tile_join(const void *lo, const void *hi)
 {
@@ -84,17 +75,29 @@ static int tile_second(int nt, int p)
 	return 2 * p + 1 < nt ? 2 * p + 1 : 2 * p;
 }
 
-/* Each token's eight float lanes folded as hsum_float_8 into out. */
+/*
+ * Each token's eight float lanes folded as hsum_float_8 into out, both
+ * tokens of a pair at once: lane k + (k + 4), then (0 + 2) and (1 + 3),
+ * then their sum, in lanes 0 and 8 (the same additions in the same
+ * order; a + b and b + a are the same float).
+ */
 CPU_TARGET static void tile_store(const __m512 *acc, int nt, float *out)
 {
 	float t[16];
 	int p;
 
 	for (p = 0; 2 * p < nt; p++) {
-		_mm512_storeu_ps(t, acc[p]);
-		out[2 * p] = tile_hsum8(t);
+		__m512 s = _mm512_add_ps(acc[p], _mm512_shuffle_f32x4(acc[p],
+				acc[p], _MM_SHUFFLE(2, 3, 0, 1)));
+
+		s = _mm512_add_ps(s, _mm512_permute_ps(s,
+				_MM_SHUFFLE(1, 0, 3, 2)));
+		s = _mm512_add_ps(s, _mm512_permute_ps(s,
+				_MM_SHUFFLE(2, 3, 0, 1)));
+		_mm512_storeu_ps(t, s);
+		out[2 * p] = t[0];
 		if (2 * p + 1 < nt)
-			out[2 * p + 1] = tile_hsum8(t + 8);
+			out[2 * p + 1] = t[8];
 	}
 }
 
