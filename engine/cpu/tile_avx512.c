@@ -378,7 +378,7 @@ tile_q4_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 	const struct block_q8_K *a[CPU_TILE_TOKENS];
 	__m256 acc[2], accm[2];
 	int64_t i, nb = n / QK_K;
-	float t[8], da[8];
+	float t[8];
 	int p, g, j, r, np = (nt + 1) / 2;
 
 	for (j = 0; j < CPU_TILE_TOKENS; j++)
@@ -465,10 +465,14 @@ tile_q4_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 			for (r = 0; r < R; r++)
 				msum[r][p] = _mm512_madd_epi16(bs, mn16[r]);
 		}
-		for (j = 0; j < 8; j++)
-			da[j] = a[j][i].d;
 		{
-			const __m256 vda = _mm256_loadu_ps(da);
+			/*
+			 * built in registers: eight scalar stores read back as
+			 * one vector would miss store-to-load forwarding
+			 */
+			const __m256 vda = _mm256_set_ps(a[7][i].d, a[6][i].d,
+				a[5][i].d, a[4][i].d, a[3][i].d, a[2][i].d,
+				a[1][i].d, a[0][i].d);
 
 			TILE_UNROLL
 			for (r = 0; r < R; r++) {
