@@ -369,10 +369,17 @@ CPU_TARGET static __m256i tile_reduce8(const __m512i *v)
  * The integer sums are exact, so they may gather in any order: by 32-byte
  * load g of the weights (sub-blocks 2g and 2g + 1), each activation chunk
  * loaded once for the R rows.
+ *
+ * NARROW (two rows, at most four tokens, a decode batch): the two rows'
+ * sums are reduced together, row 0's four tokens in lanes 0-3 and row
+ * 1's in lanes 4-7 of one accumulator, each lane the same dw * da and
+ * FMA as before: half the reductions, which at four tokens cost as much
+ * as the multiply-adds.
  */
 CPU_TARGET static inline __attribute__((always_inline)) void
-tile_q4_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
-		const void *const *va, const uint8_t *qs, int nt, float *out)
+tile_q4_K_rows(const int R, const bool NARROW, int64_t n, const uint8_t *w,
+		size_t row_bytes, const void *const *va, const uint8_t *qs,
+		int nt, float *out)
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	const struct block_q8_K *a[CPU_TILE_TOKENS];
@@ -465,7 +472,28 @@ tile_q4_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 			for (r = 0; r < R; r++)
 				msum[r][p] = _mm512_madd_epi16(bs, mn16[r]);
 		}
-		{
+		if (NARROW) {
+			const __m512i v[4] = { isum[0][0], isum[0][1],
+				isum[1][0], isum[1][1] };
+			const __m512i m[4] = { msum[0][0], msum[0][1],
+				msum[1][0], msum[1][1] };
+			const __m256 vda = _mm256_set_ps(a[3][i].d, a[2][i].d,
+				a[1][i].d, a[0][i].d, a[3][i].d, a[2][i].d,
+				a[1][i].d, a[0][i].d);
+			const float w0 = _cvtsh_ss(x[0]->d);
+			const float w1 = _cvtsh_ss(x[1]->d);
+			const float m0 = _cvtsh_ss(x[0]->dmin);
+			const float m1 = _cvtsh_ss(x[1]->dmin);
+			const __m256 d = _mm256_mul_ps(_mm256_set_ps(w1, w1,
+				w1, w1, w0, w0, w0, w0), vda);
+			const __m256 dm = _mm256_mul_ps(_mm256_set_ps(m1, m1,
+				m1, m1, m0, m0, m0, m0), vda);
+
+			acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
+				tile_reduce8(v)), d, acc[0]);
+			accm[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
+				tile_reduce8(m)), dm, accm[0]);
+		} else {
 			/*
 			 * built in registers: eight scalar stores read back as
 			 * one vector would miss store-to-load forwarding
@@ -487,6 +515,14 @@ tile_q4_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 					tile_reduce8(msum[r])), dm, accm[r]);
 			}
 		}
+	}
+	if (NARROW) {
+		_mm256_storeu_ps(t, _mm256_sub_ps(acc[0], accm[0]));
+		for (j = 0; j < nt; j++) {
+			out[j] = t[j];
+			out[CPU_TILE_TOKENS + j] = t[4 + j];
+		}
+		return;
 	}
 	for (r = 0; r < R; r++) {
 		_mm256_storeu_ps(t, _mm256_sub_ps(acc[r], accm[r]));
@@ -519,11 +555,16 @@ CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
 	int r;
 
 	/* two rows at a time: four would spill the sums' registers */
-	for (r = 0; r + 1 < nr; r += 2)
-		tile_q4_K_rows(2, n, rw + row_bytes * r, row_bytes, a, qs, nt,
-				out + CPU_TILE_TOKENS * r);
+	for (r = 0; r + 1 < nr; r += 2) {
+		if (nt <= 4)
+			tile_q4_K_rows(2, true, n, rw + row_bytes * r,
+				row_bytes, a, qs, nt, out + CPU_TILE_TOKENS * r);
+		else
+			tile_q4_K_rows(2, false, n, rw + row_bytes * r,
+				row_bytes, a, qs, nt, out + CPU_TILE_TOKENS * r);
+	}
 	if (r < nr)
-		tile_q4_K_rows(1, n, rw + row_bytes * r, row_bytes, a, qs, nt,
-				out + CPU_TILE_TOKENS * r);
+		tile_q4_K_rows(1, false, n, rw + row_bytes * r, row_bytes, a,
+				qs, nt, out + CPU_TILE_TOKENS * r);
 }
 #endif /* __x86_64__ */
