@@ -33,8 +33,9 @@ CFLAGS ?= -O2 -g
 # reference kernels; -std=c11 keeps -ffp-contract=off, so no float result
 # changes. Not -march=native: on this Zen 4 machine GCC 12.2 turns the
 # plain Q4_0 block sum into an AVX-512 VNNI instruction of the wrong
-# signedness (see Documentation/quantization.md). Run-time CPU dispatch
-# comes with the SIMD issue.
+# signedness (see Documentation/quantization.md). The AVX-512 kernels
+# (engine/cpu/) are built with target attributes and picked at run time
+# (cpu_avx512_usable), not by these flags.
 ARCH_FLAGS ?= $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v3 -mtune=native)
 override CFLAGS += $(ARCH_FLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
 	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP \
@@ -62,7 +63,8 @@ have_fuse := $(shell pkg-config --exists fuse3 && echo 1)
 override CFLAGS += $(call pkg_cflags,$(IO_PKGS) $(ENGINE_PKGS))
 
 IO_SRC := $(wildcard io/*.c)
-ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c)
+ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/quant/*.c \
+	engine/tokenizer/*.c)
 FS_SRC := $(wildcard fs/*.c)
 IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "attention.h"
-#include "dot.h"
-#include "quant.h"
+#include "quant/dot.h"
+#include "quant/quant.h"
 
 /* ggml's C is compiled without contraction; so is this (see quant). */
 #ifdef __clang__
@@ -20,19 +20,7 @@
 
 bool att_type_supported(uint32_t type)
 {
-	switch (type) {
-	case IO_TYPE_F32:
-	case IO_TYPE_F16:
-	case IO_TYPE_BF16:
-	case IO_TYPE_Q8_0:
-	case IO_TYPE_Q4_0:
-	case IO_TYPE_Q4_1:
-	case IO_TYPE_Q5_0:
-	case IO_TYPE_Q5_1:
-		return true;
-	default:
-		return false;
-	}
+	return quant_traits(type)->kv;
 }
 
 /* ---- the vector steps -------------------------------------------------- */

@@ -7,7 +7,7 @@
  *
  *   Q is converted to K's vec_dot type (F16 for F16 K, Q8_0 for Q4_0 K,
  *   Q8_1 for Q4_1 K, ...), each cached K row dotted with it by K's dot
- *   kernel (engine/dot.c), scaled; an online softmax with expf; V
+ *   kernel (engine/quant/dot.c), scaled; an online softmax with expf; V
  *   accumulated in an F16 vector for F16 V (ggml_vec_mad_f16 and
  *   ggml_vec_scale_f16, rounding to F16 after every step), otherwise each
  *   V row converted to floats and accumulated in F32 (ggml_vec_mad_f32).

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The forward pass: the graph llama.cpp builds for llama, qwen2, qwen3 and
- * qwen3moe (src/models/<arch>.cpp, src/llama-graph.cpp), every op as
- * engine/ops.c computes it.
+ * qwen3moe (src/models/<arch>.cpp, src/llama-graph.cpp), every op through
+ * the model's backend (engine/backend.h; the CPU's computes each as
+ * engine/ops.c says), the K/V rows through the cache's interface (kv.h).
  *
  *   x = token_embd[token]
  *   per layer:  x += wo . attention(rope(q), rope(k), v)   of rms_norm(x)
@@ -12,15 +13,15 @@
  * Batched, with the one-token path's numbers. All tokens of all items (up
  * to FORWARD_CHUNK at a time) go through the model layer by layer, so
  * that each weight matrix is read once per layer for the whole batch
- * (ops_matmul). Yet nothing a token computes depends on the others: each
- * (weight row, token) dot product is the call the one-token path makes on
- * the same converted activation row; norms, rope, SwiGLU and the MoE
- * routing are per token; attention is per token over its own sequence's
- * cache. So every token's logits are bit for bit those of evaluating it
- * alone, which is llama.cpp's one-token path, whose logits are the
- * reference's (a multi-token ggml kernel would round differently: the
- * batched pass only changes the order in which independent results are
- * computed, never how one is).
+ * (the backend's matmul). Yet nothing a token computes depends on the
+ * others: each (weight row, token) dot product is the call the one-token
+ * path makes on the same converted activation row; norms, rope, SwiGLU
+ * and the MoE routing are per token; attention is per token over its own
+ * sequence's cache. So every token's logits are bit for bit those of
+ * evaluating it alone, which is llama.cpp's one-token path, whose logits
+ * are the reference's (a multi-token ggml kernel would round differently:
+ * the batched pass only changes the order in which independent results
+ * are computed, never how one is).
  *
  * Async loading: each tensor is waited for (io_placement_wait) right
  * before its first use in a pass, so that a first pass runs layer by
@@ -30,15 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
+#include "backend.h"
 #include "kv.h"
-#include "ops.h"
-#include "quant.h"
 
 /* Token rows of one pass; longer batches are split (bounded memory). */
 #define FORWARD_CHUNK 64
-/* (row, head, position, dim) products worth splitting attention for */
-#define FORWARD_ATT_PARALLEL_MIN (1 << 16)
 
 /* One token of the pass. */
 struct forward_row {
@@ -54,7 +51,6 @@ struct forward_row {
  */
 struct forward_scratch {
 	uint32_t cap;
-	uint32_t threads;     /* attention's per-thread buffers */
 	size_t act_row;       /* bytes of the widest converted row */
 	struct forward_row *rows;
 	uint32_t *all;        /* 0 .. n-1 */
@@ -79,11 +75,9 @@ struct forward_scratch {
 	uint8_t *act;         /* other converted inputs (att, swiglu) */
 	const void **acts;    /* [cap] matmul inputs */
 	float **ys;           /* [cap] matmul outputs */
-	uint8_t *att_tmp;     /* [threads][att_tmp_bytes] attention scratch */
-	size_t att_tmp_bytes;
-	float *partials;      /* [cap][n_head][threads][2 + head_dim_v] */
-	uint32_t *att_off;    /* [cap + 1] first attention task of live row */
-	uint32_t *att_nc;     /* [cap] KV chunks of live row (1: not split) */
+	struct engine_seq **seqs; /* [cap] each row's sequence, for attention */
+	uint32_t *pos;        /* [cap] each row's position */
+	void *att_work;       /* the backend's attention_work_bytes */
 	void *mem;
 };
 
@@ -129,11 +123,9 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
 	const size_t ku = hp->n_expert_used;
 	const size_t E = hp->n_embd;
-	const uint32_t threads = engine_pool_size(m->pool);
+	struct engine_backend *be = m->backend;
 	struct forward_scratch *s = m->fwd, *ns;
-	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
-		hp->head_dim_v, hp->kq_scale };
-	const size_t att_tmp = (att_scratch_bytes(&sh) + 63) & ~(size_t)63;
+	const size_t att_work = be->iface->attention_work_bytes(be, hp, cap);
 	size_t act_row, bytes, c = cap;
 	uintptr_t p;
 	int pass;
@@ -172,11 +164,9 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 		ns->act = forward_take(&p, c * act_row);
 		ns->acts = forward_take(&p, c * sizeof(void *));
 		ns->ys = forward_take(&p, c * sizeof(float *));
-		ns->att_tmp = forward_take(&p, (size_t)threads * att_tmp);
-		ns->partials = forward_take(&p, c * hp->n_head * threads *
-				(2 + hp->head_dim_v) * sizeof(float));
-		ns->att_off = forward_take(&p, (c + 1) * sizeof(uint32_t));
-		ns->att_nc = forward_take(&p, c * sizeof(uint32_t));
+		ns->seqs = forward_take(&p, c * sizeof(*ns->seqs));
+		ns->pos = forward_take(&p, c * sizeof(uint32_t));
+		ns->att_work = forward_take(&p, att_work);
 		if (pass == 0) {
 			bytes = (size_t)(p - base) + 64;
 			ns->mem = malloc(bytes);
@@ -191,9 +181,7 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 		}
 	}
 	ns->cap = cap;
-	ns->threads = threads;
 	ns->act_row = act_row;
-	ns->att_tmp_bytes = att_tmp;
 	ns->xn_type[0] = ns->xn_type[1] = UINT32_MAX;
 	engine_forward_release(m);
 	m->fwd = ns;
@@ -224,13 +212,14 @@ static int forward_norm(struct forward_pass *p, float *y, const float *x,
 		const struct engine_tensor *w, const uint32_t *idx, uint32_t n)
 {
 	const struct engine_hparams *hp = &p->m->hp;
+	struct engine_backend *be = p->m->backend;
 	uint32_t j;
 	int ret;
 
 	if ((ret = forward_wait(p, w)))
 		return ret;
 	for (j = 0; j < n; j++)
-		ops_rms_norm(y + (size_t)idx[j] * hp->n_embd,
+		be->iface->rms_norm(be, y + (size_t)idx[j] * hp->n_embd,
 			x + (size_t)idx[j] * hp->n_embd,
 			(const float *)engine_tensor_data(w), hp->n_embd,
 			hp->rms_norm_eps);
@@ -247,22 +236,18 @@ static int forward_norm(struct forward_pass *p, float *y, const float *x,
 static int forward_bias(struct forward_pass *p, float *y, size_t ld,
 		const struct engine_tensor *b, const uint32_t *idx, uint32_t n)
 {
-	const float *bias;
+	struct engine_backend *be = p->m->backend;
 	uint32_t j;
-	int64_t i;
 	int ret;
 
 	if (!engine_tensor_present(b))
 		return 0;
 	if ((ret = forward_wait(p, b)))
 		return ret;
-	bias = (const float *)engine_tensor_data(b);
-	for (j = 0; j < n; j++) {
-		float *r = y + idx[j] * ld;
-
-		for (i = 0; i < b->info->ne[0]; i++)
-			r[i] = r[i] + bias[i];
-	}
+	for (j = 0; j < n; j++)
+		be->iface->add(be, y + idx[j] * ld,
+				(const float *)engine_tensor_data(b),
+				b->info->ne[0]);
 	return 0;
 }
 
@@ -271,10 +256,11 @@ static void forward_convert(struct forward_pass *p, uint32_t vdt,
 		const float *src, size_t ld, int64_t width, uint8_t *dst,
 		const uint32_t *idx, uint32_t n)
 {
+	struct engine_backend *be = p->m->backend;
 	uint32_t j;
 
 	for (j = 0; j < n; j++)
-		quant_from_float(vdt, src + idx[j] * ld,
+		be->iface->convert(be, vdt, src + idx[j] * ld,
 				dst + idx[j] * p->s->act_row, width);
 }
 
@@ -287,7 +273,8 @@ static const uint8_t *forward_xn_act(struct forward_pass *p,
 		const struct engine_tensor *w)
 {
 	struct forward_scratch *s = p->s;
-	uint32_t vdt = quant_vec_dot_type(w->info->type);
+	struct engine_backend *be = p->m->backend;
+	uint32_t vdt = be->iface->vec_dot_type(be, w->info->type);
 	int k;
 
 	for (k = 0; k < 2; k++) {
@@ -320,161 +307,22 @@ static int forward_mm(struct forward_pass *p, float *y, size_t ld,
 		s->ys[j] = y + idx[j] * ld;
 	}
 	if (n)
-		ops_matmul(p->m->pool, s->ys, w, e, n,
+		p->m->backend->iface->matmul(p->m->backend, s->ys, w, e, n,
 				(const void *const *)s->acts);
 	return 0;
 }
 
 /* Per-head RMS norm of n_head rows of head_dim (qwen3's Q/K norms). */
-static void forward_head_norm(float *x, uint32_t n_head, uint32_t head_dim,
+static void forward_head_norm(struct engine_backend *be, float *x,
+		uint32_t n_head, uint32_t head_dim,
 		const struct engine_tensor *w, float eps)
 {
 	const float *wd = (const float *)engine_tensor_data(w);
 	uint32_t h;
 
 	for (h = 0; h < n_head; h++)
-		ops_rms_norm(x + (size_t)h * head_dim, x + (size_t)h * head_dim,
-				wd, head_dim, eps);
-}
-
-struct forward_att_job {
-	struct forward_pass *p;
-	uint32_t il;
-	uint32_t nth;         /* llama.cpp's n_threads: the KV chunks */
-};
-
-/*
- * Cells llama.cpp's flash attention sees for a token at pos: the cache
- * view is padded to 256 cells (llama_kv_cache::get_n_kv), the cells past
- * pos masked.
- */
-static uint32_t forward_att_n_kv(uint32_t pos, uint32_t n_ctx)
-{
-	uint32_t n = (pos + 1 + 255) / 256 * 256;
-
-	return n < n_ctx ? n : n_ctx;
-}
-
-/*
- * KV chunks of a row: llama.cpp splits one-token attention over F32/F16
- * K and V of one type by ranges of cells, one per thread, once the view
- * has 512 cells (use_split_kv_path); with one thread the split changes
- * nothing.
- */
-static uint32_t forward_att_chunks(const struct engine_seq *seq, uint32_t pos,
-		uint32_t n_ctx, uint32_t nth)
-{
-	if (nth < 2 || seq->type_k != seq->type_v ||
-	    (seq->type_k != IO_TYPE_F16 && seq->type_k != IO_TYPE_F32) ||
-	    forward_att_n_kv(pos, n_ctx) < 512)
-		return 1;
-	return nth;
-}
-
-/* Positions [c0, c1) of one head of row r, block by block. */
-static void forward_att_range(struct att_state *st,
-		const struct engine_seq *seq, uint32_t il, uint32_t kvh,
-		uint32_t c0, uint32_t c1)
-{
-	const size_t kh = seq->k_row / seq->model->hp.n_head_kv;
-	const size_t vh = seq->v_row / seq->model->hp.n_head_kv;
-	uint32_t c, n;
-
-	for (c = c0; c < c1; c += n) {
-		n = ENGINE_KV_BLOCK - c % ENGINE_KV_BLOCK;
-		if (n > c1 - c)
-			n = c1 - c;
-		att_run(st, engine_seq_k(seq, il, c) + kvh * kh, seq->k_row,
-				engine_seq_v(seq, il, c) + kvh * vh, seq->v_row,
-				n);
-	}
-}
-
-/*
- * One attention task: head h of live row j, whole (one chunk) or KV
- * chunk c of nc into its partial.
- */
-static void forward_att_task(const struct forward_att_job *job, uint32_t ith,
-		uint32_t j, uint32_t h, uint32_t c, uint32_t nc)
-{
-	struct forward_pass *p = job->p;
-	const struct engine_hparams *hp = &p->m->hp;
-	struct forward_scratch *s = p->s;
-	const uint32_t b = s->live[j];
-	const struct forward_row *r = &s->rows[b];
-	const struct engine_seq *seq = r->seq;
-	const struct att_shape sh = { seq->type_k, seq->type_v, hp->head_dim,
-		hp->head_dim_v, hp->kq_scale };
-	const uint32_t kvh = h / (hp->n_head / hp->n_head_kv);
-	const float *q = s->q + (size_t)b * hp->n_head * hp->head_dim +
-		(size_t)h * hp->head_dim;
-	struct att_state st;
-
-	att_begin(&st, &sh, q, s->att_tmp + (size_t)ith * s->att_tmp_bytes);
-	if (nc == 1) {
-		forward_att_range(&st, seq, job->il, kvh, 0, r->pos + 1);
-		att_end(&st, s->att + (size_t)b * hp->n_head * hp->head_dim_v +
-				(size_t)h * hp->head_dim_v);
-	} else {
-		uint32_t n_kv = forward_att_n_kv(r->pos, p->m->info.n_ctx);
-		uint32_t cs = (n_kv + nc - 1) / nc, c0 = c * cs, c1 = c0 + cs;
-		float *part = s->partials + (((size_t)j * hp->n_head + h) *
-				nc + c) * (2 + hp->head_dim_v);
-
-		/* the masked cells past pos are skipped, as ggml does */
-		c1 = c1 < r->pos + 1 ? c1 : r->pos + 1;
-		if (c0 < c1)
-			forward_att_range(&st, seq, job->il, kvh, c0, c1);
-		part[0] = st.M;
-		part[1] = st.S;
-		att_vkq(&st, part + 2);
-	}
-}
-
-/* One thread's share of the tasks (live row, head, KV chunk). */
-static void forward_att_part(void *arg, uint32_t ith, uint32_t nth)
-{
-	const struct forward_att_job *job = arg;
-	struct forward_pass *p = job->p;
-	struct forward_scratch *s = p->s;
-	const uint64_t total = s->att_off[p->n_live];
-	uint32_t t = (uint32_t)(total * ith / nth);
-	uint32_t t1 = (uint32_t)(total * (ith + 1) / nth), j = 0;
-
-	while (j < p->n_live && s->att_off[j + 1] <= t)
-		j++;
-	for (; t < t1; t++) {
-		uint32_t nc, k;
-
-		while (s->att_off[j + 1] <= t)
-			j++;
-		nc = s->att_nc[j];
-		k = t - s->att_off[j];
-		forward_att_task(job, ith, j, k / nc, k % nc, nc);
-	}
-}
-
-/* The split rows: their heads' partials merged into att. */
-static void forward_att_merge(struct forward_pass *p)
-{
-	const struct engine_hparams *hp = &p->m->hp;
-	struct forward_scratch *s = p->s;
-	const size_t stride = 2 + hp->head_dim_v;
-	uint32_t j, h;
-
-	for (j = 0; j < p->n_live; j++) {
-		uint32_t b = s->live[j], nc = s->att_nc[j];
-
-		if (nc == 1)
-			continue;
-		for (h = 0; h < hp->n_head; h++)
-			att_merge(s->att + (size_t)b * hp->n_head *
-					hp->head_dim_v + (size_t)h *
-					hp->head_dim_v,
-				s->partials + ((size_t)j * hp->n_head + h) *
-					nc * stride, stride, nc,
-				hp->head_dim_v);
-	}
+		be->iface->rms_norm(be, x + (size_t)h * head_dim,
+				x + (size_t)h * head_dim, wd, head_dim, eps);
 }
 
 /*
@@ -486,6 +334,7 @@ static void forward_att_merge(struct forward_pass *p)
 static int forward_attention(struct forward_pass *p, uint32_t il)
 {
 	struct engine_model *m = p->m;
+	struct engine_backend *be = m->backend;
 	const struct engine_hparams *hp = &m->hp;
 	const struct engine_layer *l = &m->layers[il];
 	struct forward_scratch *s = p->s;
@@ -493,8 +342,12 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
 	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
-	struct forward_att_job job = { p, il, m->threads };
-	uint64_t work = 0;
+	const struct engine_att_batch att = {
+		.hp = hp, .il = il, .n_ctx = m->info.n_ctx, .nth = m->threads,
+		.idx = s->live, .n = p->n_live, .seq = s->seqs, .pos = s->pos,
+		.q = s->q, .q_ld = nq, .out = s->att, .out_ld = natt,
+		.work = s->att_work,
+	};
 	uint32_t j;
 	int ret;
 
@@ -517,46 +370,27 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		float *k = s->k + j * nk;
 
 		if (hp->qk_norm)
-			forward_head_norm(k, hp->n_head_kv, hp->head_dim,
+			forward_head_norm(be, k, hp->n_head_kv, hp->head_dim,
 					&l->k_norm, hp->rms_norm_eps);
-		ops_rope(k, hp->n_head_kv, hp->head_dim, hp->n_rot,
+		be->iface->rope(be, k, hp->n_head_kv, hp->head_dim, hp->n_rot,
 				hp->rope_mode, s->rope + (size_t)j * hp->n_rot);
-		/* ggml_set_rows: the CPU backend's from_float of the type */
-		quant_from_float(r->seq->type_k, k,
-				engine_seq_k(r->seq, il, r->pos),
-				(int64_t)hp->n_head_kv * hp->head_dim);
-		quant_from_float(r->seq->type_v, s->v + j * nv,
-				engine_seq_v(r->seq, il, r->pos),
-				(int64_t)hp->n_head_kv * hp->head_dim_v);
+		engine_kv_store(r->seq, il, r->pos, k, s->v + j * nv);
 	}
-	s->att_off[0] = 0;
 	for (j = 0; j < p->n_live; j++) {
 		uint32_t b = s->live[j];
 		float *q = s->q + b * nq;
 
 		if (hp->qk_norm)
-			forward_head_norm(q, hp->n_head, hp->head_dim,
+			forward_head_norm(be, q, hp->n_head, hp->head_dim,
 					&l->q_norm, hp->rms_norm_eps);
-		ops_rope(q, hp->n_head, hp->head_dim, hp->n_rot,
+		be->iface->rope(be, q, hp->n_head, hp->head_dim, hp->n_rot,
 				hp->rope_mode, s->rope + (size_t)b * hp->n_rot);
-		work += (uint64_t)(s->rows[b].pos + 1) * hp->n_head *
-			(hp->head_dim + hp->head_dim_v);
-		s->att_nc[j] = forward_att_chunks(s->rows[b].seq,
-				s->rows[b].pos, m->info.n_ctx, job.nth);
-		s->att_off[j + 1] = s->att_off[j] + hp->n_head * s->att_nc[j];
 	}
-	/*
-	 * Each task (row, head, KV chunk) is what one ggml thread computes:
-	 * any split over our threads gives the same bits.
-	 */
-	if (work >= FORWARD_ATT_PARALLEL_MIN)
-		engine_pool_run(m->pool, forward_att_part, &job);
-	else
-		forward_att_part(&job, 0, 1);
-	forward_att_merge(p);
+	be->iface->attention(be, &att);
 
-	forward_convert(p, quant_vec_dot_type(l->wo.info->type), s->att, natt,
-			(int64_t)natt, s->act, s->live, p->n_live);
+	forward_convert(p, be->iface->vec_dot_type(be, l->wo.info->type),
+			s->att, natt, (int64_t)natt, s->act, s->live,
+			p->n_live);
 	if ((ret = forward_mm(p, s->tmp, hp->n_embd, &l->wo, 0, s->act,
 			s->live, p->n_live)))
 		return ret;
@@ -567,6 +401,7 @@ static int forward_ffn_dense(struct forward_pass *p,
 		const struct engine_layer *l)
 {
 	const struct engine_hparams *hp = &p->m->hp;
+	struct engine_backend *be = p->m->backend;
 	struct forward_scratch *s = p->s;
 	uint32_t j;
 	int ret;
@@ -579,54 +414,14 @@ static int forward_ffn_dense(struct forward_pass *p,
 	for (j = 0; j < p->n_live; j++) {
 		size_t o = (size_t)s->live[j] * hp->n_ff;
 
-		ops_swiglu(s->gate + o, s->gate + o, s->up + o, hp->n_ff);
+		be->iface->swiglu(be, s->gate + o, s->gate + o, s->up + o,
+				hp->n_ff);
 	}
-	forward_convert(p, quant_vec_dot_type(l->ffn_down.info->type), s->gate,
+	forward_convert(p, be->iface->vec_dot_type(be,
+			l->ffn_down.info->type), s->gate,
 			hp->n_ff, hp->n_ff, s->act, s->live, p->n_live);
 	return forward_mm(p, s->tmp, hp->n_embd, &l->ffn_down, 0, s->act,
 			s->live, p->n_live);
-}
-
-/*
- * build_moe_ffn with softmax gating, for one row's router output: the
- * top k (argsort, descending, the lower id on ties) and their weights,
- * optionally divided by their sum.
- */
-static void forward_moe_route(const struct engine_hparams *hp,
-		const float *router, uint32_t *sel, float *w)
-{
-	uint32_t k = hp->n_expert_used, i, j;
-	double sum = 0.0;
-
-	/* selection sort: highest first, the lower id on ties */
-	for (i = 0; i < k; i++) {
-		uint32_t best = UINT32_MAX;
-
-		for (j = 0; j < hp->n_expert; j++) {
-			uint32_t t;
-			bool taken = false;
-
-			for (t = 0; t < i; t++)
-				taken |= sel[t] == j;
-			if (taken)
-				continue;
-			if (best == UINT32_MAX || router[j] > router[best])
-				best = j;
-		}
-		sel[i] = best;
-		w[i] = router[best];
-	}
-	if (hp->expert_weights_norm) {
-		float fsum;
-
-		for (i = 0; i < k; i++)
-			sum += (double)w[i];
-		fsum = (float)sum;
-		if (fsum < 6.103515625e-5f)
-			fsum = 6.103515625e-5f;
-		for (i = 0; i < k; i++)
-			w[i] = w[i] / fsum;
-	}
 }
 
 /*
@@ -638,6 +433,7 @@ static int forward_ffn_moe(struct forward_pass *p,
 		const struct engine_layer *l)
 {
 	const struct engine_hparams *hp = &p->m->hp;
+	struct engine_backend *be = p->m->backend;
 	struct forward_scratch *s = p->s;
 	const uint32_t k = hp->n_expert_used;
 	const size_t E = hp->n_embd;
@@ -653,8 +449,7 @@ static int forward_ffn_moe(struct forward_pass *p,
 		uint32_t b = s->live[j];
 		float *router = s->router + (size_t)b * hp->n_expert;
 
-		ops_softmax(router, hp->n_expert);
-		forward_moe_route(hp, router, s->exp_sel + (size_t)b * k,
+		be->iface->moe_route(be, hp, router, s->exp_sel + (size_t)b * k,
 				s->exp_w + (size_t)b * k);
 	}
 	if ((ret = forward_wait(p, &l->ffn_up_exps)) ||
@@ -681,45 +476,36 @@ static int forward_ffn_moe(struct forward_pass *p,
 		}
 		if (!n)
 			continue;
-		ops_matmul(p->m->pool, s->ys, &l->ffn_up_exps, e, n,
+		be->iface->matmul(be, s->ys, &l->ffn_up_exps, e, n,
 				(const void *const *)s->acts);
 		for (j = 0; j < n; j++) {
 			s->acts[j] = act_gate + ((const uint8_t *)s->acts[j] -
 					act_up);
 			s->ys[j] = s->gate + (size_t)j * hp->n_ff;
 		}
-		ops_matmul(p->m->pool, s->ys, &l->ffn_gate_exps, e, n,
+		be->iface->matmul(be, s->ys, &l->ffn_gate_exps, e, n,
 				(const void *const *)s->acts);
 		for (j = 0; j < n; j++) {
 			float *g = s->gate + (size_t)j * hp->n_ff;
 			uint8_t *a = s->act + (size_t)j * s->act_row;
 
-			ops_swiglu(g, g, s->up + (size_t)j * hp->n_ff,
+			be->iface->swiglu(be, g, g, s->up + (size_t)j * hp->n_ff,
 					hp->n_ff);
-			quant_from_float(quant_vec_dot_type(
+			be->iface->convert(be, be->iface->vec_dot_type(be,
 					l->ffn_down_exps.info->type), g, a,
 					hp->n_ff);
 			s->acts[j] = a;
 			s->ys[j] = s->exp_out + (size_t)s->exp_slot[j] * E;
 		}
-		ops_matmul(p->m->pool, s->ys, &l->ffn_down_exps, e, n,
+		be->iface->matmul(be, s->ys, &l->ffn_down_exps, e, n,
 				(const void *const *)s->acts);
 	}
 	for (j = 0; j < p->n_live; j++) {
 		uint32_t b = s->live[j];
-		float *out = s->tmp + b * E;
-		size_t c;
 
-		for (i = 0; i < k; i++) {
-			const float *eo = s->exp_out + ((size_t)b * k + i) * E;
-			float w = s->exp_w[(size_t)b * k + i];
-
-			for (c = 0; c < E; c++) {
-				float v = eo[c] * w;
-
-				out[c] = i == 0 ? v : out[c] + v;
-			}
-		}
+		be->iface->moe_combine(be, s->tmp + b * E,
+				s->exp_out + (size_t)b * k * E,
+				s->exp_w + (size_t)b * k, k, E);
 	}
 	return 0;
 }
@@ -728,23 +514,21 @@ static int forward_ffn_moe(struct forward_pass *p,
 static void forward_residual(struct forward_pass *p)
 {
 	const size_t E = p->m->hp.n_embd;
+	struct engine_backend *be = p->m->backend;
 	struct forward_scratch *s = p->s;
 	uint32_t j;
-	size_t i;
 
-	for (j = 0; j < p->n_live; j++) {
-		float *x = s->x + s->live[j] * E;
-		const float *t = s->tmp + s->live[j] * E;
-
-		for (i = 0; i < E; i++)
-			x[i] = t[i] + x[i];
-	}
+	/* x + t rounds as t + x: the backend's add is the same bits */
+	for (j = 0; j < p->n_live; j++)
+		be->iface->add(be, s->x + s->live[j] * E,
+				s->tmp + s->live[j] * E, (int64_t)E);
 }
 
 /* The rows s->rows[0..n) through the model; logits where wanted. */
 static int forward_chunk(struct forward_pass *p)
 {
 	struct engine_model *m = p->m;
+	struct engine_backend *be = m->backend;
 	const struct engine_hparams *hp = &m->hp;
 	struct forward_scratch *s = p->s;
 	const float *freqs = NULL;
@@ -759,10 +543,12 @@ static int forward_chunk(struct forward_pass *p)
 	for (j = 0; j < p->n; j++) {
 		s->all[j] = j;
 		s->live[j] = j;
-		ops_get_row(s->x + (size_t)j * hp->n_embd, &m->tok_embd,
-				s->rows[j].token);
-		ops_rope_cache(s->rope + (size_t)j * hp->n_rot, s->rows[j].pos,
-				hp->n_rot, hp->rope_freq_base,
+		s->seqs[j] = s->rows[j].seq;
+		s->pos[j] = s->rows[j].pos;
+		be->iface->get_rows(be, s->x + (size_t)j * hp->n_embd,
+				&m->tok_embd, s->rows[j].token);
+		be->iface->rope_cache(be, s->rope + (size_t)j * hp->n_rot,
+				s->rows[j].pos, hp->n_rot, hp->rope_freq_base,
 				hp->rope_freq_scale, freqs);
 	}
 	p->n_live = p->n;
@@ -800,13 +586,14 @@ static int forward_chunk(struct forward_pass *p)
 			p->n_live)) ||
 	    (ret = forward_wait(p, &m->output)))
 		return ret;
-	forward_convert(p, quant_vec_dot_type(m->output.info->type), s->xn,
+	forward_convert(p, be->iface->vec_dot_type(be, m->output.info->type),
+			s->xn,
 			hp->n_embd, hp->n_embd, s->act, s->live, p->n_live);
 	for (j = 0; j < p->n_live; j++) {
 		s->acts[j] = s->act + s->live[j] * s->act_row;
 		s->ys[j] = s->rows[s->live[j]].logits;
 	}
-	ops_matmul(m->pool, s->ys, &m->output, 0, p->n_live,
+	be->iface->matmul(be, s->ys, &m->output, 0, p->n_live,
 			(const void *const *)s->acts);
 	return 0;
 }
@@ -828,20 +615,22 @@ static int forward_check(struct engine_model *m,
 		struct err *err)
 {
 	const struct engine_batch_item *it = &items[idx];
+	uint32_t n_ctx, n_past;
 	size_t i, before;
 
-	if (!it->seq || it->seq->model != m)
+	if (!it->seq || engine_seq_model(it->seq) != m)
 		return err_set(err, EINVAL,
 			"batch item %zu: sequence of another model", idx);
 	if (it->n_tokens && !it->tokens)
 		return err_set(err, EINVAL, "batch item %zu: no tokens", idx);
 	/* an item after another of the same sequence continues it */
 	before = forward_before(items, idx);
-	if (before > it->seq->n_ctx - it->seq->n_past ||
-	    it->n_tokens > it->seq->n_ctx - it->seq->n_past - before)
+	n_ctx = engine_seq_capacity(it->seq);
+	n_past = engine_seq_length(it->seq);
+	if (before > n_ctx - n_past || it->n_tokens > n_ctx - n_past - before)
 		return err_set(err, ENOSPC,
 			"context full: %u + %zu tokens > n_ctx %u",
-			it->seq->n_past, before + it->n_tokens, it->seq->n_ctx);
+			n_past, before + it->n_tokens, n_ctx);
 	for (i = 0; i < it->n_tokens; i++)
 		if (it->tokens[i] < 0 ||
 		    (uint32_t)it->tokens[i] >= m->hp.n_vocab)
@@ -870,7 +659,7 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 	for (i = 0; i < n_items; i++) {
 		struct engine_batch_item *it = &items[i];
 
-		uint32_t end = it->seq->n_past + (uint32_t)(
+		uint32_t end = engine_seq_length(it->seq) + (uint32_t)(
 				forward_before(items, i) + it->n_tokens);
 
 		ret = engine_seq_grow(it->seq, end, err);
@@ -895,7 +684,7 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 	 */
 	for (i = 0; i < n_items; i++) {
 		struct engine_batch_item *it = &items[i];
-		uint32_t pos = it->seq->n_past +
+		uint32_t pos = engine_seq_length(it->seq) +
 			(uint32_t)forward_before(items, i);
 
 		for (t = 0; t < it->n_tokens; t++) {
@@ -914,13 +703,9 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 	}
 	if (p.n && (ret = forward_chunk(&p)))
 		goto out_shrink;
-	for (i = 0; i < n_items; i++) {
-		struct engine_seq *seq = items[i].seq;
-
-		memcpy(seq->tokens + seq->n_past, items[i].tokens,
-				items[i].n_tokens * sizeof(*seq->tokens));
-		seq->n_past += (uint32_t)items[i].n_tokens;
-	}
+	for (i = 0; i < n_items; i++)
+		engine_seq_append(items[i].seq, items[i].tokens,
+				items[i].n_tokens);
 	return 0;
 
 out_shrink:

@@ -22,6 +22,40 @@
 
 #include "attention.h"
 #include "kv.h"
+#include "quant/quant.h"
+
+struct engine_seq {
+	struct engine_model *model;
+	uint32_t type_k, type_v;
+	uint32_t n_ctx;     /* positions it may reach (its ceiling) */
+	uint32_t n_past;    /* positions filled: the sequence's length */
+	size_t k_row;       /* bytes of one position's keys in one layer */
+	size_t v_row;
+	size_t block_bytes;
+	uint32_t n_blocks;  /* blocks held */
+	uint32_t n_reserved; /* blocks promised by engine_seq_reserve */
+	uint32_t cap;       /* entries of blocks[] */
+	uint8_t **blocks;
+	int32_t *tokens;    /* the token at each position [0, n_past) */
+	uint32_t tokens_cap;
+};
+
+static uint8_t *engine_seq_k(const struct engine_seq *s, uint32_t il,
+		uint32_t pos)
+{
+	return s->blocks[pos / ENGINE_KV_BLOCK] +
+		(size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
+		(pos % ENGINE_KV_BLOCK) * s->k_row;
+}
+
+static uint8_t *engine_seq_v(const struct engine_seq *s, uint32_t il,
+		uint32_t pos)
+{
+	return s->blocks[pos / ENGINE_KV_BLOCK] +
+		(size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
+		ENGINE_KV_BLOCK * s->k_row + (pos % ENGINE_KV_BLOCK) * s->v_row;
+}
+
 
 /* what the default budget leaves to everything else */
 #define KV_HEADROOM (512ull << 20)
@@ -577,4 +611,44 @@ int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
 	memcpy(s->tokens, tokens, (size_t)n * sizeof(*tokens));
 	s->n_past = n;
 	return 0;
+}
+
+void engine_kv_store(struct engine_seq *s, uint32_t il, uint32_t pos,
+		const float *k, const float *v)
+{
+	const struct engine_hparams *hp = &s->model->hp;
+
+	quant_from_float(s->type_k, k, engine_seq_k(s, il, pos),
+			(int64_t)hp->n_head_kv * hp->head_dim);
+	quant_from_float(s->type_v, v, engine_seq_v(s, il, pos),
+			(int64_t)hp->n_head_kv * hp->head_dim_v);
+}
+
+void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,
+		uint32_t end, struct engine_kv_view *view)
+{
+	const uint32_t n_head_kv = s->model->hp.n_head_kv;
+	uint32_t n = ENGINE_KV_BLOCK - pos % ENGINE_KV_BLOCK;
+
+	view->type_k = s->type_k;
+	view->type_v = s->type_v;
+	view->k = engine_seq_k(s, il, pos);
+	view->v = engine_seq_v(s, il, pos);
+	view->k_stride = s->k_row;
+	view->v_stride = s->v_row;
+	view->k_head = s->k_row / n_head_kv;
+	view->v_head = s->v_row / n_head_kv;
+	view->n = n < end - pos ? n : end - pos;
+}
+
+struct engine_model *engine_seq_model(const struct engine_seq *s)
+{
+	return s->model;
+}
+
+void engine_seq_append(struct engine_seq *s, const int32_t *tokens,
+		size_t n)
+{
+	memcpy(s->tokens + s->n_past, tokens, n * sizeof(*s->tokens));
+	s->n_past += (uint32_t)n;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The KV cache inside the engine, for engine/kv.c and engine/forward.c.
+ * The KV cache inside the engine, for engine/forward.c and the backends.
  *
  * Paged: a sequence's positions live in blocks of ENGINE_KV_BLOCK
  * positions, taken from its model's pool as the sequence grows and given
@@ -26,37 +26,52 @@
 /* positions per block */
 #define ENGINE_KV_BLOCK 64
 
-struct engine_seq {
-	struct engine_model *model;
+/*
+ * The cache behind an interface (as llama.cpp's llama_kv_cache): the
+ * forward pass stores a position's K and V and asks for typed views to
+ * attend over; the layout (paged blocks, above), the types of K and V
+ * and where the memory is are kv.c's business. struct engine_seq is
+ * kv.c's own.
+ */
+
+/*
+ * Store position pos of layer il: k (n_head_kv * head_dim floats) and v
+ * (n_head_kv * head_dim_v floats) converted to the sequence's types
+ * (ggml_set_rows: the CPU backend's from_float of the type). The
+ * position's block must be held (engine_seq_grow).
+ */
+void engine_kv_store(struct engine_seq *s, uint32_t il, uint32_t pos,
+		const float *k, const float *v);
+
+/*
+ * A run of positions of one layer whose rows are a constant stride apart,
+ * typed: what attention reads (att_run). Head h's keys start at
+ * k + h * k_head, its values at v + h * v_head.
+ */
+struct engine_kv_view {
 	uint32_t type_k, type_v;
-	uint32_t n_ctx;     /* positions it may reach (its ceiling) */
-	uint32_t n_past;    /* positions filled: the sequence's length */
-	size_t k_row;       /* bytes of one position's keys in one layer */
-	size_t v_row;
-	size_t block_bytes;
-	uint32_t n_blocks;  /* blocks held */
-	uint32_t n_reserved; /* blocks promised by engine_seq_reserve */
-	uint32_t cap;       /* entries of blocks[] */
-	uint8_t **blocks;
-	int32_t *tokens;    /* the token at each position [0, n_past) */
-	uint32_t tokens_cap;
+	const uint8_t *k, *v;     /* the run's first position */
+	size_t k_stride, v_stride; /* bytes from a position to the next */
+	size_t k_head, v_head;    /* bytes from a head to the next */
+	uint32_t n;               /* positions in the run */
 };
 
-static inline uint8_t *engine_seq_k(const struct engine_seq *s, uint32_t il,
-		uint32_t pos)
-{
-	return s->blocks[pos / ENGINE_KV_BLOCK] +
-		(size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
-		(pos % ENGINE_KV_BLOCK) * s->k_row;
-}
+/*
+ * The run of layer il from position pos up to at most end (> pos, within
+ * the held blocks): the rest of pos's block or less.
+ */
+void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,
+		uint32_t end, struct engine_kv_view *view);
 
-static inline uint8_t *engine_seq_v(const struct engine_seq *s, uint32_t il,
-		uint32_t pos)
-{
-	return s->blocks[pos / ENGINE_KV_BLOCK] +
-		(size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
-		ENGINE_KV_BLOCK * s->k_row + (pos % ENGINE_KV_BLOCK) * s->v_row;
-}
+/* The model the sequence caches for. */
+struct engine_model *engine_seq_model(const struct engine_seq *s);
+
+/*
+ * After a pass has stored positions [n_past, n_past + n): record their
+ * tokens (room reserved by engine_seq_tokens_reserve) and count them.
+ */
+void engine_seq_append(struct engine_seq *s, const int32_t *tokens,
+		size_t n);
 
 /*
  * Hold blocks for positions [0, n) (engine_forward, before a pass).

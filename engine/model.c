@@ -20,11 +20,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "model.h"
 #include "kv.h"
 #include "pool.h"
-#include "quant.h"
-#include "tokenizer.h"
+#include "quant/quant.h"
+#include "tokenizer/tokenizer.h"
 
 #define MODEL_MAX_LAYERS 512
 #define MODEL_MAX_EXPERTS 512
@@ -697,6 +698,8 @@ int engine_model_open(struct engine_model **out, const char *path,
 	if (m->threads == 0)
 		m->threads = engine_pool_default_threads();
 	ret = engine_pool_new(&m->pool, m->threads, err);
+	if (!ret)
+		ret = engine_backend_cpu_new(&m->backend, m->pool, err);
 	if (ret)
 		goto out_free;
 	*out = m;
@@ -711,6 +714,7 @@ void engine_model_free(struct engine_model *m)
 {
 	if (!m)
 		return;
+	engine_backend_free(m->backend);
 	engine_pool_free(m->pool);
 	engine_kv_pool_destroy(m);
 	engine_vocab_free(m->vocab);

@@ -115,6 +115,7 @@ struct engine_model {
 	char *name;
 	uint32_t threads;                  /* the pool's size */
 	struct engine_pool *pool;          /* splits big matmuls; may be NULL */
+	struct engine_backend *backend;    /* computes the forward pass */
 
 	struct engine_tensor tok_embd;     /* [n_embd, n_vocab] */
 	struct engine_tensor output_norm;  /* [n_embd] */

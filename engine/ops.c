@@ -9,9 +9,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "dot.h"
+#include "quant/dot.h"
 #include "ops.h"
-#include "quant.h"
+#include "quant/quant.h"
 
 /* ggml's C is compiled without contraction; so is this (see quant). */
 #ifdef __clang__
@@ -53,13 +53,13 @@ void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 {
 	const uint8_t *base = engine_tensor_data(w) +
 		(uint64_t)e * w->info->ne[1] * w->row_bytes;
-	uint32_t type = w->info->type;
+	/* the type's kernel, fetched once for all the rows */
+	const quant_dot_fn dot = dot_row_fn(w->info->type, w->repacked);
 	int64_t n = w->info->ne[0];
 	int64_t r;
 
 	for (r = r0; r < r1; r++)
-		y[r] = dot_row(type, n, base + r * w->row_bytes, act,
-				w->repacked);
+		y[r] = dot(n, base + r * w->row_bytes, act);
 }
 
 struct ops_matvec_job {

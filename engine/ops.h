@@ -4,7 +4,8 @@
  * backend computes it for llama.cpp's one-token path (the zen4 build the
  * golden data came from: ../shared/README.md, section 1), so that the
  * logits are the reference's. Each function names the ggml code it
- * follows; engine/forward.c strings them together.
+ * follows; the CPU backend (engine/cpu/backend.c) runs them for
+ * engine/forward.c.
  */
 #ifndef LLMFS_ENGINE_OPS_H
 #define LLMFS_ENGINE_OPS_H

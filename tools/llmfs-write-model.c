@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../engine/quant.h"
+#include "../engine/quant/quant.h"
 #include "../io/io.h"
 
 struct opts {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Vector versions of the hottest dot products, each summing in exactly
- * the order of the scalar emulation it replaces (engine/dot.c,
- * engine/quant_x86.c), so that the floats come out bit for bit the same;
+ * the order of the scalar emulation it replaces (engine/quant/dot.c,
+ * engine/quant/quant_x86.c), so that the floats come out bit for bit the same;
  * tests/engine/test_simd.c holds them to that.
  *
  * Built with __attribute__((target)), not with global flags: call them

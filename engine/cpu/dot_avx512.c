@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "cpu.h"
-#include "../dot.h"
-#include "../quant_internal.h"
+#include "../quant/dot.h"
+#include "../quant/quant_internal.h"
 
 #if !defined(__x86_64__)
 /*

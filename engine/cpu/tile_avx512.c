@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "cpu.h"
-#include "../dot.h"
-#include "../quant_internal.h"
+#include "../quant/dot.h"
+#include "../quant/quant_internal.h"
 
 #if !defined(__x86_64__)
 void cpu_q8_0_tile_avx512(int64_t n, const void *w, size_t row_bytes,

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "../../engine/attention.h"
-#include "../../engine/quant.h"
+#include "../../engine/quant/quant.h"
 
 static uint32_t rng_state = 12345;
 

@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "../../engine/engine.h"
-#include "../../engine/tokenizer.h"
+#include "../../engine/tokenizer/tokenizer.h"
 
 #define GOLDEN_STEPS 48
 #define GOLDEN_MAX_MODELS 32

@@ -6,7 +6,8 @@
  * from another sequence likewise; the pool's budget (grow fails with
  * ENOSPC and leaves nothing behind, reservations say EAGAIN or ENOSPC,
  * every block comes back); K/V types per model, refused where head_dim
- * is not whole blocks.
+ * is not whole blocks; the store/view interface the forward pass and the
+ * backends use.
  *
  *   make build/tests/engine/test_kv && build/tests/engine/test_kv
  */
@@ -18,6 +19,8 @@
 #include <unistd.h>
 
 #include "../../engine/engine.h"
+#include "../../engine/kv.h"
+#include "../../engine/quant/quant.h"
 
 static char shared_dir[1024];
 
@@ -196,6 +199,76 @@ START_TEST(test_kv_types)
 }
 END_TEST
 
+/*
+ * The cache's interface (kv.h): what engine_kv_store puts at a position
+ * is what engine_kv_view shows there, converted to the sequence's types;
+ * a view is one block's run (64 positions) or less, and its strides and
+ * head offsets address every head of every position in it.
+ */
+START_TEST(test_kv_store_view)
+{
+	struct engine_model *m = kv_open("stories260K", 0, "f32", "f16");
+	const struct engine_hparams *hp = &m->hp;
+	const uint32_t nk = hp->n_head_kv * hp->head_dim;
+	const uint32_t nv = hp->n_head_kv * hp->head_dim_v;
+	const uint32_t il = hp->n_layer - 1, n = ENGINE_KV_BLOCK + 6;
+	struct engine_kv_view view;
+	struct engine_seq *seq;
+	struct err err = {0};
+	float k[64], v[64], got;
+	uint16_t want16[64];
+	uint32_t pos, i;
+
+	ck_assert_uint_le(nk, 64);
+	ck_assert_uint_le(nv, 64);
+	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
+	ck_assert_int_eq(engine_seq_grow(seq, n, &err), 0);
+	ck_assert_ptr_eq(engine_seq_model(seq), m);
+	for (pos = 0; pos < n; pos++) {
+		for (i = 0; i < nk; i++)
+			k[i] = (float)pos + (float)i / 64;
+		for (i = 0; i < nv; i++)
+			v[i] = -(float)pos - (float)i / 128;
+		engine_kv_store(seq, il, pos, k, v);
+	}
+	/* the first block's run, then the rest; a run stops at end */
+	engine_kv_view(seq, il, 0, n, &view);
+	ck_assert_uint_eq(view.n, ENGINE_KV_BLOCK);
+	ck_assert_uint_eq(view.type_k, IO_TYPE_F32);
+	ck_assert_uint_eq(view.type_v, IO_TYPE_F16);
+	ck_assert_uint_eq(view.k_stride, nk * sizeof(float));
+	ck_assert_uint_eq(view.v_stride, nv * sizeof(uint16_t));
+	ck_assert_uint_eq(view.k_head * hp->n_head_kv, view.k_stride);
+	ck_assert_uint_eq(view.v_head * hp->n_head_kv, view.v_stride);
+	engine_kv_view(seq, il, ENGINE_KV_BLOCK, n, &view);
+	ck_assert_uint_eq(view.n, n - ENGINE_KV_BLOCK);
+	engine_kv_view(seq, il, 10, 20, &view);
+	ck_assert_uint_eq(view.n, 10);
+	for (pos = 0; pos < n; pos += view.n) {
+		engine_kv_view(seq, il, pos, n, &view);
+		for (uint32_t r = 0; r < view.n; r++) {
+			const uint32_t p = pos + r;
+			const uint8_t *kr = view.k + r * view.k_stride;
+			const uint8_t *vr = view.v + r * view.v_stride;
+
+			for (i = 0; i < nk; i++) {
+				memcpy(&got, kr + (i / hp->head_dim) * view.k_head +
+						(i % hp->head_dim) * sizeof(float),
+						sizeof(got));
+				ck_assert_float_eq(got, (float)p + (float)i / 64);
+			}
+			for (i = 0; i < nv; i++)
+				v[i] = -(float)p - (float)i / 128;
+			quant_from_float(IO_TYPE_F16, v, want16, nv);
+			ck_assert_int_eq(memcmp(vr, want16, nv * sizeof(uint16_t)),
+					0);
+		}
+	}
+	engine_seq_free(seq);
+	engine_model_free(m);
+}
+END_TEST
+
 /* --kv-mem sizes: one parser for llmfs and llmfs-run. */
 START_TEST(test_kv_bytes_parse)
 {
@@ -244,6 +317,7 @@ int main(void)
 	tcase_add_test(tc, test_kv_copied_prefix_same_tokens);
 	tcase_add_test(tc, test_kv_budget);
 	tcase_add_test(tc, test_kv_types);
+	tcase_add_test(tc, test_kv_store_view);
 	tcase_add_test(tc, test_kv_bytes_parse);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Tests of engine/quant.h against the real ggml.
+ * Tests of engine/quant/quant.h against the real ggml.
  *
  * Every expected value below was computed by tests/engine/quant_fixtures_gen.c
  * (see its header for the command line) with the prebuilt ggml libraries of
@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/quant.h"
+#include "../../engine/quant/quant.h"
 #include "quant_inputs.h"
 
 #define NACT 1024
@@ -706,6 +706,36 @@ START_TEST(test_quant_vec_dot_types)
 }
 END_TEST
 
+/*
+ * The traits table against io's type table: the same block size, bytes
+ * and name for every type it fills, a kernel for each conversion and each
+ * weight type's dot, and nothing for the types the engine does not know.
+ */
+START_TEST(test_quant_traits_table)
+{
+	for (uint32_t type = 0; type < IO_TYPE_COUNT + 2; type++) {
+		const struct quant_type_traits *t = quant_traits(type);
+		const struct io_type_info *ti = io_type_info(type);
+
+		ck_assert_ptr_nonnull(t);
+		if (!t->blck_size) {
+			ck_assert(!t->weight && !t->kv && !t->to_float &&
+				  !t->vec_dot && !t->from_float);
+			continue;
+		}
+		ck_assert_ptr_nonnull(ti);
+		ck_assert_str_eq(t->name, ti->name);
+		ck_assert_uint_eq(t->blck_size, ti->block_elems);
+		ck_assert_uint_eq(t->type_size, ti->block_bytes);
+		ck_assert(t->to_float && t->from_float && t->from_float_ref);
+		if (t->weight)
+			ck_assert(t->vec_dot_ref && t->vec_dot &&
+				  quant_traits(t->vec_dot_type)->from_float);
+		ck_assert(!t->kv || t->weight);
+	}
+}
+END_TEST
+
 START_TEST(test_quant_rejects_other_types)
 {
 	static const uint32_t no[] = { IO_TYPE_Q8_1, IO_TYPE_Q8_K, IO_TYPE_I8,
@@ -761,6 +791,7 @@ int main(void)
 	tcase_add_test(tc, test_quant_vec_dot_is_dequantized_dot);
 	tcase_add_test(tc, test_quant_vec_dot_long_rows);
 	tcase_add_test(tc, test_quant_vec_dot_types);
+	tcase_add_test(tc, test_quant_traits_table);
 	tcase_add_test(tc, test_quant_rejects_other_types);
 	if (models) {
 		tcase_add_loop_test(tc, test_quant_dequantize_real_tensors, 0, n);

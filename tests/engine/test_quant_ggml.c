@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * engine/quant.h against the live ggml, on random rows: the prebuilt
+ * engine/quant/quant.h against the live ggml, on random rows: the prebuilt
  * libraries of node-llama-cpp (the build behind ../shared/golden) are
  * loaded with dlopen and run on the same inputs as our code.
  *
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/quant.h"
+#include "../../engine/quant/quant.h"
 #include "quant_inputs.h"
 
 #define SEEDS 100

@@ -23,10 +23,29 @@
 #include <unistd.h>
 
 #include "../../engine/cpu/cpu.h"
-#include "../../engine/dot.h"
-#include "../../engine/quant.h"
+#include "../../engine/quant/dot.h"
+#include "../../engine/quant/quant.h"
 
 typedef float (*simd_fn)(int64_t n, const void *w, const void *a);
+
+/*
+ * What dot_row computes without engine/cpu: the type's scalar emulation
+ * from the traits table (the repacked gemv where asked and there is one).
+ */
+static float dot_row_scalar(uint32_t type, int64_t n, const void *w,
+		const void *a, bool repacked)
+{
+	const struct quant_type_traits *t = quant_traits(type);
+
+	if (repacked && t->vec_dot_repacked)
+		return t->vec_dot_repacked(n, w, a);
+	return t->vec_dot(n, w, a);
+}
+
+static float dot_f16_scalar(int64_t n, const uint16_t *x, const uint16_t *y)
+{
+	return quant_traits(IO_TYPE_F16)->vec_dot(n, x, y);
+}
 
 static float simd_q4_0(int64_t n, const void *w, const void *a)
 {

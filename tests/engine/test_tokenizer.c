@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "../../engine/engine.h"
-#include "../../engine/tokenizer.h"
+#include "../../engine/tokenizer/tokenizer.h"
 
 static char shared_dir[2048];
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "tokenizer_internal.h"
+#include "../engine.h"
+#include "internal.h"
 
 /* Append n bytes at *k of out[cap], counting what does not fit too. */
 static void put(char *out, size_t cap, size_t *k, const char *s, size_t n)

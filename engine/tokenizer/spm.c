@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "tokenizer_internal.h"
+#include "internal.h"
 
 static int spm_try(const struct engine_vocab *v, const char *text,
 		const struct merge_sym *sym, int32_t left, int32_t right,

@@ -4,7 +4,7 @@
  * turns each undecodable byte into U+FFFD and moves on by one byte), its
  * character classes (Unicode 15.1 general categories plus a fixed set of
  * white space), and GPT-2's byte <-> printable code point table.
- * Internal to engine/tokenizer*.c and engine/pretokenize.c.
+ * Internal to engine/tokenizer*.c and engine/tokenizer/pretokenize.c.
  */
 #ifndef LLMFS_ENGINE_UNICODE_H
 #define LLMFS_ENGINE_UNICODE_H

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer_internal.h"
+#include "internal.h"
 
 /* Working memory reused across the words of one fragment. */
 struct bpe_work {

@@ -7,18 +7,20 @@
  * then sees the golden logits to their printed 9 digits).
  *
  * Here: the float dots (AVX-512 order) and llama.cpp's repacked gemv
- * kernels (one float per row). The plain block kernels (AVX2 order, 8
- * lanes folded by hsum_float_8) live once, in engine/quant_x86.c
- * (quant_vec_dot_x86), tested there against the live reference library.
+ * kernels (one float per row), the tiles of the batched matmul, and the
+ * choice among the kernels the traits table (traits.c) lists for a type.
+ * The plain block kernels (AVX2 order, 8 lanes folded by hsum_float_8)
+ * live once, in quant_x86.c (quant_q*_dot_x86), tested there against the
+ * live reference library.
  */
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "cpu/cpu.h"
+#include "../cpu/cpu.h"
 #include "dot.h"
-#include "quant.h"
+#include "quant_internal.h"
 
 #ifdef __clang__
 #pragma clang fp contract(off)
@@ -341,93 +343,95 @@ static float dot_q2_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 	return acc - accm;
 }
 
-static float dot_row_impl(uint32_t type, int64_t n, const void *w,
-		const void *a, bool repacked, bool simd)
+/*
+ * The dot.c kernels as the traits table (traits.c) holds them: n
+ * elements, void rows; _c the scalar emulation, _avx512 engine/cpu's
+ * vector part with the same tail. Each fills the half table first.
+ */
+float dot_f32_c(int64_t n, const void *w, const void *a)
 {
-	switch (type) {
-	case IO_TYPE_F32:
-		return dot_f32(n, w, a, simd);
-	case IO_TYPE_F16:
-		return dot_f16_impl(n, w, a, simd);
-	case IO_TYPE_BF16:
-		return dot_bf16(n, w, a, simd);
-	case IO_TYPE_Q4_0:
-		if (repacked && simd)
-			return cpu_q4_0_repacked_avx512(n, w, a);
-		if (repacked)
-			return dot_q4_0_repacked(n, w, a);
-		if (simd)
-			return cpu_legacy_avx512(type, n, w, a);
-		break;
-	case IO_TYPE_Q4_1:
-	case IO_TYPE_Q5_0:
-	case IO_TYPE_Q5_1:
-		if (simd)
-			return cpu_legacy_avx512(type, n, w, a);
-		break;
-	case IO_TYPE_Q4_K:
-		if (repacked && simd)
-			return cpu_q4_K_repacked_avx512(n, w, a);
-		if (repacked)
-			return dot_q4_k_repacked(n, w, a);
-		if (simd)
-			return cpu_q4_K_avx512(n, w, a);
-		break;
-	case IO_TYPE_Q2_K:
-		if (repacked && simd)
-			return cpu_q2_K_repacked_avx512(n, w, a);
-		if (repacked)
-			return dot_q2_k_repacked(n, w, a);
-		if (simd)
-			return cpu_q2_K_avx512(n, w, a);
-		break;
-	case IO_TYPE_Q3_K:
-		if (simd)
-			return cpu_q3_K_avx512(n, w, a);
-		break;
-	case IO_TYPE_Q5_K:
-		if (simd)
-			return cpu_q5_K_avx512(n, w, a);
-		break;
-	case IO_TYPE_Q8_0:
-		if (simd)
-			return cpu_q8_0_avx512(n, w, a);
-		break;
-	case IO_TYPE_Q6_K:
-		if (simd)
-			return cpu_q6_K_avx512(n, w, a);
-		break;
-	default:
-		break;
+	return dot_f32(n, w, a, false);
+}
+
+float dot_f32_avx512(int64_t n, const void *w, const void *a)
+{
+	return dot_f32(n, w, a, true);
+}
+
+float dot_f16_c(int64_t n, const void *w, const void *a)
+{
+	pthread_once(&dot_half_once, dot_half_init);
+	return dot_f16_impl(n, w, a, false);
+}
+
+float dot_f16_avx512(int64_t n, const void *w, const void *a)
+{
+	pthread_once(&dot_half_once, dot_half_init);
+	return dot_f16_impl(n, w, a, true);
+}
+
+float dot_bf16_c(int64_t n, const void *w, const void *a)
+{
+	return dot_bf16(n, w, a, false);
+}
+
+float dot_bf16_avx512(int64_t n, const void *w, const void *a)
+{
+	return dot_bf16(n, w, a, true);
+}
+
+float dot_q4_0_repacked_c(int64_t n, const void *w, const void *a)
+{
+	pthread_once(&dot_half_once, dot_half_init);
+	return dot_q4_0_repacked(n, w, a);
+}
+
+float dot_q4_K_repacked_c(int64_t n, const void *w, const void *a)
+{
+	pthread_once(&dot_half_once, dot_half_init);
+	return dot_q4_k_repacked(n, w, a);
+}
+
+float dot_q2_K_repacked_c(int64_t n, const void *w, const void *a)
+{
+	pthread_once(&dot_half_once, dot_half_init);
+	return dot_q2_k_repacked(n, w, a);
+}
+
+/* NAN, as ggml's missing kernel would be: for types with no dot */
+static float dot_none(int64_t n, const void *w, const void *a)
+{
+	return NAN;
+}
+
+/*
+ * The kernel of a weight type from its row of the table: the repacked
+ * gemv where llama.cpp would run one, else the plain dot; the AVX-512
+ * version where the CPU has it. Once per matmul, not per block.
+ */
+quant_dot_fn dot_row_fn(uint32_t type, bool repacked)
+{
+	const struct quant_type_traits *t = quant_traits(type);
+	quant_dot_fn plain, avx512;
+
+	pthread_once(&dot_half_once, dot_half_init);
+	if (repacked && t->vec_dot_repacked) {
+		plain = t->vec_dot_repacked;
+		avx512 = t->vec_dot_repacked_avx512;
+	} else {
+		plain = t->vec_dot;
+		avx512 = t->vec_dot_avx512;
 	}
-	/* the plain block kernels: engine/quant_x86.c has their AVX2 order */
-	return quant_vec_dot_x86(type, n, w, a);
+	if (dot_simd && avx512)
+		return avx512;
+	return plain ? plain : dot_none;
 }
 
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 		bool repacked)
 {
-	pthread_once(&dot_half_once, dot_half_init);
-	return dot_row_impl(type, n, w, a, repacked, dot_simd);
+	return dot_row_fn(type, repacked)(n, w, a);
 }
-
-float dot_row_scalar(uint32_t type, int64_t n, const void *w, const void *a,
-		bool repacked)
-{
-	pthread_once(&dot_half_once, dot_half_init);
-	return dot_row_impl(type, n, w, a, repacked, false);
-}
-
-typedef void (*dot_tile_fn)(int64_t n, const void *w, size_t row_bytes,
-		int nr, const void *const *a, const uint8_t *qs, int nt,
-		float *out);
-
-/* The tile kernels by type: [type][repacked]; NULL where there is none. */
-static const dot_tile_fn dot_tiles[IO_TYPE_COUNT][2] = {
-	[IO_TYPE_Q8_0] = { cpu_q8_0_tile_avx512, NULL },
-	[IO_TYPE_Q6_K] = { cpu_q6_K_tile_avx512, NULL },
-	[IO_TYPE_Q4_K] = { NULL, cpu_q4_K_repacked_tile_avx512 },
-};
 
 _Static_assert(DOT_TILE_TOKENS == CPU_TILE_TOKENS, "one tile width");
 _Static_assert(DOT_TILE_ROWS == CPU_TILE_ROWS, "one tile height");
@@ -435,17 +439,20 @@ _Static_assert(DOT_TILE_ROWS == CPU_TILE_ROWS, "one tile height");
 bool dot_tile_able(uint32_t type, bool repacked)
 {
 	pthread_once(&dot_half_once, dot_half_init);
-	return dot_simd && type < IO_TYPE_COUNT && dot_tiles[type][repacked];
+	return dot_simd && quant_traits(type)->tile_avx512[repacked];
 }
 
 bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes,
 		int nr, const void *const *a, const void *packed, int nt,
 		float *out, bool repacked)
 {
-	if (!dot_tile_able(type, repacked) || nt < 1 || nt > DOT_TILE_TOKENS ||
-	    nr < 1 || nr > DOT_TILE_ROWS)
+	quant_tile_fn tile = quant_traits(type)->tile_avx512[repacked];
+
+	pthread_once(&dot_half_once, dot_half_init);
+	if (!dot_simd || !tile || nt < 1 || nt > DOT_TILE_TOKENS || nr < 1 ||
+	    nr > DOT_TILE_ROWS)
 		return false;
-	dot_tiles[type][repacked](n, w, row_bytes, nr, a, packed, nt, out);
+	tile(n, w, row_bytes, nr, a, packed, nt, out);
 	return true;
 }
 
@@ -508,10 +515,4 @@ float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)
 {
 	pthread_once(&dot_half_once, dot_half_init);
 	return dot_f16_impl(n, x, y, dot_simd);
-}
-
-float dot_f16_scalar(int64_t n, const uint16_t *x, const uint16_t *y)
-{
-	pthread_once(&dot_half_once, dot_half_init);
-	return dot_f16_impl(n, x, y, false);
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * quant_vec_dot_x86: the quantized dot products summed in exactly the
- * order of ggml's AVX2 kernels (ggml-cpu/arch/x86/quants.c), which is what
- * libggml-cpu-zen4.so, the build behind ../shared/golden, runs. Scalar C
- * that emulates the vector lanes, so the floats come out bit for bit.
+ * quant_q*_dot_x86, the traits table's vec_dot of the block types: the
+ * quantized dot products summed in exactly the order of ggml's AVX2
+ * kernels (ggml-cpu/arch/x86/quants.c), which is what libggml-cpu-zen4.so,
+ * the build behind ../shared/golden, runs. Scalar C that emulates the
+ * vector lanes, so the floats come out bit for bit.
  *
  * Every kernel there has the same shape. The integer products land in
  * eight int32 lanes. A 32-byte load covers 32 consecutive elements, and
@@ -47,36 +48,13 @@ static void x86_fma8(float acc[8], float d, const int32_t lane[8])
 		acc[l] = fmaf(d, (float)lane[l], acc[l]);
 }
 
-/* The weights of one legacy block as signed bytes, in element order. */
-static void x86_unpack_legacy(uint32_t type, const void *blk, int8_t w[32])
+/*
+ * The weights of one legacy block as signed bytes, in element order:
+ * nibbles (qs), fifth bits (qh, element j at bit j) and the offset.
+ */
+static void x86_unpack_nibbles(const uint8_t *qs, uint32_t qh, int off,
+			       int8_t w[32])
 {
-	const uint8_t *qs;
-	uint32_t qh = 0;
-	int off;
-
-	switch (type) {
-	case IO_TYPE_Q8_0:
-		memcpy(w, ((const struct block_q8_0 *)blk)->qs, 32);
-		return;
-	case IO_TYPE_Q4_0:
-		qs = ((const struct block_q4_0 *)blk)->qs;
-		off = 8;
-		break;
-	case IO_TYPE_Q4_1:
-		qs = ((const struct block_q4_1 *)blk)->qs;
-		off = 0;
-		break;
-	case IO_TYPE_Q5_0:
-		qs = ((const struct block_q5_0 *)blk)->qs;
-		memcpy(&qh, ((const struct block_q5_0 *)blk)->qh, 4);
-		off = 16;
-		break;
-	default: /* IO_TYPE_Q5_1 */
-		qs = ((const struct block_q5_1 *)blk)->qs;
-		memcpy(&qh, ((const struct block_q5_1 *)blk)->qh, 4);
-		off = 0;
-		break;
-	}
 	for (int j = 0; j < 16; j++) {
 		w[j] = (int8_t)((qs[j] & 0x0f) + (((qh >> j) & 1) << 4) - off);
 		w[j + 16] = (int8_t)((qs[j] >> 4) + (((qh >> (j + 16)) & 1) << 4) -
@@ -84,27 +62,47 @@ static void x86_unpack_legacy(uint32_t type, const void *blk, int8_t w[32])
 	}
 }
 
-static size_t x86_legacy_bytes(uint32_t type)
+static void x86_unpack_q4_0(const void *blk, int8_t w[32])
 {
-	switch (type) {
-	case IO_TYPE_Q4_0: return sizeof(struct block_q4_0);
-	case IO_TYPE_Q4_1: return sizeof(struct block_q4_1);
-	case IO_TYPE_Q5_0: return sizeof(struct block_q5_0);
-	case IO_TYPE_Q5_1: return sizeof(struct block_q5_1);
-	default: return sizeof(struct block_q8_0);
-	}
+	x86_unpack_nibbles(((const struct block_q4_0 *)blk)->qs, 0, 8, w);
+}
+
+static void x86_unpack_q4_1(const void *blk, int8_t w[32])
+{
+	x86_unpack_nibbles(((const struct block_q4_1 *)blk)->qs, 0, 0, w);
+}
+
+static void x86_unpack_q5_0(const void *blk, int8_t w[32])
+{
+	uint32_t qh;
+
+	memcpy(&qh, ((const struct block_q5_0 *)blk)->qh, 4);
+	x86_unpack_nibbles(((const struct block_q5_0 *)blk)->qs, qh, 16, w);
+}
+
+static void x86_unpack_q5_1(const void *blk, int8_t w[32])
+{
+	uint32_t qh;
+
+	memcpy(&qh, ((const struct block_q5_1 *)blk)->qh, 4);
+	x86_unpack_nibbles(((const struct block_q5_1 *)blk)->qs, qh, 0, w);
+}
+
+static void x86_unpack_q8_0(const void *blk, int8_t w[32])
+{
+	memcpy(w, ((const struct block_q8_0 *)blk)->qs, 32);
 }
 
 /*
  * Q4_0, Q5_0, Q8_0 against Q8_0: acc = fma(dx * dy, lanes, acc).
- * Q4_1, Q5_1 against Q8_1: the same with summs = fma(m, s, summs) beside.
+ * Q4_1, Q5_1 against Q8_1 (with_min): the same with summs = fma(m, s,
+ * summs) beside. bw: bytes of one weight block.
  */
-static float x86_dot_legacy(uint32_t type, int64_t nb, const void *vw,
-			    const void *va)
+static float x86_dot_legacy(void (*unpack)(const void *, int8_t *),
+			    size_t bw, int with_min, int64_t nb,
+			    const void *vw, const void *va)
 {
 	const uint8_t *w = vw;
-	const size_t bw = x86_legacy_bytes(type);
-	const int with_min = type == IO_TYPE_Q4_1 || type == IO_TYPE_Q5_1;
 	float acc[8] = { 0 }, summs = 0.0f;
 	int32_t lane[8];
 	int8_t q[32];
@@ -128,11 +126,41 @@ static float x86_dot_legacy(uint32_t type, int64_t nb, const void *vw,
 			da = quant_h2f(a->d);
 			qa = a->qs;
 		}
-		x86_unpack_legacy(type, w, q);
+		unpack(w, q);
 		x86_lanes32(q, qa, lane);
 		x86_fma8(acc, quant_h2f(dw) * da, lane);
 	}
 	return with_min ? x86_hsum8(acc) + summs : x86_hsum8(acc);
+}
+
+float quant_q4_0_dot_x86(int64_t n, const void *w, const void *a)
+{
+	return x86_dot_legacy(x86_unpack_q4_0, sizeof(struct block_q4_0), 0,
+			      n / QK4_0, w, a);
+}
+
+float quant_q4_1_dot_x86(int64_t n, const void *w, const void *a)
+{
+	return x86_dot_legacy(x86_unpack_q4_1, sizeof(struct block_q4_1), 1,
+			      n / QK4_1, w, a);
+}
+
+float quant_q5_0_dot_x86(int64_t n, const void *w, const void *a)
+{
+	return x86_dot_legacy(x86_unpack_q5_0, sizeof(struct block_q5_0), 0,
+			      n / QK5_0, w, a);
+}
+
+float quant_q5_1_dot_x86(int64_t n, const void *w, const void *a)
+{
+	return x86_dot_legacy(x86_unpack_q5_1, sizeof(struct block_q5_1), 1,
+			      n / QK5_1, w, a);
+}
+
+float quant_q8_0_dot_x86(int64_t n, const void *w, const void *a)
+{
+	return x86_dot_legacy(x86_unpack_q8_0, sizeof(struct block_q8_0), 0,
+			      n / QK8_0, w, a);
 }
 
 /*
@@ -326,26 +354,27 @@ static float x86_dot_q6_K(int64_t nb, const struct block_q6_K *x,
 	return x86_hsum8(acc);
 }
 
-float quant_vec_dot_x86(uint32_t type, int64_t n, const void *w, const void *a)
+float quant_q2_K_dot_x86(int64_t n, const void *w, const void *a)
 {
-	switch (type) {
-	case IO_TYPE_Q4_0:
-	case IO_TYPE_Q4_1:
-	case IO_TYPE_Q5_0:
-	case IO_TYPE_Q5_1:
-	case IO_TYPE_Q8_0:
-		return x86_dot_legacy(type, n / 32, w, a);
-	case IO_TYPE_Q2_K:
-		return x86_dot_q2_K(n / QK_K, w, a);
-	case IO_TYPE_Q3_K:
-		return x86_dot_q3_K(n / QK_K, w, a);
-	case IO_TYPE_Q4_K:
-		return x86_dot_q45_K(n / QK_K, w, a, 0);
-	case IO_TYPE_Q5_K:
-		return x86_dot_q45_K(n / QK_K, w, a, 1);
-	case IO_TYPE_Q6_K:
-		return x86_dot_q6_K(n / QK_K, w, a);
-	default:
-		return quant_vec_dot(type, n, w, a);
-	}
+	return x86_dot_q2_K(n / QK_K, w, a);
+}
+
+float quant_q3_K_dot_x86(int64_t n, const void *w, const void *a)
+{
+	return x86_dot_q3_K(n / QK_K, w, a);
+}
+
+float quant_q4_K_dot_x86(int64_t n, const void *w, const void *a)
+{
+	return x86_dot_q45_K(n / QK_K, w, a, 0);
+}
+
+float quant_q5_K_dot_x86(int64_t n, const void *w, const void *a)
+{
+	return x86_dot_q45_K(n / QK_K, w, a, 1);
+}
+
+float quant_q6_K_dot_x86(int64_t n, const void *w, const void *a)
+{
+	return x86_dot_q6_K(n / QK_K, w, a);
 }

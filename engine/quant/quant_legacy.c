@@ -9,8 +9,9 @@
  *                  the AVX2/AVX-512 quantize_row_q8_{0,1} of
  *                  ggml-cpu/arch/x86/quants.c, which scales by 127/max
  *                  and rounds ties to even, unlike the _ref versions
- *   dot            ggml-cpu/quants.c ggml_vec_dot_*_generic: exact integer
- *                  sums per block, then one float multiply-add per block
+ *
+ * Their dots in ggml's scalar order are dot_ref.c's (the reference, for
+ * tests); the engine's are quant_x86.c's and engine/cpu's.
  */
 #include <float.h>
 #include <math.h>
@@ -47,14 +48,6 @@ void quant_q4_1_to_float(const void *vx, float *y, int64_t nb)
 			y[j + QK4_1 / 2] = (x[i].qs[j] >> 4) * d + m;
 		}
 	}
-}
-
-static uint32_t quant_qh(const uint8_t qh[4])
-{
-	uint32_t v;
-
-	memcpy(&v, qh, sizeof(v));
-	return v;
 }
 
 void quant_q5_0_to_float(const void *vx, float *y, int64_t nb)
@@ -338,111 +331,4 @@ void quant_q8_1_from_float(const float *x, void *vy, int64_t nb)
 		y[i].d = quant_fp32_to_fp16(d);
 		y[i].s = quant_fp32_to_fp16(d * (float)sum);
 	}
-}
-
-/* ---- dot products (ggml_vec_dot_*_generic) -------------------------------- */
-
-float quant_q4_0_dot(int64_t nb, const void *vw, const void *va)
-{
-	const struct block_q4_0 *w = vw;
-	const struct block_q8_0 *a = va;
-	float sum = 0.0f;
-
-	for (int64_t i = 0; i < nb; i++) {
-		int sq = 0, sa = 0;
-
-		/*
-		 * sum((q - 8) * a) as sum(q * a) - 8 * sum(a): the same
-		 * integer. GCC 12 with AVX-VNNI (-march=native on Zen 4)
-		 * turns the first form into vpdpbusd with the wrong
-		 * signedness; test_quant catches it.
-		 */
-		for (int j = 0; j < QK4_0 / 2; j++) {
-			sq += (w[i].qs[j] & 0x0f) * a[i].qs[j] +
-			      (w[i].qs[j] >> 4) * a[i].qs[j + 16];
-			sa += a[i].qs[j] + a[i].qs[j + 16];
-		}
-		sum += (sq - 8 * sa) * quant_h2f(w[i].d) * quant_h2f(a[i].d);
-	}
-	return sum;
-}
-
-float quant_q4_1_dot(int64_t nb, const void *vw, const void *va)
-{
-	const struct block_q4_1 *w = vw;
-	const struct block_q8_1 *a = va;
-	float sum = 0.0f;
-
-	for (int64_t i = 0; i < nb; i++) {
-		int s0 = 0, s1 = 0;
-
-		for (int j = 0; j < QK4_1 / 2; j++) {
-			s0 += (w[i].qs[j] & 0x0f) * a[i].qs[j];
-			s1 += (w[i].qs[j] >> 4) * a[i].qs[j + 16];
-		}
-		sum += (quant_h2f(w[i].d) * quant_h2f(a[i].d)) * (s0 + s1) +
-		       quant_h2f(w[i].m) * quant_h2f(a[i].s);
-	}
-	return sum;
-}
-
-float quant_q5_0_dot(int64_t nb, const void *vw, const void *va)
-{
-	const struct block_q5_0 *w = vw;
-	const struct block_q8_0 *a = va;
-	float sum = 0.0f;
-
-	for (int64_t i = 0; i < nb; i++) {
-		const uint32_t qh = quant_qh(w[i].qh);
-		int s0 = 0, s1 = 0;
-
-		for (int j = 0; j < QK5_0 / 2; j++) {
-			int x0 = (w[i].qs[j] & 0x0f) | (((qh >> j) << 4) & 0x10);
-			int x1 = (w[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
-
-			s0 += (x0 - 16) * a[i].qs[j];
-			s1 += (x1 - 16) * a[i].qs[j + 16];
-		}
-		sum += (quant_h2f(w[i].d) * quant_h2f(a[i].d)) * (s0 + s1);
-	}
-	return sum;
-}
-
-float quant_q5_1_dot(int64_t nb, const void *vw, const void *va)
-{
-	const struct block_q5_1 *w = vw;
-	const struct block_q8_1 *a = va;
-	float sum = 0.0f;
-
-	for (int64_t i = 0; i < nb; i++) {
-		const uint32_t qh = quant_qh(w[i].qh);
-		int s0 = 0, s1 = 0;
-
-		for (int j = 0; j < QK5_1 / 2; j++) {
-			int x0 = (w[i].qs[j] & 0x0f) | (((qh >> j) << 4) & 0x10);
-			int x1 = (w[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
-
-			s0 += x0 * a[i].qs[j];
-			s1 += x1 * a[i].qs[j + 16];
-		}
-		sum += (quant_h2f(w[i].d) * quant_h2f(a[i].d)) * (s0 + s1) +
-		       quant_h2f(w[i].m) * quant_h2f(a[i].s);
-	}
-	return sum;
-}
-
-float quant_q8_0_dot(int64_t nb, const void *vw, const void *va)
-{
-	const struct block_q8_0 *w = vw;
-	const struct block_q8_0 *a = va;
-	float sum = 0.0f;
-
-	for (int64_t i = 0; i < nb; i++) {
-		int s = 0;
-
-		for (int j = 0; j < QK8_0; j++)
-			s += w[i].qs[j] * a[i].qs[j];
-		sum += s * (quant_h2f(w[i].d) * quant_h2f(a[i].d));
-	}
-	return sum;
 }

@@ -4,11 +4,13 @@
  * reference build's kernels (libggml-cpu-zen4.so: AVX-512 float dots,
  * the AVX2 legacy-quant dots), so that the sums round as llama.cpp's do.
  *
- * engine/quant.c computes the same dot products in ggml's scalar order
- * (the portable reference); the two differ in the last bits of a float,
- * which is enough to flip a token on a near tie. The plain block types go
- * to quant_vec_dot_x86() (engine/quant_x86.c); dot.c itself has the float
- * dots and the repacked (CPU_REPACK gemv) kernels.
+ * quant.c's quant_vec_dot computes the same dot products in ggml's scalar
+ * order (the portable reference); the two differ in the last bits of a
+ * float, which is enough to flip a token on a near tie. Which kernel runs
+ * is the type's row of quant_traits() (traits.c): the plain block types'
+ * scalar emulation is quant_x86.c, dot.c itself has the float dots and
+ * the repacked (CPU_REPACK gemv) kernels, engine/cpu/ their AVX-512
+ * versions, picked at run time.
  */
 #ifndef LLMFS_ENGINE_DOT_H
 #define LLMFS_ENGINE_DOT_H
@@ -17,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant.h"
+
 /*
  * a is w's row of quant_vec_dot_type(type), as quant_from_float makes it.
  * repacked: llama.cpp would hold this matrix interleaved in its CPU_REPACK
@@ -24,6 +28,12 @@
  */
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 		bool repacked);
+/*
+ * The kernel dot_row runs for (type, repacked), from the type's row of
+ * quant_traits(): fetch it once per matmul and call it per row. For a type
+ * without a dot it returns NAN.
+ */
+quant_dot_fn dot_row_fn(uint32_t type, bool repacked);
 
 /*
  * out[DOT_TILE_TOKENS r + t] = dot_row(type, n, w + row_bytes r, a[t],
@@ -54,15 +64,6 @@ void dot_tile_pack(uint32_t type, int64_t n, const void *const *a,
 
 /* ggml_vec_dot_f16 on two F16 vectors (flash attention's K . Q). */
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y);
-
-/*
- * dot_row and dot_f16 run engine/cpu's AVX-512 kernels where the CPU has
- * them (same bits, faster); these two never do: the scalar emulation,
- * for tests/engine/test_simd.c to compare with.
- */
-float dot_row_scalar(uint32_t type, int64_t n, const void *w, const void *a,
-		bool repacked);
-float dot_f16_scalar(int64_t n, const uint16_t *x, const uint16_t *y);
 
 /* _mm512_reduce_add_ps of 16 floats, in GCC's order. */
 float dot_hsum16(const float *v);

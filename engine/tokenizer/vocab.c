@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * The vocabulary: loading tokenizer.ggml.* with llama.cpp's defaults and
- * fix-ups, the hash tables text -> id and merge -> rank, and tokenize():
- * special tokens first, then SPM or BPE on the text between them.
+ * fix-ups, and the hash tables text -> id and merge -> rank. Text to ids
+ * (special tokens first, then SPM or BPE between them) is tokenize.c's
+ * engine_vocab_tokenize.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -11,7 +12,7 @@
 #include <string.h>
 
 #include "tokenizer.h"
-#include "tokenizer_internal.h"
+#include "internal.h"
 
 /* ---- hashing ----------------------------------------------------------- */
 

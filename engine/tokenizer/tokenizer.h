@@ -6,15 +6,16 @@
  *
  *   SPM  tokenizer.ggml.model "llama": SentencePiece bigram merging by
  *        score over the text with spaces as U+2581 and a leading space,
- *        byte fallback to <0xXX> tokens            (tokenizer_spm.c)
+ *        byte fallback to <0xXX> tokens            (spm.c)
  *   BPE  tokenizer.ggml.model "gpt2": a pre-tokenizer per
  *        tokenizer.ggml.pre splits the text into words (pretokenize.c),
- *        GPT-2's byte-to-unicode map, merges by rank (tokenizer_bpe.c)
+ *        GPT-2's byte-to-unicode map, merges by rank (bpe.c)
  *
  * Before either, the text of special tokens (control and user-defined,
  * and with parse_special the unknown token) is cut out of the text,
- * longest first (tokenizer.c). detokenize.c turns ids back into bytes and
- * implements engine.h's streaming detokenizer.
+ * longest first (tokenize.c). vocab.c loads the vocabulary; detokenize.c
+ * turns ids back into bytes, and detokenize_stream.c puts engine.h's
+ * streaming detokenizer on a model.
  *
  * A vocabulary is immutable after engine_vocab_load() and may be used by
  * several threads at once.
@@ -26,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../io/io.h"
+#include "../../io/io.h"
 
 struct engine_vocab;
 struct engine_model;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The heap of candidate merges that SentencePiece and byte-level BPE share
- * (see struct merge_heap in tokenizer_internal.h).
+ * (see struct merge_heap in internal.h).
  */
-#include "tokenizer_internal.h"
+#include "internal.h"
 
 /* a pops before b: higher priority, then the leftmost */
 static bool merge_before(const struct merge_bigram *a,

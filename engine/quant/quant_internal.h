@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Block layouts of ggml's quantized types (ggml/src/ggml-common.h), byte
- * for byte, and the per-type kernels behind quant.h's dispatchers. Only
- * engine/quant*.c include this; everything else goes through quant.h.
+ * for byte, and the per-type kernels that traits.c puts in quant.h's
+ * table. Only engine/quant/ and engine/cpu/ include this; everything else
+ * goes through quant.h.
  *
  * A "half" is an IEEE binary16 stored as its bits. Every struct here has
  * exactly ggml's size (checked below) and no padding, so a row of blocks
@@ -12,6 +13,7 @@
 #define LLMFS_ENGINE_QUANT_INTERNAL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "quant.h"
 
@@ -154,6 +156,15 @@ static inline float quant_h2f(uint16_t h)
 	return w.f;
 }
 
+/* The fifth bits of a Q5 block, element j at bit j. */
+static inline uint32_t quant_qh(const uint8_t qh[4])
+{
+	uint32_t v;
+
+	memcpy(&v, qh, sizeof(v));
+	return v;
+}
+
 /* Legacy 32-element blocks (quant_legacy.c). */
 void quant_q4_0_to_float(const void *x, float *y, int64_t nb);
 void quant_q4_1_to_float(const void *x, float *y, int64_t nb);
@@ -169,14 +180,52 @@ void quant_q8_0_from_float(const float *x, void *y, int64_t nb);
 void quant_q8_0_from_float_ref(const float *x, void *y, int64_t nb);
 void quant_q8_1_from_float(const float *x, void *y, int64_t nb);
 void quant_q8_1_from_float_ref(const float *x, void *y, int64_t nb);
-float quant_q4_0_dot(int64_t nb, const void *w, const void *a);
-float quant_q4_1_dot(int64_t nb, const void *w, const void *a);
-float quant_q5_0_dot(int64_t nb, const void *w, const void *a);
-float quant_q5_1_dot(int64_t nb, const void *w, const void *a);
-float quant_q8_0_dot(int64_t nb, const void *w, const void *a);
+float quant_q4_0_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q4_1_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q5_0_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q5_1_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q8_0_dot_ref(int64_t nb, const void *w, const void *a);
+
+/* The float types, one element a block (quant.c). */
+void quant_f32_to_float(const void *x, float *y, int64_t n);
+void quant_f16_to_float(const void *x, float *y, int64_t n);
+void quant_bf16_to_float(const void *x, float *y, int64_t n);
+void quant_f32_from_float(const float *x, void *y, int64_t n);
+void quant_f16_from_float(const float *x, void *y, int64_t n);
+void quant_bf16_from_float(const float *x, void *y, int64_t n);
+float quant_f32_dot_ref(int64_t n, const void *w, const void *a);
+float quant_f16_dot_ref(int64_t n, const void *w, const void *a);
+float quant_bf16_dot_ref(int64_t n, const void *w, const void *a);
+
+/* The reference build's order in scalar C, n elements (quant_x86.c). */
+float quant_q4_0_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q4_1_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q5_0_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q5_1_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q8_0_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q2_K_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q3_K_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q4_K_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q5_K_dot_x86(int64_t n, const void *w, const void *a);
+float quant_q6_K_dot_x86(int64_t n, const void *w, const void *a);
+
+/*
+ * dot.c's float dots (zen4 order) and repacked gemvs: _c in scalar C,
+ * _avx512 with engine/cpu's vector part (only where cpu_avx512_usable()).
+ */
+float dot_f32_c(int64_t n, const void *w, const void *a);
+float dot_f32_avx512(int64_t n, const void *w, const void *a);
+float dot_f16_c(int64_t n, const void *w, const void *a);
+float dot_f16_avx512(int64_t n, const void *w, const void *a);
+float dot_bf16_c(int64_t n, const void *w, const void *a);
+float dot_bf16_avx512(int64_t n, const void *w, const void *a);
+float dot_q4_0_repacked_c(int64_t n, const void *w, const void *a);
+float dot_q4_K_repacked_c(int64_t n, const void *w, const void *a);
+float dot_q2_K_repacked_c(int64_t n, const void *w, const void *a);
 
 /* K-quants, 256-element super-blocks (quant_k.c, quant_k_search.c). */
 void quant_k_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
+void quant_q3_K_scales(const uint8_t in[12], int8_t out[16]);
 void quant_q2_K_to_float(const void *x, float *y, int64_t nb);
 void quant_q3_K_to_float(const void *x, float *y, int64_t nb);
 void quant_q4_K_to_float(const void *x, float *y, int64_t nb);
@@ -189,10 +238,10 @@ void quant_q4_K_from_float(const float *x, void *y, int64_t nb);
 void quant_q5_K_from_float(const float *x, void *y, int64_t nb);
 void quant_q6_K_from_float(const float *x, void *y, int64_t nb);
 void quant_q8_K_from_float(const float *x, void *y, int64_t nb);
-float quant_q2_K_dot(int64_t nb, const void *w, const void *a);
-float quant_q3_K_dot(int64_t nb, const void *w, const void *a);
-float quant_q4_K_dot(int64_t nb, const void *w, const void *a);
-float quant_q5_K_dot(int64_t nb, const void *w, const void *a);
-float quant_q6_K_dot(int64_t nb, const void *w, const void *a);
+float quant_q2_K_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q3_K_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q4_K_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q5_K_dot_ref(int64_t nb, const void *w, const void *a);
+float quant_q6_K_dot_ref(int64_t nb, const void *w, const void *a);
 
 #endif

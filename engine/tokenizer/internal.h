@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The vocabulary's layout, shared by engine/tokenizer*.c and
- * engine/detokenize.c only.
+ * engine/tokenizer/detokenize.c only.
  */
 #ifndef LLMFS_ENGINE_TOKENIZER_INTERNAL_H
 #define LLMFS_ENGINE_TOKENIZER_INTERNAL_H

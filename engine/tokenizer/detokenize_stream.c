@@ -4,7 +4,7 @@
  * detokenize.c on the model's vocabulary. Kept apart so that the
  * vocabulary code links without engine/model.c.
  */
-#include "engine.h"
+#include "../engine.h"
 #include "tokenizer.h"
 
 void engine_detokenizer_init(struct engine_detokenizer *d,

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer_internal.h"
+#include "internal.h"
 
 /* std::_Hash_bytes(p, n, 0xc70f6907) on a 64-bit target */
 static uint64_t shift_mix(uint64_t v)

@@ -1,0 +1,534 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CPU backend (engine/backend.h): host memory, engine/ops.c's ops and
+ * engine/attention.c's flash attention, big jobs split over the model's
+ * thread pool. Each op is one call of the table per op and batch; the
+ * per-row and per-block loops are the ops' own.
+ *
+ * Attention is planned here as ggml plans flash_attn_ext for llama.cpp's
+ * one-token path: every (row, head) is a task, and a row over a long
+ * F32/F16 cache is split into KV chunks whose partials are merged
+ * (use_split_kv_path), so any split over our threads gives the same bits.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../attention.h"
+#include "../backend.h"
+#include "../kv.h"
+#include "../ops.h"
+#include "../quant/quant.h"
+
+/* (row, head, position, dim) products worth splitting attention for */
+#define CPU_ATT_PARALLEL_MIN (1 << 16)
+
+static struct engine_pool *cpu_pool(const struct engine_backend *be)
+{
+	return be->ctx;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+static void *cpu_alloc(struct engine_backend *be, size_t bytes)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 64, bytes ? bytes : 1))
+		return NULL;
+	return p;
+}
+
+static void cpu_free(struct engine_backend *be, void *p)
+{
+	free(p);
+}
+
+static void cpu_copy(struct engine_backend *be, void *dst, const void *src,
+		size_t bytes)
+{
+	memcpy(dst, src, bytes);
+}
+
+static bool cpu_is_host(const struct engine_backend *be)
+{
+	return true;
+}
+
+/* ---- capabilities ------------------------------------------------------ */
+
+static bool cpu_supports(const struct engine_backend *be, enum engine_op op,
+		uint32_t type)
+{
+	const struct quant_type_traits *t = quant_traits(type);
+
+	switch (op) {
+	case ENGINE_OP_GET_ROWS:
+		return t->to_float != NULL;
+	case ENGINE_OP_MATMUL:
+		return t->weight;
+	case ENGINE_OP_CONVERT:
+		return t->from_float != NULL;
+	case ENGINE_OP_ATTENTION:
+		return att_type_supported(type);
+	default:
+		return false;
+	}
+}
+
+static uint32_t cpu_vec_dot_type(const struct engine_backend *be,
+		uint32_t type)
+{
+	return quant_vec_dot_type(type);
+}
+
+/* ---- ops --------------------------------------------------------------- */
+
+static void cpu_get_rows(struct engine_backend *be, float *y,
+		const struct engine_tensor *w, int64_t row)
+{
+	ops_get_row(y, w, row);
+}
+
+static void cpu_rms_norm(struct engine_backend *be, float *y, const float *x,
+		const float *w, int64_t n, float eps)
+{
+	ops_rms_norm(y, x, w, n, eps);
+}
+
+static void cpu_convert(struct engine_backend *be, uint32_t type,
+		const float *x, void *y, int64_t n)
+{
+	quant_from_float(type, x, y, n);
+}
+
+static void cpu_matmul(struct engine_backend *be, float *const *ys,
+		const struct engine_tensor *w, int64_t e, uint32_t n_tok,
+		const void *const *acts)
+{
+	ops_matmul(cpu_pool(be), ys, w, e, n_tok, acts);
+}
+
+struct cpu_mv_job {
+	const struct engine_mv *mv;
+	uint32_t n;
+	uint64_t bytes;       /* of all the rows */
+};
+
+/* The first row of w whose bytes start at or after at (w's rows at base). */
+static int64_t cpu_mv_row(const struct engine_tensor *w, uint64_t base,
+		uint64_t at)
+{
+	int64_t r;
+
+	if (at <= base)
+		return 0;
+	r = (int64_t)((at - base + w->row_bytes - 1) / w->row_bytes);
+	return r < w->info->ne[1] ? r : w->info->ne[1];
+}
+
+/* The rows of all the weights, split over the threads by their bytes. */
+static void cpu_mv_part(void *arg, uint32_t ith, uint32_t nth)
+{
+	const struct cpu_mv_job *j = arg;
+	const uint64_t b0 = j->bytes * ith / nth;
+	const uint64_t b1 = j->bytes * (ith + 1) / nth;
+	uint64_t base = 0;
+	uint32_t k;
+
+	for (k = 0; k < j->n; k++) {
+		const struct engine_mv *mv = &j->mv[k];
+		int64_t r0 = cpu_mv_row(mv->w, base, b0);
+		int64_t r1 = cpu_mv_row(mv->w, base, b1);
+
+		if (r0 < r1)
+			ops_matvec_rows(mv->y, mv->w, 0, mv->act, r0, r1);
+		base += (uint64_t)mv->w->info->ne[1] * mv->w->row_bytes;
+	}
+}
+
+static void cpu_matvec_multi(struct engine_backend *be,
+		const struct engine_mv *mv, uint32_t n)
+{
+	struct cpu_mv_job job = { mv, n, 0 };
+	uint32_t k;
+
+	for (k = 0; k < n; k++)
+		job.bytes += (uint64_t)mv[k].w->info->ne[1] * mv[k].w->row_bytes;
+	if (engine_pool_size(cpu_pool(be)) > 1)
+		engine_pool_run(cpu_pool(be), cpu_mv_part, &job);
+	else
+		cpu_mv_part(&job, 0, 1);
+}
+
+static void cpu_rope_cache(struct engine_backend *be, float *cache,
+		int64_t pos, uint32_t n_rot, float freq_base, float freq_scale,
+		const float *freq_factors)
+{
+	ops_rope_cache(cache, pos, n_rot, freq_base, freq_scale, freq_factors);
+}
+
+static void cpu_rope(struct engine_backend *be, float *x, uint32_t n_head,
+		uint32_t head_dim, uint32_t n_rot, enum engine_rope_mode mode,
+		const float *cache)
+{
+	ops_rope(x, n_head, head_dim, n_rot, mode, cache);
+}
+
+static void cpu_swiglu(struct engine_backend *be, float *y, const float *g,
+		const float *u, int64_t n)
+{
+	ops_swiglu(y, g, u, n);
+}
+
+static void cpu_add(struct engine_backend *be, float *y, const float *x,
+		int64_t n)
+{
+	int64_t i;
+
+	for (i = 0; i < n; i++)
+		y[i] = y[i] + x[i];
+}
+
+static void cpu_softmax(struct engine_backend *be, float *x, int64_t n)
+{
+	ops_softmax(x, n);
+}
+
+/*
+ * build_moe_ffn with softmax gating, for one row's router logits: the
+ * softmax, then the top k (argsort, descending, the lower id on ties) and
+ * their weights, optionally divided by their sum.
+ */
+static void cpu_moe_route(struct engine_backend *be,
+		const struct engine_hparams *hp, float *router, uint32_t *sel,
+		float *w)
+{
+	uint32_t k = hp->n_expert_used, i, j;
+	double sum = 0.0;
+
+	ops_softmax(router, hp->n_expert);
+
+	/* selection sort: highest first, the lower id on ties */
+	for (i = 0; i < k; i++) {
+		uint32_t best = UINT32_MAX;
+
+		for (j = 0; j < hp->n_expert; j++) {
+			uint32_t t;
+			bool taken = false;
+
+			for (t = 0; t < i; t++)
+				taken |= sel[t] == j;
+			if (taken)
+				continue;
+			if (best == UINT32_MAX || router[j] > router[best])
+				best = j;
+		}
+		sel[i] = best;
+		w[i] = router[best];
+	}
+	if (hp->expert_weights_norm) {
+		float fsum;
+
+		for (i = 0; i < k; i++)
+			sum += (double)w[i];
+		fsum = (float)sum;
+		if (fsum < 6.103515625e-5f)
+			fsum = 6.103515625e-5f;
+		for (i = 0; i < k; i++)
+			w[i] = w[i] / fsum;
+	}
+}
+
+static void cpu_moe_combine(struct engine_backend *be, float *out,
+		const float *eo, const float *w, uint32_t k, size_t n)
+{
+	uint32_t i;
+	size_t c;
+
+	for (i = 0; i < k; i++, eo += n) {
+		for (c = 0; c < n; c++) {
+			float v = eo[c] * w[i];
+
+			out[c] = i == 0 ? v : out[c] + v;
+		}
+	}
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+/*
+ * The work memory: per thread, att_begin's scratch; per row and head, the
+ * partials of its KV chunks; the task plan (first task, chunks) per row.
+ */
+struct cpu_att_work {
+	uint8_t *tmp;         /* [threads][tmp_bytes] */
+	size_t tmp_bytes;
+	float *partials;      /* [cap][n_head][threads][2 + head_dim_v] */
+	uint32_t *off;        /* [cap + 1] first task of row j */
+	uint32_t *nc;         /* [cap] KV chunks of row j (1: not split) */
+};
+
+static size_t cpu_align(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+static size_t cpu_att_tmp_bytes(const struct engine_hparams *hp)
+{
+	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
+		hp->head_dim_v, hp->kq_scale };
+
+	return cpu_align(att_scratch_bytes(&sh));
+}
+
+/* Carve the work memory at base (or only count it, base 0). */
+static size_t cpu_att_layout(const struct engine_backend *be,
+		const struct engine_hparams *hp, uint32_t cap, uint8_t *base,
+		struct cpu_att_work *w)
+{
+	const size_t threads = engine_pool_size(cpu_pool(be));
+	size_t at = 0;
+
+	w->tmp_bytes = cpu_att_tmp_bytes(hp);
+	w->tmp = base + at;
+	at += cpu_align(threads * w->tmp_bytes);
+	w->partials = (float *)(base + at);
+	at += cpu_align((size_t)cap * hp->n_head * threads *
+			(2 + hp->head_dim_v) * sizeof(float));
+	w->off = (uint32_t *)(base + at);
+	at += cpu_align(((size_t)cap + 1) * sizeof(uint32_t));
+	w->nc = (uint32_t *)(base + at);
+	at += cpu_align((size_t)cap * sizeof(uint32_t));
+	return at;
+}
+
+static size_t cpu_attention_work_bytes(const struct engine_backend *be,
+		const struct engine_hparams *hp, uint32_t cap)
+{
+	struct cpu_att_work w;
+
+	return cpu_att_layout(be, hp, cap, NULL, &w);
+}
+
+struct cpu_att_job {
+	struct engine_backend *be;
+	const struct engine_att_batch *b;
+	struct cpu_att_work w;
+};
+
+/*
+ * Cells llama.cpp's flash attention sees for a token at pos: the cache
+ * view is padded to 256 cells (llama_kv_cache::get_n_kv), the cells past
+ * pos masked.
+ */
+static uint32_t cpu_att_n_kv(uint32_t pos, uint32_t n_ctx)
+{
+	uint32_t n = (pos + 1 + 255) / 256 * 256;
+
+	return n < n_ctx ? n : n_ctx;
+}
+
+/*
+ * KV chunks of a row: llama.cpp splits one-token attention over F32/F16
+ * K and V of one type by ranges of cells, one per thread, once the view
+ * has 512 cells (use_split_kv_path); with one thread the split changes
+ * nothing.
+ */
+static uint32_t cpu_att_chunks(const struct engine_seq *seq, uint32_t pos,
+		uint32_t n_ctx, uint32_t nth)
+{
+	uint32_t type_k, type_v;
+
+	engine_seq_types(seq, &type_k, &type_v);
+	if (nth < 2 || type_k != type_v ||
+	    (type_k != IO_TYPE_F16 && type_k != IO_TYPE_F32) ||
+	    cpu_att_n_kv(pos, n_ctx) < 512)
+		return 1;
+	return nth;
+}
+
+/* Positions [c0, c1) of KV head kvh, one run of the cache at a time. */
+static void cpu_att_range(struct att_state *st, const struct engine_seq *seq,
+		uint32_t il, uint32_t kvh, uint32_t c0, uint32_t c1)
+{
+	struct engine_kv_view v;
+	uint32_t c;
+
+	for (c = c0; c < c1; c += v.n) {
+		engine_kv_view(seq, il, c, c1, &v);
+		att_run(st, v.k + kvh * v.k_head, v.k_stride,
+				v.v + kvh * v.v_head, v.v_stride, v.n);
+	}
+}
+
+/*
+ * One attention task: head h of row j, whole (one chunk) or KV chunk c
+ * of nc into its partial.
+ */
+static void cpu_att_task(const struct cpu_att_job *job, uint32_t ith,
+		uint32_t j, uint32_t h, uint32_t c, uint32_t nc)
+{
+	const struct engine_att_batch *ab = job->b;
+	const struct engine_hparams *hp = ab->hp;
+	const uint32_t b = ab->idx[j], pos = ab->pos[b];
+	const struct engine_seq *seq = ab->seq[b];
+	struct att_shape sh = { 0, 0, hp->head_dim, hp->head_dim_v,
+		hp->kq_scale };
+	const uint32_t kvh = h / (hp->n_head / hp->n_head_kv);
+	const float *q = ab->q + (size_t)b * ab->q_ld +
+		(size_t)h * hp->head_dim;
+	struct att_state st;
+
+	engine_seq_types(seq, &sh.type_k, &sh.type_v);
+	att_begin(&st, &sh, q, job->w.tmp + (size_t)ith * job->w.tmp_bytes);
+	if (nc == 1) {
+		cpu_att_range(&st, seq, ab->il, kvh, 0, pos + 1);
+		att_end(&st, ab->out + (size_t)b * ab->out_ld +
+				(size_t)h * hp->head_dim_v);
+	} else {
+		uint32_t n_kv = cpu_att_n_kv(pos, ab->n_ctx);
+		uint32_t cs = (n_kv + nc - 1) / nc, c0 = c * cs, c1 = c0 + cs;
+		float *part = job->w.partials + (((size_t)j * hp->n_head + h) *
+				nc + c) * (2 + hp->head_dim_v);
+
+		/* the masked cells past pos are skipped, as ggml does */
+		c1 = c1 < pos + 1 ? c1 : pos + 1;
+		if (c0 < c1)
+			cpu_att_range(&st, seq, ab->il, kvh, c0, c1);
+		part[0] = st.M;
+		part[1] = st.S;
+		att_vkq(&st, part + 2);
+	}
+}
+
+/* One thread's share of the tasks (row, head, KV chunk). */
+static void cpu_att_part(void *arg, uint32_t ith, uint32_t nth)
+{
+	const struct cpu_att_job *job = arg;
+	const struct cpu_att_work *w = &job->w;
+	const uint32_t n = job->b->n;
+	const uint64_t total = w->off[n];
+	uint32_t t = (uint32_t)(total * ith / nth);
+	uint32_t t1 = (uint32_t)(total * (ith + 1) / nth), j = 0;
+
+	while (j < n && w->off[j + 1] <= t)
+		j++;
+	for (; t < t1; t++) {
+		uint32_t nc, k;
+
+		while (w->off[j + 1] <= t)
+			j++;
+		nc = w->nc[j];
+		k = t - w->off[j];
+		cpu_att_task(job, ith, j, k / nc, k % nc, nc);
+	}
+}
+
+/* The split rows: their heads' partials merged into out. */
+static void cpu_att_merge(const struct cpu_att_job *job)
+{
+	const struct engine_att_batch *ab = job->b;
+	const struct engine_hparams *hp = ab->hp;
+	const size_t stride = 2 + hp->head_dim_v;
+	uint32_t j, h;
+
+	for (j = 0; j < ab->n; j++) {
+		uint32_t b = ab->idx[j], nc = job->w.nc[j];
+
+		if (nc == 1)
+			continue;
+		for (h = 0; h < hp->n_head; h++)
+			att_merge(ab->out + (size_t)b * ab->out_ld +
+					(size_t)h * hp->head_dim_v,
+				job->w.partials + ((size_t)j * hp->n_head +
+					h) * nc * stride, stride, nc,
+				hp->head_dim_v);
+	}
+}
+
+static void cpu_attention(struct engine_backend *be,
+		const struct engine_att_batch *ab)
+{
+	const struct engine_hparams *hp = ab->hp;
+	struct cpu_att_job job = { be, ab, { 0 } };
+	uint64_t work = 0;
+	uint32_t j;
+
+	cpu_att_layout(be, hp, ab->n, ab->work, &job.w);
+	job.w.off[0] = 0;
+	for (j = 0; j < ab->n; j++) {
+		uint32_t b = ab->idx[j];
+
+		work += (uint64_t)(ab->pos[b] + 1) * hp->n_head *
+			(hp->head_dim + hp->head_dim_v);
+		job.w.nc[j] = cpu_att_chunks(ab->seq[b], ab->pos[b], ab->n_ctx,
+				ab->nth);
+		job.w.off[j + 1] = job.w.off[j] + hp->n_head * job.w.nc[j];
+	}
+	/*
+	 * Each task (row, head, KV chunk) is what one ggml thread computes:
+	 * any split over our threads gives the same bits.
+	 */
+	if (work >= CPU_ATT_PARALLEL_MIN)
+		engine_pool_run(cpu_pool(be), cpu_att_part, &job);
+	else
+		cpu_att_part(&job, 0, 1);
+	cpu_att_merge(&job);
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+static const struct engine_backend_i cpu_backend_i = {
+	.name = "cpu",
+	.alloc = cpu_alloc,
+	.free = cpu_free,
+	.copy_in = cpu_copy,
+	.copy_out = cpu_copy,
+	.is_host = cpu_is_host,
+	.supports = cpu_supports,
+	.vec_dot_type = cpu_vec_dot_type,
+	.get_rows = cpu_get_rows,
+	.rms_norm = cpu_rms_norm,
+	.convert = cpu_convert,
+	.matmul = cpu_matmul,
+	.matvec_multi = cpu_matvec_multi,
+	.rope_cache = cpu_rope_cache,
+	.rope = cpu_rope,
+	.swiglu = cpu_swiglu,
+	.add = cpu_add,
+	.softmax = cpu_softmax,
+	.moe_route = cpu_moe_route,
+	.moe_combine = cpu_moe_combine,
+	.attention_work_bytes = cpu_attention_work_bytes,
+	.attention = cpu_attention,
+};
+
+int engine_backend_cpu_new(struct engine_backend **out,
+		struct engine_pool *pool, struct err *err)
+{
+	struct engine_backend *be = calloc(1, sizeof(*be));
+	long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
+	long page = sysconf(_SC_PAGESIZE);
+
+	*out = NULL;
+	if (!be)
+		return err_set(err, ENOMEM, "out of memory");
+	be->iface = &cpu_backend_i;
+	be->ctx = pool;
+	be->dev.kind = IO_DEVICE_CPU;
+	be->dev.index = -1;
+	strcpy(be->dev.name, "cpu");
+	if (pages > 0 && page > 0)
+		be->dev.total_bytes = (uint64_t)pages * (uint64_t)page;
+	if (avail > 0 && page > 0)
+		be->dev.free_bytes = (uint64_t)avail * (uint64_t)page;
+	*out = be;
+	return 0;
+}
+
+void engine_backend_free(struct engine_backend *be)
+{
+	free(be);
+}

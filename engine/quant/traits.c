@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The one table of tensor types (quant.h, struct quant_type_traits): what
+ * ggml keeps in type_traits[] (ggml.c) and type_traits_cpu[] (ggml-cpu.c).
+ * Every dispatch on a tensor type reads a row here; adding a type is
+ * adding a row (Documentation/engine.md, "How to add a tensor type").
+ *
+ * The vec_dot_type column is ggml-cpu.c's; the kernels are named after
+ * the ggml code they follow where they are defined.
+ */
+#include "../cpu/cpu.h"
+#include "quant_internal.h"
+
+/* cpu_legacy_avx512 takes the type; the table wants one kernel a type */
+static float traits_q4_0_avx512(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy_avx512(IO_TYPE_Q4_0, n, w, a);
+}
+
+static float traits_q4_1_avx512(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy_avx512(IO_TYPE_Q4_1, n, w, a);
+}
+
+static float traits_q5_0_avx512(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy_avx512(IO_TYPE_Q5_0, n, w, a);
+}
+
+static float traits_q5_1_avx512(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy_avx512(IO_TYPE_Q5_1, n, w, a);
+}
+
+const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
+	[IO_TYPE_F32] = {
+		.name = "f32", .blck_size = 1, .type_size = 4,
+		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_F32,
+		.to_float = quant_f32_to_float,
+		.from_float = quant_f32_from_float,
+		.from_float_ref = quant_f32_from_float,
+		.vec_dot_ref = quant_f32_dot_ref,
+		.vec_dot = dot_f32_c,
+		.vec_dot_avx512 = dot_f32_avx512,
+	},
+	[IO_TYPE_F16] = {
+		.name = "f16", .blck_size = 1, .type_size = 2,
+		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_F16,
+		.to_float = quant_f16_to_float,
+		.from_float = quant_f16_from_float,
+		.from_float_ref = quant_f16_from_float,
+		.vec_dot_ref = quant_f16_dot_ref,
+		.vec_dot = dot_f16_c,
+		.vec_dot_avx512 = dot_f16_avx512,
+	},
+	[IO_TYPE_BF16] = {
+		.name = "bf16", .blck_size = 1, .type_size = 2,
+		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_BF16,
+		.to_float = quant_bf16_to_float,
+		.from_float = quant_bf16_from_float,
+		.from_float_ref = quant_bf16_from_float,
+		.vec_dot_ref = quant_bf16_dot_ref,
+		.vec_dot = dot_bf16_c,
+		.vec_dot_avx512 = dot_bf16_avx512,
+	},
+	[IO_TYPE_Q4_0] = {
+		.name = "q4_0", .blck_size = QK4_0,
+		.type_size = sizeof(struct block_q4_0),
+		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_0,
+		.to_float = quant_q4_0_to_float,
+		.from_float = quant_q4_0_from_float,
+		.from_float_ref = quant_q4_0_from_float,
+		.vec_dot_ref = quant_q4_0_dot_ref,
+		.vec_dot = quant_q4_0_dot_x86,
+		.vec_dot_avx512 = traits_q4_0_avx512,
+		.vec_dot_repacked = dot_q4_0_repacked_c,
+		.vec_dot_repacked_avx512 = cpu_q4_0_repacked_avx512,
+	},
+	[IO_TYPE_Q4_1] = {
+		.name = "q4_1", .blck_size = QK4_1,
+		.type_size = sizeof(struct block_q4_1),
+		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_1,
+		.to_float = quant_q4_1_to_float,
+		.from_float = quant_q4_1_from_float,
+		.from_float_ref = quant_q4_1_from_float,
+		.vec_dot_ref = quant_q4_1_dot_ref,
+		.vec_dot = quant_q4_1_dot_x86,
+		.vec_dot_avx512 = traits_q4_1_avx512,
+	},
+	[IO_TYPE_Q5_0] = {
+		.name = "q5_0", .blck_size = QK5_0,
+		.type_size = sizeof(struct block_q5_0),
+		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_0,
+		.to_float = quant_q5_0_to_float,
+		.from_float = quant_q5_0_from_float,
+		.from_float_ref = quant_q5_0_from_float,
+		.vec_dot_ref = quant_q5_0_dot_ref,
+		.vec_dot = quant_q5_0_dot_x86,
+		.vec_dot_avx512 = traits_q5_0_avx512,
+	},
+	[IO_TYPE_Q5_1] = {
+		.name = "q5_1", .blck_size = QK5_1,
+		.type_size = sizeof(struct block_q5_1),
+		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_1,
+		.to_float = quant_q5_1_to_float,
+		.from_float = quant_q5_1_from_float,
+		.from_float_ref = quant_q5_1_from_float,
+		.vec_dot_ref = quant_q5_1_dot_ref,
+		.vec_dot = quant_q5_1_dot_x86,
+		.vec_dot_avx512 = traits_q5_1_avx512,
+	},
+	[IO_TYPE_Q8_0] = {
+		.name = "q8_0", .blck_size = QK8_0,
+		.type_size = sizeof(struct block_q8_0),
+		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_0,
+		.to_float = quant_q8_0_to_float,
+		.from_float = quant_q8_0_from_float,
+		.from_float_ref = quant_q8_0_from_float_ref,
+		.vec_dot_ref = quant_q8_0_dot_ref,
+		.vec_dot = quant_q8_0_dot_x86,
+		.vec_dot_avx512 = cpu_q8_0_avx512,
+		.tile_avx512 = { cpu_q8_0_tile_avx512, NULL },
+	},
+	/* Q8_1 and Q8_K are activation types only: no dot of their own */
+	[IO_TYPE_Q8_1] = {
+		.name = "q8_1", .blck_size = QK8_1,
+		.type_size = sizeof(struct block_q8_1),
+		.to_float = quant_q8_1_to_float,
+		.from_float = quant_q8_1_from_float,
+		.from_float_ref = quant_q8_1_from_float_ref,
+	},
+	[IO_TYPE_Q2_K] = {
+		.name = "q2_K", .blck_size = QK_K,
+		.type_size = sizeof(struct block_q2_K),
+		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
+		.to_float = quant_q2_K_to_float,
+		.from_float = quant_q2_K_from_float,
+		.from_float_ref = quant_q2_K_from_float,
+		.vec_dot_ref = quant_q2_K_dot_ref,
+		.vec_dot = quant_q2_K_dot_x86,
+		.vec_dot_avx512 = cpu_q2_K_avx512,
+		.vec_dot_repacked = dot_q2_K_repacked_c,
+		.vec_dot_repacked_avx512 = cpu_q2_K_repacked_avx512,
+	},
+	[IO_TYPE_Q3_K] = {
+		.name = "q3_K", .blck_size = QK_K,
+		.type_size = sizeof(struct block_q3_K),
+		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
+		.to_float = quant_q3_K_to_float,
+		.from_float = quant_q3_K_from_float,
+		.from_float_ref = quant_q3_K_from_float,
+		.vec_dot_ref = quant_q3_K_dot_ref,
+		.vec_dot = quant_q3_K_dot_x86,
+		.vec_dot_avx512 = cpu_q3_K_avx512,
+	},
+	[IO_TYPE_Q4_K] = {
+		.name = "q4_K", .blck_size = QK_K,
+		.type_size = sizeof(struct block_q4_K),
+		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
+		.to_float = quant_q4_K_to_float,
+		.from_float = quant_q4_K_from_float,
+		.from_float_ref = quant_q4_K_from_float,
+		.vec_dot_ref = quant_q4_K_dot_ref,
+		.vec_dot = quant_q4_K_dot_x86,
+		.vec_dot_avx512 = cpu_q4_K_avx512,
+		.vec_dot_repacked = dot_q4_K_repacked_c,
+		.vec_dot_repacked_avx512 = cpu_q4_K_repacked_avx512,
+		.tile_avx512 = { NULL, cpu_q4_K_repacked_tile_avx512 },
+	},
+	[IO_TYPE_Q5_K] = {
+		.name = "q5_K", .blck_size = QK_K,
+		.type_size = sizeof(struct block_q5_K),
+		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
+		.to_float = quant_q5_K_to_float,
+		.from_float = quant_q5_K_from_float,
+		.from_float_ref = quant_q5_K_from_float,
+		.vec_dot_ref = quant_q5_K_dot_ref,
+		.vec_dot = quant_q5_K_dot_x86,
+		.vec_dot_avx512 = cpu_q5_K_avx512,
+	},
+	[IO_TYPE_Q6_K] = {
+		.name = "q6_K", .blck_size = QK_K,
+		.type_size = sizeof(struct block_q6_K),
+		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
+		.to_float = quant_q6_K_to_float,
+		.from_float = quant_q6_K_from_float,
+		.from_float_ref = quant_q6_K_from_float,
+		.vec_dot_ref = quant_q6_K_dot_ref,
+		.vec_dot = quant_q6_K_dot_x86,
+		.vec_dot_avx512 = cpu_q6_K_avx512,
+		.tile_avx512 = { cpu_q6_K_tile_avx512, NULL },
+	},
+	[IO_TYPE_Q8_K] = {
+		.name = "q8_K", .blck_size = QK_K,
+		.type_size = sizeof(struct block_q8_K),
+		.to_float = quant_q8_K_to_float,
+		.from_float = quant_q8_K_from_float,
+		.from_float_ref = quant_q8_K_from_float,
+	},
+};
+
+const struct quant_type_traits quant_type_unknown;
