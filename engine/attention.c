@@ -104,6 +104,118 @@ ATT_TARGET static void att_mad_f32_avx512(float *y, const float *x, float v,
 		y[i] = fmaf(x[i], v, y[i]);
 }
 
+/*
+ * _mm512_reduce_add_ps as dot_hsum16 folds it (lanes i and i + 8, then
+ * i and i + 4, i and i + 2, 0 and 1): the same pairs, the same bits.
+ */
+ATT_TARGET static inline float att_hsum16(__m512 v)
+{
+	__m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+			_mm256_castpd_ps(_mm512_extractf64x4_pd(
+				_mm512_castps_pd(v), 1)));
+	__m128 q = _mm_add_ps(_mm256_castps256_ps128(h),
+			_mm256_extractf128_ps(h, 1));
+
+	q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+	q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+	return _mm_cvtss_f32(q);
+}
+
+ATT_TARGET static inline __m512 att_ld16(const uint16_t *p)
+{
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* F32 to F16 to F32: the value an F16 accumulator holds after a store */
+ATT_TARGET static inline __m512 att_round16(__m512 v)
+{
+	return _mm512_cvtph_ps(_mm512_cvtps_ph(v,
+			_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+#define ATT_FAST_MAX 256  /* the longest head att_run_f16 takes */
+
+/*
+ * att_step for F16 K and V, n positions in one loop: dot_f16's K.Q (four
+ * accumulators over steps of 64, reduced as cpu_reduce4; dk a multiple of
+ * 64, so no tail), the online softmax, and ggml_vec_mad_f16 on an
+ * accumulator kept in registers as the floats its F16 values stand for
+ * (each step rounds through F16 as the store would). Q is converted once,
+ * not per position. Inlined with constant dk and dv for the common head,
+ * so the loops unroll and Q and the accumulator stay in registers.
+ */
+ATT_TARGET static inline __attribute__((always_inline)) void att_run_f16_core(
+		struct att_state *st, const uint8_t *k, size_t k_stride,
+		const uint8_t *v, size_t v_stride, uint32_t n, uint32_t dk,
+		uint32_t dv)
+{
+	const float scale = st->sh->scale;
+	const uint16_t *q16 = (const uint16_t *)st->q;
+	__m512 q[ATT_FAST_MAX / 16], acc[ATT_FAST_MAX / 16];
+	float M = st->M, S = st->S;
+	uint32_t c, i;
+
+	for (i = 0; i < dk / 16; i++)
+		q[i] = att_ld16(q16 + 16 * i);
+	for (i = 0; i < dv / 16; i++)
+		acc[i] = att_ld16(st->acc16 + 16 * i);
+	for (c = 0; c < n; c++) {
+		const uint16_t *kr = (const uint16_t *)(k + c * k_stride);
+		const uint16_t *vr = (const uint16_t *)(v + c * v_stride);
+		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+		float s, ms = 1.0f, vs = 1.0f;
+		__m512 vv;
+
+		for (i = 0; i < dk / 16; i += 4) {
+			a0 = _mm512_fmadd_ps(att_ld16(kr + 16 * i), q[i], a0);
+			a1 = _mm512_fmadd_ps(att_ld16(kr + 16 * i + 16),
+					q[i + 1], a1);
+			a2 = _mm512_fmadd_ps(att_ld16(kr + 16 * i + 32),
+					q[i + 2], a2);
+			a3 = _mm512_fmadd_ps(att_ld16(kr + 16 * i + 48),
+					q[i + 3], a3);
+		}
+		s = att_hsum16(_mm512_add_ps(_mm512_add_ps(a0, a2),
+				_mm512_add_ps(a1, a3)));
+		s = s * scale;
+		s += 0.0f;
+		if (s > M) {
+			float mold = M;
+
+			M = s;
+			ms = expf(mold - M);
+			vv = _mm512_set1_ps(ms);
+			for (i = 0; i < dv / 16; i++)
+				acc[i] = att_round16(_mm512_mul_ps(acc[i], vv));
+		} else {
+			vs = expf(s - M);
+		}
+		vv = _mm512_set1_ps(vs);
+		for (i = 0; i < dv / 16; i++)
+			acc[i] = att_round16(_mm512_fmadd_ps(
+					att_ld16(vr + 16 * i), vv, acc[i]));
+		S = S * ms + vs;
+	}
+	for (i = 0; i < dv / 16; i++)
+		_mm256_storeu_si256((__m256i *)(st->acc16 + 16 * i),
+			_mm512_cvtps_ph(acc[i],
+				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	st->M = M;
+	st->S = S;
+}
+
+ATT_TARGET static void att_run_f16_avx512(struct att_state *st,
+		const uint8_t *k, size_t k_stride, const uint8_t *v,
+		size_t v_stride, uint32_t n)
+{
+	const uint32_t dk = st->sh->head_dim, dv = st->sh->head_dim_v;
+
+	if (dk == 128 && dv == 128)
+		att_run_f16_core(st, k, k_stride, v, v_stride, n, 128, 128);
+	else
+		att_run_f16_core(st, k, k_stride, v, v_stride, n, dk, dv);
+}
+
 static bool att_simd;
 static pthread_once_t att_simd_once = PTHREAD_ONCE_INIT;
 
@@ -123,6 +235,10 @@ static void att_scale_f16_avx512(uint16_t *y, float v, uint32_t n) { }
 static void att_f16_to_f32_avx512(float *y, const uint16_t *x,
 		uint32_t n) { }
 static void att_mad_f32_avx512(float *y, const float *x, float v,
+		uint32_t n) { }
+#define ATT_FAST_MAX 0
+static void att_run_f16_avx512(struct att_state *st, const uint8_t *k,
+		size_t k_stride, const uint8_t *v, size_t v_stride,
 		uint32_t n) { }
 #endif
 
@@ -268,13 +384,28 @@ static void att_step(struct att_state *st, const uint8_t *k,
 	st->S = st->S * ms + vs;
 }
 
-void att_run(struct att_state *st, const uint8_t *k, size_t k_stride,
+void att_run_steps(struct att_state *st, const uint8_t *k, size_t k_stride,
 		const uint8_t *v, size_t v_stride, uint32_t n)
 {
 	uint32_t c;
 
 	for (c = 0; c < n; c++)
 		att_step(st, k + c * k_stride, v + c * v_stride);
+}
+
+void att_run(struct att_state *st, const uint8_t *k, size_t k_stride,
+		const uint8_t *v, size_t v_stride, uint32_t n)
+{
+	const struct att_shape *sh = st->sh;
+
+	if (sh->type_k == IO_TYPE_F16 && sh->type_v == IO_TYPE_F16 &&
+	    sh->head_dim % 64 == 0 && sh->head_dim <= ATT_FAST_MAX &&
+	    sh->head_dim_v % 16 == 0 && sh->head_dim_v <= ATT_FAST_MAX &&
+	    att_simd_usable()) {
+		att_run_f16_avx512(st, k, k_stride, v, v_stride, n);
+		return;
+	}
+	att_run_steps(st, k, k_stride, v, v_stride, n);
 }
 
 void att_vkq(struct att_state *st, float *vkq)

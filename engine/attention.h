@@ -81,6 +81,14 @@ void att_end(struct att_state *st, float *out);
 void att_merge(float *out, const float *partials, size_t stride, uint32_t n,
 		uint32_t head_dim_v);
 
+/*
+ * att_run one position at a time through the general step (dot_row, the
+ * vector steps), whatever the types: what the fused F16 loop att_run
+ * takes for F16 K and V must match bit for bit (test_attention).
+ */
+void att_run_steps(struct att_state *st, const uint8_t *k, size_t k_stride,
+		const uint8_t *v, size_t v_stride, uint32_t n);
+
 /* The F16 vector steps, exposed for tests/engine/test_attention.c. */
 void att_mad_f16(uint16_t *y, const uint16_t *x, float v, uint32_t n,
 		bool simd);

@@ -312,6 +312,48 @@ static int forward_mm(struct forward_pass *p, float *y, size_t ld,
 	return 0;
 }
 
+/*
+ * One token's products with several weights in one pool run (Q, K and V;
+ * up and gate): a barrier per run is a good part of a 0.6B model's token.
+ * The backend splits the rows of all the weights over its threads by their
+ * bytes, each row the dot the one-weight matmul gives it, so the bits do
+ * not change.
+ */
+/*
+ * y_k = w_k . xn of the one row idx, k < n, in one pool run; 1 if the
+ * weights need more than the two converted copies of xn kept (the caller
+ * then goes weight by weight), or a load error.
+ */
+static int forward_mv_fused(struct forward_pass *p, float *const *y,
+		const struct engine_tensor *const *w, uint32_t n, uint32_t idx)
+{
+	struct engine_backend *be = p->m->backend;
+	struct forward_scratch *s = p->s;
+	struct engine_mv mv[3];
+	uint32_t types[3], nt = 0, k, t;
+	int ret;
+
+	for (k = 0; k < n; k++) {
+		uint32_t vdt = be->iface->vec_dot_type(be, w[k]->info->type);
+
+		for (t = 0; t < nt && types[t] != vdt; t++)
+			;
+		if (t == nt)
+			types[nt++] = vdt;
+		if (nt > 2 || w[k]->info->ne[2] > 1)
+			return 1;
+	}
+	for (k = 0; k < n; k++) {
+		if ((ret = forward_wait(p, w[k])))
+			return ret;
+		mv[k].y = y[k];
+		mv[k].w = w[k];
+		mv[k].act = forward_xn_act(p, w[k]) + idx * s->act_row;
+	}
+	be->iface->matvec_multi(be, mv, n);
+	return 0;
+}
+
 /* Per-head RMS norm of n_head rows of head_dim (qwen3's Q/K norms). */
 static void forward_head_norm(struct engine_backend *be, float *x,
 		uint32_t n_head, uint32_t head_dim,
@@ -342,6 +384,7 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
 	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
+	bool fused = false;
 	const struct engine_att_batch att = {
 		.hp = hp, .il = il, .n_ctx = m->info.n_ctx, .nth = m->threads,
 		.idx = s->live, .n = p->n_live, .seq = s->seqs, .pos = s->pos,
@@ -349,15 +392,26 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		.work = s->att_work,
 	};
 	uint32_t j;
-	int ret;
+	int ret = 0;
 
+	/* one token: Q, K and V in one pool run */
+	if (p->n == 1 && p->n_live == 1) {
+		float *ys[3] = { s->q, s->k, s->v };
+		const struct engine_tensor *ws[3] = { &l->wq, &l->wk, &l->wv };
+
+		ret = forward_mv_fused(p, ys, ws, 3, 0);
+		if (ret < 0)
+			return ret;
+		fused = !ret;
+	}
 	/* the three projections share the converted xn of each type */
-	if ((ret = forward_mm(p, s->q, nq, &l->wq, 0, forward_xn_act(p, &l->wq),
-			s->live, p->n_live)) ||
-	    (ret = forward_mm(p, s->k, nk, &l->wk, 0, forward_xn_act(p, &l->wk),
-			s->all, p->n)) ||
-	    (ret = forward_mm(p, s->v, nv, &l->wv, 0, forward_xn_act(p, &l->wv),
-			s->all, p->n)) ||
+	if ((!fused &&
+	     ((ret = forward_mm(p, s->q, nq, &l->wq, 0,
+			forward_xn_act(p, &l->wq), s->live, p->n_live)) ||
+	      (ret = forward_mm(p, s->k, nk, &l->wk, 0,
+			forward_xn_act(p, &l->wk), s->all, p->n)) ||
+	      (ret = forward_mm(p, s->v, nv, &l->wv, 0,
+			forward_xn_act(p, &l->wv), s->all, p->n)))) ||
 	    (ret = forward_bias(p, s->q, nq, &l->bq, s->live, p->n_live)) ||
 	    (ret = forward_bias(p, s->k, nk, &l->bk, s->all, p->n)) ||
 	    (ret = forward_bias(p, s->v, nv, &l->bv, s->all, p->n)) ||
@@ -404,12 +458,25 @@ static int forward_ffn_dense(struct forward_pass *p,
 	struct engine_backend *be = p->m->backend;
 	struct forward_scratch *s = p->s;
 	uint32_t j;
-	int ret;
+	int ret = 1;
 
-	if ((ret = forward_mm(p, s->up, hp->n_ff, &l->ffn_up, 0,
+	/* one token: up and gate in one pool run */
+	if (p->n_live == 1) {
+		float *ys[2] = { s->up + (size_t)s->live[0] * hp->n_ff,
+			s->gate + (size_t)s->live[0] * hp->n_ff };
+		const struct engine_tensor *ws[2] = { &l->ffn_up,
+			&l->ffn_gate };
+
+		ret = forward_mv_fused(p, ys, ws, 2, s->live[0]);
+		if (ret < 0)
+			return ret;
+	}
+	if (ret &&
+	    ((ret = forward_mm(p, s->up, hp->n_ff, &l->ffn_up, 0,
 			forward_xn_act(p, &l->ffn_up), s->live, p->n_live)) ||
-	    (ret = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate, 0,
-			forward_xn_act(p, &l->ffn_gate), s->live, p->n_live)))
+	     (ret = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate, 0,
+			forward_xn_act(p, &l->ffn_gate), s->live,
+			p->n_live))))
 		return ret;
 	for (j = 0; j < p->n_live; j++) {
 		size_t o = (size_t)s->live[j] * hp->n_ff;

@@ -265,6 +265,60 @@ START_TEST(test_att_merge_of_chunks)
 }
 END_TEST
 
+/*
+ * The fused F16 loop att_run takes for F16 K and V (head sizes multiples
+ * of 64, the 128 one unrolled) against the general step, bit for bit:
+ * M, S and the F16 accumulator after every run, with runs cut anywhere,
+ * and K scaled so that the maximum moves often (the rescaling branch).
+ */
+START_TEST(test_att_f16_fused_matches_steps)
+{
+	static const uint32_t dims[] = { 64, 128, 192, 256, 96, 48 };
+	static const uint32_t pieces[] = { 1, 3, 64, 300 };
+	const uint32_t dim = dims[_i], nkv = 300;
+	const struct att_shape sh = { IO_TYPE_F16, IO_TYPE_F16, dim, dim,
+		1.0f / 11.3f };
+	uint16_t *k = malloc((size_t)nkv * dim * 2);
+	uint16_t *v = malloc((size_t)nkv * dim * 2);
+	void *s0 = aligned_alloc(64, (att_scratch_bytes(&sh) + 63) & ~63ul);
+	void *s1 = aligned_alloc(64, (att_scratch_bytes(&sh) + 63) & ~63ul);
+	float q[256];
+	uint32_t i, p, n, m;
+
+	ck_assert(k && v && s0 && s1);
+	for (i = 0; i < nkv * dim; i++) {
+		/* the magnitude grows with the position: new maxima */
+		k[i] = quant_fp32_to_fp16(rngf(0.5f + (float)(i / dim) / 40));
+		v[i] = quant_fp32_to_fp16(rngf(2.0f));
+	}
+	for (i = 0; i < dim; i++)
+		q[i] = rngf(3.0f);
+	for (p = 0; p < sizeof(pieces) / sizeof(pieces[0]); p++) {
+		struct att_state a, b;
+
+		att_begin(&a, &sh, q, s0);
+		att_begin(&b, &sh, q, s1);
+		for (n = 0; n < nkv; n += m) {
+			m = nkv - n < pieces[p] ? nkv - n : pieces[p];
+			att_run(&a, (const uint8_t *)(k + n * dim), dim * 2,
+					(const uint8_t *)(v + n * dim),
+					dim * 2, m);
+			att_run_steps(&b, (const uint8_t *)(k + n * dim),
+					dim * 2, (const uint8_t *)(v + n * dim),
+					dim * 2, m);
+			ck_assert_msg(!memcmp(&a.M, &b.M, 4) &&
+				!memcmp(&a.S, &b.S, 4) &&
+				!memcmp(a.acc16, b.acc16, dim * 2),
+				"dim %u piece %u at %u", dim, pieces[p], n);
+		}
+	}
+	free(k);
+	free(v);
+	free(s0);
+	free(s1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("attention");
@@ -276,6 +330,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_att_every_type_pair, 0,
 			N_TYPES * N_TYPES);
 	tcase_add_test(tc, test_att_merge_of_chunks);
+	tcase_add_loop_test(tc, test_att_f16_fused_matches_steps, 0, 6);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
