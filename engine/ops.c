@@ -111,38 +111,89 @@ struct ops_matmul_job {
 
 /* weight bytes a block of rows spans while every token passes over it */
 #define OPS_MATMUL_BLOCK (32 << 10)
+/* the same for the tile kernels: the block stays in L2 (1 MiB a core) */
+#define OPS_TILE_BLOCK (256 << 10)
+/* rows ahead the first tile of a block asks memory for */
+#define OPS_TILE_PREFETCH (2 * DOT_TILE_ROWS)
 
 /*
- * Rows [r0, r1) for every token. Where the type has a tile kernel, a row
- * at a time against DOT_TILE_TOKENS tokens at a time: the row is read
- * from memory once and decoded once per tile, the activations stay in
- * L2. Otherwise a block of rows at a time, each token's dots in turn, the
- * block staying in cache while the tokens take their turns on it.
+ * Rows [r0, r1) for every token with the tile kernels: a block of rows
+ * that stays in L2 at a time; for each tile of DOT_TILE_TOKENS tokens
+ * (its packed activations stay in L1), the block's rows DOT_TILE_ROWS at
+ * a time. Each row is read from memory once, decoded once per tile, and
+ * each activation chunk is loaded once per DOT_TILE_ROWS rows.
+ *
+ * The first tile of a block reads the rows from memory: it prefetches
+ * OPS_TILE_PREFETCH rows ahead. With few tokens (a decode batch) the
+ * kernels spend long enough on each row that the out-of-order window
+ * alone keeps too few misses in flight (the page-cache mapping has 4 KiB
+ * pages, which the hardware prefetchers do not cross): Q6_K at 4 tokens,
+ * streaming, 15 -> 35 GMAC/s.
+ */
+/* Ask for bytes [p, p + n) into L2. */
+static void ops_prefetch(const uint8_t *p, size_t n)
+{
+	size_t o;
+
+	for (o = 0; o < n; o += 64)
+		__builtin_prefetch(p + o, 0, 2);
+}
+
+static void ops_matmul_tiles(const struct ops_matmul_job *j, int64_t r0,
+		int64_t r1)
+{
+	const struct engine_tensor *w = j->w;
+	const size_t rb = w->row_bytes;
+	const uint8_t *base = engine_tensor_data(w) +
+		(uint64_t)j->e * w->info->ne[1] * rb;
+	int64_t step = OPS_TILE_BLOCK / (int64_t)rb, r, re, b;
+	float out[DOT_TILE_ROWS * DOT_TILE_TOKENS];
+	uint32_t t, k, nt;
+	int nr, q;
+
+	if (step < DOT_TILE_ROWS)
+		step = DOT_TILE_ROWS;
+	for (b = r0; b < r1; b = re) {
+		re = b + step < r1 ? b + step : r1;
+		for (t = 0; t < j->n_tok; t += nt) {
+			const void *pk = dot_tile_packed_at(w->info->type,
+					w->info->ne[0], j->packed, t);
+
+			nt = j->n_tok - t < DOT_TILE_TOKENS ?
+				j->n_tok - t : DOT_TILE_TOKENS;
+			for (r = b; r < re; r += nr) {
+				nr = re - r < DOT_TILE_ROWS ? (int)(re - r) :
+					DOT_TILE_ROWS;
+				if (t == 0 && r + OPS_TILE_PREFETCH + nr <= r1)
+					ops_prefetch(base + (r + OPS_TILE_PREFETCH) *
+						rb, rb * (size_t)nr);
+				dot_tile(w->info->type, w->info->ne[0],
+					base + r * rb, rb, nr, j->acts + t, pk,
+					(int)nt, out, w->repacked);
+				for (q = 0; q < nr; q++)
+					for (k = 0; k < nt; k++)
+						j->ys[t + k][r + q] =
+						out[DOT_TILE_TOKENS * q + k];
+			}
+		}
+	}
+}
+
+/*
+ * Rows [r0, r1) for every token. Where the type has a tile kernel, see
+ * ops_matmul_tiles. Otherwise a block of rows at a time, each token's dots
+ * in turn, the block staying in cache while the tokens take their turns
+ * on it.
  */
 static void ops_matmul_rows(const struct ops_matmul_job *j, int64_t r0,
 		int64_t r1)
 {
 	const struct engine_tensor *w = j->w;
-	const uint8_t *base = engine_tensor_data(w) +
-		(uint64_t)j->e * w->info->ne[1] * w->row_bytes;
 	int64_t step = OPS_MATMUL_BLOCK / (int64_t)w->row_bytes, r, re;
-	float out[DOT_TILE_TOKENS];
-	uint32_t t, k, nt;
+	uint32_t t;
 
 	if (j->packed) {
-		for (r = r0; r < r1; r++) {
-			for (t = 0; t < j->n_tok; t += nt) {
-				nt = j->n_tok - t < DOT_TILE_TOKENS ?
-					j->n_tok - t : DOT_TILE_TOKENS;
-				dot_tile(w->info->type, w->info->ne[0],
-					base + r * w->row_bytes, j->acts + t,
-					dot_tile_packed_at(w->info->type,
-						w->info->ne[0], j->packed, t),
-					(int)nt, out, w->repacked);
-				for (k = 0; k < nt; k++)
-					j->ys[t + k][r] = out[k];
-			}
-		}
+		ops_matmul_tiles(j, r0, r1);
 		return;
 	}
 	if (step < 1)

@@ -18,6 +18,10 @@
  * --membw N: instead, the machine's memory read bandwidth: N MiB read by
  * each of -t threads, summed with 32-byte loads, best of -r passes (the
  * roofline tools/bench-cpu.sh compares decode with).
+ *
+ * -s N with -n: N sequences decode together, one token each per forward
+ * pass (what N sessions through the mount make of a step, without the
+ * sampling and the file system); t/s is then their aggregate.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,10 +36,11 @@
 #include "../engine/engine.h"
 
 #define BENCH_BATCH 512   /* llama-bench's default n_batch / n_ubatch */
+#define BENCH_SEQS 64     /* -s at most */
 
 struct bench_args {
 	const char *model;
-	long n_prompt, n_gen, depth, reps, threads, membw_mib;
+	long n_prompt, n_gen, depth, reps, threads, membw_mib, seqs;
 };
 
 static void bench_usage(FILE *f)
@@ -47,6 +52,7 @@ static void bench_usage(FILE *f)
 	      "  -n, --n-gen N      time N decoded tokens (tg)\n"
 	      "  -d, --depth N      tokens in the context before (untimed)\n"
 	      "  -r, --reps N       repetitions (5)\n"
+	      "  -s, --seqs N       with -n: N sequences decoding together\n"
 	      "  -t, --threads N    threads (0: the engine's default)\n"
 	      "      --membw MIB    memory read bandwidth, MIB per thread\n",
 	      f);
@@ -76,6 +82,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		{ "depth", required_argument, NULL, 'd' },
 		{ "reps", required_argument, NULL, 'r' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "seqs", required_argument, NULL, 's' },
 		{ "membw", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -84,7 +91,9 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 
 	memset(a, 0, sizeof(*a));
 	a->reps = 5;
-	while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:h", opts, NULL)) != -1) {
+	a->seqs = 1;
+	while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:s:h", opts, NULL)) !=
+			-1) {
 		switch (c) {
 		case 'm': a->model = optarg; break;
 		case 'p': a->n_prompt = bench_long("-p", optarg, 1, 1 << 20); break;
@@ -92,6 +101,8 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		case 'd': a->depth = bench_long("-d", optarg, 0, 1 << 20); break;
 		case 'r': a->reps = bench_long("-r", optarg, 1, 1000); break;
 		case 't': a->threads = bench_long("-t", optarg, 0, 4096); break;
+		case 's': a->seqs = bench_long("-s", optarg, 1, BENCH_SEQS);
+			break;
 		case 'M': a->membw_mib = bench_long("--membw", optarg, 1, 1 << 16);
 			break;
 		case 'h': bench_usage(stdout); exit(0);
@@ -99,9 +110,10 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		}
 	}
 	if (optind < argc || (!a->membw_mib &&
-	    (!a->model || !a->n_prompt == !a->n_gen))) {
-		fputs("llmfs-bench: need -m and one of -p or -n, or --membw\n",
-				stderr);
+	    (!a->model || !a->n_prompt == !a->n_gen ||
+	     (a->seqs > 1 && !a->n_gen)))) {
+		fputs("llmfs-bench: need -m and one of -p or -n (-s only with "
+		      "-n), or --membw\n", stderr);
 		bench_usage(stderr);
 		exit(2);
 	}
@@ -202,10 +214,11 @@ static int bench_membw(const struct bench_args *a)
 
 struct bench {
 	struct engine_model *m;
-	struct engine_seq *seq;
+	struct engine_seq *seq[BENCH_SEQS];  /* seq[0] for -p */
+	long n_seqs;
 	const struct engine_model_info *info;
 	int32_t *tokens;
-	float *logits;
+	float *logits;                       /* n_seqs rows of n_vocab */
 	uint64_t rng;
 };
 
@@ -220,13 +233,14 @@ static int32_t bench_token(struct bench *b)
 }
 
 /* n tokens in batches of BENCH_BATCH, as test_prompt. */
-static int bench_prompt(struct bench *b, long n, struct err *err)
+static int bench_prompt(struct bench *b, struct engine_seq *seq, long n,
+		struct err *err)
 {
 	long done = 0;
 
 	while (done < n) {
 		long k = n - done < BENCH_BATCH ? n - done : BENCH_BATCH, i;
-		struct engine_batch_item it = { b->seq, b->tokens, (size_t)k,
+		struct engine_batch_item it = { seq, b->tokens, (size_t)k,
 			b->logits };
 		int ret;
 
@@ -241,18 +255,21 @@ static int bench_prompt(struct bench *b, long n, struct err *err)
 	return 0;
 }
 
-/* n tokens one at a time, as test_gen. */
+/* n tokens one at a time in each sequence, as test_gen. */
 static int bench_gen(struct bench *b, long n, struct err *err)
 {
-	long i;
+	struct engine_batch_item it[BENCH_SEQS];
+	long i, s;
+	int ret;
 
 	for (i = 0; i < n; i++) {
-		struct engine_batch_item it = { b->seq, b->tokens, 1,
-			b->logits };
-		int ret;
-
-		b->tokens[0] = bench_token(b);
-		if ((ret = engine_forward(b->m, &it, 1, err)))
+		for (s = 0; s < b->n_seqs; s++) {
+			b->tokens[s] = bench_token(b);
+			it[s] = (struct engine_batch_item){ b->seq[s],
+				b->tokens + s, 1,
+				b->logits + (size_t)s * b->info->n_vocab };
+		}
+		if ((ret = engine_forward(b->m, it, (size_t)b->n_seqs, err)))
 			return ret;
 	}
 	return 0;
@@ -263,13 +280,16 @@ static int bench_once(struct bench *b, const struct bench_args *a,
 		double *secs, struct err *err)
 {
 	double t0;
+	long s;
 	int ret;
 
-	engine_seq_truncate(b->seq, 0);
-	if (a->depth && (ret = bench_prompt(b, a->depth, err)))
-		return ret;
+	for (s = 0; s < b->n_seqs; s++)
+		engine_seq_truncate(b->seq[s], 0);
+	for (s = 0; a->depth && s < b->n_seqs; s++)
+		if ((ret = bench_prompt(b, b->seq[s], a->depth, err)))
+			return ret;
 	t0 = bench_now();
-	ret = a->n_prompt ? bench_prompt(b, a->n_prompt, err) :
+	ret = a->n_prompt ? bench_prompt(b, b->seq[0], a->n_prompt, err) :
 		bench_gen(b, a->n_gen, err);
 	*secs = bench_now() - t0;
 	return ret;
@@ -280,20 +300,22 @@ static int bench_model(const struct bench_args *a)
 	struct engine_model_options mopt = { 0 };
 	struct bench b = { .rng = 0x9e3779b97f4a7c15ull };
 	struct err err = { 0 };
-	long n = a->n_prompt ? a->n_prompt : a->n_gen, r;
+	long n = a->n_prompt ? a->n_prompt : a->n_gen, r, s;
 	double sum = 0.0, sq = 0.0, mean, sd, secs;
 	int ret;
 
 	mopt.threads = (uint32_t)a->threads;
 	mopt.n_ctx = (uint32_t)(a->depth + n);
+	b.n_seqs = a->seqs;
 	ret = engine_model_open(&b.m, a->model, &mopt, &err);
-	if (!ret)
-		ret = engine_seq_new(b.m, &b.seq, &err);
+	for (s = 0; !ret && s < b.n_seqs; s++)
+		ret = engine_seq_new(b.m, &b.seq[s], &err);
 	if (ret)
 		goto out;
 	b.info = engine_model_info(b.m);
 	b.tokens = malloc(BENCH_BATCH * sizeof(*b.tokens));
-	b.logits = malloc((size_t)b.info->n_vocab * sizeof(*b.logits));
+	b.logits = malloc((size_t)b.n_seqs * b.info->n_vocab *
+			sizeof(*b.logits));
 	if (!b.tokens || !b.logits) {
 		ret = err_set(&err, ENOMEM, "out of memory");
 		goto out;
@@ -304,15 +326,16 @@ static int bench_model(const struct bench_args *a)
 	for (r = 0; r < a->reps; r++) {
 		if ((ret = bench_once(&b, a, &secs, &err)))
 			goto out;
-		sum += n / secs;
-		sq += (n / secs) * (n / secs);
+		sum += n * b.n_seqs / secs;
+		sq += (n * b.n_seqs / secs) * (n * b.n_seqs / secs);
 	}
 	mean = sum / a->reps;
 	sd = a->reps > 1 ? sqrt(fmax(0.0, (sq - sum * mean) / (a->reps - 1))) :
 		0.0;
-	printf("%s%ld d%ld t/s %.2f sd %.2f (%ld reps, %s, tensor_bytes %"
+	printf("%s%ld d%ld%s t/s %.2f sd %.2f (%ld reps, %s, tensor_bytes %"
 	       PRIu64 ", kv_bytes_per_token %" PRIu64 ")\n",
-	       a->n_prompt ? "pp" : "tg", n, a->depth, mean, sd, a->reps,
+	       a->n_prompt ? "pp" : "tg", n, a->depth,
+	       b.n_seqs > 1 ? " x seqs" : "", mean, sd, a->reps,
 	       b.info->name, b.info->tensor_bytes,
 	       b.info->kv_bytes_per_token);
 out:
@@ -320,7 +343,8 @@ out:
 		fprintf(stderr, "llmfs-bench: %s\n", err.msg);
 	free(b.tokens);
 	free(b.logits);
-	engine_seq_free(b.seq);
+	for (s = 0; s < b.n_seqs; s++)
+		engine_seq_free(b.seq[s]);
 	engine_model_free(b.m);
 	return ret ? 1 : 0;
 }

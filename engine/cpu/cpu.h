@@ -12,6 +12,7 @@
 #define LLMFS_ENGINE_CPU_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* AVX-512 F, BW, VL and VNNI, as the reference's zen4 build uses them. */
@@ -58,23 +59,30 @@ float cpu_q4_K_repacked_avx512(int64_t n, const void *w, const void *a);
 float cpu_q2_K_repacked_avx512(int64_t n, const void *w, const void *a);
 
 /*
- * The batched matmul's kernels (engine/cpu/tile_avx512.c): one weight row
- * of n elements against nt (1..CPU_TILE_TOKENS) activation rows a[t],
- * out[t] the float the one-token kernel above gives for (w, a[t]), bit
- * for bit, with each weight block loaded and unpacked once for all.
+ * The batched matmul's kernels (engine/cpu/tile_avx512.c): nr (1..
+ * CPU_TILE_ROWS) weight rows of n elements, row_bytes apart from w,
+ * against nt (1..CPU_TILE_TOKENS) activation rows a[t]: out[CPU_TILE_TOKENS
+ * r + t] the float the one-token kernel above gives for (row r, a[t]), bit
+ * for bit, with each weight block loaded and unpacked once for all tokens
+ * and each activation chunk loaded once for all rows (Q8_0).
  * qs: the tokens' int8 quants packed in pairs (dot_tile_pack): pair p
  * (tokens 2p, 2p + 1; an odd last token twice) at qs + S p, its 32-
  * element chunk c as 64 bytes at + 64 c, the first token's 32 first. For
- * Q8_0, S = 4 n and the pair's block scales follow its quants, 16 floats
- * a block (8 for each token); for Q8_K, S = 2 n and the kernels read the
- * scales and sums from a[t] itself.
+ * Q8_0, S = 4 n, the quants are stored + 128 (as unsigned bytes) and the
+ * pair's block scales follow its quants, 16 floats a block (8 for each
+ * token); for Q8_K, S = 2 n and the kernels read the scales and sums from
+ * a[t] itself.
  */
 #define CPU_TILE_TOKENS 8
-void cpu_q8_0_tile_avx512(int64_t n, const void *w, const void *const *a,
-		const uint8_t *qs, int nt, float *out);
-void cpu_q6_K_tile_avx512(int64_t n, const void *w, const void *const *a,
-		const uint8_t *qs, int nt, float *out);
+#define CPU_TILE_ROWS 4
+void cpu_q8_0_tile_avx512(int64_t n, const void *w, size_t row_bytes,
+		int nr, const void *const *a, const uint8_t *qs, int nt,
+		float *out);
+void cpu_q6_K_tile_avx512(int64_t n, const void *w, size_t row_bytes,
+		int nr, const void *const *a, const uint8_t *qs, int nt,
+		float *out);
 void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
-		const void *const *a, const uint8_t *qs, int nt, float *out);
+		size_t row_bytes, int nr, const void *const *a,
+		const uint8_t *qs, int nt, float *out);
 
 #endif

@@ -434,6 +434,7 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 }
 
 _Static_assert(DOT_TILE_TOKENS == CPU_TILE_TOKENS, "one tile width");
+_Static_assert(DOT_TILE_ROWS == CPU_TILE_ROWS, "one tile height");
 
 bool dot_tile_able(uint32_t type, bool repacked)
 {
@@ -441,15 +442,17 @@ bool dot_tile_able(uint32_t type, bool repacked)
 	return dot_simd && quant_traits(type)->tile_avx512[repacked];
 }
 
-bool dot_tile(uint32_t type, int64_t n, const void *w, const void *const *a,
-		const void *packed, int nt, float *out, bool repacked)
+bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes,
+		int nr, const void *const *a, const void *packed, int nt,
+		float *out, bool repacked)
 {
 	quant_tile_fn tile = quant_traits(type)->tile_avx512[repacked];
 
 	pthread_once(&dot_half_once, dot_half_init);
-	if (!dot_simd || !tile || nt < 1 || nt > DOT_TILE_TOKENS)
+	if (!dot_simd || !tile || nt < 1 || nt > DOT_TILE_TOKENS || nr < 1 ||
+	    nr > DOT_TILE_ROWS)
 		return false;
-	tile(n, w, a, packed, nt, out);
+	tile(n, w, row_bytes, nr, a, packed, nt, out);
 	return true;
 }
 
@@ -497,6 +500,9 @@ void dot_tile_pack(uint32_t type, int64_t n, const void *const *a,
 			memcpy(o + 32, a1 + off, 32);
 			if (k)
 				continue;
+			/* Q8_0: stored + 128, vpdpbusd's unsigned operand */
+			for (l = 0; l < 64; l++)
+				o[l] ^= 0x80;
 			for (l = 0; l < 16; l++, f++)
 				*f = dot_h2f((l < 8 ? a0 : a1) + c * per);
 		}

@@ -16,6 +16,7 @@
 #define LLMFS_ENGINE_DOT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "quant.h"
@@ -35,20 +36,23 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 quant_dot_fn dot_row_fn(uint32_t type, bool repacked);
 
 /*
- * out[t] = dot_row(type, n, w, a[t], repacked) for t < nt (at most
+ * out[DOT_TILE_TOKENS r + t] = dot_row(type, n, w + row_bytes r, a[t],
+ * repacked) for r < nr (at most DOT_TILE_ROWS) and t < nt (at most
  * DOT_TILE_TOKENS), bit for bit, with w's blocks read and unpacked once
  * for all nt tokens. packed: the same nt rows as dot_tile_pack made them.
  * Returns false, computing nothing, where the type has no such kernel on
  * this CPU (the caller then calls dot_row per token): dot_tile_able.
  */
 #define DOT_TILE_TOKENS 8
+#define DOT_TILE_ROWS 4
 bool dot_tile_able(uint32_t type, bool repacked);
-bool dot_tile(uint32_t type, int64_t n, const void *w, const void *const *a,
-		const void *packed, int nt, float *out, bool repacked);
+bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes,
+		int nr, const void *const *a, const void *packed, int nt,
+		float *out, bool repacked);
 /*
  * The int8 quants of the nt activation rows a[t] (w's vec_dot type) in
- * the kernels' order, pair by pair (2 n bytes, for Q8_0 followed by the
- * pair's block scales as floats, 16 a block): dot_tile_pack_bytes(type,
+ * the kernels' order, pair by pair (2 n bytes, for Q8_0 stored + 128 and
+ * followed by the pair's block scales as floats, 16 a block): dot_tile_pack_bytes(type,
  * n, nt) bytes at dst (64-aligned). Once per matmul, not per row; the
  * tile of tokens t.. (t even) is at dot_tile_packed_at(type, n, dst, t).
  */

@@ -25,6 +25,7 @@
 #define LLMFS_ENGINE_QUANT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../../io/io.h"
@@ -37,9 +38,10 @@ typedef void (*quant_to_float_fn)(const void *x, float *y, int64_t nb);
 typedef void (*quant_from_float_fn)(const float *x, void *y, int64_t nb);
 typedef float (*quant_dot_ref_fn)(int64_t nb, const void *w, const void *a);
 typedef float (*quant_dot_fn)(int64_t n, const void *w, const void *a);
-/* A weight row against nt activation rows at once (dot.h's dot_tile). */
-typedef void (*quant_tile_fn)(int64_t n, const void *w, const void *const *a,
-		const uint8_t *qs, int nt, float *out);
+/* nr weight rows against nt activation rows at once (dot.h's dot_tile). */
+typedef void (*quant_tile_fn)(int64_t n, const void *w, size_t row_bytes,
+		int nr, const void *const *a, const uint8_t *qs, int nt,
+		float *out);
 
 /*
  * One tensor type, as ggml's type_traits[] and type_traits_cpu[] in one.

@@ -319,9 +319,10 @@ static const struct simd_kernel simd_tiles[] = {
 };
 
 /*
- * dot_tile against dot_row_scalar for 1..DOT_TILE_TOKENS tokens: every
- * token's float bit for bit, for valid rows and for raw bytes (-128 in
- * the activations), lengths of 1..24 blocks and a few long ones.
+ * dot_tile against dot_row_scalar for 1..DOT_TILE_ROWS rows and
+ * 1..DOT_TILE_TOKENS tokens: every (row, token) float bit for bit, for
+ * valid rows and for raw bytes (-128 in the activations), lengths of 1..24
+ * blocks and a few long ones.
  */
 START_TEST(test_simd_tile)
 {
@@ -329,18 +330,20 @@ START_TEST(test_simd_tile)
 	uint32_t at = quant_vec_dot_type(k->type);
 	const int64_t most = 256 * 64;
 	uint64_t ab = simd_row_bytes(at, most);
+	uint64_t wb = simd_row_bytes(k->type, most);
 	float *x = malloc(sizeof(float) * most);
-	uint8_t *w = malloc(simd_row_bytes(k->type, most));
+	uint8_t *w = malloc(wb * DOT_TILE_ROWS);
 	uint8_t *a = malloc(ab * DOT_TILE_TOKENS);
-	uint8_t *raw_w = malloc(simd_row_bytes(k->type, most));
+	uint8_t *raw_w = malloc(wb);
 	uint8_t *packed = malloc(dot_tile_pack_bytes(k->type, most,
 			DOT_TILE_TOKENS));
 	const void *acts[DOT_TILE_TOKENS];
-	float out[DOT_TILE_TOKENS];
+	float out[DOT_TILE_ROWS * DOT_TILE_TOKENS];
 
 	ck_assert(x && w && a && raw_w && packed);
 	for (int i = 0; i < 30; i++) {
 		int64_t n = simd_length(k->type, i < 24 ? i : 40 + i - 24);
+		uint64_t rb = simd_row_bytes(k->type, n);
 
 		if (n > most)
 			continue;
@@ -350,15 +353,15 @@ START_TEST(test_simd_tile)
 				if (raw) {
 					simd_fill_raw(k->type, raw_w, a + ab * t,
 							n);
-					if (t == 0)
-						memcpy(w, raw_w,
-						simd_row_bytes(k->type, n));
+					if (t < DOT_TILE_ROWS)
+						memcpy(w + rb * t, raw_w, rb);
 					continue;
 				}
 				for (int64_t j = 0; j < n; j++)
 					x[j] = simd_randf();
-				if (t == 0)
-					quant_from_float_ref(k->type, x, w, n);
+				if (t < DOT_TILE_ROWS)
+					quant_from_float_ref(k->type, x,
+							w + rb * t, n);
 				for (int64_t j = 0; j < n; j++)
 					x[j] = simd_randf();
 				quant_from_float(at, x, a + ab * t, n);
@@ -366,18 +369,29 @@ START_TEST(test_simd_tile)
 			for (int nt = 1; nt <= DOT_TILE_TOKENS; nt++) {
 				dot_tile_pack(k->type, n, acts, (uint32_t)nt,
 						packed);
-				ck_assert_msg(dot_tile(k->type, n, w, acts,
-					packed, nt, out, k->repacked),
-					"%s: no kernel", k->name);
-				for (int t = 0; t < nt; t++) {
-					float s = dot_row_scalar(k->type, n, w,
-						acts[t], k->repacked);
+				for (int nr = 1; nr <= DOT_TILE_ROWS; nr++) {
+					ck_assert_msg(dot_tile(k->type, n, w, rb,
+						nr, acts, packed, nt, out,
+						k->repacked),
+						"%s: no kernel", k->name);
+					for (int r = 0; r < nr; r++)
+						for (int t = 0; t < nt; t++) {
+							float s = dot_row_scalar(
+								k->type, n,
+								w + rb * r,
+								acts[t],
+								k->repacked);
+							float o = out[DOT_TILE_TOKENS *
+								r + t];
 
-					ck_assert_msg(simd_bits(out[t]) ==
-						simd_bits(s),
-						"%s%s n=%lld token %d of %d: tile %a, scalar %a",
-						k->name, raw ? " raw" : "",
-						(long long)n, t, nt, out[t], s);
+							ck_assert_msg(simd_bits(o) ==
+							simd_bits(s),
+							"%s%s n=%lld row %d of %d token %d of %d: tile %a, scalar %a",
+							k->name,
+							raw ? " raw" : "",
+							(long long)n, r, nr, t,
+							nt, o, s);
+						}
 				}
 			}
 		}
