@@ -9,6 +9,8 @@
 #   make bench        speed figures against llama.cpp, measured in one run
 #   make install [PREFIX=/usr/local] [DESTDIR=]   and make uninstall
 #   make deb          build/llmfs_$(VERSION)_ARCH.deb (Documentation/install.md)
+#   make format       apply .clang-format to every tracked C file
+#   make format-check the same as a check (CI): lists what would change
 #   make V=1          show the commands
 
 # The one version: llmfs --version and the Debian package.
@@ -25,6 +27,9 @@ TEST_PKGS = check jansson
 # libsystemd: sd_notify for llmfs@.service (Type=notify); dpkg-dev: make deb;
 # systemd: systemd-analyze verify in tests/install/install.sh.
 PKGS_DEB += libsystemd-dev dpkg-dev systemd
+# clang-format: make format-check (Debian 12's is version 14; another
+# version may format some lines differently).
+PKGS_DEB += clang-format
 FS_PKGS += libsystemd
 
 CC ?= cc
@@ -34,8 +39,9 @@ CFLAGS ?= -O2 -g
 # changes. Not -march=native: on this Zen 4 machine GCC 12.2 turns the
 # plain Q4_0 block sum into an AVX-512 VNNI instruction of the wrong
 # signedness (see Documentation/quantization.md). The AVX-512 kernels
-# (engine/cpu/) are built with target attributes and picked at run time
-# (cpu_avx512_usable), not by these flags.
+# (engine/cpu/*_avx512.c, engine/attention.c) carry their own target
+# attributes and are picked at run time (cpu_avx512_usable()), not by
+# these flags, so one binary runs on any x86-64-v3 machine.
 ARCH_FLAGS ?= $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v3 -mtune=native)
 override CFLAGS += $(ARCH_FLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
 	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP \
@@ -290,9 +296,25 @@ deb: $(INSTALL_BIN:%=$(BUILD)/bin/%)
 	$(Q)VERSION=$(VERSION) MAINTAINER="$(DEB_MAINTAINER)" \
 		packaging/deb.sh $(DEB_STAGE) $(DEB_OUT)
 
+# Every tracked *.c and *.h but engine/tokenizer/unicode_data.c: the table
+# that gen_unicode_data.py beside it writes, four ranges a line, which
+# clang-format would realign into uneven columns (a generated file is fixed
+# in its generator, not by hand).
+CLANG_FORMAT ?= clang-format
+FORMAT_EXCLUDE := engine/tokenizer/unicode_data.c
+FORMAT_FILES = $(filter-out $(FORMAT_EXCLUDE),$(shell git ls-files '*.c' '*.h'))
+format-tool:
+	@command -v $(CLANG_FORMAT) >/dev/null || \
+		{ echo "$(CLANG_FORMAT) is missing (make deps)"; exit 1; }
+format: format-tool
+	$(Q)$(CLANG_FORMAT) -i $(FORMAT_FILES)
+format-check: format-tool
+	$(Q)$(CLANG_FORMAT) --dry-run -Werror $(FORMAT_FILES)
+
 clean:
 	rm -rf build
 
-.PHONY: all deps tests check demo fuzz stress bench ref clean install uninstall deb
+.PHONY: all deps tests check demo fuzz stress bench ref clean install uninstall deb \
+	format format-check format-tool
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

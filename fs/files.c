@@ -7,9 +7,10 @@
  * stream: a read-write descriptor submits what it wrote at its first read
  * (or close); a write-only descriptor submits at close, for the next reader
  * of the same process session (or of the same sessions/N directory).
- * Files whose contents need the engine (placement, kv, tokenize) are made
- * by the model's scheduler thread: the FUSE request is queued as a job and
- * answered from there.
+ * Files whose contents need the engine (placement, kv, sessions/N/kv) are
+ * made by the model's scheduler thread: the FUSE request is queued as a
+ * job and answered from there. tokenize is answered as generate is, by a
+ * stream that the scheduler fills.
  */
 #include <errno.h>
 #include <fcntl.h>

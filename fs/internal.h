@@ -9,6 +9,7 @@
  *   sched.c    the scheduler thread of a model (the only engine user)
  *   provider.c the provider table of local models (provider.h)
  *   remote.c   the provider of remote models: an OpenAI-compatible server
+ *   remote_req.c one HTTP request of a remote model, its streamed answer
  *   stream.c   one generation's output: buffer, parked reads, poll
  *   session.c  sessions/N and the answers waiting for a reader
  *   config.c   key=value sampling settings
@@ -17,14 +18,71 @@
  *   kvcache.c  sessions' kept sequences, recent ones, prefix reuse
  *   kvsnap.c   sessions/N/kv snapshots
  *   errors.c   the per-model errors file
+ *   limits.c   per-uid limits: sessions, answers, prompt bytes
  *   buf.c      growable byte buffers; sha256.c the info file's digest
  *   mount.c    argv, mount, signals, unmount (fs_main)
  *   progress.c the load bar of `llmfs -f` on a terminal
  *
- * Locks, outermost first: fs_model.lock, then fs_stream.lock, then
- * fs.wait_lock. No lock is held while calling into libfuse or the engine,
- * except that a session's kept sequence is freed and copied from under
- * fs_model.lock (the engine then takes only its KV pool's lock, inside).
+ * Locks. Each guards what its field's comment says; "by lock" there means
+ * the struct's own lock.
+ *
+ *   fs_handle.lock        one open file: its input, stream, charges
+ *   fs.progress_lock      the load bar's state and stderr (+ progress_cond)
+ *   fs.reap_lock          reap_stop only (+ reap_cond); released before
+ *                         the reaper walks the models
+ *   fs.wake_lock          the waker's queue: wake_head/tail, a stream's
+ *                         wake_queued/wake_next, wake_running/stop
+ *                         (+ wake_cond)
+ *   fs_model.lock         a model's state, queue, jobs, config, stats,
+ *                         sessions (and each session's fields), pending
+ *                         answers (+ wake, the scheduler's condvar)
+ *   fs_model.weights_lock rwlock: readers of weights/ and the weights
+ *                         index (read) against a placement change (write)
+ *   fs_stream.lock        one answer: refs, text, state, cancel, poll handle
+ *   fs.wait_lock          the parked reads (fs.waiters, fs_stream.waiters)
+ *   fs.handles_lock       the list of open files
+ *   fs.use_lock           the per-uid charges (limits.c)
+ *   fs_errors.lock        one model's errors ring
+ *   remote.wake_lock      a remote model's curl multi handle, against
+ *                         curl_multi_wakeup from other threads (remote.h)
+ *
+ * Order: a thread holding one of these takes only locks below it in this
+ * list (and never one of its own kind twice), outermost first:
+ *
+ *   fs_handle.lock -> fs_model.lock -> fs_stream.lock -> fs.wait_lock
+ *   fs.progress_lock -> fs_model.lock   (the bar reads each model's state)
+ *   fs.wake_lock -> fs_stream.lock      (a reference for the queue)
+ *   fs_model.weights_lock -> fs_errors.lock
+ *   fs.handles_lock, fs.use_lock, fs_errors.lock, fs.reap_lock and
+ *   remote.wake_lock are leaves: nothing of fs/ is taken under them.
+ *
+ * Hence fs_stream_put() (its last reference takes fs_model.lock to drop
+ * the session's) and fs_stream_cancel() are never called with
+ * fs_model.lock or fs_stream.lock held: code holding fs_model.lock that
+ * must drop a stream unlocks around the put (session.c).
+ *
+ * Locks of other modules taken under ours: the engine's KV pool lock
+ * (struct engine_kv_pool), inside fs_model.lock when a session's kept
+ * sequence is copied, truncated or freed (kvcache.c, kvsnap.c);
+ * libfuse's session lock, under fs_stream.lock and fs.wait_lock
+ * (fuse_req_interrupted in fs_stream_read). The other way round: the
+ * loader calls sched_progress() with io_weights.mu held, and it takes
+ * fs_model.lock, so no engine or io call that waits for the load
+ * (io_weights_wait, io_placement_wait) is made under fs_model.lock;
+ * libfuse calls stream_interrupt() with the request's own lock held, and
+ * it takes fs.wait_lock, so fuse_req_interrupt_func (which takes that
+ * request lock) is called with no lock of fs/ held.
+ *
+ * Calls out: no lock of fs/ is held while calling into libfuse, except
+ * fuse_req_interrupted (above) and the reply of a weights/ tensor read,
+ * sent under the read lock of weights_lock so that a placement cannot
+ * move the bytes being copied out.
+ *
+ * Flags read without a lock: fs.signalled (_Atomic, set by the shutdown
+ * thread); fs_model.stop (_Atomic), written under fs_model.lock, read bare
+ * by the sha256 threads as a hint to give up early (a late read costs one
+ * more block of hashing) and by the scheduler just after it took its queue
+ * (a stop seen one round late ends the same queue on the unmount path).
  */
 #ifndef LLMFS_FS_INTERNAL_H
 #define LLMFS_FS_INTERNAL_H
@@ -322,7 +380,7 @@ struct fs_model {
 	char load_error[512];
 	uint64_t load_done, load_total;
 	double load_start, load_secs;
-	bool stop;
+	_Atomic bool stop;             /* written under lock, read bare too */
 
 	/* Set once, when state becomes READY; read-only after. */
 	struct engine_model *m;
@@ -354,7 +412,7 @@ struct fs_model {
 };
 
 /*
- * Work that must run on the scheduler thread (placement, kv, tokenize):
+ * Work that must run on the scheduler thread (placement, kv, sessions/N/kv):
  * run() replies to req; cancelled says the model stops or failed.
  */
 struct fs_job {
@@ -422,7 +480,7 @@ int fs_kv_bytes_option(const char *s, uint64_t *out);
 /* BYTES with an optional k, M or G suffix (powers of 1024). */
 
 /* sha256.c */
-int fs_sha256_file(const char *path, char hex[65], volatile bool *stop);
+int fs_sha256_file(const char *path, char hex[65], const _Atomic bool *stop);
 
 /* ---- the daemon -------------------------------------------------------- */
 

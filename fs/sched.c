@@ -2,11 +2,12 @@
 /*
  * The scheduler: one thread per model, the only thread that calls the
  * engine for it. It loads the model, then loops: run the queued jobs
- * (placement, kv, tokenize), start the submitted generations, and make one
+ * (placement, kv, snapshots), start the submitted generations, and make one
  * step over all active ones: engine_generation_prepare() for each, one
  * engine_forward() over the batch, engine_generation_accept() for each.
  * One forward pass per step for every generation is what lets all of them
- * progress together, and it is where continuous batching will go.
+ * progress together; a generation submitted meanwhile joins at the next
+ * step (continuous batching).
  *
  * Chunked prefill: a prompt longer than fs_prefill_chunk() tokens is fed
  * in chunks, one per step, alongside the decode tokens of the others, so

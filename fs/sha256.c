@@ -15,7 +15,7 @@
 
 #include "internal.h"
 
-int fs_sha256_file(const char *path, char hex[65], volatile bool *stop)
+int fs_sha256_file(const char *path, char hex[65], const _Atomic bool *stop)
 {
 	enum { CHUNK = 1 << 20 };
 	struct sha256_ctx c;

@@ -2,10 +2,12 @@
 /*
  * A stream is the output of one generation: the scheduler appends text, one
  * reader consumes it. A read that finds nothing new is parked, not slept on:
- * its fuse_req_t waits in fs.waiters and is answered from the scheduler
- * thread when text or the end arrives, so that a thousand slow readers hold
- * no FUSE thread. An interrupted parked read (the reader got a signal) is
- * answered EINTR by the interrupt callback.
+ * its fuse_req_t waits in fs.waiters, so that a thousand slow readers hold
+ * no FUSE thread. When text or the end arrives, the scheduler only queues
+ * the stream (stream_kick) and the waker thread answers its parked reads
+ * and polls; before the waker starts and after it stops, the thread that
+ * appended answers them itself. An interrupted parked read (the reader got
+ * a signal) is answered EINTR by the interrupt callback.
  *
  * Back-pressure: past fs_stream_buffer() bytes unread, the scheduler
  * pauses the generation (fs_stream_unread); the read that brings it under

@@ -27,57 +27,28 @@
 # folder to keep the two models in between runs; default: a temporary
 # one), BENCH_CPU_MOUNT (1; 0 skips the mount part), BENCH_CPU_SESSIONS
 # ("1 4 16"), BENCH_CPU_TESTS ("pp tg tgd").
-set -uo pipefail
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-bin=$BUILD/bin
+. "$(dirname "$0")/bench-lib.bash"
 ROUNDS=${BENCH_CPU_ROUNDS:-3}
 T=${BENCH_THREADS:-2}
 TESTS=${BENCH_CPU_TESTS:-pp tg tgd}
 SESSIONS=${BENCH_CPU_SESSIONS:-1 4 16}
-SHARED=${SHARED:-$(cd .. && pwd)/shared}
 VOCAB=$SHARED/models/tiny-qwen2-bpe152k-legacyq.gguf
 
-for x in llmfs-bench llmfs-write-model; do
-	[ -x "$bin/$x" ] || { echo "bench-cpu: $bin/$x is not built"; exit 1; }
-done
-[ -f "$VOCAB" ] || { echo "bench-cpu: skipped: no $VOCAB (the Qwen2 vocabulary)"; exit 0; }
-lbin=$(tools/build-llama.sh llama-bench)
-rc=$?
-if [ $rc -eq 77 ]; then
-	echo "bench-cpu: skipped: llama-bench cannot be built here"
-	exit 0
-elif [ $rc -ne 0 ]; then
-	echo "bench-cpu: building llama-bench failed"
-	exit 1
-fi
-lbench=$lbin/llama-bench
-
-work=$(mktemp -d /tmp/llmfs-bench-cpu.XXXXXX)
-mnt=$work/mnt
-pid=
-cleanup() {
-	if mountpoint -q "$mnt" 2>/dev/null; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt"
-	fi
-	[ -n "$pid" ] && wait "$pid" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
+bench_need_tools llmfs-bench llmfs-write-model
+[ -f "$VOCAB" ] || bench_skip "no $VOCAB (the Qwen2 vocabulary)"
+bench_llama llama-bench
+lbench=$llama_bin/llama-bench
+bench_workdir
 models=${BENCH_CPU_MODELS:-$work}
 mkdir -p "$models"
 
 shape=(--arch qwen3 --embd 1024 --layers 28 --heads 16 --kv-heads 8
 	--head-dim 128 --ff 3072 --tied --ctx 4096 --seed 1 --vocab-from "$VOCAB")
 for type in q8_0 q4_k_m; do
-	f=$models/qwen3-0.6b-shape-$type.gguf
-	[ -f "$f" ] && continue
-	"$bin/llmfs-write-model" -o "$f.tmp" "${shape[@]}" --type "$type" \
-		>/dev/null && mv "$f.tmp" "$f" ||
-		{ echo "bench-cpu: llmfs-write-model --type $type failed"; exit 1; }
+	bench_write_model "$models/qwen3-0.6b-shape-$type.gguf" "${shape[@]}" \
+		--type "$type"
 done
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # llama-bench runs -p 512 and -n 128 unless told 0; llmfs-bench one of them
 args() {
 	case $1 in
@@ -126,7 +97,7 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 
-med() { printf '%s\n' ${res[$1]} | median; }
+med() { printf '%s\n' ${res[$1]} | bench_median; }
 bw=$(med membw)
 echo
 echo "| figure | model | llama.cpp t/s | llmfs t/s | ratio |"
@@ -166,20 +137,9 @@ for type in q8_0 q4_k_m; do
 done
 
 [ "${BENCH_CPU_MOUNT:-1}" = 1 ] || exit 0
-if [ ! -x "$bin/llmfs" ] || [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
-	echo "bench-cpu: mount part skipped: no llmfs, /dev/fuse or fusermount3"
-	exit 0
-fi
-mkdir -p "$mnt"
+bench_have_fuse || bench_skip "mount part: no llmfs, /dev/fuse or fusermount3"
 f=$models/qwen3-0.6b-shape-q4_k_m.gguf
-"$bin/llmfs" -f --threads "$T" --name q4km="$f" "$mnt" >"$work/daemon.log" 2>&1 &
-pid=$!
-for _ in $(seq 600); do
-	grep -q '^q4km .* ready$' "$mnt/models" 2>/dev/null && break
-	sleep 0.1
-done
-grep -q '^q4km .* ready$' "$mnt/models" ||
-	{ echo "bench-cpu: the model did not load"; cat "$work/daemon.log"; exit 1; }
+bench_mount q4km --threads "$T" --name q4km="$f"
 NTOK=64
 printf 'temperature=0\nmax_tokens=%d\n' "$NTOK" > "$mnt/q4km/config"
 # one reader: prompt in, first byte and EOF times out
@@ -211,7 +171,7 @@ for n in $SESSIONS; do
 			END { printf "%.2f", g / (b - a) }')")
 		rm -f "$work"/t.*
 	done
-	v=$(printf '%s\n' "${vals[@]}" | median)
+	v=$(printf '%s\n' "${vals[@]}" | bench_median)
 	[ -n "$one" ] || one=$v
 	awk -v n="$n" -v v="$v" -v o="$one" 'BEGIN {
 		printf "  %2d sessions: %.1f t/s aggregate, %.2fx one session\n",

@@ -18,63 +18,29 @@
 #   llmfs-run decode tok/s  from its closing line on stderr
 #
 # Goal (issue #3): the mount reaches >= 97% of llmfs-run.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-bin=$BUILD/bin
+. "$(dirname "$0")/bench-lib.bash"
 N=${BENCH_TOKENS:-64}
 ROUNDS=${BENCH_ROUNDS:-7}
 THREADS=${BENCH_THREADS:-0}
-SHARED=${SHARED:-$(cd .. && pwd)/shared}
 VOCAB=$SHARED/models/tiny-qwen3-bpe16k-f16.gguf
 P='Once upon a time'
 
-for x in llmfs llmfs-run llmfs-write-model; do
-	[ -x "$bin/$x" ] || { echo "bench-fs: $bin/$x is not built"; exit 1; }
-done
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
-	echo "bench-fs: skipped: no /dev/fuse or fusermount3"
-	exit 0
-fi
-
-work=$(mktemp -d /tmp/llmfs-bench.XXXXXX)
-mnt=$work/mnt
-mkdir -p "$mnt"
-pid=
-cleanup() {
-	if mountpoint -q "$mnt" 2>/dev/null; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt"
-	fi
-	[ -n "$pid" ] && wait "$pid" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
+bench_need_tools llmfs llmfs-run llmfs-write-model
+bench_have_fuse || bench_skip "no /dev/fuse or fusermount3"
+bench_workdir
 
 model=${BENCH_MODEL:-$work/bench-llama-1024x8-q8_0.gguf}
-if [ ! -f "$model" ]; then
-	vocab=()
-	[ -f "$VOCAB" ] && vocab=(--vocab-from "$VOCAB")
-	"$bin/llmfs-write-model" -o "$model" --arch llama --embd 1024 \
-		--layers 8 --heads 16 --kv-heads 4 --head-dim 64 --ff 2816 \
-		--type q8_0 --ctx 2048 --seed 1 "${vocab[@]}" >/dev/null ||
-		{ echo "bench-fs: llmfs-write-model failed"; exit 1; }
-fi
+vocab=()
+[ -f "$VOCAB" ] && vocab=(--vocab-from "$VOCAB")
+bench_write_model "$model" --arch llama --embd 1024 --layers 8 --heads 16 \
+	--kv-heads 4 --head-dim 64 --ff 2816 --type q8_0 --ctx 2048 --seed 1 \
+	"${vocab[@]}"
 echo "model: $(basename "$model") ($(( $(stat -c %s "$model") >> 20 )) MiB)," \
 	"$N tokens greedy, threads ${THREADS/#0/all}, $ROUNDS rounds"
 
-"$bin/llmfs" -f --threads "$THREADS" --name bench="$model" "$mnt" \
-	>"$work/daemon.log" 2>&1 &
-pid=$!
-for _ in $(seq 600); do
-	grep -q '^bench .* ready$' "$mnt/models" 2>/dev/null && break
-	sleep 0.1
-done
-grep -q '^bench .* ready$' "$mnt/models" ||
-	{ echo "bench-fs: the model did not load"; cat "$work/daemon.log"; exit 1; }
+bench_mount bench --threads "$THREADS" --name bench="$model"
 printf 'temperature=0\nmax_tokens=%d\n' "$N" > "$work/config"
 cat "$work/config" > "$mnt/bench/config"
-
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 run_tps=() mount_tps=() reader_tps=() ratios=()
 for r in $(seq "$ROUNDS"); do
@@ -92,10 +58,10 @@ for r in $(seq "$ROUNDS"); do
 	ratios+=("$(awk -v m="${mount_tps[-1]}" -v r="${run_tps[-1]}" 'BEGIN { printf "%.4f", m / r }')")
 	echo "round $r: llmfs-run ${run_tps[-1]}  mount ${mount_tps[-1]}  reader ${reader_tps[-1]} tok/s"
 done
-ratio=$(printf '%s\n' "${ratios[@]}" | median)
-run=$(printf '%s\n' "${run_tps[@]}" | median)
-mount=$(printf '%s\n' "${mount_tps[@]}" | median)
-reader=$(printf '%s\n' "${reader_tps[@]}" | median)
+ratio=$(printf '%s\n' "${ratios[@]}" | bench_median)
+run=$(printf '%s\n' "${run_tps[@]}" | bench_median)
+mount=$(printf '%s\n' "${mount_tps[@]}" | bench_median)
+reader=$(printf '%s\n' "${reader_tps[@]}" | bench_median)
 echo "llmfs-run decode: $run tok/s (median)"
 echo "mount decode:     $mount tok/s (median, stats)"
 echo "reader decode:    $reader tok/s (median, first byte to EOF)"

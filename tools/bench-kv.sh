@@ -14,57 +14,25 @@
 # The TTFTs are the engine's own clock (the stats file's ttft_ms_last).
 # BENCH_KV_ROUNDS rounds (default 3), each with its own texts so that no
 # round reuses another's cache; medians, as the machine is shared.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-bin=$BUILD/bin
+. "$(dirname "$0")/bench-lib.bash"
 ROUNDS=${BENCH_KV_ROUNDS:-3}
 THREADS=${BENCH_THREADS:-0}
-SHARED=${SHARED:-$(cd .. && pwd)/shared}
 VOCAB=$SHARED/models/tiny-qwen3-bpe16k-f16.gguf
 
-for x in llmfs llmfs-write-model; do
-	[ -x "$bin/$x" ] || { echo "bench-kv: $bin/$x is not built"; exit 1; }
-done
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
-	echo "bench-kv: skipped: no /dev/fuse or fusermount3"
-	exit 0
-fi
-
-work=$(mktemp -d /tmp/llmfs-bench-kv.XXXXXX)
-mnt=$work/mnt
-mkdir -p "$mnt"
-pid=
-cleanup() {
-	if mountpoint -q "$mnt" 2>/dev/null; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt"
-	fi
-	[ -n "$pid" ] && wait "$pid" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
+bench_need_tools llmfs llmfs-write-model
+bench_have_fuse || bench_skip "no /dev/fuse or fusermount3"
+bench_workdir
 
 model=${BENCH_KV_MODEL:-$work/bench-qwen3-0.6b-shape-q8_0.gguf}
-if [ ! -f "$model" ]; then
-	vocab=()
-	[ -f "$VOCAB" ] && vocab=(--vocab-from "$VOCAB")
-	"$bin/llmfs-write-model" -o "$model" --arch qwen3 --embd 1024 \
-		--layers 28 --heads 16 --kv-heads 8 --head-dim 128 --ff 3072 \
-		--type q8_0 --ctx 4096 --seed 1 --tied "${vocab[@]}" >/dev/null ||
-		{ echo "bench-kv: llmfs-write-model failed"; exit 1; }
-fi
+vocab=()
+[ -f "$VOCAB" ] && vocab=(--vocab-from "$VOCAB")
+bench_write_model "$model" --arch qwen3 --embd 1024 --layers 28 --heads 16 \
+	--kv-heads 8 --head-dim 128 --ff 3072 --type q8_0 --ctx 4096 --seed 1 \
+	--tied "${vocab[@]}"
 echo "model: $(basename "$model") ($(( $(stat -c %s "$model") >> 20 )) MiB)," \
 	"threads ${THREADS/#0/all}, $ROUNDS rounds"
 
-"$bin/llmfs" -f --threads "$THREADS" --name m="$model" "$mnt" \
-	>"$work/daemon.log" 2>&1 &
-pid=$!
-for _ in $(seq 1200); do
-	grep -q '^m .* ready$' "$mnt/models" 2>/dev/null && break
-	sleep 0.1
-done
-grep -q '^m .* ready$' "$mnt/models" ||
-	{ echo "bench-kv: the model did not load"; cat "$work/daemon.log"; exit 1; }
+bench_mount m --threads "$THREADS" --name m="$model"
 M=$mnt/m
 
 echo
@@ -75,7 +43,6 @@ for pair in f16/f16 q8_0/q8_0 q8_0/q4_0 q4_0/q4_0; do
 		printf "  %-10s %16d %18d\n", $2, $3, $4 }' "$M/kv"
 done
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 ttft() { awk '$1 == "ttft_ms_last" { print $2 }' "$M/stats"; }
 # about n words of story text that no other round shares
 text() {
@@ -109,10 +76,10 @@ for r in $(seq "$ROUNDS"); do
 		"prefix ${p1[-1]} ms, shared ${p2[-1]} ms"
 done
 tokens=$(printf "%s" "$(text 1 205)" > "$M/tokenize"; wc -w < "$M/tokenize")
-mt1=$(printf '%s\n' "${t1[@]}" | median)
-mt2=$(printf '%s\n' "${t2[@]}" | median)
-mp1=$(printf '%s\n' "${p1[@]}" | median)
-mp2=$(printf '%s\n' "${p2[@]}" | median)
+mt1=$(printf '%s\n' "${t1[@]}" | bench_median)
+mt2=$(printf '%s\n' "${t2[@]}" | bench_median)
+mp1=$(printf '%s\n' "${p1[@]}" | bench_median)
+mp2=$(printf '%s\n' "${p2[@]}" | bench_median)
 echo
 echo "first turn ($tokens tokens): TTFT $mt1 ms; second turn: $mt2 ms" \
 	"= $(awk -v a="$mt2" -v b="$mt1" 'BEGIN { printf "%.1f%%", 100 * a / b }')" \

@@ -16,36 +16,24 @@
 # are warm-cache and say so. Environment: BUILD, BENCH_DIR, BENCH_ROUNDS (3),
 # BENCH_THREADS (CPUs), LLAMA_REF_DIR (folder with node_modules of
 # node-llama-cpp; default ./ref, then ../ref), SHARED (../shared).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-SHARED=${SHARED:-$(cd .. && pwd)/shared}
+. "$(dirname "$0")/bench-lib.bash"
 BENCH_DIR=${BENCH_DIR:-$BUILD/bench}
 ROUNDS=${BENCH_ROUNDS:-3}
 THREADS=${BENCH_THREADS:-$(nproc)}
 PROMPT="Once upon a time"
 MODEL=$BENCH_DIR/synth-llama-q8_0.gguf
 
-for t in llmfs-write-model llmfs-load llmfs-run; do
-	if [ ! -x "$BUILD/bin/$t" ]; then
-		echo "bench-load: $BUILD/bin/$t is missing (make all)"
-		exit 1
-	fi
-done
+bench_need_tools llmfs-write-model llmfs-load llmfs-run
 mkdir -p "$BENCH_DIR" || exit 1
 fstype=$(stat -f -c %T "$BENCH_DIR")
 case $fstype in
 tmpfs|ramfs) echo "bench-load: $BENCH_DIR is on $fstype, not a disk: set BENCH_DIR"; exit 1 ;;
 esac
 
-if [ ! -s "$MODEL" ]; then
-	echo "writing $MODEL ..."
-	"$BUILD/bin/llmfs-write-model" -o "$MODEL.tmp" --arch llama --embd 4096 \
-		--layers 6 --heads 32 --kv-heads 8 --head-dim 128 --ff 11008 \
-		--type q8_0 --vocab-from "$SHARED/models/tiny-llama-spm32k-kquant.gguf" \
-		--seed 1 >/dev/null || exit 1
-	mv "$MODEL.tmp" "$MODEL"
-fi
+[ -s "$MODEL" ] || echo "writing $MODEL ..."
+bench_write_model "$MODEL" --arch llama --embd 4096 --layers 6 --heads 32 \
+	--kv-heads 8 --head-dim 128 --ff 11008 --type q8_0 \
+	--vocab-from "$SHARED/models/tiny-llama-spm32k-kquant.gguf" --seed 1
 size=$(stat -c %s "$MODEL")
 
 cold=1
@@ -60,7 +48,6 @@ drop() {
 	return 1
 }
 now() { date +%s.%N; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f%%", (b > 0) ? 100*a/b : 0}'; }
 
 echo "model $MODEL: $size bytes on $fstype ($(df --output=source "$BENCH_DIR" | tail -1)), $ROUNDS rounds"
@@ -94,9 +81,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	echo "  round $r: dd ${dd_gbps[-1]} GB/s, 4 x dd ${dd4_gbps[-1]} GB/s," \
 		"llmfs-load ${load_gbps[-1]} GB/s ($path)"
 done
-dd_med=$(printf '%s\n' "${dd_gbps[@]}" | median)
-dd4_med=$(printf '%s\n' "${dd4_gbps[@]}" | median)
-load_med=$(printf '%s\n' "${load_gbps[@]}" | median)
+dd_med=$(printf '%s\n' "${dd_gbps[@]}" | bench_median)
+dd4_med=$(printf '%s\n' "${dd4_gbps[@]}" | bench_median)
+load_med=$(printf '%s\n' "${load_gbps[@]}" | bench_median)
 best=$(printf '%s\n' "$dd_med" "$dd4_med" | sort -g | tail -1)
 [ $cold = 1 ] || echo "  (page cache NOT dropped: not root; warm-cache figures)"
 echo "load bandwidth (medians): disk O_DIRECT dd bs=4M $dd_med GB/s, 4 x dd $dd4_med GB/s;" \
@@ -126,9 +113,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	echo "  round $r: llmfs-run ${ours[-1]} ms (whole process; prompt + first token ${ours_gen[-1]} ms)," \
 		"llama.cpp ${theirs[-1]} ms (+ ${theirs_init[-1]} ms node-llama-cpp init)"
 done
-ours_med=$(printf '%s\n' "${ours[@]}" | median)
+ours_med=$(printf '%s\n' "${ours[@]}" | bench_median)
 if [ $ref_ok = 1 ]; then
-	theirs_med=$(printf '%s\n' "${theirs[@]}" | median)
+	theirs_med=$(printf '%s\n' "${theirs[@]}" | bench_median)
 	echo "cold TTFT ($THREADS threads): llmfs $ours_med ms, llama.cpp $theirs_med ms," \
 		"llmfs takes $(ratio "$ours_med" "$theirs_med") of llama.cpp's time"
 else

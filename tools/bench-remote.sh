@@ -25,53 +25,27 @@
 # median of (client tok/s / the server's own tok/s for that request), since
 # the server's speed swings more between requests than any client loses;
 # the plain ratio of the medians is printed too.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-bin=$BUILD/bin
+. "$(dirname "$0")/bench-lib.bash"
 N=${BENCH_TOKENS:-64}
 ROUNDS=${BENCH_ROUNDS:-7}
 # One server thread: on a small shared machine llama.cpp's spinning
 # threads make the speed swing far more than anything measured here.
 THREADS=${BENCH_THREADS:-1}
-SHARED=${SHARED:-$(cd .. && pwd)/shared}
 VOCAB=$SHARED/models/tiny-qwen3-bpe16k-f16.gguf
 P='Once upon a time'
 
-for x in llmfs llmfs-write-model; do
-	[ -x "$bin/$x" ] || { echo "bench-remote: $bin/$x is not built"; exit 1; }
-done
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
-	echo "bench-remote: skipped: no /dev/fuse or fusermount3"
-	exit 0
-fi
-command -v python3 >/dev/null || { echo "bench-remote: skipped: no python3"; exit 0; }
-llama_bin=$(tools/build-llama.sh llama-server) ||
-	{ echo "bench-remote: skipped: llama-server cannot be built"; exit 0; }
-
-work=$(mktemp -d /tmp/llmfs-bench-remote.XXXXXX)
-mnt=$work/mnt
-mkdir -p "$mnt"
-pid= spid=
-cleanup() {
-	if mountpoint -q "$mnt" 2>/dev/null; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt"
-	fi
-	[ -n "$pid" ] && wait "$pid" 2>/dev/null
-	[ -n "$spid" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
+bench_need_tools llmfs llmfs-write-model
+bench_have_fuse || bench_skip "no /dev/fuse or fusermount3"
+command -v python3 >/dev/null || bench_skip "no python3"
+bench_llama llama-server
+bench_workdir
 
 model=${BENCH_MODEL:-$work/bench-llama-1024x8-q8_0.gguf}
-if [ ! -f "$model" ]; then
-	vocab=()
-	[ -f "$VOCAB" ] && vocab=(--vocab-from "$VOCAB")
-	"$bin/llmfs-write-model" -o "$model" --arch llama --embd 1024 \
-		--layers 8 --heads 16 --kv-heads 4 --head-dim 64 --ff 2816 \
-		--type q8_0 --ctx 2048 --seed 1 "${vocab[@]}" >/dev/null ||
-		{ echo "bench-remote: llmfs-write-model failed"; exit 1; }
-fi
+vocab=()
+[ -f "$VOCAB" ] && vocab=(--vocab-from "$VOCAB")
+bench_write_model "$model" --arch llama --embd 1024 --layers 8 --heads 16 \
+	--kv-heads 4 --head-dim 64 --ff 2816 --type q8_0 --ctx 2048 --seed 1 \
+	"${vocab[@]}"
 
 # The client of both sides; prints "tokens seconds" of the decode.
 cat > "$work/client.py" <<'PY'
@@ -116,26 +90,17 @@ PY
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$llama_bin/llama-server" -m "$model" --host 127.0.0.1 --port "$port" \
 	-np 1 -c 2048 -t "$THREADS" --no-webui >"$work/server.log" 2>&1 &
-spid=$!
+bench_pids+=($!)
 for _ in $(seq 600); do
 	python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=1)" \
 		2>/dev/null && break
 	sleep 0.1
 done
-"$bin/llmfs" -f --remote "bench=http://127.0.0.1:$port" "$mnt" \
-	>"$work/daemon.log" 2>&1 &
-pid=$!
-for _ in $(seq 600); do
-	grep -q '^bench .* ready$' "$mnt/models" 2>/dev/null && break
-	sleep 0.1
-done
-grep -q '^bench .* ready$' "$mnt/models" ||
-	{ echo "bench-remote: the mount is not ready"; cat "$work/daemon.log"; exit 1; }
+bench_mount bench --remote "bench=http://127.0.0.1:$port"
 printf 'temperature=0\nmax_tokens=%d\nseed=1\n' "$N" > "$mnt/bench/config"
 echo "model: $(basename "$model") ($(( $(stat -c %s "$model") >> 20 )) MiB)" \
 	"on llama-server -t $THREADS, $N tokens greedy, $ROUNDS rounds"
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 stat_of() { grep "^$1 " "$mnt/bench/stats" | cut -d' ' -f2; }
 
 python3 "$work/client.py" direct 127.0.0.1 "$port" "$N" "$P" >/dev/null
@@ -181,11 +146,11 @@ for r in $(seq "$ROUNDS"); do
 	mfrac+=("$(frac "$mt" "$ms")")
 	echo "round $r: direct $dt (server $ds)  mount $mt (server $ms, stats $(stat_of decode_tps)) tok/s"
 done
-direct=$(printf '%s\n' "${direct_tps[@]}" | median)
-mount=$(printf '%s\n' "${mount_tps[@]}" | median)
-ratio=$(printf '%s\n' "${ratios[@]}" | median)
-dserver=$(printf '%s\n' "${dfrac[@]}" | median)
-mserver=$(printf '%s\n' "${mfrac[@]}" | median)
+direct=$(printf '%s\n' "${direct_tps[@]}" | bench_median)
+mount=$(printf '%s\n' "${mount_tps[@]}" | bench_median)
+ratio=$(printf '%s\n' "${ratios[@]}" | bench_median)
+dserver=$(printf '%s\n' "${dfrac[@]}" | bench_median)
+mserver=$(printf '%s\n' "${mfrac[@]}" | bench_median)
 echo "direct client decode: $direct tok/s (median)"
 echo "mount reader decode:  $mount tok/s (median)"
 echo "ratio of medians mount/direct: $(pct "$(frac "$mount" "$direct")")," \

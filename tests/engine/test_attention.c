@@ -16,6 +16,7 @@
 
 #include "../../engine/attention.h"
 #include "../../engine/quant/quant.h"
+#include "../common/check_main.h"
 
 static uint32_t rng_state = 12345;
 
@@ -319,22 +320,16 @@ START_TEST(test_att_f16_fused_matches_steps)
 }
 END_TEST
 
-int main(void)
+static void attention_tests(TCase *tc)
 {
-	Suite *su = suite_create("attention");
-	TCase *tc = tcase_create("attention");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_att_f16_steps_match_scalar);
 	tcase_add_loop_test(tc, test_att_every_type_pair, 0,
 			N_TYPES * N_TYPES);
 	tcase_add_test(tc, test_att_merge_of_chunks);
 	tcase_add_loop_test(tc, test_att_f16_fused_matches_steps, 0, 6);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
 }
+
+const struct check_main check_main = {
+	.name = "attention",
+	.add_tests = attention_tests,
+};

@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "../../engine/engine.h"
+#include "../common/check_main.h"
 
-static char shared_dir[1024];
 static char tmp_dir[] = "/tmp/llmfs-test-batch-XXXXXX";
 
 /* dense f32, K-quants, legacy quants, mixed types, MoE */
@@ -40,7 +40,7 @@ static const char batch_text[] =
 
 static void model_path(char *buf, size_t cap, const char *stem)
 {
-	snprintf(buf, cap, "%s/models/%s.gguf", shared_dir, stem);
+	check_shared_model(buf, cap, stem);
 }
 
 static struct engine_model *batch_open(const char *path, uint32_t n_ctx,
@@ -451,29 +451,25 @@ START_TEST(test_batch_async_load_failure)
 }
 END_TEST
 
-int main(void)
+static int batch_setup(void)
 {
-	const char *env = getenv("SHARED");
-	Suite *su = suite_create("batch");
-	TCase *tc = tcase_create("batch");
-	SRunner *sr;
 	char probe[1200];
 	size_t i;
-	int failed;
 
-	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
 	for (i = 0; i < N_MODELS; i++) {
 		model_path(probe, sizeof(probe), batch_models[i]);
-		if (access(probe, R_OK)) {
-			printf("no %s\n", probe);
-			return 77;
-		}
+		if (check_need_file(probe))
+			return CHECK_SKIP;
 	}
 	if (!mkdtemp(tmp_dir)) {
 		perror("mkdtemp");
 		return 1;
 	}
-	tcase_set_timeout(tc, 300);
+	return 0;
+}
+
+static void batch_tests(TCase *tc)
+{
 	tcase_add_loop_test(tc, test_batch_prompt_equals_one_by_one, 0,
 			N_MODELS);
 	tcase_add_loop_test(tc, test_batch_sequences_equal_alone, 0, N_MODELS);
@@ -482,11 +478,17 @@ int main(void)
 	tcase_add_loop_test(tc, test_batch_async_load_same_logits, 0,
 			N_MODELS);
 	tcase_add_test(tc, test_batch_async_load_failure);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	rmdir(tmp_dir);
-	return failed ? 1 : 0;
 }
+
+static void batch_teardown(void)
+{
+	rmdir(tmp_dir);
+}
+
+const struct check_main check_main = {
+	.name = "batch",
+	.timeout = 300,
+	.setup = batch_setup,
+	.add_tests = batch_tests,
+	.teardown = batch_teardown,
+};

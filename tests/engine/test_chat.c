@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../../engine/engine.h"
+#include "../common/check_main.h"
 
 static const char tmpl_qwen2[] =
 	"{% for message in messages %}{% if loop.first and messages[0]['role']"
@@ -169,23 +170,17 @@ START_TEST(test_chat_apply_raw_and_bytes)
 }
 END_TEST
 
-int main(void)
+static void chat_tests(TCase *tc)
 {
-	Suite *su = suite_create("chat");
-	TCase *tc = tcase_create("chat");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_chat_detects_families);
 	tcase_add_test(tc, test_chat_names_and_none);
 	tcase_add_test(tc, test_chat_apply_chatml);
 	tcase_add_test(tc, test_chat_apply_llama2);
 	tcase_add_test(tc, test_chat_apply_llama3);
 	tcase_add_test(tc, test_chat_apply_raw_and_bytes);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct check_main check_main = {
+	.name = "chat",
+	.add_tests = chat_tests,
+};

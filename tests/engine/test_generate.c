@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../../engine/engine.h"
+#include "../common/check_main.h"
 
 #define MARGIN_MIN 0.05
 
@@ -33,11 +34,10 @@ struct golden {
 
 static struct golden goldens[16];
 static size_t n_goldens;
-static char shared_dir[4096];
 
 static void path_of(char *buf, size_t cap, const char *rel)
 {
-	snprintf(buf, cap, "%s/%s", shared_dir, rel);
+	check_shared_path(buf, cap, "%s", rel);
 }
 
 static void golden_load(void)
@@ -607,17 +607,14 @@ START_TEST(test_generate_rejects_bad_input)
 }
 END_TEST
 
-int main(void)
+static int generate_setup(void)
 {
-	const char *env = getenv("SHARED");
-	Suite *su = suite_create("generate");
-	TCase *tc = tcase_create("generate");
-	SRunner *sr;
-	int failed;
-
-	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
 	golden_load();
-	tcase_set_timeout(tc, 120);
+	return 0;
+}
+
+static void generate_tests(TCase *tc)
+{
 	tcase_add_test(tc, test_generate_matches_golden);
 	tcase_add_test(tc, test_generate_max_tokens);
 	tcase_add_test(tc, test_generate_stop_strings);
@@ -627,10 +624,11 @@ int main(void)
 	tcase_add_test(tc, test_generate_seeded_sampling_repeats);
 	tcase_add_test(tc, test_generate_chat_prompt);
 	tcase_add_test(tc, test_generate_rejects_bad_input);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct check_main check_main = {
+	.name = "generate",
+	.timeout = 120,
+	.setup = generate_setup,
+	.add_tests = generate_tests,
+};

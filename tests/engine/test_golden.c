@@ -36,11 +36,11 @@
 
 #include "../../engine/engine.h"
 #include "../../engine/tokenizer/tokenizer.h"
+#include "../common/check_main.h"
 
 #define GOLDEN_STEPS 48
 #define GOLDEN_MAX_MODELS 32
 
-static char shared_dir[1024];
 static char golden_dir[1100];
 static const char *kv_type_k, *kv_type_v;
 static char golden_suffix[160] = ".jsonl";
@@ -223,7 +223,7 @@ static void golden_thresholds(const char *stem, double *rel_tol,
 	json_error_t jerr;
 	json_t *root, *entry;
 
-	snprintf(path, sizeof(path), "%s/golden/thresholds.json", shared_dir);
+	check_shared_path(path, sizeof(path), "golden/thresholds.json");
 	root = json_load_file(path, 0, &jerr);
 	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
 	entry = json_object_get(root, stem);
@@ -252,7 +252,7 @@ START_TEST(test_golden_model)
 	FILE *f;
 
 	golden_thresholds(stem, &rel_tol, &margin);
-	snprintf(path, sizeof(path), "%s/models/%s.gguf", shared_dir, stem);
+	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 			path, err.msg);
 	snprintf(path, sizeof(path), "%s/%s%s", golden_dir, stem,
@@ -336,7 +336,7 @@ static void golden_find_models(void)
 	struct dirent *de;
 	DIR *d;
 
-	snprintf(path, sizeof(path), "%s/models", shared_dir);
+	check_shared_path(path, sizeof(path), "models");
 	d = opendir(path);
 	if (!d)
 		return;
@@ -359,21 +359,17 @@ static void golden_find_models(void)
 	qsort(model_stems, n_models, sizeof(model_stems[0]), golden_cmp);
 }
 
-int main(void)
+/* GOLDEN_DIR (default <shared>/golden) and GOLDEN_KV=TYPE_K/TYPE_V (the
+ * golden files of a quantized KV cache, *.TYPE_K-TYPE_V.jsonl). */
+static int golden_setup(void)
 {
-	const char *env = getenv("SHARED"), *kv;
-	Suite *su = suite_create("golden");
-	TCase *tc = tcase_create("golden");
-	SRunner *sr;
-	int failed, i;
+	const char *env = getenv("GOLDEN_DIR"), *kv;
 
-	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
-	env = getenv("GOLDEN_DIR");
 	if (env)
 		snprintf(golden_dir, sizeof(golden_dir), "%s", env);
 	else
 		snprintf(golden_dir, sizeof(golden_dir), "%s/golden",
-				shared_dir);
+				check_shared_dir());
 	if ((kv = getenv("GOLDEN_KV"))) {
 		static char types[64];
 		char *slash;
@@ -396,16 +392,26 @@ int main(void)
 	if (n_models == 0) {
 		printf("no models with golden files %s/*%s\n", golden_dir,
 				golden_suffix);
-		return 77;
+		return CHECK_SKIP;
 	}
-	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_golden_model, 0, n_models);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	for (i = 0; i < n_models; i++)
-		free(model_stems[i]);
-	return failed ? 1 : 0;
+	return 0;
 }
+
+static void golden_tests(TCase *tc)
+{
+	tcase_add_loop_test(tc, test_golden_model, 0, n_models);
+}
+
+static void golden_teardown(void)
+{
+	for (int i = 0; i < n_models; i++)
+		free(model_stems[i]);
+}
+
+const struct check_main check_main = {
+	.name = "golden",
+	.timeout = 300,
+	.setup = golden_setup,
+	.add_tests = golden_tests,
+	.teardown = golden_teardown,
+};

@@ -21,8 +21,7 @@
 #include "../../engine/engine.h"
 #include "../../engine/kv.h"
 #include "../../engine/quant/quant.h"
-
-static char shared_dir[1024];
+#include "../common/check_main.h"
 
 static struct engine_model *kv_open(const char *stem, uint64_t kv_mem,
 		const char *tk, const char *tv)
@@ -33,7 +32,7 @@ static struct engine_model *kv_open(const char *stem, uint64_t kv_mem,
 	struct err err = {0};
 	char path[1200];
 
-	snprintf(path, sizeof(path), "%s/models/%s.gguf", shared_dir, stem);
+	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 			path, err.msg);
 	return m;
@@ -295,23 +294,13 @@ START_TEST(test_kv_bytes_parse)
 }
 END_TEST
 
-int main(void)
+static int kv_setup(void)
 {
-	const char *env = getenv("SHARED");
-	Suite *su = suite_create("kv");
-	TCase *tc = tcase_create("kv");
-	SRunner *sr;
-	char probe[1200];
-	int failed;
+	return check_need_model("stories260K");
+}
 
-	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
-	snprintf(probe, sizeof(probe), "%s/models/stories260K.gguf",
-			shared_dir);
-	if (access(probe, R_OK)) {
-		printf("no %s\n", probe);
-		return 77;
-	}
-	tcase_set_timeout(tc, 120);
+static void kv_tests(TCase *tc)
+{
 	tcase_add_loop_test(tc, test_kv_second_turn_evaluates_only_new_tokens,
 			0, 2);
 	tcase_add_test(tc, test_kv_copied_prefix_same_tokens);
@@ -319,10 +308,11 @@ int main(void)
 	tcase_add_test(tc, test_kv_types);
 	tcase_add_test(tc, test_kv_store_view);
 	tcase_add_test(tc, test_kv_bytes_parse);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
 }
+
+const struct check_main check_main = {
+	.name = "kv",
+	.timeout = 120,
+	.setup = kv_setup,
+	.add_tests = kv_tests,
+};

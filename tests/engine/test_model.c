@@ -16,13 +16,13 @@
 #include <unistd.h>
 
 #include "../../engine/engine.h"
+#include "../common/check_main.h"
 
-static char shared_dir[1024];
 static char tmp_dir[] = "/tmp/llmfs-test-model-XXXXXX";
 
 static void model_path(char *buf, size_t cap, const char *stem)
 {
-	snprintf(buf, cap, "%s/models/%s.gguf", shared_dir, stem);
+	check_shared_model(buf, cap, stem);
 }
 
 /* How to change a model while copying it. */
@@ -358,26 +358,19 @@ START_TEST(test_forward_threads_agree)
 }
 END_TEST
 
-int main(void)
+static int model_setup(void)
 {
-	const char *env = getenv("SHARED");
-	Suite *su = suite_create("model");
-	TCase *tc = tcase_create("model");
-	SRunner *sr;
-	char probe[1200];
-	int failed;
-
-	snprintf(shared_dir, sizeof(shared_dir), "%s", env ? env : "../shared");
-	model_path(probe, sizeof(probe), "stories260K");
-	if (access(probe, R_OK)) {
-		printf("no %s\n", probe);
-		return 77;
-	}
+	if (check_need_model("stories260K"))
+		return CHECK_SKIP;
 	if (!mkdtemp(tmp_dir)) {
 		perror("mkdtemp");
 		return 1;
 	}
-	tcase_set_timeout(tc, 120);
+	return 0;
+}
+
+static void model_tests(TCase *tc)
+{
 	tcase_add_test(tc, test_model_info_stories);
 	tcase_add_test(tc, test_model_info_moe);
 	tcase_add_test(tc, test_model_rejects_unsupported_arch);
@@ -388,11 +381,17 @@ int main(void)
 	tcase_add_test(tc, test_forward_errors_leave_sequences_alone);
 	tcase_add_test(tc, test_forward_truncate_and_batch_agree);
 	tcase_add_test(tc, test_forward_threads_agree);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	rmdir(tmp_dir);
-	return failed ? 1 : 0;
 }
+
+static void model_teardown(void)
+{
+	rmdir(tmp_dir);
+}
+
+const struct check_main check_main = {
+	.name = "model",
+	.timeout = 120,
+	.setup = model_setup,
+	.add_tests = model_tests,
+	.teardown = model_teardown,
+};

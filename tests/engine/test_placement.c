@@ -12,18 +12,17 @@
 #include <string.h>
 
 #include "../../engine/engine.h"
+#include "../common/check_main.h"
 
 static struct engine_model *open_model_on(const char *file,
 					  const struct io_device_set *devices)
 {
 	struct engine_model_options opt = { .n_ctx = 64, .threads = 1 };
-	const char *shared = getenv("SHARED");
 	struct engine_model *m = NULL;
 	struct err err = {0};
 	char path[4096];
 
-	snprintf(path, sizeof(path), "%s/models/%s",
-		 shared && *shared ? shared : "../shared", file);
+	check_shared_path(path, sizeof(path), "models/%s", file);
 	opt.load.devices = devices;
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s", err.msg);
 	return m;
@@ -289,13 +288,4 @@ static Suite *placement_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(placement_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+const struct check_main check_main = { .suite = placement_suite };

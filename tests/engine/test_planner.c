@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../../engine/engine.h"
+#include "../common/check_main.h"
 
 #define GIB (1ull << 30)
 
@@ -610,13 +611,4 @@ static Suite *planner_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(planner_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+const struct check_main check_main = { .suite = planner_suite };

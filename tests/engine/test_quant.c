@@ -34,6 +34,7 @@
 
 #include "../../engine/quant/quant.h"
 #include "quant_inputs.h"
+#include "../common/check_main.h"
 
 #define NACT 1024
 
@@ -271,13 +272,6 @@ static void act_input(float *x)
 	memset(x + 512, 0, 256 * sizeof(float));
 }
 
-static const char *shared_dir(void)
-{
-	const char *s = getenv("SHARED");
-
-	return s ? s : "../shared";
-}
-
 /* ---- half and bfloat16 ---------------------------------------------------- */
 
 START_TEST(test_quant_fp16_to_fp32_all_halves)
@@ -465,7 +459,7 @@ static void *tensor_rows(const struct tensor_fixture *f, int64_t *ne0,
 	void *buf;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/models/%s", shared_dir(), f->model);
+	snprintf(path, sizeof(path), "%s/models/%s", check_shared_dir(), f->model);
 	ck_assert_msg(io_gguf_open(&g, path, &err) == 0, "%s", err.msg);
 	t = io_gguf_find_tensor(g, f->tensor);
 	ck_assert_ptr_nonnull(t);
@@ -763,7 +757,7 @@ static int models_present(void)
 	char path[1024];
 
 	for (size_t i = 0; i < ARRAY_SIZE(tensor_fixtures); i++) {
-		snprintf(path, sizeof(path), "%s/models/%s", shared_dir(),
+		snprintf(path, sizeof(path), "%s/models/%s", check_shared_dir(),
 			 tensor_fixtures[i].model);
 		if (access(path, R_OK))
 			return 0;
@@ -771,16 +765,10 @@ static int models_present(void)
 	return 1;
 }
 
-int main(void)
+static void quant_tests(TCase *tc)
 {
-	Suite *su = suite_create("quant");
-	TCase *tc = tcase_create("quant");
 	int n = (int)ARRAY_SIZE(tensor_fixtures);
-	int models = models_present();
-	SRunner *sr;
-	int failed;
 
-	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_quant_fp16_to_fp32_all_halves);
 	tcase_add_test(tc, test_quant_fp32_to_half_sweep);
 	tcase_add_test(tc, test_quant_half_edges);
@@ -793,21 +781,24 @@ int main(void)
 	tcase_add_test(tc, test_quant_vec_dot_types);
 	tcase_add_test(tc, test_quant_traits_table);
 	tcase_add_test(tc, test_quant_rejects_other_types);
-	if (models) {
+	if (models_present()) {
 		tcase_add_loop_test(tc, test_quant_dequantize_real_tensors, 0, n);
 		tcase_add_loop_test(tc, test_quant_vec_dot_real_tensors, 0, n);
 	}
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	if (failed)
-		return EXIT_FAILURE;
-	if (!models) {
-		printf("real-tensor tests skipped: models missing under %s/models\n",
-		       shared_dir());
-		return 77;
-	}
-	return EXIT_SUCCESS;
 }
+
+static int quant_left_out(void)
+{
+	if (models_present())
+		return 0;
+	printf("real-tensor tests skipped: models missing under %s/models\n",
+	       check_shared_dir());
+	return CHECK_SKIP;
+}
+
+const struct check_main check_main = {
+	.name = "quant",
+	.timeout = 60,
+	.add_tests = quant_tests,
+	.left_out = quant_left_out,
+};

@@ -25,6 +25,7 @@
 
 #include "../../engine/quant/quant.h"
 #include "quant_inputs.h"
+#include "../common/check_main.h"
 
 #define SEEDS 100
 #define NMAX 8192
@@ -174,15 +175,13 @@ static void *open_lib(const char *dir, const char *name)
 	return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
-int main(void)
+/* ggml's own CPU builds from LLMFS_GGML_LIBDIR, or from node-llama-cpp
+ * under LLAMA_REF_DIR (make ref). */
+static int quant_ggml_setup(void)
 {
 	const char *dir = getenv("LLMFS_GGML_LIBDIR");
 	const char *ref = getenv("LLAMA_REF_DIR");
 	char def[1024], path[1024];
-	Suite *su;
-	TCase *tc;
-	SRunner *sr;
-	int failed;
 
 	if (!dir) {
 		if (snprintf(def, sizeof(def), "%s/node_modules/"
@@ -198,7 +197,7 @@ int main(void)
 	if (!lib_base) {
 		printf("no libggml-base.so under %s (set LLMFS_GGML_LIBDIR)\n",
 		       dir);
-		return 77;
+		return CHECK_SKIP;
 	}
 	/* what -march=znver4 lets that build use without asking */
 	if (!__builtin_cpu_supports("avx512f") ||
@@ -207,28 +206,30 @@ int main(void)
 	    !__builtin_cpu_supports("avx512vnni") ||
 	    !__builtin_cpu_supports("avx512bf16")) {
 		printf("this CPU cannot run libggml-cpu-zen4.so (no AVX-512)\n");
-		return 77;
+		return CHECK_SKIP;
 	}
 	lib_zen4 = open_lib(dir, "libggml-cpu-zen4.so");
 	lib_x64 = open_lib(dir, "libggml-cpu-x64.so");
 	if (!lib_zen4 || !lib_x64) {
 		printf("cannot load the CPU builds under %s: %s\n", dir,
 		       dlerror());
-		return 77;
+		return CHECK_SKIP;
 	}
 	((void (*)(void))dlsym(lib_zen4, "ggml_cpu_init"))();
 	((void (*)(void))dlsym(lib_x64, "ggml_cpu_init"))();
+	return 0;
+}
 
-	su = suite_create("quant_ggml");
-	tc = tcase_create("quant_ggml");
-	tcase_set_timeout(tc, 120);
+static void quant_ggml_tests(TCase *tc)
+{
 	tcase_add_loop_test(tc, test_quant_ggml_random_rows, 0,
 			    (int)ARRAY_SIZE(block_types));
 	tcase_add_test(tc, test_quant_ggml_random_halves);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct check_main check_main = {
+	.name = "quant_ggml",
+	.timeout = 120,
+	.setup = quant_ggml_setup,
+	.add_tests = quant_ggml_tests,
+};

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../../engine/engine.h"
+#include "../common/check_main.h"
 
 static struct engine_sampling sampling_plain(float temp, uint64_t seed)
 {
@@ -425,14 +426,8 @@ START_TEST(test_sampler_rejects_bad_params)
 }
 END_TEST
 
-int main(void)
+static void sampler_tests(TCase *tc)
 {
-	Suite *su = suite_create("sampler");
-	TCase *tc = tcase_create("sampler");
-	SRunner *sr;
-	int failed;
-
-	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_sampler_defaults_are_llama_cpp);
 	tcase_add_test(tc, test_sampler_greedy_lowest_id_on_ties);
 	tcase_add_test(tc, test_sampler_tiny_temperature_is_greedy);
@@ -445,10 +440,10 @@ int main(void)
 	tcase_add_test(tc, test_sampler_same_seed_same_tokens);
 	tcase_add_test(tc, test_sampler_temperature_matches_softmax);
 	tcase_add_test(tc, test_sampler_rejects_bad_params);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct check_main check_main = {
+	.name = "sampler",
+	.timeout = 60,
+	.add_tests = sampler_tests,
+};

@@ -25,6 +25,7 @@
 #include "../../engine/cpu/cpu.h"
 #include "../../engine/quant/dot.h"
 #include "../../engine/quant/quant.h"
+#include "../common/check_main.h"
 
 typedef float (*simd_fn)(int64_t n, const void *w, const void *a);
 
@@ -303,13 +304,6 @@ START_TEST(test_simd_f16_attention_dot)
 }
 END_TEST
 
-static const char *simd_shared(void)
-{
-	const char *s = getenv("SHARED");
-
-	return s ? s : "../shared";
-}
-
 static const char *const simd_models[] = {
 	"tiny-llama-spm32k-kquant.gguf", "tiny-qwen3-bpe16k-mixq.gguf",
 	"tiny-qwen3moe-bpe16k-q4km.gguf", "tiny-qwen2-bpe152k-legacyq.gguf",
@@ -424,7 +418,7 @@ START_TEST(test_simd_real_tensors)
 	char path[1024];
 	int tested = 0;
 
-	snprintf(path, sizeof(path), "%s/models/%s", simd_shared(), model);
+	check_shared_path(path, sizeof(path), "models/%s", model);
 	if (access(path, R_OK) != 0) {
 		printf("%s: missing, skipped\n", path);
 		return;
@@ -482,18 +476,17 @@ START_TEST(test_simd_real_tensors)
 }
 END_TEST
 
-int main(void)
+static int simd_setup(void)
 {
-	Suite *su = suite_create("simd");
-	TCase *tc = tcase_create("simd");
-	SRunner *sr;
-	int failed;
-
 	if (!cpu_avx512_usable()) {
 		printf("test_simd: this CPU lacks AVX-512 F/BW/VL/VNNI, nothing to compare\n");
-		return 77;
+		return CHECK_SKIP;
 	}
-	tcase_set_timeout(tc, 120);
+	return 0;
+}
+
+static void simd_tests(TCase *tc)
+{
 	tcase_add_loop_test(tc, test_simd_random_rows, 0,
 		(int)(sizeof(simd_kernels) / sizeof(simd_kernels[0])));
 	tcase_add_test(tc, test_simd_f16_attention_dot);
@@ -501,10 +494,11 @@ int main(void)
 		(int)(sizeof(simd_tiles) / sizeof(simd_tiles[0])));
 	tcase_add_loop_test(tc, test_simd_real_tensors, 0,
 		(int)(sizeof(simd_models) / sizeof(simd_models[0])));
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct check_main check_main = {
+	.name = "simd",
+	.timeout = 120,
+	.setup = simd_setup,
+	.add_tests = simd_tests,
+};

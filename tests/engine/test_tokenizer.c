@@ -18,13 +18,11 @@
 
 #include "../../engine/engine.h"
 #include "../../engine/tokenizer/tokenizer.h"
-
-static char shared_dir[2048];
+#include "../common/check_main.h"
 
 static const char *shared_path(char *buf, size_t cap, const char *rel)
 {
-	snprintf(buf, cap, "%s/%s", shared_dir, rel);
-	return buf;
+	return check_shared_path(buf, cap, "%s", rel);
 }
 
 static double now_s(void)
@@ -693,21 +691,19 @@ START_TEST(test_tokenizer_unsupported)
 }
 END_TEST
 
-int main(void)
+static int tokenizer_setup(void)
 {
-	const char *shared = getenv("SHARED");
 	char probe[4200];
-	Suite *su = suite_create("tokenizer");
-	TCase *tc = tcase_create("tokenizer");
-	SRunner *sr;
-	int failed;
 
-	snprintf(shared_dir, sizeof(shared_dir), "%s", shared ? shared : "../shared");
 	if (access(shared_path(probe, sizeof(probe), "vocab/own/hard-cases.inp"), R_OK)) {
-		printf("no test data at %s (set SHARED)\n", shared_dir);
-		return 77;
+		printf("no test data at %s (set SHARED)\n", check_shared_dir());
+		return CHECK_SKIP;
 	}
-	tcase_set_timeout(tc, 300);
+	return 0;
+}
+
+static void tokenizer_tests(TCase *tc)
+{
 	tcase_add_loop_test(tc, test_tokenizer_vectors, 0, N_VECTOR_CASES);
 	tcase_add_loop_test(tc, test_tokenizer_golden, 0, N_GOLDEN);
 	tcase_add_test(tc, test_tokenizer_detok_holds_partial_utf8);
@@ -719,10 +715,11 @@ int main(void)
 	tcase_add_test(tc, test_tokenizer_load_qwen2_fast);
 	tcase_add_test(tc, test_tokenizer_eot_like_reference);
 	tcase_add_test(tc, test_tokenizer_unsupported);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+const struct check_main check_main = {
+	.name = "tokenizer",
+	.timeout = 300,
+	.setup = tokenizer_setup,
+	.add_tests = tokenizer_tests,
+};

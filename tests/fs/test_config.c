@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../../fs/internal.h"
+#include "../common/check_main.h"
 
 static void config_expect_text(const struct fs_config *c, const char *want)
 {
@@ -252,13 +253,8 @@ START_TEST(test_model_slug)
 }
 END_TEST
 
-int main(void)
+static void config_tests(TCase *tc)
 {
-	Suite *s = suite_create("fs_config");
-	TCase *tc = tcase_create("config");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_config_defaults_format);
 	tcase_add_test(tc, test_config_write_applies_lines);
 	tcase_add_loop_test(tc, test_config_write_rejects_bad_line, 0,
@@ -270,10 +266,10 @@ int main(void)
 	tcase_add_test(tc, test_errors_escape);
 	tcase_add_test(tc, test_errors_fair_share);
 	tcase_add_test(tc, test_model_slug);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
 }
+
+const struct check_main check_main = {
+	.name = "fs_config",
+	.tcase = "config",
+	.add_tests = config_tests,
+};

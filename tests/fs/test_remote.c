@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../fs/internal.h"
+#include "../common/check_main.h"
 
 static struct fs remote_fs;
 
@@ -158,23 +159,18 @@ START_TEST(test_remote_key_file_rejects)
 }
 END_TEST
 
-int main(void)
+static void remote_tests(TCase *tc)
 {
-	Suite *s = suite_create("fs_remote");
-	TCase *tc = tcase_create("remote");
-	SRunner *sr;
-	int failed;
-
 	tcase_add_test(tc, test_remote_attach_url_and_defaults);
 	tcase_add_test(tc, test_remote_files_absent);
 	tcase_add_test(tc, test_remote_key_never_shown);
 	tcase_add_loop_test(tc, test_remote_attach_rejects, 0,
 			    sizeof(bad_specs) / sizeof(bad_specs[0]));
 	tcase_add_test(tc, test_remote_key_file_rejects);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
 }
+
+const struct check_main check_main = {
+	.name = "fs_remote",
+	.tcase = "remote",
+	.add_tests = remote_tests,
+};

@@ -11,6 +11,7 @@
 
 #include "weights_fake.h"
 #include "../../io/weights_internal.h"
+#include "../common/check_main.h"
 
 static const int two_ids[] = { 0, 1 };
 
@@ -193,13 +194,4 @@ static Suite *device_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(device_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+const struct check_main check_main = { .suite = device_suite };

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 
 #include "weights_fake.h"
+#include "../common/check_main.h"
 
 static char refusing_dir[256];
 
@@ -104,28 +105,35 @@ START_TEST(test_direct_refused_falls_back)
 }
 END_TEST
 
-int main(void)
+static int direct_check_setup(void)
 {
-	Suite *s = suite_create("io_direct");
-	TCase *tc = tcase_create("direct");
-	SRunner *sr;
-	int failed, rc;
+	int rc = direct_setup();
 
-	rc = direct_setup();
 	if (rc < 0) {
 		printf("no filesystem refusing O_DIRECT can be had here (ramfs mount: %s)\n",
 		       strerror(-rc));
-		return 77;
+		return CHECK_SKIP;
 	}
+	return 0;
+}
+
+static void direct_tests(TCase *tc)
+{
 	tcase_add_test(tc, test_direct_refused_falls_back);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+}
+
+static void direct_teardown(void)
+{
 	if (strcmp(refusing_dir, "/dev/shm") != 0) {
 		umount(refusing_dir);
 		rmdir(refusing_dir);
 	}
-	return failed ? 1 : 0;
 }
+
+const struct check_main check_main = {
+	.name = "io_direct",
+	.tcase = "direct",
+	.setup = direct_check_setup,
+	.add_tests = direct_tests,
+	.teardown = direct_teardown,
+};

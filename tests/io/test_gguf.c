@@ -23,13 +23,7 @@
 #include "../../io/io.h"
 
 #include "gguf_fixture.h"
-
-static const char *shared_dir(void)
-{
-	const char *s = getenv("SHARED");
-
-	return s && *s ? s : "../shared";
-}
+#include "../common/check_main.h"
 
 /* ---- the shared files ---------------------------------------------------- */
 
@@ -178,7 +172,7 @@ START_TEST(test_gguf_shared_files)
 	char path[4096];
 	uint64_t i, sum = 0;
 
-	snprintf(path, sizeof(path), "%s/%s", shared_dir(), e->name);
+	snprintf(path, sizeof(path), "%s/%s", check_shared_dir(), e->name);
 	ck_assert_msg(io_gguf_open(&g, path, &err) == 0, "%s", err.msg);
 	ck_assert_uint_eq(g->version, e->version);
 	ck_assert_uint_eq(g->alignment, 32);
@@ -224,7 +218,7 @@ START_TEST(test_gguf_stories260k)
 	bool b;
 
 	snprintf(path, sizeof(path), "%s/models/stories260K.gguf",
-		 shared_dir());
+		 check_shared_dir());
 	ck_assert_msg(io_gguf_open(&g, path, &err) == 0, "%s", err.msg);
 	t = &g->tensors[0];
 	ck_assert_str_eq(t->name, "token_embd.weight");
@@ -758,23 +752,21 @@ static Suite *gguf_suite(void)
 	return s;
 }
 
-int main(void)
+static int gguf_setup(void)
 {
 	char path[4096];
-	SRunner *sr;
 	struct stat st;
-	int failed;
 
-	snprintf(path, sizeof(path), "%s/models/stories260K.gguf",
-		 shared_dir());
+	check_shared_model(path, sizeof(path), "stories260K");
 	if (stat(path, &st)) {
 		printf("test_gguf: no shared models at %s (set SHARED)\n",
-		       shared_dir());
-		return 77;
+		       check_shared_dir());
+		return CHECK_SKIP;
 	}
-	sr = srunner_create(gguf_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return 0;
 }
+
+const struct check_main check_main = {
+	.setup = gguf_setup,
+	.suite = gguf_suite,
+};

@@ -11,6 +11,7 @@
 
 #include "weights_fake.h"
 #include "../../io/weights_internal.h"
+#include "../common/check_main.h"
 
 static const uint64_t sizes[] = { 4096, 1 << 20, 3 << 20, 123, 0, 77777 };
 #define N_SIZES (sizeof(sizes) / sizeof(sizes[0]))
@@ -342,13 +343,4 @@ static Suite *numa_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(numa_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+const struct check_main check_main = { .suite = numa_suite };

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "../../io/io.h"
+#include "../common/check_main.h"
 
 static const struct {
 	uint32_t type;
@@ -104,13 +105,6 @@ static const char *const models[] = {
 	"tiny-qwen3moe-bpe16k-q4km.gguf",
 };
 
-static const char *shared_dir(void)
-{
-	const char *s = getenv("SHARED");
-
-	return s && *s ? s : "../shared";
-}
-
 /* Every type the shared models use, sized as their writer laid them out. */
 START_TEST(test_types_match_shared_layout)
 {
@@ -123,7 +117,7 @@ START_TEST(test_types_match_shared_layout)
 	int n_seen = 0;
 
 	for (m = 0; m < sizeof(models) / sizeof(models[0]); m++) {
-		snprintf(path, sizeof(path), "%s/models/%s", shared_dir(),
+		snprintf(path, sizeof(path), "%s/models/%s", check_shared_dir(),
 			 models[m]);
 		ck_assert_msg(!io_gguf_open(&g, path, &err), "%s", err.msg);
 		a = g->alignment;
@@ -145,28 +139,37 @@ START_TEST(test_types_match_shared_layout)
 }
 END_TEST
 
-int main(void)
+static void types_tests(TCase *tc)
 {
-	Suite *s = suite_create("io_types");
-	TCase *tc = tcase_create("types");
 	char path[4096];
 	struct stat st;
-	SRunner *sr;
-	int failed;
 
 	tcase_add_loop_test(tc, test_types_blocks, 0,
 			    (int)(sizeof(ggml_blocks) / sizeof(ggml_blocks[0])));
 	tcase_add_test(tc, test_types_unknown);
 	tcase_add_test(tc, test_types_row_limits);
-	snprintf(path, sizeof(path), "%s/models", shared_dir());
+	check_shared_path(path, sizeof(path), "models");
 	if (!stat(path, &st))
 		tcase_add_test(tc, test_types_match_shared_layout);
 	else
 		printf("test_types: no %s, layout check left out\n", path);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
 }
+
+/* The layout check needs the shared models: without them, not a pass. */
+static int types_left_out(void)
+{
+	char path[4096];
+	struct stat st;
+
+	if (!stat(check_shared_path(path, sizeof(path), "models"), &st))
+		return 0;
+	printf("no %s: the layout check was left out\n", path);
+	return CHECK_SKIP;
+}
+
+const struct check_main check_main = {
+	.name = "io_types",
+	.tcase = "types",
+	.add_tests = types_tests,
+	.left_out = types_left_out,
+};

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 
 #include "weights_fake.h"
+#include "../common/check_main.h"
 
 struct notes {
 	char msg[4][600];
@@ -216,13 +217,4 @@ static Suite *uring_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(uring_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+const struct check_main check_main = { .suite = uring_suite };

@@ -15,6 +15,7 @@
 
 #include "weights_fake.h"
 #include "../../io/weights_internal.h"
+#include "../common/check_main.h"
 
 START_TEST(test_weights_pread_fake)
 {
@@ -315,13 +316,6 @@ static const char *const models[] = {
 	"tiny-qwen3moe-bpe16k-q4km.gguf",
 };
 
-static const char *shared_dir(void)
-{
-	const char *s = getenv("SHARED");
-
-	return s && *s ? s : "../shared";
-}
-
 /* Every tensor of every shared model, on the default path and on pread. */
 START_TEST(test_weights_shared_models)
 {
@@ -332,7 +326,7 @@ START_TEST(test_weights_shared_models)
 	char path[4096];
 	int pass;
 
-	snprintf(path, sizeof(path), "%s/models/%s", shared_dir(), models[_i]);
+	snprintf(path, sizeof(path), "%s/models/%s", check_shared_dir(), models[_i]);
 	ck_assert_msg(io_gguf_open(&g, path, &err) == 0, "%s", err.msg);
 	for (pass = 0; pass < 2; pass++) {
 		opt.no_uring = pass == 1;
@@ -372,13 +366,4 @@ static Suite *weights_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(weights_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+const struct check_main check_main = { .suite = weights_suite };
