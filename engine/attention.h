@@ -96,5 +96,12 @@ void att_scale_f16(uint16_t *y, float v, uint32_t n, bool simd);
 void att_f16_to_f32(float *y, const uint16_t *x, uint32_t n, bool simd);
 /* Whether the vector versions run on this CPU. */
 bool att_simd_usable(void);
+/*
+ * y[i] = expf(x[i]) with libm's bits; 16 at a time in AVX-512 where that
+ * reproduces this machine's libm (checked once), libm's expf otherwise.
+ * Returns whether the vector path is in use (tests/engine/test_attention.c
+ * compares it with expf).
+ */
+bool att_expf_batch(float *y, const float *x, size_t n);
 
 #endif
