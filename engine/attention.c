@@ -32,28 +32,30 @@ bool att_type_supported(uint32_t type)
 
 /* y += x * v on F16 rows, 16 at a time, the tail masked */
 ATT_TARGET static void att_mad_f16_avx512(uint16_t *y, const uint16_t *x,
-		float v, uint32_t n)
+					  float v, uint32_t n)
 {
 	const __m512 vv = _mm512_set1_ps(v);
 	uint32_t i = 0;
 
 	for (; i + 16 <= n; i += 16) {
-		__m512 ax = _mm512_cvtph_ps(_mm256_loadu_si256(
-				(const __m256i *)(x + i)));
-		__m512 ay = _mm512_cvtph_ps(_mm256_loadu_si256(
-				(const __m256i *)(y + i)));
+		__m512 ax = _mm512_cvtph_ps(
+			_mm256_loadu_si256((const __m256i *)(x + i)));
+		__m512 ay = _mm512_cvtph_ps(
+			_mm256_loadu_si256((const __m256i *)(y + i)));
 
 		ay = _mm512_fmadd_ps(ax, vv, ay);
-		_mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(ay,
-				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		_mm256_storeu_si256(
+			(__m256i *)(y + i),
+			_mm512_cvtps_ph(ay, _MM_FROUND_TO_NEAREST_INT |
+						    _MM_FROUND_NO_EXC));
 	}
 	for (; i < n; i++) {
 		__m128 ax = _mm_cvtph_ps(_mm_cvtsi32_si128(x[i]));
 		__m128 ay = _mm_cvtph_ps(_mm_cvtsi32_si128(y[i]));
 
 		ay = _mm_fmadd_ss(ax, _mm_set_ss(v), ay);
-		y[i] = (uint16_t)_mm_cvtsi128_si32(_mm_cvtps_ph(ay,
-				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		y[i] = (uint16_t)_mm_cvtsi128_si32(_mm_cvtps_ph(
+			ay, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 	}
 }
 
@@ -63,43 +65,46 @@ ATT_TARGET static void att_scale_f16_avx512(uint16_t *y, float v, uint32_t n)
 	uint32_t i = 0;
 
 	for (; i + 16 <= n; i += 16) {
-		__m512 ay = _mm512_cvtph_ps(_mm256_loadu_si256(
-				(const __m256i *)(y + i)));
+		__m512 ay = _mm512_cvtph_ps(
+			_mm256_loadu_si256((const __m256i *)(y + i)));
 
 		ay = _mm512_mul_ps(ay, vv);
-		_mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(ay,
-				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		_mm256_storeu_si256(
+			(__m256i *)(y + i),
+			_mm512_cvtps_ph(ay, _MM_FROUND_TO_NEAREST_INT |
+						    _MM_FROUND_NO_EXC));
 	}
 	for (; i < n; i++) {
 		__m128 ay = _mm_cvtph_ps(_mm_cvtsi32_si128(y[i]));
 
 		ay = _mm_mul_ss(ay, _mm_set_ss(v));
-		y[i] = (uint16_t)_mm_cvtsi128_si32(_mm_cvtps_ph(ay,
-				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		y[i] = (uint16_t)_mm_cvtsi128_si32(_mm_cvtps_ph(
+			ay, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 	}
 }
 
 ATT_TARGET static void att_f16_to_f32_avx512(float *y, const uint16_t *x,
-		uint32_t n)
+					     uint32_t n)
 {
 	uint32_t i = 0;
 
 	for (; i + 16 <= n; i += 16)
 		_mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256(
-				(const __m256i *)(x + i))));
+						(const __m256i *)(x + i))));
 	for (; i < n; i++)
 		y[i] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(x[i])));
 }
 
 ATT_TARGET static void att_mad_f32_avx512(float *y, const float *x, float v,
-		uint32_t n)
+					  uint32_t n)
 {
 	const __m512 vv = _mm512_set1_ps(v);
 	uint32_t i = 0;
 
 	for (; i + 16 <= n; i += 16)
-		_mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i),
-				vv, _mm512_loadu_ps(y + i)));
+		_mm512_storeu_ps(y + i,
+				 _mm512_fmadd_ps(_mm512_loadu_ps(x + i), vv,
+						 _mm512_loadu_ps(y + i)));
 	for (; i < n; i++)
 		y[i] = fmaf(x[i], v, y[i]);
 }
@@ -111,10 +116,10 @@ ATT_TARGET static void att_mad_f32_avx512(float *y, const float *x, float v,
 ATT_TARGET static inline float att_hsum16(__m512 v)
 {
 	__m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-			_mm256_castpd_ps(_mm512_extractf64x4_pd(
-				_mm512_castps_pd(v), 1)));
+				 _mm256_castpd_ps(_mm512_extractf64x4_pd(
+					 _mm512_castps_pd(v), 1)));
 	__m128 q = _mm_add_ps(_mm256_castps256_ps128(h),
-			_mm256_extractf128_ps(h, 1));
+			      _mm256_extractf128_ps(h, 1));
 
 	q = _mm_add_ps(q, _mm_movehl_ps(q, q));
 	q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
@@ -129,8 +134,8 @@ ATT_TARGET static inline __m512 att_ld16(const uint16_t *p)
 /* F32 to F16 to F32: the value an F16 accumulator holds after a store */
 ATT_TARGET static inline __m512 att_round16(__m512 v)
 {
-	return _mm512_cvtph_ps(_mm512_cvtps_ph(v,
-			_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
+							  _MM_FROUND_NO_EXC));
 }
 
 /*
@@ -173,9 +178,8 @@ ATT_TARGET static inline __m256 att_expf8(__m256 x)
 	ki = _mm512_castpd_si512(kd);
 	kd = _mm512_sub_pd(kd, shift);
 	r = _mm512_fmsub_pd(invln2n, xd, kd);
-	t = _mm512_i64gather_epi64(
-		_mm512_and_si512(ki, _mm512_set1_epi64(31)),
-		(const void *)att_exp2_table, 8);
+	t = _mm512_i64gather_epi64(_mm512_and_si512(ki, _mm512_set1_epi64(31)),
+				   (const void *)att_exp2_table, 8);
 	t = _mm512_add_epi64(t, _mm512_slli_epi64(ki, 47));
 	z = _mm512_fmadd_pd(c0, r, c1);
 	r2 = _mm512_mul_pd(r, r);
@@ -189,16 +193,17 @@ ATT_TARGET static void att_expf16_avx512(float *y, const float *x)
 {
 	__m512 v = _mm512_loadu_ps(x);
 	/* top12(x) & 0x7ff > top12(88.0f) - 1: libm's special-case branch */
-	__mmask16 slow = _mm512_cmpgt_epu32_mask(_mm512_and_si512(
-			_mm512_srli_epi32(_mm512_castps_si512(v), 20),
-			_mm512_set1_epi32(0x7ff)), _mm512_set1_epi32(0x42a));
+	__mmask16 slow = _mm512_cmpgt_epu32_mask(
+		_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 20),
+				 _mm512_set1_epi32(0x7ff)),
+		_mm512_set1_epi32(0x42a));
 	__m256 lo = att_expf8(_mm512_castps512_ps256(v));
 	__m256 hi = att_expf8(_mm256_castpd_ps(
-			_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+		_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 	float in[16];
 	int i;
 
-	_mm512_storeu_ps(in, v);  /* y may be x */
+	_mm512_storeu_ps(in, v); /* y may be x */
 	_mm256_storeu_ps(y, lo);
 	_mm256_storeu_ps(y + 8, hi);
 	for (i = 0; slow && i < 16; i++)
@@ -208,7 +213,7 @@ ATT_TARGET static void att_expf16_avx512(float *y, const float *x)
 
 static bool att_expf_exact;
 
-#define ATT_FAST_MAX 256  /* the longest head att_run_f16 takes */
+#define ATT_FAST_MAX 256 /* the longest head att_run_f16 takes */
 
 /*
  * att_step for F16 K and V, n positions in one loop: dot_f16's K.Q (four
@@ -219,10 +224,10 @@ static bool att_expf_exact;
  * not per position. Inlined with constant dk and dv for the common head,
  * so the loops unroll and Q and the accumulator stay in registers.
  */
-ATT_TARGET static inline __attribute__((always_inline)) void att_run_f16_core(
-		struct att_state *st, const uint8_t *k, size_t k_stride,
-		const uint8_t *v, size_t v_stride, uint32_t n, uint32_t dk,
-		uint32_t dv)
+ATT_TARGET static inline __attribute__((always_inline)) void
+att_run_f16_core(struct att_state *st, const uint8_t *k, size_t k_stride,
+		 const uint8_t *v, size_t v_stride, uint32_t n, uint32_t dk,
+		 uint32_t dv)
 {
 	const float scale = st->sh->scale;
 	const uint16_t *q16 = (const uint16_t *)st->q;
@@ -241,24 +246,24 @@ ATT_TARGET static inline __attribute__((always_inline)) void att_run_f16_core(
 
 		/* the scores first: they do not depend on the softmax state */
 		for (c = 0; c < m; c++) {
-			const uint16_t *kr = (const uint16_t *)(k +
-					(c0 + c) * k_stride);
+			const uint16_t *kr =
+				(const uint16_t *)(k + (c0 + c) * k_stride);
 			__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0,
-				a3 = a0;
+			       a3 = a0;
 			float s;
 
 			for (i = 0; i < dk / 16; i += 4) {
 				a0 = _mm512_fmadd_ps(att_ld16(kr + 16 * i),
-						q[i], a0);
+						     q[i], a0);
 				a1 = _mm512_fmadd_ps(att_ld16(kr + 16 * i + 16),
-						q[i + 1], a1);
+						     q[i + 1], a1);
 				a2 = _mm512_fmadd_ps(att_ld16(kr + 16 * i + 32),
-						q[i + 2], a2);
+						     q[i + 2], a2);
 				a3 = _mm512_fmadd_ps(att_ld16(kr + 16 * i + 48),
-						q[i + 3], a3);
+						     q[i + 3], a3);
 			}
 			s = att_hsum16(_mm512_add_ps(_mm512_add_ps(a0, a2),
-					_mm512_add_ps(a1, a3)));
+						     _mm512_add_ps(a1, a3)));
 			s = s * scale;
 			s += 0.0f;
 			sc[c] = s;
@@ -285,8 +290,8 @@ ATT_TARGET static inline __attribute__((always_inline)) void att_run_f16_core(
 				e[c] = expf(e[c]);
 		}
 		for (c = 0; c < m; c++) {
-			const uint16_t *vr = (const uint16_t *)(v +
-					(c0 + c) * v_stride);
+			const uint16_t *vr =
+				(const uint16_t *)(v + (c0 + c) * v_stride);
 			float ms = 1.0f, vs = 1.0f;
 			__m512 vv;
 
@@ -307,16 +312,18 @@ ATT_TARGET static inline __attribute__((always_inline)) void att_run_f16_core(
 		}
 	}
 	for (i = 0; i < dv / 16; i++)
-		_mm256_storeu_si256((__m256i *)(st->acc16 + 16 * i),
-			_mm512_cvtps_ph(acc[i],
-				_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+		_mm256_storeu_si256(
+			(__m256i *)(st->acc16 + 16 * i),
+			_mm512_cvtps_ph(acc[i], _MM_FROUND_TO_NEAREST_INT |
+							_MM_FROUND_NO_EXC));
 	st->M = M;
 	st->S = S;
 }
 
 ATT_TARGET static void att_run_f16_avx512(struct att_state *st,
-		const uint8_t *k, size_t k_stride, const uint8_t *v,
-		size_t v_stride, uint32_t n)
+					  const uint8_t *k, size_t k_stride,
+					  const uint8_t *v, size_t v_stride,
+					  uint32_t n)
 {
 	const uint32_t dk = st->sh->head_dim, dv = st->sh->head_dim_v;
 
@@ -353,26 +360,39 @@ static void att_simd_init(void)
 {
 	__builtin_cpu_init();
 	att_simd = __builtin_cpu_supports("avx512f") &&
-		__builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+		   __builtin_cpu_supports("f16c") &&
+		   __builtin_cpu_supports("fma");
 	att_expf_exact = att_simd && att_expf_check();
 }
 #else
 static bool att_simd;
 static pthread_once_t att_simd_once = PTHREAD_ONCE_INIT;
-static void att_simd_init(void) { }
+static void att_simd_init(void)
+{
+}
 static void att_mad_f16_avx512(uint16_t *y, const uint16_t *x, float v,
-		uint32_t n) { }
-static void att_scale_f16_avx512(uint16_t *y, float v, uint32_t n) { }
-static void att_f16_to_f32_avx512(float *y, const uint16_t *x,
-		uint32_t n) { }
-static void att_mad_f32_avx512(float *y, const float *x, float v,
-		uint32_t n) { }
+			       uint32_t n)
+{
+}
+static void att_scale_f16_avx512(uint16_t *y, float v, uint32_t n)
+{
+}
+static void att_f16_to_f32_avx512(float *y, const uint16_t *x, uint32_t n)
+{
+}
+static void att_mad_f32_avx512(float *y, const float *x, float v, uint32_t n)
+{
+}
 #define ATT_FAST_MAX 0
 static const bool att_expf_exact;
-static void att_expf16_avx512(float *y, const float *x) { }
+static void att_expf16_avx512(float *y, const float *x)
+{
+}
 static void att_run_f16_avx512(struct att_state *st, const uint8_t *k,
-		size_t k_stride, const uint8_t *v, size_t v_stride,
-		uint32_t n) { }
+			       size_t k_stride, const uint8_t *v,
+			       size_t v_stride, uint32_t n)
+{
+}
 #endif
 
 bool att_simd_usable(void)
@@ -397,8 +417,7 @@ bool att_expf_batch(float *y, const float *x, size_t n)
  * ggml_vec_mad_f16: a vector FMA over whole steps and a scalar tail that
  * GCC contracts to the same FMA, so one fmaf per element.
  */
-void att_mad_f16(uint16_t *y, const uint16_t *x, float v, uint32_t n,
-		bool simd)
+void att_mad_f16(uint16_t *y, const uint16_t *x, float v, uint32_t n, bool simd)
 {
 	uint32_t i;
 
@@ -408,7 +427,7 @@ void att_mad_f16(uint16_t *y, const uint16_t *x, float v, uint32_t n,
 	}
 	for (i = 0; i < n; i++)
 		y[i] = quant_fp32_to_fp16(fmaf(quant_fp16_to_fp32(x[i]), v,
-				quant_fp16_to_fp32(y[i])));
+					       quant_fp16_to_fp32(y[i])));
 }
 
 /* ggml_vec_scale_f16: y = y * v, rounded to F16 */
@@ -468,12 +487,12 @@ size_t att_scratch_bytes(const struct att_shape *sh)
 {
 	/* Q as F32 is the widest vec_dot row */
 	return att_align((size_t)sh->head_dim * 4 + 64) +
-		att_align((size_t)sh->head_dim_v * 2) +
-		2 * att_align((size_t)sh->head_dim_v * 4);
+	       att_align((size_t)sh->head_dim_v * 2) +
+	       2 * att_align((size_t)sh->head_dim_v * 4);
 }
 
-void att_begin(struct att_state *st, const struct att_shape *sh,
-		const float *q, void *scratch)
+void att_begin(struct att_state *st, const struct att_shape *sh, const float *q,
+	       void *scratch)
 {
 	uint8_t *p = scratch;
 
@@ -492,12 +511,11 @@ void att_begin(struct att_state *st, const struct att_shape *sh,
 	else
 		memset(st->acc32, 0, sh->head_dim_v * sizeof(*st->acc32));
 	quant_from_float(quant_vec_dot_type(sh->type_k), q, st->q,
-			sh->head_dim);
+			 sh->head_dim);
 }
 
 /* One position: s = K.Q scaled, then the online softmax step. */
-static void att_step(struct att_state *st, const uint8_t *k,
-		const uint8_t *v)
+static void att_step(struct att_state *st, const uint8_t *k, const uint8_t *v)
 {
 	const struct att_shape *sh = st->sh;
 	const uint32_t dv = sh->head_dim_v;
@@ -505,7 +523,7 @@ static void att_step(struct att_state *st, const uint8_t *k,
 
 	s = dot_row(sh->type_k, sh->head_dim, k, st->q, false);
 	s = s * sh->scale;
-	s += 0.0f;  /* the mask of a visible position */
+	s += 0.0f; /* the mask of a visible position */
 	if (s > st->M) {
 		float mold = st->M;
 
@@ -530,7 +548,7 @@ static void att_step(struct att_state *st, const uint8_t *k,
 }
 
 void att_run_steps(struct att_state *st, const uint8_t *k, size_t k_stride,
-		const uint8_t *v, size_t v_stride, uint32_t n)
+		   const uint8_t *v, size_t v_stride, uint32_t n)
 {
 	uint32_t c;
 
@@ -539,7 +557,7 @@ void att_run_steps(struct att_state *st, const uint8_t *k, size_t k_stride,
 }
 
 void att_run(struct att_state *st, const uint8_t *k, size_t k_stride,
-		const uint8_t *v, size_t v_stride, uint32_t n)
+	     const uint8_t *v, size_t v_stride, uint32_t n)
 {
 	const struct att_shape *sh = st->sh;
 
@@ -576,7 +594,7 @@ void att_end(struct att_state *st, float *out)
  * product of a*b + c*d and rounds the second.
  */
 void att_merge(float *out, const float *partials, size_t stride, uint32_t n,
-		uint32_t head_dim_v)
+	       uint32_t head_dim_v)
 {
 	float M = -INFINITY, S = 0.0f;
 	uint32_t c, d;

@@ -35,7 +35,7 @@ bool att_type_supported(uint32_t type);
 
 /* Shape and types of one layer's attention. */
 struct att_shape {
-	uint32_t type_k, type_v;     /* enum io_type */
+	uint32_t type_k, type_v; /* enum io_type */
 	uint32_t head_dim, head_dim_v;
 	float scale;
 };
@@ -46,23 +46,23 @@ size_t att_scratch_bytes(const struct att_shape *sh);
 /* The running state of one head over one range of positions. */
 struct att_state {
 	const struct att_shape *sh;
-	float M, S;         /* the maximum K.Q so far, the sum of exp(s - M) */
-	uint8_t *q;         /* Q in K's vec_dot type */
-	uint16_t *acc16;    /* F16 V: the accumulator */
-	float *acc32;       /* other V types: the accumulator, then VKQ32 */
-	float *v32;         /* one V row as floats */
+	float M, S;	 /* the maximum K.Q so far, the sum of exp(s - M) */
+	uint8_t *q;	 /* Q in K's vec_dot type */
+	uint16_t *acc16; /* F16 V: the accumulator */
+	float *acc32;	 /* other V types: the accumulator, then VKQ32 */
+	float *v32;	 /* one V row as floats */
 };
 
 /*
  * Start a head: Q (head_dim floats) converted for K's dot, the
  * accumulator zeroed. scratch: att_scratch_bytes, 64-aligned, borrowed.
  */
-void att_begin(struct att_state *st, const struct att_shape *sh,
-		const float *q, void *scratch);
+void att_begin(struct att_state *st, const struct att_shape *sh, const float *q,
+	       void *scratch);
 
 /* n positions: K rows at k + i * k_stride, V rows at v + i * v_stride. */
 void att_run(struct att_state *st, const uint8_t *k, size_t k_stride,
-		const uint8_t *v, size_t v_stride, uint32_t n);
+	     const uint8_t *v, size_t v_stride, uint32_t n);
 
 /*
  * The unnormalized result in floats (head_dim_v), what a chunk's partial
@@ -79,7 +79,7 @@ void att_end(struct att_state *st, float *out);
  * into out, normalized.
  */
 void att_merge(float *out, const float *partials, size_t stride, uint32_t n,
-		uint32_t head_dim_v);
+	       uint32_t head_dim_v);
 
 /*
  * att_run one position at a time through the general step (dot_row, the
@@ -87,11 +87,11 @@ void att_merge(float *out, const float *partials, size_t stride, uint32_t n,
  * takes for F16 K and V must match bit for bit (test_attention).
  */
 void att_run_steps(struct att_state *st, const uint8_t *k, size_t k_stride,
-		const uint8_t *v, size_t v_stride, uint32_t n);
+		   const uint8_t *v, size_t v_stride, uint32_t n);
 
 /* The F16 vector steps, exposed for tests/engine/test_attention.c. */
 void att_mad_f16(uint16_t *y, const uint16_t *x, float v, uint32_t n,
-		bool simd);
+		 bool simd);
 void att_scale_f16(uint16_t *y, float v, uint32_t n, bool simd);
 void att_f16_to_f32(float *y, const uint16_t *x, uint32_t n, bool simd);
 /* Whether the vector versions run on this CPU. */

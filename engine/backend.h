@@ -30,10 +30,10 @@ struct engine_pool;
 
 /* The ops a backend may be asked whether it supports, per tensor type. */
 enum engine_op {
-	ENGINE_OP_GET_ROWS,    /* type: the embedding's */
-	ENGINE_OP_MATMUL,      /* type: the weight's */
-	ENGINE_OP_CONVERT,     /* type: what floats become (a vec_dot type) */
-	ENGINE_OP_ATTENTION,   /* type: the K (and V) cache's */
+	ENGINE_OP_GET_ROWS,  /* type: the embedding's */
+	ENGINE_OP_MATMUL,    /* type: the weight's */
+	ENGINE_OP_CONVERT,   /* type: what floats become (a vec_dot type) */
+	ENGINE_OP_ATTENTION, /* type: the K (and V) cache's */
 	ENGINE_OP_COUNT,
 };
 
@@ -46,18 +46,18 @@ enum engine_op {
  */
 struct engine_att_batch {
 	const struct engine_hparams *hp;
-	uint32_t il;                 /* the layer */
-	uint32_t n_ctx;              /* the model's context (padding) */
-	uint32_t nth;                /* llama.cpp's threads (KV chunks) */
+	uint32_t il;	/* the layer */
+	uint32_t n_ctx; /* the model's context (padding) */
+	uint32_t nth;	/* llama.cpp's threads (KV chunks) */
 	const uint32_t *idx;
 	uint32_t n;
-	struct engine_seq *const *seq;  /* [b] the row's sequence */
-	const uint32_t *pos;            /* [b] the row's position */
+	struct engine_seq *const *seq; /* [b] the row's sequence */
+	const uint32_t *pos;	       /* [b] the row's position */
 	const float *q;
 	size_t q_ld;
 	float *out;
 	size_t out_ld;
-	void *work;                  /* attention_work_bytes, 64-aligned */
+	void *work; /* attention_work_bytes, 64-aligned */
 };
 
 /* One product of matvec_multi: y = w . act (act in w's vec_dot type). */
@@ -77,25 +77,25 @@ struct engine_backend_i {
 	/* host -> device and device -> host, bytes */
 	void (*copy_in)(struct engine_backend *be, void *dst, const void *src,
 			size_t bytes);
-	void (*copy_out)(struct engine_backend *be, void *dst,
-			const void *src, size_t bytes);
+	void (*copy_out)(struct engine_backend *be, void *dst, const void *src,
+			 size_t bytes);
 	/* whether the backend's memory is the host's (the CPU: yes) */
 	bool (*is_host)(const struct engine_backend *be);
 
 	/* ---- what it runs (ggml_backend_device_i.supports_op) ---- */
 	bool (*supports)(const struct engine_backend *be, enum engine_op op,
-			uint32_t type);
+			 uint32_t type);
 	/* the type activations are converted to before a matmul with w */
 	uint32_t (*vec_dot_type)(const struct engine_backend *be,
-			uint32_t type);
+				 uint32_t type);
 
 	/* ---- ops ---- */
 	/* y = row `row` of w as floats: ggml_get_rows */
 	void (*get_rows)(struct engine_backend *be, float *y,
-			const struct engine_tensor *w, int64_t row);
+			 const struct engine_tensor *w, int64_t row);
 	/* y = x / rms(x) * w (w may be NULL) */
 	void (*rms_norm)(struct engine_backend *be, float *y, const float *x,
-			const float *w, int64_t n, float eps);
+			 const float *w, int64_t n, float eps);
 	/* n floats to type (a vec_dot type), as the kernels expect them */
 	void (*convert)(struct engine_backend *be, uint32_t type,
 			const float *x, void *y, int64_t n);
@@ -104,8 +104,8 @@ struct engine_backend_i {
 	 * vec_dot_type(w's type): ggml_mul_mat over a batch.
 	 */
 	void (*matmul)(struct engine_backend *be, float *const *ys,
-			const struct engine_tensor *w, int64_t e,
-			uint32_t n_tok, const void *const *acts);
+		       const struct engine_tensor *w, int64_t e, uint32_t n_tok,
+		       const void *const *acts);
 	/*
 	 * One row against several weights in one parallel run (Q, K and V;
 	 * up and gate of one token): mv[k].y = mv[k].w . mv[k].act for
@@ -113,20 +113,20 @@ struct engine_backend_i {
 	 * bits are those of n matmuls; one barrier instead of n.
 	 */
 	void (*matvec_multi)(struct engine_backend *be,
-			const struct engine_mv *mv, uint32_t n);
+			     const struct engine_mv *mv, uint32_t n);
 	/* cos/sin per rotated pair at pos; then rotate n_head heads */
-	void (*rope_cache)(struct engine_backend *be, float *cache,
-			int64_t pos, uint32_t n_rot, float freq_base,
-			float freq_scale, const float *freq_factors);
+	void (*rope_cache)(struct engine_backend *be, float *cache, int64_t pos,
+			   uint32_t n_rot, float freq_base, float freq_scale,
+			   const float *freq_factors);
 	void (*rope)(struct engine_backend *be, float *x, uint32_t n_head,
-			uint32_t head_dim, uint32_t n_rot,
-			enum engine_rope_mode mode, const float *cache);
+		     uint32_t head_dim, uint32_t n_rot,
+		     enum engine_rope_mode mode, const float *cache);
 	/* y = silu(g) * u */
 	void (*swiglu)(struct engine_backend *be, float *y, const float *g,
-			const float *u, int64_t n);
+		       const float *u, int64_t n);
 	/* y[i] = y[i] + x[i]: biases and the residual (ggml_add) */
 	void (*add)(struct engine_backend *be, float *y, const float *x,
-			int64_t n);
+		    int64_t n);
 	/* in-place softmax of n floats */
 	void (*softmax)(struct engine_backend *be, float *x, int64_t n);
 	/*
@@ -135,31 +135,33 @@ struct engine_backend_i {
 	 * n_expert_used experts into sel and their weights into w.
 	 */
 	void (*moe_route)(struct engine_backend *be,
-			const struct engine_hparams *hp, float *router,
-			uint32_t *sel, float *w);
+			  const struct engine_hparams *hp, float *router,
+			  uint32_t *sel, float *w);
 	/* out = sum over i < k of w[i] * eo[i * n .. ], in order of i */
 	void (*moe_combine)(struct engine_backend *be, float *out,
-			const float *eo, const float *w, uint32_t k, size_t n);
+			    const float *eo, const float *w, uint32_t k,
+			    size_t n);
 	/* bytes of work memory attention needs for up to cap rows */
 	size_t (*attention_work_bytes)(const struct engine_backend *be,
-			const struct engine_hparams *hp, uint32_t cap);
+				       const struct engine_hparams *hp,
+				       uint32_t cap);
 	void (*attention)(struct engine_backend *be,
-			const struct engine_att_batch *b);
+			  const struct engine_att_batch *b);
 };
 
 /* A device a backend computes on (ggml_backend_dev_props). */
 struct engine_device {
 	enum io_device_kind kind;
-	int index;             /* gpuN: N; numaN: the node; cpu: -1 */
-	char name[16];         /* "cpu", "numa0", "gpu0" */
-	uint64_t free_bytes;   /* memory, when the backend started */
+	int index;	     /* gpuN: N; numaN: the node; cpu: -1 */
+	char name[16];	     /* "cpu", "numa0", "gpu0" */
+	uint64_t free_bytes; /* memory, when the backend started */
 	uint64_t total_bytes;
 };
 
 struct engine_backend {
 	const struct engine_backend_i *iface;
 	struct engine_device dev;
-	void *ctx;             /* the backend's own (the CPU's: its pool) */
+	void *ctx; /* the backend's own (the CPU's: its pool) */
 };
 
 /*
@@ -167,7 +169,7 @@ struct engine_backend {
  * it with engine_backend_free). -ENOMEM with a message.
  */
 int engine_backend_cpu_new(struct engine_backend **out,
-		struct engine_pool *pool, struct err *err);
+			   struct engine_pool *pool, struct err *err);
 void engine_backend_free(struct engine_backend *be);
 
 #endif

@@ -30,7 +30,7 @@
 /* How a detected template wants the message. */
 struct chat_style {
 	enum engine_chat_format format;
-	bool strip;   /* llama2 variant that trims the message */
+	bool strip; /* llama2 variant that trims the message */
 };
 
 static bool chat_has(const char *t, const char *needle)
@@ -60,17 +60,54 @@ static bool chat_style_by_name(const char *t, struct chat_style *st)
 	};
 	/* the rest of llama.cpp's names: known there, RAW here */
 	static const char *const others[] = {
-		"mistral-v1", "mistral-v3", "mistral-v3-tekken", "mistral-v7",
-		"mistral-v7-tekken", "phi3", "phi4", "falcon3", "zephyr",
-		"monarch", "gemma", "orion", "openchat", "vicuna",
-		"vicuna-orca", "deepseek", "deepseek2", "deepseek3",
-		"deepseek-ocr", "command-r", "chatglm3", "chatglm4", "glmedge",
-		"minicpm", "exaone3", "exaone4", "exaone-moe", "rwkv-world",
-		"granite", "granite-4.0", "granite-4.1", "gigachat", "megrez",
-		"yandex", "bailing", "bailing-think", "bailing2", "llama4",
-		"smolvlm", "hunyuan-moe", "gpt-oss", "hunyuan-dense",
-		"hunyuan-vl", "kimi-k2", "seed_oss", "grok-2",
-		"pangu-embedded", "solar-open",
+		"mistral-v1",
+		"mistral-v3",
+		"mistral-v3-tekken",
+		"mistral-v7",
+		"mistral-v7-tekken",
+		"phi3",
+		"phi4",
+		"falcon3",
+		"zephyr",
+		"monarch",
+		"gemma",
+		"orion",
+		"openchat",
+		"vicuna",
+		"vicuna-orca",
+		"deepseek",
+		"deepseek2",
+		"deepseek3",
+		"deepseek-ocr",
+		"command-r",
+		"chatglm3",
+		"chatglm4",
+		"glmedge",
+		"minicpm",
+		"exaone3",
+		"exaone4",
+		"exaone-moe",
+		"rwkv-world",
+		"granite",
+		"granite-4.0",
+		"granite-4.1",
+		"gigachat",
+		"megrez",
+		"yandex",
+		"bailing",
+		"bailing-think",
+		"bailing2",
+		"llama4",
+		"smolvlm",
+		"hunyuan-moe",
+		"gpt-oss",
+		"hunyuan-dense",
+		"hunyuan-vl",
+		"kimi-k2",
+		"seed_oss",
+		"grok-2",
+		"pangu-embedded",
+		"solar-open",
 	};
 	size_t i;
 
@@ -164,8 +201,8 @@ static void chat_trim(const char **s, size_t *len)
 		(*len)--;
 }
 
-int engine_chat_template_apply(const char *tmpl, const char *user,
-		size_t len, char **out, size_t *out_len, struct err *err)
+int engine_chat_template_apply(const char *tmpl, const char *user, size_t len,
+			       char **out, size_t *out_len, struct err *err)
 {
 	struct chat_style st = chat_style_detect(tmpl);
 	const char *pre = "", *post = "";
@@ -187,11 +224,10 @@ int engine_chat_template_apply(const char *tmpl, const char *user,
 	case ENGINE_CHAT_LLAMA3:
 		pre = "<|start_header_id|>user<|end_header_id|>\n\n";
 		post = "<|eot_id|><|start_header_id|>assistant"
-			"<|end_header_id|>\n\n";
+		       "<|end_header_id|>\n\n";
 		chat_trim(&user, &len);
 		break;
-	case ENGINE_CHAT_RAW:
-		break;
+	case ENGINE_CHAT_RAW: break;
 	}
 	n_pre = strlen(pre);
 	n_post = strlen(post);
@@ -200,7 +236,7 @@ int engine_chat_template_apply(const char *tmpl, const char *user,
 	s = malloc(n_pre + len + n_post + 1);
 	if (!s)
 		return err_set(err, ENOMEM, "chat: out of memory for %zu bytes",
-				len);
+			       len);
 	memcpy(s, pre, n_pre);
 	if (len)
 		memcpy(s + n_pre, user, len);
@@ -213,22 +249,18 @@ int engine_chat_template_apply(const char *tmpl, const char *user,
 }
 
 int engine_chat_apply(const struct engine_model *m, const char *user,
-		size_t len, char **out, struct err *err)
+		      size_t len, char **out, struct err *err)
 {
 	return engine_chat_template_apply(engine_model_info(m)->chat_template,
-			user, len, out, NULL, err);
+					  user, len, out, NULL, err);
 }
 
 const char *engine_chat_turn_end(const struct engine_model *m)
 {
 	switch (engine_chat_format(m)) {
-	case ENGINE_CHAT_CHATML:
-		return "<|im_end|>\n";
-	case ENGINE_CHAT_LLAMA2:
-		return "</s>";
-	case ENGINE_CHAT_LLAMA3:
-		return "<|eot_id|>";
-	default:
-		return "";
+	case ENGINE_CHAT_CHATML: return "<|im_end|>\n";
+	case ENGINE_CHAT_LLAMA2: return "</s>";
+	case ENGINE_CHAT_LLAMA3: return "<|eot_id|>";
+	default: return "";
 	}
 }

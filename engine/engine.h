@@ -33,9 +33,9 @@
 struct engine_model;
 
 struct engine_model_options {
-	uint32_t n_ctx;       /* context length; 0 = the model's, capped at 4096 */
-	uint32_t threads;     /* 0 = one per physical core */
-	uint64_t kv_mem;      /* KV pool budget in bytes; 0 = what fits */
+	uint32_t n_ctx;	  /* context length; 0 = the model's, capped at 4096 */
+	uint32_t threads; /* 0 = one per physical core */
+	uint64_t kv_mem;  /* KV pool budget in bytes; 0 = what fits */
 	const char *kv_type_k; /* "q8_0", ...; NULL = f16 */
 	const char *kv_type_v;
 	struct io_load_options load;
@@ -50,8 +50,8 @@ enum engine_arch {
 
 struct engine_model_info {
 	enum engine_arch arch;
-	const char *arch_name;       /* general.architecture */
-	const char *name;            /* general.name, or the file's stem */
+	const char *arch_name; /* general.architecture */
+	const char *name;      /* general.name, or the file's stem */
 	const char *path;
 	uint32_t n_vocab;
 	uint32_t n_embd;
@@ -59,25 +59,27 @@ struct engine_model_info {
 	uint32_t n_head;
 	uint32_t n_head_kv;
 	uint32_t head_dim;
-	uint32_t head_dim_v;         /* of V */
-	uint32_t n_ff;               /* per expert for MoE */
-	uint32_t n_expert;           /* 0 for dense models */
+	uint32_t head_dim_v; /* of V */
+	uint32_t n_ff;	     /* per expert for MoE */
+	uint32_t n_expert;   /* 0 for dense models */
 	uint32_t n_expert_used;
-	uint32_t n_ctx_train;        /* from metadata */
-	uint32_t n_ctx;              /* what sequences of this model get */
-	bool n_ctx_given;            /* asked for, not the default */
+	uint32_t n_ctx_train; /* from metadata */
+	uint32_t n_ctx;	      /* what sequences of this model get */
+	bool n_ctx_given;     /* asked for, not the default */
 	float rope_freq_base;
 	float rms_norm_eps;
-	uint64_t n_params;           /* elements of all tensors */
+	uint64_t n_params; /* elements of all tensors */
 	uint64_t tensor_bytes;
-	const char *tokenizer_model; /* "llama" (SentencePiece) or "gpt2" (BPE) */
-	const char *tokenizer_pre;   /* "qwen2", "llama-bpe", ... or "default" */
-	const char *chat_template;   /* NULL if the file has none */
-	int32_t bos, eos, eot;       /* -1 if the vocabulary has none */
+	const char
+		*tokenizer_model;  /* "llama" (SentencePiece) or "gpt2" (BPE) */
+	const char *tokenizer_pre; /* "qwen2", "llama-bpe", ... or "default" */
+	const char *chat_template; /* NULL if the file has none */
+	int32_t bos, eos, eot;	   /* -1 if the vocabulary has none */
 	bool add_bos;
-	uint32_t kv_type;            /* enum io_type of the K cache */
-	uint32_t kv_type_v;          /* and of the V cache */
-	uint64_t kv_bytes_per_token; /* layers x kv heads x (K + V head bytes) */
+	uint32_t kv_type;   /* enum io_type of the K cache */
+	uint32_t kv_type_v; /* and of the V cache */
+	uint64_t
+		kv_bytes_per_token; /* layers x kv heads x (K + V head bytes) */
 };
 
 /*
@@ -86,7 +88,7 @@ struct engine_model_info {
  * Free with engine_model_free().
  */
 int engine_model_open(struct engine_model **out, const char *path,
-		const struct engine_model_options *opt, struct err *err);
+		      const struct engine_model_options *opt, struct err *err);
 void engine_model_free(struct engine_model *m);
 
 const struct engine_model_info *engine_model_info(const struct engine_model *m);
@@ -102,8 +104,8 @@ struct io_weights *engine_model_weights(struct engine_model *m);
  * into those tokens. *tokens is malloc'ed; the caller frees it.
  */
 int engine_tokenize(const struct engine_model *m, const char *text, size_t len,
-		bool add_special, bool parse_special, int32_t **tokens,
-		size_t *n_tokens, struct err *err);
+		    bool add_special, bool parse_special, int32_t **tokens,
+		    size_t *n_tokens, struct err *err);
 
 /* True for end-of-generation tokens (EOS, EOT, <|im_end|>, ...). */
 bool engine_token_is_eog(const struct engine_model *m, int32_t token);
@@ -116,22 +118,22 @@ bool engine_token_is_eog(const struct engine_model *m, int32_t token);
  */
 struct engine_detokenizer {
 	const struct engine_model *model;
-	bool first;            /* SentencePiece drops the leading space */
+	bool first; /* SentencePiece drops the leading space */
 	uint8_t pending[8];
 	size_t n_pending;
 };
 
 void engine_detokenizer_init(struct engine_detokenizer *d,
-		const struct engine_model *m);
+			     const struct engine_model *m);
 /*
  * Append the text of token to out (capacity cap, at least 256 bytes is
  * always enough); returns the number of bytes written.
  */
 size_t engine_detokenizer_push(struct engine_detokenizer *d, int32_t token,
-		char *out, size_t cap);
+			       char *out, size_t cap);
 /* Flush what is held back at the end (invalid bytes become U+FFFD). */
 size_t engine_detokenizer_flush(struct engine_detokenizer *d, char *out,
-		size_t cap);
+				size_t cap);
 /*
  * Say which tokens precede the first one pushed (the prompt), so that the
  * text continues them as llama.cpp's completion output does: SentencePiece
@@ -139,7 +141,7 @@ size_t engine_detokenizer_flush(struct engine_detokenizer *d, char *out,
  * tokens render as nothing (a lone BOS). Call after init, before push.
  */
 void engine_detokenizer_context(struct engine_detokenizer *d,
-		const int32_t *tokens, size_t n);
+				const int32_t *tokens, size_t n);
 
 /* ---- sequences and the forward pass ------------------------------------ */
 
@@ -161,20 +163,20 @@ const char *engine_kv_type_name(uint32_t type);
  * head_dim.
  */
 int engine_model_set_kv_types(struct engine_model *m, uint32_t type_k,
-		uint32_t type_v, struct err *err);
+			      uint32_t type_v, struct err *err);
 /* K + V bytes per token for a type pair; 0 if the pair cannot be used. */
 uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
-		uint32_t type_k, uint32_t type_v);
+				   uint32_t type_k, uint32_t type_v);
 
 struct engine_kv_stats {
-	uint32_t type_k, type_v;       /* of new sequences */
+	uint32_t type_k, type_v; /* of new sequences */
 	uint64_t k_bytes_per_token, v_bytes_per_token;
-	uint64_t budget;               /* bytes (--kv-mem) */
-	uint64_t committed;            /* held or promised by reservations */
-	uint64_t used;                 /* held by blocks */
-	uint64_t blocks;               /* blocks held */
-	uint32_t block_tokens;         /* positions per block */
-	uint64_t block_bytes;          /* of the current types */
+	uint64_t budget;       /* bytes (--kv-mem) */
+	uint64_t committed;    /* held or promised by reservations */
+	uint64_t used;	       /* held by blocks */
+	uint64_t blocks;       /* blocks held */
+	uint32_t block_tokens; /* positions per block */
+	uint64_t block_bytes;  /* of the current types */
 };
 
 /* The pool's figures; safe from any thread. */
@@ -187,15 +189,16 @@ void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st);
 struct engine_seq;
 
 int engine_seq_new(struct engine_model *m, struct engine_seq **out,
-		struct err *err);
+		   struct err *err);
 /* The same with given K/V types (a restored snapshot's). */
 int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
-		uint32_t type_v, struct engine_seq **out, struct err *err);
+			 uint32_t type_v, struct engine_seq **out,
+			 struct err *err);
 void engine_seq_types(const struct engine_seq *s, uint32_t *type_k,
-		uint32_t *type_v);
+		      uint32_t *type_v);
 /* Bytes of one position's K (and V) in one layer. */
 void engine_seq_row_bytes(const struct engine_seq *s, uint64_t *k_row,
-		uint64_t *v_row);
+			  uint64_t *v_row);
 void engine_seq_free(struct engine_seq *s);
 uint32_t engine_seq_length(const struct engine_seq *s);
 /* Positions the sequence may reach: n_ctx, or less after a reservation. */
@@ -209,7 +212,7 @@ void engine_seq_truncate(struct engine_seq *s, uint32_t n);
  * hold or were promised too much of it now (wait for one to end).
  */
 int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
-		struct err *err);
+		       struct err *err);
 /* Positions the whole budget could hold for s (its types), in blocks. */
 uint32_t engine_seq_budget_tokens(const struct engine_seq *s);
 /* The token ids of positions [0, engine_seq_length) (borrowed). */
@@ -219,8 +222,8 @@ const int32_t *engine_seq_tokens(const struct engine_seq *s);
  * reuse. Same model and K/V types, or -EINVAL; -ENOSPC when the budget
  * has no room (dst is then empty).
  */
-int engine_seq_copy_prefix(struct engine_seq *dst,
-		const struct engine_seq *src, uint32_t n, struct err *err);
+int engine_seq_copy_prefix(struct engine_seq *dst, const struct engine_seq *src,
+			   uint32_t n, struct err *err);
 
 /*
  * Snapshots: the sequence's K/V bytes block by block (positions
@@ -229,18 +232,16 @@ int engine_seq_copy_prefix(struct engine_seq *dst,
  * taken from the budget: -ENOSPC) whose K/V the caller then writes.
  */
 size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b);
-void engine_seq_block_read(const struct engine_seq *s, uint32_t b,
-		void *out);
-void engine_seq_block_write(struct engine_seq *s, uint32_t b,
-		const void *in);
+void engine_seq_block_read(const struct engine_seq *s, uint32_t b, void *out);
+void engine_seq_block_write(struct engine_seq *s, uint32_t b, const void *in);
 int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
-		uint32_t n, struct err *err);
+			  uint32_t n, struct err *err);
 
 struct engine_batch_item {
 	struct engine_seq *seq;
-	const int32_t *tokens;  /* appended at the sequence's position */
+	const int32_t *tokens; /* appended at the sequence's position */
 	size_t n_tokens;
-	float *logits;          /* n_vocab floats for the last token; may be NULL */
+	float *logits; /* n_vocab floats for the last token; may be NULL */
 };
 
 /*
@@ -251,17 +252,17 @@ struct engine_batch_item {
  * budget has no block left; -EINVAL for a token id out of range.
  */
 int engine_forward(struct engine_model *m, struct engine_batch_item *items,
-		size_t n_items, struct err *err);
+		   size_t n_items, struct err *err);
 
 /* ---- sampler ----------------------------------------------------------- */
 
 struct engine_sampling {
-	float temperature;      /* <= 0: greedy (argmax, lowest id on ties) */
-	int32_t top_k;          /* <= 0: off */
-	float top_p;            /* >= 1: off */
-	float min_p;            /* <= 0: off */
-	float repeat_penalty;   /* 1: off */
-	int32_t repeat_last_n;  /* how many recent tokens the penalty sees */
+	float temperature;     /* <= 0: greedy (argmax, lowest id on ties) */
+	int32_t top_k;	       /* <= 0: off */
+	float top_p;	       /* >= 1: off */
+	float min_p;	       /* <= 0: off */
+	float repeat_penalty;  /* 1: off */
+	int32_t repeat_last_n; /* how many recent tokens the penalty sees */
 	uint64_t seed;
 };
 
@@ -271,23 +272,23 @@ void engine_sampling_defaults(struct engine_sampling *s);
 struct engine_sampler;
 
 int engine_sampler_new(struct engine_sampler **out,
-		const struct engine_sampling *params, uint32_t n_vocab,
-		struct err *err);
+		       const struct engine_sampling *params, uint32_t n_vocab,
+		       struct err *err);
 void engine_sampler_free(struct engine_sampler *s);
 /*
  * Pick the next token from n_vocab logits (modified in place); history is
  * the sequence so far, for the repetition penalty.
  */
 int32_t engine_sampler_sample(struct engine_sampler *s, float *logits,
-		const int32_t *history, size_t n_history);
+			      const int32_t *history, size_t n_history);
 
 /* ---- chat templates ---------------------------------------------------- */
 
 enum engine_chat_format {
-	ENGINE_CHAT_RAW,      /* unknown template: the text as it is */
-	ENGINE_CHAT_CHATML,   /* <|im_start|>user ... (Qwen) */
-	ENGINE_CHAT_LLAMA2,   /* [INST] ... [/INST] */
-	ENGINE_CHAT_LLAMA3,   /* <|start_header_id|>user<|end_header_id|> ... */
+	ENGINE_CHAT_RAW,    /* unknown template: the text as it is */
+	ENGINE_CHAT_CHATML, /* <|im_start|>user ... (Qwen) */
+	ENGINE_CHAT_LLAMA2, /* [INST] ... [/INST] */
+	ENGINE_CHAT_LLAMA3, /* <|start_header_id|>user<|end_header_id|> ... */
 };
 
 enum engine_chat_format engine_chat_format(const struct engine_model *m);
@@ -298,7 +299,7 @@ enum engine_chat_format engine_chat_format(const struct engine_model *m);
  * unchanged (the caller warns).
  */
 int engine_chat_apply(const struct engine_model *m, const char *user,
-		size_t len, char **out, struct err *err);
+		      size_t len, char **out, struct err *err);
 
 /*
  * What closes an assistant's turn in the model's template, after its
@@ -316,26 +317,26 @@ const char *engine_chat_turn_end(const struct engine_model *m);
  * hold NUL bytes when user does.
  */
 enum engine_chat_format engine_chat_template_format(const char *tmpl);
-int engine_chat_template_apply(const char *tmpl, const char *user,
-		size_t len, char **out, size_t *out_len, struct err *err);
+int engine_chat_template_apply(const char *tmpl, const char *user, size_t len,
+			       char **out, size_t *out_len, struct err *err);
 
 /* ---- generation -------------------------------------------------------- */
 
 struct engine_generate_options {
 	struct engine_sampling sampling;
-	uint32_t max_tokens;        /* 0 = until EOS or the context is full */
-	const char *const *stop;    /* stop strings, not part of the output */
+	uint32_t max_tokens;	 /* 0 = until EOS or the context is full */
+	const char *const *stop; /* stop strings, not part of the output */
 	size_t n_stop;
-	bool chat;                  /* wrap the prompt with engine_chat_apply */
+	bool chat; /* wrap the prompt with engine_chat_apply */
 };
 
 struct engine_generation_stats {
 	uint32_t prompt_tokens;
 	uint32_t prompt_evaluated; /* those not already in the sequence */
 	uint32_t gen_tokens;
-	double ttft_ms;        /* from the first prepare to the first token */
+	double ttft_ms; /* from the first prepare to the first token */
 	double prefill_ms;
-	double decode_ms;      /* after the first token */
+	double decode_ms; /* after the first token */
 };
 
 struct engine_generation;
@@ -349,9 +350,10 @@ struct engine_generation;
  * the whole prompt.
  */
 int engine_generation_new(struct engine_generation **out,
-		struct engine_model *m, struct engine_seq *seq,
-		const char *prompt, size_t len,
-		const struct engine_generate_options *opt, struct err *err);
+			  struct engine_model *m, struct engine_seq *seq,
+			  const char *prompt, size_t len,
+			  const struct engine_generate_options *opt,
+			  struct err *err);
 void engine_generation_free(struct engine_generation *g);
 
 /*
@@ -360,22 +362,22 @@ void engine_generation_free(struct engine_generation *g);
  * item was filled, 0 when the generation has ended.
  */
 int engine_generation_prepare(struct engine_generation *g,
-		struct engine_batch_item *item);
+			      struct engine_batch_item *item);
 /*
  * After engine_forward() ran the item: sample, detokenize, check stop
  * strings and limits. Appends the new text to out (cap >= 1024) and sets
  * *len. Returns 1 if the generation goes on, 0 if it ended, negative errno.
  */
-int engine_generation_accept(struct engine_generation *g, char *out,
-		size_t cap, size_t *len, struct err *err);
+int engine_generation_accept(struct engine_generation *g, char *out, size_t cap,
+			     size_t *len, struct err *err);
 /* prepare + engine_forward + accept, for one generation alone. */
 int engine_generation_step(struct engine_generation *g, char *out, size_t cap,
-		size_t *len, struct err *err);
-const struct engine_generation_stats *engine_generation_stats(
-		const struct engine_generation *g);
+			   size_t *len, struct err *err);
+const struct engine_generation_stats *
+engine_generation_stats(const struct engine_generation *g);
 /* The tokens of the prompt and of the answer so far. */
 const int32_t *engine_generation_tokens(const struct engine_generation *g,
-		size_t *n_prompt, size_t *n_total);
+					size_t *n_prompt, size_t *n_total);
 
 /* ---- planner ----------------------------------------------------------- */
 
@@ -411,46 +413,48 @@ enum engine_plan_kind {
 struct engine_plan_input {
 	/* The model, bytes as stored (engine_plan_input_add_tensors). */
 	uint32_t n_layer, n_embd, n_ff, n_vocab;
-	uint32_t n_expert, n_expert_used;  /* 0 for a dense model */
-	uint64_t layer_bytes;    /* blk.N tensors but the experts */
-	uint64_t expert_bytes;   /* blk.N.*_exps */
-	uint64_t input_bytes;    /* token_embd */
-	uint64_t output_bytes;   /* output.weight, output_norm, the rest */
-	bool has_output;         /* false: token_embd is the output matrix too */
+	uint32_t n_expert, n_expert_used; /* 0 for a dense model */
+	uint64_t layer_bytes;		  /* blk.N tensors but the experts */
+	uint64_t expert_bytes;		  /* blk.N.*_exps */
+	uint64_t input_bytes;		  /* token_embd */
+	uint64_t output_bytes; /* output.weight, output_norm, the rest */
+	bool has_output;       /* false: token_embd is the output matrix too */
 	/* The cache. */
-	uint64_t kv_bytes_per_token;  /* all layers, K + V, chosen types */
+	uint64_t kv_bytes_per_token; /* all layers, K + V, chosen types */
 	uint32_t n_ctx;
-	bool ctx_given;          /* asked for: never shrunk */
-	uint32_t n_seq;          /* sequences whose cache must fit; 0 = 1 */
-	uint32_t est_tokens;     /* cached tokens the estimate assumes; 0 = n_ctx/2 */
-	const char *home;        /* where all-cpu puts the weights; NULL = cpu */
-	uint64_t host_own_bytes; /* host RAM this model holds already (free to it) */
+	bool ctx_given; /* asked for: never shrunk */
+	uint32_t n_seq; /* sequences whose cache must fit; 0 = 1 */
+	uint32_t
+		est_tokens; /* cached tokens the estimate assumes; 0 = n_ctx/2 */
+	const char *home;   /* where all-cpu puts the weights; NULL = cpu */
+	uint64_t
+		host_own_bytes; /* host RAM this model holds already (free to it) */
 	/* Costs; 0 takes the defaults of engine/planner.c. */
-	double overhead_s;       /* fixed, per token */
-	double crossing_s;       /* per hand-over between host and GPU */
-	uint64_t gpu_reserve;    /* VRAM the runtime keeps (context, workspace) */
+	double overhead_s;    /* fixed, per token */
+	double crossing_s;    /* per hand-over between host and GPU */
+	uint64_t gpu_reserve; /* VRAM the runtime keeps (context, workspace) */
 };
 
 /* Sort n tensors into the byte counts of in (added to what is there). */
 void engine_plan_input_add_tensors(struct engine_plan_input *in,
-		const struct io_gguf_tensor *t, uint64_t n);
+				   const struct io_gguf_tensor *t, uint64_t n);
 
 struct engine_plan_alt {
-	bool considered;         /* false: does not apply here */
+	bool considered; /* false: does not apply here */
 	bool fits;
-	double tok_s;            /* estimated decode tokens/s; 0 if it cannot run */
-	uint64_t gpu_bytes;      /* weights + KV + scratch on the GPU */
-	uint64_t host_bytes;     /* weights + KV in host RAM */
-	uint32_t n_ctx;          /* the context it gives */
-	uint32_t gpu_layers;     /* split: blk.0 .. gpu_layers-1 on the GPU */
-	char why[256];           /* one line */
+	double tok_s;	     /* estimated decode tokens/s; 0 if it cannot run */
+	uint64_t gpu_bytes;  /* weights + KV + scratch on the GPU */
+	uint64_t host_bytes; /* weights + KV in host RAM */
+	uint32_t n_ctx;	     /* the context it gives */
+	uint32_t gpu_layers; /* split: blk.0 .. gpu_layers-1 on the GPU */
+	char why[256];	     /* one line */
 };
 
 struct engine_plan {
 	enum engine_plan_kind chosen;
-	char gpu[16];            /* the GPU planned for; "" if none */
-	char host[16];           /* host memory for what is not on the GPU */
-	uint32_t n_ctx;          /* the context the chosen plan gives */
+	char gpu[16];	/* the GPU planned for; "" if none */
+	char host[16];	/* host memory for what is not on the GPU */
+	uint32_t n_ctx; /* the context the chosen plan gives */
 	struct engine_plan_alt alt[ENGINE_PLAN_N];
 };
 
@@ -460,11 +464,11 @@ struct engine_plan {
  * (io_device_set_measure fills the host's).
  */
 int engine_plan_make(struct engine_plan *plan,
-		const struct engine_plan_input *in,
-		const struct io_device_set *devs, struct err *err);
+		     const struct engine_plan_input *in,
+		     const struct io_device_set *devs, struct err *err);
 /* The input for a loaded model: its tensors, context and cache type. */
 void engine_plan_input_of_model(struct engine_model *m,
-		struct engine_plan_input *in);
+				struct engine_plan_input *in);
 const char *engine_plan_kind_name(enum engine_plan_kind kind);
 /*
  * The plan as the placement file shows it: a "plan" line, then one
@@ -472,7 +476,7 @@ const char *engine_plan_kind_name(enum engine_plan_kind kind);
  * into buf (truncated at cap, as snprintf).
  */
 size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
-		size_t cap);
+			    size_t cap);
 
 /* ---- placement --------------------------------------------------------- */
 
@@ -481,7 +485,7 @@ size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
  * device), a per-layer summary, totals per device. *text is malloc'ed.
  */
 int engine_placement_format(struct engine_model *m, char **text, size_t *len,
-		struct err *err);
+			    struct err *err);
 /*
  * Apply one placement command ("blk.0-13 gpu0", "experts cpu",
  * "output numa1", "auto"). -EINVAL for a bad command or an unknown
@@ -489,6 +493,6 @@ int engine_placement_format(struct engine_model *m, char **text, size_t *len,
  * Must not run concurrently with engine_forward().
  */
 int engine_placement_apply(struct engine_model *m, const char *command,
-		struct err *err);
+			   struct err *err);
 
 #endif

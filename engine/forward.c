@@ -42,7 +42,7 @@ struct forward_row {
 	struct engine_seq *seq;
 	uint32_t pos;
 	int32_t token;
-	float *logits;      /* NULL unless its item's last token wants them */
+	float *logits; /* NULL unless its item's last token wants them */
 };
 
 /*
@@ -51,33 +51,33 @@ struct forward_row {
  */
 struct forward_scratch {
 	uint32_t cap;
-	size_t act_row;       /* bytes of the widest converted row */
+	size_t act_row; /* bytes of the widest converted row */
 	struct forward_row *rows;
-	uint32_t *all;        /* 0 .. n-1 */
-	uint32_t *live;       /* rows computed past attention this layer */
-	float *x;             /* [n_embd] residual streams */
-	float *xn;            /* [n_embd] normed input of a block */
-	float *q, *k, *v;     /* [n_head * head_dim], [n_head_kv * ...] */
-	float *att;           /* [n_head * head_dim_v] */
-	float *tmp;           /* [n_embd] a block's output */
-	float *gate, *up;     /* [n_ff] */
-	float *router;        /* [n_expert] */
-	float *rope;          /* [n_rot] cos/sin at the row's position */
-	float *exp_out;       /* [n_expert_used][n_embd] each expert's output */
-	float *exp_w;         /* [n_expert_used] */
-	uint32_t *exp_sel;    /* [n_expert_used] */
-	uint32_t *exp_slot;   /* [cap] row * n_expert_used + i, per matmul row */
-	uint8_t *xn_act[2];   /* xn converted to two vec_dot types */
-	uint32_t xn_type[2];  /* UINT32_MAX: stale */
-	int xn_last;          /* the slot converted or used last */
+	uint32_t *all;	     /* 0 .. n-1 */
+	uint32_t *live;	     /* rows computed past attention this layer */
+	float *x;	     /* [n_embd] residual streams */
+	float *xn;	     /* [n_embd] normed input of a block */
+	float *q, *k, *v;    /* [n_head * head_dim], [n_head_kv * ...] */
+	float *att;	     /* [n_head * head_dim_v] */
+	float *tmp;	     /* [n_embd] a block's output */
+	float *gate, *up;    /* [n_ff] */
+	float *router;	     /* [n_expert] */
+	float *rope;	     /* [n_rot] cos/sin at the row's position */
+	float *exp_out;	     /* [n_expert_used][n_embd] each expert's output */
+	float *exp_w;	     /* [n_expert_used] */
+	uint32_t *exp_sel;   /* [n_expert_used] */
+	uint32_t *exp_slot;  /* [cap] row * n_expert_used + i, per matmul row */
+	uint8_t *xn_act[2];  /* xn converted to two vec_dot types */
+	uint32_t xn_type[2]; /* UINT32_MAX: stale */
+	int xn_last;	     /* the slot converted or used last */
 	const uint32_t *xn_idx; /* the rows xn holds */
 	uint32_t xn_n;
-	uint8_t *act;         /* other converted inputs (att, swiglu) */
-	const void **acts;    /* [cap] matmul inputs */
-	float **ys;           /* [cap] matmul outputs */
+	uint8_t *act;		  /* other converted inputs (att, swiglu) */
+	const void **acts;	  /* [cap] matmul inputs */
+	float **ys;		  /* [cap] matmul outputs */
 	struct engine_seq **seqs; /* [cap] each row's sequence, for attention */
-	uint32_t *pos;        /* [cap] each row's position */
-	void *att_work;       /* the backend's attention_work_bytes */
+	uint32_t *pos;		  /* [cap] each row's position */
+	void *att_work;		  /* the backend's attention_work_bytes */
 	void *mem;
 };
 
@@ -114,7 +114,7 @@ static void *forward_take(uintptr_t *p, size_t n)
 
 /* Buffers for cap rows; the old ones are kept if big enough. */
 static int forward_reserve(struct engine_model *m, uint32_t cap,
-		struct err *err)
+			   struct err *err)
 {
 	const struct engine_hparams *hp = &m->hp;
 	const size_t nq = (size_t)hp->n_head * hp->head_dim;
@@ -172,7 +172,8 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 			ns->mem = malloc(bytes);
 			if (!ns->mem) {
 				free(ns);
-				return err_set(err, ENOMEM,
+				return err_set(
+					err, ENOMEM,
 					"out of memory for %zu bytes of forward buffers (%u tokens)",
 					bytes, cap);
 			}
@@ -203,13 +204,14 @@ static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
 		return 0;
 	if (io_weights_wait(p->m->weights, p->err) >= 0)
 		err_set(p->err, -ret, "%s: loading tensor '%s' failed",
-				p->m->path, t->info->name);
+			p->m->path, t->info->name);
 	return ret;
 }
 
 /* y = x / rms(x) * w for rows idx[0..n) */
 static int forward_norm(struct forward_pass *p, float *y, const float *x,
-		const struct engine_tensor *w, const uint32_t *idx, uint32_t n)
+			const struct engine_tensor *w, const uint32_t *idx,
+			uint32_t n)
 {
 	const struct engine_hparams *hp = &p->m->hp;
 	struct engine_backend *be = p->m->backend;
@@ -220,9 +222,9 @@ static int forward_norm(struct forward_pass *p, float *y, const float *x,
 		return ret;
 	for (j = 0; j < n; j++)
 		be->iface->rms_norm(be, y + (size_t)idx[j] * hp->n_embd,
-			x + (size_t)idx[j] * hp->n_embd,
-			(const float *)engine_tensor_data(w), hp->n_embd,
-			hp->rms_norm_eps);
+				    x + (size_t)idx[j] * hp->n_embd,
+				    (const float *)engine_tensor_data(w),
+				    hp->n_embd, hp->rms_norm_eps);
 	/* xn changed: its conversions are stale */
 	if (y == p->s->xn) {
 		p->s->xn_type[0] = p->s->xn_type[1] = UINT32_MAX;
@@ -234,7 +236,8 @@ static int forward_norm(struct forward_pass *p, float *y, const float *x,
 
 /* y += b, an optional F32 bias (ggml_add), for rows idx[0..n) */
 static int forward_bias(struct forward_pass *p, float *y, size_t ld,
-		const struct engine_tensor *b, const uint32_t *idx, uint32_t n)
+			const struct engine_tensor *b, const uint32_t *idx,
+			uint32_t n)
 {
 	struct engine_backend *be = p->m->backend;
 	uint32_t j;
@@ -246,22 +249,22 @@ static int forward_bias(struct forward_pass *p, float *y, size_t ld,
 		return ret;
 	for (j = 0; j < n; j++)
 		be->iface->add(be, y + idx[j] * ld,
-				(const float *)engine_tensor_data(b),
-				b->info->ne[0]);
+			       (const float *)engine_tensor_data(b),
+			       b->info->ne[0]);
 	return 0;
 }
 
 /* Rows idx[0..n) of src (ld floats, width used) into dst, type vdt. */
 static void forward_convert(struct forward_pass *p, uint32_t vdt,
-		const float *src, size_t ld, int64_t width, uint8_t *dst,
-		const uint32_t *idx, uint32_t n)
+			    const float *src, size_t ld, int64_t width,
+			    uint8_t *dst, const uint32_t *idx, uint32_t n)
 {
 	struct engine_backend *be = p->m->backend;
 	uint32_t j;
 
 	for (j = 0; j < n; j++)
 		be->iface->convert(be, vdt, src + idx[j] * ld,
-				dst + idx[j] * p->s->act_row, width);
+				   dst + idx[j] * p->s->act_row, width);
 }
 
 /*
@@ -270,7 +273,7 @@ static void forward_convert(struct forward_pass *p, uint32_t vdt,
  * same-type matmuls (the result is the same either way).
  */
 static const uint8_t *forward_xn_act(struct forward_pass *p,
-		const struct engine_tensor *w)
+				     const struct engine_tensor *w)
 {
 	struct forward_scratch *s = p->s;
 	struct engine_backend *be = p->m->backend;
@@ -293,8 +296,8 @@ static const uint8_t *forward_xn_act(struct forward_pass *p,
 
 /* Row idx[j] of y (ld floats apart) = w . row idx[j] of act. */
 static int forward_mm(struct forward_pass *p, float *y, size_t ld,
-		const struct engine_tensor *w, int64_t e, const uint8_t *act,
-		const uint32_t *idx, uint32_t n)
+		      const struct engine_tensor *w, int64_t e,
+		      const uint8_t *act, const uint32_t *idx, uint32_t n)
 {
 	struct forward_scratch *s = p->s;
 	uint32_t j;
@@ -308,7 +311,7 @@ static int forward_mm(struct forward_pass *p, float *y, size_t ld,
 	}
 	if (n)
 		p->m->backend->iface->matmul(p->m->backend, s->ys, w, e, n,
-				(const void *const *)s->acts);
+					     (const void *const *)s->acts);
 	return 0;
 }
 
@@ -325,7 +328,8 @@ static int forward_mm(struct forward_pass *p, float *y, size_t ld,
  * then goes weight by weight), or a load error.
  */
 static int forward_mv_fused(struct forward_pass *p, float *const *y,
-		const struct engine_tensor *const *w, uint32_t n, uint32_t idx)
+			    const struct engine_tensor *const *w, uint32_t n,
+			    uint32_t idx)
 {
 	struct engine_backend *be = p->m->backend;
 	struct forward_scratch *s = p->s;
@@ -356,15 +360,16 @@ static int forward_mv_fused(struct forward_pass *p, float *const *y,
 
 /* Per-head RMS norm of n_head rows of head_dim (qwen3's Q/K norms). */
 static void forward_head_norm(struct engine_backend *be, float *x,
-		uint32_t n_head, uint32_t head_dim,
-		const struct engine_tensor *w, float eps)
+			      uint32_t n_head, uint32_t head_dim,
+			      const struct engine_tensor *w, float eps)
 {
 	const float *wd = (const float *)engine_tensor_data(w);
 	uint32_t h;
 
 	for (h = 0; h < n_head; h++)
 		be->iface->rms_norm(be, x + (size_t)h * head_dim,
-				x + (size_t)h * head_dim, wd, head_dim, eps);
+				    x + (size_t)h * head_dim, wd, head_dim,
+				    eps);
 }
 
 /*
@@ -386,9 +391,18 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
 	bool fused = false;
 	const struct engine_att_batch att = {
-		.hp = hp, .il = il, .n_ctx = m->info.n_ctx, .nth = m->threads,
-		.idx = s->live, .n = p->n_live, .seq = s->seqs, .pos = s->pos,
-		.q = s->q, .q_ld = nq, .out = s->att, .out_ld = natt,
+		.hp = hp,
+		.il = il,
+		.n_ctx = m->info.n_ctx,
+		.nth = m->threads,
+		.idx = s->live,
+		.n = p->n_live,
+		.seq = s->seqs,
+		.pos = s->pos,
+		.q = s->q,
+		.q_ld = nq,
+		.out = s->att,
+		.out_ld = natt,
 		.work = s->att_work,
 	};
 	uint32_t j;
@@ -407,11 +421,12 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	/* the three projections share the converted xn of each type */
 	if ((!fused &&
 	     ((ret = forward_mm(p, s->q, nq, &l->wq, 0,
-			forward_xn_act(p, &l->wq), s->live, p->n_live)) ||
+				forward_xn_act(p, &l->wq), s->live,
+				p->n_live)) ||
 	      (ret = forward_mm(p, s->k, nk, &l->wk, 0,
-			forward_xn_act(p, &l->wk), s->all, p->n)) ||
+				forward_xn_act(p, &l->wk), s->all, p->n)) ||
 	      (ret = forward_mm(p, s->v, nv, &l->wv, 0,
-			forward_xn_act(p, &l->wv), s->all, p->n)))) ||
+				forward_xn_act(p, &l->wv), s->all, p->n)))) ||
 	    (ret = forward_bias(p, s->q, nq, &l->bq, s->live, p->n_live)) ||
 	    (ret = forward_bias(p, s->k, nk, &l->bk, s->all, p->n)) ||
 	    (ret = forward_bias(p, s->v, nv, &l->bv, s->all, p->n)) ||
@@ -425,7 +440,7 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 
 		if (hp->qk_norm)
 			forward_head_norm(be, k, hp->n_head_kv, hp->head_dim,
-					&l->k_norm, hp->rms_norm_eps);
+					  &l->k_norm, hp->rms_norm_eps);
 		be->iface->rope(be, k, hp->n_head_kv, hp->head_dim, hp->n_rot,
 				hp->rope_mode, s->rope + (size_t)j * hp->n_rot);
 		engine_kv_store(r->seq, il, r->pos, k, s->v + j * nv);
@@ -436,7 +451,7 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 
 		if (hp->qk_norm)
 			forward_head_norm(be, q, hp->n_head, hp->head_dim,
-					&l->q_norm, hp->rms_norm_eps);
+					  &l->q_norm, hp->rms_norm_eps);
 		be->iface->rope(be, q, hp->n_head, hp->head_dim, hp->n_rot,
 				hp->rope_mode, s->rope + (size_t)b * hp->n_rot);
 	}
@@ -445,14 +460,14 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	forward_convert(p, be->iface->vec_dot_type(be, l->wo.info->type),
 			s->att, natt, (int64_t)natt, s->act, s->live,
 			p->n_live);
-	if ((ret = forward_mm(p, s->tmp, hp->n_embd, &l->wo, 0, s->act,
-			s->live, p->n_live)))
+	if ((ret = forward_mm(p, s->tmp, hp->n_embd, &l->wo, 0, s->act, s->live,
+			      p->n_live)))
 		return ret;
 	return forward_bias(p, s->tmp, hp->n_embd, &l->bo, s->live, p->n_live);
 }
 
 static int forward_ffn_dense(struct forward_pass *p,
-		const struct engine_layer *l)
+			     const struct engine_layer *l)
 {
 	const struct engine_hparams *hp = &p->m->hp;
 	struct engine_backend *be = p->m->backend;
@@ -463,32 +478,32 @@ static int forward_ffn_dense(struct forward_pass *p,
 	/* one token: up and gate in one pool run */
 	if (p->n_live == 1) {
 		float *ys[2] = { s->up + (size_t)s->live[0] * hp->n_ff,
-			s->gate + (size_t)s->live[0] * hp->n_ff };
+				 s->gate + (size_t)s->live[0] * hp->n_ff };
 		const struct engine_tensor *ws[2] = { &l->ffn_up,
-			&l->ffn_gate };
+						      &l->ffn_gate };
 
 		ret = forward_mv_fused(p, ys, ws, 2, s->live[0]);
 		if (ret < 0)
 			return ret;
 	}
-	if (ret &&
-	    ((ret = forward_mm(p, s->up, hp->n_ff, &l->ffn_up, 0,
-			forward_xn_act(p, &l->ffn_up), s->live, p->n_live)) ||
-	     (ret = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate, 0,
-			forward_xn_act(p, &l->ffn_gate), s->live,
-			p->n_live))))
+	if (ret && ((ret = forward_mm(p, s->up, hp->n_ff, &l->ffn_up, 0,
+				      forward_xn_act(p, &l->ffn_up), s->live,
+				      p->n_live)) ||
+		    (ret = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate, 0,
+				      forward_xn_act(p, &l->ffn_gate), s->live,
+				      p->n_live))))
 		return ret;
 	for (j = 0; j < p->n_live; j++) {
 		size_t o = (size_t)s->live[j] * hp->n_ff;
 
 		be->iface->swiglu(be, s->gate + o, s->gate + o, s->up + o,
-				hp->n_ff);
+				  hp->n_ff);
 	}
-	forward_convert(p, be->iface->vec_dot_type(be,
-			l->ffn_down.info->type), s->gate,
-			hp->n_ff, hp->n_ff, s->act, s->live, p->n_live);
+	forward_convert(p, be->iface->vec_dot_type(be, l->ffn_down.info->type),
+			s->gate, hp->n_ff, hp->n_ff, s->act, s->live,
+			p->n_live);
 	return forward_mm(p, s->tmp, hp->n_embd, &l->ffn_down, 0, s->act,
-			s->live, p->n_live);
+			  s->live, p->n_live);
 }
 
 /*
@@ -496,8 +511,7 @@ static int forward_ffn_dense(struct forward_pass *p,
  * chose it, and add each row's expert outputs, scaled by their weights,
  * in its selection order.
  */
-static int forward_ffn_moe(struct forward_pass *p,
-		const struct engine_layer *l)
+static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 {
 	const struct engine_hparams *hp = &p->m->hp;
 	struct engine_backend *be = p->m->backend;
@@ -509,15 +523,15 @@ static int forward_ffn_moe(struct forward_pass *p,
 	int ret;
 
 	if ((ret = forward_mm(p, s->router, hp->n_expert, &l->ffn_gate_inp, 0,
-			forward_xn_act(p, &l->ffn_gate_inp), s->live,
-			p->n_live)))
+			      forward_xn_act(p, &l->ffn_gate_inp), s->live,
+			      p->n_live)))
 		return ret;
 	for (j = 0; j < p->n_live; j++) {
 		uint32_t b = s->live[j];
 		float *router = s->router + (size_t)b * hp->n_expert;
 
 		be->iface->moe_route(be, hp, router, s->exp_sel + (size_t)b * k,
-				s->exp_w + (size_t)b * k);
+				     s->exp_w + (size_t)b * k);
 	}
 	if ((ret = forward_wait(p, &l->ffn_up_exps)) ||
 	    (ret = forward_wait(p, &l->ffn_gate_exps)) ||
@@ -544,35 +558,38 @@ static int forward_ffn_moe(struct forward_pass *p,
 		if (!n)
 			continue;
 		be->iface->matmul(be, s->ys, &l->ffn_up_exps, e, n,
-				(const void *const *)s->acts);
+				  (const void *const *)s->acts);
 		for (j = 0; j < n; j++) {
-			s->acts[j] = act_gate + ((const uint8_t *)s->acts[j] -
-					act_up);
+			s->acts[j] = act_gate +
+				     ((const uint8_t *)s->acts[j] - act_up);
 			s->ys[j] = s->gate + (size_t)j * hp->n_ff;
 		}
 		be->iface->matmul(be, s->ys, &l->ffn_gate_exps, e, n,
-				(const void *const *)s->acts);
+				  (const void *const *)s->acts);
 		for (j = 0; j < n; j++) {
 			float *g = s->gate + (size_t)j * hp->n_ff;
 			uint8_t *a = s->act + (size_t)j * s->act_row;
 
-			be->iface->swiglu(be, g, g, s->up + (size_t)j * hp->n_ff,
-					hp->n_ff);
-			be->iface->convert(be, be->iface->vec_dot_type(be,
-					l->ffn_down_exps.info->type), g, a,
-					hp->n_ff);
+			be->iface->swiglu(be, g, g,
+					  s->up + (size_t)j * hp->n_ff,
+					  hp->n_ff);
+			be->iface->convert(
+				be,
+				be->iface->vec_dot_type(
+					be, l->ffn_down_exps.info->type),
+				g, a, hp->n_ff);
 			s->acts[j] = a;
 			s->ys[j] = s->exp_out + (size_t)s->exp_slot[j] * E;
 		}
 		be->iface->matmul(be, s->ys, &l->ffn_down_exps, e, n,
-				(const void *const *)s->acts);
+				  (const void *const *)s->acts);
 	}
 	for (j = 0; j < p->n_live; j++) {
 		uint32_t b = s->live[j];
 
 		be->iface->moe_combine(be, s->tmp + b * E,
-				s->exp_out + (size_t)b * k * E,
-				s->exp_w + (size_t)b * k, k, E);
+				       s->exp_out + (size_t)b * k * E,
+				       s->exp_w + (size_t)b * k, k, E);
 	}
 	return 0;
 }
@@ -588,7 +605,7 @@ static void forward_residual(struct forward_pass *p)
 	/* x + t rounds as t + x: the backend's add is the same bits */
 	for (j = 0; j < p->n_live; j++)
 		be->iface->add(be, s->x + s->live[j] * E,
-				s->tmp + s->live[j] * E, (int64_t)E);
+			       s->tmp + s->live[j] * E, (int64_t)E);
 }
 
 /* The rows s->rows[0..n) through the model; logits where wanted. */
@@ -613,10 +630,11 @@ static int forward_chunk(struct forward_pass *p)
 		s->seqs[j] = s->rows[j].seq;
 		s->pos[j] = s->rows[j].pos;
 		be->iface->get_rows(be, s->x + (size_t)j * hp->n_embd,
-				&m->tok_embd, s->rows[j].token);
+				    &m->tok_embd, s->rows[j].token);
 		be->iface->rope_cache(be, s->rope + (size_t)j * hp->n_rot,
-				s->rows[j].pos, hp->n_rot, hp->rope_freq_base,
-				hp->rope_freq_scale, freqs);
+				      s->rows[j].pos, hp->n_rot,
+				      hp->rope_freq_base, hp->rope_freq_scale,
+				      freqs);
 	}
 	p->n_live = p->n;
 
@@ -634,15 +652,15 @@ static int forward_chunk(struct forward_pass *p)
 			p->n_live = n_out;
 		}
 		if ((ret = forward_norm(p, s->xn, s->x, &l->attn_norm, s->all,
-				p->n)) ||
+					p->n)) ||
 		    (ret = forward_attention(p, il)))
 			return ret;
 		forward_residual(p);
 		if ((ret = forward_norm(p, s->xn, s->x, &l->ffn_norm, s->live,
-				p->n_live)))
+					p->n_live)))
 			return ret;
 		ret = hp->n_expert ? forward_ffn_moe(p, l) :
-			forward_ffn_dense(p, l);
+				     forward_ffn_dense(p, l);
 		if (ret)
 			return ret;
 		forward_residual(p);
@@ -650,24 +668,23 @@ static int forward_chunk(struct forward_pass *p)
 	if (!p->n_live)
 		return 0;
 	if ((ret = forward_norm(p, s->xn, s->x, &m->output_norm, s->live,
-			p->n_live)) ||
+				p->n_live)) ||
 	    (ret = forward_wait(p, &m->output)))
 		return ret;
 	forward_convert(p, be->iface->vec_dot_type(be, m->output.info->type),
-			s->xn,
-			hp->n_embd, hp->n_embd, s->act, s->live, p->n_live);
+			s->xn, hp->n_embd, hp->n_embd, s->act, s->live,
+			p->n_live);
 	for (j = 0; j < p->n_live; j++) {
 		s->acts[j] = s->act + s->live[j] * s->act_row;
 		s->ys[j] = s->rows[s->live[j]].logits;
 	}
 	be->iface->matmul(be, s->ys, &m->output, 0, p->n_live,
-			(const void *const *)s->acts);
+			  (const void *const *)s->acts);
 	return 0;
 }
 
 /* Tokens the items before item idx append to the same sequence. */
-static size_t forward_before(const struct engine_batch_item *items,
-		size_t idx)
+static size_t forward_before(const struct engine_batch_item *items, size_t idx)
 {
 	size_t i, n = 0;
 
@@ -678,8 +695,8 @@ static size_t forward_before(const struct engine_batch_item *items,
 }
 
 static int forward_check(struct engine_model *m,
-		const struct engine_batch_item *items, size_t idx,
-		struct err *err)
+			 const struct engine_batch_item *items, size_t idx,
+			 struct err *err)
 {
 	const struct engine_batch_item *it = &items[idx];
 	uint32_t n_ctx, n_past;
@@ -687,7 +704,8 @@ static int forward_check(struct engine_model *m,
 
 	if (!it->seq || engine_seq_model(it->seq) != m)
 		return err_set(err, EINVAL,
-			"batch item %zu: sequence of another model", idx);
+			       "batch item %zu: sequence of another model",
+			       idx);
 	if (it->n_tokens && !it->tokens)
 		return err_set(err, EINVAL, "batch item %zu: no tokens", idx);
 	/* an item after another of the same sequence continues it */
@@ -696,19 +714,19 @@ static int forward_check(struct engine_model *m,
 	n_past = engine_seq_length(it->seq);
 	if (before > n_ctx - n_past || it->n_tokens > n_ctx - n_past - before)
 		return err_set(err, ENOSPC,
-			"context full: %u + %zu tokens > n_ctx %u",
-			n_past, before + it->n_tokens, n_ctx);
+			       "context full: %u + %zu tokens > n_ctx %u",
+			       n_past, before + it->n_tokens, n_ctx);
 	for (i = 0; i < it->n_tokens; i++)
 		if (it->tokens[i] < 0 ||
 		    (uint32_t)it->tokens[i] >= m->hp.n_vocab)
 			return err_set(err, EINVAL,
-				"token id %d out of range (n_vocab %u)",
-				it->tokens[i], m->hp.n_vocab);
+				       "token id %d out of range (n_vocab %u)",
+				       it->tokens[i], m->hp.n_vocab);
 	return 0;
 }
 
 int engine_forward(struct engine_model *m, struct engine_batch_item *items,
-		size_t n_items, struct err *err)
+		   size_t n_items, struct err *err)
 {
 	struct forward_pass p = { .m = m, .err = err };
 	size_t i, t, total = 0;
@@ -726,8 +744,9 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 	for (i = 0; i < n_items; i++) {
 		struct engine_batch_item *it = &items[i];
 
-		uint32_t end = engine_seq_length(it->seq) + (uint32_t)(
-				forward_before(items, i) + it->n_tokens);
+		uint32_t end = engine_seq_length(it->seq) +
+			       (uint32_t)(forward_before(items, i) +
+					  it->n_tokens);
 
 		ret = engine_seq_grow(it->seq, end, err);
 		if (!ret)
@@ -738,8 +757,9 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 			return ret;
 		}
 	}
-	ret = forward_reserve(m, total < FORWARD_CHUNK ? (uint32_t)total :
-			FORWARD_CHUNK, err);
+	ret = forward_reserve(
+		m, total < FORWARD_CHUNK ? (uint32_t)total : FORWARD_CHUNK,
+		err);
 	if (ret)
 		goto out_shrink;
 	p.s = m->fwd;
@@ -752,7 +772,7 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 	for (i = 0; i < n_items; i++) {
 		struct engine_batch_item *it = &items[i];
 		uint32_t pos = engine_seq_length(it->seq) +
-			(uint32_t)forward_before(items, i);
+			       (uint32_t)forward_before(items, i);
 
 		for (t = 0; t < it->n_tokens; t++) {
 			struct forward_row *r = &p.s->rows[p.n++];
@@ -772,7 +792,7 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 		goto out_shrink;
 	for (i = 0; i < n_items; i++)
 		engine_seq_append(items[i].seq, items[i].tokens,
-				items[i].n_tokens);
+				  items[i].n_tokens);
 	return 0;
 
 out_shrink:

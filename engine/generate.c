@@ -39,21 +39,21 @@
 
 struct engine_generation {
 	struct engine_model *model;
-	struct engine_seq *seq;        /* borrowed */
+	struct engine_seq *seq; /* borrowed */
 	struct engine_sampler *sampler;
 	struct engine_detokenizer detok;
-	char **stop;                   /* n_stop copies of the stop strings */
+	char **stop; /* n_stop copies of the stop strings */
 	size_t n_stop;
-	uint32_t max_tokens;           /* 0: no limit */
+	uint32_t max_tokens; /* 0: no limit */
 	uint32_t n_ctx;
-	int32_t *tokens;               /* prompt, then the answer; cap */
+	int32_t *tokens; /* prompt, then the answer; cap */
 	size_t n_prompt, n_total, cap;
-	float *logits;                 /* n_vocab, written by the forward pass */
-	size_t n_kept;                 /* prompt positions the seq had */
-	bool started;                  /* the prompt has been handed out */
-	bool pending;                  /* prepared, not yet accepted */
+	float *logits; /* n_vocab, written by the forward pass */
+	size_t n_kept; /* prompt positions the seq had */
+	bool started;  /* the prompt has been handed out */
+	bool pending;  /* prepared, not yet accepted */
 	bool ended;
-	char held[GEN_HELD_CAP];       /* text not yet output, n_held bytes */
+	char held[GEN_HELD_CAP]; /* text not yet output, n_held bytes */
 	size_t n_held;
 	struct timespec t_start, t_first;
 	struct engine_generation_stats stats;
@@ -62,7 +62,7 @@ struct engine_generation {
 static double gen_ms(const struct timespec *a, const struct timespec *b)
 {
 	return (double)(b->tv_sec - a->tv_sec) * 1e3 +
-		(double)(b->tv_nsec - a->tv_nsec) / 1e6;
+	       (double)(b->tv_nsec - a->tv_nsec) / 1e6;
 }
 
 /* ---- stop strings ------------------------------------------------------ */
@@ -74,7 +74,7 @@ static size_t gen_stop_find(const struct engine_generation *g)
 
 	for (i = 0; i < g->n_stop; i++) {
 		const char *p = memmem(g->held, g->n_held, g->stop[i],
-				strlen(g->stop[i]));
+				       strlen(g->stop[i]));
 
 		if (p && (size_t)(p - g->held) < best)
 			best = (size_t)(p - g->held);
@@ -116,7 +116,7 @@ static size_t gen_emit(struct engine_generation *g, char *out, size_t n)
 static size_t gen_finish(struct engine_generation *g, char *out)
 {
 	g->n_held += engine_detokenizer_flush(&g->detok, g->held + g->n_held,
-			sizeof(g->held) - g->n_held);
+					      sizeof(g->held) - g->n_held);
 	g->ended = true;
 	return gen_emit(g, out, gen_stop_find(g));
 }
@@ -124,7 +124,8 @@ static size_t gen_finish(struct engine_generation *g, char *out)
 /* ---- life cycle -------------------------------------------------------- */
 
 static int gen_copy_stops(struct engine_generation *g,
-		const struct engine_generate_options *opt, struct err *err)
+			  const struct engine_generate_options *opt,
+			  struct err *err)
 {
 	size_t i;
 
@@ -137,11 +138,13 @@ static int gen_copy_stops(struct engine_generation *g,
 		size_t n = opt->stop[i] ? strlen(opt->stop[i]) : 0;
 
 		if (n == 0)
-			return err_set(err, EINVAL, "generate: empty stop string");
-		if (n > GEN_STOP_MAX)
 			return err_set(err, EINVAL,
-					"generate: stop string of %zu bytes (at most %d)",
-					n, GEN_STOP_MAX);
+				       "generate: empty stop string");
+		if (n > GEN_STOP_MAX)
+			return err_set(
+				err, EINVAL,
+				"generate: stop string of %zu bytes (at most %d)",
+				n, GEN_STOP_MAX);
 		g->stop[i] = strdup(opt->stop[i]);
 		if (!g->stop[i])
 			return err_set(err, ENOMEM, "generate: out of memory");
@@ -152,7 +155,7 @@ static int gen_copy_stops(struct engine_generation *g,
 
 /* The prompt's tokens, through the chat template if asked for. */
 static int gen_tokenize(struct engine_generation *g, const char *prompt,
-		size_t len, bool chat, struct err *err)
+			size_t len, bool chat, struct err *err)
 {
 	char *text = NULL;
 	size_t n = 0;
@@ -160,33 +163,35 @@ static int gen_tokenize(struct engine_generation *g, const char *prompt,
 
 	if (chat) {
 		rc = engine_chat_template_apply(
-				engine_model_info(g->model)->chat_template, prompt,
-				len, &text, &len, err);
+			engine_model_info(g->model)->chat_template, prompt, len,
+			&text, &len, err);
 		if (rc)
 			return rc;
 		prompt = text;
 	}
 	rc = engine_tokenize(g->model, prompt, len, true, true, &g->tokens, &n,
-			err);
+			     err);
 	free(text);
 	if (rc)
 		return rc;
 	if (n == 0)
 		return err_set(err, EINVAL,
-				"generate: the prompt gives no tokens");
+			       "generate: the prompt gives no tokens");
 	if (n > g->n_ctx)
-		return err_set(err, ENOSPC,
-				"generate: the prompt is %zu tokens, the context holds %u",
-				n, g->n_ctx);
+		return err_set(
+			err, ENOSPC,
+			"generate: the prompt is %zu tokens, the context holds %u",
+			n, g->n_ctx);
 	g->n_prompt = g->n_total = g->cap = n;
 	g->stats.prompt_tokens = (uint32_t)n;
 	return 0;
 }
 
 int engine_generation_new(struct engine_generation **out,
-		struct engine_model *m, struct engine_seq *seq,
-		const char *prompt, size_t len,
-		const struct engine_generate_options *opt, struct err *err)
+			  struct engine_model *m, struct engine_seq *seq,
+			  const char *prompt, size_t len,
+			  const struct engine_generate_options *opt,
+			  struct err *err)
 {
 	const struct engine_model_info *info = engine_model_info(m);
 	struct engine_generate_options def;
@@ -209,7 +214,8 @@ int engine_generation_new(struct engine_generation **out,
 	rc = gen_copy_stops(g, opt, err);
 	if (rc)
 		goto out_free;
-	rc = engine_sampler_new(&g->sampler, &opt->sampling, info->n_vocab, err);
+	rc = engine_sampler_new(&g->sampler, &opt->sampling, info->n_vocab,
+				err);
 	if (rc)
 		goto out_free;
 	g->logits = malloc((size_t)info->n_vocab * sizeof(*g->logits));
@@ -266,7 +272,7 @@ static void gen_keep_prefix(struct engine_generation *g)
 }
 
 int engine_generation_prepare(struct engine_generation *g,
-		struct engine_batch_item *item)
+			      struct engine_batch_item *item)
 {
 	if (g->ended)
 		return 0;
@@ -289,7 +295,7 @@ int engine_generation_prepare(struct engine_generation *g,
 }
 
 static int gen_push_token(struct engine_generation *g, int32_t t,
-		struct err *err)
+			  struct err *err)
 {
 	if (g->n_total == g->cap) {
 		size_t cap = g->cap * 2 + 16;
@@ -304,8 +310,8 @@ static int gen_push_token(struct engine_generation *g, int32_t t,
 	return 0;
 }
 
-int engine_generation_accept(struct engine_generation *g, char *out,
-		size_t cap, size_t *len, struct err *err)
+int engine_generation_accept(struct engine_generation *g, char *out, size_t cap,
+			     size_t *len, struct err *err)
 {
 	struct timespec now;
 	bool first = g->n_total == g->n_prompt;
@@ -316,8 +322,8 @@ int engine_generation_accept(struct engine_generation *g, char *out,
 	if (g->ended)
 		return 0;
 	if (cap < GEN_OUT_MIN)
-		return err_set(err, EINVAL, "generate: output buffer of %zu bytes",
-				cap);
+		return err_set(err, EINVAL,
+			       "generate: output buffer of %zu bytes", cap);
 	if (!g->pending)
 		return err_set(err, EINVAL, "generate: accept without prepare");
 	g->pending = false;
@@ -344,7 +350,7 @@ int engine_generation_accept(struct engine_generation *g, char *out,
 		return 0;
 	}
 	g->n_held += engine_detokenizer_push(&g->detok, t, g->held + g->n_held,
-			sizeof(g->held) - g->n_held);
+					     sizeof(g->held) - g->n_held);
 	if (gen_stop_find(g) < g->n_held) {
 		*len = gen_emit(g, out, gen_stop_find(g));
 		g->ended = true;
@@ -364,7 +370,7 @@ int engine_generation_accept(struct engine_generation *g, char *out,
 }
 
 int engine_generation_step(struct engine_generation *g, char *out, size_t cap,
-		size_t *len, struct err *err)
+			   size_t *len, struct err *err)
 {
 	struct engine_batch_item item;
 	int rc;
@@ -387,14 +393,14 @@ int engine_generation_step(struct engine_generation *g, char *out, size_t cap,
 	return engine_generation_accept(g, out, cap, len, err);
 }
 
-const struct engine_generation_stats *engine_generation_stats(
-		const struct engine_generation *g)
+const struct engine_generation_stats *
+engine_generation_stats(const struct engine_generation *g)
 {
 	return &g->stats;
 }
 
 const int32_t *engine_generation_tokens(const struct engine_generation *g,
-		size_t *n_prompt, size_t *n_total)
+					size_t *n_prompt, size_t *n_total)
 {
 	if (n_prompt)
 		*n_prompt = g->n_prompt;

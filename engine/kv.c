@@ -27,35 +27,34 @@
 struct engine_seq {
 	struct engine_model *model;
 	uint32_t type_k, type_v;
-	uint32_t n_ctx;     /* positions it may reach (its ceiling) */
-	uint32_t n_past;    /* positions filled: the sequence's length */
-	size_t k_row;       /* bytes of one position's keys in one layer */
+	uint32_t n_ctx;	 /* positions it may reach (its ceiling) */
+	uint32_t n_past; /* positions filled: the sequence's length */
+	size_t k_row;	 /* bytes of one position's keys in one layer */
 	size_t v_row;
 	size_t block_bytes;
-	uint32_t n_blocks;  /* blocks held */
+	uint32_t n_blocks;   /* blocks held */
 	uint32_t n_reserved; /* blocks promised by engine_seq_reserve */
-	uint32_t cap;       /* entries of blocks[] */
+	uint32_t cap;	     /* entries of blocks[] */
 	uint8_t **blocks;
-	int32_t *tokens;    /* the token at each position [0, n_past) */
+	int32_t *tokens; /* the token at each position [0, n_past) */
 	uint32_t tokens_cap;
 };
 
 static uint8_t *engine_seq_k(const struct engine_seq *s, uint32_t il,
-		uint32_t pos)
+			     uint32_t pos)
 {
 	return s->blocks[pos / ENGINE_KV_BLOCK] +
-		(size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
-		(pos % ENGINE_KV_BLOCK) * s->k_row;
+	       (size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
+	       (pos % ENGINE_KV_BLOCK) * s->k_row;
 }
 
 static uint8_t *engine_seq_v(const struct engine_seq *s, uint32_t il,
-		uint32_t pos)
+			     uint32_t pos)
 {
 	return s->blocks[pos / ENGINE_KV_BLOCK] +
-		(size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
-		ENGINE_KV_BLOCK * s->k_row + (pos % ENGINE_KV_BLOCK) * s->v_row;
+	       (size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
+	       ENGINE_KV_BLOCK * s->k_row + (pos % ENGINE_KV_BLOCK) * s->v_row;
 }
-
 
 /* what the default budget leaves to everything else */
 #define KV_HEADROOM (512ull << 20)
@@ -121,7 +120,7 @@ static uint64_t kv_row_bytes(uint32_t type, uint64_t n)
 }
 
 static int kv_check_types(const struct engine_model *m, uint32_t type_k,
-		uint32_t type_v, struct err *err)
+			  uint32_t type_v, struct err *err)
 {
 	const struct engine_hparams *hp = &m->hp;
 	const struct io_type_info *tk = io_type_info(type_k);
@@ -129,27 +128,30 @@ static int kv_check_types(const struct engine_model *m, uint32_t type_k,
 
 	if (!tk || !att_type_supported(type_k) || !tv ||
 	    !att_type_supported(type_v))
-		return err_set(err, EINVAL,
+		return err_set(
+			err, EINVAL,
 			"KV cache types: one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1");
 	if (hp->head_dim % tk->block_elems)
-		return err_set(err, EINVAL,
+		return err_set(
+			err, EINVAL,
 			"K type %s: head_dim %u is not a multiple of its block of %u",
 			tk->name, hp->head_dim, tk->block_elems);
 	if (hp->head_dim_v % tv->block_elems)
-		return err_set(err, EINVAL,
+		return err_set(
+			err, EINVAL,
 			"V type %s: head_dim %u is not a multiple of its block of %u",
 			tv->name, hp->head_dim_v, tv->block_elems);
 	return 0;
 }
 
 uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
-		uint32_t type_k, uint32_t type_v)
+				   uint32_t type_k, uint32_t type_v)
 {
 	const struct engine_hparams *hp = &m->hp;
-	uint64_t k = kv_row_bytes(type_k, (uint64_t)hp->n_head_kv *
-			hp->head_dim);
-	uint64_t v = kv_row_bytes(type_v, (uint64_t)hp->n_head_kv *
-			hp->head_dim_v);
+	uint64_t k = kv_row_bytes(type_k,
+				  (uint64_t)hp->n_head_kv * hp->head_dim);
+	uint64_t v = kv_row_bytes(type_v,
+				  (uint64_t)hp->n_head_kv * hp->head_dim_v);
 
 	if (!k || !v || hp->head_dim % io_type_info(type_k)->block_elems ||
 	    hp->head_dim_v % io_type_info(type_v)->block_elems)
@@ -162,12 +164,12 @@ static void kv_info_update(struct engine_model *m)
 {
 	m->info.kv_type = m->kv.type_k;
 	m->info.kv_type_v = m->kv.type_v;
-	m->info.kv_bytes_per_token = engine_kv_bytes_per_token(m,
-			m->kv.type_k, m->kv.type_v);
+	m->info.kv_bytes_per_token = engine_kv_bytes_per_token(m, m->kv.type_k,
+							       m->kv.type_v);
 }
 
 int engine_model_set_kv_types(struct engine_model *m, uint32_t type_k,
-		uint32_t type_v, struct err *err)
+			      uint32_t type_v, struct err *err)
 {
 	int ret = kv_check_types(m, type_k, type_v, err);
 
@@ -197,7 +199,7 @@ static uint64_t kv_mem_available(void)
 }
 
 int engine_kv_pool_init(struct engine_model *m, uint64_t budget,
-		struct err *err)
+			struct err *err)
 {
 	struct engine_kv_pool *p = &m->kv;
 	int ret;
@@ -211,7 +213,8 @@ int engine_kv_pool_init(struct engine_model *m, uint64_t budget,
 		uint64_t weights = m->info.tensor_bytes;
 
 		budget = avail > weights + KV_HEADROOM ?
-			(avail - weights - KV_HEADROOM) / 4 * 3 : 0;
+				 (avail - weights - KV_HEADROOM) / 4 * 3 :
+				 0;
 		if (budget < KV_MIN_BUDGET)
 			budget = KV_MIN_BUDGET;
 	}
@@ -239,23 +242,27 @@ void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st)
 	st->type_k = p->type_k;
 	st->type_v = p->type_v;
 	st->k_bytes_per_token = kv_row_bytes(p->type_k,
-			(uint64_t)hp->n_head_kv * hp->head_dim) * hp->n_layer;
+					     (uint64_t)hp->n_head_kv *
+						     hp->head_dim) *
+				hp->n_layer;
 	st->v_bytes_per_token = kv_row_bytes(p->type_v,
-			(uint64_t)hp->n_head_kv * hp->head_dim_v) * hp->n_layer;
+					     (uint64_t)hp->n_head_kv *
+						     hp->head_dim_v) *
+				hp->n_layer;
 	st->budget = p->budget;
 	st->committed = p->committed;
 	st->used = p->used;
 	st->blocks = p->blocks;
 	st->block_tokens = ENGINE_KV_BLOCK;
 	st->block_bytes = (st->k_bytes_per_token + st->v_bytes_per_token) *
-		ENGINE_KV_BLOCK;
+			  ENGINE_KV_BLOCK;
 	pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- sequences --------------------------------------------------------- */
 
 int engine_seq_new(struct engine_model *m, struct engine_seq **out,
-		struct err *err)
+		   struct err *err)
 {
 	uint32_t tk, tv;
 
@@ -267,7 +274,8 @@ int engine_seq_new(struct engine_model *m, struct engine_seq **out,
 }
 
 int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
-		uint32_t type_v, struct engine_seq **out, struct err *err)
+			 uint32_t type_v, struct engine_seq **out,
+			 struct err *err)
 {
 	const struct engine_hparams *hp = &m->hp;
 	struct engine_seq *s;
@@ -285,12 +293,11 @@ int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
 	}
 	s->model = m;
 	s->n_ctx = m->info.n_ctx;
-	s->k_row = kv_row_bytes(s->type_k, (uint64_t)hp->n_head_kv *
-			hp->head_dim);
-	s->v_row = kv_row_bytes(s->type_v, (uint64_t)hp->n_head_kv *
-			hp->head_dim_v);
-	s->block_bytes = (s->k_row + s->v_row) * hp->n_layer *
-		ENGINE_KV_BLOCK;
+	s->k_row = kv_row_bytes(s->type_k,
+				(uint64_t)hp->n_head_kv * hp->head_dim);
+	s->v_row = kv_row_bytes(s->type_v,
+				(uint64_t)hp->n_head_kv * hp->head_dim_v);
+	s->block_bytes = (s->k_row + s->v_row) * hp->n_layer * ENGINE_KV_BLOCK;
 	*out = s;
 	return 0;
 }
@@ -298,8 +305,7 @@ int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
 /* Blocks held or promised, whichever is more: what s counts for. */
 static uint64_t kv_seq_commit(const struct engine_seq *s)
 {
-	uint32_t n = s->n_blocks > s->n_reserved ? s->n_blocks :
-		s->n_reserved;
+	uint32_t n = s->n_blocks > s->n_reserved ? s->n_blocks : s->n_reserved;
 
 	return (uint64_t)n * s->block_bytes;
 }
@@ -355,8 +361,7 @@ uint32_t engine_seq_capacity(const struct engine_seq *s)
 
 void engine_seq_shrink(struct engine_seq *s)
 {
-	kv_seq_release(s, (s->n_past + ENGINE_KV_BLOCK - 1) /
-			ENGINE_KV_BLOCK);
+	kv_seq_release(s, (s->n_past + ENGINE_KV_BLOCK - 1) / ENGINE_KV_BLOCK);
 }
 
 void engine_seq_truncate(struct engine_seq *s, uint32_t n)
@@ -369,11 +374,10 @@ void engine_seq_truncate(struct engine_seq *s, uint32_t n)
 static uint32_t kv_blocks_for(uint32_t n)
 {
 	return (uint32_t)(((uint64_t)n + ENGINE_KV_BLOCK - 1) /
-			ENGINE_KV_BLOCK);
+			  ENGINE_KV_BLOCK);
 }
 
-int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
-		struct err *err)
+int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens, struct err *err)
 {
 	struct engine_kv_pool *p = &s->model->kv;
 	uint32_t want = kv_blocks_for(n_tokens), had;
@@ -384,7 +388,8 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
 	before = kv_seq_commit(s);
 	had = s->n_reserved;
 	if ((uint64_t)want * s->block_bytes > p->budget) {
-		ret = err_set(err, ENOSPC,
+		ret = err_set(
+			err, ENOSPC,
 			"%u tokens of KV cache need %llu bytes, over the budget of %llu (--kv-mem)",
 			n_tokens, (unsigned long long)want * s->block_bytes,
 			(unsigned long long)p->budget);
@@ -394,7 +399,8 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
 	after = kv_seq_commit(s);
 	if (after > before && p->committed + (after - before) > p->budget) {
 		s->n_reserved = had;
-		ret = err_set(err, EAGAIN,
+		ret = err_set(
+			err, EAGAIN,
 			"KV cache budget busy: %llu of %llu bytes promised",
 			(unsigned long long)p->committed,
 			(unsigned long long)p->budget);
@@ -402,7 +408,7 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens,
 	}
 	p->committed = p->committed + after - before;
 	s->n_ctx = n_tokens < s->model->info.n_ctx ? n_tokens :
-		s->model->info.n_ctx;
+						     s->model->info.n_ctx;
 out_unlock:
 	pthread_mutex_unlock(&p->lock);
 	return ret;
@@ -447,9 +453,10 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 		s->n_blocks++;
 		after = kv_seq_commit(s);
 		s->n_blocks--;
-		if (after > before && p->committed + (after - before) >
-				p->budget) {
-			ret = err_set(err, ENOSPC,
+		if (after > before &&
+		    p->committed + (after - before) > p->budget) {
+			ret = err_set(
+				err, ENOSPC,
 				"KV cache budget full: %llu of %llu bytes in use (--kv-mem)",
 				(unsigned long long)p->committed,
 				(unsigned long long)p->budget);
@@ -457,7 +464,8 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 		}
 		b = malloc(s->block_bytes);
 		if (!b) {
-			ret = err_set(err, ENOMEM,
+			ret = err_set(
+				err, ENOMEM,
 				"out of memory for a KV block of %zu bytes",
 				s->block_bytes);
 			break;
@@ -471,8 +479,7 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 	return ret;
 }
 
-int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
-		struct err *err)
+int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n, struct err *err)
 {
 	uint32_t cap = s->tokens_cap ? s->tokens_cap : 64;
 	int32_t *t;
@@ -494,8 +501,8 @@ const int32_t *engine_seq_tokens(const struct engine_seq *s)
 	return s->tokens;
 }
 
-int engine_seq_copy_prefix(struct engine_seq *dst,
-		const struct engine_seq *src, uint32_t n, struct err *err)
+int engine_seq_copy_prefix(struct engine_seq *dst, const struct engine_seq *src,
+			   uint32_t n, struct err *err)
 {
 	const uint32_t n_layer = dst->model->hp.n_layer;
 	uint32_t pos, il, run;
@@ -504,7 +511,7 @@ int engine_seq_copy_prefix(struct engine_seq *dst,
 	if (dst->model != src->model || dst->type_k != src->type_k ||
 	    dst->type_v != src->type_v)
 		return err_set(err, EINVAL,
-			"prefix of a sequence of another model or type");
+			       "prefix of a sequence of another model or type");
 	if (n > src->n_past)
 		n = src->n_past;
 	if (n > dst->n_ctx)
@@ -519,9 +526,9 @@ int engine_seq_copy_prefix(struct engine_seq *dst,
 			run = n - pos;
 		for (il = 0; il < n_layer; il++) {
 			memcpy(engine_seq_k(dst, il, pos),
-				engine_seq_k(src, il, pos), run * dst->k_row);
+			       engine_seq_k(src, il, pos), run * dst->k_row);
 			memcpy(engine_seq_v(dst, il, pos),
-				engine_seq_v(src, il, pos), run * dst->v_row);
+			       engine_seq_v(src, il, pos), run * dst->v_row);
 		}
 	}
 	memcpy(dst->tokens, src->tokens, (size_t)n * sizeof(*dst->tokens));
@@ -530,14 +537,14 @@ int engine_seq_copy_prefix(struct engine_seq *dst,
 }
 
 void engine_seq_types(const struct engine_seq *s, uint32_t *type_k,
-		uint32_t *type_v)
+		      uint32_t *type_v)
 {
 	*type_k = s->type_k;
 	*type_v = s->type_v;
 }
 
 void engine_seq_row_bytes(const struct engine_seq *s, uint64_t *k_row,
-		uint64_t *v_row)
+			  uint64_t *v_row)
 {
 	*k_row = s->k_row;
 	*v_row = s->v_row;
@@ -551,18 +558,18 @@ static uint32_t kv_block_fill(const struct engine_seq *s, uint32_t b)
 	if (p0 >= s->n_past)
 		return 0;
 	return s->n_past - p0 < ENGINE_KV_BLOCK ? s->n_past - p0 :
-		ENGINE_KV_BLOCK;
+						  ENGINE_KV_BLOCK;
 }
 
 size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b)
 {
 	return (size_t)kv_block_fill(s, b) * s->model->hp.n_layer *
-		(s->k_row + s->v_row);
+	       (s->k_row + s->v_row);
 }
 
 /* Copy block b's filled rows out (dir 0) or in (dir 1), layer by layer. */
-static void kv_block_copy(const struct engine_seq *s, uint32_t b,
-		uint8_t *buf, int dir)
+static void kv_block_copy(const struct engine_seq *s, uint32_t b, uint8_t *buf,
+			  int dir)
 {
 	uint32_t n = kv_block_fill(s, b), il;
 	uint32_t pos = b * ENGINE_KV_BLOCK;
@@ -584,26 +591,24 @@ static void kv_block_copy(const struct engine_seq *s, uint32_t b,
 	}
 }
 
-void engine_seq_block_read(const struct engine_seq *s, uint32_t b,
-		void *out)
+void engine_seq_block_read(const struct engine_seq *s, uint32_t b, void *out)
 {
 	kv_block_copy(s, b, out, 0);
 }
 
-void engine_seq_block_write(struct engine_seq *s, uint32_t b,
-		const void *in)
+void engine_seq_block_write(struct engine_seq *s, uint32_t b, const void *in)
 {
 	kv_block_copy(s, b, (uint8_t *)in, 1);
 }
 
 int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
-		uint32_t n, struct err *err)
+			  uint32_t n, struct err *err)
 {
 	int ret;
 
 	if (n > s->model->info.n_ctx)
 		return err_set(err, EINVAL, "%u tokens, the context holds %u",
-			n, s->model->info.n_ctx);
+			       n, s->model->info.n_ctx);
 	engine_seq_truncate(s, 0);
 	if ((ret = engine_seq_grow(s, n, err)) ||
 	    (ret = engine_seq_tokens_reserve(s, n, err)))
@@ -614,18 +619,18 @@ int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
 }
 
 void engine_kv_store(struct engine_seq *s, uint32_t il, uint32_t pos,
-		const float *k, const float *v)
+		     const float *k, const float *v)
 {
 	const struct engine_hparams *hp = &s->model->hp;
 
 	quant_from_float(s->type_k, k, engine_seq_k(s, il, pos),
-			(int64_t)hp->n_head_kv * hp->head_dim);
+			 (int64_t)hp->n_head_kv * hp->head_dim);
 	quant_from_float(s->type_v, v, engine_seq_v(s, il, pos),
-			(int64_t)hp->n_head_kv * hp->head_dim_v);
+			 (int64_t)hp->n_head_kv * hp->head_dim_v);
 }
 
 void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,
-		uint32_t end, struct engine_kv_view *view)
+		    uint32_t end, struct engine_kv_view *view)
 {
 	const uint32_t n_head_kv = s->model->hp.n_head_kv;
 	uint32_t n = ENGINE_KV_BLOCK - pos % ENGINE_KV_BLOCK;
@@ -646,8 +651,7 @@ struct engine_model *engine_seq_model(const struct engine_seq *s)
 	return s->model;
 }
 
-void engine_seq_append(struct engine_seq *s, const int32_t *tokens,
-		size_t n)
+void engine_seq_append(struct engine_seq *s, const int32_t *tokens, size_t n)
 {
 	memcpy(s->tokens + s->n_past, tokens, n * sizeof(*s->tokens));
 	s->n_past += (uint32_t)n;

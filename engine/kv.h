@@ -41,7 +41,7 @@
  * position's block must be held (engine_seq_grow).
  */
 void engine_kv_store(struct engine_seq *s, uint32_t il, uint32_t pos,
-		const float *k, const float *v);
+		     const float *k, const float *v);
 
 /*
  * A run of positions of one layer whose rows are a constant stride apart,
@@ -50,10 +50,10 @@ void engine_kv_store(struct engine_seq *s, uint32_t il, uint32_t pos,
  */
 struct engine_kv_view {
 	uint32_t type_k, type_v;
-	const uint8_t *k, *v;     /* the run's first position */
+	const uint8_t *k, *v;	   /* the run's first position */
 	size_t k_stride, v_stride; /* bytes from a position to the next */
-	size_t k_head, v_head;    /* bytes from a head to the next */
-	uint32_t n;               /* positions in the run */
+	size_t k_head, v_head;	   /* bytes from a head to the next */
+	uint32_t n;		   /* positions in the run */
 };
 
 /*
@@ -61,7 +61,7 @@ struct engine_kv_view {
  * the held blocks): the rest of pos's block or less.
  */
 void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,
-		uint32_t end, struct engine_kv_view *view);
+		    uint32_t end, struct engine_kv_view *view);
 
 /* The model the sequence caches for. */
 struct engine_model *engine_seq_model(const struct engine_seq *s);
@@ -70,8 +70,7 @@ struct engine_model *engine_seq_model(const struct engine_seq *s);
  * After a pass has stored positions [n_past, n_past + n): record their
  * tokens (room reserved by engine_seq_tokens_reserve) and count them.
  */
-void engine_seq_append(struct engine_seq *s, const int32_t *tokens,
-		size_t n);
+void engine_seq_append(struct engine_seq *s, const int32_t *tokens, size_t n);
 
 /*
  * Hold blocks for positions [0, n) (engine_forward, before a pass).
@@ -83,13 +82,13 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err);
  * position's token, for prefix reuse and snapshots).
  */
 int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
-		struct err *err);
+			      struct err *err);
 /* Give back the blocks past position n_past (after a failed pass). */
 void engine_seq_shrink(struct engine_seq *s);
 
 /* The pool's start (engine_model_open) and end. */
 int engine_kv_pool_init(struct engine_model *m, uint64_t budget,
-		struct err *err);
+			struct err *err);
 void engine_kv_pool_destroy(struct engine_model *m);
 
 #endif

@@ -49,7 +49,7 @@ static const struct {
  * value, a varying one is refused (no per-layer shapes here).
  */
 static int model_get_u32(const struct engine_model *m, const char *key,
-		uint32_t *out, bool required, struct err *err)
+			 uint32_t *out, bool required, struct err *err)
 {
 	const struct io_gguf_array *arr;
 	char full[160];
@@ -64,7 +64,7 @@ static int model_get_u32(const struct engine_model *m, const char *key,
 		if (!required)
 			return 0;
 		return err_set(err, EINVAL, "%s: missing key '%s'", m->path,
-				full);
+			       full);
 	}
 	arr = io_gguf_get_array(m->gguf, full, IO_GGUF_UINT32);
 	if (!arr)
@@ -74,18 +74,19 @@ static int model_get_u32(const struct engine_model *m, const char *key,
 
 		for (i = 1; i < arr->n; i++)
 			if (v[i] != v[0])
-				return err_set(err, ENOTSUP,
+				return err_set(
+					err, ENOTSUP,
 					"%s: key '%s' varies per layer (not supported)",
 					m->path, full);
 		*out = v[0];
 		return 0;
 	}
 	return err_set(err, EINVAL, "%s: key '%s' is not an unsigned integer",
-			m->path, full);
+		       m->path, full);
 }
 
 static int model_get_f32(const struct engine_model *m, const char *key,
-		float *out, bool required, struct err *err)
+			 float *out, bool required, struct err *err)
 {
 	char full[160];
 	int ret;
@@ -98,29 +99,35 @@ static int model_get_f32(const struct engine_model *m, const char *key,
 		return 0;
 	if (ret == -ENOENT)
 		return err_set(err, EINVAL, "%s: missing key '%s'", m->path,
-				full);
+			       full);
 	return err_set(err, EINVAL, "%s: key '%s' is not a number", m->path,
-			full);
+		       full);
 }
 
 static int model_check_dim(const struct engine_model *m, const char *what,
-		uint32_t v, struct err *err)
+			   uint32_t v, struct err *err)
 {
 	if (v == 0 || v > MODEL_MAX_DIM)
 		return err_set(err, EINVAL, "%s: %s = %u is out of range",
-				m->path, what, v);
+			       m->path, what, v);
 	return 0;
 }
 
 /* A hyper-parameter "<arch>.<key>" and where it goes. */
 struct model_key {
 	const char *key;
-	size_t off;       /* in struct engine_hparams */
+	size_t off; /* in struct engine_hparams */
 	bool is_float;
 };
 
-#define MODEL_U32(k, f) { k, offsetof(struct engine_hparams, f), false }
-#define MODEL_F32(k, f) { k, offsetof(struct engine_hparams, f), true }
+#define MODEL_U32(k, f) \
+	{ \
+		k, offsetof(struct engine_hparams, f), false \
+	}
+#define MODEL_F32(k, f) \
+	{ \
+		k, offsetof(struct engine_hparams, f), true \
+	}
 
 /* Required by llama.cpp for every one of our archs. */
 static const struct model_key model_required[] = {
@@ -143,9 +150,8 @@ static const struct model_key model_optional[] = {
 	MODEL_F32("rope.freq_base", rope_freq_base),
 };
 
-static int model_get_keys(struct engine_model *m,
-		const struct model_key *keys, size_t n, bool required,
-		struct err *err)
+static int model_get_keys(struct engine_model *m, const struct model_key *keys,
+			  size_t n, bool required, struct err *err)
 {
 	size_t i;
 	int ret;
@@ -154,8 +160,9 @@ static int model_get_keys(struct engine_model *m,
 		void *dst = (char *)&m->hp + keys[i].off;
 
 		ret = keys[i].is_float ?
-			model_get_f32(m, keys[i].key, dst, required, err) :
-			model_get_u32(m, keys[i].key, dst, required, err);
+			      model_get_f32(m, keys[i].key, dst, required,
+					    err) :
+			      model_get_u32(m, keys[i].key, dst, required, err);
 		if (ret)
 			return ret;
 	}
@@ -171,29 +178,28 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 	int ret;
 
 	ret = model_get_keys(m, model_required,
-			sizeof(model_required) / sizeof(model_required[0]),
-			true, err);
+			     sizeof(model_required) / sizeof(model_required[0]),
+			     true, err);
 	if (ret)
 		return ret;
 	if ((ret = model_check_dim(m, "embedding_length", hp->n_embd, err)) ||
-	    (ret = model_check_dim(m, "attention.head_count", hp->n_head,
-			err)))
+	    (ret = model_check_dim(m, "attention.head_count", hp->n_head, err)))
 		return ret;
 	if (hp->n_ctx_train == 0)
 		return err_set(err, EINVAL, "%s: %s.context_length is 0",
-				m->path, m->info.arch_name);
+			       m->path, m->info.arch_name);
 	if (hp->n_layer == 0 || hp->n_layer > MODEL_MAX_LAYERS)
 		return err_set(err, EINVAL,
-			"%s: block_count = %u is out of range", m->path,
-			hp->n_layer);
+			       "%s: block_count = %u is out of range", m->path,
+			       hp->n_layer);
 
 	hp->n_head_kv = hp->n_head;
 	hp->head_dim = hp->n_embd / hp->n_head;
 	hp->head_dim_v = hp->n_embd / hp->n_head;
 	hp->rope_freq_base = 10000.0f;
 	ret = model_get_keys(m, model_optional,
-			sizeof(model_optional) / sizeof(model_optional[0]),
-			false, err);
+			     sizeof(model_optional) / sizeof(model_optional[0]),
+			     false, err);
 	if (ret)
 		return ret;
 	hp->n_rot = hp->head_dim;
@@ -201,28 +207,30 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 	if (ret)
 		return ret;
 
-	if ((ret = model_check_dim(m, "attention.head_count_kv",
-			hp->n_head_kv, err)) ||
+	if ((ret = model_check_dim(m, "attention.head_count_kv", hp->n_head_kv,
+				   err)) ||
 	    (ret = model_check_dim(m, "attention.key_length", hp->head_dim,
-			err)) ||
-	    (ret = model_check_dim(m, "attention.value_length",
-			hp->head_dim_v, err)))
+				   err)) ||
+	    (ret = model_check_dim(m, "attention.value_length", hp->head_dim_v,
+				   err)))
 		return ret;
 	if (hp->n_head % hp->n_head_kv)
-		return err_set(err, EINVAL,
+		return err_set(
+			err, EINVAL,
 			"%s: head_count %u is not a multiple of head_count_kv %u",
 			m->path, hp->n_head, hp->n_head_kv);
 	/* the graphs of all four archs assert this (models/llama.cpp) */
 	if (hp->n_rot != hp->head_dim || hp->head_dim_v != hp->head_dim)
-		return err_set(err, ENOTSUP,
+		return err_set(
+			err, ENOTSUP,
 			"%s: rope.dimension_count %u / value_length %u differ from key_length %u (not supported)",
 			m->path, hp->n_rot, hp->head_dim_v, hp->head_dim);
 	if (hp->n_rot % 2)
 		return err_set(err, EINVAL, "%s: odd rope.dimension_count %u",
-				m->path, hp->n_rot);
+			       m->path, hp->n_rot);
 	if (!(hp->rms_norm_eps >= 0.0f) || !isfinite(hp->rms_norm_eps))
 		return err_set(err, EINVAL, "%s: bad layer_norm_rms_epsilon",
-				m->path);
+			       m->path);
 	if (!(hp->rope_freq_base > 0.0f) || !isfinite(hp->rope_freq_base))
 		return err_set(err, EINVAL, "%s: bad rope.freq_base", m->path);
 
@@ -232,11 +240,12 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 		char key[160];
 
 		snprintf(key, sizeof(key), "%s.rope.scaling.type",
-				m->info.arch_name);
+			 m->info.arch_name);
 		scaling = io_gguf_get_str(m->gguf, key);
 	}
 	if (scaling && strcmp(scaling, "linear") && strcmp(scaling, "none"))
-		return err_set(err, ENOTSUP,
+		return err_set(
+			err, ENOTSUP,
 			"%s: rope scaling '%s' is not supported (linear only)",
 			m->path, scaling);
 	if ((ret = model_get_f32(m, "rope.scaling.factor", &scale, false, err)))
@@ -246,38 +255,38 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 		return ret;
 	if (scale < 0.0f || !isfinite(scale))
 		return err_set(err, EINVAL, "%s: bad rope scaling factor",
-				m->path);
+			       m->path);
 	hp->rope_freq_scale = scale == 0.0f ? 1.0f : 1.0f / scale;
 	/* llama.cpp reads no attention.scale for these archs */
 	hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
 
 	if (hp->n_expert > MODEL_MAX_EXPERTS)
 		return err_set(err, EINVAL,
-			"%s: expert_count %u is out of range", m->path,
-			hp->n_expert);
+			       "%s: expert_count %u is out of range", m->path,
+			       hp->n_expert);
 	if (hp->n_expert_used > hp->n_expert)
 		return err_set(err, EINVAL,
-			"%s: expert_used_count %u > expert_count %u", m->path,
-			hp->n_expert_used, hp->n_expert);
+			       "%s: expert_used_count %u > expert_count %u",
+			       m->path, hp->n_expert_used, hp->n_expert);
 	if (hp->n_expert > 0 && hp->n_expert_used == 0)
 		return err_set(err, EINVAL, "%s: expert_used_count is 0",
-				m->path);
+			       m->path);
 	if (hp->n_expert_used > ENGINE_MAX_EXPERTS_USED)
 		return err_set(err, ENOTSUP,
-			"%s: expert_used_count %u > %u is not supported",
-			m->path, hp->n_expert_used, ENGINE_MAX_EXPERTS_USED);
+			       "%s: expert_used_count %u > %u is not supported",
+			       m->path, hp->n_expert_used,
+			       ENGINE_MAX_EXPERTS_USED);
 
 	switch (m->info.arch) {
 	case ENGINE_ARCH_LLAMA:
 		hp->rope_mode = ENGINE_ROPE_NORM;
 		if (hp->n_expert > 0)
-			return err_set(err, ENOTSUP,
+			return err_set(
+				err, ENOTSUP,
 				"%s: llama with experts is not supported",
 				m->path);
 		break;
-	case ENGINE_ARCH_QWEN2:
-		hp->rope_mode = ENGINE_ROPE_NEOX;
-		break;
+	case ENGINE_ARCH_QWEN2: hp->rope_mode = ENGINE_ROPE_NEOX; break;
 	case ENGINE_ARCH_QWEN3:
 		hp->rope_mode = ENGINE_ROPE_NEOX;
 		hp->qk_norm = true;
@@ -288,17 +297,17 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 		hp->expert_weights_norm = true;
 		if (hp->n_expert == 0)
 			return err_set(err, EINVAL,
-				"%s: qwen3moe needs %s.expert_count > 0",
-				m->path, m->info.arch_name);
+				       "%s: qwen3moe needs %s.expert_count > 0",
+				       m->path, m->info.arch_name);
 		/* llama.cpp's fallback when the per-expert size is absent */
 		hp->n_ff = hp->n_ff_exp ? hp->n_ff_exp :
-			hp->n_ff / hp->n_expert_used;
+					  hp->n_ff / hp->n_expert_used;
 		break;
 	}
 	if (m->info.arch != ENGINE_ARCH_QWEN3MOE && hp->n_expert > 0)
 		return err_set(err, ENOTSUP,
-			"%s: experts in a '%s' model are not supported",
-			m->path, m->info.arch_name);
+			       "%s: experts in a '%s' model are not supported",
+			       m->path, m->info.arch_name);
 	if ((ret = model_check_dim(m, "feed_forward_length", hp->n_ff, err)))
 		return ret;
 
@@ -307,7 +316,7 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 		return ret;
 	if (hp->n_vocab == 0) {
 		toks = io_gguf_get_array(m->gguf, "tokenizer.ggml.tokens",
-				IO_GGUF_STRING);
+					 IO_GGUF_STRING);
 		if (toks && toks->n <= UINT32_MAX)
 			hp->n_vocab = (uint32_t)toks->n;
 	}
@@ -318,7 +327,7 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 
 /* Index of tensor name in the file, or -1. */
 static int64_t model_tensor_index(const struct engine_model *m,
-		const char *name)
+				  const char *name)
 {
 	const struct io_gguf_tensor *t = io_gguf_find_tensor(m->gguf, name);
 
@@ -328,8 +337,8 @@ static int64_t model_tensor_index(const struct engine_model *m,
 }
 
 enum model_tensor_kind {
-	MT_NORM,    /* F32 vector (norm weight, bias) */
-	MT_MATMUL,  /* any type the dot kernels take */
+	MT_NORM,   /* F32 vector (norm weight, bias) */
+	MT_MATMUL, /* any type the dot kernels take */
 };
 
 /*
@@ -338,8 +347,9 @@ enum model_tensor_kind {
  * *t empty. The placement record comes after the load (model_place).
  */
 static int model_bind(struct engine_model *m, struct engine_tensor *t,
-		const char *name, enum model_tensor_kind kind, bool required,
-		uint32_t n, const int64_t *ne, struct err *err)
+		      const char *name, enum model_tensor_kind kind,
+		      bool required, uint32_t n, const int64_t *ne,
+		      struct err *err)
 {
 	const struct io_gguf_tensor *info;
 	const struct io_type_info *ti;
@@ -352,14 +362,15 @@ static int model_bind(struct engine_model *m, struct engine_tensor *t,
 		if (!required)
 			return 0;
 		return err_set(err, EINVAL, "%s: missing tensor '%s'", m->path,
-				name);
+			       name);
 	}
 	info = &m->gguf->tensors[i];
 	for (d = 0; d < IO_GGUF_MAX_DIMS; d++) {
 		int64_t want = d < n ? ne[d] : 1;
 
 		if (info->ne[d] != want)
-			return err_set(err, EINVAL,
+			return err_set(
+				err, EINVAL,
 				"%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
 				m->path, name, (long long)info->ne[0],
 				(long long)info->ne[1], (long long)info->ne[2],
@@ -370,36 +381,39 @@ static int model_bind(struct engine_model *m, struct engine_tensor *t,
 	ti = io_type_info(info->type);
 	if (kind == MT_NORM && info->type != IO_TYPE_F32)
 		return err_set(err, ENOTSUP,
-			"%s: tensor '%s' has type %s, expected f32", m->path,
-			name, ti ? ti->name : "?");
+			       "%s: tensor '%s' has type %s, expected f32",
+			       m->path, name, ti ? ti->name : "?");
 	if (kind == MT_MATMUL) {
 		uint32_t vdt;
 		const struct io_type_info *vi;
 
 		if (!quant_type_supported(info->type))
-			return err_set(err, ENOTSUP,
+			return err_set(
+				err, ENOTSUP,
 				"%s: tensor '%s' has type %s, which the engine does not compute with",
 				m->path, name, ti ? ti->name : "?");
 		vdt = quant_vec_dot_type(info->type);
 		vi = io_type_info(vdt);
 		if (!vi || ne[0] % ti->block_elems || ne[0] % vi->block_elems)
-			return err_set(err, EINVAL,
+			return err_set(
+				err, EINVAL,
 				"%s: tensor '%s': row of %lld is not a whole number of %s blocks",
 				m->path, name, (long long)ne[0], ti->name);
 	}
 	if (io_type_row_bytes(info->type, info->ne[0], &t->row_bytes))
 		return err_set(err, EINVAL, "%s: tensor '%s': bad row size",
-				m->path, name);
+			       m->path, name);
 	t->info = info;
 	/* the types the reference's x86 CPU_REPACK interleaves (repack.cpp) */
 	t->repacked = kind == MT_MATMUL && info->ne[1] % 8 == 0 &&
-		(info->type == IO_TYPE_Q4_0 || info->type == IO_TYPE_Q4_K ||
-		 info->type == IO_TYPE_Q2_K);
+		      (info->type == IO_TYPE_Q4_0 ||
+		       info->type == IO_TYPE_Q4_K ||
+		       info->type == IO_TYPE_Q2_K);
 	return 0;
 }
 
 static int model_bind_layer(struct engine_model *m, uint32_t il,
-		struct err *err)
+			    struct err *err)
 {
 	const struct engine_hparams *hp = &m->hp;
 	struct engine_layer *l = &m->layers[il];
@@ -412,7 +426,8 @@ static int model_bind_layer(struct engine_model *m, uint32_t il,
 	char name[96];
 	int ret = 0;
 
-#define BIND(field, suffix, kind, req, n, ...) do { \
+#define BIND(field, suffix, kind, req, n, ...) \
+	do { \
 		const int64_t ne_[] = { __VA_ARGS__ }; \
 		snprintf(name, sizeof(name), "blk.%u.%s", il, suffix); \
 		ret = model_bind(m, &l->field, name, kind, req, n, ne_, err); \
@@ -430,23 +445,23 @@ static int model_bind_layer(struct engine_model *m, uint32_t il,
 	BIND(bv, "attn_v.bias", MT_NORM, false, 1, nv);
 	BIND(bo, "attn_output.bias", MT_NORM, false, 1, E);
 	BIND(q_norm, "attn_q_norm.weight", MT_NORM, hp->qk_norm, 1,
-			(int64_t)hp->head_dim);
+	     (int64_t)hp->head_dim);
 	BIND(k_norm, "attn_k_norm.weight", MT_NORM, hp->qk_norm, 1,
-			(int64_t)hp->head_dim);
+	     (int64_t)hp->head_dim);
 	BIND(ffn_norm, "ffn_norm.weight", MT_NORM, true, 1, E);
 	if (!moe) {
 		BIND(ffn_gate, "ffn_gate.weight", MT_MATMUL, true, 2, E, F);
 		BIND(ffn_up, "ffn_up.weight", MT_MATMUL, true, 2, E, F);
 		BIND(ffn_down, "ffn_down.weight", MT_MATMUL, true, 2, F, E);
 	} else {
-		BIND(ffn_gate_inp, "ffn_gate_inp.weight", MT_MATMUL, true, 2,
-				E, X);
-		BIND(ffn_gate_exps, "ffn_gate_exps.weight", MT_MATMUL, true,
-				3, E, F, X);
-		BIND(ffn_up_exps, "ffn_up_exps.weight", MT_MATMUL, true, 3,
-				E, F, X);
-		BIND(ffn_down_exps, "ffn_down_exps.weight", MT_MATMUL, true,
-				3, F, E, X);
+		BIND(ffn_gate_inp, "ffn_gate_inp.weight", MT_MATMUL, true, 2, E,
+		     X);
+		BIND(ffn_gate_exps, "ffn_gate_exps.weight", MT_MATMUL, true, 3,
+		     E, F, X);
+		BIND(ffn_up_exps, "ffn_up_exps.weight", MT_MATMUL, true, 3, E,
+		     F, X);
+		BIND(ffn_down_exps, "ffn_down_exps.weight", MT_MATMUL, true, 3,
+		     F, E, X);
 	}
 #undef BIND
 	/* these archs' graphs read q/k norms only when qk_norm; biases: all */
@@ -471,24 +486,25 @@ static int model_bind_tensors(struct engine_model *m, struct err *err)
 	te = io_gguf_find_tensor(m->gguf, "token_embd.weight");
 	if (!te)
 		return err_set(err, EINVAL,
-			"%s: missing tensor 'token_embd.weight'", m->path);
+			       "%s: missing tensor 'token_embd.weight'",
+			       m->path);
 	if (m->hp.n_vocab == 0 && te->ne[1] > 0 && te->ne[1] <= INT32_MAX)
 		m->hp.n_vocab = (uint32_t)te->ne[1];
 	{
 		const int64_t ne_e[] = { hp->n_embd, m->hp.n_vocab };
 
 		if ((ret = model_bind(m, &m->tok_embd, "token_embd.weight",
-				MT_MATMUL, true, 2, ne_e, err)))
+				      MT_MATMUL, true, 2, ne_e, err)))
 			return ret;
 		/* used by get_rows first, so llama.cpp never repacks it */
 		m->tok_embd.repacked = false;
 	}
-	if ((ret = model_bind(m, &m->output_norm, "output_norm.weight",
-			MT_NORM, true, 1, ne_norm, err)) ||
-	    (ret = model_bind(m, &m->output, "output.weight", MT_MATMUL,
-			false, 2, ne_embd, err)) ||
+	if ((ret = model_bind(m, &m->output_norm, "output_norm.weight", MT_NORM,
+			      true, 1, ne_norm, err)) ||
+	    (ret = model_bind(m, &m->output, "output.weight", MT_MATMUL, false,
+			      2, ne_embd, err)) ||
 	    (ret = model_bind(m, &m->rope_freqs, "rope_freqs.weight", MT_NORM,
-			false, 1, ne_freqs, err)))
+			      false, 1, ne_freqs, err)))
 		return ret;
 	/* tied output: llama.cpp reuses token_embd (TENSOR_DUPLICATED) */
 	if (!engine_tensor_present(&m->output))
@@ -506,18 +522,18 @@ static int model_bind_tensors(struct engine_model *m, struct err *err)
 static void model_place(struct engine_model *m, struct engine_tensor *t)
 {
 	if (t->info)
-		t->place = io_weights_placement(m->weights,
-				(uint64_t)(t->info - m->gguf->tensors));
+		t->place = io_weights_placement(
+			m->weights, (uint64_t)(t->info - m->gguf->tensors));
 }
 
 /* struct engine_layer is nothing but tensor views, walked as an array. */
 _Static_assert(sizeof(struct engine_layer) % sizeof(struct engine_tensor) == 0,
-		"struct engine_layer holds only struct engine_tensor");
+	       "struct engine_layer holds only struct engine_tensor");
 
 static void model_place_tensors(struct engine_model *m)
 {
 	const size_t per_layer = sizeof(struct engine_layer) /
-		sizeof(struct engine_tensor);
+				 sizeof(struct engine_tensor);
 	uint32_t il;
 	size_t i;
 
@@ -577,7 +593,8 @@ static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
 
 /* The pool and the K/V types the options ask for. */
 static int model_kv_init(struct engine_model *m,
-		const struct engine_model_options *opt, struct err *err)
+			 const struct engine_model_options *opt,
+			 struct err *err)
 {
 	uint32_t tk = IO_TYPE_F16, tv = IO_TYPE_F16;
 	int ret;
@@ -585,11 +602,13 @@ static int model_kv_init(struct engine_model *m,
 	if ((ret = engine_kv_pool_init(m, opt->kv_mem, err)))
 		return ret;
 	if (opt->kv_type_k && engine_kv_type_parse(opt->kv_type_k, &tk))
-		return err_set(err, EINVAL,
+		return err_set(
+			err, EINVAL,
 			"K cache type '%s': one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1",
 			opt->kv_type_k);
 	if (opt->kv_type_v && engine_kv_type_parse(opt->kv_type_v, &tv))
-		return err_set(err, EINVAL,
+		return err_set(
+			err, EINVAL,
 			"V cache type '%s': one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1",
 			opt->kv_type_v);
 	return engine_model_set_kv_types(m, tk, tv, err);
@@ -622,7 +641,8 @@ static int model_find_arch(struct engine_model *m, struct err *err)
 
 	if (!arch)
 		return err_set(err, EINVAL,
-			"%s: missing key 'general.architecture'", m->path);
+			       "%s: missing key 'general.architecture'",
+			       m->path);
 	for (i = 0; i < sizeof(model_archs) / sizeof(model_archs[0]); i++) {
 		if (!strcmp(arch, model_archs[i].name)) {
 			m->info.arch = model_archs[i].arch;
@@ -630,13 +650,14 @@ static int model_find_arch(struct engine_model *m, struct err *err)
 			return 0;
 		}
 	}
-	return err_set(err, ENOTSUP,
+	return err_set(
+		err, ENOTSUP,
 		"unsupported architecture '%.64s' (supported: llama, qwen2, qwen3, qwen3moe)",
 		arch);
 }
 
 int engine_model_open(struct engine_model **out, const char *path,
-		const struct engine_model_options *opt, struct err *err)
+		      const struct engine_model_options *opt, struct err *err)
 {
 	static const struct engine_model_options defaults;
 	struct engine_model *m;
@@ -675,7 +696,8 @@ int engine_model_open(struct engine_model **out, const char *path,
 	    (ret = engine_vocab_load(&m->vocab, m->gguf, err)))
 		goto out_free;
 	if (m->hp.n_vocab != engine_vocab_size(m->vocab)) {
-		ret = err_set(err, EINVAL,
+		ret = err_set(
+			err, EINVAL,
 			"%s: vocabulary has %u tokens, token_embd.weight %u",
 			path, engine_vocab_size(m->vocab), m->hp.n_vocab);
 		goto out_free;
@@ -750,11 +772,11 @@ const struct engine_vocab *engine_model_vocab(const struct engine_model *m)
 /* ---- tokenizer, delegated to engine/tokenizer*.c ----------------------- */
 
 int engine_tokenize(const struct engine_model *m, const char *text, size_t len,
-		bool add_special, bool parse_special, int32_t **tokens,
-		size_t *n_tokens, struct err *err)
+		    bool add_special, bool parse_special, int32_t **tokens,
+		    size_t *n_tokens, struct err *err)
 {
 	return engine_vocab_tokenize(m->vocab, text, len, add_special,
-			parse_special, tokens, n_tokens, err);
+				     parse_special, tokens, n_tokens, err);
 }
 
 bool engine_token_is_eog(const struct engine_model *m, int32_t token)

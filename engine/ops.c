@@ -24,7 +24,7 @@
 #define OPS_PARALLEL_MIN (1 << 16)
 
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
-		float eps)
+		  float eps)
 {
 	double sum = 0.0;
 	float mean, scale;
@@ -42,17 +42,17 @@ void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
 }
 
 void ops_matvec_prepare(const struct engine_tensor *w, const float *x,
-		void *act)
+			void *act)
 {
 	quant_from_float(quant_vec_dot_type(w->info->type), x, act,
-			w->info->ne[0]);
+			 w->info->ne[0]);
 }
 
 void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
-		const void *act, int64_t r0, int64_t r1)
+		     const void *act, int64_t r0, int64_t r1)
 {
 	const uint8_t *base = engine_tensor_data(w) +
-		(uint64_t)e * w->info->ne[1] * w->row_bytes;
+			      (uint64_t)e * w->info->ne[1] * w->row_bytes;
 	/* the type's kernel, fetched once for all the rows */
 	const quant_dot_fn dot = dot_row_fn(w->info->type, w->repacked);
 	int64_t n = w->info->ne[0];
@@ -88,7 +88,7 @@ void ops_matvec(struct engine_pool *pool, float *y,
 }
 
 void ops_matvec_act(struct engine_pool *pool, float *y,
-		const struct engine_tensor *w, int64_t e, const void *act)
+		    const struct engine_tensor *w, int64_t e, const void *act)
 {
 	struct ops_matvec_job job = { y, w, e, act };
 
@@ -106,7 +106,7 @@ struct ops_matmul_job {
 	int64_t e;
 	uint32_t n_tok;
 	const void *const *acts;
-	const uint8_t *packed;  /* dot_tile_pack of acts, or NULL */
+	const uint8_t *packed; /* dot_tile_pack of acts, or NULL */
 };
 
 /* weight bytes a block of rows spans while every token passes over it */
@@ -140,12 +140,12 @@ static void ops_prefetch(const uint8_t *p, size_t n)
 }
 
 static void ops_matmul_tiles(const struct ops_matmul_job *j, int64_t r0,
-		int64_t r1)
+			     int64_t r1)
 {
 	const struct engine_tensor *w = j->w;
 	const size_t rb = w->row_bytes;
 	const uint8_t *base = engine_tensor_data(w) +
-		(uint64_t)j->e * w->info->ne[1] * rb;
+			      (uint64_t)j->e * w->info->ne[1] * rb;
 	int64_t step = OPS_TILE_BLOCK / (int64_t)rb, r, re, b;
 	float out[DOT_TILE_ROWS * DOT_TILE_TOKENS];
 	uint32_t t, k, nt;
@@ -156,24 +156,28 @@ static void ops_matmul_tiles(const struct ops_matmul_job *j, int64_t r0,
 	for (b = r0; b < r1; b = re) {
 		re = b + step < r1 ? b + step : r1;
 		for (t = 0; t < j->n_tok; t += nt) {
-			const void *pk = dot_tile_packed_at(w->info->type,
-					w->info->ne[0], j->packed, t);
+			const void *pk = dot_tile_packed_at(
+				w->info->type, w->info->ne[0], j->packed, t);
 
-			nt = j->n_tok - t < DOT_TILE_TOKENS ?
-				j->n_tok - t : DOT_TILE_TOKENS;
+			nt = j->n_tok - t < DOT_TILE_TOKENS ? j->n_tok - t :
+							      DOT_TILE_TOKENS;
 			for (r = b; r < re; r += nr) {
 				nr = re - r < DOT_TILE_ROWS ? (int)(re - r) :
-					DOT_TILE_ROWS;
+							      DOT_TILE_ROWS;
 				if (t == 0 && r + OPS_TILE_PREFETCH + nr <= r1)
-					ops_prefetch(base + (r + OPS_TILE_PREFETCH) *
-						rb, rb * (size_t)nr);
+					ops_prefetch(
+						base + (r + OPS_TILE_PREFETCH) *
+								rb,
+						rb * (size_t)nr);
 				dot_tile(w->info->type, w->info->ne[0],
-					base + r * rb, rb, nr, j->acts + t, pk,
-					(int)nt, out, w->repacked);
+					 base + r * rb, rb, nr, j->acts + t, pk,
+					 (int)nt, out, w->repacked);
 				for (q = 0; q < nr; q++)
 					for (k = 0; k < nt; k++)
 						j->ys[t + k][r + q] =
-						out[DOT_TILE_TOKENS * q + k];
+							out[DOT_TILE_TOKENS *
+								    q +
+							    k];
 			}
 		}
 	}
@@ -186,7 +190,7 @@ static void ops_matmul_tiles(const struct ops_matmul_job *j, int64_t r0,
  * on it.
  */
 static void ops_matmul_rows(const struct ops_matmul_job *j, int64_t r0,
-		int64_t r1)
+			    int64_t r1)
 {
 	const struct engine_tensor *w = j->w;
 	int64_t step = OPS_MATMUL_BLOCK / (int64_t)w->row_bytes, r, re;
@@ -219,14 +223,14 @@ void ops_matmul(struct engine_pool *pool, float *const *ys,
 {
 	struct ops_matmul_job job = { ys, w, e, n_tok, acts, NULL };
 	size_t bytes = dot_tile_pack_bytes(w->info->type, w->info->ne[0],
-			n_tok);
+					   n_tok);
 	uint8_t *packed;
 
 	/* the tokens' quants in the tile kernels' order, once for all rows */
 	if (n_tok > 1 && dot_tile_able(w->info->type, w->repacked) &&
 	    (packed = engine_pool_scratch(pool, bytes))) {
 		dot_tile_pack(w->info->type, w->info->ne[0], acts, n_tok,
-				packed);
+			      packed);
 		job.packed = packed;
 	}
 	if (engine_pool_size(pool) > 1 &&
@@ -239,12 +243,12 @@ void ops_matmul(struct engine_pool *pool, float *const *ys,
 void ops_get_row(float *y, const struct engine_tensor *w, int64_t row)
 {
 	quant_to_float(w->info->type,
-			engine_tensor_data(w) + row * w->row_bytes, y,
-			w->info->ne[0]);
+		       engine_tensor_data(w) + row * w->row_bytes, y,
+		       w->info->ne[0]);
 }
 
-void ops_rope_cache(float *cache, int64_t pos, uint32_t n_rot,
-		float freq_base, float freq_scale, const float *freq_factors)
+void ops_rope_cache(float *cache, int64_t pos, uint32_t n_rot, float freq_base,
+		    float freq_scale, const float *freq_factors)
 {
 	const float theta_scale = powf(freq_base, -2.0f / n_rot);
 	float theta = (float)pos;
@@ -262,7 +266,7 @@ void ops_rope_cache(float *cache, int64_t pos, uint32_t n_rot,
 }
 
 void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
-		enum engine_rope_mode mode, const float *cache)
+	      enum engine_rope_mode mode, const float *cache)
 {
 	uint32_t h, i0;
 
@@ -273,8 +277,9 @@ void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
 			const float c = cache[i0], s = cache[i0 + 1];
 			/* NORM pairs neighbours, NEOX the two halves */
 			uint32_t a = mode == ENGINE_ROPE_NORM ? i0 : i0 / 2;
-			uint32_t b = mode == ENGINE_ROPE_NORM ? i0 + 1 :
-				i0 / 2 + n_rot / 2;
+			uint32_t b = mode == ENGINE_ROPE_NORM ?
+					     i0 + 1 :
+					     i0 / 2 + n_rot / 2;
 			float x0 = r[a], x1 = r[b];
 
 			/*
@@ -299,8 +304,8 @@ static float ops_v_expf(float x)
 	float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
 	float u = b * b;
 	float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-			fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-			fmaf(0x1.ffffecp-1f, b, 1.0f));
+			    fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+		       u, fmaf(0x1.ffffecp-1f, b, 1.0f));
 
 	if (fabsf(n) > 192.0f)
 		return n <= 0.0f ? 0.0f : INFINITY;

@@ -17,7 +17,7 @@
 
 /* y = x / rms(x) * w (w may be NULL): ggml_compute_forward_rms_norm_f32 */
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
-		float eps);
+		  float eps);
 
 /*
  * y[r] = row r of w (of expert e for a 3-D tensor) . x for r in [r0, r1),
@@ -25,12 +25,12 @@ void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
  * vec_dot type (ops_matvec_prepare into act).
  */
 void ops_matvec_prepare(const struct engine_tensor *w, const float *x,
-		void *act);
+			void *act);
 void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
-		const void *act, int64_t r0, int64_t r1);
+		     const void *act, int64_t r0, int64_t r1);
 /* ops_matvec_rows over all rows, split over pool's threads when big. */
 void ops_matvec_act(struct engine_pool *pool, float *y,
-		const struct engine_tensor *w, int64_t e, const void *act);
+		    const struct engine_tensor *w, int64_t e, const void *act);
 /*
  * ys[t] = w . acts[t] for n_tok activations (each converted as for
  * ops_matvec_act): a batched matmul that reads each block of weight rows
@@ -50,11 +50,11 @@ void ops_matvec(struct engine_pool *pool, float *y,
 void ops_get_row(float *y, const struct engine_tensor *w, int64_t row);
 
 /* cos/sin per rotated pair at position pos: ggml_rope_cache_init. */
-void ops_rope_cache(float *cache, int64_t pos, uint32_t n_rot,
-		float freq_base, float freq_scale, const float *freq_factors);
+void ops_rope_cache(float *cache, int64_t pos, uint32_t n_rot, float freq_base,
+		    float freq_scale, const float *freq_factors);
 /* Rotate n_head heads of head_dim floats in place: ggml rope, forward. */
 void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
-		enum engine_rope_mode mode, const float *cache);
+	      enum engine_rope_mode mode, const float *cache);
 
 /* y = silu(g) * u: ggml_vec_swiglu_f32. */
 void ops_swiglu(float *y, const float *g, const float *u, int64_t n);

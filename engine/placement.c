@@ -160,11 +160,12 @@ static void place_plan(struct place_buf *b, struct engine_model *m)
 {
 	struct engine_plan_input in;
 	struct engine_plan plan;
-	struct err err = {0};
+	struct err err = { 0 };
 	char text[2048];
 
 	engine_plan_input_of_model(m, &in);
-	if (engine_plan_make(&plan, &in, io_weights_devices(engine_model_weights(m)),
+	if (engine_plan_make(&plan, &in,
+			     io_weights_devices(engine_model_weights(m)),
 			     &err) < 0) {
 		place_printf(b, "plan - %s\n", err.msg);
 		return;
@@ -179,8 +180,8 @@ int engine_placement_format(struct engine_model *m, char **text, size_t *len,
 	const struct io_gguf *g = engine_model_gguf(m);
 	struct io_weights *w = engine_model_weights(m);
 	uint32_t n_layer = engine_model_info(m)->n_layer, l, k;
-	struct place_devs all = {0}, layer, other = {0};
-	struct place_buf b = {0};
+	struct place_devs all = { 0 }, layer, other = { 0 };
+	struct place_buf b = { 0 };
 	uint64_t i;
 	int d;
 
@@ -205,22 +206,26 @@ int engine_placement_format(struct engine_model *m, char **text, size_t *len,
 		memset(&layer, 0, sizeof(layer));
 		for (i = 0; i < g->n_tensors; i++)
 			if (place_layer_of(g->tensors[i].name) == (long)l)
-				place_devs_add(&layer, io_weights_placement(w, i)->device,
-					       io_weights_placement(w, i)->bytes);
+				place_devs_add(
+					&layer,
+					io_weights_placement(w, i)->device,
+					io_weights_placement(w, i)->bytes);
 		snprintf(what, sizeof(what), "blk.%u", l);
 		place_layer_line(&b, what, &layer);
 	}
 	place_layer_line(&b, "other", &other);
 	for (d = 0; d < all.n; d++)
-		place_printf(&b, "device %s %" PRIu64 " tensors %" PRIu64 " bytes\n",
-			     all.name[d], all.tensors[d], all.bytes[d]);
+		place_printf(
+			&b, "device %s %" PRIu64 " tensors %" PRIu64 " bytes\n",
+			all.name[d], all.tensors[d], all.bytes[d]);
 	place_printf(&b, "total %" PRIu64 " tensors %" PRIu64 " bytes\n",
 		     g->n_tensors, g->tensor_bytes);
 	place_devices(&b, io_weights_devices(w));
 	place_plan(&b, m);
 	if (b.oom) {
 		free(b.s);
-		return err_set(err, ENOMEM, "out of memory for the placement text");
+		return err_set(err, ENOMEM,
+			       "out of memory for the placement text");
 	}
 	*text = b.s;
 	*len = b.len;
@@ -247,9 +252,10 @@ static int place_match(const char *sel, const char *name, uint32_t n_layer,
 		if (*end == '-' && end[1] >= '0' && end[1] <= '9')
 			z = strtol(end + 1, &end, 10);
 		if (*end || a > z || z >= (long)n_layer)
-			return err_set(err, EINVAL,
-				       "bad layer range %.40s (the model has blk.0-%u)",
-				       sel, n_layer ? n_layer - 1 : 0);
+			return err_set(
+				err, EINVAL,
+				"bad layer range %.40s (the model has blk.0-%u)",
+				sel, n_layer ? n_layer - 1 : 0);
 		l = place_layer_of(name);
 		return l >= a && l <= z;
 	}
@@ -258,9 +264,10 @@ static int place_match(const char *sel, const char *name, uint32_t n_layer,
 
 static int place_usage(struct err *err, const char *command)
 {
-	return err_set(err, EINVAL,
-		       "bad placement command '%.60s': use 'blk.A-B DEVICE', 'experts DEVICE', 'output DEVICE', 'all DEVICE', 'TENSOR DEVICE' or 'auto'",
-		       command);
+	return err_set(
+		err, EINVAL,
+		"bad placement command '%.60s': use 'blk.A-B DEVICE', 'experts DEVICE', 'output DEVICE', 'all DEVICE', 'TENSOR DEVICE' or 'auto'",
+		command);
 }
 
 /* Every tensor (but the experts, if asked) to device, all or none. */
@@ -309,8 +316,11 @@ static int place_auto(struct engine_model *m, struct err *err)
 			char why[sizeof(err->msg)];
 
 			snprintf(why, sizeof(why), "%s", err->msg);
-			return err_set(err, -rc, "the plan (%s) puts weights on %s, and %s",
-				       engine_plan_kind_name(plan.chosen), plan.gpu, why);
+			return err_set(
+				err, -rc,
+				"the plan (%s) puts weights on %s, and %s",
+				engine_plan_kind_name(plan.chosen), plan.gpu,
+				why);
 		}
 	}
 	if (plan.chosen == ENGINE_PLAN_ALL_CPU) {
@@ -324,9 +334,8 @@ static int place_auto(struct engine_model *m, struct err *err)
 			return rc;
 	}
 	/* The rest on the GPU; tensors already there stay. */
-	return place_move_but_experts(m, plan.gpu,
-				      plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM,
-				      err);
+	return place_move_but_experts(
+		m, plan.gpu, plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM, err);
 }
 
 int engine_placement_apply(struct engine_model *m, const char *command,

@@ -59,17 +59,17 @@ const char *engine_plan_kind_name(enum engine_plan_kind kind)
 /* What every alternative is computed from. */
 struct plan_env {
 	const struct engine_plan_input *in;
-	const struct io_device *gpu;   /* NULL: no GPU */
-	const struct io_device *host;  /* host memory next to the GPU */
-	const struct io_device *home;  /* where all-cpu puts everything */
-	uint64_t weights;              /* every tensor */
-	uint64_t scratch;              /* GPU compute buffers + reserve */
+	const struct io_device *gpu;  /* NULL: no GPU */
+	const struct io_device *host; /* host memory next to the GPU */
+	const struct io_device *home; /* where all-cpu puts everything */
+	uint64_t weights;	      /* every tensor */
+	uint64_t scratch;	      /* GPU compute buffers + reserve */
 	uint64_t n_seq;
-	double active;                 /* share of the experts read per token */
-	double r_exp;                  /* expert bytes read per token */
-	double r_out;                  /* output matrix (+ norms) per token */
-	double r_in;                   /* token_embd row per token (untied) */
-	double cross;                  /* seconds per crossing */
+	double active; /* share of the experts read per token */
+	double r_exp;  /* expert bytes read per token */
+	double r_out;  /* output matrix (+ norms) per token */
+	double r_in;   /* token_embd row per token (untied) */
+	double cross;  /* seconds per crossing */
 	double overhead;
 };
 
@@ -137,17 +137,19 @@ static int plan_env_make(struct plan_env *e, const struct engine_plan_input *in,
 	}
 	e->host = near ? near : e->home;
 	if (e->home->mem_bw <= 0 || e->host->mem_bw <= 0)
-		return err_set(err, EINVAL,
-			       "the memory bandwidth of %s is unknown (give it: --devices %s:bw=60G)",
-			       e->home->mem_bw <= 0 ? e->home->name : e->host->name,
-			       e->home->mem_bw <= 0 ? e->home->name : e->host->name);
+		return err_set(
+			err, EINVAL,
+			"the memory bandwidth of %s is unknown (give it: --devices %s:bw=60G)",
+			e->home->mem_bw <= 0 ? e->home->name : e->host->name,
+			e->home->mem_bw <= 0 ? e->home->name : e->host->name);
 	if (!in->n_layer || !in->n_vocab || !in->n_embd)
-		return err_set(err, EINVAL, "a model without layers, vocabulary or width");
+		return err_set(err, EINVAL,
+			       "a model without layers, vocabulary or width");
 	e->n_seq = in->n_seq ? in->n_seq : 1;
 	e->weights = in->layer_bytes + in->expert_bytes + in->input_bytes +
 		     in->output_bytes;
-	e->active = in->n_expert ?
-			    (double)in->n_expert_used / in->n_expert : 1.0;
+	e->active = in->n_expert ? (double)in->n_expert_used / in->n_expert :
+				   1.0;
 	e->r_exp = e->active * in->expert_bytes;
 	e->r_out = in->output_bytes + (in->has_output ? 0 : in->input_bytes);
 	e->r_in = in->has_output ? (double)in->input_bytes / in->n_vocab : 0;
@@ -162,7 +164,8 @@ static int plan_env_make(struct plan_env *e, const struct engine_plan_input *in,
 		     (uint64_t)PLAN_UBATCH * 4 *
 			     (4ull * in->n_embd +
 			      2ull * in->n_ff *
-				      (in->n_expert_used ? in->n_expert_used : 1) +
+				      (in->n_expert_used ? in->n_expert_used :
+							   1) +
 			      in->n_vocab);
 	return 0;
 }
@@ -177,12 +180,14 @@ static void plan_all_gpu(const struct plan_env *e, struct engine_plan_alt *a)
 	a->gpu_bytes = e->weights + kv + e->scratch;
 	a->fits = a->gpu_bytes <= e->gpu->free_bytes;
 	a->tok_s = 1 / ((in->layer_bytes + e->r_exp + e->r_out + e->r_in +
-			 plan_kv_read(e, in->n_ctx)) / e->gpu->mem_bw +
+			 plan_kv_read(e, in->n_ctx)) /
+				e->gpu->mem_bw +
 			e->overhead);
 	if (!a->fits)
-		why(a, "does not fit: %.1f GiB (weights %.1f + KV %.1f + scratch %.1f) > %.1f GiB free on %s",
-		    gib(a->gpu_bytes), gib(e->weights), gib(kv), gib(e->scratch),
-		    gib(e->gpu->free_bytes), e->gpu->name);
+		why(a,
+		    "does not fit: %.1f GiB (weights %.1f + KV %.1f + scratch %.1f) > %.1f GiB free on %s",
+		    gib(a->gpu_bytes), gib(e->weights), gib(kv),
+		    gib(e->scratch), gib(e->gpu->free_bytes), e->gpu->name);
 }
 
 static void plan_all_gpu_ctx(const struct plan_env *e,
@@ -204,16 +209,19 @@ static void plan_all_gpu_ctx(const struct plan_env *e,
 	a->fits = ctx >= PLAN_MIN_CTX;
 	a->gpu_bytes = e->weights + plan_kv_cap(e, ctx) + e->scratch;
 	if (!a->fits) {
-		why(a, "does not fit: weights %.1f + scratch %.1f GiB leave room for %llu tokens of KV on %s (< %d)",
+		why(a,
+		    "does not fit: weights %.1f + scratch %.1f GiB leave room for %llu tokens of KV on %s (< %d)",
 		    gib(e->weights), gib(e->scratch), (unsigned long long)ctx,
 		    e->gpu->name, PLAN_MIN_CTX);
 		return;
 	}
 	a->tok_s = 1 / ((in->layer_bytes + e->r_exp + e->r_out + e->r_in +
-			 plan_kv_read(e, a->n_ctx)) / e->gpu->mem_bw +
+			 plan_kv_read(e, a->n_ctx)) /
+				e->gpu->mem_bw +
 			e->overhead);
 	if (in->ctx_given)
-		why(a, "not chosen: the context %u was asked for; --ctx %u would keep everything on %s",
+		why(a,
+		    "not chosen: the context %u was asked for; --ctx %u would keep everything on %s",
 		    in->n_ctx, a->n_ctx, e->gpu->name);
 }
 
@@ -245,11 +253,12 @@ static void plan_kv_in_ram(const struct plan_env *e, struct engine_plan_alt *a)
 	/* Each layer whose cache is in RAM: q, k, v go down, the output up. */
 	t = (in->layer_bytes + e->r_exp + e->r_out + e->r_in) / e->gpu->mem_bw +
 	    read * g / L / e->gpu->mem_bw +
-	    read * (L - g) / L / e->host->mem_bw +
-	    2.0 * (L - g) * e->cross + e->overhead;
+	    read * (L - g) / L / e->host->mem_bw + 2.0 * (L - g) * e->cross +
+	    e->overhead;
 	a->tok_s = 1 / t;
 	if (e->weights + e->scratch > e->gpu->free_bytes)
-		why(a, "does not fit: weights %.1f + scratch %.1f GiB > %.1f GiB free on %s",
+		why(a,
+		    "does not fit: weights %.1f + scratch %.1f GiB > %.1f GiB free on %s",
 		    gib(e->weights), gib(e->scratch), gib(e->gpu->free_bytes),
 		    e->gpu->name);
 	else if (!a->fits)
@@ -270,21 +279,24 @@ static void plan_experts_in_ram(const struct plan_env *e,
 	/* token_embd stays in RAM (one row a token) unless it is the output. */
 	a->gpu_bytes = in->layer_bytes + in->output_bytes +
 		       (in->has_output ? 0 : in->input_bytes) + kv + e->scratch;
-	a->host_bytes = in->expert_bytes + (in->has_output ? in->input_bytes : 0);
+	a->host_bytes = in->expert_bytes +
+			(in->has_output ? in->input_bytes : 0);
 	a->fits = a->gpu_bytes <= e->gpu->free_bytes &&
 		  a->host_bytes <= plan_host_free(e, e->host);
 	base = (in->layer_bytes + e->r_out + plan_kv_read(e, in->n_ctx)) /
 		       e->gpu->mem_bw +
 	       e->r_in / e->host->mem_bw + e->overhead;
 	/* As llama.cpp's --cpu-moe: the CPUs of the GPU's node compute them. */
-	t_cpu = base + e->r_exp / e->host->mem_bw + 2.0 * in->n_layer * e->cross;
+	t_cpu = base + e->r_exp / e->host->mem_bw +
+		2.0 * in->n_layer * e->cross;
 	/* Or the routed experts cross PCIe each token (ids come up first). */
 	t_ship = base + e->r_exp / e->gpu->link_bw + e->r_exp / e->gpu->mem_bw +
 		 1.0 * in->n_layer * e->cross;
 	*shipped = t_ship < t_cpu;
 	a->tok_s = 1 / (*shipped ? t_ship : t_cpu);
 	if (a->gpu_bytes > e->gpu->free_bytes)
-		why(a, "does not fit: %.1f GiB of attention, shared weights, KV and scratch > %.1f GiB free on %s",
+		why(a,
+		    "does not fit: %.1f GiB of attention, shared weights, KV and scratch > %.1f GiB free on %s",
 		    gib(a->gpu_bytes), gib(e->gpu->free_bytes), e->gpu->name);
 	else if (!a->fits)
 		why(a, "does not fit: experts %.1f GiB > %.1f GiB free on %s",
@@ -303,9 +315,10 @@ static void plan_split(const struct plan_env *e, bool all_fit,
 	a->considered = true;
 	a->n_ctx = in->n_ctx;
 	layer = (double)(in->layer_bytes + in->expert_bytes +
-			 plan_kv_cap(e, in->n_ctx)) / L;
+			 plan_kv_cap(e, in->n_ctx)) /
+		L;
 	if (all_fit)
-		g = L / 2;   /* the reference split: half the layers */
+		g = L / 2; /* the reference split: half the layers */
 	else if (e->gpu->free_bytes > e->scratch)
 		g = (uint32_t)((e->gpu->free_bytes - e->scratch) / layer);
 	else
@@ -329,7 +342,8 @@ static void plan_split(const struct plan_env *e, bool all_fit,
 	    (e->r_out + e->r_in) / e->home->mem_bw + 2 * e->cross + e->overhead;
 	a->tok_s = 1 / t;
 	snprintf(range, sizeof(range), g > 1 ? "blk.0-%u" : "blk.0", g - 1);
-	why(a, "never automatic: %u of %u layers on %s, the rest and the output on %s; write '%s %s' to force it",
+	why(a,
+	    "never automatic: %u of %u layers on %s, the rest and the output on %s; write '%s %s' to force it",
 	    g, L, e->gpu->name, e->home->name, range, e->gpu->name);
 }
 
@@ -342,7 +356,8 @@ static void plan_all_cpu(const struct plan_env *e, struct engine_plan_alt *a)
 	a->host_bytes = e->weights + plan_kv_cap(e, in->n_ctx);
 	a->fits = a->host_bytes <= plan_host_free(e, e->home);
 	a->tok_s = 1 / ((in->layer_bytes + e->r_exp + e->r_out + e->r_in +
-			 plan_kv_read(e, in->n_ctx)) / e->home->mem_bw +
+			 plan_kv_read(e, in->n_ctx)) /
+				e->home->mem_bw +
 			e->overhead);
 	if (!a->fits)
 		why(a, "does not fit: %.1f GiB > %.1f GiB free on %s",
@@ -359,16 +374,19 @@ static void plan_why_chosen(const struct plan_env *e, struct engine_plan *p,
 
 	switch (p->chosen) {
 	case ENGINE_PLAN_ALL_GPU:
-		why(a, "chosen: weights %.1f + KV %.1f + scratch %.1f GiB fit in %.1f GiB free on %s",
+		why(a,
+		    "chosen: weights %.1f + KV %.1f + scratch %.1f GiB fit in %.1f GiB free on %s",
 		    gib(e->weights), gib(plan_kv_cap(e, in->n_ctx)),
 		    gib(e->scratch), gib(e->gpu->free_bytes), e->gpu->name);
 		break;
 	case ENGINE_PLAN_ALL_GPU_CTX:
-		why(a, "chosen: the default context %u shrunk to %u so that everything stays on %s (--ctx %u keeps it, KV in RAM)",
+		why(a,
+		    "chosen: the default context %u shrunk to %u so that everything stays on %s (--ctx %u keeps it, KV in RAM)",
 		    in->n_ctx, a->n_ctx, e->gpu->name, in->n_ctx);
 		break;
 	case ENGINE_PLAN_KV_IN_RAM:
-		why(a, "chosen: weights and the KV of %u of %u layers on %s, the KV of the others (%.1f GiB of the asked-for %u tokens) in RAM on %s, their attention by its CPUs",
+		why(a,
+		    "chosen: weights and the KV of %u of %u layers on %s, the KV of the others (%.1f GiB of the asked-for %u tokens) in RAM on %s, their attention by its CPUs",
 		    a->gpu_layers, in->n_layer, e->gpu->name,
 		    gib(a->host_bytes), in->n_ctx, e->host->name);
 		if (p->alt[ENGINE_PLAN_ALL_GPU_CTX].fits)
@@ -379,7 +397,8 @@ static void plan_why_chosen(const struct plan_env *e, struct engine_plan *p,
 				 e->gpu->name);
 		break;
 	case ENGINE_PLAN_EXPERTS_IN_RAM:
-		why(a, "chosen: %.1f GiB on %s, experts %.1f GiB in RAM on %s, %.2f GiB of them a token %s",
+		why(a,
+		    "chosen: %.1f GiB on %s, experts %.1f GiB in RAM on %s, %.2f GiB of them a token %s",
 		    gib(a->gpu_bytes), e->gpu->name, gib(a->host_bytes),
 		    e->host->name, gib(e->r_exp),
 		    shipped ? "shipped over PCIe" : "computed by its CPUs");
@@ -388,21 +407,23 @@ static void plan_why_chosen(const struct plan_env *e, struct engine_plan *p,
 		if (!e->gpu)
 			why(a, "chosen: no GPU");
 		else if (a->fits && p->alt[ENGINE_PLAN_EXPERTS_IN_RAM].fits)
-			why(a, "chosen: faster than experts-in-ram, whose experts only %s's CPUs would read",
+			why(a,
+			    "chosen: faster than experts-in-ram, whose experts only %s's CPUs would read",
 			    e->host->name);
 		else
-			why(a, "chosen: a %s model that does not fit on %s runs all on %s",
+			why(a,
+			    "chosen: a %s model that does not fit on %s runs all on %s",
 			    in->n_expert ? "MoE" : "dense", e->gpu->name,
 			    e->home->name);
 		if (!a->fits)
-			snprintf(a->why + strlen(a->why),
-				 sizeof(a->why) - strlen(a->why),
-				 " (it does not fit there either: %.1f GiB > %.1f GiB free)",
-				 gib(a->host_bytes),
-				 gib(plan_host_free(e, e->home)));
+			snprintf(
+				a->why + strlen(a->why),
+				sizeof(a->why) - strlen(a->why),
+				" (it does not fit there either: %.1f GiB > %.1f GiB free)",
+				gib(a->host_bytes),
+				gib(plan_host_free(e, e->home)));
 		break;
-	default:
-		break;
+	default: break;
 	}
 }
 
@@ -415,7 +436,8 @@ static enum engine_plan_kind plan_choose(const struct engine_plan_input *in,
 					 const struct engine_plan_alt *alt)
 {
 	static const enum engine_plan_kind partial[] = {
-		ENGINE_PLAN_KV_IN_RAM, ENGINE_PLAN_EXPERTS_IN_RAM,
+		ENGINE_PLAN_KV_IN_RAM,
+		ENGINE_PLAN_EXPERTS_IN_RAM,
 	};
 	enum engine_plan_kind best = ENGINE_PLAN_ALL_CPU;
 	size_t i;
@@ -426,7 +448,8 @@ static enum engine_plan_kind plan_choose(const struct engine_plan_input *in,
 		return ENGINE_PLAN_ALL_GPU_CTX;
 	for (i = 0; i < sizeof(partial) / sizeof(partial[0]); i++)
 		if (alt[partial[i]].fits &&
-		    (!alt[best].fits || alt[partial[i]].tok_s > alt[best].tok_s))
+		    (!alt[best].fits ||
+		     alt[partial[i]].tok_s > alt[best].tok_s))
 			best = partial[i];
 	return best;
 }
@@ -454,8 +477,8 @@ int engine_plan_make(struct engine_plan *plan,
 			plan_kv_in_ram(&e, &alt[ENGINE_PLAN_KV_IN_RAM]);
 		}
 		if (in->n_expert)
-			plan_experts_in_ram(&e, &alt[ENGINE_PLAN_EXPERTS_IN_RAM],
-					    &shipped);
+			plan_experts_in_ram(
+				&e, &alt[ENGINE_PLAN_EXPERTS_IN_RAM], &shipped);
 		if (in->n_layer >= 2)
 			plan_split(&e, alt[ENGINE_PLAN_ALL_GPU].fits,
 				   &alt[ENGINE_PLAN_SPLIT]);
@@ -471,18 +494,21 @@ int engine_plan_make(struct engine_plan *plan,
 	snprintf(plan->host, sizeof(plan->host), "%s",
 		 plan->chosen == ENGINE_PLAN_ALL_CPU ? e.home->name :
 						       e.host->name);
-	if (plan->chosen == ENGINE_PLAN_ALL_GPU || plan->chosen == ENGINE_PLAN_ALL_GPU_CTX)
+	if (plan->chosen == ENGINE_PLAN_ALL_GPU ||
+	    plan->chosen == ENGINE_PLAN_ALL_GPU_CTX)
 		plan->host[0] = '\0';
 	plan_why_chosen(&e, plan, shipped);
 	for (k = 0; k < ENGINE_PLAN_N; k++) {
-		if (!alt[k].considered || k == (int)plan->chosen || alt[k].why[0])
+		if (!alt[k].considered || k == (int)plan->chosen ||
+		    alt[k].why[0])
 			continue;
 		if (alt[k].tok_s < c->tok_s)
 			why(&alt[k], "fits; %.1fx slower than %s",
 			    c->tok_s / alt[k].tok_s,
 			    engine_plan_kind_name(plan->chosen));
 		else
-			why(&alt[k], "fits; not chosen: %s comes first (Documentation/gpu.md)",
+			why(&alt[k],
+			    "fits; not chosen: %s comes first (Documentation/gpu.md)",
 			    engine_plan_kind_name(plan->chosen));
 	}
 	return 0;
@@ -497,8 +523,9 @@ void engine_plan_input_add_tensors(struct engine_plan_input *in,
 		const char *name = t[i].name;
 
 		if (strncmp(name, "blk.", 4) == 0)
-			*(strstr(name, "_exps.") ? &in->expert_bytes :
-						   &in->layer_bytes) += t[i].bytes;
+			*(strstr(name, "_exps.") ?
+				  &in->expert_bytes :
+				  &in->layer_bytes) += t[i].bytes;
 		else if (strcmp(name, "token_embd.weight") == 0)
 			in->input_bytes += t[i].bytes;
 		else
@@ -535,9 +562,9 @@ size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
 			    size_t cap)
 {
 	static const enum engine_plan_kind order[] = {
-		ENGINE_PLAN_ALL_GPU, ENGINE_PLAN_ALL_GPU_CTX,
+		ENGINE_PLAN_ALL_GPU,   ENGINE_PLAN_ALL_GPU_CTX,
 		ENGINE_PLAN_KV_IN_RAM, ENGINE_PLAN_EXPERTS_IN_RAM,
-		ENGINE_PLAN_SPLIT, ENGINE_PLAN_ALL_CPU,
+		ENGINE_PLAN_SPLIT,     ENGINE_PLAN_ALL_CPU,
 	};
 	size_t len = 0;
 	char tok[32];

@@ -47,12 +47,12 @@ struct engine_pool {
 	_Atomic uint32_t sleepers;   /* workers asleep on generation */
 	_Atomic uint32_t waiting;    /* the caller asleep on pending */
 	_Atomic bool stop;
-	engine_pool_fn fn;           /* published by the generation bump */
+	engine_pool_fn fn; /* published by the generation bump */
 	void *arg;
-	uint32_t n_threads;          /* the caller and the workers */
+	uint32_t n_threads; /* the caller and the workers */
 	uint32_t n_started;
 	pthread_t *workers;
-	void *scratch;               /* engine_pool_scratch */
+	void *scratch; /* engine_pool_scratch */
 	size_t scratch_bytes;
 };
 
@@ -64,13 +64,13 @@ struct pool_worker {
 static void pool_futex_wait(_Atomic uint32_t *word, uint32_t val)
 {
 	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val, NULL,
-			NULL, 0);
+		NULL, 0);
 }
 
 static void pool_futex_wake(_Atomic uint32_t *word)
 {
-	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX,
-			NULL, NULL, 0);
+	syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+		NULL, 0);
 }
 
 static uint64_t pool_now_ns(void)
@@ -161,7 +161,7 @@ static void *pool_main(void *varg)
 			atomic_fetch_sub(&p->sleepers, 1);
 		}
 		seen = atomic_load_explicit(&p->generation,
-				memory_order_acquire);
+					    memory_order_acquire);
 		if (atomic_load(&p->stop))
 			break;
 		p->fn(p->arg, ith, p->n_threads);
@@ -172,8 +172,7 @@ static void *pool_main(void *varg)
 	return NULL;
 }
 
-int engine_pool_new(struct engine_pool **out, uint32_t threads,
-		struct err *err)
+int engine_pool_new(struct engine_pool **out, uint32_t threads, struct err *err)
 {
 	struct engine_pool *p;
 	uint32_t i;
@@ -207,8 +206,8 @@ int engine_pool_new(struct engine_pool **out, uint32_t threads,
 			free(w);
 			engine_pool_free(p);
 			return err_set(err, ret,
-				"cannot start a worker thread: %s",
-				strerror(ret));
+				       "cannot start a worker thread: %s",
+				       strerror(ret));
 		}
 		p->n_started++;
 	}
@@ -265,7 +264,7 @@ void engine_pool_run(struct engine_pool *p, engine_pool_fn fn, void *arg)
 	p->fn = fn;
 	p->arg = arg;
 	atomic_store_explicit(&p->pending, p->n_threads - 1,
-			memory_order_relaxed);
+			      memory_order_relaxed);
 	/* seq_cst: a worker that counts itself asleep after this sees it */
 	atomic_fetch_add(&p->generation, 1);
 	if (atomic_load(&p->sleepers))
@@ -301,7 +300,8 @@ uint32_t engine_pool_default_threads(void)
 
 		if (!CPU_ISSET(c, &allowed))
 			continue;
-		snprintf(path, sizeof(path),
+		snprintf(
+			path, sizeof(path),
 			"/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
 			c);
 		f = fopen(path, "r");

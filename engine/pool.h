@@ -20,7 +20,7 @@ typedef void (*engine_pool_fn)(void *arg, uint32_t ith, uint32_t nth);
 
 /* threads in all, the caller included; 0 or 1 starts no worker. */
 int engine_pool_new(struct engine_pool **out, uint32_t threads,
-		struct err *err);
+		    struct err *err);
 void engine_pool_free(struct engine_pool *p);
 /* Threads a job is split into (1 for a NULL pool). */
 uint32_t engine_pool_size(const struct engine_pool *p);

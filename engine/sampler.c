@@ -39,9 +39,9 @@ struct engine_sampler {
 	struct engine_sampling params;
 	uint32_t n_vocab;
 	uint64_t rng[4];
-	struct sampler_cand *cand;   /* n_vocab */
-	struct sampler_cand *heap;   /* n_vocab, scratch for the top-n select */
-	uint32_t *mark;              /* n_vocab stamps: penalised this call? */
+	struct sampler_cand *cand; /* n_vocab */
+	struct sampler_cand *heap; /* n_vocab, scratch for the top-n select */
+	uint32_t *mark;		   /* n_vocab stamps: penalised this call? */
 	uint32_t stamp;
 };
 
@@ -103,7 +103,7 @@ static double sampler_uniform(struct engine_sampler *s)
 
 /* The order every sort here uses: higher logit first, then lower id. */
 static inline int sampler_better(const struct sampler_cand *a,
-		const struct sampler_cand *b)
+				 const struct sampler_cand *b)
 {
 	if (a->logit != b->logit)
 		return a->logit > b->logit;
@@ -145,7 +145,7 @@ static void sampler_heap_down(struct sampler_cand *h, size_t n, size_t i)
  * for most tokens.
  */
 static void sampler_select(struct engine_sampler *s, struct sampler_cand *c,
-		size_t n, size_t k)
+			   size_t n, size_t k)
 {
 	struct sampler_cand *h = s->heap;
 	size_t i;
@@ -172,8 +172,8 @@ static void sampler_select(struct engine_sampler *s, struct sampler_cand *c,
  * as the heap, so that a 152k vocabulary costs one compare per token and
  * no pass over an n_vocab candidate array.
  */
-static void sampler_top_k(struct sampler_cand *c, const float *logits,
-		size_t n, size_t k)
+static void sampler_top_k(struct sampler_cand *c, const float *logits, size_t n,
+			  size_t k)
 {
 	struct sampler_cand x;
 	size_t i;
@@ -221,7 +221,7 @@ static void sampler_softmax(struct sampler_cand *c, size_t n)
  * multiplied when not, so that it always becomes less likely.
  */
 static void sampler_penalize(struct engine_sampler *s, float *logits,
-		const int32_t *history, size_t n_history)
+			     const int32_t *history, size_t n_history)
 {
 	const struct engine_sampling *p = &s->params;
 	size_t i, start = 0;
@@ -237,7 +237,8 @@ static void sampler_penalize(struct engine_sampler *s, float *logits,
 	for (i = start; i < n_history; i++) {
 		int32_t t = history[i];
 
-		if (t < 0 || (uint32_t)t >= s->n_vocab || s->mark[t] == s->stamp)
+		if (t < 0 || (uint32_t)t >= s->n_vocab ||
+		    s->mark[t] == s->stamp)
 			continue;
 		s->mark[t] = s->stamp;
 		if (logits[t] <= 0.0f)
@@ -259,7 +260,7 @@ static int32_t sampler_argmax(const float *logits, uint32_t n)
 
 /* Keep the smallest sorted prefix whose probability reaches top_p. */
 static size_t sampler_top_p(struct engine_sampler *s, struct sampler_cand *c,
-		size_t n, bool *sorted)
+			    size_t n, bool *sorted)
 {
 	float cum = 0.0f;
 	size_t i, k = n;
@@ -285,7 +286,7 @@ static size_t sampler_top_p(struct engine_sampler *s, struct sampler_cand *c,
 
 /* Keep the tokens whose probability is at least min_p times the best's. */
 static size_t sampler_min_p(struct sampler_cand *c, size_t n, bool sorted,
-		float min_p)
+			    float min_p)
 {
 	float max = c[0].logit, min_logit;
 	size_t i, kept = 0;
@@ -310,7 +311,7 @@ static size_t sampler_min_p(struct sampler_cand *c, size_t n, bool sorted,
 
 /* Draw from softmax(c[0..n)) as llama.cpp's dist sampler does. */
 static int32_t sampler_draw(struct engine_sampler *s, struct sampler_cand *c,
-		size_t n)
+			    size_t n)
 {
 	double sum = 0.0, run = 0.0, target;
 	size_t i, best = 0;
@@ -337,7 +338,7 @@ static int32_t sampler_draw(struct engine_sampler *s, struct sampler_cand *c,
 }
 
 int32_t engine_sampler_sample(struct engine_sampler *s, float *logits,
-		const int32_t *history, size_t n_history)
+			      const int32_t *history, size_t n_history)
 {
 	const struct engine_sampling *p = &s->params;
 	struct sampler_cand *c = s->cand;
@@ -374,8 +375,8 @@ int32_t engine_sampler_sample(struct engine_sampler *s, float *logits,
 /* ---- life cycle -------------------------------------------------------- */
 
 int engine_sampler_new(struct engine_sampler **out,
-		const struct engine_sampling *params, uint32_t n_vocab,
-		struct err *err)
+		       const struct engine_sampling *params, uint32_t n_vocab,
+		       struct err *err)
 {
 	struct engine_sampler *s;
 	uint64_t x;
@@ -384,18 +385,22 @@ int engine_sampler_new(struct engine_sampler **out,
 	*out = NULL;
 	if (n_vocab == 0 || n_vocab > INT32_MAX)
 		return err_set(err, EINVAL, "sampler: vocabulary of %u tokens",
-				n_vocab);
+			       n_vocab);
 	if (isnan(params->temperature) || isinf(params->temperature))
-		return err_set(err, EINVAL, "sampler: temperature must be finite");
+		return err_set(err, EINVAL,
+			       "sampler: temperature must be finite");
 	if (isnan(params->top_p) || isnan(params->min_p))
-		return err_set(err, EINVAL, "sampler: top_p and min_p must be numbers");
+		return err_set(err, EINVAL,
+			       "sampler: top_p and min_p must be numbers");
 	if (!(params->repeat_penalty > 0.0f) || isinf(params->repeat_penalty) ||
 	    isinf(1.0f / params->repeat_penalty))
-		return err_set(err, EINVAL,
-				"sampler: repeat_penalty must be finite and > 0");
+		return err_set(
+			err, EINVAL,
+			"sampler: repeat_penalty must be finite and > 0");
 	if (params->repeat_last_n < -1)
-		return err_set(err, EINVAL,
-				"sampler: repeat_last_n must be >= -1 (-1: all)");
+		return err_set(
+			err, EINVAL,
+			"sampler: repeat_last_n must be >= -1 (-1: all)");
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -405,8 +410,8 @@ int engine_sampler_new(struct engine_sampler **out,
 	s->mark = calloc(n_vocab, sizeof(*s->mark));
 	if (!s->cand || !s->heap || !s->mark) {
 		engine_sampler_free(s);
-		return err_set(err, ENOMEM, "sampler: out of memory for %u tokens",
-				n_vocab);
+		return err_set(err, ENOMEM,
+			       "sampler: out of memory for %u tokens", n_vocab);
 	}
 	s->params = *params;
 	s->n_vocab = n_vocab;

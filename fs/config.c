@@ -87,7 +87,7 @@ static int config_float(const char *v, double lo, double hi, double *out)
 }
 
 static int config_uint(const char *v, unsigned long long hi,
-		unsigned long long *out)
+		       unsigned long long *out)
 {
 	unsigned long long u;
 	char *end;
@@ -123,15 +123,14 @@ static int config_unescape(const char *v, char *out, size_t cap)
 				/* exactly two digits: "\x4" at the end must not
 				 * step over the NUL (found by fuzz_config) */
 				if (!isxdigit((unsigned char)v[1]) ||
-						!isxdigit((unsigned char)v[2]) ||
-						sscanf(v + 1, "%2x", &x) != 1 || !x)
+				    !isxdigit((unsigned char)v[2]) ||
+				    sscanf(v + 1, "%2x", &x) != 1 || !x)
 					return -EINVAL;
 				c = (char)x;
 				v += 2;
 				break;
 			}
-			default:
-				return -EINVAL;
+			default: return -EINVAL;
 			}
 		}
 		if (n + 1 >= cap)
@@ -142,8 +141,8 @@ static int config_unescape(const char *v, char *out, size_t cap)
 	return 0;
 }
 
-static int config_set(struct fs_config *c, enum fs_config_key k,
-		const char *v, struct err *err)
+static int config_set(struct fs_config *c, enum fs_config_key k, const char *v,
+		      struct err *err)
 {
 	unsigned long long u;
 	char s[CONFIG_STOP_LEN_MAX];
@@ -185,11 +184,13 @@ static int config_set(struct fs_config *c, enum fs_config_key k,
 			break;
 		}
 		if (config_unescape(v, s, sizeof(s)))
-			return err_set(err, EINVAL,
+			return err_set(
+				err, EINVAL,
 				"config: stop: bad escape or longer than %d bytes",
 				CONFIG_STOP_LEN_MAX - 1);
 		if (c->n_stop == FS_STOP_MAX)
-			return err_set(err, EINVAL,
+			return err_set(
+				err, EINVAL,
 				"config: stop: at most %d stop strings (stop= clears)",
 				FS_STOP_MAX);
 		c->stop[c->n_stop] = strdup(s);
@@ -197,12 +198,11 @@ static int config_set(struct fs_config *c, enum fs_config_key k,
 			return err_set(err, ENOMEM, "config: out of memory");
 		c->n_stop++;
 		break;
-	default:
-		return -EINVAL;
+	default: return -EINVAL;
 	}
 	if (rc)
 		return err_set(err, EINVAL, "config: bad value for %s: '%.64s'",
-			config_names[k], v);
+			       config_names[k], v);
 	c->set |= 1u << k;
 	return 0;
 }
@@ -215,27 +215,29 @@ static int config_line(struct fs_config *c, char *line, struct err *err)
 	while (*key == ' ' || *key == '\t')
 		key++;
 	n = strlen(key);
-	while (n && (key[n - 1] == '\r' || key[n - 1] == ' ' ||
-			key[n - 1] == '\t'))
+	while (n &&
+	       (key[n - 1] == '\r' || key[n - 1] == ' ' || key[n - 1] == '\t'))
 		key[--n] = '\0';
 	if (!*key || *key == '#')
 		return 0;
 	eq = strchr(key, '=');
 	if (!eq)
-		return err_set(err, EINVAL, "config: expected key=value: '%.64s'",
-			key);
+		return err_set(err, EINVAL,
+			       "config: expected key=value: '%.64s'", key);
 	*eq = '\0';
 	val = eq + 1;
 	for (int k = 0; k < FS_CONFIG_COUNT; k++)
 		if (!strcmp(key, config_names[k]))
 			return config_set(c, k, val, err);
-	return err_set(err, EINVAL,
+	return err_set(
+		err, EINVAL,
 		"config: unknown key '%.64s' (temperature top_k top_p min_p "
-		"repeat_penalty seed max_tokens stop)", key);
+		"repeat_penalty seed max_tokens stop)",
+		key);
 }
 
 int fs_config_write(struct fs_config *c, const char *text, size_t len,
-		struct err *err)
+		    struct err *err)
 {
 	struct fs_config tmp;
 	char *copy, *line, *save;
@@ -252,7 +254,7 @@ int fs_config_write(struct fs_config *c, const char *text, size_t len,
 		return err_set(err, ENOMEM, "config: out of memory");
 	}
 	for (line = strtok_r(copy, "\n", &save); line && !rc;
-			line = strtok_r(NULL, "\n", &save))
+	     line = strtok_r(NULL, "\n", &save))
 		rc = config_line(&tmp, line, err);
 	free(copy);
 	if (rc) {
@@ -265,7 +267,7 @@ int fs_config_write(struct fs_config *c, const char *text, size_t len,
 }
 
 int fs_config_merge(struct fs_config *out, const struct fs_config *base,
-		const struct fs_config *over)
+		    const struct fs_config *over)
 {
 	const struct engine_sampling *o;
 	int rc = fs_config_copy(out, base);
@@ -327,10 +329,12 @@ int fs_config_format(const struct fs_config *c, struct fs_buf *b)
 	const struct engine_sampling *s = &c->sampling;
 	int rc;
 
-	rc = fs_buf_printf(b, "temperature=%g\ntop_k=%d\ntop_p=%g\nmin_p=%g\n"
-		"repeat_penalty=%g\nseed=%llu\nmax_tokens=%u\n",
-		s->temperature, (int)s->top_k, s->top_p, s->min_p,
-		s->repeat_penalty, (unsigned long long)s->seed, c->max_tokens);
+	rc = fs_buf_printf(b,
+			   "temperature=%g\ntop_k=%d\ntop_p=%g\nmin_p=%g\n"
+			   "repeat_penalty=%g\nseed=%llu\nmax_tokens=%u\n",
+			   s->temperature, (int)s->top_k, s->top_p, s->min_p,
+			   s->repeat_penalty, (unsigned long long)s->seed,
+			   c->max_tokens);
 	if (!rc && !c->n_stop)
 		rc = fs_buf_add(b, "stop=\n", 6);
 	for (size_t i = 0; i < c->n_stop && !rc; i++) {

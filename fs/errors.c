@@ -63,7 +63,7 @@ static size_t errors_utf8_len(const unsigned char *p)
 	if (c == 0xc2 && p[1] < 0xa0)
 		return 0;
 	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) ||
-			(c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))
+	    (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))
 		return 0;
 	return n;
 }
@@ -80,7 +80,7 @@ static char *errors_escape(const char *msg)
 	while (*p) {
 		n = errors_utf8_len(p);
 		if (*p == '\n' || *p == '\r') {
-			out[o++] = ' ';    /* one line per error, readable */
+			out[o++] = ' '; /* one line per error, readable */
 			p++;
 		} else if (n) {
 			memcpy(out + o, p, n);

@@ -28,7 +28,7 @@
 static bool files_is_gen(enum fs_kind k)
 {
 	return k == FS_K_GENERATE || k == FS_K_CHAT || k == FS_K_SGENERATE ||
-		k == FS_K_SCHAT || k == FS_K_TOKENIZE;
+	       k == FS_K_SCHAT || k == FS_K_TOKENIZE;
 }
 
 static enum fs_gen_kind files_gen_kind(enum fs_kind k)
@@ -36,7 +36,7 @@ static enum fs_gen_kind files_gen_kind(enum fs_kind k)
 	if (k == FS_K_TOKENIZE)
 		return FS_GEN_TOKENIZE;
 	return k == FS_K_CHAT || k == FS_K_SCHAT ? FS_GEN_CHAT :
-		FS_GEN_GENERATE;
+						   FS_GEN_GENERATE;
 }
 
 /*
@@ -58,9 +58,10 @@ static int files_stat_fields(pid_t pid, long *sid, unsigned long long *start)
 	buf[n] = '\0';
 	/* comm may hold spaces and parentheses: skip to the last ')'. */
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1, " %*c %*d %*d %ld %*d %*d %*u %*u %*u %*u "
-			"%*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", sid,
-			start) != 2)
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %ld %*d %*d %*u %*u %*u %*u "
+			 "%*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			 sid, start) != 2)
 		return -1;
 	return 0;
 }
@@ -129,12 +130,13 @@ static struct fs_stream *files_submit(struct fs_handle *h)
 		len--;
 	pthread_mutex_lock(&fm->lock);
 	rc = fs_config_merge(&cfg, &fm->config,
-		h->session ? &h->session->over : NULL);
+			     h->session ? &h->session->over : NULL);
 	if (h->session)
 		h->session->refs++;
 	pthread_mutex_unlock(&fm->lock);
-	s = rc ? NULL : fs_stream_new(fm, h->session, h->in.p ? h->in.p : "",
-		len, files_gen_kind(h->node.kind), &cfg);
+	s = rc ? NULL :
+		 fs_stream_new(fm, h->session, h->in.p ? h->in.p : "", len,
+			       files_gen_kind(h->node.kind), &cfg);
 	fs_config_free(&cfg);
 	fs_buf_free(&h->in);
 	if (s) {
@@ -155,12 +157,13 @@ static struct fs_stream *files_submit(struct fs_handle *h)
 	rc = fs_use_charge(fm->fs, s->uid, FS_USE_GENERATIONS, 1);
 	if (rc) {
 		/* The reader gets the error; nothing runs. */
-		fs_errors_add(&fm->errors, "%s: uid %u holds %llu %s, the "
-			"limit (--max-generations); read or close them",
-			files_kind_name(h->node.kind), (unsigned)s->uid,
-			(unsigned long long)fs_use_limit(fm->fs,
-				FS_USE_GENERATIONS),
-			fs_use_what(FS_USE_GENERATIONS));
+		fs_errors_add(&fm->errors,
+			      "%s: uid %u holds %llu %s, the "
+			      "limit (--max-generations); read or close them",
+			      files_kind_name(h->node.kind), (unsigned)s->uid,
+			      (unsigned long long)fs_use_limit(
+				      fm->fs, FS_USE_GENERATIONS),
+			      fs_use_what(FS_USE_GENERATIONS));
 		fs_stream_finish(s, rc);
 		return s;
 	}
@@ -177,14 +180,13 @@ static void files_submit_pending(struct fs_handle *h)
 	if (!s)
 		return;
 	pthread_mutex_lock(&h->fm->lock);
-	fs_pending_set(h->fm, h->session, &h->who,
-		files_gen_kind(h->node.kind), s);
+	fs_pending_set(h->fm, h->session, &h->who, files_gen_kind(h->node.kind),
+		       s);
 	pthread_mutex_unlock(&h->fm->lock);
 }
 
 /* The stream a read or poll of h consumes, or NULL for EOF. */
-static struct fs_stream *files_gen_stream(struct fs_handle *h,
-		fuse_req_t req)
+static struct fs_stream *files_gen_stream(struct fs_handle *h, fuse_req_t req)
 {
 	struct fs_stream *s;
 
@@ -201,7 +203,7 @@ static struct fs_stream *files_gen_stream(struct fs_handle *h,
 		files_who(req, &who);
 		pthread_mutex_lock(&h->fm->lock);
 		h->stream = fs_pending_take(h->fm, h->session, &who,
-			files_gen_kind(h->node.kind));
+					    files_gen_kind(h->node.kind));
 		pthread_mutex_unlock(&h->fm->lock);
 	}
 	s = h->stream ? fs_stream_get(h->stream) : NULL;
@@ -225,8 +227,8 @@ static bool files_stream_drained(struct fs_stream *s)
  * prompt (EBUSY): read it to EOF first, or close. A failed write (EFBIG,
  * ENOMEM) poisons the descriptor: nothing it wrote is ever submitted.
  */
-static int files_gen_write(struct fs_handle *h, fuse_req_t req,
-		const char *buf, size_t size)
+static int files_gen_write(struct fs_handle *h, fuse_req_t req, const char *buf,
+			   size_t size)
 {
 	struct fs_model *fm = h->fm;
 	const char *what = files_kind_name(h->node.kind);
@@ -234,7 +236,8 @@ static int files_gen_write(struct fs_handle *h, fuse_req_t req,
 	int rc;
 
 	if (fs_model_state(fm) == FS_MODEL_FAILED) {
-		fs_errors_add(&fm->errors,
+		fs_errors_add(
+			&fm->errors,
 			"%s: the model failed to load; see the lines above",
 			what);
 		return -EIO;
@@ -245,8 +248,10 @@ static int files_gen_write(struct fs_handle *h, fuse_req_t req,
 		goto out;
 	}
 	if (h->stream && !files_stream_drained(h->stream)) {
-		fs_errors_add(&fm->errors, "%s: a write while the answer "
-			"streams; read it to EOF or close first", what);
+		fs_errors_add(&fm->errors,
+			      "%s: a write while the answer "
+			      "streams; read it to EOF or close first",
+			      what);
 		rc = -EBUSY;
 		goto out;
 	}
@@ -257,16 +262,21 @@ static int files_gen_write(struct fs_handle *h, fuse_req_t req,
 	}
 	if (h->in.len + size > FILES_INPUT_MAX) {
 		rc = -EFBIG;
-		fs_errors_add(&fm->errors, "%s: prompt over %u bytes; "
-			"nothing of it is submitted", what, FILES_INPUT_MAX);
+		fs_errors_add(&fm->errors,
+			      "%s: prompt over %u bytes; "
+			      "nothing of it is submitted",
+			      what, FILES_INPUT_MAX);
 	} else {
 		rc = fs_use_charge(fm->fs, h->uid, FS_USE_PROMPT_BYTES, size);
 		if (rc)
-			fs_errors_add(&fm->errors, "%s: uid %u holds %llu %s, "
+			fs_errors_add(
+				&fm->errors,
+				"%s: uid %u holds %llu %s, "
 				"the limit (--max-prompt-bytes); nothing of "
-				"this prompt is submitted", what,
-				(unsigned)h->uid, (unsigned long long)
-				fs_use_limit(fm->fs, FS_USE_PROMPT_BYTES),
+				"this prompt is submitted",
+				what, (unsigned)h->uid,
+				(unsigned long long)fs_use_limit(
+					fm->fs, FS_USE_PROMPT_BYTES),
 				fs_use_what(FS_USE_PROMPT_BYTES));
 	}
 	if (!rc) {
@@ -293,10 +303,10 @@ out:
 /* ---- jobs on the scheduler thread -------------------------------------- */
 
 static void files_job_open_text(struct fs_model *fm, struct fs_job *job,
-		bool cancelled)
+				bool cancelled)
 {
 	struct fs_handle *h = job->h;
-	struct err err = {0};
+	struct err err = { 0 };
 	int rc = -EIO;
 
 	if (!cancelled && h->node.kind == FS_K_PLACEMENT) {
@@ -317,10 +327,10 @@ static void files_job_open_text(struct fs_model *fm, struct fs_job *job,
 }
 
 static void files_job_placement(struct fs_model *fm, struct fs_job *job,
-		bool cancelled)
+				bool cancelled)
 {
 	struct fs_handle *h = job->h;
-	struct err err = {0};
+	struct err err = { 0 };
 	char *copy, *line, *save;
 	int rc = cancelled ? -EIO : 0;
 
@@ -329,13 +339,13 @@ static void files_job_placement(struct fs_model *fm, struct fs_job *job,
 		rc = -ENOMEM;
 	pthread_rwlock_wrlock(&fm->weights_lock);
 	for (line = copy ? strtok_r(copy, "\n", &save) : NULL; line && !rc;
-			line = strtok_r(NULL, "\n", &save)) {
+	     line = strtok_r(NULL, "\n", &save)) {
 		if (!*line || *line == '#')
 			continue;
 		rc = engine_placement_apply(fm->m, line, &err);
 		if (rc)
 			fs_errors_add(&fm->errors, "placement: %s: %s", line,
-				err.msg);
+				      err.msg);
 	}
 	pthread_rwlock_unlock(&fm->weights_lock);
 	free(copy);
@@ -348,8 +358,8 @@ static void files_job_placement(struct fs_model *fm, struct fs_job *job,
 }
 
 static int files_job(struct fs_handle *h, fuse_req_t req,
-		void (*run)(struct fs_model *, struct fs_job *, bool),
-		size_t size, off_t off, const struct fuse_file_info *fi)
+		     void (*run)(struct fs_model *, struct fs_job *, bool),
+		     size_t size, off_t off, const struct fuse_file_info *fi)
 {
 	struct fs_job *job = calloc(1, sizeof(*job));
 
@@ -377,25 +387,18 @@ static int files_text(struct fs *fs, struct fs_handle *h, fuse_req_t req)
 	int rc = 0;
 
 	switch (h->node.kind) {
-	case FS_K_MODELS:
-		return fs_text_models(fs, &h->text);
-	case FS_K_STATUS:
-		return fs_text_status(fs, &h->text);
-	case FS_K_METRICS:
-		return fs_text_metrics(fs, &h->text);
-	case FS_K_INFO:
-		return fm->provider->info(fm, &h->text);
-	case FS_K_STATS:
-		return fs_text_stats(fm, &h->text);
-	case FS_K_ERRORS:
-		return fs_errors_format(&fm->errors, &h->text);
-	case FS_K_WINDEX:
-		return fm->provider->weights_index(fm, &h->text);
+	case FS_K_MODELS: return fs_text_models(fs, &h->text);
+	case FS_K_STATUS: return fs_text_status(fs, &h->text);
+	case FS_K_METRICS: return fs_text_metrics(fs, &h->text);
+	case FS_K_INFO: return fm->provider->info(fm, &h->text);
+	case FS_K_STATS: return fs_text_stats(fm, &h->text);
+	case FS_K_ERRORS: return fs_errors_format(&fm->errors, &h->text);
+	case FS_K_WINDEX: return fm->provider->weights_index(fm, &h->text);
 	case FS_K_CONFIG:
 	case FS_K_SCONFIG:
 		pthread_mutex_lock(&fm->lock);
 		rc = fs_config_merge(&cfg, &fm->config,
-			h->session ? &h->session->over : NULL);
+				     h->session ? &h->session->over : NULL);
 		pthread_mutex_unlock(&fm->lock);
 		if (!rc)
 			rc = fs_config_format(&cfg, &h->text);
@@ -404,7 +407,7 @@ static int files_text(struct fs *fs, struct fs_handle *h, fuse_req_t req)
 	case FS_K_SHISTORY:
 		pthread_mutex_lock(&fm->lock);
 		rc = fs_buf_add(&h->text, h->session->history.p,
-			h->session->history.len);
+				h->session->history.len);
 		pthread_mutex_unlock(&fm->lock);
 		return rc;
 	case FS_K_SNEW:
@@ -414,11 +417,10 @@ static int files_text(struct fs *fs, struct fs_handle *h, fuse_req_t req)
 		ss = fs_session_create(fm, ctx->uid, ctx->gid, &rc);
 		if (ss)
 			rc = fs_buf_printf(&h->text, "%llu\n",
-				(unsigned long long)ss->id);
+					   (unsigned long long)ss->id);
 		pthread_mutex_unlock(&fm->lock);
 		return rc;
-	default:
-		return 0;
+	default: return 0;
 	}
 }
 
@@ -456,7 +458,7 @@ static int files_open_session(struct fs_handle *h)
 }
 
 int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
-		struct fuse_file_info *fi)
+		 struct fuse_file_info *fi)
 {
 	int acc = fi->flags & O_ACCMODE;
 	bool writes = acc != O_RDONLY;
@@ -472,9 +474,10 @@ int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
 	if (writes && !(st.st_mode & 0222))
 		return fs->opt.ro ? -EROFS : -EACCES;
 	/* The model-wide settings are the mount owner's, unless shared. */
-	if (writes && (n->kind == FS_K_CONFIG || n->kind == FS_K_PLACEMENT ||
-			n->kind == FS_K_KV) &&
-			!fs_may_write_model(fs, fuse_req_ctx(req)->uid))
+	if (writes &&
+	    (n->kind == FS_K_CONFIG || n->kind == FS_K_PLACEMENT ||
+	     n->kind == FS_K_KV) &&
+	    !fs_may_write_model(fs, fuse_req_ctx(req)->uid))
 		return -EACCES;
 	h = calloc(1, sizeof(*h));
 	if (!h)
@@ -517,7 +520,7 @@ int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
  * (and its text) while this thread is still inside fuse_reply_buf().
  */
 void fs_file_reply_text(fuse_req_t req, struct fs_handle *h, size_t size,
-		off_t off)
+			off_t off)
 {
 	char *copy;
 
@@ -537,8 +540,8 @@ void fs_file_reply_text(fuse_req_t req, struct fs_handle *h, size_t size,
 	free(copy);
 }
 
-static void files_read_tensor(fuse_req_t req, struct fs_handle *h,
-		size_t size, off_t off)
+static void files_read_tensor(fuse_req_t req, struct fs_handle *h, size_t size,
+			      off_t off)
 {
 	struct fs_model *fm = h->fm;
 	struct io_placement *p;
@@ -559,7 +562,7 @@ static void files_read_tensor(fuse_req_t req, struct fs_handle *h,
 }
 
 void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
-		size_t size, off_t off)
+		  size_t size, off_t off)
 {
 	struct fs_stream *s;
 
@@ -585,20 +588,17 @@ void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		return;
 	}
 	switch (h->node.kind) {
-	case FS_K_WTENSOR:
-		files_read_tensor(req, h, size, off);
-		return;
-	default:
-		break;
+	case FS_K_WTENSOR: files_read_tensor(req, h, size, off); return;
+	default: break;
 	}
 	fs_file_reply_text(req, h, size, off);
 }
 
 int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
-		const char *buf, size_t size)
+		  const char *buf, size_t size)
 {
 	struct fs_model *fm = h->fm;
-	struct err err = {0};
+	struct err err = { 0 };
 	int rc;
 
 	files_touch(h);
@@ -609,7 +609,8 @@ int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 	case FS_K_SCONFIG:
 		pthread_mutex_lock(&fm->lock);
 		rc = fs_config_write(h->session ? &h->session->over :
-			&fm->config, buf, size, &err);
+						  &fm->config,
+				     buf, size, &err);
 		pthread_mutex_unlock(&fm->lock);
 		if (rc)
 			fs_errors_add(&fm->errors, "%s", err.msg);
@@ -617,40 +618,42 @@ int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 	case FS_K_PLACEMENT:
 		if (fs_model_state(fm) != FS_MODEL_READY) {
 			fs_errors_add(&fm->errors,
-				"placement: the model is not loaded");
+				      "placement: the model is not loaded");
 			return -EIO;
 		}
 		if (size > 4096) {
 			fs_errors_add(&fm->errors,
-				"placement: commands over 4096 bytes");
+				      "placement: commands over 4096 bytes");
 			return -EINVAL;
 		}
 		if (memchr(buf, '\0', size)) {
 			fs_errors_add(&fm->errors,
-				"placement: a NUL byte in the commands");
+				      "placement: a NUL byte in the commands");
 			return -EINVAL;
 		}
 		fs_buf_free(&h->in);
 		rc = fs_buf_add(&h->in, buf, size);
-		return rc ? rc : files_job(h, req, files_job_placement, size,
-			0, NULL);
-	case FS_K_SKV:
-		return fs_kvsnap_write(h, buf, size);
+		return rc ? rc :
+			    files_job(h, req, files_job_placement, size, 0,
+				      NULL);
+	case FS_K_SKV: return fs_kvsnap_write(h, buf, size);
 	case FS_K_KV:
 		if (fs_model_state(fm) != FS_MODEL_READY) {
-			fs_errors_add(&fm->errors, "kv: the model is not loaded");
+			fs_errors_add(&fm->errors,
+				      "kv: the model is not loaded");
 			return -EIO;
 		}
 		if (size > 4096) {
-			fs_errors_add(&fm->errors, "kv: writes over 4096 bytes");
+			fs_errors_add(&fm->errors,
+				      "kv: writes over 4096 bytes");
 			return -EINVAL;
 		}
 		fs_buf_free(&h->in);
 		rc = fs_buf_add(&h->in, buf, size);
-		return rc ? rc : files_job(h, req, fs_kvfile_write_job, size,
-			0, NULL);
-	default:
-		return -EBADF;
+		return rc ? rc :
+			    files_job(h, req, fs_kvfile_write_job, size, 0,
+				      NULL);
+	default: return -EBADF;
 	}
 }
 
@@ -665,8 +668,8 @@ int fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
 		}
 		if (!h->in.len)
 			return 0;
-		return files_job(h, req, fs_kvsnap_restore_job, 0, 0,
-			NULL) == 1;
+		return files_job(h, req, fs_kvsnap_restore_job, 0, 0, NULL) ==
+		       1;
 	}
 	if (!files_is_gen(h->node.kind))
 		return 0;
@@ -682,7 +685,7 @@ int fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
 }
 
 void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
-		struct fuse_pollhandle *ph)
+		  struct fuse_pollhandle *ph)
 {
 	struct fs_stream *s = NULL;
 
@@ -691,8 +694,9 @@ void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 	if (!s) {
 		if (ph)
 			fuse_pollhandle_destroy(ph);
-		fuse_reply_poll(req, POLLIN | POLLRDNORM |
-			(h->readable ? 0 : POLLOUT | POLLWRNORM));
+		fuse_reply_poll(
+			req, POLLIN | POLLRDNORM |
+				     (h->readable ? 0 : POLLOUT | POLLWRNORM));
 		return;
 	}
 	fs_stream_poll(s, req, ph);
@@ -704,7 +708,7 @@ void fs_file_release(struct fs *fs, struct fs_handle *h)
 	struct fs_model *fm = h->fm;
 
 	if (files_is_gen(h->node.kind) && h->in.len && !h->stream &&
-			!h->readable && !h->failed)
+	    !h->readable && !h->failed)
 		files_submit_pending(h);
 	if (h->stream) {
 		fs_stream_cancel(h->stream);

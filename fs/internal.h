@@ -125,8 +125,8 @@ double fs_wall(void);
 
 struct fs_errors {
 	pthread_mutex_t lock;
-	char *lines[FS_ERRORS_MAX];  /* oldest first; "TIMESTAMP message" */
-	uid_t uids[FS_ERRORS_MAX];   /* whose request caused each line */
+	char *lines[FS_ERRORS_MAX]; /* oldest first; "TIMESTAMP message" */
+	uid_t uids[FS_ERRORS_MAX];  /* whose request caused each line */
 	unsigned n;
 	uint64_t total;
 };
@@ -171,7 +171,7 @@ struct fs_config {
 	uint32_t max_tokens;
 	char *stop[FS_STOP_MAX];
 	size_t n_stop;
-	unsigned set;  /* bit per enum fs_config_key: set here (overrides) */
+	unsigned set; /* bit per enum fs_config_key: set here (overrides) */
 };
 
 void fs_config_defaults(struct fs_config *c);
@@ -182,10 +182,10 @@ int fs_config_copy(struct fs_config *dst, const struct fs_config *src);
  * err, c untouched.
  */
 int fs_config_write(struct fs_config *c, const char *text, size_t len,
-		struct err *err);
+		    struct err *err);
 /* Effective settings: base, with the keys set in over replaced. */
 int fs_config_merge(struct fs_config *out, const struct fs_config *base,
-		const struct fs_config *over);
+		    const struct fs_config *over);
 int fs_config_format(const struct fs_config *c, struct fs_buf *b);
 
 /* ---- streams: the output of one generation ----------------------------- */
@@ -193,7 +193,7 @@ int fs_config_format(const struct fs_config *c, struct fs_buf *b);
 enum fs_gen_kind {
 	FS_GEN_GENERATE,
 	FS_GEN_CHAT,
-	FS_GEN_TOKENIZE,   /* the "answer" is the token ids of the text */
+	FS_GEN_TOKENIZE, /* the "answer" is the token ids of the text */
 	FS_GEN_KINDS,
 };
 
@@ -216,7 +216,7 @@ struct fs_session;
 struct fs_who {
 	pid_t sid;
 	uid_t uid;
-	uint64_t start;    /* /proc/SID/stat starttime, clock ticks */
+	uint64_t start; /* /proc/SID/stat starttime, clock ticks */
 };
 /*
  * Ticks are 10 ms: two sessions made in one tick have the same start, so
@@ -226,48 +226,49 @@ struct fs_who {
 
 struct fs_stream {
 	pthread_mutex_t lock;
-	unsigned refs;                 /* protected by lock */
-	struct fs_buf out;             /* the answer so far; protected by lock */
-	size_t rpos;                   /* bytes the reader consumed */
-	enum fs_stream_state state;    /* protected by lock */
-	int error;                     /* negative errno when FAILED */
-	bool cancel;                   /* protected by lock */
-	bool paused;                   /* unread text over the limit; lock */
-	struct fuse_pollhandle *ph;    /* protected by lock */
-	unsigned waiters;              /* parked reads; protected by wait_lock */
-	uint32_t n_prompt, n_total;    /* tokens in the sequence; by lock */
+	unsigned refs;		    /* protected by lock */
+	struct fs_buf out;	    /* the answer so far; protected by lock */
+	size_t rpos;		    /* bytes the reader consumed */
+	enum fs_stream_state state; /* protected by lock */
+	int error;		    /* negative errno when FAILED */
+	bool cancel;		    /* protected by lock */
+	bool paused;		    /* unread text over the limit; lock */
+	struct fuse_pollhandle *ph; /* protected by lock */
+	unsigned waiters;	    /* parked reads; protected by wait_lock */
+	uint32_t n_prompt, n_total; /* tokens in the sequence; by lock */
 
 	/* Input, fixed when submitted. */
-	uint64_t id;                   /* per model, from 1 */
-	pid_t sid;                     /* of the writer */
-	uid_t uid;                     /* of the writer: charged to it */
-	bool charged;                  /* one of uid's FS_USE_GENERATIONS */
-	uint64_t prompt_charged;       /* uid's FS_USE_PROMPT_BYTES it holds */
+	uint64_t id;		 /* per model, from 1 */
+	pid_t sid;		 /* of the writer */
+	uid_t uid;		 /* of the writer: charged to it */
+	bool charged;		 /* one of uid's FS_USE_GENERATIONS */
+	uint64_t prompt_charged; /* uid's FS_USE_PROMPT_BYTES it holds */
 	struct fs_model *model;
-	struct fs_session *session;    /* reference, or NULL */
+	struct fs_session *session; /* reference, or NULL */
 	char *prompt;
 	size_t prompt_len;
 	enum fs_gen_kind kind;
-	struct fs_config cfg;          /* effective settings */
+	struct fs_config cfg; /* effective settings */
 
-	bool wake_queued;              /* on fs.wake_head; by fs.wake_lock */
+	bool wake_queued; /* on fs.wake_head; by fs.wake_lock */
 	struct fs_stream *wake_next;
 
 	/* The scheduler's own. */
 	struct engine_seq *seq;
 	struct engine_generation *gen;
-	struct engine_batch_item prefill;  /* the prompt, fed in chunks */
-	size_t prefill_done;               /* its tokens already evaluated */
+	struct engine_batch_item prefill; /* the prompt, fed in chunks */
+	size_t prefill_done;		  /* its tokens already evaluated */
 	bool prefilling;
-	char *text;                    /* a session turn's whole prompt */
-	char *turn;                    /* its new part, for the conversation */
+	char *text; /* a session turn's whole prompt */
+	char *turn; /* its new part, for the conversation */
 	size_t turn_len;
-	struct fs_stream *next;        /* in fs_model.queue or the active list */
+	struct fs_stream *next; /* in fs_model.queue or the active list */
 };
 
 struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
-		const char *prompt, size_t len, enum fs_gen_kind kind,
-		const struct fs_config *cfg);
+				const char *prompt, size_t len,
+				enum fs_gen_kind kind,
+				const struct fs_config *cfg);
 struct fs_stream *fs_stream_get(struct fs_stream *s);
 void fs_stream_put(struct fs_stream *s);
 /* Scheduler side: more text, the end (error 0 or negative errno). */
@@ -286,31 +287,31 @@ bool fs_stream_cancelled(struct fs_stream *s);
 /* Reply to req now, or park it until text or the end arrives. */
 void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size);
 void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
-		struct fuse_pollhandle *ph);
+		    struct fuse_pollhandle *ph);
 
 /* ---- sessions ---------------------------------------------------------- */
 
 struct fs_session {
-	unsigned refs;                 /* protected by fs_model.lock */
+	unsigned refs; /* protected by fs_model.lock */
 	uint64_t id;
 	uid_t uid;
 	gid_t gid;
-	double ctime, atime;           /* fs_wall(); atime by fs_model.lock */
-	bool removed;                  /* rmdir'ed or timed out */
-	struct fs_config over;         /* overrides; by fs_model.lock */
-	struct fs_buf history;         /* by fs_model.lock */
+	double ctime, atime;   /* fs_wall(); atime by fs_model.lock */
+	bool removed;	       /* rmdir'ed or timed out */
+	struct fs_config over; /* overrides; by fs_model.lock */
+	struct fs_buf history; /* by fs_model.lock */
 	struct fs_stream *pending[FS_GEN_KINDS]; /* submitted, not yet opened */
-	uint32_t kv_used;              /* tokens of its last sequence */
-	struct engine_seq *seq;        /* kept between turns; by fs_model.lock */
-	struct fs_buf convo;           /* the conversation's text; by lock */
-	double kv_atime;               /* its last turn's end; by lock */
+	uint32_t kv_used;	/* tokens of its last sequence */
+	struct engine_seq *seq; /* kept between turns; by fs_model.lock */
+	struct fs_buf convo;	/* the conversation's text; by lock */
+	double kv_atime;	/* its last turn's end; by lock */
 	struct fs_session *next;
 };
 
 /* An answer submitted by `cat prompt > generate`, by process session. */
 struct fs_pending {
 	struct fs_who who;
-	int leader;        /* pidfd of the session's leader, or -1 */
+	int leader; /* pidfd of the session's leader, or -1 */
 	enum fs_gen_kind kind;
 	double when;
 	struct fs_stream *stream;
@@ -320,18 +321,19 @@ struct fs_pending {
 /* All with fm->lock held. */
 struct fs_session *fs_session_find(struct fs_model *fm, uint64_t id);
 /* NULL with *rc -EMFILE past uid's limit (and an errors line), -ENOMEM. */
-struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid,
-		gid_t gid, int *rc);
+struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid, gid_t gid,
+				     int *rc);
 void fs_session_remove(struct fs_model *fm, struct fs_session *ss);
 /* Drop a reference; fm->lock held. */
 void fs_session_put(struct fs_model *fm, struct fs_session *ss);
 /* Replace the waiting answer for (ss or who, kind); takes s's reference. */
 void fs_pending_set(struct fs_model *fm, struct fs_session *ss,
-		const struct fs_who *who, enum fs_gen_kind kind,
-		struct fs_stream *s);
+		    const struct fs_who *who, enum fs_gen_kind kind,
+		    struct fs_stream *s);
 /* Take the waiting answer (caller owns the reference), or NULL. */
 struct fs_stream *fs_pending_take(struct fs_model *fm, struct fs_session *ss,
-		const struct fs_who *who, enum fs_gen_kind kind);
+				  const struct fs_who *who,
+				  enum fs_gen_kind kind);
 /* Remove idle sessions and stale answers; returns how many went. */
 unsigned fs_session_reap(struct fs_model *fm, double now, double idle);
 void fs_session_free_all(struct fs_model *fm);
@@ -349,14 +351,14 @@ struct fs_stats {
 	uint64_t failed;
 	uint64_t cancelled;
 	uint64_t tokens_in;
-	uint64_t tokens_in_evaluated;  /* not found in a kept sequence */
+	uint64_t tokens_in_evaluated; /* not found in a kept sequence */
 	uint64_t tokens_out;
 	double ttft_last_ms;
-	double ttft_ms[256];   /* ring of the last ones, for the median */
+	double ttft_ms[256]; /* ring of the last ones, for the median */
 	unsigned n_ttft;
-	double prefill_tps;    /* of the last generation */
+	double prefill_tps; /* of the last generation */
 	double decode_tps;
-	double decode_tokens;  /* totals, for the Prometheus counters */
+	double decode_tokens; /* totals, for the Prometheus counters */
 	double decode_secs;
 	unsigned active;
 };
@@ -370,39 +372,39 @@ struct fs_model {
 	struct fs *fs;
 	unsigned idx;
 	char *name;
-	char *path;                    /* the GGUF file, or the server's URL */
-	const struct fs_provider *provider;  /* set before the thread starts */
-	void *provider_data;           /* the provider's own (remote.c) */
+	char *path; /* the GGUF file, or the server's URL */
+	const struct fs_provider *provider; /* set before the thread starts */
+	void *provider_data;		    /* the provider's own (remote.c) */
 
 	pthread_mutex_t lock;
-	pthread_cond_t wake;           /* the scheduler waits here */
-	enum fs_model_state state;     /* protected by lock */
+	pthread_cond_t wake;	   /* the scheduler waits here */
+	enum fs_model_state state; /* protected by lock */
 	char load_error[512];
 	uint64_t load_done, load_total;
 	double load_start, load_secs;
-	_Atomic bool stop;             /* written under lock, read bare too */
+	_Atomic bool stop; /* written under lock, read bare too */
 
 	/* Set once, when state becomes READY; read-only after. */
 	struct engine_model *m;
 	const struct engine_model_info *info;
 	const struct io_gguf *gguf;
 	enum engine_chat_format chat_format;
-	char quant[16];                /* the type with the most bytes */
-	char sha256[65 * 4];           /* hex per file, "" until computed */
+	char quant[16];	     /* the type with the most bytes */
+	char sha256[65 * 4]; /* hex per file, "" until computed */
 
-	struct fs_config config;       /* protected by lock */
+	struct fs_config config; /* protected by lock */
 	struct fs_errors errors;
-	struct fs_stats stats;         /* protected by lock */
-	struct fs_stream *queue;       /* submitted, not started; by lock */
-	struct fs_job *jobs;           /* by lock */
-	struct fs_stream *active;      /* the scheduler thread's own */
-	struct fs_stream *kv_wait;     /* its own: waiting for KV cache room */
+	struct fs_stats stats;	   /* protected by lock */
+	struct fs_stream *queue;   /* submitted, not started; by lock */
+	struct fs_job *jobs;	   /* by lock */
+	struct fs_stream *active;  /* the scheduler thread's own */
+	struct fs_stream *kv_wait; /* its own: waiting for KV cache room */
 	struct engine_seq *kv_recent[FS_KV_RECENT]; /* its own, newest first */
-	struct fs_session *sessions;   /* by lock */
+	struct fs_session *sessions;		    /* by lock */
 	uint64_t next_session;
 	uint64_t next_stream;
 	struct fs_pending *pending;    /* by lock */
-	uint64_t unpaused;             /* readers that made room; by lock */
+	uint64_t unpaused;	       /* readers that made room; by lock */
 	pthread_rwlock_t weights_lock; /* readers of weights/, vs placement */
 
 	pthread_t thread;
@@ -426,7 +428,7 @@ struct fs_job {
 };
 
 int fs_model_new(struct fs *fs, struct fs_model **out, const char *name,
-		const char *path, struct err *err);
+		 const char *path, struct err *err);
 void fs_model_free(struct fs_model *fm);
 int fs_model_start(struct fs_model *fm, struct err *err);
 void fs_model_stop(struct fs_model *fm);
@@ -452,7 +454,7 @@ int fs_text_windex(struct fs_model *fm, struct fs_buf *b);
 /* kvcache.c: what the scheduler keeps of the KV cache (its thread). */
 /* s->seq for s, and the text to generate from (a session: the turn). */
 int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
-		size_t *len, bool *chat, struct err *err);
+		     size_t *len, bool *chat, struct err *err);
 /* Start s's fresh sequence with the longest prefix held elsewhere. */
 void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s);
 /* s ended: its session keeps the sequence and the turn, or recent does. */
@@ -463,9 +465,9 @@ void fs_kv_free_recent(struct fs_model *fm);
 
 /* kvsnap.c: sessions/N/kv, snapshots (jobs on the scheduler thread). */
 void fs_kvsnap_read_job(struct fs_model *fm, struct fs_job *job,
-		bool cancelled);
+			bool cancelled);
 void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
-		bool cancelled);
+			   bool cancelled);
 /* A write's bytes: kept for the restore at close; the header checked. */
 int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size);
 
@@ -473,7 +475,7 @@ int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size);
 /* Another uid's sequences are shown as "other" to uid. */
 int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b);
 void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
-		bool cancelled);
+			 bool cancelled);
 /* --kv-type-k/-v and --kv-mem for mount.c: 0, or -EINVAL after a line. */
 int fs_kv_type_option(const char *s, const char **out);
 int fs_kv_bytes_option(const char *s, uint64_t *out);
@@ -487,33 +489,34 @@ int fs_sha256_file(const char *path, char hex[65], const _Atomic bool *stop);
 struct fs_options {
 	unsigned threads;
 	unsigned n_ctx;
-	uint64_t kv_mem;        /* --kv-mem: each model's KV budget, 0 = fits */
-	const char *kv_type_k;  /* --kv-type-k, --kv-type-v; NULL = f16 */
+	uint64_t kv_mem;       /* --kv-mem: each model's KV budget, 0 = fits */
+	const char *kv_type_k; /* --kv-type-k, --kv-type-v; NULL = f16 */
 	const char *kv_type_v;
 	bool ro;
 	bool allow_other;
 	bool foreground;
 	bool debug;
-	double idle_timeout;   /* seconds of no use before sessions/N goes */
-	enum io_numa_policy numa;   /* --numa, for every model's load */
+	double idle_timeout;	  /* seconds of no use before sessions/N goes */
+	enum io_numa_policy numa; /* --numa, for every model's load */
 	int numa_node;
-	struct io_device_set devices;  /* the machine + --devices / LLMFS_DEVICES */
-	bool progress;         /* -f with stderr on a terminal: a load bar */
+	struct io_device_set
+		devices; /* the machine + --devices / LLMFS_DEVICES */
+	bool progress;	 /* -f with stderr on a terminal: a load bar */
 	/* Limits (limits.c); 0 means the default there. */
-	unsigned max_sessions;      /* --max-sessions: per uid */
-	unsigned max_generations;   /* --max-generations: per uid */
-	uint64_t max_prompt_bytes;  /* --max-prompt-bytes: per uid */
-	uint64_t stream_buffer;     /* --stream-buffer: unread bytes */
-	unsigned prefill_chunk;     /* --prefill-chunk: tokens per step */
-	bool shared_config;         /* --shared-config: anyone may write */
+	unsigned max_sessions;	   /* --max-sessions: per uid */
+	unsigned max_generations;  /* --max-generations: per uid */
+	uint64_t max_prompt_bytes; /* --max-prompt-bytes: per uid */
+	uint64_t stream_buffer;	   /* --stream-buffer: unread bytes */
+	unsigned prefill_chunk;	   /* --prefill-chunk: tokens per step */
+	bool shared_config;	   /* --shared-config: anyone may write */
 };
 
 /* ---- per-uid limits (limits.c) ------------------------------------------ */
 
 enum fs_use {
-	FS_USE_SESSIONS,      /* sessions/N directories */
-	FS_USE_GENERATIONS,   /* answers queued, running or unread */
-	FS_USE_PROMPT_BYTES,  /* written to generate/chat, not submitted */
+	FS_USE_SESSIONS,     /* sessions/N directories */
+	FS_USE_GENERATIONS,  /* answers queued, running or unread */
+	FS_USE_PROMPT_BYTES, /* written to generate/chat, not submitted */
 	FS_USE_COUNT,
 };
 
@@ -547,23 +550,23 @@ struct fs {
 	struct fuse_session *se;
 	double start;
 	double start_wall;
-	uid_t uid;                     /* owner of the tree */
+	uid_t uid; /* owner of the tree */
 	gid_t gid;
 
-	pthread_mutex_t wait_lock;     /* parked reads of every stream */
+	pthread_mutex_t wait_lock; /* parked reads of every stream */
 	struct fs_waiter *waiters;
 
-	pthread_mutex_t wake_lock;     /* streams with news for their readers */
+	pthread_mutex_t wake_lock; /* streams with news for their readers */
 	pthread_cond_t wake_cond;
 	struct fs_stream *wake_head, *wake_tail;
 	bool wake_running, wake_stop;
 	pthread_t waker;
 
-	pthread_mutex_t handles_lock;  /* open files, freed at unmount */
+	pthread_mutex_t handles_lock; /* open files, freed at unmount */
 	struct fs_handle *handles;
 
 	const char *mountpoint;
-	int sig_pipe[2];               /* signal handler -> shutdown thread */
+	int sig_pipe[2]; /* signal handler -> shutdown thread */
 	pthread_t main_thread;
 	pthread_t shutdown;
 	bool shutdown_started;
@@ -576,7 +579,7 @@ struct fs {
 	pthread_t progress;
 	bool progress_started;
 
-	pthread_mutex_t use_lock;      /* per-uid charges */
+	pthread_mutex_t use_lock; /* per-uid charges */
 	struct fs_uid_use *use;
 
 	pthread_mutex_t reap_lock;
@@ -606,7 +609,7 @@ void fs_waker_stop(struct fs *fs);
 
 enum fs_kind {
 	FS_K_NONE = 0,
-	FS_K_ROOT = 1,  /* so that the root's inode is FUSE_ROOT_ID */
+	FS_K_ROOT = 1, /* so that the root's inode is FUSE_ROOT_ID */
 	FS_K_MODELS,
 	FS_K_STATUS,
 	FS_K_METRICS,
@@ -641,8 +644,8 @@ enum fs_kind {
  */
 struct fs_node {
 	enum fs_kind kind;
-	unsigned model;     /* index into fs.models */
-	uint64_t aux;       /* session id or tensor index */
+	unsigned model; /* index into fs.models */
+	uint64_t aux;	/* session id or tensor index */
 };
 
 fuse_ino_t fs_node_ino(const struct fs_node *n);
@@ -650,9 +653,9 @@ void fs_node_of(fuse_ino_t ino, struct fs_node *n);
 bool fs_kind_is_dir(enum fs_kind k);
 /* 0 or -ENOENT (the node is gone: a removed session, a bad index). */
 int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
-		fuse_req_t req);
+		 fuse_req_t req);
 int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
-		const char *name, struct fs_node *out);
+		   const char *name, struct fs_node *out);
 /* The session ids of a sessions/ listing, taken at opendir. */
 struct fs_dir_snap {
 	size_t n;
@@ -661,15 +664,15 @@ struct fs_dir_snap {
 
 /* *out is malloc'ed (free(3)): the live sessions, oldest first. */
 int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
-		struct fs_dir_snap **out);
+		     struct fs_dir_snap **out);
 /*
  * Directory entry i of dir into *child and *name (a static or the
  * model's string); 1 if there is one, 0 past the end. sessions/ lists
  * the ids of snap.
  */
 int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
-		const struct fs_dir_snap *snap, struct fs_node *child,
-		const char **name, char *tmp, size_t tmp_cap);
+		  const struct fs_dir_snap *snap, struct fs_node *child,
+		  const char **name, char *tmp, size_t tmp_cap);
 struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n);
 /* Does fm's provider give this file (provider.c)? The optional ones. */
 bool fs_provider_has(const struct fs_model *fm, enum fs_kind k);
@@ -679,36 +682,36 @@ bool fs_provider_has(const struct fs_model *fm, enum fs_kind k);
 struct fs_handle {
 	struct fs_node node;
 	struct fs_model *fm;
-	struct fs_session *session;    /* reference, for sessions/N files */
+	struct fs_session *session; /* reference, for sessions/N files */
 	pthread_mutex_t lock;
-	struct fs_buf in;              /* bytes written: prompt, text, commands */
-	struct fs_buf text;            /* snapshot served by reads */
+	struct fs_buf in;   /* bytes written: prompt, text, commands */
+	struct fs_buf text; /* snapshot served by reads */
 	bool have_text;
-	struct fs_stream *stream;      /* generate/chat: the answer */
-	pid_t sid;                     /* of the writer */
-	struct fs_who who;             /* of the writer */
-	uid_t uid;                     /* of the opener */
-	uint64_t charged;              /* bytes of in charged to uid */
-	int failed;                    /* a write failed: nothing submitted */
+	struct fs_stream *stream; /* generate/chat: the answer */
+	pid_t sid;		  /* of the writer */
+	struct fs_who who;	  /* of the writer */
+	uid_t uid;		  /* of the opener */
+	uint64_t charged;	  /* bytes of in charged to uid */
+	int failed;		  /* a write failed: nothing submitted */
 	bool wrote;
 	bool readable;
 	struct fs_handle *prev, *next; /* in fs.handles */
 };
 
 int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
-		struct fuse_file_info *fi);
+		 struct fuse_file_info *fi);
 void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
-		size_t size, off_t off);
+		  size_t size, off_t off);
 int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
-		const char *buf, size_t size);
+		  const char *buf, size_t size);
 /* 1 when the reply to req comes later (a snapshot's restore), else 0. */
 int fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h);
 void fs_file_release(struct fs *fs, struct fs_handle *h);
 void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
-		struct fuse_pollhandle *ph);
+		  struct fuse_pollhandle *ph);
 /* Serve [off, off+size) of h->text. */
 void fs_file_reply_text(fuse_req_t req, struct fs_handle *h, size_t size,
-		off_t off);
+			off_t off);
 
 extern const struct fuse_lowlevel_ops fs_ops;
 

@@ -30,17 +30,17 @@
 
 static bool kv_is_turn(const struct fs_stream *s)
 {
-	return s->session && (s->kind == FS_GEN_GENERATE ||
-		s->kind == FS_GEN_CHAT);
+	return s->session &&
+	       (s->kind == FS_GEN_GENERATE || s->kind == FS_GEN_CHAT);
 }
 
 int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
-		size_t *len, bool *chat, struct err *err)
+		     size_t *len, bool *chat, struct err *err)
 {
 	struct fs_session *ss = s->session;
 	char *turn = NULL;
 	size_t turn_len = s->prompt_len;
-	struct fs_buf b = {0};
+	struct fs_buf b = { 0 };
 	int rc;
 
 	*chat = s->kind == FS_GEN_CHAT;
@@ -51,7 +51,8 @@ int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 	/* the new message as the conversation gets it */
 	if (*chat) {
 		rc = engine_chat_template_apply(fm->info->chat_template,
-			s->prompt, s->prompt_len, &turn, &turn_len, err);
+						s->prompt, s->prompt_len, &turn,
+						&turn_len, err);
 		if (rc)
 			return rc;
 	} else {
@@ -77,7 +78,7 @@ int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 	s->text = b.p;
 	*text = b.p;
 	*len = b.len;
-	*chat = false;    /* templated above, turn by turn */
+	*chat = false; /* templated above, turn by turn */
 	if (!s->seq)
 		return engine_seq_new(fm->m, &s->seq, err);
 	return 0;
@@ -85,7 +86,7 @@ int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 
 /* Tokens a and b have in common at their start. */
 static size_t kv_common(const int32_t *a, size_t na, const int32_t *b,
-		size_t nb)
+			size_t nb)
 {
 	size_t k = 0;
 
@@ -95,14 +96,14 @@ static size_t kv_common(const int32_t *a, size_t na, const int32_t *b,
 }
 
 static void kv_consider(const struct engine_seq *cand, const int32_t *tok,
-		size_t n, const struct engine_seq **best, size_t *best_n)
+			size_t n, const struct engine_seq **best,
+			size_t *best_n)
 {
 	size_t k;
 
 	if (!cand)
 		return;
-	k = kv_common(engine_seq_tokens(cand), engine_seq_length(cand), tok,
-		n);
+	k = kv_common(engine_seq_tokens(cand), engine_seq_length(cand), tok, n);
 	if (k > *best_n) {
 		*best = cand;
 		*best_n = k;
@@ -113,12 +114,12 @@ void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s)
 {
 	const struct engine_seq *best = NULL;
 	const int32_t *tok;
-	struct err err = {0};
+	struct err err = { 0 };
 	size_t np, nt, best_n = 0;
 	unsigned i;
 
 	if (engine_seq_length(s->seq))
-		return;    /* a session's own sequence: its own prefix */
+		return; /* a session's own sequence: its own prefix */
 	tok = engine_generation_tokens(s->gen, &np, &nt);
 	if (np < 2)
 		return;
@@ -132,7 +133,7 @@ void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s)
 	/* under the lock: a session's sequence cannot go meanwhile */
 	if (best && best_n >= KV_PREFIX_MIN &&
 	    engine_seq_copy_prefix(s->seq, best, (uint32_t)best_n, &err))
-		engine_seq_truncate(s->seq, 0);   /* evaluate it all, then */
+		engine_seq_truncate(s->seq, 0); /* evaluate it all, then */
 	pthread_mutex_unlock(&fm->lock);
 }
 
@@ -177,7 +178,7 @@ void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error)
 	}
 	ss->kv_atime = fs_now();
 	pthread_mutex_unlock(&fm->lock);
-	engine_seq_free(s->seq);    /* removed meanwhile, or out of memory */
+	engine_seq_free(s->seq); /* removed meanwhile, or out of memory */
 	s->seq = NULL;
 out:
 	free(s->turn);

@@ -27,8 +27,10 @@ int fs_kv_type_option(const char *s, const char **out)
 	uint32_t t;
 
 	if (engine_kv_type_parse(s, &t)) {
-		fprintf(stderr, "llmfs: bad KV cache type '%s' (f32 f16 bf16 "
-			"q8_0 q4_0 q4_1 q5_0 q5_1)\n", s);
+		fprintf(stderr,
+			"llmfs: bad KV cache type '%s' (f32 f16 bf16 "
+			"q8_0 q4_0 q4_1 q5_0 q5_1)\n",
+			s);
 		return -EINVAL;
 	}
 	*out = s;
@@ -38,8 +40,10 @@ int fs_kv_type_option(const char *s, const char **out)
 int fs_kv_bytes_option(const char *s, uint64_t *out)
 {
 	if (engine_kv_bytes_parse(s, out)) {
-		fprintf(stderr, "llmfs: --kv-mem: bad size '%s' (bytes, or "
-			"with k, M or G)\n", s);
+		fprintf(stderr,
+			"llmfs: --kv-mem: bad size '%s' (bytes, or "
+			"with k, M or G)\n",
+			s);
 		return -EINVAL;
 	}
 	return 0;
@@ -52,7 +56,7 @@ static uint64_t kv_ceiling(uint64_t budget, uint64_t bpt, uint32_t block)
 }
 
 static int kv_text_pairs(struct fs_model *fm, struct fs_buf *b,
-		const struct engine_kv_stats *st)
+			 const struct engine_kv_stats *st)
 {
 	uint32_t tk, tv;
 	size_t i, j;
@@ -67,11 +71,11 @@ static int kv_text_pairs(struct fs_model *fm, struct fs_buf *b,
 			bpt = engine_kv_bytes_per_token(fm->m, tk, tv);
 			if (!bpt)
 				continue;
-			rc = fs_buf_printf(b, "ceiling %s/%s %llu %llu\n",
-				kv_names[i], kv_names[j],
-				(unsigned long long)bpt,
-				(unsigned long long)kv_ceiling(st->budget, bpt,
-					st->block_tokens));
+			rc = fs_buf_printf(
+				b, "ceiling %s/%s %llu %llu\n", kv_names[i],
+				kv_names[j], (unsigned long long)bpt,
+				(unsigned long long)kv_ceiling(
+					st->budget, bpt, st->block_tokens));
 		}
 	}
 	return rc;
@@ -89,15 +93,16 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 	bpt = st.k_bytes_per_token + st.v_bytes_per_token;
 	for (struct fs_stream *s = fm->active; s; s = s->next)
 		n++;
-	rc = fs_buf_printf(b, "type %s\ntype_k %s\ntype_v %s\n"
+	rc = fs_buf_printf(
+		b,
+		"type %s\ntype_k %s\ntype_v %s\n"
 		"bytes_per_token %llu\nk_bytes_per_token %llu\n"
 		"v_bytes_per_token %llu\nn_ctx %u\nbytes_per_sequence %llu\n"
 		"budget %llu\nused %llu\ncommitted %llu\nfree %llu\n"
 		"blocks %llu\nblock_tokens %u\nblock_bytes %llu\n"
 		"context_ceiling %llu\nsequences %u\n",
-		engine_kv_type_name(st.type_k),
-		engine_kv_type_name(st.type_k), engine_kv_type_name(st.type_v),
-		(unsigned long long)bpt,
+		engine_kv_type_name(st.type_k), engine_kv_type_name(st.type_k),
+		engine_kv_type_name(st.type_v), (unsigned long long)bpt,
 		(unsigned long long)st.k_bytes_per_token,
 		(unsigned long long)st.v_bytes_per_token, in->n_ctx,
 		(unsigned long long)bpt * in->n_ctx,
@@ -118,14 +123,16 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 		pthread_mutex_lock(&s->lock);
 		if (uid && uid != s->uid)
 			rc = fs_buf_printf(b, "sequence %llu other %u/%u\n",
-				(unsigned long long)s->id, s->n_total,
-				in->n_ctx);
+					   (unsigned long long)s->id,
+					   s->n_total, in->n_ctx);
 		else
-			rc = fs_buf_printf(b, "sequence %llu %s%llu %u/%u\n",
+			rc = fs_buf_printf(
+				b, "sequence %llu %s%llu %u/%u\n",
 				(unsigned long long)s->id,
 				s->session ? "session-" : "pid-session-",
 				(unsigned long long)(s->session ?
-					s->session->id : (uint64_t)s->sid),
+							     s->session->id :
+							     (uint64_t)s->sid),
 				s->n_total, in->n_ctx);
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -133,21 +140,24 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 	for (struct fs_session *ss = fm->sessions; ss && !rc; ss = ss->next)
 		if (!ss->removed)
 			rc = fs_buf_printf(b, "session %llu %u\n",
-				(unsigned long long)ss->id, ss->kv_used);
+					   (unsigned long long)ss->id,
+					   ss->kv_used);
 	pthread_mutex_unlock(&fm->lock);
 	return rc;
 }
 
 /* One "key=value" line; the types apply together at the end. */
 static int kv_write_line(struct fs_model *fm, char *line, uint32_t *tk,
-		uint32_t *tv)
+			 uint32_t *tv)
 {
 	char *eq = strchr(line, '=');
 	uint32_t *dst;
 
 	if (!eq) {
-		fs_errors_add(&fm->errors, "kv: '%s': want type_k=TYPE or "
-			"type_v=TYPE", line);
+		fs_errors_add(&fm->errors,
+			      "kv: '%s': want type_k=TYPE or "
+			      "type_v=TYPE",
+			      line);
 		return -EINVAL;
 	}
 	*eq = '\0';
@@ -156,24 +166,28 @@ static int kv_write_line(struct fs_model *fm, char *line, uint32_t *tk,
 	else if (!strcmp(line, "type_v"))
 		dst = tv;
 	else {
-		fs_errors_add(&fm->errors, "kv: unknown key '%s' (type_k, "
-			"type_v)", line);
+		fs_errors_add(&fm->errors,
+			      "kv: unknown key '%s' (type_k, "
+			      "type_v)",
+			      line);
 		return -EINVAL;
 	}
 	if (engine_kv_type_parse(eq + 1, dst)) {
-		fs_errors_add(&fm->errors, "kv: %s=%s: one of f32 f16 bf16 "
-			"q8_0 q4_0 q4_1 q5_0 q5_1", line, eq + 1);
+		fs_errors_add(&fm->errors,
+			      "kv: %s=%s: one of f32 f16 bf16 "
+			      "q8_0 q4_0 q4_1 q5_0 q5_1",
+			      line, eq + 1);
 		return -EINVAL;
 	}
 	return 0;
 }
 
 void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
-		bool cancelled)
+			 bool cancelled)
 {
 	struct fs_handle *h = job->h;
 	struct engine_kv_stats st;
-	struct err err = {0};
+	struct err err = { 0 };
 	char *copy = NULL, *line, *save;
 	uint32_t tk, tv;
 	int rc = cancelled ? -EIO : 0;
@@ -187,7 +201,7 @@ void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
 			rc = -ENOMEM;
 	}
 	for (line = copy ? strtok_r(copy, "\n", &save) : NULL; line && !rc;
-			line = strtok_r(NULL, "\n", &save)) {
+	     line = strtok_r(NULL, "\n", &save)) {
 		line[strcspn(line, " \t\r")] = '\0';
 		if (*line && *line != '#')
 			rc = kv_write_line(fm, line, &tk, &tv);

@@ -32,7 +32,7 @@
 
 #include "internal.h"
 
-#define SNAP_MAGIC "LLMFSKV"   /* and its NUL: 8 bytes */
+#define SNAP_MAGIC "LLMFSKV" /* and its NUL: 8 bytes */
 #define SNAP_VERSION 1
 #define SNAP_HEADER 128
 #define SNAP_SUM SHA256_DIGEST_SIZE
@@ -54,7 +54,7 @@ struct snap_header {
 };
 
 _Static_assert(sizeof(struct snap_header) == SNAP_HEADER,
-	"the header is 128 bytes");
+	       "the header is 128 bytes");
 
 static void snap_sha(const void *p, size_t n, uint8_t out[SNAP_SUM])
 {
@@ -91,7 +91,7 @@ static int snap_model_digest(struct fs_model *fm, uint8_t out[32])
 
 /* What this model's sequences of (type_k, type_v) look like. */
 static int snap_header_for(struct fs_model *fm, struct engine_seq *s,
-		struct snap_header *h)
+			   struct snap_header *h)
 {
 	const struct engine_model_info *in = fm->info;
 	int rc;
@@ -116,10 +116,10 @@ static int snap_header_for(struct fs_model *fm, struct engine_seq *s,
 /* ---- read -------------------------------------------------------------- */
 
 static int snap_build(struct fs_model *fm, struct fs_session *ss,
-		struct fs_buf *b, struct err *err)
+		      struct fs_buf *b, struct err *err)
 {
 	struct snap_header h;
-	struct fs_buf text = {0};
+	struct fs_buf text = { 0 };
 	struct engine_seq *s;
 	uint8_t sum[SNAP_SUM], *blk = NULL;
 	uint32_t nb, i;
@@ -128,7 +128,7 @@ static int snap_build(struct fs_model *fm, struct fs_session *ss,
 
 	pthread_mutex_lock(&fm->lock);
 	s = ss->seq;
-	ss->seq = NULL;    /* ours while we read it */
+	ss->seq = NULL; /* ours while we read it */
 	rc = fs_buf_add(&text, ss->convo.p ? ss->convo.p : "", ss->convo.len);
 	pthread_mutex_unlock(&fm->lock);
 	if (rc)
@@ -143,7 +143,7 @@ static int snap_build(struct fs_model *fm, struct fs_session *ss,
 	rc = fs_buf_add(b, &h, sizeof(h));
 	if (!rc && h.n_tokens)
 		rc = fs_buf_add(b, engine_seq_tokens(s),
-			(size_t)h.n_tokens * sizeof(int32_t));
+				(size_t)h.n_tokens * sizeof(int32_t));
 	if (!rc && text.len)
 		rc = fs_buf_add(b, text.p, text.len);
 	snap_sha(b->p, b->len, sum);
@@ -152,7 +152,8 @@ static int snap_build(struct fs_model *fm, struct fs_session *ss,
 	nb = (h.n_tokens + 63) / 64;
 	for (i = 0; i < nb; i++)
 		max = engine_seq_block_size(s, i) > max ?
-			engine_seq_block_size(s, i) : max;
+			      engine_seq_block_size(s, i) :
+			      max;
 	blk = malloc(max ? max : 1);
 	if (!blk && !rc)
 		rc = -ENOMEM;
@@ -180,13 +181,11 @@ out:
 	return rc;
 }
 
-void fs_kvsnap_read_job(struct fs_model *fm, struct fs_job *job,
-		bool cancelled)
+void fs_kvsnap_read_job(struct fs_model *fm, struct fs_job *job, bool cancelled)
 {
 	struct fs_handle *h = job->h;
-	struct err err = {0};
-	int rc = cancelled ? -EIO : snap_build(fm, h->session, &h->text,
-		&err);
+	struct err err = { 0 };
+	int rc = cancelled ? -EIO : snap_build(fm, h->session, &h->text, &err);
 
 	if (rc && !cancelled)
 		fs_errors_add(&fm->errors, "kv snapshot: %s", err.msg);
@@ -203,7 +202,7 @@ void fs_kvsnap_read_job(struct fs_model *fm, struct fs_job *job,
 
 /* The header against this model; 0, or -EINVAL after an errors line. */
 static int snap_check_header(struct fs_model *fm, const struct snap_header *h,
-		bool digest)
+			     bool digest)
 {
 	const struct engine_model_info *in = fm->info;
 	uint8_t model[32];
@@ -225,8 +224,8 @@ static int snap_check_header(struct fs_model *fm, const struct snap_header *h,
 	else if (h->block_tokens != 64 || h->n_tokens > in->n_ctx ||
 		 h->text_bytes > SNAP_MAX)
 		why = "bad sizes";
-	else if (digest && (snap_model_digest(fm, model) ||
-		 memcmp(model, h->model, 32)))
+	else if (digest &&
+		 (snap_model_digest(fm, model) || memcmp(model, h->model, 32)))
 		why = "made from another model (its SHA-256 differs)";
 	if (!why)
 		return 0;
@@ -241,22 +240,22 @@ int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size)
 	int rc;
 
 	if (fs_model_state(fm) != FS_MODEL_READY) {
-		fs_errors_add(&fm->errors, "kv snapshot: the model is not loaded");
+		fs_errors_add(&fm->errors,
+			      "kv snapshot: the model is not loaded");
 		return -EIO;
 	}
 	if (h->in.len + size > SNAP_MAX) {
 		fs_errors_add(&fm->errors, "kv snapshot: over %llu bytes",
-			(unsigned long long)SNAP_MAX);
+			      (unsigned long long)SNAP_MAX);
 		return -EFBIG;
 	}
 	if ((rc = fs_buf_add(&h->in, buf, size)))
 		return rc;
 	/* the header as soon as it is here (the digest waits for close) */
 	if (had < SNAP_HEADER && h->in.len >= SNAP_HEADER &&
-	    snap_check_header(fm, (const struct snap_header *)h->in.p,
-			false)) {
+	    snap_check_header(fm, (const struct snap_header *)h->in.p, false)) {
 		fs_buf_free(&h->in);
-		h->wrote = true;   /* a failed snapshot: close fails too */
+		h->wrote = true; /* a failed snapshot: close fails too */
 		return -EINVAL;
 	}
 	return 0;
@@ -264,11 +263,12 @@ int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size)
 
 /* Everything of the snapshot checked; fills a new sequence. */
 static int snap_parse(struct fs_model *fm, const uint8_t *p, size_t len,
-		struct engine_seq **out, const char **text, size_t *text_len)
+		      struct engine_seq **out, const char **text,
+		      size_t *text_len)
 {
 	struct snap_header h;
 	struct engine_seq *s = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	uint8_t sum[SNAP_SUM];
 	size_t off, need, i, nb;
 	int rc;
@@ -287,7 +287,7 @@ static int snap_parse(struct fs_model *fm, const uint8_t *p, size_t len,
 		goto out_corrupt;
 	if ((rc = engine_seq_new_typed(fm->m, h.type_k, h.type_v, &s, &err)) ||
 	    (rc = engine_seq_set_tokens(s, (const int32_t *)(p + SNAP_HEADER),
-			h.n_tokens, &err))) {
+					h.n_tokens, &err))) {
 		engine_seq_free(s);
 		fs_errors_add(&fm->errors, "kv snapshot: %s", err.msg);
 		return rc == -ENOSPC ? -ENOSPC : -EINVAL;
@@ -308,7 +308,8 @@ static int snap_parse(struct fs_model *fm, const uint8_t *p, size_t len,
 	}
 	if (off != len) {
 		fs_errors_add(&fm->errors,
-			"kv snapshot: %zu bytes after its last block", len - off);
+			      "kv snapshot: %zu bytes after its last block",
+			      len - off);
 		engine_seq_free(s);
 		return -EINVAL;
 	}
@@ -322,12 +323,12 @@ out_truncated:
 out_corrupt:
 	engine_seq_free(s);
 	fs_errors_add(&fm->errors, "kv snapshot: a checksum does not match "
-		"(corrupted)");
+				   "(corrupted)");
 	return -EINVAL;
 }
 
 void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
-		bool cancelled)
+			   bool cancelled)
 {
 	struct fs_handle *h = job->h;
 	struct fs_session *ss = h->session;
@@ -343,22 +344,24 @@ void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
 			(!ss->seq || !engine_seq_length(ss->seq));
 		pthread_mutex_unlock(&fm->lock);
 		if (!empty) {
-			fs_errors_add(&fm->errors, "kv snapshot: session %llu "
-				"is not empty", (unsigned long long)ss->id);
+			fs_errors_add(&fm->errors,
+				      "kv snapshot: session %llu "
+				      "is not empty",
+				      (unsigned long long)ss->id);
 			rc = -EINVAL;
 		}
 	}
 	if (!rc)
 		rc = snap_parse(fm, (const uint8_t *)h->in.p, h->in.len, &s,
-			&text, &text_len);
+				&text, &text_len);
 	if (!rc) {
 		pthread_mutex_lock(&fm->lock);
 		engine_seq_free(ss->seq);
 		ss->seq = s;
 		rc = fs_buf_add(&ss->convo, text, text_len);
 		if (!rc)
-			rc = fs_buf_printf(&ss->history,
-				"--- restored %u tokens\n%.*s\n",
+			rc = fs_buf_printf(
+				&ss->history, "--- restored %u tokens\n%.*s\n",
 				engine_seq_length(s), (int)text_len, text);
 		ss->kv_used = engine_seq_length(s);
 		ss->kv_atime = fs_now();

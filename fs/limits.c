@@ -26,8 +26,7 @@ static const struct {
 	int error;
 } limits_info[FS_USE_COUNT] = {
 	[FS_USE_SESSIONS] = { "sessions", -EMFILE },
-	[FS_USE_GENERATIONS] = { "answers queued, running or unread",
-		-EAGAIN },
+	[FS_USE_GENERATIONS] = { "answers queued, running or unread", -EAGAIN },
 	[FS_USE_PROMPT_BYTES] = { "prompt bytes not yet submitted", -ENOMEM },
 };
 
@@ -41,28 +40,27 @@ uint64_t fs_use_limit(const struct fs *fs, enum fs_use u)
 	switch (u) {
 	case FS_USE_SESSIONS:
 		return fs->opt.max_sessions ? fs->opt.max_sessions :
-			LIMITS_SESSIONS;
+					      LIMITS_SESSIONS;
 	case FS_USE_GENERATIONS:
 		return fs->opt.max_generations ? fs->opt.max_generations :
-			LIMITS_GENERATIONS;
+						 LIMITS_GENERATIONS;
 	case FS_USE_PROMPT_BYTES:
 		return fs->opt.max_prompt_bytes ? fs->opt.max_prompt_bytes :
-			LIMITS_PROMPT_BYTES;
-	default:
-		return 0;
+						  LIMITS_PROMPT_BYTES;
+	default: return 0;
 	}
 }
 
 uint64_t fs_stream_buffer(const struct fs *fs)
 {
 	return fs->opt.stream_buffer ? fs->opt.stream_buffer :
-		LIMITS_STREAM_BUFFER;
+				       LIMITS_STREAM_BUFFER;
 }
 
 unsigned fs_prefill_chunk(const struct fs *fs)
 {
 	return fs->opt.prefill_chunk ? fs->opt.prefill_chunk :
-		LIMITS_PREFILL_CHUNK;
+				       LIMITS_PREFILL_CHUNK;
 }
 
 bool fs_may_write_model(const struct fs *fs, uid_t uid)

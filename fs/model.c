@@ -36,7 +36,7 @@ void fs_model_slug(const char *path, char *out, size_t cap)
 }
 
 int fs_model_new(struct fs *fs, struct fs_model **out, const char *name,
-		const char *path, struct err *err)
+		 const char *path, struct err *err)
 {
 	struct fs_model *fm = calloc(1, sizeof(*fm));
 
@@ -68,7 +68,8 @@ int fs_model_start(struct fs_model *fm, struct err *err)
 	int rc = pthread_create(&fm->thread, NULL, fm->provider->serve, fm);
 
 	if (rc)
-		return err_set(err, rc, "%s: cannot start its thread", fm->name);
+		return err_set(err, rc, "%s: cannot start its thread",
+			       fm->name);
 	fm->thread_started = true;
 	return 0;
 }

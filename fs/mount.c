@@ -41,15 +41,15 @@
 #endif
 
 struct mount_src {
-	char *name;   /* NULL: a slug of the file name */
+	char *name; /* NULL: a slug of the file name */
 	char *path;
 	char *remote; /* --remote: "URL[,OPT...]" (path is NULL) */
 };
 
 /* A long option named in an -o list, waiting for the getopt loop. */
 struct mount_queued {
-	int val;        /* what getopt_long would return */
-	char *arg;      /* NULL or a pointer into argv */
+	int val;   /* what getopt_long would return */
+	char *arg; /* NULL or a pointer into argv */
 };
 
 struct mount_args {
@@ -57,9 +57,9 @@ struct mount_args {
 	struct mount_src *src;
 	size_t n_src;
 	char *mountpoint;
-	struct fs_buf fuse_opts;   /* -o options for the kernel and libfuse */
-	struct fs_buf fsname;      /* the SOURCE arguments, ':'-joined */
-	struct mount_queued *queued;   /* from the last -o list */
+	struct fs_buf fuse_opts;     /* -o options for the kernel and libfuse */
+	struct fs_buf fsname;	     /* the SOURCE arguments, ':'-joined */
+	struct mount_queued *queued; /* from the last -o list */
 	size_t n_queued, next_queued;
 };
 
@@ -107,7 +107,7 @@ static void mount_usage(FILE *f)
 }
 
 static int mount_add_src(struct mount_args *a, const char *name,
-		const char *path)
+			 const char *path)
 {
 	struct mount_src *s = realloc(a->src, (a->n_src + 1) * sizeof(*s));
 	char *abs;
@@ -179,7 +179,7 @@ static int mount_add_dir(struct mount_args *a, const char *dir)
 		if (len < 6 || strcasecmp(d->d_name + len - 5, ".gguf"))
 			continue;
 		if (strstr(d->d_name, "-of-") &&
-				!strstr(d->d_name, "-00001-of-"))
+		    !strstr(d->d_name, "-00001-of-"))
 			continue;
 		p = realloc(names, (n + 1) * sizeof(*names));
 		if (!p || !(p[n] = strdup(d->d_name)))
@@ -211,7 +211,7 @@ static int mount_buf_escaped(struct fs_buf *b, const char *sep, const char *s)
 		return -ENOMEM;
 	for (; *s; s++)
 		if (((*s == ',' || *s == '\\') && fs_buf_add(b, "\\", 1)) ||
-				fs_buf_add(b, s, 1))
+		    fs_buf_add(b, s, 1))
 			return -ENOMEM;
 	return 0;
 }
@@ -237,7 +237,7 @@ static int mount_add_source(struct mount_args *a, char *arg)
 
 	if (!stat(arg, &st))
 		return S_ISDIR(st.st_mode) ? mount_add_dir(a, arg) :
-			mount_add_src(a, NULL, arg);
+					     mount_add_src(a, NULL, arg);
 	rc = -errno;
 	if ((rc != -ENOENT && rc != -ENOTDIR) || !strchr(arg, ':')) {
 		fprintf(stderr, "llmfs: %s: %s\n", arg, strerror(-rc));
@@ -245,14 +245,14 @@ static int mount_add_source(struct mount_args *a, char *arg)
 	}
 	rc = 0;
 	for (part = strtok_r(arg, ":", &save); part && !rc;
-			part = strtok_r(NULL, ":", &save)) {
+	     part = strtok_r(NULL, ":", &save)) {
 		if (stat(part, &st)) {
 			rc = -errno;
 			fprintf(stderr, "llmfs: %s: %s\n", part, strerror(-rc));
 			return rc;
 		}
 		rc = S_ISDIR(st.st_mode) ? mount_add_dir(a, part) :
-			mount_add_src(a, NULL, part);
+					   mount_add_src(a, NULL, part);
 	}
 	return rc;
 }
@@ -263,9 +263,10 @@ static int mount_add_source(struct mount_args *a, char *arg)
  */
 static bool mount_opt_ignored(const char *o)
 {
-	static const char *const ignored[] = { "", "defaults", "auto",
-		"noauto", "user", "nouser", "users", "owner", "group", "nofail",
-		"_netdev" };
+	static const char *const ignored[] = { "",	 "defaults", "auto",
+					       "noauto", "user",     "nouser",
+					       "users",	 "owner",    "group",
+					       "nofail", "_netdev" };
 
 	if (!strncasecmp(o, "x-", 2) || !strncmp(o, "comment=", 8))
 		return true;
@@ -277,7 +278,7 @@ static bool mount_opt_ignored(const char *o)
 
 /* The long option that o's first len bytes name, '_' standing for '-'. */
 static const struct option *mount_long_opt(const struct option *lo,
-		const char *o, size_t len)
+					   const char *o, size_t len)
 {
 	for (; lo->name; lo++) {
 		size_t i;
@@ -332,8 +333,7 @@ static char *mount_opt_next(char **list)
  * so each --option is a mount option with no code of its own; mount(8)'s
  * own items are dropped; the rest goes to libfuse and the kernel.
  */
-static int mount_opts(struct mount_args *a, const struct option *lo,
-		char *list)
+static int mount_opts(struct mount_args *a, const struct option *lo, char *list)
 {
 	const struct option *l;
 	char *o;
@@ -345,7 +345,7 @@ static int mount_opts(struct mount_args *a, const struct option *lo,
 			continue;
 		l = mount_long_opt(lo, o, len);
 		if (l && ((l->has_arg == required_argument && !o[len]) ||
-				(l->has_arg == no_argument && o[len]))) {
+			  (l->has_arg == no_argument && o[len]))) {
 			fprintf(stderr, "llmfs: -o %s: %s\n", o,
 				o[len] ? "takes no value" : "wants a value");
 			return -EINVAL;
@@ -369,7 +369,7 @@ static int mount_opts(struct mount_args *a, const struct option *lo,
 
 /* The options an -o list named come first, in its order; then argv's. */
 static int mount_getopt(struct mount_args *a, int argc, char **argv,
-		const char *short_opts, const struct option *lo)
+			const char *short_opts, const struct option *lo)
 {
 	if (a->next_queued < a->n_queued) {
 		optarg = a->queued[a->next_queued].arg;
@@ -385,8 +385,8 @@ static int mount_uint(const char *s, unsigned long max, unsigned long *out)
 
 	errno = 0;
 	*out = strtoul(s, &end, 10);
-	return errno || end == s || *end || *out > max || *s == '-' ?
-		-EINVAL : 0;
+	return errno || end == s || *end || *out > max || *s == '-' ? -EINVAL :
+								      0;
 }
 
 /*
@@ -395,13 +395,14 @@ static int mount_uint(const char *s, unsigned long max, unsigned long *out)
  */
 static int mount_limit(struct fs_options *o, int which, const char *arg)
 {
-	static const char *const names[] = { "max-sessions",
-		"max-generations", "max-prompt-bytes", "stream-buffer",
-		"prefill-chunk" };
+	static const char *const names[] = { "max-sessions", "max-generations",
+					     "max-prompt-bytes",
+					     "stream-buffer", "prefill-chunk" };
 	unsigned long u;
 
 	if (mount_uint(arg, which == 2 || which == 3 ? 1ul << 40 : 1u << 20,
-			&u) || !u) {
+		       &u) ||
+	    !u) {
 		fprintf(stderr, "llmfs: --%s: bad number '%s'\n", names[which],
 			arg);
 		return -EINVAL;
@@ -418,10 +419,24 @@ static int mount_limit(struct fs_options *o, int which, const char *arg)
 
 static int mount_parse(struct mount_args *a, int argc, char **argv)
 {
-	enum { OPT_NAME = 256, OPT_THREADS, OPT_CTX, OPT_IDLE, OPT_NUMA,
-		OPT_KV_TYPE_K, OPT_KV_TYPE_V, OPT_KV_MEM, OPT_DEVICES, OPT_REMOTE,
-		OPT_MAX_SESSIONS, OPT_MAX_GENERATIONS, OPT_MAX_PROMPT_BYTES,
-		OPT_STREAM_BUFFER, OPT_PREFILL_CHUNK, OPT_SHARED_CONFIG };
+	enum {
+		OPT_NAME = 256,
+		OPT_THREADS,
+		OPT_CTX,
+		OPT_IDLE,
+		OPT_NUMA,
+		OPT_KV_TYPE_K,
+		OPT_KV_TYPE_V,
+		OPT_KV_MEM,
+		OPT_DEVICES,
+		OPT_REMOTE,
+		OPT_MAX_SESSIONS,
+		OPT_MAX_GENERATIONS,
+		OPT_MAX_PROMPT_BYTES,
+		OPT_STREAM_BUFFER,
+		OPT_PREFILL_CHUNK,
+		OPT_SHARED_CONFIG
+	};
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "threads", required_argument, NULL, OPT_THREADS },
@@ -435,9 +450,9 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		{ "remote", required_argument, NULL, OPT_REMOTE },
 		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
 		{ "max-generations", required_argument, NULL,
-			OPT_MAX_GENERATIONS },
+		  OPT_MAX_GENERATIONS },
 		{ "max-prompt-bytes", required_argument, NULL,
-			OPT_MAX_PROMPT_BYTES },
+		  OPT_MAX_PROMPT_BYTES },
 		{ "stream-buffer", required_argument, NULL, OPT_STREAM_BUFFER },
 		{ "prefill-chunk", required_argument, NULL, OPT_PREFILL_CHUNK },
 		{ "shared-config", no_argument, NULL, OPT_SHARED_CONFIG },
@@ -446,28 +461,23 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long u;
-	struct err err = {0};
-	const char *devices = NULL;   /* NULL: LLMFS_DEVICES */
+	struct err err = { 0 };
+	const char *devices = NULL; /* NULL: LLMFS_DEVICES */
 	char *eq;
 	int c, rc = 0;
 
 	a->opt.idle_timeout = 600;
 	while ((c = mount_getopt(a, argc, argv, "fdhVo:", lo)) != -1) {
 		switch (c) {
-		case 'f':
-			a->opt.foreground = true;
-			break;
-		case 'd':
-			a->opt.foreground = a->opt.debug = true;
-			break;
-		case 'o':
-			rc = mount_opts(a, lo, optarg);
-			break;
+		case 'f': a->opt.foreground = true; break;
+		case 'd': a->opt.foreground = a->opt.debug = true; break;
+		case 'o': rc = mount_opts(a, lo, optarg); break;
 		case OPT_NAME:
 			/* ALIAS:PATH too, for fstab (name=ALIAS:PATH) */
 			eq = strpbrk(optarg, "=:");
 			if (!eq || eq == optarg || !eq[1]) {
-				fprintf(stderr, "llmfs: --name wants ALIAS=PATH\n");
+				fprintf(stderr,
+					"llmfs: --name wants ALIAS=PATH\n");
 				return -EINVAL;
 			}
 			*eq = '\0';
@@ -477,7 +487,8 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		case OPT_CTX:
 		case OPT_IDLE:
 			if (mount_uint(optarg, 1u << 20, &u)) {
-				fprintf(stderr, "llmfs: bad number '%s'\n", optarg);
+				fprintf(stderr, "llmfs: bad number '%s'\n",
+					optarg);
 				return -EINVAL;
 			}
 			if (c == OPT_THREADS)
@@ -487,9 +498,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 			else
 				a->opt.idle_timeout = u ? u : 1;
 			break;
-		case OPT_REMOTE:
-			rc = mount_add_remote(a, optarg);
-			break;
+		case OPT_REMOTE: rc = mount_add_remote(a, optarg); break;
 		case OPT_MAX_SESSIONS:
 		case OPT_MAX_GENERATIONS:
 		case OPT_MAX_PROMPT_BYTES:
@@ -497,36 +506,27 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		case OPT_PREFILL_CHUNK:
 			rc = mount_limit(&a->opt, c - OPT_MAX_SESSIONS, optarg);
 			break;
-		case OPT_SHARED_CONFIG:
-			a->opt.shared_config = true;
-			break;
+		case OPT_SHARED_CONFIG: a->opt.shared_config = true; break;
 		case OPT_NUMA:
 			if (io_numa_policy_parse(optarg, &a->opt.numa,
-					&a->opt.numa_node, &err)) {
+						 &a->opt.numa_node, &err)) {
 				fprintf(stderr, "llmfs: --numa: %s\n", err.msg);
 				return -EINVAL;
 			}
 			break;
 		case OPT_KV_TYPE_K:
 		case OPT_KV_TYPE_V:
-			rc = fs_kv_type_option(optarg, c == OPT_KV_TYPE_K ?
-					&a->opt.kv_type_k : &a->opt.kv_type_v);
+			rc = fs_kv_type_option(
+				optarg, c == OPT_KV_TYPE_K ? &a->opt.kv_type_k :
+							     &a->opt.kv_type_v);
 			break;
 		case OPT_KV_MEM:
 			rc = fs_kv_bytes_option(optarg, &a->opt.kv_mem);
 			break;
-		case OPT_DEVICES:
-			devices = optarg;
-			break;
-		case 'h':
-			mount_usage(stdout);
-			return 1;
-		case 'V':
-			printf("llmfs %s\n", LLMFS_VERSION);
-			return 1;
-		default:
-			mount_usage(stderr);
-			return -EINVAL;
+		case OPT_DEVICES: devices = optarg; break;
+		case 'h': mount_usage(stdout); return 1;
+		case 'V': printf("llmfs %s\n", LLMFS_VERSION); return 1;
+		default: mount_usage(stderr); return -EINVAL;
 		}
 		if (rc)
 			return rc;
@@ -537,7 +537,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 	}
 	/* -d writes every request on stderr: no bar between them. */
 	a->opt.progress = a->opt.foreground && !a->opt.debug &&
-		isatty(STDERR_FILENO);
+			  isatty(STDERR_FILENO);
 	if (optind >= argc || (optind == argc - 1 && !a->n_src)) {
 		mount_usage(stderr);
 		return -EINVAL;
@@ -560,7 +560,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 static bool mount_name_ok(struct fs *fs, const char *name)
 {
 	static const char *const reserved[] = { "models", "status", "metrics",
-		".", "..", "" };
+						".",	  "..",	    "" };
 
 	if (strchr(name, '/') || strlen(name) > 200)
 		return false;
@@ -576,7 +576,7 @@ static bool mount_name_ok(struct fs *fs, const char *name)
 static int mount_models(struct fs *fs, struct mount_args *a)
 {
 	char name[256], slug[224];
-	struct err err = {0};
+	struct err err = { 0 };
 	int rc;
 
 	fs->models = calloc(a->n_src ? a->n_src : 1, sizeof(*fs->models));
@@ -585,7 +585,8 @@ static int mount_models(struct fs *fs, struct mount_args *a)
 	for (size_t i = 0; i < a->n_src; i++) {
 		if (a->src[i].name) {
 			if (!mount_name_ok(fs, a->src[i].name)) {
-				fprintf(stderr, "llmfs: --name %s: reserved, "
+				fprintf(stderr,
+					"llmfs: --name %s: reserved, "
 					"taken or not a file name\n",
 					a->src[i].name);
 				return -EINVAL;
@@ -598,12 +599,12 @@ static int mount_models(struct fs *fs, struct mount_args *a)
 				snprintf(name, sizeof(name), "%s-%d", slug, k);
 		}
 		rc = fs_model_new(fs, &fs->models[fs->n_models], name,
-			a->src[i].path ? a->src[i].path : "", &err);
+				  a->src[i].path ? a->src[i].path : "", &err);
 		if (!rc && a->src[i].remote) {
 			fs->models[fs->n_models]->idx = fs->n_models;
-			fs->n_models++;   /* freed with the others on failure */
+			fs->n_models++; /* freed with the others on failure */
 			rc = fs_remote_attach(fs->models[fs->n_models - 1],
-				a->src[i].remote, &err);
+					      a->src[i].remote, &err);
 			if (rc) {
 				fprintf(stderr, "llmfs: --remote %s: %s\n",
 					name, err.msg);
@@ -658,7 +659,7 @@ static void *mount_reaper(void *arg)
 /* Seconds the readers still open after a signal get before the loop ends. */
 #define MOUNT_GRACE_MS 3000
 
-static int mount_sig_fd = -1;   /* write end of the shutdown pipe */
+static int mount_sig_fd = -1; /* write end of the shutdown pipe */
 
 static void mount_on_signal(int sig)
 {
@@ -685,7 +686,7 @@ static void mount_detach(const char *mountpoint)
 	pid = fork();
 	if (pid == 0) {
 		execlp("fusermount3", "fusermount3", "-u", "-z", "--",
-			mountpoint, (char *)NULL);
+		       mountpoint, (char *)NULL);
 		_exit(127);
 	}
 	if (pid > 0)
@@ -701,7 +702,7 @@ static void *mount_shutdown_main(void *arg)
 	while (read(fs->sig_pipe[0], &c, 1) < 0 && errno == EINTR)
 		;
 	if (c != 's')
-		return NULL;    /* the loop ended by itself */
+		return NULL; /* the loop ended by itself */
 	sd_notify(0, "STOPPING=1");
 	fs->signalled = true;
 	for (unsigned i = 0; i < fs->n_models; i++)
@@ -727,9 +728,8 @@ static int mount_signals(struct fs *fs)
 	sigemptyset(&sa.sa_mask);
 	sigemptyset(&wake.sa_mask);
 	if (sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) ||
-			sigaction(SIGHUP, &sa, NULL) ||
-			sigaction(SIGUSR1, &wake, NULL) ||
-			sigaction(SIGPIPE, &ign, NULL))
+	    sigaction(SIGHUP, &sa, NULL) || sigaction(SIGUSR1, &wake, NULL) ||
+	    sigaction(SIGPIPE, &ign, NULL))
 		return -errno;
 	return 0;
 }
@@ -781,8 +781,8 @@ static void mount_fs_stop(struct fs *fs)
 	}
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_stop(fs->models[i]);
-	fs_progress_stop(fs);  /* erases the bar of loads cut short */
-	fs_waker_stop(fs);     /* after it delivered the schedulers' ends */
+	fs_progress_stop(fs); /* erases the bar of loads cut short */
+	fs_waker_stop(fs);    /* after it delivered the schedulers' ends */
 	fs_waiters_flush(fs);
 	/* Files still open when the loop ended are never released to us. */
 	while (fs->handles)
@@ -822,20 +822,21 @@ static void mount_args_free(struct mount_args *a)
 
 static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 {
-	struct fs_buf opts = {0};
+	struct fs_buf opts = { 0 };
 	char *fargv[4];
 	struct fuse_args args;
 	struct fuse_loop_config *cfg;
-	struct err err = {0};
+	struct err err = { 0 };
 	char q = 'q';
 	int rc = 1, loop;
 
 	fs->mountpoint = a->mountpoint;
 	/* The user's -o come after ours: a later fsname= wins. */
-	if (fs_buf_printf(&opts, "fsname=%s,subtype=llmfs,default_permissions%s%s",
-			a->fsname.len ? a->fsname.p : "llmfs",
-			a->fuse_opts.len ? "," : "",
-			a->fuse_opts.len ? a->fuse_opts.p : ""))
+	if (fs_buf_printf(&opts,
+			  "fsname=%s,subtype=llmfs,default_permissions%s%s",
+			  a->fsname.len ? a->fsname.p : "llmfs",
+			  a->fuse_opts.len ? "," : "",
+			  a->fuse_opts.len ? a->fuse_opts.p : ""))
 		return 1;
 	fargv[0] = (char *)argv0;
 	fargv[1] = "-o";
@@ -843,7 +844,7 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	fargv[3] = a->opt.debug ? "-d" : NULL;
 	args = (struct fuse_args)FUSE_ARGS_INIT(a->opt.debug ? 4 : 3, fargv);
 	fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
-	fuse_opt_free_args(&args);   /* libfuse copied what it kept */
+	fuse_opt_free_args(&args); /* libfuse copied what it kept */
 	fs_buf_free(&opts);
 	if (!fs->se)
 		return 1;
@@ -897,7 +898,7 @@ out_signals:
 
 int fs_main(int argc, char **argv)
 {
-	struct mount_args a = {0};
+	struct mount_args a = { 0 };
 	struct fs fs;
 	int rc;
 

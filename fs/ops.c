@@ -36,7 +36,7 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 
 static void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fuse_entry_param e = {0};
+	struct fuse_entry_param e = { 0 };
 	struct fs_node p, n;
 	int rc;
 
@@ -55,7 +55,7 @@ static void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 static void ops_getattr(fuse_req_t req, fuse_ino_t ino,
-		struct fuse_file_info *fi)
+			struct fuse_file_info *fi)
 {
 	struct stat st;
 	struct fs_node n;
@@ -75,11 +75,11 @@ static void ops_getattr(fuse_req_t req, fuse_ino_t ino,
  * either, not even by root: it is generated.
  */
 static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		int to_set, struct fuse_file_info *fi)
+			int to_set, struct fuse_file_info *fi)
 {
 	const int ok = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME |
-		FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
-		FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+		       FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+		       FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
 	struct fs *fs = ops_fs(req);
 	struct stat st;
 	struct fs_node n;
@@ -107,7 +107,7 @@ static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 }
 
 static void ops_opendir(fuse_req_t req, fuse_ino_t ino,
-		struct fuse_file_info *fi)
+			struct fuse_file_info *fi)
 {
 	struct stat st;
 	struct fs_node n;
@@ -131,18 +131,18 @@ static void ops_opendir(fuse_req_t req, fuse_ino_t ino,
 }
 
 static void ops_releasedir(fuse_req_t req, fuse_ino_t ino,
-		struct fuse_file_info *fi)
+			   struct fuse_file_info *fi)
 {
 	free((void *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
-static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-		off_t off, struct fuse_file_info *fi)
+static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
 {
 	struct fs *fs = ops_fs(req);
 	struct fs_node dir, child;
-	struct stat st = {0};
+	struct stat st = { 0 };
 	char tmp[32], *buf;
 	const char *name;
 	size_t len = 0, need;
@@ -154,23 +154,24 @@ static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	for (uint64_t i = off; ; i++) {
+	for (uint64_t i = off;; i++) {
 		if (i < 2) {
 			name = i ? ".." : ".";
 			st.st_ino = ino;
 			st.st_mode = S_IFDIR;
 		} else {
-			rc = fs_tree_entry(fs, &dir, i - 2,
+			rc = fs_tree_entry(
+				fs, &dir, i - 2,
 				(const struct fs_dir_snap *)(uintptr_t)fi->fh,
 				&child, &name, tmp, sizeof(tmp));
 			if (rc <= 0)
 				break;
 			st.st_ino = fs_node_ino(&child);
 			st.st_mode = fs_kind_is_dir(child.kind) ? S_IFDIR :
-				S_IFREG;
+								  S_IFREG;
 		}
 		need = fuse_add_direntry(req, buf + len, size - len, name, &st,
-			i + 1);
+					 i + 1);
 		if (need > size - len)
 			break;
 		len += need;
@@ -182,8 +183,7 @@ static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	free(buf);
 }
 
-static void ops_open(fuse_req_t req, fuse_ino_t ino,
-		struct fuse_file_info *fi)
+static void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_node n;
 	int rc;
@@ -197,13 +197,13 @@ static void ops_open(fuse_req_t req, fuse_ino_t ino,
 }
 
 static void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		struct fuse_file_info *fi)
+		     struct fuse_file_info *fi)
 {
 	fs_file_read(ops_fs(req), req, ops_handle(fi), size, off);
 }
 
 static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		size_t size, off_t off, struct fuse_file_info *fi)
+		      size_t size, off_t off, struct fuse_file_info *fi)
 {
 	int rc = fs_file_write(ops_fs(req), req, ops_handle(fi), buf, size);
 
@@ -213,22 +213,21 @@ static void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_write(req, size);
 }
 
-static void ops_flush(fuse_req_t req, fuse_ino_t ino,
-		struct fuse_file_info *fi)
+static void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (!fs_file_flush(ops_fs(req), req, ops_handle(fi)))
 		fuse_reply_err(req, 0);
 }
 
 static void ops_release(fuse_req_t req, fuse_ino_t ino,
-		struct fuse_file_info *fi)
+			struct fuse_file_info *fi)
 {
 	fs_file_release(ops_fs(req), ops_handle(fi));
 	fuse_reply_err(req, 0);
 }
 
-static void ops_poll(fuse_req_t req, fuse_ino_t ino,
-		struct fuse_file_info *fi, struct fuse_pollhandle *ph)
+static void ops_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct fuse_pollhandle *ph)
 {
 	fs_file_poll(ops_fs(req), req, ops_handle(fi), ph);
 }
@@ -252,7 +251,7 @@ static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ss = fs_session_find(fm, n.aux);
 		/* The kernel checks the sticky bit too; this holds without. */
 		if (ss && ctx->uid && ctx->uid != ss->uid &&
-				ctx->uid != fs->uid)
+		    ctx->uid != fs->uid)
 			rc = -EPERM;
 		else if (ss)
 			fs_session_remove(fm, ss);
@@ -265,13 +264,13 @@ static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 /* Names are made by the filesystem (sessions/new), never by the user. */
 static void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		mode_t mode)
+		      mode_t mode)
 {
 	fuse_reply_err(req, EPERM);
 }
 
 static void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		mode_t mode, dev_t rdev)
+		      mode_t mode, dev_t rdev)
 {
 	fuse_reply_err(req, EPERM);
 }

@@ -61,7 +61,7 @@ static bool progress_field(struct fs_model *fm, char *out, size_t cap)
 	memset(bar + fill, '-', PROGRESS_BAR - fill);
 	bar[PROGRESS_BAR] = '\0';
 	snprintf(out, cap, "%s [%s] %3.0f%% %.2f GB/s", fm->name, bar, pct,
-		secs > 0 ? done / secs / 1e9 : 0.0);
+		 secs > 0 ? done / secs / 1e9 : 0.0);
 	return true;
 }
 
@@ -80,13 +80,13 @@ static unsigned progress_draw(struct fs *fs)
 		if (!progress_field(fs->models[i], field, sizeof(field)))
 			continue;
 		len += snprintf(line + len, sizeof(line) - len, "%s%s",
-			loading ? "  " : "", field);
+				loading ? "  " : "", field);
 		if (len >= sizeof(line))
 			len = sizeof(line) - 1;
 		loading++;
 	}
 	if (len > width)
-		line[width] = '\0';   /* a wrapped line could not be redrawn */
+		line[width] = '\0'; /* a wrapped line could not be redrawn */
 	if (loading) {
 		fprintf(stderr, "\r%s\033[K", line);
 		fs->progress_shown = true;
@@ -112,7 +112,7 @@ static void *progress_main(void *arg)
 			ts.tv_nsec -= 1000000000L;
 		}
 		pthread_cond_timedwait(&fs->progress_cond, &fs->progress_lock,
-			&ts);
+				       &ts);
 		/* A load never starts again: once none loads, the bar is done. */
 		if (!progress_draw(fs))
 			break;
@@ -159,11 +159,11 @@ void fs_progress_print(struct fs *fs, const char *fmt, ...)
 	va_list ap;
 
 	if (!fs->opt.foreground)
-		return;    /* a daemon's stderr is /dev/null */
+		return; /* a daemon's stderr is /dev/null */
 	pthread_mutex_lock(&fs->progress_lock);
 	if (fs->progress_shown) {
 		fputs("\r\033[K", stderr);
-		fs->progress_shown = false;   /* the next frame redraws it */
+		fs->progress_shown = false; /* the next frame redraws it */
 	}
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);

@@ -39,15 +39,11 @@ bool fs_provider_has(const struct fs_model *fm, enum fs_kind k)
 		return true;
 	switch (k) {
 	case FS_K_KV:
-	case FS_K_SKV:    /* a session's snapshot: the same cache */
-		return p->kv;
-	case FS_K_PLACEMENT:
-		return p->placement_format;
+	case FS_K_SKV: /* a session's snapshot: the same cache */ return p->kv;
+	case FS_K_PLACEMENT: return p->placement_format;
 	case FS_K_WEIGHTS:
 	case FS_K_WINDEX:
-	case FS_K_WTENSOR:
-		return p->weights_index;
-	default:
-		return true;
+	case FS_K_WTENSOR: return p->weights_index;
+	default: return true;
 	}
 }

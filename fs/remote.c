@@ -250,7 +250,7 @@ void remote_probe_models(struct fs_model *fm, struct remote_req *q)
 {
 	struct remote *r = fm->provider_data;
 	json_t *root = NULL, *m = NULL, *meta;
-	struct fs_buf b = {0};
+	struct fs_buf b = { 0 };
 	const char *id;
 
 	r->n_probe--;
@@ -260,9 +260,9 @@ void remote_probe_models(struct fs_model *fm, struct remote_req *q)
 	if (!m) {
 		pthread_mutex_lock(&fm->lock);
 		snprintf(r->probe_error, sizeof(r->probe_error), "%s",
-			 q->error || q->status != 200 ? q->msg
-			 : r->model_id ? "/v1/models does not list model="
-				       : "/v1/models lists no model");
+			 q->error || q->status != 200 ? q->msg :
+			 r->model_id ? "/v1/models does not list model=" :
+				       "/v1/models lists no model");
 		pthread_mutex_unlock(&fm->lock);
 		if (!q->error && q->status == 200)
 			fs_errors_add(&fm->errors, "remote: %s/v1/models: %s",
@@ -303,7 +303,7 @@ void remote_probe_props(struct fs_model *fm, struct remote_req *q)
 {
 	struct remote *r = fm->provider_data;
 	json_t *root = NULL, *gen;
-	struct fs_buf b = {0};
+	struct fs_buf b = { 0 };
 	const char *tmpl;
 
 	r->n_probe--;

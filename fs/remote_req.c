@@ -27,11 +27,11 @@ static const struct {
 	const char *what; /* the errors line's prefix */
 	bool sse;	  /* the answer is server-sent events */
 } req_kinds[] = {
-	[REMOTE_MODELS] = {"/v1/models", "remote", false},
-	[REMOTE_PROPS] = {"/props", "remote", false},
-	[REMOTE_COMPLETION] = {"/v1/completions", "generate", true},
-	[REMOTE_CHAT] = {"/v1/chat/completions", "chat", true},
-	[REMOTE_TOKENIZE] = {"/tokenize", "tokenize", false},
+	[REMOTE_MODELS] = { "/v1/models", "remote", false },
+	[REMOTE_PROPS] = { "/props", "remote", false },
+	[REMOTE_COMPLETION] = { "/v1/completions", "generate", true },
+	[REMOTE_CHAT] = { "/v1/chat/completions", "chat", true },
+	[REMOTE_TOKENIZE] = { "/tokenize", "tokenize", false },
 };
 
 /* ---- the request's body ------------------------------------------------ */
@@ -97,9 +97,7 @@ static int req_body(struct remote_req *q, struct remote *r)
 	if (r->model_id)
 		rc |= json_object_set_new(o, "model", json_string(r->model_id));
 	switch (q->kind) {
-	case REMOTE_COMPLETION:
-		rc |= json_object_set(o, "prompt", text);
-		break;
+	case REMOTE_COMPLETION: rc |= json_object_set(o, "prompt", text); break;
 	case REMOTE_CHAT:
 		msgs = json_array();
 		msg = json_pack("{s:s, s:O}", "role", "user", "content", text);
@@ -180,10 +178,10 @@ static void req_event(struct remote_req *q, const char *data, size_t len)
 		return;
 	}
 	c0 = json_array_get(json_object_get(o, "choices"), 0);
-	text = q->kind == REMOTE_CHAT
-		       ? json_object_get(json_object_get(c0, "delta"),
-					 "content")
-		       : json_object_get(c0, "text");
+	text = q->kind == REMOTE_CHAT ?
+		       json_object_get(json_object_get(c0, "delta"),
+				       "content") :
+		       json_object_get(c0, "text");
 	t = json_string_value(text);
 	n = t ? json_string_length(text) : 0;
 	if (n && !q->error) {
@@ -196,8 +194,8 @@ static void req_event(struct remote_req *q, const char *data, size_t len)
 		q->done = true;
 	u = json_object_get(o, "usage");
 	if (json_is_object(u)) {
-		q->n_prompt =
-			json_integer_value(json_object_get(u, "prompt_tokens"));
+		q->n_prompt = json_integer_value(
+			json_object_get(u, "prompt_tokens"));
 		q->n_gen = json_integer_value(
 			json_object_get(u, "completion_tokens"));
 	}
@@ -486,16 +484,13 @@ static int req_curl_errno(struct remote_req *q, CURLcode result)
 
 	curl_easy_getinfo(q->easy, CURLINFO_OS_ERRNO, &os);
 	switch (result) {
-	case CURLE_OPERATION_TIMEDOUT:
-		return -ETIMEDOUT;
-	case CURLE_COULDNT_RESOLVE_HOST:
-		return -EHOSTUNREACH;
+	case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
+	case CURLE_COULDNT_RESOLVE_HOST: return -EHOSTUNREACH;
 	case CURLE_COULDNT_CONNECT:
 		if (os == EHOSTUNREACH || os == ENETUNREACH)
 			return -EHOSTUNREACH;
 		return os == ETIMEDOUT ? -ETIMEDOUT : -EIO;
-	default:
-		return -EIO;
+	default: return -EIO;
 	}
 }
 
@@ -519,7 +514,7 @@ static void req_tokens(struct remote_req *q)
 {
 	json_t *o = json_loadb(q->in.p ? q->in.p : "", q->in.len, 0, NULL);
 	json_t *t = json_object_get(o, "tokens"), *v;
-	struct fs_buf b = {0};
+	struct fs_buf b = { 0 };
 	size_t i;
 
 	if (!json_is_array(t)) {
@@ -566,8 +561,8 @@ void remote_req_done(struct remote_req *q, CURLcode result)
 		q->error = -ECANCELED;
 	else if (result != CURLE_OK && !q->error)
 		req_fail(q, req_curl_errno(q, result), "%s",
-			 q->curl_error[0] ? q->curl_error
-					  : curl_easy_strerror(result));
+			 q->curl_error[0] ? q->curl_error :
+					    curl_easy_strerror(result));
 	else if (q->status != 200)
 		req_http_error(q);
 	else if (sse && !q->done)

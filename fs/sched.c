@@ -66,11 +66,11 @@ static void *sched_hash_main(void *arg)
 		if (rc) {
 			if (rc != -ECANCELED)
 				fs_errors_add(&fm->errors, "sha256: %s: %s",
-					g->files[i].path, strerror(-rc));
+					      g->files[i].path, strerror(-rc));
 			return NULL;
 		}
 		n += snprintf(all + n, sizeof(all) - n, "%s%s", i ? " " : "",
-			hex);
+			      hex);
 	}
 	pthread_mutex_lock(&fm->lock);
 	memcpy(fm->sha256, all, sizeof(all));
@@ -81,7 +81,7 @@ static void *sched_hash_main(void *arg)
 /* The tensor type holding the most bytes of the matrices: "q8_0". */
 static void sched_quant(struct fs_model *fm)
 {
-	uint64_t bytes[IO_TYPE_COUNT] = {0};
+	uint64_t bytes[IO_TYPE_COUNT] = { 0 };
 	const struct io_type_info *ti;
 	unsigned best = 0;
 
@@ -105,8 +105,8 @@ static void sched_quant(struct fs_model *fm)
 static void sched_kv_types(struct fs_model *fm)
 {
 	const char *k = fm->fs->opt.kv_type_k, *v = fm->fs->opt.kv_type_v;
-	uint32_t tk = 1, tv = 1;    /* f16 */
-	struct err err = {0};
+	uint32_t tk = 1, tv = 1; /* f16 */
+	struct err err = { 0 };
 
 	if (!k && !v)
 		return;
@@ -114,7 +114,7 @@ static void sched_kv_types(struct fs_model *fm)
 	    (v && engine_kv_type_parse(v, &tv)) ||
 	    engine_model_set_kv_types(fm->m, tk, tv, &err))
 		fs_errors_add(&fm->errors, "kv: %s; the cache stays f16",
-			err.msg[0] ? err.msg : "bad type");
+			      err.msg[0] ? err.msg : "bad type");
 }
 
 static void sched_load(struct fs_model *fm)
@@ -132,7 +132,7 @@ static void sched_load(struct fs_model *fm)
 		},
 	};
 	struct engine_model *m = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	int rc;
 
 	fm->load_start = fs_now();
@@ -140,7 +140,7 @@ static void sched_load(struct fs_model *fm)
 	if (rc) {
 		fs_errors_add(&fm->errors, "load: %s", err.msg);
 		fs_progress_print(fm->fs, "llmfs: %s: load: %s", fm->name,
-			err.msg);
+				  err.msg);
 		pthread_mutex_lock(&fm->lock);
 		snprintf(fm->load_error, sizeof(fm->load_error), "%s", err.msg);
 		fm->state = FS_MODEL_FAILED;
@@ -170,8 +170,8 @@ static void sched_history(struct fs_model *fm, struct fs_stream *s)
 	if (!ss->removed) {
 		pthread_mutex_lock(&s->lock);
 		fs_buf_printf(&ss->history, "--- %s\n%s\n--- answer\n%s\n",
-			s->kind == FS_GEN_CHAT ? "chat" : "prompt", s->prompt,
-			s->out.p ? s->out.p : "");
+			      s->kind == FS_GEN_CHAT ? "chat" : "prompt",
+			      s->prompt, s->out.p ? s->out.p : "");
 		ss->kv_used = s->n_total;
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -201,9 +201,11 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 			x->ttft_ms[x->n_ttft++ % 256] = st->ttft_ms;
 		}
 		if (st->prefill_ms > 0)
-			x->prefill_tps = st->prompt_tokens * 1e3 / st->prefill_ms;
+			x->prefill_tps = st->prompt_tokens * 1e3 /
+					 st->prefill_ms;
 		if (st->gen_tokens > 1 && st->decode_ms > 0) {
-			x->decode_tps = (st->gen_tokens - 1) * 1e3 / st->decode_ms;
+			x->decode_tps = (st->gen_tokens - 1) * 1e3 /
+					st->decode_ms;
 			x->decode_tokens += st->gen_tokens - 1;
 			x->decode_secs += st->decode_ms / 1e3;
 		}
@@ -231,14 +233,14 @@ static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
 /* tokenize: the ids of the text, as generate would feed them. */
 static int sched_tokenize(struct fs_model *fm, struct fs_stream *s)
 {
-	struct fs_buf b = {0};
-	struct err err = {0};
+	struct fs_buf b = { 0 };
+	struct err err = { 0 };
 	int32_t *tok = NULL;
 	size_t n = 0;
 	int rc;
 
-	rc = engine_tokenize(fm->m, s->prompt, s->prompt_len, true, true,
-		&tok, &n, &err);
+	rc = engine_tokenize(fm->m, s->prompt, s->prompt_len, true, true, &tok,
+			     &n, &err);
 	if (rc)
 		fs_errors_add(&fm->errors, "tokenize: %s", err.msg);
 	for (size_t i = 0; i < n && !rc; i++)
@@ -259,7 +261,7 @@ static int sched_tokenize(struct fs_model *fm, struct fs_stream *s)
  * context, if the prompt fits in it. -EAGAIN: wait for room.
  */
 static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
-		struct err *err)
+			 struct err *err)
 {
 	uint32_t cap = fm->info->n_ctx, most, need;
 	size_t np, nt;
@@ -267,7 +269,8 @@ static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 
 	engine_generation_tokens(s->gen, &np, &nt);
 	need = s->cfg.max_tokens && np + s->cfg.max_tokens < cap ?
-		(uint32_t)np + s->cfg.max_tokens : cap;
+		       (uint32_t)np + s->cfg.max_tokens :
+		       cap;
 	/* kept sequences give way, least recently used first */
 	while ((rc = engine_seq_reserve(s->seq, need, err)) == -EAGAIN &&
 	       fs_kv_drop_one(fm))
@@ -275,16 +278,18 @@ static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 	most = engine_seq_budget_tokens(s->seq);
 	if (rc == -ENOSPC && np < most)
 		while ((rc = engine_seq_reserve(s->seq, most, err)) ==
-		       -EAGAIN && fs_kv_drop_one(fm))
+			       -EAGAIN &&
+		       fs_kv_drop_one(fm))
 			;
 	else if (rc == -ENOSPC) {
 		struct engine_kv_stats st;
 
 		engine_kv_stats(fm->m, &st);
-		rc = err_set(err, ENOSPC,
+		rc = err_set(
+			err, ENOSPC,
 			"the prompt is %zu tokens, the KV cache budget of %llu "
-			"bytes holds %u (--kv-mem)", np,
-			(unsigned long long)st.budget, most);
+			"bytes holds %u (--kv-mem)",
+			np, (unsigned long long)st.budget, most);
 	}
 	return rc;
 }
@@ -304,12 +309,12 @@ static void sched_run(struct fs_model *fm, struct fs_stream *s)
 static void sched_kv_admit(struct fs_model *fm)
 {
 	struct fs_stream *s;
-	struct err err = {0};
+	struct err err = { 0 };
 	int rc;
 
 	while ((s = fm->kv_wait)) {
 		rc = fs_stream_cancelled(s) ? -ECANCELED :
-			sched_reserve(fm, s, &err);
+					      sched_reserve(fm, s, &err);
 		/* nothing else holds the pool: it is not coming back */
 		if (rc == -EAGAIN && !fm->active)
 			rc = -ENOSPC;
@@ -319,8 +324,10 @@ static void sched_kv_admit(struct fs_model *fm)
 		if (rc) {
 			if (rc != -ECANCELED)
 				fs_errors_add(&fm->errors, "%s: %s",
-					s->kind == FS_GEN_CHAT ? "chat" :
-					"generate", err.msg);
+					      s->kind == FS_GEN_CHAT ?
+						      "chat" :
+						      "generate",
+					      err.msg);
 			sched_end(fm, s, rc);
 			continue;
 		}
@@ -337,7 +344,7 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		.n_stop = s->cfg.n_stop,
 		.chat = s->kind == FS_GEN_CHAT,
 	};
-	struct err err = {0};
+	struct err err = { 0 };
 	char *text;
 	size_t len;
 	int rc;
@@ -348,7 +355,7 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		pthread_mutex_unlock(&fm->lock);
 	}
 	if (fm->state != FS_MODEL_READY) {
-		rc = -EIO;    /* the load failed; its errors line says why */
+		rc = -EIO; /* the load failed; its errors line says why */
 		goto out_end;
 	}
 	if (fs_stream_cancelled(s)) {
@@ -361,20 +368,20 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 	}
 	if (s->kind == FS_GEN_CHAT && fm->chat_format == ENGINE_CHAT_RAW)
 		fs_errors_add(&fm->errors,
-			"chat: the model has no known chat template; "
-			"the prompt is used as it is");
+			      "chat: the model has no known chat template; "
+			      "the prompt is used as it is");
 	rc = fs_kv_turn_begin(fm, s, &text, &len, &opt.chat, &err);
 	if (!rc)
 		rc = engine_generation_new(&s->gen, fm->m, s->seq, text, len,
-			&opt, &err);
+					   &opt, &err);
 	/* After this, only a session's history needs the prompt. */
 	if (!s->session)
 		fs_stream_drop_prompt(s);
 	if (rc) {
 		/* the prompt itself (over the context, no tokens): EIO */
 		fs_errors_add(&fm->errors, "%s: %s",
-			s->kind == FS_GEN_CHAT ? "chat" : "generate",
-			fs_errors_bare(err.msg));
+			      s->kind == FS_GEN_CHAT ? "chat" : "generate",
+			      fs_errors_bare(err.msg));
 		rc = -EIO;
 		goto out_end;
 	}
@@ -391,8 +398,8 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 	if (rc) {
 		/* the KV budget can never hold it: ENOSPC (kv.md) */
 		fs_errors_add(&fm->errors, "%s: %s",
-			s->kind == FS_GEN_CHAT ? "chat" : "generate",
-			fs_errors_bare(err.msg));
+			      s->kind == FS_GEN_CHAT ? "chat" : "generate",
+			      fs_errors_bare(err.msg));
 		goto out_end;
 	}
 	sched_run(fm, s);
@@ -456,16 +463,18 @@ static bool sched_paused(struct fs_model *fm, struct fs_stream *s)
  * garbage without a word: end the generation with EIO instead.
  */
 static int sched_check_logits(struct fs_model *fm, struct fs_stream *s,
-		const struct engine_batch_item *it)
+			      const struct engine_batch_item *it)
 {
 	if (!it->logits)
 		return 0;
 	for (uint32_t i = 0; i < fm->info->n_vocab; i++) {
 		if (!isfinite(it->logits[i])) {
-			fs_errors_add(&fm->errors, "%s: the logits are not "
+			fs_errors_add(
+				&fm->errors,
+				"%s: the logits are not "
 				"finite (NaN or Inf) at token %u: the weights "
-				"or the computation are broken", sched_what(s),
-				engine_seq_length(s->seq));
+				"or the computation are broken",
+				sched_what(s), engine_seq_length(s->seq));
 			return -EIO;
 		}
 	}
@@ -478,9 +487,9 @@ static int sched_check_logits(struct fs_model *fm, struct fs_stream *s,
  * errno, also in *end) with *ended set.
  */
 static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
-		struct engine_batch_item *it, bool *ended)
+			 struct engine_batch_item *it, bool *ended)
 {
-	struct err err = {0};
+	struct err err = { 0 };
 	char out[4096];
 	size_t len;
 	int rc;
@@ -495,7 +504,7 @@ static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
 	fs_errors_uid = s->uid;
 	rc = engine_generation_prepare(s->gen, it);
 	if (rc == 1 && engine_seq_length(s->seq) + it->n_tokens >
-			engine_seq_capacity(s->seq)) {
+			       engine_seq_capacity(s->seq)) {
 		/*
 		 * The context is full: alone, the forward pass fails with
 		 * -ENOSPC and the generation ends as at n_ctx, its held-back
@@ -503,11 +512,11 @@ static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
 		 */
 		len = 0;
 		rc = engine_generation_step(s->gen, out, sizeof(out), &len,
-			&err);
+					    &err);
 		fs_stream_append(s, out, len);
 		if (rc < 0) {
 			fs_errors_add(&fm->errors, "%s: %s", sched_what(s),
-				fs_errors_bare(err.msg));
+				      fs_errors_bare(err.msg));
 			rc = -EIO;
 		}
 		if (rc > 0)
@@ -525,8 +534,8 @@ static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
 }
 
 /* Is s among the streams [from, n) of the batch? */
-static bool sched_in_batch(const struct sched_batch *b, size_t from,
-		size_t n, const struct fs_stream *s)
+static bool sched_in_batch(const struct sched_batch *b, size_t from, size_t n,
+			   const struct fs_stream *s)
 {
 	for (size_t i = from; i < n; i++)
 		if (b->streams[i] == s)
@@ -535,8 +544,7 @@ static bool sched_in_batch(const struct sched_batch *b, size_t from,
 }
 
 /* This step's prompt chunks, fewest tokens left first; returns new n. */
-static size_t sched_chunks(struct fs_model *fm, struct sched_batch *b,
-		size_t n)
+static size_t sched_chunks(struct fs_model *fm, struct sched_batch *b, size_t n)
 {
 	size_t budget = fs_prefill_chunk(fm->fs), from = n, take, left;
 	struct fs_stream *s, *best;
@@ -545,10 +553,10 @@ static size_t sched_chunks(struct fs_model *fm, struct sched_batch *b,
 		best = NULL;
 		for (s = fm->active; s; s = s->next)
 			if (s->prefilling && !fs_stream_cancelled(s) &&
-					!sched_in_batch(b, from, n, s) &&
-					(!best || s->prefill.n_tokens -
-					s->prefill_done < best->prefill.n_tokens -
-					best->prefill_done))
+			    !sched_in_batch(b, from, n, s) &&
+			    (!best || s->prefill.n_tokens - s->prefill_done <
+					      best->prefill.n_tokens -
+						      best->prefill_done))
 				best = s;
 		if (!best || (n == b->cap && sched_batch_grow(b)))
 			break;
@@ -567,7 +575,7 @@ static size_t sched_chunks(struct fs_model *fm, struct sched_batch *b,
 
 /* After the forward pass: one chunk more of s's prompt; true if not done. */
 static bool sched_chunk_done(struct fs_stream *s,
-		const struct engine_batch_item *it)
+			     const struct engine_batch_item *it)
 {
 	if (!s->prefilling)
 		return false;
@@ -585,7 +593,7 @@ static bool sched_chunk_done(struct fs_stream *s,
 static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 {
 	struct fs_stream **pp, *s;
-	struct err err = {0};
+	struct err err = { 0 };
 	char out[4096];
 	size_t n = 0, len, np, nt;
 	bool ended;
@@ -593,7 +601,7 @@ static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 
 	for (pp = &fm->active; (s = *pp);) {
 		if (n == b->cap && sched_batch_grow(b))
-			break;    /* the rest waits for the next step */
+			break; /* the rest waits for the next step */
 		rc = sched_prepare(fm, s, &b->items[n], &ended);
 		if (ended) {
 			*pp = s->next;
@@ -624,11 +632,12 @@ static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 		if (!rc) {
 			len = 0;
 			rc = engine_generation_accept(s->gen, out, sizeof(out),
-				&len, &err);
+						      &len, &err);
 			fs_stream_append(s, out, len);
 			if (rc < 0) {
 				fs_errors_add(&fm->errors, "%s: %s",
-					sched_what(s), fs_errors_bare(err.msg));
+					      sched_what(s),
+					      fs_errors_bare(err.msg));
 				rc = -EIO;
 			}
 		}
@@ -660,7 +669,7 @@ static void sched_jobs(struct fs_model *fm, struct fs_job *jobs, bool cancel)
 void *fs_sched_main(void *arg)
 {
 	struct fs_model *fm = arg;
-	struct sched_batch batch = {0};
+	struct sched_batch batch = { 0 };
 	struct fs_stream *queue, *s;
 	struct fs_job *jobs;
 	uint64_t unpaused = 0;
@@ -672,8 +681,8 @@ void *fs_sched_main(void *arg)
 		pthread_mutex_lock(&fm->lock);
 		/* idle: every active generation is paused for its reader */
 		while (!fm->stop && !fm->queue && !fm->jobs &&
-				((!fm->active && !fm->kv_wait) || (fm->active &&
-				idle && fm->unpaused == unpaused)))
+		       ((!fm->active && !fm->kv_wait) ||
+			(fm->active && idle && fm->unpaused == unpaused)))
 			pthread_cond_wait(&fm->wake, &fm->lock);
 		unpaused = fm->unpaused;
 		queue = fm->queue;
@@ -718,8 +727,10 @@ void *fs_sched_main(void *arg)
 	}
 	fs_kv_free_recent(fm);
 	if (cut)
-		fs_errors_add(&fm->errors, "generate: %u answers cut short by "
-			"the unmount (their readers get EIO)", cut);
+		fs_errors_add(&fm->errors,
+			      "generate: %u answers cut short by "
+			      "the unmount (their readers get EIO)",
+			      cut);
 	free(batch.items);
 	free(batch.streams);
 	return NULL;

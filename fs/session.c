@@ -29,17 +29,20 @@ struct fs_session *fs_session_find(struct fs_model *fm, uint64_t id)
 	return NULL;
 }
 
-struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid,
-		gid_t gid, int *rc)
+struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid, gid_t gid,
+				     int *rc)
 {
 	struct fs_session *ss;
 
 	*rc = fs_use_charge(fm->fs, uid, FS_USE_SESSIONS, 1);
 	if (*rc) {
-		fs_errors_add(&fm->errors, "sessions/new: uid %u holds %llu %s, "
-			"the limit (--max-sessions); rmdir some",
-			(unsigned)uid, (unsigned long long)fs_use_limit(fm->fs,
-				FS_USE_SESSIONS), fs_use_what(FS_USE_SESSIONS));
+		fs_errors_add(&fm->errors,
+			      "sessions/new: uid %u holds %llu %s, "
+			      "the limit (--max-sessions); rmdir some",
+			      (unsigned)uid,
+			      (unsigned long long)fs_use_limit(fm->fs,
+							       FS_USE_SESSIONS),
+			      fs_use_what(FS_USE_SESSIONS));
 		return NULL;
 	}
 	ss = calloc(1, sizeof(*ss));
@@ -48,7 +51,7 @@ struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid,
 		*rc = -ENOMEM;
 		return NULL;
 	}
-	ss->refs = 1;          /* the list's */
+	ss->refs = 1; /* the list's */
 	ss->id = ++fm->next_session;
 	ss->uid = uid;
 	ss->gid = gid;
@@ -110,7 +113,7 @@ void fs_session_remove(struct fs_model *fm, struct fs_session *ss)
 	ss->refs++;
 	session_drop_pending(fm, ss);
 	ss->refs--;
-	fs_session_put(fm, ss);   /* the list's reference */
+	fs_session_put(fm, ss); /* the list's reference */
 }
 
 static bool session_who_eq(const struct fs_who *a, const struct fs_who *b)
@@ -131,7 +134,7 @@ static int session_leader_open(const struct fs_who *who)
  * leader that took the id of p's leader, now dead.
  */
 static bool session_pending_is(const struct fs_pending *p,
-		const struct fs_who *who)
+			       const struct fs_who *who)
 {
 	if (!session_who_eq(&p->who, who))
 		return false;
@@ -139,7 +142,7 @@ static bool session_pending_is(const struct fs_pending *p,
 		return true;
 	/* EPERM: alive, and not ours to signal */
 	return syscall(SYS_pidfd_send_signal, p->leader, 0, NULL, 0) == 0 ||
-		errno != ESRCH;
+	       errno != ESRCH;
 }
 
 static void session_pending_free(struct fs_pending *p)
@@ -150,14 +153,14 @@ static void session_pending_free(struct fs_pending *p)
 }
 
 void fs_pending_set(struct fs_model *fm, struct fs_session *ss,
-		const struct fs_who *who, enum fs_gen_kind kind,
-		struct fs_stream *s)
+		    const struct fs_who *who, enum fs_gen_kind kind,
+		    struct fs_stream *s)
 {
 	struct fs_stream *old = NULL;
 	struct fs_pending *p;
 
 	if (ss && ss->removed) {
-		old = s;    /* rmdir'ed while its file was open: nobody can read */
+		old = s; /* rmdir'ed while its file was open: nobody can read */
 	} else if (ss) {
 		old = ss->pending[kind];
 		ss->pending[kind] = s;
@@ -168,7 +171,7 @@ void fs_pending_set(struct fs_model *fm, struct fs_session *ss,
 		if (!p) {
 			p = calloc(1, sizeof(*p));
 			if (!p) {
-				old = s;   /* nowhere to keep it */
+				old = s; /* nowhere to keep it */
 				goto out;
 			}
 			p->who = *who;
@@ -191,7 +194,8 @@ out:
 }
 
 struct fs_stream *fs_pending_take(struct fs_model *fm, struct fs_session *ss,
-		const struct fs_who *who, enum fs_gen_kind kind)
+				  const struct fs_who *who,
+				  enum fs_gen_kind kind)
 {
 	struct fs_pending **pp, *p;
 	struct fs_stream *s;
@@ -230,10 +234,11 @@ again:
 		for (int k = 0; k < FS_GEN_KINDS; k++)
 			held += !!ss->pending[k];
 
-		if (!ss->removed && ss->refs == held && now - ss->atime > idle) {
+		if (!ss->removed && ss->refs == held &&
+		    now - ss->atime > idle) {
 			fs_session_remove(fm, ss);
 			n++;
-			goto again;   /* the list changed under us */
+			goto again; /* the list changed under us */
 		}
 	}
 	for (pp = &fm->pending; *pp;) {

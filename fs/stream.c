@@ -29,13 +29,14 @@
 struct fs_waiter {
 	fuse_req_t req;
 	size_t size;
-	struct fs_stream *stream;   /* a reference */
+	struct fs_stream *stream; /* a reference */
 	struct fs_waiter *next;
 };
 
 struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
-		const char *prompt, size_t len, enum fs_gen_kind kind,
-		const struct fs_config *cfg)
+				const char *prompt, size_t len,
+				enum fs_gen_kind kind,
+				const struct fs_config *cfg)
 {
 	struct fs_stream *s = calloc(1, sizeof(*s));
 
@@ -53,7 +54,7 @@ struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
 	pthread_mutex_init(&s->lock, NULL);
 	s->refs = 1;
 	s->model = fm;
-	s->session = ss;   /* the caller gave us its reference */
+	s->session = ss; /* the caller gave us its reference */
 	s->kind = kind;
 	return s;
 }
@@ -99,7 +100,7 @@ void fs_stream_drop_prompt(struct fs_stream *s)
 {
 	if (s->prompt_charged)
 		fs_use_release(s->model->fs, s->uid, FS_USE_PROMPT_BYTES,
-			s->prompt_charged);
+			       s->prompt_charged);
 	s->prompt_charged = 0;
 	free(s->prompt);
 	s->prompt = NULL;
@@ -158,7 +159,7 @@ static bool stream_try_reply(struct fs_stream *s, fuse_req_t req, size_t size)
 			error = ENOMEM;
 		}
 		if (s->paused && s->out.len - s->rpos <=
-				fs_stream_buffer(s->model->fs) / 2) {
+					 fs_stream_buffer(s->model->fs) / 2) {
 			s->paused = false;
 			unpause = true;
 		}
@@ -166,7 +167,7 @@ static bool stream_try_reply(struct fs_stream *s, fuse_req_t req, size_t size)
 		/* EOF */
 	} else if (s->state == FS_STREAM_FAILED) {
 		error = -s->error;
-		s->error = 0;          /* reported once, EOF after */
+		s->error = 0; /* reported once, EOF after */
 		s->state = FS_STREAM_DONE;
 	} else {
 		pthread_mutex_unlock(&s->lock);
@@ -237,7 +238,7 @@ void fs_stream_read(struct fs_stream *s, fuse_req_t req, size_t size)
 	pthread_mutex_lock(&fs->wait_lock);
 	if (fuse_req_interrupted(req)) {
 		pthread_mutex_unlock(&fs->wait_lock);
-		s->refs--;     /* not the last: the caller holds one */
+		s->refs--; /* not the last: the caller holds one */
 		pthread_mutex_unlock(&s->lock);
 		free(w);
 		fuse_reply_err(req, EINTR);
@@ -293,7 +294,7 @@ static void stream_wake(struct fs_stream *s)
 		pthread_mutex_lock(&s->lock);
 		if (s->rpos < s->out.len || s->state >= FS_STREAM_DONE) {
 			pthread_mutex_unlock(&s->lock);
-			w->next = mine;     /* more came meanwhile: try again */
+			w->next = mine; /* more came meanwhile: try again */
 			mine = w;
 			continue;
 		}
@@ -347,7 +348,7 @@ static void *stream_waker_main(void *arg)
 			pthread_cond_wait(&fs->wake_cond, &fs->wake_lock);
 		s = fs->wake_head;
 		if (!s)
-			break;     /* stopping, and nothing left to deliver */
+			break; /* stopping, and nothing left to deliver */
 		fs->wake_head = s->wake_next;
 		if (!fs->wake_head)
 			fs->wake_tail = NULL;
@@ -421,7 +422,7 @@ void fs_stream_cancel(struct fs_stream *s)
 	s->cancel = true;
 	pthread_mutex_unlock(&s->lock);
 	stream_unpause(s);
-	fs_model_wake(s->model);   /* a remote request ends at once */
+	fs_model_wake(s->model); /* a remote request ends at once */
 }
 
 bool fs_stream_cancelled(struct fs_stream *s)
@@ -435,7 +436,7 @@ bool fs_stream_cancelled(struct fs_stream *s)
 }
 
 void fs_stream_poll(struct fs_stream *s, fuse_req_t req,
-		struct fuse_pollhandle *ph)
+		    struct fuse_pollhandle *ph)
 {
 	struct fuse_pollhandle *old = NULL;
 	unsigned revents = 0;

@@ -41,10 +41,10 @@ int fs_text_models_line(struct fs_model *fm, struct fs_buf *b)
 
 	if (st != FS_MODEL_READY)
 		return fs_buf_printf(b, "%s - - - %s\n", fm->name,
-			text_states[st]);
+				     text_states[st]);
 	text_count(fm->info->n_params, params, sizeof(params));
 	return fs_buf_printf(b, "%s %s %s %s ready\n", fm->name,
-		fm->info->arch_name, params, fm->quant);
+			     fm->info->arch_name, params, fm->quant);
 }
 
 int fs_text_models(struct fs *fs, struct fs_buf *b)
@@ -96,34 +96,37 @@ static int text_gpus(const struct io_device_set *set, struct fs_buf *b)
 		if (d->kind != IO_DEVICE_GPU)
 			continue;
 		rc = fs_buf_printf(b, "device %s name=%s cc=", d->name,
-			d->model[0] ? d->model : "-");
+				   d->model[0] ? d->model : "-");
 		if (!rc && d->cc_major)
-			rc = fs_buf_printf(b, "%d.%d", d->cc_major, d->cc_minor);
+			rc = fs_buf_printf(b, "%d.%d", d->cc_major,
+					   d->cc_minor);
 		else if (!rc)
 			rc = fs_buf_printf(b, "-");
 		if (!rc)
-			rc = fs_buf_printf(b, " memory_total_bytes=%llu "
-				"memory_free_bytes=%llu%s%s\n",
-				(unsigned long long)d->total_bytes,
-				(unsigned long long)d->free_bytes,
-				d->simulated ? " simulated" : "",
-				d->compute ? "" : " no-backend");
+			rc = fs_buf_printf(b,
+					   " memory_total_bytes=%llu "
+					   "memory_free_bytes=%llu%s%s\n",
+					   (unsigned long long)d->total_bytes,
+					   (unsigned long long)d->free_bytes,
+					   d->simulated ? " simulated" : "",
+					   d->compute ? "" : " no-backend");
 	}
 	return rc;
 }
 
 int fs_text_status(struct fs *fs, struct fs_buf *b)
 {
-	unsigned counts[3] = {0}, sessions = 0, active = 0;
+	unsigned counts[3] = { 0 }, sessions = 0, active = 0;
 	int rc;
 
-	rc = fs_buf_printf(b,
+	rc = fs_buf_printf(
+		b,
 		"uptime_s %.0f\nmemory_rss_bytes %lld\nmemory_total_bytes %lld\n"
 		"memory_available_bytes %lld\ndevice cpu threads=%ld%s\n",
 		fs_now() - fs->start, text_rss(), text_meminfo("MemTotal"),
 		text_meminfo("MemAvailable"),
 		fs->opt.threads ? (long)fs->opt.threads :
-			sysconf(_SC_NPROCESSORS_ONLN),
+				  sysconf(_SC_NPROCESSORS_ONLN),
 		fs->opt.ro ? " ro" : "");
 	if (!rc)
 		rc = text_gpus(&fs->opt.devices, b);
@@ -138,8 +141,8 @@ int fs_text_status(struct fs *fs, struct fs_buf *b)
 			sessions += !ss->removed;
 		if (fm->state == FS_MODEL_LOADING) {
 			secs = fm->load_start ? fs_now() - fm->load_start : 0;
-			rc = fs_buf_printf(b,
-				"load %s %llu/%llu bytes %.2f GB/s %.1f s\n",
+			rc = fs_buf_printf(
+				b, "load %s %llu/%llu bytes %.2f GB/s %.1f s\n",
 				fm->name, (unsigned long long)fm->load_done,
 				(unsigned long long)fm->load_total,
 				secs > 0 ? fm->load_done / secs / 1e9 : 0.0,
@@ -148,11 +151,14 @@ int fs_text_status(struct fs *fs, struct fs_buf *b)
 		pthread_mutex_unlock(&fm->lock);
 	}
 	if (!rc)
-		rc = fs_buf_printf(b, "models %u\nmodels_ready %u\n"
+		rc = fs_buf_printf(
+			b,
+			"models %u\nmodels_ready %u\n"
 			"models_loading %u\nmodels_failed %u\nsessions %u\n"
-			"generations_active %u\n", fs->n_models,
-			counts[FS_MODEL_READY], counts[FS_MODEL_LOADING],
-			counts[FS_MODEL_FAILED], sessions, active);
+			"generations_active %u\n",
+			fs->n_models, counts[FS_MODEL_READY],
+			counts[FS_MODEL_LOADING], counts[FS_MODEL_FAILED],
+			sessions, active);
 	return rc;
 }
 
@@ -182,7 +188,8 @@ int fs_text_stats(struct fs_model *fm, struct fs_buf *b)
 	int rc;
 
 	pthread_mutex_lock(&fm->lock);
-	rc = fs_buf_printf(b,
+	rc = fs_buf_printf(
+		b,
 		"state %s\nrequests %llu\nactive %u\nfailed %llu\n"
 		"cancelled %llu\ntokens_in %llu\ntokens_out %llu\n"
 		"ttft_ms_last %.2f\nttft_ms_p50 %.2f\nprefill_tps %.2f\n"
@@ -201,10 +208,10 @@ int fs_text_stats(struct fs_model *fm, struct fs_buf *b)
 }
 
 static int text_metric(struct fs_buf *b, const char *name, const char *type,
-		const char *help)
+		       const char *help)
 {
 	return fs_buf_printf(b, "# HELP llmfs_%s %s\n# TYPE llmfs_%s %s\n",
-		name, help, name, type);
+			     name, help, name, type);
 }
 
 int fs_text_metrics(struct fs *fs, struct fs_buf *b)
@@ -214,19 +221,22 @@ int fs_text_metrics(struct fs *fs, struct fs_buf *b)
 	} m[] = {
 		{ "model_state", "gauge", "0 loading, 1 ready, 2 failed" },
 		{ "requests_total", "counter", "generations submitted" },
-		{ "requests_failed_total", "counter", "generations that failed" },
+		{ "requests_failed_total", "counter",
+		  "generations that failed" },
 		{ "requests_cancelled_total", "counter",
-			"generations cancelled by their reader" },
+		  "generations cancelled by their reader" },
 		{ "generations_active", "gauge", "generations running now" },
 		{ "prompt_tokens_total", "counter", "prompt tokens evaluated" },
 		{ "generated_tokens_total", "counter", "tokens generated" },
 		{ "decode_seconds_total", "counter",
-			"time spent decoding after the first token" },
-		{ "ttft_seconds", "gauge", "time to first token, last request" },
+		  "time spent decoding after the first token" },
+		{ "ttft_seconds", "gauge",
+		  "time to first token, last request" },
 		{ "decode_tokens_per_second", "gauge",
-			"decode speed of the last request" },
+		  "decode speed of the last request" },
 		{ "load_seconds", "gauge", "time the load took" },
-		{ "errors_total", "counter", "lines written to the errors file" },
+		{ "errors_total", "counter",
+		  "lines written to the errors file" },
 	};
 	int rc = 0;
 
@@ -251,7 +261,7 @@ int fs_text_metrics(struct fs *fs, struct fs_buf *b)
 			v[10] = fm->load_secs;
 			v[11] = fm->errors.total;
 			rc = fs_buf_printf(b, "llmfs_%s{model=\"%s\"} %.9g\n",
-				m[k].name, fm->name, v[k]);
+					   m[k].name, fm->name, v[k]);
 			pthread_mutex_unlock(&fm->lock);
 		}
 	}
@@ -266,13 +276,13 @@ static void text_shape(const struct io_gguf_tensor *t, char *out, size_t cap)
 	out[0] = '\0';
 	for (uint32_t d = 0; d < t->n_dims && n < cap; d++)
 		n += snprintf(out + n, cap - n, "%s%lld", d ? "x" : "",
-			(long long)t->ne[d]);
+			      (long long)t->ne[d]);
 }
 
 /* The "quant mix": bytes and tensors per type. */
 static int text_quant_mix(struct fs_model *fm, struct fs_buf *b)
 {
-	uint64_t bytes[IO_TYPE_COUNT] = {0}, count[IO_TYPE_COUNT] = {0};
+	uint64_t bytes[IO_TYPE_COUNT] = { 0 }, count[IO_TYPE_COUNT] = { 0 };
 	int rc = fs_buf_add(b, "quant_mix", 9);
 
 	for (uint64_t i = 0; i < fm->gguf->n_tensors; i++) {
@@ -288,9 +298,9 @@ static int text_quant_mix(struct fs_model *fm, struct fs_buf *b)
 
 		if (count[t])
 			rc = fs_buf_printf(b, " %s:%llu:%llu",
-				ti ? ti->name : "?",
-				(unsigned long long)count[t],
-				(unsigned long long)bytes[t]);
+					   ti ? ti->name : "?",
+					   (unsigned long long)count[t],
+					   (unsigned long long)bytes[t]);
 	}
 	return rc ? rc : fs_buf_add(b, "\n", 1);
 }
@@ -305,17 +315,18 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 	if (st != FS_MODEL_READY) {
 		pthread_mutex_lock(&fm->lock);
 		rc = fs_buf_printf(b, "name %s\nstate %s\nfile %s\n%s%s%s",
-			fm->name, text_states[st], fm->path,
-			st == FS_MODEL_FAILED ? "error " : "",
-			st == FS_MODEL_FAILED ? fm->load_error : "",
-			st == FS_MODEL_FAILED ? "\n" : "");
+				   fm->name, text_states[st], fm->path,
+				   st == FS_MODEL_FAILED ? "error " : "",
+				   st == FS_MODEL_FAILED ? fm->load_error : "",
+				   st == FS_MODEL_FAILED ? "\n" : "");
 		pthread_mutex_unlock(&fm->lock);
 		return rc;
 	}
 	pthread_mutex_lock(&fm->lock);
 	memcpy(sha, fm->sha256, sizeof(sha));
 	pthread_mutex_unlock(&fm->lock);
-	rc = fs_buf_printf(b,
+	rc = fs_buf_printf(
+		b,
 		"name %s\nstate ready\narchitecture %s\nmodel_name %s\n"
 		"parameters %llu\nlayers %u\nembedding %u\nheads %u\n"
 		"heads_kv %u\nhead_dim %u\nfeed_forward %u\nexperts %u\n"
@@ -325,16 +336,17 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 		"tensor_bytes %llu\ntensors %llu\n",
 		fm->name, in->arch_name, in->name ? in->name : "-",
 		(unsigned long long)in->n_params, in->n_layer, in->n_embd,
-		in->n_head, in->n_head_kv, in->head_dim, in->n_ff,
-		in->n_expert, in->n_expert_used, in->n_ctx, in->n_ctx_train,
-		in->n_vocab, in->tokenizer_model ? in->tokenizer_model : "-",
+		in->n_head, in->n_head_kv, in->head_dim, in->n_ff, in->n_expert,
+		in->n_expert_used, in->n_ctx, in->n_ctx_train, in->n_vocab,
+		in->tokenizer_model ? in->tokenizer_model : "-",
 		in->tokenizer_pre ? in->tokenizer_pre : "-",
 		fm->chat_format == ENGINE_CHAT_CHATML ? "chatml" :
 		fm->chat_format == ENGINE_CHAT_LLAMA2 ? "llama2" :
-		fm->chat_format == ENGINE_CHAT_LLAMA3 ? "llama3" : "none",
+		fm->chat_format == ENGINE_CHAT_LLAMA3 ? "llama3" :
+							"none",
 		in->rope_freq_base, in->rms_norm_eps,
 		io_type_info(in->kv_type) ? io_type_info(in->kv_type)->name :
-			"?",
+					    "?",
 		(unsigned long long)in->tensor_bytes,
 		(unsigned long long)fm->gguf->n_tensors);
 	if (!rc)
@@ -358,15 +370,15 @@ int fs_text_windex(struct fs_model *fm, struct fs_buf *b)
 	for (uint64_t i = 0; i < g->n_tensors && !rc; i++) {
 		const struct io_gguf_tensor *t = &g->tensors[i];
 		const struct io_type_info *ti = io_type_info(t->type);
-		struct io_placement *p =
-			io_weights_placement(engine_model_weights(fm->m), i);
+		struct io_placement *p = io_weights_placement(
+			engine_model_weights(fm->m), i);
 
 		text_shape(t, shape, sizeof(shape));
 		rc = fs_buf_printf(b, "%s %s %s %llu %llu %s\n", t->name,
-			ti ? ti->name : "?", shape,
-			(unsigned long long)t->bytes,
-			(unsigned long long)t->offset,
-			p && p->device[0] ? p->device : "cpu");
+				   ti ? ti->name : "?", shape,
+				   (unsigned long long)t->bytes,
+				   (unsigned long long)t->offset,
+				   p && p->device[0] ? p->device : "cpu");
 	}
 	pthread_rwlock_unlock(&fm->weights_lock);
 	return rc;

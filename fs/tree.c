@@ -90,8 +90,10 @@ static const mode_t tree_modes[FS_K_COUNT] = {
 fuse_ino_t fs_node_ino(const struct fs_node *n)
 {
 	uint64_t model = n->kind == FS_K_ROOT || n->kind == FS_K_MODELS ||
-		n->kind == FS_K_STATUS || n->kind == FS_K_METRICS ?
-		0 : n->model + 1;
+					 n->kind == FS_K_STATUS ||
+					 n->kind == FS_K_METRICS ?
+				 0 :
+				 n->model + 1;
 
 	return (uint64_t)n->kind | model << 8 | n->aux << 24;
 }
@@ -122,24 +124,25 @@ struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n)
 static bool tree_in_session(enum fs_kind k)
 {
 	return k == FS_K_SDIR || k == FS_K_SGENERATE || k == FS_K_SCHAT ||
-		k == FS_K_SCONFIG || k == FS_K_SHISTORY || k == FS_K_SKV;
+	       k == FS_K_SCONFIG || k == FS_K_SHISTORY || k == FS_K_SKV;
 }
 
 int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
-		fuse_req_t req)
+		 fuse_req_t req)
 {
 	struct fs_model *fm = fs_tree_model(fs, n);
 
 	if (n->kind == FS_K_NONE || (n->kind > FS_K_METRICS && !fm) ||
-			!fs_provider_has(fm, n->kind))
+	    !fs_provider_has(fm, n->kind))
 		return -ENOENT;
 	memset(st, 0, sizeof(*st));
 	st->st_ino = fs_node_ino(n);
 	st->st_mode = tree_modes[n->kind];
 	if (fs->opt.ro)
 		st->st_mode &= ~0222;
-	else if (fs->opt.shared_config && (n->kind == FS_K_CONFIG ||
-			n->kind == FS_K_PLACEMENT || n->kind == FS_K_KV))
+	else if (fs->opt.shared_config &&
+		 (n->kind == FS_K_CONFIG || n->kind == FS_K_PLACEMENT ||
+		  n->kind == FS_K_KV))
 		st->st_mode |= 0222;
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = fs->uid;
@@ -162,7 +165,7 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 			return -ENOENT;
 	} else if (n->kind == FS_K_WTENSOR) {
 		if (fs_model_state(fm) != FS_MODEL_READY ||
-				n->aux >= fm->gguf->n_tensors)
+		    n->aux >= fm->gguf->n_tensors)
 			return -ENOENT;
 		st->st_size = fm->gguf->tensors[n->aux].bytes;
 		st->st_blocks = (st->st_size + 511) / 512;
@@ -174,12 +177,12 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 static bool tree_tensor_name_ok(const char *name)
 {
 	return *name && !strchr(name, '/') && strcmp(name, "index") &&
-		strcmp(name, ".") && strcmp(name, "..");
+	       strcmp(name, ".") && strcmp(name, "..");
 }
 
 /* "tensor.N" names tensor N when its own name cannot be used. */
 static int tree_tensor_alias(const struct io_gguf *g, const char *name,
-		uint64_t *index)
+			     uint64_t *index)
 {
 	char *end;
 
@@ -187,13 +190,13 @@ static int tree_tensor_alias(const struct io_gguf *g, const char *name,
 		return -ENOENT;
 	*index = strtoull(name + 7, &end, 10);
 	if (*end || *index >= g->n_tensors ||
-			tree_tensor_name_ok(g->tensors[*index].name))
+	    tree_tensor_name_ok(g->tensors[*index].name))
 		return -ENOENT;
 	return 0;
 }
 
 static int tree_table_lookup(const struct tree_entry *t, size_t n,
-		const char *name, enum fs_kind *kind)
+			     const char *name, enum fs_kind *kind)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (!strcmp(t[i].name, name)) {
@@ -217,7 +220,7 @@ static int tree_session_id(const char *name, uint64_t *id)
 }
 
 int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
-		const char *name, struct fs_node *out)
+		   const char *name, struct fs_node *out)
 {
 	struct fs_model *fm = fs_tree_model(fs, parent);
 	const struct io_gguf_tensor *t;
@@ -227,7 +230,7 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 	switch (parent->kind) {
 	case FS_K_ROOT:
 		if (!tree_table_lookup(tree_root, N(tree_root), name,
-				&out->kind))
+				       &out->kind))
 			return 0;
 		for (unsigned i = 0; i < fs->n_models; i++) {
 			if (!strcmp(fs->models[i]->name, name)) {
@@ -239,12 +242,14 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 		return -ENOENT;
 	case FS_K_MDIR:
 		if (tree_table_lookup(tree_model, N(tree_model), name,
-				&out->kind) || !fs_provider_has(fm, out->kind))
+				      &out->kind) ||
+		    !fs_provider_has(fm, out->kind))
 			return -ENOENT;
 		return 0;
 	case FS_K_SDIR:
 		if (tree_table_lookup(tree_session, N(tree_session), name,
-				&out->kind) || !fs_provider_has(fm, out->kind))
+				      &out->kind) ||
+		    !fs_provider_has(fm, out->kind))
 			return -ENOENT;
 		return fs_tree_stat(fs, out, &st, NULL);
 	case FS_K_SESSIONS:
@@ -270,13 +275,12 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 			return 0;
 		}
 		return tree_tensor_alias(fm->gguf, name, &out->aux);
-	default:
-		return -ENOTDIR;
+	default: return -ENOTDIR;
 	}
 }
 
 static int tree_table_entry(const struct tree_entry *t, size_t n, uint64_t i,
-		struct fs_node *child, const char **name)
+			    struct fs_node *child, const char **name)
 {
 	if (i >= n)
 		return 0;
@@ -286,9 +290,9 @@ static int tree_table_entry(const struct tree_entry *t, size_t n, uint64_t i,
 }
 
 /* The i-th file of table t (n entries) that fm's provider gives. */
-static int tree_provided_entry(struct fs_model *fm,
-		const struct tree_entry *t, size_t n, uint64_t i,
-		struct fs_node *child, const char **name)
+static int tree_provided_entry(struct fs_model *fm, const struct tree_entry *t,
+			       size_t n, uint64_t i, struct fs_node *child,
+			       const char **name)
 {
 	for (size_t k = 0; k < n; k++) {
 		if (!fs_provider_has(fm, t[k].kind))
@@ -305,7 +309,7 @@ static int tree_provided_entry(struct fs_model *fm,
  * and holds the lock for that copy only, not while the kernel reads.
  */
 int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
-		struct fs_dir_snap **out)
+		     struct fs_dir_snap **out)
 {
 	struct fs_model *fm = fs_tree_model(fs, dir);
 	struct fs_dir_snap *snap;
@@ -333,7 +337,8 @@ int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
 }
 
 static int tree_session_entry(const struct fs_dir_snap *snap, uint64_t i,
-		struct fs_node *child, const char **name, char *tmp, size_t cap)
+			      struct fs_node *child, const char **name,
+			      char *tmp, size_t cap)
 {
 	if (!snap || i >= snap->n)
 		return 0;
@@ -345,8 +350,8 @@ static int tree_session_entry(const struct fs_dir_snap *snap, uint64_t i,
 }
 
 int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
-		const struct fs_dir_snap *snap, struct fs_node *child,
-		const char **name, char *tmp, size_t tmp_cap)
+		  const struct fs_dir_snap *snap, struct fs_node *child,
+		  const char **name, char *tmp, size_t tmp_cap)
 {
 	struct fs_model *fm = fs_tree_model(fs, dir);
 
@@ -355,7 +360,7 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 	case FS_K_ROOT:
 		if (i < N(tree_root))
 			return tree_table_entry(tree_root, N(tree_root), i,
-				child, name);
+						child, name);
 		i -= N(tree_root);
 		if (i >= fs->n_models)
 			return 0;
@@ -365,10 +370,10 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 		return 1;
 	case FS_K_MDIR:
 		return tree_provided_entry(fm, tree_model, N(tree_model), i,
-			child, name);
+					   child, name);
 	case FS_K_SDIR:
-		return tree_provided_entry(fm, tree_session, N(tree_session),
-			i, child, name);
+		return tree_provided_entry(fm, tree_session, N(tree_session), i,
+					   child, name);
 	case FS_K_SESSIONS:
 		if (i == 0) {
 			child->kind = FS_K_SNEW;
@@ -376,7 +381,7 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 			return 1;
 		}
 		return tree_session_entry(snap, i - 1, child, name, tmp,
-			tmp_cap);
+					  tmp_cap);
 	case FS_K_WEIGHTS:
 		if (i == 0) {
 			child->kind = FS_K_WINDEX;
@@ -384,7 +389,7 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 			return 1;
 		}
 		if (fs_model_state(fm) != FS_MODEL_READY ||
-				i - 1 >= fm->gguf->n_tensors)
+		    i - 1 >= fm->gguf->n_tensors)
 			return 0;
 		child->kind = FS_K_WTENSOR;
 		child->aux = i - 1;
@@ -392,11 +397,10 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 		/* A name no path can reach is listed under its index. */
 		if (!tree_tensor_name_ok(*name)) {
 			snprintf(tmp, tmp_cap, "tensor.%llu",
-				(unsigned long long)(i - 1));
+				 (unsigned long long)(i - 1));
 			*name = tmp;
 		}
 		return 1;
-	default:
-		return -ENOTDIR;
+	default: return -ENOTDIR;
 	}
 }

@@ -38,11 +38,12 @@ int io_arrival_init(struct io_weights *w, struct err *err)
 	pthread_cond_init(&w->cv, NULL);
 	w->by_offset = malloc((g->n_tensors + 1) * sizeof(*w->by_offset));
 	if (!w->by_offset)
-		return err_set(err, ENOMEM, "out of memory for the tensor order");
+		return err_set(err, ENOMEM,
+			       "out of memory for the tensor order");
 	for (i = 0; i < g->n_tensors; i++)
 		w->by_offset[i] = i;
-	qsort_r(w->by_offset, g->n_tensors, sizeof(*w->by_offset),
-		arrival_cmp, (void *)g);
+	qsort_r(w->by_offset, g->n_tensors, sizeof(*w->by_offset), arrival_cmp,
+		(void *)g);
 	return 0;
 }
 
@@ -82,7 +83,8 @@ static bool arrival_pending_add(struct io_weights *w, uint64_t s, uint64_t e)
 		if (e > w->pending[i].end)
 			w->pending[i].end = e;
 		for (j = i + 1; j < w->n_pending &&
-		     w->pending[j].start <= w->pending[i].end; j++)
+				w->pending[j].start <= w->pending[i].end;
+		     j++)
 			if (w->pending[j].end > w->pending[i].end)
 				w->pending[i].end = w->pending[j].end;
 		memmove(&w->pending[i + 1], &w->pending[j],
@@ -168,8 +170,9 @@ int io_placement_wait_slow(const struct io_placement *p)
 	pthread_mutex_lock(&w->mu);
 	while (!__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE) && !w->finished)
 		pthread_cond_wait(&w->cv, &w->mu);
-	rc = __atomic_load_n(&p->ready, __ATOMIC_ACQUIRE) ? 0 :
-		(w->load_rc < 0 ? w->load_rc : -EIO);
+	rc = __atomic_load_n(&p->ready, __ATOMIC_ACQUIRE) ?
+		     0 :
+		     (w->load_rc < 0 ? w->load_rc : -EIO);
 	pthread_mutex_unlock(&w->mu);
 	return rc;
 }

@@ -185,10 +185,11 @@ static int device_key(struct io_device *d, const char *key, const char *val,
 			d->free_bytes = (uint64_t)v;
 		return 0;
 	}
-	return err_set(err, EINVAL,
-		       "--devices: %s has no key '%.20s' (%s)", d->name, key,
-		       gpu ? "gpuN takes vram, free, bw, pcie, node, cc, model" :
-			     "cpu and numaN take bw, ram, free");
+	return err_set(
+		err, EINVAL, "--devices: %s has no key '%.20s' (%s)", d->name,
+		key,
+		gpu ? "gpuN takes vram, free, bw, pcie, node, cc, model" :
+		      "cpu and numaN take bw, ram, free");
 bad:
 	return err_set(err, EINVAL, "--devices: bad %s value '%.30s' for %s",
 		       key, val, d->name);
@@ -217,9 +218,10 @@ static int device_word(struct io_device_set *set, const char *w,
 		return 0;
 	}
 bad:
-	return err_set(err, EINVAL,
-		       "--devices: no device '%.20s' (name cpu, numaN of this machine, or a simulated gpuN)",
-		       w);
+	return err_set(
+		err, EINVAL,
+		"--devices: no device '%.20s' (name cpu, numaN of this machine, or a simulated gpuN)",
+		w);
 }
 
 static int device_check(const struct io_device *d, struct err *err)
@@ -227,9 +229,10 @@ static int device_check(const struct io_device *d, struct err *err)
 	if (d->kind != IO_DEVICE_GPU)
 		return 0;
 	if (!d->total_bytes || d->mem_bw <= 0 || d->link_bw <= 0)
-		return err_set(err, EINVAL,
-			       "--devices: %s needs vram=, bw= and pcie= (e.g. %s:vram=8G,bw=272G,pcie=25G)",
-			       d->name, d->name);
+		return err_set(
+			err, EINVAL,
+			"--devices: %s needs vram=, bw= and pcie= (e.g. %s:vram=8G,bw=272G,pcie=25G)",
+			d->name, d->name);
 	return 0;
 }
 
@@ -253,8 +256,9 @@ static int device_parse(struct io_device_set *set, const char *spec,
 			if (!rc)
 				rc = device_word(set, w, &cur, err);
 		} else if (!cur) {
-			rc = err_set(err, EINVAL,
-				     "--devices: '%.30s' before any device name", w);
+			rc = err_set(
+				err, EINVAL,
+				"--devices: '%.30s' before any device name", w);
 		} else {
 			*eq = '\0';
 			rc = device_key(cur, w, eq + 1, err);
@@ -333,10 +337,11 @@ int io_device_usable(const struct io_device *d, struct err *err)
 {
 	if (d->compute)
 		return 0;
-	return err_set(err, ENODEV,
-		       "%s is %s: this build has no CUDA backend to compute on it",
-		       d->name,
-		       d->simulated ? "a simulated GPU (--devices)" : "a GPU");
+	return err_set(
+		err, ENODEV,
+		"%s is %s: this build has no CUDA backend to compute on it",
+		d->name,
+		d->simulated ? "a simulated GPU (--devices)" : "a GPU");
 }
 
 /* ---- host bandwidth, measured ------------------------------------------ */
@@ -397,7 +402,8 @@ static double bw_measure(void)
 	for (r = 0; r < 3; r++) {
 		t = bw_now();
 		for (i = 0; i < nt; i++) {
-			sl[i] = (struct bw_slice){ buf + (size_t)i * per, per, 0 };
+			sl[i] = (struct bw_slice){ buf + (size_t)i * per, per,
+						   0 };
 			if (i && pthread_create(&th[i], NULL, bw_read, &sl[i]))
 				bw_read(&sl[i]), th[i] = 0;
 		}
@@ -428,14 +434,15 @@ void io_device_set_measure(struct io_device_set *set)
 		return;
 	if (cpu->bw_source == IO_BW_UNKNOWN) {
 		cpu->mem_bw = bw_measure();
-		cpu->bw_source = cpu->mem_bw > 0 ? IO_BW_MEASURED : IO_BW_UNKNOWN;
+		cpu->bw_source = cpu->mem_bw > 0 ? IO_BW_MEASURED :
+						   IO_BW_UNKNOWN;
 	}
 	/* A node's share of the machine's bandwidth, by its CPUs. */
 	for (k = 0; k < set->n; k++) {
 		struct io_device *d = &set->dev[k];
 
-		if (d->kind != IO_DEVICE_NUMA || d->bw_source != IO_BW_UNKNOWN ||
-		    cpu->mem_bw <= 0)
+		if (d->kind != IO_DEVICE_NUMA ||
+		    d->bw_source != IO_BW_UNKNOWN || cpu->mem_bw <= 0)
 			continue;
 		d->mem_bw = cpu->n_cpus && d->n_cpus ?
 				    cpu->mem_bw * d->n_cpus / cpu->n_cpus :

@@ -31,7 +31,7 @@
 
 #define GGUF_MAGIC "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32
-#define GGUF_MAX_NAME 64        /* ggml's GGML_MAX_NAME, with the NUL */
+#define GGUF_MAX_NAME 64 /* ggml's GGML_MAX_NAME, with the NUL */
 
 /* Smallest possible kv and tensor info, to bound counts by the file. */
 #define GGUF_MIN_KV_BYTES (8 + 1 + 4 + 1)
@@ -40,8 +40,8 @@
 /* What io_gguf_open returns points at pub; the rest is private. */
 struct gguf_model {
 	struct io_gguf pub;
-	struct gguf_names kv_names;      /* into pub.kv */
-	struct gguf_names tensor_names;  /* into pub.tensors, all files */
+	struct gguf_names kv_names;	/* into pub.kv */
+	struct gguf_names tensor_names; /* into pub.tensors, all files */
 	uint64_t tensor_cap;
 };
 
@@ -54,8 +54,8 @@ struct gguf_kvset {
 
 static struct gguf_model *gguf_model_of(const struct io_gguf *g)
 {
-	return (struct gguf_model *)((char *)g - offsetof(struct gguf_model,
-							   pub));
+	return (struct gguf_model *)((char *)g -
+				     offsetof(struct gguf_model, pub));
 }
 
 static void gguf_kvset_free(struct gguf_kvset *s)
@@ -72,7 +72,7 @@ static void gguf_kvset_free(struct gguf_kvset *s)
 }
 
 static const struct io_gguf_kv *gguf_kvset_find(const struct gguf_kvset *s,
-		const char *key)
+						const char *key)
 {
 	int64_t i = gguf_names_find(&s->names, key);
 
@@ -81,7 +81,7 @@ static const struct io_gguf_kv *gguf_kvset_find(const struct gguf_kvset *s,
 
 /* r->what = "<kind> '<name>'", with bytes that would break a line shown as ? */
 static void gguf_what_set(struct gguf_reader *r, const char *kind,
-		const char *name)
+			  const char *name)
 {
 	size_t n = (size_t)snprintf(r->what, sizeof(r->what), "%s '", kind);
 	size_t max = sizeof(r->what) - 5;
@@ -97,8 +97,7 @@ static void gguf_what_set(struct gguf_reader *r, const char *kind,
 	r->what[n] = '\0';
 }
 
-static int gguf_kv_read(struct gguf_reader *r, struct gguf_kvset *s,
-		uint64_t i)
+static int gguf_kv_read(struct gguf_reader *r, struct gguf_kvset *s, uint64_t i)
 {
 	struct io_gguf_kv *kv;
 	struct io_gguf_string key;
@@ -107,8 +106,9 @@ static int gguf_kv_read(struct gguf_reader *r, struct gguf_kvset *s,
 
 	snprintf(r->what, sizeof(r->what), "key %" PRIu64, i);
 	if (gguf_grow((void **)&s->kv, &s->cap, s->n + 1, sizeof(*s->kv)))
-		return err_set(r->err, ENOMEM, "%s: out of memory for %" PRIu64
-			       " keys", r->path, s->n + 1);
+		return err_set(r->err, ENOMEM,
+			       "%s: out of memory for %" PRIu64 " keys",
+			       r->path, s->n + 1);
 	ret = gguf_reader_string(r, &key);
 	if (ret)
 		return ret;
@@ -136,7 +136,7 @@ static int gguf_kv_read(struct gguf_reader *r, struct gguf_kvset *s,
 
 /* The alignment general.alignment asks for, checked, into *align. */
 static int gguf_alignment(struct gguf_reader *r, const struct gguf_kvset *s,
-		uint32_t *align)
+			  uint32_t *align)
 {
 	const struct io_gguf_kv *kv = gguf_kvset_find(s, "general.alignment");
 	uint64_t a;
@@ -145,13 +145,16 @@ static int gguf_alignment(struct gguf_reader *r, const struct gguf_kvset *s,
 	if (!kv)
 		return 0;
 	if (kv->value.type != IO_GGUF_UINT32)
-		return err_set(r->err, EINVAL, "%s: general.alignment must be "
-			       "a uint32 (it has type %d)", r->path,
-			       (int)kv->value.type);
+		return err_set(r->err, EINVAL,
+			       "%s: general.alignment must be "
+			       "a uint32 (it has type %d)",
+			       r->path, (int)kv->value.type);
 	a = kv->value.u64;
 	if (!a || (a & (a - 1)))
-		return err_set(r->err, EINVAL, "%s: general.alignment %" PRIu64
-			       " is not a power of two", r->path, a);
+		return err_set(r->err, EINVAL,
+			       "%s: general.alignment %" PRIu64
+			       " is not a power of two",
+			       r->path, a);
 	*align = (uint32_t)a;
 	return 0;
 }
@@ -168,9 +171,10 @@ static int gguf_tensor_shape(struct gguf_reader *r, struct io_gguf_tensor *t)
 	if (ret)
 		return ret;
 	if (t->n_dims > IO_GGUF_MAX_DIMS)
-		return err_set(r->err, EINVAL, "%s: %s has %" PRIu32 " "
-			       "dimensions (at most %d)", r->path, r->what,
-			       t->n_dims, IO_GGUF_MAX_DIMS);
+		return err_set(r->err, EINVAL,
+			       "%s: %s has %" PRIu32 " "
+			       "dimensions (at most %d)",
+			       r->path, r->what, t->n_dims, IO_GGUF_MAX_DIMS);
 	for (i = 0; i < IO_GGUF_MAX_DIMS; i++)
 		t->ne[i] = 1;
 	for (i = 0; i < t->n_dims; i++) {
@@ -178,39 +182,45 @@ static int gguf_tensor_shape(struct gguf_reader *r, struct io_gguf_tensor *t)
 		if (ret)
 			return ret;
 		if (t->ne[i] <= 0)
-			return err_set(r->err, EINVAL, "%s: %s: dimension %"
-				       PRIu32 " is %" PRId64, r->path, r->what,
-				       i, t->ne[i]);
+			return err_set(r->err, EINVAL,
+				       "%s: %s: dimension %" PRIu32
+				       " is %" PRId64,
+				       r->path, r->what, i, t->ne[i]);
 	}
 	ret = gguf_reader_u32(r, &t->type);
 	if (ret)
 		return ret;
 	ti = io_type_info(t->type);
 	if (!ti)
-		return err_set(r->err, EINVAL, "%s: %s has unknown type %"
-			       PRIu32, r->path, r->what, t->type);
+		return err_set(r->err, EINVAL,
+			       "%s: %s has unknown type %" PRIu32, r->path,
+			       r->what, t->type);
 	ret = io_type_row_bytes(t->type, t->ne[0], &row);
 	if (ret == -EINVAL)
-		return err_set(r->err, EINVAL, "%s: %s: row of %" PRId64 " "
+		return err_set(r->err, EINVAL,
+			       "%s: %s: row of %" PRId64 " "
 			       "elements is not a multiple of the %s block "
-			       "size %" PRIu32, r->path, r->what, t->ne[0],
-			       ti->name, ti->block_elems);
+			       "size %" PRIu32,
+			       r->path, r->what, t->ne[0], ti->name,
+			       ti->block_elems);
 	/* ggml counts elements in an int64 */
-	if (ret || __builtin_mul_overflow((uint64_t)t->ne[1],
-					  (uint64_t)t->ne[2], &rows) ||
+	if (ret ||
+	    __builtin_mul_overflow((uint64_t)t->ne[1], (uint64_t)t->ne[2],
+				   &rows) ||
 	    __builtin_mul_overflow(rows, (uint64_t)t->ne[3], &rows) ||
 	    __builtin_mul_overflow(rows, (uint64_t)t->ne[0], &elems) ||
-	    elems > INT64_MAX ||
-	    __builtin_mul_overflow(row, rows, &t->bytes))
-		return err_set(r->err, EINVAL, "%s: %s: shape [%" PRId64 ", %"
-			       PRId64 ", %" PRId64 ", %" PRId64 "] is too "
-			       "large", r->path, r->what, t->ne[0], t->ne[1],
-			       t->ne[2], t->ne[3]);
+	    elems > INT64_MAX || __builtin_mul_overflow(row, rows, &t->bytes))
+		return err_set(r->err, EINVAL,
+			       "%s: %s: shape [%" PRId64 ", %" PRId64
+			       ", %" PRId64 ", %" PRId64 "] is too "
+			       "large",
+			       r->path, r->what, t->ne[0], t->ne[1], t->ne[2],
+			       t->ne[3]);
 	return 0;
 }
 
 static int gguf_tensor_read(struct gguf_reader *r, struct gguf_model *m,
-		uint32_t file, uint32_t align, uint64_t i)
+			    uint32_t file, uint32_t align, uint64_t i)
 {
 	struct io_gguf_tensor *t;
 	struct io_gguf_string name;
@@ -220,8 +230,9 @@ static int gguf_tensor_read(struct gguf_reader *r, struct gguf_model *m,
 	snprintf(r->what, sizeof(r->what), "tensor %" PRIu64, i);
 	if (gguf_grow((void **)&m->pub.tensors, &m->tensor_cap,
 		      m->pub.n_tensors + 1, sizeof(*m->pub.tensors)))
-		return err_set(r->err, ENOMEM, "%s: out of memory for %" PRIu64
-			       " tensors", r->path, m->pub.n_tensors + 1);
+		return err_set(r->err, ENOMEM,
+			       "%s: out of memory for %" PRIu64 " tensors",
+			       r->path, m->pub.n_tensors + 1);
 	ret = gguf_reader_string(r, &name);
 	if (ret)
 		return ret;
@@ -230,21 +241,25 @@ static int gguf_tensor_read(struct gguf_reader *r, struct gguf_model *m,
 	t->name = name.data;
 	t->file = file;
 	if (!name.len)
-		return err_set(r->err, EINVAL, "%s: tensor %" PRIu64 " has an "
-			       "empty name", r->path, i);
+		return err_set(r->err, EINVAL,
+			       "%s: tensor %" PRIu64 " has an "
+			       "empty name",
+			       r->path, i);
 	gguf_what_set(r, "tensor", name.data);
 	if (strlen(name.data) != name.len)
 		return err_set(r->err, EINVAL, "%s: %s: name holds a NUL byte",
 			       r->path, r->what);
 	if (name.len >= GGUF_MAX_NAME)
-		return err_set(r->err, EINVAL, "%s: %s: name of %" PRIu64
-			       " bytes is longer than ggml's %d", r->path,
-			       r->what, name.len, GGUF_MAX_NAME - 1);
+		return err_set(r->err, EINVAL,
+			       "%s: %s: name of %" PRIu64
+			       " bytes is longer than ggml's %d",
+			       r->path, r->what, name.len, GGUF_MAX_NAME - 1);
 	other = gguf_names_find(&m->tensor_names, t->name);
 	if (other >= 0)
-		return err_set(r->err, EINVAL, "%s: duplicate %s (tensors %"
-			       PRId64 " and %" PRIu64 ")", r->path, r->what,
-			       other, m->pub.n_tensors - 1);
+		return err_set(r->err, EINVAL,
+			       "%s: duplicate %s (tensors %" PRId64
+			       " and %" PRIu64 ")",
+			       r->path, r->what, other, m->pub.n_tensors - 1);
 	if (gguf_names_add(&m->tensor_names, t->name, m->pub.n_tensors - 1))
 		return err_set(r->err, ENOMEM, "%s: out of memory", r->path);
 	ret = gguf_tensor_shape(r, t);
@@ -253,7 +268,8 @@ static int gguf_tensor_read(struct gguf_reader *r, struct gguf_model *m,
 	if (ret)
 		return ret;
 	if (t->offset % align)
-		return err_set(r->err, EINVAL, "%s: %s: offset %" PRIu64 " is "
+		return err_set(r->err, EINVAL,
+			       "%s: %s: offset %" PRIu64 " is "
 			       "not a multiple of the alignment %" PRIu32,
 			       r->path, r->what, t->offset, align);
 	return 0;
@@ -261,7 +277,7 @@ static int gguf_tensor_read(struct gguf_reader *r, struct gguf_model *m,
 
 /* Tensors first..n-1 belong to file f: place them in it, or refuse. */
 static int gguf_tensors_place(struct gguf_reader *r, struct gguf_model *m,
-		struct io_gguf_file *f, uint64_t first)
+			      struct io_gguf_file *f, uint64_t first)
 {
 	uint64_t i, room = f->size - f->data_offset;
 
@@ -270,23 +286,27 @@ static int gguf_tensors_place(struct gguf_reader *r, struct gguf_model *m,
 
 		if (t->offset > room || t->bytes > room - t->offset) {
 			gguf_what_set(r, "tensor", t->name);
-			return err_set(r->err, EINVAL, "%s: %s: %" PRIu64
+			return err_set(r->err, EINVAL,
+				       "%s: %s: %" PRIu64
 				       " bytes at data offset %" PRIu64 " run "
 				       "past the end of the file (%" PRIu64
-				       " data bytes)", r->path, r->what,
-				       t->bytes, t->offset, room);
+				       " data bytes)",
+				       r->path, r->what, t->bytes, t->offset,
+				       room);
 		}
 		t->offset += f->data_offset;
 		if (__builtin_add_overflow(m->pub.tensor_bytes, t->bytes,
 					   &m->pub.tensor_bytes))
-			return err_set(r->err, EOVERFLOW, "%s: total tensor "
-				       "size overflows", r->path);
+			return err_set(r->err, EOVERFLOW,
+				       "%s: total tensor "
+				       "size overflows",
+				       r->path);
 	}
 	return 0;
 }
 
 static int gguf_header_read(struct gguf_reader *r, uint32_t *version,
-		uint64_t *n_tensors, uint64_t *n_kv)
+			    uint64_t *n_tensors, uint64_t *n_kv)
 {
 	char magic[4];
 	int ret;
@@ -296,33 +316,43 @@ static int gguf_header_read(struct gguf_reader *r, uint32_t *version,
 	if (ret)
 		return ret;
 	if (memcmp(magic, GGUF_MAGIC, 4))
-		return err_set(r->err, EINVAL, "%s: not a GGUF file (magic "
-			       "%02x %02x %02x %02x)", r->path,
-			       (unsigned char)magic[0], (unsigned char)magic[1],
-			       (unsigned char)magic[2], (unsigned char)magic[3]);
+		return err_set(r->err, EINVAL,
+			       "%s: not a GGUF file (magic "
+			       "%02x %02x %02x %02x)",
+			       r->path, (unsigned char)magic[0],
+			       (unsigned char)magic[1], (unsigned char)magic[2],
+			       (unsigned char)magic[3]);
 	ret = gguf_reader_u32(r, version);
 	if (ret)
 		return ret;
 	if (*version == 1)
-		return err_set(r->err, EINVAL, "%s: GGUF version 1 is not "
-			       "supported (only 2 and 3)", r->path);
+		return err_set(r->err, EINVAL,
+			       "%s: GGUF version 1 is not "
+			       "supported (only 2 and 3)",
+			       r->path);
 	if (*version == 0x02000000 || *version == 0x03000000)
-		return err_set(r->err, EINVAL, "%s: big-endian GGUF files are "
-			       "not supported", r->path);
+		return err_set(r->err, EINVAL,
+			       "%s: big-endian GGUF files are "
+			       "not supported",
+			       r->path);
 	if (*version != 2 && *version != 3)
-		return err_set(r->err, EINVAL, "%s: unknown GGUF version %"
-			       PRIu32 " (only 2 and 3)", r->path, *version);
+		return err_set(r->err, EINVAL,
+			       "%s: unknown GGUF version %" PRIu32
+			       " (only 2 and 3)",
+			       r->path, *version);
 	ret = gguf_reader_u64(r, n_tensors);
 	if (!ret)
 		ret = gguf_reader_u64(r, n_kv);
 	if (ret)
 		return ret;
 	if (*n_kv > gguf_reader_left(r) / GGUF_MIN_KV_BYTES)
-		return err_set(r->err, EINVAL, "%s: %" PRIu64 " keys cannot "
+		return err_set(r->err, EINVAL,
+			       "%s: %" PRIu64 " keys cannot "
 			       "fit in the %" PRIu64 " bytes of the file",
 			       r->path, *n_kv, r->size);
 	if (*n_tensors > gguf_reader_left(r) / GGUF_MIN_TENSOR_BYTES)
-		return err_set(r->err, EINVAL, "%s: %" PRIu64 " tensors cannot"
+		return err_set(r->err, EINVAL,
+			       "%s: %" PRIu64 " tensors cannot"
 			       " fit in the %" PRIu64 " bytes of the file",
 			       r->path, *n_tensors, r->size);
 	return 0;
@@ -333,8 +363,8 @@ static int gguf_header_read(struct gguf_reader *r, uint32_t *version,
  * *kvs, tensors appended to m with their absolute offsets.
  */
 static int gguf_file_read(struct gguf_model *m, uint32_t fi,
-		struct gguf_kvset *kvs, uint32_t *version, uint32_t *align,
-		struct err *err)
+			  struct gguf_kvset *kvs, uint32_t *version,
+			  uint32_t *align, struct err *err)
 {
 	struct io_gguf_file *f = &m->pub.files[fi];
 	struct gguf_reader r = { .fd = -1, .path = f->path, .err = err };
@@ -371,9 +401,11 @@ static int gguf_file_read(struct gguf_model *m, uint32_t fi,
 	/* r.pos <= size < 2^63, so this cannot wrap */
 	f->data_offset = (r.pos + *align - 1) / *align * *align;
 	if (n_tensors && f->data_offset > f->size) {
-		ret = err_set(err, EINVAL, "%s: truncated: the data section "
-			      "would start at %" PRIu64 ", past the end (%"
-			      PRIu64 ")", f->path, f->data_offset, f->size);
+		ret = err_set(err, EINVAL,
+			      "%s: truncated: the data section "
+			      "would start at %" PRIu64
+			      ", past the end (%" PRIu64 ")",
+			      f->path, f->data_offset, f->size);
 		goto out_free;
 	}
 	if (f->data_offset > f->size)
@@ -390,7 +422,7 @@ out_close:
 
 /* The 5 decimal digits ending just before end, as %05d writes them. */
 static const char *gguf_digits_back(const char *begin, const char *end,
-		unsigned long *v)
+				    unsigned long *v)
 {
 	const char *p = end;
 	unsigned long x = 0, scale = 1;
@@ -411,7 +443,7 @@ static const char *gguf_digits_back(const char *begin, const char *end,
  * llama_split_path)? Then *prefix_len, *no (1-based) and *count.
  */
 static bool gguf_split_name(const char *path, size_t *prefix_len,
-		unsigned long *no, unsigned long *count)
+			    unsigned long *no, unsigned long *count)
 {
 	size_t len = strlen(path);
 	const char *end = path + len, *p;
@@ -436,14 +468,16 @@ static int64_t gguf_kvset_int(const struct gguf_kvset *s, const char *key)
 	if (!kv)
 		return -1;
 	switch (kv->value.type) {
-	case IO_GGUF_UINT8: case IO_GGUF_UINT16: case IO_GGUF_UINT32:
+	case IO_GGUF_UINT8:
+	case IO_GGUF_UINT16:
+	case IO_GGUF_UINT32:
 	case IO_GGUF_UINT64:
 		return kv->value.u64 > INT64_MAX ? -1 : (int64_t)kv->value.u64;
-	case IO_GGUF_INT8: case IO_GGUF_INT16: case IO_GGUF_INT32:
-	case IO_GGUF_INT64:
-		return kv->value.i64 < 0 ? -1 : kv->value.i64;
-	default:
-		return -1;
+	case IO_GGUF_INT8:
+	case IO_GGUF_INT16:
+	case IO_GGUF_INT32:
+	case IO_GGUF_INT64: return kv->value.i64 < 0 ? -1 : kv->value.i64;
+	default: return -1;
 	}
 }
 
@@ -452,7 +486,7 @@ static int64_t gguf_kvset_int(const struct gguf_kvset *s, const char *key)
  * keys of its first part (kvs); refuses a later part or a mismatch.
  */
 static int gguf_split_count(const char *path, const struct gguf_kvset *kvs,
-		uint32_t *n, size_t *prefix_len, struct err *err)
+			    uint32_t *n, size_t *prefix_len, struct err *err)
 {
 	int64_t count = gguf_kvset_int(kvs, "split.count");
 	int64_t idx = gguf_kvset_int(kvs, "split.no");
@@ -461,27 +495,31 @@ static int gguf_split_count(const char *path, const struct gguf_kvset *kvs,
 	*n = 1;
 	if (!gguf_split_name(path, prefix_len, &no, &parts) || parts <= 1) {
 		if (count > 1)
-			return err_set(err, EINVAL, "%s: split.count is %"
-				       PRId64 " but the name is not "
+			return err_set(err, EINVAL,
+				       "%s: split.count is %" PRId64
+				       " but the name is not "
 				       "NAME-00001-of-%05" PRId64 ".gguf",
 				       path, count, count);
 		return 0;
 	}
 	if (no != 1 || idx > 0)
-		return err_set(err, EINVAL, "%s: part %lu of %lu of a split "
-			       "model; open part 00001", path,
-			       idx > 0 ? (unsigned long)idx + 1 : no, parts);
-	if (count >= 0 && (uint64_t)count != parts)
-		return err_set(err, EINVAL, "%s: split.count is %" PRId64
-			       " but the name says %lu parts", path, count,
+		return err_set(err, EINVAL,
+			       "%s: part %lu of %lu of a split "
+			       "model; open part 00001",
+			       path, idx > 0 ? (unsigned long)idx + 1 : no,
 			       parts);
+	if (count >= 0 && (uint64_t)count != parts)
+		return err_set(err, EINVAL,
+			       "%s: split.count is %" PRId64
+			       " but the name says %lu parts",
+			       path, count, parts);
 	*n = (uint32_t)parts;
 	return 0;
 }
 
 /* Read parts 2..n of a split model; their metadata is checked and dropped. */
 static int gguf_split_read(struct gguf_model *m, const char *path,
-		size_t prefix_len, struct err *err)
+			   size_t prefix_len, struct err *err)
 {
 	struct gguf_kvset kvs = { 0 };
 	uint32_t n = m->pub.n_files, i, version, align;
@@ -489,9 +527,9 @@ static int gguf_split_read(struct gguf_model *m, const char *path,
 	int ret;
 
 	for (i = 1; i < n; i++) {
-		if (asprintf(&m->pub.files[i].path, "%.*s-%05" PRIu32 "-of-%05"
-			     PRIu32 ".gguf", (int)prefix_len, path, i + 1,
-			     n) < 0) {
+		if (asprintf(&m->pub.files[i].path,
+			     "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf",
+			     (int)prefix_len, path, i + 1, n) < 0) {
 			m->pub.files[i].path = NULL;
 			return err_set(err, ENOMEM, "%s: out of memory", path);
 		}
@@ -501,7 +539,8 @@ static int gguf_split_read(struct gguf_model *m, const char *path,
 		idx = gguf_kvset_int(&kvs, "split.no");
 		count = gguf_kvset_int(&kvs, "split.count");
 		if ((idx >= 0 && idx != i) || (count >= 0 && count != n)) {
-			ret = err_set(err, EINVAL, "%s: split.no/split.count "
+			ret = err_set(err, EINVAL,
+				      "%s: split.no/split.count "
 				      "say part %" PRId64 " of %" PRId64
 				      ", expected %" PRIu32 " of %" PRIu32,
 				      m->pub.files[i].path, idx + 1, count,
@@ -511,13 +550,15 @@ static int gguf_split_read(struct gguf_model *m, const char *path,
 		gguf_kvset_free(&kvs);
 	}
 	count = gguf_kvset_int(&(struct gguf_kvset){ .kv = m->pub.kv,
-			       .n = m->pub.n_kv, .names = m->kv_names },
+						     .n = m->pub.n_kv,
+						     .names = m->kv_names },
 			       "split.tensors.count");
 	if (count >= 0 && (uint64_t)count != m->pub.n_tensors)
-		return err_set(err, EINVAL, "%s: split.tensors.count is %"
-			       PRId64 " but the %" PRIu32 " parts hold %"
-			       PRIu64 " tensors", path, count, n,
-			       m->pub.n_tensors);
+		return err_set(err, EINVAL,
+			       "%s: split.tensors.count is %" PRId64
+			       " but the %" PRIu32 " parts hold %" PRIu64
+			       " tensors",
+			       path, count, n, m->pub.n_tensors);
 	return 0;
 out:
 	gguf_kvset_free(&kvs);
@@ -607,7 +648,7 @@ const struct io_gguf_kv *io_gguf_find(const struct io_gguf *g, const char *key)
 }
 
 const struct io_gguf_tensor *io_gguf_find_tensor(const struct io_gguf *g,
-		const char *name)
+						 const char *name)
 {
 	int64_t i = gguf_names_find(&gguf_model_of(g)->tensor_names, name);
 

@@ -13,13 +13,13 @@ static bool gguf_is_unsigned(enum io_gguf_value_type t)
 
 static bool gguf_is_signed(enum io_gguf_value_type t)
 {
-	return t == IO_GGUF_INT8 || t == IO_GGUF_INT16 ||
-	       t == IO_GGUF_INT32 || t == IO_GGUF_INT64;
+	return t == IO_GGUF_INT8 || t == IO_GGUF_INT16 || t == IO_GGUF_INT32 ||
+	       t == IO_GGUF_INT64;
 }
 
 /* The integer value of key if it lies in [lo, hi]. */
-static int gguf_get_int(const struct io_gguf *g, const char *key,
-		int64_t lo, uint64_t hi, int64_t *out)
+static int gguf_get_int(const struct io_gguf *g, const char *key, int64_t lo,
+			uint64_t hi, int64_t *out)
 {
 	const struct io_gguf_kv *kv = io_gguf_find(g, key);
 
@@ -91,11 +91,12 @@ const char *io_gguf_get_str(const struct io_gguf *g, const char *key)
 	const struct io_gguf_kv *kv = io_gguf_find(g, key);
 
 	return kv && kv->value.type == IO_GGUF_STRING ? kv->value.str.data :
-		NULL;
+							NULL;
 }
 
 const struct io_gguf_array *io_gguf_get_array(const struct io_gguf *g,
-		const char *key, enum io_gguf_value_type elem_type)
+					      const char *key,
+					      enum io_gguf_value_type elem_type)
 {
 	const struct io_gguf_kv *kv = io_gguf_find(g, key);
 

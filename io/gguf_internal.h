@@ -19,12 +19,12 @@
 struct gguf_reader {
 	int fd;
 	const char *path;
-	uint64_t size;          /* of the file, from fstat */
-	uint64_t pos;           /* next byte to read */
-	unsigned char *buf;     /* GGUF_READER_BUF bytes */
-	uint64_t buf_off;       /* file offset of buf[0] */
-	size_t buf_len;         /* valid bytes in buf */
-	char what[96];          /* what is being read, for messages */
+	uint64_t size;	    /* of the file, from fstat */
+	uint64_t pos;	    /* next byte to read */
+	unsigned char *buf; /* GGUF_READER_BUF bytes */
+	uint64_t buf_off;   /* file offset of buf[0] */
+	size_t buf_len;	    /* valid bytes in buf */
+	char what[96];	    /* what is being read, for messages */
 	struct err *err;
 };
 
@@ -49,7 +49,7 @@ int gguf_reader_string(struct gguf_reader *r, struct io_gguf_string *s);
 
 /* One metadata value of the given type (already read from the file). */
 int gguf_value_read(struct gguf_reader *r, struct io_gguf_value *v,
-		uint32_t type);
+		    uint32_t type);
 void gguf_value_free(struct io_gguf_value *v);
 /* Bytes one element of a type takes in the file at least; 0 if invalid. */
 uint64_t gguf_value_min_bytes(uint32_t type);
@@ -63,7 +63,7 @@ int gguf_grow(void **p, uint64_t *cap, uint64_t need, size_t elem);
 /* An open-addressing set of names, each mapped to an index. */
 struct gguf_names {
 	struct gguf_name_slot *slot;
-	uint64_t cap;   /* power of two, or 0 */
+	uint64_t cap; /* power of two, or 0 */
 	uint64_t n;
 };
 

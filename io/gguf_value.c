@@ -32,11 +32,14 @@ static int gguf_reader_fill(struct gguf_reader *r)
 		got = pread(r->fd, r->buf, want, (off_t)r->pos);
 	while (got < 0 && errno == EINTR);
 	if (got < 0)
-		return err_set(r->err, errno, "%s: read at offset %" PRIu64
-			       ": %s", r->path, r->pos, strerror(errno));
+		return err_set(r->err, errno,
+			       "%s: read at offset %" PRIu64 ": %s", r->path,
+			       r->pos, strerror(errno));
 	if (got == 0)
-		return err_set(r->err, EINVAL, "%s: file shrank while being "
-			       "read (at offset %" PRIu64 ")", r->path, r->pos);
+		return err_set(r->err, EINVAL,
+			       "%s: file shrank while being "
+			       "read (at offset %" PRIu64 ")",
+			       r->path, r->pos);
 	r->buf_off = r->pos;
 	r->buf_len = (size_t)got;
 	return 0;
@@ -48,10 +51,11 @@ int gguf_reader_bytes(struct gguf_reader *r, void *dst, uint64_t n)
 	int ret;
 
 	if (n > r->size - r->pos)
-		return err_set(r->err, EINVAL, "%s: truncated: %s needs %"
-			       PRIu64 " bytes at offset %" PRIu64 ", the file "
-			       "ends at %" PRIu64, r->path, r->what, n, r->pos,
-			       r->size);
+		return err_set(r->err, EINVAL,
+			       "%s: truncated: %s needs %" PRIu64
+			       " bytes at offset %" PRIu64 ", the file "
+			       "ends at %" PRIu64,
+			       r->path, r->what, n, r->pos, r->size);
 	while (n) {
 		uint64_t in, take;
 
@@ -92,19 +96,24 @@ int gguf_reader_string(struct gguf_reader *r, struct io_gguf_string *s)
 	if (ret)
 		return ret;
 	if (len > gguf_reader_left(r))
-		return err_set(r->err, EINVAL, "%s: %s: string length %" PRIu64
-			       " at offset %" PRIu64 " runs past the end of the "
-			       "file (%" PRIu64 " bytes left)", r->path,
-			       r->what, len, at, gguf_reader_left(r));
+		return err_set(r->err, EINVAL,
+			       "%s: %s: string length %" PRIu64
+			       " at offset %" PRIu64
+			       " runs past the end of the "
+			       "file (%" PRIu64 " bytes left)",
+			       r->path, r->what, len, at, gguf_reader_left(r));
 	if (len > GGUF_MAX_STRING)
-		return err_set(r->err, EINVAL, "%s: %s: string of %" PRIu64
+		return err_set(r->err, EINVAL,
+			       "%s: %s: string of %" PRIu64
 			       " bytes at offset %" PRIu64 " is over the %llu "
-			       "byte limit", r->path, r->what, len, at,
-			       GGUF_MAX_STRING);
+			       "byte limit",
+			       r->path, r->what, len, at, GGUF_MAX_STRING);
 	s->data = malloc((size_t)len + 1);
 	if (!s->data)
-		return err_set(r->err, ENOMEM, "%s: out of memory for a "
-			       "string of %" PRIu64 " bytes", r->path, len);
+		return err_set(r->err, ENOMEM,
+			       "%s: out of memory for a "
+			       "string of %" PRIu64 " bytes",
+			       r->path, len);
 	ret = gguf_reader_bytes(r, s->data, len);
 	if (ret) {
 		free(s->data);
@@ -143,33 +152,35 @@ int gguf_grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
 /* ---- values ------------------------------------------------------------ */
 
 static const char *const gguf_type_names[] = {
-	"uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-	"bool", "string", "array", "uint64", "int64", "float64",
+	"uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+	"bool",	 "string", "array",  "uint64", "int64",	 "float64",
 };
 
 /* Bytes of a packed number or bool element; 0 for string/array/invalid. */
 static size_t gguf_scalar_size(uint32_t type)
 {
 	switch (type) {
-	case IO_GGUF_UINT8: case IO_GGUF_INT8: case IO_GGUF_BOOL:
-		return 1;
-	case IO_GGUF_UINT16: case IO_GGUF_INT16:
-		return 2;
-	case IO_GGUF_UINT32: case IO_GGUF_INT32: case IO_GGUF_FLOAT32:
-		return 4;
-	case IO_GGUF_UINT64: case IO_GGUF_INT64: case IO_GGUF_FLOAT64:
-		return 8;
-	default:
-		return 0;
+	case IO_GGUF_UINT8:
+	case IO_GGUF_INT8:
+	case IO_GGUF_BOOL: return 1;
+	case IO_GGUF_UINT16:
+	case IO_GGUF_INT16: return 2;
+	case IO_GGUF_UINT32:
+	case IO_GGUF_INT32:
+	case IO_GGUF_FLOAT32: return 4;
+	case IO_GGUF_UINT64:
+	case IO_GGUF_INT64:
+	case IO_GGUF_FLOAT64: return 8;
+	default: return 0;
 	}
 }
 
 uint64_t gguf_value_min_bytes(uint32_t type)
 {
 	if (type == IO_GGUF_STRING)
-		return 8;               /* the length */
+		return 8; /* the length */
 	if (type == IO_GGUF_ARRAY)
-		return 4 + 8;           /* element type and count */
+		return 4 + 8; /* element type and count */
 	return gguf_scalar_size(type);
 }
 
@@ -204,20 +215,22 @@ void gguf_value_free(struct io_gguf_value *v)
 }
 
 static int gguf_array_read(struct gguf_reader *r, struct io_gguf_array *a,
-		int depth);
+			   int depth);
 
 /* Elements of a string or array array, grown as they arrive. */
-static int gguf_array_read_items(struct gguf_reader *r,
-		struct io_gguf_array *a, uint64_t n, int depth)
+static int gguf_array_read_items(struct gguf_reader *r, struct io_gguf_array *a,
+				 uint64_t n, int depth)
 {
 	size_t elem = a->type == IO_GGUF_STRING ?
-		sizeof(struct io_gguf_string) : sizeof(struct io_gguf_array);
+			      sizeof(struct io_gguf_string) :
+			      sizeof(struct io_gguf_array);
 	uint64_t cap = 0;
 	int ret;
 
 	while (a->n < n) {
 		if (gguf_grow(&a->data, &cap, a->n + 1, elem))
-			return err_set(r->err, ENOMEM, "%s: %s: out of memory "
+			return err_set(r->err, ENOMEM,
+				       "%s: %s: out of memory "
 				       "for %" PRIu64 " array elements",
 				       r->path, r->what, a->n + 1);
 		if (a->type == IO_GGUF_STRING) {
@@ -256,7 +269,7 @@ static int gguf_array_read_items(struct gguf_reader *r,
  * gguf_array_free().
  */
 static int gguf_array_read(struct gguf_reader *r, struct io_gguf_array *a,
-		int depth)
+			   int depth)
 {
 	uint64_t n = a->n, min = gguf_value_min_bytes(a->type);
 	size_t size = gguf_scalar_size(a->type);
@@ -269,17 +282,22 @@ static int gguf_array_read(struct gguf_reader *r, struct io_gguf_array *a,
 		uint32_t type = a->type;
 
 		a->type = IO_GGUF_UINT8;
-		return err_set(r->err, EINVAL, "%s: %s: unknown array element "
-			       "type %" PRIu32, r->path, r->what, type);
+		return err_set(r->err, EINVAL,
+			       "%s: %s: unknown array element "
+			       "type %" PRIu32,
+			       r->path, r->what, type);
 	}
 	if (a->type == IO_GGUF_ARRAY && depth >= GGUF_MAX_DEPTH)
-		return err_set(r->err, EINVAL, "%s: %s: arrays nested deeper "
-			       "than %d", r->path, r->what, GGUF_MAX_DEPTH);
+		return err_set(r->err, EINVAL,
+			       "%s: %s: arrays nested deeper "
+			       "than %d",
+			       r->path, r->what, GGUF_MAX_DEPTH);
 	if (n > gguf_reader_left(r) / min)
-		return err_set(r->err, EINVAL, "%s: %s: array of %" PRIu64
+		return err_set(r->err, EINVAL,
+			       "%s: %s: array of %" PRIu64
 			       " %s elements cannot fit in the %" PRIu64
-			       " bytes left after offset %" PRIu64, r->path,
-			       r->what, n, gguf_type_names[a->type],
+			       " bytes left after offset %" PRIu64,
+			       r->path, r->what, n, gguf_type_names[a->type],
 			       gguf_reader_left(r), r->pos);
 	if (!size)
 		return gguf_array_read_items(r, a, n, depth);
@@ -287,8 +305,10 @@ static int gguf_array_read(struct gguf_reader *r, struct io_gguf_array *a,
 	/* n * size <= bytes left, so this allocation is bounded by the file */
 	a->data = malloc(n ? (size_t)(n * size) : 1);
 	if (!a->data)
-		return err_set(r->err, ENOMEM, "%s: %s: out of memory for %"
-			       PRIu64 " array elements", r->path, r->what, n);
+		return err_set(r->err, ENOMEM,
+			       "%s: %s: out of memory for %" PRIu64
+			       " array elements",
+			       r->path, r->what, n);
 	ret = gguf_reader_bytes(r, a->data, n * size);
 	if (ret)
 		return ret;
@@ -303,12 +323,19 @@ static int gguf_array_read(struct gguf_reader *r, struct io_gguf_array *a,
 }
 
 int gguf_value_read(struct gguf_reader *r, struct io_gguf_value *v,
-		uint32_t type)
+		    uint32_t type)
 {
 	union {
-		uint8_t u8; int8_t i8; uint16_t u16; int16_t i16;
-		uint32_t u32; int32_t i32; float f32; uint64_t u64;
-		int64_t i64; double f64;
+		uint8_t u8;
+		int8_t i8;
+		uint16_t u16;
+		int16_t i16;
+		uint32_t u32;
+		int32_t i32;
+		float f32;
+		uint64_t u64;
+		int64_t i64;
+		double f64;
 	} x;
 	size_t size = gguf_scalar_size(type);
 	int ret;
@@ -334,8 +361,9 @@ int gguf_value_read(struct gguf_reader *r, struct io_gguf_value *v,
 		return gguf_array_read(r, &v->arr, 0);
 	}
 	if (!size)
-		return err_set(r->err, EINVAL, "%s: %s: unknown value type %"
-			       PRIu32, r->path, r->what, type);
+		return err_set(r->err, EINVAL,
+			       "%s: %s: unknown value type %" PRIu32, r->path,
+			       r->what, type);
 	ret = gguf_reader_bytes(r, &x, size);
 	if (ret)
 		return ret;
@@ -359,13 +387,13 @@ int gguf_value_read(struct gguf_reader *r, struct io_gguf_value *v,
 /* ---- name sets --------------------------------------------------------- */
 
 struct gguf_name_slot {
-	const char *name;   /* NULL: empty */
+	const char *name; /* NULL: empty */
 	uint64_t idx;
 };
 
 static uint64_t gguf_name_hash(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a */
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
 
 	while (*s) {
 		h ^= (unsigned char)*s++;
@@ -375,7 +403,7 @@ static uint64_t gguf_name_hash(const char *s)
 }
 
 static struct gguf_name_slot *gguf_names_slot(struct gguf_name_slot *slot,
-		uint64_t cap, const char *name)
+					      uint64_t cap, const char *name)
 {
 	uint64_t i = gguf_name_hash(name) & (cap - 1);
 
@@ -393,8 +421,8 @@ static int gguf_names_rehash(struct gguf_names *s, uint64_t cap)
 		return -ENOMEM;
 	for (i = 0; i < s->cap; i++)
 		if (s->slot[i].name)
-			*gguf_names_slot(slot, cap, s->slot[i].name) =
-				s->slot[i];
+			*gguf_names_slot(slot, cap,
+					 s->slot[i].name) = s->slot[i];
 	free(s->slot);
 	s->slot = slot;
 	s->cap = cap;

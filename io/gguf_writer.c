@@ -22,17 +22,17 @@ struct io_gguf_writer {
 	struct io_gguf_kv *kv;
 	uint64_t n_kv, kv_cap;
 	struct gguf_names kv_names;
-	struct io_gguf_tensor *t;       /* offset: relative to the data */
+	struct io_gguf_tensor *t; /* offset: relative to the data */
 	uint64_t n_t, t_cap;
 	struct gguf_names t_names;
-	uint64_t data_bytes;            /* end of the last tensor, aligned */
+	uint64_t data_bytes; /* end of the last tensor, aligned */
 
-	int fd;                         /* -1 until begin */
+	int fd; /* -1 until begin */
 	char *path;
 	unsigned char *buf;
 	size_t buf_len;
-	uint64_t pos;                   /* bytes of data section written */
-	uint64_t cur;                   /* tensor being written */
+	uint64_t pos; /* bytes of data section written */
+	uint64_t cur; /* tensor being written */
 	bool finished;
 };
 
@@ -54,12 +54,13 @@ static void writer_array_free(struct io_gguf_array *a)
 			free(((struct io_gguf_string *)a->data)[i].data);
 	else if (a->type == IO_GGUF_ARRAY)
 		for (i = 0; i < a->n; i++)
-			writer_array_free(&((struct io_gguf_array *)a->data)[i]);
+			writer_array_free(
+				&((struct io_gguf_array *)a->data)[i]);
 	free(a->data);
 }
 
 static int writer_str_copy(struct io_gguf_string *d,
-		const struct io_gguf_string *s)
+			   const struct io_gguf_string *s)
 {
 	d->len = s->len;
 	d->data = malloc(s->len + 1);
@@ -72,7 +73,7 @@ static int writer_str_copy(struct io_gguf_string *d,
 
 /* Deep copy; on failure d holds what was copied (free it with the array). */
 static int writer_array_copy(struct io_gguf_array *d,
-		const struct io_gguf_array *s, int depth)
+			     const struct io_gguf_array *s, int depth)
 {
 	size_t size = writer_scalar_size(s->type);
 	uint64_t i;
@@ -80,8 +81,8 @@ static int writer_array_copy(struct io_gguf_array *d,
 
 	d->type = s->type;
 	d->n = 0;
-	if (depth > GGUF_MAX_DEPTH || (!size && s->type != IO_GGUF_STRING &&
-				       s->type != IO_GGUF_ARRAY))
+	if (depth > GGUF_MAX_DEPTH ||
+	    (!size && s->type != IO_GGUF_STRING && s->type != IO_GGUF_ARRAY))
 		return -EINVAL;
 	if (size) {
 		if (s->n > SIZE_MAX / size)
@@ -94,7 +95,7 @@ static int writer_array_copy(struct io_gguf_array *d,
 		return 0;
 	}
 	size = s->type == IO_GGUF_STRING ? sizeof(struct io_gguf_string) :
-		sizeof(struct io_gguf_array);
+					   sizeof(struct io_gguf_array);
 	if (s->n > SIZE_MAX / size)
 		return -ENOMEM;
 	d->data = calloc(s->n + 1, size);
@@ -115,7 +116,7 @@ static int writer_array_copy(struct io_gguf_array *d,
 }
 
 int io_gguf_writer_new(struct io_gguf_writer **out, uint32_t alignment,
-		struct err *err)
+		       struct err *err)
 {
 	struct io_gguf_writer *w;
 
@@ -123,8 +124,10 @@ int io_gguf_writer_new(struct io_gguf_writer **out, uint32_t alignment,
 	if (!alignment)
 		alignment = 32;
 	if (alignment & (alignment - 1))
-		return err_set(err, EINVAL, "gguf writer: alignment %" PRIu32
-			       " is not a power of two", alignment);
+		return err_set(err, EINVAL,
+			       "gguf writer: alignment %" PRIu32
+			       " is not a power of two",
+			       alignment);
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return err_set(err, ENOMEM, "gguf writer: out of memory");
@@ -170,19 +173,20 @@ void io_gguf_writer_free(struct io_gguf_writer *w)
 }
 
 int io_gguf_writer_add(struct io_gguf_writer *w, const char *key,
-		const struct io_gguf_value *v, struct err *err)
+		       const struct io_gguf_value *v, struct err *err)
 {
 	struct io_gguf_kv *kv;
 	int ret = 0;
 
 	if (w->fd >= 0 || w->finished)
-		return err_set(err, EINVAL, "gguf writer: key '%s' added "
-			       "after the header was written", key);
+		return err_set(err, EINVAL,
+			       "gguf writer: key '%s' added "
+			       "after the header was written",
+			       key);
 	if (!*key || gguf_names_find(&w->kv_names, key) >= 0)
 		return err_set(err, EINVAL, "gguf writer: %s key '%s'",
 			       *key ? "duplicate" : "empty", key);
-	if (gguf_grow((void **)&w->kv, &w->kv_cap, w->n_kv + 1,
-		      sizeof(*w->kv)))
+	if (gguf_grow((void **)&w->kv, &w->kv_cap, w->n_kv + 1, sizeof(*w->kv)))
 		return err_set(err, ENOMEM, "gguf writer: out of memory");
 	kv = &w->kv[w->n_kv];
 	memset(kv, 0, sizeof(*kv));
@@ -206,38 +210,38 @@ int io_gguf_writer_add(struct io_gguf_writer *w, const char *key,
 		free(kv->key);
 		return err_set(err, -ret, "gguf writer: key '%s': %s", key,
 			       ret == -EINVAL ? "invalid value type" :
-			       "out of memory");
+						"out of memory");
 	}
 	w->n_kv++;
 	return 0;
 }
 
 int io_gguf_writer_add_u32(struct io_gguf_writer *w, const char *key,
-		uint32_t v, struct err *err)
+			   uint32_t v, struct err *err)
 {
 	struct io_gguf_value x = { .type = IO_GGUF_UINT32, .u64 = v };
 
 	return io_gguf_writer_add(w, key, &x, err);
 }
 
-int io_gguf_writer_add_i32(struct io_gguf_writer *w, const char *key,
-		int32_t v, struct err *err)
+int io_gguf_writer_add_i32(struct io_gguf_writer *w, const char *key, int32_t v,
+			   struct err *err)
 {
 	struct io_gguf_value x = { .type = IO_GGUF_INT32, .i64 = v };
 
 	return io_gguf_writer_add(w, key, &x, err);
 }
 
-int io_gguf_writer_add_f32(struct io_gguf_writer *w, const char *key,
-		float v, struct err *err)
+int io_gguf_writer_add_f32(struct io_gguf_writer *w, const char *key, float v,
+			   struct err *err)
 {
 	struct io_gguf_value x = { .type = IO_GGUF_FLOAT32, .f64 = v };
 
 	return io_gguf_writer_add(w, key, &x, err);
 }
 
-int io_gguf_writer_add_bool(struct io_gguf_writer *w, const char *key,
-		bool v, struct err *err)
+int io_gguf_writer_add_bool(struct io_gguf_writer *w, const char *key, bool v,
+			    struct err *err)
 {
 	struct io_gguf_value x = { .type = IO_GGUF_BOOL, .b = v };
 
@@ -245,20 +249,20 @@ int io_gguf_writer_add_bool(struct io_gguf_writer *w, const char *key,
 }
 
 int io_gguf_writer_add_str(struct io_gguf_writer *w, const char *key,
-		const char *s, struct err *err)
+			   const char *s, struct err *err)
 {
 	struct io_gguf_value x = { .type = IO_GGUF_STRING,
-		.str = { strlen(s), (char *)s } };
+				   .str = { strlen(s), (char *)s } };
 
 	return io_gguf_writer_add(w, key, &x, err);
 }
 
 int io_gguf_writer_add_array(struct io_gguf_writer *w, const char *key,
-		enum io_gguf_value_type elem_type, const void *data, uint64_t n,
-		struct err *err)
+			     enum io_gguf_value_type elem_type,
+			     const void *data, uint64_t n, struct err *err)
 {
 	struct io_gguf_value x = { .type = IO_GGUF_ARRAY,
-		.arr = { elem_type, n, (void *)data } };
+				   .arr = { elem_type, n, (void *)data } };
 	struct io_gguf_string *s;
 	uint64_t i;
 	int ret;
@@ -282,37 +286,46 @@ int io_gguf_writer_add_array(struct io_gguf_writer *w, const char *key,
 }
 
 int io_gguf_writer_add_tensor(struct io_gguf_writer *w, const char *name,
-		uint32_t type, uint32_t n_dims, const int64_t *ne,
-		struct err *err)
+			      uint32_t type, uint32_t n_dims, const int64_t *ne,
+			      struct err *err)
 {
 	struct io_gguf_tensor *t;
 	uint64_t row, rows = 1, end;
 	uint32_t i;
 
 	if (w->fd >= 0 || w->finished)
-		return err_set(err, EINVAL, "gguf writer: tensor '%s' added "
-			       "after the header was written", name);
+		return err_set(err, EINVAL,
+			       "gguf writer: tensor '%s' added "
+			       "after the header was written",
+			       name);
 	if (!*name || strlen(name) >= 64 ||
 	    gguf_names_find(&w->t_names, name) >= 0)
-		return err_set(err, EINVAL, "gguf writer: tensor name '%s' is "
+		return err_set(err, EINVAL,
+			       "gguf writer: tensor name '%s' is "
 			       "empty, longer than 63 bytes or a duplicate",
 			       name);
 	if (n_dims > IO_GGUF_MAX_DIMS)
-		return err_set(err, EINVAL, "gguf writer: tensor '%s' has %"
-			       PRIu32 " dimensions", name, n_dims);
+		return err_set(err, EINVAL,
+			       "gguf writer: tensor '%s' has %" PRIu32
+			       " dimensions",
+			       name, n_dims);
 	for (i = 0; i < n_dims; i++)
 		if (ne[i] <= 0)
-			return err_set(err, EINVAL, "gguf writer: tensor '%s' "
+			return err_set(err, EINVAL,
+				       "gguf writer: tensor '%s' "
 				       "dimension %" PRIu32 " is %" PRId64,
 				       name, i, ne[i]);
 	if (io_type_row_bytes(type, n_dims ? ne[0] : 1, &row))
-		return err_set(err, EINVAL, "gguf writer: tensor '%s': type %"
-			       PRIu32 " unknown or row not whole blocks", name,
-			       type);
+		return err_set(err, EINVAL,
+			       "gguf writer: tensor '%s': type %" PRIu32
+			       " unknown or row not whole blocks",
+			       name, type);
 	for (i = 1; i < n_dims; i++)
 		if (__builtin_mul_overflow(rows, (uint64_t)ne[i], &rows))
-			return err_set(err, EOVERFLOW, "gguf writer: tensor "
-				       "'%s' is too large", name);
+			return err_set(err, EOVERFLOW,
+				       "gguf writer: tensor "
+				       "'%s' is too large",
+				       name);
 	if (gguf_grow((void **)&w->t, &w->t_cap, w->n_t + 1, sizeof(*w->t)))
 		return err_set(err, ENOMEM, "gguf writer: out of memory");
 	t = &w->t[w->n_t];
@@ -325,8 +338,10 @@ int io_gguf_writer_add_tensor(struct io_gguf_writer *w, const char *name,
 	if (__builtin_mul_overflow(row, rows, &t->bytes) ||
 	    __builtin_add_overflow(t->offset, t->bytes, &end) ||
 	    end > UINT64_MAX - w->align)
-		return err_set(err, EOVERFLOW, "gguf writer: tensor '%s' is "
-			       "too large", name);
+		return err_set(err, EOVERFLOW,
+			       "gguf writer: tensor '%s' is "
+			       "too large",
+			       name);
 	t->name = strdup(name);
 	if (!t->name || gguf_names_add(&w->t_names, t->name, w->n_t)) {
 		free(t->name);
@@ -358,7 +373,7 @@ static int writer_flush(struct io_gguf_writer *w, struct err *err)
 }
 
 static int writer_put(struct io_gguf_writer *w, const void *p, size_t n,
-		struct err *err)
+		      struct err *err)
 {
 	const unsigned char *c = p;
 	int ret;
@@ -381,8 +396,7 @@ static int writer_put(struct io_gguf_writer *w, const void *p, size_t n,
 	return 0;
 }
 
-static int writer_zeros(struct io_gguf_writer *w, uint64_t n,
-		struct err *err)
+static int writer_zeros(struct io_gguf_writer *w, uint64_t n, struct err *err)
 {
 	static const unsigned char zero[64];
 	int ret = 0;
@@ -397,15 +411,15 @@ static int writer_zeros(struct io_gguf_writer *w, uint64_t n,
 }
 
 static int writer_str(struct io_gguf_writer *w, const char *s, uint64_t len,
-		struct err *err)
+		      struct err *err)
 {
 	int ret = writer_put(w, &len, sizeof(len), err);
 
 	return ret ? ret : writer_put(w, s, len, err);
 }
 
-static int writer_array(struct io_gguf_writer *w,
-		const struct io_gguf_array *a, struct err *err)
+static int writer_array(struct io_gguf_writer *w, const struct io_gguf_array *a,
+			struct err *err)
 {
 	uint32_t type = a->type;
 	uint64_t i;
@@ -421,24 +435,29 @@ static int writer_array(struct io_gguf_writer *w,
 				  a->n * writer_scalar_size(a->type), err);
 	for (i = 0; !ret && i < a->n; i++) {
 		if (a->type == IO_GGUF_STRING) {
-			const struct io_gguf_string *s =
-				&((const struct io_gguf_string *)a->data)[i];
+			const struct io_gguf_string *s = &(
+				(const struct io_gguf_string *)a->data)[i];
 
 			ret = writer_str(w, s->data, s->len, err);
 		} else {
-			ret = writer_array(w, &((const struct io_gguf_array *)
-						a->data)[i], err);
+			ret = writer_array(
+				w, &((const struct io_gguf_array *)a->data)[i],
+				err);
 		}
 	}
 	return ret;
 }
 
-static int writer_value(struct io_gguf_writer *w,
-		const struct io_gguf_value *v, struct err *err)
+static int writer_value(struct io_gguf_writer *w, const struct io_gguf_value *v,
+			struct err *err)
 {
 	union {
-		uint8_t u8; uint16_t u16; uint32_t u32; float f32;
-		uint64_t u64; double f64;
+		uint8_t u8;
+		uint16_t u16;
+		uint32_t u32;
+		float f32;
+		uint64_t u64;
+		double f64;
 	} x;
 	uint32_t type = v->type;
 	int ret = writer_put(w, &type, sizeof(type), err);
@@ -446,18 +465,15 @@ static int writer_value(struct io_gguf_writer *w,
 	if (ret)
 		return ret;
 	switch (v->type) {
-	case IO_GGUF_STRING:
-		return writer_str(w, v->str.data, v->str.len, err);
-	case IO_GGUF_ARRAY:
-		return writer_array(w, &v->arr, err);
+	case IO_GGUF_STRING: return writer_str(w, v->str.data, v->str.len, err);
+	case IO_GGUF_ARRAY: return writer_array(w, &v->arr, err);
 	case IO_GGUF_BOOL: x.u8 = v->b; break;
-	case IO_GGUF_UINT8: case IO_GGUF_INT8: x.u8 = (uint8_t)v->u64; break;
-	case IO_GGUF_UINT16: case IO_GGUF_INT16:
-		x.u16 = (uint16_t)v->u64;
-		break;
-	case IO_GGUF_UINT32: case IO_GGUF_INT32:
-		x.u32 = (uint32_t)v->u64;
-		break;
+	case IO_GGUF_UINT8:
+	case IO_GGUF_INT8: x.u8 = (uint8_t)v->u64; break;
+	case IO_GGUF_UINT16:
+	case IO_GGUF_INT16: x.u16 = (uint16_t)v->u64; break;
+	case IO_GGUF_UINT32:
+	case IO_GGUF_INT32: x.u32 = (uint32_t)v->u64; break;
 	case IO_GGUF_FLOAT32: x.f32 = (float)v->f64; break;
 	case IO_GGUF_FLOAT64: x.f64 = v->f64; break;
 	default: x.u64 = v->u64; break;
@@ -505,7 +521,7 @@ static int writer_header(struct io_gguf_writer *w, struct err *err)
 }
 
 int io_gguf_writer_begin(struct io_gguf_writer *w, const char *path,
-		struct err *err)
+			 struct err *err)
 {
 	int ret;
 
@@ -526,22 +542,25 @@ int io_gguf_writer_begin(struct io_gguf_writer *w, const char *path,
 	return ret;
 }
 
-int io_gguf_writer_write(struct io_gguf_writer *w, const void *data,
-		size_t n, struct err *err)
+int io_gguf_writer_write(struct io_gguf_writer *w, const void *data, size_t n,
+			 struct err *err)
 {
 	const unsigned char *c = data;
 	int ret;
 
 	if (w->fd < 0 || w->finished)
-		return err_set(err, EINVAL, "gguf writer: data written "
+		return err_set(err, EINVAL,
+			       "gguf writer: data written "
 			       "outside begin..finish");
 	while (n) {
 		const struct io_gguf_tensor *t;
 		uint64_t left, take, next;
 
 		if (w->cur >= w->n_t)
-			return err_set(err, EINVAL, "%s: %zu bytes of tensor "
-				       "data past the last tensor", w->path, n);
+			return err_set(err, EINVAL,
+				       "%s: %zu bytes of tensor "
+				       "data past the last tensor",
+				       w->path, n);
 		t = &w->t[w->cur];
 		left = t->offset + t->bytes - w->pos;
 		take = n < left ? n : left;
@@ -571,14 +590,15 @@ int io_gguf_writer_finish(struct io_gguf_writer *w, struct err *err)
 	int ret;
 
 	if (w->fd < 0 || w->finished)
-		return err_set(err, EINVAL, "gguf writer: finish without "
+		return err_set(err, EINVAL,
+			       "gguf writer: finish without "
 			       "begin");
 	if (w->cur < w->n_t)
-		return err_set(err, EINVAL, "%s: tensor '%s' has %" PRIu64
-			       " of %" PRIu64 " bytes", w->path,
-			       w->t[w->cur].name,
-			       w->pos - w->t[w->cur].offset,
-			       w->t[w->cur].bytes);
+		return err_set(
+			err, EINVAL,
+			"%s: tensor '%s' has %" PRIu64 " of %" PRIu64 " bytes",
+			w->path, w->t[w->cur].name,
+			w->pos - w->t[w->cur].offset, w->t[w->cur].bytes);
 	ret = writer_flush(w, err);
 	if (ret)
 		return ret;

@@ -27,8 +27,8 @@
 /* ---- errors ------------------------------------------------------------ */
 
 struct err {
-	int code;       /* positive errno of the last failure, 0 if none */
-	char msg[512];  /* one line, no trailing newline */
+	int code;      /* positive errno of the last failure, 0 if none */
+	char msg[512]; /* one line, no trailing newline */
 };
 
 /*
@@ -67,9 +67,9 @@ enum io_type {
 };
 
 struct io_type_info {
-	const char *name;      /* "q4_K", as ggml names it */
-	uint32_t block_elems;  /* elements per block (1 for plain types) */
-	uint32_t block_bytes;  /* bytes per block */
+	const char *name;     /* "q4_K", as ggml names it */
+	uint32_t block_elems; /* elements per block (1 for plain types) */
+	uint32_t block_bytes; /* bytes per block */
 };
 
 /*
@@ -105,11 +105,11 @@ enum io_gguf_value_type {
 
 struct io_gguf_string {
 	uint64_t len;
-	char *data;  /* len bytes plus a terminating NUL (may hold inner NULs) */
+	char *data; /* len bytes plus a terminating NUL (may hold inner NULs) */
 };
 
 struct io_gguf_array {
-	enum io_gguf_value_type type;  /* of the elements */
+	enum io_gguf_value_type type; /* of the elements */
 	uint64_t n;
 	/*
 	 * n elements: packed little-endian numbers of the element type
@@ -122,9 +122,9 @@ struct io_gguf_array {
 struct io_gguf_value {
 	enum io_gguf_value_type type;
 	union {
-		uint64_t u64;   /* every unsigned integer type */
-		int64_t i64;    /* every signed integer type */
-		double f64;     /* FLOAT32 and FLOAT64 */
+		uint64_t u64; /* every unsigned integer type */
+		int64_t i64;  /* every signed integer type */
+		double f64;   /* FLOAT32 and FLOAT64 */
 		bool b;
 		struct io_gguf_string str;
 		struct io_gguf_array arr;
@@ -140,18 +140,18 @@ struct io_gguf_kv {
 
 struct io_gguf_tensor {
 	char *name;
-	uint32_t type;                   /* enum io_type, known to io_type_info */
+	uint32_t type; /* enum io_type, known to io_type_info */
 	uint32_t n_dims;
-	int64_t ne[IO_GGUF_MAX_DIMS];    /* elements per dimension, unused = 1 */
-	uint32_t file;                   /* index into io_gguf.files */
-	uint64_t offset;                 /* absolute byte offset in that file */
+	int64_t ne[IO_GGUF_MAX_DIMS]; /* elements per dimension, unused = 1 */
+	uint32_t file;		      /* index into io_gguf.files */
+	uint64_t offset;	      /* absolute byte offset in that file */
 	uint64_t bytes;
 };
 
 struct io_gguf_file {
 	char *path;
 	uint64_t size;
-	uint64_t data_offset;  /* where the aligned tensor data section starts */
+	uint64_t data_offset; /* where the aligned tensor data section starts */
 };
 
 /*
@@ -168,7 +168,7 @@ struct io_gguf {
 	struct io_gguf_kv *kv;
 	uint64_t n_tensors;
 	struct io_gguf_tensor *tensors;
-	uint64_t tensor_bytes;  /* sum of tensors[].bytes */
+	uint64_t tensor_bytes; /* sum of tensors[].bytes */
 };
 
 /*
@@ -195,12 +195,13 @@ int io_gguf_get_bool(const struct io_gguf *g, const char *key, bool *out);
 /* The string value (borrowed from g), or NULL if absent or not a string. */
 const char *io_gguf_get_str(const struct io_gguf *g, const char *key);
 /* The array value if present with elements of elem_type, else NULL. */
-const struct io_gguf_array *io_gguf_get_array(const struct io_gguf *g,
-		const char *key, enum io_gguf_value_type elem_type);
+const struct io_gguf_array *
+io_gguf_get_array(const struct io_gguf *g, const char *key,
+		  enum io_gguf_value_type elem_type);
 
 /* NULL if no tensor has that name. */
 const struct io_gguf_tensor *io_gguf_find_tensor(const struct io_gguf *g,
-		const char *name);
+						 const char *name);
 
 /* ---- GGUF writer ------------------------------------------------------- */
 
@@ -218,7 +219,7 @@ struct io_gguf_writer;
 /* alignment: a power of two, 0 for GGUF's default 32 (written as
  * general.alignment otherwise). */
 int io_gguf_writer_new(struct io_gguf_writer **out, uint32_t alignment,
-		struct err *err);
+		       struct err *err);
 /* Frees w; a file begun but not finished is closed and removed. */
 void io_gguf_writer_free(struct io_gguf_writer *w);
 
@@ -227,24 +228,24 @@ void io_gguf_writer_free(struct io_gguf_writer *w);
  * duplicate or empty key, an invalid value type, or after begin.
  */
 int io_gguf_writer_add(struct io_gguf_writer *w, const char *key,
-		const struct io_gguf_value *v, struct err *err);
+		       const struct io_gguf_value *v, struct err *err);
 int io_gguf_writer_add_u32(struct io_gguf_writer *w, const char *key,
-		uint32_t v, struct err *err);
-int io_gguf_writer_add_i32(struct io_gguf_writer *w, const char *key,
-		int32_t v, struct err *err);
-int io_gguf_writer_add_f32(struct io_gguf_writer *w, const char *key,
-		float v, struct err *err);
-int io_gguf_writer_add_bool(struct io_gguf_writer *w, const char *key,
-		bool v, struct err *err);
+			   uint32_t v, struct err *err);
+int io_gguf_writer_add_i32(struct io_gguf_writer *w, const char *key, int32_t v,
+			   struct err *err);
+int io_gguf_writer_add_f32(struct io_gguf_writer *w, const char *key, float v,
+			   struct err *err);
+int io_gguf_writer_add_bool(struct io_gguf_writer *w, const char *key, bool v,
+			    struct err *err);
 int io_gguf_writer_add_str(struct io_gguf_writer *w, const char *key,
-		const char *s, struct err *err);
+			   const char *s, struct err *err);
 /*
  * An array of n elements: packed numbers of elem_type (bool = one byte),
  * or, for IO_GGUF_STRING, data is const char *const[n] (NUL-terminated).
  */
 int io_gguf_writer_add_array(struct io_gguf_writer *w, const char *key,
-		enum io_gguf_value_type elem_type, const void *data, uint64_t n,
-		struct err *err);
+			     enum io_gguf_value_type elem_type,
+			     const void *data, uint64_t n, struct err *err);
 
 /*
  * Declare the next tensor: ne[0..n_dims-1] > 0, n_dims <= 4, ne[0] a
@@ -252,15 +253,15 @@ int io_gguf_writer_add_array(struct io_gguf_writer *w, const char *key,
  * aligned. -EINVAL on a duplicate name or a bad shape.
  */
 int io_gguf_writer_add_tensor(struct io_gguf_writer *w, const char *name,
-		uint32_t type, uint32_t n_dims, const int64_t *ne,
-		struct err *err);
+			      uint32_t type, uint32_t n_dims, const int64_t *ne,
+			      struct err *err);
 
 /* Create path (truncating it) and write everything before the data. */
 int io_gguf_writer_begin(struct io_gguf_writer *w, const char *path,
-		struct err *err);
+			 struct err *err);
 /* The next n bytes of tensor data; -EINVAL past the last tensor's end. */
-int io_gguf_writer_write(struct io_gguf_writer *w, const void *data,
-		size_t n, struct err *err);
+int io_gguf_writer_write(struct io_gguf_writer *w, const void *data, size_t n,
+			 struct err *err);
 /* -EINVAL if some tensor bytes are missing; flushes and closes the file. */
 int io_gguf_writer_finish(struct io_gguf_writer *w, struct err *err);
 
@@ -275,7 +276,7 @@ int io_gguf_writer_finish(struct io_gguf_writer *w, struct err *err);
 struct io_placement {
 	void *data;
 	uint64_t bytes;
-	char device[16];   /* "cpu", "numa0", "gpu0" */
+	char device[16]; /* "cpu", "numa0", "gpu0" */
 	/*
 	 * Set (release) once the bytes are in. Always set after a plain
 	 * io_weights_load; with io_load_options.async, readers call
@@ -300,15 +301,15 @@ static inline int io_placement_wait(const struct io_placement *p)
 struct io_device_set;
 
 enum io_numa_policy {
-	IO_NUMA_DEFAULT = 0,   /* the kernel's first touch */
+	IO_NUMA_DEFAULT = 0, /* the kernel's first touch */
 	IO_NUMA_INTERLEAVE,
-	IO_NUMA_NODE,          /* all on io_load_options.numa_node */
-	IO_NUMA_REPLICATE,     /* one copy per node */
+	IO_NUMA_NODE,	   /* all on io_load_options.numa_node */
+	IO_NUMA_REPLICATE, /* one copy per node */
 };
 
 struct io_load_options {
-	bool no_uring;        /* force the pread path (O_DIRECT still allowed) */
-	bool no_direct;       /* force buffered reads through the page cache */
+	bool no_uring;	/* force the pread path (O_DIRECT still allowed) */
+	bool no_direct; /* force buffered reads through the page cache */
 	uint32_t queue_depth; /* reads in flight; 0 = default */
 	enum io_numa_policy numa;
 	int numa_node;
@@ -325,8 +326,8 @@ struct io_load_options {
 	 */
 	void (*notice)(void *arg, const char *msg);
 	void *notice_arg;
-	bool no_lock;         /* do not mlock the weights */
-	uint32_t read_kib;    /* bytes per read in KiB (4..65536); 0 = 8192 */
+	bool no_lock;	   /* do not mlock the weights */
+	uint32_t read_kib; /* bytes per read in KiB (4..65536); 0 = 8192 */
 	/*
 	 * Return from io_weights_load as soon as the memory is mapped and let
 	 * a loader thread read; tensors become ready (io_placement_wait) in
@@ -361,7 +362,7 @@ struct io_weights;
  * io_placement_wait() and io_weights_wait().
  */
 int io_weights_load(struct io_weights **out, const struct io_gguf *g,
-		const struct io_load_options *opt, struct err *err);
+		    const struct io_load_options *opt, struct err *err);
 void io_weights_free(struct io_weights *w);
 
 /* The placement record of g->tensors[i]; owned by w. */
@@ -375,20 +376,20 @@ int io_weights_wait(struct io_weights *w, struct err *err);
 
 /* How the last load went, for tools and the status file. */
 struct io_load_stats {
-	uint64_t bytes;        /* read from the files (aligned superset) */
-	uint64_t tensor_bytes; /* sum of the tensors' bytes */
-	double seconds;        /* allocation + reads, wall clock */
-	double alloc_seconds;  /* ... of which mapping the regions */
+	uint64_t bytes;		 /* read from the files (aligned superset) */
+	uint64_t tensor_bytes;	 /* sum of the tensors' bytes */
+	double seconds;		 /* allocation + reads, wall clock */
+	double alloc_seconds;	 /* ... of which mapping the regions */
 	double register_seconds; /* ... setting up the ring, pinning buffers */
-	double read_seconds;   /* ... the reads themselves */
-	bool uring;            /* io_uring did the reads */
-	bool fixed;            /* ... into registered buffers (read_fixed) */
-	bool direct;           /* O_DIRECT, bypassing the page cache */
-	bool cached;           /* a file was in the page cache: copied from it */
-	bool locked;           /* every region is mlocked */
-	uint32_t queue_depth;  /* reads in flight at most */
-	uint32_t n_copies;     /* 1, or the node count with IO_NUMA_REPLICATE */
-	bool cuda_pinned;      /* page-locked for CUDA (-DLLMFS_CUDA builds) */
+	double read_seconds;	 /* ... the reads themselves */
+	bool uring;		 /* io_uring did the reads */
+	bool fixed;		 /* ... into registered buffers (read_fixed) */
+	bool direct;		 /* O_DIRECT, bypassing the page cache */
+	bool cached;	      /* a file was in the page cache: copied from it */
+	bool locked;	      /* every region is mlocked */
+	uint32_t queue_depth; /* reads in flight at most */
+	uint32_t n_copies;    /* 1, or the node count with IO_NUMA_REPLICATE */
+	bool cuda_pinned;     /* page-locked for CUDA (-DLLMFS_CUDA builds) */
 };
 const struct io_load_stats *io_weights_stats(const struct io_weights *w);
 
@@ -397,8 +398,8 @@ const struct io_load_stats *io_weights_stats(const struct io_weights *w);
  * read: their node's own copy with IO_NUMA_REPLICATE, else the one record
  * (also for node < 0). NULL if i is out of range.
  */
-struct io_placement *io_weights_placement_node(struct io_weights *w,
-		uint64_t i, int node);
+struct io_placement *io_weights_placement_node(struct io_weights *w, uint64_t i,
+					       int node);
 
 /* ---- devices ----------------------------------------------------------- */
 
@@ -417,34 +418,34 @@ enum io_device_kind {
 
 enum io_bw_source {
 	IO_BW_UNKNOWN,
-	IO_BW_GIVEN,      /* --devices / LLMFS_DEVICES */
-	IO_BW_MEASURED,   /* io_device_set_measure read memory */
-	IO_BW_DERIVED,    /* a node's share of the measured machine figure */
+	IO_BW_GIVEN,	/* --devices / LLMFS_DEVICES */
+	IO_BW_MEASURED, /* io_device_set_measure read memory */
+	IO_BW_DERIVED,	/* a node's share of the measured machine figure */
 };
 
 struct io_device {
 	enum io_device_kind kind;
-	int index;              /* numa: the node id; gpu: N of gpuN; cpu: -1 */
-	char name[16];          /* "cpu", "numa0", "gpu0" */
-	char model[32];         /* gpu: its name if given ("RTX-4060") */
-	uint64_t total_bytes;   /* memory of the device */
-	uint64_t free_bytes;    /* ... free when the set was read */
-	int node;               /* NUMA node of its memory / PCI slot; -1 any */
-	uint32_t n_cpus;        /* host devices: CPUs that compute there */
-	double mem_bw;          /* bytes/s reading its memory; 0 unknown */
+	int index;	      /* numa: the node id; gpu: N of gpuN; cpu: -1 */
+	char name[16];	      /* "cpu", "numa0", "gpu0" */
+	char model[32];	      /* gpu: its name if given ("RTX-4060") */
+	uint64_t total_bytes; /* memory of the device */
+	uint64_t free_bytes;  /* ... free when the set was read */
+	int node;	      /* NUMA node of its memory / PCI slot; -1 any */
+	uint32_t n_cpus;      /* host devices: CPUs that compute there */
+	double mem_bw;	      /* bytes/s reading its memory; 0 unknown */
 	enum io_bw_source bw_source;
-	double link_bw;         /* gpu: host <-> device bytes/s (PCIe) */
+	double link_bw;		/* gpu: host <-> device bytes/s (PCIe) */
 	int cc_major, cc_minor; /* gpu: compute capability if given */
-	bool simulated;         /* described, not found on the machine */
-	bool compute;           /* a backend can compute here (false: gpu) */
+	bool simulated;		/* described, not found on the machine */
+	bool compute;		/* a backend can compute here (false: gpu) */
 };
 
 #define IO_DEVICE_MAX 16
 
 struct io_device_set {
 	uint32_t n;
-	struct io_device dev[IO_DEVICE_MAX];   /* cpu first, then numaN, gpuN */
-	char spec[256];                        /* the description, if any */
+	struct io_device dev[IO_DEVICE_MAX]; /* cpu first, then numaN, gpuN */
+	char spec[256];			     /* the description, if any */
 };
 
 /*
@@ -453,20 +454,20 @@ struct io_device_set {
  * for a bad description. Host bandwidths stay unknown until measured.
  */
 int io_device_set_read(struct io_device_set *set, const char *spec,
-		struct err *err);
+		       struct err *err);
 /* Measure what is unknown: the host's read bandwidth (~0.1 s), nodes' shares. */
 void io_device_set_measure(struct io_device_set *set);
 /* The device of that name, or NULL. Points into set. */
 const struct io_device *io_device_find(const struct io_device_set *set,
-		const char *name);
+				       const char *name);
 /* The same, or -EINVAL naming the devices there are. */
 int io_device_lookup(const struct io_device_set *set, const char *name,
-		const struct io_device **out, struct err *err);
+		     const struct io_device **out, struct err *err);
 /* 0 if weights can be computed on d, -ENODEV (a GPU without backend). */
 int io_device_usable(const struct io_device *d, struct err *err);
 /* "cpu numa0 gpu0" into buf; returns its length. */
 size_t io_device_set_names(const struct io_device_set *set, char *buf,
-		size_t cap);
+			   size_t cap);
 const char *io_device_kind_name(enum io_device_kind kind);
 const char *io_device_bw_source_name(enum io_bw_source s);
 
@@ -488,9 +489,9 @@ int io_device_free(const char *device, uint64_t *bytes, struct err *err);
  * device has no room; nothing moves then.
  */
 int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
-		const char *device, struct err *err);
+			 const char *device, struct err *err);
 int io_weights_move(struct io_weights *w, uint64_t i, const char *device,
-		struct err *err);
+		    struct err *err);
 /* The device the load put the weights on ("cpu", "numaN"). */
 const char *io_weights_home(const struct io_weights *w);
 /* The devices of io_load_options.devices (or the machine's); owned by w. */
@@ -507,7 +508,7 @@ uint32_t io_numa_node_count(void);
  * -EINVAL with a one-line message otherwise. Whether node N exists is
  * checked by the load.
  */
-int io_numa_policy_parse(const char *s, enum io_numa_policy *policy,
-		int *node, struct err *err);
+int io_numa_policy_parse(const char *s, enum io_numa_policy *policy, int *node,
+			 struct err *err);
 
 #endif

@@ -47,7 +47,8 @@ static int mem_bind(void *p, size_t size, int node, struct err *err)
 			       node, numa_max_node());
 	mask = numa_allocate_nodemask();
 	if (!mask)
-		return err_set(err, ENOMEM, "out of memory for a NUMA node mask");
+		return err_set(err, ENOMEM,
+			       "out of memory for a NUMA node mask");
 	numa_bitmask_setbit(mask, (unsigned)node);
 	if (mbind(p, size, MPOL_BIND, mask->maskp, mask->size + 1, 0) < 0)
 		rc = err_set(err, errno, "mbind to NUMA node %d: %s", node,
@@ -78,13 +79,15 @@ void io_mem_lock(struct io_mem *m, io_notice_fn notice, void *arg)
 	e = errno;
 	if (!notice)
 		return;
-	if ((e == ENOMEM || e == EPERM) && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
-	    rl.rlim_cur != RLIM_INFINITY)
-		snprintf(msg, sizeof(msg),
-			 "weights not locked in memory: RLIMIT_MEMLOCK is %llu KiB, they need %zu KiB (ulimit -l)",
-			 (unsigned long long)rl.rlim_cur / 1024, m->size / 1024);
+	if ((e == ENOMEM || e == EPERM) &&
+	    getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		snprintf(
+			msg, sizeof(msg),
+			"weights not locked in memory: RLIMIT_MEMLOCK is %llu KiB, they need %zu KiB (ulimit -l)",
+			(unsigned long long)rl.rlim_cur / 1024, m->size / 1024);
 	else
-		snprintf(msg, sizeof(msg), "weights not locked in memory: mlock: %s",
+		snprintf(msg, sizeof(msg),
+			 "weights not locked in memory: mlock: %s",
 			 strerror(e));
 	notice(arg, msg);
 }
@@ -105,8 +108,9 @@ int io_mem_alloc(struct io_mem *m, size_t size, int node, struct err *err)
 	p = mmap(NULL, len + IO_HUGE, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
-		return err_set(err, ENOMEM, "cannot map %zu MiB for weights: %s",
-			       len >> 20, strerror(errno));
+		return err_set(err, ENOMEM,
+			       "cannot map %zu MiB for weights: %s", len >> 20,
+			       strerror(errno));
 	base = (uint8_t *)mem_round_up((uintptr_t)p, IO_HUGE);
 	head = (size_t)(base - p);
 	tail = IO_HUGE - head;
@@ -153,8 +157,8 @@ void io_mem_cuda_pin(struct io_mem *m, io_notice_fn notice, void *arg)
 	cudaError_t e;
 	int n = 0;
 
-	if (m->kind == IO_MEM_CUDA_HOST || cudaGetDeviceCount(&n) != cudaSuccess ||
-	    n == 0)
+	if (m->kind == IO_MEM_CUDA_HOST ||
+	    cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
 		return;
 	e = cudaHostRegister(m->base, m->size, cudaHostRegisterPortable);
 	if (e == cudaSuccess) {

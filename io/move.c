@@ -67,8 +67,9 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 	if (rc < 0)
 		return rc;
 	if (w->n_copies > 1)
-		return err_set(err, EINVAL,
-			       "the weights are replicated on every NUMA node (--numa=replicate): nothing to move");
+		return err_set(
+			err, EINVAL,
+			"the weights are replicated on every NUMA node (--numa=replicate): nothing to move");
 	snprintf(name, sizeof(name), "%s", device);
 	for (k = 0; k < n; k++) {
 		if (idx[k] >= w->g->n_tensors)
@@ -81,10 +82,11 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 	if (need == 0)
 		return 0;
 	if (need > room)
-		return err_set(err, ENOSPC,
-			       "no room on %s: %llu MiB needed, %llu MiB free",
-			       name, (unsigned long long)((need + (1 << 20) - 1) >> 20),
-			       (unsigned long long)(room >> 20));
+		return err_set(
+			err, ENOSPC,
+			"no room on %s: %llu MiB needed, %llu MiB free", name,
+			(unsigned long long)((need + (1 << 20) - 1) >> 20),
+			(unsigned long long)(room >> 20));
 	rc = io_weights_region_add(w, &ri, err);
 	if (rc < 0)
 		return rc;
@@ -107,7 +109,8 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 		r->refs++;
 		io_weights_region_put(w, w->region_of[idx[k]]);
 		w->region_of[idx[k]] = ri;
-		off += (p->bytes + MOVE_ALIGN - 1) & ~(uint64_t)(MOVE_ALIGN - 1);
+		off += (p->bytes + MOVE_ALIGN - 1) &
+		       ~(uint64_t)(MOVE_ALIGN - 1);
 	}
 	io_mem_huge(&r->mem);
 	io_mem_cuda_pin(&r->mem, NULL, NULL);

@@ -122,11 +122,16 @@ static int plan_room(const struct io_numa_plan *plan,
 
 	for (k = 0; k < topo->n_nodes; k++)
 		if (plan->node_bytes[k] > topo->nodes[k].free_bytes)
-			return err_set(err, ENOSPC,
-				       "NUMA node %d has %llu MiB free, the weights need %llu MiB there",
-				       topo->nodes[k].id,
-				       (unsigned long long)(topo->nodes[k].free_bytes >> 20),
-				       (unsigned long long)((plan->node_bytes[k] + (1 << 20) - 1) >> 20));
+			return err_set(
+				err, ENOSPC,
+				"NUMA node %d has %llu MiB free, the weights need %llu MiB there",
+				topo->nodes[k].id,
+				(unsigned long long)(topo->nodes[k]
+							     .free_bytes >>
+						     20),
+				(unsigned long long)((plan->node_bytes[k] +
+						      (1 << 20) - 1) >>
+						     20));
 	return 0;
 }
 
@@ -156,12 +161,13 @@ int io_numa_plan_make(struct io_numa_plan *plan,
 		 */
 		for (k = 0, rest = total; k < n_nodes && rest; k++) {
 			uint64_t here = topo->n_nodes ?
-				topo->nodes[k].free_bytes : rest;
+						topo->nodes[k].free_bytes :
+						rest;
 
 			plan->node_bytes[k] = here < rest ? here : rest;
 			rest -= plan->node_bytes[k];
 		}
-		plan->node_bytes[0] += rest;   /* no room anywhere: refused */
+		plan->node_bytes[0] += rest; /* no room anywhere: refused */
 		break;
 	case IO_NUMA_INTERLEAVE:
 		where = n_nodes > 1 ? IO_MEM_INTERLEAVE : -1;
@@ -171,7 +177,8 @@ int io_numa_plan_make(struct io_numa_plan *plan,
 	case IO_NUMA_NODE:
 		idx = plan_index(topo, node);
 		if (idx < 0)
-			return err_set(err, EINVAL, "no NUMA node %d (this machine has %u)",
+			return err_set(err, EINVAL,
+				       "no NUMA node %d (this machine has %u)",
 				       node, n_nodes);
 		where = node;
 		plan->copy_node[0] = node;
@@ -180,24 +187,29 @@ int io_numa_plan_make(struct io_numa_plan *plan,
 	case IO_NUMA_REPLICATE:
 		plan->n_copies = n_nodes;
 		for (k = 0; k < n_nodes; k++) {
-			plan->copy_node[k] = topo->n_nodes ? topo->nodes[k].id : 0;
+			plan->copy_node[k] = topo->n_nodes ? topo->nodes[k].id :
+							     0;
 			plan->node_bytes[k] = total;
 		}
 		break;
 	default:
-		return err_set(err, EINVAL, "unknown NUMA policy %d", (int)policy);
+		return err_set(err, EINVAL, "unknown NUMA policy %d",
+			       (int)policy);
 	}
 	rc = plan_room(plan, topo, err);
 	if (rc < 0)
 		return rc;
 	plan->n_tensors = n_tensors;
-	plan->node = calloc(n_tensors * plan->n_copies + 1, sizeof(*plan->node));
+	plan->node = calloc(n_tensors * plan->n_copies + 1,
+			    sizeof(*plan->node));
 	if (!plan->node)
 		return err_set(err, ENOMEM, "out of memory for a NUMA plan");
 	for (c = 0; c < plan->n_copies; c++)
 		for (i = 0; i < n_tensors; i++)
 			plan->node[c * n_tensors + i] =
-				policy == IO_NUMA_REPLICATE ? plan->copy_node[c] : where;
+				policy == IO_NUMA_REPLICATE ?
+					plan->copy_node[c] :
+					where;
 	return 0;
 }
 
@@ -232,7 +244,8 @@ int io_numa_thread_pin(int node, struct err *err)
 	numa_free_cpumask(cpus);
 	rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	if (rc)
-		return err_set(err, rc, "pin to NUMA node %d: %s", node, strerror(rc));
+		return err_set(err, rc, "pin to NUMA node %d: %s", node,
+			       strerror(rc));
 	return 0;
 }
 
@@ -257,8 +270,8 @@ uint32_t io_numa_node_count(void)
 	return count ? (uint32_t)count : 1;
 }
 
-int io_numa_policy_parse(const char *s, enum io_numa_policy *policy,
-			 int *node, struct err *err)
+int io_numa_policy_parse(const char *s, enum io_numa_policy *policy, int *node,
+			 struct err *err)
 {
 	char *end;
 	long n;
@@ -273,13 +286,15 @@ int io_numa_policy_parse(const char *s, enum io_numa_policy *policy,
 	} else if (strncmp(s, "node:", 5) == 0 && s[5] >= '0' && s[5] <= '9') {
 		n = strtol(s + 5, &end, 10);
 		if (*end || n > 4095)
-			return err_set(err, EINVAL, "bad NUMA node in '%.40s'", s);
+			return err_set(err, EINVAL, "bad NUMA node in '%.40s'",
+				       s);
 		*policy = IO_NUMA_NODE;
 		*node = (int)n;
 	} else {
-		return err_set(err, EINVAL,
-			       "bad NUMA policy '%.40s' (interleave, node:N, replicate or default)",
-			       s);
+		return err_set(
+			err, EINVAL,
+			"bad NUMA policy '%.40s' (interleave, node:N, replicate or default)",
+			s);
 	}
 	return 0;
 }

@@ -26,15 +26,15 @@
 struct pread_job {
 	int fd;
 	const char *path;
-	uint64_t off, len;       /* the range to read */
-	uint8_t *dst;            /* holds file offset off */
+	uint64_t off, len; /* the range to read */
+	uint8_t *dst;	   /* holds file offset off */
 	uint64_t file_size, need_end;
 	uint64_t chunk;
-	atomic_uint_fast64_t next;   /* next chunk index to take */
+	atomic_uint_fast64_t next; /* next chunk index to take */
 	atomic_int failed;
 	void (*done_fn)(void *, uint64_t, uint64_t);
 	void *arg;
-	pthread_mutex_t lock;    /* guards err */
+	pthread_mutex_t lock; /* guards err */
 	struct err *err;
 };
 
@@ -58,7 +58,8 @@ static void pread_fail(struct pread_job *j, int code, const char *fmt,
 	if (!atomic_load(&j->failed)) {
 		if (code == ENODATA)
 			err_set(j->err, EINVAL, fmt, j->path,
-				(unsigned long long)at, (unsigned long long)j->need_end);
+				(unsigned long long)at,
+				(unsigned long long)j->need_end);
 		else
 			err_set(j->err, code, fmt, j->path,
 				(unsigned long long)at, strerror(code));
@@ -87,9 +88,10 @@ static void pread_chunk(struct pread_job *j, uint64_t k)
 		}
 		if (n == 0) {
 			if (at < j->need_end)
-				pread_fail(j, ENODATA,
-					   "%s: file ends at %llu, tensor data runs to %llu",
-					   at);
+				pread_fail(
+					j, ENODATA,
+					"%s: file ends at %llu, tensor data runs to %llu",
+					at);
 			return;
 		}
 		if (j->done_fn)
@@ -103,7 +105,8 @@ static void *pread_worker(void *arg)
 	struct pread_job *j = arg;
 	uint64_t k, n = (j->len + j->chunk - 1) / j->chunk;
 
-	while (!atomic_load(&j->failed) && (k = atomic_fetch_add(&j->next, 1)) < n)
+	while (!atomic_load(&j->failed) &&
+	       (k = atomic_fetch_add(&j->next, 1)) < n)
 		pread_chunk(j, k);
 	return NULL;
 }
@@ -114,9 +117,17 @@ int io_pread_range(int fd, const char *path, uint64_t off, uint64_t len,
 		   void (*done)(void *, uint64_t, uint64_t), void *arg,
 		   struct err *err)
 {
-	struct pread_job j = { .fd = fd, .path = path, .off = off, .len = len,
-		.dst = dst, .file_size = file_size, .need_end = need_end,
-		.chunk = chunk, .err = err, .done_fn = done, .arg = arg };
+	struct pread_job j = { .fd = fd,
+			       .path = path,
+			       .off = off,
+			       .len = len,
+			       .dst = dst,
+			       .file_size = file_size,
+			       .need_end = need_end,
+			       .chunk = chunk,
+			       .err = err,
+			       .done_fn = done,
+			       .arg = arg };
 	pthread_t tid[PREAD_THREADS_MAX];
 	uint64_t n = (len + chunk - 1) / chunk;
 	unsigned i, started = 0;
@@ -128,7 +139,7 @@ int io_pread_range(int fd, const char *path, uint64_t off, uint64_t len,
 	for (i = 1; i < threads && i < n; i++)
 		if (pthread_create(&tid[started], NULL, pread_worker, &j) == 0)
 			started++;
-	pread_worker(&j);   /* this thread reads too */
+	pread_worker(&j); /* this thread reads too */
 	for (i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
 	pthread_mutex_destroy(&j.lock);

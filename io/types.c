@@ -10,7 +10,7 @@
 
 #include "io.h"
 
-#define QK_K 256  /* elements per K-quant super-block */
+#define QK_K 256 /* elements per K-quant super-block */
 
 static const struct io_type_info io_types[IO_TYPE_COUNT] = {
 	[IO_TYPE_F32] = { "f32", 1, 4 },

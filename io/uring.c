@@ -29,10 +29,10 @@
 #define RING_BUF_COUNT 16384u
 
 struct ring_slot {
-	uint64_t off;      /* file offset of the read */
+	uint64_t off; /* file offset of the read */
 	uint64_t len;
 	uint8_t *dst;
-	int buf;           /* registered buffer index, -1 if none */
+	int buf; /* registered buffer index, -1 if none */
 	bool busy;
 };
 
@@ -41,11 +41,11 @@ struct io_ring {
 	uint32_t depth;
 	uint64_t chunk;
 	struct ring_slot *slots;
-	struct iovec *iov;      /* registered pieces, in address order */
-	bool *pinned;           /* piece i is in the kernel's table */
+	struct iovec *iov; /* registered pieces, in address order */
+	bool *pinned;	   /* piece i is in the kernel's table */
 	unsigned n_iov;
 	bool registered;
-	bool lazy;              /* pieces are pinned as the reads reach them */
+	bool lazy; /* pieces are pinned as the reads reach them */
 };
 
 int io_ring_open(struct io_ring **out, uint32_t depth, uint64_t chunk,
@@ -110,12 +110,14 @@ int io_ring_register(struct io_ring *r, struct io_mem *const *mem, unsigned n,
 	for (i = 0; i < n; i++)
 		count += (unsigned)((mem[i]->size + piece - 1) / piece);
 	if (count > RING_BUF_COUNT)
-		return err_set(err, E2BIG, "%u buffers to register (at most %u)",
-			       count, RING_BUF_COUNT);
+		return err_set(err, E2BIG,
+			       "%u buffers to register (at most %u)", count,
+			       RING_BUF_COUNT);
 	r->iov = calloc(count ? count : 1, sizeof(*r->iov));
 	r->pinned = calloc(count ? count : 1, sizeof(*r->pinned));
 	if (!r->iov || !r->pinned)
-		return err_set(err, ENOMEM, "out of memory for %u iovecs", count);
+		return err_set(err, ENOMEM, "out of memory for %u iovecs",
+			       count);
 	for (i = 0; i < n; i++) {
 		for (off = 0; off < mem[i]->size; off += piece) {
 			uint64_t len = mem[i]->size - off;
@@ -188,7 +190,8 @@ static void ring_prep(struct io_ring *r, int fd, unsigned s)
 		io_uring_prep_read_fixed(sqe, fd, sl->dst, (unsigned)sl->len,
 					 sl->off, sl->buf);
 	else
-		io_uring_prep_read(sqe, fd, sl->dst, (unsigned)sl->len, sl->off);
+		io_uring_prep_read(sqe, fd, sl->dst, (unsigned)sl->len,
+				   sl->off);
 	io_uring_sqe_set_data64(sqe, s);
 	sl->busy = true;
 }
@@ -235,9 +238,8 @@ static int64_t ring_complete(struct io_ring *r, int fd, unsigned s, int res,
  */
 int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 		 uint64_t len, uint8_t *dst, uint64_t file_size,
-		 uint64_t need_end,
-		 void (*done)(void *, uint64_t, uint64_t), void *arg,
-		 struct err *err)
+		 uint64_t need_end, void (*done)(void *, uint64_t, uint64_t),
+		 void *arg, struct err *err)
 {
 	uint64_t next = 0, room, n, from;
 	unsigned s, in_flight = 0;
@@ -256,9 +258,10 @@ int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 			if (r->registered) {
 				sl->buf = ring_buf_find(r, dst + next, &room);
 				if (sl->buf < 0) {
-					rc = err_set(err, EFAULT,
-						     "%s: read target outside registered memory",
-						     path);
+					rc = err_set(
+						err, EFAULT,
+						"%s: read target outside registered memory",
+						path);
 					break;
 				}
 				if (room < n)
@@ -278,15 +281,16 @@ int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 		ret = io_uring_submit_and_wait(&r->ring, 1);
 		if (ret < 0 && ret != -EINTR) {
 			if (rc == 0)
-				rc = err_set(err, -ret, "%s: io_uring_enter: %s",
-					     path, strerror(-ret));
+				rc = err_set(err, -ret,
+					     "%s: io_uring_enter: %s", path,
+					     strerror(-ret));
 			break;
 		}
 		while (io_uring_peek_cqe(&r->ring, &cqe) == 0) {
 			s = (unsigned)io_uring_cqe_get_data64(cqe);
 			sl = &r->slots[s];
-			got = ring_complete(r, fd, s, cqe->res, file_size, need_end,
-					    &from);
+			got = ring_complete(r, fd, s, cqe->res, file_size,
+					    need_end, &from);
 			io_uring_cqe_seen(&r->ring, cqe);
 			if (!sl->busy)
 				in_flight--;
@@ -299,10 +303,10 @@ int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 					"%s: file ends before its tensor data (%llu bytes)",
 					path, (unsigned long long)need_end);
 				rc = -ENODATA;
-			}
-			else
-				rc = err_set(err, (int)-got, "%s: read at %llu: %s",
-					     path, (unsigned long long)sl->off,
+			} else
+				rc = err_set(err, (int)-got,
+					     "%s: read at %llu: %s", path,
+					     (unsigned long long)sl->off,
 					     strerror((int)-got));
 		}
 	}

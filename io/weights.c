@@ -33,8 +33,7 @@ static double weights_now(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int io_weights_region_add(struct io_weights *w, uint32_t *idx,
-			  struct err *err)
+int io_weights_region_add(struct io_weights *w, uint32_t *idx, struct err *err)
 {
 	struct io_region *r;
 	uint32_t cap;
@@ -43,7 +42,8 @@ int io_weights_region_add(struct io_weights *w, uint32_t *idx,
 		cap = w->cap_regions ? w->cap_regions * 2 : 8;
 		r = realloc(w->regions, cap * sizeof(*r));
 		if (!r)
-			return err_set(err, ENOMEM, "out of memory for regions");
+			return err_set(err, ENOMEM,
+				       "out of memory for regions");
 		w->regions = r;
 		w->cap_regions = cap;
 	}
@@ -77,9 +77,10 @@ static int weights_file_span(const struct io_gguf *g, uint32_t f,
 			continue;
 		if (t->offset < file->data_offset || t->bytes > file->size ||
 		    t->offset > file->size - t->bytes)
-			return err_set(err, EINVAL,
-				       "%s: tensor %s lies outside the data section",
-				       file->path, t->name);
+			return err_set(
+				err, EINVAL,
+				"%s: tensor %s lies outside the data section",
+				file->path, t->name);
 		if (t->offset + t->bytes > e)
 			e = t->offset + t->bytes;
 		(*n)++;
@@ -95,8 +96,8 @@ static void weights_progress(struct io_weights *w, uint64_t done)
 	uint64_t total = w->stats.tensor_bytes;
 
 	if (w->opt.progress)
-		w->opt.progress(w->opt.progress_arg, done < total ? done : total,
-				total);
+		w->opt.progress(w->opt.progress_arg,
+				done < total ? done : total, total);
 }
 
 static void weights_notice_cb(void *arg, const char *msg)
@@ -183,7 +184,8 @@ static int weights_regions_make(struct io_weights *w, struct load_file *lf,
 		w->regions[idx].file_start = lf[f].base_off;
 		size = (lf[f].end - lf[f].base_off + IO_PAGE - 1) &
 		       ~(uint64_t)(IO_PAGE - 1);
-		rc = io_mem_alloc(&w->regions[idx].mem, (size_t)size, node, err);
+		rc = io_mem_alloc(&w->regions[idx].mem, (size_t)size, node,
+				  err);
 		if (rc < 0)
 			return rc;
 	}
@@ -207,21 +209,25 @@ static void weights_ring_start(struct io_weights *w, const struct load_file *lf,
 			       struct io_ring **ring)
 {
 	struct io_mem **mem;
-	struct err e = {0};
+	struct err e = { 0 };
 	uint32_t f, n = 0;
 
 	*ring = NULL;
 	if (w->opt.no_uring || weights_env("LLMFS_NO_URING"))
 		return;
-	if (io_ring_open(ring, w->stats.queue_depth, weights_chunk(w), &e) < 0) {
-		io_weights_notice(w, "io_uring unavailable (%s): reading with pread",
-				  e.msg);
+	if (io_ring_open(ring, w->stats.queue_depth, weights_chunk(w), &e) <
+	    0) {
+		io_weights_notice(
+			w, "io_uring unavailable (%s): reading with pread",
+			e.msg);
 		return;
 	}
 	w->stats.uring = true;
 	mem = calloc(w->g->n_files + 1, sizeof(*mem));
 	if (!mem) {
-		io_weights_notice(w, "io_uring buffers not registered (out of memory): plain reads");
+		io_weights_notice(
+			w,
+			"io_uring buffers not registered (out of memory): plain reads");
 		return;
 	}
 	for (f = 0; f < w->g->n_files; f++)
@@ -232,8 +238,9 @@ static void weights_ring_start(struct io_weights *w, const struct load_file *lf,
 	else if (io_ring_register(*ring, mem, n, &e) == 0)
 		w->stats.fixed = true;
 	else
-		io_weights_notice(w, "io_uring buffers not registered (%s): plain reads",
-				  e.msg);
+		io_weights_notice(
+			w, "io_uring buffers not registered (%s): plain reads",
+			e.msg);
 	free(mem);
 }
 
@@ -278,10 +285,12 @@ static int weights_read_range(struct io_weights *w, struct io_ring *ring,
 {
 	if (ring)
 		return io_ring_read(ring, fd, file->path, off, len, dst,
-				    file->size, need_end, io_arrival_done, w, err);
+				    file->size, need_end, io_arrival_done, w,
+				    err);
 	return io_pread_range(fd, file->path, off, len, dst, file->size,
-			      need_end, weights_chunk(w), weights_pread_threads(w),
-			      io_arrival_done, w, err);
+			      need_end, weights_chunk(w),
+			      weights_pread_threads(w), io_arrival_done, w,
+			      err);
 }
 
 static int weights_open(const char *path, bool direct, struct err *err)
@@ -306,7 +315,7 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 	uint8_t *base = w->regions[l->region[0]].mem.base;
 	bool direct = !w->opt.no_direct && !weights_env("LLMFS_NO_DIRECT");
 	uint64_t done0 = w->stats.bytes, end;
-	struct err e = {0};
+	struct err e = { 0 };
 	int fd, rc;
 
 	if (direct && !w->opt.always_direct) {
@@ -322,8 +331,10 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 	if (direct) {
 		fd = weights_open(file->path, true, &e);
 		if (fd == -EINVAL) {
-			io_weights_notice(w, "O_DIRECT refused for %s: reading through the page cache",
-					  file->path);
+			io_weights_notice(
+				w,
+				"O_DIRECT refused for %s: reading through the page cache",
+				file->path);
 			direct = false;
 		} else if (fd < 0) {
 			*err = e;
@@ -332,15 +343,18 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 			end = (l->end + IO_PAGE - 1) & ~(uint64_t)(IO_PAGE - 1);
 			io_arrival_file_begin(w, f, l->base_off);
 			rc = weights_read_range(w, ring, fd, file, l->base_off,
-						end - l->base_off, base, l->end, err);
+						end - l->base_off, base, l->end,
+						err);
 			close(fd);
 			if (rc != -EINVAL) {
 				w->stats.direct |= rc == 0;
 				return rc == -ENODATA ? -EINVAL : rc;
 			}
 			/* Some filesystems accept the open and refuse the read. */
-			io_weights_notice(w, "O_DIRECT read refused for %s (%s): reading through the page cache",
-					  file->path, err->msg);
+			io_weights_notice(
+				w,
+				"O_DIRECT read refused for %s (%s): reading through the page cache",
+				file->path, err->msg);
 			pthread_mutex_lock(&w->mu);
 			w->stats.bytes = done0;
 			pthread_mutex_unlock(&w->mu);
@@ -387,8 +401,10 @@ static void weights_replicate(struct io_weights *w, const struct load_file *lf)
 				continue;
 			src = &w->regions[lf[f].region[0]];
 			dst = &w->regions[lf[f].region[c]];
-			memcpy((uint8_t *)dst->mem.base + (lf[f].start - lf[f].base_off),
-			       (uint8_t *)src->mem.base + (lf[f].start - lf[f].base_off),
+			memcpy((uint8_t *)dst->mem.base +
+				       (lf[f].start - lf[f].base_off),
+			       (uint8_t *)src->mem.base +
+				       (lf[f].start - lf[f].base_off),
 			       lf[f].end - lf[f].start);
 		}
 	}
@@ -440,7 +456,8 @@ static int weights_run(struct io_weights *w, struct err *err)
 	int rc = 0;
 
 	weights_ring_start(w, w->lf, &ring);
-	w->stats.register_seconds = weights_now() - w->t0 - w->stats.alloc_seconds;
+	w->stats.register_seconds = weights_now() - w->t0 -
+				    w->stats.alloc_seconds;
 	for (f = 0; f < g->n_files && rc == 0; f++)
 		if (w->lf[f].n)
 			rc = weights_read_file(w, ring, &w->lf[f], f, err);
@@ -473,7 +490,7 @@ static int weights_run(struct io_weights *w, struct err *err)
 static void *weights_loader_main(void *arg)
 {
 	struct io_weights *w = arg;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	weights_run(w, &err);
 	return NULL;
@@ -557,7 +574,8 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	if (w->opt.async) {
 		rc = pthread_create(&w->loader, NULL, weights_loader_main, w);
 		if (rc) {
-			rc = err_set(err, rc, "cannot start the loader thread: %s",
+			rc = err_set(err, rc,
+				     "cannot start the loader thread: %s",
 				     strerror(rc));
 			goto out_free;
 		}
@@ -604,8 +622,8 @@ struct io_placement *io_weights_placement(struct io_weights *w, uint64_t i)
 	return &w->pl[i];
 }
 
-struct io_placement *io_weights_placement_node(struct io_weights *w,
-					       uint64_t i, int node)
+struct io_placement *io_weights_placement_node(struct io_weights *w, uint64_t i,
+					       int node)
 {
 	uint32_t c;
 

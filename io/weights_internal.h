@@ -26,17 +26,17 @@
 /* ---- memory (memory.c) ------------------------------------------------- */
 
 enum io_mem_kind {
-	IO_MEM_ALIGNED,   /* posix_memalign, 2 MiB aligned */
-	IO_MEM_NUMA,      /* numa_alloc_onnode / numa_alloc_interleaved */
+	IO_MEM_ALIGNED, /* posix_memalign, 2 MiB aligned */
+	IO_MEM_NUMA,	/* numa_alloc_onnode / numa_alloc_interleaved */
 	IO_MEM_CUDA_HOST, /* pinned by cudaHostRegister (only with -DLLMFS_CUDA) */
 };
 
 struct io_mem {
 	void *base;
-	size_t size;          /* rounded up to IO_HUGE */
+	size_t size; /* rounded up to IO_HUGE */
 	enum io_mem_kind kind;
-	int node;             /* -1: no particular node */
-	bool locked;          /* mlock succeeded */
+	int node;    /* -1: no particular node */
+	bool locked; /* mlock succeeded */
 };
 
 /* Called with one line when the loader falls back or degrades. */
@@ -68,35 +68,35 @@ struct io_span;
 
 struct io_region {
 	struct io_mem mem;
-	uint64_t file_start;   /* file offset held at mem.base (file regions) */
-	uint64_t refs;         /* tensors resident here; freed at 0 */
+	uint64_t file_start; /* file offset held at mem.base (file regions) */
+	uint64_t refs;	     /* tensors resident here; freed at 0 */
 };
 
 /* What the loader knows of one file. */
 struct load_file {
-	uint64_t start, end;   /* the span its tensors occupy */
-	uint64_t base_off;     /* start rounded down to IO_PAGE: held at base */
-	uint64_t n;            /* its tensors */
-	uint64_t first;        /* its first tensor in io_weights.by_offset */
-	uint32_t region[IO_NUMA_MAX_NODES];   /* of each copy */
+	uint64_t start, end; /* the span its tensors occupy */
+	uint64_t base_off;   /* start rounded down to IO_PAGE: held at base */
+	uint64_t n;	     /* its tensors */
+	uint64_t first;	     /* its first tensor in io_weights.by_offset */
+	uint32_t region[IO_NUMA_MAX_NODES]; /* of each copy */
 };
 
 struct io_weights {
 	const struct io_gguf *g;
 	struct io_load_options opt;
-	uint32_t n_copies;          /* 1, or one per node (replicate) */
-	struct io_placement *pl;    /* n_copies x n_tensors records */
-	uint32_t *region_of;        /* n_copies x n_tensors region indices */
-	bool locked;                /* the load mlocked its regions */
-	char home[16];              /* the device the load chose */
+	uint32_t n_copies;	      /* 1, or one per node (replicate) */
+	struct io_placement *pl;      /* n_copies x n_tensors records */
+	uint32_t *region_of;	      /* n_copies x n_tensors region indices */
+	bool locked;		      /* the load mlocked its regions */
+	char home[16];		      /* the device the load chose */
 	struct io_device_set devices; /* where tensors may move */
 	struct io_region *regions;
 	uint32_t n_regions, cap_regions;
 	struct io_load_stats stats;
-	double t0;                  /* when the load began */
+	double t0; /* when the load began */
 
 	/* The reading, on this thread or (async) the loader thread. */
-	struct load_file *lf;       /* n_files, until the load ends */
+	struct load_file *lf; /* n_files, until the load ends */
 	struct io_numa_plan *plan;
 	bool async;
 	pthread_t loader;
@@ -104,13 +104,13 @@ struct io_weights {
 	/* Arrival of the bytes (arrival.c), guarded by mu. */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	uint64_t *by_offset;        /* tensor indices sorted by (file, offset) */
-	uint64_t cursor, cursor_end;/* next tensor of the current file */
-	uint64_t mark;              /* current file in up to this offset */
-	struct io_span *pending;    /* arrived beyond mark, sorted, merged */
+	uint64_t *by_offset; /* tensor indices sorted by (file, offset) */
+	uint64_t cursor, cursor_end; /* next tensor of the current file */
+	uint64_t mark;		     /* current file in up to this offset */
+	struct io_span *pending;     /* arrived beyond mark, sorted, merged */
 	uint32_t n_pending, cap_pending;
-	bool finished;              /* the reading is over */
-	int load_rc;                /* its result */
+	bool finished; /* the reading is over */
+	int load_rc;   /* its result */
 	struct err load_err;
 };
 
@@ -129,8 +129,7 @@ void io_arrival_done(void *arg, uint64_t off, uint64_t n);
 /* The reading ended with rc: everything is ready, or waiters get rc. */
 void io_arrival_finish(struct io_weights *w, int rc, const struct err *err);
 
-int io_weights_region_add(struct io_weights *w, uint32_t *idx,
-			  struct err *err);
+int io_weights_region_add(struct io_weights *w, uint32_t *idx, struct err *err);
 /* One resident tensor fewer; the region's memory goes with the last. */
 void io_weights_region_put(struct io_weights *w, uint32_t idx);
 void io_weights_notice(struct io_weights *w, const char *fmt, ...)
@@ -156,9 +155,8 @@ bool io_ring_fixed(const struct io_ring *r);
 /* done(arg, file offset, bytes) as reads complete, from this thread. */
 int io_ring_read(struct io_ring *r, int fd, const char *path, uint64_t off,
 		 uint64_t len, uint8_t *dst, uint64_t file_size,
-		 uint64_t need_end,
-		 void (*done)(void *, uint64_t, uint64_t), void *arg,
-		 struct err *err);
+		 uint64_t need_end, void (*done)(void *, uint64_t, uint64_t),
+		 void *arg, struct err *err);
 
 /* ---- pread reads (pread.c) --------------------------------------------- */
 
@@ -179,7 +177,7 @@ int io_pread_range(int fd, const char *path, uint64_t off, uint64_t len,
 /* ---- NUMA (numa.c) ----------------------------------------------------- */
 
 struct io_numa_node {
-	int id;               /* the kernel's node number */
+	int id;		      /* the kernel's node number */
 	uint64_t free_bytes;  /* memory free on it now */
 	uint64_t total_bytes; /* its memory; 0 if unknown */
 	uint32_t n_cpus;
@@ -187,7 +185,7 @@ struct io_numa_node {
 
 /* The machine as the planner sees it: real (io_numa_topology_read) or made up. */
 struct io_numa_topology {
-	uint32_t n_nodes;     /* 0: no NUMA support, treated as one node */
+	uint32_t n_nodes; /* 0: no NUMA support, treated as one node */
 	struct io_numa_node nodes[IO_NUMA_MAX_NODES];
 };
 
@@ -200,8 +198,9 @@ struct io_numa_plan {
 	uint32_t n_copies;
 	uint64_t n_tensors;
 	int *node;
-	int copy_node[IO_NUMA_MAX_NODES];   /* the node copy c serves */
-	uint64_t node_bytes[IO_NUMA_MAX_NODES]; /* planned bytes per topology node */
+	int copy_node[IO_NUMA_MAX_NODES]; /* the node copy c serves */
+	uint64_t node_bytes
+		[IO_NUMA_MAX_NODES]; /* planned bytes per topology node */
 };
 
 /* Fill topo from libnuma (one node with all memory where NUMA is absent). */

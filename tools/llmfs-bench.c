@@ -35,8 +35,8 @@
 
 #include "../engine/engine.h"
 
-#define BENCH_BATCH 512   /* llama-bench's default n_batch / n_ubatch */
-#define BENCH_SEQS 64     /* -s at most */
+#define BENCH_BATCH 512 /* llama-bench's default n_batch / n_ubatch */
+#define BENCH_SEQS 64	/* -s at most */
 
 struct bench_args {
 	const char *model;
@@ -66,7 +66,8 @@ static long bench_long(const char *opt, const char *s, long min, long max)
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (errno || end == s || *end || v < min || v > max) {
-		fprintf(stderr, "llmfs-bench: bad value for %s: '%s'\n", opt, s);
+		fprintf(stderr, "llmfs-bench: bad value for %s: '%s'\n", opt,
+			s);
 		bench_usage(stderr);
 		exit(2);
 	}
@@ -93,27 +94,37 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 	a->reps = 5;
 	a->seqs = 1;
 	while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:s:h", opts, NULL)) !=
-			-1) {
+	       -1) {
 		switch (c) {
 		case 'm': a->model = optarg; break;
-		case 'p': a->n_prompt = bench_long("-p", optarg, 1, 1 << 20); break;
-		case 'n': a->n_gen = bench_long("-n", optarg, 1, 1 << 20); break;
-		case 'd': a->depth = bench_long("-d", optarg, 0, 1 << 20); break;
+		case 'p':
+			a->n_prompt = bench_long("-p", optarg, 1, 1 << 20);
+			break;
+		case 'n':
+			a->n_gen = bench_long("-n", optarg, 1, 1 << 20);
+			break;
+		case 'd':
+			a->depth = bench_long("-d", optarg, 0, 1 << 20);
+			break;
 		case 'r': a->reps = bench_long("-r", optarg, 1, 1000); break;
 		case 't': a->threads = bench_long("-t", optarg, 0, 4096); break;
-		case 's': a->seqs = bench_long("-s", optarg, 1, BENCH_SEQS);
+		case 's':
+			a->seqs = bench_long("-s", optarg, 1, BENCH_SEQS);
 			break;
-		case 'M': a->membw_mib = bench_long("--membw", optarg, 1, 1 << 16);
+		case 'M':
+			a->membw_mib = bench_long("--membw", optarg, 1,
+						  1 << 16);
 			break;
 		case 'h': bench_usage(stdout); exit(0);
 		default: bench_usage(stderr); exit(2);
 		}
 	}
-	if (optind < argc || (!a->membw_mib &&
-	    (!a->model || !a->n_prompt == !a->n_gen ||
-	     (a->seqs > 1 && !a->n_gen)))) {
+	if (optind < argc ||
+	    (!a->membw_mib && (!a->model || !a->n_prompt == !a->n_gen ||
+			       (a->seqs > 1 && !a->n_gen)))) {
 		fputs("llmfs-bench: need -m and one of -p or -n (-s only with "
-		      "-n), or --membw\n", stderr);
+		      "-n), or --membw\n",
+		      stderr);
 		bench_usage(stderr);
 		exit(2);
 	}
@@ -131,7 +142,7 @@ static double bench_now(void)
 
 struct membw_job {
 	const uint64_t *buf;
-	size_t n;            /* uint64_t words */
+	size_t n; /* uint64_t words */
 	uint64_t sum;
 	pthread_barrier_t *bar;
 	double t0, t1;
@@ -187,8 +198,9 @@ static int bench_membw(const struct bench_args *a)
 		double t0 = 1e300, t1 = 0.0, gbs;
 
 		for (t = 0; t < nt; t++) {
-			jobs[t] = (struct membw_job){ buf + words * t, words,
-				0, &bar, 0, 0 };
+			jobs[t] = (struct membw_job){
+				buf + words * t, words, 0, &bar, 0, 0
+			};
 			pthread_create(&th[t], NULL, membw_read, &jobs[t]);
 		}
 		for (t = 0; t < nt; t++) {
@@ -202,7 +214,7 @@ static int bench_membw(const struct bench_args *a)
 			best = gbs;
 	}
 	printf("membw GB/s %.2f (%ld threads, %ld MiB each, best of %ld)\n",
-			best, nt, a->membw_mib, a->reps);
+	       best, nt, a->membw_mib, a->reps);
 	pthread_barrier_destroy(&bar);
 	free(buf);
 	free(th);
@@ -214,11 +226,11 @@ static int bench_membw(const struct bench_args *a)
 
 struct bench {
 	struct engine_model *m;
-	struct engine_seq *seq[BENCH_SEQS];  /* seq[0] for -p */
+	struct engine_seq *seq[BENCH_SEQS]; /* seq[0] for -p */
 	long n_seqs;
 	const struct engine_model_info *info;
 	int32_t *tokens;
-	float *logits;                       /* n_seqs rows of n_vocab */
+	float *logits; /* n_seqs rows of n_vocab */
 	uint64_t rng;
 };
 
@@ -229,19 +241,19 @@ static int32_t bench_token(struct bench *b)
 	b->rng ^= b->rng << 25;
 	b->rng ^= b->rng >> 27;
 	return (int32_t)((b->rng * 2685821657736338717ull >> 33) %
-			b->info->n_vocab);
+			 b->info->n_vocab);
 }
 
 /* n tokens in batches of BENCH_BATCH, as test_prompt. */
 static int bench_prompt(struct bench *b, struct engine_seq *seq, long n,
-		struct err *err)
+			struct err *err)
 {
 	long done = 0;
 
 	while (done < n) {
 		long k = n - done < BENCH_BATCH ? n - done : BENCH_BATCH, i;
 		struct engine_batch_item it = { seq, b->tokens, (size_t)k,
-			b->logits };
+						b->logits };
 		int ret;
 
 		for (i = 0; i < k; i++)
@@ -265,9 +277,10 @@ static int bench_gen(struct bench *b, long n, struct err *err)
 	for (i = 0; i < n; i++) {
 		for (s = 0; s < b->n_seqs; s++) {
 			b->tokens[s] = bench_token(b);
-			it[s] = (struct engine_batch_item){ b->seq[s],
-				b->tokens + s, 1,
-				b->logits + (size_t)s * b->info->n_vocab };
+			it[s] = (struct engine_batch_item){
+				b->seq[s], b->tokens + s, 1,
+				b->logits + (size_t)s * b->info->n_vocab
+			};
 		}
 		if ((ret = engine_forward(b->m, it, (size_t)b->n_seqs, err)))
 			return ret;
@@ -276,8 +289,8 @@ static int bench_gen(struct bench *b, long n, struct err *err)
 }
 
 /* One repetition: empty the sequence, fill the depth, time the test. */
-static int bench_once(struct bench *b, const struct bench_args *a,
-		double *secs, struct err *err)
+static int bench_once(struct bench *b, const struct bench_args *a, double *secs,
+		      struct err *err)
 {
 	double t0;
 	long s;
@@ -290,7 +303,7 @@ static int bench_once(struct bench *b, const struct bench_args *a,
 			return ret;
 	t0 = bench_now();
 	ret = a->n_prompt ? bench_prompt(b, b->seq[0], a->n_prompt, err) :
-		bench_gen(b, a->n_gen, err);
+			    bench_gen(b, a->n_gen, err);
 	*secs = bench_now() - t0;
 	return ret;
 }
@@ -315,7 +328,7 @@ static int bench_model(const struct bench_args *a)
 	b.info = engine_model_info(b.m);
 	b.tokens = malloc(BENCH_BATCH * sizeof(*b.tokens));
 	b.logits = malloc((size_t)b.n_seqs * b.info->n_vocab *
-			sizeof(*b.logits));
+			  sizeof(*b.logits));
 	if (!b.tokens || !b.logits) {
 		ret = err_set(&err, ENOMEM, "out of memory");
 		goto out;
@@ -331,13 +344,12 @@ static int bench_model(const struct bench_args *a)
 	}
 	mean = sum / a->reps;
 	sd = a->reps > 1 ? sqrt(fmax(0.0, (sq - sum * mean) / (a->reps - 1))) :
-		0.0;
-	printf("%s%ld d%ld%s t/s %.2f sd %.2f (%ld reps, %s, tensor_bytes %"
-	       PRIu64 ", kv_bytes_per_token %" PRIu64 ")\n",
+			   0.0;
+	printf("%s%ld d%ld%s t/s %.2f sd %.2f (%ld reps, %s, tensor_bytes %" PRIu64
+	       ", kv_bytes_per_token %" PRIu64 ")\n",
 	       a->n_prompt ? "pp" : "tg", n, a->depth,
-	       b.n_seqs > 1 ? " x seqs" : "", mean, sd, a->reps,
-	       b.info->name, b.info->tensor_bytes,
-	       b.info->kv_bytes_per_token);
+	       b.n_seqs > 1 ? " x seqs" : "", mean, sd, a->reps, b.info->name,
+	       b.info->tensor_bytes, b.info->kv_bytes_per_token);
 out:
 	if (ret)
 		fprintf(stderr, "llmfs-bench: %s\n", err.msg);

@@ -18,12 +18,12 @@
 
 #include "../io/io.h"
 
-#define SHOW_ITEMS 6     /* array elements printed */
-#define SHOW_CHARS 60    /* characters of a string printed */
+#define SHOW_ITEMS 6  /* array elements printed */
+#define SHOW_CHARS 60 /* characters of a string printed */
 
 static const char *const type_names[] = {
-	"uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-	"bool", "string", "array", "uint64", "int64", "float64",
+	"uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+	"bool",	 "string", "array",  "uint64", "int64",	 "float64",
 };
 
 /* A string quoted on one line, cut at SHOW_CHARS. */
@@ -61,7 +61,8 @@ static void print_elem(const struct io_gguf_array *a, uint64_t i)
 	case IO_GGUF_INT8: printf("%d", ((const int8_t *)p)[i]); break;
 	case IO_GGUF_UINT16: printf("%u", ((const uint16_t *)p)[i]); break;
 	case IO_GGUF_INT16: printf("%d", ((const int16_t *)p)[i]); break;
-	case IO_GGUF_UINT32: printf("%" PRIu32, ((const uint32_t *)p)[i]);
+	case IO_GGUF_UINT32:
+		printf("%" PRIu32, ((const uint32_t *)p)[i]);
 		break;
 	case IO_GGUF_INT32: printf("%" PRId32, ((const int32_t *)p)[i]); break;
 	case IO_GGUF_FLOAT32: printf("%g", ((const float *)p)[i]); break;
@@ -74,7 +75,8 @@ static void print_elem(const struct io_gguf_array *a, uint64_t i)
 	case IO_GGUF_ARRAY:
 		print_array(&((const struct io_gguf_array *)p)[i]);
 		break;
-	case IO_GGUF_UINT64: printf("%" PRIu64, ((const uint64_t *)p)[i]);
+	case IO_GGUF_UINT64:
+		printf("%" PRIu64, ((const uint64_t *)p)[i]);
 		break;
 	case IO_GGUF_INT64: printf("%" PRId64, ((const int64_t *)p)[i]); break;
 	case IO_GGUF_FLOAT64: printf("%g", ((const double *)p)[i]); break;
@@ -96,27 +98,28 @@ static void print_array(const struct io_gguf_array *a)
 static void print_value(const struct io_gguf_value *v)
 {
 	switch (v->type) {
-	case IO_GGUF_UINT8: case IO_GGUF_UINT16: case IO_GGUF_UINT32:
+	case IO_GGUF_UINT8:
+	case IO_GGUF_UINT16:
+	case IO_GGUF_UINT32:
 	case IO_GGUF_UINT64:
 		printf("%s  %" PRIu64, type_names[v->type], v->u64);
 		break;
-	case IO_GGUF_INT8: case IO_GGUF_INT16: case IO_GGUF_INT32:
+	case IO_GGUF_INT8:
+	case IO_GGUF_INT16:
+	case IO_GGUF_INT32:
 	case IO_GGUF_INT64:
 		printf("%s  %" PRId64, type_names[v->type], v->i64);
 		break;
-	case IO_GGUF_FLOAT32: case IO_GGUF_FLOAT64:
+	case IO_GGUF_FLOAT32:
+	case IO_GGUF_FLOAT64:
 		printf("%s  %.9g", type_names[v->type], v->f64);
 		break;
-	case IO_GGUF_BOOL:
-		printf("bool  %s", v->b ? "true" : "false");
-		break;
+	case IO_GGUF_BOOL: printf("bool  %s", v->b ? "true" : "false"); break;
 	case IO_GGUF_STRING:
 		printf("string  ");
 		print_str(&v->str);
 		break;
-	case IO_GGUF_ARRAY:
-		print_array(&v->arr);
-		break;
+	case IO_GGUF_ARRAY: print_array(&v->arr); break;
 	}
 	putchar('\n');
 }
@@ -134,8 +137,7 @@ static void print_tensors(const struct io_gguf *g)
 		printf("%-32s %-5s [", t->name, io_type_info(t->type)->name);
 		for (d = 0; d < t->n_dims; d++)
 			printf(d ? ", %" PRId64 : "%" PRId64, t->ne[d]);
-		printf("]  %" PRIu64 " bytes  @ %" PRIu64, t->bytes,
-		       t->offset);
+		printf("]  %" PRIu64 " bytes  @ %" PRIu64, t->bytes, t->offset);
 		if (g->n_files > 1)
 			printf("  (file %" PRIu32 ")", t->file);
 		putchar('\n');
@@ -145,10 +147,11 @@ static void print_tensors(const struct io_gguf *g)
 	printf("\nby type:\n");
 	for (d = 0; d < IO_TYPE_COUNT; d++)
 		if (count[d])
-			printf("%-5s %6" PRIu64 " tensors %12" PRIu64 " bytes\n",
+			printf("%-5s %6" PRIu64 " tensors %12" PRIu64
+			       " bytes\n",
 			       io_type_info(d)->name, count[d], bytes[d]);
-	printf("total %6" PRIu64 " tensors %12" PRIu64 " bytes\n",
-	       g->n_tensors, g->tensor_bytes);
+	printf("total %6" PRIu64 " tensors %12" PRIu64 " bytes\n", g->n_tensors,
+	       g->tensor_bytes);
 }
 
 int main(int argc, char **argv)
@@ -170,8 +173,8 @@ int main(int argc, char **argv)
 		       g->files[i].path, g->files[i].size,
 		       g->files[i].data_offset);
 	printf("GGUF v%" PRIu32 ", alignment %" PRIu32 ", %" PRIu64
-	       " keys, %" PRIu64 " tensors\n\n", g->version, g->alignment,
-	       g->n_kv, g->n_tensors);
+	       " keys, %" PRIu64 " tensors\n\n",
+	       g->version, g->alignment, g->n_kv, g->n_tensors);
 	for (i = 0; i < g->n_kv; i++) {
 		printf("%s  ", g->kv[i].key);
 		print_value(&g->kv[i].value);

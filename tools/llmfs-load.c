@@ -44,13 +44,16 @@ static int load_gpu_check(const struct io_gguf *g, struct io_weights *w)
 
 		if (cudaPointerGetAttributes(&attr, p->data) != cudaSuccess ||
 		    attr.type != cudaMemoryTypeHost ||
-		    cudaMemcpy(dev, p->data, p->bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
-		    cudaMemcpy(host, dev, p->bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+		    cudaMemcpy(dev, p->data, p->bytes,
+			       cudaMemcpyHostToDevice) != cudaSuccess ||
+		    cudaMemcpy(host, dev, p->bytes, cudaMemcpyDeviceToHost) !=
+			    cudaSuccess ||
 		    memcmp(host, p->data, p->bytes) != 0)
 			bad++;
 	}
 	printf("gpu check: %llu tensors through the GPU from pinned memory: %s\n",
-	       (unsigned long long)g->n_tensors, bad || !host ? "MISMATCH" : "identical");
+	       (unsigned long long)g->n_tensors,
+	       bad || !host ? "MISMATCH" : "identical");
 	free(host);
 	cudaFree(dev);
 	return bad || !host ? -1 : 0;
@@ -106,9 +109,12 @@ static int load_verify(const struct io_gguf *g, struct io_weights *w)
 		int fd = open(g->files[t->file].path, O_RDONLY);
 
 		if (!buf || fd < 0 ||
-		    pread(fd, buf, t->bytes, (off_t)t->offset) != (ssize_t)t->bytes ||
-		    memcmp(buf, io_weights_placement(w, i)->data, t->bytes) != 0) {
-			fprintf(stderr, "llmfs-load: tensor %s differs from the file\n",
+		    pread(fd, buf, t->bytes, (off_t)t->offset) !=
+			    (ssize_t)t->bytes ||
+		    memcmp(buf, io_weights_placement(w, i)->data, t->bytes) !=
+			    0) {
+			fprintf(stderr,
+				"llmfs-load: tensor %s differs from the file\n",
 				t->name);
 			bad++;
 		}
@@ -135,9 +141,9 @@ int main(int argc, char **argv)
 	const struct io_load_stats *st;
 	struct io_weights *w = NULL;
 	struct io_gguf *g = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	bool verify = false;
-	struct bar bar = {0};
+	struct bar bar = { 0 };
 	const char *path = NULL;
 	int i, rc = 0;
 
@@ -149,15 +155,15 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--no-lock") == 0)
 			opt.no_lock = true;
 		else if (strncmp(argv[i], "--qd=", 5) == 0)
-			opt.queue_depth = (uint32_t)strtoul(argv[i] + 5, NULL, 10);
+			opt.queue_depth = (uint32_t)strtoul(argv[i] + 5, NULL,
+							    10);
 		else if (strncmp(argv[i], "--numa=", 7) == 0) {
 			if (io_numa_policy_parse(argv[i] + 7, &opt.numa,
 						 &opt.numa_node, &err) < 0) {
 				fprintf(stderr, "llmfs-load: %s\n", err.msg);
 				return 2;
 			}
-		}
-		else if (strcmp(argv[i], "--async") == 0)
+		} else if (strcmp(argv[i], "--async") == 0)
 			opt.async = true;
 		else if (strcmp(argv[i], "--verify") == 0)
 			verify = true;
@@ -211,15 +217,16 @@ int main(int argc, char **argv)
 	       st->seconds, st->tensor_bytes / st->seconds / 1e9);
 	printf("path %s%s%s qd %u, %s, %u cop%s\n",
 	       st->uring ? "io_uring" : "pread",
-	       st->direct ? "+O_DIRECT" : st->cached ? " (from the page cache: cached)" :
-	       " (page cache)",
+	       st->direct ? "+O_DIRECT" :
+	       st->cached ? " (from the page cache: cached)" :
+			    " (page cache)",
 	       st->fixed ? " read_fixed" : "", st->queue_depth,
 	       st->locked ? "locked" : "not locked", st->n_copies,
 	       st->n_copies == 1 ? "y" : "ies");
 	printf("phases: map %.3f s, ring + pin %.3f s, read %.3f s, rest %.3f s\n",
 	       st->alloc_seconds, st->register_seconds, st->read_seconds,
 	       st->seconds - st->alloc_seconds - st->register_seconds -
-	       st->read_seconds);
+		       st->read_seconds);
 	if (verify && load_verify(g, w) < 0)
 		rc = 1;
 #ifdef LLMFS_CUDA

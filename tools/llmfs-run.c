@@ -30,7 +30,7 @@ struct run_args {
 	const char *model;
 	const char *prompt;
 	const char *file;
-	long n_predict;           /* -1: until EOG or a full context */
+	long n_predict; /* -1: until EOG or a full context */
 	uint32_t n_ctx, threads;
 	const char *kv_type_k, *kv_type_v;
 	uint64_t kv_mem;
@@ -66,7 +66,8 @@ static void run_usage(FILE *f)
 	      "      --kv-mem BYTES      KV cache budget, k/M/G suffixes (0: what"
 	      " fits)\n"
 	      "  -v, --verbose           model figures on stderr\n"
-	      "  -h, --help\n", f);
+	      "  -h, --help\n",
+	      f);
 }
 
 static void run_bad_option(const char *opt, const char *val)
@@ -135,9 +136,18 @@ static const char *run_kv_type(const char *opt, const char *s)
 }
 
 enum {
-	OPT_TEMP = 256, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY,
-	OPT_REPEAT_LAST_N, OPT_SEED, OPT_STOP, OPT_CHAT, OPT_KV_TYPE_K,
-	OPT_KV_TYPE_V, OPT_KV_MEM,
+	OPT_TEMP = 256,
+	OPT_TOP_K,
+	OPT_TOP_P,
+	OPT_MIN_P,
+	OPT_REPEAT_PENALTY,
+	OPT_REPEAT_LAST_N,
+	OPT_SEED,
+	OPT_STOP,
+	OPT_CHAT,
+	OPT_KV_TYPE_K,
+	OPT_KV_TYPE_V,
+	OPT_KV_MEM,
 };
 
 static void run_parse(int argc, char **argv, struct run_args *a)
@@ -155,7 +165,8 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		{ "top-k", required_argument, NULL, OPT_TOP_K },
 		{ "top-p", required_argument, NULL, OPT_TOP_P },
 		{ "min-p", required_argument, NULL, OPT_MIN_P },
-		{ "repeat-penalty", required_argument, NULL, OPT_REPEAT_PENALTY },
+		{ "repeat-penalty", required_argument, NULL,
+		  OPT_REPEAT_PENALTY },
 		{ "repeat-last-n", required_argument, NULL, OPT_REPEAT_LAST_N },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "stop", required_argument, NULL, OPT_STOP },
@@ -175,14 +186,17 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		fputs("llmfs-run: out of memory\n", stderr);
 		exit(1);
 	}
-	while ((c = getopt_long(argc, argv, "m:p:f:n:c:t:vh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:p:f:n:c:t:vh", opts, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 'm': a->model = optarg; break;
 		case 'p': a->prompt = optarg; break;
 		case 'f': a->file = optarg; break;
-		case 'n': a->n_predict = run_long("-n", optarg, -1, UINT32_MAX);
+		case 'n':
+			a->n_predict = run_long("-n", optarg, -1, UINT32_MAX);
 			break;
-		case 'c': a->n_ctx = run_long("--ctx", optarg, 0, UINT32_MAX);
+		case 'c':
+			a->n_ctx = run_long("--ctx", optarg, 0, UINT32_MAX);
 			break;
 		case 't': a->threads = run_long("-t", optarg, 0, 4096); break;
 		case 'v': a->verbose = true; break;
@@ -191,8 +205,8 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 			a->sampling.temperature = run_float("--temp", optarg);
 			break;
 		case OPT_TOP_K:
-			a->sampling.top_k = run_long("--top-k", optarg, INT32_MIN,
-					INT32_MAX);
+			a->sampling.top_k = run_long("--top-k", optarg,
+						     INT32_MIN, INT32_MAX);
 			break;
 		case OPT_TOP_P:
 			a->sampling.top_p = run_float("--top-p", optarg);
@@ -201,16 +215,18 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 			a->sampling.min_p = run_float("--min-p", optarg);
 			break;
 		case OPT_REPEAT_PENALTY:
-			a->sampling.repeat_penalty = run_float("--repeat-penalty",
-					optarg);
+			a->sampling.repeat_penalty = run_float(
+				"--repeat-penalty", optarg);
 			if (a->sampling.repeat_penalty <= 0.0f)
 				run_bad_option("--repeat-penalty", optarg);
 			break;
 		case OPT_REPEAT_LAST_N:
-			a->sampling.repeat_last_n = run_long("--repeat-last-n",
-					optarg, -1, INT32_MAX);
+			a->sampling.repeat_last_n = run_long(
+				"--repeat-last-n", optarg, -1, INT32_MAX);
 			break;
-		case OPT_SEED: a->sampling.seed = run_u64("--seed", optarg); break;
+		case OPT_SEED:
+			a->sampling.seed = run_u64("--seed", optarg);
+			break;
 		case OPT_STOP:
 			if (!*optarg)
 				run_bad_option("--stop", optarg);
@@ -223,13 +239,15 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		case OPT_KV_TYPE_V:
 			a->kv_type_v = run_kv_type("--kv-type-v", optarg);
 			break;
-		case OPT_KV_MEM: a->kv_mem = run_bytes("--kv-mem", optarg); break;
+		case OPT_KV_MEM:
+			a->kv_mem = run_bytes("--kv-mem", optarg);
+			break;
 		default: run_usage(stderr); exit(2);
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "llmfs-run: unexpected argument '%s'\n",
-				argv[optind]);
+			argv[optind]);
 		run_usage(stderr);
 		exit(2);
 	}
@@ -242,7 +260,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 
 /* The whole of path ("-": stdin) into *text. */
 static int run_read_prompt(const char *path, char **text, size_t *len,
-		struct err *err)
+			   struct err *err)
 {
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
 	size_t n = 0, cap = 0;
@@ -258,8 +276,9 @@ static int run_read_prompt(const char *path, char **text, size_t *len,
 			char *p;
 
 			if (cap >= RUN_PROMPT_MAX) {
-				rc = err_set(err, EFBIG, "%s: prompt over %u MiB",
-						path, RUN_PROMPT_MAX >> 20);
+				rc = err_set(err, EFBIG,
+					     "%s: prompt over %u MiB", path,
+					     RUN_PROMPT_MAX >> 20);
 				break;
 			}
 			cap = cap ? cap * 2 : 4096;
@@ -297,12 +316,13 @@ static void run_notice(void *arg, const char *msg)
 
 static void run_print_model(const struct engine_model_info *info)
 {
-	fprintf(stderr, "llmfs-run: model %s arch %s n_ctx %" PRIu32
-			" tensor_bytes %" PRIu64 " kv_bytes_per_token %" PRIu64
-			" kv_bytes %" PRIu64 "\n",
-			info->name, info->arch_name, info->n_ctx,
-			info->tensor_bytes, info->kv_bytes_per_token,
-			info->kv_bytes_per_token * info->n_ctx);
+	fprintf(stderr,
+		"llmfs-run: model %s arch %s n_ctx %" PRIu32
+		" tensor_bytes %" PRIu64 " kv_bytes_per_token %" PRIu64
+		" kv_bytes %" PRIu64 "\n",
+		info->name, info->arch_name, info->n_ctx, info->tensor_bytes,
+		info->kv_bytes_per_token,
+		info->kv_bytes_per_token * info->n_ctx);
 }
 
 /* prepare/forward/accept until the end, streaming to stdout. */
@@ -318,7 +338,7 @@ static int run_generate(struct engine_generation *g, struct err *err)
 			return rc;
 		if (n && (fwrite(buf, 1, n, stdout) != n || fflush(stdout)))
 			return err_set(err, EIO, "writing stdout: %s",
-					strerror(errno));
+				       strerror(errno));
 	} while (rc > 0);
 	return 0;
 }
@@ -326,13 +346,16 @@ static int run_generate(struct engine_generation *g, struct err *err)
 static void run_print_stats(const struct engine_generation_stats *st)
 {
 	double pre = st->prefill_ms > 0 ?
-		st->prompt_tokens / st->prefill_ms * 1e3 : 0.0;
+			     st->prompt_tokens / st->prefill_ms * 1e3 :
+			     0.0;
 	double dec = st->decode_ms > 0 && st->gen_tokens > 1 ?
-		(st->gen_tokens - 1) / st->decode_ms * 1e3 : 0.0;
+			     (st->gen_tokens - 1) / st->decode_ms * 1e3 :
+			     0.0;
 
-	fprintf(stderr, "prompt_tokens=%" PRIu32 " gen_tokens=%" PRIu32
-			" ttft_ms=%.2f prefill_tps=%.2f decode_tps=%.2f\n",
-			st->prompt_tokens, st->gen_tokens, st->ttft_ms, pre, dec);
+	fprintf(stderr,
+		"prompt_tokens=%" PRIu32 " gen_tokens=%" PRIu32
+		" ttft_ms=%.2f prefill_tps=%.2f decode_tps=%.2f\n",
+		st->prompt_tokens, st->gen_tokens, st->ttft_ms, pre, dec);
 }
 
 int main(int argc, char **argv)
@@ -378,7 +401,8 @@ int main(int argc, char **argv)
 		run_print_model(engine_model_info(m));
 	if (a.chat && engine_chat_format(m) == ENGINE_CHAT_RAW)
 		fputs("llmfs-run: warning: the model's chat template is not one we"
-		      " know; the prompt is used as it is\n", stderr);
+		      " know; the prompt is used as it is\n",
+		      stderr);
 	rc = engine_seq_new(m, &seq, &err);
 	if (rc)
 		goto out;

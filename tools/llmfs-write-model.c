@@ -41,7 +41,7 @@ struct opts {
 	uint64_t seed;
 	uint32_t type;
 	bool tied;
-	bool q4_k_m;   /* --type q4_k_m: type is Q4_K, some tensors Q6_K */
+	bool q4_k_m; /* --type q4_k_m: type is Q4_K, some tensors Q6_K */
 };
 
 enum arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
@@ -49,7 +49,7 @@ enum arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
 /* ---- random numbers ---------------------------------------------------- */
 
 struct rng {
-	uint64_t s[4];   /* xoshiro256** state */
+	uint64_t s[4]; /* xoshiro256** state */
 };
 
 static uint64_t splitmix64(uint64_t *x)
@@ -100,7 +100,7 @@ static float rng_normal(struct rng *r)
 {
 	uint64_t v = rng_next(r);
 	uint32_t sum = (uint32_t)(v & 0xffff) + (uint32_t)((v >> 16) & 0xffff) +
-		(uint32_t)((v >> 32) & 0xffff) + (uint32_t)(v >> 48);
+		       (uint32_t)((v >> 32) & 0xffff) + (uint32_t)(v >> 48);
 
 	/* mean 4 * 32767.5, variance 4 * (65536^2 - 1) / 12 */
 	return ((float)sum - 131070.0f) * (1.7320508f / 65536.0f);
@@ -170,7 +170,7 @@ struct tensor {
 	uint32_t type;
 	uint32_t n_dims;
 	int64_t ne[4];
-	bool norm;     /* F32 near 1 */
+	bool norm; /* F32 near 1 */
 };
 
 struct plan {
@@ -179,7 +179,8 @@ struct plan {
 };
 
 static void plan_add(struct plan *p, uint32_t type, bool norm, int n_dims,
-		int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt, int blk)
+		     int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt,
+		     int blk)
 {
 	struct tensor *t;
 
@@ -205,7 +206,7 @@ static void plan_add(struct plan *p, uint32_t type, bool norm, int n_dims,
 /* Names and shapes as llama.cpp's src/models/{llama,qwen2,qwen3,qwen3moe}.cpp
  * create them (ne[0] is the input dimension of a matmul weight). */
 static void plan_model(struct plan *p, const struct opts *o, enum arch a,
-		int64_t n_vocab)
+		       int64_t n_vocab)
 {
 	int64_t e = o->embd, q = o->heads * o->head_dim;
 	int64_t kv = o->kv_heads * o->head_dim, f = o->ff, x = o->experts;
@@ -216,14 +217,18 @@ static void plan_model(struct plan *p, const struct opts *o, enum arch a,
 
 	plan_add(p, w6, false, 2, e, n_vocab, 1, "token_embd.weight", 0);
 	for (i = 0; i < o->layers; i++) {
-		plan_add(p, f32, true, 1, e, 1, 1, "blk.%d.attn_norm.weight", i);
+		plan_add(p, f32, true, 1, e, 1, 1, "blk.%d.attn_norm.weight",
+			 i);
 		plan_add(p, w, false, 2, e, q, 1, "blk.%d.attn_q.weight", i);
 		plan_add(p, w, false, 2, e, kv, 1, "blk.%d.attn_k.weight", i);
 		plan_add(p, w6, false, 2, e, kv, 1, "blk.%d.attn_v.weight", i);
 		if (a == ARCH_QWEN2) {
-			plan_add(p, f32, false, 1, q, 1, 1, "blk.%d.attn_q.bias", i);
-			plan_add(p, f32, false, 1, kv, 1, 1, "blk.%d.attn_k.bias", i);
-			plan_add(p, f32, false, 1, kv, 1, 1, "blk.%d.attn_v.bias", i);
+			plan_add(p, f32, false, 1, q, 1, 1,
+				 "blk.%d.attn_q.bias", i);
+			plan_add(p, f32, false, 1, kv, 1, 1,
+				 "blk.%d.attn_k.bias", i);
+			plan_add(p, f32, false, 1, kv, 1, 1,
+				 "blk.%d.attn_v.bias", i);
 		}
 		if (a == ARCH_QWEN3 || a == ARCH_QWEN3MOE) {
 			plan_add(p, f32, true, 1, o->head_dim, 1, 1,
@@ -231,7 +236,8 @@ static void plan_model(struct plan *p, const struct opts *o, enum arch a,
 			plan_add(p, f32, true, 1, o->head_dim, 1, 1,
 				 "blk.%d.attn_k_norm.weight", i);
 		}
-		plan_add(p, w, false, 2, q, e, 1, "blk.%d.attn_output.weight", i);
+		plan_add(p, w, false, 2, q, e, 1, "blk.%d.attn_output.weight",
+			 i);
 		plan_add(p, f32, true, 1, e, 1, 1, "blk.%d.ffn_norm.weight", i);
 		if (a == ARCH_QWEN3MOE) {
 			plan_add(p, f32, false, 2, e, x, 1,
@@ -243,8 +249,10 @@ static void plan_model(struct plan *p, const struct opts *o, enum arch a,
 			plan_add(p, w6, false, 3, f, e, x,
 				 "blk.%d.ffn_down_exps.weight", i);
 		} else {
-			plan_add(p, w, false, 2, e, f, 1, "blk.%d.ffn_gate.weight", i);
-			plan_add(p, w, false, 2, e, f, 1, "blk.%d.ffn_up.weight", i);
+			plan_add(p, w, false, 2, e, f, 1,
+				 "blk.%d.ffn_gate.weight", i);
+			plan_add(p, w, false, 2, e, f, 1,
+				 "blk.%d.ffn_up.weight", i);
 			plan_add(p, w6, false, 2, f, e, 1,
 				 "blk.%d.ffn_down.weight", i);
 		}
@@ -256,8 +264,8 @@ static void plan_model(struct plan *p, const struct opts *o, enum arch a,
 
 /* Generate and stream one tensor, a few rows at a time. */
 static int tensor_write(struct io_gguf_writer *w, const struct tensor *t,
-		uint64_t seed, float *x, unsigned char *out, int64_t chunk,
-		struct err *err)
+			uint64_t seed, float *x, unsigned char *out,
+			int64_t chunk, struct err *err)
 {
 	int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], per, r, i, n;
 	uint64_t bytes;
@@ -270,7 +278,7 @@ static int tensor_write(struct io_gguf_writer *w, const struct tensor *t,
 		n = (rows - r < per ? rows - r : per) * t->ne[0];
 		for (i = 0; i < n; i++)
 			x[i] = t->norm ? 1.0f + 0.02f * rng_normal(&rng) :
-				0.02f * rng_normal(&rng);
+					 0.02f * rng_normal(&rng);
 		if (t->type == IO_TYPE_F32) {
 			memcpy(out, x, (size_t)n * 4);
 			bytes = (uint64_t)n * 4;
@@ -301,7 +309,7 @@ static int tensor_write(struct io_gguf_writer *w, const struct tensor *t,
 
 /* Every tokenizer.* key of another GGUF; *n_vocab from its token list. */
 static int vocab_copy(struct io_gguf_writer *w, const char *path,
-		int64_t *n_vocab, struct err *err)
+		      int64_t *n_vocab, struct err *err)
 {
 	const struct io_gguf_array *tokens;
 	struct io_gguf *g;
@@ -334,7 +342,7 @@ static int vocab_copy(struct io_gguf_writer *w, const char *path,
 #define SPM_N (3 + 256 + 95)
 
 static int vocab_minimal(struct io_gguf_writer *w, int64_t *n_vocab,
-		struct err *err)
+			 struct err *err)
 {
 	static char bytes[256][8], chars[95][4];
 	const char *tok[SPM_N];
@@ -342,16 +350,16 @@ static int vocab_minimal(struct io_gguf_writer *w, int64_t *n_vocab,
 	int32_t type[SPM_N];
 	int i, n = 0, ret;
 
-	tok[n] = "<unk>", score[n] = 0, type[n++] = 2;   /* UNKNOWN */
-	tok[n] = "<s>", score[n] = 0, type[n++] = 3;     /* CONTROL */
+	tok[n] = "<unk>", score[n] = 0, type[n++] = 2; /* UNKNOWN */
+	tok[n] = "<s>", score[n] = 0, type[n++] = 3;   /* CONTROL */
 	tok[n] = "</s>", score[n] = 0, type[n++] = 3;
 	for (i = 0; i < 256; i++) {
 		snprintf(bytes[i], sizeof(bytes[i]), "<0x%02X>", i);
-		tok[n] = bytes[i], score[n] = 0, type[n++] = 6;   /* BYTE */
+		tok[n] = bytes[i], score[n] = 0, type[n++] = 6; /* BYTE */
 	}
 	for (i = 0; i < 95; i++) {
 		if (i == 0)
-			strcpy(chars[i], "\xe2\x96\x81");   /* U+2581 */
+			strcpy(chars[i], "\xe2\x96\x81"); /* U+2581 */
 		else
 			chars[i][0] = (char)(0x20 + i), chars[i][1] = '\0';
 		tok[n] = chars[i], score[n] = (float)-i, type[n++] = 1;
@@ -371,8 +379,8 @@ static int vocab_minimal(struct io_gguf_writer *w, int64_t *n_vocab,
 		ret = io_gguf_writer_add_array(w, "tokenizer.ggml.token_type",
 					       IO_GGUF_INT32, type, n, err);
 	if (!ret)
-		ret = io_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id",
-					     0, err);
+		ret = io_gguf_writer_add_u32(
+			w, "tokenizer.ggml.unknown_token_id", 0, err);
 	if (!ret)
 		ret = io_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id",
 					     1, err);
@@ -390,17 +398,20 @@ static int vocab_minimal(struct io_gguf_writer *w, int64_t *n_vocab,
 
 /* {arch}.* hyperparameters as llama.cpp's LLM_KV names spell them. */
 static int hparams_add(struct io_gguf_writer *w, const struct opts *o,
-		enum arch a, int64_t n_vocab, struct err *err)
+		       enum arch a, int64_t n_vocab, struct err *err)
 {
-	static const struct { const char *key; int field; } u32s[] = {
-		{ "context_length", 0 }, { "embedding_length", 1 },
-		{ "block_count", 2 }, { "feed_forward_length", 3 },
+	static const struct {
+		const char *key;
+		int field;
+	} u32s[] = {
+		{ "context_length", 0 },       { "embedding_length", 1 },
+		{ "block_count", 2 },	       { "feed_forward_length", 3 },
 		{ "attention.head_count", 4 }, { "attention.head_count_kv", 5 },
 		{ "attention.key_length", 6 }, { "attention.value_length", 6 },
 		{ "rope.dimension_count", 6 }, { "vocab_size", 7 },
 	};
-	int64_t v[8] = { o->ctx, o->embd, o->layers, o->ff, o->heads,
-		o->kv_heads, o->head_dim, n_vocab };
+	int64_t v[8] = { o->ctx,   o->embd,	o->layers,   o->ff,
+			 o->heads, o->kv_heads, o->head_dim, n_vocab };
 	char key[128], name[128];
 	size_t i;
 	int ret = 0;
@@ -411,11 +422,14 @@ static int hparams_add(struct io_gguf_writer *w, const struct opts *o,
 	if (!ret)
 		ret = io_gguf_writer_add_str(w, "general.name", name, err);
 	if (!ret)
-		ret = io_gguf_writer_add_u32(w, "general.file_type",
+		ret = io_gguf_writer_add_u32(
+			w, "general.file_type",
 			o->type == IO_TYPE_F32 ? 0 :
 			o->type == IO_TYPE_F16 ? 1 :
-			/* LLAMA_FTYPE_MOSTLY_Q4_K_M */
-			o->q4_k_m ? 15 : 7, err);
+						 /* LLAMA_FTYPE_MOSTLY_Q4_K_M */
+				o->q4_k_m ? 15 :
+					    7,
+			err);
 	for (i = 0; !ret && i < sizeof(u32s) / sizeof(u32s[0]); i++) {
 		snprintf(key, sizeof(key), "%s.%s", o->arch, u32s[i].key);
 		ret = io_gguf_writer_add_u32(w, key, (uint32_t)v[u32s[i].field],
@@ -424,12 +438,12 @@ static int hparams_add(struct io_gguf_writer *w, const struct opts *o,
 	snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon",
 		 o->arch);
 	if (!ret)
-		ret = io_gguf_writer_add_f32(w, key,
-			a == ARCH_LLAMA ? 1e-5f : 1e-6f, err);
+		ret = io_gguf_writer_add_f32(
+			w, key, a == ARCH_LLAMA ? 1e-5f : 1e-6f, err);
 	snprintf(key, sizeof(key), "%s.rope.freq_base", o->arch);
 	if (!ret)
-		ret = io_gguf_writer_add_f32(w, key,
-			a == ARCH_LLAMA ? 10000.0f : 1000000.0f, err);
+		ret = io_gguf_writer_add_f32(
+			w, key, a == ARCH_LLAMA ? 10000.0f : 1000000.0f, err);
 	if (a != ARCH_QWEN3MOE || ret)
 		return ret;
 	snprintf(key, sizeof(key), "%s.expert_feed_forward_length", o->arch);
@@ -448,10 +462,10 @@ static int hparams_add(struct io_gguf_writer *w, const struct opts *o,
 static void usage(void)
 {
 	fprintf(stderr,
-"usage: llmfs-write-model -o OUT.gguf --arch llama|qwen2|qwen3|qwen3moe\n"
-"         --embd N --layers N --heads N --kv-heads N --head-dim N --ff N\n"
-"         [--experts N --experts-used K] --type f32|f16|q8_0|q4_k_m\n"
-"         [--vocab-from FILE.gguf] [--seed S] [--ctx N] [--tied]\n");
+		"usage: llmfs-write-model -o OUT.gguf --arch llama|qwen2|qwen3|qwen3moe\n"
+		"         --embd N --layers N --heads N --kv-heads N --head-dim N --ff N\n"
+		"         [--experts N --experts-used K] --type f32|f16|q8_0|q4_k_m\n"
+		"         [--vocab-from FILE.gguf] [--seed S] [--ctx N] [--tied]\n");
 	exit(2);
 }
 
@@ -478,16 +492,24 @@ static void die(const char *msg)
 static enum arch opts_parse(struct opts *o, int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "arch", 1, 0, 'a' }, { "embd", 1, 0, 'e' },
-		{ "layers", 1, 0, 'l' }, { "heads", 1, 0, 'h' },
-		{ "kv-heads", 1, 0, 'k' }, { "head-dim", 1, 0, 'd' },
-		{ "ff", 1, 0, 'f' }, { "experts", 1, 0, 'x' },
-		{ "experts-used", 1, 0, 'u' }, { "type", 1, 0, 't' },
-		{ "vocab-from", 1, 0, 'v' }, { "seed", 1, 0, 's' },
-		{ "ctx", 1, 0, 'c' }, { "tied", 0, 0, 'T' }, { 0, 0, 0, 0 },
+		{ "arch", 1, 0, 'a' },
+		{ "embd", 1, 0, 'e' },
+		{ "layers", 1, 0, 'l' },
+		{ "heads", 1, 0, 'h' },
+		{ "kv-heads", 1, 0, 'k' },
+		{ "head-dim", 1, 0, 'd' },
+		{ "ff", 1, 0, 'f' },
+		{ "experts", 1, 0, 'x' },
+		{ "experts-used", 1, 0, 'u' },
+		{ "type", 1, 0, 't' },
+		{ "vocab-from", 1, 0, 'v' },
+		{ "seed", 1, 0, 's' },
+		{ "ctx", 1, 0, 'c' },
+		{ "tied", 0, 0, 'T' },
+		{ 0, 0, 0, 0 },
 	};
 	static const char *const archs[] = { "llama", "qwen2", "qwen3",
-		"qwen3moe" };
+					     "qwen3moe" };
 	const char *type = NULL;
 	enum arch a = ARCH_LLAMA;
 	int c, i;
@@ -546,12 +568,12 @@ static enum arch opts_parse(struct opts *o, int argc, char **argv)
 		die("qwen3moe needs --experts N and 1 <= --experts-used <= N");
 	if (a != ARCH_QWEN3MOE && (o->experts || o->used))
 		die("--experts is for qwen3moe only");
-	if (o->type == IO_TYPE_Q8_0 && (o->embd % 32 || o->ff % 32 ||
-					(o->heads * o->head_dim) % 32))
+	if (o->type == IO_TYPE_Q8_0 &&
+	    (o->embd % 32 || o->ff % 32 || (o->heads * o->head_dim) % 32))
 		die("q8_0 needs --embd, --ff and --heads x --head-dim to be "
 		    "multiples of 32");
-	if (o->q4_k_m && (o->embd % 256 || o->ff % 256 ||
-			  (o->heads * o->head_dim) % 256))
+	if (o->q4_k_m &&
+	    (o->embd % 256 || o->ff % 256 || (o->heads * o->head_dim) % 256))
 		die("q4_k_m needs --embd, --ff and --heads x --head-dim to be "
 		    "multiples of 256");
 	return a;
@@ -574,8 +596,9 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = io_gguf_writer_new(&w, 0, &err);
 	if (!ret)
-		ret = o.vocab_from ? vocab_copy(w, o.vocab_from, &n_vocab, &err) :
-			vocab_minimal(w, &n_vocab, &err);
+		ret = o.vocab_from ?
+			      vocab_copy(w, o.vocab_from, &n_vocab, &err) :
+			      vocab_minimal(w, &n_vocab, &err);
 	if (!ret)
 		ret = hparams_add(w, &o, a, n_vocab, &err);
 	if (ret)
@@ -619,10 +642,11 @@ out:
 			return 1;
 		}
 		printf("wrote %s: %d tensors, %" PRIu64 " bytes of weights "
-		       "(%.2f GiB file) in %.1f s\n", o.out, p.n,
-		       g->tensor_bytes, g->files[0].size / 1073741824.0,
+		       "(%.2f GiB file) in %.1f s\n",
+		       o.out, p.n, g->tensor_bytes,
+		       g->files[0].size / 1073741824.0,
 		       (double)(t1.tv_sec - t0.tv_sec) +
-		       (t1.tv_nsec - t0.tv_nsec) / 1e9);
+			       (t1.tv_nsec - t0.tv_nsec) / 1e9);
 		io_gguf_close(g);
 	}
 	free(p.t);

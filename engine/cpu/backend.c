@@ -46,7 +46,7 @@ static void cpu_free(struct engine_backend *be, void *p)
 }
 
 static void cpu_copy(struct engine_backend *be, void *dst, const void *src,
-		size_t bytes)
+		     size_t bytes)
 {
 	memcpy(dst, src, bytes);
 }
@@ -59,26 +59,20 @@ static bool cpu_is_host(const struct engine_backend *be)
 /* ---- capabilities ------------------------------------------------------ */
 
 static bool cpu_supports(const struct engine_backend *be, enum engine_op op,
-		uint32_t type)
+			 uint32_t type)
 {
 	const struct quant_type_traits *t = quant_traits(type);
 
 	switch (op) {
-	case ENGINE_OP_GET_ROWS:
-		return t->to_float != NULL;
-	case ENGINE_OP_MATMUL:
-		return t->weight;
-	case ENGINE_OP_CONVERT:
-		return t->from_float != NULL;
-	case ENGINE_OP_ATTENTION:
-		return att_type_supported(type);
-	default:
-		return false;
+	case ENGINE_OP_GET_ROWS: return t->to_float != NULL;
+	case ENGINE_OP_MATMUL: return t->weight;
+	case ENGINE_OP_CONVERT: return t->from_float != NULL;
+	case ENGINE_OP_ATTENTION: return att_type_supported(type);
+	default: return false;
 	}
 }
 
-static uint32_t cpu_vec_dot_type(const struct engine_backend *be,
-		uint32_t type)
+static uint32_t cpu_vec_dot_type(const struct engine_backend *be, uint32_t type)
 {
 	return quant_vec_dot_type(type);
 }
@@ -86,26 +80,26 @@ static uint32_t cpu_vec_dot_type(const struct engine_backend *be,
 /* ---- ops --------------------------------------------------------------- */
 
 static void cpu_get_rows(struct engine_backend *be, float *y,
-		const struct engine_tensor *w, int64_t row)
+			 const struct engine_tensor *w, int64_t row)
 {
 	ops_get_row(y, w, row);
 }
 
 static void cpu_rms_norm(struct engine_backend *be, float *y, const float *x,
-		const float *w, int64_t n, float eps)
+			 const float *w, int64_t n, float eps)
 {
 	ops_rms_norm(y, x, w, n, eps);
 }
 
 static void cpu_convert(struct engine_backend *be, uint32_t type,
-		const float *x, void *y, int64_t n)
+			const float *x, void *y, int64_t n)
 {
 	quant_from_float(type, x, y, n);
 }
 
 static void cpu_matmul(struct engine_backend *be, float *const *ys,
-		const struct engine_tensor *w, int64_t e, uint32_t n_tok,
-		const void *const *acts)
+		       const struct engine_tensor *w, int64_t e, uint32_t n_tok,
+		       const void *const *acts)
 {
 	ops_matmul(cpu_pool(be), ys, w, e, n_tok, acts);
 }
@@ -113,12 +107,12 @@ static void cpu_matmul(struct engine_backend *be, float *const *ys,
 struct cpu_mv_job {
 	const struct engine_mv *mv;
 	uint32_t n;
-	uint64_t bytes;       /* of all the rows */
+	uint64_t bytes; /* of all the rows */
 };
 
 /* The first row of w whose bytes start at or after at (w's rows at base). */
 static int64_t cpu_mv_row(const struct engine_tensor *w, uint64_t base,
-		uint64_t at)
+			  uint64_t at)
 {
 	int64_t r;
 
@@ -149,41 +143,42 @@ static void cpu_mv_part(void *arg, uint32_t ith, uint32_t nth)
 }
 
 static void cpu_matvec_multi(struct engine_backend *be,
-		const struct engine_mv *mv, uint32_t n)
+			     const struct engine_mv *mv, uint32_t n)
 {
 	struct cpu_mv_job job = { mv, n, 0 };
 	uint32_t k;
 
 	for (k = 0; k < n; k++)
-		job.bytes += (uint64_t)mv[k].w->info->ne[1] * mv[k].w->row_bytes;
+		job.bytes += (uint64_t)mv[k].w->info->ne[1] *
+			     mv[k].w->row_bytes;
 	if (engine_pool_size(cpu_pool(be)) > 1)
 		engine_pool_run(cpu_pool(be), cpu_mv_part, &job);
 	else
 		cpu_mv_part(&job, 0, 1);
 }
 
-static void cpu_rope_cache(struct engine_backend *be, float *cache,
-		int64_t pos, uint32_t n_rot, float freq_base, float freq_scale,
-		const float *freq_factors)
+static void cpu_rope_cache(struct engine_backend *be, float *cache, int64_t pos,
+			   uint32_t n_rot, float freq_base, float freq_scale,
+			   const float *freq_factors)
 {
 	ops_rope_cache(cache, pos, n_rot, freq_base, freq_scale, freq_factors);
 }
 
 static void cpu_rope(struct engine_backend *be, float *x, uint32_t n_head,
-		uint32_t head_dim, uint32_t n_rot, enum engine_rope_mode mode,
-		const float *cache)
+		     uint32_t head_dim, uint32_t n_rot,
+		     enum engine_rope_mode mode, const float *cache)
 {
 	ops_rope(x, n_head, head_dim, n_rot, mode, cache);
 }
 
 static void cpu_swiglu(struct engine_backend *be, float *y, const float *g,
-		const float *u, int64_t n)
+		       const float *u, int64_t n)
 {
 	ops_swiglu(y, g, u, n);
 }
 
 static void cpu_add(struct engine_backend *be, float *y, const float *x,
-		int64_t n)
+		    int64_t n)
 {
 	int64_t i;
 
@@ -202,8 +197,8 @@ static void cpu_softmax(struct engine_backend *be, float *x, int64_t n)
  * their weights, optionally divided by their sum.
  */
 static void cpu_moe_route(struct engine_backend *be,
-		const struct engine_hparams *hp, float *router, uint32_t *sel,
-		float *w)
+			  const struct engine_hparams *hp, float *router,
+			  uint32_t *sel, float *w)
 {
 	uint32_t k = hp->n_expert_used, i, j;
 	double sum = 0.0;
@@ -242,7 +237,8 @@ static void cpu_moe_route(struct engine_backend *be,
 }
 
 static void cpu_moe_combine(struct engine_backend *be, float *out,
-		const float *eo, const float *w, uint32_t k, size_t n)
+			    const float *eo, const float *w, uint32_t k,
+			    size_t n)
 {
 	uint32_t i;
 	size_t c;
@@ -263,11 +259,11 @@ static void cpu_moe_combine(struct engine_backend *be, float *out,
  * partials of its KV chunks; the task plan (first task, chunks) per row.
  */
 struct cpu_att_work {
-	uint8_t *tmp;         /* [threads][tmp_bytes] */
+	uint8_t *tmp; /* [threads][tmp_bytes] */
 	size_t tmp_bytes;
-	float *partials;      /* [cap][n_head][threads][2 + head_dim_v] */
-	uint32_t *off;        /* [cap + 1] first task of row j */
-	uint32_t *nc;         /* [cap] KV chunks of row j (1: not split) */
+	float *partials; /* [cap][n_head][threads][2 + head_dim_v] */
+	uint32_t *off;	 /* [cap + 1] first task of row j */
+	uint32_t *nc;	 /* [cap] KV chunks of row j (1: not split) */
 };
 
 static size_t cpu_align(size_t n)
@@ -278,15 +274,15 @@ static size_t cpu_align(size_t n)
 static size_t cpu_att_tmp_bytes(const struct engine_hparams *hp)
 {
 	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
-		hp->head_dim_v, hp->kq_scale };
+				      hp->head_dim_v, hp->kq_scale };
 
 	return cpu_align(att_scratch_bytes(&sh));
 }
 
 /* Carve the work memory at base (or only count it, base 0). */
 static size_t cpu_att_layout(const struct engine_backend *be,
-		const struct engine_hparams *hp, uint32_t cap, uint8_t *base,
-		struct cpu_att_work *w)
+			     const struct engine_hparams *hp, uint32_t cap,
+			     uint8_t *base, struct cpu_att_work *w)
 {
 	const size_t threads = engine_pool_size(cpu_pool(be));
 	size_t at = 0;
@@ -305,7 +301,8 @@ static size_t cpu_att_layout(const struct engine_backend *be,
 }
 
 static size_t cpu_attention_work_bytes(const struct engine_backend *be,
-		const struct engine_hparams *hp, uint32_t cap)
+				       const struct engine_hparams *hp,
+				       uint32_t cap)
 {
 	struct cpu_att_work w;
 
@@ -337,7 +334,7 @@ static uint32_t cpu_att_n_kv(uint32_t pos, uint32_t n_ctx)
  * nothing.
  */
 static uint32_t cpu_att_chunks(const struct engine_seq *seq, uint32_t pos,
-		uint32_t n_ctx, uint32_t nth)
+			       uint32_t n_ctx, uint32_t nth)
 {
 	uint32_t type_k, type_v;
 
@@ -351,7 +348,7 @@ static uint32_t cpu_att_chunks(const struct engine_seq *seq, uint32_t pos,
 
 /* Positions [c0, c1) of KV head kvh, one run of the cache at a time. */
 static void cpu_att_range(struct att_state *st, const struct engine_seq *seq,
-		uint32_t il, uint32_t kvh, uint32_t c0, uint32_t c1)
+			  uint32_t il, uint32_t kvh, uint32_t c0, uint32_t c1)
 {
 	struct engine_kv_view v;
 	uint32_t c;
@@ -359,7 +356,7 @@ static void cpu_att_range(struct att_state *st, const struct engine_seq *seq,
 	for (c = c0; c < c1; c += v.n) {
 		engine_kv_view(seq, il, c, c1, &v);
 		att_run(st, v.k + kvh * v.k_head, v.k_stride,
-				v.v + kvh * v.v_head, v.v_stride, v.n);
+			v.v + kvh * v.v_head, v.v_stride, v.n);
 	}
 }
 
@@ -368,17 +365,17 @@ static void cpu_att_range(struct att_state *st, const struct engine_seq *seq,
  * of nc into its partial.
  */
 static void cpu_att_task(const struct cpu_att_job *job, uint32_t ith,
-		uint32_t j, uint32_t h, uint32_t c, uint32_t nc)
+			 uint32_t j, uint32_t h, uint32_t c, uint32_t nc)
 {
 	const struct engine_att_batch *ab = job->b;
 	const struct engine_hparams *hp = ab->hp;
 	const uint32_t b = ab->idx[j], pos = ab->pos[b];
 	const struct engine_seq *seq = ab->seq[b];
 	struct att_shape sh = { 0, 0, hp->head_dim, hp->head_dim_v,
-		hp->kq_scale };
+				hp->kq_scale };
 	const uint32_t kvh = h / (hp->n_head / hp->n_head_kv);
 	const float *q = ab->q + (size_t)b * ab->q_ld +
-		(size_t)h * hp->head_dim;
+			 (size_t)h * hp->head_dim;
 	struct att_state st;
 
 	engine_seq_types(seq, &sh.type_k, &sh.type_v);
@@ -386,12 +383,13 @@ static void cpu_att_task(const struct cpu_att_job *job, uint32_t ith,
 	if (nc == 1) {
 		cpu_att_range(&st, seq, ab->il, kvh, 0, pos + 1);
 		att_end(&st, ab->out + (size_t)b * ab->out_ld +
-				(size_t)h * hp->head_dim_v);
+				     (size_t)h * hp->head_dim_v);
 	} else {
 		uint32_t n_kv = cpu_att_n_kv(pos, ab->n_ctx);
 		uint32_t cs = (n_kv + nc - 1) / nc, c0 = c * cs, c1 = c0 + cs;
-		float *part = job->w.partials + (((size_t)j * hp->n_head + h) *
-				nc + c) * (2 + hp->head_dim_v);
+		float *part = job->w.partials +
+			      (((size_t)j * hp->n_head + h) * nc + c) *
+				      (2 + hp->head_dim_v);
 
 		/* the masked cells past pos are skipped, as ggml does */
 		c1 = c1 < pos + 1 ? c1 : pos + 1;
@@ -441,15 +439,16 @@ static void cpu_att_merge(const struct cpu_att_job *job)
 			continue;
 		for (h = 0; h < hp->n_head; h++)
 			att_merge(ab->out + (size_t)b * ab->out_ld +
-					(size_t)h * hp->head_dim_v,
-				job->w.partials + ((size_t)j * hp->n_head +
-					h) * nc * stride, stride, nc,
-				hp->head_dim_v);
+					  (size_t)h * hp->head_dim_v,
+				  job->w.partials +
+					  ((size_t)j * hp->n_head + h) * nc *
+						  stride,
+				  stride, nc, hp->head_dim_v);
 	}
 }
 
 static void cpu_attention(struct engine_backend *be,
-		const struct engine_att_batch *ab)
+			  const struct engine_att_batch *ab)
 {
 	const struct engine_hparams *hp = ab->hp;
 	struct cpu_att_job job = { be, ab, { 0 } };
@@ -464,7 +463,7 @@ static void cpu_attention(struct engine_backend *be,
 		work += (uint64_t)(ab->pos[b] + 1) * hp->n_head *
 			(hp->head_dim + hp->head_dim_v);
 		job.w.nc[j] = cpu_att_chunks(ab->seq[b], ab->pos[b], ab->n_ctx,
-				ab->nth);
+					     ab->nth);
 		job.w.off[j + 1] = job.w.off[j] + hp->n_head * job.w.nc[j];
 	}
 	/*
@@ -506,7 +505,7 @@ static const struct engine_backend_i cpu_backend_i = {
 };
 
 int engine_backend_cpu_new(struct engine_backend **out,
-		struct engine_pool *pool, struct err *err)
+			   struct engine_pool *pool, struct err *err)
 {
 	struct engine_backend *be = calloc(1, sizeof(*be));
 	long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);

@@ -32,7 +32,7 @@ float cpu_f16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y);
  * first): np a multiple of 64; the two 16-lane accumulators' folds in c.
  */
 void cpu_bf16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y,
-		float c[2]);
+			  float c[2]);
 
 /* quant_vec_dot_x86 for Q8_0, Q4_K and Q6_K (n a multiple of the block). */
 float cpu_q8_0_avx512(int64_t n, const void *w, const void *a);
@@ -43,8 +43,7 @@ float cpu_q6_K_avx512(int64_t n, const void *w, const void *a);
  * quant_vec_dot_x86 for the other plain block types: Q4_0, Q4_1, Q5_0,
  * Q5_1 (one function, type chosen by the caller) and Q2_K, Q3_K, Q5_K.
  */
-float cpu_legacy_avx512(uint32_t type, int64_t n, const void *w,
-		const void *a);
+float cpu_legacy_avx512(uint32_t type, int64_t n, const void *w, const void *a);
 float cpu_q2_K_avx512(int64_t n, const void *w, const void *a);
 float cpu_q3_K_avx512(int64_t n, const void *w, const void *a);
 float cpu_q5_K_avx512(int64_t n, const void *w, const void *a);
@@ -75,14 +74,14 @@ float cpu_q2_K_repacked_avx512(int64_t n, const void *w, const void *a);
  */
 #define CPU_TILE_TOKENS 8
 #define CPU_TILE_ROWS 4
-void cpu_q8_0_tile_avx512(int64_t n, const void *w, size_t row_bytes,
-		int nr, const void *const *a, const uint8_t *qs, int nt,
-		float *out);
-void cpu_q6_K_tile_avx512(int64_t n, const void *w, size_t row_bytes,
-		int nr, const void *const *a, const uint8_t *qs, int nt,
-		float *out);
-void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
-		size_t row_bytes, int nr, const void *const *a,
-		const uint8_t *qs, int nt, float *out);
+void cpu_q8_0_tile_avx512(int64_t n, const void *w, size_t row_bytes, int nr,
+			  const void *const *a, const uint8_t *qs, int nt,
+			  float *out);
+void cpu_q6_K_tile_avx512(int64_t n, const void *w, size_t row_bytes, int nr,
+			  const void *const *a, const uint8_t *qs, int nt,
+			  float *out);
+void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w, size_t row_bytes,
+				   int nr, const void *const *a,
+				   const uint8_t *qs, int nt, float *out);
 
 #endif

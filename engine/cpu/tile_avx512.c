@@ -23,20 +23,27 @@
 #include "../quant/quant_internal.h"
 
 #if !defined(__x86_64__)
-void cpu_q8_0_tile_avx512(int64_t n, const void *w, size_t row_bytes,
-		int nr, const void *const *a, const uint8_t *qs, int nt,
-		float *out) { }
-void cpu_q6_K_tile_avx512(int64_t n, const void *w, size_t row_bytes,
-		int nr, const void *const *a, const uint8_t *qs, int nt,
-		float *out) { }
-void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
-		size_t row_bytes, int nr, const void *const *a,
-		const uint8_t *qs, int nt, float *out) { }
+void cpu_q8_0_tile_avx512(int64_t n, const void *w, size_t row_bytes, int nr,
+			  const void *const *a, const uint8_t *qs, int nt,
+			  float *out)
+{
+}
+void cpu_q6_K_tile_avx512(int64_t n, const void *w, size_t row_bytes, int nr,
+			  const void *const *a, const uint8_t *qs, int nt,
+			  float *out)
+{
+}
+void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w, size_t row_bytes,
+				   int nr, const void *const *a,
+				   const uint8_t *qs, int nt, float *out)
+{
+}
 #else
 #include <immintrin.h>
 
-#define CPU_TARGET __attribute__((target( \
-	"avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define CPU_TARGET \
+	__attribute__(( \
+		target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
 #define PAIRS (CPU_TILE_TOKENS / 2)
 /*
@@ -49,14 +56,14 @@ void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
 /* Two 32-byte halves as one 64-byte vector. */
 CPU_TARGET static __m512i tile_join(const void *lo, const void *hi)
 {
-	return _mm512_inserti64x4(_mm512_castsi256_si512(
-			_mm256_loadu_si256((const __m256i *)lo)),
-			_mm256_loadu_si256((const __m256i *)hi), 1);
+	return _mm512_inserti64x4(
+		_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)lo)),
+		_mm256_loadu_si256((const __m256i *)hi), 1);
 }
 
 /* 32-element chunk c of pair p (stride bytes apart) in qs (cpu.h). */
-CPU_TARGET static __m512i tile_chunk(const uint8_t *qs, int64_t stride,
-		int p, int64_t c)
+CPU_TARGET static __m512i tile_chunk(const uint8_t *qs, int64_t stride, int p,
+				     int64_t c)
 {
 	return _mm512_loadu_si512(qs + stride * p + 64 * c);
 }
@@ -64,9 +71,9 @@ CPU_TARGET static __m512i tile_chunk(const uint8_t *qs, int64_t stride,
 /* Eight lanes of a, eight of b. */
 CPU_TARGET static __m512 tile_halves(float a, float b)
 {
-	return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(
-			_mm256_castps_pd(_mm256_set1_ps(a))),
-			_mm256_castps_pd(_mm256_set1_ps(b)), 1));
+	return _mm512_castpd_ps(_mm512_insertf64x4(
+		_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(a))),
+		_mm256_castps_pd(_mm256_set1_ps(b)), 1));
 }
 
 /* The second token of pair p; an odd last token is paired with itself. */
@@ -87,13 +94,14 @@ CPU_TARGET static void tile_store(const __m512 *acc, int nt, float *out)
 	int p;
 
 	for (p = 0; 2 * p < nt; p++) {
-		__m512 s = _mm512_add_ps(acc[p], _mm512_shuffle_f32x4(acc[p],
-				acc[p], _MM_SHUFFLE(2, 3, 0, 1)));
+		__m512 s = _mm512_add_ps(
+			acc[p], _mm512_shuffle_f32x4(acc[p], acc[p],
+						     _MM_SHUFFLE(2, 3, 0, 1)));
 
-		s = _mm512_add_ps(s, _mm512_permute_ps(s,
-				_MM_SHUFFLE(1, 0, 3, 2)));
-		s = _mm512_add_ps(s, _mm512_permute_ps(s,
-				_MM_SHUFFLE(2, 3, 0, 1)));
+		s = _mm512_add_ps(
+			s, _mm512_permute_ps(s, _MM_SHUFFLE(1, 0, 3, 2)));
+		s = _mm512_add_ps(
+			s, _mm512_permute_ps(s, _MM_SHUFFLE(2, 3, 0, 1)));
 		_mm512_storeu_ps(t, s);
 		out[2 * p] = t[0];
 		if (2 * p + 1 < nt)
@@ -112,7 +120,7 @@ CPU_TARGET static void tile_store(const __m512 *acc, int nt, float *out)
  */
 CPU_TARGET static inline __attribute__((always_inline)) void
 tile_q8_0_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
-		const uint8_t *qs, int nt, float *out)
+	       const uint8_t *qs, int nt, float *out)
 {
 	const __m512i bias = _mm512_set1_epi8((char)0x80);
 	__m512 acc[CPU_TILE_ROWS][PAIRS];
@@ -122,8 +130,8 @@ tile_q8_0_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 	TILE_UNROLL
 	for (r = 0; r < R; r++)
 		TILE_UNROLL
-		for (p = 0; p < PAIRS; p++)
-			acc[r][p] = _mm512_setzero_ps();
+	for (p = 0; p < PAIRS; p++)
+		acc[r][p] = _mm512_setzero_ps();
 	for (i = 0; i < nb; i++) {
 		__m512i wq[CPU_TILE_ROWS], start[CPU_TILE_ROWS];
 		float dw[CPU_TILE_ROWS];
@@ -137,9 +145,10 @@ tile_q8_0_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 			wq[r] = _mm512_broadcast_i64x4(
 				_mm256_loadu_si256((const __m256i *)b->qs));
 			/* -128 * (w's four) per lane */
-			start[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
+			start[r] = _mm512_sub_epi32(
+				_mm512_setzero_si512(),
 				_mm512_dpbusd_epi32(_mm512_setzero_si512(),
-					bias, wq[r]));
+						    bias, wq[r]));
 			dw[r] = _cvtsh_ss(b->d);
 		}
 		TILE_UNROLL
@@ -154,13 +163,14 @@ tile_q8_0_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 			TILE_UNROLL
 			for (r = 0; r < R; r++) {
 				__m512i lanes = _mm512_dpbusd_epi32(start[r],
-						qa, wq[r]);
+								    qa, wq[r]);
 				/* dw * da as the one-token kernel */
-				__m512 d = _mm512_mul_ps(
-						_mm512_set1_ps(dw[r]), da);
+				__m512 d = _mm512_mul_ps(_mm512_set1_ps(dw[r]),
+							 da);
 
-				acc[r][p] = _mm512_fmadd_ps(d,
-					_mm512_cvtepi32_ps(lanes), acc[r][p]);
+				acc[r][p] = _mm512_fmadd_ps(
+					d, _mm512_cvtepi32_ps(lanes),
+					acc[r][p]);
 			}
 		}
 	}
@@ -169,24 +179,16 @@ tile_q8_0_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 		tile_store(acc[r], nt, out + CPU_TILE_TOKENS * r);
 }
 
-CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *w,
-		size_t row_bytes, int nr, const void *const *a,
-		const uint8_t *qs, int nt, float *out)
+CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *w, size_t row_bytes,
+				     int nr, const void *const *a,
+				     const uint8_t *qs, int nt, float *out)
 {
 	(void)a;
 	switch (nr) {
-	case 4:
-		tile_q8_0_rows(4, n, w, row_bytes, qs, nt, out);
-		break;
-	case 3:
-		tile_q8_0_rows(3, n, w, row_bytes, qs, nt, out);
-		break;
-	case 2:
-		tile_q8_0_rows(2, n, w, row_bytes, qs, nt, out);
-		break;
-	default:
-		tile_q8_0_rows(1, n, w, row_bytes, qs, nt, out);
-		break;
+	case 4: tile_q8_0_rows(4, n, w, row_bytes, qs, nt, out); break;
+	case 3: tile_q8_0_rows(3, n, w, row_bytes, qs, nt, out); break;
+	case 2: tile_q8_0_rows(2, n, w, row_bytes, qs, nt, out); break;
+	default: tile_q8_0_rows(1, n, w, row_bytes, qs, nt, out); break;
 	}
 }
 
@@ -200,7 +202,7 @@ CPU_TARGET void cpu_q8_0_tile_avx512(int64_t n, const void *w,
  */
 CPU_TARGET static inline __attribute__((always_inline)) void
 tile_q6_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
-		const void *const *va, const uint8_t *qs, int nt, float *out)
+	       const void *const *va, const uint8_t *qs, int nt, float *out)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(3);
 	const struct block_q8_K *a0[PAIRS], *a1[PAIRS];
@@ -220,9 +222,11 @@ tile_q6_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 	 * take scale 2g, lanes 8-15 scale 2g + 1, in each token's half
 	 */
 	for (g = 0; g < 8; g++)
-		idx[g] = _mm512_add_epi16(_mm512_set1_epi16((short)(2 * g)),
-			_mm512_broadcast_i64x4(_mm256_set_epi16(1, 1, 1, 1, 1,
-				1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)));
+		idx[g] = _mm512_add_epi16(
+			_mm512_set1_epi16((short)(2 * g)),
+			_mm512_broadcast_i64x4(
+				_mm256_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
+						 0, 0, 0, 0, 0, 0)));
 	for (i = 0; i < nb; i++) {
 		const struct block_q6_K *x[2];
 		__m512i sc16[2], isum[2][PAIRS];
@@ -231,10 +235,11 @@ tile_q6_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 		TILE_UNROLL
 		for (r = 0; r < R; r++) {
 			x[r] = (const struct block_q6_K *)(w + row_bytes * r) +
-				i;
+			       i;
 			/* the 16 scales as int16, both halves */
-			sc16[r] = _mm512_broadcast_i64x4(_mm256_cvtepi8_epi16(
-				_mm_loadu_si128((const __m128i *)x[r]->scales)));
+			sc16[r] = _mm512_broadcast_i64x4(
+				_mm256_cvtepi8_epi16(_mm_loadu_si128(
+					(const __m128i *)x[r]->scales)));
 			TILE_UNROLL
 			for (p = 0; p < PAIRS; p++)
 				isum[r][p] = _mm512_setzero_si512();
@@ -263,13 +268,15 @@ tile_q6_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 
 					if (k >= 2)
 						l = _mm256_srli_epi16(l, 4);
-					wq[r] = _mm512_broadcast_i64x4(
-						_mm256_or_si256(
+					wq[r] = _mm512_broadcast_i64x4(_mm256_or_si256(
 						_mm256_and_si256(l, m4),
 						_mm256_slli_epi16(
-						_mm256_and_si256(
-						_mm256_srli_epi16(qh[r], 2 * k),
-						m2), 4)));
+							_mm256_and_si256(
+								_mm256_srli_epi16(
+									qh[r],
+									2 * k),
+								m2),
+							4)));
 					sg[r] = _mm512_permutexvar_epi16(
 						idx[4 * h + k], sc16[r]);
 				}
@@ -283,8 +290,9 @@ tile_q6_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 					 * no saturation), then times the
 					 * scale into the lanes (vpdpwssd)
 					 */
-					const __m512i aq = tile_chunk(qs, 2 * n,
-						p, 8 * i + 4 * h + k);
+					const __m512i aq = tile_chunk(
+						qs, 2 * n, p,
+						8 * i + 4 * h + k);
 
 					TILE_UNROLL
 					for (r = 0; r < R; r++)
@@ -301,20 +309,20 @@ tile_q6_K_rows(const int R, int64_t n, const uint8_t *w, size_t row_bytes,
 			if (p >= np)
 				continue;
 			const __m512i bs = tile_join(a0[p][i].bsums,
-					a1[p][i].bsums);
+						     a1[p][i].bsums);
 			const __m512 da = tile_halves(a0[p][i].d, a1[p][i].d);
 
 			TILE_UNROLL
 			for (r = 0; r < R; r++) {
 				/* b[2l] sc[2l] + b[2l+1] sc[2l+1], per half */
 				__m512i corr = _mm512_madd_epi16(bs, sc16[r]);
-				__m512i is = _mm512_sub_epi32(isum[r][p],
-						_mm512_slli_epi32(corr, 5));
-				__m512 d = _mm512_mul_ps(da, _mm512_set1_ps(
-						_cvtsh_ss(x[r]->d)));
+				__m512i is = _mm512_sub_epi32(
+					isum[r][p], _mm512_slli_epi32(corr, 5));
+				__m512 d = _mm512_mul_ps(
+					da, _mm512_set1_ps(_cvtsh_ss(x[r]->d)));
 
-				acc[r][p] = _mm512_fmadd_ps(d,
-					_mm512_cvtepi32_ps(is), acc[r][p]);
+				acc[r][p] = _mm512_fmadd_ps(
+					d, _mm512_cvtepi32_ps(is), acc[r][p]);
 			}
 		}
 	}
@@ -346,18 +354,20 @@ static inline void tile_q4_K_scales(const uint8_t *q, uint8_t out[16])
  */
 CPU_TARGET static __m256i tile_reduce8(const __m512i *v)
 {
-	const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16,
-			14, 12, 10, 8, 6, 4, 2, 0);
+	const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14,
+					    12, 10, 8, 6, 4, 2, 0);
 	const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
-	__m512i s01 = _mm512_add_epi32(_mm512_permutex2var_epi32(v[0], ev, v[1]),
-			_mm512_permutex2var_epi32(v[0], od, v[1]));
-	__m512i s23 = _mm512_add_epi32(_mm512_permutex2var_epi32(v[2], ev, v[3]),
-			_mm512_permutex2var_epi32(v[2], od, v[3]));
+	__m512i s01 = _mm512_add_epi32(
+		_mm512_permutex2var_epi32(v[0], ev, v[1]),
+		_mm512_permutex2var_epi32(v[0], od, v[1]));
+	__m512i s23 = _mm512_add_epi32(
+		_mm512_permutex2var_epi32(v[2], ev, v[3]),
+		_mm512_permutex2var_epi32(v[2], od, v[3]));
 	__m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(s01, ev, s23),
-			_mm512_permutex2var_epi32(s01, od, s23));
+				     _mm512_permutex2var_epi32(s01, od, s23));
 
 	s = _mm512_add_epi32(_mm512_permutexvar_epi32(ev, s),
-			_mm512_permutexvar_epi32(od, s));
+			     _mm512_permutexvar_epi32(od, s));
 	return _mm512_castsi512_si256(s);
 }
 
@@ -378,8 +388,8 @@ CPU_TARGET static __m256i tile_reduce8(const __m512i *v)
  */
 CPU_TARGET static inline __attribute__((always_inline)) void
 tile_q4_K_rows(const int R, const bool NARROW, int64_t n, const uint8_t *w,
-		size_t row_bytes, const void *const *va, const uint8_t *qs,
-		int nt, float *out)
+	       size_t row_bytes, const void *const *va, const uint8_t *qs,
+	       int nt, float *out)
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	const struct block_q8_K *a[CPU_TILE_TOKENS];
@@ -401,7 +411,7 @@ tile_q4_K_rows(const int R, const bool NARROW, int64_t n, const uint8_t *w,
 		TILE_UNROLL
 		for (r = 0; r < R; r++) {
 			x[r] = (const struct block_q4_K *)(w + row_bytes * r) +
-				i;
+			       i;
 			tile_q4_K_scales(x[r]->scales, sm[r]);
 			/*
 			 * each scale twice, an int16 pair: vpdpwssd takes it
@@ -416,7 +426,7 @@ tile_q4_K_rows(const int R, const bool NARROW, int64_t n, const uint8_t *w,
 
 				mn16[r] = _mm512_broadcast_i64x4(
 					_mm256_cvtepu8_epi16(
-					_mm_unpacklo_epi8(mn, mn)));
+						_mm_unpacklo_epi8(mn, mn)));
 			}
 			TILE_UNROLL
 			for (p = 0; p < PAIRS; p++)
@@ -429,8 +439,9 @@ tile_q4_K_rows(const int R, const bool NARROW, int64_t n, const uint8_t *w,
 			TILE_UNROLL
 			for (r = 0; r < R; r++) {
 				const __m512i q = _mm512_broadcast_i64x4(
-					_mm256_loadu_si256((const __m256i *)
-						(x[r]->qs + 32 * g)));
+					_mm256_loadu_si256(
+						(const __m256i *)(x[r]->qs +
+								  32 * g)));
 
 				lo[r] = _mm512_and_si512(q, m4);
 				hi[r] = _mm512_and_si512(
@@ -442,22 +453,24 @@ tile_q4_K_rows(const int R, const bool NARROW, int64_t n, const uint8_t *w,
 					continue;
 				/* pairs by vpmaddubsw (at most 2 * 15 * 128) */
 				const __m512i alo = tile_chunk(qs, 2 * n, p,
-						8 * i + 2 * g);
-				const __m512i ahi = tile_chunk(qs, 2 * n, p,
-						8 * i + 2 * g + 1);
+							       8 * i + 2 * g);
+				const __m512i ahi = tile_chunk(
+					qs, 2 * n, p, 8 * i + 2 * g + 1);
 
 				TILE_UNROLL
 				for (r = 0; r < R; r++) {
 					isum[r][p] = _mm512_dpwssd_epi32(
-						isum[r][p], _mm512_maddubs_epi16(
-							lo[r], alo),
-						_mm512_set1_epi32((int)
-							sp[r][2 * g]));
+						isum[r][p],
+						_mm512_maddubs_epi16(lo[r],
+								     alo),
+						_mm512_set1_epi32(
+							(int)sp[r][2 * g]));
 					isum[r][p] = _mm512_dpwssd_epi32(
-						isum[r][p], _mm512_maddubs_epi16(
-							hi[r], ahi),
-						_mm512_set1_epi32((int)
-							sp[r][2 * g + 1]));
+						isum[r][p],
+						_mm512_maddubs_epi16(hi[r],
+								     ahi),
+						_mm512_set1_epi32(
+							(int)sp[r][2 * g + 1]));
 				}
 			}
 		}
@@ -466,7 +479,7 @@ tile_q4_K_rows(const int R, const bool NARROW, int64_t n, const uint8_t *w,
 			if (p >= np)
 				continue;
 			const __m512i bs = tile_join(a[2 * p][i].bsums,
-					a[2 * p + 1][i].bsums);
+						     a[2 * p + 1][i].bsums);
 
 			TILE_UNROLL
 			for (r = 0; r < R; r++)
@@ -474,45 +487,54 @@ tile_q4_K_rows(const int R, const bool NARROW, int64_t n, const uint8_t *w,
 		}
 		if (NARROW) {
 			const __m512i v[4] = { isum[0][0], isum[0][1],
-				isum[1][0], isum[1][1] };
+					       isum[1][0], isum[1][1] };
 			const __m512i m[4] = { msum[0][0], msum[0][1],
-				msum[1][0], msum[1][1] };
-			const __m256 vda = _mm256_set_ps(a[3][i].d, a[2][i].d,
-				a[1][i].d, a[0][i].d, a[3][i].d, a[2][i].d,
-				a[1][i].d, a[0][i].d);
+					       msum[1][0], msum[1][1] };
+			const __m256 vda = _mm256_set_ps(
+				a[3][i].d, a[2][i].d, a[1][i].d, a[0][i].d,
+				a[3][i].d, a[2][i].d, a[1][i].d, a[0][i].d);
 			const float w0 = _cvtsh_ss(x[0]->d);
 			const float w1 = _cvtsh_ss(x[1]->d);
 			const float m0 = _cvtsh_ss(x[0]->dmin);
 			const float m1 = _cvtsh_ss(x[1]->dmin);
-			const __m256 d = _mm256_mul_ps(_mm256_set_ps(w1, w1,
-				w1, w1, w0, w0, w0, w0), vda);
-			const __m256 dm = _mm256_mul_ps(_mm256_set_ps(m1, m1,
-				m1, m1, m0, m0, m0, m0), vda);
+			const __m256 d = _mm256_mul_ps(
+				_mm256_set_ps(w1, w1, w1, w1, w0, w0, w0, w0),
+				vda);
+			const __m256 dm = _mm256_mul_ps(
+				_mm256_set_ps(m1, m1, m1, m1, m0, m0, m0, m0),
+				vda);
 
-			acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
-				tile_reduce8(v)), d, acc[0]);
-			accm[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
-				tile_reduce8(m)), dm, accm[0]);
+			acc[0] = _mm256_fmadd_ps(
+				_mm256_cvtepi32_ps(tile_reduce8(v)), d, acc[0]);
+			accm[0] = _mm256_fmadd_ps(
+				_mm256_cvtepi32_ps(tile_reduce8(m)), dm,
+				accm[0]);
 		} else {
 			/*
 			 * built in registers: eight scalar stores read back as
 			 * one vector would miss store-to-load forwarding
 			 */
-			const __m256 vda = _mm256_set_ps(a[7][i].d, a[6][i].d,
-				a[5][i].d, a[4][i].d, a[3][i].d, a[2][i].d,
-				a[1][i].d, a[0][i].d);
+			const __m256 vda = _mm256_set_ps(
+				a[7][i].d, a[6][i].d, a[5][i].d, a[4][i].d,
+				a[3][i].d, a[2][i].d, a[1][i].d, a[0][i].d);
 
 			TILE_UNROLL
 			for (r = 0; r < R; r++) {
-				const __m256 d = _mm256_mul_ps(_mm256_set1_ps(
-					_cvtsh_ss(x[r]->d)), vda);
-				const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(
-					_cvtsh_ss(x[r]->dmin)), vda);
+				const __m256 d = _mm256_mul_ps(
+					_mm256_set1_ps(_cvtsh_ss(x[r]->d)),
+					vda);
+				const __m256 dm = _mm256_mul_ps(
+					_mm256_set1_ps(_cvtsh_ss(x[r]->dmin)),
+					vda);
 
-				acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
-					tile_reduce8(isum[r])), d, acc[r]);
-				accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(
-					tile_reduce8(msum[r])), dm, accm[r]);
+				acc[r] = _mm256_fmadd_ps(
+					_mm256_cvtepi32_ps(
+						tile_reduce8(isum[r])),
+					d, acc[r]);
+				accm[r] = _mm256_fmadd_ps(
+					_mm256_cvtepi32_ps(
+						tile_reduce8(msum[r])),
+					dm, accm[r]);
 			}
 		}
 	}
@@ -531,9 +553,9 @@ tile_q4_K_rows(const int R, const bool NARROW, int64_t n, const uint8_t *w,
 	}
 }
 
-CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *w,
-		size_t row_bytes, int nr, const void *const *a,
-		const uint8_t *qs, int nt, float *out)
+CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *w, size_t row_bytes,
+				     int nr, const void *const *a,
+				     const uint8_t *qs, int nt, float *out)
 {
 	const uint8_t *rw = w;
 	int r;
@@ -541,15 +563,17 @@ CPU_TARGET void cpu_q6_K_tile_avx512(int64_t n, const void *w,
 	/* two rows at a time, as Q4_K */
 	for (r = 0; r + 1 < nr; r += 2)
 		tile_q6_K_rows(2, n, rw + row_bytes * r, row_bytes, a, qs, nt,
-				out + CPU_TILE_TOKENS * r);
+			       out + CPU_TILE_TOKENS * r);
 	if (r < nr)
 		tile_q6_K_rows(1, n, rw + row_bytes * r, row_bytes, a, qs, nt,
-				out + CPU_TILE_TOKENS * r);
+			       out + CPU_TILE_TOKENS * r);
 }
 
 CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
-		size_t row_bytes, int nr, const void *const *a,
-		const uint8_t *qs, int nt, float *out)
+					      size_t row_bytes, int nr,
+					      const void *const *a,
+					      const uint8_t *qs, int nt,
+					      float *out)
 {
 	const uint8_t *rw = w;
 	int r;
@@ -558,13 +582,15 @@ CPU_TARGET void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w,
 	for (r = 0; r + 1 < nr; r += 2) {
 		if (nt <= 4)
 			tile_q4_K_rows(2, true, n, rw + row_bytes * r,
-				row_bytes, a, qs, nt, out + CPU_TILE_TOKENS * r);
+				       row_bytes, a, qs, nt,
+				       out + CPU_TILE_TOKENS * r);
 		else
 			tile_q4_K_rows(2, false, n, rw + row_bytes * r,
-				row_bytes, a, qs, nt, out + CPU_TILE_TOKENS * r);
+				       row_bytes, a, qs, nt,
+				       out + CPU_TILE_TOKENS * r);
 	}
 	if (r < nr)
 		tile_q4_K_rows(1, false, n, rw + row_bytes * r, row_bytes, a,
-				qs, nt, out + CPU_TILE_TOKENS * r);
+			       qs, nt, out + CPU_TILE_TOKENS * r);
 }
 #endif /* __x86_64__ */

@@ -26,8 +26,8 @@
 #pragma clang fp contract(off)
 #endif
 
-#define DOT_LANES 16  /* floats in an AVX-512 register */
-#define DOT_STEP 64   /* GGML_F32_STEP, GGML_F16_STEP */
+#define DOT_LANES 16 /* floats in an AVX-512 register */
+#define DOT_STEP 64  /* GGML_F32_STEP, GGML_F16_STEP */
 
 /* Every half as a float, filled once: a lookup beats the conversion. */
 static float dot_half_table[1 << 16];
@@ -105,7 +105,7 @@ static float dot_reduce4x16(float acc[4][DOT_LANES])
  */
 static float dot_f32(int64_t n, const float *x, const float *y, bool simd)
 {
-	float acc[4][DOT_LANES] = {{0}};
+	float acc[4][DOT_LANES] = { { 0 } };
 	int64_t np = n & ~(int64_t)(DOT_STEP - 1), i;
 	float sum;
 	int j, l;
@@ -134,9 +134,9 @@ static float dot_f32(int64_t n, const float *x, const float *y, bool simd)
 
 /* ggml_vec_dot_f16 (AVX-512 without FP16): as F32, the tail in double. */
 static float dot_f16_impl(int64_t n, const uint16_t *x, const uint16_t *y,
-		bool simd)
+			  bool simd)
 {
-	float acc[4][DOT_LANES] = {{0}};
+	float acc[4][DOT_LANES] = { { 0 } };
 	int64_t np = n & ~(int64_t)(DOT_STEP - 1), i;
 	double sum;
 	int j, l;
@@ -150,7 +150,8 @@ static float dot_f16_impl(int64_t n, const uint16_t *x, const uint16_t *y,
 					int64_t k = i + j * DOT_LANES + l;
 
 					acc[j][l] = fmaf(dot_f16f(x[k]),
-						dot_f16f(y[k]), acc[j][l]);
+							 dot_f16f(y[k]),
+							 acc[j][l]);
 				}
 		sum = (double)dot_reduce4x16(acc);
 	}
@@ -166,9 +167,9 @@ static float dot_f16_impl(int64_t n, const uint16_t *x, const uint16_t *y,
  * 64, each reduced into a double; the tail in double.
  */
 static float dot_bf16(int64_t n, const uint16_t *x, const uint16_t *y,
-		bool simd)
+		      bool simd)
 {
-	float c[2][DOT_LANES] = {{0}}, f[2];
+	float c[2][DOT_LANES] = { { 0 } }, f[2];
 	double sum = 0.0;
 	int64_t i = 0;
 	int h, l;
@@ -183,9 +184,11 @@ static float dot_bf16(int64_t n, const uint16_t *x, const uint16_t *y,
 					int64_t k = i + h * 32 + 2 * l;
 
 					c[h][l] = fmaf(dot_bf16f(x[k + 1]),
-						dot_bf16f(y[k + 1]), c[h][l]);
+						       dot_bf16f(y[k + 1]),
+						       c[h][l]);
 					c[h][l] = fmaf(dot_bf16f(x[k]),
-						dot_bf16f(y[k]), c[h][l]);
+						       dot_bf16f(y[k]),
+						       c[h][l]);
 				}
 		f[0] = dot_hsum16(c[0]);
 		f[1] = dot_hsum16(c[1]);
@@ -196,7 +199,6 @@ static float dot_bf16(int64_t n, const uint16_t *x, const uint16_t *y,
 		sum += (double)(dot_bf16f(x[i]) * dot_bf16f(y[i]));
 	return (float)sum;
 }
-
 
 /* The 32 weights of a q4_0 block {d, qs[16]}: j < 16 low nibbles, then high. */
 static void dot_q4_0_block(const uint8_t *b, int *q)
@@ -303,7 +305,7 @@ static float dot_q4_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 				p += q[e] * qa[e];
 			s += sc * p;
 			smin += mn * (dot_q8k_bsum(a, 2 * j) +
-					dot_q8k_bsum(a, 2 * j + 1));
+				      dot_q8k_bsum(a, 2 * j + 1));
 		}
 		acc = fmaf((float)s, dot_h2f(w) * dot_q8k_d(a), acc);
 		accm = fmaf((float)smin, dot_h2f(w + 2) * dot_q8k_d(a), accm);
@@ -332,7 +334,7 @@ static float dot_q2_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 				int c = e / 128, sh = 2 * ((e % 128) / 32);
 
 				p += ((w[16 + 32 * c + e % 32] >> sh) & 3) *
-					qa[e];
+				     qa[e];
 			}
 			s += (w[j] & 0x0f) * p;
 			smin += (w[j] >> 4) * dot_q8k_bsum(a, j);
@@ -428,7 +430,7 @@ quant_dot_fn dot_row_fn(uint32_t type, bool repacked)
 }
 
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
-		bool repacked)
+	      bool repacked)
 {
 	return dot_row_fn(type, repacked)(n, w, a);
 }
@@ -442,9 +444,9 @@ bool dot_tile_able(uint32_t type, bool repacked)
 	return dot_simd && quant_traits(type)->tile_avx512[repacked];
 }
 
-bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes,
-		int nr, const void *const *a, const void *packed, int nt,
-		float *out, bool repacked)
+bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes, int nr,
+	      const void *const *a, const void *packed, int nt, float *out,
+	      bool repacked)
 {
 	quant_tile_fn tile = quant_traits(type)->tile_avx512[repacked];
 
@@ -468,14 +470,14 @@ size_t dot_tile_pack_bytes(uint32_t type, int64_t n, uint32_t nt)
 }
 
 const void *dot_tile_packed_at(uint32_t type, int64_t n, const void *packed,
-		uint32_t t)
+			       uint32_t t)
 {
 	return (const uint8_t *)packed + dot_tile_pair_bytes(type, n) * (t / 2);
 }
 
 /* Where the int8 quants of a Q8_0 (32-element) or Q8_K block start. */
-void dot_tile_pack(uint32_t type, int64_t n, const void *const *a,
-		uint32_t nt, void *dst)
+void dot_tile_pack(uint32_t type, int64_t n, const void *const *a, uint32_t nt,
+		   void *dst)
 {
 	const bool k = quant_vec_dot_type(type) == IO_TYPE_Q8_K;
 	const size_t per = k ? DOT_Q8K_BYTES : 34, at = k ? 4 : 2;
@@ -486,7 +488,7 @@ void dot_tile_pack(uint32_t type, int64_t n, const void *const *a,
 	int64_t c;
 	int l;
 
-	pthread_once(&dot_half_once, dot_half_init);  /* dot_h2f's table */
+	pthread_once(&dot_half_once, dot_half_init); /* dot_h2f's table */
 	for (p = 0; 2 * p < nt; p++) {
 		const uint8_t *a0 = a[2 * p];
 		const uint8_t *a1 = a[2 * p + 1 < nt ? 2 * p + 1 : 2 * p];
@@ -494,7 +496,7 @@ void dot_tile_pack(uint32_t type, int64_t n, const void *const *a,
 		f = (float *)(o + 2 * n);
 		for (c = 0; c < n / 32; c++, o += 64) {
 			size_t off = (size_t)(c * 32 / elems) * per + at +
-				(size_t)(c * 32 % elems);
+				     (size_t)(c * 32 % elems);
 
 			memcpy(o, a0 + off, 32);
 			memcpy(o + 32, a1 + off, 32);

@@ -27,7 +27,7 @@
  * buffer (see engine_tensor.repacked) and run the gemv kernel instead.
  */
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
-		bool repacked);
+	      bool repacked);
 /*
  * The kernel dot_row runs for (type, repacked), from the type's row of
  * quant_traits(): fetch it once per matmul and call it per row. For a type
@@ -46,9 +46,9 @@ quant_dot_fn dot_row_fn(uint32_t type, bool repacked);
 #define DOT_TILE_TOKENS 8
 #define DOT_TILE_ROWS 4
 bool dot_tile_able(uint32_t type, bool repacked);
-bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes,
-		int nr, const void *const *a, const void *packed, int nt,
-		float *out, bool repacked);
+bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes, int nr,
+	      const void *const *a, const void *packed, int nt, float *out,
+	      bool repacked);
 /*
  * The int8 quants of the nt activation rows a[t] (w's vec_dot type) in
  * the kernels' order, pair by pair (2 n bytes, for Q8_0 stored + 128 and
@@ -58,9 +58,9 @@ bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes,
  */
 size_t dot_tile_pack_bytes(uint32_t type, int64_t n, uint32_t nt);
 const void *dot_tile_packed_at(uint32_t type, int64_t n, const void *packed,
-		uint32_t t);
-void dot_tile_pack(uint32_t type, int64_t n, const void *const *a,
-		uint32_t nt, void *dst);
+			       uint32_t t);
+void dot_tile_pack(uint32_t type, int64_t n, const void *const *a, uint32_t nt,
+		   void *dst);
 
 /* ggml_vec_dot_f16 on two F16 vectors (flash attention's K . Q). */
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y);

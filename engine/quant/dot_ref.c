@@ -110,7 +110,8 @@ float quant_q5_0_dot_ref(int64_t nb, const void *vw, const void *va)
 		int s0 = 0, s1 = 0;
 
 		for (int j = 0; j < QK5_0 / 2; j++) {
-			int x0 = (w[i].qs[j] & 0x0f) | (((qh >> j) << 4) & 0x10);
+			int x0 = (w[i].qs[j] & 0x0f) |
+				 (((qh >> j) << 4) & 0x10);
 			int x1 = (w[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
 
 			s0 += (x0 - 16) * a[i].qs[j];
@@ -132,7 +133,8 @@ float quant_q5_1_dot_ref(int64_t nb, const void *vw, const void *va)
 		int s0 = 0, s1 = 0;
 
 		for (int j = 0; j < QK5_1 / 2; j++) {
-			int x0 = (w[i].qs[j] & 0x0f) | (((qh >> j) << 4) & 0x10);
+			int x0 = (w[i].qs[j] & 0x0f) |
+				 (((qh >> j) << 4) & 0x10);
 			int x1 = (w[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
 
 			s0 += x0 * a[i].qs[j];
@@ -212,7 +214,8 @@ static void quant_k_lanes(const int8_t *aux8, const int8_t *q8,
 		const int8_t *p = aux8 + 16 * g, *q = q8 + 16 * g;
 
 		for (int l = 0; l < 8; l++)
-			aux32[l] += scales[g] * (p[l] * q[l] + p[l + 8] * q[l + 8]);
+			aux32[l] += scales[g] *
+				    (p[l] * q[l] + p[l + 8] * q[l + 8]);
 	}
 }
 
@@ -241,7 +244,9 @@ float quant_q3_K_dot_ref(int64_t nb, const void *vw, const void *va)
 			for (int shift = 0; shift < 8; shift += 2, m <<= 1) {
 				for (int l = 0; l < 32; l++)
 					p[l] = (int8_t)(((q3[l] >> shift) & 3) -
-						(w[i].hmask[l] & m ? 0 : 4));
+							(w[i].hmask[l] & m ?
+								 0 :
+								 4));
 				p += 32;
 			}
 		}
@@ -324,9 +329,10 @@ float quant_q5_K_dot_ref(int64_t nb, const void *vw, const void *va)
 		for (int j = 0; j < QK_K; j += 64, q4 += 32, m <<= 2) {
 			for (int l = 0; l < 32; l++) {
 				aux8[j + l] = (int8_t)((q4[l] & 0xf) +
-					(hm[l] & m ? 16 : 0));
-				aux8[j + l + 32] = (int8_t)((q4[l] >> 4) +
-					(hm[l] & (m << 1) ? 16 : 0));
+						       (hm[l] & m ? 16 : 0));
+				aux8[j + l + 32] =
+					(int8_t)((q4[l] >> 4) +
+						 (hm[l] & (m << 1) ? 16 : 0));
 			}
 		}
 		quant_q45_K_tail(w[i].scales, &a[i], aux8, aux32, &sumi);
@@ -359,13 +365,20 @@ float quant_q6_K_dot_ref(int64_t nb, const void *vw, const void *va)
 		for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
 			for (int l = 0; l < 32; l++) {
 				aux8[j + l] = (int8_t)(((ql[l] & 0xf) |
-					((qh[l] & 3) << 4)) - 32);
-				aux8[j + l + 32] = (int8_t)(((ql[l + 32] & 0xf) |
-					(((qh[l] >> 2) & 3) << 4)) - 32);
+							((qh[l] & 3) << 4)) -
+						       32);
+				aux8[j + l + 32] =
+					(int8_t)(((ql[l + 32] & 0xf) |
+						  (((qh[l] >> 2) & 3) << 4)) -
+						 32);
 				aux8[j + l + 64] = (int8_t)(((ql[l] >> 4) |
-					(((qh[l] >> 4) & 3) << 4)) - 32);
+							     (((qh[l] >> 4) & 3)
+							      << 4)) -
+							    32);
 				aux8[j + l + 96] = (int8_t)(((ql[l + 32] >> 4) |
-					(((qh[l] >> 6) & 3) << 4)) - 32);
+							     (((qh[l] >> 6) & 3)
+							      << 4)) -
+							    32);
 			}
 		}
 		for (int j = 0; j < 16; j++)

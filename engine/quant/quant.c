@@ -25,14 +25,20 @@ float quant_fp16_to_fp32(uint16_t h)
  */
 uint16_t quant_fp32_to_fp16(float f)
 {
-	union { float f; uint32_t u; } v = { .f = f };
+	union {
+		float f;
+		uint32_t u;
+	} v = { .f = f };
 	uint16_t sign = (uint16_t)((v.u >> 16) & 0x8000);
 	uint32_t a = v.u & 0x7fffffff;
-	union { float f; uint32_t u; } s;
+	union {
+		float f;
+		uint32_t u;
+	} s;
 
 	if (a > 0x7f800000)
 		return sign | 0x7e00 | (uint16_t)((a >> 13) & 0x3ff);
-	if (a >= 0x477ff000)  /* >= 65520 rounds past 65504 */
+	if (a >= 0x477ff000) /* >= 65520 rounds past 65504 */
 		return sign | 0x7c00;
 	if (a < 0x38800000) {
 		/*
@@ -50,7 +56,10 @@ uint16_t quant_fp32_to_fp16(float f)
 
 float quant_bf16_to_fp32(uint16_t h)
 {
-	union { uint32_t u; float f; } v = { .u = (uint32_t)h << 16 };
+	union {
+		uint32_t u;
+		float f;
+	} v = { .u = (uint32_t)h << 16 };
 
 	return v.f;
 }
@@ -58,7 +67,10 @@ float quant_bf16_to_fp32(uint16_t h)
 /* ggml_compute_fp32_to_bf16: ties to even, NaNs made quiet. */
 uint16_t quant_fp32_to_bf16(float f)
 {
-	union { float f; uint32_t u; } v = { .f = f };
+	union {
+		float f;
+		uint32_t u;
+	} v = { .f = f };
 
 	if ((v.u & 0x7fffffff) > 0x7f800000)
 		return (uint16_t)((v.u >> 16) | 64);

@@ -40,8 +40,8 @@ typedef float (*quant_dot_ref_fn)(int64_t nb, const void *w, const void *a);
 typedef float (*quant_dot_fn)(int64_t n, const void *w, const void *a);
 /* nr weight rows against nt activation rows at once (dot.h's dot_tile). */
 typedef void (*quant_tile_fn)(int64_t n, const void *w, size_t row_bytes,
-		int nr, const void *const *a, const uint8_t *qs, int nt,
-		float *out);
+			      int nr, const void *const *a, const uint8_t *qs,
+			      int nt, float *out);
 
 /*
  * One tensor type, as ggml's type_traits[] and type_traits_cpu[] in one.
@@ -49,10 +49,10 @@ typedef void (*quant_tile_fn)(int64_t n, const void *w, size_t row_bytes,
  */
 struct quant_type_traits {
 	const char *name;
-	uint32_t blck_size;   /* elements per block */
-	uint32_t type_size;   /* bytes per block */
-	bool weight;          /* the engine computes with it (13 types) */
-	bool kv;              /* attention.c runs over a K/V cache of it */
+	uint32_t blck_size;    /* elements per block */
+	uint32_t type_size;    /* bytes per block */
+	bool weight;	       /* the engine computes with it (13 types) */
+	bool kv;	       /* attention.c runs over a K/V cache of it */
 	uint32_t vec_dot_type; /* weights: what activations become first */
 	quant_to_float_fn to_float;
 	/* activations round as ggml's x86 CPU backend, weights as _ref */
@@ -83,7 +83,7 @@ extern const struct quant_type_traits quant_type_unknown;
 static inline const struct quant_type_traits *quant_traits(uint32_t type)
 {
 	return type < IO_TYPE_COUNT ? &quant_type_table[type] :
-		&quant_type_unknown;
+				      &quant_type_unknown;
 }
 
 /* IEEE half and bfloat16 conversions, rounding to nearest even. */
@@ -134,7 +134,6 @@ float quant_vec_dot(uint32_t type, int64_t n, const void *w, const void *a);
  * BF16 fall back to quant_vec_dot (engine/quant/dot.c has their zen4
  * order, dot_row). Scalar C, slower than quant_vec_dot.
  */
-float quant_vec_dot_x86(uint32_t type, int64_t n, const void *w,
-			const void *a);
+float quant_vec_dot_x86(uint32_t type, int64_t n, const void *w, const void *a);
 
 #endif

@@ -35,19 +35,19 @@
 #define K_SCALE_SIZE 12
 
 struct block_q4_0 {
-	uint16_t d;             /* scale (half) */
-	uint8_t qs[QK4_0 / 2];  /* nibbles: element j low, j + 16 high */
+	uint16_t d;	       /* scale (half) */
+	uint8_t qs[QK4_0 / 2]; /* nibbles: element j low, j + 16 high */
 };
 
 struct block_q4_1 {
-	uint16_t d;             /* scale (half) */
-	uint16_t m;             /* minimum (half) */
+	uint16_t d; /* scale (half) */
+	uint16_t m; /* minimum (half) */
 	uint8_t qs[QK4_1 / 2];
 };
 
 struct block_q5_0 {
 	uint16_t d;
-	uint8_t qh[4];          /* fifth bits, element j at bit j */
+	uint8_t qh[4]; /* fifth bits, element j at bit j */
 	uint8_t qs[QK5_0 / 2];
 };
 
@@ -65,28 +65,28 @@ struct block_q8_0 {
 
 struct block_q8_1 {
 	uint16_t d;
-	uint16_t s;             /* d * sum(qs) (half) */
+	uint16_t s; /* d * sum(qs) (half) */
 	int8_t qs[QK8_1];
 };
 
 struct block_q2_K {
-	uint8_t scales[QK_K / 16];  /* low nibble scale, high nibble min */
+	uint8_t scales[QK_K / 16]; /* low nibble scale, high nibble min */
 	uint8_t qs[QK_K / 4];
-	uint16_t d;                 /* super-block scale of the scales */
-	uint16_t dmin;              /* super-block scale of the mins */
+	uint16_t d;    /* super-block scale of the scales */
+	uint16_t dmin; /* super-block scale of the mins */
 };
 
 struct block_q3_K {
-	uint8_t hmask[QK_K / 8];    /* high bits */
-	uint8_t qs[QK_K / 4];       /* low 2 bits */
-	uint8_t scales[12];         /* 16 scales of 6 bits */
+	uint8_t hmask[QK_K / 8]; /* high bits */
+	uint8_t qs[QK_K / 4];	 /* low 2 bits */
+	uint8_t scales[12];	 /* 16 scales of 6 bits */
 	uint16_t d;
 };
 
 struct block_q4_K {
 	uint16_t d;
 	uint16_t dmin;
-	uint8_t scales[K_SCALE_SIZE];  /* 8 scales + 8 mins of 6 bits */
+	uint8_t scales[K_SCALE_SIZE]; /* 8 scales + 8 mins of 6 bits */
 	uint8_t qs[QK_K / 2];
 };
 
@@ -99,16 +99,16 @@ struct block_q5_K {
 };
 
 struct block_q6_K {
-	uint8_t ql[QK_K / 2];       /* low 4 bits */
-	uint8_t qh[QK_K / 4];       /* high 2 bits */
+	uint8_t ql[QK_K / 2]; /* low 4 bits */
+	uint8_t qh[QK_K / 4]; /* high 2 bits */
 	int8_t scales[QK_K / 16];
 	uint16_t d;
 };
 
 struct block_q8_K {
-	float d;                    /* a plain float, not a half */
+	float d; /* a plain float, not a half */
 	int8_t qs[QK_K];
-	int16_t bsums[QK_K / 16];   /* sums of qs in groups of 16 */
+	int16_t bsums[QK_K / 16]; /* sums of qs in groups of 16 */
 };
 
 _Static_assert(sizeof(struct block_q4_0) == 18, "q4_0 layout");
@@ -130,7 +130,10 @@ _Static_assert(sizeof(struct block_q8_K) == 292, "q8_K layout");
  */
 static inline int quant_nearest_int(float x)
 {
-	union { float f; int32_t i; } u = { .f = x + 12582912.f };
+	union {
+		float f;
+		int32_t i;
+	} u = { .f = x + 12582912.f };
 
 	return (u.i & 0x007fffff) - 0x00400000;
 }
@@ -143,7 +146,10 @@ static inline int quant_nearest_int(float x)
  */
 static inline float quant_h2f(uint16_t h)
 {
-	union { uint32_t u; float f; } w, norm, sub;
+	union {
+		uint32_t u;
+		float f;
+	} w, norm, sub;
 	uint32_t two_w;
 
 	w.u = (uint32_t)h << 16;

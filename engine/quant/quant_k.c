@@ -65,7 +65,9 @@ void quant_q2_K_to_float(const void *vx, float *y, int64_t nb)
 
 					for (int l = 0; l < 16; l++)
 						*y++ = dl * ((q[l + 16 * h] >>
-							      shift) & 3) - ml;
+							      shift) &
+							     3) -
+						       ml;
 				}
 			}
 		}
@@ -91,8 +93,9 @@ void quant_q3_K_to_float(const void *vx, float *y, int64_t nb)
 					float dl = d_all * sc[is++];
 
 					for (int l = h; l < h + 16; l++)
-						*y++ = dl * (((q[l] >> shift) & 3) -
-							     ((hm[l] & m) ? 0 : 4));
+						*y++ = dl *
+						       (((q[l] >> shift) & 3) -
+							((hm[l] & m) ? 0 : 4));
 				}
 			}
 		}
@@ -142,10 +145,12 @@ void quant_q5_K_to_float(const void *vx, float *y, int64_t nb)
 
 			for (int l = 0; l < 32; l++)
 				*y++ = d1 * ((ql[l] & 0xf) +
-					     (qh[l] & u1 ? 16 : 0)) - m1;
+					     (qh[l] & u1 ? 16 : 0)) -
+				       m1;
 			for (int l = 0; l < 32; l++)
 				*y++ = d2 * ((ql[l] >> 4) +
-					     (qh[l] & u2 ? 16 : 0)) - m2;
+					     (qh[l] & u2 ? 16 : 0)) -
+				       m2;
 			u1 <<= 2;
 			u2 <<= 2;
 		}
@@ -165,13 +170,17 @@ void quant_q6_K_to_float(const void *vx, float *y, int64_t nb)
 		for (int n = 0; n < QK_K; n += 128) {
 			for (int l = 0; l < 32; l++) {
 				int is = l / 16;
-				int q1 = ((ql[l] & 0xf) | ((qh[l] & 3) << 4)) - 32;
+				int q1 = ((ql[l] & 0xf) | ((qh[l] & 3) << 4)) -
+					 32;
 				int q2 = ((ql[l + 32] & 0xf) |
-					  (((qh[l] >> 2) & 3) << 4)) - 32;
+					  (((qh[l] >> 2) & 3) << 4)) -
+					 32;
 				int q3 = ((ql[l] >> 4) |
-					  (((qh[l] >> 4) & 3) << 4)) - 32;
+					  (((qh[l] >> 4) & 3) << 4)) -
+					 32;
 				int q4 = ((ql[l + 32] >> 4) |
-					  (((qh[l] >> 6) & 3) << 4)) - 32;
+					  (((qh[l] >> 6) & 3) << 4)) -
+					 32;
 
 				y[l] = d * sc[is] * q1;
 				y[l + 32] = d * sc[is + 2] * q2;

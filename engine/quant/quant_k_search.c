@@ -123,14 +123,16 @@ static float quant_make_q3(int n, int nmax, const float *x, int8_t *L)
 			if (slx <= 0)
 				continue;
 			float sl2 = suml2 - w * L[i] * L[i];
-			int new_l = quant_clampi(quant_nearest_int(x[i] * sl2 / slx),
-						 -nmax, nmax - 1);
+			int new_l = quant_clampi(
+				quant_nearest_int(x[i] * sl2 / slx), -nmax,
+				nmax - 1);
 
 			if (new_l == L[i])
 				continue;
 			slx += w * x[i] * new_l;
 			sl2 += w * new_l * new_l;
-			if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+			if (sl2 > 0 &&
+			    slx * slx * suml2 > sumlx * sumlx * sl2) {
 				L[i] = (int8_t)new_l;
 				sumlx = slx;
 				suml2 = sl2;
@@ -194,8 +196,9 @@ static float quant_make_qkx2(int n, int nmax, const float *x,
 
 		iscale = (rmin + rdelta * is + nmax) / (max - min);
 		for (int i = 0; i < n; i++) {
-			int l = quant_clampi(quant_nearest_int(iscale * (x[i] - min)),
-					     0, nmax);
+			int l = quant_clampi(
+				quant_nearest_int(iscale * (x[i] - min)), 0,
+				nmax);
 			float w = weights[i];
 
 			Laux[i] = (uint8_t)l;
@@ -280,20 +283,25 @@ void quant_q2_K_from_float(const float *x, void *vy, int64_t nb)
 
 			for (int j = 0; j < QK_K / 16; j++)
 				y[i].scales[j] |= (uint8_t)(quant_nearest_int(
-					iscale * mins[j]) << 4);
+								    iscale *
+								    mins[j])
+							    << 4);
 			y[i].dmin = quant_fp32_to_fp16(max_min / q4scale);
 		} else {
 			y[i].dmin = quant_fp32_to_fp16(0.f);
 		}
 		for (int j = 0; j < QK_K / 16; j++) {
-			const float d = quant_h2f(y[i].d) * (y[i].scales[j] & 0xf);
+			const float d = quant_h2f(y[i].d) *
+					(y[i].scales[j] & 0xf);
 
 			if (!d)
 				continue;
-			const float dm = quant_h2f(y[i].dmin) * (y[i].scales[j] >> 4);
+			const float dm = quant_h2f(y[i].dmin) *
+					 (y[i].scales[j] >> 4);
 
 			for (int ii = 0; ii < 16; ii++) {
-				int l = quant_nearest_int((x[16 * j + ii] + dm) / d);
+				int l = quant_nearest_int(
+					(x[16 * j + ii] + dm) / d);
 
 				L[16 * j + ii] = (uint8_t)quant_clampi(l, 0, 3);
 			}
@@ -312,7 +320,8 @@ void quant_q3_K_from_float(const float *x, void *vy, int64_t nb)
 		float max_scale = 0, amax = 0;
 
 		for (int j = 0; j < QK_K / 16; j++) {
-			scales[j] = quant_make_q3(16, 4, x + 16 * j, L + 16 * j);
+			scales[j] = quant_make_q3(16, 4, x + 16 * j,
+						  L + 16 * j);
 			if (fabsf(scales[j]) > amax) {
 				amax = fabsf(scales[j]);
 				max_scale = scales[j];
@@ -323,7 +332,8 @@ void quant_q3_K_from_float(const float *x, void *vy, int64_t nb)
 			float iscale = -32.f / max_scale;
 
 			for (int j = 0; j < QK_K / 16; j++) {
-				int l = (int8_t)quant_nearest_int(iscale * scales[j]);
+				int l = (int8_t)quant_nearest_int(iscale *
+								  scales[j]);
 
 				l = quant_clampi(l, -32, 31) + 32;
 				if (j < 8)
@@ -338,7 +348,8 @@ void quant_q3_K_from_float(const float *x, void *vy, int64_t nb)
 			y[i].d = quant_fp32_to_fp16(0.f);
 		}
 		for (int j = 0; j < QK_K / 16; j++) {
-			int lo = j < 8 ? y[i].scales[j] & 0xf : y[i].scales[j - 8] >> 4;
+			int lo = j < 8 ? y[i].scales[j] & 0xf :
+					 y[i].scales[j - 8] >> 4;
 			int hi = (y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3;
 
 			sc[j] = (int8_t)((lo | (hi << 4)) - 32);
@@ -349,7 +360,8 @@ void quant_q3_K_from_float(const float *x, void *vy, int64_t nb)
 			for (int ii = 0; ii < 16; ii++) {
 				int l = quant_nearest_int(x[16 * j + ii] / d);
 
-				L[16 * j + ii] = (int8_t)(quant_clampi(l, -4, 3) + 4);
+				L[16 * j + ii] =
+					(int8_t)(quant_clampi(l, -4, 3) + 4);
 			}
 		}
 		memset(y[i].hmask, 0, QK_K / 8);
@@ -447,7 +459,8 @@ void quant_q4_K_from_float(const float *x, void *vy, int64_t nb)
 				   -1.f, 20);
 		for (int j = 0; j < QK_K; j += 64)
 			for (int l = 0; l < 32; l++)
-				y[i].qs[j / 2 + l] = L[j + l] | (L[j + l + 32] << 4);
+				y[i].qs[j / 2 + l] = L[j + l] |
+						     (L[j + l + 32] << 4);
 	}
 }
 
@@ -491,7 +504,8 @@ void quant_q6_K_from_float(const float *x, void *vy, int64_t nb)
 		float max_scale = 0, max_abs_scale = 0;
 
 		for (int ib = 0; ib < QK_K / 16; ib++) {
-			scales[ib] = quant_make_qx(16, 32, x + 16 * ib, L + 16 * ib);
+			scales[ib] = quant_make_qx(16, 32, x + 16 * ib,
+						   L + 16 * ib);
 			if (fabsf(scales[ib]) > max_abs_scale) {
 				max_abs_scale = fabsf(scales[ib]);
 				max_scale = scales[ib];
@@ -517,7 +531,8 @@ void quant_q6_K_from_float(const float *x, void *vy, int64_t nb)
 			for (int ii = 0; ii < 16; ii++) {
 				int l = quant_nearest_int(x[16 * j + ii] / d);
 
-				L[16 * j + ii] = (int8_t)(quant_clampi(l, -32, 31) + 32);
+				L[16 * j + ii] =
+					(int8_t)(quant_clampi(l, -32, 31) + 32);
 			}
 		}
 		uint8_t *ql = y[i].ql, *qh = y[i].qh;
@@ -527,9 +542,11 @@ void quant_q6_K_from_float(const float *x, void *vy, int64_t nb)
 				const uint8_t *q = (const uint8_t *)L + j + l;
 
 				ql[l] = (q[0] & 0xf) | ((q[64] & 0xf) << 4);
-				ql[l + 32] = (q[32] & 0xf) | ((q[96] & 0xf) << 4);
+				ql[l + 32] = (q[32] & 0xf) |
+					     ((q[96] & 0xf) << 4);
 				qh[l] = (q[0] >> 4) | ((q[32] >> 4) << 2) |
-					((q[64] >> 4) << 4) | ((q[96] >> 4) << 6);
+					((q[64] >> 4) << 4) |
+					((q[96] >> 4) << 6);
 			}
 		}
 	}

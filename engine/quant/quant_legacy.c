@@ -59,7 +59,8 @@ void quant_q5_0_to_float(const void *vx, float *y, int64_t nb)
 		const uint32_t qh = quant_qh(x[i].qh);
 
 		for (int j = 0; j < QK5_0 / 2; j++) {
-			int x0 = (x[i].qs[j] & 0x0f) | (((qh >> j) << 4) & 0x10);
+			int x0 = (x[i].qs[j] & 0x0f) |
+				 (((qh >> j) << 4) & 0x10);
 			int x1 = (x[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
 
 			y[j] = (x0 - 16) * d;
@@ -78,7 +79,8 @@ void quant_q5_1_to_float(const void *vx, float *y, int64_t nb)
 		const uint32_t qh = quant_qh(x[i].qh);
 
 		for (int j = 0; j < QK5_1 / 2; j++) {
-			int x0 = (x[i].qs[j] & 0x0f) | (((qh >> j) << 4) & 0x10);
+			int x0 = (x[i].qs[j] & 0x0f) |
+				 (((qh >> j) << 4) & 0x10);
 			int x1 = (x[i].qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
 
 			y[j] = x0 * d + m;
@@ -163,7 +165,8 @@ void quant_q4_0_from_float(const float *x, void *vy, int64_t nb)
 		y[i].d = quant_fp32_to_fp16(d);
 		for (int j = 0; j < QK4_0 / 2; j++) {
 			uint8_t q0 = quant_trunc_clamp(x[j] * id + 8.5f, 15);
-			uint8_t q1 = quant_trunc_clamp(x[j + 16] * id + 8.5f, 15);
+			uint8_t q1 = quant_trunc_clamp(x[j + 16] * id + 8.5f,
+						       15);
 
 			y[i].qs[j] = q0 | (q1 << 4);
 		}
@@ -184,9 +187,10 @@ void quant_q4_1_from_float(const float *x, void *vy, int64_t nb)
 		y[i].d = quant_fp32_to_fp16(d);
 		y[i].m = quant_fp32_to_fp16(min);
 		for (int j = 0; j < QK4_1 / 2; j++) {
-			uint8_t q0 = quant_trunc_clamp((x[j] - min) * id + 0.5f, 15);
-			uint8_t q1 = quant_trunc_clamp((x[j + 16] - min) * id + 0.5f,
+			uint8_t q0 = quant_trunc_clamp((x[j] - min) * id + 0.5f,
 						       15);
+			uint8_t q1 = quant_trunc_clamp(
+				(x[j + 16] - min) * id + 0.5f, 15);
 
 			y[i].qs[j] = q0 | (q1 << 4);
 		}
@@ -205,7 +209,8 @@ void quant_q5_0_from_float(const float *x, void *vy, int64_t nb)
 		y[i].d = quant_fp32_to_fp16(d);
 		for (int j = 0; j < QK5_0 / 2; j++) {
 			uint8_t q0 = quant_trunc_clamp(x[j] * id + 16.5f, 31);
-			uint8_t q1 = quant_trunc_clamp(x[j + 16] * id + 16.5f, 31);
+			uint8_t q1 = quant_trunc_clamp(x[j + 16] * id + 16.5f,
+						       31);
 
 			y[i].qs[j] = (q0 & 0x0f) | ((q1 & 0x0f) << 4);
 			qh |= ((q0 & 0x10u) >> 4) << j;
@@ -231,9 +236,10 @@ void quant_q5_1_from_float(const float *x, void *vy, int64_t nb)
 		y[i].m = quant_fp32_to_fp16(min);
 		for (int j = 0; j < QK5_1 / 2; j++) {
 			/* ggml does not clamp here: (max - min) * id <= 31 */
-			uint8_t q0 = quant_trunc_clamp((x[j] - min) * id + 0.5f, 31);
-			uint8_t q1 = quant_trunc_clamp((x[j + 16] - min) * id + 0.5f,
+			uint8_t q0 = quant_trunc_clamp((x[j] - min) * id + 0.5f,
 						       31);
+			uint8_t q1 = quant_trunc_clamp(
+				(x[j + 16] - min) * id + 0.5f, 31);
 
 			y[i].qs[j] = (q0 & 0x0f) | ((q1 & 0x0f) << 4);
 			qh |= ((q0 & 0x10u) >> 4) << j;

@@ -57,8 +57,8 @@ static void x86_unpack_nibbles(const uint8_t *qs, uint32_t qh, int off,
 {
 	for (int j = 0; j < 16; j++) {
 		w[j] = (int8_t)((qs[j] & 0x0f) + (((qh >> j) & 1) << 4) - off);
-		w[j + 16] = (int8_t)((qs[j] >> 4) + (((qh >> (j + 16)) & 1) << 4) -
-				     off);
+		w[j + 16] = (int8_t)((qs[j] >> 4) +
+				     (((qh >> (j + 16)) & 1) << 4) - off);
 	}
 }
 
@@ -98,9 +98,9 @@ static void x86_unpack_q8_0(const void *blk, int8_t w[32])
  * Q4_1, Q5_1 against Q8_1 (with_min): the same with summs = fma(m, s,
  * summs) beside. bw: bytes of one weight block.
  */
-static float x86_dot_legacy(void (*unpack)(const void *, int8_t *),
-			    size_t bw, int with_min, int64_t nb,
-			    const void *vw, const void *va)
+static float x86_dot_legacy(void (*unpack)(const void *, int8_t *), size_t bw,
+			    int with_min, int64_t nb, const void *vw,
+			    const void *va)
 {
 	const uint8_t *w = vw;
 	float acc[8] = { 0 }, summs = 0.0f;
@@ -114,14 +114,16 @@ static float x86_dot_legacy(void (*unpack)(const void *, int8_t *),
 
 		memcpy(&dw, w, 2);
 		if (with_min) {
-			const struct block_q8_1 *a = (const struct block_q8_1 *)va + i;
+			const struct block_q8_1 *a =
+				(const struct block_q8_1 *)va + i;
 
 			memcpy(&mw, w + 2, 2);
 			da = quant_h2f(a->d);
 			qa = a->qs;
 			summs = fmaf(quant_h2f(mw), quant_h2f(a->s), summs);
 		} else {
-			const struct block_q8_0 *a = (const struct block_q8_0 *)va + i;
+			const struct block_q8_0 *a =
+				(const struct block_q8_0 *)va + i;
 
 			da = quant_h2f(a->d);
 			qa = a->qs;
@@ -194,16 +196,20 @@ static float x86_dot_q2_K(int64_t nb, const struct block_q2_K *x,
 		const float dmin = -y[i].d * quant_h2f(x[i].dmin);
 
 		for (int l = 0; l < 8; l++)
-			prod[l] = (x[i].scales[2 * l] >> 4) * y[i].bsums[2 * l] +
-				  (x[i].scales[2 * l + 1] >> 4) * y[i].bsums[2 * l + 1];
+			prod[l] = (x[i].scales[2 * l] >> 4) *
+					  y[i].bsums[2 * l] +
+				  (x[i].scales[2 * l + 1] >> 4) *
+					  y[i].bsums[2 * l + 1];
 		x86_fma8(acc, dmin, prod);
 		for (int j = 0; j < 16; j++)
 			sc[j] = x[i].scales[j] & 0xf;
 		for (int h = 0; h < 2; h++)
 			for (int c = 0; c < 4; c++)
 				for (int l = 0; l < 32; l++)
-					w[128 * h + 32 * c + l] = (int8_t)
-						((x[i].qs[32 * h + l] >> (2 * c)) & 3);
+					w[128 * h + 32 * c + l] =
+						(int8_t)((x[i].qs[32 * h + l] >>
+							  (2 * c)) &
+							 3);
 		x86_lanes_k(w, y[i].qs, sc, lane);
 		x86_fma8(acc, d, lane);
 	}
@@ -225,8 +231,12 @@ static float x86_dot_q3_K(int64_t nb, const struct block_q3_K *x,
 		for (int h = 0; h < 2; h++) {
 			for (int c = 0; c < 4; c++) {
 				for (int l = 0; l < 32; l++) {
-					int lo = (x[i].qs[32 * h + l] >> (2 * c)) & 3;
-					int hb = (x[i].hmask[l] >> (4 * h + c)) & 1;
+					int lo = (x[i].qs[32 * h + l] >>
+						  (2 * c)) &
+						 3;
+					int hb = (x[i].hmask[l] >>
+						  (4 * h + c)) &
+						 1;
 
 					w[128 * h + 32 * c + l] =
 						(int8_t)(lo - 4 + 4 * hb);
@@ -234,7 +244,8 @@ static float x86_dot_q3_K(int64_t nb, const struct block_q3_K *x,
 			}
 		}
 		for (int j = 0; j < 16; j++) {
-			int lo = j < 8 ? x[i].scales[j] & 0xf : x[i].scales[j - 8] >> 4;
+			int lo = j < 8 ? x[i].scales[j] & 0xf :
+					 x[i].scales[j - 8] >> 4;
 			int hi = (x[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3;
 
 			sc[j] = (lo | (hi << 4)) - 32;
@@ -287,22 +298,29 @@ static float x86_dot_q45_K(int64_t nb, const void *vx,
 				  mins[2 * k + 1] * (b[2] + b[3]);
 		}
 		if (five)
-			summs = fmaf(dmin, (float)(prod[0] + prod[1] + prod[2] +
-						   prod[3]), summs);
+			summs = fmaf(
+				dmin,
+				(float)(prod[0] + prod[1] + prod[2] + prod[3]),
+				summs);
 		else
 			for (int k = 0; k < 4; k++)
 				acc_m[k] = fmaf(dmin, (float)prod[k], acc_m[k]);
 		for (int g = 0; g < 4; g++) {
 			for (int l = 0; l < 32; l++) {
 				w[64 * g + l] = (int8_t)(qs[32 * g + l] & 0xf);
-				w[64 * g + 32 + l] = (int8_t)(qs[32 * g + l] >> 4);
+				w[64 * g + 32 + l] = (int8_t)(qs[32 * g + l] >>
+							      4);
 			}
 			if (!five)
 				continue;
 			for (int l = 0; l < 32; l++) {
-				w[64 * g + l] += (int8_t)(((x5->qh[l] >> (2 * g)) & 1) << 4);
-				w[64 * g + 32 + l] +=
-					(int8_t)(((x5->qh[l] >> (2 * g + 1)) & 1) << 4);
+				w[64 * g + l] +=
+					(int8_t)(((x5->qh[l] >> (2 * g)) & 1)
+						 << 4);
+				w[64 * g + 32 + l] += (int8_t)(((x5->qh[l] >>
+								 (2 * g + 1)) &
+								1)
+							       << 4);
 			}
 		}
 		x86_lanes_k(w, y[i].qs, sc, lane);
@@ -332,11 +350,13 @@ static float x86_dot_q6_K(int64_t nb, const struct block_q6_K *x,
 		for (int j = 0; j < 16; j++)
 			sc[j] = x[i].scales[j];
 		for (int h = 0; h < 2; h++) {
-			const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
+			const uint8_t *ql = x[i].ql + 64 * h,
+				      *qh = x[i].qh + 32 * h;
 			int8_t *p = w + 128 * h;
 
 			for (int l = 0; l < 32; l++) {
-				p[l] = (int8_t)((ql[l] & 0xf) | ((qh[l] & 3) << 4));
+				p[l] = (int8_t)((ql[l] & 0xf) |
+						((qh[l] & 3) << 4));
 				p[l + 32] = (int8_t)((ql[l + 32] & 0xf) |
 						     (((qh[l] >> 2) & 3) << 4));
 				p[l + 64] = (int8_t)((ql[l] >> 4) |

@@ -24,24 +24,26 @@ struct bpe_work {
 };
 
 static int bpe_try(const struct engine_vocab *v, const char *w,
-		const struct merge_sym *sym, int32_t left, int32_t right,
-		struct merge_heap *h)
+		   const struct merge_sym *sym, int32_t left, int32_t right,
+		   struct merge_heap *h)
 {
 	int32_t rank;
 
 	if (left < 0 || right < 0)
 		return 0;
 	rank = vocab_merge_rank(v, w + sym[left].off, sym[left].n,
-			w + sym[right].off, sym[right].n);
+				w + sym[right].off, sym[right].n);
 	if (rank < 0)
 		return 0;
-	return merge_heap_push(h, (struct merge_bigram){
-		.left = left, .right = right, .priority = -(float)rank,
-		.size = sym[left].n + sym[right].n });
+	return merge_heap_push(
+		h, (struct merge_bigram){ .left = left,
+					  .right = right,
+					  .priority = -(float)rank,
+					  .size = sym[left].n + sym[right].n });
 }
 
 static int bpe_emit(const struct engine_vocab *v, const char *s, size_t n,
-		struct tok_buf *out)
+		    struct tok_buf *out)
 {
 	int32_t id = engine_vocab_find(v, s, n);
 
@@ -56,7 +58,7 @@ static int bpe_emit(const struct engine_vocab *v, const char *s, size_t n,
 }
 
 static int bpe_word(const struct engine_vocab *v, struct bpe_work *wk,
-		const char *w, size_t len, struct tok_buf *out)
+		    const char *w, size_t len, struct tok_buf *out)
 {
 	size_t n = 0;
 	int rc = 0;
@@ -84,7 +86,8 @@ static int bpe_word(const struct engine_vocab *v, struct bpe_work *wk,
 	}
 	wk->heap.n = 0;
 	for (size_t i = 1; i < n && !rc; i++)
-		rc = bpe_try(v, w, wk->sym, (int32_t)i - 1, (int32_t)i, &wk->heap);
+		rc = bpe_try(v, w, wk->sym, (int32_t)i - 1, (int32_t)i,
+			     &wk->heap);
 	while (wk->heap.n && !rc) {
 		struct merge_bigram b = merge_heap_pop(&wk->heap);
 		struct merge_sym *l = &wk->sym[b.left], *r = &wk->sym[b.right];
@@ -112,7 +115,7 @@ static int bpe_word(const struct engine_vocab *v, struct bpe_work *wk,
  * re-encoded first (so U+FFFD stands for a bad byte, as in llama.cpp).
  */
 static int bpe_encode_word(struct bpe_work *wk, const uint32_t *cps, size_t n,
-		size_t *len)
+			   size_t *len)
 {
 	size_t k = 0;
 
@@ -129,14 +132,15 @@ static int bpe_encode_word(struct bpe_work *wk, const uint32_t *cps, size_t n,
 		size_t l = uni_encode(cps[i], u);
 
 		for (size_t j = 0; j < l; j++)
-			k += uni_encode(uni_gpt2_byte_cp((uint8_t)u[j]), wk->word + k);
+			k += uni_encode(uni_gpt2_byte_cp((uint8_t)u[j]),
+					wk->word + k);
 	}
 	*len = k;
 	return 0;
 }
 
 int bpe_tokenize(const struct engine_vocab *v, const char *text, size_t len,
-		struct tok_buf *out, struct err *err)
+		 struct tok_buf *out, struct err *err)
 {
 	struct bpe_work wk = { 0 };
 	uint32_t *cps = NULL;

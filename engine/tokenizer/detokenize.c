@@ -61,8 +61,8 @@ static size_t piece_bpe(const char *t, size_t n, char *out, size_t cap)
 	return k;
 }
 
-size_t engine_vocab_piece(const struct engine_vocab *v, int32_t id,
-		bool lstrip, bool special, char *out, size_t cap)
+size_t engine_vocab_piece(const struct engine_vocab *v, int32_t id, bool lstrip,
+			  bool special, char *out, size_t cap)
 {
 	const struct vocab_token *tk;
 	const char *t;
@@ -98,7 +98,8 @@ size_t engine_vocab_piece(const struct engine_vocab *v, int32_t id,
 			if (!buf)
 				return 0;
 			for (size_t i = 0; i < n; i++) {
-				if (i + 2 < n && !memcmp(t + i, "\xe2\x96\x81", 3)) {
+				if (i + 2 < n &&
+				    !memcmp(t + i, "\xe2\x96\x81", 3)) {
 					buf[m++] = ' ';
 					i += 2;
 				} else {
@@ -193,9 +194,9 @@ static size_t clean_spaces(char *text, size_t total)
 	return total;
 }
 
-int engine_vocab_detokenize(const struct engine_vocab *v,
-		const int32_t *tokens, size_t n, bool special, char **text,
-		size_t *len, struct err *err)
+int engine_vocab_detokenize(const struct engine_vocab *v, const int32_t *tokens,
+			    size_t n, bool special, char **text, size_t *len,
+			    struct err *err)
 {
 	size_t total = 0, k = 0;
 	char *s;
@@ -204,14 +205,15 @@ int engine_vocab_detokenize(const struct engine_vocab *v,
 	*len = 0;
 	for (size_t i = 0; i < n; i++)
 		total += engine_vocab_piece(v, tokens[i],
-				i == 0 && v->add_space_prefix, special, NULL, 0);
+					    i == 0 && v->add_space_prefix,
+					    special, NULL, 0);
 	s = malloc(total + 1);
 	if (!s)
 		return err_set(err, ENOMEM, "detokenize: out of memory");
 	for (size_t i = 0; i < n; i++)
 		k += engine_vocab_piece(v, tokens[i],
-				i == 0 && v->add_space_prefix, special, s + k,
-				total - k);
+					i == 0 && v->add_space_prefix, special,
+					s + k, total - k);
 	if (v->clean_spaces)
 		k = clean_spaces(s, k);
 	s[k] = '\0';
@@ -264,7 +266,7 @@ static long utf8_check(const uint8_t *s, size_t n)
 
 /* Emit the whole characters of buf[0..n); returns how many bytes stay. */
 static size_t emit_utf8(const uint8_t *buf, size_t n, bool final, char *out,
-		size_t cap, size_t *k)
+			size_t cap, size_t *k)
 {
 	size_t i = 0;
 
@@ -291,8 +293,8 @@ static size_t emit_utf8(const uint8_t *buf, size_t n, bool final, char *out,
 }
 
 size_t engine_vocab_detok_push(const struct engine_vocab *v,
-		struct engine_detokenizer *d, int32_t token, char *out,
-		size_t cap)
+			       struct engine_detokenizer *d, int32_t token,
+			       char *out, size_t cap)
 {
 	uint8_t stack[512];
 	uint8_t *buf = stack;
@@ -309,7 +311,7 @@ size_t engine_vocab_detok_push(const struct engine_vocab *v,
 	}
 	memcpy(buf, d->pending, d->n_pending);
 	engine_vocab_piece(v, token, lstrip, false, (char *)buf + d->n_pending,
-			piece);
+			   piece);
 	left = emit_utf8(buf, n, false, out, cap, &k);
 	/* at most 3 bytes of an unfinished character stay behind */
 	memcpy(d->pending, buf + n - left, left);
@@ -320,7 +322,7 @@ size_t engine_vocab_detok_push(const struct engine_vocab *v,
 }
 
 size_t engine_vocab_detok_flush(struct engine_detokenizer *d, char *out,
-		size_t cap)
+				size_t cap)
 {
 	size_t k = 0;
 
@@ -330,7 +332,8 @@ size_t engine_vocab_detok_flush(struct engine_detokenizer *d, char *out,
 }
 
 void engine_vocab_detok_context(const struct engine_vocab *v,
-		struct engine_detokenizer *d, const int32_t *tokens, size_t n)
+				struct engine_detokenizer *d,
+				const int32_t *tokens, size_t n)
 {
 	size_t from = n > 3 ? n - 3 : 0, len = 0;
 
@@ -343,7 +346,8 @@ void engine_vocab_detok_context(const struct engine_vocab *v,
 	 */
 	for (size_t i = from; i < n; i++)
 		len += engine_vocab_piece(v, tokens[i],
-				i == from && v->add_space_prefix, false, NULL, 0);
+					  i == from && v->add_space_prefix,
+					  false, NULL, 0);
 	d->first = len == 0;
 	d->n_pending = 0;
 }

@@ -8,7 +8,7 @@
 #include "tokenizer.h"
 
 void engine_detokenizer_init(struct engine_detokenizer *d,
-		const struct engine_model *m)
+			     const struct engine_model *m)
 {
 	d->model = m;
 	d->first = true;
@@ -16,20 +16,20 @@ void engine_detokenizer_init(struct engine_detokenizer *d,
 }
 
 size_t engine_detokenizer_push(struct engine_detokenizer *d, int32_t token,
-		char *out, size_t cap)
+			       char *out, size_t cap)
 {
 	return engine_vocab_detok_push(engine_model_vocab(d->model), d, token,
-			out, cap);
+				       out, cap);
 }
 
 size_t engine_detokenizer_flush(struct engine_detokenizer *d, char *out,
-		size_t cap)
+				size_t cap)
 {
 	return engine_vocab_detok_flush(d, out, cap);
 }
 
 void engine_detokenizer_context(struct engine_detokenizer *d,
-		const int32_t *tokens, size_t n)
+				const int32_t *tokens, size_t n)
 {
 	engine_vocab_detok_context(engine_model_vocab(d->model), d, tokens, n);
 }

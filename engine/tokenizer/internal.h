@@ -13,9 +13,9 @@
 #include "unicode.h"
 
 struct vocab_token {
-	uint32_t off, len;   /* text in engine_vocab.arena */
+	uint32_t off, len; /* text in engine_vocab.arena */
 	float score;
-	uint32_t attr;       /* enum engine_token_attr */
+	uint32_t attr; /* enum engine_token_attr */
 };
 
 /* Merge "left right" of rank = index: left then right in merge_arena. */
@@ -29,23 +29,23 @@ struct engine_vocab {
 	uint32_t n_tokens;
 	struct vocab_token *tokens;
 	char *arena;
-	uint32_t *tok_table;     /* open addressing: id + 1, 0 = empty */
-	size_t tok_cap;          /* a power of two */
+	uint32_t *tok_table; /* open addressing: id + 1, 0 = empty */
+	size_t tok_cap;	     /* a power of two */
 
 	uint32_t n_merges;
 	struct vocab_merge *merges;
 	char *merge_arena;
-	uint32_t *merge_table;   /* rank + 1 */
+	uint32_t *merge_table; /* rank + 1 */
 	size_t merge_cap;
 
 	int32_t bos, eos, eot, unk, pad;
 	int32_t *eog;
 	size_t n_eog;
-	int32_t *special;        /* control/user-defined/unknown, longest first */
+	int32_t *special; /* control/user-defined/unknown, longest first */
 	size_t n_special;
 
 	bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
-	struct pretok *pretok;   /* BPE only */
+	struct pretok *pretok; /* BPE only */
 };
 
 /*
@@ -80,7 +80,7 @@ size_t merge_utf8_len(uint8_t lead);
 
 /* A piece of the text to tokenize, or a special token cut out of it. */
 struct frag {
-	int32_t token;       /* -1 for text */
+	int32_t token; /* -1 for text */
 	size_t off, len;
 };
 
@@ -90,7 +90,7 @@ struct frag_list {
 };
 
 static inline int frag_push(struct frag_list *l, int32_t token, size_t off,
-		size_t len)
+			    size_t len)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;

@@ -7,7 +7,7 @@
 
 /* a pops before b: higher priority, then the leftmost */
 static bool merge_before(const struct merge_bigram *a,
-		const struct merge_bigram *b)
+			 const struct merge_bigram *b)
 {
 	if (a->priority != b->priority)
 		return a->priority > b->priority;

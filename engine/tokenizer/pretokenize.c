@@ -28,16 +28,16 @@
 #include "unicode.h"
 
 enum step_kind {
-	STEP_GPT2,      /* 's|'t|...| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S) */
-	STEP_LLAMA3,    /* (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|... */
-	STEP_QWEN2,     /* the same with \p{N} one digit at a time */
-	STEP_QWEN35,    /* Qwen2 with [\p{L}\p{M}]+ for letters */
-	STEP_REGEX,     /* PCRE2 */
+	STEP_GPT2, /* 's|'t|...| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S) */
+	STEP_LLAMA3, /* (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|... */
+	STEP_QWEN2,  /* the same with \p{N} one digit at a time */
+	STEP_QWEN35, /* Qwen2 with [\p{L}\p{M}]+ for letters */
+	STEP_REGEX,  /* PCRE2 */
 };
 
 struct pretok_step {
 	enum step_kind kind;
-	bool collapsed;     /* run on the one-byte-per-code-point string */
+	bool collapsed; /* run on the one-byte-per-code-point string */
 	pcre2_code *code;
 };
 
@@ -73,7 +73,8 @@ static const struct {
 
 static bool uses_props(const char *re)
 {
-	for (size_t i = 0; i < sizeof(collapse_props) / sizeof(collapse_props[0]); i++)
+	for (size_t i = 0;
+	     i < sizeof(collapse_props) / sizeof(collapse_props[0]); i++)
 		if (strstr(re, collapse_props[i].prop))
 			return true;
 	return false;
@@ -104,7 +105,9 @@ static int collapse_regex(const char *re, char **out)
 			inside = false;
 			continue;
 		}
-		for (size_t p = 0; p < sizeof(collapse_props) / sizeof(collapse_props[0]); p++) {
+		for (size_t p = 0;
+		     p < sizeof(collapse_props) / sizeof(collapse_props[0]);
+		     p++) {
 			size_t pl = strlen(collapse_props[p].prop);
 
 			if (strncmp(re + i, collapse_props[p].prop, pl))
@@ -112,8 +115,9 @@ static int collapse_regex(const char *re, char **out)
 			if (!inside)
 				s[k++] = '[';
 			/* \xd1 as an escape: the byte itself is not valid UTF-8 */
-			k += (size_t)sprintf(s + k, "\\x%02x",
-					(unsigned char)collapse_props[p].byte);
+			k += (size_t)sprintf(
+				s + k, "\\x%02x",
+				(unsigned char)collapse_props[p].byte);
 			memcpy(s + k, collapse_props[p].ascii,
 			       strlen(collapse_props[p].ascii));
 			k += strlen(collapse_props[p].ascii);
@@ -141,7 +145,7 @@ void pretok_free(struct pretok *p)
 }
 
 static int pretok_compile(struct pretok_step *st, const char *re,
-		bool force_regex, struct err *err)
+			  bool force_regex, struct err *err)
 {
 	char *pattern = NULL;
 	/* ECMAScript's $ (std::regex) is the end of the text only */
@@ -170,27 +174,29 @@ static int pretok_compile(struct pretok_step *st, const char *re,
 	if (st->collapsed) {
 		rc = collapse_regex(re, &pattern);
 		if (rc)
-			return err_set(err, ENOMEM, "pre-tokenizer: out of memory");
+			return err_set(err, ENOMEM,
+				       "pre-tokenizer: out of memory");
 	} else {
 		opts |= PCRE2_UTF | PCRE2_NO_UTF_CHECK;
 	}
 	st->code = pcre2_compile((PCRE2_SPTR)(pattern ? pattern : re),
-			PCRE2_ZERO_TERMINATED, opts, &errcode, &erroff, NULL);
+				 PCRE2_ZERO_TERMINATED, opts, &errcode, &erroff,
+				 NULL);
 	free(pattern);
 	if (!st->code) {
 		PCRE2_UCHAR msg[160];
 
 		pcre2_get_error_message(errcode, msg, sizeof(msg));
 		return err_set(err, EINVAL, "pre-tokenizer regex '%s': %s", re,
-				(const char *)msg);
+			       (const char *)msg);
 	}
 	/* JIT is only a speed-up; the interpreter gives the same matches */
 	(void)pcre2_jit_compile(st->code, PCRE2_JIT_COMPLETE);
 	return 0;
 }
 
-int pretok_new_regex(struct pretok **out, const char *name,
-		bool force_regex, struct err *err)
+int pretok_new_regex(struct pretok **out, const char *name, bool force_regex,
+		     struct err *err)
 {
 	const struct pretok_def *def = NULL;
 	struct pretok *p;
@@ -206,8 +212,8 @@ int pretok_new_regex(struct pretok **out, const char *name,
 			}
 	if (!def)
 		return err_set(err, ENOTSUP,
-				"unsupported pre-tokenizer '%s' (supported: %s)",
-				name, pretok_supported);
+			       "unsupported pre-tokenizer '%s' (supported: %s)",
+			       name, pretok_supported);
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return err_set(err, ENOMEM, "pre-tokenizer: out of memory");
@@ -218,7 +224,7 @@ int pretok_new_regex(struct pretok **out, const char *name,
 	p->no_bos = def->no_bos;
 	for (size_t i = 0; i < PRETOK_MAX_STEPS && def->regex[i]; i++) {
 		rc = pretok_compile(&p->steps[i], def->regex[i], force_regex,
-				err);
+				    err);
 		p->n_steps = i + 1;
 		if (rc) {
 			pretok_free(p);
@@ -285,7 +291,7 @@ struct scan {
 	const uint32_t *cps;
 	const uint16_t *fl;
 	size_t ini, end;
-	size_t prev;          /* end of the last emitted piece */
+	size_t prev; /* end of the last emitted piece */
 	struct words *out;
 	int rc;
 };
@@ -341,9 +347,9 @@ static size_t sc_contraction(const struct scan *s, size_t pos, bool fold)
 	return 0;
 }
 
-#define IS_L(f) ((f) & UNI_LETTER)
-#define IS_N(f) ((f) & UNI_NUMBER)
-#define IS_S(f) ((f) & UNI_SPACE)
+#define IS_L(f) ((f)&UNI_LETTER)
+#define IS_N(f) ((f)&UNI_NUMBER)
+#define IS_S(f) ((f)&UNI_SPACE)
 
 /* Trailing white space: the piece \s+(?!\S) or \s+ takes from pos. */
 static size_t sc_spaces(struct scan *s, size_t pos, bool newlines)
@@ -357,13 +363,13 @@ static size_t sc_spaces(struct scan *s, size_t pos, bool newlines)
 			last_nl = pos + n + 1;
 		n++;
 	}
-	if (last_nl)                                  /* \s*[\r\n]+ */
+	if (last_nl) /* \s*[\r\n]+ */
 		return sc_emit(s, last_nl);
-	if (n > 1 && sc_cp(s, pos + n) != NO_CP)       /* \s+(?!\S) */
+	if (n > 1 && sc_cp(s, pos + n) != NO_CP) /* \s+(?!\S) */
 		return sc_emit(s, pos + n - 1);
-	if (n)                                        /* \s+ */
+	if (n) /* \s+ */
 		return sc_emit(s, pos + n);
-	return sc_emit(s, pos + 1);                   /* nothing matched */
+	return sc_emit(s, pos + 1); /* nothing matched */
 }
 
 static void scan_gpt2(struct scan *s)
@@ -380,7 +386,7 @@ static void scan_gpt2(struct scan *s)
 			pos += sc_emit(s, pos + k);
 			continue;
 		}
-		if (IS_L(f2) || IS_N(f2)) {          /* ' ?\p{L}+' | ' ?\p{N}+' */
+		if (IS_L(f2) || IS_N(f2)) { /* ' ?\p{L}+' | ' ?\p{N}+' */
 			uint16_t want = IS_L(f2) ? UNI_LETTER : UNI_NUMBER;
 
 			pos += c == ' ';
@@ -390,8 +396,9 @@ static void scan_gpt2(struct scan *s)
 			continue;
 		}
 		if (!(f2 & (UNI_SPACE | UNI_LETTER | UNI_NUMBER)) && f2) {
-			pos += c == ' ';               /* ' ?[^\s\p{L}\p{N}]+' */
-			while (!(f2 & (UNI_SPACE | UNI_LETTER | UNI_NUMBER)) && f2)
+			pos += c == ' '; /* ' ?[^\s\p{L}\p{N}]+' */
+			while (!(f2 & (UNI_SPACE | UNI_LETTER | UNI_NUMBER)) &&
+			       f2)
 				f2 = sc_fl(s, ++pos);
 			sc_emit(s, pos);
 			continue;
@@ -427,7 +434,7 @@ static void scan_llama3(struct scan *s, size_t max_digits, uint16_t word)
 			sc_emit(s, pos);
 			continue;
 		}
-		if (IS_N(f)) {                          /* \p{N}{1,max} */
+		if (IS_N(f)) { /* \p{N}{1,max} */
 			size_t ini = pos;
 
 			while (IS_N(sc_fl(s, pos))) {
@@ -472,7 +479,8 @@ static size_t cp_at(struct cp_cursor *c, size_t byte)
 		return byte;
 	while (c->byte < byte) {
 		c->byte++;
-		while (c->byte < byte && ((uint8_t)c->s[c->byte] & 0xc0) == 0x80)
+		while (c->byte < byte &&
+		       ((uint8_t)c->s[c->byte] & 0xc0) == 0x80)
 			c->byte++;
 		c->cp++;
 	}
@@ -485,7 +493,8 @@ static size_t cp_at(struct cp_cursor *c, size_t byte)
  * included).
  */
 static int regex_segment(const struct pretok_step *st, const char *subject,
-		size_t n, bool utf, pcre2_match_data *md, struct words *out)
+			 size_t n, bool utf, pcre2_match_data *md,
+			 struct words *out)
 {
 	struct cp_cursor cur = { .s = subject, .utf = utf };
 	size_t pos = 0, last = 0;
@@ -494,7 +503,8 @@ static int regex_segment(const struct pretok_step *st, const char *subject,
 	while (pos <= n) {
 		/* the subject is ours and valid: no UTF check per call */
 		int rc = pcre2_match(st->code, (PCRE2_SPTR)subject, n, pos,
-				extra | (utf ? PCRE2_NO_UTF_CHECK : 0), md, NULL);
+				     extra | (utf ? PCRE2_NO_UTF_CHECK : 0), md,
+				     NULL);
 		PCRE2_SIZE *ov;
 		size_t c_last, c0, c1;
 
@@ -506,7 +516,8 @@ static int regex_segment(const struct pretok_step *st, const char *subject,
 			if (pos >= n)
 				break;
 			pos++;
-			while (utf && pos < n && ((uint8_t)subject[pos] & 0xc0) == 0x80)
+			while (utf && pos < n &&
+			       ((uint8_t)subject[pos] & 0xc0) == 0x80)
 				pos++;
 			continue;
 		}
@@ -520,7 +531,9 @@ static int regex_segment(const struct pretok_step *st, const char *subject,
 			return -ENOMEM;
 		last = ov[1];
 		pos = ov[1];
-		extra = ov[1] == ov[0] ? PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED : 0;
+		extra = ov[1] == ov[0] ?
+				PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED :
+				0;
 	}
 	if (last < n) {
 		size_t c_last = cp_at(&cur, last);
@@ -542,7 +555,7 @@ struct subject {
  * non-ASCII white space as \v.
  */
 static int regex_subject(const uint32_t *cps, const uint16_t *fl, size_t n,
-		bool collapsed, struct subject *sub)
+			 bool collapsed, struct subject *sub)
 {
 	size_t k = 0;
 
@@ -593,9 +606,11 @@ static int regex_subject(const uint32_t *cps, const uint16_t *fl, size_t n,
 }
 
 static int step_regex(const struct pretok_step *st, const uint32_t *cps,
-		const uint16_t *fl, const struct words *in, struct words *out)
+		      const uint16_t *fl, const struct words *in,
+		      struct words *out)
 {
-	pcre2_match_data *md = pcre2_match_data_create_from_pattern(st->code, NULL);
+	pcre2_match_data *md = pcre2_match_data_create_from_pattern(st->code,
+								    NULL);
 	struct subject sub = { 0 };
 	size_t start = 0;
 	int rc = 0;
@@ -604,10 +619,10 @@ static int step_regex(const struct pretok_step *st, const uint32_t *cps,
 		return -ENOMEM;
 	for (size_t w = 0; w < in->n && !rc; w++) {
 		rc = regex_subject(cps + start, fl + start, in->len[w],
-				st->collapsed, &sub);
+				   st->collapsed, &sub);
 		if (!rc)
-			rc = regex_segment(st, sub.s, sub.len, !st->collapsed, md,
-					out);
+			rc = regex_segment(st, sub.s, sub.len, !st->collapsed,
+					   md, out);
 		start += in->len[w];
 	}
 	free(sub.s);
@@ -616,7 +631,7 @@ static int step_regex(const struct pretok_step *st, const uint32_t *cps,
 }
 
 int pretok_split(const struct pretok *p, const uint32_t *cps, size_t n,
-		size_t **lens, size_t *n_lens, struct err *err)
+		 size_t **lens, size_t *n_lens, struct err *err)
 {
 	struct words cur = { 0 }, next;
 	uint16_t *fl;
@@ -644,8 +659,11 @@ int pretok_split(const struct pretok *p, const uint32_t *cps, size_t n,
 		} else {
 			for (size_t w = 0; w < cur.n && !rc; w++) {
 				struct scan s = {
-					.cps = cps, .fl = fl, .ini = start,
-					.end = start + cur.len[w], .prev = start,
+					.cps = cps,
+					.fl = fl,
+					.ini = start,
+					.end = start + cur.len[w],
+					.prev = start,
 					.out = &next,
 				};
 
@@ -656,7 +674,8 @@ int pretok_split(const struct pretok *p, const uint32_t *cps, size_t n,
 				else if (st->kind == STEP_QWEN2)
 					scan_llama3(&s, 1, UNI_LETTER);
 				else
-					scan_llama3(&s, 1, UNI_LETTER | UNI_MARK);
+					scan_llama3(&s, 1,
+						    UNI_LETTER | UNI_MARK);
 				rc = s.rc;
 				start += cur.len[w];
 			}
@@ -668,7 +687,8 @@ int pretok_split(const struct pretok *p, const uint32_t *cps, size_t n,
 	if (rc) {
 		free(cur.len);
 		return err_set(err, -rc, "pre-tokenizer %s: %s", p->name,
-				rc == -ENOMEM ? "out of memory" : "regex failed");
+			       rc == -ENOMEM ? "out of memory" :
+					       "regex failed");
 	}
 	*lens = cur.len;
 	*n_lens = cur.n;

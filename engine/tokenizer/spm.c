@@ -16,8 +16,8 @@
 #include "internal.h"
 
 static int spm_try(const struct engine_vocab *v, const char *text,
-		const struct merge_sym *sym, int32_t left, int32_t right,
-		struct merge_heap *h)
+		   const struct merge_sym *sym, int32_t left, int32_t right,
+		   struct merge_heap *h)
 {
 	size_t size;
 	int32_t id;
@@ -28,13 +28,15 @@ static int spm_try(const struct engine_vocab *v, const char *text,
 	id = engine_vocab_find(v, text + sym[left].off, size);
 	if (id < 0)
 		return 0;
-	return merge_heap_push(h, (struct merge_bigram){
-		.left = left, .right = right, .priority = vocab_score(v, id),
-		.size = size });
+	return merge_heap_push(
+		h, (struct merge_bigram){ .left = left,
+					  .right = right,
+					  .priority = vocab_score(v, id),
+					  .size = size });
 }
 
 int spm_tokenize(const struct engine_vocab *v, const char *text, size_t len,
-		struct tok_buf *out)
+		 struct tok_buf *out)
 {
 	struct merge_heap h = { 0 };
 	struct merge_sym *sym;

@@ -34,8 +34,8 @@ int tok_buf_push(struct tok_buf *b, int32_t id)
  * RSTRIP tokens take the white space beside them. One pass over the list
  * per token keeps this linear in the number of fragments.
  */
-static int partition(const struct engine_vocab *v, const char *text,
-		size_t len, bool parse_special, struct frag_list *fl)
+static int partition(const struct engine_vocab *v, const char *text, size_t len,
+		     bool parse_special, struct frag_list *fl)
 {
 	struct frag_list next = { 0 };
 
@@ -52,7 +52,8 @@ static int partition(const struct engine_vocab *v, const char *text,
 			continue;
 		for (size_t f = 0; f < fl->n && !found; f++)
 			found = fl->f[f].token < 0 && fl->f[f].len >= t->len &&
-				memmem(text + fl->f[f].off, fl->f[f].len, tt, t->len);
+				memmem(text + fl->f[f].off, fl->f[f].len, tt,
+				       t->len);
 		if (!found)
 			continue;
 		next.n = 0;
@@ -61,16 +62,22 @@ static int partition(const struct engine_vocab *v, const char *text,
 			const char *m;
 
 			while (fr.token < 0 && fr.len >= t->len &&
-			       (m = memmem(text + fr.off, fr.len, tt, t->len))) {
+			       (m = memmem(text + fr.off, fr.len, tt,
+					   t->len))) {
 				size_t left = (size_t)(m - (text + fr.off));
 				size_t r_off = fr.off + left + t->len;
 				size_t r_len = fr.len - left - t->len;
 
 				if (t->attr & ENGINE_TOKEN_LSTRIP)
-					while (left && isspace((unsigned char)text[fr.off + left - 1]))
+					while (left &&
+					       isspace((unsigned char)
+							       text[fr.off +
+								    left - 1]))
 						left--;
 				if (t->attr & ENGINE_TOKEN_RSTRIP)
-					while (r_len && isspace((unsigned char)text[r_off])) {
+					while (r_len &&
+					       isspace((unsigned char)
+							       text[r_off])) {
 						r_off++;
 						r_len--;
 					}
@@ -101,7 +108,7 @@ oom:
 
 /* SPM's escape: spaces become U+2581, after an optional leading space. */
 static int spm_fragment(const struct engine_vocab *v, const char *text,
-		size_t len, bool prefix, struct tok_buf *out)
+			size_t len, bool prefix, struct tok_buf *out)
 {
 	size_t spaces = prefix, n;
 	char *buf, *p;
@@ -132,8 +139,8 @@ static int spm_fragment(const struct engine_vocab *v, const char *text,
 }
 
 int engine_vocab_tokenize(const struct engine_vocab *v, const char *text,
-		size_t len, bool add_special, bool parse_special,
-		int32_t **tokens, size_t *n, struct err *err)
+			  size_t len, bool add_special, bool parse_special,
+			  int32_t **tokens, size_t *n, struct err *err)
 {
 	struct frag_list fl = { 0 };
 	struct tok_buf out = { 0 };
@@ -155,10 +162,12 @@ int engine_vocab_tokenize(const struct engine_vocab *v, const char *text,
 		} else if (v->type == ENGINE_VOCAB_SPM) {
 			/* a space before the text that follows a special token */
 			rc = spm_fragment(v, text + fr->off, fr->len,
-					v->add_space_prefix && prev_special, &out);
+					  v->add_space_prefix && prev_special,
+					  &out);
 			prev_special = false;
 		} else {
-			rc = bpe_tokenize(v, text + fr->off, fr->len, &out, err);
+			rc = bpe_tokenize(v, text + fr->off, fr->len, &out,
+					  err);
 			reported = rc != 0;
 		}
 	}

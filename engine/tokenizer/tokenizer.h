@@ -56,7 +56,7 @@ enum engine_token_attr {
  * closed afterwards: the vocabulary copies what it keeps.
  */
 int engine_vocab_load(struct engine_vocab **out, const struct io_gguf *g,
-		struct err *err);
+		      struct err *err);
 void engine_vocab_free(struct engine_vocab *v);
 
 enum engine_vocab_type engine_vocab_type(const struct engine_vocab *v);
@@ -73,22 +73,22 @@ bool engine_vocab_add_eos(const struct engine_vocab *v);
 
 /* The token's text as stored in the file (NULL for an id out of range). */
 const char *engine_vocab_text(const struct engine_vocab *v, int32_t id,
-		size_t *len);
+			      size_t *len);
 /* enum engine_token_attr bits; 0 for an id out of range. */
 uint32_t engine_vocab_attr(const struct engine_vocab *v, int32_t id);
 bool engine_vocab_is_eog(const struct engine_vocab *v, int32_t id);
 bool engine_vocab_is_control(const struct engine_vocab *v, int32_t id);
 /* The id of a token text, or -1. */
 int32_t engine_vocab_find(const struct engine_vocab *v, const char *text,
-		size_t len);
+			  size_t len);
 
 /*
  * Tokenize len bytes as llama_tokenize(add_special, parse_special) does.
  * *tokens is malloc'ed (also for zero tokens); -ENOMEM, -EINVAL.
  */
 int engine_vocab_tokenize(const struct engine_vocab *v, const char *text,
-		size_t len, bool add_special, bool parse_special,
-		int32_t **tokens, size_t *n, struct err *err);
+			  size_t len, bool add_special, bool parse_special,
+			  int32_t **tokens, size_t *n, struct err *err);
 
 /*
  * The bytes of one token as llama_token_to_piece(lstrip, special) writes
@@ -97,8 +97,8 @@ int engine_vocab_tokenize(const struct engine_vocab *v, const char *text,
  * lstrip one leading space is dropped. Writes at most cap bytes into out
  * and returns the full length (call again with a bigger buffer if larger).
  */
-size_t engine_vocab_piece(const struct engine_vocab *v, int32_t id,
-		bool lstrip, bool special, char *out, size_t cap);
+size_t engine_vocab_piece(const struct engine_vocab *v, int32_t id, bool lstrip,
+			  bool special, char *out, size_t cap);
 
 /*
  * llama_detokenize(remove_special = false, unparse_special = special) of
@@ -106,9 +106,9 @@ size_t engine_vocab_piece(const struct engine_vocab *v, int32_t id,
  * SentencePiece, then llama.cpp's clean-up of spaces where the vocabulary
  * asks for it. *text is malloc'ed and NUL-terminated.
  */
-int engine_vocab_detokenize(const struct engine_vocab *v,
-		const int32_t *tokens, size_t n, bool special, char **text,
-		size_t *len, struct err *err);
+int engine_vocab_detokenize(const struct engine_vocab *v, const int32_t *tokens,
+			    size_t n, bool special, char **text, size_t *len,
+			    struct err *err);
 
 /*
  * The streaming detokenizer of engine.h on a vocabulary (engine.h's
@@ -116,12 +116,13 @@ int engine_vocab_detokenize(const struct engine_vocab *v,
  */
 struct engine_detokenizer;
 size_t engine_vocab_detok_push(const struct engine_vocab *v,
-		struct engine_detokenizer *d, int32_t token, char *out,
-		size_t cap);
+			       struct engine_detokenizer *d, int32_t token,
+			       char *out, size_t cap);
 size_t engine_vocab_detok_flush(struct engine_detokenizer *d, char *out,
-		size_t cap);
+				size_t cap);
 void engine_vocab_detok_context(const struct engine_vocab *v,
-		struct engine_detokenizer *d, const int32_t *tokens, size_t n);
+				struct engine_detokenizer *d,
+				const int32_t *tokens, size_t n);
 
 /* Provided by engine/model.c. */
 const struct engine_vocab *engine_model_vocab(const struct engine_model *m);
@@ -136,20 +137,20 @@ int pretok_new(struct pretok **out, const char *name, struct err *err);
  * The same with force_regex: PCRE2 also for the three patterns llama.cpp
  * scans by hand (for tests: the two must split alike).
  */
-int pretok_new_regex(struct pretok **out, const char *name,
-		bool force_regex, struct err *err);
+int pretok_new_regex(struct pretok **out, const char *name, bool force_regex,
+		     struct err *err);
 void pretok_free(struct pretok *p);
 /* Settings llama.cpp ties to the pre-tokenizer name. */
 bool pretok_clean_spaces(const struct pretok *p);
 bool pretok_ignore_merges(const struct pretok *p);
 bool pretok_forces_bos(const struct pretok *p);
-bool pretok_no_bos(const struct pretok *p);      /* ChatGLM: no BOS id */
+bool pretok_no_bos(const struct pretok *p); /* ChatGLM: no BOS id */
 /*
  * Split n code points into words: *lens (malloc'ed) receives the length
  * of each word in code points, in order, summing to n.
  */
 int pretok_split(const struct pretok *p, const uint32_t *cps, size_t n,
-		size_t **lens, size_t *n_lens, struct err *err);
+		 size_t **lens, size_t *n_lens, struct err *err);
 
 /* A growing array of token ids. */
 struct tok_buf {
@@ -161,14 +162,14 @@ int tok_buf_push(struct tok_buf *b, int32_t id);
 
 /* SPM over one fragment of text (spaces already U+2581). */
 int spm_tokenize(const struct engine_vocab *v, const char *text, size_t len,
-		struct tok_buf *out);
+		 struct tok_buf *out);
 /* BPE over one fragment of text (pre-tokenized inside). */
 int bpe_tokenize(const struct engine_vocab *v, const char *text, size_t len,
-		struct tok_buf *out, struct err *err);
+		 struct tok_buf *out, struct err *err);
 
 /* The rank of merge "left right", or -1. */
 int32_t vocab_merge_rank(const struct engine_vocab *v, const char *left,
-		size_t left_len, const char *right, size_t right_len);
+			 size_t left_len, const char *right, size_t right_len);
 float vocab_score(const struct engine_vocab *v, int32_t id);
 /* The token of one byte (<0xXX> for SPM, GPT-2's code point for BPE). */
 int32_t vocab_byte_token(const struct engine_vocab *v, uint8_t byte);

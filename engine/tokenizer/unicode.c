@@ -16,7 +16,7 @@ uint32_t uni_decode(const uint8_t *s, size_t n, size_t *len)
 	*len = 1;
 	if (c < 0x80)
 		return c;
-	if (!(c & 0x40))          /* a stray continuation byte */
+	if (!(c & 0x40)) /* a stray continuation byte */
 		return UNI_REPLACEMENT;
 	if (!(c & 0x20)) {
 		if (n < 2 || (s[1] & 0xc0) != 0x80)
@@ -55,7 +55,7 @@ size_t uni_encode(uint32_t cp, char *out)
 		return 2;
 	}
 	if (cp > 0x10ffff)
-		cp = UNI_REPLACEMENT;   /* llama.cpp throws; we do not */
+		cp = UNI_REPLACEMENT; /* llama.cpp throws; we do not */
 	if (cp <= 0xffff) {
 		out[0] = (char)(0xe0 | (cp >> 12));
 		out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));

@@ -13,20 +13,20 @@
 #include <stdint.h>
 
 enum uni_class {
-	UNI_UNDEFINED = 0x01,    /* Cn: unassigned */
-	UNI_NUMBER = 0x02,       /* \p{N} */
-	UNI_LETTER = 0x04,       /* \p{L} */
-	UNI_SEPARATOR = 0x08,    /* \p{Z} */
-	UNI_MARK = 0x10,         /* \p{M} */
-	UNI_PUNCT = 0x20,        /* \p{P} */
-	UNI_SYMBOL = 0x40,       /* \p{S} */
-	UNI_CONTROL = 0x80,      /* \p{C} without Cn */
+	UNI_UNDEFINED = 0x01, /* Cn: unassigned */
+	UNI_NUMBER = 0x02,    /* \p{N} */
+	UNI_LETTER = 0x04,    /* \p{L} */
+	UNI_SEPARATOR = 0x08, /* \p{Z} */
+	UNI_MARK = 0x10,      /* \p{M} */
+	UNI_PUNCT = 0x20,     /* \p{P} */
+	UNI_SYMBOL = 0x40,    /* \p{S} */
+	UNI_CONTROL = 0x80,   /* \p{C} without Cn */
 	UNI_CLASS_MASK = 0xff,
-	UNI_SPACE = 0x100,       /* llama.cpp's \s set */
+	UNI_SPACE = 0x100, /* llama.cpp's \s set */
 };
 
 struct uni_range {
-	uint32_t first;  /* the class holds up to the next range's first */
+	uint32_t first; /* the class holds up to the next range's first */
 	uint8_t cls;
 };
 

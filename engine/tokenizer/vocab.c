@@ -38,7 +38,7 @@ static size_t table_size_for(size_t n)
 }
 
 int32_t engine_vocab_find(const struct engine_vocab *v, const char *text,
-		size_t len)
+			  size_t len)
 {
 	size_t mask = v->tok_cap - 1;
 	size_t i = hash_bytes(HASH_SEED, text, len) & mask;
@@ -88,7 +88,7 @@ static uint64_t merge_hash(const char *l, size_t ll, const char *r, size_t rl)
 }
 
 int32_t vocab_merge_rank(const struct engine_vocab *v, const char *left,
-		size_t left_len, const char *right, size_t right_len)
+			 size_t left_len, const char *right, size_t right_len)
 {
 	size_t mask = v->merge_cap - 1, i;
 
@@ -104,7 +104,8 @@ int32_t vocab_merge_rank(const struct engine_vocab *v, const char *left,
 		m = &v->merges[slot - 1];
 		if (m->left_len == left_len && m->right_len == right_len &&
 		    !memcmp(v->merge_arena + m->off, left, left_len) &&
-		    !memcmp(v->merge_arena + m->off + left_len, right, right_len))
+		    !memcmp(v->merge_arena + m->off + left_len, right,
+			    right_len))
 			return (int32_t)(slot - 1);
 	}
 }
@@ -146,7 +147,7 @@ void engine_vocab_free(struct engine_vocab *v)
 }
 
 static int load_tokens(struct engine_vocab *v, const struct io_gguf *g,
-		struct err *err)
+		       struct err *err)
 {
 	const struct io_gguf_array *toks, *types, *scores;
 	const struct io_gguf_string *s;
@@ -155,8 +156,9 @@ static int load_tokens(struct engine_vocab *v, const struct io_gguf *g,
 
 	toks = io_gguf_get_array(g, "tokenizer.ggml.tokens", IO_GGUF_STRING);
 	if (!toks || toks->n == 0 || toks->n > INT32_MAX)
-		return err_set(err, EINVAL,
-		"tokenizer.ggml.tokens missing or not a string array");
+		return err_set(
+			err, EINVAL,
+			"tokenizer.ggml.tokens missing or not a string array");
 	v->n_tokens = (uint32_t)toks->n;
 	s = toks->data;
 	for (size_t i = 0; i < toks->n; i++)
@@ -166,18 +168,23 @@ static int load_tokens(struct engine_vocab *v, const struct io_gguf *g,
 
 	scores = io_gguf_get_array(g, "tokenizer.ggml.scores", IO_GGUF_FLOAT32);
 	if (!scores)
-		scores = io_gguf_get_array(g, "tokenizer.ggml.scores", IO_GGUF_INT32);
+		scores = io_gguf_get_array(g, "tokenizer.ggml.scores",
+					   IO_GGUF_INT32);
 	if (!scores && io_gguf_find(g, "tokenizer.ggml.scores"))
-		return err_set(err, EINVAL, "tokenizer.ggml.scores has a bad type");
+		return err_set(err, EINVAL,
+			       "tokenizer.ggml.scores has a bad type");
 	if (scores && scores->n < toks->n)
 		return err_set(err, EINVAL, "tokenizer.ggml.scores: %llu < %u",
-				(unsigned long long)scores->n, v->n_tokens);
-	types = io_gguf_get_array(g, "tokenizer.ggml.token_type", IO_GGUF_INT32);
+			       (unsigned long long)scores->n, v->n_tokens);
+	types = io_gguf_get_array(g, "tokenizer.ggml.token_type",
+				  IO_GGUF_INT32);
 	if (!types && io_gguf_find(g, "tokenizer.ggml.token_type"))
-		return err_set(err, EINVAL, "tokenizer.ggml.token_type has a bad type");
+		return err_set(err, EINVAL,
+			       "tokenizer.ggml.token_type has a bad type");
 	if (types && types->n < toks->n)
-		return err_set(err, EINVAL, "tokenizer.ggml.token_type: %llu < %u",
-				(unsigned long long)types->n, v->n_tokens);
+		return err_set(err, EINVAL,
+			       "tokenizer.ggml.token_type: %llu < %u",
+			       (unsigned long long)types->n, v->n_tokens);
 
 	v->tokens = calloc(toks->n, sizeof(*v->tokens));
 	v->arena = malloc(arena ? arena : 1);
@@ -192,8 +199,9 @@ static int load_tokens(struct engine_vocab *v, const struct io_gguf *g,
 		size_t len = s[i].len;
 		int32_t type = 1;
 
-		if (!len) {   /* llama.cpp names empty tokens so they stay distinct */
-			len = (size_t)snprintf(empty, sizeof(empty), "[EMPTY_%u]", i);
+		if (!len) { /* llama.cpp names empty tokens so they stay distinct */
+			len = (size_t)snprintf(empty, sizeof(empty),
+					       "[EMPTY_%u]", i);
 			text = empty;
 		}
 		memcpy(v->arena + k, text, len);
@@ -201,7 +209,8 @@ static int load_tokens(struct engine_vocab *v, const struct io_gguf *g,
 		t->len = (uint32_t)len;
 		k += len;
 		if (scores && scores->type == IO_GGUF_FLOAT32) {
-			memcpy(&t->score, (const char *)scores->data + 4 * i, 4);
+			memcpy(&t->score, (const char *)scores->data + 4 * i,
+			       4);
 		} else if (scores) {
 			int32_t si;
 
@@ -217,7 +226,7 @@ static int load_tokens(struct engine_vocab *v, const struct io_gguf *g,
 		case 4: t->attr = ENGINE_TOKEN_USER_DEFINED; break;
 		case 5: t->attr = ENGINE_TOKEN_UNUSED; break;
 		case 6: t->attr = ENGINE_TOKEN_BYTE; break;
-		default: t->attr = 0; break;   /* undefined */
+		default: t->attr = 0; break; /* undefined */
 		}
 		token_index(v, i);
 	}
@@ -225,7 +234,7 @@ static int load_tokens(struct engine_vocab *v, const struct io_gguf *g,
 }
 
 static int load_merges(struct engine_vocab *v, const struct io_gguf *g,
-		struct err *err)
+		       struct err *err)
 {
 	const struct io_gguf_array *a;
 	const struct io_gguf_string *s;
@@ -233,8 +242,9 @@ static int load_merges(struct engine_vocab *v, const struct io_gguf *g,
 
 	a = io_gguf_get_array(g, "tokenizer.ggml.merges", IO_GGUF_STRING);
 	if (!a)
-		return err_set(err, EINVAL,
-		"tokenizer.ggml.merges missing or not a string array");
+		return err_set(
+			err, EINVAL,
+			"tokenizer.ggml.merges missing or not a string array");
 	if (a->n > INT32_MAX)
 		return err_set(err, EINVAL, "tokenizer.ggml.merges too large");
 	s = a->data;
@@ -251,15 +261,17 @@ static int load_merges(struct engine_vocab *v, const struct io_gguf *g,
 		return err_set(err, ENOMEM, "vocabulary: out of memory");
 	for (uint32_t i = 0; i < v->n_merges; i++) {
 		struct vocab_merge *m = &v->merges[i];
-		const char *sp = s[i].len > 1 ?
-			memchr(s[i].data + 1, ' ', s[i].len - 1) : NULL;
+		const char *sp = s[i].len > 1 ? memchr(s[i].data + 1, ' ',
+						       s[i].len - 1) :
+						NULL;
 
 		m->off = (uint32_t)k;
-		if (sp) {   /* "a b": the first space after the first byte */
+		if (sp) { /* "a b": the first space after the first byte */
 			size_t l = (size_t)(sp - s[i].data);
 
 			memcpy(v->merge_arena + k, s[i].data, l);
-			memcpy(v->merge_arena + k + l, sp + 1, s[i].len - l - 1);
+			memcpy(v->merge_arena + k + l, sp + 1,
+			       s[i].len - l - 1);
 			m->left_len = (uint32_t)l;
 			m->right_len = (uint32_t)(s[i].len - l - 1);
 			k += s[i].len - 1;
@@ -273,7 +285,7 @@ static int load_merges(struct engine_vocab *v, const struct io_gguf *g,
 /* A special id from the file, if it is in range (llama.cpp keeps the
  * default otherwise). */
 static void load_id(const struct engine_vocab *v, const struct io_gguf *g,
-		const char *key, int32_t *id)
+		    const char *key, int32_t *id)
 {
 	uint32_t u;
 
@@ -286,19 +298,46 @@ static void load_id(const struct engine_vocab *v, const struct io_gguf *g,
 #define LIST(...) ((const char *const[]){ __VA_ARGS__, NULL })
 
 static const char *const eot_texts[] = {
-	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-	"<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
-	"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-	"<end_of_utterance>", NULL,
+	"<|eot_id|>",
+	"<|im_end|>",
+	"<|end|>",
+	"<end_of_turn>",
+	"<|endoftext|>",
+	"<|end_of_text|>",
+	"<EOT>",
+	"_<EOT>",
+	"[EOT]",
+	"<\xef\xbd\x9c"
+	"end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+	"<end_of_utterance>",
+	NULL,
 };
 
 static const char *const eog_texts[] = {
-	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
-	"<|flush|>", "<|calls|>", "<end_of_turn>", "<|endoftext|>", "</s>",
-	"<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-	"<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-	"<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-	"[e~[", NULL,
+	"<|eot_id|>",
+	"<|im_end|>",
+	"<|end|>",
+	"<|return|>",
+	"<|call|>",
+	"<|flush|>",
+	"<|calls|>",
+	"<end_of_turn>",
+	"<|endoftext|>",
+	"</s>",
+	"<|eom_id|>",
+	"<EOT>",
+	"_<EOT>",
+	"[EOT]",
+	"[EOS]",
+	"<|end_of_text|>",
+	"<end_of_utterance>",
+	"<eos>",
+	"<turn|>",
+	"<|tool_response>",
+	"<\xef\xbd\x9c"
+	"end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+	"[e~[",
+	NULL,
 };
 
 /* The id of a token text as llama.cpp's map gives it (the last one). */
@@ -313,7 +352,7 @@ static int32_t find_str(const struct engine_vocab *v, const char *s)
  * see vocab_order.c) and makes it a control token.
  */
 static void detect_by_text(struct engine_vocab *v, const int32_t *pos,
-		int32_t *id, const char *const *texts)
+			   int32_t *id, const char *const *texts)
 {
 	int32_t best = -1;
 
@@ -348,7 +387,7 @@ static int eog_add(struct engine_vocab *v, int32_t id)
 }
 
 static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
-		struct err *err)
+			 struct err *err)
 {
 	int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1;
 	int32_t fim_rep = -1, fim_sep = -1, eom = -1, sep = -1, mask = -1;
@@ -386,7 +425,7 @@ static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
 		free(order);
 		return err_set(err, ENOMEM, "vocabulary: out of memory");
 	}
-	if (rc < 0) {   /* too large to replay: highest id first */
+	if (rc < 0) { /* too large to replay: highest id first */
 		for (uint32_t i = 0; i < v->n_tokens; i++)
 			pos[i] = (int32_t)(v->n_tokens - 1 - i);
 	} else {
@@ -397,19 +436,32 @@ static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
 	rc = 0;
 	detect_by_text(v, pos, &v->eot, eot_texts);
 	detect_by_text(v, pos, &eom, LIST("<|eom_id|>"));
-	detect_by_text(v, pos, &fim_pre, LIST("<|fim_prefix|>", "<fim-prefix>",
-		"<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
-		"<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"));
-	detect_by_text(v, pos, &fim_suf, LIST("<|fim_suffix|>", "<fim-suffix>",
-		"<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-		"<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"));
-	detect_by_text(v, pos, &fim_mid, LIST("<|fim_middle|>", "<fim-middle>",
-		"<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
-		"<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"));
-	detect_by_text(v, pos, &fim_pad, LIST("<|fim_pad|>", "<fim-pad>",
-		"<fim_pad>", "<PAD>", "[PAD]"));
-	detect_by_text(v, pos, &fim_rep, LIST("<|fim_repo|>", "<|repo_name|>",
-		"<fim-repo>", "<REPO>", "<reponame>"));
+	detect_by_text(v, pos, &fim_pre,
+		       LIST("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+			    "<\xef\xbd\x9c"
+			    "fim\xe2\x96\x81"
+			    "begin\xef\xbd\x9c>",
+			    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>",
+			    "<|prefix|>"));
+	detect_by_text(v, pos, &fim_suf,
+		       LIST("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+			    "<\xef\xbd\x9c"
+			    "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+			    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>",
+			    "<|suffix|>"));
+	detect_by_text(v, pos, &fim_mid,
+		       LIST("<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+			    "<\xef\xbd\x9c"
+			    "fim\xe2\x96\x81"
+			    "end\xef\xbd\x9c>",
+			    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>",
+			    "<|middle|>"));
+	detect_by_text(v, pos, &fim_pad,
+		       LIST("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
+			    "[PAD]"));
+	detect_by_text(v, pos, &fim_rep,
+		       LIST("<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+			    "<REPO>", "<reponame>"));
 	detect_by_text(v, pos, &fim_sep, LIST("<|file_sep|>"));
 
 	free(pos);
@@ -436,7 +488,8 @@ static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
 	}
 	/* gpt-oss: these always render */
 	for (const char *const *t = LIST("<|channel|>", "<|message|>",
-			"<|start|>", "<|constrain|>"); *t; t++) {
+					 "<|start|>", "<|constrain|>");
+	     *t; t++) {
 		int32_t id = find_str(v, *t);
 
 		if (id >= 0)
@@ -462,7 +515,7 @@ static int special_cmp_len(const void *a, const void *b, void *arg)
 }
 
 static int build_special_cache(struct engine_vocab *v, const struct io_gguf *g,
-		struct err *err)
+			       struct err *err)
 {
 	const char *name = io_gguf_get_str(g, "general.name");
 	char lower[256];
@@ -472,8 +525,9 @@ static int build_special_cache(struct engine_vocab *v, const struct io_gguf *g,
 	if (!v->special)
 		return err_set(err, ENOMEM, "vocabulary: out of memory");
 	for (uint32_t i = 0; i < v->n_tokens; i++)
-		if (v->tokens[i].attr & (ENGINE_TOKEN_CONTROL |
-				ENGINE_TOKEN_USER_DEFINED | ENGINE_TOKEN_UNKNOWN))
+		if (v->tokens[i].attr &
+		    (ENGINE_TOKEN_CONTROL | ENGINE_TOKEN_USER_DEFINED |
+		     ENGINE_TOKEN_UNKNOWN))
 			v->special[n++] = (int32_t)i;
 	v->n_special = n;
 	/* longest first; equal lengths by id (llama.cpp's sort is unstable) */
@@ -490,15 +544,18 @@ static int build_special_cache(struct engine_vocab *v, const struct io_gguf *g,
 			v->tokens[v->special[i]].attr |= ENGINE_TOKEN_RSTRIP;
 		if ((id = engine_vocab_find(v, "</s>", 4)) >= 0)
 			v->tokens[id].attr |= ENGINE_TOKEN_RSTRIP;
-		for (const char *const *t = LIST("<unk>", "<s>", "<|endoftext|>"); *t; t++)
+		for (const char *const *t =
+			     LIST("<unk>", "<s>", "<|endoftext|>");
+		     *t; t++)
 			if ((id = engine_vocab_find(v, *t, strlen(*t))) >= 0)
-				v->tokens[id].attr &= ~(uint32_t)ENGINE_TOKEN_RSTRIP;
+				v->tokens[id].attr &= ~(
+					uint32_t)ENGINE_TOKEN_RSTRIP;
 	}
 	return 0;
 }
 
 int engine_vocab_load(struct engine_vocab **out, const struct io_gguf *g,
-		struct err *err)
+		      struct err *err)
 {
 	struct engine_vocab *v;
 	const char *model, *pre;
@@ -537,9 +594,11 @@ int engine_vocab_load(struct engine_vocab **out, const struct io_gguf *g,
 		if (pretok_no_bos(v->pretok))
 			v->bos = -1;
 	} else {
-		rc = err_set(err, ENOTSUP,
-		"unsupported tokenizer model '%s' (supported: llama "
-		"(SentencePiece), gpt2 (byte-level BPE))", model);
+		rc = err_set(
+			err, ENOTSUP,
+			"unsupported tokenizer model '%s' (supported: llama "
+			"(SentencePiece), gpt2 (byte-level BPE))",
+			model);
 		goto fail;
 	}
 	v->model_name = strdup(model);
@@ -615,7 +674,7 @@ bool engine_vocab_add_eos(const struct engine_vocab *v)
 }
 
 const char *engine_vocab_text(const struct engine_vocab *v, int32_t id,
-		size_t *len)
+			      size_t *len)
 {
 	if (id < 0 || (uint32_t)id >= v->n_tokens)
 		return NULL;
@@ -674,7 +733,7 @@ int32_t vocab_byte_token(const struct engine_vocab *v, uint8_t byte)
 		id = engine_vocab_find(v, buf, 1);
 	} else {
 		id = engine_vocab_find(v, buf,
-				uni_encode(uni_gpt2_byte_cp(byte), buf));
+				       uni_encode(uni_gpt2_byte_cp(byte), buf));
 	}
 	/* llama.cpp throws here; an unknown token is the kinder answer */
 	return id >= 0 ? id : v->unk;

@@ -35,7 +35,7 @@ static uint64_t std_hash(const char *p, size_t len)
 	for (size_t i = 0; i < aligned; i += 8) {
 		uint64_t d;
 
-		memcpy(&d, p + i, 8);   /* little-endian, as on x86 */
+		memcpy(&d, p + i, 8); /* little-endian, as on x86 */
 		h ^= shift_mix(d * mul) * mul;
 		h *= mul;
 	}
@@ -57,8 +57,9 @@ static uint64_t std_hash(const char *p, size_t len)
  * the bucket count. Measured from libstdc++ (GCC 12).
  */
 static const uint64_t bucket_counts[] = {
-	13, 29, 59, 127, 257, 541, 1109, 2357, 5087, 10273, 20753, 42043,
-	85229, 172933, 351061, 712697, 1447153, 2938679, 5967347,
+	13,	29,	59,	 127,	  257,	   541,	  1109,
+	2357,	5087,	10273,	 20753,	  42043,   85229, 172933,
+	351061, 712697, 1447153, 2938679, 5967347,
 };
 
 #define NONE (-1)
@@ -67,9 +68,9 @@ static const uint64_t bucket_counts[] = {
 struct umap {
 	uint64_t *hash;
 	int32_t *next;
-	int32_t *bkt;       /* the node before the bucket's first, or NONE */
+	int32_t *bkt; /* the node before the bucket's first, or NONE */
 	uint64_t n_bkt;
-	int32_t head;       /* _M_before_begin._M_nxt */
+	int32_t head; /* _M_before_begin._M_nxt */
 };
 
 static int32_t *next_of(struct umap *m, int32_t node)
@@ -158,7 +159,8 @@ int vocab_map_order(const struct engine_vocab *v, int32_t **order)
 			continue;
 		seen[id] = 1;
 		if (n_unique == (size_t)(step ? m.n_bkt : 0)) {
-			if (step == sizeof(bucket_counts) / sizeof(bucket_counts[0])) {
+			if (step ==
+			    sizeof(bucket_counts) / sizeof(bucket_counts[0])) {
 				rc = -E2BIG;
 				goto out;
 			}

@@ -96,14 +96,15 @@ static const char *dot_name(uint32_t t)
 static uint32_t act_type(uint32_t t)
 {
 	switch (t) {
-	case IO_TYPE_Q4_0: case IO_TYPE_Q5_0: case IO_TYPE_Q8_0:
-		return IO_TYPE_Q8_0;
-	case IO_TYPE_Q4_1: case IO_TYPE_Q5_1:
-		return IO_TYPE_Q8_1;
-	case IO_TYPE_F32: case IO_TYPE_F16: case IO_TYPE_BF16:
-		return t;
-	default:
-		return IO_TYPE_Q8_K;
+	case IO_TYPE_Q4_0:
+	case IO_TYPE_Q5_0:
+	case IO_TYPE_Q8_0: return IO_TYPE_Q8_0;
+	case IO_TYPE_Q4_1:
+	case IO_TYPE_Q5_1: return IO_TYPE_Q8_1;
+	case IO_TYPE_F32:
+	case IO_TYPE_F16:
+	case IO_TYPE_BF16: return t;
+	default: return IO_TYPE_Q8_K;
 	}
 }
 
@@ -192,10 +193,13 @@ static const struct pick picks[] = {
 	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.0.attn_q.weight", 32, 8, 2 },
 	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.0.attn_k.weight", 16, 8, 3 },
 	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.0.attn_v.weight", 16, 8, 4 },
-	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.0.attn_output.weight", 32, 8, 5 },
-	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.0.ffn_gate.weight", 64, 8, 6 },
+	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.0.attn_output.weight", 32, 8,
+	  5 },
+	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.0.ffn_gate.weight", 64, 8,
+	  6 },
 	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.0.ffn_up.weight", 64, 8, 7 },
-	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.1.ffn_down.weight", 32, 8, 8 },
+	{ "tiny-qwen2-bpe152k-legacyq.gguf", "blk.1.ffn_down.weight", 32, 8,
+	  8 },
 	{ "tiny-llama-spm32k-kquant.gguf", "blk.1.attn_q.weight", 16, 8, 9 },
 	{ "tiny-llama-spm32k-kquant.gguf", "blk.1.attn_k.weight", 16, 8, 10 },
 	{ "tiny-llama-spm32k-kquant.gguf", "blk.0.attn_k.weight", 16, 8, 11 },
@@ -206,8 +210,10 @@ static const struct pick picks[] = {
 	{ "tiny-qwen3-bpe16k-mixq.gguf", "blk.0.attn_k.weight", 16, 8, 16 },
 	{ "tiny-qwen3-bpe16k-mixq.gguf", "blk.1.attn_k.weight", 16, 8, 17 },
 	{ "tiny-qwen3-bpe16k-mixq.gguf", "blk.1.attn_q.weight", 16, 8, 18 },
-	{ "tiny-qwen3-bpe16k-mixq.gguf", "blk.0.attn_output.weight", 16, 8, 19 },
-	{ "tiny-qwen3-bpe16k-mixq.gguf", "blk.1.attn_output.weight", 16, 8, 20 },
+	{ "tiny-qwen3-bpe16k-mixq.gguf", "blk.0.attn_output.weight", 16, 8,
+	  19 },
+	{ "tiny-qwen3-bpe16k-mixq.gguf", "blk.1.attn_output.weight", 16, 8,
+	  20 },
 	{ "tiny-qwen3-bpe16k-mixq.gguf", "blk.1.ffn_up.weight", 16, 8, 21 },
 	{ "stories260K.gguf", "blk.0.attn_q.weight", 16, 8, 22 },
 };
@@ -233,17 +239,19 @@ static void gen_tensors(void)
 		act_quantize(zen4, act_type(type), x, a, ne0);
 		io_type_row_bytes(act_type(type), ne0, &ab);
 		for (int r = 0; r < k->dot_rows; r++) {
-			((vec_dot_fn)sym(x64, dot_name(type)))(ne0, &s64[r], 0,
-				(char *)w + r * rb, 0, a, 0, 1);
-			((vec_dot_fn)sym(zen4, dot_name(type)))(ne0, &sz4[r], 0,
-				(char *)w + r * rb, 0, a, 0, 1);
+			((vec_dot_fn)sym(x64, dot_name(type)))(
+				ne0, &s64[r], 0, (char *)w + r * rb, 0, a, 0,
+				1);
+			((vec_dot_fn)sym(zen4, dot_name(type)))(
+				ne0, &sz4[r], 0, (char *)w + r * rb, 0, a, 0,
+				1);
 		}
 		printf("\t{ \"%s\", \"%s\", IO_TYPE_%s, %d,\n"
 		       "\t  0x%016llxull, { 0x%08x, 0x%08x, 0x%08x, 0x%08x },\n"
 		       "\t  %u, 0x%016llxull,\n\t  {",
 		       k->model, k->tensor, uname(type), k->deq_rows,
-		       (unsigned long long)quant_inputs_hash(y, sizeof(float) *
-							      ne0 * k->deq_rows),
+		       (unsigned long long)quant_inputs_hash(
+			       y, sizeof(float) * ne0 * k->deq_rows),
 		       fbits(y[0]), fbits(y[1]), fbits(y[2]), fbits(y[3]),
 		       k->seed, (unsigned long long)quant_inputs_hash(a, ab));
 		for (int r = 0; r < 8; r++)
@@ -264,7 +272,7 @@ static void gen_tensors(void)
 static void act_input(float *x)
 {
 	quant_inputs_fill(x, NACT, 7);
-	memset(x + 512, 0, 256 * sizeof(float));  /* a zero super-block */
+	memset(x + 512, 0, 256 * sizeof(float)); /* a zero super-block */
 }
 
 static void gen_activations(void)
@@ -347,7 +355,7 @@ static void gen_halves(void)
 			outb[j] = f2bf(in[j]);
 		}
 		((from_float_fn)sym(zen4, "ggml_cpu_fp32_to_fp16"))(in, out,
-								      16384);
+								    16384);
 		for (uint32_t j = 0; j < 16384; j++) {
 			hh = (hh ^ (out[j] & 0xff)) * 0x100000001b3ull;
 			hh = (hh ^ (out[j] >> 8)) * 0x100000001b3ull;

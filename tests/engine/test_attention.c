@@ -47,14 +47,14 @@ static uint16_t rng_half(void)
 
 START_TEST(test_att_f16_steps_match_scalar)
 {
-	static const float vs[] = { 0.0f, 1.0f, -1.0f, 0.5f, 0.123456f,
-		1e-3f, 3.9e-8f, 700.0f, 0.99999f };
+	static const float vs[] = { 0.0f,  1.0f,    -1.0f,  0.5f,    0.123456f,
+				    1e-3f, 3.9e-8f, 700.0f, 0.99999f };
 	uint16_t x[200], y0[200], y1[200];
 	float f0[200], f1[200];
 	uint32_t n, i, k, round;
 
 	if (!att_simd_usable())
-		return;  /* nothing to compare with: the scalar code runs */
+		return; /* nothing to compare with: the scalar code runs */
 	for (round = 0; round < 40; round++) {
 		for (n = 1; n <= 200; n += (n < 40 ? 1 : 37)) {
 			for (k = 0; k < sizeof(vs) / sizeof(vs[0]); k++) {
@@ -67,11 +67,11 @@ START_TEST(test_att_f16_steps_match_scalar)
 				att_mad_f16(y0, x, v, n, false);
 				att_mad_f16(y1, x, v, n, true);
 				ck_assert_msg(!memcmp(y0, y1, n * 2),
-					"mad n %u v %a", n, v);
+					      "mad n %u v %a", n, v);
 				att_scale_f16(y0, v, n, false);
 				att_scale_f16(y1, v, n, true);
 				ck_assert_msg(!memcmp(y0, y1, n * 2),
-					"scale n %u v %a", n, v);
+					      "scale n %u v %a", n, v);
 				att_f16_to_f32(f0, y0, n, false);
 				att_f16_to_f32(f1, y1, n, true);
 				ck_assert(!memcmp(f0, f1, n * 4));
@@ -82,8 +82,8 @@ START_TEST(test_att_f16_steps_match_scalar)
 END_TEST
 
 static const uint32_t att_types[] = {
-	IO_TYPE_F32, IO_TYPE_F16, IO_TYPE_BF16, IO_TYPE_Q8_0, IO_TYPE_Q4_0,
-	IO_TYPE_Q4_1, IO_TYPE_Q5_0, IO_TYPE_Q5_1,
+	IO_TYPE_F32,  IO_TYPE_F16,  IO_TYPE_BF16, IO_TYPE_Q8_0,
+	IO_TYPE_Q4_0, IO_TYPE_Q4_1, IO_TYPE_Q5_0, IO_TYPE_Q5_1,
 };
 #define N_TYPES (sizeof(att_types) / sizeof(att_types[0]))
 #define D 64
@@ -115,7 +115,7 @@ static void case_make(struct att_case *c, uint32_t tk, uint32_t tv)
 	c->k = malloc(c->k_row * NKV);
 	c->v = malloc(c->v_row * NKV);
 	c->scratch = aligned_alloc(64, (att_scratch_bytes(&c->sh) + 63) &
-			~(size_t)63);
+					       ~(size_t)63);
 	ck_assert(c->k && c->v && c->scratch);
 	for (i = 0; i < NKV; i++) {
 		for (d = 0; d < D; d++)
@@ -182,8 +182,7 @@ static void case_naive(const struct att_case *c, uint32_t n, double *out)
 		out[d] /= sum;
 }
 
-static void case_run(struct att_case *c, uint32_t n, uint32_t piece,
-		float *out)
+static void case_run(struct att_case *c, uint32_t n, uint32_t piece, float *out)
 {
 	struct att_state st;
 	uint32_t i, m;
@@ -191,8 +190,8 @@ static void case_run(struct att_case *c, uint32_t n, uint32_t piece,
 	att_begin(&st, &c->sh, c->q, c->scratch);
 	for (i = 0; i < n; i += m) {
 		m = n - i < piece ? n - i : piece;
-		att_run(&st, c->k + i * c->k_row, c->k_row,
-				c->v + i * c->v_row, c->v_row, m);
+		att_run(&st, c->k + i * c->k_row, c->k_row, c->v + i * c->v_row,
+			c->v_row, m);
 	}
 	att_end(&st, out);
 }
@@ -213,8 +212,9 @@ START_TEST(test_att_every_type_pair)
 		double tol = tv == IO_TYPE_F16 ? 2e-2 : 1e-4;
 
 		ck_assert_msg(fabs(out[d] - ref[d]) <= tol,
-			"K %s V %s d %u: %g vs %g", io_type_info(tk)->name,
-			io_type_info(tv)->name, d, out[d], ref[d]);
+			      "K %s V %s d %u: %g vs %g",
+			      io_type_info(tk)->name, io_type_info(tv)->name, d,
+			      out[d], ref[d]);
 	}
 	/* runs of any length: the same bits (a paged cache's blocks) */
 	case_run(&c, NKV, 7, out2);
@@ -246,8 +246,8 @@ START_TEST(test_att_merge_of_chunks)
 	for (k = 0; k < 3; k++) {
 		att_begin(&st, &c.sh, c.q, c.scratch);
 		att_run(&st, c.k + cuts[k] * c.k_row, c.k_row,
-				c.v + cuts[k] * c.v_row, c.v_row,
-				cuts[k + 1] - cuts[k]);
+			c.v + cuts[k] * c.v_row, c.v_row,
+			cuts[k + 1] - cuts[k]);
 		part[k][0] = st.M;
 		part[k][1] = st.S;
 		att_vkq(&st, part[k] + 2);
@@ -255,7 +255,7 @@ START_TEST(test_att_merge_of_chunks)
 	att_merge(merged, part[0], 2 + D, 3, D);
 	for (d = 0; d < D; d++)
 		ck_assert_msg(fabsf(merged[d] - one[d]) <= 2e-3f,
-			"d %u: %g vs %g", d, merged[d], one[d]);
+			      "d %u: %g vs %g", d, merged[d], one[d]);
 	/* an empty chunk (all masked: S == 0) is skipped */
 	part[1][0] = -INFINITY;
 	part[1][1] = 0.0f;
@@ -278,7 +278,7 @@ START_TEST(test_att_f16_fused_matches_steps)
 	static const uint32_t pieces[] = { 1, 3, 64, 300 };
 	const uint32_t dim = dims[_i], nkv = 300;
 	const struct att_shape sh = { IO_TYPE_F16, IO_TYPE_F16, dim, dim,
-		1.0f / 11.3f };
+				      1.0f / 11.3f };
 	uint16_t *k = malloc((size_t)nkv * dim * 2);
 	uint16_t *v = malloc((size_t)nkv * dim * 2);
 	void *s0 = aligned_alloc(64, (att_scratch_bytes(&sh) + 63) & ~63ul);
@@ -302,14 +302,14 @@ START_TEST(test_att_f16_fused_matches_steps)
 		for (n = 0; n < nkv; n += m) {
 			m = nkv - n < pieces[p] ? nkv - n : pieces[p];
 			att_run(&a, (const uint8_t *)(k + n * dim), dim * 2,
-					(const uint8_t *)(v + n * dim),
-					dim * 2, m);
+				(const uint8_t *)(v + n * dim), dim * 2, m);
 			att_run_steps(&b, (const uint8_t *)(k + n * dim),
-					dim * 2, (const uint8_t *)(v + n * dim),
-					dim * 2, m);
-			ck_assert_msg(!memcmp(&a.M, &b.M, 4) &&
-				!memcmp(&a.S, &b.S, 4) &&
-				!memcmp(a.acc16, b.acc16, dim * 2),
+				      dim * 2, (const uint8_t *)(v + n * dim),
+				      dim * 2, m);
+			ck_assert_msg(
+				!memcmp(&a.M, &b.M, 4) &&
+					!memcmp(&a.S, &b.S, 4) &&
+					!memcmp(a.acc16, b.acc16, dim * 2),
 				"dim %u piece %u at %u", dim, pieces[p], n);
 		}
 	}
@@ -362,14 +362,14 @@ START_TEST(test_att_expf_matches_libm)
 		}
 	}
 	ck_assert_msg(bad == 0, "%llu of %llu differ from libm",
-			(unsigned long long)bad, (unsigned long long)n);
+		      (unsigned long long)bad, (unsigned long long)n);
 #if defined(__x86_64__) && defined(__GLIBC__) && \
 	(__GLIBC__ > 2 || __GLIBC_MINOR__ >= 28)
 	/* glibc's expf has been this algorithm since 2.28: the vector path
 	 * must have passed its own check at start-up */
 	if (att_simd_usable())
 		ck_assert_msg(vector, "the vector expf is off: it did not give "
-				"this libm's bits");
+				      "this libm's bits");
 #else
 	(void)vector;
 #endif
@@ -379,8 +379,7 @@ END_TEST
 static void attention_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_att_f16_steps_match_scalar);
-	tcase_add_loop_test(tc, test_att_every_type_pair, 0,
-			N_TYPES * N_TYPES);
+	tcase_add_loop_test(tc, test_att_every_type_pair, 0, N_TYPES * N_TYPES);
 	tcase_add_test(tc, test_att_merge_of_chunks);
 	tcase_add_loop_test(tc, test_att_f16_fused_matches_steps, 0, 6);
 	tcase_add_test(tc, test_att_expf_matches_libm);

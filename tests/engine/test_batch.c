@@ -44,22 +44,23 @@ static void model_path(char *buf, size_t cap, const char *stem)
 }
 
 static struct engine_model *batch_open(const char *path, uint32_t n_ctx,
-		uint32_t threads, const struct io_load_options *load)
+				       uint32_t threads,
+				       const struct io_load_options *load)
 {
 	struct engine_model_options opt = { .n_ctx = n_ctx,
-		.threads = threads };
+					    .threads = threads };
 	struct engine_model *m = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	if (load)
 		opt.load = *load;
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
-			path, err.msg);
+		      path, err.msg);
 	return m;
 }
 
 static struct engine_model *batch_open_stem(const char *stem, uint32_t n_ctx,
-		uint32_t threads)
+					    uint32_t threads)
 {
 	char path[1200];
 
@@ -72,7 +73,7 @@ static int32_t *batch_tokens(struct engine_model *m, int times, size_t *n)
 {
 	size_t len = strlen(batch_text), i;
 	char *text = malloc(len * times + 1);
-	struct err err = {0};
+	struct err err = { 0 };
 	int32_t *tok = NULL;
 
 	ck_assert_ptr_nonnull(text);
@@ -80,7 +81,8 @@ static int32_t *batch_tokens(struct engine_model *m, int times, size_t *n)
 		memcpy(text + i * len, batch_text, len);
 	text[len * times] = '\0';
 	ck_assert_msg(engine_tokenize(m, text, len * times, true, false, &tok,
-			n, &err) == 0, "%s", err.msg);
+				      n, &err) == 0,
+		      "%s", err.msg);
 	ck_assert_uint_gt(*n, 8);
 	free(text);
 	return tok;
@@ -89,23 +91,23 @@ static int32_t *batch_tokens(struct engine_model *m, int times, size_t *n)
 static struct engine_seq *batch_seq(struct engine_model *m)
 {
 	struct engine_seq *s = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_msg(engine_seq_new(m, &s, &err) == 0, "%s", err.msg);
 	return s;
 }
 
 static void batch_forward(struct engine_model *m,
-		struct engine_batch_item *items, size_t n)
+			  struct engine_batch_item *items, size_t n)
 {
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_msg(engine_forward(m, items, n, &err) == 0, "%s", err.msg);
 }
 
 /* n tokens in one call; the last one's logits. */
 static void batch_whole(struct engine_model *m, struct engine_seq *s,
-		const int32_t *tok, size_t n, float *logits)
+			const int32_t *tok, size_t n, float *logits)
 {
 	struct engine_batch_item it = { s, tok, n, logits };
 
@@ -114,13 +116,13 @@ static void batch_whole(struct engine_model *m, struct engine_seq *s,
 
 /* n tokens, one call each; the last one's logits. */
 static void batch_one_by_one(struct engine_model *m, struct engine_seq *s,
-		const int32_t *tok, size_t n, float *logits)
+			     const int32_t *tok, size_t n, float *logits)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		struct engine_batch_item it = { s, tok + i, 1,
-			i + 1 == n ? logits : NULL };
+						i + 1 == n ? logits : NULL };
 
 		batch_forward(m, &it, 1);
 	}
@@ -161,7 +163,8 @@ START_TEST(test_batch_prompt_equals_one_by_one)
 
 	batch_whole(m, a, tok, n, la);
 	batch_one_by_one(m, b, tok, n, lb);
-	ck_assert_msg(!memcmp(la, lb, nv * sizeof(float)),
+	ck_assert_msg(
+		!memcmp(la, lb, nv * sizeof(float)),
 		"%s: a prompt of %zu tokens in one call differs from token by token",
 		stem, n);
 	for (step = 0; step < 3; step++) {
@@ -169,7 +172,8 @@ START_TEST(test_batch_prompt_equals_one_by_one)
 
 		batch_whole(m, a, &next, 1, la);
 		batch_whole(m, b, &next, 1, lb);
-		ck_assert_msg(!memcmp(la, lb, nv * sizeof(float)),
+		ck_assert_msg(
+			!memcmp(la, lb, nv * sizeof(float)),
 			"%s: decode step %zu after the batched prompt differs",
 			stem, step);
 	}
@@ -208,32 +212,33 @@ START_TEST(test_batch_sequences_equal_alone)
 	}
 	/* prompts: the text, its tail, three tokens of its middle */
 	items[0] = (struct engine_batch_item){ s[0], tok, n, l[0] };
-	items[1] = (struct engine_batch_item){ s[1], tok + off[1],
-		n - off[1], NULL };
+	items[1] = (struct engine_batch_item){ s[1], tok + off[1], n - off[1],
+					       NULL };
 	items[2] = (struct engine_batch_item){ s[2], tok + off[2], 3, l[2] };
 	batch_forward(m, items, 3);
 	for (i = 0; i < 3; i++)
 		batch_whole(m, r[i], items[i].tokens, items[i].n_tokens,
-				ref[i]);
+			    ref[i]);
 	ck_assert_msg(!memcmp(l[0], ref[0], nv * sizeof(float)) &&
-		!memcmp(l[2], ref[2], nv * sizeof(float)),
-		"%s: a sequence evaluated with others differs from alone",
-		stem);
+			      !memcmp(l[2], ref[2], nv * sizeof(float)),
+		      "%s: a sequence evaluated with others differs from alone",
+		      stem);
 	next[0] = batch_argmax(l[0], nv);
 	next[1] = 42;
 	next[2] = batch_argmax(l[2], nv);
 	for (i = 0; i < 3; i++) {
 		items[i] = (struct engine_batch_item){ s[i], &next[i], 1,
-			l[i] };
+						       l[i] };
 		batch_whole(m, r[i], &next[i], 1, ref[i]);
 	}
 	batch_forward(m, items, 3);
 	for (i = 0; i < 3; i++) {
-		ck_assert_msg(!memcmp(l[i], ref[i], nv * sizeof(float)),
+		ck_assert_msg(
+			!memcmp(l[i], ref[i], nv * sizeof(float)),
 			"%s: decode step of sequence %zu in a batch differs",
 			stem, i);
 		ck_assert_uint_eq(engine_seq_length(s[i]),
-				engine_seq_length(r[i]));
+				  engine_seq_length(r[i]));
 	}
 	for (i = 0; i < 3; i++) {
 		engine_seq_free(s[i]);
@@ -254,7 +259,7 @@ END_TEST
 START_TEST(test_batch_long_prompt_in_chunks)
 {
 	static const char *const stems[] = { "stories260K",
-		"tiny-qwen3moe-bpe16k-q4km" };
+					     "tiny-qwen3moe-bpe16k-q4km" };
 	const char *stem = stems[_i];
 	struct engine_model *m = batch_open_stem(stem, 512, 3);
 	uint32_t nv = engine_model_info(m)->n_vocab;
@@ -275,12 +280,13 @@ START_TEST(test_batch_long_prompt_in_chunks)
 	items[1] = (struct engine_batch_item){ d, tok + 100, n - 100, ld };
 	batch_forward(m, items, 2);
 	ck_assert_msg(!memcmp(la, lb, nv * sizeof(float)),
-		"%s: %zu tokens in one call differ from token by token", stem,
-		n);
+		      "%s: %zu tokens in one call differ from token by token",
+		      stem, n);
 	ck_assert_msg(!memcmp(lc, lb, nv * sizeof(float)),
-		"%s: 70 + %zu tokens differ from token by token", stem, n - 70);
+		      "%s: 70 + %zu tokens differ from token by token", stem,
+		      n - 70);
 	ck_assert_msg(!memcmp(ld, lb, nv * sizeof(float)),
-		"%s: one sequence in two items differs", stem);
+		      "%s: one sequence in two items differs", stem);
 	ck_assert_uint_eq(engine_seq_length(d), n);
 	engine_seq_free(a);
 	engine_seq_free(b);
@@ -302,9 +308,10 @@ START_TEST(test_batch_same_sequence_context_full)
 	const int32_t five[] = { 1, 403, 407, 261, 378 };
 	struct engine_seq *s = batch_seq(m);
 	struct engine_batch_item items[2] = {
-		{ s, five, 5, NULL }, { s, five, 4, NULL },
+		{ s, five, 5, NULL },
+		{ s, five, 4, NULL },
 	};
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(engine_forward(m, items, 2, &err), -ENOSPC);
 	ck_assert_uint_eq(engine_seq_length(s), 0);
@@ -340,8 +347,9 @@ static void batch_copy(const char *stem, char *dst, size_t cap)
 START_TEST(test_batch_async_load_same_logits)
 {
 	const char *stem = batch_models[_i];
-	struct io_load_options load = { .async = true, .read_kib = 4,
-		.queue_depth = 2 };
+	struct io_load_options load = { .async = true,
+					.read_kib = 4,
+					.queue_depth = 2 };
 	struct engine_model *ms, *ma;
 	float *ls, *la;
 	uint32_t nv;
@@ -366,7 +374,7 @@ START_TEST(test_batch_async_load_same_logits)
 		engine_seq_free(ss);
 	}
 	ck_assert_msg(!memcmp(ls, la, nv * sizeof(float)),
-		"%s: logits after an async load differ", stem);
+		      "%s: logits after an async load differ", stem);
 	engine_model_free(ma);
 	engine_model_free(ms);
 	free(tok);
@@ -401,15 +409,17 @@ static void batch_cut_progress(void *arg, uint64_t done, uint64_t total)
  */
 START_TEST(test_batch_async_load_failure)
 {
-	struct batch_cut cut = {0};
-	struct io_load_options load = { .async = true, .read_kib = 4,
-		.queue_depth = 1, .progress = batch_cut_progress,
-		.progress_arg = &cut };
-	struct engine_generate_options gopt = {0};
+	struct batch_cut cut = { 0 };
+	struct io_load_options load = { .async = true,
+					.read_kib = 4,
+					.queue_depth = 1,
+					.progress = batch_cut_progress,
+					.progress_arg = &cut };
+	struct engine_generate_options gopt = { 0 };
 	struct engine_generation *g = NULL;
 	struct engine_model *m;
 	struct engine_seq *s, *s2;
-	struct err err = {0};
+	struct err err = { 0 };
 	struct stat st;
 	char path[1200], out[1024];
 	const int32_t tok[] = { 1, 403, 407 };
@@ -436,11 +446,11 @@ START_TEST(test_batch_async_load_failure)
 	s2 = batch_seq(m);
 	engine_sampling_defaults(&gopt.sampling);
 	gopt.sampling.temperature = 0;
-	ck_assert_int_eq(engine_generation_new(&g, m, s2, "Once", 4, &gopt,
-			&err), 0);
+	ck_assert_int_eq(
+		engine_generation_new(&g, m, s2, "Once", 4, &gopt, &err), 0);
 	memset(&err, 0, sizeof(err));
-	ck_assert_int_lt(engine_generation_step(g, out, sizeof(out), &len,
-			&err), 0);
+	ck_assert_int_lt(
+		engine_generation_step(g, out, sizeof(out), &len, &err), 0);
 	ck_assert_msg(strstr(err.msg, path), "%s", err.msg);
 	engine_generation_free(g);
 	engine_seq_free(s2);
@@ -471,12 +481,11 @@ static int batch_setup(void)
 static void batch_tests(TCase *tc)
 {
 	tcase_add_loop_test(tc, test_batch_prompt_equals_one_by_one, 0,
-			N_MODELS);
+			    N_MODELS);
 	tcase_add_loop_test(tc, test_batch_sequences_equal_alone, 0, N_MODELS);
 	tcase_add_loop_test(tc, test_batch_long_prompt_in_chunks, 0, 2);
 	tcase_add_test(tc, test_batch_same_sequence_context_full);
-	tcase_add_loop_test(tc, test_batch_async_load_same_logits, 0,
-			N_MODELS);
+	tcase_add_loop_test(tc, test_batch_async_load_same_logits, 0, N_MODELS);
 	tcase_add_test(tc, test_batch_async_load_failure);
 }
 

@@ -61,18 +61,19 @@ static const char tmpl_zephyr[] =
 	"{% endfor %}<|endoftext|>";
 
 static void check_apply(const char *tmpl, const char *msg, size_t len,
-		const char *want, size_t want_len)
+			const char *want, size_t want_len)
 {
-	struct err err = {0};
+	struct err err = { 0 };
 	char *out = (char *)1;
 	size_t out_len = 0;
 
 	ck_assert_int_eq(engine_chat_template_apply(tmpl, msg, len, &out,
-			&out_len, &err), 0);
+						    &out_len, &err),
+			 0);
 	ck_assert_ptr_nonnull(out);
 	ck_assert_uint_eq(out_len, want_len);
-	ck_assert_msg(memcmp(out, want, want_len) == 0 &&
-			out[want_len] == '\0', "got \"%s\", want \"%s\"", out, want);
+	ck_assert_msg(memcmp(out, want, want_len) == 0 && out[want_len] == '\0',
+		      "got \"%s\", want \"%s\"", out, want);
 	free(out);
 }
 
@@ -82,30 +83,31 @@ static void check_apply(const char *tmpl, const char *msg, size_t len,
 START_TEST(test_chat_detects_families)
 {
 	ck_assert_int_eq(engine_chat_template_format(tmpl_qwen2),
-			ENGINE_CHAT_CHATML);
+			 ENGINE_CHAT_CHATML);
 	ck_assert_int_eq(engine_chat_template_format(tmpl_llama2),
-			ENGINE_CHAT_LLAMA2);
+			 ENGINE_CHAT_LLAMA2);
 	ck_assert_int_eq(engine_chat_template_format(tmpl_llama2_strip),
-			ENGINE_CHAT_LLAMA2);
+			 ENGINE_CHAT_LLAMA2);
 	ck_assert_int_eq(engine_chat_template_format(tmpl_llama3),
-			ENGINE_CHAT_LLAMA3);
+			 ENGINE_CHAT_LLAMA3);
 	/* what llama.cpp knows as other families stays RAW here */
 	ck_assert_int_eq(engine_chat_template_format(tmpl_mistral_v7),
-			ENGINE_CHAT_RAW);
+			 ENGINE_CHAT_RAW);
 	ck_assert_int_eq(engine_chat_template_format(tmpl_phi4),
-			ENGINE_CHAT_RAW);
+			 ENGINE_CHAT_RAW);
 	ck_assert_int_eq(engine_chat_template_format(tmpl_zephyr),
-			ENGINE_CHAT_RAW);
+			 ENGINE_CHAT_RAW);
 	ck_assert_int_eq(engine_chat_template_format("hello {{ messages }}"),
-			ENGINE_CHAT_RAW);
+			 ENGINE_CHAT_RAW);
 	ck_assert_int_eq(engine_chat_template_format(""), ENGINE_CHAT_RAW);
 	/* Llama 3 markers under a family llama.cpp checks first */
-	ck_assert_int_eq(engine_chat_template_format(
+	ck_assert_int_eq(
+		engine_chat_template_format(
 			"<|user|><|assistant|><|start_header_id|><|end_header_id|>"),
-			ENGINE_CHAT_RAW);
+		ENGINE_CHAT_RAW);
 	/* the header alone is not Llama 3 */
 	ck_assert_int_eq(engine_chat_template_format("<|start_header_id|>"),
-			ENGINE_CHAT_RAW);
+			 ENGINE_CHAT_RAW);
 }
 END_TEST
 
@@ -114,26 +116,28 @@ START_TEST(test_chat_names_and_none)
 	/* no template: ChatML, as llama_chat_apply_template(NULL) */
 	ck_assert_int_eq(engine_chat_template_format(NULL), ENGINE_CHAT_CHATML);
 	ck_assert_int_eq(engine_chat_template_format("chatml"),
-			ENGINE_CHAT_CHATML);
+			 ENGINE_CHAT_CHATML);
 	ck_assert_int_eq(engine_chat_template_format("llama2"),
-			ENGINE_CHAT_LLAMA2);
+			 ENGINE_CHAT_LLAMA2);
 	ck_assert_int_eq(engine_chat_template_format("llama3"),
-			ENGINE_CHAT_LLAMA3);
+			 ENGINE_CHAT_LLAMA3);
 	ck_assert_int_eq(engine_chat_template_format("mistral-v7"),
-			ENGINE_CHAT_RAW);
-	CHECK_APPLY(NULL, "Hello",
-			"<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+			 ENGINE_CHAT_RAW);
+	CHECK_APPLY(
+		NULL, "Hello",
+		"<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
 }
 END_TEST
 
 START_TEST(test_chat_apply_chatml)
 {
-	CHECK_APPLY(tmpl_qwen2, "Hello",
-			"<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+	CHECK_APPLY(
+		tmpl_qwen2, "Hello",
+		"<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
 	/* ChatML keeps the message's spaces */
 	CHECK_APPLY(tmpl_qwen2, "  Who are you \n",
-			"<|im_start|>user\n  Who are you \n<|im_end|>\n"
-			"<|im_start|>assistant\n");
+		    "<|im_start|>user\n  Who are you \n<|im_end|>\n"
+		    "<|im_start|>assistant\n");
 }
 END_TEST
 
@@ -142,16 +146,16 @@ START_TEST(test_chat_apply_llama2)
 	CHECK_APPLY(tmpl_llama2, "Who are you", "[INST] Who are you [/INST]");
 	CHECK_APPLY(tmpl_llama2, " spaced ", "[INST]  spaced  [/INST]");
 	CHECK_APPLY(tmpl_llama2_strip, " \t spaced \n",
-			"[INST] spaced [/INST]");
+		    "[INST] spaced [/INST]");
 }
 END_TEST
 
 START_TEST(test_chat_apply_llama3)
 {
 	CHECK_APPLY(tmpl_llama3, "  Who are you\n",
-			"<|start_header_id|>user<|end_header_id|>\n\nWho are you"
-			"<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
-			"\n\n");
+		    "<|start_header_id|>user<|end_header_id|>\n\nWho are you"
+		    "<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
+		    "\n\n");
 }
 END_TEST
 
@@ -165,8 +169,9 @@ START_TEST(test_chat_apply_raw_and_bytes)
 	/* a message is taken by length, not up to a NUL */
 	check_apply(tmpl_llama2, "abcdef", 3, "[INST] abc [/INST]", 18);
 	check_apply(tmpl_qwen2, msg, 4,
-			"<|im_start|>user\na\0b\xff<|im_end|>\n"
-			"<|im_start|>assistant\n", 17 + 4 + 33);
+		    "<|im_start|>user\na\0b\xff<|im_end|>\n"
+		    "<|im_start|>assistant\n",
+		    17 + 4 + 33);
 }
 END_TEST
 

@@ -62,18 +62,19 @@ static void golden_load(void)
 			fprintf(stderr, "%s: %s\n", path, jerr.text);
 			exit(1);
 		}
-		g->prompt = strdup(json_string_value(json_object_get(o, "prompt")));
+		g->prompt = strdup(
+			json_string_value(json_object_get(o, "prompt")));
 		g->text = strdup(json_string_value(json_object_get(o, "text")));
-		g->min_margin = json_number_value(json_object_get(o, "min_margin"));
+		g->min_margin = json_number_value(
+			json_object_get(o, "min_margin"));
 		a = json_object_get(o, "prompt_tokens");
-		json_array_foreach(a, i, v)
-			if (i < 64)
-				g->prompt_tokens[g->n_prompt++] =
-					(int32_t)json_integer_value(v);
+		json_array_foreach(a, i, v) if (i < 64)
+			g->prompt_tokens[g->n_prompt++] = (int32_t)
+			json_integer_value(v);
 		a = json_object_get(o, "tokens");
-		json_array_foreach(a, i, v)
-			if (i < 48)
-				g->tokens[g->n_tokens++] = (int32_t)json_integer_value(v);
+		json_array_foreach(a, i, v) if (i < 48)
+			g->tokens[g->n_tokens++] = (int32_t)json_integer_value(
+			v);
 		json_decref(o);
 		n_goldens++;
 	}
@@ -107,7 +108,7 @@ static struct engine_model *model_open(const char *file, uint32_t n_ctx)
 	opt.n_ctx = n_ctx;
 	opt.threads = 1;
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
-			path, err.msg);
+		      path, err.msg);
 	return m;
 }
 
@@ -142,8 +143,8 @@ static char *run_all(struct engine_generation *g, size_t *n_steps)
 	} while (rc > 0);
 	text[n] = '\0';
 	/* after the end nothing more comes */
-	ck_assert_int_eq(engine_generation_step(g, buf, sizeof(buf), &len, &err),
-			0);
+	ck_assert_int_eq(
+		engine_generation_step(g, buf, sizeof(buf), &len, &err), 0);
 	ck_assert_uint_eq(len, 0);
 	return text;
 }
@@ -163,8 +164,8 @@ static char *run_manual(struct engine_model *m, struct engine_generation *g)
 	ck_assert_ptr_nonnull(text);
 	while (rc > 0) {
 		ck_assert_int_eq(engine_generation_prepare(g, &item), 1);
-		ck_assert_msg(engine_forward(m, &item, 1, &err) == 0, "forward: %s",
-				err.msg);
+		ck_assert_msg(engine_forward(m, &item, 1, &err) == 0,
+			      "forward: %s", err.msg);
 		rc = engine_generation_accept(g, buf, sizeof(buf), &len, &err);
 		ck_assert_msg(rc >= 0, "accept: %s", err.msg);
 		ck_assert_uint_lt(n + len, 1 << 16);
@@ -176,15 +177,17 @@ static char *run_manual(struct engine_model *m, struct engine_generation *g)
 }
 
 static char *generate(struct engine_model *m, struct engine_seq *seq,
-		const char *prompt, const struct engine_generate_options *o,
-		struct engine_generation **out)
+		      const char *prompt,
+		      const struct engine_generate_options *o,
+		      struct engine_generation **out)
 {
 	struct engine_generation *g = NULL;
 	struct err err = { 0 };
 	size_t steps;
 
 	ck_assert_msg(engine_generation_new(&g, m, seq, prompt, strlen(prompt),
-			o, &err) == 0, "new: %s", err.msg);
+					    o, &err) == 0,
+		      "new: %s", err.msg);
 	*out = g;
 	return run_all(g, &steps);
 }
@@ -216,8 +219,9 @@ START_TEST(test_generate_matches_golden)
 		ck_assert_uint_eq(n_total - n_prompt, 48);
 		for (k = 0; k < 48; k++)
 			ck_assert_msg(tok[n_prompt + k] == gd->tokens[k],
-					"prompt '%s' step %zu: %d, golden %d",
-					gd->prompt, k, tok[n_prompt + k], gd->tokens[k]);
+				      "prompt '%s' step %zu: %d, golden %d",
+				      gd->prompt, k, tok[n_prompt + k],
+				      gd->tokens[k]);
 		ck_assert_str_eq(text, gd->text);
 		st = engine_generation_stats(g);
 		ck_assert_uint_eq(st->prompt_tokens, gd->n_prompt);
@@ -267,7 +271,7 @@ END_TEST
 
 /* Generate "" greedily with stop strings; the text must be cut exactly. */
 static void check_stop(struct engine_model *m, struct engine_seq *seq,
-		const char *const *stop, size_t n_stop, const char *want)
+		       const char *const *stop, size_t n_stop, const char *want)
 {
 	struct engine_generate_options o = greedy(48);
 	struct engine_generation *g;
@@ -344,12 +348,14 @@ START_TEST(test_generate_stops_at_eog)
 	ck_assert(engine_token_is_eog(m, info->eos));
 	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
 	ck_assert_int_eq(engine_generation_new(&g, m, seq, gd->prompt,
-			strlen(gd->prompt), &o, &err), 0);
+					       strlen(gd->prompt), &o, &err),
+			 0);
 	for (step = 0; rc > 0; step++) {
 		ck_assert_int_eq(engine_generation_prepare(g, &item), 1);
 		ck_assert_int_eq(engine_forward(m, &item, 1, &err), 0);
 		if (step == 3)
-			item.logits[info->eos] = 1e9f;   /* the model "ends" here */
+			item.logits[info->eos] =
+				1e9f; /* the model "ends" here */
 		rc = engine_generation_accept(g, buf, sizeof(buf), &len, &err);
 		ck_assert_int_ge(rc, 0);
 		strncat(text, buf, len);
@@ -360,7 +366,7 @@ START_TEST(test_generate_stops_at_eog)
 	ck_assert_uint_eq(n_total - n_prompt, 4);
 	/* three golden tokens, then EOS whose text is not output */
 	ck_assert_int_eq(engine_generation_tokens(g, NULL, NULL)[n_total - 1],
-			info->eos);
+			 info->eos);
 	{
 		struct engine_generate_options o3 = greedy(3);
 		struct engine_generation *g3;
@@ -397,8 +403,10 @@ START_TEST(test_generate_context_full)
 		if (pass == 0) {
 			text = generate(m, seq, gd->prompt, &o, &g);
 		} else {
-			ck_assert_int_eq(engine_generation_new(&g, m, seq,
-					gd->prompt, strlen(gd->prompt), &o, &err), 0);
+			ck_assert_int_eq(engine_generation_new(
+						 &g, m, seq, gd->prompt,
+						 strlen(gd->prompt), &o, &err),
+					 0);
 			text = run_manual(m, g);
 		}
 		tok = engine_generation_tokens(g, &n_prompt, &n_total);
@@ -408,22 +416,26 @@ START_TEST(test_generate_context_full)
 			ck_assert_int_eq(tok[n_prompt + k], gd->tokens[k]);
 		ck_assert_uint_eq(engine_generation_stats(g)->gen_tokens, 12);
 		ck_assert_msg(strncmp(gd->text, text, strlen(text)) == 0, "%s",
-				text);
+			      text);
 		free(text);
 		engine_generation_free(g);
 	}
 
 	/* a prompt longer than the context is refused */
 	{
-		const struct golden *lg = golden_find("\"Can we play?\" asked Sam.");
-		struct engine_model *m8 = model_open("models/stories260K.gguf", 8);
+		const struct golden *lg = golden_find(
+			"\"Can we play?\" asked Sam.");
+		struct engine_model *m8 = model_open("models/stories260K.gguf",
+						     8);
 		struct engine_seq *s8 = NULL;
 
 		ck_assert_uint_gt(lg->n_prompt, 8);
 		ck_assert_int_eq(engine_seq_new(m8, &s8, &err), 0);
 		g = (void *)1;
 		ck_assert_int_eq(engine_generation_new(&g, m8, s8, lg->prompt,
-				strlen(lg->prompt), &o, &err), -ENOSPC);
+						       strlen(lg->prompt), &o,
+						       &err),
+				 -ENOSPC);
 		ck_assert_ptr_null(g);
 		ck_assert(strlen(err.msg) > 0);
 		engine_seq_free(s8);
@@ -453,8 +465,10 @@ START_TEST(test_generate_batched_like_golden)
 
 	for (i = 0; i < 2; i++) {
 		ck_assert_int_eq(engine_seq_new(m, &seq[i], &err), 0);
-		ck_assert_int_eq(engine_generation_new(&g[i], m, seq[i],
-				gd[i]->prompt, strlen(gd[i]->prompt), &o, &err), 0);
+		ck_assert_int_eq(
+			engine_generation_new(&g[i], m, seq[i], gd[i]->prompt,
+					      strlen(gd[i]->prompt), &o, &err),
+			0);
 		text[i] = calloc(1, 4096);
 	}
 	while (live) {
@@ -467,8 +481,8 @@ START_TEST(test_generate_batched_like_golden)
 		ck_assert_int_eq(engine_forward(m, items, n, &err), 0);
 		for (k = 0; k < n; k++) {
 			size_t l;
-			int rc = engine_generation_accept(g[idx[k]], buf,
-					sizeof(buf), &l, &err);
+			int rc = engine_generation_accept(
+				g[idx[k]], buf, sizeof(buf), &l, &err);
 
 			ck_assert_int_ge(rc, 0);
 			memcpy(text[idx[k]] + len[idx[k]], buf, l);
@@ -478,7 +492,7 @@ START_TEST(test_generate_batched_like_golden)
 	}
 	for (i = 0; i < 2; i++) {
 		const int32_t *tok = engine_generation_tokens(g[i], &n_prompt,
-				&n_total);
+							      &n_total);
 
 		ck_assert_uint_eq(n_total - n_prompt, 48);
 		for (k = 0; k < 48; k++)
@@ -503,7 +517,7 @@ START_TEST(test_generate_seeded_sampling_repeats)
 
 	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
 	engine_sampling_defaults(&o.sampling);
-	o.sampling.temperature = 1.5f;   /* wide, so seeds part quickly */
+	o.sampling.temperature = 1.5f; /* wide, so seeds part quickly */
 	o.sampling.seed = 1234;
 	t1 = generate(m, seq, "Once upon a time", &o, &g1);
 	t2 = generate(m, seq, "Once upon a time", &o, &g2);
@@ -524,7 +538,8 @@ END_TEST
 
 START_TEST(test_generate_chat_prompt)
 {
-	struct engine_model *m = model_open("models/tiny-qwen3-bpe16k-f16.gguf", 0);
+	struct engine_model *m = model_open("models/tiny-qwen3-bpe16k-f16.gguf",
+					    0);
 	struct engine_model *s = model_open("models/stories260K.gguf", 0);
 	struct engine_generate_options o = greedy(4);
 	struct engine_generation *g;
@@ -579,27 +594,29 @@ START_TEST(test_generate_rejects_bad_input)
 	o.stop = empty;
 	o.n_stop = 1;
 	ck_assert_int_eq(engine_generation_new(&g, m, seq, "a", 1, &o, &err),
-			-EINVAL);
+			 -EINVAL);
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	o.stop = longs;
 	ck_assert_int_eq(engine_generation_new(&g, m, seq, "a", 1, &o, &err),
-			-EINVAL);
+			 -EINVAL);
 	o.n_stop = 0;
 	o.sampling.repeat_penalty = -1.0f;
 	ck_assert_int_eq(engine_generation_new(&g, m, seq, "a", 1, &o, &err),
-			-EINVAL);
+			 -EINVAL);
 	ck_assert_ptr_null(g);
 
 	o.sampling.repeat_penalty = 1.0f;
-	ck_assert_int_eq(engine_generation_new(&g, m, seq, "a", 1, &o, &err), 0);
+	ck_assert_int_eq(engine_generation_new(&g, m, seq, "a", 1, &o, &err),
+			 0);
 	/* accept before any forward pass, and a too small buffer */
-	ck_assert_int_eq(engine_generation_accept(g, buf, sizeof(buf), &len,
-			&err), -EINVAL);
+	ck_assert_int_eq(
+		engine_generation_accept(g, buf, sizeof(buf), &len, &err),
+		-EINVAL);
 	ck_assert_int_eq(engine_generation_prepare(g, &item), 1);
 	ck_assert_int_eq(engine_forward(m, &item, 1, &err), 0);
 	ck_assert_int_eq(engine_generation_accept(g, buf, 100, &len, &err),
-			-EINVAL);
+			 -EINVAL);
 	engine_generation_free(g);
 	engine_generation_free(NULL);
 	engine_seq_free(seq);

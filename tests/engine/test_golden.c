@@ -74,33 +74,37 @@ static int32_t *golden_ids(json_t *arr, size_t *n)
 }
 
 struct golden_stats {
-	double max_rel;       /* over all steps and top-5 ids */
-	int full;             /* prompts whose 48 free tokens all match */
+	double max_rel; /* over all steps and top-5 ids */
+	int full;	/* prompts whose 48 free tokens all match */
 	int prompts;
-	char prefixes[256];   /* matched free-running prefix per prompt */
+	char prefixes[256]; /* matched free-running prefix per prompt */
 };
 
 static void golden_forward(struct engine_model *m, struct engine_seq *seq,
-		const int32_t *tok, size_t n, float *logits)
+			   const int32_t *tok, size_t n, float *logits)
 {
 	struct engine_batch_item it = {
-		.seq = seq, .tokens = tok, .n_tokens = n, .logits = logits,
+		.seq = seq,
+		.tokens = tok,
+		.n_tokens = n,
+		.logits = logits,
 	};
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_msg(engine_forward(m, &it, 1, &err) == 0, "forward: %s",
-			err.msg);
+		      err.msg);
 }
 
 /* Rule 1 over one golden line. */
 static void golden_teacher_forced(struct engine_model *m, json_t *line,
-		const int32_t *prompt, size_t n_prompt, const int32_t *tokens,
-		double rel_tol, double margin, struct golden_stats *st)
+				  const int32_t *prompt, size_t n_prompt,
+				  const int32_t *tokens, double rel_tol,
+				  double margin, struct golden_stats *st)
 {
 	const struct engine_model_info *info = engine_model_info(m);
 	json_t *top5 = json_object_get(line, "top5");
 	struct engine_seq *seq = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	float *logits = malloc(info->n_vocab * sizeof(float));
 	size_t s, j;
 
@@ -117,36 +121,41 @@ static void golden_teacher_forced(struct engine_model *m, json_t *line,
 		for (j = 0; j < 5; j++) {
 			json_t *pair = json_array_get(step, j);
 			int32_t id = (int32_t)json_integer_value(
-					json_array_get(pair, 0));
+				json_array_get(pair, 0));
 			double g = json_number_value(json_array_get(pair, 1));
 			double e = logits[id];
 			double rel = fabs(e - g) / fmax(1.0, fabs(g));
 
 			if (rel > st->max_rel)
 				st->max_rel = rel;
-			ck_assert_msg(rel <= rel_tol,
+			ck_assert_msg(
+				rel <= rel_tol,
 				"step %zu: logit of token %d is %.9g, llama.cpp %.9g (rel %.3g > %.3g)",
 				s, id, e, g, rel, rel_tol);
 		}
-		g0 = json_number_value(json_array_get(json_array_get(step, 0), 1));
-		g1 = json_number_value(json_array_get(json_array_get(step, 1), 1));
+		g0 = json_number_value(
+			json_array_get(json_array_get(step, 0), 1));
+		g1 = json_number_value(
+			json_array_get(json_array_get(step, 1), 1));
 		if (g0 - g1 >= margin)
-			ck_assert_msg(golden_argmax(logits, info->n_vocab) == tokens[s],
+			ck_assert_msg(
+				golden_argmax(logits, info->n_vocab) ==
+					tokens[s],
 				"step %zu: argmax %d, llama.cpp %d (margin %.3g)",
-				s, golden_argmax(logits, info->n_vocab), tokens[s],
-				g0 - g1);
+				s, golden_argmax(logits, info->n_vocab),
+				tokens[s], g0 - g1);
 	}
 	engine_seq_free(seq);
 	free(logits);
 }
 
 /* Rule 2: greedy from the prompt alone; the generated ids go to gen. */
-static void golden_free_running(struct engine_model *m,
-		const int32_t *prompt, size_t n_prompt, int32_t *gen)
+static void golden_free_running(struct engine_model *m, const int32_t *prompt,
+				size_t n_prompt, int32_t *gen)
 {
 	const struct engine_model_info *info = engine_model_info(m);
 	struct engine_seq *seq = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	float *logits = malloc(info->n_vocab * sizeof(float));
 	size_t s;
 
@@ -164,21 +173,24 @@ static void golden_free_running(struct engine_model *m,
 }
 
 static void golden_check_tokenizer(struct engine_model *m, json_t *line,
-		const int32_t *prompt, size_t n_prompt)
+				   const int32_t *prompt, size_t n_prompt)
 {
 	const char *text = json_string_value(json_object_get(line, "prompt"));
 	int32_t *toks = NULL;
 	size_t n = 0, i;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_ptr_nonnull(text);
 	ck_assert_msg(engine_tokenize(m, text, strlen(text), true, true, &toks,
-			&n, &err) == 0, "tokenize: %s", err.msg);
-	ck_assert_msg(n == n_prompt, "prompt tokenized to %zu tokens, llama.cpp %zu",
-			n, n_prompt);
+				      &n, &err) == 0,
+		      "tokenize: %s", err.msg);
+	ck_assert_msg(n == n_prompt,
+		      "prompt tokenized to %zu tokens, llama.cpp %zu", n,
+		      n_prompt);
 	for (i = 0; i < n; i++)
 		ck_assert_msg(toks[i] == prompt[i],
-			"prompt token %zu: %d, llama.cpp %d", i, toks[i], prompt[i]);
+			      "prompt token %zu: %d, llama.cpp %d", i, toks[i],
+			      prompt[i]);
 	free(toks);
 }
 
@@ -190,13 +202,13 @@ static void golden_check_tokenizer(struct engine_model *m, json_t *line,
  * it at the start of a text.
  */
 static char *golden_text(struct engine_model *m, const int32_t *prompt,
-		size_t n_prompt, const int32_t *gen, size_t n_gen)
+			 size_t n_prompt, const int32_t *gen, size_t n_gen)
 {
 	const struct engine_vocab *v = engine_model_vocab(m);
 	int32_t *all = malloc((n_prompt + n_gen) * sizeof(*all));
 	char *full = NULL, *pre = NULL, *text;
 	size_t len = 0, pre_len = 0, n = 0, i;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_ptr_nonnull(all);
 	for (i = 0; i < n_prompt; i++)
@@ -204,9 +216,11 @@ static char *golden_text(struct engine_model *m, const int32_t *prompt,
 			all[n++] = prompt[i];
 	memcpy(all + n, gen, n_gen * sizeof(*all));
 	ck_assert_msg(engine_vocab_detokenize(v, all, n + n_gen, false, &full,
-			&len, &err) == 0, "detokenize: %s", err.msg);
+					      &len, &err) == 0,
+		      "detokenize: %s", err.msg);
 	ck_assert_msg(engine_vocab_detokenize(v, all, n, false, &pre, &pre_len,
-			&err) == 0, "detokenize: %s", err.msg);
+					      &err) == 0,
+		      "detokenize: %s", err.msg);
 	ck_assert(pre_len <= len && !memcmp(full, pre, pre_len));
 	text = strdup(full + pre_len);
 	ck_assert_ptr_nonnull(text);
@@ -216,8 +230,7 @@ static char *golden_text(struct engine_model *m, const int32_t *prompt,
 	return text;
 }
 
-static void golden_thresholds(const char *stem, double *rel_tol,
-		double *margin)
+static void golden_thresholds(const char *stem, double *rel_tol, double *margin)
 {
 	char path[1200];
 	json_error_t jerr;
@@ -237,16 +250,18 @@ static void golden_thresholds(const char *stem, double *rel_tol,
 START_TEST(test_golden_model)
 {
 	const char *stem = model_stems[_i];
-	struct golden_stats st = {0};
-	struct engine_model_options opt = { .n_ctx = 1024, .threads = 1,
-		.kv_type_k = kv_type_k, .kv_type_v = kv_type_v };
+	struct golden_stats st = { 0 };
+	struct engine_model_options opt = { .n_ctx = 1024,
+					    .threads = 1,
+					    .kv_type_k = kv_type_k,
+					    .kv_type_v = kv_type_v };
 	const char *threads = getenv("GOLDEN_THREADS");
 
 	/* llama.cpp's split of long attention depends on its thread count */
 	if (threads)
 		opt.threads = (uint32_t)atoi(threads);
 	struct engine_model *m = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	char path[1600], line_buf[1 << 17];
 	double rel_tol, margin;
 	FILE *f;
@@ -254,9 +269,9 @@ START_TEST(test_golden_model)
 	golden_thresholds(stem, &rel_tol, &margin);
 	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
-			path, err.msg);
+		      path, err.msg);
 	snprintf(path, sizeof(path), "%s/%s%s", golden_dir, stem,
-			golden_suffix);
+		 golden_suffix);
 	f = fopen(path, "r");
 	ck_assert_msg(f != NULL, "cannot open %s", path);
 	while (fgets(line_buf, sizeof(line_buf), f)) {
@@ -268,21 +283,22 @@ START_TEST(test_golden_model)
 		char *text;
 
 		ck_assert_msg(line != NULL, "%s: %s", path, jerr.text);
-		prompt = golden_ids(json_object_get(line, "prompt_tokens"), &n_prompt);
+		prompt = golden_ids(json_object_get(line, "prompt_tokens"),
+				    &n_prompt);
 		tokens = golden_ids(json_object_get(line, "tokens"), &n_tokens);
 		ck_assert_int_eq(n_tokens, GOLDEN_STEPS);
 		golden_check_tokenizer(m, line, prompt, n_prompt);
-		golden_teacher_forced(m, line, prompt, n_prompt, tokens, rel_tol,
-				margin, &st);
+		golden_teacher_forced(m, line, prompt, n_prompt, tokens,
+				      rel_tol, margin, &st);
 
 		golden_free_running(m, prompt, n_prompt, gen);
 		top5 = json_object_get(line, "top5");
 		for (limit = 0; limit < GOLDEN_STEPS; limit++) {
 			json_t *step = json_array_get(top5, limit);
-			double g0 = json_number_value(json_array_get(
-					json_array_get(step, 0), 1));
-			double g1 = json_number_value(json_array_get(
-					json_array_get(step, 1), 1));
+			double g0 = json_number_value(
+				json_array_get(json_array_get(step, 0), 1));
+			double g1 = json_number_value(
+				json_array_get(json_array_get(step, 1), 1));
 
 			if (g0 - g1 < margin)
 				break;
@@ -290,21 +306,25 @@ START_TEST(test_golden_model)
 		for (matched = 0; matched < GOLDEN_STEPS; matched++)
 			if (gen[matched] != tokens[matched])
 				break;
-		ck_assert_msg(matched >= limit,
+		ck_assert_msg(
+			matched >= limit,
 			"%s: free-running token %zu is %d, llama.cpp %d (must match up to %zu)",
 			stem, matched, gen[matched], tokens[matched], limit);
 		st.prompts++;
 		st.full += matched == GOLDEN_STEPS;
 		s = strlen(st.prefixes);
 		snprintf(st.prefixes + s, sizeof(st.prefixes) - s, "%s%zu",
-				s ? " " : "", matched);
+			 s ? " " : "", matched);
 		if (!strcmp(stem, "stories260K")) {
 			const char *want = json_string_value(
-					json_object_get(line, "text"));
+				json_object_get(line, "text"));
 
-			text = golden_text(m, prompt, n_prompt, gen, GOLDEN_STEPS);
-			printf("stories260K: %s%s\n", json_string_value(
-					json_object_get(line, "prompt")), text);
+			text = golden_text(m, prompt, n_prompt, gen,
+					   GOLDEN_STEPS);
+			printf("stories260K: %s%s\n",
+			       json_string_value(
+				       json_object_get(line, "prompt")),
+			       text);
 			if (matched == GOLDEN_STEPS)
 				ck_assert_str_eq(text, want);
 			free(text);
@@ -317,9 +337,8 @@ START_TEST(test_golden_model)
 	engine_model_free(m);
 	ck_assert_int_gt(st.prompts, 0);
 	printf("%s%-28s max rel err %.3g (tol %.3g), 48/48 in %d of %d prompts, matched prefixes: %s\n",
-			golden_label, stem, st.max_rel, rel_tol,
-			st.full, st.prompts,
-			st.prefixes);
+	       golden_label, stem, st.max_rel, rel_tol, st.full, st.prompts,
+	       st.prefixes);
 	fflush(stdout);
 }
 END_TEST
@@ -348,7 +367,7 @@ static void golden_find_models(void)
 		if (len < 6 || strcmp(de->d_name + len - 5, ".gguf"))
 			continue;
 		snprintf(golden, sizeof(golden), "%s/%.*s%s", golden_dir,
-				(int)(len - 5), de->d_name, golden_suffix);
+			 (int)(len - 5), de->d_name, golden_suffix);
 		f = fopen(golden, "r");
 		if (!f)
 			continue;
@@ -369,7 +388,7 @@ static int golden_setup(void)
 		snprintf(golden_dir, sizeof(golden_dir), "%s", env);
 	else
 		snprintf(golden_dir, sizeof(golden_dir), "%s/golden",
-				check_shared_dir());
+			 check_shared_dir());
 	if ((kv = getenv("GOLDEN_KV"))) {
 		static char types[64];
 		char *slash;
@@ -384,14 +403,14 @@ static int golden_setup(void)
 		kv_type_k = types;
 		kv_type_v = slash + 1;
 		snprintf(golden_suffix, sizeof(golden_suffix), ".%s-%s.jsonl",
-				kv_type_k, kv_type_v);
+			 kv_type_k, kv_type_v);
 		snprintf(golden_label, sizeof(golden_label), "%s/%s ",
-				kv_type_k, kv_type_v);
+			 kv_type_k, kv_type_v);
 	}
 	golden_find_models();
 	if (n_models == 0) {
 		printf("no models with golden files %s/*%s\n", golden_dir,
-				golden_suffix);
+		       golden_suffix);
 		return CHECK_SKIP;
 	}
 	return 0;

@@ -24,28 +24,31 @@
 #include "../common/check_main.h"
 
 static struct engine_model *kv_open(const char *stem, uint64_t kv_mem,
-		const char *tk, const char *tv)
+				    const char *tk, const char *tv)
 {
-	struct engine_model_options opt = { .n_ctx = 512, .threads = 2,
-		.kv_mem = kv_mem, .kv_type_k = tk, .kv_type_v = tv };
+	struct engine_model_options opt = { .n_ctx = 512,
+					    .threads = 2,
+					    .kv_mem = kv_mem,
+					    .kv_type_k = tk,
+					    .kv_type_v = tv };
 	struct engine_model *m = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	char path[1200];
 
 	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
-			path, err.msg);
+		      path, err.msg);
 	return m;
 }
 
 /* Greedy generation of n tokens from text on seq; the answer's ids. */
 static size_t kv_generate(struct engine_model *m, struct engine_seq *seq,
-		const char *text, uint32_t n, int32_t *out,
-		struct engine_generation_stats *st)
+			  const char *text, uint32_t n, int32_t *out,
+			  struct engine_generation_stats *st)
 {
 	struct engine_generate_options opt = { .max_tokens = n };
 	struct engine_generation *g = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	const int32_t *tok;
 	size_t np, nt, len, i;
 	char buf[2048];
@@ -54,9 +57,10 @@ static size_t kv_generate(struct engine_model *m, struct engine_seq *seq,
 	engine_sampling_defaults(&opt.sampling);
 	opt.sampling.temperature = 0;
 	ck_assert_int_eq(engine_generation_new(&g, m, seq, text, strlen(text),
-			&opt, &err), 0);
-	while ((rc = engine_generation_step(g, buf, sizeof(buf), &len,
-			&err)) > 0)
+					       &opt, &err),
+			 0);
+	while ((rc = engine_generation_step(g, buf, sizeof(buf), &len, &err)) >
+	       0)
 		;
 	ck_assert_msg(rc == 0, "%s", err.msg);
 	tok = engine_generation_tokens(g, &np, &nt);
@@ -69,15 +73,16 @@ static size_t kv_generate(struct engine_model *m, struct engine_seq *seq,
 
 static const char turn1[] = "Once upon a time, there was a little dog.";
 static const char turn2[] = "Once upon a time, there was a little dog. "
-	"He liked to run in the park with his friends, and";
+			    "He liked to run in the park with his friends, and";
 
 START_TEST(test_kv_second_turn_evaluates_only_new_tokens)
 {
-	struct engine_model *m = kv_open(_i ? "tiny-qwen3-bpe16k-mixq" :
-			"stories260K", 0, _i ? "q8_0" : NULL, _i ? "q4_0" : NULL);
+	struct engine_model *m = kv_open(
+		_i ? "tiny-qwen3-bpe16k-mixq" : "stories260K", 0,
+		_i ? "q8_0" : NULL, _i ? "q4_0" : NULL);
 	struct engine_generation_stats st1, st2, fresh_st;
 	struct engine_seq *seq, *fresh;
-	struct err err = {0};
+	struct err err = { 0 };
 	int32_t a[32], b[32], c[32];
 	size_t na, nb, nc;
 
@@ -92,7 +97,7 @@ START_TEST(test_kv_second_turn_evaluates_only_new_tokens)
 	ck_assert_uint_eq(st2.prompt_tokens, fresh_st.prompt_tokens);
 	/* the first turn's prompt is kept, at most its last token redone */
 	ck_assert_uint_le(st2.prompt_evaluated,
-			st2.prompt_tokens - st1.prompt_tokens + 1);
+			  st2.prompt_tokens - st1.prompt_tokens + 1);
 	ck_assert_uint_gt(st2.prompt_evaluated, 0);
 	(void)na;
 	engine_seq_free(seq);
@@ -104,10 +109,10 @@ END_TEST
 START_TEST(test_kv_copied_prefix_same_tokens)
 {
 	struct engine_model *m = kv_open("tiny-qwen3-bpe16k-mixq", 0, NULL,
-			NULL);
+					 NULL);
 	struct engine_generation_stats st, fresh_st;
 	struct engine_seq *donor, *seq, *fresh;
-	struct err err = {0};
+	struct err err = { 0 };
 	int32_t a[32], b[32];
 	size_t na, nb;
 
@@ -116,7 +121,8 @@ START_TEST(test_kv_copied_prefix_same_tokens)
 	ck_assert_int_eq(engine_seq_new(m, &fresh, &err), 0);
 	kv_generate(m, donor, turn1, 4, a, &st);
 	ck_assert_int_eq(engine_seq_copy_prefix(seq, donor,
-			engine_seq_length(donor), &err), 0);
+						engine_seq_length(donor), &err),
+			 0);
 	na = kv_generate(m, seq, turn2, 24, a, &st);
 	nb = kv_generate(m, fresh, turn2, 24, b, &fresh_st);
 	ck_assert_uint_eq(na, nb);
@@ -132,12 +138,11 @@ END_TEST
 START_TEST(test_kv_budget)
 {
 	/* stories260K, F16: 640 bytes a token, 40960 a block of 64 */
-	struct engine_model *m = kv_open("stories260K", 4 * 40960, NULL,
-			NULL);
+	struct engine_model *m = kv_open("stories260K", 4 * 40960, NULL, NULL);
 	struct engine_seq *a, *b;
 	struct engine_kv_stats st;
 	struct engine_batch_item it;
-	struct err err = {0};
+	struct err err = { 0 };
 	int32_t tok[300];
 	size_t i;
 
@@ -181,7 +186,7 @@ START_TEST(test_kv_types)
 {
 	struct engine_model *m = kv_open("stories260K", 0, NULL, NULL);
 	struct engine_kv_stats st;
-	struct err err = {0};
+	struct err err = { 0 };
 	uint32_t q8, f32;
 
 	ck_assert_int_eq(engine_kv_type_parse("q8_0", &q8), 0);
@@ -213,7 +218,7 @@ START_TEST(test_kv_store_view)
 	const uint32_t il = hp->n_layer - 1, n = ENGINE_KV_BLOCK + 6;
 	struct engine_kv_view view;
 	struct engine_seq *seq;
-	struct err err = {0};
+	struct err err = { 0 };
 	float k[64], v[64], got;
 	uint16_t want16[64];
 	uint32_t pos, i;
@@ -251,16 +256,19 @@ START_TEST(test_kv_store_view)
 			const uint8_t *vr = view.v + r * view.v_stride;
 
 			for (i = 0; i < nk; i++) {
-				memcpy(&got, kr + (i / hp->head_dim) * view.k_head +
-						(i % hp->head_dim) * sizeof(float),
-						sizeof(got));
-				ck_assert_float_eq(got, (float)p + (float)i / 64);
+				memcpy(&got,
+				       kr + (i / hp->head_dim) * view.k_head +
+					       (i % hp->head_dim) *
+						       sizeof(float),
+				       sizeof(got));
+				ck_assert_float_eq(got,
+						   (float)p + (float)i / 64);
 			}
 			for (i = 0; i < nv; i++)
 				v[i] = -(float)p - (float)i / 128;
 			quant_from_float(IO_TYPE_F16, v, want16, nv);
-			ck_assert_int_eq(memcmp(vr, want16, nv * sizeof(uint16_t)),
-					0);
+			ck_assert_int_eq(
+				memcmp(vr, want16, nv * sizeof(uint16_t)), 0);
 		}
 	}
 	engine_seq_free(seq);
@@ -275,22 +283,27 @@ START_TEST(test_kv_bytes_parse)
 		const char *text;
 		uint64_t bytes;
 	} good[] = {
-		{"0", 0}, {"4096", 4096}, {"200k", 200ull << 10},
-		{"200K", 200ull << 10}, {"64M", 64ull << 20}, {"3G", 3ull << 30},
+		{ "0", 0 },
+		{ "4096", 4096 },
+		{ "200k", 200ull << 10 },
+		{ "200K", 200ull << 10 },
+		{ "64M", 64ull << 20 },
+		{ "3G", 3ull << 30 },
 	};
 	static const char *const bad[] = {
-		"", "-1", "1.5G", "1T", "1GB", "k", " 1", " -1", "99999999999G",
-		"99999999999999999999",
+		"",  "-1", "1.5G", "1T",	   "1GB",
+		"k", " 1", " -1",  "99999999999G", "99999999999999999999",
 	};
 	uint64_t bytes;
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		ck_assert_int_eq(engine_kv_bytes_parse(good[i].text, &bytes), 0);
+		ck_assert_int_eq(engine_kv_bytes_parse(good[i].text, &bytes),
+				 0);
 		ck_assert_uint_eq(bytes, good[i].bytes);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(engine_kv_bytes_parse(bad[i], &bytes) == -EINVAL,
-			"'%s' was accepted", bad[i]);
+			      "'%s' was accepted", bad[i]);
 }
 END_TEST
 
@@ -302,7 +315,7 @@ static int kv_setup(void)
 static void kv_tests(TCase *tc)
 {
 	tcase_add_loop_test(tc, test_kv_second_turn_evaluates_only_new_tokens,
-			0, 2);
+			    0, 2);
 	tcase_add_test(tc, test_kv_copied_prefix_same_tokens);
 	tcase_add_test(tc, test_kv_budget);
 	tcase_add_test(tc, test_kv_types);

@@ -27,27 +27,29 @@ static void model_path(char *buf, size_t cap, const char *stem)
 
 /* How to change a model while copying it. */
 struct mutation {
-	const char *drop_key;      /* leave this key out */
-	const char *arch;          /* new general.architecture */
-	const char *drop_tensor;   /* leave this tensor out */
-	const char *swap_tensor;   /* swap ne[0] and ne[1] of this tensor */
+	const char *drop_key;	 /* leave this key out */
+	const char *arch;	 /* new general.architecture */
+	const char *drop_tensor; /* leave this tensor out */
+	const char *swap_tensor; /* swap ne[0] and ne[1] of this tensor */
 };
 
 /* Copy ../shared/models/<stem>.gguf to dst with mutation mu applied. */
 static void model_copy(const char *stem, const char *dst,
-		const struct mutation *mu)
+		       const struct mutation *mu)
 {
 	struct io_gguf_writer *w = NULL;
 	struct io_gguf *g = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	char src[1200];
 	uint64_t i;
 	int fd;
 
 	model_path(src, sizeof(src), stem);
 	ck_assert_msg(io_gguf_open(&g, src, &err) == 0, "%s", err.msg);
-	ck_assert_msg(io_gguf_writer_new(&w, g->alignment == 32 ? 0 : g->alignment,
-			&err) == 0, "%s", err.msg);
+	ck_assert_msg(io_gguf_writer_new(&w,
+					 g->alignment == 32 ? 0 : g->alignment,
+					 &err) == 0,
+		      "%s", err.msg);
 	for (i = 0; i < g->n_kv; i++) {
 		const struct io_gguf_kv *kv = &g->kv[i];
 
@@ -57,11 +59,13 @@ static void model_copy(const char *stem, const char *dst,
 			continue;
 		if (mu->arch && !strcmp(kv->key, "general.architecture")) {
 			ck_assert_int_eq(io_gguf_writer_add_str(w, kv->key,
-					mu->arch, &err), 0);
+								mu->arch, &err),
+					 0);
 			continue;
 		}
-		ck_assert_msg(io_gguf_writer_add(w, kv->key, &kv->value, &err) == 0,
-				"%s", err.msg);
+		ck_assert_msg(
+			io_gguf_writer_add(w, kv->key, &kv->value, &err) == 0,
+			"%s", err.msg);
 	}
 	for (i = 0; i < g->n_tensors; i++) {
 		const struct io_gguf_tensor *t = &g->tensors[i];
@@ -75,7 +79,9 @@ static void model_copy(const char *stem, const char *dst,
 			ne[1] = t->ne[0];
 		}
 		ck_assert_msg(io_gguf_writer_add_tensor(w, t->name, t->type,
-				t->n_dims, ne, &err) == 0, "%s", err.msg);
+							t->n_dims, ne,
+							&err) == 0,
+			      "%s", err.msg);
 	}
 	ck_assert_msg(io_gguf_writer_begin(w, dst, &err) == 0, "%s", err.msg);
 	fd = open(g->files[0].path, O_RDONLY);
@@ -89,9 +95,9 @@ static void model_copy(const char *stem, const char *dst,
 		buf = malloc(t->bytes);
 		ck_assert_ptr_nonnull(buf);
 		ck_assert_int_eq(pread(fd, buf, t->bytes, (off_t)t->offset),
-				(ssize_t)t->bytes);
+				 (ssize_t)t->bytes);
 		ck_assert_msg(io_gguf_writer_write(w, buf, t->bytes, &err) == 0,
-				"%s", err.msg);
+			      "%s", err.msg);
 		free(buf);
 	}
 	close(fd);
@@ -118,17 +124,18 @@ static int model_open_mutated(const struct mutation *mu, struct err *err)
 	return ret;
 }
 
-static struct engine_model *model_open_threads(const char *stem,
-		uint32_t n_ctx, uint32_t threads)
+static struct engine_model *model_open_threads(const char *stem, uint32_t n_ctx,
+					       uint32_t threads)
 {
-	struct engine_model_options opt = { .n_ctx = n_ctx, .threads = threads };
+	struct engine_model_options opt = { .n_ctx = n_ctx,
+					    .threads = threads };
 	struct engine_model *m = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	char path[1200];
 
 	model_path(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
-			path, err.msg);
+		      path, err.msg);
 	return m;
 }
 
@@ -155,7 +162,8 @@ START_TEST(test_model_info_stories)
 	ck_assert_uint_eq(in->head_dim, 8);
 	ck_assert_uint_eq(in->n_ff, 172);
 	ck_assert_uint_eq(in->n_expert, 0);
-	ck_assert_uint_eq(in->n_ctx, in->n_ctx_train < 4096 ? in->n_ctx_train : 4096);
+	ck_assert_uint_eq(in->n_ctx,
+			  in->n_ctx_train < 4096 ? in->n_ctx_train : 4096);
 	ck_assert_uint_eq(in->kv_type, IO_TYPE_F16);
 	ck_assert_uint_eq(in->kv_bytes_per_token, 5 * 4 * 8 * 2 * 2);
 	ck_assert_int_eq(in->bos, 1);
@@ -164,7 +172,7 @@ START_TEST(test_model_info_stories)
 	ck_assert_str_eq(in->tokenizer_model, "llama");
 	for (i = 0; i < g->n_tensors; i++)
 		params += (uint64_t)g->tensors[i].ne[0] * g->tensors[i].ne[1] *
-			g->tensors[i].ne[2] * g->tensors[i].ne[3];
+			  g->tensors[i].ne[2] * g->tensors[i].ne[3];
 	ck_assert_uint_eq(in->n_params, params);
 	/* all F32: 4 bytes a parameter, about 260K of them */
 	ck_assert_uint_eq(in->tensor_bytes, 4 * params);
@@ -200,10 +208,11 @@ END_TEST
 START_TEST(test_model_rejects_unsupported_arch)
 {
 	struct mutation mu = { .arch = "gpt2" };
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(model_open_mutated(&mu, &err), -ENOTSUP);
-	ck_assert_str_eq(err.msg,
+	ck_assert_str_eq(
+		err.msg,
 		"unsupported architecture 'gpt2' (supported: llama, qwen2, qwen3, qwen3moe)");
 }
 END_TEST
@@ -211,40 +220,42 @@ END_TEST
 START_TEST(test_model_rejects_missing_tensor)
 {
 	struct mutation mu = { .drop_tensor = "blk.3.ffn_down.weight" };
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(model_open_mutated(&mu, &err), -EINVAL);
 	ck_assert_msg(strstr(err.msg, "missing tensor 'blk.3.ffn_down.weight'"),
-			"%s", err.msg);
+		      "%s", err.msg);
 }
 END_TEST
 
 START_TEST(test_model_rejects_wrong_shape)
 {
 	struct mutation mu = { .swap_tensor = "blk.0.ffn_gate.weight" };
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(model_open_mutated(&mu, &err), -EINVAL);
-	ck_assert_msg(strstr(err.msg, "'blk.0.ffn_gate.weight' has shape [172, 64, 1, 1], expected [64, 172, 1]"),
-			"%s", err.msg);
+	ck_assert_msg(
+		strstr(err.msg,
+		       "'blk.0.ffn_gate.weight' has shape [172, 64, 1, 1], expected [64, 172, 1]"),
+		"%s", err.msg);
 }
 END_TEST
 
 START_TEST(test_model_rejects_missing_key)
 {
 	struct mutation mu = { .drop_key = "llama.embedding_length" };
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(model_open_mutated(&mu, &err), -EINVAL);
 	ck_assert_msg(strstr(err.msg, "missing key 'llama.embedding_length'"),
-			"%s", err.msg);
+		      "%s", err.msg);
 }
 END_TEST
 
 START_TEST(test_model_unchanged_copy_opens)
 {
-	struct mutation mu = {0};
-	struct err err = {0};
+	struct mutation mu = { 0 };
+	struct err err = { 0 };
 
 	/* the copier itself must not be what the tests above detect */
 	ck_assert_msg(model_open_mutated(&mu, &err) == 0, "%s", err.msg);
@@ -252,10 +263,10 @@ START_TEST(test_model_unchanged_copy_opens)
 END_TEST
 
 static void forward1(struct engine_model *m, struct engine_seq *s,
-		const int32_t *tok, size_t n, float *logits)
+		     const int32_t *tok, size_t n, float *logits)
 {
 	struct engine_batch_item it = { s, tok, n, logits };
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_msg(engine_forward(m, &it, 1, &err) == 0, "%s", err.msg);
 }
@@ -267,7 +278,7 @@ START_TEST(test_forward_errors_leave_sequences_alone)
 	const int32_t five[] = { 1, 403, 407, 261, 378 };
 	struct engine_seq *s = NULL, *t = NULL;
 	struct engine_batch_item items[2];
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
 	ck_assert_int_eq(engine_seq_new(m, &t, &err), 0);
@@ -298,11 +309,13 @@ START_TEST(test_forward_truncate_and_batch_agree)
 	struct engine_model *m = model_open("tiny-qwen3-bpe16k-f16", 64);
 	uint32_t nv = engine_model_info(m)->n_vocab;
 	const int32_t a[] = { 9707, 11, 1879, 0, 358 }, b[] = { 40, 1079 };
-	float *la = malloc(nv * sizeof(float)), *lb = malloc(nv * sizeof(float));
-	float *l2 = malloc(nv * sizeof(float)), *l3 = malloc(nv * sizeof(float));
+	float *la = malloc(nv * sizeof(float)),
+	      *lb = malloc(nv * sizeof(float));
+	float *l2 = malloc(nv * sizeof(float)),
+	      *l3 = malloc(nv * sizeof(float));
 	struct engine_seq *s = NULL, *t = NULL;
 	struct engine_batch_item items[2];
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
 	ck_assert_int_eq(engine_seq_new(m, &t, &err), 0);
@@ -336,13 +349,16 @@ END_TEST
 /* Splitting the matmuls over threads must not change a bit. */
 START_TEST(test_forward_threads_agree)
 {
-	struct engine_model *m1 = model_open_threads("tiny-qwen3-bpe16k-mixq", 32, 1);
-	struct engine_model *m3 = model_open_threads("tiny-qwen3-bpe16k-mixq", 32, 3);
+	struct engine_model *m1 = model_open_threads("tiny-qwen3-bpe16k-mixq",
+						     32, 1);
+	struct engine_model *m3 = model_open_threads("tiny-qwen3-bpe16k-mixq",
+						     32, 3);
 	uint32_t nv = engine_model_info(m1)->n_vocab;
 	const int32_t a[] = { 9707, 11, 1879, 0, 358, 16385 };
-	float *l1 = malloc(nv * sizeof(float)), *l3 = malloc(nv * sizeof(float));
+	float *l1 = malloc(nv * sizeof(float)),
+	      *l3 = malloc(nv * sizeof(float));
 	struct engine_seq *s1 = NULL, *s3 = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(engine_seq_new(m1, &s1, &err), 0);
 	ck_assert_int_eq(engine_seq_new(m3, &s3, &err), 0);

@@ -19,12 +19,13 @@ static struct engine_model *open_model_on(const char *file,
 {
 	struct engine_model_options opt = { .n_ctx = 64, .threads = 1 };
 	struct engine_model *m = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	char path[4096];
 
 	check_shared_path(path, sizeof(path), "models/%s", file);
 	opt.load.devices = devices;
-	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s", err.msg);
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s",
+		      err.msg);
 	return m;
 }
 
@@ -36,7 +37,7 @@ static struct engine_model *open_model(const char *file)
 /* The placement text, malloc'ed. */
 static char *text_of(struct engine_model *m)
 {
-	struct err err = {0};
+	struct err err = { 0 };
 	char *text = NULL;
 	size_t len = 0;
 
@@ -49,15 +50,16 @@ static float *logits_of(struct engine_model *m)
 {
 	uint32_t n_vocab = engine_model_info(m)->n_vocab;
 	float *logits = malloc(n_vocab * sizeof(*logits));
-	struct engine_batch_item item = {0};
+	struct engine_batch_item item = { 0 };
 	struct engine_seq *s = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	int32_t *tok = NULL;
 	size_t n_tok = 0;
 
 	ck_assert_ptr_nonnull(logits);
 	ck_assert_int_eq(engine_tokenize(m, "Once upon a time", 16, true, false,
-					 &tok, &n_tok, &err), 0);
+					 &tok, &n_tok, &err),
+			 0);
 	ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
 	item.seq = s;
 	item.tokens = tok;
@@ -75,7 +77,7 @@ static uint64_t check_text(struct engine_model *m, const char *device)
 	const struct io_gguf *g = engine_model_gguf(m);
 	uint64_t i, sum = 0, on = 0, tensors, bytes;
 	char *text = NULL, *line, *save = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	uint32_t layers = 0, plans = 0;
 	size_t len = 0;
 	bool total = false;
@@ -88,8 +90,10 @@ static uint64_t check_text(struct engine_model *m, const char *device)
 		uint64_t b;
 
 		ck_assert_ptr_nonnull(line);
-		ck_assert_int_eq(sscanf(line, "%199s %15s %63s %" SCNu64 " %15s",
-					name, type, shape, &b, dev), 5);
+		ck_assert_int_eq(sscanf(line,
+					"%199s %15s %63s %" SCNu64 " %15s",
+					name, type, shape, &b, dev),
+				 5);
 		ck_assert_str_eq(name, g->tensors[i].name);
 		ck_assert_str_eq(type, io_type_info(g->tensors[i].type)->name);
 		ck_assert_uint_eq(b, g->tensors[i].bytes);
@@ -123,7 +127,8 @@ static const char *device_of(struct engine_model *m, const char *name)
 
 	for (i = 0; i < g->n_tensors; i++)
 		if (strcmp(g->tensors[i].name, name) == 0)
-			return io_weights_placement(engine_model_weights(m), i)->device;
+			return io_weights_placement(engine_model_weights(m), i)
+				->device;
 	ck_abort_msg("no tensor %s", name);
 	return NULL;
 }
@@ -141,22 +146,31 @@ END_TEST
 START_TEST(test_placement_refusals_move_nothing)
 {
 	static const char *const bad[] = {
-		"", "auto now", "blk.0", "blk.0 cpu extra", "blk.3-1 cpu",
-		"blk.0-99 cpu", "blk.x cpu", "nosuchtensor cpu", "experts cpu",
+		"",
+		"auto now",
+		"blk.0",
+		"blk.0 cpu extra",
+		"blk.3-1 cpu",
+		"blk.0-99 cpu",
+		"blk.x cpu",
+		"nosuchtensor cpu",
+		"experts cpu",
 	};
 	struct engine_model *m = open_model("stories260K.gguf");
 	uint64_t n = engine_model_gguf(m)->n_tensors;
-	struct err err = {0};
+	struct err err = { 0 };
 	char list[128], want[200];
 	size_t i;
 
 	io_devices_list(list, sizeof(list));
 	snprintf(want, sizeof(want), "no such device gpu0 (devices: %s)", list);
-	ck_assert_int_eq(engine_placement_apply(m, "blk.0-1 gpu0", &err), -EINVAL);
+	ck_assert_int_eq(engine_placement_apply(m, "blk.0-1 gpu0", &err),
+			 -EINVAL);
 	ck_assert_str_eq(err.msg, want);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err.msg[0] = '\0';
-		ck_assert_msg(engine_placement_apply(m, bad[i], &err) == -EINVAL,
+		ck_assert_msg(engine_placement_apply(m, bad[i], &err) ==
+				      -EINVAL,
 			      "'%s' accepted", bad[i]);
 		ck_assert_msg(err.msg[0] && !strchr(err.msg, '\n'), "'%s': %s",
 			      bad[i], err.msg);
@@ -173,9 +187,10 @@ START_TEST(test_placement_round_trip_same_logits)
 	uint32_t n_vocab = engine_model_info(m)->n_vocab;
 	uint64_t n = engine_model_gguf(m)->n_tensors, moved;
 	float *before = logits_of(m), *after;
-	struct err err = {0};
+	struct err err = { 0 };
 
-	ck_assert_msg(engine_placement_apply(m, "blk.0-1 numa0", &err) == 0, "%s", err.msg);
+	ck_assert_msg(engine_placement_apply(m, "blk.0-1 numa0", &err) == 0,
+		      "%s", err.msg);
 	ck_assert_str_eq(device_of(m, "blk.0.attn_q.weight"), "numa0");
 	ck_assert_str_eq(device_of(m, "blk.1.ffn_down_exps.weight"), "numa0");
 	ck_assert_str_eq(device_of(m, "token_embd.weight"), "cpu");
@@ -215,7 +230,8 @@ START_TEST(test_placement_shows_devices_and_plan)
 	ck_assert_msg(p != NULL, "%s", text);
 	p = strstr(p, "\nestimate all-cpu ");
 	ck_assert_ptr_nonnull(p);
-	ck_assert_int_eq(sscanf(p, "\nestimate all-cpu %lf chosen: no GPU", &toks), 1);
+	ck_assert_int_eq(
+		sscanf(p, "\nestimate all-cpu %lf chosen: no GPU", &toks), 1);
 	ck_assert(toks > 0);
 	free(text);
 	engine_model_free(m);
@@ -229,26 +245,34 @@ END_TEST
 START_TEST(test_placement_simulated_gpu_refused)
 {
 	static const char *const to_gpu[] = {
-		"blk.0-1 gpu0", "output gpu0", "all gpu0", "experts gpu0",
+		"blk.0-1 gpu0",
+		"output gpu0",
+		"all gpu0",
+		"experts gpu0",
 		"token_embd.weight gpu0",
 	};
 	struct engine_model *m;
 	struct io_device_set set;
-	struct err err = {0};
+	struct err err = { 0 };
 	uint64_t n;
 	char *text;
 
-	ck_assert_int_eq(io_device_set_read(&set,
+	ck_assert_int_eq(
+		io_device_set_read(
+			&set,
 			"gpu0:vram=8G,bw=272G,pcie=25G,cc=8.9,model=RTX-4060,cpu:bw=60G",
-			&err), 0);
+			&err),
+		0);
 	m = open_model_on("tiny-qwen3moe-bpe16k-q4km.gguf", &set);
 	n = engine_model_gguf(m)->n_tensors;
 	text = text_of(m);
-	ck_assert_ptr_nonnull(strstr(text,
+	ck_assert_ptr_nonnull(strstr(
+		text,
 		"\nmemory gpu0 total 8589934592 free 8589934592 node - bw 272.0GB/s given pcie 25.0GB/s simulated\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\nmemory cpu total "));
 	ck_assert_ptr_nonnull(strstr(text, "bw 60.0GB/s given\n"));
-	ck_assert_msg(strstr(text, "\nplan all-gpu gpu gpu0 host - ctx 64\n"), "%s", text);
+	ck_assert_msg(strstr(text, "\nplan all-gpu gpu gpu0 host - ctx 64\n"),
+		      "%s", text);
 	ck_assert_ptr_nonnull(strstr(text, "\nestimate all-gpu "));
 	ck_assert_ptr_nonnull(strstr(text, "\nestimate experts-in-ram "));
 	ck_assert_ptr_nonnull(strstr(text, "\nestimate split "));
@@ -256,13 +280,16 @@ START_TEST(test_placement_simulated_gpu_refused)
 	free(text);
 	for (size_t i = 0; i < sizeof(to_gpu) / sizeof(to_gpu[0]); i++) {
 		err.msg[0] = '\0';
-		ck_assert_msg(engine_placement_apply(m, to_gpu[i], &err) == -ENODEV,
+		ck_assert_msg(engine_placement_apply(m, to_gpu[i], &err) ==
+				      -ENODEV,
 			      "'%s' not refused", to_gpu[i]);
-		ck_assert_str_eq(err.msg,
+		ck_assert_str_eq(
+			err.msg,
 			"gpu0 is a simulated GPU (--devices): this build has no CUDA backend to compute on it");
 	}
 	ck_assert_int_eq(engine_placement_apply(m, "auto", &err), -ENODEV);
-	ck_assert_str_eq(err.msg,
+	ck_assert_str_eq(
+		err.msg,
 		"the plan (all-gpu) puts weights on gpu0, and gpu0 is a simulated GPU (--devices): this build has no CUDA backend to compute on it");
 	ck_assert_uint_eq(check_text(m, "cpu"), n);
 	/* Host devices still work beside it. */

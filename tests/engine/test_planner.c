@@ -70,7 +70,8 @@ static void addl(struct shape_model *m, uint32_t l, const char *what,
 /* llama.cpp's use_more_bits(): Q4_K_M gives these layers Q6_K. */
 static struct qtype q4km_more(uint32_t i, uint32_t n)
 {
-	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2 ? Q6_K : Q4_K;
+	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2 ? Q6_K :
+								     Q4_K;
 }
 
 struct shape {
@@ -102,14 +103,20 @@ static void shape_make(struct shape_model *m, const struct shape *s)
 			addl(m, l, "post_ffw_norm.weight", F32, e, 1, 1);
 		}
 		if (s->qk_norm) {
-			addl(m, l, "attn_q_norm.weight", F32, s->head_dim, 1, 1);
-			addl(m, l, "attn_k_norm.weight", F32, s->head_dim, 1, 1);
+			addl(m, l, "attn_q_norm.weight", F32, s->head_dim, 1,
+			     1);
+			addl(m, l, "attn_k_norm.weight", F32, s->head_dim, 1,
+			     1);
 		}
 		if (s->n_expert) {
-			addl(m, l, "ffn_gate_inp.weight", F32, e, s->n_expert, 1);
-			addl(m, l, "ffn_gate_exps.weight", Q4_K, e, ff, s->n_expert);
-			addl(m, l, "ffn_up_exps.weight", Q4_K, e, ff, s->n_expert);
-			addl(m, l, "ffn_down_exps.weight", more, ff, e, s->n_expert);
+			addl(m, l, "ffn_gate_inp.weight", F32, e, s->n_expert,
+			     1);
+			addl(m, l, "ffn_gate_exps.weight", Q4_K, e, ff,
+			     s->n_expert);
+			addl(m, l, "ffn_up_exps.weight", Q4_K, e, ff,
+			     s->n_expert);
+			addl(m, l, "ffn_down_exps.weight", more, ff, e,
+			     s->n_expert);
 		} else {
 			addl(m, l, "ffn_gate.weight", Q4_K, e, ff, 1);
 			addl(m, l, "ffn_up.weight", Q4_K, e, ff, 1);
@@ -133,25 +140,49 @@ static void shape_make(struct shape_model *m, const struct shape *s)
 
 /* meta-llama/Meta-Llama-3-8B: config.json */
 static const struct shape llama3_8b = {
-	.n_layer = 32, .n_embd = 4096, .n_head = 32, .n_head_kv = 8,
-	.head_dim = 128, .n_ff = 14336, .n_vocab = 128256,
+	.n_layer = 32,
+	.n_embd = 4096,
+	.n_head = 32,
+	.n_head_kv = 8,
+	.head_dim = 128,
+	.n_ff = 14336,
+	.n_vocab = 128256,
 };
 /* google/gemma-2-27b: tied embeddings, norms after attention and FFN */
 static const struct shape gemma2_27b = {
-	.n_layer = 46, .n_embd = 4608, .n_head = 32, .n_head_kv = 16,
-	.head_dim = 128, .n_ff = 36864, .n_vocab = 256000, .tied = true,
+	.n_layer = 46,
+	.n_embd = 4608,
+	.n_head = 32,
+	.n_head_kv = 16,
+	.head_dim = 128,
+	.n_ff = 36864,
+	.n_vocab = 256000,
+	.tied = true,
 	.post_norms = true,
 };
 /* Qwen/Qwen3-30B-A3B: 128 experts of 768, 8 used */
 static const struct shape qwen3_30b_a3b = {
-	.n_layer = 48, .n_embd = 2048, .n_head = 32, .n_head_kv = 4,
-	.head_dim = 128, .n_ff = 768, .n_vocab = 151936, .n_expert = 128,
-	.n_expert_used = 8, .qk_norm = true,
+	.n_layer = 48,
+	.n_embd = 2048,
+	.n_head = 32,
+	.n_head_kv = 4,
+	.head_dim = 128,
+	.n_ff = 768,
+	.n_vocab = 151936,
+	.n_expert = 128,
+	.n_expert_used = 8,
+	.qk_norm = true,
 };
 /* Qwen/Qwen3-32B: dense, 32K context */
 static const struct shape qwen3_32b = {
-	.n_layer = 64, .n_embd = 5120, .n_head = 64, .n_head_kv = 8,
-	.head_dim = 128, .n_ff = 25600, .n_vocab = 151936, .qk_norm = true,
+	.n_layer = 64,
+	.n_embd = 5120,
+	.n_head = 64,
+	.n_head_kv = 8,
+	.head_dim = 128,
+	.n_ff = 25600,
+	.n_vocab = 151936,
+	.qk_norm = true,
 };
 
 /*
@@ -162,35 +193,48 @@ static void desktop(struct io_device_set *set, uint64_t vram, double bw)
 {
 	memset(set, 0, sizeof(*set));
 	set->n = 3;
-	set->dev[0] = (struct io_device){ .kind = IO_DEVICE_CPU, .index = -1,
-		.name = "cpu", .total_bytes = 32 * GIB, .free_bytes = 28 * GIB,
-		.node = -1, .n_cpus = 16, .mem_bw = 60e9,
-		.bw_source = IO_BW_GIVEN, .compute = true };
+	set->dev[0] = (struct io_device){ .kind = IO_DEVICE_CPU,
+					  .index = -1,
+					  .name = "cpu",
+					  .total_bytes = 32 * GIB,
+					  .free_bytes = 28 * GIB,
+					  .node = -1,
+					  .n_cpus = 16,
+					  .mem_bw = 60e9,
+					  .bw_source = IO_BW_GIVEN,
+					  .compute = true };
 	set->dev[1] = set->dev[0];
 	snprintf(set->dev[1].name, sizeof(set->dev[1].name), "numa0");
 	set->dev[1].kind = IO_DEVICE_NUMA;
 	set->dev[1].index = set->dev[1].node = 0;
-	set->dev[2] = (struct io_device){ .kind = IO_DEVICE_GPU, .index = 0,
-		.name = "gpu0", .total_bytes = vram, .free_bytes = vram,
-		.node = -1, .mem_bw = bw, .bw_source = IO_BW_GIVEN,
-		.link_bw = 25e9, .simulated = true };
+	set->dev[2] = (struct io_device){ .kind = IO_DEVICE_GPU,
+					  .index = 0,
+					  .name = "gpu0",
+					  .total_bytes = vram,
+					  .free_bytes = vram,
+					  .node = -1,
+					  .mem_bw = bw,
+					  .bw_source = IO_BW_GIVEN,
+					  .link_bw = 25e9,
+					  .simulated = true };
 }
 
 static void plan_of(struct engine_plan *p, const struct shape_model *m,
 		    const struct io_device_set *set)
 {
-	struct err err = {0};
+	struct err err = { 0 };
 	char text[2048];
 
-	ck_assert_msg(engine_plan_make(p, &m->in, set, &err) == 0, "%s", err.msg);
+	ck_assert_msg(engine_plan_make(p, &m->in, set, &err) == 0, "%s",
+		      err.msg);
 	engine_plan_describe(p, text, sizeof(text));
 	if (getenv("CK_VERBOSE"))
 		printf("%s\n", text);
 	/* Every alternative considered has a reason; the chosen one says so. */
 	for (int k = 0; k < ENGINE_PLAN_N; k++)
 		ck_assert(!p->alt[k].considered || p->alt[k].why[0]);
-	ck_assert_msg(strncmp(p->alt[p->chosen].why, "chosen: ", 8) == 0,
-		      "%s", p->alt[p->chosen].why);
+	ck_assert_msg(strncmp(p->alt[p->chosen].why, "chosen: ", 8) == 0, "%s",
+		      p->alt[p->chosen].why);
 }
 
 static const struct engine_plan_alt *alt(const struct engine_plan *p,
@@ -267,9 +311,12 @@ START_TEST(test_planner_8gb_llama3_8b_all_gpu)
 	near(alt(&p, ENGINE_PLAN_ALL_CPU)->tok_s, toks(r / 60e9));
 	/* The reference split: half the layers, between the two. */
 	ck_assert_uint_eq(alt(&p, ENGINE_PLAN_SPLIT)->gpu_layers, 16);
-	ck_assert(p.alt[ENGINE_PLAN_SPLIT].tok_s > p.alt[ENGINE_PLAN_ALL_CPU].tok_s);
-	ck_assert(p.alt[ENGINE_PLAN_SPLIT].tok_s < p.alt[ENGINE_PLAN_ALL_GPU].tok_s);
-	ck_assert(p.alt[ENGINE_PLAN_ALL_GPU].tok_s > 3 * p.alt[ENGINE_PLAN_ALL_CPU].tok_s);
+	ck_assert(p.alt[ENGINE_PLAN_SPLIT].tok_s >
+		  p.alt[ENGINE_PLAN_ALL_CPU].tok_s);
+	ck_assert(p.alt[ENGINE_PLAN_SPLIT].tok_s <
+		  p.alt[ENGINE_PLAN_ALL_GPU].tok_s);
+	ck_assert(p.alt[ENGINE_PLAN_ALL_GPU].tok_s >
+		  3 * p.alt[ENGINE_PLAN_ALL_CPU].tok_s);
 }
 END_TEST
 
@@ -288,7 +335,8 @@ START_TEST(test_planner_8gb_gemma2_27b_all_cpu)
 	ck_assert_int_eq(p.chosen, ENGINE_PLAN_ALL_CPU);
 	ck_assert_str_eq(p.host, "cpu");
 	ck_assert(!alt(&p, ENGINE_PLAN_ALL_GPU)->fits);
-	ck_assert_ptr_nonnull(strstr(p.alt[ENGINE_PLAN_ALL_GPU].why, "does not fit"));
+	ck_assert_ptr_nonnull(
+		strstr(p.alt[ENGINE_PLAN_ALL_GPU].why, "does not fit"));
 	ck_assert(!p.alt[ENGINE_PLAN_EXPERTS_IN_RAM].considered);
 	/* The weights alone (16.5 GiB) do not fit: no smaller context helps. */
 	ck_assert(!alt(&p, ENGINE_PLAN_ALL_GPU_CTX)->fits);
@@ -297,9 +345,11 @@ START_TEST(test_planner_8gb_gemma2_27b_all_cpu)
 	/* The split: as many layers (weights + their KV) as fit beside scratch. */
 	split = alt(&p, ENGINE_PLAN_SPLIT);
 	cpu = alt(&p, ENGINE_PLAN_ALL_CPU);
-	layer = (double)(m.in.layer_bytes + 4096 * m.in.kv_bytes_per_token) / 46;
+	layer = (double)(m.in.layer_bytes + 4096 * m.in.kv_bytes_per_token) /
+		46;
 	g = (uint32_t)((8 * GIB - (512ull << 20) -
-			512ull * 4 * (4 * 4608 + 2 * 36864 + 256000)) / layer);
+			512ull * 4 * (4 * 4608 + 2 * 36864 + 256000)) /
+		       layer);
 	ck_assert_uint_eq(split->gpu_layers, g);
 	ck_assert_uint_ge(g, 13);
 	ck_assert_uint_le(g, 20);
@@ -344,7 +394,8 @@ START_TEST(test_planner_8gb_qwen3_moe_experts_in_ram)
 	moe = alt(&p, ENGINE_PLAN_EXPERTS_IN_RAM);
 	cpu = alt(&p, ENGINE_PLAN_ALL_CPU);
 	/* token_embd stays in RAM too: one row of it a token. */
-	ck_assert_uint_eq(moe->host_bytes, m.in.expert_bytes + m.in.input_bytes);
+	ck_assert_uint_eq(moe->host_bytes,
+			  m.in.expert_bytes + m.in.input_bytes);
 	ck_assert_uint_lt(moe->gpu_bytes, 3 * GIB);
 	ck_assert_ptr_nonnull(strstr(moe->why, "computed by its CPUs"));
 	/* 8 of 128 experts a token: 1/16 of the expert bytes cross the bus. */
@@ -397,7 +448,8 @@ START_TEST(test_planner_24gb_long_context)
 	ck_assert_uint_eq(kv->host_bytes, 8 * GIB / 64 * (64 - g));
 	ctx = alt(&p, ENGINE_PLAN_ALL_GPU_CTX);
 	ck_assert(ctx->fits);
-	ck_assert_uint_eq(ctx->n_ctx, room / m.in.kv_bytes_per_token / 256 * 256);
+	ck_assert_uint_eq(ctx->n_ctx,
+			  room / m.in.kv_bytes_per_token / 256 * 256);
 	ck_assert_uint_ge(ctx->n_ctx, 16384);
 	ck_assert_ptr_nonnull(strstr(ctx->why, "was asked for"));
 	ck_assert_ptr_nonnull(strstr(kv->why, "fits on gpu0"));
@@ -441,7 +493,8 @@ START_TEST(test_planner_24gb_moe_long_context_keeps_kv)
 	ck_assert(alt(&p, ENGINE_PLAN_KV_IN_RAM)->fits);
 	ck_assert(p.alt[ENGINE_PLAN_KV_IN_RAM].tok_s < p.alt[p.chosen].tok_s);
 	ck_assert_uint_ge(p.alt[p.chosen].gpu_bytes, 12 * GIB);
-	ck_assert_ptr_nonnull(strstr(p.alt[ENGINE_PLAN_KV_IN_RAM].why, "slower than experts-in-ram"));
+	ck_assert_ptr_nonnull(strstr(p.alt[ENGINE_PLAN_KV_IN_RAM].why,
+				     "slower than experts-in-ram"));
 }
 END_TEST
 
@@ -453,23 +506,39 @@ static void two_nodes(struct io_device_set *set, uint64_t vram, double bw)
 {
 	memset(set, 0, sizeof(*set));
 	set->n = 4;
-	set->dev[0] = (struct io_device){ .kind = IO_DEVICE_CPU, .index = -1,
-		.name = "cpu", .total_bytes = 128 * GIB, .free_bytes = 120 * GIB,
-		.node = -1, .n_cpus = 32, .mem_bw = 200e9,
-		.bw_source = IO_BW_GIVEN, .compute = true };
+	set->dev[0] = (struct io_device){ .kind = IO_DEVICE_CPU,
+					  .index = -1,
+					  .name = "cpu",
+					  .total_bytes = 128 * GIB,
+					  .free_bytes = 120 * GIB,
+					  .node = -1,
+					  .n_cpus = 32,
+					  .mem_bw = 200e9,
+					  .bw_source = IO_BW_GIVEN,
+					  .compute = true };
 	for (int k = 0; k < 2; k++) {
 		set->dev[1 + k] = (struct io_device){ .kind = IO_DEVICE_NUMA,
-			.index = k, .total_bytes = 64 * GIB,
-			.free_bytes = 60 * GIB, .node = k, .n_cpus = 16,
-			.mem_bw = 100e9, .bw_source = IO_BW_GIVEN,
-			.compute = true };
+						      .index = k,
+						      .total_bytes = 64 * GIB,
+						      .free_bytes = 60 * GIB,
+						      .node = k,
+						      .n_cpus = 16,
+						      .mem_bw = 100e9,
+						      .bw_source = IO_BW_GIVEN,
+						      .compute = true };
 		snprintf(set->dev[1 + k].name, sizeof(set->dev[0].name),
 			 "numa%d", k);
 	}
-	set->dev[3] = (struct io_device){ .kind = IO_DEVICE_GPU, .index = 0,
-		.name = "gpu0", .total_bytes = vram, .free_bytes = vram,
-		.node = 1, .mem_bw = bw, .link_bw = 25e9,
-		.bw_source = IO_BW_GIVEN, .simulated = true };
+	set->dev[3] = (struct io_device){ .kind = IO_DEVICE_GPU,
+					  .index = 0,
+					  .name = "gpu0",
+					  .total_bytes = vram,
+					  .free_bytes = vram,
+					  .node = 1,
+					  .mem_bw = bw,
+					  .link_bw = 25e9,
+					  .bw_source = IO_BW_GIVEN,
+					  .simulated = true };
 }
 
 /* The GPU's host buffers (here the KV cache) on its node, read there. */
@@ -490,7 +559,8 @@ START_TEST(test_planner_two_numa_nodes_gpu_on_node1)
 	ck_assert_int_eq(p.chosen, ENGINE_PLAN_KV_IN_RAM);
 	ck_assert_str_eq(p.host, "numa1");
 	kv = &p.alt[p.chosen];
-	ck_assert_ptr_nonnull(strstr(kv->why, "in RAM on numa1, their attention by its CPUs"));
+	ck_assert_ptr_nonnull(strstr(
+		kv->why, "in RAM on numa1, their attention by its CPUs"));
 	g = kv->gpu_layers;
 	read = 16384.0 * m.in.kv_bytes_per_token;
 	near(kv->tok_s,
@@ -501,7 +571,8 @@ START_TEST(test_planner_two_numa_nodes_gpu_on_node1)
 	/* all-cpu stays where the load put it, at the machine's bandwidth. */
 	near(alt(&p, ENGINE_PLAN_ALL_CPU)->tok_s,
 	     toks((m.bytes - m.in.input_bytes + m.in.input_bytes / 151936.0 +
-		   16384.0 * m.in.kv_bytes_per_token) / 200e9));
+		   16384.0 * m.in.kv_bytes_per_token) /
+		  200e9));
 
 	/* A GPU with no node (one-node machine, unknown slot): the home. */
 	set.dev[3].node = -1;
@@ -527,15 +598,18 @@ START_TEST(test_planner_two_numa_nodes_moe_stays_on_cpus)
 	plan_of(&p, &m, &set);
 	ck_assert_int_eq(p.chosen, ENGINE_PLAN_ALL_CPU);
 	ck_assert_str_eq(p.host, "cpu");
-	ck_assert_ptr_nonnull(strstr(p.alt[p.chosen].why, "faster than experts-in-ram"));
+	ck_assert_ptr_nonnull(
+		strstr(p.alt[p.chosen].why, "faster than experts-in-ram"));
 	ck_assert(alt(&p, ENGINE_PLAN_EXPERTS_IN_RAM)->fits);
 	r = m.bytes - m.in.input_bytes - m.in.expert_bytes * 15 / 16.0 +
 	    m.in.input_bytes / 151936.0 + 2048.0 * m.in.kv_bytes_per_token;
 	near(p.alt[p.chosen].tok_s, toks(r / 200e9));
 	near(p.alt[ENGINE_PLAN_EXPERTS_IN_RAM].tok_s,
 	     toks((m.in.layer_bytes + m.in.output_bytes +
-		   2048.0 * m.in.kv_bytes_per_token) / 272e9 +
-		  (m.in.expert_bytes / 16.0 + m.in.input_bytes / 151936.0) / 100e9 +
+		   2048.0 * m.in.kv_bytes_per_token) /
+			  272e9 +
+		  (m.in.expert_bytes / 16.0 + m.in.input_bytes / 151936.0) /
+			  100e9 +
 		  2 * 48 * (20e-6 + 2048 * 4 / 25e9)));
 	/*
 	 * Loaded by first touch, the weights sit on one node: "cpu" reads
@@ -560,25 +634,28 @@ START_TEST(test_planner_no_gpu_and_bad_input)
 	static struct shape_model m;
 	struct io_device_set set;
 	struct engine_plan p;
-	struct err err = {0};
+	struct err err = { 0 };
 	char text[1024];
 
 	shape_make(&m, &llama3_8b);
 	desktop(&set, 8 * GIB, 272e9);
-	set.n = 2;   /* no gpu0 */
+	set.n = 2; /* no gpu0 */
 	plan_of(&p, &m, &set);
 	ck_assert_int_eq(p.chosen, ENGINE_PLAN_ALL_CPU);
 	ck_assert_str_eq(p.alt[p.chosen].why, "chosen: no GPU");
 	for (int k = 0; k < ENGINE_PLAN_N; k++)
 		ck_assert(k == ENGINE_PLAN_ALL_CPU || !p.alt[k].considered);
 	engine_plan_describe(&p, text, sizeof(text));
-	ck_assert_str_eq(strtok(text, "\n"), "plan all-cpu gpu - host cpu ctx 4096");
-	ck_assert_int_eq(strncmp(strtok(NULL, "\n"), "estimate all-cpu ", 17), 0);
+	ck_assert_str_eq(strtok(text, "\n"),
+			 "plan all-cpu gpu - host cpu ctx 4096");
+	ck_assert_int_eq(strncmp(strtok(NULL, "\n"), "estimate all-cpu ", 17),
+			 0);
 	ck_assert_ptr_null(strtok(NULL, "\n"));
 	/* A bandwidth nobody measured or gave cannot be estimated with. */
 	set.dev[0].mem_bw = 0;
 	ck_assert_int_eq(engine_plan_make(&p, &m.in, &set, &err), -EINVAL);
-	ck_assert_str_eq(err.msg,
+	ck_assert_str_eq(
+		err.msg,
 		"the memory bandwidth of cpu is unknown (give it: --devices cpu:bw=60G)");
 	set.dev[0].mem_bw = 60e9;
 	m.in.n_layer = 0;
@@ -589,7 +666,8 @@ START_TEST(test_planner_no_gpu_and_bad_input)
 	plan_of(&p, &m, &set);
 	ck_assert_int_eq(p.chosen, ENGINE_PLAN_ALL_CPU);
 	ck_assert(!p.alt[p.chosen].fits);
-	ck_assert_ptr_nonnull(strstr(p.alt[p.chosen].why, "does not fit there either"));
+	ck_assert_ptr_nonnull(
+		strstr(p.alt[p.chosen].why, "does not fit there either"));
 }
 END_TEST
 

@@ -119,7 +119,8 @@ START_TEST(test_quant_ggml_random_rows)
 		deq(w0, y0, n);
 		quant_to_float(t, w0, y1, n);
 		ck_assert_msg(!memcmp(y0, y1, sizeof(float) * n),
-			      "%s seed %u: dequantized floats differ", tn, seed);
+			      "%s seed %u: dequantized floats differ", tn,
+			      seed);
 		memset(a0, 0, sizeof(a0));
 		memset(a1, 0, sizeof(a1));
 		act(v, a0, n);
@@ -129,8 +130,8 @@ START_TEST(test_quant_ggml_random_rows)
 		dz(n, &s0, 0, w0, 0, a0, 0, 1);
 		s1 = quant_vec_dot_x86(t, n, w0, a0);
 		ck_assert_msg(!memcmp(&s0, &s1, sizeof(s0)),
-			      "%s seed %u n %lld: x86 order %a, zen4 %a", tn, seed,
-			      (long long)n, s1, s0);
+			      "%s seed %u n %lld: x86 order %a, zen4 %a", tn,
+			      seed, (long long)n, s1, s0);
 		ds(n, &s0, 0, w0, 0, a0, 0, 1);
 		s1 = quant_vec_dot(t, n, w0, a0);
 		ck_assert_msg(!memcmp(&s0, &s1, sizeof(s0)),
@@ -157,10 +158,12 @@ START_TEST(test_quant_ggml_random_halves)
 		}
 		f16(x, h0, NMAX);
 		quant_from_float(IO_TYPE_F16, x, h1, NMAX);
-		ck_assert_msg(!memcmp(h0, h1, sizeof(h0)), "fp16 seed %u", seed);
+		ck_assert_msg(!memcmp(h0, h1, sizeof(h0)), "fp16 seed %u",
+			      seed);
 		bf16(x, h0, NMAX);
 		quant_from_float(IO_TYPE_BF16, x, h1, NMAX);
-		ck_assert_msg(!memcmp(h0, h1, sizeof(h0)), "bf16 seed %u", seed);
+		ck_assert_msg(!memcmp(h0, h1, sizeof(h0)), "bf16 seed %u",
+			      seed);
 	}
 }
 END_TEST
@@ -184,7 +187,8 @@ static int quant_ggml_setup(void)
 	char def[1024], path[1024];
 
 	if (!dir) {
-		if (snprintf(def, sizeof(def), "%s/node_modules/"
+		if (snprintf(def, sizeof(def),
+			     "%s/node_modules/"
 			     "@node-llama-cpp/linux-x64/bins/linux-x64",
 			     ref ? ref : "ref") >= (int)sizeof(def))
 			def[0] = 0;

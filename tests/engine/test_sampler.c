@@ -28,10 +28,10 @@ static struct engine_sampling sampling_plain(float temp, uint64_t seed)
 }
 
 static struct engine_sampler *sampler_make(const struct engine_sampling *p,
-		uint32_t n_vocab)
+					   uint32_t n_vocab)
 {
 	struct engine_sampler *s = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(engine_sampler_new(&s, p, n_vocab, &err), 0);
 	ck_assert_ptr_nonnull(s);
@@ -39,7 +39,7 @@ static struct engine_sampler *sampler_make(const struct engine_sampling *p,
 }
 
 static int32_t sample_copy(struct engine_sampler *s, const float *logits,
-		uint32_t n)
+			   uint32_t n)
 {
 	float buf[64];
 
@@ -52,7 +52,7 @@ static int32_t sample_copy(struct engine_sampler *s, const float *logits,
 
 /* Count draws per id over n_draws calls on copies of logits. */
 static void sample_hist(struct engine_sampler *s, const float *logits,
-		uint32_t n, int n_draws, int *hist)
+			uint32_t n, int n_draws, int *hist)
 {
 	int i;
 
@@ -158,7 +158,7 @@ START_TEST(test_sampler_top_p_cuts)
 	int hist[4];
 
 	logits_4(l);
-	p.top_p = 0.7f;   /* 0.5 < 0.7 <= 0.5 + 0.3: keeps ids 0 and 1 */
+	p.top_p = 0.7f; /* 0.5 < 0.7 <= 0.5 + 0.3: keeps ids 0 and 1 */
 	s = sampler_make(&p, 4);
 	sample_hist(s, l, 4, 20000, hist);
 	ck_assert_int_eq(hist[2], 0);
@@ -168,7 +168,7 @@ START_TEST(test_sampler_top_p_cuts)
 	ck_assert_int_lt(abs(hist[1] - 7500), 400);
 	engine_sampler_free(s);
 
-	p.top_p = 0.9f;   /* 0.8 < 0.9 <= 0.95: keeps 0, 1, 2 */
+	p.top_p = 0.9f; /* 0.8 < 0.9 <= 0.95: keeps 0, 1, 2 */
 	s = sampler_make(&p, 4);
 	sample_hist(s, l, 4, 20000, hist);
 	ck_assert_int_gt(hist[2], 0);
@@ -235,20 +235,20 @@ START_TEST(test_sampler_min_p_cuts)
 	int hist[4];
 
 	logits_4(l);
-	p.min_p = 0.2f;   /* keeps p >= 0.1: ids 0, 1, 2 */
+	p.min_p = 0.2f; /* keeps p >= 0.1: ids 0, 1, 2 */
 	s = sampler_make(&p, 4);
 	sample_hist(s, l, 4, 20000, hist);
 	ck_assert_int_eq(hist[3], 0);
 	ck_assert_int_gt(hist[2], 0);
 	engine_sampler_free(s);
 
-	p.min_p = 0.7f;   /* keeps p >= 0.35: id 0 alone */
+	p.min_p = 0.7f; /* keeps p >= 0.35: id 0 alone */
 	s = sampler_make(&p, 4);
 	sample_hist(s, l, 4, 2000, hist);
 	ck_assert_int_eq(hist[0], 2000);
 	engine_sampler_free(s);
 
-	p.min_p = 5.0f;   /* more than the best has: the best stays */
+	p.min_p = 5.0f; /* more than the best has: the best stays */
 	s = sampler_make(&p, 4);
 	sample_hist(s, l, 4, 100, hist);
 	ck_assert_int_eq(hist[0], 100);
@@ -262,7 +262,7 @@ START_TEST(test_sampler_top_k_large_vocab)
 	struct engine_sampler *s;
 	const uint32_t n = 151936;
 	float *l = malloc(n * sizeof(*l)), *buf = malloc(n * sizeof(*buf));
-	char seen[40] = {0};
+	char seen[40] = { 0 };
 	uint64_t x = 1;
 	uint32_t i;
 	int k, n_seen = 0;
@@ -271,12 +271,12 @@ START_TEST(test_sampler_top_k_large_vocab)
 	ck_assert_ptr_nonnull(buf);
 	for (i = 0; i < n; i++) {
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
-		l[i] = (float)((x >> 40) % 1000) / 100.0f;  /* 0 .. 9.99 */
+		l[i] = (float)((x >> 40) % 1000) / 100.0f; /* 0 .. 9.99 */
 	}
 	/* the top 40: ids 1000, 1100, ... at 20 + j */
 	for (k = 0; k < 40; k++)
 		l[1000 + 100 * k] = 20.0f + (float)k;
-	p.top_k = 40;   /* a huge temperature makes the 40 near uniform */
+	p.top_k = 40; /* a huge temperature makes the 40 near uniform */
 	s = sampler_make(&p, n);
 	for (k = 0; k < 800; k++) {
 		int32_t t;
@@ -301,25 +301,34 @@ START_TEST(test_sampler_penalty)
 	struct engine_sampling p = sampling_plain(0.0f, 1);
 	struct engine_sampler *s;
 	float l[6];
-	const int32_t hist1[] = { 0, 0, 0, 2, 99, -5 };  /* out of range ignored */
+	const int32_t hist1[] = {
+		0, 0, 0, 2, 99, -5
+	}; /* out of range ignored */
 	const int32_t hist2[] = { 0, 5, 5, 5 };
 
 	p.repeat_penalty = 1.25f;
 	p.repeat_last_n = 64;
 	s = sampler_make(&p, 6);
-	l[0] = 2.0f; l[1] = 1.9f; l[2] = -1.0f; l[3] = -1.1f; l[4] = 0; l[5] = 0;
+	l[0] = 2.0f;
+	l[1] = 1.9f;
+	l[2] = -1.0f;
+	l[3] = -1.1f;
+	l[4] = 0;
+	l[5] = 0;
 	/* 2.0 / 1.25 = 1.6 < 1.9: the repeated token loses */
 	ck_assert_int_eq(engine_sampler_sample(s, l, hist1, 6), 1);
-	ck_assert_float_eq(l[0], 1.6f);      /* once, though seen 3 times */
+	ck_assert_float_eq(l[0], 1.6f); /* once, though seen 3 times */
 	ck_assert_float_eq(l[1], 1.9f);
-	ck_assert_float_eq(l[2], -1.25f);    /* negative: multiplied */
+	ck_assert_float_eq(l[2], -1.25f); /* negative: multiplied */
 	ck_assert_float_eq(l[3], -1.1f);
 	engine_sampler_free(s);
 
 	/* the window: token 0 is older than the last 3 */
 	p.repeat_last_n = 3;
 	s = sampler_make(&p, 6);
-	l[0] = 2.0f; l[1] = 1.9f; l[5] = 0.5f;
+	l[0] = 2.0f;
+	l[1] = 1.9f;
+	l[5] = 0.5f;
 	ck_assert_int_eq(engine_sampler_sample(s, l, hist2, 4), 0);
 	ck_assert_float_eq(l[0], 2.0f);
 	ck_assert_float_eq(l[5], 0.4f);
@@ -328,14 +337,16 @@ START_TEST(test_sampler_penalty)
 	/* -1: the whole history */
 	p.repeat_last_n = -1;
 	s = sampler_make(&p, 6);
-	l[0] = 2.0f; l[1] = 1.9f;
+	l[0] = 2.0f;
+	l[1] = 1.9f;
 	ck_assert_int_eq(engine_sampler_sample(s, l, hist2, 4), 1);
 	engine_sampler_free(s);
 
 	/* 0: off */
 	p.repeat_last_n = 0;
 	s = sampler_make(&p, 6);
-	l[0] = 2.0f; l[1] = 1.9f;
+	l[0] = 2.0f;
+	l[1] = 1.9f;
 	ck_assert_int_eq(engine_sampler_sample(s, l, hist2, 4), 0);
 	ck_assert_float_eq(l[0], 2.0f);
 	engine_sampler_free(s);
@@ -349,7 +360,7 @@ START_TEST(test_sampler_same_seed_same_tokens)
 	float l[32];
 	int i, differ = 0;
 
-	engine_sampling_defaults(&p);   /* the full chain */
+	engine_sampling_defaults(&p); /* the full chain */
 	p.seed = 42;
 	for (i = 0; i < 32; i++)
 		l[i] = sinf((float)i) * 3.0f;
@@ -396,8 +407,8 @@ START_TEST(test_sampler_temperature_matches_softmax)
 
 			/* 5 standard deviations (fixed seed: no flake) */
 			ck_assert_msg(fabs(f - pr) <= 5.0 * sd + 1e-9,
-					"temp %g id %d: freq %g, softmax %g",
-					temps[t], i, f, pr);
+				      "temp %g id %d: freq %g, softmax %g",
+				      temps[t], i, f, pr);
 		}
 		engine_sampler_free(s);
 	}
@@ -408,7 +419,7 @@ START_TEST(test_sampler_rejects_bad_params)
 {
 	struct engine_sampling p = sampling_plain(1.0f, 1);
 	struct engine_sampler *s = (void *)1;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(engine_sampler_new(&s, &p, 0, &err), -EINVAL);
 	ck_assert_ptr_null(s);

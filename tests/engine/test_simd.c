@@ -34,7 +34,7 @@ typedef float (*simd_fn)(int64_t n, const void *w, const void *a);
  * from the traits table (the repacked gemv where asked and there is one).
  */
 static float dot_row_scalar(uint32_t type, int64_t n, const void *w,
-		const void *a, bool repacked)
+			    const void *a, bool repacked)
 {
 	const struct quant_type_traits *t = quant_traits(type);
 
@@ -70,8 +70,8 @@ static float simd_q5_1(int64_t n, const void *w, const void *a)
 
 struct simd_kernel {
 	uint32_t type;
-	bool repacked;  /* dot.c's gemv order, not quant_vec_dot_x86's */
-	simd_fn fn;     /* NULL: compare dot_row with dot_row_scalar */
+	bool repacked; /* dot.c's gemv order, not quant_vec_dot_x86's */
+	simd_fn fn;    /* NULL: compare dot_row with dot_row_scalar */
 	const char *name;
 };
 
@@ -139,14 +139,13 @@ static uint32_t simd_bits(float f)
 }
 
 static float simd_dot(const struct simd_kernel *k, int64_t n, const void *w,
-		const void *a)
+		      const void *a)
 {
-	return k->fn ? k->fn(n, w, a) :
-		dot_row(k->type, n, w, a, k->repacked);
+	return k->fn ? k->fn(n, w, a) : dot_row(k->type, n, w, a, k->repacked);
 }
 
 static float simd_dot_scalar(const struct simd_kernel *k, int64_t n,
-		const void *w, const void *a)
+			     const void *w, const void *a)
 {
 	if (k->fn && !k->repacked)
 		return quant_vec_dot_x86(k->type, n, w, a);
@@ -154,20 +153,20 @@ static float simd_dot_scalar(const struct simd_kernel *k, int64_t n,
 }
 
 static void simd_check(const struct simd_kernel *k, int64_t n, const void *w,
-		const void *a, const char *what)
+		       const void *a, const char *what)
 {
 	float v = simd_dot(k, n, w, a), s = simd_dot_scalar(k, n, w, a);
 
 	ck_assert_msg(simd_bits(v) == simd_bits(s),
-		"%s %s n=%lld: simd %a, scalar %a", k->name, what,
-		(long long)n, v, s);
+		      "%s %s n=%lld: simd %a, scalar %a", k->name, what,
+		      (long long)n, v, s);
 	if (k->fn) {
 		/* and dot_row, which picks the kernel, gives the same */
 		float r = dot_row(k->type, n, w, a, k->repacked);
 
 		ck_assert_msg(simd_bits(r) == simd_bits(s),
-			"%s dot_row n=%lld: %a, scalar %a", k->name,
-			(long long)n, r, s);
+			      "%s dot_row n=%lld: %a, scalar %a", k->name,
+			      (long long)n, r, s);
 	}
 }
 
@@ -190,7 +189,8 @@ static void simd_fill_raw(uint32_t type, uint8_t *w, uint8_t *a, int64_t n)
 		/* d (and m) of the weights, d (and s) of Q8_0/Q8_1 */
 		size_t bw = io_type_info(type)->block_bytes;
 		size_t ba = io_type_info(quant_vec_dot_type(type))->block_bytes;
-		int halves = type == IO_TYPE_Q4_1 || type == IO_TYPE_Q5_1 ? 2 : 1;
+		int halves = type == IO_TYPE_Q4_1 || type == IO_TYPE_Q5_1 ? 2 :
+									    1;
 
 		for (b = 0; b < n / 32; b++)
 			for (int h = 0; h < halves; h++) {
@@ -206,9 +206,12 @@ static void simd_fill_raw(uint32_t type, uint8_t *w, uint8_t *a, int64_t n)
 		size_t bw = io_type_info(type)->block_bytes;
 		/* where the block's halves are: d, dmin first or d last */
 		size_t at = type == IO_TYPE_Q4_K || type == IO_TYPE_Q5_K ? 0 :
-			type == IO_TYPE_Q2_K ? 80 : bw - 2;
+			    type == IO_TYPE_Q2_K			 ? 80 :
+									   bw - 2;
 		int halves = type == IO_TYPE_Q4_K || type == IO_TYPE_Q5_K ||
-			type == IO_TYPE_Q2_K ? 2 : 1;
+					     type == IO_TYPE_Q2_K ?
+				     2 :
+				     1;
 
 		for (int h = 0; h < halves; h++) {
 			uint16_t v = simd_randh();
@@ -237,7 +240,7 @@ static int64_t simd_length(uint32_t type, int i)
 	static const int64_t blocks_long[] = { 64, 100, 127, 128, 344, 512 };
 	int64_t bs = io_type_info(type)->block_elems;
 
-	if (bs == 1)   /* float rows: every length to 300, then long ones */
+	if (bs == 1) /* float rows: every length to 300, then long ones */
 		return i < 300 ? i + 1 : 4096 + 37 * (i - 300);
 	if (i < 40)
 		return bs * (i + 1);
@@ -299,15 +302,15 @@ START_TEST(test_simd_f16_attention_dot)
 		float v = dot_f16(n, x, y), s = dot_f16_scalar(n, x, y);
 
 		ck_assert_msg(simd_bits(v) == simd_bits(s),
-			"dot_f16 n=%d: %a, scalar %a", n, v, s);
+			      "dot_f16 n=%d: %a, scalar %a", n, v, s);
 	}
 }
 END_TEST
 
 static const char *const simd_models[] = {
-	"tiny-llama-spm32k-kquant.gguf", "tiny-qwen3-bpe16k-mixq.gguf",
+	"tiny-llama-spm32k-kquant.gguf",  "tiny-qwen3-bpe16k-mixq.gguf",
 	"tiny-qwen3moe-bpe16k-q4km.gguf", "tiny-qwen2-bpe152k-legacyq.gguf",
-	"tiny-qwen3-bpe16k-f16.gguf", "stories260K.gguf",
+	"tiny-qwen3-bpe16k-f16.gguf",	  "stories260K.gguf",
 	"llama-2-tiny-random.gguf",
 };
 
@@ -335,8 +338,8 @@ START_TEST(test_simd_tile)
 	uint8_t *w = malloc(wb * DOT_TILE_ROWS);
 	uint8_t *a = malloc(ab * DOT_TILE_TOKENS);
 	uint8_t *raw_w = malloc(wb);
-	uint8_t *packed = malloc(dot_tile_pack_bytes(k->type, most,
-			DOT_TILE_TOKENS));
+	uint8_t *packed = malloc(
+		dot_tile_pack_bytes(k->type, most, DOT_TILE_TOKENS));
 	const void *acts[DOT_TILE_TOKENS];
 	float out[DOT_TILE_ROWS * DOT_TILE_TOKENS];
 
@@ -351,8 +354,8 @@ START_TEST(test_simd_tile)
 			for (int t = 0; t < DOT_TILE_TOKENS; t++) {
 				acts[t] = a + ab * t;
 				if (raw) {
-					simd_fill_raw(k->type, raw_w, a + ab * t,
-							n);
+					simd_fill_raw(k->type, raw_w,
+						      a + ab * t, n);
 					if (t < DOT_TILE_ROWS)
 						memcpy(w + rb * t, raw_w, rb);
 					continue;
@@ -361,19 +364,20 @@ START_TEST(test_simd_tile)
 					x[j] = simd_randf();
 				if (t < DOT_TILE_ROWS)
 					quant_from_float_ref(k->type, x,
-							w + rb * t, n);
+							     w + rb * t, n);
 				for (int64_t j = 0; j < n; j++)
 					x[j] = simd_randf();
 				quant_from_float(at, x, a + ab * t, n);
 			}
 			for (int nt = 1; nt <= DOT_TILE_TOKENS; nt++) {
 				dot_tile_pack(k->type, n, acts, (uint32_t)nt,
-						packed);
+					      packed);
 				for (int nr = 1; nr <= DOT_TILE_ROWS; nr++) {
-					ck_assert_msg(dot_tile(k->type, n, w, rb,
-						nr, acts, packed, nt, out,
-						k->repacked),
-						"%s: no kernel", k->name);
+					ck_assert_msg(dot_tile(k->type, n, w,
+							       rb, nr, acts,
+							       packed, nt, out,
+							       k->repacked),
+						      "%s: no kernel", k->name);
 					for (int r = 0; r < nr; r++)
 						for (int t = 0; t < nt; t++) {
 							float s = dot_row_scalar(
@@ -381,16 +385,22 @@ START_TEST(test_simd_tile)
 								w + rb * r,
 								acts[t],
 								k->repacked);
-							float o = out[DOT_TILE_TOKENS *
-								r + t];
+							float o = out
+								[DOT_TILE_TOKENS *
+									 r +
+								 t];
 
-							ck_assert_msg(simd_bits(o) ==
-							simd_bits(s),
-							"%s%s n=%lld row %d of %d token %d of %d: tile %a, scalar %a",
-							k->name,
-							raw ? " raw" : "",
-							(long long)n, r, nr, t,
-							nt, o, s);
+							ck_assert_msg(
+								simd_bits(o) ==
+									simd_bits(
+										s),
+								"%s%s n=%lld row %d of %d token %d of %d: tile %a, scalar %a",
+								k->name,
+								raw ? " raw" :
+								      "",
+								(long long)n, r,
+								nr, t, nt, o,
+								s);
 						}
 				}
 			}
@@ -428,15 +438,15 @@ START_TEST(test_simd_real_tensors)
 		const struct io_gguf_tensor *ti = &g->tensors[t];
 		const struct simd_kernel *k = NULL;
 		size_t ki;
-		int64_t n = ti->ne[0], rows = ti->bytes /
-			simd_row_bytes(ti->type, ti->ne[0]);
+		int64_t n = ti->ne[0],
+			rows = ti->bytes / simd_row_bytes(ti->type, ti->ne[0]);
 		uint64_t rb;
 		uint8_t *w, *a;
 		float *y;
 		int fd;
 
-		for (ki = 0; ki < sizeof(simd_kernels) /
-				sizeof(simd_kernels[0]); ki++)
+		for (ki = 0;
+		     ki < sizeof(simd_kernels) / sizeof(simd_kernels[0]); ki++)
 			if (simd_kernels[ki].type == ti->type) {
 				k = &simd_kernels[ki];
 				break;
@@ -459,12 +469,12 @@ START_TEST(test_simd_real_tensors)
 		quant_from_float(quant_vec_dot_type(ti->type), y, a, n);
 		/* every kernel of this type, plain and repacked */
 		for (; ki < sizeof(simd_kernels) / sizeof(simd_kernels[0]);
-				ki++) {
+		     ki++) {
 			if (simd_kernels[ki].type != ti->type)
 				continue;
 			for (int64_t r = 0; r < rows; r++)
 				simd_check(&simd_kernels[ki], n, w + r * rb, a,
-					ti->name);
+					   ti->name);
 		}
 		tested++;
 		free(w);
@@ -487,12 +497,14 @@ static int simd_setup(void)
 
 static void simd_tests(TCase *tc)
 {
-	tcase_add_loop_test(tc, test_simd_random_rows, 0,
+	tcase_add_loop_test(
+		tc, test_simd_random_rows, 0,
 		(int)(sizeof(simd_kernels) / sizeof(simd_kernels[0])));
 	tcase_add_test(tc, test_simd_f16_attention_dot);
 	tcase_add_loop_test(tc, test_simd_tile, 0,
-		(int)(sizeof(simd_tiles) / sizeof(simd_tiles[0])));
-	tcase_add_loop_test(tc, test_simd_real_tensors, 0,
+			    (int)(sizeof(simd_tiles) / sizeof(simd_tiles[0])));
+	tcase_add_loop_test(
+		tc, test_simd_real_tensors, 0,
 		(int)(sizeof(simd_models) / sizeof(simd_models[0])));
 }
 

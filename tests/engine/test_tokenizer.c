@@ -87,8 +87,8 @@ static void vocab_close(struct loaded *l)
  * the number of texts, *passed how many matched. Mismatches are printed.
  */
 static size_t run_vector(const struct engine_vocab *v, const char *inp_rel,
-		const char *out_rel, bool add_special, bool parse_special,
-		size_t *passed)
+			 const char *out_rel, bool add_special,
+			 bool parse_special, size_t *passed)
 {
 	char p1[4200], p2[4200];
 	size_t il, ol, n_texts = 0, shown = 0;
@@ -106,21 +106,25 @@ static size_t run_vector(const struct engine_vocab *v, const char *inp_rel,
 		int32_t *toks;
 		struct err err = { 0 };
 
-		ck_assert_msg(nl != NULL, "%s: fewer lines than texts", out_rel);
+		ck_assert_msg(nl != NULL, "%s: fewer lines than texts",
+			      out_rel);
 		*nl = '\0';
 		ck_assert_int_eq(engine_vocab_tokenize(v, text, tl, add_special,
-				parse_special, &toks, &n, &err), 0);
+						       parse_special, &toks, &n,
+						       &err),
+				 0);
 		got[0] = '\0';
 		for (size_t i = 0; i < n && gl + 16 < sizeof(got); i++)
-			gl += (size_t)snprintf(got + gl, sizeof(got) - gl, " %d",
-					toks[i]);
+			gl += (size_t)snprintf(got + gl, sizeof(got) - gl,
+					       " %d", toks[i]);
 		free(toks);
 		if (!strcmp(got, line))
 			(*passed)++;
 		else if (shown++ < 5)
-			fprintf(stderr, "%s #%zu \"%.*s\"\n  want:%s\n  got: %s\n",
-				out_rel, n_texts, (int)(tl > 60 ? 60 : tl), text,
-				line, got);
+			fprintf(stderr,
+				"%s #%zu \"%.*s\"\n  want:%s\n  got: %s\n",
+				out_rel, n_texts, (int)(tl > 60 ? 60 : tl),
+				text, line, got);
 		n_texts++;
 		line = nl + 1;
 		if (!end)
@@ -133,31 +137,53 @@ static size_t run_vector(const struct engine_vocab *v, const char *inp_rel,
 }
 
 struct vector_case {
-	const char *gguf;     /* relative to $SHARED */
+	const char *gguf; /* relative to $SHARED */
 	const char *inp, *out;
-	bool special;         /* add_special and parse_special */
+	bool special; /* add_special and parse_special */
 };
 
-#define UP(name) { "vocab/ggml-vocab-" name ".gguf", \
-	"vocab/ggml-vocab-" name ".gguf.inp", "vocab/ggml-vocab-" name ".gguf.out", false }
+#define UP(name) \
+	{ \
+		"vocab/ggml-vocab-" name ".gguf", \
+			"vocab/ggml-vocab-" name ".gguf.inp", \
+			"vocab/ggml-vocab-" name ".gguf.out", false \
+	}
 #define OWN(file, target) \
-	{ file, "vocab/own/hard-cases.inp", "vocab/own/" target ".hard-cases.out", false }, \
-	{ file, "vocab/own/hard-cases.inp", "vocab/own/" target ".hard-cases.special.out", true }
-#define OWN_VOCAB(name) OWN("vocab/ggml-vocab-" name ".gguf", "ggml-vocab-" name)
+	{ file, "vocab/own/hard-cases.inp", \
+	  "vocab/own/" target ".hard-cases.out", false }, \
+	{ \
+		file, "vocab/own/hard-cases.inp", \
+			"vocab/own/" target ".hard-cases.special.out", true \
+	}
+#define OWN_VOCAB(name) \
+	OWN("vocab/ggml-vocab-" name ".gguf", "ggml-vocab-" name)
 #define OWN_MODEL(name) OWN("models/" name ".gguf", name)
 
 static const struct vector_case vector_cases[] = {
-	UP("llama-spm"), UP("phi-3"), UP("gpt-2"), UP("deepseek-coder"),
-	UP("falcon"), UP("starcoder"),
-	{ "models/tiny-qwen2-bpe152k-legacyq.gguf", "vocab/ggml-vocab-qwen2.gguf.inp",
-	  "vocab/ggml-vocab-qwen2.gguf.out", false },
-	{ "models/tiny-llama-spm32k-kquant.gguf", "vocab/ggml-vocab-llama-spm.gguf.inp",
+	UP("llama-spm"),
+	UP("phi-3"),
+	UP("gpt-2"),
+	UP("deepseek-coder"),
+	UP("falcon"),
+	UP("starcoder"),
+	{ "models/tiny-qwen2-bpe152k-legacyq.gguf",
+	  "vocab/ggml-vocab-qwen2.gguf.inp", "vocab/ggml-vocab-qwen2.gguf.out",
+	  false },
+	{ "models/tiny-llama-spm32k-kquant.gguf",
+	  "vocab/ggml-vocab-llama-spm.gguf.inp",
 	  "vocab/ggml-vocab-llama-spm.gguf.out", false },
-	OWN_VOCAB("llama-spm"), OWN_VOCAB("phi-3"), OWN_VOCAB("gpt-2"),
-	OWN_VOCAB("deepseek-coder"), OWN_VOCAB("falcon"), OWN_VOCAB("starcoder"),
-	OWN_MODEL("tiny-llama-spm32k-kquant"), OWN_MODEL("tiny-qwen2-bpe152k-legacyq"),
-	OWN_MODEL("tiny-qwen3-bpe16k-f16"), OWN_MODEL("llama-2-tiny-random"),
-	{ "models/tiny-qwen3-bpe16k-f16.gguf", "vocab/ggml-vocab-qwen2.gguf.inp",
+	OWN_VOCAB("llama-spm"),
+	OWN_VOCAB("phi-3"),
+	OWN_VOCAB("gpt-2"),
+	OWN_VOCAB("deepseek-coder"),
+	OWN_VOCAB("falcon"),
+	OWN_VOCAB("starcoder"),
+	OWN_MODEL("tiny-llama-spm32k-kquant"),
+	OWN_MODEL("tiny-qwen2-bpe152k-legacyq"),
+	OWN_MODEL("tiny-qwen3-bpe16k-f16"),
+	OWN_MODEL("llama-2-tiny-random"),
+	{ "models/tiny-qwen3-bpe16k-f16.gguf",
+	  "vocab/ggml-vocab-qwen2.gguf.inp",
 	  "vocab/own/tiny-qwen3-bpe16k-f16.upstream-qwen2-inp.out", false },
 };
 
@@ -172,8 +198,8 @@ START_TEST(test_tokenizer_vectors)
 	n = run_vector(l.v, c->inp, c->out, c->special, c->special, &passed);
 	printf("%-58s %3zu/%3zu\n", c->out + 6, passed, n);
 	ck_assert_uint_gt(n, 0);
-	ck_assert_msg(passed == n, "%s: %zu of %zu texts match", c->out,
-			passed, n);
+	ck_assert_msg(passed == n, "%s: %zu of %zu texts match", c->out, passed,
+		      n);
 	vocab_close(&l);
 }
 END_TEST
@@ -181,9 +207,10 @@ END_TEST
 /* ---- golden generations ------------------------------------------------ */
 
 static const char *const golden_models[] = {
-	"llama-2-tiny-random", "stories260K", "tiny-llama-spm32k-kquant",
-	"tiny-qwen2-bpe152k-legacyq", "tiny-qwen3-bpe16k-f16",
-	"tiny-qwen3-bpe16k-mixq", "tiny-qwen3moe-bpe16k-q4km",
+	"llama-2-tiny-random",	     "stories260K",
+	"tiny-llama-spm32k-kquant",  "tiny-qwen2-bpe152k-legacyq",
+	"tiny-qwen3-bpe16k-f16",     "tiny-qwen3-bpe16k-mixq",
+	"tiny-qwen3moe-bpe16k-q4km",
 };
 
 #define N_GOLDEN (sizeof(golden_models) / sizeof(golden_models[0]))
@@ -227,11 +254,14 @@ START_TEST(test_tokenizer_golden)
 		want_text = json_string_value(json_object_get(o, "text"));
 		want = json_ids(json_object_get(o, "prompt_tokens"), &n_want);
 		gen = json_ids(json_object_get(o, "tokens"), &n_gen);
-		ck_assert_int_eq(engine_vocab_tokenize(l.v, prompt, strlen(prompt),
-				true, true, &toks, &n, &err), 0);
-		ck_assert_msg(n == n_want && !memcmp(toks, want, n * sizeof(*toks)),
-				"%s: prompt \"%s\" tokenizes differently (%zu vs %zu tokens)",
-				jsonl, prompt, n, n_want);
+		ck_assert_int_eq(engine_vocab_tokenize(l.v, prompt,
+						       strlen(prompt), true,
+						       true, &toks, &n, &err),
+				 0);
+		ck_assert_msg(
+			n == n_want && !memcmp(toks, want, n * sizeof(*toks)),
+			"%s: prompt \"%s\" tokenizes differently (%zu vs %zu tokens)",
+			jsonl, prompt, n, n_want);
 
 		/* the text as llama.cpp completion prints it, streamed */
 		text = malloc(n_gen * 300 + 64);
@@ -239,12 +269,14 @@ START_TEST(test_tokenizer_golden)
 		d.first = true;
 		engine_vocab_detok_context(l.v, &d, want, n_want);
 		for (size_t i = 0; i < n_gen; i++)
-			k += engine_vocab_detok_push(l.v, &d, gen[i], text + k, 300);
+			k += engine_vocab_detok_push(l.v, &d, gen[i], text + k,
+						     300);
 		k += engine_vocab_detok_flush(&d, text + k, 300);
 		text[k] = '\0';
-		ck_assert_msg(!strcmp(text, want_text),
-				"%s: prompt \"%s\": text\n  want \"%s\"\n  got  \"%s\"",
-				jsonl, prompt, want_text, text);
+		ck_assert_msg(
+			!strcmp(text, want_text),
+			"%s: prompt \"%s\": text\n  want \"%s\"\n  got  \"%s\"",
+			jsonl, prompt, want_text, text);
 		free(text);
 		free(toks);
 		free(want);
@@ -265,7 +297,7 @@ END_TEST
 START_TEST(test_tokenizer_detok_holds_partial_utf8)
 {
 	struct loaded l = vocab_open("models/tiny-llama-spm32k-kquant.gguf");
-	const char *emoji = "\xf0\x9f\x98\x80";   /* U+1F600: byte tokens */
+	const char *emoji = "\xf0\x9f\x98\x80"; /* U+1F600: byte tokens */
 	struct engine_detokenizer d = { 0 };
 	struct err err = { 0 };
 	int32_t *toks;
@@ -273,12 +305,13 @@ START_TEST(test_tokenizer_detok_holds_partial_utf8)
 	char out[64];
 
 	ck_assert_int_eq(engine_vocab_tokenize(l.v, emoji, 4, false, false,
-			&toks, &n, &err), 0);
-	ck_assert_uint_ge(n, 4);        /* ▁ then four <0xXX> */
+					       &toks, &n, &err),
+			 0);
+	ck_assert_uint_ge(n, 4); /* ▁ then four <0xXX> */
 	d.first = true;
 	for (size_t i = 0; i + 1 < n; i++) {
 		got = engine_vocab_detok_push(l.v, &d, toks[i], out + k, 16);
-		ck_assert_uint_eq(got, 0);  /* nothing until it is whole */
+		ck_assert_uint_eq(got, 0); /* nothing until it is whole */
 		k += got;
 	}
 	k += engine_vocab_detok_push(l.v, &d, toks[n - 1], out + k, 16);
@@ -307,7 +340,8 @@ START_TEST(test_tokenizer_detokenize_roundtrip)
 		"models/tiny-llama-spm32k-kquant.gguf",
 		"vocab/ggml-vocab-deepseek-coder.gguf",
 	};
-	const char *text = "Hello wörld, 你好 <|im_start|>x  y\n\tz 12345 \xf0\x9f\x91\x8d";
+	const char *text =
+		"Hello wörld, 你好 <|im_start|>x  y\n\tz 12345 \xf0\x9f\x91\x8d";
 
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		struct loaded l = vocab_open(files[i]);
@@ -318,11 +352,14 @@ START_TEST(test_tokenizer_detokenize_roundtrip)
 
 		/* no BOS: llama.cpp keeps the space after one */
 		ck_assert_int_eq(engine_vocab_tokenize(l.v, text, strlen(text),
-				false, false, &toks, &n, &err), 0);
+						       false, false, &toks, &n,
+						       &err),
+				 0);
 		ck_assert_int_eq(engine_vocab_detokenize(l.v, toks, n, false,
-				&back, &len, &err), 0);
-		if (engine_vocab_type(l.v) == ENGINE_VOCAB_SPM || !strcmp(
-				engine_vocab_pre_name(l.v), "qwen2"))
+							 &back, &len, &err),
+				 0);
+		if (engine_vocab_type(l.v) == ENGINE_VOCAB_SPM ||
+		    !strcmp(engine_vocab_pre_name(l.v), "qwen2"))
 			ck_assert_str_eq(back, text);
 		ck_assert_uint_eq(len, strlen(back));
 		free(back);
@@ -335,31 +372,92 @@ END_TEST
 /* ---- pre-tokenizers ---------------------------------------------------- */
 
 static const char *const pre_names[] = {
-	"default", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1",
-	"pixtral", "midm-2.0", "lfm2", "jina-v5-nano", "dbrx", "smaug-bpe",
-	"deepseek-llm", "deepseek-coder", "deepseek-v3", "hunyuan-dense",
-	"hy_v4", "joyai-llm", "spark2_5", "youtu", "falcon", "mpt", "gpt-2",
-	"phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
-	"a.x-4.0", "mellum", "modern-bert", "olmo", "jais", "exaone4",
-	"trillion", "granite-docling", "jais-2", "starcoder", "refact",
-	"codeshell", "exaone", "minerva-7b", "mellum2", "command-r", "smollm",
-	"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan",
-	"solar-open", "qwen35", "stablelm2", "megrez", "grok-2", "poro-chat",
-	"bloom", "gpt3-finnish", "glm4", "chatglm-bpe", "viking", "tekken",
+	"default",
+	"llama3",
+	"llama-v3",
+	"llama-bpe",
+	"falcon3",
+	"falcon-h1",
+	"pixtral",
+	"midm-2.0",
+	"lfm2",
+	"jina-v5-nano",
+	"dbrx",
+	"smaug-bpe",
+	"deepseek-llm",
+	"deepseek-coder",
+	"deepseek-v3",
+	"hunyuan-dense",
+	"hy_v4",
+	"joyai-llm",
+	"spark2_5",
+	"youtu",
+	"falcon",
+	"mpt",
+	"gpt-2",
+	"phi-2",
+	"jina-es",
+	"jina-de",
+	"gigachat",
+	"jina-v2-es",
+	"jina-v2-de",
+	"a.x-4.0",
+	"mellum",
+	"modern-bert",
+	"olmo",
+	"jais",
+	"exaone4",
+	"trillion",
+	"granite-docling",
+	"jais-2",
+	"starcoder",
+	"refact",
+	"codeshell",
+	"exaone",
+	"minerva-7b",
+	"mellum2",
+	"command-r",
+	"smollm",
+	"qwen2",
+	"deepseek-r1-qwen",
+	"kormo",
+	"f2llmv2",
+	"hunyuan",
+	"solar-open",
+	"qwen35",
+	"stablelm2",
+	"megrez",
+	"grok-2",
+	"poro-chat",
+	"bloom",
+	"gpt3-finnish",
+	"glm4",
+	"chatglm-bpe",
+	"viking",
+	"tekken",
 	"gpt-4o",
-	"llama4", "kanana2", "talkie", "minimax-m2", "bailingmoe",
-	"bailingmoe2", "llada-moe", "seed-coder", "ufakzeka", "exaone-moe",
+	"llama4",
+	"kanana2",
+	"talkie",
+	"minimax-m2",
+	"bailingmoe",
+	"bailingmoe2",
+	"llada-moe",
+	"seed-coder",
+	"ufakzeka",
+	"exaone-moe",
 	"minicpm5",
 };
 
 static const char pre_sample[] =
 	"Hello World! It's 2024; we'VE got 1234567 items,\tcosting $3.50 each.\n"
 	"  \r\n\n   Привет, мир! Ça va? Größe 你好世界 こんにちは 안녕 "
-	"\xe2\x80\x83" "em\xe2\x80\x83space \xc2\xa0nbsp \xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd "
+	"\xe2\x80\x83"
+	"em\xe2\x80\x83space \xc2\xa0nbsp \xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd "
 	"e\xcc\x81 \xef\xbf\xbd \xcd\xb8 def f(x):\n    return x  \n\n";
 
 static size_t *split(const struct pretok *p, const char *text, size_t len,
-		size_t *n_words, size_t *n_cps)
+		     size_t *n_words, size_t *n_cps)
 {
 	struct err err = { 0 };
 	uint32_t *cps;
@@ -401,9 +499,11 @@ START_TEST(test_tokenizer_pretok_all_names)
 		size_t n_words, n_cps, *lens;
 
 		ck_assert_msg(pretok_new(&p, pre_names[i], &err) == 0, "%s: %s",
-				pre_names[i], err.msg);
-		lens = split(p, pre_sample, sizeof(pre_sample) - 1, &n_words, &n_cps);
-		ck_assert_msg(n_words > 20, "%s: %zu words", pre_names[i], n_words);
+			      pre_names[i], err.msg);
+		lens = split(p, pre_sample, sizeof(pre_sample) - 1, &n_words,
+			     &n_cps);
+		ck_assert_msg(n_words > 20, "%s: %zu words", pre_names[i],
+			      n_words);
 		free(lens);
 		pretok_free(p);
 	}
@@ -421,10 +521,13 @@ END_TEST
  */
 START_TEST(test_tokenizer_scanners_match_regex)
 {
-	static const char *const names[] = { "gpt-2", "llama-bpe", "qwen2", "qwen35" };
+	static const char *const names[] = { "gpt-2", "llama-bpe", "qwen2",
+					     "qwen35" };
 	static const char *const inputs[] = {
-		"vocab/own/hard-cases.inp", "vocab/ggml-vocab-qwen2.gguf.inp",
-		"vocab/ggml-vocab-llama-bpe.gguf.inp", "vocab/ggml-vocab-qwen35.gguf.inp",
+		"vocab/own/hard-cases.inp",
+		"vocab/ggml-vocab-qwen2.gguf.inp",
+		"vocab/ggml-vocab-llama-bpe.gguf.inp",
+		"vocab/ggml-vocab-qwen35.gguf.inp",
 	};
 	size_t checked = 0;
 
@@ -432,24 +535,33 @@ START_TEST(test_tokenizer_scanners_match_regex)
 		struct pretok *scan, *re;
 		struct err err = { 0 };
 
-		ck_assert_int_eq(pretok_new_regex(&scan, names[k], false, &err), 0);
-		ck_assert_int_eq(pretok_new_regex(&re, names[k], true, &err), 0);
-		for (size_t f = 0; f < sizeof(inputs) / sizeof(inputs[0]); f++) {
+		ck_assert_int_eq(pretok_new_regex(&scan, names[k], false, &err),
+				 0);
+		ck_assert_int_eq(pretok_new_regex(&re, names[k], true, &err),
+				 0);
+		for (size_t f = 0; f < sizeof(inputs) / sizeof(inputs[0]);
+		     f++) {
 			char path[4200];
 			size_t len;
-			char *inp = read_file(shared_path(path, sizeof(path), inputs[f]), &len);
+			char *inp = read_file(
+				shared_path(path, sizeof(path), inputs[f]),
+				&len);
 			char *text = inp;
 
 			while (text < inp + len) {
 				char *end = strstr(text, SEP);
-				size_t tl = end ? (size_t)(end - text) : strlen(text);
+				size_t tl = end ? (size_t)(end - text) :
+						  strlen(text);
 				size_t na, nb, ca, cb;
 				size_t *a = split(scan, text, tl, &na, &ca);
 				size_t *b = split(re, text, tl, &nb, &cb);
 
-				ck_assert_msg(na == nb && (!na || !memcmp(a, b, na * sizeof(*a))),
-						"%s: \"%.*s\" splits differently", names[k],
-						(int)tl, text);
+				ck_assert_msg(
+					na == nb && (!na ||
+						     !memcmp(a, b,
+							     na * sizeof(*a))),
+					"%s: \"%.*s\" splits differently",
+					names[k], (int)tl, text);
 				free(a);
 				free(b);
 				checked++;
@@ -476,7 +588,8 @@ START_TEST(test_tokenizer_invalid_utf8)
 		"vocab/ggml-vocab-deepseek-coder.gguf",
 		"vocab/ggml-vocab-falcon.gguf",
 	};
-	static const char bad[] = "a\xff\xfe b\xc3 \xe2\x82 \xf0\x9f\x98 \x80\x80"
+	static const char bad[] =
+		"a\xff\xfe b\xc3 \xe2\x82 \xf0\x9f\x98 \x80\x80"
 		"\xed\xa0\x80 \xc0\xaf \xf8\x88\x80\x80\x80 \xf4\x90\x80\x80 end\xe2";
 	unsigned seed = 12345;
 	char rnd[4096];
@@ -493,17 +606,23 @@ START_TEST(test_tokenizer_invalid_utf8)
 		char *back;
 		size_t len;
 
-		ck_assert_int_eq(engine_vocab_tokenize(l.v, bad, sizeof(bad) - 1,
-				true, true, &toks, &n, &err), 0);
+		ck_assert_int_eq(engine_vocab_tokenize(l.v, bad,
+						       sizeof(bad) - 1, true,
+						       true, &toks, &n, &err),
+				 0);
 		ck_assert_uint_gt(n, 5);
 		for (size_t j = 0; j < n; j++)
-			ck_assert_uint_lt((uint32_t)toks[j], engine_vocab_size(l.v));
+			ck_assert_uint_lt((uint32_t)toks[j],
+					  engine_vocab_size(l.v));
 		ck_assert_int_eq(engine_vocab_detokenize(l.v, toks, n, true,
-				&back, &len, &err), 0);
+							 &back, &len, &err),
+				 0);
 		free(back);
 		free(toks);
 		ck_assert_int_eq(engine_vocab_tokenize(l.v, rnd, sizeof(rnd),
-				false, true, &toks, &n, &err), 0);
+						       false, true, &toks, &n,
+						       &err),
+				 0);
 		ck_assert_uint_gt(n, 100);
 		free(toks);
 		vocab_close(&l);
@@ -522,7 +641,8 @@ START_TEST(test_tokenizer_megabyte)
 	size_t len = 1 << 20;
 	char *text = malloc(len);
 	char *same = malloc(len);
-	const char *words = "The quick brown fox, 12345 jumps! <|im_end|> \xe4\xbd\xa0\xe5\xa5\xbd\n";
+	const char *words =
+		"The quick brown fox, 12345 jumps! <|im_end|> \xe4\xbd\xa0\xe5\xa5\xbd\n";
 	size_t wl = strlen(words);
 
 	ck_assert_ptr_nonnull(text);
@@ -537,16 +657,18 @@ START_TEST(test_tokenizer_megabyte)
 		size_t n;
 		double t0 = now_s(), t1, t2;
 
-		ck_assert_int_eq(engine_vocab_tokenize(l.v, text, len, true, true,
-				&toks, &n, &err), 0);
+		ck_assert_int_eq(engine_vocab_tokenize(l.v, text, len, true,
+						       true, &toks, &n, &err),
+				 0);
 		t1 = now_s();
 		free(toks);
 		ck_assert_int_eq(engine_vocab_tokenize(l.v, same, len, false,
-				false, &toks, &n, &err), 0);
+						       false, &toks, &n, &err),
+				 0);
 		t2 = now_s();
 		free(toks);
 		printf("%-40s 1 MiB mixed %.2f s, 1 MiB of 'a' %.2f s\n",
-				files[i], t1 - t0, t2 - t1);
+		       files[i], t1 - t0, t2 - t1);
 		ck_assert_msg(t1 - t0 < 20 && t2 - t1 < 20, "1 MiB too slow");
 		vocab_close(&l);
 	}
@@ -564,7 +686,8 @@ START_TEST(test_tokenizer_load_qwen2_fast)
 	struct err err = { 0 };
 	double best = 1e9;
 
-	shared_path(path, sizeof(path), "models/tiny-qwen2-bpe152k-legacyq.gguf");
+	shared_path(path, sizeof(path),
+		    "models/tiny-qwen2-bpe152k-legacyq.gguf");
 	ck_assert_int_eq(io_gguf_open(&g, path, &err), 0);
 	for (int i = 0; i < 3; i++) {
 		double t0 = now_s();
@@ -573,7 +696,8 @@ START_TEST(test_tokenizer_load_qwen2_fast)
 		if (now_s() - t0 < best)
 			best = now_s() - t0;
 		ck_assert_uint_eq(engine_vocab_size(v), 151936);
-		ck_assert_int_eq(engine_vocab_find(v, "<|im_start|>", 12), 151644);
+		ck_assert_int_eq(engine_vocab_find(v, "<|im_start|>", 12),
+				 151644);
 		ck_assert(engine_vocab_is_eog(v, 151645));
 		ck_assert(engine_vocab_is_eog(v, 151643));
 		ck_assert(!engine_vocab_is_eog(v, 151644));
@@ -595,7 +719,10 @@ END_TEST
  */
 START_TEST(test_tokenizer_eot_like_reference)
 {
-	static const struct { const char *file; int32_t eot; } c[] = {
+	static const struct {
+		const char *file;
+		int32_t eot;
+	} c[] = {
 		{ "models/tiny-qwen2-bpe152k-legacyq.gguf", 151645 },
 		{ "models/tiny-qwen3-bpe16k-f16.gguf", 16384 },
 		{ "vocab/ggml-vocab-phi-3.gguf", 32007 },
@@ -608,8 +735,9 @@ START_TEST(test_tokenizer_eot_like_reference)
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		struct loaded l = vocab_open(c[i].file);
 
-		ck_assert_msg(engine_vocab_eot(l.v) == c[i].eot, "%s: eot %d, want %d",
-				c[i].file, engine_vocab_eot(l.v), c[i].eot);
+		ck_assert_msg(engine_vocab_eot(l.v) == c[i].eot,
+			      "%s: eot %d, want %d", c[i].file,
+			      engine_vocab_eot(l.v), c[i].eot);
 		vocab_close(&l);
 	}
 }
@@ -644,7 +772,7 @@ static char *write_gguf(const char *model, const char *pre)
 	f = fdopen(fd, "wb");
 	fwrite("GGUF", 1, 4, f);
 	put_u32(f, 3);
-	fwrite(&zero, 8, 1, f);      /* tensors */
+	fwrite(&zero, 8, 1, f); /* tensors */
 	fwrite(&n_kv, 8, 1, f);
 	put_str(f, "general.architecture");
 	put_u32(f, 8);
@@ -669,10 +797,14 @@ static char *write_gguf(const char *model, const char *pre)
 
 START_TEST(test_tokenizer_unsupported)
 {
-	static const struct { const char *model, *pre; int rc; const char *word; } c[] = {
+	static const struct {
+		const char *model, *pre;
+		int rc;
+		const char *word;
+	} c[] = {
 		{ "bert", NULL, -ENOTSUP, "gpt2" },
 		{ "gpt2", "no-such-pre", -ENOTSUP, "qwen2" },
-		{ "gpt2", "qwen2", -EINVAL, "merges" },   /* no merges */
+		{ "gpt2", "qwen2", -EINVAL, "merges" }, /* no merges */
 	};
 
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
@@ -684,7 +816,8 @@ START_TEST(test_tokenizer_unsupported)
 		ck_assert_int_eq(io_gguf_open(&g, path, &err), 0);
 		ck_assert_int_eq(engine_vocab_load(&v, g, &err), c[i].rc);
 		ck_assert_ptr_null(v);
-		ck_assert_msg(strstr(err.msg, c[i].word), "message: %s", err.msg);
+		ck_assert_msg(strstr(err.msg, c[i].word), "message: %s",
+			      err.msg);
 		io_gguf_close(g);
 		unlink(path);
 	}
@@ -695,7 +828,9 @@ static int tokenizer_setup(void)
 {
 	char probe[4200];
 
-	if (access(shared_path(probe, sizeof(probe), "vocab/own/hard-cases.inp"), R_OK)) {
+	if (access(shared_path(probe, sizeof(probe),
+			       "vocab/own/hard-cases.inp"),
+		   R_OK)) {
 		printf("no test data at %s (set SHARED)\n", check_shared_dir());
 		return CHECK_SKIP;
 	}

@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 	sigaction(SIGALRM, &action, NULL);
 	/* A first ring soon after the write, while the answer is still being
 	 * computed, then every 3 ms until EOF. */
-	struct itimerval timer = {{0, 3000}, {0, 1000}};
+	struct itimerval timer = { { 0, 3000 }, { 0, 1000 } };
 	setitimer(ITIMER_REAL, &timer, NULL);
 
 	char buffer[65536];
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	struct itimerval off = {{0, 0}, {0, 0}};
+	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	setitimer(ITIMER_REAL, &off, NULL);
 	close(fd);
 	fprintf(stderr, "interrupted %ld\n", interrupted);

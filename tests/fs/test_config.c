@@ -17,7 +17,7 @@
 
 static void config_expect_text(const struct fs_config *c, const char *want)
 {
-	struct fs_buf b = {0};
+	struct fs_buf b = { 0 };
 
 	ck_assert_int_eq(fs_config_format(c, &b), 0);
 	ck_assert_str_eq(b.p, want);
@@ -30,18 +30,19 @@ START_TEST(test_config_defaults_format)
 
 	fs_config_defaults(&c);
 	config_expect_text(&c, "temperature=0.8\ntop_k=40\ntop_p=0.95\n"
-		"min_p=0.05\nrepeat_penalty=1\nseed=4294967295\n"
-		"max_tokens=256\nstop=\n");
+			       "min_p=0.05\nrepeat_penalty=1\nseed=4294967295\n"
+			       "max_tokens=256\nstop=\n");
 	fs_config_free(&c);
 }
 END_TEST
 
 START_TEST(test_config_write_applies_lines)
 {
-	const char *text = "# comment\n\ntemperature=0\n top_k=7 \r\n"
+	const char *text =
+		"# comment\n\ntemperature=0\n top_k=7 \r\n"
 		"stop=\\n\\n\nstop=END\nmax_tokens=0\nseed=18446744073709551615\n";
 	struct fs_config c;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	fs_config_defaults(&c);
 	ck_assert_int_eq(fs_config_write(&c, text, strlen(text), &err), 0);
@@ -52,9 +53,10 @@ START_TEST(test_config_write_applies_lines)
 	ck_assert_uint_eq(c.n_stop, 2);
 	ck_assert_str_eq(c.stop[0], "\n\n");
 	ck_assert_str_eq(c.stop[1], "END");
-	config_expect_text(&c, "temperature=0\ntop_k=7\ntop_p=0.95\n"
-		"min_p=0.05\nrepeat_penalty=1\nseed=18446744073709551615\n"
-		"max_tokens=0\nstop=\\n\\n\nstop=END\n");
+	config_expect_text(
+		&c, "temperature=0\ntop_k=7\ntop_p=0.95\n"
+		    "min_p=0.05\nrepeat_penalty=1\nseed=18446744073709551615\n"
+		    "max_tokens=0\nstop=\\n\\n\nstop=END\n");
 	/* An empty stop= clears the list. */
 	ck_assert_int_eq(fs_config_write(&c, "stop=", 5, &err), 0);
 	ck_assert_uint_eq(c.n_stop, 0);
@@ -63,12 +65,28 @@ START_TEST(test_config_write_applies_lines)
 END_TEST
 
 static const char *const bad_lines[] = {
-	"temperature=hot", "temperature=-1", "temperature=nan",
-	"temperature=inf", "temperature=", "top_k=-1", "top_k=1.5",
-	"top_k=99999999999", "top_p=1.01", "min_p=-0.1",
-	"repeat_penalty=0", "seed=-1", "seed=18446744073709551616",
-	"max_tokens=-1", "max_tokens=1048577", "temp=1", "nokey",
-	"=1", "stop=\\q", "stop=\\x00", "stop=\\x4", "stop=\\x4z",
+	"temperature=hot",
+	"temperature=-1",
+	"temperature=nan",
+	"temperature=inf",
+	"temperature=",
+	"top_k=-1",
+	"top_k=1.5",
+	"top_k=99999999999",
+	"top_p=1.01",
+	"min_p=-0.1",
+	"repeat_penalty=0",
+	"seed=-1",
+	"seed=18446744073709551616",
+	"max_tokens=-1",
+	"max_tokens=1048577",
+	"temp=1",
+	"nokey",
+	"=1",
+	"stop=\\q",
+	"stop=\\x00",
+	"stop=\\x4",
+	"stop=\\x4z",
 	"stop=\\xg1",
 };
 
@@ -77,13 +95,13 @@ START_TEST(test_config_write_rejects_bad_line)
 	const char *bad = bad_lines[_i];
 	char text[128];
 	struct fs_config c;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	/* A good line first: all or nothing. */
 	snprintf(text, sizeof(text), "top_k=3\n%s\n", bad);
 	fs_config_defaults(&c);
 	ck_assert_int_eq(fs_config_write(&c, text, strlen(text), &err),
-		-EINVAL);
+			 -EINVAL);
 	ck_assert_int_eq(err.code, EINVAL);
 	ck_assert_msg(strstr(err.msg, "config:"), "message: %s", err.msg);
 	ck_assert_int_eq(c.sampling.top_k, 40);
@@ -96,8 +114,8 @@ START_TEST(test_config_format_round_trip)
 {
 	const char *text = "stop=\\n\\x20\nstop=a \\x20\n";
 	struct fs_config c, again;
-	struct fs_buf b = {0}, b2 = {0};
-	struct err err = {0};
+	struct fs_buf b = { 0 }, b2 = { 0 };
+	struct err err = { 0 };
 
 	fs_config_defaults(&c);
 	ck_assert_int_eq(fs_config_write(&c, text, strlen(text), &err), 0);
@@ -120,7 +138,7 @@ END_TEST
 START_TEST(test_config_rejects_nul_and_too_many_stops)
 {
 	struct fs_config c;
-	struct err err = {0};
+	struct err err = { 0 };
 	char line[32];
 
 	fs_config_defaults(&c);
@@ -128,7 +146,7 @@ START_TEST(test_config_rejects_nul_and_too_many_stops)
 	for (int i = 0; i < FS_STOP_MAX; i++) {
 		snprintf(line, sizeof(line), "stop=s%d", i);
 		ck_assert_int_eq(fs_config_write(&c, line, strlen(line), &err),
-			0);
+				 0);
 	}
 	ck_assert_int_eq(fs_config_write(&c, "stop=x", 6, &err), -EINVAL);
 	ck_assert_uint_eq(c.n_stop, FS_STOP_MAX);
@@ -138,22 +156,22 @@ END_TEST
 
 START_TEST(test_config_merge_overrides_only_what_was_set)
 {
-	struct fs_config base, over = {0}, out;
-	struct err err = {0};
+	struct fs_config base, over = { 0 }, out;
+	struct err err = { 0 };
 
 	fs_config_defaults(&base);
 	ck_assert_int_eq(fs_config_write(&base, "top_k=5\nstop=A", 14, &err),
-		0);
+			 0);
 	ck_assert_int_eq(fs_config_write(&over, "temperature=0", 13, &err), 0);
 	ck_assert_int_eq(fs_config_merge(&out, &base, &over), 0);
 	ck_assert(out.sampling.temperature == 0);
-	ck_assert_int_eq(out.sampling.top_k, 5);      /* inherited */
+	ck_assert_int_eq(out.sampling.top_k, 5); /* inherited */
 	ck_assert_uint_eq(out.n_stop, 1);
 	ck_assert_str_eq(out.stop[0], "A");
 	fs_config_free(&out);
 	ck_assert_int_eq(fs_config_write(&over, "stop=", 5, &err), 0);
 	ck_assert_int_eq(fs_config_merge(&out, &base, &over), 0);
-	ck_assert_uint_eq(out.n_stop, 0);             /* cleared by over */
+	ck_assert_uint_eq(out.n_stop, 0); /* cleared by over */
 	fs_config_free(&out);
 	ck_assert_int_eq(fs_config_merge(&out, &base, NULL), 0);
 	ck_assert_int_eq(out.sampling.top_k, 5);
@@ -166,7 +184,7 @@ END_TEST
 START_TEST(test_errors_keeps_last_100)
 {
 	struct fs_errors e;
-	struct fs_buf b = {0};
+	struct fs_buf b = { 0 };
 	char *first;
 	int lines = 0;
 
@@ -191,12 +209,13 @@ END_TEST
 START_TEST(test_errors_escape)
 {
 	struct fs_errors e;
-	struct fs_buf b = {0};
+	struct fs_buf b = { 0 };
 
 	fs_errors_init(&e);
 	fs_errors_add(&e, "x\x1b[2JFORGED\x7f \xc3\xa9t\xc3\xa9 \xff\xc2\x9b");
 	ck_assert_int_eq(fs_errors_format(&e, &b), 0);
-	ck_assert_ptr_nonnull(strstr(b.p,
+	ck_assert_ptr_nonnull(strstr(
+		b.p,
 		" x\\x1b[2JFORGED\\x7f \xc3\xa9t\xc3\xa9 \\xff\\xc2\\x9b\n"));
 	fs_buf_free(&b);
 	fs_errors_destroy(&e);
@@ -207,7 +226,7 @@ END_TEST
 START_TEST(test_errors_fair_share)
 {
 	struct fs_errors e;
-	struct fs_buf b = {0};
+	struct fs_buf b = { 0 };
 	int owner = 0, other = 0;
 
 	fs_errors_init(&e);
@@ -258,7 +277,7 @@ static void config_tests(TCase *tc)
 	tcase_add_test(tc, test_config_defaults_format);
 	tcase_add_test(tc, test_config_write_applies_lines);
 	tcase_add_loop_test(tc, test_config_write_rejects_bad_line, 0,
-		sizeof(bad_lines) / sizeof(bad_lines[0]));
+			    sizeof(bad_lines) / sizeof(bad_lines[0]));
 	tcase_add_test(tc, test_config_rejects_nul_and_too_many_stops);
 	tcase_add_test(tc, test_config_merge_overrides_only_what_was_set);
 	tcase_add_test(tc, test_config_format_round_trip);

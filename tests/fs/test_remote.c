@@ -21,7 +21,7 @@ static struct fs remote_fs;
 static struct fs_model *remote_model(void)
 {
 	struct fs_model *fm = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_int_eq(fs_model_new(&remote_fs, &fm, "r", "", &err), 0);
 	return fm;
@@ -41,7 +41,7 @@ static void remote_key_file(char *path, size_t cap, const char *text)
 
 static char *remote_info(struct fs_model *fm)
 {
-	struct fs_buf b = {0};
+	struct fs_buf b = { 0 };
 
 	ck_assert_int_eq(fm->provider->info(fm, &b), 0);
 	return fs_buf_detach(&b, NULL);
@@ -50,7 +50,7 @@ static char *remote_info(struct fs_model *fm)
 START_TEST(test_remote_attach_url_and_defaults)
 {
 	struct fs_model *fm = remote_model();
-	struct err err = {0};
+	struct err err = { 0 };
 	char *info;
 
 	ck_assert_int_eq(
@@ -69,7 +69,7 @@ END_TEST
 START_TEST(test_remote_files_absent)
 {
 	struct fs_model *fm = remote_model();
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert(fs_provider_has(fm, FS_K_PLACEMENT));
 	ck_assert(fs_provider_has(fm, FS_K_WEIGHTS));
@@ -92,7 +92,7 @@ END_TEST
 START_TEST(test_remote_key_never_shown)
 {
 	struct fs_model *fm = remote_model();
-	struct err err = {0};
+	struct err err = { 0 };
 	char path[64], spec[128], *info;
 
 	remote_key_file(path, sizeof(path), "  sk-secret-42 \nsecond line\n");
@@ -128,7 +128,7 @@ static const char *const bad_specs[] = {
 START_TEST(test_remote_attach_rejects)
 {
 	struct fs_model *fm = remote_model();
-	struct err err = {0};
+	struct err err = { 0 };
 	int rc = fs_remote_attach(fm, bad_specs[_i], &err);
 
 	ck_assert_msg(rc == -EINVAL || rc == -ENOENT, "%s: %d", bad_specs[_i],
@@ -142,12 +142,12 @@ END_TEST
 
 START_TEST(test_remote_key_file_rejects)
 {
-	static const char *const bad[] = {"", "\n", "two words\n", "   \n"};
+	static const char *const bad[] = { "", "\n", "two words\n", "   \n" };
 	char path[64], spec[128];
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct fs_model *fm = remote_model();
-		struct err err = {0};
+		struct err err = { 0 };
 
 		remote_key_file(path, sizeof(path), bad[i]);
 		snprintf(spec, sizeof(spec), "http://h,key_file=%s", path);

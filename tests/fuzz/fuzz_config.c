@@ -29,8 +29,8 @@ static void fuzz_format(const struct fs_config *c, struct fs_buf *b)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fs_config c, again;
-	struct fs_buf before = {0}, after = {0}, round = {0};
-	struct err err = {0};
+	struct fs_buf before = { 0 }, after = { 0 }, round = { 0 };
+	struct err err = { 0 };
 	int rc;
 
 	if (!fuzz_prev_set) {
@@ -45,14 +45,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	fuzz_format(&c, &before);
 	rc = fs_config_write(&c, (const char *)data + !!size,
-		size ? size - 1 : 0, &err);
+			     size ? size - 1 : 0, &err);
 	fuzz_format(&c, &after);
 	if (rc) {
 		/* all or nothing, and one line that says why */
 		if (rc != -EINVAL && rc != -ENOMEM)
 			__builtin_trap();
 		if (before.len != after.len ||
-				memcmp(before.p, after.p, before.len))
+		    memcmp(before.p, after.p, before.len))
 			__builtin_trap();
 		if (!err.msg[0] || strchr(err.msg, '\n'))
 			__builtin_trap();
@@ -62,8 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (fs_config_write(&again, after.p, after.len, &err))
 			__builtin_trap();
 		fuzz_format(&again, &round);
-		if (round.len != after.len || memcmp(round.p, after.p,
-				after.len))
+		if (round.len != after.len ||
+		    memcmp(round.p, after.p, after.len))
 			__builtin_trap();
 		fs_config_free(&again);
 		fs_config_free(&fuzz_prev);

@@ -42,13 +42,14 @@ static void fuzz_check(const struct io_gguf *g, size_t size)
 
 		if (io_gguf_find(g, g->kv[i].key) != &g->kv[i])
 			__builtin_trap();
-		if (v->type == IO_GGUF_STRING && strlen(v->str.data) > v->str.len)
+		if (v->type == IO_GGUF_STRING &&
+		    strlen(v->str.data) > v->str.len)
 			__builtin_trap();
 		if (v->type == IO_GGUF_ARRAY && v->arr.type == IO_GGUF_STRING)
 			for (j = 0; j < v->arr.n; j++) {
-				const struct io_gguf_string *s =
-					&((const struct io_gguf_string *)
-					  v->arr.data)[j];
+				const struct io_gguf_string *s = &(
+					(const struct io_gguf_string *)
+						v->arr.data)[j];
 
 				if (strlen(s->data) > s->len)
 					__builtin_trap();
@@ -58,8 +59,8 @@ static void fuzz_check(const struct io_gguf *g, size_t size)
 
 static void fuzz_write(int fd, const uint8_t *data, size_t size)
 {
-	if (ftruncate(fd, 0) || (size && pwrite(fd, data, size, 0) !=
-				 (ssize_t)size))
+	if (ftruncate(fd, 0) ||
+	    (size && pwrite(fd, data, size, 0) != (ssize_t)size))
 		__builtin_trap();
 }
 
@@ -95,10 +96,10 @@ static int fuzz_split(const uint8_t *data, size_t size)
 		snprintf(split_dir, sizeof(split_dir), "/dev/shm/llmfs-fuzz-%d",
 			 getpid());
 		mkdir(split_dir, 0700);
-		snprintf(split_p1, sizeof(split_p1),
-			 "%s/m-00001-of-00002.gguf", split_dir);
-		snprintf(split_p2, sizeof(split_p2),
-			 "%s/m-00002-of-00002.gguf", split_dir);
+		snprintf(split_p1, sizeof(split_p1), "%s/m-00001-of-00002.gguf",
+			 split_dir);
+		snprintf(split_p2, sizeof(split_p2), "%s/m-00002-of-00002.gguf",
+			 split_dir);
 		fd1 = open(split_p1, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		fd2 = open(split_p2, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		atexit(fuzz_split_cleanup);

@@ -24,7 +24,7 @@ static struct engine_model *fuzz_model(void)
 {
 	struct engine_model_options opt = { .n_ctx = 64, .threads = 1 };
 	const char *path = getenv("FUZZ_MODEL");
-	struct err err = {0};
+	struct err err = { 0 };
 
 	if (fuzz_m)
 		return fuzz_m;
@@ -43,7 +43,7 @@ static void fuzz_check(struct engine_model *m)
 	volatile uint8_t sum = 0;
 	char *text = NULL;
 	size_t len = 0;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	for (uint64_t i = 0; i < g->n_tensors; i++) {
 		struct io_placement *p = io_weights_placement(w, i);
@@ -62,22 +62,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct engine_model *m = fuzz_model();
 	char *copy, *line, *save;
-	struct err err = {0};
+	struct err err = { 0 };
 	int rc = 0;
 
 	if (size > 4096 || memchr(data, '\0', size))
-		return 0;    /* refused before parsing (EINVAL) */
+		return 0; /* refused before parsing (EINVAL) */
 	copy = strndup((const char *)data, size);
 	if (!copy)
 		return 0;
 	for (line = strtok_r(copy, "\n", &save); line && !rc;
-			line = strtok_r(NULL, "\n", &save)) {
+	     line = strtok_r(NULL, "\n", &save)) {
 		if (!*line || *line == '#')
 			continue;
 		err.msg[0] = '\0';
 		rc = engine_placement_apply(m, line, &err);
 		if (rc && (rc != -EINVAL && rc != -ENOSPC && rc != -ENOMEM &&
-				rc != -ENODEV))
+			   rc != -ENODEV))
 			__builtin_trap();
 		if (rc && (!err.msg[0] || strchr(err.msg, '\n')))
 			__builtin_trap();

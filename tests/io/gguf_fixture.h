@@ -39,10 +39,22 @@ static inline void buf_put(struct buf *b, const void *src, size_t n)
 	b->n += n;
 }
 
-static inline void buf_u8(struct buf *b, uint8_t v) { buf_put(b, &v, 1); }
-static inline void buf_u16(struct buf *b, uint16_t v) { buf_put(b, &v, 2); }
-static inline void buf_u32(struct buf *b, uint32_t v) { buf_put(b, &v, 4); }
-static inline void buf_u64(struct buf *b, uint64_t v) { buf_put(b, &v, 8); }
+static inline void buf_u8(struct buf *b, uint8_t v)
+{
+	buf_put(b, &v, 1);
+}
+static inline void buf_u16(struct buf *b, uint16_t v)
+{
+	buf_put(b, &v, 2);
+}
+static inline void buf_u32(struct buf *b, uint32_t v)
+{
+	buf_put(b, &v, 4);
+}
+static inline void buf_u64(struct buf *b, uint64_t v)
+{
+	buf_put(b, &v, 8);
+}
 
 static inline void buf_str(struct buf *b, const char *s)
 {
@@ -69,17 +81,17 @@ struct fx {
 	char magic[5];
 	uint32_t version;
 	bool n_kv_set, n_tensors_set;
-	uint64_t n_kv, n_tensors;   /* claimed counts when set */
+	uint64_t n_kv, n_tensors; /* claimed counts when set */
 	bool dup_key, empty_key, nul_key;
-	uint64_t name_len;          /* claimed length of general.name's value */
-	int depth;                  /* nesting of the nested array (1) */
-	uint32_t nested_type;       /* element type of the innermost array */
+	uint64_t name_len;    /* claimed length of general.name's value */
+	int depth;	      /* nesting of the nested array (1) */
+	uint32_t nested_type; /* element type of the innermost array */
 	bool align_set;
 	uint32_t align_type, align;
-	int split_no, split_count, split_tensors;  /* -1: key absent */
-	int n_t;                    /* tensors written from t[] */
+	int split_no, split_count, split_tensors; /* -1: key absent */
+	int n_t;				  /* tensors written from t[] */
 	struct fx_tensor t[4];
-	uint64_t data_bytes;        /* of the data section */
+	uint64_t data_bytes; /* of the data section */
 };
 
 static inline void fx_default(struct fx *f)
@@ -117,8 +129,8 @@ static inline void fx_nested(struct buf *b, const struct fx *f, int depth)
 static inline uint64_t fx_kv_count(const struct fx *f)
 {
 	return 16 + f->dup_key + f->empty_key + f->nul_key + f->align_set +
-		(f->split_no >= 0) + (f->split_count >= 0) +
-		(f->split_tensors >= 0);
+	       (f->split_no >= 0) + (f->split_count >= 0) +
+	       (f->split_tensors >= 0);
 }
 
 static inline void fx_kvs(struct buf *b, const struct fx *f)
@@ -128,25 +140,39 @@ static inline void fx_kvs(struct buf *b, const struct fx *f)
 	buf_key(b, "general.name", IO_GGUF_STRING);
 	buf_u64(b, f->name_len ? f->name_len : 7);
 	buf_put(b, "fixture", 7);
-	buf_key(b, "t.u8", IO_GGUF_UINT8); buf_u8(b, 200);
-	buf_key(b, "t.i8", IO_GGUF_INT8); buf_u8(b, (uint8_t)-5);
-	buf_key(b, "t.u16", IO_GGUF_UINT16); buf_u16(b, 60000);
-	buf_key(b, "t.i16", IO_GGUF_INT16); buf_u16(b, (uint16_t)-300);
-	buf_key(b, "t.u32", IO_GGUF_UINT32); buf_u32(b, 4000000000u);
-	buf_key(b, "t.i32", IO_GGUF_INT32); buf_u32(b, (uint32_t)-70000);
+	buf_key(b, "t.u8", IO_GGUF_UINT8);
+	buf_u8(b, 200);
+	buf_key(b, "t.i8", IO_GGUF_INT8);
+	buf_u8(b, (uint8_t)-5);
+	buf_key(b, "t.u16", IO_GGUF_UINT16);
+	buf_u16(b, 60000);
+	buf_key(b, "t.i16", IO_GGUF_INT16);
+	buf_u16(b, (uint16_t)-300);
+	buf_key(b, "t.u32", IO_GGUF_UINT32);
+	buf_u32(b, 4000000000u);
+	buf_key(b, "t.i32", IO_GGUF_INT32);
+	buf_u32(b, (uint32_t)-70000);
 	buf_key(b, "t.f32", IO_GGUF_FLOAT32);
 	buf_put(b, &(float){ 1.5f }, 4);
-	buf_key(b, "t.bool", IO_GGUF_BOOL); buf_u8(b, 1);
-	buf_key(b, "t.u64", IO_GGUF_UINT64); buf_u64(b, 1ull << 40);
-	buf_key(b, "t.i64", IO_GGUF_INT64); buf_u64(b, (uint64_t)-(1ll << 40));
+	buf_key(b, "t.bool", IO_GGUF_BOOL);
+	buf_u8(b, 1);
+	buf_key(b, "t.u64", IO_GGUF_UINT64);
+	buf_u64(b, 1ull << 40);
+	buf_key(b, "t.i64", IO_GGUF_INT64);
+	buf_u64(b, (uint64_t) - (1ll << 40));
 	buf_key(b, "t.f64", IO_GGUF_FLOAT64);
 	buf_put(b, &(double){ -0.25 }, 8);
 	buf_key(b, "t.strs", IO_GGUF_ARRAY);
-	buf_u32(b, IO_GGUF_STRING); buf_u64(b, 2);
-	buf_str(b, "a"); buf_str(b, "bc");
+	buf_u32(b, IO_GGUF_STRING);
+	buf_u64(b, 2);
+	buf_str(b, "a");
+	buf_str(b, "bc");
 	buf_key(b, "t.ints", IO_GGUF_ARRAY);
-	buf_u32(b, IO_GGUF_INT32); buf_u64(b, 3);
-	buf_u32(b, 1); buf_u32(b, 2); buf_u32(b, (uint32_t)-3);
+	buf_u32(b, IO_GGUF_INT32);
+	buf_u64(b, 3);
+	buf_u32(b, 1);
+	buf_u32(b, 2);
+	buf_u32(b, (uint32_t)-3);
 	buf_key(b, "t.nested", IO_GGUF_ARRAY);
 	fx_nested(b, f, f->depth);
 	if (f->dup_key) {

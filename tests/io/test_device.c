@@ -31,7 +31,7 @@ START_TEST(test_device_host_from_machine)
 {
 	struct io_device_set set;
 	const struct io_device *cpu;
-	struct err err = {0};
+	struct err err = { 0 };
 	struct sysinfo si;
 	uint32_t k, n_numa = 0;
 
@@ -40,7 +40,8 @@ START_TEST(test_device_host_from_machine)
 	ck_assert_ptr_eq(cpu, &set.dev[0]);
 	ck_assert_int_eq(cpu->kind, IO_DEVICE_CPU);
 	ck_assert_int_eq(sysinfo(&si), 0);
-	ck_assert_uint_eq(cpu->total_bytes, (uint64_t)si.totalram * si.mem_unit);
+	ck_assert_uint_eq(cpu->total_bytes,
+			  (uint64_t)si.totalram * si.mem_unit);
 	ck_assert_uint_gt(cpu->free_bytes, 0);
 	ck_assert_uint_le(cpu->free_bytes, cpu->total_bytes);
 	ck_assert(cpu->compute);
@@ -55,7 +56,8 @@ START_TEST(test_device_host_from_machine)
 	ck_assert_int_eq(set.dev[0].bw_source, IO_BW_MEASURED);
 	/* Any machine that runs this reads memory faster than 100 MB/s. */
 	ck_assert(set.dev[0].mem_bw > 1e8);
-	ck_assert(set.dev[1].mem_bw > 0 && set.dev[1].mem_bw <= set.dev[0].mem_bw);
+	ck_assert(set.dev[1].mem_bw > 0 &&
+		  set.dev[1].mem_bw <= set.dev[0].mem_bw);
 }
 END_TEST
 
@@ -63,14 +65,17 @@ START_TEST(test_device_gpu_described)
 {
 	struct io_device_set set;
 	const struct io_device *g;
-	struct err err = {0};
+	struct err err = { 0 };
 	char names[128];
 
 	io_numa_topology_fake = fake_two_nodes;
-	ck_assert_msg(io_device_set_read(&set,
+	ck_assert_msg(
+		io_device_set_read(
+			&set,
 			"gpu0:vram=8G,bw=272G,pcie=25G,node=1,cc=8.9,model=RTX-4060 "
 			"gpu1:vram=24G:free=20G:bw=1008G:pcie=25G;cpu:bw=60G,numa1:bw=30G",
-			&err) == 0, "%s", err.msg);
+			&err) == 0,
+		"%s", err.msg);
 	io_numa_topology_fake = NULL;
 	io_device_set_names(&set, names, sizeof(names));
 	ck_assert_str_eq(names, "cpu numa0 numa1 gpu0 gpu1");
@@ -93,24 +98,37 @@ START_TEST(test_device_gpu_described)
 	ck_assert(io_device_find(&set, "cpu")->mem_bw == 60e9);
 	ck_assert_int_eq(io_device_find(&set, "cpu")->bw_source, IO_BW_GIVEN);
 	ck_assert(io_device_find(&set, "numa1")->mem_bw == 30e9);
-	ck_assert_uint_eq(io_device_find(&set, "numa1")->total_bytes, 32ull << 30);
+	ck_assert_uint_eq(io_device_find(&set, "numa1")->total_bytes,
+			  32ull << 30);
 	ck_assert_int_eq(io_device_usable(g, &err), -ENODEV);
-	ck_assert_str_eq(err.msg,
+	ck_assert_str_eq(
+		err.msg,
 		"gpu1 is a simulated GPU (--devices): this build has no CUDA backend to compute on it");
-	ck_assert_int_eq(io_device_usable(io_device_find(&set, "numa0"), &err), 0);
+	ck_assert_int_eq(io_device_usable(io_device_find(&set, "numa0"), &err),
+			 0);
 }
 END_TEST
 
 START_TEST(test_device_bad_descriptions)
 {
 	static const char *const bad[] = {
-		"gpu0", "gpu0:vram=8G", "gpu0:vram=8G,bw=272G",
-		"vram=8G", "gpu0:vram=8G,bw=272G,pcie=25G,gpu0:vram=8G,bw=1G,pcie=1G",
-		"gpu0:vram=8X,bw=272G,pcie=25G", "gpu0:vram=-8G,bw=272G,pcie=25G",
-		"gpu0:vram=8G,bw=272G,pcie=25G,node=x", "gpu0:vram=8G,bw=0,pcie=25G",
-		"gpu0:vram=8G,bw=272G,pcie=25G,colour=red", "tpu0:vram=8G",
-		"numa7:bw=10G", "gpu:vram=8G", "gpu0x", "cpu:vram=8G",
-		"gpu0:vram=8G,bw=272G,pcie=25G,cc=fast", "gpu100:vram=1G,bw=1G,pcie=1G",
+		"gpu0",
+		"gpu0:vram=8G",
+		"gpu0:vram=8G,bw=272G",
+		"vram=8G",
+		"gpu0:vram=8G,bw=272G,pcie=25G,gpu0:vram=8G,bw=1G,pcie=1G",
+		"gpu0:vram=8X,bw=272G,pcie=25G",
+		"gpu0:vram=-8G,bw=272G,pcie=25G",
+		"gpu0:vram=8G,bw=272G,pcie=25G,node=x",
+		"gpu0:vram=8G,bw=0,pcie=25G",
+		"gpu0:vram=8G,bw=272G,pcie=25G,colour=red",
+		"tpu0:vram=8G",
+		"numa7:bw=10G",
+		"gpu:vram=8G",
+		"gpu0x",
+		"cpu:vram=8G",
+		"gpu0:vram=8G,bw=272G,pcie=25G,cc=fast",
+		"gpu100:vram=1G,bw=1G,pcie=1G",
 	};
 	struct io_device_set set;
 	struct err err;
@@ -129,7 +147,7 @@ END_TEST
 START_TEST(test_device_environment)
 {
 	struct io_device_set set;
-	struct err err = {0};
+	struct err err = { 0 };
 	char list[128];
 
 	setenv("LLMFS_DEVICES", "gpu3:vram=2G,bw=100G,pcie=8G", 1);
@@ -153,12 +171,13 @@ START_TEST(test_device_move_to_simulated_gpu)
 	struct io_load_options opt = { .no_uring = true };
 	struct io_weights *w = NULL;
 	struct io_device_set set;
-	struct err err = {0};
+	struct err err = { 0 };
 	struct fake f;
 	void *before;
 
-	ck_assert_int_eq(io_device_set_read(&set, "gpu0:vram=8G,bw=272G,pcie=25G",
-					    &err), 0);
+	ck_assert_int_eq(
+		io_device_set_read(&set, "gpu0:vram=8G,bw=272G,pcie=25G", &err),
+		0);
 	opt.devices = &set;
 	fake_make(&f, "/tmp", 4096, (1u << 20) + 5);
 	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
@@ -167,7 +186,8 @@ START_TEST(test_device_move_to_simulated_gpu)
 	ck_assert_int_eq(io_weights_move(w, 1, "gpu0", &err), -ENODEV);
 	ck_assert_ptr_nonnull(strstr(err.msg, "no CUDA backend"));
 	ck_assert_int_eq(io_weights_move(w, 1, "gpu1", &err), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(err.msg, "no such device gpu1 (devices: cpu"));
+	ck_assert_ptr_nonnull(
+		strstr(err.msg, "no such device gpu1 (devices: cpu"));
 	ck_assert_ptr_nonnull(strstr(err.msg, " gpu0)"));
 	ck_assert_ptr_eq(io_weights_placement(w, 1)->data, before);
 	ck_assert_str_eq(io_weights_placement(w, 1)->device, "cpu");

@@ -76,16 +76,17 @@ START_TEST(test_direct_refused_falls_back)
 {
 	/* On ramfs every file is in the page cache: insist on trying. */
 	struct io_load_options opt = { .notice = notes_add,
-		.always_direct = true };
+				       .always_direct = true };
 	const struct io_load_stats *st;
 	struct io_weights *w = NULL;
-	struct notes notes = {0};
-	struct err err = {0};
+	struct notes notes = { 0 };
+	struct err err = { 0 };
 	struct fake f;
 
 	opt.notice_arg = &notes;
 	fake_make(&f, refusing_dir, 4096 + 64, (2u << 20) + 77);
-	ck_assert_msg(io_weights_load(&w, &f.g, &opt, &err) == 0, "%s", err.msg);
+	ck_assert_msg(io_weights_load(&w, &f.g, &opt, &err) == 0, "%s",
+		      err.msg);
 	st = io_weights_stats(w);
 	ck_assert(!st->direct);
 	ck_assert_int_eq(notes.n, 1);

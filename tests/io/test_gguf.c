@@ -33,23 +33,23 @@ static const struct shared_gguf {
 	uint64_t n_kv, n_tensors, size, data_offset, tensor_bytes;
 	uint64_t tensor_digest, meta_digest;
 } shared[] = {
-	{ "models/llama-2-tiny-random.gguf", 3, 18, 12, 1750560, 724416, 1026144u,
-	  0x2bb5211d7a0d564bull, 0x422a912ab0387c7cull },
+	{ "models/llama-2-tiny-random.gguf", 3, 18, 12, 1750560, 724416,
+	  1026144u, 0x2bb5211d7a0d564bull, 0x422a912ab0387c7cull },
 	{ "models/stories260K.gguf", 3, 17, 48, 1185280, 14080, 1171200u,
 	  0x4ff3ca1fd47cba5bull, 0x55b723da535d25ffull },
-	{ "models/tiny-llama-spm32k-kquant.gguf", 3, 23, 20, 5947104, 725216, 5221888u,
-	  0x2a88b510167325b3ull, 0xd5a91fc5c7daf922ull },
-	{ "models/tiny-qwen2-bpe152k-legacyq.gguf", 3, 22, 26, 8690656, 5930368, 2760288u,
-	  0x9000787d4d11981eull, 0xb8aded2da779cea6ull },
-	{ "models/tiny-qwen3-bpe16k-f16.gguf", 3, 24, 24, 2907584, 537920, 2369664u,
-	  0x935ebfe30351e82dull, 0x7ae4df0a20c3f0d5ull },
-	{ "models/tiny-qwen3-bpe16k-mixq.gguf", 3, 24, 25, 7886272, 537984, 7348262u,
-	  0x96da03b496636e17ull, 0xdaeb73b1ae8f5f8full },
-	{ "models/tiny-qwen3moe-bpe16k-q4km.gguf", 3, 27, 26, 5345920, 538304, 4807600u,
-	  0x5463f1ba56aba402ull, 0x920c2677614c59edull },
+	{ "models/tiny-llama-spm32k-kquant.gguf", 3, 23, 20, 5947104, 725216,
+	  5221888u, 0x2a88b510167325b3ull, 0xd5a91fc5c7daf922ull },
+	{ "models/tiny-qwen2-bpe152k-legacyq.gguf", 3, 22, 26, 8690656, 5930368,
+	  2760288u, 0x9000787d4d11981eull, 0xb8aded2da779cea6ull },
+	{ "models/tiny-qwen3-bpe16k-f16.gguf", 3, 24, 24, 2907584, 537920,
+	  2369664u, 0x935ebfe30351e82dull, 0x7ae4df0a20c3f0d5ull },
+	{ "models/tiny-qwen3-bpe16k-mixq.gguf", 3, 24, 25, 7886272, 537984,
+	  7348262u, 0x96da03b496636e17ull, 0xdaeb73b1ae8f5f8full },
+	{ "models/tiny-qwen3moe-bpe16k-q4km.gguf", 3, 27, 26, 5345920, 538304,
+	  4807600u, 0x5463f1ba56aba402ull, 0x920c2677614c59edull },
 	/* vocab-only: no tensors, and the files end before the aligned offset */
-	{ "vocab/ggml-vocab-deepseek-coder.gguf", 3, 25, 0, 1156067, 1156067, 0u,
-	  0xcbf29ce484222325ull, 0x30a8b23456dece2bull },
+	{ "vocab/ggml-vocab-deepseek-coder.gguf", 3, 25, 0, 1156067, 1156067,
+	  0u, 0xcbf29ce484222325ull, 0x30a8b23456dece2bull },
 	{ "vocab/ggml-vocab-falcon.gguf", 3, 18, 0, 2287728, 2287728, 0u,
 	  0xcbf29ce484222325ull, 0x4b5df60626f245c8ull },
 	{ "vocab/ggml-vocab-gpt-2.gguf", 3, 16, 0, 1766807, 1766807, 0u,
@@ -102,21 +102,24 @@ static uint64_t meta_digest(const struct io_gguf *g)
 		snprintf(line, sizeof(line), " %d", (int)v->type);
 		h = fnvs(h, line);
 		switch (v->type) {
-		case IO_GGUF_UINT8: case IO_GGUF_UINT16: case IO_GGUF_UINT32:
+		case IO_GGUF_UINT8:
+		case IO_GGUF_UINT16:
+		case IO_GGUF_UINT32:
 		case IO_GGUF_UINT64:
 			snprintf(line, sizeof(line), " %" PRIu64, v->u64);
 			h = fnvs(h, line);
 			break;
-		case IO_GGUF_INT8: case IO_GGUF_INT16: case IO_GGUF_INT32:
+		case IO_GGUF_INT8:
+		case IO_GGUF_INT16:
+		case IO_GGUF_INT32:
 		case IO_GGUF_INT64:
 			snprintf(line, sizeof(line), " %" PRId64, v->i64);
 			h = fnvs(h, line);
 			break;
-		case IO_GGUF_BOOL:
-			h = fnvs(h, v->b ? " 1" : " 0");
-			break;
+		case IO_GGUF_BOOL: h = fnvs(h, v->b ? " 1" : " 0"); break;
 		case IO_GGUF_STRING:
-			snprintf(line, sizeof(line), " %" PRIu64 ":", v->str.len);
+			snprintf(line, sizeof(line), " %" PRIu64 ":",
+				 v->str.len);
 			h = fnv(fnvs(h, line), v->str.data, v->str.len);
 			break;
 		case IO_GGUF_ARRAY:
@@ -130,17 +133,16 @@ static uint64_t meta_digest(const struct io_gguf *g)
 				break;
 			}
 			for (j = 0; j < v->arr.n; j++) {
-				const struct io_gguf_string *s =
-					&((const struct io_gguf_string *)
-					  v->arr.data)[j];
+				const struct io_gguf_string *s = &(
+					(const struct io_gguf_string *)
+						v->arr.data)[j];
 
 				snprintf(line, sizeof(line), "%" PRIu64 ":",
 					 s->len);
 				h = fnv(fnvs(h, line), s->data, s->len);
 			}
 			break;
-		default:
-			break;
+		default: break;
 		}
 		h = fnvs(h, "\n");
 	}
@@ -155,10 +157,11 @@ static uint64_t tensor_digest(const struct io_gguf *g)
 	for (i = 0; i < g->n_tensors; i++) {
 		const struct io_gguf_tensor *t = &g->tensors[i];
 
-		snprintf(line, sizeof(line), "%s %" PRIu32 " %" PRId64 ",%"
-			 PRId64 ",%" PRId64 ",%" PRId64 " %" PRIu64 " %"
-			 PRIu64 "\n", t->name, t->type, t->ne[0], t->ne[1],
-			 t->ne[2], t->ne[3], t->offset, t->bytes);
+		snprintf(line, sizeof(line),
+			 "%s %" PRIu32 " %" PRId64 ",%" PRId64 ",%" PRId64
+			 ",%" PRId64 " %" PRIu64 " %" PRIu64 "\n",
+			 t->name, t->type, t->ne[0], t->ne[1], t->ne[2],
+			 t->ne[3], t->offset, t->bytes);
 		h = fnvs(h, line);
 	}
 	return h;
@@ -189,7 +192,8 @@ START_TEST(test_gguf_shared_files)
 		const struct io_gguf_tensor *t = &g->tensors[i];
 
 		ck_assert_uint_ge(t->offset, g->files[0].data_offset);
-		ck_assert_uint_eq((t->offset - g->files[0].data_offset) % 32, 0);
+		ck_assert_uint_eq((t->offset - g->files[0].data_offset) % 32,
+				  0);
 		ck_assert_uint_le(t->offset + t->bytes, g->files[0].size);
 		ck_assert_ptr_eq(io_gguf_find_tensor(g, t->name), t);
 		sum += t->bytes;
@@ -244,10 +248,13 @@ START_TEST(test_gguf_stories260k)
 	ck_assert_uint_eq(u, 64);
 	ck_assert_int_eq(io_gguf_get_i32(g, "llama.block_count", &i), 0);
 	ck_assert_int_eq(i, 5);
-	ck_assert_int_eq(io_gguf_get_u32(g, "llama.feed_forward_length", &u), 0);
+	ck_assert_int_eq(io_gguf_get_u32(g, "llama.feed_forward_length", &u),
+			 0);
 	ck_assert_uint_eq(u, 172);
-	ck_assert_int_eq(io_gguf_get_f32(g,
-		"llama.attention.layer_norm_rms_epsilon", &f), 0);
+	ck_assert_int_eq(
+		io_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon",
+				&f),
+		0);
 	ck_assert_float_eq(f, 1e-5f);
 	ck_assert_int_eq(io_gguf_get_bool(g, "no.such", &b), -ENOENT);
 	ck_assert_int_eq(io_gguf_get_u32(g, "general.architecture", &u),
@@ -258,8 +265,8 @@ START_TEST(test_gguf_stories260k)
 	ck_assert_ptr_nonnull(a);
 	ck_assert_uint_eq(a->n, 512);
 	ck_assert_str_eq(((struct io_gguf_string *)a->data)[1].data, "<s>");
-	ck_assert_ptr_null(io_gguf_get_array(g, "tokenizer.ggml.tokens",
-					     IO_GGUF_INT32));
+	ck_assert_ptr_null(
+		io_gguf_get_array(g, "tokenizer.ggml.tokens", IO_GGUF_INT32));
 	a = io_gguf_get_array(g, "tokenizer.ggml.scores", IO_GGUF_FLOAT32);
 	ck_assert_ptr_nonnull(a);
 	ck_assert_uint_eq(a->n, 512);
@@ -287,7 +294,8 @@ static void tmp_teardown(void)
 		return;
 	while ((e = readdir(d)))
 		if (e->d_name[0] != '.') {
-			snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
+			snprintf(path, sizeof(path), "%s/%s", tmpdir,
+				 e->d_name);
 			unlink(path);
 		}
 	closedir(d);
@@ -314,11 +322,12 @@ static void expect_fail(const char *path, int code, const char *msg)
 	ck_assert_ptr_null(g);
 	ck_assert_int_eq(err.code, code);
 	ck_assert_msg(!strncmp(err.msg, path, strlen(path)) &&
-		      err.msg[strlen(path)] == ':', "%s", err.msg);
+			      err.msg[strlen(path)] == ':',
+		      "%s", err.msg);
 	ck_assert_msg(!strchr(err.msg, '\n'), "two lines: %s", err.msg);
 	if (msg)
-		ck_assert_msg(strstr(err.msg, msg), "'%s' lacks '%s'",
-			      err.msg, msg);
+		ck_assert_msg(strstr(err.msg, msg), "'%s' lacks '%s'", err.msg,
+			      msg);
 }
 
 START_TEST(test_gguf_fixture_values)
@@ -446,10 +455,22 @@ START_TEST(test_gguf_truncated_everywhere)
 }
 END_TEST
 
-static void mut_magic(struct fx *f) { memcpy(f->magic, "GGUX", 4); }
-static void mut_v1(struct fx *f) { f->version = 1; }
-static void mut_v4(struct fx *f) { f->version = 4; }
-static void mut_big_endian(struct fx *f) { f->version = 0x03000000; }
+static void mut_magic(struct fx *f)
+{
+	memcpy(f->magic, "GGUX", 4);
+}
+static void mut_v1(struct fx *f)
+{
+	f->version = 1;
+}
+static void mut_v4(struct fx *f)
+{
+	f->version = 4;
+}
+static void mut_big_endian(struct fx *f)
+{
+	f->version = 0x03000000;
+}
 static void mut_n_kv_huge(struct fx *f)
 {
 	f->n_kv_set = true;
@@ -470,15 +491,44 @@ static void mut_n_tensors_plus1(struct fx *f)
 	f->n_tensors_set = true;
 	f->n_tensors = 4;
 }
-static void mut_str_huge(struct fx *f) { f->name_len = 1ull << 40; }
-static void mut_str_max(struct fx *f) { f->name_len = UINT64_MAX; }
-static void mut_dup_key(struct fx *f) { f->dup_key = true; }
-static void mut_empty_key(struct fx *f) { f->empty_key = true; }
-static void mut_nul_key(struct fx *f) { f->nul_key = true; }
-static void mut_deep(struct fx *f) { f->depth = 9; }
-static void mut_elem_type(struct fx *f) { f->nested_type = 13; }
-static void mut_align0(struct fx *f) { f->align_set = true; f->align = 0; }
-static void mut_align3(struct fx *f) { f->align_set = true; f->align = 3; }
+static void mut_str_huge(struct fx *f)
+{
+	f->name_len = 1ull << 40;
+}
+static void mut_str_max(struct fx *f)
+{
+	f->name_len = UINT64_MAX;
+}
+static void mut_dup_key(struct fx *f)
+{
+	f->dup_key = true;
+}
+static void mut_empty_key(struct fx *f)
+{
+	f->empty_key = true;
+}
+static void mut_nul_key(struct fx *f)
+{
+	f->nul_key = true;
+}
+static void mut_deep(struct fx *f)
+{
+	f->depth = 9;
+}
+static void mut_elem_type(struct fx *f)
+{
+	f->nested_type = 13;
+}
+static void mut_align0(struct fx *f)
+{
+	f->align_set = true;
+	f->align = 0;
+}
+static void mut_align3(struct fx *f)
+{
+	f->align_set = true;
+	f->align = 3;
+}
 static void mut_align_u64(struct fx *f)
 {
 	f->align_set = true;
@@ -489,11 +539,26 @@ static void mut_dims5(struct fx *f)
 	f->t[1].n_dims = 5;
 	f->t[1].ne[2] = f->t[1].ne[3] = f->t[1].ne[4] = 1;
 }
-static void mut_type4(struct fx *f) { f->t[1].type = 4; }
-static void mut_type99(struct fx *f) { f->t[1].type = 99; }
-static void mut_dim0(struct fx *f) { f->t[1].ne[1] = 0; }
-static void mut_dim_neg(struct fx *f) { f->t[0].ne[0] = -4; }
-static void mut_block(struct fx *f) { f->t[1].ne[0] = 31; }
+static void mut_type4(struct fx *f)
+{
+	f->t[1].type = 4;
+}
+static void mut_type99(struct fx *f)
+{
+	f->t[1].type = 99;
+}
+static void mut_dim0(struct fx *f)
+{
+	f->t[1].ne[1] = 0;
+}
+static void mut_dim_neg(struct fx *f)
+{
+	f->t[0].ne[0] = -4;
+}
+static void mut_block(struct fx *f)
+{
+	f->t[1].ne[0] = 31;
+}
 static void mut_huge_shape(struct fx *f)
 {
 	f->t[0].ne[0] = 1ll << 40;
@@ -505,18 +570,39 @@ static void mut_bytes_overflow(struct fx *f)
 	f->t[0].ne[0] = 1ll << 32;
 	f->t[0].ne[1] = 1ll << 30;
 }
-static void mut_misaligned(struct fx *f) { f->t[1].offset = 33; }
-static void mut_past_eof(struct fx *f) { f->t[2].offset = 192; }
-static void mut_offset_huge(struct fx *f) { f->t[2].offset = 1ull << 63; }
-static void mut_data_short(struct fx *f) { f->data_bytes = 175; }
-static void mut_dup_tensor(struct fx *f) { f->t[2].name = "a"; }
-static void mut_empty_name(struct fx *f) { f->t[2].name = ""; }
+static void mut_misaligned(struct fx *f)
+{
+	f->t[1].offset = 33;
+}
+static void mut_past_eof(struct fx *f)
+{
+	f->t[2].offset = 192;
+}
+static void mut_offset_huge(struct fx *f)
+{
+	f->t[2].offset = 1ull << 63;
+}
+static void mut_data_short(struct fx *f)
+{
+	f->data_bytes = 175;
+}
+static void mut_dup_tensor(struct fx *f)
+{
+	f->t[2].name = "a";
+}
+static void mut_empty_name(struct fx *f)
+{
+	f->t[2].name = "";
+}
 static void mut_long_name(struct fx *f)
 {
 	f->t[2].name = "0123456789012345678901234567890123456789"
-		"012345678901234567890123";
+		       "012345678901234567890123";
 }
-static void mut_split_lone(struct fx *f) { f->split_count = 3; }
+static void mut_split_lone(struct fx *f)
+{
+	f->split_count = 3;
+}
 
 static const struct bad {
 	const char *what;
@@ -533,7 +619,8 @@ static const struct bad {
 	{ "n_tensors + 1", mut_n_tensors_plus1, NULL },
 	{ "string 2^40", mut_str_huge, "runs past the end" },
 	{ "string 2^64-1", mut_str_max, "runs past the end" },
-	{ "duplicate key", mut_dup_key, "duplicate key 'general.architecture'" },
+	{ "duplicate key", mut_dup_key,
+	  "duplicate key 'general.architecture'" },
 	{ "empty key", mut_empty_key, "is empty" },
 	{ "NUL in key", mut_nul_key, "NUL" },
 	{ "nested 9 deep", mut_deep, "nested deeper" },
@@ -546,17 +633,20 @@ static const struct bad {
 	{ "type 99", mut_type99, "unknown type 99" },
 	{ "dimension 0", mut_dim0, "dimension 1 is 0" },
 	{ "dimension -4", mut_dim_neg, "dimension 0 is -4" },
-	{ "row not whole blocks", mut_block, "not a multiple of the q8_0 block" },
+	{ "row not whole blocks", mut_block,
+	  "not a multiple of the q8_0 block" },
 	{ "2^80 elements", mut_huge_shape, "too large" },
 	{ "2^64 bytes", mut_bytes_overflow, "too large" },
-	{ "misaligned offset", mut_misaligned, "not a multiple of the alignment" },
+	{ "misaligned offset", mut_misaligned,
+	  "not a multiple of the alignment" },
 	{ "tensor past EOF", mut_past_eof, "past the end" },
 	{ "offset 2^63", mut_offset_huge, "past the end" },
 	{ "data one byte short", mut_data_short, "past the end" },
 	{ "duplicate tensor", mut_dup_tensor, "duplicate tensor 'a'" },
 	{ "empty tensor name", mut_empty_name, "empty name" },
 	{ "tensor name 64 bytes", mut_long_name, "longer than ggml's 63" },
-	{ "split.count without a split name", mut_split_lone, "split.count is 3" },
+	{ "split.count without a split name", mut_split_lone,
+	  "split.count is 3" },
 };
 
 START_TEST(test_gguf_refuses)
@@ -584,7 +674,7 @@ END_TEST
 
 /* NAME-00001-of-00002.gguf: tensor a; -00002-: b and c. */
 static void split_write(const char *name1, const char *name2, int n_tensors,
-		const char *second_b)
+			const char *second_b)
 {
 	struct buf b = { 0 };
 	struct fx f;
@@ -638,7 +728,8 @@ START_TEST(test_gguf_split)
 	io_gguf_close(g);
 
 	/* the second part alone is refused, naming the first */
-	expect_fail(tmp_path("m-00002-of-00002.gguf"), EINVAL, "open part 00001");
+	expect_fail(tmp_path("m-00002-of-00002.gguf"), EINVAL,
+		    "open part 00001");
 
 	/* a missing part is the open's error, naming that part */
 	unlink(tmp_path("m-00002-of-00002.gguf"));
@@ -669,7 +760,8 @@ START_TEST(test_gguf_split_refuses)
 		/* the duplicate is found in part 2, so part 2 is named */
 		ck_assert_int_eq(io_gguf_open(&g, first, &err), -EINVAL);
 		ck_assert_msg(strstr(err.msg, "s-00002-of-00002.gguf: "
-				     "duplicate tensor 'a'"), "%s", err.msg);
+					      "duplicate tensor 'a'"),
+			      "%s", err.msg);
 	}
 	/* the name says 3 parts, split.count says 2 */
 	split_write("t-00001-of-00003.gguf", "t-00002-of-00003.gguf", 3, "b");

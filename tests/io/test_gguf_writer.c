@@ -54,8 +54,9 @@ START_TEST(test_writer_round_trip)
 		{ IO_GGUF_INT16, 0, (void *)i16s },
 	};
 	struct io_gguf_value nested = { .type = IO_GGUF_ARRAY,
-		.arr = { IO_GGUF_ARRAY, 2, inner } };
-	struct io_gguf_value u64 = { .type = IO_GGUF_UINT64, .u64 = 1ull << 50 };
+					.arr = { IO_GGUF_ARRAY, 2, inner } };
+	struct io_gguf_value u64 = { .type = IO_GGUF_UINT64,
+				     .u64 = 1ull << 50 };
 	const int64_t ne_a[] = { 32, 3 }, ne_b[] = { 5 };
 	unsigned char data[3 * 34 + 20], *file;
 	const struct io_gguf_array *a;
@@ -70,24 +71,30 @@ START_TEST(test_writer_round_trip)
 		data[i] = (unsigned char)(i * 7 + 1);
 	ck_assert_int_eq(io_gguf_writer_new(&w, 64, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_add_str(w, "general.architecture",
-						"llama", &err), 0);
+						"llama", &err),
+			 0);
 	ck_assert_int_eq(io_gguf_writer_add_u32(w, "k.u32", 7, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_add_i32(w, "k.i32", -7, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_add_f32(w, "k.f32", 0.5f, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_add_bool(w, "k.bool", true, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_add(w, "k.u64", &u64, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_add_array(w, "k.strs", IO_GGUF_STRING,
-						  strs, 3, &err), 0);
+						  strs, 3, &err),
+			 0);
 	ck_assert_int_eq(io_gguf_writer_add(w, "k.nested", &nested, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_add_u32(w, "k.u32", 8, &err), -EINVAL);
-	ck_assert_int_eq(io_gguf_writer_add_tensor(w, "a", IO_TYPE_Q8_0, 2,
-						   ne_a, &err), 0);
-	ck_assert_int_eq(io_gguf_writer_add_tensor(w, "b", IO_TYPE_F32, 1,
-						   ne_b, &err), 0);
-	ck_assert_int_eq(io_gguf_writer_add_tensor(w, "a", IO_TYPE_F32, 1,
-						   ne_b, &err), -EINVAL);
-	ck_assert_int_eq(io_gguf_writer_add_tensor(w, "c", IO_TYPE_Q8_0, 1,
-						   ne_b, &err), -EINVAL);
+	ck_assert_int_eq(
+		io_gguf_writer_add_tensor(w, "a", IO_TYPE_Q8_0, 2, ne_a, &err),
+		0);
+	ck_assert_int_eq(
+		io_gguf_writer_add_tensor(w, "b", IO_TYPE_F32, 1, ne_b, &err),
+		0);
+	ck_assert_int_eq(
+		io_gguf_writer_add_tensor(w, "a", IO_TYPE_F32, 1, ne_b, &err),
+		-EINVAL);
+	ck_assert_int_eq(
+		io_gguf_writer_add_tensor(w, "c", IO_TYPE_Q8_0, 1, ne_b, &err),
+		-EINVAL);
 	ck_assert_int_eq(io_gguf_writer_begin(w, tmp, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_add_u32(w, "late", 1, &err), -EINVAL);
 	/* odd chunks, one crossing the boundary between a and b */
@@ -102,7 +109,7 @@ START_TEST(test_writer_round_trip)
 	ck_assert_msg(!io_gguf_open(&g, tmp, &err), "%s", err.msg);
 	ck_assert_uint_eq(g->version, 3);
 	ck_assert_uint_eq(g->alignment, 64);
-	ck_assert_uint_eq(g->n_kv, 9);   /* with general.alignment */
+	ck_assert_uint_eq(g->n_kv, 9); /* with general.alignment */
 	ck_assert_str_eq(io_gguf_get_str(g, "general.architecture"), "llama");
 	ck_assert_int_eq(io_gguf_get_u32(g, "k.u32", &u), 0);
 	ck_assert_uint_eq(u, 7);
@@ -121,8 +128,8 @@ START_TEST(test_writer_round_trip)
 	ck_assert_ptr_nonnull(a);
 	ck_assert_uint_eq(a->n, 2);
 	ck_assert_uint_eq(((struct io_gguf_array *)a->data)[0].n, 3);
-	ck_assert_int_eq(((int16_t *)((struct io_gguf_array *)a->data)[0].data)[2],
-			 300);
+	ck_assert_int_eq(
+		((int16_t *)((struct io_gguf_array *)a->data)[0].data)[2], 300);
 	ck_assert_uint_eq(((struct io_gguf_array *)a->data)[1].n, 0);
 	ck_assert_uint_eq(g->n_tensors, 2);
 	ck_assert_uint_eq(g->files[0].data_offset % 64, 0);
@@ -130,7 +137,8 @@ START_TEST(test_writer_round_trip)
 	ck_assert_uint_eq(g->tensors[1].offset, g->files[0].data_offset + 128);
 	file = file_read(tmp, &n);
 	ck_assert_int_eq(memcmp(file + g->tensors[0].offset, data, 102), 0);
-	ck_assert_int_eq(memcmp(file + g->tensors[1].offset, data + 102, 20), 0);
+	ck_assert_int_eq(memcmp(file + g->tensors[1].offset, data + 102, 20),
+			 0);
 	/* padded after the last tensor too, as gguf.cpp does */
 	ck_assert_uint_eq(n, g->files[0].data_offset + 192);
 	free(file);
@@ -150,15 +158,17 @@ START_TEST(test_writer_refuses)
 	ck_assert_int_eq(io_gguf_writer_new(&w, 0, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_add(w, "x", &bad, &err), -EINVAL);
 	ck_assert_int_eq(io_gguf_writer_add_u32(w, "", 1, &err), -EINVAL);
-	ck_assert_int_eq(io_gguf_writer_add_tensor(w, "t", IO_TYPE_F32, 2, ne,
-						   &err), -EINVAL);
+	ck_assert_int_eq(
+		io_gguf_writer_add_tensor(w, "t", IO_TYPE_F32, 2, ne, &err),
+		-EINVAL);
 	ck_assert_int_eq(io_gguf_writer_add_tensor(w, "t", 4, 1, ne, &err),
 			 -EINVAL);
-	ck_assert_int_eq(io_gguf_writer_add_tensor(w, "t", IO_TYPE_F32, 5, ne,
-						   &err), -EINVAL);
+	ck_assert_int_eq(
+		io_gguf_writer_add_tensor(w, "t", IO_TYPE_F32, 5, ne, &err),
+		-EINVAL);
 	ck_assert_int_eq(io_gguf_writer_write(w, "x", 1, &err), -EINVAL);
-	ck_assert_int_eq(io_gguf_writer_add_tensor(w, "t", IO_TYPE_F32, 1, ne,
-						   &err), 0);
+	ck_assert_int_eq(
+		io_gguf_writer_add_tensor(w, "t", IO_TYPE_F32, 1, ne, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_begin(w, tmp, &err), 0);
 	ck_assert_int_eq(io_gguf_writer_finish(w, &err), -EINVAL);
 	ck_assert_msg(strstr(err.msg, "tensor 't' has 0 of 16 bytes"), "%s",
@@ -167,8 +177,9 @@ START_TEST(test_writer_refuses)
 	io_gguf_writer_free(w);
 	ck_assert_int_ne(access(tmp, F_OK), 0);
 	ck_assert_int_eq(io_gguf_writer_new(&w, 0, &err), 0);
-	ck_assert_int_eq(io_gguf_writer_begin(w, "/nonexistent/dir/x.gguf",
-					      &err), -ENOENT);
+	ck_assert_int_eq(
+		io_gguf_writer_begin(w, "/nonexistent/dir/x.gguf", &err),
+		-ENOENT);
 	io_gguf_writer_free(w);
 }
 END_TEST
@@ -176,9 +187,10 @@ END_TEST
 /* Every key and tensor of a shared model, copied: the same bytes. */
 START_TEST(test_writer_copies_shared_model)
 {
-	static const char *const models[] = { "stories260K.gguf",
-		"tiny-qwen3moe-bpe16k-q4km.gguf",
-		"tiny-qwen2-bpe152k-legacyq.gguf" };
+	static const char *const models[] = {
+		"stories260K.gguf", "tiny-qwen3moe-bpe16k-q4km.gguf",
+		"tiny-qwen2-bpe152k-legacyq.gguf"
+	};
 	struct io_gguf_writer *w;
 	unsigned char *src, *dst;
 	struct io_gguf *g;
@@ -187,22 +199,27 @@ START_TEST(test_writer_copies_shared_model)
 	size_t n_src, n_dst;
 	uint64_t i;
 
-	snprintf(path, sizeof(path), "%s/models/%s", check_shared_dir(), models[_i]);
+	snprintf(path, sizeof(path), "%s/models/%s", check_shared_dir(),
+		 models[_i]);
 	ck_assert_msg(!io_gguf_open(&g, path, &err), "%s", err.msg);
 	src = file_read(path, &n_src);
 	ck_assert_int_eq(io_gguf_writer_new(&w, g->alignment, &err), 0);
 	for (i = 0; i < g->n_kv; i++)
 		ck_assert_msg(!io_gguf_writer_add(w, g->kv[i].key,
-				&g->kv[i].value, &err), "%s", err.msg);
+						  &g->kv[i].value, &err),
+			      "%s", err.msg);
 	for (i = 0; i < g->n_tensors; i++)
-		ck_assert_msg(!io_gguf_writer_add_tensor(w, g->tensors[i].name,
-				g->tensors[i].type, g->tensors[i].n_dims,
-				g->tensors[i].ne, &err), "%s", err.msg);
+		ck_assert_msg(!io_gguf_writer_add_tensor(
+				      w, g->tensors[i].name, g->tensors[i].type,
+				      g->tensors[i].n_dims, g->tensors[i].ne,
+				      &err),
+			      "%s", err.msg);
 	ck_assert_int_eq(io_gguf_writer_begin(w, tmp, &err), 0);
 	for (i = 0; i < g->n_tensors; i++)
-		ck_assert_int_eq(io_gguf_writer_write(w,
-				src + g->tensors[i].offset,
-				g->tensors[i].bytes, &err), 0);
+		ck_assert_int_eq(
+			io_gguf_writer_write(w, src + g->tensors[i].offset,
+					     g->tensors[i].bytes, &err),
+			0);
 	ck_assert_msg(!io_gguf_writer_finish(w, &err), "%s", err.msg);
 	io_gguf_writer_free(w);
 	dst = file_read(tmp, &n_dst);

@@ -23,26 +23,16 @@ static const struct {
 	const char *name;
 	uint32_t elems, bytes;
 } ggml_blocks[] = {
-	{ IO_TYPE_F32, "f32", 1, 4 },
-	{ IO_TYPE_F16, "f16", 1, 2 },
-	{ IO_TYPE_Q4_0, "q4_0", 32, 18 },
-	{ IO_TYPE_Q4_1, "q4_1", 32, 20 },
-	{ IO_TYPE_Q5_0, "q5_0", 32, 22 },
-	{ IO_TYPE_Q5_1, "q5_1", 32, 24 },
-	{ IO_TYPE_Q8_0, "q8_0", 32, 34 },
-	{ IO_TYPE_Q8_1, "q8_1", 32, 36 },
-	{ IO_TYPE_Q2_K, "q2_K", 256, 84 },
-	{ IO_TYPE_Q3_K, "q3_K", 256, 110 },
-	{ IO_TYPE_Q4_K, "q4_K", 256, 144 },
-	{ IO_TYPE_Q5_K, "q5_K", 256, 176 },
-	{ IO_TYPE_Q6_K, "q6_K", 256, 210 },
-	{ IO_TYPE_Q8_K, "q8_K", 256, 292 },
-	{ IO_TYPE_I8, "i8", 1, 1 },
-	{ IO_TYPE_I16, "i16", 1, 2 },
-	{ IO_TYPE_I32, "i32", 1, 4 },
-	{ IO_TYPE_I64, "i64", 1, 8 },
-	{ IO_TYPE_F64, "f64", 1, 8 },
-	{ IO_TYPE_BF16, "bf16", 1, 2 },
+	{ IO_TYPE_F32, "f32", 1, 4 },	    { IO_TYPE_F16, "f16", 1, 2 },
+	{ IO_TYPE_Q4_0, "q4_0", 32, 18 },   { IO_TYPE_Q4_1, "q4_1", 32, 20 },
+	{ IO_TYPE_Q5_0, "q5_0", 32, 22 },   { IO_TYPE_Q5_1, "q5_1", 32, 24 },
+	{ IO_TYPE_Q8_0, "q8_0", 32, 34 },   { IO_TYPE_Q8_1, "q8_1", 32, 36 },
+	{ IO_TYPE_Q2_K, "q2_K", 256, 84 },  { IO_TYPE_Q3_K, "q3_K", 256, 110 },
+	{ IO_TYPE_Q4_K, "q4_K", 256, 144 }, { IO_TYPE_Q5_K, "q5_K", 256, 176 },
+	{ IO_TYPE_Q6_K, "q6_K", 256, 210 }, { IO_TYPE_Q8_K, "q8_K", 256, 292 },
+	{ IO_TYPE_I8, "i8", 1, 1 },	    { IO_TYPE_I16, "i16", 1, 2 },
+	{ IO_TYPE_I32, "i32", 1, 4 },	    { IO_TYPE_I64, "i64", 1, 8 },
+	{ IO_TYPE_F64, "f64", 1, 8 },	    { IO_TYPE_BF16, "bf16", 1, 2 },
 };
 
 START_TEST(test_types_blocks)
@@ -55,21 +45,25 @@ START_TEST(test_types_blocks)
 	ck_assert_uint_eq(t->block_elems, ggml_blocks[_i].elems);
 	ck_assert_uint_eq(t->block_bytes, ggml_blocks[_i].bytes);
 	ck_assert_int_eq(io_type_row_bytes(ggml_blocks[_i].type,
-			 3 * t->block_elems, &bytes), 0);
+					   3 * t->block_elems, &bytes),
+			 0);
 	ck_assert_uint_eq(bytes, 3ull * t->block_bytes);
 	ck_assert_int_eq(io_type_row_bytes(ggml_blocks[_i].type, 0, &bytes), 0);
 	ck_assert_uint_eq(bytes, 0);
 	if (t->block_elems > 1)
 		ck_assert_int_eq(io_type_row_bytes(ggml_blocks[_i].type,
-				 t->block_elems + 1, &bytes), -EINVAL);
+						   t->block_elems + 1, &bytes),
+				 -EINVAL);
 }
 END_TEST
 
 /* Numbers ggml has removed or this build does not read (IQ*, TQ*, MXFP4). */
 START_TEST(test_types_unknown)
 {
-	static const uint32_t unknown[] = { 4, 5, 16, 17, 18, 19, 20, 21, 22,
-		23, 29, 31, 34, 35, 39, 40, 41, 42, 43, 1000, UINT32_MAX };
+	static const uint32_t unknown[] = {
+		4,  5,	16, 17, 18, 19, 20, 21, 22,   23,	 29,
+		31, 34, 35, 39, 40, 41, 42, 43, 1000, UINT32_MAX
+	};
 	uint64_t bytes;
 	size_t i;
 
@@ -99,9 +93,9 @@ START_TEST(test_types_row_limits)
 END_TEST
 
 static const char *const models[] = {
-	"llama-2-tiny-random.gguf", "stories260K.gguf",
-	"tiny-llama-spm32k-kquant.gguf", "tiny-qwen2-bpe152k-legacyq.gguf",
-	"tiny-qwen3-bpe16k-f16.gguf", "tiny-qwen3-bpe16k-mixq.gguf",
+	"llama-2-tiny-random.gguf",	  "stories260K.gguf",
+	"tiny-llama-spm32k-kquant.gguf",  "tiny-qwen2-bpe152k-legacyq.gguf",
+	"tiny-qwen3-bpe16k-f16.gguf",	  "tiny-qwen3-bpe16k-mixq.gguf",
 	"tiny-qwen3moe-bpe16k-q4km.gguf",
 };
 
@@ -125,7 +119,7 @@ START_TEST(test_types_match_shared_layout)
 			const struct io_gguf_tensor *t = &g->tensors[i];
 
 			ck_assert_msg(g->tensors[i + 1].offset - t->offset ==
-				      (t->bytes + a - 1) / a * a,
+					      (t->bytes + a - 1) / a * a,
 				      "%s: %s (%s)", models[m], t->name,
 				      io_type_info(t->type)->name);
 			seen[t->type] = true;
@@ -144,8 +138,9 @@ static void types_tests(TCase *tc)
 	char path[4096];
 	struct stat st;
 
-	tcase_add_loop_test(tc, test_types_blocks, 0,
-			    (int)(sizeof(ggml_blocks) / sizeof(ggml_blocks[0])));
+	tcase_add_loop_test(
+		tc, test_types_blocks, 0,
+		(int)(sizeof(ggml_blocks) / sizeof(ggml_blocks[0])));
 	tcase_add_test(tc, test_types_unknown);
 	tcase_add_test(tc, test_types_row_limits);
 	check_shared_path(path, sizeof(path), "models");

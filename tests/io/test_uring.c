@@ -44,12 +44,15 @@ static int notes_find(const struct notes *n, const char *what)
 static int seccomp_deny_uring(void)
 {
 	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+			 offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K,
+			 SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]),
+				   .filter = f };
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
@@ -67,8 +70,8 @@ static int uring_child_seccomp(const char *path, const struct io_gguf *g)
 	struct io_load_options opt = { .notice = notes_add };
 	const struct io_load_stats *st;
 	struct io_weights *w = NULL;
-	struct notes notes = {0};
-	struct err err = {0};
+	struct notes notes = { 0 };
+	struct err err = { 0 };
 	uint64_t i;
 
 	opt.notice_arg = &notes;
@@ -82,7 +85,8 @@ static int uring_child_seccomp(const char *path, const struct io_gguf *g)
 	}
 	st = io_weights_stats(w);
 	/* pread keeps O_DIRECT where the filesystem allows it */
-	if (st->uring || st->direct != direct_allowed(path) || st->queue_depth != 4)
+	if (st->uring || st->direct != direct_allowed(path) ||
+	    st->queue_depth != 4)
 		return 13;
 	if (notes_find(&notes, "io_uring unavailable") != 1 ||
 	    notes_find(&notes, "Operation not permitted") != 1) {
@@ -95,10 +99,11 @@ static int uring_child_seccomp(const char *path, const struct io_gguf *g)
 		int fd = open(path, O_RDONLY), same;
 
 		if (!want || pread(fd, want, t->bytes, (off_t)t->offset) !=
-		    (ssize_t)t->bytes)
+				     (ssize_t)t->bytes)
 			return 15;
 		close(fd);
-		same = memcmp(io_weights_placement(w, i)->data, want, t->bytes) == 0;
+		same = memcmp(io_weights_placement(w, i)->data, want,
+			      t->bytes) == 0;
 		free(want);
 		if (!same)
 			return 16;
@@ -134,18 +139,20 @@ START_TEST(test_uring_used_when_allowed)
 	struct io_load_options opt = { .notice = notes_add };
 	const struct io_load_stats *st;
 	struct io_weights *w = NULL;
-	struct notes notes = {0};
-	struct err err = {0};
+	struct notes notes = { 0 };
+	struct err err = { 0 };
 	struct fake f;
 
 	if (getenv("LLMFS_NO_URING") || getenv("LLMFS_NO_DIRECT"))
 		unsetenv("LLMFS_NO_URING"), unsetenv("LLMFS_NO_DIRECT");
 	opt.notice_arg = &notes;
 	fake_make(&f, "/tmp", 4096 + 64, (2u << 20) + 77);
-	ck_assert_msg(io_weights_load(&w, &f.g, &opt, &err) == 0, "%s", err.msg);
+	ck_assert_msg(io_weights_load(&w, &f.g, &opt, &err) == 0, "%s",
+		      err.msg);
 	st = io_weights_stats(w);
 	ck_assert_int_eq(st->uring, uring_allowed());
-	ck_assert_int_eq(notes_find(&notes, "io_uring unavailable"), !uring_allowed());
+	ck_assert_int_eq(notes_find(&notes, "io_uring unavailable"),
+			 !uring_allowed());
 	ck_assert_int_eq(st->direct, direct_allowed(f.path));
 	check_bytes(&f.g, w);
 	io_weights_free(w);
@@ -158,7 +165,7 @@ START_TEST(test_uring_env_forces_fallbacks)
 {
 	const struct io_load_stats *st;
 	struct io_weights *w = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	struct fake f;
 
 	fake_make(&f, "/tmp", 4096 + 64, (1u << 20) + 5);
@@ -185,15 +192,16 @@ START_TEST(test_uring_depths_and_chunks)
 {
 	static const uint32_t depth[] = { 1, 2, 7, 64 };
 	static const char *const chunk[] = { "4", "64", "1024", "8192" };
-	struct io_load_options opt = {0};
+	struct io_load_options opt = { 0 };
 	struct io_weights *w = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	struct fake f;
 
 	fake_make(&f, "/tmp", 4096 * 5 + 32, (9u << 20) + 1000);
 	opt.queue_depth = depth[_i];
 	setenv("LLMFS_IO_CHUNK_KB", chunk[_i], 1);
-	ck_assert_msg(io_weights_load(&w, &f.g, &opt, &err) == 0, "%s", err.msg);
+	ck_assert_msg(io_weights_load(&w, &f.g, &opt, &err) == 0, "%s",
+		      err.msg);
 	ck_assert_uint_eq(io_weights_stats(w)->queue_depth,
 			  uring_allowed() || depth[_i] < 4 ? depth[_i] : 4);
 	check_bytes(&f.g, w);

@@ -21,7 +21,7 @@ START_TEST(test_weights_pread_fake)
 {
 	struct io_load_options opt = { .no_uring = true, .no_direct = true };
 	struct io_weights *w = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	struct fake f;
 
 	fake_make(&f, "/tmp", 4096 + 96, (3u << 20) + 123);
@@ -55,7 +55,8 @@ static void seen_notice(void *arg, const char *msg)
 	struct seen *s = arg;
 
 	if (s->n_notice < 4)
-		snprintf(s->notice[s->n_notice++], sizeof(s->notice[0]), "%s", msg);
+		snprintf(s->notice[s->n_notice++], sizeof(s->notice[0]), "%s",
+			 msg);
 }
 
 /* Each read path, forced by options, gives the file's bytes. */
@@ -71,11 +72,12 @@ static const struct {
 START_TEST(test_weights_paths_fake)
 {
 	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
-		.no_direct = paths[_i].no_direct, .queue_depth = 3 };
+				       .no_direct = paths[_i].no_direct,
+				       .queue_depth = 3 };
 	const struct io_load_stats *st;
 	struct io_weights *w = NULL;
-	struct err err = {0};
-	struct seen seen = {0};
+	struct err err = { 0 };
+	struct seen seen = { 0 };
 	struct fake f;
 
 	opt.progress = seen_progress;
@@ -88,7 +90,8 @@ START_TEST(test_weights_paths_fake)
 	st = io_weights_stats(w);
 	/* What the environment refuses falls back (test_uring checks how). */
 	ck_assert_int_eq(st->uring, paths[_i].uring && uring_allowed());
-	ck_assert_int_eq(st->direct, paths[_i].direct && direct_allowed(f.path));
+	ck_assert_int_eq(st->direct,
+			 paths[_i].direct && direct_allowed(f.path));
 	ck_assert_uint_eq(st->tensor_bytes, f.g.tensor_bytes);
 	ck_assert_uint_ge(st->bytes, f.g.tensor_bytes);
 	ck_assert_uint_eq(seen.total, f.g.tensor_bytes);
@@ -99,13 +102,12 @@ START_TEST(test_weights_paths_fake)
 }
 END_TEST
 
-
 /* A file already in the page cache is copied from there, not re-read. */
 START_TEST(test_weights_cached_file_skips_direct)
 {
 	const struct io_load_stats *st;
 	struct io_weights *w = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	struct fake f;
 	uint8_t *buf;
 	int fd;
@@ -144,10 +146,12 @@ END_TEST
 START_TEST(test_weights_async_ready_in_order)
 {
 	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
-		.no_direct = paths[_i].no_direct, .queue_depth = 8,
-		.read_kib = 64, .async = true };
+				       .no_direct = paths[_i].no_direct,
+				       .queue_depth = 8,
+				       .read_kib = 64,
+				       .async = true };
 	struct io_weights *w = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	struct fake f;
 	uint64_t i;
 	uint8_t *want;
@@ -161,7 +165,8 @@ START_TEST(test_weights_async_ready_in_order)
 		const struct io_placement *p = io_weights_placement(w, i);
 
 		ck_assert_int_eq(io_placement_wait(p), 0);
-		ck_assert_uint_eq(__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE), 1);
+		ck_assert_uint_eq(__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE),
+				  1);
 		want = malloc(t->bytes);
 		ck_assert_int_eq(pread(fd, want, t->bytes, (off_t)t->offset),
 				 (ssize_t)t->bytes);
@@ -185,15 +190,17 @@ END_TEST
 START_TEST(test_weights_async_failure)
 {
 	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
-		.no_direct = paths[_i].no_direct, .async = true };
+				       .no_direct = paths[_i].no_direct,
+				       .async = true };
 	struct io_weights *w = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	struct fake f;
 
 	fake_make(&f, "/tmp", 4096 + 96, (1u << 20) + 123);
 	ck_assert_int_eq(truncate(f.path, 500000), 0);
 	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
-	ck_assert_int_eq(io_placement_wait(io_weights_placement(w, 3)), -EINVAL);
+	ck_assert_int_eq(io_placement_wait(io_weights_placement(w, 3)),
+			 -EINVAL);
 	ck_assert_int_eq(io_weights_wait(w, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, f.path));
 	ck_assert_int_eq(io_weights_move(w, 0, "cpu", &err), -EINVAL);
@@ -206,10 +213,11 @@ END_TEST
 START_TEST(test_weights_truncated)
 {
 	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
-		.no_direct = paths[_i].no_direct, .notice = seen_notice };
+				       .no_direct = paths[_i].no_direct,
+				       .notice = seen_notice };
 	struct io_weights *w = NULL;
-	struct seen seen = {0};
-	struct err err = {0};
+	struct seen seen = { 0 };
+	struct err err = { 0 };
 	struct fake f;
 
 	opt.notice_arg = &seen;
@@ -232,9 +240,9 @@ END_TEST
  */
 START_TEST(test_weights_move_round_trip)
 {
-	struct io_load_options opt = {0};
+	struct io_load_options opt = { 0 };
 	struct io_weights *w = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	uint64_t some[] = { 0, 2 }, all[] = { 0, 1, 2, 3 };
 	struct fake f;
 	void *p1;
@@ -278,11 +286,12 @@ START_TEST(test_weights_split_model)
 	static const uint64_t part1[] = { 1000003, 64, 2u << 20 };
 	static const uint64_t part2[] = { 77, (3u << 20) + 9 };
 	struct io_load_options opt = { .no_uring = paths[_i].no_uring,
-		.no_direct = paths[_i].no_direct, .queue_depth = 4 };
+				       .no_direct = paths[_i].no_direct,
+				       .queue_depth = 4 };
 	char dir[] = "/tmp/llmfs-split-XXXXXX", p1[64], p2[64];
 	struct io_weights *w = NULL;
 	struct io_gguf *g = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(p1, sizeof(p1), "%s/m-00001-of-00002.gguf", dir);
@@ -307,26 +316,24 @@ START_TEST(test_weights_split_model)
 END_TEST
 
 static const char *const models[] = {
-	"llama-2-tiny-random.gguf",
-	"stories260K.gguf",
-	"tiny-llama-spm32k-kquant.gguf",
-	"tiny-qwen2-bpe152k-legacyq.gguf",
-	"tiny-qwen3-bpe16k-f16.gguf",
-	"tiny-qwen3-bpe16k-mixq.gguf",
+	"llama-2-tiny-random.gguf",	  "stories260K.gguf",
+	"tiny-llama-spm32k-kquant.gguf",  "tiny-qwen2-bpe152k-legacyq.gguf",
+	"tiny-qwen3-bpe16k-f16.gguf",	  "tiny-qwen3-bpe16k-mixq.gguf",
 	"tiny-qwen3moe-bpe16k-q4km.gguf",
 };
 
 /* Every tensor of every shared model, on the default path and on pread. */
 START_TEST(test_weights_shared_models)
 {
-	struct io_load_options opt = {0};
+	struct io_load_options opt = { 0 };
 	struct io_weights *w = NULL;
 	struct io_gguf *g = NULL;
-	struct err err = {0};
+	struct err err = { 0 };
 	char path[4096];
 	int pass;
 
-	snprintf(path, sizeof(path), "%s/models/%s", check_shared_dir(), models[_i]);
+	snprintf(path, sizeof(path), "%s/models/%s", check_shared_dir(),
+		 models[_i]);
 	ck_assert_msg(io_gguf_open(&g, path, &err) == 0, "%s", err.msg);
 	for (pass = 0; pass < 2; pass++) {
 		opt.no_uring = pass == 1;

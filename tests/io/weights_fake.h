@@ -28,8 +28,8 @@ struct fake {
 	char names[4][16];
 };
 
-static inline void fake_make(struct fake *f, const char *dir, uint64_t data_offset,
-		      uint64_t size)
+static inline void fake_make(struct fake *f, const char *dir,
+			     uint64_t data_offset, uint64_t size)
 {
 	uint8_t *buf = malloc(size);
 	uint64_t i, off;
@@ -62,8 +62,13 @@ static inline void fake_make(struct fake *f, const char *dir, uint64_t data_offs
 		snprintf(f->names[i], sizeof(f->names[i]), "t%llu",
 			 (unsigned long long)i);
 		f->t[i] = (struct io_gguf_tensor){ .name = f->names[i],
-			.type = IO_TYPE_I8, .n_dims = 1, .ne = { (int64_t)bytes, 1, 1, 1 },
-			.file = 0, .offset = off, .bytes = bytes };
+						   .type = IO_TYPE_I8,
+						   .n_dims = 1,
+						   .ne = { (int64_t)bytes, 1, 1,
+							   1 },
+						   .file = 0,
+						   .offset = off,
+						   .bytes = bytes };
 		f->g.tensor_bytes += bytes;
 		off += (bytes + 31) / 32 * 32;
 	}
@@ -132,23 +137,46 @@ static inline void split_part_write(const char *path, uint16_t no,
 	int i;
 
 #define PUT(v) ck_assert_int_eq(fwrite(&(v), sizeof(v), 1, f), 1)
-#define PUTS(s) do { u64 = strlen(s); PUT(u64); \
-		ck_assert_int_eq(fwrite(s, 1, u64, f), u64); } while (0)
+#define PUTS(s) \
+	do { \
+		u64 = strlen(s); \
+		PUT(u64); \
+		ck_assert_int_eq(fwrite(s, 1, u64, f), u64); \
+	} while (0)
 	ck_assert_ptr_nonnull(f);
 	ck_assert_int_eq(fwrite("GGUF", 1, 4, f), 4);
-	u32 = 3; PUT(u32);
-	u64 = (uint64_t)n; PUT(u64);
-	u64 = 4; PUT(u64);
-	PUTS("general.architecture"); u32 = 8; PUT(u32); PUTS("llama");
-	PUTS("split.no"); u32 = 2; PUT(u32); u16 = no; PUT(u16);
-	PUTS("split.count"); u32 = 2; PUT(u32); u16 = count; PUT(u16);
-	PUTS("split.tensors.count"); u32 = 5; PUT(u32); PUT(total);
+	u32 = 3;
+	PUT(u32);
+	u64 = (uint64_t)n;
+	PUT(u64);
+	u64 = 4;
+	PUT(u64);
+	PUTS("general.architecture");
+	u32 = 8;
+	PUT(u32);
+	PUTS("llama");
+	PUTS("split.no");
+	u32 = 2;
+	PUT(u32);
+	u16 = no;
+	PUT(u16);
+	PUTS("split.count");
+	u32 = 2;
+	PUT(u32);
+	u16 = count;
+	PUT(u16);
+	PUTS("split.tensors.count");
+	u32 = 5;
+	PUT(u32);
+	PUT(total);
 	for (i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "t%u.%d", no, i);
 		PUTS(name);
-		u32 = 1; PUT(u32);
+		u32 = 1;
+		PUT(u32);
 		PUT(sizes[i]);
-		u32 = IO_TYPE_I8; PUT(u32);
+		u32 = IO_TYPE_I8;
+		PUT(u32);
 		PUT(off);
 		off += (sizes[i] + 31) / 32 * 32;
 	}

@@ -16,8 +16,8 @@
 
 int main(void)
 {
-	struct io_device_set set = {0};
-	struct err err = {0};
+	struct io_device_set set = { 0 };
+	struct err err = { 0 };
 	uint32_t k;
 	int n;
 

@@ -41,11 +41,12 @@ static bool dump_cb(struct ggml_tensor *t, bool ask, void *user)
 	(void)user;
 	if (ask)
 		return true;
-	if (t->type != GGML_TYPE_F32 || (dump_want && !strstr(t->name, dump_want)))
+	if (t->type != GGML_TYPE_F32 ||
+	    (dump_want && !strstr(t->name, dump_want)))
 		return true;
 	n = (long)ggml_nelements(t);
 	printf("S%d %-24s [%ld,%ld,%ld]", dump_step, t->name, (long)t->ne[0],
-			(long)t->ne[1], (long)t->ne[2]);
+	       (long)t->ne[1], (long)t->ne[2]);
 	for (i = 0; i < n && i < dump_n; i++)
 		printf(" %.9g", d[i]);
 	printf("\n");
@@ -61,7 +62,8 @@ int main(int argc, char **argv)
 	int i;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s LIBDIR MODEL.gguf TOKEN...\n", argv[0]);
+		fprintf(stderr, "usage: %s LIBDIR MODEL.gguf TOKEN...\n",
+			argv[0]);
 		return 2;
 	}
 	dump_want = getenv("WANT");
@@ -94,7 +96,7 @@ int main(int argc, char **argv)
 		}
 		lg = llama_get_logits_ith(ctx, -1);
 		printf("S%d logits %.9g %.9g %.9g\n", dump_step, lg[0], lg[1],
-				lg[2]);
+		       lg[2]);
 	}
 	llama_free(ctx);
 	llama_model_free(model);
