@@ -97,7 +97,7 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 
-med() { printf '%s\n' ${res[$1]} | bench_median; }
+med() { bench_median ${res[$1]}; }
 bw=$(med membw)
 echo
 echo "| figure | model | llama.cpp t/s | llmfs t/s | ratio |"
@@ -171,7 +171,7 @@ for n in $SESSIONS; do
 			END { printf "%.2f", g / (b - a) }')")
 		rm -f "$work"/t.*
 	done
-	v=$(printf '%s\n' "${vals[@]}" | bench_median)
+	v=$(bench_median "${vals[@]}")
 	[ -n "$one" ] || one=$v
 	awk -v n="$n" -v v="$v" -v o="$one" 'BEGIN {
 		printf "  %2d sessions: %.1f t/s aggregate, %.2fx one session\n",

@@ -58,10 +58,10 @@ for r in $(seq "$ROUNDS"); do
 	ratios+=("$(awk -v m="${mount_tps[-1]}" -v r="${run_tps[-1]}" 'BEGIN { printf "%.4f", m / r }')")
 	echo "round $r: llmfs-run ${run_tps[-1]}  mount ${mount_tps[-1]}  reader ${reader_tps[-1]} tok/s"
 done
-ratio=$(printf '%s\n' "${ratios[@]}" | bench_median)
-run=$(printf '%s\n' "${run_tps[@]}" | bench_median)
-mount=$(printf '%s\n' "${mount_tps[@]}" | bench_median)
-reader=$(printf '%s\n' "${reader_tps[@]}" | bench_median)
+ratio=$(bench_median "${ratios[@]}")
+run=$(bench_median "${run_tps[@]}")
+mount=$(bench_median "${mount_tps[@]}")
+reader=$(bench_median "${reader_tps[@]}")
 echo "llmfs-run decode: $run tok/s (median)"
 echo "mount decode:     $mount tok/s (median, stats)"
 echo "reader decode:    $reader tok/s (median, first byte to EOF)"

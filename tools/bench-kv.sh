@@ -76,10 +76,10 @@ for r in $(seq "$ROUNDS"); do
 		"prefix ${p1[-1]} ms, shared ${p2[-1]} ms"
 done
 tokens=$(printf "%s" "$(text 1 205)" > "$M/tokenize"; wc -w < "$M/tokenize")
-mt1=$(printf '%s\n' "${t1[@]}" | bench_median)
-mt2=$(printf '%s\n' "${t2[@]}" | bench_median)
-mp1=$(printf '%s\n' "${p1[@]}" | bench_median)
-mp2=$(printf '%s\n' "${p2[@]}" | bench_median)
+mt1=$(bench_median "${t1[@]}")
+mt2=$(bench_median "${t2[@]}")
+mp1=$(bench_median "${p1[@]}")
+mp2=$(bench_median "${p2[@]}")
 echo
 echo "first turn ($tokens tokens): TTFT $mt1 ms; second turn: $mt2 ms" \
 	"= $(awk -v a="$mt2" -v b="$mt1" 'BEGIN { printf "%.1f%%", 100 * a / b }')" \

@@ -76,10 +76,10 @@ bench_mount() {
 	exit 1
 }
 
-# Numbers one per line in, their median out (the mean of the middle two
-# for an even count).
+# bench_median VALUES...: the median of the arguments (the mean of the
+# middle two for an even count).
 bench_median() {
-	sort -g | awk '{ v[NR] = $1 } END {
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
 		print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 

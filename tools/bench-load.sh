@@ -81,9 +81,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	echo "  round $r: dd ${dd_gbps[-1]} GB/s, 4 x dd ${dd4_gbps[-1]} GB/s," \
 		"llmfs-load ${load_gbps[-1]} GB/s ($path)"
 done
-dd_med=$(printf '%s\n' "${dd_gbps[@]}" | bench_median)
-dd4_med=$(printf '%s\n' "${dd4_gbps[@]}" | bench_median)
-load_med=$(printf '%s\n' "${load_gbps[@]}" | bench_median)
+dd_med=$(bench_median "${dd_gbps[@]}")
+dd4_med=$(bench_median "${dd4_gbps[@]}")
+load_med=$(bench_median "${load_gbps[@]}")
 best=$(printf '%s\n' "$dd_med" "$dd4_med" | sort -g | tail -1)
 [ $cold = 1 ] || echo "  (page cache NOT dropped: not root; warm-cache figures)"
 echo "load bandwidth (medians): disk O_DIRECT dd bs=4M $dd_med GB/s, 4 x dd $dd4_med GB/s;" \
@@ -113,9 +113,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	echo "  round $r: llmfs-run ${ours[-1]} ms (whole process; prompt + first token ${ours_gen[-1]} ms)," \
 		"llama.cpp ${theirs[-1]} ms (+ ${theirs_init[-1]} ms node-llama-cpp init)"
 done
-ours_med=$(printf '%s\n' "${ours[@]}" | bench_median)
+ours_med=$(bench_median "${ours[@]}")
 if [ $ref_ok = 1 ]; then
-	theirs_med=$(printf '%s\n' "${theirs[@]}" | bench_median)
+	theirs_med=$(bench_median "${theirs[@]}")
 	echo "cold TTFT ($THREADS threads): llmfs $ours_med ms, llama.cpp $theirs_med ms," \
 		"llmfs takes $(ratio "$ours_med" "$theirs_med") of llama.cpp's time"
 else

@@ -146,11 +146,11 @@ for r in $(seq "$ROUNDS"); do
 	mfrac+=("$(frac "$mt" "$ms")")
 	echo "round $r: direct $dt (server $ds)  mount $mt (server $ms, stats $(stat_of decode_tps)) tok/s"
 done
-direct=$(printf '%s\n' "${direct_tps[@]}" | bench_median)
-mount=$(printf '%s\n' "${mount_tps[@]}" | bench_median)
-ratio=$(printf '%s\n' "${ratios[@]}" | bench_median)
-dserver=$(printf '%s\n' "${dfrac[@]}" | bench_median)
-mserver=$(printf '%s\n' "${mfrac[@]}" | bench_median)
+direct=$(bench_median "${direct_tps[@]}")
+mount=$(bench_median "${mount_tps[@]}")
+ratio=$(bench_median "${ratios[@]}")
+dserver=$(bench_median "${dfrac[@]}")
+mserver=$(bench_median "${mfrac[@]}")
 echo "direct client decode: $direct tok/s (median)"
 echo "mount reader decode:  $mount tok/s (median)"
 echo "ratio of medians mount/direct: $(pct "$(frac "$mount" "$direct")")," \
