@@ -41,13 +41,6 @@ void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
 			y[i] = y[i] * w[i];
 }
 
-void ops_matvec_prepare(const struct engine_tensor *w, const float *x,
-			void *act)
-{
-	quant_from_float(quant_vec_dot_type(w->info->type), x, act,
-			 w->info->ne[0]);
-}
-
 void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 		     const void *act, int64_t r0, int64_t r1)
 {
@@ -60,44 +53,6 @@ void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 
 	for (r = r0; r < r1; r++)
 		y[r] = dot(n, base + r * w->row_bytes, act);
-}
-
-struct ops_matvec_job {
-	float *y;
-	const struct engine_tensor *w;
-	int64_t e;
-	const void *act;
-};
-
-/* One thread's contiguous share of the rows. */
-static void ops_matvec_part(void *arg, uint32_t ith, uint32_t nth)
-{
-	const struct ops_matvec_job *j = arg;
-	int64_t rows = j->w->info->ne[1];
-
-	ops_matvec_rows(j->y, j->w, j->e, j->act, rows * ith / nth,
-			rows * (ith + 1) / nth);
-}
-
-void ops_matvec(struct engine_pool *pool, float *y,
-		const struct engine_tensor *w, int64_t e, const float *x,
-		void *act)
-{
-	ops_matvec_prepare(w, x, act);
-	ops_matvec_act(pool, y, w, e, act);
-}
-
-void ops_matvec_act(struct engine_pool *pool, float *y,
-		    const struct engine_tensor *w, int64_t e, const void *act)
-{
-	struct ops_matvec_job job = { y, w, e, act };
-
-	/* waking the workers costs microseconds: only for big matrices */
-	if (engine_pool_size(pool) > 1 &&
-	    w->info->ne[0] * w->info->ne[1] >= OPS_PARALLEL_MIN)
-		engine_pool_run(pool, ops_matvec_part, &job);
-	else
-		ops_matvec_rows(y, w, e, act, 0, w->info->ne[1]);
 }
 
 struct ops_matmul_job {

@@ -22,30 +22,20 @@ void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
 /*
  * y[r] = row r of w (of expert e for a 3-D tensor) . x for r in [r0, r1),
  * ggml's mul_mat for one column: x is given already converted to w's
- * vec_dot type (ops_matvec_prepare into act).
+ * vec_dot type.
  */
-void ops_matvec_prepare(const struct engine_tensor *w, const float *x,
-			void *act);
 void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 		     const void *act, int64_t r0, int64_t r1);
-/* ops_matvec_rows over all rows, split over pool's threads when big. */
-void ops_matvec_act(struct engine_pool *pool, float *y,
-		    const struct engine_tensor *w, int64_t e, const void *act);
 /*
  * ys[t] = w . acts[t] for n_tok activations (each converted as for
- * ops_matvec_act): a batched matmul that reads each block of weight rows
+ * ops_matvec_rows): a batched matmul that reads each block of weight rows
  * once for all tokens, every (row, token) dot computed by
  * ops_matvec_rows exactly as for one token, so the results are bit for
- * bit those of n_tok ops_matvec_act calls. Split by rows over the pool.
+ * bit those of n_tok ops_matvec_rows calls. Split by rows over the pool.
  */
 void ops_matmul(struct engine_pool *pool, float *const *ys,
 		const struct engine_tensor *w, int64_t e, uint32_t n_tok,
 		const void *const *acts);
-/* ops_matvec_prepare then ops_matvec_act. */
-void ops_matvec(struct engine_pool *pool, float *y,
-		const struct engine_tensor *w, int64_t e, const float *x,
-		void *act);
-
 /* One row of the token embedding as floats: ggml_get_rows. */
 void ops_get_row(float *y, const struct engine_tensor *w, int64_t row);
 
