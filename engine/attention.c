@@ -28,6 +28,8 @@ bool att_type_supported(uint32_t type)
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "cpu/reduce_avx512.h"
+
 #define ATT_TARGET __attribute__((target("avx512f,f16c,fma")))
 
 /* y += x * v on F16 rows, 16 at a time, the tail masked */
@@ -107,23 +109,6 @@ ATT_TARGET static void att_mad_f32_avx512(float *y, const float *x, float v,
 						 _mm512_loadu_ps(y + i)));
 	for (; i < n; i++)
 		y[i] = fmaf(x[i], v, y[i]);
-}
-
-/*
- * _mm512_reduce_add_ps as dot_hsum16 folds it (lanes i and i + 8, then
- * i and i + 4, i and i + 2, 0 and 1): the same pairs, the same bits.
- */
-ATT_TARGET static inline float att_hsum16(__m512 v)
-{
-	__m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-				 _mm256_castpd_ps(_mm512_extractf64x4_pd(
-					 _mm512_castps_pd(v), 1)));
-	__m128 q = _mm_add_ps(_mm256_castps256_ps128(h),
-			      _mm256_extractf128_ps(h, 1));
-
-	q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-	q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
-	return _mm_cvtss_f32(q);
 }
 
 ATT_TARGET static inline __m512 att_ld16(const uint16_t *p)
@@ -262,7 +247,7 @@ att_run_f16_core(struct att_state *st, const uint8_t *k, size_t k_stride,
 				a3 = _mm512_fmadd_ps(att_ld16(kr + 16 * i + 48),
 						     q[i + 3], a3);
 			}
-			s = att_hsum16(_mm512_add_ps(_mm512_add_ps(a0, a2),
+			s = cpu_hsum16(_mm512_add_ps(_mm512_add_ps(a0, a2),
 						     _mm512_add_ps(a1, a3)));
 			s = s * scale;
 			s += 0.0f;

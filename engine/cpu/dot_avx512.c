@@ -84,6 +84,8 @@ float cpu_q2_K_repacked_avx512(int64_t n, const void *w, const void *a)
 #else
 #include <immintrin.h>
 
+#include "reduce_avx512.h"
+
 #define CPU_TARGET \
 	__attribute__(( \
 		target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
@@ -97,42 +99,9 @@ bool cpu_avx512_usable(void)
 	       __builtin_cpu_supports("avx512vnni");
 }
 
-/*
- * hsum_float_8: high half + low half, then (0 + 2) + (1 + 3), in
- * registers (the same pairs, the same bits; a store and eight scalar
- * loads per row before).
- */
-CPU_TARGET static float cpu_hsum8(__m256 v)
-{
-	__m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1),
-			      _mm256_castps256_ps128(v));
-
-	r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-	r = _mm_add_ss(r, _mm_shuffle_ps(r, r, 1));
-	return _mm_cvtss_f32(r);
-}
-
 CPU_TARGET static float cpu_h2f(uint16_t h)
 {
 	return _cvtsh_ss(h);
-}
-
-/*
- * dot_hsum16 in registers: the same pairs in the same order (lanes i and
- * i + 8, then i and i + 4, i and i + 2, 0 and 1), so the same bits; the
- * scalar version went through memory and was 11% of a prefill.
- */
-CPU_TARGET static float cpu_hsum16(__m512 v)
-{
-	__m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-				 _mm256_castpd_ps(_mm512_extractf64x4_pd(
-					 _mm512_castps_pd(v), 1)));
-	__m128 q = _mm_add_ps(_mm256_castps256_ps128(h),
-			      _mm256_extractf128_ps(h, 1));
-
-	q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-	q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
-	return _mm_cvtss_f32(q);
 }
 
 /* acc[0] + acc[2], acc[1] + acc[3], their sum, then _mm512_reduce_add_ps. */
