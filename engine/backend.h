@@ -162,6 +162,8 @@ struct engine_backend {
 	const struct engine_backend_i *iface;
 	struct engine_device dev;
 	void *ctx; /* the backend's own (the CPU's: its pool) */
+	/* engine_model_options.batch_exact: batches in the one-token order */
+	bool batch_exact;
 };
 
 /*

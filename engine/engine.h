@@ -38,6 +38,13 @@ struct engine_model_options {
 	uint64_t kv_mem;  /* KV pool budget in bytes; 0 = what fits */
 	const char *kv_type_k; /* "q8_0", ...; NULL = f16 */
 	const char *kv_type_v;
+	/*
+	 * true: a batch (a prompt, or several sessions decoding together)
+	 * gives every row the one-token path's bits, whatever the batch;
+	 * false (default): the batch kernels' own summation order, within
+	 * ../shared/README.md section 4's tolerance of it (Documentation/engine.md).
+	 */
+	bool batch_exact;
 	struct io_load_options load;
 };
 

@@ -724,6 +724,7 @@ int engine_model_open(struct engine_model **out, const char *path,
 		ret = engine_backend_cpu_new(&m->backend, m->pool, err);
 	if (ret)
 		goto out_free;
+	m->backend->batch_exact = opt->batch_exact;
 	*out = m;
 	return 0;
 
