@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The batched matmul as a matrix multiply (engine/cpu/gemm_*.c): weight
+ * rows in the lanes. A panel holds CPU_GEMM_ROWS weight rows re-laid so
+ * that one 512-bit register carries four consecutive elements of each of
+ * 16 rows; vpdpbusd against four bytes of one token, broadcast, gives each
+ * row's integer partial in its own lane. A block's integer sum per (row,
+ * token) then needs no horizontal add, and a panel, made once, serves
+ * every token of the batch.
+ *
+ * Order: per (row, token), each block's integer sum is exact (integer
+ * sums do not depend on their order); the floats are one chain per row
+ * over the blocks, acc = fma((float)s, dw * da, acc), as ggml's repacked
+ * gemvs do. For repacked Q4_K that is the one-token path's order, bit for
+ * bit. For Q8_0 and Q6_K it is not (their one-token kernels fold eight
+ * lanes at the end), so the driver uses those only when the backend's
+ * batch_exact is off; the logits then stay within ../shared/README.md
+ * section 4's tolerance.
+ *
+ * Built with __attribute__((target)): call only where cpu_avx512_usable().
+ */
+#ifndef LLMFS_ENGINE_CPU_GEMM_H
+#define LLMFS_ENGINE_CPU_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CPU_GEMM_ROWS 16
+
+/* One weight type's kernels; n (elements per row) a multiple of its block. */
+struct cpu_gemm_kernels {
+	/* bytes of one panel of CPU_GEMM_ROWS rows of n elements (64-aligned) */
+	size_t (*panel_bytes)(int64_t n);
+	/*
+	 * Rows [0, nr) of w, row_bytes apart, in the type's plain block
+	 * layout, into panel (64-aligned, panel_bytes); rows nr.. read as 0.
+	 */
+	void (*panel)(int64_t n, const void *w, size_t row_bytes, int nr,
+		      void *panel);
+	/* bytes of one token's activations in the kernel's form (64-aligned) */
+	size_t (*act_bytes)(int64_t n);
+	/*
+	 * One token's activation row a (the weight type's vec_dot_type, as
+	 * the one-token path quantizes it) into the kernel's form at dst.
+	 */
+	void (*act_pack)(int64_t n, const void *a, void *dst);
+	/*
+	 * y[t][row0 + r] = row r of the panel . token t for r < nr, t < nt:
+	 * acts holds nt tokens act_bytes(n) apart, as act_pack made them.
+	 * Any nt >= 1; the kernel takes the tokens a register tile at a time.
+	 */
+	void (*run)(int64_t n, const void *panel, int nr, const void *acts,
+		    int nt, float *const *y, int64_t row0);
+	/*
+	 * true: run gives the bits of the one-token path of a repacked
+	 * tensor (engine_tensor.repacked; see above)
+	 */
+	bool exact;
+};
+
+extern const struct cpu_gemm_kernels cpu_gemm_q8_0; /* gemm_avx512.c */
+extern const struct cpu_gemm_kernels cpu_gemm_q4_K; /* gemm_k_avx512.c */
+extern const struct cpu_gemm_kernels cpu_gemm_q6_K; /* gemm_k_avx512.c */
+
+#endif
