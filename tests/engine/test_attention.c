@@ -5,7 +5,8 @@
  * attention (against a plain double-precision one over the dequantized
  * rows); how the positions are cut into runs changes no bit; merging the
  * partials of KV chunks gives the one-chunk result within float error,
- * and one chunk alone exactly.
+ * and one chunk alone exactly. The tiled prefill path
+ * (engine/cpu/attention_tiled.h) against a double-precision softmax.
  *
  *   make build/tests/engine/test_attention && build/tests/engine/test_attention
  */
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "../../engine/attention.h"
+#include "../../engine/cpu/attention_tiled.h"
 #include "../../engine/quant/quant.h"
 #include "../common/check_main.h"
 
@@ -376,6 +378,187 @@ START_TEST(test_att_expf_matches_libm)
 }
 END_TEST
 
+/*
+ * The tiled path (a prompt's rows of one sequence, the fast order)
+ * against softmax(Q.K^T * scale) V in double over the stored rows, Q
+ * rounded to F16 for F16 K as the tile (and ggml) does. The tile is F32
+ * throughout; the largest error is the scores' rounding: K.Q sums of
+ * 64..128 products up to 9 (partial sums of some 30, an ulp of 2e-6,
+ * about sqrt(128) of them), times the scale 0.09..0.125, moves a weight
+ * by about 2e-6 relative; expf (an ulp) and sums of <= 420 weights are
+ * smaller. So 1e-5 on results of magnitude <= 1 (V in [-1, 1]) holds
+ * with room (2.1e-6 at most measured over these cases) and still fails
+ * an F16-rounded accumulation (about 1e-3) or a lost or extra position
+ * (a weight of about 1e-3 or more). Cases: head_dim 64 and 128,
+ * 1, 2 and 4 heads per KV head, F16 and F32 caches, 1..70 queries (cut
+ * into tiles as the backend does) at consecutive positions from anywhere,
+ * or scattered; the positions fed in runs cut at the cache's blocks or
+ * anywhere, always up to the cache's end (the tail past every query's
+ * own position must be masked out).
+ */
+#define TILE_NKV 420
+
+struct tile_case {
+	struct att_shape sh;
+	uint32_t group;
+	size_t k_row, v_row;
+	uint8_t *k, *v;
+	float *q;      /* [query][group][dim] */
+	uint32_t *pos; /* [query] */
+	float *out;    /* [query][group][dim] */
+	void *scratch;
+};
+
+static void tile_ref(const struct tile_case *c, uint32_t i, uint32_t g,
+		     double *ref)
+{
+	const uint32_t dk = c->sh.head_dim, dv = c->sh.head_dim_v;
+	const float *q = c->q + ((size_t)i * c->group + g) * dk;
+	double s[TILE_NKV], max = -INFINITY, sum = 0;
+	float kf[128], vf[128], qf[128];
+	uint32_t p, d;
+
+	for (d = 0; d < dk; d++)
+		qf[d] = c->sh.type_k == IO_TYPE_F16 ?
+				quant_fp16_to_fp32(quant_fp32_to_fp16(q[d])) :
+				q[d];
+	for (p = 0; p <= c->pos[i]; p++) {
+		quant_to_float(c->sh.type_k, c->k + p * c->k_row, kf, dk);
+		s[p] = 0;
+		for (d = 0; d < dk; d++)
+			s[p] += (double)kf[d] * qf[d];
+		s[p] *= c->sh.scale;
+		max = s[p] > max ? s[p] : max;
+	}
+	for (d = 0; d < dv; d++)
+		ref[d] = 0;
+	for (p = 0; p <= c->pos[i]; p++) {
+		double e = exp(s[p] - max);
+
+		sum += e;
+		quant_to_float(c->sh.type_v, c->v + p * c->v_row, vf, dv);
+		for (d = 0; d < dv; d++)
+			ref[d] += e * vf[d];
+	}
+	for (d = 0; d < dv; d++)
+		ref[d] /= sum;
+}
+
+/* n_q queries from q0 in tiles of ATT_TILE_ROWS rows, runs of piece */
+static void tile_run(struct tile_case *c, uint32_t q0, uint32_t n_q,
+		     uint32_t piece)
+{
+	const uint32_t dk = c->sh.head_dim, dv = c->sh.head_dim_v;
+	const uint32_t per = ATT_TILE_ROWS / c->group;
+	const float *qs[ATT_TILE_ROWS];
+	float *outs[ATT_TILE_ROWS];
+	uint32_t i, t, n, m;
+
+	for (t = q0; t < q0 + n_q; t += per) {
+		uint32_t nt = q0 + n_q - t < per ? q0 + n_q - t : per;
+		struct att_tile tile;
+
+		for (i = 0; i < nt; i++) {
+			qs[i] = c->q + (size_t)(t + i) * c->group * dk;
+			outs[i] = c->out + (size_t)(t + i) * c->group * dv;
+		}
+		att_tile_begin(&tile, &c->sh, nt, c->group, qs, c->pos + t,
+			       c->scratch);
+		for (n = 0; n < TILE_NKV; n += m) {
+			/* piece 64: the cache's blocks, else anywhere */
+			m = piece == 64 ? 64 - n % 64 : piece;
+			m = TILE_NKV - n < m ? TILE_NKV - n : m;
+			att_tile_run(&tile, n, c->k + n * c->k_row, c->k_row,
+				     c->v + n * c->v_row, c->v_row, m);
+		}
+		att_tile_end(&tile, outs, c->group);
+	}
+}
+
+START_TEST(test_att_tiled_vs_double)
+{
+	static const uint32_t dims[] = { 64, 128 }, groups[] = { 1, 2, 4 };
+	static const uint32_t types[] = { IO_TYPE_F16, IO_TYPE_F32 };
+	static const uint32_t n_qs[] = { 1, 2, 5, 16, 31, 64, 70 };
+	const uint32_t dim = dims[_i % 2], group = groups[_i / 2 % 3];
+	const uint32_t type = types[_i / 6];
+	struct tile_case c = { .sh = { type, type, dim, dim,
+				       1.0f / sqrtf((float)dim) },
+			       .group = group };
+	const size_t nq_max = 70 * group;
+	double ref[128];
+	float row[128];
+	uint32_t i, d, k, g, start, piece;
+
+	if (!att_tile_usable(&c.sh))
+		return; /* no AVX-512: the backend keeps the one-token path */
+	c.k_row = (size_t)dim * io_type_info(type)->block_bytes;
+	c.v_row = c.k_row;
+	c.k = malloc(c.k_row * TILE_NKV);
+	c.v = malloc(c.v_row * TILE_NKV);
+	c.q = malloc(nq_max * dim * sizeof(float));
+	c.out = malloc(nq_max * dim * sizeof(float));
+	c.pos = malloc(70 * sizeof(uint32_t));
+	c.scratch = aligned_alloc(64, (att_tile_scratch_bytes(&c.sh) + 63) &
+					      ~(size_t)63);
+	ck_assert(c.k && c.v && c.q && c.out && c.pos && c.scratch);
+	for (i = 0; i < TILE_NKV; i++) {
+		for (d = 0; d < dim; d++)
+			row[d] = rngf(3.0f);
+		quant_from_float(type, row, c.k + i * c.k_row, dim);
+		for (d = 0; d < dim; d++)
+			row[d] = rngf(1.0f);
+		quant_from_float(type, row, c.v + i * c.v_row, dim);
+	}
+	for (i = 0; i < nq_max * dim; i++)
+		c.q[i] = rngf(3.0f);
+	for (k = 0; k < sizeof(n_qs) / sizeof(n_qs[0]); k++) {
+		const uint32_t n_q = n_qs[k];
+
+		for (piece = 0; piece < 3; piece++) {
+			/* consecutive from 0, across block edges, or scattered */
+			start = piece == 0 ? 0 : rng() % (TILE_NKV - 70);
+			for (i = 0; i < n_q; i++)
+				c.pos[i] = piece == 2 ? rng() % TILE_NKV :
+							start + i;
+			for (i = 0; i < nq_max * dim; i++)
+				c.out[i] = NAN;
+			tile_run(&c, 0, n_q, piece == 1 ? 64 : 37 + piece);
+			for (i = 0; i < n_q; i++) {
+				for (g = 0; g < group; g++) {
+					const float *o =
+						c.out + ((size_t)i * group + g) *
+								dim;
+
+					tile_ref(&c, i, g, ref);
+					for (d = 0; d < dim; d++) {
+						double e = fabs(o[d] - ref[d]);
+
+						ck_assert_msg(
+							e <= 1e-5,
+							"dim %u group %u type %s n_q %u "
+							"pos %u head %u d %u: %.9g vs %.9g",
+							dim, group,
+							io_type_info(type)->name,
+							n_q, c.pos[i], g, d, o[d],
+							ref[d]);
+					}
+				}
+			}
+			/* rows past n_q were not written */
+			ck_assert(isnan(c.out[(size_t)n_q * group * dim]) ||
+				  n_q == 70);
+		}
+	}
+	free(c.k);
+	free(c.v);
+	free(c.q);
+	free(c.out);
+	free(c.pos);
+	free(c.scratch);
+}
+END_TEST
+
 static void attention_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_att_f16_steps_match_scalar);
@@ -383,6 +566,7 @@ static void attention_tests(TCase *tc)
 	tcase_add_test(tc, test_att_merge_of_chunks);
 	tcase_add_loop_test(tc, test_att_f16_fused_matches_steps, 0, 6);
 	tcase_add_test(tc, test_att_expf_matches_libm);
+	tcase_add_loop_test(tc, test_att_tiled_vs_double, 0, 12);
 }
 
 const struct check_main check_main = {
