@@ -43,6 +43,9 @@ size_t att_tile_scratch_bytes(const struct att_shape *sh)
 #include <immintrin.h>
 
 #define ATT_TILE_TARGET __attribute__((target("avx512f,f16c,fma")))
+/* the register blocks' loops unrolled, so that their arrays are registers */
+#define ATT_TILE_PRAGMA(x) _Pragma(#x)
+#define ATT_TILE_UNROLL(n) ATT_TILE_PRAGMA(GCC unroll n)
 
 bool att_tile_usable(const struct att_shape *sh)
 {
@@ -89,24 +92,31 @@ att_tile_scores_core(struct att_tile *t, uint32_t n4, uint32_t nrv)
 		const float *k0 = t->kn + (size_t)c * dk;
 		__m512 acc[4][4];
 
+		ATT_TILE_UNROLL(4)
 		for (i = 0; i < 4; i++)
+			ATT_TILE_UNROLL(4)
 			for (r = 0; r < nrv; r++)
 				acc[i][r] = _mm512_setzero_ps();
 		for (d = 0; d < dk; d++) {
 			const float *qd = t->qt + (size_t)d * ld;
 			__m512 qv[4];
 
+			ATT_TILE_UNROLL(4)
 			for (r = 0; r < nrv; r++)
 				qv[r] = _mm512_loadu_ps(qd + 16 * r);
+			ATT_TILE_UNROLL(4)
 			for (i = 0; i < 4; i++) {
 				__m512 kb = _mm512_set1_ps(k0[i * dk + d]);
 
+				ATT_TILE_UNROLL(4)
 				for (r = 0; r < nrv; r++)
 					acc[i][r] = _mm512_fmadd_ps(
 						kb, qv[r], acc[i][r]);
 			}
 		}
+		ATT_TILE_UNROLL(4)
 		for (i = 0; i < 4; i++)
+			ATT_TILE_UNROLL(4)
 			for (r = 0; r < nrv; r++)
 				_mm512_storeu_ps(t->p + (size_t)(c + i) * ld +
 							 16 * r,
@@ -128,7 +138,9 @@ ATT_TILE_TARGET static void att_tile_scores(struct att_tile *t, uint32_t n4)
 /*
  * The online softmax over n scores of the block at c0: new maxima, the
  * weights exp(s - M) (0 where masked), the old sums' factors
- * exp(M_old - M) in row n of p, the sums.
+ * exp(M_old - M) in row n of p, the sums. One call of att_expf_batch for
+ * all of them: libm's expf, the one-token path's, so that the weights
+ * differ from its ones by the scores' rounding only.
  */
 ATT_TILE_TARGET static void att_tile_softmax(struct att_tile *t, uint32_t c0,
 					     uint32_t n)
@@ -200,25 +212,26 @@ static uint32_t att_tile_seen(const struct att_tile *t, uint32_t row,
 }
 
 /*
- * o[row] = o[row] * factor + sum_c p[c][row] * vn[c] for NR rows from
- * row, over the first n positions, 8 vectors of head_dim_v at a time.
+ * o[row] = o[row] * factor + sum_c p[c][row] * vn[c] for nr rows from
+ * row, over the first n positions, for nv vectors of head_dim_v from d0.
  */
 ATT_TILE_TARGET static inline __attribute__((always_inline)) void
 att_tile_values_core(struct att_tile *t, uint32_t row, uint32_t nr,
-		     uint32_t n, uint32_t n_block)
+		     uint32_t n, uint32_t n_block, uint32_t d0, uint32_t nv)
 {
 	const uint32_t dv = t->sh->head_dim_v, ld = t->ld;
 	const float *pr = t->p + row, *fac = t->p + (size_t)n_block * ld + row;
-	uint32_t d0, c, i, j;
+	uint32_t c, i, j;
 
-	for (d0 = 0; d0 < dv; d0 += 128) {
-		const uint32_t nv = dv - d0 < 128 ? (dv - d0) / 16 : 8;
+	{
 		__m512 acc[2][8];
 
+		ATT_TILE_UNROLL(2)
 		for (j = 0; j < nr; j++) {
 			const float *o = t->o + (size_t)(row + j) * dv + d0;
 			const __m512 f = _mm512_set1_ps(fac[j]);
 
+			ATT_TILE_UNROLL(8)
 			for (i = 0; i < nv; i++)
 				acc[j][i] = _mm512_mul_ps(
 					_mm512_loadu_ps(o + 16 * i), f);
@@ -227,22 +240,58 @@ att_tile_values_core(struct att_tile *t, uint32_t row, uint32_t nr,
 			const float *vr = t->vn + (size_t)c * dv + d0;
 			__m512 w[2];
 
+			ATT_TILE_UNROLL(2)
 			for (j = 0; j < nr; j++)
 				w[j] = _mm512_set1_ps(pr[(size_t)c * ld + j]);
+			ATT_TILE_UNROLL(8)
 			for (i = 0; i < nv; i++) {
 				__m512 vv = _mm512_loadu_ps(vr + 16 * i);
 
+				ATT_TILE_UNROLL(2)
 				for (j = 0; j < nr; j++)
 					acc[j][i] = _mm512_fmadd_ps(
 						vv, w[j], acc[j][i]);
 			}
 		}
+		ATT_TILE_UNROLL(2)
 		for (j = 0; j < nr; j++)
+			ATT_TILE_UNROLL(8)
 			for (i = 0; i < nv; i++)
 				_mm512_storeu_ps(t->o + (size_t)(row + j) * dv +
 							 d0 + 16 * i,
 						 acc[j][i]);
 	}
+}
+
+/* att_tile_values_core with nr and nv constant: 8 vectors at a time */
+ATT_TILE_TARGET static void att_tile_values_rows(struct att_tile *t,
+						 uint32_t row, uint32_t nr,
+						 uint32_t n, uint32_t n_block)
+{
+	const uint32_t dv = t->sh->head_dim_v;
+	uint32_t d0, nv;
+
+#define ATT_TILE_NV(k)                                                        \
+	case k:                                                               \
+		if (nr == 2)                                                  \
+			att_tile_values_core(t, row, 2, n, n_block, d0, k);   \
+		else                                                          \
+			att_tile_values_core(t, row, 1, n, n_block, d0, k);   \
+		break
+	for (d0 = 0; d0 < dv; d0 += 16 * nv) {
+		nv = dv - d0 < 128 ? (dv - d0) / 16 : 8;
+		switch (nv) {
+			ATT_TILE_NV(1);
+			ATT_TILE_NV(2);
+			ATT_TILE_NV(3);
+			ATT_TILE_NV(4);
+			ATT_TILE_NV(5);
+			ATT_TILE_NV(6);
+			ATT_TILE_NV(7);
+			ATT_TILE_NV(8);
+		}
+	}
+#undef ATT_TILE_NV
 }
 
 ATT_TILE_TARGET static void att_tile_values(struct att_tile *t, uint32_t c0,
@@ -257,12 +306,12 @@ ATT_TILE_TARGET static void att_tile_values(struct att_tile *t, uint32_t c0,
 			a = b;
 		/* a row that saw nothing here keeps its maximum: factor 1 */
 		if (a)
-			att_tile_values_core(t, row, 2, a, n);
+			att_tile_values_rows(t, row, 2, a, n);
 	}
 	if (row < t->rows) {
 		a = att_tile_seen(t, row, c0, n);
 		if (a)
-			att_tile_values_core(t, row, 1, a, n);
+			att_tile_values_rows(t, row, 1, a, n);
 	}
 }
 
@@ -284,10 +333,36 @@ ATT_TILE_TARGET static void att_tile_block(struct att_tile *t, uint32_t c0,
 	att_tile_values(t, c0, n);
 }
 
+/* Row r of qt: Q as K's dot sees it, rounded to F16 for F16 K. */
+ATT_TILE_TARGET static void att_tile_q(struct att_tile *t, uint32_t r,
+				       const float *q)
+{
+	const uint32_t dk = t->sh->head_dim;
+	float *col = t->qt + r;
+	uint32_t d, l;
+
+	for (d = 0; d < dk; d += 16) {
+		__m512 v = _mm512_loadu_ps(q + d);
+		float f[16];
+
+		if (t->sh->type_k == IO_TYPE_F16)
+			v = _mm512_cvtph_ps(_mm512_cvtps_ph(
+				v, _MM_FROUND_TO_NEAREST_INT |
+					   _MM_FROUND_NO_EXC));
+		_mm512_storeu_ps(f, v);
+		for (l = 0; l < 16; l++)
+			col[(size_t)(d + l) * t->ld] = f[l];
+	}
+}
+
 #else
 bool att_tile_usable(const struct att_shape *sh)
 {
 	return false;
+}
+
+static void att_tile_q(struct att_tile *t, uint32_t r, const float *q)
+{
 }
 
 static void att_tile_block(struct att_tile *t, uint32_t c0, const uint8_t *k,
@@ -303,7 +378,7 @@ void att_tile_begin(struct att_tile *t, const struct att_shape *sh,
 {
 	const uint32_t dk = sh->head_dim, dv = sh->head_dim_v;
 	uint8_t *p = scratch;
-	uint32_t i, g, d, r;
+	uint32_t i, g, r;
 
 	t->sh = sh;
 	t->rows = n_q * n_group;
@@ -336,18 +411,9 @@ void att_tile_begin(struct att_tile *t, const struct att_shape *sh,
 		if (pos[i] > t->pos_max)
 			t->pos_max = pos[i];
 		for (g = 0; g < n_group; g++) {
-			const float *qr = q[i] + (size_t)g * dk;
-
 			r = i * n_group + g;
 			t->pos[r] = (int32_t)pos[i];
-			/* Q as K's dot sees it: F16 for F16 K */
-			for (d = 0; d < dk; d++)
-				t->qt[(size_t)d * t->ld + r] =
-					sh->type_k == IO_TYPE_F16 ?
-						quant_fp16_to_fp32(
-							quant_fp32_to_fp16(
-								qr[d])) :
-						qr[d];
+			att_tile_q(t, r, q[i] + (size_t)g * dk);
 		}
 	}
 }

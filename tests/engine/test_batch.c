@@ -48,7 +48,8 @@ static struct engine_model *batch_open(const char *path, uint32_t n_ctx,
 				       const struct io_load_options *load)
 {
 	struct engine_model_options opt = { .n_ctx = n_ctx,
-					    .threads = threads };
+					    .threads = threads,
+					    .batch_exact = true };
 	struct engine_model *m = NULL;
 	struct err err = { 0 };
 
