@@ -12,7 +12,10 @@
  * maxima, one batch of expf over all the block's weights (and the
  * correction factors of the old sums), the V sums (2 rows x 8 vectors of
  * head_dim_v in 16 accumulators). Rows whose position lies before the
- * block skip its V sum.
+ * block skip its V sum. A tile holds up to 128 rows (a 64-row pass of a
+ * model with two query heads per KV head: one tile per KV head), so
+ * that each block's K and V are read from the cache and converted once
+ * for all of them; the scores go 64 rows at a time.
  */
 #include <math.h>
 #include <string.h>
@@ -78,11 +81,12 @@ ATT_TILE_TARGET static void att_tile_convert(float *dst, uint32_t type,
 }
 
 /*
- * Scores of positions [0, n4) (n4 a multiple of 4) for NRV row vectors:
- * p[c][row] = scale * sum_d kn[c][d] * qt[d][row].
+ * Scores of positions [0, n4) (n4 a multiple of 4) for nrv row vectors
+ * from rv0: p[c][row] = scale * sum_d kn[c][d] * qt[d][row].
  */
 ATT_TILE_TARGET static inline __attribute__((always_inline)) void
-att_tile_scores_core(struct att_tile *t, uint32_t n4, uint32_t nrv)
+att_tile_scores_core(struct att_tile *t, uint32_t n4, uint32_t rv0,
+		     uint32_t nrv)
 {
 	const uint32_t dk = t->sh->head_dim, ld = t->ld;
 	const __m512 scale = _mm512_set1_ps(t->sh->scale);
@@ -98,7 +102,7 @@ att_tile_scores_core(struct att_tile *t, uint32_t n4, uint32_t nrv)
 			for (r = 0; r < nrv; r++)
 				acc[i][r] = _mm512_setzero_ps();
 		for (d = 0; d < dk; d++) {
-			const float *qd = t->qt + (size_t)d * ld;
+			const float *qd = t->qt + (size_t)d * ld + 16 * rv0;
 			__m512 qv[4];
 
 			ATT_TILE_UNROLL(4)
@@ -119,19 +123,25 @@ att_tile_scores_core(struct att_tile *t, uint32_t n4, uint32_t nrv)
 			ATT_TILE_UNROLL(4)
 			for (r = 0; r < nrv; r++)
 				_mm512_storeu_ps(t->p + (size_t)(c + i) * ld +
-							 16 * r,
+							 16 * (rv0 + r),
 						 _mm512_mul_ps(acc[i][r],
 							       scale));
 	}
 }
 
+/* 16 accumulators: up to 4 row vectors (64 rows) at a time */
 ATT_TILE_TARGET static void att_tile_scores(struct att_tile *t, uint32_t n4)
 {
-	switch (t->ld / 16) {
-	case 1: att_tile_scores_core(t, n4, 1); break;
-	case 2: att_tile_scores_core(t, n4, 2); break;
-	case 3: att_tile_scores_core(t, n4, 3); break;
-	default: att_tile_scores_core(t, n4, 4); break;
+	const uint32_t nv = t->ld / 16;
+	uint32_t rv0;
+
+	for (rv0 = 0; rv0 < nv; rv0 += 4) {
+		switch (nv - rv0) {
+		case 1: att_tile_scores_core(t, n4, rv0, 1); break;
+		case 2: att_tile_scores_core(t, n4, rv0, 2); break;
+		case 3: att_tile_scores_core(t, n4, rv0, 3); break;
+		default: att_tile_scores_core(t, n4, rv0, 4); break;
+		}
 	}
 }
 

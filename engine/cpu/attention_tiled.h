@@ -24,8 +24,8 @@
 
 #include "../attention.h"
 
-/* (query, head) rows of one tile: four vectors of 16 lanes */
-#define ATT_TILE_ROWS 64
+/* (query, head) rows of one tile: eight vectors of 16 lanes */
+#define ATT_TILE_ROWS 128
 /* positions converted and scored at a time */
 #define ATT_TILE_BLOCK 64
 
