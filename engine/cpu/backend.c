@@ -20,6 +20,7 @@
 #include "../kv.h"
 #include "../ops.h"
 #include "../quant/quant.h"
+#include "gemm_run.h"
 
 /* (row, head, position, dim) products worth splitting attention for */
 #define CPU_ATT_PARALLEL_MIN (1 << 16)
@@ -101,6 +102,10 @@ static void cpu_matmul(struct engine_backend *be, float *const *ys,
 		       const struct engine_tensor *w, int64_t e, uint32_t n_tok,
 		       const void *const *acts)
 {
+	/* the GEMM where it may run (gemm_run.h), else the exact paths */
+	if (cpu_gemm_matmul(cpu_pool(be), ys, w, e, n_tok, acts,
+			    be->batch_exact) == 0)
+		return;
 	ops_matmul(cpu_pool(be), ys, w, e, n_tok, acts);
 }
 
