@@ -42,6 +42,12 @@ const struct cpu_gemm_kernels cpu_gemm_q8_0;
 #define GEMM_Q8_0_BLOCK (8 * 64 + CPU_GEMM_ROWS * 4)
 /* tokens a register tile holds: 8 weight registers + 8 accumulators */
 #define GEMM_Q8_0_TOKENS 8
+/*
+ * bytes ahead each row is prefetched while a panel is made (a decode
+ * batch is bound by the weights' stream: gemm_run.c); 192-384 measure
+ * alike, 512 worse
+ */
+#define GEMM_PF_AHEAD 256
 
 static size_t gemm_align(size_t n)
 {
@@ -57,42 +63,51 @@ static size_t gemm_q8_0_panel_bytes(int64_t n)
  * Block i of 16 rows into the panel: the rows' 32 quants as 16 x 8
  * dwords, transposed to 8 x 16 (rows r and r + 8 in the two 256-bit
  * halves of one register; the 8 x 8 transposes of both halves at once
- * with in-lane unpacks, then one two-source permute per output).
+ * with in-lane unpacks, then one two-source permute per output). Fully
+ * unrolled: rolled, GCC keeps the arrays on the stack.
  */
-CPU_TARGET static void gemm_q8_0_panel_block(const uint8_t *const *rows,
-					     int64_t i, uint8_t *dst)
+CPU_TARGET static CPU_INLINE void
+gemm_q8_0_panel_block(const uint8_t *const *rows, int64_t i, uint8_t *dst)
 {
 	const __m512i bias = _mm512_set1_epi8((char)0x80);
 	const __m512i lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
 	const __m512i hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+	const size_t off = sizeof(struct block_q8_0) * (size_t)i;
 	__m512i z[8], t[8], u[8];
-	uint16_t h[CPU_GEMM_ROWS];
+	__m256i h = _mm256_setzero_si256();
 	int r, j;
 
+#pragma GCC unroll 8
 	for (r = 0; r < 8; r++) {
 		const struct block_q8_0 *b0 =
-			(const struct block_q8_0 *)rows[r] + i;
+			(const struct block_q8_0 *)(rows[r] + off);
 		const struct block_q8_0 *b1 =
-			(const struct block_q8_0 *)rows[r + 8] + i;
+			(const struct block_q8_0 *)(rows[r + 8] + off);
 
 		z[r] = _mm512_inserti64x4(
 			_mm512_castsi256_si512(
 				_mm256_loadu_si256((const __m256i *)b0->qs)),
 			_mm256_loadu_si256((const __m256i *)b1->qs), 1);
-		h[r] = b0->d;
-		h[r + 8] = b1->d;
 	}
+#pragma GCC unroll 16
+	for (r = 0; r < CPU_GEMM_ROWS; r++)
+		h = _mm256_insert_epi16(
+			h, (short)((const struct block_q8_0 *)(rows[r] + off))->d,
+			r);
+#pragma GCC unroll 4
 	for (r = 0; r < 8; r += 2) {
 		t[r] = _mm512_unpacklo_epi32(z[r], z[r + 1]);
 		t[r + 1] = _mm512_unpackhi_epi32(z[r], z[r + 1]);
 	}
 	/* u[j] (j < 4): dword j (low lane) and j + 4 of rows 0-3; u[4 + j] 4-7 */
+#pragma GCC unroll 2
 	for (r = 0; r < 8; r += 4) {
 		u[r + 0] = _mm512_unpacklo_epi64(t[r], t[r + 2]);
 		u[r + 1] = _mm512_unpackhi_epi64(t[r], t[r + 2]);
 		u[r + 2] = _mm512_unpacklo_epi64(t[r + 1], t[r + 3]);
 		u[r + 3] = _mm512_unpackhi_epi64(t[r + 1], t[r + 3]);
 	}
+#pragma GCC unroll 4
 	for (j = 0; j < 4; j++) {
 		__m512i a = _mm512_permutex2var_epi64(u[j], lo, u[4 + j]);
 		__m512i b = _mm512_permutex2var_epi64(u[j], hi, u[4 + j]);
@@ -101,8 +116,7 @@ CPU_TARGET static void gemm_q8_0_panel_block(const uint8_t *const *rows,
 		_mm512_store_si512(dst + 64 * (j + 4),
 				   _mm512_xor_si512(b, bias));
 	}
-	_mm512_store_ps(dst + 8 * 64, _mm512_cvtph_ps(_mm256_loadu_si256(
-					      (const __m256i *)h)));
+	_mm512_store_ps(dst + 8 * 64, _mm512_cvtph_ps(h));
 }
 
 CPU_TARGET static void gemm_q8_0_panel(int64_t n, const void *w,
@@ -116,10 +130,19 @@ CPU_TARGET static void gemm_q8_0_panel(int64_t n, const void *w,
 	for (r = 0; r < CPU_GEMM_ROWS; r++)
 		rows[r] = r < nr ? (const uint8_t *)w + row_bytes * r : NULL;
 	if (nr == CPU_GEMM_ROWS) {
-		for (i = 0; i < nb; i++)
+		for (i = 0; i < nb; i++) {
+			/* each row's stream, GEMM_PF_AHEAD bytes ahead */
+#pragma GCC unroll 16
+			for (r = 0; r < CPU_GEMM_ROWS; r++)
+				__builtin_prefetch(
+					rows[r] +
+						sizeof(struct block_q8_0) * i +
+						GEMM_PF_AHEAD,
+					0, 2);
 			gemm_q8_0_panel_block(rows, i,
 					      (uint8_t *)panel +
 						      GEMM_Q8_0_BLOCK * i);
+		}
 		return;
 	}
 	/* a short panel: the missing rows are one zero block, reread */
