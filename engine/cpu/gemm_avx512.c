@@ -92,7 +92,8 @@ gemm_q8_0_panel_block(const uint8_t *const *rows, int64_t i, uint8_t *dst)
 #pragma GCC unroll 16
 	for (r = 0; r < CPU_GEMM_ROWS; r++)
 		h = _mm256_insert_epi16(
-			h, (short)((const struct block_q8_0 *)(rows[r] + off))->d,
+			h,
+			(short)((const struct block_q8_0 *)(rows[r] + off))->d,
 			r);
 #pragma GCC unroll 4
 	for (r = 0; r < 8; r += 2) {
@@ -150,8 +151,9 @@ CPU_TARGET static void gemm_q8_0_panel(int64_t n, const void *w,
 		const uint8_t *b[CPU_GEMM_ROWS];
 
 		for (r = 0; r < CPU_GEMM_ROWS; r++)
-			b[r] = r < nr ? rows[r] + sizeof(struct block_q8_0) * i :
-					(const uint8_t *)zero_row;
+			b[r] = r < nr ?
+				       rows[r] + sizeof(struct block_q8_0) * i :
+				       (const uint8_t *)zero_row;
 		gemm_q8_0_panel_block(b, 0,
 				      (uint8_t *)panel + GEMM_Q8_0_BLOCK * i);
 	}
@@ -189,8 +191,8 @@ static void gemm_q8_0_act_pack(int64_t n, const void *a, void *dst)
  */
 CPU_TARGET static CPU_INLINE void gemm_q8_0_tile(const int T, int64_t nb,
 						 const uint8_t *panel,
-						 const uint8_t *acts,
-						 size_t ab, __m512 *out)
+						 const uint8_t *acts, size_t ab,
+						 __m512 *out)
 {
 	const int64_t n = nb * QK8_0;
 	__m512 acc[GEMM_Q8_0_TOKENS];

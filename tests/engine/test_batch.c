@@ -377,54 +377,60 @@ static double batch_within(const char *stem, const char *what, const float *l,
 
 /*
  * Without batch_exact: a prompt in one call (the GEMM over its tokens)
- * and then three decode steps of two sequences in one call (the GEMM
- * over two tokens, on caches the batched prompt wrote) against the same
- * tokens one at a time, within the model's section 4 tolerance.
+ * and then three decode steps of BATCH_SEQS sequences in one call (the
+ * GEMM over as many tokens, on caches the batched prompts wrote) against
+ * the same tokens one at a time, within the model's section 4 tolerance.
  */
+#define BATCH_SEQS 6
 START_TEST(test_batch_fast_within_tolerance)
 {
 	const char *stem = batch_models[_i];
 	struct engine_model *m = batch_open_stem(stem, 256, 3, false);
 	uint32_t nv = engine_model_info(m)->n_vocab;
-	struct engine_seq *a = batch_seq(m), *b = batch_seq(m);
-	struct engine_seq *c = batch_seq(m);
-	float *la = batch_logits(m), *lb = batch_logits(m);
-	float *lc = batch_logits(m);
-	double rel_tol, margin, worst;
-	size_t n, step;
-	int32_t *tok = batch_tokens(m, 1, &n);
+	struct engine_seq *s[BATCH_SEQS], *c = batch_seq(m);
+	struct engine_batch_item it[BATCH_SEQS];
+	float *l[BATCH_SEQS], *lc = batch_logits(m);
+	double rel_tol, margin, worst = 0.0;
+	size_t n, step, i;
+	int32_t *tok = batch_tokens(m, 1, &n), next;
 	char what[64];
 
 	batch_thresholds(stem, &rel_tol, &margin);
-	batch_whole(m, a, tok, n, la);
-	batch_whole(m, b, tok, n, lb);
+	for (i = 0; i < BATCH_SEQS; i++) {
+		s[i] = batch_seq(m);
+		l[i] = batch_logits(m);
+		batch_whole(m, s[i], tok, n, l[i]);
+	}
 	batch_one_by_one(m, c, tok, n, lc);
-	worst = batch_within(stem, "batched prompt", la, lc, nv, rel_tol,
+	worst = batch_within(stem, "batched prompt", l[0], lc, nv, rel_tol,
 			     margin);
 	for (step = 0; step < 3; step++) {
-		int32_t next = batch_argmax(lc, nv);
-		struct engine_batch_item it[2] = { { a, &next, 1, la },
-						   { b, &next, 1, lb } };
 		double rel;
 
-		batch_forward(m, it, 2);
+		next = batch_argmax(lc, nv);
+		for (i = 0; i < BATCH_SEQS; i++)
+			it[i] = (struct engine_batch_item){ s[i], &next, 1,
+							    l[i] };
+		batch_forward(m, it, BATCH_SEQS);
 		batch_whole(m, c, &next, 1, lc);
-		snprintf(what, sizeof(what), "decode step %zu of two", step);
-		rel = batch_within(stem, what, la, lc, nv, rel_tol, margin);
+		snprintf(what, sizeof(what), "decode step %zu of %d", step,
+			 BATCH_SEQS);
+		rel = batch_within(stem, what, l[0], lc, nv, rel_tol, margin);
 		worst = rel > worst ? rel : worst;
-		ck_assert_msg(!memcmp(la, lb, nv * sizeof(float)),
-			      "%s: %s: two equal sequences differ", stem,
-			      what);
+		for (i = 1; i < BATCH_SEQS; i++)
+			ck_assert_msg(!memcmp(l[0], l[i], nv * sizeof(float)),
+				      "%s: %s: equal sequences differ", stem,
+				      what);
 	}
 	printf("batch: %s: fast batches within %.3g of one token (rel_tol %.3g)\n",
 	       stem, worst, rel_tol);
-	engine_seq_free(a);
-	engine_seq_free(b);
+	for (i = 0; i < BATCH_SEQS; i++) {
+		engine_seq_free(s[i]);
+		free(l[i]);
+	}
 	engine_seq_free(c);
 	engine_model_free(m);
 	free(tok);
-	free(la);
-	free(lb);
 	free(lc);
 }
 END_TEST

@@ -40,8 +40,8 @@
 typedef void (*gemm_block_fn)(const void *w, const void *a, int64_t i,
 			      int64_t *s, float *dw, float *da);
 
-static void gemm_block_q8_0(const void *w, const void *a, int64_t i,
-			    int64_t *s, float *dw, float *da)
+static void gemm_block_q8_0(const void *w, const void *a, int64_t i, int64_t *s,
+			    float *dw, float *da)
 {
 	const struct block_q8_0 *bw = (const struct block_q8_0 *)w + i;
 	const struct block_q8_0 *ba = (const struct block_q8_0 *)a + i;
@@ -59,8 +59,8 @@ static void gemm_block_q8_0(const void *w, const void *a, int64_t i,
  * block dequantized with d = 1 gives scale * (q - 32) exactly (small
  * integers), so the model reads them from the type's own to_float.
  */
-static void gemm_block_q6_K(const void *w, const void *a, int64_t i,
-			    int64_t *s, float *dw, float *da)
+static void gemm_block_q6_K(const void *w, const void *a, int64_t i, int64_t *s,
+			    float *dw, float *da)
 {
 	struct block_q6_K b = ((const struct block_q6_K *)w)[i];
 	const struct block_q8_K *ba = (const struct block_q8_K *)a + i;
@@ -177,27 +177,30 @@ static void gemm_check(uint32_t type, const struct cpu_gemm_kernels *k,
 			float want;
 
 			if (!in) {
-				ck_assert_msg(y[t][r] == GEMM_SENTINEL,
-					      "%s n %lld nr %d nt %d: y[%d][%d] written",
-					      quant_traits(type)->name,
-					      (long long)n, nr, nt, t, r);
+				ck_assert_msg(
+					y[t][r] == GEMM_SENTINEL,
+					"%s n %lld nr %d nt %d: y[%d][%d] written",
+					quant_traits(type)->name, (long long)n,
+					nr, nt, t, r);
 				continue;
 			}
 			if (model) {
 				want = gemm_model(model, nb, wr, ar);
-				ck_assert_msg(!memcmp(&want, &y[t][r], 4),
-					      "%s n %lld nr %d nt %d: row %d token %d: %.9g, model %.9g",
-					      quant_traits(type)->name,
-					      (long long)n, nr, nt,
-					      r - GEMM_ROW0, t, y[t][r], want);
+				ck_assert_msg(
+					!memcmp(&want, &y[t][r], 4),
+					"%s n %lld nr %d nt %d: row %d token %d: %.9g, model %.9g",
+					quant_traits(type)->name, (long long)n,
+					nr, nt, r - GEMM_ROW0, t, y[t][r],
+					want);
 			}
 			if (k->exact) {
 				want = dot_row(type, n, wr, ar, true);
-				ck_assert_msg(!memcmp(&want, &y[t][r], 4),
-					      "%s n %lld nr %d nt %d: row %d token %d: %.9g, dot_row %.9g",
-					      quant_traits(type)->name,
-					      (long long)n, nr, nt,
-					      r - GEMM_ROW0, t, y[t][r], want);
+				ck_assert_msg(
+					!memcmp(&want, &y[t][r], 4),
+					"%s n %lld nr %d nt %d: row %d token %d: %.9g, dot_row %.9g",
+					quant_traits(type)->name, (long long)n,
+					nr, nt, r - GEMM_ROW0, t, y[t][r],
+					want);
 			}
 		}
 	}
@@ -218,9 +221,10 @@ START_TEST(test_gemm_types)
 
 		if (!k || !k->run)
 			continue;
-		ck_assert_msg(gemm_model_of(type) || k->exact,
-			      "%s has GEMM kernels but test_gemm no model of them",
-			      tr->name);
+		ck_assert_msg(
+			gemm_model_of(type) || k->exact,
+			"%s has GEMM kernels but test_gemm no model of them",
+			tr->name);
 		for (bi = 0; bi < sizeof(blocks) / sizeof(blocks[0]); bi++) {
 			const int64_t n = blocks[bi] * tr->blck_size;
 			uint8_t *w = gemm_rows(type, n, CPU_GEMM_ROWS, &seed,
