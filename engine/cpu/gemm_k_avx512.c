@@ -321,28 +321,38 @@ CPU_TARGET static void q4k_panel(int64_t n, const void *w, size_t row_bytes,
 }
 
 /*
- * Four 64-element quarters of a Q6_K row as bytes 0..63: quarter 2h + s
- * is elements 128h + 64s.. (ggml's layout: ql[64h..] low nibbles, then
- * high nibbles, the two high bits from qh[32h..] at 0, 2, 4, 6).
+ * A Q6_K superblock's quants as bytes 0..63, 16 rows in the lanes, from
+ * its ql and qh dwords already transposed (raw[0..31] ql, raw[32..47]
+ * qh): unit 32h + 8k + g is elements 128h + 32k + 4g.., the low (k < 2)
+ * or high nibbles of ql dword 16h + 8 (k % 2) + g with bits 2k, 2k + 1
+ * of qh dword 8h + g above them (ggml's dequantize_row_q6_K). The same
+ * operations for every row, so done after the transpose, 16 rows at once.
  */
-CPU_TARGET static GEMM_INLINE __m512i q6k_quarter(const uint8_t *b, int h,
-						  int s)
+CPU_TARGET static void q6k_unpack(const __m512i *raw, __m512i *out)
 {
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(3);
-	/* qh's shift: the low 32 elements 4s, the high ones 4s + 2 */
-	const __m512i shift = _mm512_inserti64x4(
-		_mm512_set1_epi16((short)(4 * s)),
-		_mm256_set1_epi16((short)(4 * s + 2)), 1);
-	__m512i l = _mm512_loadu_si512(b + 64 * h);
-	__m512i qh = _mm512_broadcast_i64x4(
-		_mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h)));
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+	int h, k, g;
 
-	if (s)
-		l = _mm512_srli_epi16(l, 4);
-	return _mm512_or_si512(
-		_mm512_and_si512(l, m4),
-		_mm512_slli_epi16(
-			_mm512_and_si512(_mm512_srlv_epi16(qh, shift), m2), 4));
+	for (h = 0; h < 2; h++)
+		for (k = 0; k < 4; k++)
+			for (g = 0; g < 8; g++) {
+				__m512i ql = raw[16 * h + 8 * (k % 2) + g];
+				__m512i qh = raw[32 + 8 * h + g];
+
+				if (k >= 2)
+					ql = _mm512_srli_epi16(ql, 4);
+				if (k == 0)
+					qh = _mm512_slli_epi16(qh, 4);
+				else if (k == 1)
+					qh = _mm512_slli_epi16(qh, 2);
+				else if (k == 3)
+					qh = _mm512_srli_epi16(qh, 2);
+				/* (ql & 0x0f) | (qh & 0x30) */
+				out[32 * h + 8 * k + g] =
+					_mm512_ternarylogic_epi32(
+						ql, _mm512_and_si512(qh, m30),
+						m4, 0xec);
+			}
 }
 
 CPU_TARGET static void q6k_panel(int64_t n, const void *w, size_t row_bytes,
@@ -354,18 +364,18 @@ CPU_TARGET static void q6k_panel(int64_t n, const void *w, size_t row_bytes,
 	int part, r, g;
 
 	for (ib = 0; ib < nb; ib++, wb += GEMM_Q6K_BLOCK, out += Q6K_UNITS) {
-		__m512i in[16], sc[4];
+		__m512i in[16], raw[48], sc[4];
 		uint16_t d[16];
 
-		for (part = 0; part < 4; part++) {
+		/* ql dwords 0..31 and qh dwords 0..15 of each row, lane r */
+		for (part = 0; part < 3; part++) {
 			GEMM_UNROLL
 			for (r = 0; r < 16; r++)
-				in[r] = r < nr ? q6k_quarter(wb + row_bytes * r,
-							     part / 2,
-							     part % 2) :
-						 _mm512_setzero_si512();
-			gemm_transpose16(in, out + Q6K_Q + 16 * part);
+				in[r] = gemm_row64(wb + 64 * part, row_bytes,
+						   nr, r);
+			gemm_transpose16(in, raw + 16 * part);
 		}
+		q6k_unpack(raw, out + Q6K_Q);
 		/* the 16 int8 scales at 192, sign-extended per group */
 		gemm_rows16(wb + 192, row_bytes, nr, sc);
 		for (g = 0; g < 16; g++)
