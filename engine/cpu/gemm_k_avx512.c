@@ -299,10 +299,12 @@ CPU_TARGET static void q4k_panel(int64_t n, const void *w, size_t row_bytes,
 				_mm512_and_si512(_mm512_srli_epi32(u[2], 6),
 						 kmask3),
 				4));
+		GEMM_UNROLL
 		for (j = 0; j < 8; j++)
 			out[Q4K_SC + j] = _mm512_and_si512(
 				_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)),
 				byte);
+		GEMM_UNROLL
 		for (k = 0; k < 4; k++) {
 			__m512i v = _mm512_srli_epi32(mn[k / 2],
 						      16 * (k % 2));
@@ -333,8 +335,11 @@ CPU_TARGET static void q6k_unpack(const __m512i *raw, __m512i *out)
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
 	int h, k, g;
 
+	GEMM_UNROLL
 	for (h = 0; h < 2; h++)
+		GEMM_UNROLL
 		for (k = 0; k < 4; k++)
+			GEMM_UNROLL
 			for (g = 0; g < 8; g++) {
 				__m512i ql = raw[16 * h + 8 * (k % 2) + g];
 				__m512i qh = raw[32 + 8 * h + g];
@@ -378,6 +383,7 @@ CPU_TARGET static void q6k_panel(int64_t n, const void *w, size_t row_bytes,
 		q6k_unpack(raw, out + Q6K_Q);
 		/* the 16 int8 scales at 192, sign-extended per group */
 		gemm_rows16(wb + 192, row_bytes, nr, sc);
+		GEMM_UNROLL
 		for (g = 0; g < 16; g++)
 			out[Q6K_SC + g] = _mm512_srai_epi32(
 				_mm512_slli_epi32(sc[g / 4], 24 - 8 * (g % 4)),
