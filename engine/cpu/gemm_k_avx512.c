@@ -226,14 +226,17 @@ CPU_TARGET static GEMM_INLINE void gemm_transpose16(const __m512i *in,
  * 12 + i in its 128-bit lanes, so that the unpacks leave lane 4L + i on
  * row 4L + i.
  */
-CPU_TARGET static void gemm_rows16(const uint8_t *p, size_t row_bytes, int nr,
-				   __m512i d[4])
+CPU_TARGET static GEMM_INLINE void gemm_rows16(const uint8_t *p,
+					       size_t row_bytes, int nr,
+					       __m512i d[4])
 {
 	__m512i in[4], a, b, c, e;
 	int i, l;
 
+	GEMM_UNROLL
 	for (i = 0; i < 4; i++) {
 		in[i] = _mm512_setzero_si512();
+		GEMM_UNROLL
 		for (l = 0; l < 4; l++)
 			if (4 * l + i < nr)
 				in[i] = _mm512_mask_broadcast_i32x4(
@@ -260,20 +263,19 @@ CPU_TARGET static __m512 gemm_half_lo(__m512i v)
 	return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
 }
 
-CPU_TARGET static void q4k_panel(int64_t n, const void *w, size_t row_bytes,
-				 int nr, void *panel)
+/* One superblock of a Q4_K panel (wb: row 0's block) into out. */
+CPU_TARGET static GEMM_INLINE void q4k_panel_sb(const uint8_t *wb,
+						size_t row_bytes, int nr,
+						__m512i *out)
 {
 	const __m512i kmask1 = _mm512_set1_epi32(0x3f3f3f3f);
 	const __m512i kmask2 = _mm512_set1_epi32(0x0f0f0f0f);
 	const __m512i kmask3 = _mm512_set1_epi32(0x03030303);
 	const __m512i byte = _mm512_set1_epi32(0xff);
-	const uint8_t *wb = w;
-	__m512i *out = panel;
-	int64_t ib, nb = n / GEMM_QK;
+	__m512i in[16], u[4], sc[2], mn[2];
 	int h, r, j, k;
 
-	for (ib = 0; ib < nb; ib++, wb += GEMM_Q4K_BLOCK, out += Q4K_UNITS) {
-		__m512i in[16], u[4], sc[2], mn[2];
+	{
 
 		for (h = 0; h < 2; h++) {
 			GEMM_UNROLL
@@ -322,42 +324,91 @@ CPU_TARGET static void q4k_panel(int64_t n, const void *w, size_t row_bytes,
 	}
 }
 
+CPU_TARGET static void q4k_panel(int64_t n, const void *w, size_t row_bytes,
+				 int nr, void *panel)
+{
+	const uint8_t *wb = w;
+	__m512i *out = panel;
+	int64_t ib, nb = n / GEMM_QK;
+
+	/* a full panel without a test per row */
+	for (ib = 0; ib < nb; ib++, wb += GEMM_Q4K_BLOCK, out += Q4K_UNITS)
+		if (nr == CPU_GEMM_ROWS)
+			q4k_panel_sb(wb, row_bytes, CPU_GEMM_ROWS, out);
+		else
+			q4k_panel_sb(wb, row_bytes, nr, out);
+}
+
 /*
- * A Q6_K superblock's quants as bytes 0..63, 16 rows in the lanes, from
- * its ql and qh dwords already transposed (raw[0..31] ql, raw[32..47]
- * qh): unit 32h + 8k + g is elements 128h + 32k + 4g.., the low (k < 2)
- * or high nibbles of ql dword 16h + 8 (k % 2) + g with bits 2k, 2k + 1
- * of qh dword 8h + g above them (ggml's dequantize_row_q6_K). The same
- * operations for every row, so done after the transpose, 16 rows at once.
+ * Half h of a Q6_K superblock's quants as bytes 0..63, 16 rows in the
+ * lanes, from its ql and qh dwords already transposed (ql16: ql dwords
+ * 16h.., qh8: qh dwords 8h..): unit 8k + g of the half is elements
+ * 128h + 32k + 4g.., the low (k < 2) or high nibbles of ql dword
+ * 16h + 8 (k % 2) + g with bits 2k, 2k + 1 of qh dword 8h + g above them
+ * (ggml's dequantize_row_q6_K). The same operations for every row, so
+ * done after the transpose, 16 rows at once.
  */
-CPU_TARGET static void q6k_unpack(const __m512i *raw, __m512i *out)
+CPU_TARGET static GEMM_INLINE void q6k_unpack(const __m512i *ql16,
+					      const __m512i *qh8, __m512i *out)
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-	int h, k, g;
+	int k, g;
 
 	GEMM_UNROLL
-	for (h = 0; h < 2; h++)
+	for (k = 0; k < 4; k++)
 		GEMM_UNROLL
-		for (k = 0; k < 4; k++)
-			GEMM_UNROLL
-			for (g = 0; g < 8; g++) {
-				__m512i ql = raw[16 * h + 8 * (k % 2) + g];
-				__m512i qh = raw[32 + 8 * h + g];
+		for (g = 0; g < 8; g++) {
+			__m512i ql = ql16[8 * (k % 2) + g], qh = qh8[g];
 
-				if (k >= 2)
-					ql = _mm512_srli_epi16(ql, 4);
-				if (k == 0)
-					qh = _mm512_slli_epi16(qh, 4);
-				else if (k == 1)
-					qh = _mm512_slli_epi16(qh, 2);
-				else if (k == 3)
-					qh = _mm512_srli_epi16(qh, 2);
-				/* (ql & 0x0f) | (qh & 0x30) */
-				out[32 * h + 8 * k + g] =
-					_mm512_ternarylogic_epi32(
-						ql, _mm512_and_si512(qh, m30),
-						m4, 0xec);
-			}
+			if (k >= 2)
+				ql = _mm512_srli_epi16(ql, 4);
+			if (k == 0)
+				qh = _mm512_slli_epi16(qh, 4);
+			else if (k == 1)
+				qh = _mm512_slli_epi16(qh, 2);
+			else if (k == 3)
+				qh = _mm512_srli_epi16(qh, 2);
+			/* (ql & 0x0f) | (qh & 0x30) */
+			out[8 * k + g] = _mm512_ternarylogic_epi32(
+				ql, _mm512_and_si512(qh, m30), m4, 0xec);
+		}
+}
+
+/* One superblock of a Q6_K panel (wb: row 0's block) into out. */
+CPU_TARGET static GEMM_INLINE void q6k_panel_sb(const uint8_t *wb,
+						size_t row_bytes, int nr,
+						__m512i *out)
+{
+	__m512i in[16], ql[16], qh[16], sc[4], dd[4];
+	int h, r, g;
+
+	{
+
+		/* qh dwords 0..15 of each row, lane r, then each half's ql */
+		GEMM_UNROLL
+		for (r = 0; r < 16; r++)
+			in[r] = gemm_row64(wb + 128, row_bytes, nr, r);
+		gemm_transpose16(in, qh);
+		for (h = 0; h < 2; h++) {
+			GEMM_UNROLL
+			for (r = 0; r < 16; r++)
+				in[r] = gemm_row64(wb + 64 * h, row_bytes, nr,
+						   r);
+			gemm_transpose16(in, ql);
+			q6k_unpack(ql, qh + 8 * h, out + Q6K_Q + 32 * h);
+		}
+		/* the 16 int8 scales at 192, sign-extended per group */
+		gemm_rows16(wb + 192, row_bytes, nr, sc);
+		GEMM_UNROLL
+		for (g = 0; g < 16; g++)
+			out[Q6K_SC + g] = _mm512_srai_epi32(
+				_mm512_slli_epi32(sc[g / 4], 24 - 8 * (g % 4)),
+				24);
+		/* d, the last two bytes of the block: bytes 194..209 */
+		gemm_rows16(wb + 194, row_bytes, nr, dd);
+		out[Q6K_D] = _mm512_castps_si512(
+			gemm_half_lo(_mm512_srli_epi32(dd[3], 16)));
+	}
 }
 
 CPU_TARGET static void q6k_panel(int64_t n, const void *w, size_t row_bytes,
@@ -366,35 +417,12 @@ CPU_TARGET static void q6k_panel(int64_t n, const void *w, size_t row_bytes,
 	const uint8_t *wb = w;
 	__m512i *out = panel;
 	int64_t ib, nb = n / GEMM_QK;
-	int part, r, g;
 
-	for (ib = 0; ib < nb; ib++, wb += GEMM_Q6K_BLOCK, out += Q6K_UNITS) {
-		__m512i in[16], raw[48], sc[4];
-		uint16_t d[16];
-
-		/* ql dwords 0..31 and qh dwords 0..15 of each row, lane r */
-		for (part = 0; part < 3; part++) {
-			GEMM_UNROLL
-			for (r = 0; r < 16; r++)
-				in[r] = gemm_row64(wb + 64 * part, row_bytes,
-						   nr, r);
-			gemm_transpose16(in, raw + 16 * part);
-		}
-		q6k_unpack(raw, out + Q6K_Q);
-		/* the 16 int8 scales at 192, sign-extended per group */
-		gemm_rows16(wb + 192, row_bytes, nr, sc);
-		GEMM_UNROLL
-		for (g = 0; g < 16; g++)
-			out[Q6K_SC + g] = _mm512_srai_epi32(
-				_mm512_slli_epi32(sc[g / 4], 24 - 8 * (g % 4)),
-				24);
-		for (r = 0; r < 16; r++)
-			d[r] = 0;
-		for (r = 0; r < nr; r++)
-			memcpy(&d[r], wb + row_bytes * r + 208, sizeof(d[r]));
-		out[Q6K_D] = _mm512_castps_si512(_mm512_cvtph_ps(
-			_mm256_loadu_si256((const __m256i *)d)));
-	}
+	for (ib = 0; ib < nb; ib++, wb += GEMM_Q6K_BLOCK, out += Q6K_UNITS)
+		if (nr == CPU_GEMM_ROWS)
+			q6k_panel_sb(wb, row_bytes, CPU_GEMM_ROWS, out);
+		else
+			q6k_panel_sb(wb, row_bytes, nr, out);
 }
 
 /* Four bytes at p, broadcast to every lane (vpdpbusd's memory operand). */
