@@ -211,12 +211,12 @@ CPU_TARGET static GEMM_INLINE void gemm_transpose16(const __m512i *in,
 						  _MM_SHUFFLE(3, 2, 3, 2));
 
 		out[k] = _mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(2, 0, 2, 0));
-		out[4 + k] =
-			_mm512_shuffle_i32x4(x0, y0, _MM_SHUFFLE(3, 1, 3, 1));
-		out[8 + k] =
-			_mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(2, 0, 2, 0));
-		out[12 + k] =
-			_mm512_shuffle_i32x4(x1, y1, _MM_SHUFFLE(3, 1, 3, 1));
+		out[4 + k] = _mm512_shuffle_i32x4(x0, y0,
+						  _MM_SHUFFLE(3, 1, 3, 1));
+		out[8 + k] = _mm512_shuffle_i32x4(x1, y1,
+						  _MM_SHUFFLE(2, 0, 2, 0));
+		out[12 + k] = _mm512_shuffle_i32x4(x1, y1,
+						   _MM_SHUFFLE(3, 1, 3, 1));
 	}
 }
 
@@ -226,9 +226,8 @@ CPU_TARGET static GEMM_INLINE void gemm_transpose16(const __m512i *in,
  * 12 + i in its 128-bit lanes, so that the unpacks leave lane 4L + i on
  * row 4L + i.
  */
-CPU_TARGET static GEMM_INLINE void gemm_rows16(const uint8_t *p,
-					       size_t row_bytes, int nr,
-					       __m512i d[4])
+CPU_TARGET static GEMM_INLINE void
+gemm_rows16(const uint8_t *p, size_t row_bytes, int nr, __m512i d[4])
 {
 	__m512i in[4], a, b, c, e;
 	int i, l;
@@ -242,10 +241,10 @@ CPU_TARGET static GEMM_INLINE void gemm_rows16(const uint8_t *p,
 				in[i] = _mm512_mask_broadcast_i32x4(
 					in[i], (__mmask16)(0xf << (4 * l)),
 					_mm_loadu_si128(
-						(const __m128i *)(p +
-								  row_bytes *
-									  (4 * l +
-									   i))));
+						(const __m128i
+							 *)(p +
+							    row_bytes * (4 * l +
+									 i))));
 	}
 	a = _mm512_unpacklo_epi32(in[0], in[1]);
 	b = _mm512_unpackhi_epi32(in[0], in[1]);
@@ -264,9 +263,8 @@ CPU_TARGET static __m512 gemm_half_lo(__m512i v)
 }
 
 /* One superblock of a Q4_K panel (wb: row 0's block) into out. */
-CPU_TARGET static GEMM_INLINE void q4k_panel_sb(const uint8_t *wb,
-						size_t row_bytes, int nr,
-						__m512i *out)
+CPU_TARGET static GEMM_INLINE void
+q4k_panel_sb(const uint8_t *wb, size_t row_bytes, int nr, __m512i *out)
 {
 	const __m512i kmask1 = _mm512_set1_epi32(0x3f3f3f3f);
 	const __m512i kmask2 = _mm512_set1_epi32(0x0f0f0f0f);
@@ -308,8 +306,7 @@ CPU_TARGET static GEMM_INLINE void q4k_panel_sb(const uint8_t *wb,
 				byte);
 		GEMM_UNROLL
 		for (k = 0; k < 4; k++) {
-			__m512i v = _mm512_srli_epi32(mn[k / 2],
-						      16 * (k % 2));
+			__m512i v = _mm512_srli_epi32(mn[k / 2], 16 * (k % 2));
 
 			out[Q4K_MIN + k] = _mm512_or_si512(
 				_mm512_and_si512(v, byte),
@@ -357,27 +354,26 @@ CPU_TARGET static GEMM_INLINE void q6k_unpack(const __m512i *ql16,
 	GEMM_UNROLL
 	for (k = 0; k < 4; k++)
 		GEMM_UNROLL
-		for (g = 0; g < 8; g++) {
-			__m512i ql = ql16[8 * (k % 2) + g], qh = qh8[g];
+	for (g = 0; g < 8; g++) {
+		__m512i ql = ql16[8 * (k % 2) + g], qh = qh8[g];
 
-			if (k >= 2)
-				ql = _mm512_srli_epi16(ql, 4);
-			if (k == 0)
-				qh = _mm512_slli_epi16(qh, 4);
-			else if (k == 1)
-				qh = _mm512_slli_epi16(qh, 2);
-			else if (k == 3)
-				qh = _mm512_srli_epi16(qh, 2);
-			/* (ql & 0x0f) | (qh & 0x30) */
-			out[8 * k + g] = _mm512_ternarylogic_epi32(
-				ql, _mm512_and_si512(qh, m30), m4, 0xec);
-		}
+		if (k >= 2)
+			ql = _mm512_srli_epi16(ql, 4);
+		if (k == 0)
+			qh = _mm512_slli_epi16(qh, 4);
+		else if (k == 1)
+			qh = _mm512_slli_epi16(qh, 2);
+		else if (k == 3)
+			qh = _mm512_srli_epi16(qh, 2);
+		/* (ql & 0x0f) | (qh & 0x30) */
+		out[8 * k + g] = _mm512_ternarylogic_epi32(
+			ql, _mm512_and_si512(qh, m30), m4, 0xec);
+	}
 }
 
 /* One superblock of a Q6_K panel (wb: row 0's block) into out. */
-CPU_TARGET static GEMM_INLINE void q6k_panel_sb(const uint8_t *wb,
-						size_t row_bytes, int nr,
-						__m512i *out)
+CPU_TARGET static GEMM_INLINE void
+q6k_panel_sb(const uint8_t *wb, size_t row_bytes, int nr, __m512i *out)
 {
 	__m512i in[16], ql[16], qh[16], sc[4], dd[4];
 	int h, r, g;
@@ -489,8 +485,8 @@ CPU_TARGET static GEMM_INLINE void q4k_tile(const int T, int64_t nb,
 
 				GEMM_UNROLL
 				for (t = 0; t < T; t++) {
-					const uint8_t *q =
-						at + ab * t + 64 * c + 4 * g;
+					const uint8_t *q = at + ab * t +
+							   64 * c + 4 * g;
 
 					lo[t] = _mm512_dpbusd_epi32(
 						lo[t], wl, gemm_bcast4(q));
@@ -507,8 +503,8 @@ CPU_TARGET static GEMM_INLINE void q4k_tile(const int T, int64_t nb,
 							lo[t],
 							p[Q4K_SC + 2 * c]),
 						_mm512_mullo_epi32(
-							hi[t],
-							p[Q4K_SC + 2 * c + 1])));
+							hi[t], p[Q4K_SC +
+								 2 * c + 1])));
 		}
 		dw = _mm512_castsi512_ps(p[Q4K_D]);
 		dm = _mm512_castsi512_ps(p[Q4K_DMIN]);

@@ -165,11 +165,51 @@ static uint32_t bits(float f)
 	return u;
 }
 
+/*
+ * k->run of nt tokens against a panel of nr rows, into y (every lane
+ * preset to SENTINEL, one token more than nt): each result the bits of
+ * want, every other lane untouched. Returns the results compared.
+ */
+static long run_and_compare(const struct gemm_case *gc,
+			    const struct cpu_gemm_kernels *k, const void *panel,
+			    int nr, int nt, const void *acts, float *const *y,
+			    const float *want)
+{
+	long compared = 0;
+
+	for (int t = 0; t <= nt; t++)
+		for (int i = 0; i < Y_LEN; i++)
+			y[t][i] = SENTINEL;
+	k->run(gc->n, panel, nr, acts, nt, y, ROW0);
+	for (int t = 0; t <= nt; t++)
+		for (int i = 0; i < Y_LEN; i++) {
+			int r = i - ROW0;
+			float got = y[t][i], w;
+
+			if (t == nt || r < 0 || r >= nr) {
+				ck_assert_msg(
+					bits(got) == bits(SENTINEL),
+					"nr %d nt %d: token %d lane %d written",
+					nr, nt, t, i);
+				continue;
+			}
+			w = want[CPU_GEMM_ROWS * t + r];
+			ck_assert_msg(
+				bits(got) == bits(w),
+				"%s n %lld nr %d nt %d: row %d token %d: %.9g, want %.9g",
+				quant_traits(gc->type)->name, (long long)gc->n,
+				nr, nt, r, t, got, w);
+			compared++;
+		}
+	return compared;
+}
+
 START_TEST(test_gemm_k_against_one_token)
 {
 	const struct gemm_case *gc = &gemm_cases[_i];
-	const struct cpu_gemm_kernels *k =
-		gc->type == IO_TYPE_Q4_K ? &cpu_gemm_q4_K : &cpu_gemm_q6_K;
+	const struct cpu_gemm_kernels *k = gc->type == IO_TYPE_Q4_K ?
+						   &cpu_gemm_q4_K :
+						   &cpu_gemm_q6_K;
 	const int64_t n = gc->n;
 	const size_t rb = row_size(gc->type, n), ab = k->act_bytes(n);
 	float *x = malloc(sizeof(float) * n);
@@ -181,9 +221,9 @@ START_TEST(test_gemm_k_against_one_token)
 	float *ybuf = malloc(sizeof(float) * Y_LEN * (MAX_TOKENS + 1));
 	float *want = malloc(sizeof(float) * CPU_GEMM_ROWS * MAX_TOKENS);
 	float *y[MAX_TOKENS + 1];
-	static const int token_counts[] = { 1,	2,  3,	4,  5,	6,  7,
-					    8,	9,  10, 11, 12, 13, 14,
-					    15, 16, 17, MAX_TOKENS };
+	static const int token_counts[] = { 1,	2,  3,	4,  5,	6,
+					    7,	8,  9,	10, 11, 12,
+					    13, 14, 15, 16, 17, MAX_TOKENS };
 	long compared = 0;
 
 	ck_assert(x && w && a && acts && panel && ybuf && want);
@@ -222,9 +262,10 @@ START_TEST(test_gemm_k_against_one_token)
 							 w + rb * r, at, false);
 
 				*o = q6k_model(n, w + rb * r, at, &mag);
-				ck_assert_msg(fabsf(*o - one) <= 1e-5f * mag,
-					      "row %d token %d: %.9g, one-token %.9g (scale %g)",
-					      r, t, *o, one, mag);
+				ck_assert_msg(
+					fabsf(*o - one) <= 1e-5f * mag,
+					"row %d token %d: %.9g, one-token %.9g (scale %g)",
+					r, t, *o, one, mag);
 			}
 		}
 	}
@@ -238,34 +279,10 @@ START_TEST(test_gemm_k_against_one_token)
 		memcpy(wr, w, rb * nr);
 		k->panel(n, wr, rb, nr, panel);
 		free(wr);
-		for (size_t c = 0; c < sizeof(token_counts) / sizeof(int); c++) {
-			int nt = token_counts[c];
-
-			for (int i = 0; i < Y_LEN * (nt + 1); i++)
-				ybuf[i] = SENTINEL;
-			k->run(n, panel, nr, acts, nt, y, ROW0);
-			for (int t = 0; t <= nt; t++)
-				for (int i = 0; i < Y_LEN; i++) {
-					int r = i - ROW0;
-					float got = y[t][i];
-
-					if (t == nt || r < 0 || r >= nr) {
-						ck_assert_msg(bits(got) == bits(SENTINEL),
-							      "nr %d nt %d: token %d lane %d written",
-							      nr, nt, t, i);
-						continue;
-					}
-					ck_assert_msg(bits(got) ==
-							      bits(want[CPU_GEMM_ROWS * t +
-									r]),
-						      "%s n %lld nr %d nt %d: row %d token %d: %.9g, want %.9g",
-						      quant_traits(gc->type)->name,
-						      (long long)n, nr, nt, r, t,
-						      got,
-						      want[CPU_GEMM_ROWS * t + r]);
-					compared++;
-				}
-		}
+		for (size_t c = 0; c < sizeof(token_counts) / sizeof(int); c++)
+			compared += run_and_compare(gc, k, panel, nr,
+						    token_counts[c], acts, y,
+						    want);
 	}
 	printf("%s n %lld%s: %ld results equal\n", quant_traits(gc->type)->name,
 	       (long long)n, gc->raw ? " (raw bytes)" : "", compared);
