@@ -104,6 +104,7 @@ static void q4k_act_pack(int64_t n, const void *a, void *dst)
 		uint8_t *o = out + Q4K_ACT * ib;
 		uint32_t pair[4];
 
+		/* |bsum| <= 16 * 127 (Q8_K's quants), so a pair fits int16 */
 		for (k = 0; k < 4; k++) {
 			int lo = gemm_q8k_bsum(src, 4 * k) +
 				 gemm_q8k_bsum(src, 4 * k + 1);
