@@ -670,6 +670,12 @@ const struct cpu_gemm_kernels cpu_gemm_q4_K = {
 	.act_pack = q4k_act_pack,
 	.run = q4k_run,
 	.exact = true,
+	/*
+	 * llmfs-bench -n 32 -s N, Q4_K_M model (Q4_K and Q6_K), 2 threads,
+	 * GEMM from 2 tokens against the tiles: 2 sequences 47.8 against
+	 * 39.8 t/s, 3 62.6 against 48.4, 4 69.4 against 54.3.
+	 */
+	.min_tokens = 2,
 };
 
 const struct cpu_gemm_kernels cpu_gemm_q6_K = {
@@ -679,4 +685,5 @@ const struct cpu_gemm_kernels cpu_gemm_q6_K = {
 	.act_pack = q6k_act_pack,
 	.run = q6k_run,
 	.exact = false,
+	.min_tokens = 2, /* as Q4_K's, measured on the same model */
 };

@@ -27,13 +27,6 @@
 
 /* elements x tokens of a matmul worth splitting over the pool (ops.c's) */
 #define GEMM_PARALLEL_MIN (1 << 16)
-/*
- * Tokens from which the GEMM beats the tile kernels in the engine
- * (llmfs-bench -n 32 -s N, Q8_0 model, 2 threads): at 4 the tiles were
- * 10-20% faster (the 16 rows' streams of a panel wait on memory), at 5,
- * 6 and 8 the GEMM 14-70% faster. Below it the tiles run, in both modes.
- */
-#define GEMM_MIN_TOKENS 5
 /* bytes of each row of the next panel asked for ahead (see gemm_part) */
 #define GEMM_HEAD 256
 
@@ -60,7 +53,8 @@ bool cpu_gemm_able(const struct engine_tensor *w, uint32_t n_tok,
 	const struct cpu_gemm_kernels *k =
 		quant_traits(w->info->type)->gemm_avx512;
 
-	return n_tok >= GEMM_MIN_TOKENS && k && k->run && cpu_avx512_usable() &&
+	return k && k->run && n_tok >= k->min_tokens && n_tok >= 2 &&
+	       cpu_avx512_usable() &&
 	       (!batch_exact || (k->exact && w->repacked));
 }
 

@@ -16,9 +16,9 @@
 #include "../pool.h"
 
 /*
- * Whether cpu_gemm_matmul runs w for a batch of n_tok tokens: n_tok >= 5
- * (below, the tile kernels measure faster; gemm_run.c),
- * w's type has GEMM kernels (quant_traits()->gemm_avx512), AVX-512 VNNI
+ * Whether cpu_gemm_matmul runs w for a batch of n_tok tokens: n_tok >= 2
+ * and >= the kernels' min_tokens (below it the tile kernels measure
+ * faster), w's type has GEMM kernels (quant_traits()->gemm_avx512), AVX-512 VNNI
  * is there, and either batch_exact is off or the kernels give the
  * one-token bits of w (exact kernels on a repacked tensor).
  */
