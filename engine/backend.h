@@ -90,6 +90,15 @@ struct engine_backend_i {
 				 uint32_t type);
 
 	/* ---- ops ---- */
+	/*
+	 * fn(arg, j) for every j < n, the rows split over the backend's
+	 * threads in one run: a batch's per-row work (norms, conversions,
+	 * rope, cache stores), which rows do independently of each other,
+	 * so the split changes no bit. Few rows run on the caller alone.
+	 */
+	void (*for_rows)(struct engine_backend *be,
+			 void (*fn)(void *arg, uint32_t j), void *arg,
+			 uint32_t n);
 	/* y = row `row` of w as floats: ggml_get_rows */
 	void (*get_rows)(struct engine_backend *be, float *y,
 			 const struct engine_tensor *w, int64_t row);

@@ -209,22 +209,38 @@ static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
 }
 
 /* y = x / rms(x) * w for rows idx[0..n) */
+struct forward_norm_job {
+	struct engine_backend *be;
+	float *y;
+	const float *x, *w;
+	const uint32_t *idx;
+	int64_t width;
+	float eps;
+};
+
+static void forward_norm_row(void *arg, uint32_t j)
+{
+	const struct forward_norm_job *job = arg;
+	const size_t o = (size_t)job->idx[j] * job->width;
+
+	job->be->iface->rms_norm(job->be, job->y + o, job->x + o, job->w,
+				 job->width, job->eps);
+}
+
 static int forward_norm(struct forward_pass *p, float *y, const float *x,
 			const struct engine_tensor *w, const uint32_t *idx,
 			uint32_t n)
 {
 	const struct engine_hparams *hp = &p->m->hp;
 	struct engine_backend *be = p->m->backend;
-	uint32_t j;
 	int ret;
+	struct forward_norm_job job = { be, y, x,
+					(const float *)engine_tensor_data(w),
+					idx, hp->n_embd, hp->rms_norm_eps };
 
 	if ((ret = forward_wait(p, w)))
 		return ret;
-	for (j = 0; j < n; j++)
-		be->iface->rms_norm(be, y + (size_t)idx[j] * hp->n_embd,
-				    x + (size_t)idx[j] * hp->n_embd,
-				    (const float *)engine_tensor_data(w),
-				    hp->n_embd, hp->rms_norm_eps);
+	be->iface->for_rows(be, forward_norm_row, &job, n);
 	/* xn changed: its conversions are stale */
 	if (y == p->s->xn) {
 		p->s->xn_type[0] = p->s->xn_type[1] = UINT32_MAX;
@@ -234,37 +250,79 @@ static int forward_norm(struct forward_pass *p, float *y, const float *x,
 	return 0;
 }
 
+/* Row idx[j] of y (ld floats apart) += row idx[j] of x (x_ld apart). */
+struct forward_add_job {
+	struct engine_backend *be;
+	float *y;
+	const float *x;
+	size_t ld, x_ld;
+	const uint32_t *idx;
+	int64_t width;
+};
+
+static void forward_add_row(void *arg, uint32_t j)
+{
+	const struct forward_add_job *job = arg;
+
+	job->be->iface->add(job->be, job->y + job->idx[j] * job->ld,
+			    job->x + job->idx[j] * job->x_ld, job->width);
+}
+
+static void forward_add(struct forward_pass *p, float *y, size_t ld,
+			const float *x, size_t x_ld, const uint32_t *idx,
+			uint32_t n, int64_t width)
+{
+	struct engine_backend *be = p->m->backend;
+	struct forward_add_job job = { be, y, x, ld, x_ld, idx, width };
+
+	be->iface->for_rows(be, forward_add_row, &job, n);
+}
+
 /* y += b, an optional F32 bias (ggml_add), for rows idx[0..n) */
 static int forward_bias(struct forward_pass *p, float *y, size_t ld,
 			const struct engine_tensor *b, const uint32_t *idx,
 			uint32_t n)
 {
-	struct engine_backend *be = p->m->backend;
-	uint32_t j;
 	int ret;
 
 	if (!engine_tensor_present(b))
 		return 0;
 	if ((ret = forward_wait(p, b)))
 		return ret;
-	for (j = 0; j < n; j++)
-		be->iface->add(be, y + idx[j] * ld,
-			       (const float *)engine_tensor_data(b),
-			       b->info->ne[0]);
+	forward_add(p, y, ld, (const float *)engine_tensor_data(b), 0, idx, n,
+		    b->info->ne[0]);
 	return 0;
 }
 
 /* Rows idx[0..n) of src (ld floats, width used) into dst, type vdt. */
+struct forward_convert_job {
+	struct engine_backend *be;
+	uint32_t vdt;
+	const float *src;
+	size_t ld;
+	int64_t width;
+	uint8_t *dst;
+	size_t dst_ld;
+	const uint32_t *idx;
+};
+
+static void forward_convert_row(void *arg, uint32_t j)
+{
+	const struct forward_convert_job *job = arg;
+
+	job->be->iface->convert(job->be, job->vdt, job->src + job->idx[j] * job->ld,
+				job->dst + job->idx[j] * job->dst_ld, job->width);
+}
+
 static void forward_convert(struct forward_pass *p, uint32_t vdt,
 			    const float *src, size_t ld, int64_t width,
 			    uint8_t *dst, const uint32_t *idx, uint32_t n)
 {
 	struct engine_backend *be = p->m->backend;
-	uint32_t j;
+	struct forward_convert_job job = { be,	 vdt, src,  ld,
+					   width, dst, p->s->act_row, idx };
 
-	for (j = 0; j < n; j++)
-		be->iface->convert(be, vdt, src + idx[j] * ld,
-				   dst + idx[j] * p->s->act_row, width);
+	be->iface->for_rows(be, forward_convert_row, &job, n);
 }
 
 /*
@@ -372,6 +430,48 @@ static void forward_head_norm(struct engine_backend *be, float *x,
 				    eps);
 }
 
+struct forward_qkv_job {
+	struct forward_pass *p;
+	const struct engine_layer *l;
+	uint32_t il;
+};
+
+/* Row j's K normed and roped, then K and V into its sequence's cache. */
+static void forward_kv_row(void *arg, uint32_t j)
+{
+	const struct forward_qkv_job *job = arg;
+	const struct engine_hparams *hp = &job->p->m->hp;
+	struct engine_backend *be = job->p->m->backend;
+	struct forward_scratch *s = job->p->s;
+	const struct forward_row *r = &s->rows[j];
+	float *k = s->k + j * (size_t)hp->n_head_kv * hp->head_dim;
+
+	if (hp->qk_norm)
+		forward_head_norm(be, k, hp->n_head_kv, hp->head_dim,
+				  &job->l->k_norm, hp->rms_norm_eps);
+	be->iface->rope(be, k, hp->n_head_kv, hp->head_dim, hp->n_rot,
+			hp->rope_mode, s->rope + (size_t)j * hp->n_rot);
+	engine_kv_store(r->seq, job->il, r->pos, k,
+			s->v + j * (size_t)hp->n_head_kv * hp->head_dim_v);
+}
+
+/* Live row j's Q normed and roped. */
+static void forward_q_row(void *arg, uint32_t j)
+{
+	const struct forward_qkv_job *job = arg;
+	const struct engine_hparams *hp = &job->p->m->hp;
+	struct engine_backend *be = job->p->m->backend;
+	struct forward_scratch *s = job->p->s;
+	const uint32_t b = s->live[j];
+	float *q = s->q + b * (size_t)hp->n_head * hp->head_dim;
+
+	if (hp->qk_norm)
+		forward_head_norm(be, q, hp->n_head, hp->head_dim,
+				  &job->l->q_norm, hp->rms_norm_eps);
+	be->iface->rope(be, q, hp->n_head, hp->head_dim, hp->n_rot,
+			hp->rope_mode, s->rope + (size_t)b * hp->n_rot);
+}
+
 /*
  * Q, K, V of every row; K and V into the cache of each row's sequence
  * (rounded to its type, F16) before any row attends, so that a row at
@@ -390,6 +490,7 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
 	bool fused = false;
+	struct forward_qkv_job qkv = { p, l, il };
 	const struct engine_att_batch att = {
 		.hp = hp,
 		.il = il,
@@ -405,7 +506,6 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		.out_ld = natt,
 		.work = s->att_work,
 	};
-	uint32_t j;
 	int ret = 0;
 
 	/* one token: Q, K and V in one pool run */
@@ -434,27 +534,8 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	    (ret = forward_wait(p, &l->k_norm)))
 		return ret;
 
-	for (j = 0; j < p->n; j++) {
-		const struct forward_row *r = &s->rows[j];
-		float *k = s->k + j * nk;
-
-		if (hp->qk_norm)
-			forward_head_norm(be, k, hp->n_head_kv, hp->head_dim,
-					  &l->k_norm, hp->rms_norm_eps);
-		be->iface->rope(be, k, hp->n_head_kv, hp->head_dim, hp->n_rot,
-				hp->rope_mode, s->rope + (size_t)j * hp->n_rot);
-		engine_kv_store(r->seq, il, r->pos, k, s->v + j * nv);
-	}
-	for (j = 0; j < p->n_live; j++) {
-		uint32_t b = s->live[j];
-		float *q = s->q + b * nq;
-
-		if (hp->qk_norm)
-			forward_head_norm(be, q, hp->n_head, hp->head_dim,
-					  &l->q_norm, hp->rms_norm_eps);
-		be->iface->rope(be, q, hp->n_head, hp->head_dim, hp->n_rot,
-				hp->rope_mode, s->rope + (size_t)b * hp->n_rot);
-	}
+	be->iface->for_rows(be, forward_kv_row, &qkv, p->n);
+	be->iface->for_rows(be, forward_q_row, &qkv, p->n_live);
 	be->iface->attention(be, &att);
 
 	forward_convert(p, be->iface->vec_dot_type(be, l->wo.info->type),
@@ -466,13 +547,34 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	return forward_bias(p, s->tmp, hp->n_embd, &l->bo, s->live, p->n_live);
 }
 
+/* Live row j: gate = silu(gate) * up, then into ffn_down's vec_dot type. */
+struct forward_swiglu_job {
+	struct forward_pass *p;
+	uint32_t vdt;
+};
+
+static void forward_swiglu_row(void *arg, uint32_t j)
+{
+	const struct forward_swiglu_job *job = arg;
+	struct engine_backend *be = job->p->m->backend;
+	struct forward_scratch *s = job->p->s;
+	const int64_t n_ff = job->p->m->hp.n_ff;
+	const size_t o = (size_t)s->live[j] * n_ff;
+
+	be->iface->swiglu(be, s->gate + o, s->gate + o, s->up + o, n_ff);
+	be->iface->convert(be, job->vdt, s->gate + o,
+			   s->act + s->live[j] * s->act_row, n_ff);
+}
+
 static int forward_ffn_dense(struct forward_pass *p,
 			     const struct engine_layer *l)
 {
 	const struct engine_hparams *hp = &p->m->hp;
 	struct engine_backend *be = p->m->backend;
 	struct forward_scratch *s = p->s;
-	uint32_t j;
+	struct forward_swiglu_job sw = {
+		p, be->iface->vec_dot_type(be, l->ffn_down.info->type)
+	};
 	int ret = 1;
 
 	/* one token: up and gate in one pool run */
@@ -493,15 +595,7 @@ static int forward_ffn_dense(struct forward_pass *p,
 				      forward_xn_act(p, &l->ffn_gate), s->live,
 				      p->n_live))))
 		return ret;
-	for (j = 0; j < p->n_live; j++) {
-		size_t o = (size_t)s->live[j] * hp->n_ff;
-
-		be->iface->swiglu(be, s->gate + o, s->gate + o, s->up + o,
-				  hp->n_ff);
-	}
-	forward_convert(p, be->iface->vec_dot_type(be, l->ffn_down.info->type),
-			s->gate, hp->n_ff, hp->n_ff, s->act, s->live,
-			p->n_live);
+	be->iface->for_rows(be, forward_swiglu_row, &sw, p->n_live);
 	return forward_mm(p, s->tmp, hp->n_embd, &l->ffn_down, 0, s->act,
 			  s->live, p->n_live);
 }
@@ -598,14 +692,10 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 static void forward_residual(struct forward_pass *p)
 {
 	const size_t E = p->m->hp.n_embd;
-	struct engine_backend *be = p->m->backend;
 	struct forward_scratch *s = p->s;
-	uint32_t j;
 
 	/* x + t rounds as t + x: the backend's add is the same bits */
-	for (j = 0; j < p->n_live; j++)
-		be->iface->add(be, s->x + s->live[j] * E,
-			       s->tmp + s->live[j] * E, (int64_t)E);
+	forward_add(p, s->x, E, s->tmp, E, s->live, p->n_live, (int64_t)E);
 }
 
 /* The rows s->rows[0..n) through the model; logits where wanted. */

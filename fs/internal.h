@@ -509,6 +509,7 @@ struct fs_options {
 	uint64_t stream_buffer;	   /* --stream-buffer: unread bytes */
 	unsigned prefill_chunk;	   /* --prefill-chunk: tokens per step */
 	bool shared_config;	   /* --shared-config: anyone may write */
+	bool batch_exact;	   /* --batch-exact: engine_model_options */
 };
 
 /* ---- per-uid limits (limits.c) ------------------------------------------ */

@@ -103,6 +103,8 @@ static void mount_usage(FILE *f)
 		"(1 MiB)\n"
 		"  --prefill-chunk N prompt tokens per scheduler step (64)\n"
 		"  --shared-config   anyone may write config and placement\n"
+		"  --batch-exact     a batch gives each session the bits it\n"
+		"                    would get alone (slower prefill)\n"
 		"See llmfs(1) and Documentation/ABI.md.\n");
 }
 
@@ -435,7 +437,8 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		OPT_MAX_PROMPT_BYTES,
 		OPT_STREAM_BUFFER,
 		OPT_PREFILL_CHUNK,
-		OPT_SHARED_CONFIG
+		OPT_SHARED_CONFIG,
+		OPT_BATCH_EXACT
 	};
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
@@ -456,6 +459,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		{ "stream-buffer", required_argument, NULL, OPT_STREAM_BUFFER },
 		{ "prefill-chunk", required_argument, NULL, OPT_PREFILL_CHUNK },
 		{ "shared-config", no_argument, NULL, OPT_SHARED_CONFIG },
+		{ "batch-exact", no_argument, NULL, OPT_BATCH_EXACT },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -507,6 +511,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 			rc = mount_limit(&a->opt, c - OPT_MAX_SESSIONS, optarg);
 			break;
 		case OPT_SHARED_CONFIG: a->opt.shared_config = true; break;
+		case OPT_BATCH_EXACT: a->opt.batch_exact = true; break;
 		case OPT_NUMA:
 			if (io_numa_policy_parse(optarg, &a->opt.numa,
 						 &a->opt.numa_node, &err)) {

@@ -123,6 +123,7 @@ static void sched_load(struct fs_model *fm)
 		.n_ctx = fm->fs->opt.n_ctx,
 		.threads = fm->fs->opt.threads,
 		.kv_mem = fm->fs->opt.kv_mem,
+		.batch_exact = fm->fs->opt.batch_exact,
 		.load = {
 			.progress = sched_progress, .progress_arg = fm,
 			.notice = sched_notice, .notice_arg = fm,

@@ -26,7 +26,9 @@
 # Environment: BENCH_CPU_ROUNDS (3), BENCH_THREADS (2), BENCH_CPU_MODELS (a
 # folder to keep the two models in between runs; default: a temporary
 # one), BENCH_CPU_MOUNT (1; 0 skips the mount part), BENCH_CPU_SESSIONS
-# ("1 4 16"), BENCH_CPU_TESTS ("pp tg tgd").
+# ("1 4 16"), BENCH_CPU_TESTS ("pp tg tgd"), BENCH_CPU_EXACT (0; 1 runs
+# llmfs-bench with --batch-exact: batches in the one-token path's order,
+# Documentation/engine.md "The rows-in-lanes GEMM").
 . "$(dirname "$0")/bench-lib.bash"
 ROUNDS=${BENCH_CPU_ROUNDS:-3}
 T=${BENCH_THREADS:-2}
@@ -65,8 +67,10 @@ largs() {
 	esac
 }
 # t/s of one repetition on each side ("" on a failure)
+exact=
+[ "${BENCH_CPU_EXACT:-0}" = 1 ] && exact=--batch-exact
 run_llmfs() {
-	"$bin/llmfs-bench" -m "$1" -t "$T" -r 1 $(args "$2") 2>"$work/err" |
+	"$bin/llmfs-bench" -m "$1" -t "$T" -r 1 $exact $(args "$2") 2>"$work/err" |
 		awk '{ for (i = 1; i < NF; i++) if ($i == "t/s") print $(i + 1) }'
 }
 run_llama() {
@@ -76,7 +80,8 @@ run_llama() {
 			NR == 2 { gsub(/"/, "", $c); print $c }'
 }
 
-echo "threads $T, $ROUNDS interleaved rounds, one repetition per call;" \
+echo "threads $T, $ROUNDS interleaved rounds, one repetition per call," \
+	"llmfs ${exact:-without --batch-exact};" \
 	"load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A res
 for r in $(seq "$ROUNDS"); do

@@ -41,6 +41,7 @@
 struct bench_args {
 	const char *model;
 	long n_prompt, n_gen, depth, reps, threads, membw_mib, seqs;
+	bool batch_exact;
 };
 
 static void bench_usage(FILE *f)
@@ -54,6 +55,7 @@ static void bench_usage(FILE *f)
 	      "  -r, --reps N       repetitions (5)\n"
 	      "  -s, --seqs N       with -n: N sequences decoding together\n"
 	      "  -t, --threads N    threads (0: the engine's default)\n"
+	      "      --batch-exact  batches in the one-token path's order\n"
 	      "      --membw MIB    memory read bandwidth, MIB per thread\n",
 	      f);
 }
@@ -85,6 +87,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		{ "threads", required_argument, NULL, 't' },
 		{ "seqs", required_argument, NULL, 's' },
 		{ "membw", required_argument, NULL, 'M' },
+		{ "batch-exact", no_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -115,6 +118,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 			a->membw_mib = bench_long("--membw", optarg, 1,
 						  1 << 16);
 			break;
+		case 'E': a->batch_exact = true; break;
 		case 'h': bench_usage(stdout); exit(0);
 		default: bench_usage(stderr); exit(2);
 		}
@@ -318,6 +322,7 @@ static int bench_model(const struct bench_args *a)
 	int ret;
 
 	mopt.threads = (uint32_t)a->threads;
+	mopt.batch_exact = a->batch_exact;
 	mopt.n_ctx = (uint32_t)(a->depth + n);
 	b.n_seqs = a->seqs;
 	ret = engine_model_open(&b.m, a->model, &mopt, &err);

@@ -34,7 +34,7 @@ struct run_args {
 	uint32_t n_ctx, threads;
 	const char *kv_type_k, *kv_type_v;
 	uint64_t kv_mem;
-	bool chat, verbose;
+	bool chat, verbose, batch_exact;
 	struct engine_sampling sampling;
 	const char **stop;
 	size_t n_stop;
@@ -65,6 +65,8 @@ static void run_usage(FILE *f)
 	      "      --kv-type-v T       V cache type (f16)\n"
 	      "      --kv-mem BYTES      KV cache budget, k/M/G suffixes (0: what"
 	      " fits)\n"
+	      "      --batch-exact       the prompt in the one-token order (bits"
+	      " as if fed one by one)\n"
 	      "  -v, --verbose           model figures on stderr\n"
 	      "  -h, --help\n",
 	      f);
@@ -148,6 +150,7 @@ enum {
 	OPT_KV_TYPE_K,
 	OPT_KV_TYPE_V,
 	OPT_KV_MEM,
+	OPT_BATCH_EXACT,
 };
 
 static void run_parse(int argc, char **argv, struct run_args *a)
@@ -174,6 +177,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		{ "kv-type-k", required_argument, NULL, OPT_KV_TYPE_K },
 		{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
 		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
+		{ "batch-exact", no_argument, NULL, OPT_BATCH_EXACT },
 		{ 0 },
 	};
 	int c;
@@ -233,6 +237,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 			a->stop[a->n_stop++] = optarg;
 			break;
 		case OPT_CHAT: a->chat = true; break;
+		case OPT_BATCH_EXACT: a->batch_exact = true; break;
 		case OPT_KV_TYPE_K:
 			a->kv_type_k = run_kv_type("--kv-type-k", optarg);
 			break;
@@ -388,6 +393,7 @@ int main(int argc, char **argv)
 	mopt.kv_type_k = a.kv_type_k;
 	mopt.kv_type_v = a.kv_type_v;
 	mopt.kv_mem = a.kv_mem;
+	mopt.batch_exact = a.batch_exact;
 	mopt.load.notice = run_notice;
 	/*
 	 * Compute behind the disk: the first pass waits for each tensor as

@@ -27,6 +27,7 @@
 #include "../ops.h"
 #include "../quant/quant.h"
 #include "attention_tiled.h"
+#include "gemm_run.h"
 
 /* (row, head, position, dim) products worth splitting attention for */
 #define CPU_ATT_PARALLEL_MIN (1 << 16)
@@ -92,6 +93,40 @@ static uint32_t cpu_vec_dot_type(const struct engine_backend *be, uint32_t type)
 
 /* ---- ops --------------------------------------------------------------- */
 
+/*
+ * Rows below this run on the caller: a pool run costs a few microseconds
+ * of hand-out and barrier, a row of norm or conversion about one.
+ */
+#define CPU_ROWS_PARALLEL_MIN 4
+
+struct cpu_rows_job {
+	void (*fn)(void *arg, uint32_t j);
+	void *arg;
+	uint32_t n;
+};
+
+static void cpu_rows_part(void *varg, uint32_t ith, uint32_t nth)
+{
+	const struct cpu_rows_job *job = varg;
+	uint32_t j = (uint32_t)((uint64_t)job->n * ith / nth);
+	uint32_t end = (uint32_t)((uint64_t)job->n * (ith + 1) / nth);
+
+	for (; j < end; j++)
+		job->fn(job->arg, j);
+}
+
+static void cpu_for_rows(struct engine_backend *be,
+			 void (*fn)(void *arg, uint32_t j), void *arg,
+			 uint32_t n)
+{
+	struct cpu_rows_job job = { fn, arg, n };
+
+	if (n >= CPU_ROWS_PARALLEL_MIN && engine_pool_size(cpu_pool(be)) > 1)
+		engine_pool_run(cpu_pool(be), cpu_rows_part, &job);
+	else
+		cpu_rows_part(&job, 0, 1);
+}
+
 static void cpu_get_rows(struct engine_backend *be, float *y,
 			 const struct engine_tensor *w, int64_t row)
 {
@@ -114,6 +149,10 @@ static void cpu_matmul(struct engine_backend *be, float *const *ys,
 		       const struct engine_tensor *w, int64_t e, uint32_t n_tok,
 		       const void *const *acts)
 {
+	/* the GEMM where it may run (gemm_run.h), else the exact paths */
+	if (cpu_gemm_matmul(cpu_pool(be), ys, w, e, n_tok, acts,
+			    be->batch_exact) == 0)
+		return;
 	ops_matmul(cpu_pool(be), ys, w, e, n_tok, acts);
 }
 
@@ -638,6 +677,7 @@ static const struct engine_backend_i cpu_backend_i = {
 	.is_host = cpu_is_host,
 	.supports = cpu_supports,
 	.vec_dot_type = cpu_vec_dot_type,
+	.for_rows = cpu_for_rows,
 	.get_rows = cpu_get_rows,
 	.rms_norm = cpu_rms_norm,
 	.convert = cpu_convert,

@@ -57,6 +57,11 @@ struct cpu_gemm_kernels {
 	 * tensor (engine_tensor.repacked; see above)
 	 */
 	bool exact;
+	/*
+	 * Batches from this many tokens take the GEMM; smaller ones the
+	 * tile kernels (cpu.h), whose rows need no panel made first.
+	 */
+	uint32_t min_tokens;
 };
 
 extern const struct cpu_gemm_kernels cpu_gemm_q8_0; /* gemm_avx512.c */

@@ -42,6 +42,7 @@ typedef float (*quant_dot_fn)(int64_t n, const void *w, const void *a);
 typedef void (*quant_tile_fn)(int64_t n, const void *w, size_t row_bytes,
 			      int nr, const void *const *a, const uint8_t *qs,
 			      int nt, float *out);
+struct cpu_gemm_kernels; /* engine/cpu/gemm.h */
 
 /*
  * One tensor type, as ggml's type_traits[] and type_traits_cpu[] in one.
@@ -70,6 +71,8 @@ struct quant_type_traits {
 	quant_dot_fn vec_dot_repacked_avx512;
 	/* the batched matmul's tiles, [repacked]; AVX-512 only */
 	quant_tile_fn tile_avx512[2];
+	/* the rows-in-lanes batch GEMM (engine/cpu/gemm.h); AVX-512 only */
+	const struct cpu_gemm_kernels *gemm_avx512;
 };
 
 /* traits.c's table, and the row of zeros of the types it does not know */

@@ -9,6 +9,7 @@
  * the ggml code they follow where they are defined.
  */
 #include "../cpu/cpu.h"
+#include "../cpu/gemm.h"
 #include "quant_internal.h"
 
 /* cpu_legacy_avx512 takes the type; the table wants one kernel a type */
@@ -120,6 +121,7 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = quant_q8_0_dot_x86,
 		.vec_dot_avx512 = cpu_q8_0_avx512,
 		.tile_avx512 = { cpu_q8_0_tile_avx512, NULL },
+		.gemm_avx512 = &cpu_gemm_q8_0,
 	},
 	/* Q8_1 and Q8_K are activation types only: no dot of their own */
 	[IO_TYPE_Q8_1] = {
@@ -166,6 +168,7 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot_repacked = dot_q4_K_repacked_c,
 		.vec_dot_repacked_avx512 = cpu_q4_K_repacked_avx512,
 		.tile_avx512 = { NULL, cpu_q4_K_repacked_tile_avx512 },
+		.gemm_avx512 = &cpu_gemm_q4_K,
 	},
 	[IO_TYPE_Q5_K] = {
 		.name = "q5_K", .blck_size = QK_K,
@@ -189,6 +192,7 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = quant_q6_K_dot_x86,
 		.vec_dot_avx512 = cpu_q6_K_avx512,
 		.tile_avx512 = { cpu_q6_K_tile_avx512, NULL },
+		.gemm_avx512 = &cpu_gemm_q6_K,
 	},
 	[IO_TYPE_Q8_K] = {
 		.name = "q8_K", .blck_size = QK_K,

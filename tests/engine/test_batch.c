@@ -1,18 +1,24 @@
 // SPDX-License-Identifier: MIT
 /*
- * Batched evaluation gives the one-token path's numbers bit for bit: a
- * prompt in one engine_forward call against the same prompt token by
- * token, several sequences in one call against each alone, prompts longer
- * than one pass's chunk, one sequence in two items of a call, and the
- * decoding that follows each (so the KV caches agree too). Also a model
- * loaded asynchronously: the same logits, and a load that fails under the
- * first pass is that pass's error, not a crash.
+ * Batched evaluation with batch_exact gives the one-token path's numbers
+ * bit for bit: a prompt in one engine_forward call against the same
+ * prompt token by token, several sequences in one call against each
+ * alone, prompts longer than one pass's chunk, one sequence in two items
+ * of a call, and the decoding that follows each (so the KV caches agree
+ * too). Without it (the default: the batch GEMM's own order) a batched
+ * prompt and a batched decode step stay within ../shared/README.md
+ * section 4's rel_tol of the one-token logits, the argmax the same where
+ * the margin is at least the model's. Also a model loaded asynchronously:
+ * the same logits, and a load that fails under the first pass is that
+ * pass's error, not a crash.
  *
  *   make build/tests/engine/test_batch && build/tests/engine/test_batch
  */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,13 +49,18 @@ static void model_path(char *buf, size_t cap, const char *stem)
 	check_shared_model(buf, cap, stem);
 }
 
+/*
+ * exact: engine_model_options.batch_exact, for the checks of bit
+ * identity with the one-token path (the default order is the GEMM's).
+ */
 static struct engine_model *batch_open(const char *path, uint32_t n_ctx,
 				       uint32_t threads,
-				       const struct io_load_options *load)
+				       const struct io_load_options *load,
+				       bool exact)
 {
 	struct engine_model_options opt = { .n_ctx = n_ctx,
 					    .threads = threads,
-					    .batch_exact = true };
+					    .batch_exact = exact };
 	struct engine_model *m = NULL;
 	struct err err = { 0 };
 
@@ -61,12 +72,12 @@ static struct engine_model *batch_open(const char *path, uint32_t n_ctx,
 }
 
 static struct engine_model *batch_open_stem(const char *stem, uint32_t n_ctx,
-					    uint32_t threads)
+					    uint32_t threads, bool exact)
 {
 	char path[1200];
 
 	model_path(path, sizeof(path), stem);
-	return batch_open(path, n_ctx, threads, NULL);
+	return batch_open(path, n_ctx, threads, NULL, exact);
 }
 
 /* The tokens of text (BOS as the vocabulary says), repeated times. */
@@ -155,7 +166,7 @@ static float *batch_logits(const struct engine_model *m)
 START_TEST(test_batch_prompt_equals_one_by_one)
 {
 	const char *stem = batch_models[_i];
-	struct engine_model *m = batch_open_stem(stem, 256, 3);
+	struct engine_model *m = batch_open_stem(stem, 256, 3, true);
 	uint32_t nv = engine_model_info(m)->n_vocab;
 	struct engine_seq *a = batch_seq(m), *b = batch_seq(m);
 	float *la = batch_logits(m), *lb = batch_logits(m);
@@ -196,7 +207,7 @@ END_TEST
 START_TEST(test_batch_sequences_equal_alone)
 {
 	const char *stem = batch_models[_i];
-	struct engine_model *m = batch_open_stem(stem, 128, 2);
+	struct engine_model *m = batch_open_stem(stem, 128, 2, true);
 	uint32_t nv = engine_model_info(m)->n_vocab;
 	struct engine_seq *s[3], *r[3];
 	float *l[3], *ref[3];
@@ -262,7 +273,7 @@ START_TEST(test_batch_long_prompt_in_chunks)
 	static const char *const stems[] = { "stories260K",
 					     "tiny-qwen3moe-bpe16k-q4km" };
 	const char *stem = stems[_i];
-	struct engine_model *m = batch_open_stem(stem, 512, 3);
+	struct engine_model *m = batch_open_stem(stem, 512, 3, true);
 	uint32_t nv = engine_model_info(m)->n_vocab;
 	struct engine_seq *a = batch_seq(m), *b = batch_seq(m);
 	struct engine_seq *c = batch_seq(m), *d = batch_seq(m);
@@ -302,10 +313,132 @@ START_TEST(test_batch_long_prompt_in_chunks)
 }
 END_TEST
 
+/* The model's rel_tol and margin (../shared/golden/thresholds.json). */
+static void batch_thresholds(const char *stem, double *rel_tol, double *margin)
+{
+	char path[1200];
+	json_error_t jerr;
+	json_t *root, *entry;
+
+	check_shared_path(path, sizeof(path), "golden/thresholds.json");
+	root = json_load_file(path, 0, &jerr);
+	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
+	entry = json_object_get(root, stem);
+	ck_assert_msg(entry != NULL, "no thresholds for %s", stem);
+	*rel_tol = json_number_value(json_object_get(entry, "rel_tol"));
+	*margin = json_number_value(json_object_get(entry, "margin"));
+	ck_assert(*rel_tol > 0.0 && *margin > 0.0);
+	json_decref(root);
+}
+
+/*
+ * Logits l of a batch against ref, the one-token path's, by section 4's
+ * rule: ref's five highest logits within rel_tol * max(1, |ref|), and
+ * the same argmax where ref's top two are at least margin apart. Returns
+ * the largest relative error of those five.
+ */
+static double batch_within(const char *stem, const char *what, const float *l,
+			   const float *ref, uint32_t nv, double rel_tol,
+			   double margin)
+{
+	uint32_t top[5], i, k, j;
+	double worst = 0.0;
+
+	for (k = 0; k < 5; k++) {
+		top[k] = UINT32_MAX;
+		for (i = 0; i < nv; i++) {
+			bool taken = false;
+
+			for (j = 0; j < k; j++)
+				taken |= top[j] == i;
+			if (!taken && (top[k] == UINT32_MAX ||
+				       ref[i] > ref[top[k]]))
+				top[k] = i;
+		}
+	}
+	for (k = 0; k < 5; k++) {
+		double rel;
+
+		i = top[k];
+		rel = fabs((double)l[i] - ref[i]) / fmax(1.0, fabs((double)ref[i]));
+
+		ck_assert_msg(rel <= rel_tol,
+			      "%s: %s: logit %u %.6g, one token %.6g (rel %.3g > %.3g)",
+			      stem, what, i, l[i], ref[i], rel, rel_tol);
+		worst = rel > worst ? rel : worst;
+	}
+	if (ref[top[0]] - ref[top[1]] >= margin)
+		ck_assert_msg(batch_argmax(l, nv) == (int32_t)top[0],
+			      "%s: %s: argmax %d, one token %u (margin %.3g)",
+			      stem, what, batch_argmax(l, nv), top[0],
+			      ref[top[0]] - ref[top[1]]);
+	return worst;
+}
+
+/*
+ * Without batch_exact: a prompt in one call (the GEMM over its tokens)
+ * and then three decode steps of BATCH_SEQS sequences in one call (the
+ * GEMM over as many tokens, on caches the batched prompts wrote) against
+ * the same tokens one at a time, within the model's section 4 tolerance.
+ */
+#define BATCH_SEQS 6
+START_TEST(test_batch_fast_within_tolerance)
+{
+	const char *stem = batch_models[_i];
+	struct engine_model *m = batch_open_stem(stem, 256, 3, false);
+	uint32_t nv = engine_model_info(m)->n_vocab;
+	struct engine_seq *s[BATCH_SEQS], *c = batch_seq(m);
+	struct engine_batch_item it[BATCH_SEQS];
+	float *l[BATCH_SEQS], *lc = batch_logits(m);
+	double rel_tol, margin, worst = 0.0;
+	size_t n, step, i;
+	int32_t *tok = batch_tokens(m, 1, &n), next;
+	char what[64];
+
+	batch_thresholds(stem, &rel_tol, &margin);
+	for (i = 0; i < BATCH_SEQS; i++) {
+		s[i] = batch_seq(m);
+		l[i] = batch_logits(m);
+		batch_whole(m, s[i], tok, n, l[i]);
+	}
+	batch_one_by_one(m, c, tok, n, lc);
+	worst = batch_within(stem, "batched prompt", l[0], lc, nv, rel_tol,
+			     margin);
+	for (step = 0; step < 3; step++) {
+		double rel;
+
+		next = batch_argmax(lc, nv);
+		for (i = 0; i < BATCH_SEQS; i++)
+			it[i] = (struct engine_batch_item){ s[i], &next, 1,
+							    l[i] };
+		batch_forward(m, it, BATCH_SEQS);
+		batch_whole(m, c, &next, 1, lc);
+		snprintf(what, sizeof(what), "decode step %zu of %d", step,
+			 BATCH_SEQS);
+		rel = batch_within(stem, what, l[0], lc, nv, rel_tol, margin);
+		worst = rel > worst ? rel : worst;
+		for (i = 1; i < BATCH_SEQS; i++)
+			ck_assert_msg(!memcmp(l[0], l[i], nv * sizeof(float)),
+				      "%s: %s: equal sequences differ", stem,
+				      what);
+	}
+	printf("batch: %s: fast batches within %.3g of one token (rel_tol %.3g)\n",
+	       stem, worst, rel_tol);
+	for (i = 0; i < BATCH_SEQS; i++) {
+		engine_seq_free(s[i]);
+		free(l[i]);
+	}
+	engine_seq_free(c);
+	engine_model_free(m);
+	free(tok);
+	free(lc);
+}
+END_TEST
+
 /* Two items of one sequence count together against n_ctx. */
 START_TEST(test_batch_same_sequence_context_full)
 {
-	struct engine_model *m = batch_open_stem("stories260K", 8, 1);
+	struct engine_model *m = batch_open_stem("stories260K", 8, 1, true);
 	const int32_t five[] = { 1, 403, 407, 261, 378 };
 	struct engine_seq *s = batch_seq(m);
 	struct engine_batch_item items[2] = {
@@ -359,8 +492,9 @@ START_TEST(test_batch_async_load_same_logits)
 	int32_t *tok;
 
 	model_path(path, sizeof(path), stem);
-	ms = batch_open(path, 64, 2, NULL);
-	ma = batch_open(path, 64, 2, &load);
+	/* the default order: both run the same batch, so the same bits */
+	ms = batch_open(path, 64, 2, NULL, false);
+	ma = batch_open(path, 64, 2, &load, false);
 	nv = engine_model_info(ms)->n_vocab;
 	tok = batch_tokens(ms, 1, &n);
 	ls = batch_logits(ms);
@@ -433,7 +567,7 @@ START_TEST(test_batch_async_load_failure)
 	ck_assert_int_eq(stat(path, &st), 0);
 	cut.path = path;
 	cut.size = st.st_size / 2;
-	m = batch_open(path, 64, 2, &load);
+	m = batch_open(path, 64, 2, &load, false);
 	ck_assert_int_gt(__atomic_load_n(&cut.done, __ATOMIC_RELAXED), 0);
 	s = batch_seq(m);
 	l = batch_logits(m);
@@ -484,6 +618,7 @@ static void batch_tests(TCase *tc)
 	tcase_add_loop_test(tc, test_batch_prompt_equals_one_by_one, 0,
 			    N_MODELS);
 	tcase_add_loop_test(tc, test_batch_sequences_equal_alone, 0, N_MODELS);
+	tcase_add_loop_test(tc, test_batch_fast_within_tolerance, 0, N_MODELS);
 	tcase_add_loop_test(tc, test_batch_long_prompt_in_chunks, 0, 2);
 	tcase_add_test(tc, test_batch_same_sequence_context_full);
 	tcase_add_loop_test(tc, test_batch_async_load_same_logits, 0, N_MODELS);
