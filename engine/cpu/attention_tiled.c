@@ -73,10 +73,10 @@ ATT_TILE_TARGET static void att_tile_convert(float *dst, uint32_t type,
 			continue;
 		}
 		for (d = 0; d < dim; d += 16)
-			_mm512_storeu_ps(dst + d,
-					 _mm512_cvtph_ps(_mm256_loadu_si256(
-						 (const __m256i *)(src +
-								   2 * d))));
+			_mm512_storeu_ps(
+				dst + d,
+				_mm512_cvtph_ps(_mm256_loadu_si256(
+					(const __m256i *)(src + 2 * d))));
 	}
 }
 
@@ -99,8 +99,8 @@ att_tile_scores_core(struct att_tile *t, uint32_t n4, uint32_t rv0,
 		ATT_TILE_UNROLL(4)
 		for (i = 0; i < 4; i++)
 			ATT_TILE_UNROLL(4)
-			for (r = 0; r < nrv; r++)
-				acc[i][r] = _mm512_setzero_ps();
+		for (r = 0; r < nrv; r++)
+			acc[i][r] = _mm512_setzero_ps();
 		for (d = 0; d < dk; d++) {
 			const float *qd = t->qt + (size_t)d * ld + 16 * rv0;
 			__m512 qv[4];
@@ -114,18 +114,17 @@ att_tile_scores_core(struct att_tile *t, uint32_t n4, uint32_t rv0,
 
 				ATT_TILE_UNROLL(4)
 				for (r = 0; r < nrv; r++)
-					acc[i][r] = _mm512_fmadd_ps(
-						kb, qv[r], acc[i][r]);
+					acc[i][r] = _mm512_fmadd_ps(kb, qv[r],
+								    acc[i][r]);
 			}
 		}
 		ATT_TILE_UNROLL(4)
 		for (i = 0; i < 4; i++)
 			ATT_TILE_UNROLL(4)
-			for (r = 0; r < nrv; r++)
-				_mm512_storeu_ps(t->p + (size_t)(c + i) * ld +
-							 16 * (rv0 + r),
-						 _mm512_mul_ps(acc[i][r],
-							       scale));
+		for (r = 0; r < nrv; r++)
+			_mm512_storeu_ps(t->p + (size_t)(c + i) * ld +
+						 16 * (rv0 + r),
+					 _mm512_mul_ps(acc[i][r], scale));
 	}
 }
 
@@ -170,9 +169,9 @@ ATT_TILE_TARGET static void att_tile_softmax(struct att_tile *t, uint32_t c0,
 			__mmask16 vis = _mm512_cmpge_epi32_mask(
 				pos, _mm512_set1_epi32((int32_t)(c0 + c)));
 
-			mb = _mm512_mask_max_ps(mb, vis, mb,
-						_mm512_loadu_ps(t->p + c * ld +
-								r));
+			mb = _mm512_mask_max_ps(
+				mb, vis, mb,
+				_mm512_loadu_ps(t->p + c * ld + r));
 		}
 		mnew = _mm512_max_ps(mold, mb);
 		/* no position seen before: nothing to correct (O, S are 0) */
@@ -186,10 +185,10 @@ ATT_TILE_TARGET static void att_tile_softmax(struct att_tile *t, uint32_t c0,
 				pos, _mm512_set1_epi32((int32_t)(c0 + c)));
 			float *pc = t->p + c * ld + r;
 
-			_mm512_storeu_ps(pc, _mm512_mask_sub_ps(
-						     far, vis,
-						     _mm512_loadu_ps(pc),
-						     mnew));
+			_mm512_storeu_ps(pc,
+					 _mm512_mask_sub_ps(far, vis,
+							    _mm512_loadu_ps(pc),
+							    mnew));
 		}
 		_mm512_storeu_ps(t->m + r, mnew);
 	}
@@ -203,7 +202,8 @@ ATT_TILE_TARGET static void att_tile_softmax(struct att_tile *t, uint32_t c0,
 			__mmask16 vis = _mm512_cmpge_epi32_mask(
 				pos, _mm512_set1_epi32((int32_t)(c0 + c)));
 			float *pc = t->p + c * ld + r;
-			__m512 e = _mm512_maskz_mov_ps(vis, _mm512_loadu_ps(pc));
+			__m512 e = _mm512_maskz_mov_ps(vis,
+						       _mm512_loadu_ps(pc));
 
 			_mm512_storeu_ps(pc, e);
 			s = _mm512_add_ps(s, e);
@@ -226,8 +226,8 @@ static uint32_t att_tile_seen(const struct att_tile *t, uint32_t row,
  * row, over the first n positions, for nv vectors of head_dim_v from d0.
  */
 ATT_TILE_TARGET static inline __attribute__((always_inline)) void
-att_tile_values_core(struct att_tile *t, uint32_t row, uint32_t nr,
-		     uint32_t n, uint32_t n_block, uint32_t d0, uint32_t nv)
+att_tile_values_core(struct att_tile *t, uint32_t row, uint32_t nr, uint32_t n,
+		     uint32_t n_block, uint32_t d0, uint32_t nv)
 {
 	const uint32_t dv = t->sh->head_dim_v, ld = t->ld;
 	const float *pr = t->p + row, *fac = t->p + (size_t)n_block * ld + row;
@@ -259,17 +259,17 @@ att_tile_values_core(struct att_tile *t, uint32_t row, uint32_t nr,
 
 				ATT_TILE_UNROLL(2)
 				for (j = 0; j < nr; j++)
-					acc[j][i] = _mm512_fmadd_ps(
-						vv, w[j], acc[j][i]);
+					acc[j][i] = _mm512_fmadd_ps(vv, w[j],
+								    acc[j][i]);
 			}
 		}
 		ATT_TILE_UNROLL(2)
 		for (j = 0; j < nr; j++)
 			ATT_TILE_UNROLL(8)
-			for (i = 0; i < nv; i++)
-				_mm512_storeu_ps(t->o + (size_t)(row + j) * dv +
-							 d0 + 16 * i,
-						 acc[j][i]);
+		for (i = 0; i < nv; i++)
+			_mm512_storeu_ps(t->o + (size_t)(row + j) * dv + d0 +
+						 16 * i,
+					 acc[j][i]);
 	}
 }
 
@@ -281,12 +281,12 @@ ATT_TILE_TARGET static void att_tile_values_rows(struct att_tile *t,
 	const uint32_t dv = t->sh->head_dim_v;
 	uint32_t d0, nv;
 
-#define ATT_TILE_NV(k)                                                        \
-	case k:                                                               \
-		if (nr == 2)                                                  \
-			att_tile_values_core(t, row, 2, n, n_block, d0, k);   \
-		else                                                          \
-			att_tile_values_core(t, row, 1, n, n_block, d0, k);   \
+#define ATT_TILE_NV(k) \
+	case k: \
+		if (nr == 2) \
+			att_tile_values_core(t, row, 2, n, n_block, d0, k); \
+		else \
+			att_tile_values_core(t, row, 1, n, n_block, d0, k); \
 		break
 	for (d0 = 0; d0 < dv; d0 += 16 * nv) {
 		nv = dv - d0 < 128 ? (dv - d0) / 16 : 8;
@@ -356,9 +356,9 @@ ATT_TILE_TARGET static void att_tile_q(struct att_tile *t, uint32_t r,
 		float f[16];
 
 		if (t->sh->type_k == IO_TYPE_F16)
-			v = _mm512_cvtph_ps(_mm512_cvtps_ph(
-				v, _MM_FROUND_TO_NEAREST_INT |
-					   _MM_FROUND_NO_EXC));
+			v = _mm512_cvtph_ps(
+				_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
+							   _MM_FROUND_NO_EXC));
 		_mm512_storeu_ps(f, v);
 		for (l = 0; l < 16; l++)
 			col[(size_t)(d + l) * t->ld] = f[l];

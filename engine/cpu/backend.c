@@ -10,10 +10,9 @@
  * F32/F16 cache is split into KV chunks whose partials are merged
  * (use_split_kv_path), so any split over our threads gives the same bits.
  * Unless the model asks for the one-token bits (batch_exact), the rows of
- * a prompt (CPU_ATT_TILE_MIN or more (row, head) pairs of one sequence per
- * KV head) take the tiled
- * path instead (engine/cpu/attention_tiled.h): tiles of (query, head)
- * rows of one KV head, handed out to the threads as they come free.
+ * a prompt (two or more rows of one sequence) take the tiled path instead
+ * (engine/cpu/attention_tiled.h): tiles of (query, head) rows of one KV
+ * head, handed out to the threads as they come free.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -347,10 +346,9 @@ static size_t cpu_att_layout(const struct engine_backend *be,
 			     uint8_t *base, struct cpu_att_work *w)
 {
 	const size_t threads = engine_pool_size(cpu_pool(be));
-	size_t at = 0;
-
 	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
 				      hp->head_dim_v, hp->kq_scale };
+	size_t at = 0;
 
 	w->tmp_bytes = cpu_att_tmp_bytes(hp);
 	w->tmp = base + at;
@@ -550,8 +548,8 @@ static void cpu_att_part(void *arg, uint32_t ith, uint32_t nth)
  * Whether the rows j0..j1 of one sequence take the tiled path: a prompt
  * (two rows or more, and CPU_ATT_TILE_MIN (row, head) pairs per KV head
  * or more; one row, as in decoding, keeps the one-token path), the fast
- * order allowed, a dense model,
- * a shape and cache types it computes. Not a mixture of experts: there
+ * order allowed, a dense model, a shape and cache types it computes.
+ * Not a mixture of experts: there
  * the tile's F32 sums (more exact than the one-token path's F16 ones)
  * move router logits across near-ties and flip experts, as llama.cpp's
  * own multi-token path does (../shared/README.md section 4): on
@@ -591,8 +589,8 @@ static void cpu_att_plan_tiles(struct cpu_att_work *w,
 		const uint32_t n_q = j1 - a < per ? j1 - a : per;
 
 		for (kvh = 0; kvh < hp->n_head_kv; kvh++)
-			w->units[w->n_units++] =
-				(struct cpu_att_unit){ a, n_q, kvh };
+			w->units[w->n_units++] = (struct cpu_att_unit){ a, n_q,
+									kvh };
 	}
 }
 
@@ -651,13 +649,14 @@ static void cpu_attention(struct engine_backend *be,
 				(hp->head_dim + hp->head_dim_v);
 			job.w.nc[j] = cpu_att_chunks(ab->seq[b], ab->pos[b],
 						     ab->n_ctx, ab->nth);
-			job.w.off[j + 1] =
-				job.w.off[j] + hp->n_head * job.w.nc[j];
+			job.w.off[j + 1] = job.w.off[j] +
+					   hp->n_head * job.w.nc[j];
 		}
 	}
 	/*
 	 * Each task (row, head, KV chunk) is what one ggml thread computes:
-	 * any split over our threads gives the same bits. So is each tile.
+	 * any split over our threads gives the same bits. A tile's rows too:
+	 * each row's sums do not depend on the thread or on the other rows.
 	 */
 	if (work >= CPU_ATT_PARALLEL_MIN)
 		engine_pool_run(cpu_pool(be), cpu_att_part, &job);

@@ -475,6 +475,31 @@ static void tile_run(struct tile_case *c, uint32_t q0, uint32_t n_q,
 	}
 }
 
+/* Every row of n_q queries within 1e-5 of the double reference. */
+static void tile_check(const struct tile_case *c, uint32_t n_q)
+{
+	const uint32_t dim = c->sh.head_dim_v;
+	const char *type = io_type_info(c->sh.type_k)->name;
+	double ref[128];
+	uint32_t i, g, d;
+
+	for (i = 0; i < n_q; i++) {
+		for (g = 0; g < c->group; g++) {
+			const float *o = c->out +
+					 ((size_t)i * c->group + g) * dim;
+
+			tile_ref(c, i, g, ref);
+			for (d = 0; d < dim; d++)
+				ck_assert_msg(
+					fabs(o[d] - ref[d]) <= 1e-5,
+					"dim %u group %u type %s n_q %u "
+					"pos %u head %u d %u: %.9g vs %.9g",
+					dim, c->group, type, n_q, c->pos[i], g,
+					d, o[d], ref[d]);
+		}
+	}
+}
+
 START_TEST(test_att_tiled_vs_double)
 {
 	static const uint32_t dims[] = { 64, 128 }, groups[] = { 1, 2, 4 };
@@ -486,9 +511,8 @@ START_TEST(test_att_tiled_vs_double)
 				       1.0f / sqrtf((float)dim) },
 			       .group = group };
 	const size_t nq_max = 128 * group;
-	double ref[128];
 	float row[128];
-	uint32_t i, d, k, g, start, piece;
+	uint32_t i, d, k, start, piece;
 
 	if (!att_tile_usable(&c.sh))
 		return; /* no AVX-512: the backend keeps the one-token path */
@@ -524,27 +548,7 @@ START_TEST(test_att_tiled_vs_double)
 			for (i = 0; i < nq_max * dim; i++)
 				c.out[i] = NAN;
 			tile_run(&c, 0, n_q, piece == 1 ? 64 : 37 + piece);
-			for (i = 0; i < n_q; i++) {
-				for (g = 0; g < group; g++) {
-					const float *o =
-						c.out + ((size_t)i * group + g) *
-								dim;
-
-					tile_ref(&c, i, g, ref);
-					for (d = 0; d < dim; d++) {
-						double e = fabs(o[d] - ref[d]);
-
-						ck_assert_msg(
-							e <= 1e-5,
-							"dim %u group %u type %s n_q %u "
-							"pos %u head %u d %u: %.9g vs %.9g",
-							dim, group,
-							io_type_info(type)->name,
-							n_q, c.pos[i], g, d, o[d],
-							ref[d]);
-					}
-				}
-			}
+			tile_check(&c, n_q);
 			/* rows past n_q were not written */
 			ck_assert(n_q == 128 ||
 				  isnan(c.out[(size_t)n_q * group * dim]));
