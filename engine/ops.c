@@ -7,8 +7,10 @@
  * differently (a vector expf, a fused multiply-add).
  */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "quant/dot.h"
 #include "ops.h"
 #include "quant/quant.h"
@@ -23,22 +25,43 @@
 /* elements of a matrix worth splitting over the pool */
 #define OPS_PARALLEL_MIN (1 << 16)
 
-void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
-		  float eps)
+/* 1 / rms(x): the squares summed in order, in double, as ggml does */
+static float ops_rms_scale(const float *x, int64_t n, float eps)
 {
 	double sum = 0.0;
-	float mean, scale;
+	float mean;
 	int64_t i;
 
 	for (i = 0; i < n; i++)
 		sum += (double)(x[i] * x[i]);
 	mean = (float)(sum / n);
-	scale = 1.0f / sqrtf(mean + eps);
+	return 1.0f / sqrtf(mean + eps);
+}
+
+void ops_rms_norm_scalar(float *y, const float *x, const float *w, int64_t n,
+			 float eps)
+{
+	const float scale = ops_rms_scale(x, n, eps);
+	int64_t i;
+
 	for (i = 0; i < n; i++)
 		y[i] = x[i] * scale;
 	if (w)
 		for (i = 0; i < n; i++)
 			y[i] = y[i] * w[i];
+}
+
+/*
+ * The sum stays the scalar chain (reordering it would round differently);
+ * the two products per element are lane-wise, so 16 lanes give the same.
+ */
+void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
+		  float eps)
+{
+	if (cpu_elem_usable())
+		cpu_scale_avx512(y, x, ops_rms_scale(x, n, eps), w, n);
+	else
+		ops_rms_norm_scalar(y, x, w, n, eps);
 }
 
 void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
@@ -220,8 +243,9 @@ void ops_rope_cache(float *cache, int64_t pos, uint32_t n_rot, float freq_base,
 	}
 }
 
-void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
-	      enum engine_rope_mode mode, const float *cache)
+void ops_rope_scalar(float *x, uint32_t n_head, uint32_t head_dim,
+		     uint32_t n_rot, enum engine_rope_mode mode,
+		     const float *cache)
 {
 	uint32_t h, i0;
 
@@ -247,6 +271,20 @@ void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
 	}
 }
 
+void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
+	      enum engine_rope_mode mode, const float *cache)
+{
+	uint32_t h;
+
+	if (!cpu_elem_usable()) {
+		ops_rope_scalar(x, n_head, head_dim, n_rot, mode, cache);
+		return;
+	}
+	for (h = 0; h < n_head; h++)
+		cpu_rope_avx512(x + (size_t)h * head_dim, n_rot,
+				mode != ENGINE_ROPE_NORM, cache);
+}
+
 /*
  * ggml_v_expf (AVX-512), one lane: exp(x) = 2^n * p(b) with a degree-5
  * polynomial, the fused multiply-adds where the intrinsics fuse.
@@ -268,10 +306,10 @@ static float ops_v_expf(float x)
 	return ldexpf(j, (int)n);
 }
 
-void ops_swiglu(float *y, const float *g, const float *u, int64_t n)
+static void ops_swiglu_from(float *y, const float *g, const float *u,
+			    int64_t i, int64_t n)
 {
 	int64_t nv = n - n % OPS_LANES;
-	int64_t i = 0;
 
 	/* ggml_v_silu on whole vectors: x / (1 + v_expf(0 - x)) */
 	for (; i < nv; i++)
@@ -280,7 +318,24 @@ void ops_swiglu(float *y, const float *g, const float *u, int64_t n)
 		y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-void ops_softmax(float *x, int64_t n)
+void ops_swiglu_scalar(float *y, const float *g, const float *u, int64_t n)
+{
+	ops_swiglu_from(y, g, u, 0, n);
+}
+
+/* the whole vectors in 16 lanes where the CPU has them, the same bits */
+void ops_swiglu(float *y, const float *g, const float *u, int64_t n)
+{
+	int64_t nv = 0;
+
+	if (cpu_elem_usable()) {
+		nv = n - n % OPS_LANES;
+		cpu_swiglu_avx512(y, g, u, nv);
+	}
+	ops_swiglu_from(y, g, u, nv, n);
+}
+
+static void ops_softmax_with(float *x, int64_t n, bool simd)
 {
 	float max = -INFINITY;
 	double sum = 0.0;
@@ -293,8 +348,11 @@ void ops_softmax(float *x, int64_t n)
 	for (i = 0; i + OPS_LANES - 1 < n; i += OPS_LANES) {
 		int l;
 
-		for (l = 0; l < OPS_LANES; l++)
-			x[i + l] = ops_v_expf(x[i + l] - max);
+		if (simd)
+			cpu_expf_sub_avx512(x + i, max, OPS_LANES);
+		else
+			for (l = 0; l < OPS_LANES; l++)
+				x[i + l] = ops_v_expf(x[i + l] - max);
 		sum += (double)dot_hsum16(x + i);
 	}
 	for (; i < n; i++) {
@@ -306,4 +364,14 @@ void ops_softmax(float *x, int64_t n)
 	scale = (float)(1.0 / sum);
 	for (i = 0; i < n; i++)
 		x[i] *= scale;
+}
+
+void ops_softmax_scalar(float *x, int64_t n)
+{
+	ops_softmax_with(x, n, false);
+}
+
+void ops_softmax(float *x, int64_t n)
+{
+	ops_softmax_with(x, n, cpu_elem_usable());
 }

@@ -52,4 +52,17 @@ void ops_swiglu(float *y, const float *g, const float *u, int64_t n);
 /* In-place softmax of n floats: ggml_compute_forward_soft_max_f32. */
 void ops_softmax(float *x, int64_t n);
 
+/*
+ * The scalar code the four above run where the CPU lacks AVX-512 (they
+ * run engine/cpu's 16-lane versions otherwise, which give the same bits):
+ * for the tests that hold the two to each other.
+ */
+void ops_rms_norm_scalar(float *y, const float *x, const float *w, int64_t n,
+			 float eps);
+void ops_rope_scalar(float *x, uint32_t n_head, uint32_t head_dim,
+		     uint32_t n_rot, enum engine_rope_mode mode,
+		     const float *cache);
+void ops_swiglu_scalar(float *y, const float *g, const float *u, int64_t n);
+void ops_softmax_scalar(float *x, int64_t n);
+
 #endif

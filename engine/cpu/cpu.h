@@ -84,4 +84,24 @@ void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w, size_t row_bytes,
 				   int nr, const void *const *a,
 				   const uint8_t *qs, int nt, float *out);
 
+/*
+ * The element-wise steps (engine/cpu/elem_avx512.c), each bit for bit the
+ * scalar code named, lane by lane. cpu_elem_usable(): cpu_avx512_usable(),
+ * asked once.
+ */
+bool cpu_elem_usable(void);
+/* ops_swiglu's whole vectors: nv a multiple of 16 */
+void cpu_swiglu_avx512(float *y, const float *g, const float *u, int64_t nv);
+/* x[i] = ggml_v_expf(x[i] - max) for nv (a multiple of 16) floats */
+void cpu_expf_sub_avx512(float *x, float max, int64_t nv);
+/* y = x * s, then y * w when w is given: ops_rms_norm's scaling */
+void cpu_scale_avx512(float *y, const float *x, float s, const float *w,
+		      int64_t n);
+/* ops_rope on one head of n_rot rotated floats (NEOX or NORM pairs) */
+void cpu_rope_avx512(float *r, uint32_t n_rot, bool neox, const float *cache);
+/* quant_q8_K_from_float, quant_q8_0_from_float, quant_f16_from_float */
+void cpu_q8_K_from_float_avx512(const float *x, void *y, int64_t nb);
+void cpu_q8_0_from_float_avx512(const float *x, void *y, int64_t nb);
+void cpu_f16_from_float_avx512(const float *x, uint16_t *y, int64_t n);
+
 #endif

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../cpu/cpu.h"
 #include "quant_internal.h"
 
 /* ---- half and bfloat16 -------------------------------------------------- */
@@ -97,12 +98,21 @@ void quant_f16_to_float(const void *vx, float *y, int64_t n)
 		y[i] = quant_h2f(x[i]);
 }
 
-void quant_f16_from_float(const float *x, void *vy, int64_t n)
+void quant_f16_from_float_scalar(const float *x, void *vy, int64_t n)
 {
 	uint16_t *y = vy;
 
 	for (int64_t i = 0; i < n; i++)
 		y[i] = quant_fp32_to_fp16(x[i]);
+}
+
+/* vcvtps2ph where the CPU has AVX-512: the same bits */
+void quant_f16_from_float(const float *x, void *vy, int64_t n)
+{
+	if (cpu_elem_usable())
+		cpu_f16_from_float_avx512(x, vy, n);
+	else
+		quant_f16_from_float_scalar(x, vy, n);
 }
 
 void quant_bf16_to_float(const void *vx, float *y, int64_t n)
