@@ -35,7 +35,7 @@
 #include "kv.h"
 
 /* Token rows of one pass; longer batches are split (bounded memory). */
-#define FORWARD_CHUNK 64
+#define FORWARD_CHUNK 128
 
 /* One token of the pass. */
 struct forward_row {
