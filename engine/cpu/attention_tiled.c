@@ -12,10 +12,10 @@
  * maxima, one batch of expf over all the block's weights (and the
  * correction factors of the old sums), the V sums (2 rows x 8 vectors of
  * head_dim_v in 16 accumulators). Rows whose position lies before the
- * block skip its V sum. A tile holds up to 128 rows (a 64-row pass of a
- * model with two query heads per KV head: one tile per KV head), so
- * that each block's K and V are read from the cache and converted once
- * for all of them; the scores go 64 rows at a time.
+ * block skip its V sum. A tile holds up to 128 rows (64 queries of a
+ * model with two query heads per KV head), so that each block's K and V
+ * are read from the cache and converted once for all of them; the
+ * scores go 64 rows at a time.
  */
 #include <math.h>
 #include <string.h>
