@@ -306,8 +306,8 @@ static float ops_v_expf(float x)
 	return ldexpf(j, (int)n);
 }
 
-static void ops_swiglu_from(float *y, const float *g, const float *u,
-			    int64_t i, int64_t n)
+static void ops_swiglu_from(float *y, const float *g, const float *u, int64_t i,
+			    int64_t n)
 {
 	int64_t nv = n - n % OPS_LANES;
 

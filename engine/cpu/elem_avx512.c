@@ -71,8 +71,8 @@ CPU_TARGET static __m512 cpu_v_expf(__m512 x)
 	const __m512 b = _mm512_fnmadd_ps(
 		n, _mm512_set1_ps(0x1.7f7d1cp-20f),
 		_mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-	const __mmask16 d = _mm512_cmp_ps_mask(
-		_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+	const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n),
+					       _mm512_set1_ps(192), _CMP_GT_OQ);
 	const __m512 u = _mm512_mul_ps(b, b);
 	const __m512 j = _mm512_fmadd_ps(
 		_mm512_fmadd_ps(
