@@ -234,9 +234,13 @@ static int forward_norm(struct forward_pass *p, float *y, const float *x,
 	const struct engine_hparams *hp = &p->m->hp;
 	struct engine_backend *be = p->m->backend;
 	int ret;
-	struct forward_norm_job job = { be, y, x,
+	struct forward_norm_job job = { be,
+					y,
+					x,
 					(const float *)engine_tensor_data(w),
-					idx, hp->n_embd, hp->rms_norm_eps };
+					idx,
+					hp->n_embd,
+					hp->rms_norm_eps };
 
 	if ((ret = forward_wait(p, w)))
 		return ret;
@@ -310,8 +314,9 @@ static void forward_convert_row(void *arg, uint32_t j)
 {
 	const struct forward_convert_job *job = arg;
 
-	job->be->iface->convert(job->be, job->vdt, job->src + job->idx[j] * job->ld,
-				job->dst + job->idx[j] * job->dst_ld, job->width);
+	job->be->iface->convert(
+		job->be, job->vdt, job->src + job->idx[j] * job->ld,
+		job->dst + job->idx[j] * job->dst_ld, job->width);
 }
 
 static void forward_convert(struct forward_pass *p, uint32_t vdt,
@@ -319,7 +324,7 @@ static void forward_convert(struct forward_pass *p, uint32_t vdt,
 			    uint8_t *dst, const uint32_t *idx, uint32_t n)
 {
 	struct engine_backend *be = p->m->backend;
-	struct forward_convert_job job = { be,	 vdt, src,  ld,
+	struct forward_convert_job job = { be,	  vdt, src,	      ld,
 					   width, dst, p->s->act_row, idx };
 
 	be->iface->for_rows(be, forward_convert_row, &job, n);

@@ -351,8 +351,8 @@ static double batch_within(const char *stem, const char *what, const float *l,
 
 			for (j = 0; j < k; j++)
 				taken |= top[j] == i;
-			if (!taken && (top[k] == UINT32_MAX ||
-				       ref[i] > ref[top[k]]))
+			if (!taken &&
+			    (top[k] == UINT32_MAX || ref[i] > ref[top[k]]))
 				top[k] = i;
 		}
 	}
@@ -360,11 +360,13 @@ static double batch_within(const char *stem, const char *what, const float *l,
 		double rel;
 
 		i = top[k];
-		rel = fabs((double)l[i] - ref[i]) / fmax(1.0, fabs((double)ref[i]));
+		rel = fabs((double)l[i] - ref[i]) /
+		      fmax(1.0, fabs((double)ref[i]));
 
-		ck_assert_msg(rel <= rel_tol,
-			      "%s: %s: logit %u %.6g, one token %.6g (rel %.3g > %.3g)",
-			      stem, what, i, l[i], ref[i], rel, rel_tol);
+		ck_assert_msg(
+			rel <= rel_tol,
+			"%s: %s: logit %u %.6g, one token %.6g (rel %.3g > %.3g)",
+			stem, what, i, l[i], ref[i], rel, rel_tol);
 		worst = rel > worst ? rel : worst;
 	}
 	if (ref[top[0]] - ref[top[1]] >= margin)
