@@ -4,10 +4,12 @@
  * row of quant_traits() has them, against a scalar C model of the order
  * gemm.h fixes: per (row, token) each block's integer sum, exact, then
  * acc = fma((float)s, dw * da, acc) over the blocks. Bit for bit, for
- * random weights from the real quantizers and random activations, every
- * panel height 1..16, tile of tokens 1..17 and 512, one block and
- * several, a panel's rows written at an offset and nothing else of y
- * touched. Kernels that claim exact also equal dot_row(..., repacked).
+ * weights from the real quantizers and of raw random bytes (any quants,
+ * scales and mins a file may hold), random activations, every panel
+ * height 1..16, tile of tokens 1..17 and 512, one block to twelve (3072
+ * elements of a K-quant), a panel's rows written at an offset and
+ * nothing else of y touched. Kernels that claim exact also equal
+ * dot_row(..., repacked).
  *
  * Exits 77 on a CPU without AVX-512 F/BW/VL/VNNI.
  */
@@ -141,6 +143,39 @@ static uint8_t *gemm_rows(uint32_t type, int64_t n, int rows, unsigned *seed,
 	return out;
 }
 
+/*
+ * rows rows of n elements of type from raw random bytes, each block
+ * drawn again until it dequantizes to finite floats (a random half is
+ * an infinity or a NaN one time in 32)
+ */
+static uint8_t *gemm_rows_raw(uint32_t type, int64_t n, int rows,
+			      unsigned *seed)
+{
+	const struct quant_type_traits *t = quant_traits(type);
+	const int64_t nb = n / t->blck_size * rows;
+	uint8_t *out = malloc((size_t)nb * t->type_size);
+	float *x = malloc(sizeof(float) * t->blck_size);
+	int64_t b;
+	uint32_t i;
+
+	ck_assert_ptr_nonnull(out);
+	ck_assert_ptr_nonnull(x);
+	for (b = 0; b < nb; b++) {
+		uint8_t *blk = out + (size_t)b * t->type_size;
+		bool finite;
+
+		do {
+			for (i = 0; i < t->type_size; i++)
+				blk[i] = (uint8_t)rand_r(seed);
+			quant_to_float(type, blk, x, t->blck_size);
+			for (finite = true, i = 0; i < t->blck_size; i++)
+				finite = finite && isfinite(x[i]);
+		} while (!finite);
+	}
+	free(x);
+	return out;
+}
+
 static size_t gemm_row_bytes(uint32_t type, int64_t n)
 {
 	const struct quant_type_traits *t = quant_traits(type);
@@ -216,7 +251,7 @@ START_TEST(test_gemm_types)
 		const struct quant_type_traits *tr = quant_traits(type);
 		const struct cpu_gemm_kernels *k = tr->gemm_avx512;
 		const uint32_t at = tr->vec_dot_type;
-		const int64_t blocks[] = { 1, 3, 8 };
+		const int64_t blocks[] = { 1, 3, 8, 12, -12 }; /* < 0: raw */
 		size_t bi;
 
 		if (!k || !k->run)
@@ -226,9 +261,13 @@ START_TEST(test_gemm_types)
 			"%s has GEMM kernels but test_gemm no model of them",
 			tr->name);
 		for (bi = 0; bi < sizeof(blocks) / sizeof(blocks[0]); bi++) {
-			const int64_t n = blocks[bi] * tr->blck_size;
-			uint8_t *w = gemm_rows(type, n, CPU_GEMM_ROWS, &seed,
-					       true);
+			const bool raw = blocks[bi] < 0;
+			const int64_t n = (raw ? -blocks[bi] : blocks[bi]) *
+					  tr->blck_size;
+			uint8_t *w = raw ? gemm_rows_raw(type, n, CPU_GEMM_ROWS,
+							 &seed) :
+					   gemm_rows(type, n, CPU_GEMM_ROWS,
+						     &seed, true);
 			uint8_t *a = gemm_rows(at, n, GEMM_MAX_TOK, &seed,
 					       false);
 			uint8_t *packed = aligned_alloc(
