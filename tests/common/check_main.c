@@ -4,6 +4,8 @@
  */
 #include "check_main.h"
 
+#include <jansson.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,4 +98,21 @@ int main(void)
 	if (failed)
 		return EXIT_FAILURE;
 	return m->left_out ? m->left_out() : EXIT_SUCCESS;
+}
+
+void check_golden_thresholds(const char *stem, double *rel_tol, double *margin)
+{
+	char path[1200];
+	json_error_t jerr;
+	json_t *root, *entry;
+
+	check_shared_path(path, sizeof(path), "golden/thresholds.json");
+	root = json_load_file(path, 0, &jerr);
+	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
+	entry = json_object_get(root, stem);
+	ck_assert_msg(entry != NULL, "no thresholds for %s", stem);
+	*rel_tol = json_number_value(json_object_get(entry, "rel_tol"));
+	*margin = json_number_value(json_object_get(entry, "margin"));
+	ck_assert(*rel_tol > 0.0 && *margin > 0.0);
+	json_decref(root);
 }

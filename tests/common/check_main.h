@@ -66,4 +66,8 @@ int check_need_file(const char *path);
 /* check_need_file() of check_shared_model(stem). */
 int check_need_model(const char *stem);
 
+/* The model's rel_tol and margin from golden/thresholds.json (section 4 of
+ * ../shared/README.md); a missing file, model or value fails the test. */
+void check_golden_thresholds(const char *stem, double *rel_tol, double *margin);
+
 #endif

@@ -17,7 +17,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,24 +312,6 @@ START_TEST(test_batch_long_prompt_in_chunks)
 }
 END_TEST
 
-/* The model's rel_tol and margin (../shared/golden/thresholds.json). */
-static void batch_thresholds(const char *stem, double *rel_tol, double *margin)
-{
-	char path[1200];
-	json_error_t jerr;
-	json_t *root, *entry;
-
-	check_shared_path(path, sizeof(path), "golden/thresholds.json");
-	root = json_load_file(path, 0, &jerr);
-	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
-	entry = json_object_get(root, stem);
-	ck_assert_msg(entry != NULL, "no thresholds for %s", stem);
-	*rel_tol = json_number_value(json_object_get(entry, "rel_tol"));
-	*margin = json_number_value(json_object_get(entry, "margin"));
-	ck_assert(*rel_tol > 0.0 && *margin > 0.0);
-	json_decref(root);
-}
-
 /*
  * Logits l of a batch against ref, the one-token path's, by section 4's
  * rule: ref's five highest logits within rel_tol * max(1, |ref|), and
@@ -397,7 +378,7 @@ START_TEST(test_batch_fast_within_tolerance)
 	int32_t *tok = batch_tokens(m, 1, &n), next;
 	char what[64];
 
-	batch_thresholds(stem, &rel_tol, &margin);
+	check_golden_thresholds(stem, &rel_tol, &margin);
 	for (i = 0; i < BATCH_SEQS; i++) {
 		s[i] = batch_seq(m);
 		l[i] = batch_logits(m);

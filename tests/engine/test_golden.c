@@ -230,23 +230,6 @@ static char *golden_text(struct engine_model *m, const int32_t *prompt,
 	return text;
 }
 
-static void golden_thresholds(const char *stem, double *rel_tol, double *margin)
-{
-	char path[1200];
-	json_error_t jerr;
-	json_t *root, *entry;
-
-	check_shared_path(path, sizeof(path), "golden/thresholds.json");
-	root = json_load_file(path, 0, &jerr);
-	ck_assert_msg(root != NULL, "%s: %s", path, jerr.text);
-	entry = json_object_get(root, stem);
-	ck_assert_msg(entry != NULL, "no thresholds for %s", stem);
-	*rel_tol = json_number_value(json_object_get(entry, "rel_tol"));
-	*margin = json_number_value(json_object_get(entry, "margin"));
-	ck_assert(*rel_tol > 0.0 && *margin > 0.0);
-	json_decref(root);
-}
-
 START_TEST(test_golden_model)
 {
 	const char *stem = model_stems[_i];
@@ -266,7 +249,7 @@ START_TEST(test_golden_model)
 	double rel_tol, margin;
 	FILE *f;
 
-	golden_thresholds(stem, &rel_tol, &margin);
+	check_golden_thresholds(stem, &rel_tol, &margin);
 	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 		      path, err.msg);
