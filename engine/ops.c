@@ -58,7 +58,7 @@ void ops_rms_norm_scalar(float *y, const float *x, const float *w, int64_t n,
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
 		  float eps)
 {
-	if (cpu_elem_usable())
+	if (cpu_avx512_usable())
 		cpu_scale_avx512(y, x, ops_rms_scale(x, n, eps), w, n);
 	else
 		ops_rms_norm_scalar(y, x, w, n, eps);
@@ -276,7 +276,7 @@ void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
 {
 	uint32_t h;
 
-	if (!cpu_elem_usable()) {
+	if (!cpu_avx512_usable()) {
 		ops_rope_scalar(x, n_head, head_dim, n_rot, mode, cache);
 		return;
 	}
@@ -328,7 +328,7 @@ void ops_swiglu(float *y, const float *g, const float *u, int64_t n)
 {
 	int64_t nv = 0;
 
-	if (cpu_elem_usable()) {
+	if (cpu_avx512_usable()) {
 		nv = n - n % OPS_LANES;
 		cpu_swiglu_avx512(y, g, u, nv);
 	}
@@ -373,5 +373,5 @@ void ops_softmax_scalar(float *x, int64_t n)
 
 void ops_softmax(float *x, int64_t n)
 {
-	ops_softmax_with(x, n, cpu_elem_usable());
+	ops_softmax_with(x, n, cpu_avx512_usable());
 }

@@ -86,10 +86,8 @@ void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w, size_t row_bytes,
 
 /*
  * The element-wise steps (engine/cpu/elem_avx512.c), each bit for bit the
- * scalar code named, lane by lane. cpu_elem_usable(): cpu_avx512_usable(),
- * asked once.
+ * scalar code named, lane by lane; where cpu_avx512_usable().
  */
-bool cpu_elem_usable(void);
 /* ops_swiglu's whole vectors: nv a multiple of 16 */
 void cpu_swiglu_avx512(float *y, const float *g, const float *u, int64_t nv);
 /* x[i] = ggml_v_expf(x[i] - max) for nv (a multiple of 16) floats */

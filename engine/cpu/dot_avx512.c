@@ -13,6 +13,7 @@
  * the scalar code bit for bit.
  */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -90,13 +91,23 @@ float cpu_q2_K_repacked_avx512(int64_t n, const void *w, const void *a)
 	__attribute__(( \
 		target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
-bool cpu_avx512_usable(void)
+static bool cpu_avx512_ok;
+static pthread_once_t cpu_avx512_once = PTHREAD_ONCE_INIT;
+
+static void cpu_avx512_init(void)
 {
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx512f") &&
-	       __builtin_cpu_supports("avx512bw") &&
-	       __builtin_cpu_supports("avx512vl") &&
-	       __builtin_cpu_supports("avx512vnni");
+	cpu_avx512_ok = __builtin_cpu_supports("avx512f") &&
+			__builtin_cpu_supports("avx512bw") &&
+			__builtin_cpu_supports("avx512vl") &&
+			__builtin_cpu_supports("avx512vnni");
+}
+
+/* Asked once: the element-wise steps and the GEMM ask per call. */
+bool cpu_avx512_usable(void)
+{
+	pthread_once(&cpu_avx512_once, cpu_avx512_init);
+	return cpu_avx512_ok;
 }
 
 CPU_TARGET static float cpu_h2f(uint16_t h)

@@ -10,25 +10,10 @@
  * each to its scalar twin.
  */
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "cpu.h"
 #include "../quant/quant_internal.h"
-
-static bool cpu_elem_ok;
-static pthread_once_t cpu_elem_once = PTHREAD_ONCE_INIT;
-
-static void cpu_elem_init(void)
-{
-	cpu_elem_ok = cpu_avx512_usable();
-}
-
-bool cpu_elem_usable(void)
-{
-	pthread_once(&cpu_elem_once, cpu_elem_init);
-	return cpu_elem_ok;
-}
 
 #if !defined(__x86_64__)
 void cpu_swiglu_avx512(float *y, const float *g, const float *u, int64_t nv)

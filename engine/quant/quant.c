@@ -109,7 +109,7 @@ void quant_f16_from_float_scalar(const float *x, void *vy, int64_t n)
 /* vcvtps2ph where the CPU has AVX-512: the same bits */
 void quant_f16_from_float(const float *x, void *vy, int64_t n)
 {
-	if (cpu_elem_usable())
+	if (cpu_avx512_usable())
 		cpu_f16_from_float_avx512(x, vy, n);
 	else
 		quant_f16_from_float_scalar(x, vy, n);

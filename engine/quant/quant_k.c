@@ -247,7 +247,7 @@ void quant_q8_K_from_float_scalar(const float *x, void *vy, int64_t nb)
 /* engine/cpu's 16-lane version where the CPU has it: the same bits */
 void quant_q8_K_from_float(const float *x, void *y, int64_t nb)
 {
-	if (cpu_elem_usable())
+	if (cpu_avx512_usable())
 		cpu_q8_K_from_float_avx512(x, y, nb);
 	else
 		quant_q8_K_from_float_scalar(x, y, nb);

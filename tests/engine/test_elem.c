@@ -318,7 +318,7 @@ END_TEST
 
 static int elem_setup(void)
 {
-	if (!cpu_elem_usable()) {
+	if (!cpu_avx512_usable()) {
 		printf("test_elem: this CPU lacks AVX-512 F/BW/VL/VNNI, nothing to compare\n");
 		return CHECK_SKIP;
 	}
