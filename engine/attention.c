@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "cpu/cpu.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
 
@@ -463,17 +464,12 @@ static void att_scale_f32(float *y, float v, uint32_t n)
 
 /* ---- one head ---------------------------------------------------------- */
 
-static size_t att_align(size_t n)
-{
-	return (n + 63) & ~(size_t)63;
-}
-
 size_t att_scratch_bytes(const struct att_shape *sh)
 {
 	/* Q as F32 is the widest vec_dot row */
-	return att_align((size_t)sh->head_dim * 4 + 64) +
-	       att_align((size_t)sh->head_dim_v * 2) +
-	       2 * att_align((size_t)sh->head_dim_v * 4);
+	return cpu_align64((size_t)sh->head_dim * 4 + 64) +
+	       cpu_align64((size_t)sh->head_dim_v * 2) +
+	       2 * cpu_align64((size_t)sh->head_dim_v * 4);
 }
 
 void att_begin(struct att_state *st, const struct att_shape *sh, const float *q,
@@ -485,11 +481,11 @@ void att_begin(struct att_state *st, const struct att_shape *sh, const float *q,
 	st->M = -INFINITY;
 	st->S = 0.0f;
 	st->q = p;
-	p += att_align((size_t)sh->head_dim * 4 + 64);
+	p += cpu_align64((size_t)sh->head_dim * 4 + 64);
 	st->acc16 = (uint16_t *)p;
-	p += att_align((size_t)sh->head_dim_v * 2);
+	p += cpu_align64((size_t)sh->head_dim_v * 2);
 	st->acc32 = (float *)p;
-	p += att_align((size_t)sh->head_dim_v * 4);
+	p += cpu_align64((size_t)sh->head_dim_v * 4);
 	st->v32 = (float *)p;
 	if (sh->type_v == IO_TYPE_F16)
 		memset(st->acc16, 0, sh->head_dim_v * sizeof(*st->acc16));

@@ -22,24 +22,19 @@
 
 #include "../quant/quant.h"
 #include "attention_tiled.h"
+#include "cpu.h"
 
 #define ATT_TILE_DIM_MAX 256
-
-static size_t att_tile_align(size_t n)
-{
-	return (n + 63) & ~(size_t)63;
-}
 
 size_t att_tile_scratch_bytes(const struct att_shape *sh)
 {
 	const size_t r = ATT_TILE_ROWS;
 
-	return att_tile_align((size_t)sh->head_dim * r * 4) +
-	       att_tile_align(r * 4) * 3 +
-	       att_tile_align(r * sh->head_dim_v * 4) +
-	       att_tile_align((size_t)ATT_TILE_BLOCK * sh->head_dim * 4) +
-	       att_tile_align((size_t)ATT_TILE_BLOCK * sh->head_dim_v * 4) +
-	       att_tile_align((ATT_TILE_BLOCK + 1) * r * 4);
+	return cpu_align64((size_t)sh->head_dim * r * 4) +
+	       cpu_align64(r * 4) * 3 + cpu_align64(r * sh->head_dim_v * 4) +
+	       cpu_align64((size_t)ATT_TILE_BLOCK * sh->head_dim * 4) +
+	       cpu_align64((size_t)ATT_TILE_BLOCK * sh->head_dim_v * 4) +
+	       cpu_align64((ATT_TILE_BLOCK + 1) * r * 4);
 }
 
 #if defined(__x86_64__)
@@ -395,19 +390,19 @@ void att_tile_begin(struct att_tile *t, const struct att_shape *sh,
 	t->ld = (t->rows + 15) & ~15u;
 	t->pos_max = 0;
 	t->qt = (float *)p;
-	p += att_tile_align((size_t)dk * ATT_TILE_ROWS * 4);
+	p += cpu_align64((size_t)dk * ATT_TILE_ROWS * 4);
 	t->pos = (int32_t *)p;
-	p += att_tile_align(ATT_TILE_ROWS * 4);
+	p += cpu_align64(ATT_TILE_ROWS * 4);
 	t->m = (float *)p;
-	p += att_tile_align(ATT_TILE_ROWS * 4);
+	p += cpu_align64(ATT_TILE_ROWS * 4);
 	t->s = (float *)p;
-	p += att_tile_align(ATT_TILE_ROWS * 4);
+	p += cpu_align64(ATT_TILE_ROWS * 4);
 	t->o = (float *)p;
-	p += att_tile_align((size_t)ATT_TILE_ROWS * dv * 4);
+	p += cpu_align64((size_t)ATT_TILE_ROWS * dv * 4);
 	t->kn = (float *)p;
-	p += att_tile_align((size_t)ATT_TILE_BLOCK * dk * 4);
+	p += cpu_align64((size_t)ATT_TILE_BLOCK * dk * 4);
 	t->vn = (float *)p;
-	p += att_tile_align((size_t)ATT_TILE_BLOCK * dv * 4);
+	p += cpu_align64((size_t)ATT_TILE_BLOCK * dv * 4);
 	t->p = (float *)p;
 
 	for (r = 0; r < t->ld; r++) {

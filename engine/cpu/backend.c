@@ -26,6 +26,7 @@
 #include "../ops.h"
 #include "../quant/quant.h"
 #include "attention_tiled.h"
+#include "cpu.h"
 #include "gemm_run.h"
 
 /* (row, head, position, dim) products worth splitting attention for */
@@ -327,17 +328,12 @@ struct cpu_att_work {
 	uint32_t n_units;
 };
 
-static size_t cpu_align(size_t n)
-{
-	return (n + 63) & ~(size_t)63;
-}
-
 static size_t cpu_att_tmp_bytes(const struct engine_hparams *hp)
 {
 	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
 				      hp->head_dim_v, hp->kq_scale };
 
-	return cpu_align(att_scratch_bytes(&sh));
+	return cpu_align64(att_scratch_bytes(&sh));
 }
 
 /* Carve the work memory at base (or only count it, base 0). */
@@ -352,19 +348,19 @@ static size_t cpu_att_layout(const struct engine_backend *be,
 
 	w->tmp_bytes = cpu_att_tmp_bytes(hp);
 	w->tmp = base + at;
-	at += cpu_align(threads * w->tmp_bytes);
-	w->tile_bytes = cpu_align(att_tile_scratch_bytes(&sh));
+	at += cpu_align64(threads * w->tmp_bytes);
+	w->tile_bytes = cpu_align64(att_tile_scratch_bytes(&sh));
 	w->tile = base + at;
-	at += cpu_align(threads * w->tile_bytes);
+	at += cpu_align64(threads * w->tile_bytes);
 	w->partials = (float *)(base + at);
-	at += cpu_align((size_t)cap * hp->n_head * threads *
-			(2 + hp->head_dim_v) * sizeof(float));
+	at += cpu_align64((size_t)cap * hp->n_head * threads *
+			  (2 + hp->head_dim_v) * sizeof(float));
 	w->off = (uint32_t *)(base + at);
-	at += cpu_align(((size_t)cap + 1) * sizeof(uint32_t));
+	at += cpu_align64(((size_t)cap + 1) * sizeof(uint32_t));
 	w->nc = (uint32_t *)(base + at);
-	at += cpu_align((size_t)cap * sizeof(uint32_t));
+	at += cpu_align64((size_t)cap * sizeof(uint32_t));
 	w->units = (struct cpu_att_unit *)(base + at);
-	at += cpu_align((size_t)cap * hp->n_head_kv * sizeof(*w->units));
+	at += cpu_align64((size_t)cap * hp->n_head_kv * sizeof(*w->units));
 	w->n_units = 0;
 	return at;
 }

@@ -15,6 +15,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * n rounded up to a whole number of 64-byte lines: the scratch, panels and
+ * work memory the kernels carve are cache-line (and zmm) aligned.
+ */
+static inline size_t cpu_align64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
 /* AVX-512 F, BW, VL and VNNI, as the reference's zen4 build uses them. */
 bool cpu_avx512_usable(void);
 

@@ -49,11 +49,6 @@ const struct cpu_gemm_kernels cpu_gemm_q8_0;
  */
 #define GEMM_PF_AHEAD 256
 
-static size_t gemm_align(size_t n)
-{
-	return (n + 63) & ~(size_t)63;
-}
-
 static size_t gemm_q8_0_panel_bytes(int64_t n)
 {
 	return (size_t)(n / QK8_0) * GEMM_Q8_0_BLOCK;
@@ -161,7 +156,7 @@ CPU_TARGET static void gemm_q8_0_panel(int64_t n, const void *w,
 
 static size_t gemm_q8_0_act_bytes(int64_t n)
 {
-	return gemm_align((size_t)n + (size_t)(n / QK8_0) * 8);
+	return cpu_align64((size_t)n + (size_t)(n / QK8_0) * 8);
 }
 
 static void gemm_q8_0_act_pack(int64_t n, const void *a, void *dst)

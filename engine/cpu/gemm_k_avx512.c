@@ -35,6 +35,7 @@
  */
 #include <string.h>
 
+#include "cpu.h"
 #include "gemm.h"
 
 #define GEMM_QK 256
@@ -59,11 +60,6 @@
 #define Q4K_ACT 272 /* qs[256], uint32 bsum pairs[4] */
 #define Q6K_ACT 320 /* qs[256], int32 -32 bsum[16] */
 
-static size_t gemm_round64(size_t bytes)
-{
-	return (bytes + 63) & ~(size_t)63;
-}
-
 static size_t q4k_panel_bytes(int64_t n)
 {
 	return (size_t)(n / GEMM_QK) * Q4K_UNITS * GEMM_UNIT;
@@ -76,12 +72,12 @@ static size_t q6k_panel_bytes(int64_t n)
 
 static size_t q4k_act_bytes(int64_t n)
 {
-	return gemm_round64((size_t)(n / GEMM_QK) * (Q4K_ACT + sizeof(float)));
+	return cpu_align64((size_t)(n / GEMM_QK) * (Q4K_ACT + sizeof(float)));
 }
 
 static size_t q6k_act_bytes(int64_t n)
 {
-	return gemm_round64((size_t)(n / GEMM_QK) * (Q6K_ACT + sizeof(float)));
+	return cpu_align64((size_t)(n / GEMM_QK) * (Q6K_ACT + sizeof(float)));
 }
 
 /* bsums[i] of a Q8_K block */

@@ -42,11 +42,6 @@ struct gemm_job {
 	size_t panel_size;
 };
 
-static size_t gemm_align(size_t n)
-{
-	return (n + 63) & ~(size_t)63;
-}
-
 bool cpu_gemm_able(const struct engine_tensor *w, uint32_t n_tok,
 		   bool batch_exact)
 {
@@ -125,7 +120,7 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 	if (!cpu_gemm_able(w, n_tok, batch_exact))
 		return -ENOTSUP;
 	ab = k->act_bytes(n); /* 64-aligned (gemm.h) */
-	job.panel_size = gemm_align(k->panel_bytes(n));
+	job.panel_size = cpu_align64(k->panel_bytes(n));
 	scratch = engine_pool_scratch(pool, ab * n_tok + job.panel_size * nth);
 	if (!scratch)
 		return -ENOMEM;
