@@ -35,6 +35,9 @@ struct cpu_gemm_kernels {
 	/*
 	 * Rows [0, nr) of w, row_bytes apart, in the type's plain block
 	 * layout, into panel (64-aligned, panel_bytes); rows nr.. read as 0.
+	 * It prefetches what it reads next and the next panel's rows (the
+	 * matrix is contiguous; a prefetch past its end does not fault), so
+	 * that a few-token batch still streams at memory speed.
 	 */
 	void (*panel)(int64_t n, const void *w, size_t row_bytes, int nr,
 		      void *panel);

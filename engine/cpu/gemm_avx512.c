@@ -115,6 +115,17 @@ gemm_q8_0_panel_block(const uint8_t *const *rows, int64_t i, uint8_t *dst)
 	_mm512_store_ps(dst + 8 * 64, _mm512_cvtph_ps(h));
 }
 
+/* The first GEMM_PF_AHEAD bytes of 16 rows from w into L2. */
+static void gemm_q8_0_prefetch_heads(const uint8_t *w, size_t row_bytes)
+{
+	size_t o, head = row_bytes < GEMM_PF_AHEAD ? row_bytes : GEMM_PF_AHEAD;
+	int r;
+
+	for (r = 0; r < CPU_GEMM_ROWS; r++, w += row_bytes)
+		for (o = 0; o < head; o += 64)
+			__builtin_prefetch(w + o, 0, 2);
+}
+
 CPU_TARGET static void gemm_q8_0_panel(int64_t n, const void *w,
 				       size_t row_bytes, int nr, void *panel)
 {
@@ -125,6 +136,12 @@ CPU_TARGET static void gemm_q8_0_panel(int64_t n, const void *w,
 
 	for (r = 0; r < CPU_GEMM_ROWS; r++)
 		rows[r] = r < nr ? (const uint8_t *)w + row_bytes * r : NULL;
+	/*
+	 * the heads of the next panel's rows, while this one is made and run
+	 * (each row's stream then keeps GEMM_PF_AHEAD ahead of itself)
+	 */
+	gemm_q8_0_prefetch_heads((const uint8_t *)w + row_bytes * CPU_GEMM_ROWS,
+				 row_bytes);
 	if (nr == CPU_GEMM_ROWS) {
 		for (i = 0; i < nb; i++) {
 			/* each row's stream, GEMM_PF_AHEAD bytes ahead */

@@ -10,13 +10,13 @@
  * A decode batch (a few tokens) spends little time on a panel, so the
  * rows must still stream at memory speed, 16 streams at once, which the
  * hardware prefetchers alone do not keep busy (and the page-cache mapping
- * has 4 KiB pages, which they do not cross). The kernel's panel function
- * prefetches each row a few lines ahead of itself; the driver asks for
- * the heads of the next panel's rows while this one is made and runs.
- * Measured (one thread, 4 tokens, Q8_0, rows from memory): no software
- * prefetch 5.1 GB/s of weights; the whole next panel at once 6.2 (a burst
- * of 272 prefetches stalls like loads); the rows' heads plus the
- * kernel's own 256 bytes ahead 12.5-13.8, the tile kernels' 10.1-10.5.
+ * has 4 KiB pages, which they do not cross). So each type's panel
+ * function asks for its rows ahead of itself and for the next panel's
+ * (gemm.h): the driver only walks the panels. Measured (one thread, 4
+ * tokens, Q8_0, rows from memory): no software prefetch 5.1 GB/s of
+ * weights; the whole next panel at once 6.2 (a burst of 272 prefetches
+ * stalls like loads); the next rows' heads plus each row's 256 bytes
+ * ahead 12.5-13.8, the tile kernels' 10.1-10.5.
  */
 #include <errno.h>
 
@@ -27,8 +27,6 @@
 
 /* elements x tokens of a matmul worth splitting over the pool (ops.c's) */
 #define GEMM_PARALLEL_MIN (1 << 16)
-/* bytes of each row of the next panel asked for ahead (see gemm_part) */
-#define GEMM_HEAD 256
 
 struct gemm_job {
 	const struct cpu_gemm_kernels *k;
@@ -53,22 +51,6 @@ bool cpu_gemm_able(const struct engine_tensor *w, uint32_t n_tok,
 	       (!batch_exact || (k->exact && w->repacked));
 }
 
-/*
- * Ask for the first GEMM_HEAD bytes of rows [r, r + nr) into L2: the
- * kernels' panel functions stream each row ahead of themselves, so what
- * a panel would wait for is its rows' heads.
- */
-static void gemm_prefetch(const struct gemm_job *j, int64_t r, int nr)
-{
-	const uint8_t *p = j->base + (size_t)r * j->row_bytes;
-	size_t o, head = j->row_bytes < GEMM_HEAD ? j->row_bytes : GEMM_HEAD;
-	int q;
-
-	for (q = 0; q < nr; q++, p += j->row_bytes)
-		for (o = 0; o < head; o += 64)
-			__builtin_prefetch(p + o, 0, 2);
-}
-
 /* Rows of panel p (the last may be short). */
 static int gemm_panel_rows(const struct gemm_job *j, int64_t p)
 {
@@ -90,9 +72,6 @@ static void gemm_part(void *arg, uint32_t ith, uint32_t nth)
 		const int64_t r = p * CPU_GEMM_ROWS;
 		const int nr = gemm_panel_rows(j, p);
 
-		if (p + 1 < p1)
-			gemm_prefetch(j, r + CPU_GEMM_ROWS,
-				      gemm_panel_rows(j, p + 1));
 		j->k->panel(j->n, j->base + (size_t)r * j->row_bytes,
 			    j->row_bytes, nr, panel);
 		j->k->run(j->n, panel, nr, j->acts, (int)j->n_tok, j->ys, r);
