@@ -106,9 +106,9 @@ void cpu_scale_avx512(float *y, const float *x, float s, const float *w,
 		      int64_t n);
 /* ops_rope on one head of n_rot rotated floats (NEOX or NORM pairs) */
 void cpu_rope_avx512(float *r, uint32_t n_rot, bool neox, const float *cache);
-/* quant_q8_K_from_float, quant_q8_0_from_float, quant_f16_from_float */
+/* the from_float_avx512 of Q8_K, Q8_0 and F16 (engine/quant/traits.c) */
 void cpu_q8_K_from_float_avx512(const float *x, void *y, int64_t nb);
 void cpu_q8_0_from_float_avx512(const float *x, void *y, int64_t nb);
-void cpu_f16_from_float_avx512(const float *x, uint16_t *y, int64_t n);
+void cpu_f16_from_float_avx512(const float *x, void *y, int64_t n);
 
 #endif

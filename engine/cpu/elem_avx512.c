@@ -35,7 +35,7 @@ void cpu_q8_K_from_float_avx512(const float *x, void *y, int64_t nb)
 void cpu_q8_0_from_float_avx512(const float *x, void *y, int64_t nb)
 {
 }
-void cpu_f16_from_float_avx512(const float *x, uint16_t *y, int64_t n)
+void cpu_f16_from_float_avx512(const float *x, void *y, int64_t n)
 {
 }
 #else
@@ -278,9 +278,9 @@ CPU_TARGET void cpu_q8_0_from_float_avx512(const float *x, void *vy, int64_t nb)
 }
 
 /* vcvtps2ph, nearest even: what quant_fp32_to_fp16 emulates */
-CPU_TARGET void cpu_f16_from_float_avx512(const float *x, uint16_t *y,
-					  int64_t n)
+CPU_TARGET void cpu_f16_from_float_avx512(const float *x, void *vy, int64_t n)
 {
+	uint16_t *y = vy;
 	int64_t i;
 
 	for (i = 0; i < n; i += 16) {

@@ -98,21 +98,12 @@ void quant_f16_to_float(const void *vx, float *y, int64_t n)
 		y[i] = quant_h2f(x[i]);
 }
 
-void quant_f16_from_float_scalar(const float *x, void *vy, int64_t n)
+void quant_f16_from_float(const float *x, void *vy, int64_t n)
 {
 	uint16_t *y = vy;
 
 	for (int64_t i = 0; i < n; i++)
 		y[i] = quant_fp32_to_fp16(x[i]);
-}
-
-/* vcvtps2ph where the CPU has AVX-512: the same bits */
-void quant_f16_from_float(const float *x, void *vy, int64_t n)
-{
-	if (cpu_avx512_usable())
-		cpu_f16_from_float_avx512(x, vy, n);
-	else
-		quant_f16_from_float_scalar(x, vy, n);
 }
 
 void quant_bf16_to_float(const void *vx, float *y, int64_t n)
@@ -149,9 +140,13 @@ uint32_t quant_vec_dot_type(uint32_t type)
 void quant_from_float(uint32_t type, const float *x, void *y, int64_t n)
 {
 	const struct quant_type_traits *t = quant_traits(type);
+	quant_from_float_fn f = t->from_float;
 
-	if (t->from_float)
-		t->from_float(x, y, n / t->blck_size);
+	/* the same bits in 16 lanes, where the type and the CPU have them */
+	if (t->from_float_avx512 && cpu_avx512_usable())
+		f = t->from_float_avx512;
+	if (f)
+		f(x, y, n / t->blck_size);
 }
 
 void quant_from_float_ref(uint32_t type, const float *x, void *y, int64_t n)

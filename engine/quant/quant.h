@@ -58,6 +58,8 @@ struct quant_type_traits {
 	quant_to_float_fn to_float;
 	/* activations round as ggml's x86 CPU backend, weights as _ref */
 	quant_from_float_fn from_float;
+	/* from_float's bits in engine/cpu's AVX-512 code (quant_from_float) */
+	quant_from_float_fn from_float_avx512;
 	/* ggml's quantize_row_*_ref (llama-quantize without an imatrix) */
 	quant_from_float_fn from_float_ref;
 	/* ggml's scalar (_generic) order: the portable reference, for tests */

@@ -184,10 +184,6 @@ void quant_q5_0_from_float(const float *x, void *y, int64_t nb);
 void quant_q5_1_from_float(const float *x, void *y, int64_t nb);
 void quant_q8_0_from_float(const float *x, void *y, int64_t nb);
 void quant_q8_0_from_float_ref(const float *x, void *y, int64_t nb);
-/* the scalar code that quant_*_from_float runs without AVX-512 */
-void quant_q8_0_from_float_scalar(const float *x, void *y, int64_t nb);
-void quant_q8_K_from_float_scalar(const float *x, void *y, int64_t nb);
-void quant_f16_from_float_scalar(const float *x, void *y, int64_t n);
 void quant_q8_1_from_float(const float *x, void *y, int64_t nb);
 void quant_q8_1_from_float_ref(const float *x, void *y, int64_t nb);
 float quant_q4_0_dot_ref(int64_t nb, const void *w, const void *a);

@@ -15,7 +15,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "../cpu/cpu.h"
 #include "quant_internal.h"
 
 /*
@@ -207,7 +206,7 @@ void quant_q8_K_to_float(const void *vx, float *y, int64_t nb)
 
 /* ---- Q8_K activations (quantize_row_q8_K_ref) ------------------------------ */
 
-void quant_q8_K_from_float_scalar(const float *x, void *vy, int64_t nb)
+void quant_q8_K_from_float(const float *x, void *vy, int64_t nb)
 {
 	struct block_q8_K *y = vy;
 
@@ -242,13 +241,4 @@ void quant_q8_K_from_float_scalar(const float *x, void *vy, int64_t nb)
 		}
 		y[i].d = 1 / iscale;
 	}
-}
-
-/* engine/cpu's 16-lane version where the CPU has it: the same bits */
-void quant_q8_K_from_float(const float *x, void *y, int64_t nb)
-{
-	if (cpu_avx512_usable())
-		cpu_q8_K_from_float_avx512(x, y, nb);
-	else
-		quant_q8_K_from_float_scalar(x, y, nb);
 }

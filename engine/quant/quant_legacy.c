@@ -17,7 +17,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "../cpu/cpu.h"
 #include "quant_internal.h"
 
 /* ---- to float ------------------------------------------------------------ */
@@ -316,7 +315,7 @@ static int quant_q8_block_x86(const float *x, int8_t *qs, float *d)
 	return sum;
 }
 
-void quant_q8_0_from_float_scalar(const float *x, void *vy, int64_t nb)
+void quant_q8_0_from_float(const float *x, void *vy, int64_t nb)
 {
 	struct block_q8_0 *y = vy;
 	float d;
@@ -325,15 +324,6 @@ void quant_q8_0_from_float_scalar(const float *x, void *vy, int64_t nb)
 		quant_q8_block_x86(x, y[i].qs, &d);
 		y[i].d = quant_fp32_to_fp16(d);
 	}
-}
-
-/* engine/cpu's 16-lane version where the CPU has it: the same bits */
-void quant_q8_0_from_float(const float *x, void *y, int64_t nb)
-{
-	if (cpu_avx512_usable())
-		cpu_q8_0_from_float_avx512(x, y, nb);
-	else
-		quant_q8_0_from_float_scalar(x, y, nb);
 }
 
 void quant_q8_1_from_float(const float *x, void *vy, int64_t nb)

@@ -49,6 +49,7 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_F16,
 		.to_float = quant_f16_to_float,
 		.from_float = quant_f16_from_float,
+		.from_float_avx512 = cpu_f16_from_float_avx512,
 		.from_float_ref = quant_f16_from_float,
 		.vec_dot_ref = quant_f16_dot_ref,
 		.vec_dot = dot_f16_c,
@@ -116,6 +117,7 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_0,
 		.to_float = quant_q8_0_to_float,
 		.from_float = quant_q8_0_from_float,
+		.from_float_avx512 = cpu_q8_0_from_float_avx512,
 		.from_float_ref = quant_q8_0_from_float_ref,
 		.vec_dot_ref = quant_q8_0_dot_ref,
 		.vec_dot = quant_q8_0_dot_x86,
@@ -199,6 +201,7 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.type_size = sizeof(struct block_q8_K),
 		.to_float = quant_q8_K_to_float,
 		.from_float = quant_q8_K_from_float,
+		.from_float_avx512 = cpu_q8_K_from_float_avx512,
 		.from_float_ref = quant_q8_K_from_float,
 	},
 };

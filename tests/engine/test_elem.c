@@ -2,8 +2,8 @@
 /*
  * engine/cpu/elem_avx512.c against the scalar code it replaces, bit for
  * bit: ops_swiglu, ops_softmax, ops_rms_norm and ops_rope against their
- * _scalar twins, and the activation quantizers (Q8_K, Q8_0, F16) against
- * quant_*_from_float_scalar. Inputs: every 16-bit top half of a float
+ * _scalar twins, and the activation quantizers (Q8_K, Q8_0, F16) through
+ * quant_from_float against the traits table's scalar from_float. Inputs: every 16-bit top half of a float
  * (so every exponent: zeros, -0.0, subnormals, infinities, the |n| > 192
  * lanes of v_expf), random rows of several magnitudes and odd lengths,
  * and blocks built to tie for the largest |x| or to round at .5.
@@ -262,7 +262,7 @@ START_TEST(test_elem_q8_K)
 			elem_q8_K_block(x + i * QK_K, rep + i);
 		memset(y0, 0x55, sizeof(y0));
 		memset(y1, 0xaa, sizeof(y1));
-		quant_q8_K_from_float_scalar(x, y0, NB);
+		quant_traits(IO_TYPE_Q8_K)->from_float(x, y0, NB);
 		quant_from_float(IO_TYPE_Q8_K, x, y1, NB * QK_K);
 		elem_check_bits(y0, y1, sizeof(y0), "q8_K", rep);
 	}
@@ -280,7 +280,7 @@ START_TEST(test_elem_q8_0)
 			elem_q8_K_block(x + i, rep + i / QK_K);
 		memset(y0, 0x55, sizeof(y0));
 		memset(y1, 0xaa, sizeof(y1));
-		quant_q8_0_from_float_scalar(x, y0, NB);
+		quant_traits(IO_TYPE_Q8_0)->from_float(x, y0, NB);
 		quant_from_float(IO_TYPE_Q8_0, x, y1, NB * QK8_0);
 		elem_check_bits(y0, y1, sizeof(y0), "q8_0", rep);
 	}
@@ -297,7 +297,7 @@ START_TEST(test_elem_f16)
 	/* every top half, NaNs included: vcvtps2ph keeps their payload top */
 	for (uint32_t top = 0; top < 65536; top++)
 		x[n++] = elem_bits(top << 16 | ((top * 0x9e37u) & 0xffff));
-	quant_f16_from_float_scalar(x, y0, n);
+	quant_traits(IO_TYPE_F16)->from_float(x, y0, n);
 	quant_from_float(IO_TYPE_F16, x, y1, n);
 	elem_check_bits(y0, y1, (size_t)n * sizeof(uint16_t), "f16 sweep", n);
 	for (len = 1; len < 300; len += 1 + len / 5) {
@@ -305,7 +305,7 @@ START_TEST(test_elem_f16)
 			x[i] = elem_randf(-30, 20);
 		/* the word past the end must stay */
 		y0[len] = y1[len] = 0x1234;
-		quant_f16_from_float_scalar(x, y0, len);
+		quant_traits(IO_TYPE_F16)->from_float(x, y0, len);
 		quant_from_float(IO_TYPE_F16, x, y1, len);
 		elem_check_bits(y0, y1, (size_t)(len + 1) * sizeof(uint16_t),
 				"f16", len);
