@@ -52,9 +52,12 @@ struct cpu_gemm_kernels {
 	 * y[t][row0 + r] = row r of the panel . token t for r < nr, t < nt:
 	 * acts holds nt tokens act_bytes(n) apart, as act_pack made them.
 	 * Any nt >= 1; the kernel takes the tokens a register tile at a time.
+	 * While it computes, it prefetches the ahead_bytes at ahead (the
+	 * panel after next: cpu_gemm_prefetch_part), or nothing for 0.
 	 */
 	void (*run)(int64_t n, const void *panel, int nr, const void *acts,
-		    int nt, float *const *y, int64_t row0);
+		    int nt, float *const *y, int64_t row0, const void *ahead,
+		    size_t ahead_bytes);
 	/*
 	 * true: run gives the bits of the one-token path of a repacked
 	 * tensor (engine_tensor.repacked; see above)
@@ -66,6 +69,42 @@ struct cpu_gemm_kernels {
 	 */
 	uint32_t min_tokens;
 };
+
+/*
+ * A run's prefetch of the panel after next, spread over its steps: a
+ * panel's run touches no weight memory, so without it the memory sits
+ * idle while the core computes, and a decode batch costs the panel's read
+ * plus its run instead of the larger of the two (gemm_run.c has the
+ * figures). cpu_gemm_ahead_part gives the whole lines one step asks for.
+ */
+struct cpu_gemm_ahead {
+	const char *p;
+	size_t bytes, per_step;
+};
+
+static inline struct cpu_gemm_ahead cpu_gemm_ahead(const void *p, size_t bytes,
+						   int64_t steps)
+{
+	struct cpu_gemm_ahead a = { p, bytes, 0 };
+
+	if (steps > 0)
+		a.per_step = ((bytes + (size_t)steps - 1) / (size_t)steps +
+			      63) &
+			     ~(size_t)63;
+	return a;
+}
+
+/* Step `step`'s part of a into L2. */
+static inline void cpu_gemm_ahead_step(const struct cpu_gemm_ahead *a,
+				       int64_t step)
+{
+	size_t o = a->per_step * (size_t)step;
+	const size_t end = o + a->per_step < a->bytes ? o + a->per_step :
+							a->bytes;
+
+	for (; o < end; o += 64)
+		__builtin_prefetch(a->p + o, 0, 2);
+}
 
 extern const struct cpu_gemm_kernels cpu_gemm_q8_0; /* gemm_avx512.c */
 extern const struct cpu_gemm_kernels cpu_gemm_q4_K; /* gemm_k_avx512.c */

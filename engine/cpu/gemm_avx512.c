@@ -201,10 +201,10 @@ static void gemm_q8_0_act_pack(int64_t n, const void *a, void *dst)
  * T tokens (a compile-time count: the accumulators stay in registers)
  * against the panel: out[t] = the 16 rows' dots with token t.
  */
-CPU_TARGET static CPU_INLINE void gemm_q8_0_tile(const int T, int64_t nb,
-						 const uint8_t *panel,
-						 const uint8_t *acts, size_t ab,
-						 __m512 *out)
+CPU_TARGET static CPU_INLINE void
+gemm_q8_0_tile(const int T, int64_t nb, const uint8_t *panel,
+	       const uint8_t *acts, size_t ab, __m512 *out,
+	       const struct cpu_gemm_ahead *ahead)
 {
 	const int64_t n = nb * QK8_0;
 	__m512 acc[GEMM_Q8_0_TOKENS];
@@ -219,6 +219,7 @@ CPU_TARGET static CPU_INLINE void gemm_q8_0_tile(const int T, int64_t nb,
 		__m512i wq[8];
 		const __m512 dw = _mm512_load_ps(p + 8 * 64);
 
+		cpu_gemm_ahead_step(ahead, i);
 #pragma GCC unroll 8
 		for (j = 0; j < 8; j++)
 			wq[j] = _mm512_load_si512(p + 64 * j);
@@ -246,27 +247,31 @@ CPU_TARGET static CPU_INLINE void gemm_q8_0_tile(const int T, int64_t nb,
 
 CPU_TARGET static void gemm_q8_0_run(int64_t n, const void *panel, int nr,
 				     const void *acts, int nt, float *const *y,
-				     int64_t row0)
+				     int64_t row0, const void *ahead,
+				     size_t ahead_bytes)
 {
 	const size_t ab = gemm_q8_0_act_bytes(n);
 	const __mmask16 m = (__mmask16)((1u << nr) - 1);
 	const int64_t nb = n / QK8_0;
+	/* spread over the first tile's blocks */
+	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, nb);
 	__m512 out[GEMM_Q8_0_TOKENS];
 	int t, k, c;
 
-	for (t = 0; t < nt; t += c) {
+	for (t = 0; t < nt; t += c, pf.bytes = 0) {
 		const uint8_t *a = (const uint8_t *)acts + ab * t;
+		const struct cpu_gemm_ahead *f = &pf;
 
 		c = nt - t < GEMM_Q8_0_TOKENS ? nt - t : GEMM_Q8_0_TOKENS;
 		switch (c) {
-		case 8: gemm_q8_0_tile(8, nb, panel, a, ab, out); break;
-		case 7: gemm_q8_0_tile(7, nb, panel, a, ab, out); break;
-		case 6: gemm_q8_0_tile(6, nb, panel, a, ab, out); break;
-		case 5: gemm_q8_0_tile(5, nb, panel, a, ab, out); break;
-		case 4: gemm_q8_0_tile(4, nb, panel, a, ab, out); break;
-		case 3: gemm_q8_0_tile(3, nb, panel, a, ab, out); break;
-		case 2: gemm_q8_0_tile(2, nb, panel, a, ab, out); break;
-		default: gemm_q8_0_tile(1, nb, panel, a, ab, out); break;
+		case 8: gemm_q8_0_tile(8, nb, panel, a, ab, out, f); break;
+		case 7: gemm_q8_0_tile(7, nb, panel, a, ab, out, f); break;
+		case 6: gemm_q8_0_tile(6, nb, panel, a, ab, out, f); break;
+		case 5: gemm_q8_0_tile(5, nb, panel, a, ab, out, f); break;
+		case 4: gemm_q8_0_tile(4, nb, panel, a, ab, out, f); break;
+		case 3: gemm_q8_0_tile(3, nb, panel, a, ab, out, f); break;
+		case 2: gemm_q8_0_tile(2, nb, panel, a, ab, out, f); break;
+		default: gemm_q8_0_tile(1, nb, panel, a, ab, out, f); break;
 		}
 		for (k = 0; k < c; k++)
 			_mm512_mask_storeu_ps(y[t + k] + row0, m, out[k]);

@@ -147,11 +147,13 @@ static void q6k_panel(int64_t n, const void *w, size_t row_bytes, int nr,
 {
 }
 static void q4k_run(int64_t n, const void *panel, int nr, const void *acts,
-		    int nt, float *const *y, int64_t row0)
+		    int nt, float *const *y, int64_t row0, const void *ahead,
+		    size_t ahead_bytes)
 {
 }
 static void q6k_run(int64_t n, const void *panel, int nr, const void *acts,
-		    int nt, float *const *y, int64_t row0)
+		    int nt, float *const *y, int64_t row0, const void *ahead,
+		    size_t ahead_bytes)
 {
 }
 #else
@@ -467,7 +469,8 @@ CPU_TARGET static GEMM_INLINE void gemm_store(__m512 v, float *y, int nr)
 CPU_TARGET static GEMM_INLINE void q4k_tile(const int T, int64_t nb,
 					    const __m512i *p, const uint8_t *a,
 					    size_t ab, float *const *y,
-					    int64_t row0, int nr)
+					    int64_t row0, int nr,
+					    const struct cpu_gemm_ahead *ahead)
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	const float *da[Q4K_TILE];
@@ -491,6 +494,8 @@ CPU_TARGET static GEMM_INLINE void q4k_tile(const int T, int64_t nb,
 			s[t] = _mm512_setzero_si512();
 		for (c = 0; c < 4; c++) {
 			__m512i lo[Q4K_TILE], hi[Q4K_TILE];
+
+			cpu_gemm_ahead_step(ahead, 4 * ib + c);
 
 			GEMM_UNROLL
 			for (t = 0; t < T; t++) {
@@ -554,19 +559,29 @@ CPU_TARGET static GEMM_INLINE void q4k_tile(const int T, int64_t nb,
 
 CPU_TARGET static void q4k_run(int64_t n, const void *panel, int nr,
 			       const void *acts, int nt, float *const *y,
-			       int64_t row0)
+			       int64_t row0, const void *ahead,
+			       size_t ahead_bytes)
 {
 	const size_t ab = q4k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
+	/* spread over the first tile's four steps a superblock */
+	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 4 * nb);
 	int t = 0;
 
-	for (; t + Q4K_TILE <= nt; t += Q4K_TILE)
-		q4k_tile(Q4K_TILE, nb, panel, a + ab * t, ab, y + t, row0, nr);
+	for (; t + Q4K_TILE <= nt; t += Q4K_TILE, pf.bytes = 0)
+		q4k_tile(Q4K_TILE, nb, panel, a + ab * t, ab, y + t, row0, nr,
+			 &pf);
 	switch (nt - t) {
-	case 3: q4k_tile(3, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
-	case 2: q4k_tile(2, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
-	case 1: q4k_tile(1, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
+	case 3:
+		q4k_tile(3, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
+	case 2:
+		q4k_tile(2, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
+	case 1:
+		q4k_tile(1, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
 	default: break;
 	}
 }
@@ -581,7 +596,8 @@ CPU_TARGET static void q4k_run(int64_t n, const void *panel, int nr,
 CPU_TARGET static GEMM_INLINE void q6k_tile(const int T, int64_t nb,
 					    const __m512i *p, const uint8_t *a,
 					    size_t ab, float *const *y,
-					    int64_t row0, int nr)
+					    int64_t row0, int nr,
+					    const struct cpu_gemm_ahead *ahead)
 {
 	const float *da[Q6K_TILE];
 	__m512 acc[Q6K_TILE];
@@ -603,6 +619,8 @@ CPU_TARGET static GEMM_INLINE void q6k_tile(const int T, int64_t nb,
 			s[t] = _mm512_setzero_si512();
 		for (g = 0; g < 16; g++) {
 			__m512i wq[4], sc = p[Q6K_SC + g];
+
+			cpu_gemm_ahead_step(ahead, 16 * ib + g);
 
 			GEMM_UNROLL
 			for (k = 0; k < 4; k++)
@@ -637,23 +655,41 @@ CPU_TARGET static GEMM_INLINE void q6k_tile(const int T, int64_t nb,
 
 CPU_TARGET static void q6k_run(int64_t n, const void *panel, int nr,
 			       const void *acts, int nt, float *const *y,
-			       int64_t row0)
+			       int64_t row0, const void *ahead,
+			       size_t ahead_bytes)
 {
 	const size_t ab = q6k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
+	/* spread over the first tile's 16 groups a superblock */
+	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 16 * nb);
 	int t = 0;
 
-	for (; t + Q6K_TILE <= nt; t += Q6K_TILE)
-		q6k_tile(Q6K_TILE, nb, panel, a + ab * t, ab, y + t, row0, nr);
+	for (; t + Q6K_TILE <= nt; t += Q6K_TILE, pf.bytes = 0)
+		q6k_tile(Q6K_TILE, nb, panel, a + ab * t, ab, y + t, row0, nr,
+			 &pf);
 	switch (nt - t) {
-	case 7: q6k_tile(7, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
-	case 6: q6k_tile(6, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
-	case 5: q6k_tile(5, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
-	case 4: q6k_tile(4, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
-	case 3: q6k_tile(3, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
-	case 2: q6k_tile(2, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
-	case 1: q6k_tile(1, nb, panel, a + ab * t, ab, y + t, row0, nr); break;
+	case 7:
+		q6k_tile(7, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
+	case 6:
+		q6k_tile(6, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
+	case 5:
+		q6k_tile(5, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
+	case 4:
+		q6k_tile(4, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
+	case 3:
+		q6k_tile(3, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
+	case 2:
+		q6k_tile(2, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
+	case 1:
+		q6k_tile(1, nb, panel, a + ab * t, ab, y + t, row0, nr, &pf);
+		break;
 	default: break;
 	}
 }

@@ -71,10 +71,22 @@ static void gemm_part(void *arg, uint32_t ith, uint32_t nth)
 	for (p = p0; p < p1; p++) {
 		const int64_t r = p * CPU_GEMM_ROWS;
 		const int nr = gemm_panel_rows(j, p);
+		/*
+		 * this part's panel after next, for run to prefetch (the
+		 * panel function asks for the next one itself)
+		 */
+		const uint8_t *ahead =
+			p + 2 < p1 ? j->base + (size_t)(r + 2 * CPU_GEMM_ROWS) *
+						       j->row_bytes :
+				     NULL;
 
 		j->k->panel(j->n, j->base + (size_t)r * j->row_bytes,
 			    j->row_bytes, nr, panel);
-		j->k->run(j->n, panel, nr, j->acts, (int)j->n_tok, j->ys, r);
+		j->k->run(j->n, panel, nr, j->acts, (int)j->n_tok, j->ys, r,
+			  ahead,
+			  ahead ? (size_t)gemm_panel_rows(j, p + 2) *
+					  j->row_bytes :
+				  0);
 	}
 }
 

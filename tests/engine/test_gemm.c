@@ -203,7 +203,8 @@ static void gemm_check(uint32_t type, const struct cpu_gemm_kernels *k,
 		for (r = 0; r < ny; r++)
 			y[t][r] = GEMM_SENTINEL;
 	k->panel(n, w, rb, nr, panel);
-	k->run(n, panel, nr, packed, nt, y, GEMM_ROW0);
+	/* its prefetch of what comes next (here its own rows) changes nothing */
+	k->run(n, panel, nr, packed, nt, y, GEMM_ROW0, w, rb * (size_t)nr);
 	for (t = 0; t < nt; t++) {
 		for (r = 0; r < ny; r++) {
 			const bool in = r >= GEMM_ROW0 && r < GEMM_ROW0 + nr;
