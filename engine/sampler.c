@@ -248,12 +248,43 @@ static void sampler_penalize(struct engine_sampler *s, float *logits,
 	}
 }
 
-static int32_t sampler_argmax(const float *logits, uint32_t n)
-{
-	uint32_t i, best = 0;
+#define SAMPLER_LANES 16
 
-	for (i = 1; i < n; i++)
-		if (logits[i] > logits[best])
+/*
+ * The first index of the largest logit, as the plain loop `if (x[i] >
+ * x[best]) best = i` finds it: a NaN is never larger, so the maximum is
+ * over the others, unless x[0] is NaN, which nothing beats. Written as 16
+ * independent lanes, each keeping its first maximum, then the lanes
+ * combined (the largest value, the smallest index on ties), so that the
+ * compiler makes the loop a vector one: greedy decoding takes this over
+ * the whole vocabulary (151,936 logits) for every token of every session,
+ * on the one thread the others wait for (the scalar loop was 3-4% of a
+ * 4-session decode through the mount).
+ */
+static int32_t sampler_argmax(const float *x, uint32_t n)
+{
+	float lane[SAMPLER_LANES];
+	uint32_t at[SAMPLER_LANES], i, k, best = 0;
+	const uint32_t end = n - n % SAMPLER_LANES;
+
+	if (n == 0 || isnan(x[0]))
+		return 0;
+	for (k = 0; k < SAMPLER_LANES; k++) {
+		lane[k] = x[0];
+		at[k] = 0;
+	}
+	for (i = 0; i < end; i += SAMPLER_LANES)
+		for (k = 0; k < SAMPLER_LANES; k++) {
+			const bool more = x[i + k] > lane[k];
+
+			lane[k] = more ? x[i + k] : lane[k];
+			at[k] = more ? i + k : at[k];
+		}
+	for (k = 0; k < SAMPLER_LANES; k++)
+		if (lane[k] > x[best] || (lane[k] == x[best] && at[k] < best))
+			best = at[k];
+	for (i = end; i < n; i++)
+		if (x[i] > x[best])
 			best = i;
 	return (int32_t)best;
 }

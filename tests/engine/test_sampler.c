@@ -101,6 +101,59 @@ START_TEST(test_sampler_greedy_lowest_id_on_ties)
 }
 END_TEST
 
+/*
+ * Greedy over vocabularies of real size, in lengths that are and are not
+ * whole vectors: the first index of the largest logit, as the plain loop
+ * finds it, with ties, signed zeros, infinities and NaNs (which never
+ * win, unless logit 0 is one) where the vector lanes meet.
+ */
+START_TEST(test_sampler_greedy_matches_plain_loop)
+{
+	static const uint32_t sizes[] = { 1, 15, 16, 17, 100, 1003, 151936 };
+	const float special[] = { NAN, 0.0f, -0.0f, INFINITY, -INFINITY, 3.0f };
+	uint64_t x = 99;
+	float *logits = malloc(151936 * sizeof(*logits)), *copy;
+	size_t z;
+	int round;
+
+	copy = malloc(151936 * sizeof(*copy));
+	ck_assert_ptr_nonnull(logits);
+	ck_assert_ptr_nonnull(copy);
+	for (z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		struct engine_sampling p = sampling_plain(0.0f, 1);
+		struct engine_sampler *s = sampler_make(&p, sizes[z]);
+		const uint32_t n = sizes[z];
+
+		for (round = 0; round < 40; round++) {
+			uint32_t i, want = 0;
+			int32_t got;
+
+			for (i = 0; i < n; i++) {
+				x = x * 6364136223846793005ull +
+				    1442695040888963407ull;
+				logits[i] = (x >> 60) < 6 ?
+						    special[(x >> 60)] :
+						    (float)((x >> 33) % 4) -
+							    1.0f;
+			}
+			if (round % 4 == 0)
+				logits[0] = 1.0f; /* round 1, 2, 3: maybe NaN */
+			for (i = 1; i < n; i++)
+				if (logits[i] > logits[want])
+					want = i;
+			memcpy(copy, logits, n * sizeof(*copy));
+			got = engine_sampler_sample(s, copy, NULL, 0);
+			if (got != (int32_t)want)
+				ck_abort_msg("n %u round %d: %d, want %u", n,
+					     round, got, want);
+		}
+		engine_sampler_free(s);
+	}
+	free(copy);
+	free(logits);
+}
+END_TEST
+
 START_TEST(test_sampler_tiny_temperature_is_greedy)
 {
 	/* logits / 1e-38 overflow to inf; the limit is the argmax */
@@ -441,6 +494,7 @@ static void sampler_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_sampler_defaults_are_llama_cpp);
 	tcase_add_test(tc, test_sampler_greedy_lowest_id_on_ties);
+	tcase_add_test(tc, test_sampler_greedy_matches_plain_loop);
 	tcase_add_test(tc, test_sampler_tiny_temperature_is_greedy);
 	tcase_add_test(tc, test_sampler_top_k_1_is_greedy);
 	tcase_add_test(tc, test_sampler_top_p_cuts);
