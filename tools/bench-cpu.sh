@@ -147,14 +147,23 @@ f=$models/qwen3-0.6b-shape-q4_k_m.gguf
 bench_mount q4km --threads "$T" --name q4km="$f"
 NTOK=64
 printf 'temperature=0\nmax_tokens=%d\n' "$NTOK" > "$mnt/q4km/config"
-# one reader: prompt in, first byte and EOF times out
+# One reader: prompt in, first byte and EOF times out. It starts when the
+# round's lock is released (flock $3): the readers are processes of their
+# own, and on 2 busy cores starting one takes milliseconds, so without the
+# lock the later sessions joined tens of milliseconds after the first.
 reader() {
 	setsid bash -c '
+		touch "$3.$4"
+		flock -s "$3" true
 		printf "%s" "$2" > "$1/q4km/generate"
 		{ IFS= read -r -n 1 _; t0=$(date +%s.%N); cat >/dev/null
-		  echo "$t0 $(date +%s.%N)"; } < "$1/q4km/generate"' _ "$mnt" "$1"
+		  echo "$t0 $(date +%s.%N)"; } < "$1/q4km/generate"' _ \
+		"$mnt" "$1" "$work/go" "$2"
 }
 tokens_out() { grep '^tokens_out ' "$mnt/q4km/stats" | cut -d' ' -f2; }
+# an untimed generation first (llama-bench warms up too): the first one
+# after a load pays for page faults the others do not
+echo warm-up > "$mnt/q4km/generate" && cat "$mnt/q4km/generate" >/dev/null
 echo
 echo "through the mount (Q4_K_M, $NTOK tokens each, greedy, threads $T, $ROUNDS rounds, median):"
 one=
@@ -163,11 +172,23 @@ for n in $SESSIONS; do
 	for r in $(seq "$ROUNDS"); do
 		before=$(tokens_out)
 		readers=()
+		exec 9>"$work/go"
+		flock 9
 		for i in $(seq "$n"); do
-			reader "Story $i of round $r: once upon a time" >"$work/t.$i" &
+			reader "Story $i of round $r: once upon a time" "$i" 9>&- \
+				>"$work/t.$i" &
 			readers+=($!)
 		done
+		# every reader at the lock (a few ms after its mark; at most
+		# 10 s), then go
+		for w in $(seq 1000); do
+			[ "$(ls "$work" | grep -c '^go\.')" -ge "$n" ] && break
+			sleep 0.01
+		done
+		sleep 0.05
+		exec 9>&-
 		wait "${readers[@]}"
+		rm -f "$work"/go.*
 		sleep 0.2   # the stats line follows the last EOF
 		# tokens the engine made, less each reader's first one
 		got=$(( $(tokens_out) - before - n ))
