@@ -2,23 +2,27 @@
 /*
  * The driver of the rows-in-lanes GEMM (gemm_run.h). Every token is
  * packed once (act_pack) into the pool's scratch; the rows are split over
- * the threads in whole panels; each thread makes a panel of 16 rows in
- * its own scratch and runs it over all the tokens, so each weight byte is
- * read from memory and rearranged once per matmul and each panel
+ * the threads in whole panels (each thread a run of them, then what is
+ * left of the others': gemm_part); each thread makes a panel of 16 rows
+ * in its own scratch and runs it over all the tokens, so each weight byte
+ * is read from memory and rearranged once per matmul and each panel
  * register serves a tile of tokens.
  *
  * A decode batch (a few tokens) spends little time on a panel, so the
  * rows must still stream at memory speed, 16 streams at once, which the
- * hardware prefetchers alone do not keep busy (and the page-cache mapping
- * has 4 KiB pages, which they do not cross). So each type's panel
- * function asks for its rows ahead of itself and for the next panel's
- * (gemm.h): the driver only walks the panels. Measured (one thread, 4
- * tokens, Q8_0, rows from memory): no software prefetch 5.1 GB/s of
- * weights; the whole next panel at once 6.2 (a burst of 272 prefetches
- * stalls like loads); the next rows' heads plus each row's 256 bytes
- * ahead 12.5-13.8, the tile kernels' 10.1-10.5.
+ * hardware prefetchers alone do not keep busy (and the weights are 4 KiB
+ * pages until khugepaged merges them, which they do not cross). So each
+ * type's panel function asks for its rows ahead of itself and for the
+ * next panel's, and its run for the panel after next (gemm.h): the driver
+ * only walks the panels. Measured (one thread, 4 tokens, Q8_0, rows from
+ * memory): no software prefetch 5.1 GB/s of weights; the whole next
+ * panel at once 6.2 (a burst of 272 prefetches stalls like loads); the
+ * next rows' heads plus each row's 256 bytes ahead 12.5-13.8, the tile
+ * kernels' 10.1-10.5. The run's prefetch (cold 151,936 x 1024 matrix, 2
+ * threads, 4 tokens): Q6_K 7.4 -> 5.6 ms, Q4_K 4.1-5.0 -> 3.8 ms.
  */
 #include <errno.h>
+#include <stdatomic.h>
 
 #include "cpu.h"
 #include "gemm.h"
@@ -38,6 +42,7 @@ struct gemm_job {
 	const uint8_t *acts; /* n_tok packed tokens, act_bytes apart */
 	uint8_t *panels;     /* one panel per thread, panel_size apart */
 	size_t panel_size;
+	struct gemm_part_left *left; /* one per thread */
 };
 
 bool cpu_gemm_able(const struct engine_tensor *w, uint32_t n_tok,
@@ -59,35 +64,78 @@ static int gemm_panel_rows(const struct gemm_job *j, int64_t p)
 	return left < CPU_GEMM_ROWS ? (int)left : CPU_GEMM_ROWS;
 }
 
-/* Panels [p0, p1) of 16 rows, each made once and run over every token. */
+/*
+ * Thread ith's panels not yet taken, [front, back) in one word: the
+ * thread takes its own from the front, in order, and once they are done
+ * the others' from their backs. A static half each left one thread
+ * waiting for the other at the end of every matmul, for its memory stalls
+ * or a preemption (through the mount, by FUSE and the readers): the
+ * threads' waits were about 9% of a 4-sequence decode. One line each.
+ */
+struct gemm_part_left {
+	_Atomic uint64_t range;
+	char pad[64 - sizeof(uint64_t)];
+};
+
+static uint64_t gemm_range(uint32_t front, uint32_t back)
+{
+	return (uint64_t)back << 32 | front;
+}
+
+/* The next panel of l, from the front (owner) or the back; false: none. */
+static bool gemm_take(struct gemm_part_left *l, bool front, int64_t *panel)
+{
+	uint64_t v = atomic_load_explicit(&l->range, memory_order_relaxed), n;
+	uint32_t f, b;
+
+	do {
+		f = (uint32_t)v;
+		b = (uint32_t)(v >> 32);
+		if (f >= b)
+			return false;
+		n = front ? gemm_range(f + 1, b) : gemm_range(f, b - 1);
+	} while (!atomic_compare_exchange_weak_explicit(
+		&l->range, &v, n, memory_order_relaxed, memory_order_relaxed));
+	*panel = front ? f : b - 1;
+	return true;
+}
+
+/* Panel p of 16 rows, made and run over every token; next: its successor */
+static void gemm_panel_run(const struct gemm_job *j, uint8_t *panel, int64_t p,
+			   int64_t next)
+{
+	const int64_t r = p * CPU_GEMM_ROWS;
+	const int nr = gemm_panel_rows(j, p);
+	/*
+	 * the panel after next, for run to prefetch (the panel function
+	 * asks for the next one itself)
+	 */
+	const uint8_t *ahead = next >= 0 ?
+				       j->base + (size_t)next * CPU_GEMM_ROWS *
+							 j->row_bytes :
+				       NULL;
+
+	j->k->panel(j->n, j->base + (size_t)r * j->row_bytes, j->row_bytes, nr,
+		    panel);
+	j->k->run(j->n, panel, nr, j->acts, (int)j->n_tok, j->ys, r, ahead,
+		  ahead ? (size_t)gemm_panel_rows(j, next) * j->row_bytes : 0);
+}
+
+/* Thread ith's panels, then what is left of the others'. */
 static void gemm_part(void *arg, uint32_t ith, uint32_t nth)
 {
 	const struct gemm_job *j = arg;
 	const int64_t np = (j->rows + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
-	const int64_t p0 = np * ith / nth, p1 = np * (ith + 1) / nth;
+	const int64_t p1 = np * (ith + 1) / nth;
 	uint8_t *panel = j->panels + j->panel_size * ith;
 	int64_t p;
+	uint32_t k;
 
-	for (p = p0; p < p1; p++) {
-		const int64_t r = p * CPU_GEMM_ROWS;
-		const int nr = gemm_panel_rows(j, p);
-		/*
-		 * this part's panel after next, for run to prefetch (the
-		 * panel function asks for the next one itself)
-		 */
-		const uint8_t *ahead =
-			p + 2 < p1 ? j->base + (size_t)(r + 2 * CPU_GEMM_ROWS) *
-						       j->row_bytes :
-				     NULL;
-
-		j->k->panel(j->n, j->base + (size_t)r * j->row_bytes,
-			    j->row_bytes, nr, panel);
-		j->k->run(j->n, panel, nr, j->acts, (int)j->n_tok, j->ys, r,
-			  ahead,
-			  ahead ? (size_t)gemm_panel_rows(j, p + 2) *
-					  j->row_bytes :
-				  0);
-	}
+	while (gemm_take(&j->left[ith], true, &p))
+		gemm_panel_run(j, panel, p, p + 2 < p1 ? p + 2 : -1);
+	for (k = 1; k < nth; k++)
+		while (gemm_take(&j->left[(ith + k) % nth], false, &p))
+			gemm_panel_run(j, panel, p, -1);
 }
 
 int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
@@ -104,24 +152,33 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 				.n = n,
 				.rows = rows,
 				.n_tok = n_tok };
+	const int64_t np = (rows + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
 	size_t ab;
 	uint8_t *scratch;
-	uint32_t t;
+	uint32_t t, parts;
 
 	if (!cpu_gemm_able(w, n_tok, batch_exact))
 		return -ENOTSUP;
 	ab = k->act_bytes(n); /* 64-aligned (gemm.h) */
 	job.panel_size = cpu_align64(k->panel_bytes(n));
-	scratch = engine_pool_scratch(pool, ab * n_tok + job.panel_size * nth);
+	scratch = engine_pool_scratch(pool, ab * n_tok + job.panel_size * nth +
+						    sizeof(*job.left) * nth);
 	if (!scratch)
 		return -ENOMEM;
 	job.panels = scratch;
 	job.acts = scratch + job.panel_size * nth;
+	job.left = (struct gemm_part_left *)(scratch + job.panel_size * nth +
+					     ab * n_tok);
 	job.base = engine_tensor_data(w) + (uint64_t)e * rows * w->row_bytes;
+	parts = nth > 1 && n * rows * n_tok >= GEMM_PARALLEL_MIN ? nth : 1;
+	for (t = 0; t < parts; t++)
+		atomic_init(&job.left[t].range,
+			    gemm_range((uint32_t)(np * t / parts),
+				       (uint32_t)(np * (t + 1) / parts)));
 	for (t = 0; t < n_tok; t++)
 		k->act_pack(n, acts[t],
 			    scratch + job.panel_size * nth + ab * t);
-	if (nth > 1 && n * rows * n_tok >= GEMM_PARALLEL_MIN)
+	if (parts > 1)
 		engine_pool_run(pool, gemm_part, &job);
 	else
 		gemm_part(&job, 0, 1);
