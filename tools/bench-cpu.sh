@@ -164,12 +164,21 @@ tokens_out() { grep '^tokens_out ' "$mnt/q4km/stats" | cut -d' ' -f2; }
 # an untimed generation first (llama-bench warms up too): the first one
 # after a load pays for page faults the others do not
 echo warm-up > "$mnt/q4km/generate" && cat "$mnt/q4km/generate" >/dev/null
+# and a quiet daemon: after a load it hashes the model file for info's
+# sha256 line, which took a core from the first round (at most a minute)
+for w in $(seq 600); do
+	grep -q '^sha256 [0-9a-f]' "$mnt/q4km/info" && break
+	sleep 0.1
+done
 echo
 echo "through the mount (Q4_K_M, $NTOK tokens each, greedy, threads $T, $ROUNDS rounds, median):"
-one=
-for n in $SESSIONS; do
-	vals=()
-	for r in $(seq "$ROUNDS"); do
+# Rounds interleaved as above: round r runs every session count in turn,
+# so that a drift of the machine over the run (khugepaged turns the
+# weights into huge pages a little at a time; neighbours come and go)
+# weighs on every count alike.
+declare -A vals=()
+for r in $(seq "$ROUNDS"); do
+	for n in $SESSIONS; do
 		before=$(tokens_out)
 		readers=()
 		exec 9>"$work/go"
@@ -192,15 +201,19 @@ for n in $SESSIONS; do
 		sleep 0.2   # the stats line follows the last EOF
 		# tokens the engine made, less each reader's first one
 		got=$(( $(tokens_out) - before - n ))
-		vals+=("$(cat "$work"/t.* | awk -v g="$got" '
+		vals[$n]+="$(cat "$work"/t.* | awk -v g="$got" '
 			NR == 1 || $1 < a { a = $1 } $2 > b { b = $2 }
-			END { printf "%.2f", g / (b - a) }')")
+			END { printf "%.2f", g / (b - a) }') "
 		rm -f "$work"/t.*
 	done
-	v=$(bench_median "${vals[@]}")
+done
+one=
+for n in $SESSIONS; do
+	# shellcheck disable=SC2086 # the rounds' values, split on purpose
+	v=$(bench_median ${vals[$n]})
 	[ -n "$one" ] || one=$v
-	awk -v n="$n" -v v="$v" -v o="$one" 'BEGIN {
-		printf "  %2d sessions: %.1f t/s aggregate, %.2fx one session\n",
-			n, v, v / o }'
+	awk -v n="$n" -v v="$v" -v o="$one" -v all="${vals[$n]}" 'BEGIN {
+		printf "  %2d sessions: %.1f t/s aggregate, %.2fx one session " \
+			"(rounds: %s)\n", n, v, v / o, all }'
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
