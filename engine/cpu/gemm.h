@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu.h"
+
 #define CPU_GEMM_ROWS 16
 
 /* One weight type's kernels; n (elements per row) a multiple of its block. */
@@ -53,7 +55,7 @@ struct cpu_gemm_kernels {
 	 * acts holds nt tokens act_bytes(n) apart, as act_pack made them.
 	 * Any nt >= 1; the kernel takes the tokens a register tile at a time.
 	 * While it computes, it prefetches the ahead_bytes at ahead (the
-	 * panel after next: cpu_gemm_prefetch_part), or nothing for 0.
+	 * panel after next: cpu_gemm_ahead), or nothing for 0.
 	 */
 	void (*run)(int64_t n, const void *panel, int nr, const void *acts,
 		    int nt, float *const *y, int64_t row0, const void *ahead,
@@ -75,7 +77,7 @@ struct cpu_gemm_kernels {
  * panel's run touches no weight memory, so without it the memory sits
  * idle while the core computes, and a decode batch costs the panel's read
  * plus its run instead of the larger of the two (gemm_run.c has the
- * figures). cpu_gemm_ahead_part gives the whole lines one step asks for.
+ * figures). cpu_gemm_ahead_step asks for one step's share, whole lines.
  */
 struct cpu_gemm_ahead {
 	const char *p;
@@ -88,9 +90,8 @@ static inline struct cpu_gemm_ahead cpu_gemm_ahead(const void *p, size_t bytes,
 	struct cpu_gemm_ahead a = { p, bytes, 0 };
 
 	if (steps > 0)
-		a.per_step = ((bytes + (size_t)steps - 1) / (size_t)steps +
-			      63) &
-			     ~(size_t)63;
+		a.per_step = cpu_align64((bytes + (size_t)steps - 1) /
+					 (size_t)steps);
 	return a;
 }
 

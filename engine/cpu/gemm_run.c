@@ -85,8 +85,8 @@ static uint64_t gemm_range(uint32_t front, uint32_t back)
 }
 
 /*
- * Up to `most` panels of l, [*first, *first + *count): from the front (the
- * owner's, in order) or one from the back; false when none is left. The
+ * Panels of l, [*first, *first + *count): up to GEMM_TAKE from the front
+ * (the owner's, in order) or one from the back; false when none is left. The
  * owner takes GEMM_TAKE at a time: a locked compare-exchange after a
  * panel's stores waits for them to drain, and one per panel was 5% of a
  * 4-token decode.
@@ -111,7 +111,7 @@ static bool gemm_take(struct gemm_part_left *l, bool front, int64_t *first,
 	return true;
 }
 
-/* Panel p of 16 rows, made and run over every token; next: its successor */
+/* Panel p, made and run over every token; next: the one to prefetch, or -1 */
 static void gemm_panel_run(const struct gemm_job *j, uint8_t *panel, int64_t p,
 			   int64_t next)
 {
