@@ -374,6 +374,15 @@ struct io_placement *io_weights_placement(struct io_weights *w, uint64_t i);
  */
 int io_weights_wait(struct io_weights *w, struct err *err);
 
+/*
+ * Merge the next up to max_bytes of w's memory into huge pages now
+ * (io_mem_collapse), a step at a time for a caller with nothing better to
+ * do (the daemon's scheduler when idle): 1 while some is left, 0 when all
+ * is done or the kernel cannot. Not while another thread moves tensors
+ * (the regions change); the bytes themselves never do.
+ */
+int io_weights_collapse_step(struct io_weights *w, size_t max_bytes);
+
 /* How the last load went, for tools and the status file. */
 struct io_load_stats {
 	uint64_t bytes;		 /* read from the files (aligned superset) */

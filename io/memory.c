@@ -142,6 +142,27 @@ void io_mem_huge(struct io_mem *m)
 	madvise(m->base, m->size, MADV_HUGEPAGE);
 }
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
+
+/*
+ * khugepaged merges what io_mem_huge advised 16 MiB every 10 s by
+ * default, so a model's weights stay 4 KiB pages for minutes, and decode
+ * is slower until they are merged (engine.md, "Decode batches of a few
+ * sequences"). MADV_COLLAPSE merges a range now, on the caller.
+ */
+int io_mem_collapse(struct io_mem *m, size_t off, size_t len)
+{
+	if (off >= m->size)
+		return 0;
+	if (len > m->size - off)
+		len = m->size - off;
+	if (madvise((uint8_t *)m->base + off, len, MADV_COLLAPSE) == 0)
+		return 0;
+	return -errno;
+}
+
 /*
  * Page-lock the region for CUDA so that copies to the GPU are DMA from
  * these very pages (no staging copy in the driver). The issue asked for

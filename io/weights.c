@@ -615,6 +615,37 @@ void io_weights_free(struct io_weights *w)
 	free(w);
 }
 
+int io_weights_collapse_step(struct io_weights *w, size_t max_bytes)
+{
+	struct io_mem *m;
+	int rc;
+
+	if (!w || w->collapse_done)
+		return 0;
+	if (max_bytes < IO_HUGE)
+		max_bytes = IO_HUGE;
+	/* a move may have freed regions since the last step */
+	if (w->collapse_region >= w->n_regions) {
+		w->collapse_done = true;
+		return 0;
+	}
+	m = &w->regions[w->collapse_region].mem;
+	rc = io_mem_collapse(m, w->collapse_off, max_bytes);
+	if (rc == -EINVAL) {
+		w->collapse_done =
+			true; /* this kernel cannot: khugepaged will */
+		return 0;
+	}
+	/* other errors (pages pinned for CUDA, no free huge page): skip */
+	w->collapse_off += max_bytes;
+	if (w->collapse_off >= m->size) {
+		w->collapse_off = 0;
+		if (++w->collapse_region >= w->n_regions)
+			w->collapse_done = true;
+	}
+	return !w->collapse_done;
+}
+
 struct io_placement *io_weights_placement(struct io_weights *w, uint64_t i)
 {
 	if (!w || i >= w->g->n_tensors)

@@ -57,6 +57,12 @@ void io_mem_lock(struct io_mem *m, io_notice_fn notice, void *arg);
 void io_mem_cuda_pin(struct io_mem *m, io_notice_fn notice, void *arg);
 /* MADV_HUGEPAGE, after the load (see memory.c for why not before). */
 void io_mem_huge(struct io_mem *m);
+/*
+ * Merge [off, off + len) of m into huge pages now (MADV_COLLAPSE): 0,
+ * -EINVAL where the kernel cannot (before Linux 6.1, or without THP), or
+ * another negative errno for pages it could not merge this time.
+ */
+int io_mem_collapse(struct io_mem *m, size_t off, size_t len);
 void io_mem_free(struct io_mem *m);
 
 #define IO_MEM_INTERLEAVE (-2)
@@ -92,6 +98,10 @@ struct io_weights {
 	struct io_device_set devices; /* where tensors may move */
 	struct io_region *regions;
 	uint32_t n_regions, cap_regions;
+	/* io_weights_collapse_step's place: region, bytes in; done */
+	uint32_t collapse_region;
+	size_t collapse_off;
+	bool collapse_done;
 	struct io_load_stats stats;
 	double t0; /* when the load began */
 

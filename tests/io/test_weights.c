@@ -17,6 +17,66 @@
 #include "../../io/weights_internal.h"
 #include "../common/check_main.h"
 
+/* kB of huge pages /proc/self/smaps counts in the mapping holding p. */
+static long smaps_huge_kb(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	unsigned long lo, hi;
+	bool in = false;
+	long kb = -1;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' '))
+			in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+		else if (in && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
+}
+
+/*
+ * io_weights_collapse_step merges the weights into huge pages a step at a
+ * time and changes no byte; where the kernel has no MADV_COLLAPSE (EINVAL
+ * on a plain populated 2 MiB of anonymous memory) it must stop at once.
+ */
+START_TEST(test_weights_collapse_steps)
+{
+	struct io_load_options opt = { .no_uring = true, .no_direct = true };
+	struct io_weights *w = NULL;
+	struct err err = { 0 };
+	struct fake f;
+	struct io_mem probe;
+	int steps = 0, able;
+
+	ck_assert_int_eq(io_mem_alloc(&probe, 2u << 20, -1, &err), 0);
+	memset(probe.base, 1, probe.size);
+	able = io_mem_collapse(&probe, 0, probe.size) != -EINVAL;
+	io_mem_free(&probe);
+
+	fake_make(&f, "/tmp", 4096 + 96, (9u << 20) + 123);
+	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
+	while (io_weights_collapse_step(w, 2u << 20) == 1)
+		ck_assert_int_lt(++steps, 1000);
+	ck_assert_int_eq(io_weights_collapse_step(w, 2u << 20), 0);
+	check_bytes(&f.g, w);
+	if (able) {
+		/* 9 MiB of tensor: at least 4 whole 2 MiB pages, in steps */
+		ck_assert_int_ge(steps, 3);
+		ck_assert_int_ge(
+			smaps_huge_kb(io_weights_placement(w, 0)->data),
+			4 * 2048);
+	} else {
+		ck_assert_int_eq(steps, 0);
+	}
+	io_weights_free(w);
+	unlink(f.path);
+}
+END_TEST
+
 START_TEST(test_weights_pread_fake)
 {
 	struct io_load_options opt = { .no_uring = true, .no_direct = true };
@@ -355,6 +415,7 @@ static Suite *weights_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_weights_pread_fake);
+	tcase_add_test(tc, test_weights_collapse_steps);
 	tcase_add_loop_test(tc, test_weights_truncated, 0,
 			    sizeof(paths) / sizeof(paths[0]));
 	tcase_add_loop_test(tc, test_weights_paths_fake, 0,
