@@ -20,6 +20,9 @@
  * is paused (skipped) until the reader catches up; when every active one
  * is paused, the thread sleeps until a reader makes room.
  *
+ * Idle after a load, it first merges the weights into huge pages, a step
+ * at a time (sched_merge_step), then sleeps.
+ *
  * Every failure of a generation reaches its reader as EIO (ABI.md), its
  * reason as one errors line; an answer cut short by the unmount too.
  */
@@ -677,6 +680,28 @@ static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 	return n;
 }
 
+/* bytes of weights merged into huge pages per idle step (10-80 ms) */
+#define SCHED_MERGE_STEP (32u << 20)
+
+/*
+ * Idle: merge the next piece of the weights into huge pages (they are
+ * 4 KiB pages after a load until khugepaged gets to them, minutes for a
+ * model, and decode is slower meanwhile: Documentation/loading.md). Here,
+ * where nothing waits for the CPU, a step at a time, so that a prompt
+ * arriving waits one step at most; on the one thread that moves tensors,
+ * so the regions hold still. false once there is nothing left.
+ */
+static bool sched_merge_step(struct fs_model *fm)
+{
+	int more;
+
+	pthread_rwlock_rdlock(&fm->weights_lock);
+	more = io_weights_collapse_step(engine_model_weights(fm->m),
+					SCHED_MERGE_STEP);
+	pthread_rwlock_unlock(&fm->weights_lock);
+	return more > 0;
+}
+
 static void sched_jobs(struct fs_model *fm, struct fs_job *jobs, bool cancel)
 {
 	while (jobs) {
@@ -696,16 +721,27 @@ void *fs_sched_main(void *arg)
 	struct fs_job *jobs;
 	uint64_t unpaused = 0;
 	unsigned cut = 0;
-	bool idle = false;
+	bool idle = false, merging;
 
 	sched_load(fm);
+	merging = fm->m != NULL;
 	for (;;) {
 		pthread_mutex_lock(&fm->lock);
 		/* idle: every active generation is paused for its reader */
 		while (!fm->stop && !fm->queue && !fm->jobs &&
 		       ((!fm->active && !fm->kv_wait) ||
-			(fm->active && idle && fm->unpaused == unpaused)))
+			(fm->active && idle && fm->unpaused == unpaused))) {
+			if (merging)
+				break;
 			pthread_cond_wait(&fm->wake, &fm->lock);
+		}
+		if (merging && !fm->stop && !fm->queue && !fm->jobs &&
+		    ((!fm->active && !fm->kv_wait) ||
+		     (fm->active && idle && fm->unpaused == unpaused))) {
+			pthread_mutex_unlock(&fm->lock);
+			merging = sched_merge_step(fm);
+			continue;
+		}
 		unpaused = fm->unpaused;
 		queue = fm->queue;
 		jobs = fm->jobs;
