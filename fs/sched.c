@@ -680,6 +680,19 @@ static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 	return n;
 }
 
+/*
+ * Nothing to run (under fm->lock): no jobs, no prompts, and no active
+ * generation, or every one paused for its reader (idle) with no reader
+ * having made room since (unpaused).
+ */
+static bool sched_nothing_to_do(const struct fs_model *fm, bool idle,
+				uint64_t unpaused)
+{
+	return !fm->stop && !fm->queue && !fm->jobs &&
+	       ((!fm->active && !fm->kv_wait) ||
+		(fm->active && idle && fm->unpaused == unpaused));
+}
+
 /* bytes of weights merged into huge pages per idle step (10-80 ms) */
 #define SCHED_MERGE_STEP (32u << 20)
 
@@ -727,21 +740,13 @@ void *fs_sched_main(void *arg)
 	merging = fm->m != NULL;
 	for (;;) {
 		pthread_mutex_lock(&fm->lock);
-		/* idle: every active generation is paused for its reader */
-		while (!fm->stop && !fm->queue && !fm->jobs &&
-		       ((!fm->active && !fm->kv_wait) ||
-			(fm->active && idle && fm->unpaused == unpaused))) {
-			if (merging)
-				break;
-			pthread_cond_wait(&fm->wake, &fm->lock);
-		}
-		if (merging && !fm->stop && !fm->queue && !fm->jobs &&
-		    ((!fm->active && !fm->kv_wait) ||
-		     (fm->active && idle && fm->unpaused == unpaused))) {
+		if (merging && sched_nothing_to_do(fm, idle, unpaused)) {
 			pthread_mutex_unlock(&fm->lock);
 			merging = sched_merge_step(fm);
 			continue;
 		}
+		while (sched_nothing_to_do(fm, idle, unpaused))
+			pthread_cond_wait(&fm->wake, &fm->lock);
 		unpaused = fm->unpaused;
 		queue = fm->queue;
 		jobs = fm->jobs;
