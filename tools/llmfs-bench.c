@@ -326,6 +326,14 @@ static int bench_model(const struct bench_args *a)
 	mopt.n_ctx = (uint32_t)(a->depth + n);
 	b.n_seqs = a->seqs;
 	ret = engine_model_open(&b.m, a->model, &mopt, &err);
+	/*
+	 * the weights as huge pages, as the daemon has them once idle and as
+	 * llama-bench's mapping of the page cache has them (loading.md);
+	 * untimed
+	 */
+	while (!ret && io_weights_collapse_step(engine_model_weights(b.m),
+						32u << 20) > 0)
+		;
 	for (s = 0; !ret && s < b.n_seqs; s++)
 		ret = engine_seq_new(b.m, &b.seq[s], &err);
 	if (ret)
