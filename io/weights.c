@@ -632,8 +632,8 @@ int io_weights_collapse_step(struct io_weights *w, size_t max_bytes)
 	m = &w->regions[w->collapse_region].mem;
 	rc = io_mem_collapse(m, w->collapse_off, max_bytes);
 	if (rc == -EINVAL) {
-		w->collapse_done =
-			true; /* this kernel cannot: khugepaged will */
+		/* this kernel cannot: khugepaged will */
+		w->collapse_done = true;
 		return 0;
 	}
 	/* other errors (pages pinned for CUDA, no free huge page): skip */
