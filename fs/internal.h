@@ -382,6 +382,13 @@ struct fs_model {
 	char load_error[512];
 	uint64_t load_done, load_total;
 	double load_start, load_secs;
+	/*
+	 * The idle merge of the weights into huge pages (sched_merge_step):
+	 * "merging", "done" or "unsupported" once loaded, NULL before and
+	 * for remote models; the bytes of whole huge pages merged so far
+	 */
+	const char *merge_state;
+	uint64_t merged_bytes;
 	_Atomic bool stop; /* written under lock, read bare too */
 
 	/* Set once, when state becomes READY; read-only after. */

@@ -706,12 +706,19 @@ static bool sched_nothing_to_do(const struct fs_model *fm, bool idle,
  */
 static bool sched_merge_step(struct fs_model *fm)
 {
+	size_t merged;
 	int more;
 
 	pthread_rwlock_rdlock(&fm->weights_lock);
 	more = io_weights_collapse_step(engine_model_weights(fm->m),
-					SCHED_MERGE_STEP);
+					SCHED_MERGE_STEP, &merged);
 	pthread_rwlock_unlock(&fm->weights_lock);
+	pthread_mutex_lock(&fm->lock);
+	fm->merged_bytes += merged;
+	fm->merge_state = more > 0 ? "merging" :
+			  more < 0 ? "unsupported" :
+				     "done";
+	pthread_mutex_unlock(&fm->lock);
 	return more > 0;
 }
 
@@ -738,6 +745,11 @@ void *fs_sched_main(void *arg)
 
 	sched_load(fm);
 	merging = fm->m != NULL;
+	if (merging) {
+		pthread_mutex_lock(&fm->lock);
+		fm->merge_state = "merging";
+		pthread_mutex_unlock(&fm->lock);
+	}
 	for (;;) {
 		pthread_mutex_lock(&fm->lock);
 		if (merging && sched_nothing_to_do(fm, idle, unpaused)) {

@@ -378,10 +378,14 @@ int io_weights_wait(struct io_weights *w, struct err *err);
  * Merge the next up to max_bytes of w's memory into huge pages now
  * (io_mem_collapse), a step at a time for a caller with nothing better to
  * do (the daemon's scheduler when idle): 1 while some is left, 0 when all
- * is done or the kernel cannot. Not while another thread moves tensors
- * (the regions change); the bytes themselves never do.
+ * is done, -EOPNOTSUPP (once; 0 after) when the kernel cannot (before
+ * 6.1: khugepaged is left to it). *merged: the bytes of whole huge pages
+ * this step merged (0 where it skipped a range the kernel refused, such as
+ * pages pinned for CUDA). Not while another thread moves tensors (the
+ * regions change); the bytes themselves never do.
  */
-int io_weights_collapse_step(struct io_weights *w, size_t max_bytes);
+int io_weights_collapse_step(struct io_weights *w, size_t max_bytes,
+			     size_t *merged);
 
 /* How the last load went, for tools and the status file. */
 struct io_load_stats {

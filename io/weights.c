@@ -615,11 +615,25 @@ void io_weights_free(struct io_weights *w)
 	free(w);
 }
 
-int io_weights_collapse_step(struct io_weights *w, size_t max_bytes)
+/* Bytes of whole IO_HUGE pages within [off, off + len) of m. */
+static size_t weights_huge_within(const struct io_mem *m, size_t off,
+				  size_t len)
+{
+	const uintptr_t a = (uintptr_t)m->base + off;
+	const uintptr_t b = a + (len < m->size - off ? len : m->size - off);
+	const uintptr_t first = (a + IO_HUGE - 1) & ~(uintptr_t)(IO_HUGE - 1);
+	const uintptr_t end = b & ~(uintptr_t)(IO_HUGE - 1);
+
+	return end > first ? end - first : 0;
+}
+
+int io_weights_collapse_step(struct io_weights *w, size_t max_bytes,
+			     size_t *merged)
 {
 	struct io_mem *m;
 	int rc;
 
+	*merged = 0;
 	if (!w || w->collapse_done)
 		return 0;
 	if (max_bytes < IO_HUGE)
@@ -634,9 +648,11 @@ int io_weights_collapse_step(struct io_weights *w, size_t max_bytes)
 	if (rc == -EINVAL) {
 		/* this kernel cannot: khugepaged will */
 		w->collapse_done = true;
-		return 0;
+		return -EOPNOTSUPP;
 	}
 	/* other errors (pages pinned for CUDA, no free huge page): skip */
+	if (!rc && w->collapse_off < m->size)
+		*merged = weights_huge_within(m, w->collapse_off, max_bytes);
 	w->collapse_off += max_bytes;
 	if (w->collapse_off >= m->size) {
 		w->collapse_off = 0;

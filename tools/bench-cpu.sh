@@ -168,16 +168,20 @@ tokens_out() { grep '^tokens_out ' "$mnt/q4km/stats" | cut -d' ' -f2; }
 # after a load pays for page faults the others do not
 echo warm-up > "$mnt/q4km/generate" && cat "$mnt/q4km/generate" >/dev/null
 # and a quiet daemon: after a load it hashes the model file for info's
-# sha256 line, which took a core from the first round (at most a minute)
+# sha256 line, which took a core from the first round (at most a minute),
+# and merges the weights into huge pages while idle (stats:
+# weights_merge), without which the first rounds ran on 4 KiB pages: 4
+# sessions' panels then cost 37-47% more per token (engine.md)
 for w in $(seq 600); do
-	grep -q '^sha256 [0-9a-f]' "$mnt/q4km/info" && break
+	grep -q '^sha256 [0-9a-f]' "$mnt/q4km/info" &&
+		grep -qE '^weights_merge (done|unsupported)$' \
+			"$mnt/q4km/stats" && break
 	sleep 0.1
 done
 echo
 echo "through the mount (Q4_K_M, $NTOK tokens each, greedy, threads $T, $ROUNDS rounds, median):"
 # Rounds interleaved as above: round r runs every session count in turn,
-# so that a drift of the machine over the run (khugepaged turns the
-# weights into huge pages a little at a time; neighbours come and go)
+# so that a drift of the machine over the run (neighbours come and go)
 # weighs on every count alike.
 declare -A vals=()
 for r in $(seq "$ROUNDS"); do

@@ -319,6 +319,7 @@ static int bench_model(const struct bench_args *a)
 	struct err err = { 0 };
 	long n = a->n_prompt ? a->n_prompt : a->n_gen, r, s;
 	double sum = 0.0, sq = 0.0, mean, sd, secs;
+	size_t merged;
 	int ret;
 
 	mopt.threads = (uint32_t)a->threads;
@@ -332,7 +333,7 @@ static int bench_model(const struct bench_args *a)
 	 * untimed
 	 */
 	while (!ret && io_weights_collapse_step(engine_model_weights(b.m),
-						32u << 20) > 0)
+						32u << 20, &merged) > 0)
 		;
 	for (s = 0; !ret && s < b.n_seqs; s++)
 		ret = engine_seq_new(b.m, &b.seq[s], &err);

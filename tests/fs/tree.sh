@@ -61,6 +61,26 @@ for k in requests tokens_in tokens_out ttft_ms_last ttft_ms_p50 prefill_tps \
 		decode_tps load_s; do
 	check "stats has $k" grep -qE "^$k [0-9.]+$" "$WORK/stats"
 done
+check "stats: weights_merge says where the idle merge into huge pages is" \
+	grep -qE '^weights_merge (merging|done|unsupported)$' "$WORK/stats"
+merged=0
+for m in "$M" "$Q"; do
+	for _ in $(seq 100); do
+		grep -qE '^weights_merge (done|unsupported)$' "$m/stats" && break
+		sleep 0.1
+	done
+	check "stats: the idle merge of ${m##*/} ends" \
+		grep -qE '^weights_merge (done|unsupported)$' "$m/stats"
+	b=$(sed -n 's/^weights_merged_bytes //p' "$m/stats")
+	check "stats: weights_merged_bytes of ${m##*/} is whole 2 MiB pages" \
+		[ -n "$b" ] && [ $((b % 2097152)) = 0 ]
+	grep -qx 'weights_merge unsupported' "$m/stats" &&
+		check "stats: nothing merged where the kernel cannot" [ "$b" = 0 ]
+	merged=$((merged + ${b:-0}))
+done
+huge_kb=$(sed -n 's/^AnonHugePages: *\([0-9]*\) kB$/\1/p' /proc/$PID/smaps_rollup)
+check "the daemon's huge pages (smaps) hold what the stats say was merged" \
+	[ "${huge_kb:-0}" -ge $((merged / 1024)) ]
 
 # config: defaults, a round trip, all-or-nothing, EINVAL with a reason.
 check "config lists the eight keys" \
