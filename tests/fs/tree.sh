@@ -73,7 +73,7 @@ for m in "$M" "$Q"; do
 		grep -qE '^weights_merge (done|unsupported)$' "$m/stats"
 	b=$(sed -n 's/^weights_merged_bytes //p' "$m/stats")
 	check "stats: weights_merged_bytes of ${m##*/} is whole 2 MiB pages" \
-		[ -n "$b" ] && [ $((b % 2097152)) = 0 ]
+		[ "$((${b:-1} % 2097152))" = 0 ]
 	grep -qx 'weights_merge unsupported' "$m/stats" &&
 		check "stats: nothing merged where the kernel cannot" [ "$b" = 0 ]
 	merged=$((merged + ${b:-0}))
