@@ -30,6 +30,57 @@
 
 #define CPU_GEMM_ROWS 16
 
+/*
+ * A matrix held packed: each 16 rows as one panel exactly as large as
+ * the 16 rows in the file (16 x row_bytes), rearranged so that a register
+ * holds a dword of each row, so that a step of a few tokens has no panel
+ * to make (a panel made per step was 42% of a 4-token decode step; one
+ * made once and kept larger than the rows read slower than making it:
+ * Documentation/engine.md). Only matrices whose rows are a multiple of
+ * 16 are packed (engine_tensor.packed), in place at load. The layouts,
+ * per 256-element superblock ib of the 16 rows r, 64-byte units:
+ *
+ *   Q4_K, 36 units at ib * 2304: unit j < 32 holds qs dword j of each
+ *   row (bytes 4r..4r + 3: block bytes 16 + 4j..), unit 32 the dword
+ *   d | dmin << 16 (block bytes 0..3), units 33..35 the scale dwords
+ *   (block bytes 4 + 4k..).
+ *
+ *   Q6_K, 52 units at ib * 3328: units j < 32 the ql dwords, 32..47 the
+ *   qh dwords, 48..51 the scale dwords (block bytes 4j, 128 + 4j,
+ *   192 + 4k); after all nb superblocks' units, the d's, 32 bytes a
+ *   superblock at nb * 3328 + 32 ib (row r's fp16 at 2r).
+ *
+ * A panel starts wherever the tensor's rows do (only 32-byte aligned,
+ * as GGUF aligns its tensors), so the kernels load it unaligned.
+ */
+struct cpu_gemm_packed {
+	/* 16 rows of n elements at rows, row_bytes apart, into panel */
+	void (*pack)(int64_t n, const void *rows, size_t row_bytes,
+		     void *panel);
+	/* Row r (< 16) of a packed panel back into its file bytes at row. */
+	void (*unpack_row)(int64_t n, const void *panel, int r, void *row);
+	/*
+	 * As cpu_gemm_kernels.run, on a packed panel (all 16 rows): the
+	 * fast order (gemm.h's one chain per row).
+	 */
+	void (*run)(int64_t n, const void *panel, const void *acts, int nt,
+		    float *const *y, int64_t row0, const void *ahead,
+		    size_t ahead_bytes);
+	/*
+	 * The same, each (row, token) in the one-token path's bits of this
+	 * type (dot_row_fn(type, repacked) of the row as the file holds it):
+	 * what a one-token step and batch_exact use.
+	 */
+	void (*run_exact)(int64_t n, const void *panel, const void *acts,
+			  int nt, float *const *y, int64_t row0,
+			  const void *ahead, size_t ahead_bytes);
+	/*
+	 * the engine_tensor.repacked of the tensors whose one-token bits
+	 * run_exact gives (only those are packed)
+	 */
+	bool repacked_order;
+};
+
 /* One weight type's kernels; n (elements per row) a multiple of its block. */
 struct cpu_gemm_kernels {
 	/* bytes of one panel of CPU_GEMM_ROWS rows of n elements (64-aligned) */
@@ -70,6 +121,8 @@ struct cpu_gemm_kernels {
 	 * tile kernels (cpu.h), whose rows need no panel made first.
 	 */
 	uint32_t min_tokens;
+	/* the packed form's kernels, or NULL where the type has none */
+	const struct cpu_gemm_packed *packed;
 };
 
 /*
@@ -110,5 +163,9 @@ static inline void cpu_gemm_ahead_step(const struct cpu_gemm_ahead *a,
 extern const struct cpu_gemm_kernels cpu_gemm_q8_0; /* gemm_avx512.c */
 extern const struct cpu_gemm_kernels cpu_gemm_q4_K; /* gemm_k_avx512.c */
 extern const struct cpu_gemm_kernels cpu_gemm_q6_K; /* gemm_k_avx512.c */
+extern const struct cpu_gemm_packed
+	cpu_gemm_q4_K_packed; /* gemm_q4k_packed.c */
+extern const struct cpu_gemm_packed
+	cpu_gemm_q6_K_packed; /* gemm_q6k_packed.c */
 
 #endif

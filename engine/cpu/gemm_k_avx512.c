@@ -37,13 +37,8 @@
 
 #include "cpu.h"
 #include "gemm.h"
+#include "gemm_k.h"
 
-#define GEMM_QK 256
-#define GEMM_Q4K_BLOCK 144
-#define GEMM_Q6K_BLOCK 210
-#define GEMM_Q8K_BLOCK 292
-
-#define GEMM_UNIT 64
 /* Q4_K panel units of a superblock */
 #define Q4K_QS 0
 #define Q4K_SC 32
@@ -56,9 +51,6 @@
 #define Q6K_SC 64
 #define Q6K_D 80
 #define Q6K_UNITS 81
-/* bytes of one superblock of a packed activation row (d at the end) */
-#define Q4K_ACT 272 /* qs[256], uint32 bsum pairs[4] */
-#define Q6K_ACT 320 /* qs[256], int32 -32 bsum[16] */
 
 static size_t q4k_panel_bytes(int64_t n)
 {
@@ -708,6 +700,7 @@ const struct cpu_gemm_kernels cpu_gemm_q4_K = {
 	 * 39.8 t/s, 3 62.6 against 48.4, 4 69.4 against 54.3.
 	 */
 	.min_tokens = 2,
+	.packed = &cpu_gemm_q4_K_packed,
 };
 
 const struct cpu_gemm_kernels cpu_gemm_q6_K = {
@@ -718,4 +711,5 @@ const struct cpu_gemm_kernels cpu_gemm_q6_K = {
 	.run = q6k_run,
 	.exact = false,
 	.min_tokens = 2, /* as Q4_K's, measured on the same model */
+	.packed = &cpu_gemm_q6_K_packed,
 };
