@@ -89,6 +89,22 @@ struct engine_backend_i {
 	uint32_t (*vec_dot_type)(const struct engine_backend *be,
 				 uint32_t type);
 
+	/*
+	 * Rearrange w's bytes (host memory, as loaded) in place for this
+	 * backend's kernels and mark its placement (io_placement.layout);
+	 * called once per view after a synchronous load, before any use.
+	 * 0, or a negative errno with the bytes left as they were. NULL:
+	 * the backend reads the file's layout only.
+	 */
+	int (*pack)(struct engine_backend *be, const struct engine_tensor *w);
+	/*
+	 * size bytes from off of tensor t's file bytes, of data this
+	 * backend packed, into buf (engine_tensor_read).
+	 */
+	void (*packed_read)(struct engine_backend *be,
+			    const struct io_gguf_tensor *t, const void *data,
+			    uint64_t off, size_t size, void *buf);
+
 	/* ---- ops ---- */
 	/*
 	 * fn(arg, j) for every j < n, the rows split over the backend's

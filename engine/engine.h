@@ -45,6 +45,13 @@ struct engine_model_options {
 	 * ../shared/README.md section 4's tolerance of it (Documentation/engine.md).
 	 */
 	bool batch_exact;
+	/*
+	 * true: leave the weights as the file has them. false (default):
+	 * the CPU backend packs the Q4_K/Q6_K matrices it can in place, 16
+	 * rows to a panel as large as the rows (engine/cpu/gemm.h), after
+	 * a synchronous load (an async one is left as it is).
+	 */
+	bool no_pack;
 	struct io_load_options load;
 };
 
@@ -102,6 +109,13 @@ const struct engine_model_info *engine_model_info(const struct engine_model *m);
 /* The parsed file and the loaded bytes (borrowed; owned by the model). */
 const struct io_gguf *engine_model_gguf(const struct engine_model *m);
 struct io_weights *engine_model_weights(struct engine_model *m);
+/*
+ * size bytes from off of tensor i's data as the file holds them (within
+ * its bytes), into buf, whether or not the engine packed them
+ * (io_placement.layout). Callers hold the weights still (no move).
+ */
+void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
+			size_t size, void *buf);
 
 /* ---- tokenizer --------------------------------------------------------- */
 

@@ -550,6 +550,49 @@ static void model_place_tensors(struct engine_model *m)
 	}
 }
 
+/*
+ * The backend's own layout of the matrices, made once at load (the CPU's
+ * panels: engine/cpu/gemm.h): a view it cannot pack, or memory for the
+ * copy that is missing, leaves its matrix as the file has it, which
+ * every kernel reads too.
+ * tok_embd and a tied output share one placement, packed once.
+ */
+static void model_pack(struct engine_model *m, struct engine_tensor *t)
+{
+	if (t->info && m->backend->iface->pack)
+		m->backend->iface->pack(m->backend, t);
+}
+
+static void model_pack_tensors(struct engine_model *m)
+{
+	const size_t per_layer = sizeof(struct engine_layer) /
+				 sizeof(struct engine_tensor);
+	uint32_t il;
+	size_t i;
+
+	model_pack(m, &m->tok_embd);
+	model_pack(m, &m->output);
+	for (il = 0; il < m->hp.n_layer; il++) {
+		struct engine_tensor *t =
+			(struct engine_tensor *)&m->layers[il];
+
+		for (i = 0; i < per_layer; i++)
+			model_pack(m, &t[i]);
+	}
+}
+
+void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
+			size_t size, void *buf)
+{
+	const struct io_placement *p = io_weights_placement(m->weights, i);
+
+	if (p->layout)
+		m->backend->iface->packed_read(m->backend, &m->gguf->tensors[i],
+					       p->data, off, size, buf);
+	else
+		memcpy(buf, (const uint8_t *)p->data + off, size);
+}
+
 /* ---- info -------------------------------------------------------------- */
 
 static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
@@ -725,6 +768,8 @@ int engine_model_open(struct engine_model **out, const char *path,
 	if (ret)
 		goto out_free;
 	m->backend->batch_exact = opt->batch_exact;
+	if (!opt->no_pack && !opt->load.async)
+		model_pack_tensors(m);
 	*out = m;
 	return 0;
 

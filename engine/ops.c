@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "cpu/gemm_run.h"
 #include "quant/dot.h"
 #include "ops.h"
 #include "quant/quant.h"
@@ -64,6 +65,31 @@ void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
 		ops_rms_norm_scalar(y, x, w, n, eps);
 }
 
+/*
+ * Whether w's bytes are packed panels (engine/cpu/gemm_run.h): then each
+ * row read here is unpacked first. The CPU backend's own paths for a
+ * packed matrix are the panel kernels; these only serve where those
+ * could not run (no scratch memory), with the same bits.
+ */
+static bool ops_packed(const struct engine_tensor *w)
+{
+	return w->place && w->place->layout != 0;
+}
+
+static void ops_matvec_packed(float *y, const struct engine_tensor *w,
+			      int64_t e, const void *act, int64_t r0,
+			      int64_t r1)
+{
+	const quant_dot_fn dot = dot_row_fn(w->info->type, w->repacked);
+	uint8_t row[CPU_PACKED_ROW_MAX] __attribute__((aligned(64)));
+	int64_t r;
+
+	for (r = r0; r < r1; r++) {
+		cpu_gemm_unpack_row(w, e, r, row);
+		y[r] = dot(w->info->ne[0], row, act);
+	}
+}
+
 void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 		     const void *act, int64_t r0, int64_t r1)
 {
@@ -74,6 +100,10 @@ void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 	int64_t n = w->info->ne[0];
 	int64_t r;
 
+	if (ops_packed(w)) {
+		ops_matvec_packed(y, w, e, act, r0, r1);
+		return;
+	}
 	for (r = r0; r < r1; r++)
 		y[r] = dot(n, base + r * w->row_bytes, act);
 }
@@ -205,7 +235,8 @@ void ops_matmul(struct engine_pool *pool, float *const *ys,
 	uint8_t *packed;
 
 	/* the tokens' quants in the tile kernels' order, once for all rows */
-	if (n_tok > 1 && dot_tile_able(w->info->type, w->repacked) &&
+	if (n_tok > 1 && !ops_packed(w) &&
+	    dot_tile_able(w->info->type, w->repacked) &&
 	    (packed = engine_pool_scratch(pool, bytes))) {
 		dot_tile_pack(w->info->type, w->info->ne[0], acts, n_tok,
 			      packed);
@@ -220,6 +251,13 @@ void ops_matmul(struct engine_pool *pool, float *const *ys,
 
 void ops_get_row(float *y, const struct engine_tensor *w, int64_t row)
 {
+	uint8_t bytes[CPU_PACKED_ROW_MAX] __attribute__((aligned(64)));
+
+	if (ops_packed(w)) {
+		cpu_gemm_unpack_row(w, 0, row, bytes);
+		quant_to_float(w->info->type, bytes, y, w->info->ne[0]);
+		return;
+	}
 	quant_to_float(w->info->type,
 		       engine_tensor_data(w) + row * w->row_bytes, y,
 		       w->info->ne[0]);

@@ -557,6 +557,21 @@ static void files_read_tensor(fuse_req_t req, struct fs_handle *h, size_t size,
 		size = 0;
 	else if (size > p->bytes - off)
 		size = p->bytes - off;
+	if (size && p->layout) {
+		/* packed for the kernels: the file's bytes are made again */
+		char *copy = malloc(size);
+
+		if (copy)
+			engine_tensor_read(fm->m, h->node.aux, (uint64_t)off,
+					   size, copy);
+		pthread_rwlock_unlock(&fm->weights_lock);
+		if (copy)
+			fuse_reply_buf(req, copy, size);
+		else
+			fuse_reply_err(req, ENOMEM);
+		free(copy);
+		return;
+	}
 	fuse_reply_buf(req, size ? (const char *)p->data + off : NULL, size);
 	pthread_rwlock_unlock(&fm->weights_lock);
 }

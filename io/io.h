@@ -283,6 +283,13 @@ struct io_placement {
 	 * io_placement_wait() before their first use of the tensor.
 	 */
 	uint32_t ready;
+	/*
+	 * 0: data holds the file's bytes. Otherwise the engine rearranged
+	 * them in place for its kernels (its own number for the layout; a
+	 * move copies them as they are) and reads them back in the file's
+	 * order with engine_tensor_read().
+	 */
+	uint32_t layout;
 	struct io_weights *owner;
 };
 

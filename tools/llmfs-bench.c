@@ -42,6 +42,7 @@ struct bench_args {
 	const char *model;
 	long n_prompt, n_gen, depth, reps, threads, membw_mib, seqs;
 	bool batch_exact;
+	bool no_pack;
 };
 
 static void bench_usage(FILE *f)
@@ -56,6 +57,7 @@ static void bench_usage(FILE *f)
 	      "  -s, --seqs N       with -n: N sequences decoding together\n"
 	      "  -t, --threads N    threads (0: the engine's default)\n"
 	      "      --batch-exact  batches in the one-token path's order\n"
+	      "      --no-pack      weights as the file has them (no panels)\n"
 	      "      --membw MIB    memory read bandwidth, MIB per thread\n",
 	      f);
 }
@@ -88,6 +90,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		{ "seqs", required_argument, NULL, 's' },
 		{ "membw", required_argument, NULL, 'M' },
 		{ "batch-exact", no_argument, NULL, 'E' },
+		{ "no-pack", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -119,6 +122,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 						  1 << 16);
 			break;
 		case 'E': a->batch_exact = true; break;
+		case 'P': a->no_pack = true; break;
 		case 'h': bench_usage(stdout); exit(0);
 		default: bench_usage(stderr); exit(2);
 		}
@@ -324,6 +328,7 @@ static int bench_model(const struct bench_args *a)
 
 	mopt.threads = (uint32_t)a->threads;
 	mopt.batch_exact = a->batch_exact;
+	mopt.no_pack = a->no_pack;
 	mopt.n_ctx = (uint32_t)(a->depth + n);
 	b.n_seqs = a->seqs;
 	ret = engine_model_open(&b.m, a->model, &mopt, &err);

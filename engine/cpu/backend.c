@@ -27,6 +27,7 @@
 #include "../quant/quant.h"
 #include "attention_tiled.h"
 #include "cpu.h"
+#include "gemm.h"
 #include "gemm_run.h"
 
 /* (row, head, position, dim) products worth splitting attention for */
@@ -37,6 +38,8 @@
  * (the lanes), so 4 already win (Documentation/engine.md, Speed).
  */
 #define CPU_ATT_TILE_MIN 4
+/* weights of one matvec_multi whose activations are packed ahead */
+#define CPU_MV_MAX 8
 
 static struct engine_pool *cpu_pool(const struct engine_backend *be)
 {
@@ -127,6 +130,19 @@ static void cpu_for_rows(struct engine_backend *be,
 		cpu_rows_part(&job, 0, 1);
 }
 
+/* The panels of engine/cpu/gemm.h, where the matrix allows them. */
+static int cpu_pack(struct engine_backend *be, const struct engine_tensor *w)
+{
+	return cpu_gemm_packable(w) ? cpu_gemm_pack(w) : 0;
+}
+
+static void cpu_packed_read(struct engine_backend *be,
+			    const struct io_gguf_tensor *t, const void *data,
+			    uint64_t off, size_t size, void *buf)
+{
+	cpu_gemm_packed_read(t, data, off, size, buf);
+}
+
 static void cpu_get_rows(struct engine_backend *be, float *y,
 			 const struct engine_tensor *w, int64_t row)
 {
@@ -160,17 +176,24 @@ struct cpu_mv_job {
 	const struct engine_mv *mv;
 	uint32_t n;
 	uint64_t bytes; /* of all the rows */
+	/* mv[k]'s activation packed for its packed matrix, or NULL */
+	const uint8_t *const *packed_act;
 };
 
-/* The first row of w whose bytes start at or after at (w's rows at base). */
+/*
+ * The first row of w whose bytes start at or after at (w's rows at base);
+ * of a packed w, the first whole panel's.
+ */
 static int64_t cpu_mv_row(const struct engine_tensor *w, uint64_t base,
 			  uint64_t at)
 {
+	const uint64_t unit = w->place->layout ? CPU_GEMM_ROWS * w->row_bytes :
+						 w->row_bytes;
 	int64_t r;
 
 	if (at <= base)
 		return 0;
-	r = (int64_t)((at - base + w->row_bytes - 1) / w->row_bytes);
+	r = (int64_t)((at - base + unit - 1) / unit * (unit / w->row_bytes));
 	return r < w->info->ne[1] ? r : w->info->ne[1];
 }
 
@@ -188,7 +211,10 @@ static void cpu_mv_part(void *arg, uint32_t ith, uint32_t nth)
 		int64_t r0 = cpu_mv_row(mv->w, base, b0);
 		int64_t r1 = cpu_mv_row(mv->w, base, b1);
 
-		if (r0 < r1)
+		if (r0 < r1 && j->packed_act && j->packed_act[k])
+			cpu_gemm_packed_rows(mv->w, j->packed_act[k], r0, r1,
+					     mv->y);
+		else if (r0 < r1)
 			ops_matvec_rows(mv->y, mv->w, 0, mv->act, r0, r1);
 		base += (uint64_t)mv->w->info->ne[1] * mv->w->row_bytes;
 	}
@@ -197,12 +223,33 @@ static void cpu_mv_part(void *arg, uint32_t ith, uint32_t nth)
 static void cpu_matvec_multi(struct engine_backend *be,
 			     const struct engine_mv *mv, uint32_t n)
 {
-	struct cpu_mv_job job = { mv, n, 0 };
+	const uint8_t *packed_act[CPU_MV_MAX] = { NULL };
+	struct cpu_mv_job job = { mv, n, 0, NULL };
+	size_t need = 0, at = 0;
+	uint8_t *scratch;
 	uint32_t k;
 
-	for (k = 0; k < n; k++)
+	for (k = 0; k < n; k++) {
 		job.bytes += (uint64_t)mv[k].w->info->ne[1] *
 			     mv[k].w->row_bytes;
+		if (mv[k].w->place->layout)
+			need += cpu_gemm_act_bytes(mv[k].w);
+	}
+	/*
+	 * Packed matrices take their activation in the panel kernels' form,
+	 * made once here; without the scratch, ops_matvec_rows unpacks.
+	 */
+	if (need && n <= CPU_MV_MAX &&
+	    (scratch = engine_pool_scratch(cpu_pool(be), need))) {
+		for (k = 0; k < n; k++) {
+			if (!mv[k].w->place->layout)
+				continue;
+			cpu_gemm_act_pack(mv[k].w, mv[k].act, scratch + at);
+			packed_act[k] = scratch + at;
+			at += cpu_gemm_act_bytes(mv[k].w);
+		}
+		job.packed_act = packed_act;
+	}
 	if (engine_pool_size(cpu_pool(be)) > 1)
 		engine_pool_run(cpu_pool(be), cpu_mv_part, &job);
 	else
@@ -673,6 +720,8 @@ static const struct engine_backend_i cpu_backend_i = {
 	.supports = cpu_supports,
 	.vec_dot_type = cpu_vec_dot_type,
 	.for_rows = cpu_for_rows,
+	.pack = cpu_pack,
+	.packed_read = cpu_packed_read,
 	.get_rows = cpu_get_rows,
 	.rms_norm = cpu_rms_norm,
 	.convert = cpu_convert,

@@ -23,6 +23,8 @@
  */
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "gemm.h"
@@ -36,6 +38,10 @@
 
 struct gemm_job {
 	const struct cpu_gemm_kernels *k;
+	/* a packed matrix's run (run or run_exact), or NULL: make panels */
+	void (*packed_run)(int64_t n, const void *panel, const void *acts,
+			   int nt, float *const *y, int64_t row0,
+			   const void *ahead, size_t ahead_bytes);
 	float *const *ys;
 	const uint8_t *base; /* expert e's first row */
 	size_t row_bytes;
@@ -47,12 +53,25 @@ struct gemm_job {
 	struct gemm_part_left *left; /* one per thread */
 };
 
+static bool gemm_packed(const struct engine_tensor *w)
+{
+	return w->place && w->place->layout == CPU_LAYOUT_PANELS;
+}
+
+/* the packed kernels of w's type (only asked of a packed w) */
+static const struct cpu_gemm_packed *gemm_packed_kernels(uint32_t type)
+{
+	return quant_traits(type)->gemm_avx512->packed;
+}
+
 bool cpu_gemm_able(const struct engine_tensor *w, uint32_t n_tok,
 		   bool batch_exact)
 {
 	const struct cpu_gemm_kernels *k =
 		quant_traits(w->info->type)->gemm_avx512;
 
+	if (gemm_packed(w))
+		return n_tok >= 1;
 	return k && k->run && n_tok >= k->min_tokens && n_tok >= 2 &&
 	       cpu_avx512_usable() &&
 	       (!batch_exact || (k->exact && w->repacked));
@@ -126,6 +145,13 @@ static void gemm_panel_run(const struct gemm_job *j, uint8_t *panel, int64_t p,
 							 j->row_bytes :
 				       NULL;
 
+	if (j->packed_run) {
+		/* the panel is the rows; next's rows, to prefetch, too */
+		j->packed_run(j->n, j->base + (size_t)r * j->row_bytes, j->acts,
+			      (int)j->n_tok, j->ys, r, ahead,
+			      ahead ? CPU_GEMM_ROWS * j->row_bytes : 0);
+		return;
+	}
 	j->k->panel(j->n, j->base + (size_t)r * j->row_bytes, j->row_bytes, nr,
 		    panel);
 	j->k->run(j->n, panel, nr, j->acts, (int)j->n_tok, j->ys, r, ahead,
@@ -174,6 +200,13 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 		return -ENOTSUP;
 	ab = k->act_bytes(n); /* 64-aligned (gemm.h) */
 	job.panel_size = cpu_align64(k->panel_bytes(n));
+	if (gemm_packed(w)) {
+		/* one token is the one-token path: its bits (gemm.h) */
+		job.packed_run = batch_exact || n_tok == 1 ?
+					 k->packed->run_exact :
+					 k->packed->run;
+		job.panel_size = 0;
+	}
 	scratch = engine_pool_scratch(pool, ab * n_tok + job.panel_size * nth +
 						    sizeof(*job.left) * nth);
 	if (!scratch)
@@ -196,4 +229,110 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 	else
 		gemm_part(&job, 0, 1);
 	return 0;
+}
+
+/* ---- packed matrices ---------------------------------------------------- */
+
+bool cpu_gemm_packable(const struct engine_tensor *w)
+{
+	const struct cpu_gemm_kernels *k =
+		quant_traits(w->info->type)->gemm_avx512;
+
+	return k && k->packed && cpu_avx512_usable() && w->place &&
+	       w->place->data && w->place->layout == 0 &&
+	       strncmp(w->place->device, "gpu", 3) != 0 &&
+	       w->info->ne[1] % CPU_GEMM_ROWS == 0 &&
+	       w->row_bytes <= CPU_PACKED_ROW_MAX &&
+	       w->repacked == k->packed->repacked_order;
+}
+
+int cpu_gemm_pack(const struct engine_tensor *w)
+{
+	const struct cpu_gemm_packed *kp = gemm_packed_kernels(w->info->type);
+	const size_t panel = CPU_GEMM_ROWS * w->row_bytes;
+	const uint64_t panels = w->place->bytes / panel;
+	uint8_t *data = w->place->data, *rows;
+	uint64_t p;
+
+	/* one panel at a time through a copy: the panel replaces its rows */
+	rows = malloc(panel);
+	if (!rows)
+		return -ENOMEM;
+	for (p = 0; p < panels; p++) {
+		memcpy(rows, data + p * panel, panel);
+		kp->pack(w->info->ne[0], rows, w->row_bytes, data + p * panel);
+	}
+	free(rows);
+	w->place->layout = CPU_LAYOUT_PANELS;
+	return 0;
+}
+
+void cpu_gemm_unpack_row(const struct engine_tensor *w, int64_t e, int64_t r,
+			 void *row)
+{
+	const int64_t rr = e * w->info->ne[1] + r; /* rows are whole panels */
+
+	gemm_packed_kernels(w->info->type)
+		->unpack_row(w->info->ne[0],
+			     engine_tensor_data(w) +
+				     (uint64_t)(rr / CPU_GEMM_ROWS) *
+					     CPU_GEMM_ROWS * w->row_bytes,
+			     (int)(rr % CPU_GEMM_ROWS), row);
+}
+
+void cpu_gemm_packed_read(const struct io_gguf_tensor *t, const void *data,
+			  uint64_t off, size_t size, void *buf)
+{
+	const struct cpu_gemm_packed *kp = gemm_packed_kernels(t->type);
+	uint8_t row[CPU_PACKED_ROW_MAX], *out = buf;
+	uint64_t row_bytes, r, at;
+	size_t k;
+
+	if (io_type_row_bytes(t->type, t->ne[0], &row_bytes))
+		return; /* packed only after the same call succeeded */
+	while (size) {
+		r = off / row_bytes;
+		at = off % row_bytes;
+		k = row_bytes - at < size ? (size_t)(row_bytes - at) : size;
+		kp->unpack_row(t->ne[0],
+			       (const uint8_t *)data + r / CPU_GEMM_ROWS *
+							       CPU_GEMM_ROWS *
+							       row_bytes,
+			       (int)(r % CPU_GEMM_ROWS), row);
+		memcpy(out, row + at, k);
+		out += k;
+		off += k;
+		size -= k;
+	}
+}
+
+size_t cpu_gemm_act_bytes(const struct engine_tensor *w)
+{
+	return quant_traits(w->info->type)
+		->gemm_avx512->act_bytes(w->info->ne[0]);
+}
+
+void cpu_gemm_act_pack(const struct engine_tensor *w, const void *act,
+		       void *dst)
+{
+	quant_traits(w->info->type)
+		->gemm_avx512->act_pack(w->info->ne[0], act, dst);
+}
+
+void cpu_gemm_packed_rows(const struct engine_tensor *w, const void *act,
+			  int64_t r0, int64_t r1, float *y)
+{
+	const struct cpu_gemm_packed *kp = gemm_packed_kernels(w->info->type);
+	const size_t panel = CPU_GEMM_ROWS * w->row_bytes;
+	const uint8_t *base = engine_tensor_data(w);
+	float *const ys[1] = { y };
+	int64_t r;
+
+	for (r = r0; r < r1; r += CPU_GEMM_ROWS) {
+		const uint8_t *p = base + (uint64_t)(r / CPU_GEMM_ROWS) * panel;
+		const bool ahead = r + 2 * CPU_GEMM_ROWS < r1;
+
+		kp->run_exact(w->info->ne[0], p, act, 1, ys, r,
+			      ahead ? p + 2 * panel : NULL, ahead ? panel : 0);
+	}
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../engine/cpu/cpu.h"
 #include "../../engine/engine.h"
 #include "../common/check_main.h"
 
@@ -374,6 +375,95 @@ START_TEST(test_forward_threads_agree)
 }
 END_TEST
 
+static struct engine_model *model_open_packed(const char *stem, bool no_pack)
+{
+	struct engine_model_options opt = { .n_ctx = 64,
+					    .threads = 2,
+					    .no_pack = no_pack };
+	struct engine_model *m = NULL;
+	struct err err = { 0 };
+	char path[1200];
+
+	model_path(path, sizeof(path), stem);
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
+		      path, err.msg);
+	return m;
+}
+
+/*
+ * The CPU backend packs mixq's Q4_K and Q6_K matrices into panels at load
+ * (engine/cpu/gemm.h): every tensor still reads back as the file's bytes,
+ * and the logits of a prompt, then of one token at a time, are the bits
+ * of the same model left as the file has it.
+ */
+START_TEST(test_model_packed_weights)
+{
+	struct engine_model *m = model_open_packed("tiny-qwen3-bpe16k-mixq",
+						   false);
+	struct engine_model *f = model_open_packed("tiny-qwen3-bpe16k-mixq",
+						   true);
+	const struct io_gguf *g = engine_model_gguf(m);
+	uint32_t nv = engine_model_info(m)->n_vocab, packed = 0;
+	const int32_t prompt[] = { 9707, 11, 1879, 0, 358, 16385 };
+	float *lm = malloc(nv * sizeof(float)),
+	      *lf = malloc(nv * sizeof(float));
+	struct engine_seq *sm = NULL, *sf = NULL;
+	struct err err = { 0 };
+	char path[1200];
+	uint64_t i;
+	int fd, k;
+
+	model_path(path, sizeof(path), "tiny-qwen3-bpe16k-mixq");
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	for (i = 0; i < g->n_tensors; i++) {
+		const struct io_gguf_tensor *t = &g->tensors[i];
+		uint8_t *want = malloc(t->bytes), *got = malloc(t->bytes);
+
+		ck_assert_int_eq(pread(fd, want, t->bytes, (off_t)t->offset),
+				 (ssize_t)t->bytes);
+		engine_tensor_read(m, i, 0, t->bytes, got);
+		ck_assert_msg(memcmp(want, got, t->bytes) == 0, "%s", t->name);
+		/* from inside a row, across rows */
+		if (t->bytes > 1000 + 333) {
+			engine_tensor_read(m, i, 1000, 333, got);
+			ck_assert(memcmp(want + 1000, got, 333) == 0);
+		}
+		packed += io_weights_placement(engine_model_weights(m), i)
+				  ->layout != 0;
+		ck_assert_uint_eq(
+			io_weights_placement(engine_model_weights(f), i)
+				->layout,
+			0);
+		free(want);
+		free(got);
+	}
+	close(fd);
+	/*
+	 * blk.0's ffn_gate and ffn_up (Q4_K) and attn_v and ffn_down (Q6_K);
+	 * not output (16,387 rows) nor token_embd (Q4_K read by get_rows,
+	 * whose one-token order is the plain one)
+	 */
+	ck_assert_uint_eq(packed, cpu_avx512_usable() ? 4 : 0);
+	ck_assert_int_eq(engine_seq_new(m, &sm, &err), 0);
+	ck_assert_int_eq(engine_seq_new(f, &sf, &err), 0);
+	forward1(m, sm, prompt, 6, lm);
+	forward1(f, sf, prompt, 6, lf);
+	ck_assert_mem_eq(lm, lf, nv * sizeof(float));
+	for (k = 0; k < 4; k++) {
+		forward1(m, sm, &prompt[k], 1, lm);
+		forward1(f, sf, &prompt[k], 1, lf);
+		ck_assert_mem_eq(lm, lf, nv * sizeof(float));
+	}
+	engine_seq_free(sm);
+	engine_seq_free(sf);
+	engine_model_free(m);
+	engine_model_free(f);
+	free(lm);
+	free(lf);
+}
+END_TEST
+
 static int model_setup(void)
 {
 	if (check_need_model("stories260K"))
@@ -397,6 +487,7 @@ static void model_tests(TCase *tc)
 	tcase_add_test(tc, test_forward_errors_leave_sequences_alone);
 	tcase_add_test(tc, test_forward_truncate_and_batch_agree);
 	tcase_add_test(tc, test_forward_threads_agree);
+	tcase_add_test(tc, test_model_packed_weights);
 }
 
 static void model_teardown(void)

@@ -27,6 +27,19 @@ same "$WORK/expect-mixq" "$WORK/early" "a prompt submitted while loading waits, 
 wait_loaded || fail "models loaded in 10 s"
 cat "$WORK/greedy" > "$S/config"
 
+# mixq's Q4_K and Q6_K matrices are packed into panels in memory
+# (Documentation/engine.md): its weights/ files still give the file's bytes,
+# whole and from an offset inside a row.
+while read -r name type shape bytes off dev; do
+	tail -c +$((off + 1)) "$MIXQ" | head -c "$bytes" > "$WORK/expect-w"
+	cat "$MNT/mixq/weights/$name" > "$WORK/got-w"
+	same "$WORK/expect-w" "$WORK/got-w" "mixq weights/$name ($type): the file's bytes"
+	dd if="$MNT/mixq/weights/$name" bs=4096 skip=1000 count=333 \
+		iflag=skip_bytes,count_bytes status=none > "$WORK/got-w"
+	tail -c +$((off + 1000 + 1)) "$MIXQ" | head -c 333 > "$WORK/expect-w"
+	same "$WORK/expect-w" "$WORK/got-w" "mixq weights/$name: 333 bytes at 1000"
+done < <(grep -E '^(token_embd|blk.0.ffn_down|blk.0.ffn_gate)\.' "$MNT/mixq/weights/index")
+
 # 1. One descriptor: open read-write, write, read to EOF.
 exec 3<>"$S/generate"
 printf '%s' "$P" >&3
