@@ -20,6 +20,12 @@
  * next rows' heads plus each row's 256 bytes ahead 12.5-13.8, the tile
  * kernels' 10.1-10.5. The run's prefetch (cold 151,936 x 1024 matrix, 2
  * threads, 4 tokens): Q6_K 7.4 -> 5.6 ms, Q4_K 4.1-5.0 -> 3.8 ms.
+ *
+ * A matrix packed at load (gemm.h's cpu_gemm_packed; io_placement.layout)
+ * has its panels already: each is its 16 rows' bytes, run where they lie,
+ * for one token as for many (one token in the one-token path's bits), and
+ * nothing but these functions reads its bytes (cpu_gemm_unpack_row and
+ * cpu_gemm_packed_read give back the file's).
  */
 #include <errno.h>
 #include <stdatomic.h>
