@@ -530,23 +530,26 @@ static void model_place(struct engine_model *m, struct engine_tensor *t)
 _Static_assert(sizeof(struct engine_layer) % sizeof(struct engine_tensor) == 0,
 	       "struct engine_layer holds only struct engine_tensor");
 
-static void model_place_tensors(struct engine_model *m)
+/* fn on every tensor view of m, the model's own then each layer's. */
+static void model_each_view(struct engine_model *m,
+			    void (*fn)(struct engine_model *m,
+				       struct engine_tensor *t))
 {
 	const size_t per_layer = sizeof(struct engine_layer) /
 				 sizeof(struct engine_tensor);
 	uint32_t il;
 	size_t i;
 
-	model_place(m, &m->tok_embd);
-	model_place(m, &m->output_norm);
-	model_place(m, &m->output);
-	model_place(m, &m->rope_freqs);
+	fn(m, &m->tok_embd);
+	fn(m, &m->output_norm);
+	fn(m, &m->output);
+	fn(m, &m->rope_freqs);
 	for (il = 0; il < m->hp.n_layer; il++) {
 		struct engine_tensor *t =
 			(struct engine_tensor *)&m->layers[il];
 
 		for (i = 0; i < per_layer; i++)
-			model_place(m, &t[i]);
+			fn(m, &t[i]);
 	}
 }
 
@@ -554,31 +557,13 @@ static void model_place_tensors(struct engine_model *m)
  * The backend's own layout of the matrices, made once at load (the CPU's
  * panels: engine/cpu/gemm.h): a view it cannot pack, or memory for the
  * copy that is missing, leaves its matrix as the file has it, which
- * every kernel reads too.
- * tok_embd and a tied output share one placement, packed once.
+ * every kernel reads too. tok_embd and a tied output share one
+ * placement: the first view packs it, the second finds it packed.
  */
 static void model_pack(struct engine_model *m, struct engine_tensor *t)
 {
 	if (t->info && m->backend->iface->pack)
 		m->backend->iface->pack(m->backend, t);
-}
-
-static void model_pack_tensors(struct engine_model *m)
-{
-	const size_t per_layer = sizeof(struct engine_layer) /
-				 sizeof(struct engine_tensor);
-	uint32_t il;
-	size_t i;
-
-	model_pack(m, &m->tok_embd);
-	model_pack(m, &m->output);
-	for (il = 0; il < m->hp.n_layer; il++) {
-		struct engine_tensor *t =
-			(struct engine_tensor *)&m->layers[il];
-
-		for (i = 0; i < per_layer; i++)
-			model_pack(m, &t[i]);
-	}
 }
 
 void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
@@ -748,7 +733,7 @@ int engine_model_open(struct engine_model **out, const char *path,
 	ret = io_weights_load(&m->weights, m->gguf, &opt->load, err);
 	if (ret)
 		goto out_free;
-	model_place_tensors(m);
+	model_each_view(m, model_place);
 	model_fill_info(m, opt->n_ctx);
 	if ((ret = model_kv_init(m, opt, err)))
 		goto out_free;
@@ -769,7 +754,7 @@ int engine_model_open(struct engine_model **out, const char *path,
 		goto out_free;
 	m->backend->batch_exact = opt->batch_exact;
 	if (!opt->no_pack && !opt->load.async)
-		model_pack_tensors(m);
+		model_each_view(m, model_pack);
 	*out = m;
 	return 0;
 

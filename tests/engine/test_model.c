@@ -125,19 +125,35 @@ static int model_open_mutated(const struct mutation *mu, struct err *err)
 	return ret;
 }
 
-static struct engine_model *model_open_threads(const char *stem, uint32_t n_ctx,
-					       uint32_t threads)
+static struct engine_model *
+model_open_opt(const char *stem, const struct engine_model_options *opt)
 {
-	struct engine_model_options opt = { .n_ctx = n_ctx,
-					    .threads = threads };
 	struct engine_model *m = NULL;
 	struct err err = { 0 };
 	char path[1200];
 
 	model_path(path, sizeof(path), stem);
-	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
+	ck_assert_msg(engine_model_open(&m, path, opt, &err) == 0, "%s: %s",
 		      path, err.msg);
 	return m;
+}
+
+static struct engine_model *model_open_threads(const char *stem, uint32_t n_ctx,
+					       uint32_t threads)
+{
+	struct engine_model_options opt = { .n_ctx = n_ctx,
+					    .threads = threads };
+
+	return model_open_opt(stem, &opt);
+}
+
+static struct engine_model *model_open_packed(const char *stem, bool no_pack)
+{
+	struct engine_model_options opt = { .n_ctx = 64,
+					    .threads = 2,
+					    .no_pack = no_pack };
+
+	return model_open_opt(stem, &opt);
 }
 
 static struct engine_model *model_open(const char *stem, uint32_t n_ctx)
@@ -374,21 +390,6 @@ START_TEST(test_forward_threads_agree)
 	free(l3);
 }
 END_TEST
-
-static struct engine_model *model_open_packed(const char *stem, bool no_pack)
-{
-	struct engine_model_options opt = { .n_ctx = 64,
-					    .threads = 2,
-					    .no_pack = no_pack };
-	struct engine_model *m = NULL;
-	struct err err = { 0 };
-	char path[1200];
-
-	model_path(path, sizeof(path), stem);
-	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
-		      path, err.msg);
-	return m;
-}
 
 /*
  * The CPU backend packs mixq's Q4_K and Q6_K matrices into panels at load
