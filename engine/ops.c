@@ -249,13 +249,19 @@ void ops_matmul(struct engine_pool *pool, float *const *ys,
 		ops_matmul_rows(&job, 0, w->info->ne[1]);
 }
 
-void ops_get_row(float *y, const struct engine_tensor *w, int64_t row)
+static void ops_get_row_packed(float *y, const struct engine_tensor *w,
+			       int64_t row)
 {
 	uint8_t bytes[CPU_PACKED_ROW_MAX] __attribute__((aligned(64)));
 
+	cpu_gemm_unpack_row(w, 0, row, bytes);
+	quant_to_float(w->info->type, bytes, y, w->info->ne[0]);
+}
+
+void ops_get_row(float *y, const struct engine_tensor *w, int64_t row)
+{
 	if (ops_packed(w)) {
-		cpu_gemm_unpack_row(w, 0, row, bytes);
-		quant_to_float(w->info->type, bytes, y, w->info->ne[0]);
+		ops_get_row_packed(y, w, row);
 		return;
 	}
 	quant_to_float(w->info->type,
