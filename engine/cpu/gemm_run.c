@@ -214,14 +214,14 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 	if (!cpu_gemm_able(w, n_tok, batch_exact))
 		return -ENOTSUP;
 	ab = k->act_bytes(n); /* 64-aligned (gemm.h) */
-	job.panel_size = cpu_align64(k->panel_bytes(n));
-	if (gemm_packed(w)) {
+	if (gemm_packed(w))
 		/* one token is the one-token path: its bits (gemm.h) */
 		job.packed_run = batch_exact || n_tok == 1 ?
 					 k->packed->run_exact :
 					 k->packed->run;
-		job.panel_size = 0;
-	}
+	else
+		/* a panel each thread makes */
+		job.panel_size = cpu_align64(k->panel_bytes(n));
 	scratch = engine_pool_scratch(pool, ab * n_tok + job.panel_size * nth +
 						    sizeof(*job.left) * nth);
 	if (!scratch)
