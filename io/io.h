@@ -203,6 +203,16 @@ io_gguf_get_array(const struct io_gguf *g, const char *key,
 const struct io_gguf_tensor *io_gguf_find_tensor(const struct io_gguf *g,
 						 const char *name);
 
+/*
+ * The file type (llama.cpp's llama_ftype: 15 is Q4_K_M): general.file_type,
+ * or, when the file has none, llama.cpp's guess from the type of the most
+ * tensors, with *guessed set (ftype.c).
+ */
+uint32_t io_gguf_ftype(const struct io_gguf *g, bool *guessed);
+/* Its name as llama-quantize and Ollama write it: "Q4_K_M", "F16",
+ * "unknown" for a number this build does not know. */
+const char *io_ftype_name(uint32_t ftype);
+
 /* ---- GGUF writer ------------------------------------------------------- */
 
 /*
