@@ -22,6 +22,7 @@
  * BOS is not written: tokenization adds it when the vocabulary asks.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -245,6 +246,96 @@ int engine_chat_template_apply(const char *tmpl, const char *user, size_t len,
 	*out = s;
 	if (out_len)
 		*out_len = n_pre + len + n_post;
+	return 0;
+}
+
+/*
+ * Does the template take a system message in <<SYS>> (llama.cpp's
+ * llama2-sys variants), or only as the first line of the first turn?
+ */
+static bool chat_llama2_sys(const char *tmpl)
+{
+	return strcmp(tmpl, "llama2") &&
+	       (!strncmp(tmpl, "llama2-sys", 10) || chat_has(tmpl, "<<SYS>>"));
+}
+
+/*
+ * A system message, then one user message, as llm_chat_apply_template
+ * writes the pair: ChatML and Llama 3 put a system turn first, Llama 2
+ * puts it inside the first [INST]. RAW (no known template) leaves it out.
+ */
+int engine_chat_template_apply_system(const char *tmpl, const char *system,
+				      const char *user, size_t len, char **out,
+				      size_t *out_len, struct err *err)
+{
+	struct chat_style st = chat_style_detect(tmpl);
+	size_t n_user, n_sys = system ? strlen(system) : 0, n_pre, n;
+	const char *sys = system;
+	char pre[64], *turn, *s;
+	int rc;
+
+	*out = NULL;
+	rc = engine_chat_template_apply(tmpl, user, len, &turn, &n_user, err);
+	if (rc || !n_sys || st.format == ENGINE_CHAT_RAW) {
+		*out = turn;
+		if (!rc && out_len)
+			*out_len = n_user;
+		return rc;
+	}
+	if (st.format == ENGINE_CHAT_LLAMA3 || st.strip)
+		chat_trim(&sys, &n_sys);
+	n_pre = 0;
+	switch (st.format) {
+	case ENGINE_CHAT_CHATML:
+		n_pre = snprintf(pre, sizeof(pre), "<|im_start|>system\n");
+		break;
+	case ENGINE_CHAT_LLAMA3:
+		n_pre = snprintf(
+			pre, sizeof(pre),
+			"<|start_header_id|>system<|end_header_id|>\n\n");
+		break;
+	default: /* LLAMA2: the turn's "[INST] " comes first */
+		n_pre = snprintf(
+			pre, sizeof(pre), "[INST] %s",
+			chat_llama2_sys(tmpl ? tmpl : "") ? "<<SYS>>\n" : "");
+		break;
+	}
+	if (n_sys > SIZE_MAX / 2 - n_user - 64) {
+		free(turn);
+		return err_set(err, EOVERFLOW, "chat: system message too long");
+	}
+	s = malloc(n_pre + n_sys + n_user + 64);
+	if (!s) {
+		free(turn);
+		return err_set(err, ENOMEM, "chat: out of memory");
+	}
+	memcpy(s, pre, n_pre);
+	memcpy(s + n_pre, sys, n_sys);
+	n = n_pre + n_sys;
+	if (st.format == ENGINE_CHAT_CHATML) {
+		memcpy(s + n, "<|im_end|>\n", 11);
+		memcpy(s + n + 11, turn, n_user);
+		n += 11 + n_user;
+	} else if (st.format == ENGINE_CHAT_LLAMA3) {
+		memcpy(s + n, "<|eot_id|>", 10);
+		memcpy(s + n + 10, turn, n_user);
+		n += 10 + n_user;
+	} else {
+		const char *end = chat_llama2_sys(tmpl ? tmpl : "") ?
+					  "\n<</SYS>>\n\n" :
+					  "\n";
+
+		memcpy(s + n, end, strlen(end));
+		n += strlen(end);
+		/* the user turn without its own "[INST] " */
+		memcpy(s + n, turn + 7, n_user - 7);
+		n += n_user - 7;
+	}
+	s[n] = '\0';
+	free(turn);
+	*out = s;
+	if (out_len)
+		*out_len = n;
 	return 0;
 }
 

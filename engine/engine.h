@@ -340,6 +340,15 @@ const char *engine_chat_turn_end(const struct engine_model *m);
 enum engine_chat_format engine_chat_template_format(const char *tmpl);
 int engine_chat_template_apply(const char *tmpl, const char *user, size_t len,
 			       char **out, size_t *out_len, struct err *err);
+/*
+ * The same after a system message (NULL or "" for none), as llama.cpp
+ * writes a system + user conversation: a system turn first (ChatML,
+ * Llama 3), or inside the first [INST] (Llama 2, in <<SYS>> when the
+ * template has it). A RAW template leaves the system message out.
+ */
+int engine_chat_template_apply_system(const char *tmpl, const char *system,
+				      const char *user, size_t len, char **out,
+				      size_t *out_len, struct err *err);
 
 /* ---- generation -------------------------------------------------------- */
 

@@ -175,6 +175,56 @@ START_TEST(test_chat_apply_raw_and_bytes)
 }
 END_TEST
 
+static void check_system(const char *tmpl, const char *sys, const char *msg,
+			 const char *want)
+{
+	struct err err = { 0 };
+	char *out = NULL;
+	size_t out_len = 0;
+
+	ck_assert_int_eq(engine_chat_template_apply_system(tmpl, sys, msg,
+							   strlen(msg), &out,
+							   &out_len, &err),
+			 0);
+	ck_assert_msg(out && !strcmp(out, want), "got \"%s\", want \"%s\"", out,
+		      want);
+	ck_assert_uint_eq(out_len, strlen(want));
+	free(out);
+}
+
+/*
+ * A system message before the user's, as llm_chat_apply_template writes
+ * a system + user pair (src/llama-chat.cpp): a turn of its own in ChatML
+ * and Llama 3 (trimmed there), inside the first [INST] in Llama 2.
+ */
+START_TEST(test_chat_apply_system)
+{
+	check_system(tmpl_qwen2, "Be brief.", "Hello",
+		     "<|im_start|>system\nBe brief.<|im_end|>\n"
+		     "<|im_start|>user\nHello<|im_end|>\n"
+		     "<|im_start|>assistant\n");
+	check_system(tmpl_llama3, " Be brief.\n", "Hi",
+		     "<|start_header_id|>system<|end_header_id|>\n\nBe brief."
+		     "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+		     "Hi<|eot_id|><|start_header_id|>assistant"
+		     "<|end_header_id|>\n\n");
+	/* llama2 without <<SYS>>: the system line opens the first turn */
+	check_system(tmpl_llama2, "Be brief.", "Who are you",
+		     "[INST] Be brief.\nWho are you [/INST]");
+	check_system("llama2-sys", "Be brief.", "Who are you",
+		     "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\n"
+		     "Who are you [/INST]");
+	/* none, or a template we do not write: the user turn alone */
+	check_system(tmpl_qwen2, NULL, "Hello",
+		     "<|im_start|>user\nHello<|im_end|>\n"
+		     "<|im_start|>assistant\n");
+	check_system(tmpl_qwen2, "", "Hello",
+		     "<|im_start|>user\nHello<|im_end|>\n"
+		     "<|im_start|>assistant\n");
+	check_system(tmpl_phi4, "Be brief.", "Hello", "Hello");
+}
+END_TEST
+
 static void chat_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_chat_detects_families);
@@ -183,6 +233,7 @@ static void chat_tests(TCase *tc)
 	tcase_add_test(tc, test_chat_apply_llama2);
 	tcase_add_test(tc, test_chat_apply_llama3);
 	tcase_add_test(tc, test_chat_apply_raw_and_bytes);
+	tcase_add_test(tc, test_chat_apply_system);
 }
 
 const struct check_main check_main = {
