@@ -27,12 +27,14 @@ static const char *const config_names[FS_CONFIG_COUNT] = {
 	[FS_CONFIG_SEED] = "seed",
 	[FS_CONFIG_MAX_TOKENS] = "max_tokens",
 	[FS_CONFIG_STOP] = "stop",
+	[FS_CONFIG_SYSTEM] = "system",
 };
 
 /* Without a config write, a generation ends after this many tokens. */
 #define CONFIG_MAX_TOKENS_DEFAULT 256
 #define CONFIG_MAX_TOKENS_LIMIT (1u << 20)
 #define CONFIG_STOP_LEN_MAX 256
+#define CONFIG_SYSTEM_LEN_MAX (64u << 10)
 
 void fs_config_defaults(struct fs_config *c)
 {
@@ -51,6 +53,8 @@ static void config_clear_stop(struct fs_config *c)
 void fs_config_free(struct fs_config *c)
 {
 	config_clear_stop(c);
+	free(c->system);
+	c->system = NULL;
 }
 
 static int config_copy_stop(struct fs_config *dst, const struct fs_config *src)
@@ -70,7 +74,17 @@ static int config_copy_stop(struct fs_config *dst, const struct fs_config *src)
 int fs_config_copy(struct fs_config *dst, const struct fs_config *src)
 {
 	*dst = *src;
-	return config_copy_stop(dst, src);
+	dst->system = NULL;
+	if (src->system && !(dst->system = strdup(src->system))) {
+		dst->n_stop = 0;
+		return -ENOMEM;
+	}
+	if (config_copy_stop(dst, src)) {
+		free(dst->system);
+		dst->system = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 static int config_float(const char *v, double lo, double hi, double *out)
@@ -102,7 +116,8 @@ static int config_uint(const char *v, unsigned long long hi,
 	return 0;
 }
 
-/* \n \t \r \\ \xHH in stop strings, so that a newline can be written. */
+/* \n \t \r \\ \xHH in stop strings and system, so that a newline can be
+ * written. */
 static int config_unescape(const char *v, char *out, size_t cap)
 {
 	size_t n = 0;
@@ -138,6 +153,32 @@ static int config_unescape(const char *v, char *out, size_t cap)
 		out[n++] = c;
 	}
 	out[n] = '\0';
+	return 0;
+}
+
+/* The system prompt: at most CONFIG_SYSTEM_LEN_MAX bytes; empty clears. */
+static int config_set_system(struct fs_config *c, const char *v,
+			     struct err *err)
+{
+	size_t n = strlen(v);
+	char *s;
+
+	if (n >= CONFIG_SYSTEM_LEN_MAX)
+		return err_set(err, EINVAL,
+			       "config: system: longer than %u bytes",
+			       CONFIG_SYSTEM_LEN_MAX - 1);
+	s = malloc(n + 1);
+	if (!s)
+		return err_set(err, ENOMEM, "config: out of memory");
+	if (config_unescape(v, s, n + 1)) {
+		free(s);
+		return err_set(err, EINVAL, "config: system: bad escape");
+	}
+	free(c->system);
+	c->system = *s ? s : NULL;
+	if (!*s)
+		free(s);
+	c->set |= 1u << FS_CONFIG_SYSTEM;
 	return 0;
 }
 
@@ -198,6 +239,7 @@ static int config_set(struct fs_config *c, enum fs_config_key k, const char *v,
 			return err_set(err, ENOMEM, "config: out of memory");
 		c->n_stop++;
 		break;
+	case FS_CONFIG_SYSTEM: return config_set_system(c, v, err);
 	default: return -EINVAL;
 	}
 	if (rc)
@@ -232,7 +274,7 @@ static int config_line(struct fs_config *c, char *line, struct err *err)
 	return err_set(
 		err, EINVAL,
 		"config: unknown key '%.64s' (temperature top_k top_p min_p "
-		"repeat_penalty seed max_tokens stop)",
+		"repeat_penalty seed max_tokens stop system)",
 		key);
 }
 
@@ -293,11 +335,17 @@ int fs_config_merge(struct fs_config *out, const struct fs_config *base,
 		config_clear_stop(out);
 		rc = config_copy_stop(out, over);
 	}
+	if (!rc && (over->set & (1u << FS_CONFIG_SYSTEM))) {
+		free(out->system);
+		out->system = over->system ? strdup(over->system) : NULL;
+		if (over->system && !out->system)
+			rc = -ENOMEM;
+	}
 	out->set = base->set | over->set;
 	return rc;
 }
 
-static int config_escape(struct fs_buf *b, const char *s)
+int fs_config_escape(struct fs_buf *b, const char *s)
 {
 	int rc = 0;
 
@@ -340,9 +388,15 @@ int fs_config_format(const struct fs_config *c, struct fs_buf *b)
 	for (size_t i = 0; i < c->n_stop && !rc; i++) {
 		rc = fs_buf_add(b, "stop=", 5);
 		if (!rc)
-			rc = config_escape(b, c->stop[i]);
+			rc = fs_config_escape(b, c->stop[i]);
 		if (!rc)
 			rc = fs_buf_add(b, "\n", 1);
 	}
+	if (!rc)
+		rc = fs_buf_add(b, "system=", 7);
+	if (!rc && c->system)
+		rc = fs_config_escape(b, c->system);
+	if (!rc)
+		rc = fs_buf_add(b, "\n", 1);
 	return rc;
 }

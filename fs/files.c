@@ -482,9 +482,14 @@ int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
+	/* an open file keeps its model: a store may remove it meanwhile */
+	h->fm = fs_tree_model_get(fs, n, false);
+	if (!h->fm && n->kind > FS_K_METRICS) {
+		free(h);
+		return -ENOENT;
+	}
 	pthread_mutex_init(&h->lock, NULL);
 	h->node = *n;
-	h->fm = fs_tree_model(fs, n);
 	h->uid = fuse_req_ctx(req)->uid;
 	h->readable = acc != O_WRONLY;
 	fi->fh = (uintptr_t)h;
@@ -747,5 +752,6 @@ void fs_file_release(struct fs *fs, struct fs_handle *h)
 	files_uncharge(h);
 	fs_buf_free(&h->text);
 	pthread_mutex_destroy(&h->lock);
+	fs_model_put(fm);
 	free(h);
 }

@@ -22,6 +22,8 @@
  *   buf.c      growable byte buffers; sha256.c the info file's digest
  *   mount.c    argv, mount, signals, unmount (fs_main)
  *   progress.c the load bar of `llmfs -f` on a terminal
+ *   store*.c   models of other tools' stores (Ollama, Hugging Face, LM
+ *              Studio, llama.cpp), watched with inotify (store.h)
  *
  * Locks. Each guards what its field's comment says; "by lock" there means
  * the struct's own lock.
@@ -42,6 +44,10 @@
  *   fs.wait_lock          the parked reads (fs.waiters, fs_stream.waiters)
  *   fs.handles_lock       the list of open files
  *   fs.use_lock           the per-uid charges (limits.c)
+ *   fs.models_lock        appending to fs.models; each model's gone and
+ *                         users (+ models_cond)
+ *   fs_stores.lock        (store.c) a store's scan and the changes it
+ *                         makes, the retire threads' list
  *   fs_errors.lock        one model's errors ring
  *   remote.wake_lock      a remote model's curl multi handle, against
  *                         curl_multi_wakeup from other threads (remote.h)
@@ -53,8 +59,11 @@
  *   fs.progress_lock -> fs_model.lock   (the bar reads each model's state)
  *   fs.wake_lock -> fs_stream.lock      (a reference for the queue)
  *   fs_model.weights_lock -> fs_errors.lock
- *   fs.handles_lock, fs.use_lock, fs_errors.lock, fs.reap_lock and
- *   remote.wake_lock are leaves: nothing of fs/ is taken under them.
+ *   fs_stores.lock -> fs.models_lock, fs_errors.lock (a rescan makes and
+ *                     hides models; no other lock of fs/ is held then)
+ *   fs.handles_lock, fs.use_lock, fs_errors.lock, fs.reap_lock,
+ *   fs.models_lock and remote.wake_lock are leaves: nothing of fs/ is
+ *   taken under them.
  *
  * Hence fs_stream_put() (its last reference takes fs_model.lock to drop
  * the session's) and fs_stream_cancel() are never called with
@@ -74,9 +83,11 @@
  * request lock) is called with no lock of fs/ held.
  *
  * Calls out: no lock of fs/ is held while calling into libfuse, except
- * fuse_req_interrupted (above) and the reply of a weights/ tensor read,
+ * fuse_req_interrupted (above), the reply of a weights/ tensor read,
  * sent under the read lock of weights_lock so that a placement cannot
- * move the bytes being copied out.
+ * move the bytes being copied out, and a rescan's notices to the kernel
+ * (fuse_lowlevel_notify_inval_*) under fs_stores.lock, which no FUSE
+ * handler ever takes.
  *
  * Flags read without a lock: fs.signalled (_Atomic, set by the shutdown
  * thread); fs_model.stop (_Atomic), written under fs_model.lock, read bare
@@ -163,6 +174,7 @@ enum fs_config_key {
 	FS_CONFIG_SEED,
 	FS_CONFIG_MAX_TOKENS,
 	FS_CONFIG_STOP,
+	FS_CONFIG_SYSTEM,
 	FS_CONFIG_COUNT,
 };
 
@@ -171,6 +183,7 @@ struct fs_config {
 	uint32_t max_tokens;
 	char *stop[FS_STOP_MAX];
 	size_t n_stop;
+	char *system; /* chat's system prompt, NULL for none */
 	unsigned set; /* bit per enum fs_config_key: set here (overrides) */
 };
 
@@ -187,6 +200,8 @@ int fs_config_write(struct fs_config *c, const char *text, size_t len,
 int fs_config_merge(struct fs_config *out, const struct fs_config *base,
 		    const struct fs_config *over);
 int fs_config_format(const struct fs_config *c, struct fs_buf *b);
+/* s as a config value: C escapes for control bytes, \\ and a last blank. */
+int fs_config_escape(struct fs_buf *b, const char *s);
 
 /* ---- streams: the output of one generation ----------------------------- */
 
@@ -396,7 +411,8 @@ struct fs_model {
 	const struct engine_model_info *info;
 	const struct io_gguf *gguf;
 	enum engine_chat_format chat_format;
-	char quant[16];	     /* the type with the most bytes */
+	char quant[16];	     /* the file type, "Q4_K_M" (io_gguf_ftype) */
+	bool quant_guessed;  /* no general.file_type: llama.cpp's guess */
 	char sha256[65 * 4]; /* hex per file, "" until computed */
 
 	struct fs_config config; /* protected by lock */
@@ -418,6 +434,23 @@ struct fs_model {
 	bool thread_started;
 	pthread_t hash_thread;
 	bool hash_started;
+
+	/*
+	 * A model of a store (store.h): what the store says of it, owned;
+	 * NULL for a file or server named on the command line. n_ctx is the
+	 * store's context length (Ollama's num_ctx), 0 for the default.
+	 */
+	struct fs_store_item *item;
+	uint32_t n_ctx;
+	/*
+	 * Removed from its store: hidden from lookups and listings (gone);
+	 * its engine model is freed once nobody uses it (users: references
+	 * of fs_model_get and open files), the struct only at unmount, so
+	 * that a stale inode still finds it. Both by fs.models_lock.
+	 */
+	bool gone;
+	bool retired; /* gone, unused, its engine model being freed */
+	unsigned users;
 };
 
 /*
@@ -446,6 +479,24 @@ enum fs_model_state fs_model_state(struct fs_model *fm);
 void fs_model_wake(struct fs_model *fm);
 /* A name for a model file: its stem, lower case, safe characters only. */
 void fs_model_slug(const char *path, char *out, size_t cap);
+/*
+ * Can name be a new model's directory: not reserved, not taken by a model
+ * that is not gone? fs.models_lock held, or no other thread started yet.
+ */
+bool fs_model_name_ok(struct fs *fs, const char *name);
+/*
+ * Append fm to fs.models and give it its index, under fs.models_lock:
+ * 0, or -ENOSPC past FS_MODELS_MAX models in the mount's life.
+ */
+int fs_model_add(struct fs *fs, struct fs_model *fm);
+/*
+ * The model at index i with a use reference (fs_model_put), or NULL when
+ * there is none or it is gone (removed from its store); with gone_too,
+ * a gone model is given as long as it was not retired (freed).
+ */
+struct fs_model *fs_model_get(struct fs *fs, unsigned i, bool gone_too);
+void fs_model_put(struct fs_model *fm);
+bool fs_model_gone(struct fs_model *fm);
 
 /* The scheduler thread (sched.c). */
 void *fs_sched_main(void *arg);
@@ -550,11 +601,23 @@ unsigned fs_prefill_chunk(const struct fs *fs);
 bool fs_may_write_model(const struct fs *fs, uid_t uid);
 
 struct fs_waiter;
+struct fs_stores;
+
+/* Inode numbers hold the model's index + 1 in 16 bits (fs_node). */
+#define FS_MODELS_MAX 65535u
 
 struct fs {
 	struct fs_options opt;
+	/*
+	 * FS_MODELS_MAX slots, filled in order and never emptied, so that
+	 * a reader may walk them without a lock: a slot is set before
+	 * n_models counts it. A model removed from its store stays (gone).
+	 */
 	struct fs_model **models;
-	unsigned n_models;
+	_Atomic unsigned n_models;
+	pthread_mutex_t models_lock; /* appends; each model's gone, users */
+	pthread_cond_t models_cond;  /* a gone model's users dropped */
+	struct fs_stores *stores;    /* store.c, NULL without one */
 	struct fuse_session *se;
 	double start;
 	double start_wall;
@@ -675,13 +738,20 @@ int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
 		     struct fs_dir_snap **out);
 /*
  * Directory entry i of dir into *child and *name (a static or the
- * model's string); 1 if there is one, 0 past the end. sessions/ lists
- * the ids of snap.
+ * model's string); 1 if there is one, FS_TREE_SKIP for an index with
+ * nothing to list, 0 past the end. sessions/ lists the ids of snap.
  */
 int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 		  const struct fs_dir_snap *snap, struct fs_node *child,
 		  const char **name, char *tmp, size_t tmp_cap);
-struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n);
+/*
+ * The model of node n with a use reference (fs_model_put), or NULL; a
+ * gone model only with gone_too (see fs_model_get).
+ */
+struct fs_model *fs_tree_model_get(struct fs *fs, const struct fs_node *n,
+				   bool gone_too);
+/* A listing's entry that is not there (a gone model's slot): skip it. */
+#define FS_TREE_SKIP 2
 /* Does fm's provider give this file (provider.c)? The optional ones. */
 bool fs_provider_has(const struct fs_model *fm, enum fs_kind k);
 

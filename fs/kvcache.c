@@ -41,18 +41,34 @@ int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 	char *turn = NULL;
 	size_t turn_len = s->prompt_len;
 	struct fs_buf b = { 0 };
+	bool first;
 	int rc;
 
 	*chat = s->kind == FS_GEN_CHAT;
 	*text = s->prompt;
 	*len = s->prompt_len;
-	if (!kv_is_turn(s))
+	if (!kv_is_turn(s)) {
+		/* a system prompt (config's system=): templated here */
+		if (*chat && s->cfg.system) {
+			rc = engine_chat_template_apply_system(
+				fm->info->chat_template, s->cfg.system,
+				s->prompt, s->prompt_len, &s->text, len, err);
+			if (rc)
+				return rc;
+			*text = s->text;
+			*chat = false;
+		}
 		return engine_seq_new(fm->m, &s->seq, err);
-	/* the new message as the conversation gets it */
+	}
+	/* the new message as the conversation gets it: the system prompt
+	 * opens a conversation */
 	if (*chat) {
-		rc = engine_chat_template_apply(fm->info->chat_template,
-						s->prompt, s->prompt_len, &turn,
-						&turn_len, err);
+		pthread_mutex_lock(&fm->lock);
+		first = !ss->convo.len;
+		pthread_mutex_unlock(&fm->lock);
+		rc = engine_chat_template_apply_system(
+			fm->info->chat_template, first ? s->cfg.system : NULL,
+			s->prompt, s->prompt_len, &turn, &turn_len, err);
 		if (rc)
 			return rc;
 	} else {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "store.h"
 
 void fs_model_slug(const char *path, char *out, size_t cap)
 {
@@ -33,6 +34,72 @@ void fs_model_slug(const char *path, char *out, size_t cap)
 	out[n] = '\0';
 	if (!n || !strcmp(out, ".") || !strcmp(out, ".."))
 		snprintf(out, cap, "model");
+}
+
+bool fs_model_name_ok(struct fs *fs, const char *name)
+{
+	static const char *const reserved[] = { "models", "status", "metrics",
+						".",	  "..",	    "" };
+
+	if (strchr(name, '/') || strlen(name) > 200)
+		return false;
+	for (size_t i = 0; i < sizeof(reserved) / sizeof(*reserved); i++)
+		if (!strcmp(name, reserved[i]))
+			return false;
+	for (unsigned i = 0; i < fs->n_models; i++)
+		if (!fs->models[i]->gone && !strcmp(fs->models[i]->name, name))
+			return false;
+	return true;
+}
+
+int fs_model_add(struct fs *fs, struct fs_model *fm)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&fs->models_lock);
+	i = fs->n_models;
+	if (i < FS_MODELS_MAX) {
+		fm->idx = i;
+		fs->models[i] = fm;
+		fs->n_models = i + 1; /* after the slot: readers take no lock */
+	}
+	pthread_mutex_unlock(&fs->models_lock);
+	return i < FS_MODELS_MAX ? 0 : -ENOSPC;
+}
+
+struct fs_model *fs_model_get(struct fs *fs, unsigned i, bool gone_too)
+{
+	struct fs_model *fm = i < fs->n_models ? fs->models[i] : NULL;
+
+	if (!fm)
+		return NULL;
+	pthread_mutex_lock(&fs->models_lock);
+	if (fm->gone && (!gone_too || fm->retired))
+		fm = NULL;
+	else
+		fm->users++;
+	pthread_mutex_unlock(&fs->models_lock);
+	return fm;
+}
+
+void fs_model_put(struct fs_model *fm)
+{
+	if (!fm)
+		return;
+	pthread_mutex_lock(&fm->fs->models_lock);
+	if (!--fm->users && fm->gone)
+		pthread_cond_broadcast(&fm->fs->models_cond);
+	pthread_mutex_unlock(&fm->fs->models_lock);
+}
+
+bool fs_model_gone(struct fs_model *fm)
+{
+	bool gone;
+
+	pthread_mutex_lock(&fm->fs->models_lock);
+	gone = fm->gone;
+	pthread_mutex_unlock(&fm->fs->models_lock);
+	return gone;
 }
 
 int fs_model_new(struct fs *fs, struct fs_model **out, const char *name,
@@ -103,6 +170,7 @@ void fs_model_free(struct fs_model *fm)
 	pthread_rwlock_destroy(&fm->weights_lock);
 	pthread_cond_destroy(&fm->wake);
 	pthread_mutex_destroy(&fm->lock);
+	fs_store_item_free(fm->item);
 	free(fm->name);
 	free(fm->path);
 	free(fm);

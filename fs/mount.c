@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "store.h"
 
 #ifndef LLMFS_VERSION
 #define LLMFS_VERSION "unknown"
@@ -44,6 +45,7 @@ struct mount_src {
 	char *name; /* NULL: a slug of the file name */
 	char *path;
 	char *remote; /* --remote: "URL[,OPT...]" (path is NULL) */
+	int store;    /* a store's kind (path its root), or -1 (store.h) */
 };
 
 /* A long option named in an -o list, waiting for the getopt loop. */
@@ -90,6 +92,10 @@ static void mount_usage(FILE *f)
 		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
 		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
 		"(or LLMFS_DEVICES)\n"
+		"  --store KIND[:PATH] the models of a store: ollama, hf, "
+		"lmstudio, llamacpp\n"
+		"                    (PATH: where it is; a directory SOURCE of "
+		"one is found too)\n"
 		"  --remote NAME=URL[,model=ID][,key_file=PATH][,ca_file=PATH]"
 		"[,timeout=S]\n"
 		"                    a model served by an OpenAI-compatible "
@@ -120,6 +126,7 @@ static int mount_add_src(struct mount_args *a, const char *name,
 	s = &a->src[a->n_src];
 	s->name = name ? strdup(name) : NULL;
 	s->remote = NULL;
+	s->store = -1;
 	/* fuse_daemonize() changes to /: keep absolute paths. */
 	abs = realpath(path, NULL);
 	s->path = abs ? abs : strdup(path);
@@ -149,6 +156,7 @@ static int mount_add_remote(struct mount_args *a, char *arg)
 	s->name = strndup(arg, eq - arg);
 	s->remote = strdup(eq + 1);
 	s->path = NULL;
+	s->store = -1;
 	if (!s->name || !s->remote) {
 		free(s->name);
 		free(s->remote);
@@ -156,6 +164,30 @@ static int mount_add_remote(struct mount_args *a, char *arg)
 	}
 	a->n_src++;
 	return 0;
+}
+
+/* A store: its models are found when the mount makes its directories. */
+static int mount_add_store(struct mount_args *a, int kind, const char *root)
+{
+	int rc = mount_add_src(a, NULL, root);
+
+	if (!rc)
+		a->src[a->n_src - 1].store = kind;
+	return rc;
+}
+
+/* --store KIND[:PATH] */
+static int mount_store_option(struct mount_args *a, const char *arg)
+{
+	enum fs_store_kind kind;
+	char root[PATH_MAX];
+	struct err err = { 0 };
+
+	if (fs_store_parse(arg, &kind, root, sizeof(root), &err)) {
+		fprintf(stderr, "llmfs: --store %s: %s\n", arg, err.msg);
+		return -EINVAL;
+	}
+	return mount_add_store(a, kind, root);
 }
 
 static int mount_cmp(const void *a, const void *b)
@@ -206,6 +238,14 @@ static int mount_add_dir(struct mount_args *a, const char *dir)
 	return rc;
 }
 
+/* A directory that is a store (Ollama's, the Hugging Face cache...) or not. */
+static int mount_add_dir_or_store(struct mount_args *a, const char *dir)
+{
+	int kind = fs_store_detect(dir);
+
+	return kind < 0 ? mount_add_dir(a, dir) : mount_add_store(a, kind, dir);
+}
+
 /* sep (unless b is empty), then s with ',' and '\\' escaped as libfuse reads them. */
 static int mount_buf_escaped(struct fs_buf *b, const char *sep, const char *s)
 {
@@ -238,7 +278,7 @@ static int mount_add_source(struct mount_args *a, char *arg)
 	int rc = 0;
 
 	if (!stat(arg, &st))
-		return S_ISDIR(st.st_mode) ? mount_add_dir(a, arg) :
+		return S_ISDIR(st.st_mode) ? mount_add_dir_or_store(a, arg) :
 					     mount_add_src(a, NULL, arg);
 	rc = -errno;
 	if ((rc != -ENOENT && rc != -ENOTDIR) || !strchr(arg, ':')) {
@@ -253,7 +293,7 @@ static int mount_add_source(struct mount_args *a, char *arg)
 			fprintf(stderr, "llmfs: %s: %s\n", part, strerror(-rc));
 			return rc;
 		}
-		rc = S_ISDIR(st.st_mode) ? mount_add_dir(a, part) :
+		rc = S_ISDIR(st.st_mode) ? mount_add_dir_or_store(a, part) :
 					   mount_add_src(a, NULL, part);
 	}
 	return rc;
@@ -438,7 +478,8 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		OPT_STREAM_BUFFER,
 		OPT_PREFILL_CHUNK,
 		OPT_SHARED_CONFIG,
-		OPT_BATCH_EXACT
+		OPT_BATCH_EXACT,
+		OPT_STORE
 	};
 	static const struct option lo[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
@@ -460,6 +501,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		{ "prefill-chunk", required_argument, NULL, OPT_PREFILL_CHUNK },
 		{ "shared-config", no_argument, NULL, OPT_SHARED_CONFIG },
 		{ "batch-exact", no_argument, NULL, OPT_BATCH_EXACT },
+		{ "store", required_argument, NULL, OPT_STORE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -503,6 +545,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 				a->opt.idle_timeout = u ? u : 1;
 			break;
 		case OPT_REMOTE: rc = mount_add_remote(a, optarg); break;
+		case OPT_STORE: rc = mount_store_option(a, optarg); break;
 		case OPT_MAX_SESSIONS:
 		case OPT_MAX_GENERATIONS:
 		case OPT_MAX_PROMPT_BYTES:
@@ -562,34 +605,28 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 	return rc;
 }
 
-static bool mount_name_ok(struct fs *fs, const char *name)
-{
-	static const char *const reserved[] = { "models", "status", "metrics",
-						".",	  "..",	    "" };
-
-	if (strchr(name, '/') || strlen(name) > 200)
-		return false;
-	for (size_t i = 0; i < sizeof(reserved) / sizeof(*reserved); i++)
-		if (!strcmp(name, reserved[i]))
-			return false;
-	for (unsigned i = 0; i < fs->n_models; i++)
-		if (!strcmp(fs->models[i]->name, name))
-			return false;
-	return true;
-}
-
 static int mount_models(struct fs *fs, struct mount_args *a)
 {
 	char name[256], slug[224];
 	struct err err = { 0 };
 	int rc;
 
-	fs->models = calloc(a->n_src ? a->n_src : 1, sizeof(*fs->models));
+	/* every slot at once: stores add models while readers walk them */
+	fs->models = calloc(FS_MODELS_MAX, sizeof(*fs->models));
 	if (!fs->models)
 		return -ENOMEM;
 	for (size_t i = 0; i < a->n_src; i++) {
+		if (a->src[i].store >= 0) {
+			rc = fs_store_open(fs, a->src[i].store, a->src[i].path,
+					   &err);
+			if (rc) {
+				fprintf(stderr, "llmfs: %s\n", err.msg);
+				return rc;
+			}
+			continue;
+		}
 		if (a->src[i].name) {
-			if (!mount_name_ok(fs, a->src[i].name)) {
+			if (!fs_model_name_ok(fs, a->src[i].name)) {
 				fprintf(stderr,
 					"llmfs: --name %s: reserved, "
 					"taken or not a file name\n",
@@ -600,7 +637,7 @@ static int mount_models(struct fs *fs, struct mount_args *a)
 		} else {
 			fs_model_slug(a->src[i].path, slug, sizeof(slug));
 			snprintf(name, sizeof(name), "%s", slug);
-			for (int k = 2; !mount_name_ok(fs, name); k++)
+			for (int k = 2; !fs_model_name_ok(fs, name); k++)
 				snprintf(name, sizeof(name), "%s-%d", slug, k);
 		}
 		rc = fs_model_new(fs, &fs->models[fs->n_models], name,
@@ -649,11 +686,14 @@ static void *mount_reaper(void *arg)
 			break;
 		pthread_mutex_unlock(&fs->reap_lock);
 		for (unsigned i = 0; i < fs->n_models; i++) {
-			struct fs_model *fm = fs->models[i];
+			struct fs_model *fm = fs_model_get(fs, i, false);
 
+			if (!fm)
+				continue;
 			pthread_mutex_lock(&fm->lock);
 			fs_session_reap(fm, fs_wall(), fs->opt.idle_timeout);
 			pthread_mutex_unlock(&fm->lock);
+			fs_model_put(fm);
 		}
 		pthread_mutex_lock(&fs->reap_lock);
 	}
@@ -710,6 +750,7 @@ static void *mount_shutdown_main(void *arg)
 		return NULL; /* the loop ended by itself */
 	sd_notify(0, "STOPPING=1");
 	fs->signalled = true;
+	fs_store_stop(fs); /* no model comes or goes from here on */
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_stop(fs->models[i]);
 	fs_waiters_flush(fs);
@@ -771,6 +812,8 @@ static void mount_fs_init(struct fs *fs, const struct fs_options *opt)
 	pthread_cond_init(&fs->reap_cond, NULL);
 	pthread_mutex_init(&fs->progress_lock, NULL);
 	pthread_cond_init(&fs->progress_cond, NULL);
+	pthread_mutex_init(&fs->models_lock, NULL);
+	pthread_cond_init(&fs->models_cond, NULL);
 	fs->sig_pipe[0] = fs->sig_pipe[1] = -1;
 }
 
@@ -784,6 +827,7 @@ static void mount_fs_stop(struct fs *fs)
 		pthread_mutex_unlock(&fs->reap_lock);
 		pthread_join(fs->reaper, NULL);
 	}
+	fs_store_stop(fs);
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_stop(fs->models[i]);
 	fs_progress_stop(fs); /* erases the bar of loads cut short */
@@ -796,9 +840,12 @@ static void mount_fs_stop(struct fs *fs)
 
 static void mount_fs_free(struct fs *fs)
 {
+	fs_store_free(fs);
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_free(fs->models[i]);
 	free(fs->models);
+	pthread_cond_destroy(&fs->models_cond);
+	pthread_mutex_destroy(&fs->models_lock);
 	fs_use_free_all(fs);
 	pthread_mutex_destroy(&fs->use_lock);
 	pthread_cond_destroy(&fs->progress_cond);
@@ -876,6 +923,9 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	}
 	if (!pthread_create(&fs->reaper, NULL, mount_reaper, fs))
 		fs->reaper_started = true;
+	if (fs_store_watch_start(fs))
+		fprintf(stderr, "llmfs: stores not watched: cannot start a "
+				"thread\n");
 	cfg = fuse_loop_cfg_create();
 	if (!cfg)
 		goto out_stop;

@@ -106,34 +106,58 @@ static void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	ops_getattr(req, ino, fi);
 }
 
+/*
+ * An open directory: a model's holds a use reference, so that a model
+ * removed from its store keeps what a listing reads (weights/ names)
+ * until it is closed; sessions/ lists the snapshot taken here.
+ */
+struct ops_dir {
+	struct fs_model *fm;
+	struct fs_dir_snap *snap;
+};
+
 static void ops_opendir(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
+	struct fs *fs = ops_fs(req);
+	struct ops_dir *d;
 	struct stat st;
 	struct fs_node n;
 	int rc;
 
 	fs_node_of(ino, &n);
-	rc = fs_tree_stat(ops_fs(req), &n, &st, req);
+	rc = fs_tree_stat(fs, &n, &st, req);
 	if (!rc && !S_ISDIR(st.st_mode))
 		rc = -ENOTDIR;
-	fi->fh = 0;
-	if (!rc && n.kind == FS_K_SESSIONS) {
-		struct fs_dir_snap *snap;
-
-		rc = fs_tree_sessions(ops_fs(req), &n, &snap);
-		fi->fh = (uintptr_t)snap;
-	}
-	if (rc)
+	d = rc ? NULL : calloc(1, sizeof(*d));
+	if (!rc && !d)
+		rc = -ENOMEM;
+	if (!rc && n.kind != FS_K_ROOT &&
+	    !(d->fm = fs_tree_model_get(fs, &n, false)))
+		rc = -ENOENT;
+	if (!rc && n.kind == FS_K_SESSIONS)
+		rc = fs_tree_sessions(fs, &n, &d->snap);
+	if (rc) {
+		if (d)
+			fs_model_put(d->fm);
+		free(d);
 		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_open(req, fi);
+		return;
+	}
+	fi->fh = (uintptr_t)d;
+	fuse_reply_open(req, fi);
 }
 
 static void ops_releasedir(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_file_info *fi)
 {
-	free((void *)(uintptr_t)fi->fh);
+	struct ops_dir *d = (struct ops_dir *)(uintptr_t)fi->fh;
+
+	if (d) {
+		fs_model_put(d->fm);
+		free(d->snap);
+		free(d);
+	}
 	fuse_reply_err(req, 0);
 }
 
@@ -141,6 +165,7 @@ static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
 	struct fs *fs = ops_fs(req);
+	struct ops_dir *d = (struct ops_dir *)(uintptr_t)fi->fh;
 	struct fs_node dir, child;
 	struct stat st = { 0 };
 	char tmp[32], *buf;
@@ -160,10 +185,10 @@ static void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			st.st_ino = ino;
 			st.st_mode = S_IFDIR;
 		} else {
-			rc = fs_tree_entry(
-				fs, &dir, i - 2,
-				(const struct fs_dir_snap *)(uintptr_t)fi->fh,
-				&child, &name, tmp, sizeof(tmp));
+			rc = fs_tree_entry(fs, &dir, i - 2, d ? d->snap : NULL,
+					   &child, &name, tmp, sizeof(tmp));
+			if (rc == FS_TREE_SKIP)
+				continue;
 			if (rc <= 0)
 				break;
 			st.st_ino = fs_node_ino(&child);
@@ -245,8 +270,9 @@ static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = fs_tree_lookup(fs, &p, name, &n);
 	if (!rc && n.kind != FS_K_SDIR)
 		rc = fs_kind_is_dir(n.kind) ? -EPERM : -ENOTDIR;
+	if (!rc && !(fm = fs_tree_model_get(fs, &n, false)))
+		rc = -ENOENT;
 	if (!rc) {
-		fm = fs_tree_model(fs, &n);
 		pthread_mutex_lock(&fm->lock);
 		ss = fs_session_find(fm, n.aux);
 		/* The kernel checks the sticky bit too; this holds without. */
@@ -258,6 +284,7 @@ static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		else
 			rc = -ENOENT;
 		pthread_mutex_unlock(&fm->lock);
+		fs_model_put(fm);
 	}
 	fuse_reply_err(req, -rc);
 }

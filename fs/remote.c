@@ -385,8 +385,8 @@ static int remote_models_line(struct fs_model *fm, struct fs_buf *b)
 		snprintf(params, sizeof(params), "%.1fM", n / 1e6);
 	else if (n)
 		snprintf(params, sizeof(params), "%.0fK", n / 1e3);
-	return fs_buf_printf(b, "%s remote %s - %s\n", fm->name, params,
-			     remote_states[st]);
+	return fs_buf_printf(b, "%s remote %s - %s remote:%s\n", fm->name,
+			     params, remote_states[st], r->url);
 }
 
 /* ---- the model's thread ------------------------------------------------ */

@@ -100,8 +100,13 @@ static int req_body(struct remote_req *q, struct remote *r)
 	case REMOTE_COMPLETION: rc |= json_object_set(o, "prompt", text); break;
 	case REMOTE_CHAT:
 		msgs = json_array();
-		msg = json_pack("{s:s, s:O}", "role", "user", "content", text);
 		rc |= json_object_set_new(o, "messages", msgs);
+		/* config's system=, as the conversation's first message */
+		if (msgs && s->cfg.system)
+			rc |= json_array_append_new(
+				msgs, json_pack("{s:s, s:s}", "role", "system",
+						"content", s->cfg.system));
+		msg = json_pack("{s:s, s:O}", "role", "user", "content", text);
 		rc |= msgs ? json_array_append_new(msgs, msg) : -1;
 		break;
 	default: /* tokenize: llama-server reads content, vLLM prompt */

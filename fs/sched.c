@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "store.h"
 
 static void sched_progress(void *arg, uint64_t done, uint64_t total)
 {
@@ -81,24 +82,14 @@ static void *sched_hash_main(void *arg)
 	return NULL;
 }
 
-/* The tensor type holding the most bytes of the matrices: "q8_0". */
+/* The file type as llama.cpp and Ollama name it: "Q4_K_M". */
 static void sched_quant(struct fs_model *fm)
 {
-	uint64_t bytes[IO_TYPE_COUNT] = { 0 };
-	const struct io_type_info *ti;
-	unsigned best = 0;
+	bool guessed;
+	uint32_t ftype = io_gguf_ftype(fm->gguf, &guessed);
 
-	for (uint64_t i = 0; i < fm->gguf->n_tensors; i++) {
-		const struct io_gguf_tensor *t = &fm->gguf->tensors[i];
-
-		if (t->type < IO_TYPE_COUNT && t->n_dims >= 2)
-			bytes[t->type] += t->bytes;
-	}
-	for (unsigned t = 1; t < IO_TYPE_COUNT; t++)
-		if (bytes[t] > bytes[best])
-			best = t;
-	ti = io_type_info(best);
-	snprintf(fm->quant, sizeof(fm->quant), "%s", ti ? ti->name : "?");
+	snprintf(fm->quant, sizeof(fm->quant), "%s", io_ftype_name(ftype));
+	fm->quant_guessed = guessed;
 }
 
 /*
@@ -120,10 +111,22 @@ static void sched_kv_types(struct fs_model *fm)
 			      err.msg[0] ? err.msg : "bad type");
 }
 
+static void sched_fail(struct fs_model *fm, const char *what, const char *msg)
+{
+	fs_errors_add(&fm->errors, "%s: %s", what, msg);
+	fs_progress_print(fm->fs, "llmfs: %s: %s: %s", fm->name, what, msg);
+	pthread_mutex_lock(&fm->lock);
+	snprintf(fm->load_error, sizeof(fm->load_error), "%s", msg);
+	fm->state = FS_MODEL_FAILED;
+	fm->load_secs = fs_now() - fm->load_start;
+	pthread_mutex_unlock(&fm->lock);
+}
+
 static void sched_load(struct fs_model *fm)
 {
 	struct engine_model_options opt = {
-		.n_ctx = fm->fs->opt.n_ctx,
+		/* --ctx, else the store's (Ollama's num_ctx), else the file's */
+		.n_ctx = fm->fs->opt.n_ctx ? fm->fs->opt.n_ctx : fm->n_ctx,
 		.threads = fm->fs->opt.threads,
 		.kv_mem = fm->fs->opt.kv_mem,
 		.batch_exact = fm->fs->opt.batch_exact,
@@ -140,16 +143,14 @@ static void sched_load(struct fs_model *fm)
 	int rc;
 
 	fm->load_start = fs_now();
+	/* a store's model it cannot give (a broken manifest, no blob) */
+	if (fm->item && fm->item->error) {
+		sched_fail(fm, "store", fm->item->error);
+		return;
+	}
 	rc = engine_model_open(&m, fm->path, &opt, &err);
 	if (rc) {
-		fs_errors_add(&fm->errors, "load: %s", err.msg);
-		fs_progress_print(fm->fs, "llmfs: %s: load: %s", fm->name,
-				  err.msg);
-		pthread_mutex_lock(&fm->lock);
-		snprintf(fm->load_error, sizeof(fm->load_error), "%s", err.msg);
-		fm->state = FS_MODEL_FAILED;
-		fm->load_secs = fs_now() - fm->load_start;
-		pthread_mutex_unlock(&fm->lock);
+		sched_fail(fm, "load", err.msg);
 		return;
 	}
 	fm->m = m;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "store.h"
 
 static const char *const text_states[] = {
 	[FS_MODEL_LOADING] = "loading",
@@ -33,26 +34,40 @@ static void text_count(uint64_t n, char *out, size_t cap)
 		snprintf(out, cap, "%llu", (unsigned long long)n);
 }
 
-/* A local model's line of /models (its provider's models_line). */
+/*
+ * A local model's line of /models (its provider's models_line): the file
+ * type as llama.cpp and Ollama name it, then where the model came from.
+ */
 int fs_text_models_line(struct fs_model *fm, struct fs_buf *b)
 {
 	enum fs_model_state st = fs_model_state(fm);
 	char params[32];
+	int rc;
 
-	if (st != FS_MODEL_READY)
-		return fs_buf_printf(b, "%s - - - %s\n", fm->name,
-				     text_states[st]);
-	text_count(fm->info->n_params, params, sizeof(params));
-	return fs_buf_printf(b, "%s %s %s %s ready\n", fm->name,
-			     fm->info->arch_name, params, fm->quant);
+	if (st != FS_MODEL_READY) {
+		rc = fs_buf_printf(b, "%s - - - %s ", fm->name,
+				   text_states[st]);
+	} else {
+		text_count(fm->info->n_params, params, sizeof(params));
+		rc = fs_buf_printf(b, "%s %s %s %s ready ", fm->name,
+				   fm->info->arch_name, params, fm->quant);
+	}
+	if (!rc)
+		rc = fs_store_source(fm, b);
+	return rc ? rc : fs_buf_add(b, "\n", 1);
 }
 
 int fs_text_models(struct fs *fs, struct fs_buf *b)
 {
+	struct fs_model *fm;
 	int rc = 0;
 
-	for (unsigned i = 0; i < fs->n_models && !rc; i++)
-		rc = fs->models[i]->provider->models_line(fs->models[i], b);
+	for (unsigned i = 0; i < fs->n_models && !rc; i++) {
+		if (!(fm = fs_model_get(fs, i, false)))
+			continue;
+		rc = fm->provider->models_line(fm, b);
+		fs_model_put(fm);
+	}
 	return rc;
 }
 
@@ -117,6 +132,7 @@ static int text_gpus(const struct io_device_set *set, struct fs_buf *b)
 int fs_text_status(struct fs *fs, struct fs_buf *b)
 {
 	unsigned counts[3] = { 0 }, sessions = 0, active = 0;
+	struct fs_model *fm;
 	int rc;
 
 	rc = fs_buf_printf(
@@ -131,9 +147,10 @@ int fs_text_status(struct fs *fs, struct fs_buf *b)
 	if (!rc)
 		rc = text_gpus(&fs->opt.devices, b);
 	for (unsigned i = 0; i < fs->n_models && !rc; i++) {
-		struct fs_model *fm = fs->models[i];
 		double secs;
 
+		if (!(fm = fs_model_get(fs, i, false)))
+			continue;
 		pthread_mutex_lock(&fm->lock);
 		counts[fm->state]++;
 		active += fm->stats.active;
@@ -149,6 +166,7 @@ int fs_text_status(struct fs *fs, struct fs_buf *b)
 				secs);
 		}
 		pthread_mutex_unlock(&fm->lock);
+		fs_model_put(fm);
 	}
 	if (!rc)
 		rc = fs_buf_printf(
@@ -156,9 +174,10 @@ int fs_text_status(struct fs *fs, struct fs_buf *b)
 			"models %u\nmodels_ready %u\n"
 			"models_loading %u\nmodels_failed %u\nsessions %u\n"
 			"generations_active %u\n",
-			fs->n_models, counts[FS_MODEL_READY],
-			counts[FS_MODEL_LOADING], counts[FS_MODEL_FAILED],
-			sessions, active);
+			counts[FS_MODEL_LOADING] + counts[FS_MODEL_READY] +
+				counts[FS_MODEL_FAILED],
+			counts[FS_MODEL_READY], counts[FS_MODEL_LOADING],
+			counts[FS_MODEL_FAILED], sessions, active);
 	return rc;
 }
 
@@ -247,10 +266,13 @@ int fs_text_metrics(struct fs *fs, struct fs_buf *b)
 	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]) && !rc; k++) {
 		rc = text_metric(b, m[k].name, m[k].type, m[k].help);
 		for (unsigned i = 0; i < fs->n_models && !rc; i++) {
-			struct fs_model *fm = fs->models[i];
-			struct fs_stats *x = &fm->stats;
+			struct fs_model *fm = fs_model_get(fs, i, false);
+			struct fs_stats *x;
 			double v[12];
 
+			if (!fm)
+				continue;
+			x = &fm->stats;
 			pthread_mutex_lock(&fm->lock);
 			v[0] = fm->state;
 			v[1] = x->requests;
@@ -267,6 +289,7 @@ int fs_text_metrics(struct fs *fs, struct fs_buf *b)
 			rc = fs_buf_printf(b, "llmfs_%s{model=\"%s\"} %.9g\n",
 					   m[k].name, fm->name, v[k]);
 			pthread_mutex_unlock(&fm->lock);
+			fs_model_put(fm);
 		}
 	}
 	return rc;
@@ -324,7 +347,7 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 				   st == FS_MODEL_FAILED ? fm->load_error : "",
 				   st == FS_MODEL_FAILED ? "\n" : "");
 		pthread_mutex_unlock(&fm->lock);
-		return rc;
+		return rc ? rc : fs_store_info(fm, b);
 	}
 	pthread_mutex_lock(&fm->lock);
 	memcpy(sha, fm->sha256, sizeof(sha));
@@ -359,7 +382,10 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 		rc = fs_buf_printf(b, "file %s\n", fm->gguf->files[i].path);
 	if (!rc)
 		rc = fs_buf_printf(b, "sha256 %s\n", *sha ? sha : "computing");
-	return rc;
+	if (!rc)
+		rc = fs_buf_printf(b, "file_type %s%s\n", fm->quant,
+				   fm->quant_guessed ? " guessed" : "");
+	return rc ? rc : fs_store_info(fm, b);
 }
 
 int fs_text_windex(struct fs_model *fm, struct fs_buf *b)

@@ -114,11 +114,12 @@ bool fs_kind_is_dir(enum fs_kind k)
 	return S_ISDIR(tree_modes[k]);
 }
 
-struct fs_model *fs_tree_model(struct fs *fs, const struct fs_node *n)
+struct fs_model *fs_tree_model_get(struct fs *fs, const struct fs_node *n,
+				   bool gone_too)
 {
-	if (n->kind <= FS_K_METRICS || n->model >= fs->n_models)
+	if (n->kind <= FS_K_METRICS)
 		return NULL;
-	return fs->models[n->model];
+	return fs_model_get(fs, n->model, gone_too);
 }
 
 static bool tree_in_session(enum fs_kind k)
@@ -127,11 +128,9 @@ static bool tree_in_session(enum fs_kind k)
 	       k == FS_K_SCONFIG || k == FS_K_SHISTORY || k == FS_K_SKV;
 }
 
-int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
-		 fuse_req_t req)
+static int tree_stat(struct fs *fs, struct fs_model *fm,
+		     const struct fs_node *n, struct stat *st)
 {
-	struct fs_model *fm = fs_tree_model(fs, n);
-
 	if (n->kind == FS_K_NONE || (n->kind > FS_K_METRICS && !fm) ||
 	    !fs_provider_has(fm, n->kind))
 		return -ENOENT;
@@ -171,6 +170,20 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 		st->st_blocks = (st->st_size + 511) / 512;
 	}
 	return 0;
+}
+
+/*
+ * A model removed from its store still has attributes while a file of
+ * it is open (fstat of an unlinked file works); lookups no longer find it.
+ */
+int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
+		 fuse_req_t req)
+{
+	struct fs_model *fm = fs_tree_model_get(fs, n, true);
+	int rc = tree_stat(fs, fm, n, st);
+
+	fs_model_put(fm);
+	return rc;
 }
 
 /* Can the tensor's own name be a file name in weights/? */
@@ -219,27 +232,14 @@ static int tree_session_id(const char *name, uint64_t *id)
 	return 0;
 }
 
-int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
-		   const char *name, struct fs_node *out)
+static int tree_lookup(struct fs *fs, struct fs_model *fm,
+		       const struct fs_node *parent, const char *name,
+		       struct fs_node *out)
 {
-	struct fs_model *fm = fs_tree_model(fs, parent);
 	const struct io_gguf_tensor *t;
 	struct stat st;
 
-	*out = *parent;
 	switch (parent->kind) {
-	case FS_K_ROOT:
-		if (!tree_table_lookup(tree_root, N(tree_root), name,
-				       &out->kind))
-			return 0;
-		for (unsigned i = 0; i < fs->n_models; i++) {
-			if (!strcmp(fs->models[i]->name, name)) {
-				out->kind = FS_K_MDIR;
-				out->model = i;
-				return 0;
-			}
-		}
-		return -ENOENT;
 	case FS_K_MDIR:
 		if (tree_table_lookup(tree_model, N(tree_model), name,
 				      &out->kind) ||
@@ -251,7 +251,7 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 				      &out->kind) ||
 		    !fs_provider_has(fm, out->kind))
 			return -ENOENT;
-		return fs_tree_stat(fs, out, &st, NULL);
+		return tree_stat(fs, fm, out, &st);
 	case FS_K_SESSIONS:
 		if (!strcmp(name, "new")) {
 			out->kind = FS_K_SNEW;
@@ -260,7 +260,7 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 		out->kind = FS_K_SDIR;
 		if (tree_session_id(name, &out->aux))
 			return -ENOENT;
-		return fs_tree_stat(fs, out, &st, NULL);
+		return tree_stat(fs, fm, out, &st);
 	case FS_K_WEIGHTS:
 		if (!strcmp(name, "index")) {
 			out->kind = FS_K_WINDEX;
@@ -277,6 +277,39 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 		return tree_tensor_alias(fm->gguf, name, &out->aux);
 	default: return -ENOTDIR;
 	}
+}
+
+static int tree_lookup_root(struct fs *fs, const char *name,
+			    struct fs_node *out)
+{
+	if (!tree_table_lookup(tree_root, N(tree_root), name, &out->kind))
+		return 0;
+	for (unsigned i = 0; i < fs->n_models; i++) {
+		if (!strcmp(fs->models[i]->name, name) &&
+		    !fs_model_gone(fs->models[i])) {
+			out->kind = FS_K_MDIR;
+			out->model = i;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
+		   const char *name, struct fs_node *out)
+{
+	struct fs_model *fm;
+	int rc;
+
+	*out = *parent;
+	if (parent->kind == FS_K_ROOT)
+		return tree_lookup_root(fs, name, out);
+	fm = fs_tree_model_get(fs, parent, false);
+	if (!fm)
+		return fs_kind_is_dir(parent->kind) ? -ENOENT : -ENOTDIR;
+	rc = tree_lookup(fs, fm, parent, name, out);
+	fs_model_put(fm);
+	return rc;
 }
 
 static int tree_table_entry(const struct tree_entry *t, size_t n, uint64_t i,
@@ -311,7 +344,7 @@ static int tree_provided_entry(struct fs_model *fm, const struct tree_entry *t,
 int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
 		     struct fs_dir_snap **out)
 {
-	struct fs_model *fm = fs_tree_model(fs, dir);
+	struct fs_model *fm = fs_tree_model_get(fs, dir, false);
 	struct fs_dir_snap *snap;
 	struct fs_session *ss;
 	size_t n = 0, cap = 0;
@@ -330,6 +363,7 @@ int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
 		snap->n = n;
 	}
 	pthread_mutex_unlock(&fm->lock);
+	fs_model_put(fm);
 	if (!snap)
 		return -ENOMEM;
 	*out = snap;
@@ -349,25 +383,12 @@ static int tree_session_entry(const struct fs_dir_snap *snap, uint64_t i,
 	return 1;
 }
 
-int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
-		  const struct fs_dir_snap *snap, struct fs_node *child,
-		  const char **name, char *tmp, size_t tmp_cap)
+static int tree_model_entry(struct fs_model *fm, const struct fs_node *dir,
+			    uint64_t i, const struct fs_dir_snap *snap,
+			    struct fs_node *child, const char **name, char *tmp,
+			    size_t tmp_cap)
 {
-	struct fs_model *fm = fs_tree_model(fs, dir);
-
-	*child = *dir;
 	switch (dir->kind) {
-	case FS_K_ROOT:
-		if (i < N(tree_root))
-			return tree_table_entry(tree_root, N(tree_root), i,
-						child, name);
-		i -= N(tree_root);
-		if (i >= fs->n_models)
-			return 0;
-		child->kind = FS_K_MDIR;
-		child->model = i;
-		*name = fs->models[i]->name;
-		return 1;
 	case FS_K_MDIR:
 		return tree_provided_entry(fm, tree_model, N(tree_model), i,
 					   child, name);
@@ -403,4 +424,40 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 		return 1;
 	default: return -ENOTDIR;
 	}
+}
+
+/* The root's entry i: its files, then a slot per model (gone: skipped). */
+static int tree_root_entry(struct fs *fs, uint64_t i, struct fs_node *child,
+			   const char **name)
+{
+	if (i < N(tree_root))
+		return tree_table_entry(tree_root, N(tree_root), i, child,
+					name);
+	i -= N(tree_root);
+	if (i >= fs->n_models)
+		return 0;
+	if (fs_model_gone(fs->models[i]))
+		return FS_TREE_SKIP;
+	child->kind = FS_K_MDIR;
+	child->model = i;
+	*name = fs->models[i]->name; /* lives as long as the mount */
+	return 1;
+}
+
+int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
+		  const struct fs_dir_snap *snap, struct fs_node *child,
+		  const char **name, char *tmp, size_t tmp_cap)
+{
+	struct fs_model *fm;
+	int rc;
+
+	*child = *dir;
+	if (dir->kind == FS_K_ROOT)
+		return tree_root_entry(fs, i, child, name);
+	fm = fs_tree_model_get(fs, dir, false);
+	if (!fm)
+		return fs_kind_is_dir(dir->kind) ? 0 : -ENOTDIR;
+	rc = tree_model_entry(fm, dir, i, snap, child, name, tmp, tmp_cap);
+	fs_model_put(fm);
+	return rc;
 }

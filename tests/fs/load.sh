@@ -38,13 +38,13 @@ done
 for pol in interleave replicate; do
 	mount_llmfs --numa "$pol" --name stories="$STORIES"
 	wait_loaded
-	check "--numa $pol: ready" grep -q '^stories .* ready$' "$MNT/models"
+	check "--numa $pol: ready" grep -q '^stories .* ready ' "$MNT/models"
 	gen_check "--numa $pol"
 	unmount_llmfs
 done
 mount_llmfs --numa=node:99 --name stories="$STORIES"
 wait_loaded
-check "--numa=node:99: the model failed" grep -q '^stories .* failed$' "$MNT/models"
+check "--numa=node:99: the model failed" grep -q '^stories .* failed ' "$MNT/models"
 check "--numa=node:99: errors says why ($(cat "$MNT/stories/errors"))" \
 	grep -Eq "^$STAMP load: .*(node|NUMA|numa).*99" "$MNT/stories/errors"
 check "--numa=node:99: on the foreground daemon's stderr too" \
@@ -68,7 +68,7 @@ if command -v setpriv >/dev/null; then
 		sleep 0.1
 	done
 	wait_loaded
-	check "notice: the model is ready" grep -q '^stories .* ready$' "$MNT/models"
+	check "notice: the model is ready" grep -q '^stories .* ready ' "$MNT/models"
 	check "notice: errors has the mlock line ($(cat "$MNT/stories/errors"))" \
 		grep -Eq "^$STAMP load: weights not locked in memory: RLIMIT_MEMLOCK is 64 KiB" \
 		"$MNT/stories/errors"
@@ -100,7 +100,7 @@ check "the big model has $TOTAL bytes of weights" [ "${TOTAL:-0}" -gt 300000000 
 : > "$WORK/status-lines"
 mount_llmfs --name big="$BIG"
 for _ in $(seq 3000); do
-	grep -q ' loading$' "$MNT/models" || break
+	grep -q ' loading ' "$MNT/models" || break
 	grep '^load ' "$MNT/status" >> "$WORK/status-lines"
 done
 wait_loaded
@@ -135,7 +135,7 @@ if script -qec true /dev/null </dev/null >/dev/null 2>&1; then
 	done
 	wait_loaded
 	check "tty: both models ready" \
-		[ "$(grep -c ' ready$' "$MNT/models")" = 2 ]
+		[ "$(grep -c ' ready ' "$MNT/models")" = 2 ]
 	unmount_llmfs
 	check "tty: a frame shows both models loading" \
 		grep -Eqa $'\r''big \[[-#]{20}\] +[0-9]+% [0-9.]+ GB/s  stories \[' "$WORK/tty"

@@ -111,7 +111,7 @@ check "a remote model has generate chat config info stats tokenize errors sessio
 check "placement, kv and weights/ are absent" \
 	[ ! -e "$Q/placement" -a ! -e "$Q/kv" -a ! -e "$Q/weights" ]
 check "info says backend remote URL" grep -qx "backend remote $URL" "$Q/info"
-check "/models lists it as remote and ready" grep -q '^q remote .* ready$' "$MNT/models"
+check "/models lists it as remote and ready" grep -q '^q remote .* ready ' "$MNT/models"
 
 # 2. Greedy text = llama-server's own answer = the local engine's.
 printf '%s' "$P" > "$Q/generate"

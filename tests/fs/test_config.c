@@ -31,7 +31,7 @@ START_TEST(test_config_defaults_format)
 	fs_config_defaults(&c);
 	config_expect_text(&c, "temperature=0.8\ntop_k=40\ntop_p=0.95\n"
 			       "min_p=0.05\nrepeat_penalty=1\nseed=4294967295\n"
-			       "max_tokens=256\nstop=\n");
+			       "max_tokens=256\nstop=\nsystem=\n");
 	fs_config_free(&c);
 }
 END_TEST
@@ -56,10 +56,46 @@ START_TEST(test_config_write_applies_lines)
 	config_expect_text(
 		&c, "temperature=0\ntop_k=7\ntop_p=0.95\n"
 		    "min_p=0.05\nrepeat_penalty=1\nseed=18446744073709551615\n"
-		    "max_tokens=0\nstop=\\n\\n\nstop=END\n");
+		    "max_tokens=0\nstop=\\n\\n\nstop=END\nsystem=\n");
 	/* An empty stop= clears the list. */
 	ck_assert_int_eq(fs_config_write(&c, "stop=", 5, &err), 0);
 	ck_assert_uint_eq(c.n_stop, 0);
+	fs_config_free(&c);
+}
+END_TEST
+
+/* system: one line with escapes, read back as written; empty clears. */
+START_TEST(test_config_system_prompt)
+{
+	const char *text = "system=You are terse.\\nAnswer in one line.\n";
+	struct fs_config c, d, over, merged;
+	struct err err = { 0 };
+
+	fs_config_defaults(&c);
+	ck_assert_int_eq(fs_config_write(&c, text, strlen(text), &err), 0);
+	ck_assert_str_eq(c.system, "You are terse.\nAnswer in one line.");
+	config_expect_text(&c, "temperature=0.8\ntop_k=40\ntop_p=0.95\n"
+			       "min_p=0.05\nrepeat_penalty=1\nseed=4294967295\n"
+			       "max_tokens=256\nstop=\nsystem=You are terse.\\n"
+			       "Answer in one line.\n");
+	/* a copy owns its own string */
+	ck_assert_int_eq(fs_config_copy(&d, &c), 0);
+	ck_assert_ptr_ne(d.system, c.system);
+	ck_assert_str_eq(d.system, c.system);
+	fs_config_free(&d);
+	/* a session's override replaces it, an unset one inherits it */
+	fs_config_defaults(&over);
+	ck_assert_int_eq(fs_config_merge(&merged, &c, &over), 0);
+	ck_assert_str_eq(merged.system, c.system);
+	fs_config_free(&merged);
+	ck_assert_int_eq(fs_config_write(&over, "system=", 7, &err), 0);
+	ck_assert_int_eq(fs_config_merge(&merged, &c, &over), 0);
+	ck_assert_ptr_null(merged.system);
+	fs_config_free(&merged);
+	fs_config_free(&over);
+	/* a bad escape leaves the old prompt */
+	ck_assert_int_eq(fs_config_write(&c, "system=\\q", 9, &err), -EINVAL);
+	ck_assert_str_eq(c.system, "You are terse.\nAnswer in one line.");
 	fs_config_free(&c);
 }
 END_TEST
@@ -276,6 +312,7 @@ static void config_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_config_defaults_format);
 	tcase_add_test(tc, test_config_write_applies_lines);
+	tcase_add_test(tc, test_config_system_prompt);
 	tcase_add_loop_test(tc, test_config_write_rejects_bad_line, 0,
 			    sizeof(bad_lines) / sizeof(bad_lines[0]));
 	tcase_add_test(tc, test_config_rejects_nul_and_too_many_stops);

@@ -88,7 +88,7 @@ check "the unit is in /usr/lib/systemd/system" \
 LLMFS=/usr/bin/llmfs
 mount_llmfs --name stories="$STORIES"
 wait_loaded
-check "the packaged llmfs mounts a model" grep -q '^stories llama .* ready$' "$MNT/models"
+check "the packaged llmfs mounts a model" grep -q '^stories llama .* ready ' "$MNT/models"
 unmount_llmfs
 
 dpkg_retry dpkg -r llmfs > "$WORK/dpkg.log"

@@ -30,7 +30,7 @@ for e in 1:"Operation not permitted" 38:"Function not implemented"; do
 	LLMFS=$WORK/llmfs-seccomp
 	mount_llmfs --name stories="$STORIES"
 	wait_loaded || fail "errno $errno: model loaded"
-	check "errno $errno: the model is ready" grep -q '^stories .* ready$' "$MNT/models"
+	check "errno $errno: the model is ready" grep -q '^stories .* ready ' "$MNT/models"
 	line=$(grep 'io_uring unavailable' "$MNT/stories/errors")
 	echo "# errors: $line"
 	check "errno $errno: one errors line says the loader reads with pread" \
