@@ -30,6 +30,12 @@ PKGS_DEB += libsystemd-dev dpkg-dev systemd
 # clang-format: make format-check (Debian 12's is version 14; another
 # version may format some lines differently).
 PKGS_DEB += clang-format
+# What make check needs besides: podman (with runc: crun refuses this
+# machine's hybrid cgroups) builds the Containerfile and mounts in a
+# container (tests/install/podman.sh); systemd-container and debootstrap
+# boot systemd in a Debian tree to run llmfs@.service (nspawn.sh).
+# Documentation/containers.md and install.md say why each is needed.
+PKGS_DEB_CHECK = podman runc systemd-container debootstrap
 FS_PKGS += libsystemd
 
 CC ?= cc
@@ -195,9 +201,12 @@ $(TEST_FS): $(BUILD)/tests/fs/%: $(BUILD)/tests/fs/%.o $(TEST_COMMON_OBJ) \
 $(TEST_CLIENTS): $(BUILD)/tests/%: $(BUILD)/tests/%.o
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
-# Install what is missing, and only that (needs root, as on CI).
-deps:
-	@missing=""; for p in $(PKGS_DEB); do \
+# Install what is missing, and only that (needs root, as on CI): deps for
+# make check, build-deps for building alone (the Containerfile).
+deps: PKGS_WANTED = $(PKGS_DEB) $(PKGS_DEB_CHECK)
+build-deps: PKGS_WANTED = $(PKGS_DEB)
+deps build-deps:
+	@missing=""; for p in $(PKGS_WANTED); do \
 		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
@@ -314,7 +323,7 @@ format-check: format-tool
 clean:
 	rm -rf build
 
-.PHONY: all deps tests check demo fuzz stress bench ref clean install uninstall deb \
+.PHONY: all deps build-deps tests check demo fuzz stress bench ref clean install uninstall deb \
 	format format-check format-tool
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
