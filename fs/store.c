@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,18 @@ int fs_store_path(char *out, size_t cap, const char *fmt, ...)
 	n = vsnprintf(out, cap, fmt, ap);
 	va_end(ap);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+const char *fs_store_home(void)
+{
+	const char *home = getenv("HOME");
+	struct passwd *pw;
+
+	if (home && *home)
+		return home;
+	/* a system service has no $HOME: the user's entry, as llama.cpp */
+	pw = getpwuid(getuid());
+	return pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : NULL;
 }
 
 bool fs_store_is_dir(const char *path)

@@ -111,6 +111,8 @@ void fs_store_list_free(struct fs_store_list *l);
 /* The whole file at path, NUL-terminated, at most max bytes: 0 or -errno. */
 int fs_store_read_file(const char *path, size_t max, char **out, size_t *len);
 bool fs_store_is_dir(const char *path);
+/* $HOME, else the user's home from passwd (a service has no $HOME). */
+const char *fs_store_home(void);
 /* snprintf into a path buffer: 0, or -ENAMETOOLONG when it did not fit. */
 int fs_store_path(char *out, size_t cap, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

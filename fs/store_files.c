@@ -80,7 +80,7 @@ static bool lmstudio_detect(const char *dir)
 
 static int lmstudio_default_root(char *out, size_t cap)
 {
-	const char *home = getenv("HOME");
+	const char *home = fs_store_home();
 
 	if (!home || !*home)
 		return -ENOENT;
@@ -177,7 +177,7 @@ static int llamacpp_default_root(char *out, size_t cap)
 		snprintf(out, cap, "%s", v);
 	else if ((v = getenv("XDG_CACHE_HOME")) && *v)
 		snprintf(out, cap, "%s/llama.cpp", v);
-	else if ((v = getenv("HOME")) && *v)
+	else if ((v = fs_store_home()) && *v)
 		snprintf(out, cap, "%s/.cache/llama.cpp", v);
 	else
 		return -ENOENT;

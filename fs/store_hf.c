@@ -70,7 +70,7 @@ static int hf_default_root(char *out, size_t cap)
 		snprintf(out, cap, "%s/hub", v);
 	else if ((v = getenv("XDG_CACHE_HOME")) && *v)
 		snprintf(out, cap, "%s/huggingface/hub", v);
-	else if ((v = getenv("HOME")) && *v)
+	else if ((v = fs_store_home()) && *v)
 		snprintf(out, cap, "%s/.cache/huggingface/hub", v);
 	else
 		return -ENOENT;

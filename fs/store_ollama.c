@@ -57,7 +57,7 @@ static bool ollama_detect(const char *dir)
 
 static int ollama_default_root(char *out, size_t cap)
 {
-	const char *env = getenv("OLLAMA_MODELS"), *home = getenv("HOME");
+	const char *env = getenv("OLLAMA_MODELS"), *home = fs_store_home();
 
 	if (env && *env && fs_store_is_dir(env)) {
 		snprintf(out, cap, "%s", env);
