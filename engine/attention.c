@@ -11,6 +11,7 @@
 
 #include "attention.h"
 #include "cpu/cpu.h"
+#include "cpu/isa.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
 
@@ -345,9 +346,8 @@ static bool att_expf_check(void)
 static void att_simd_init(void)
 {
 	__builtin_cpu_init();
-	att_simd = __builtin_cpu_supports("avx512f") &&
-		   __builtin_cpu_supports("f16c") &&
-		   __builtin_cpu_supports("fma");
+	/* the AVX-512 steps where the CPU's level is AVX-512 */
+	att_simd = cpu_isa() == cpu_isa_named("avx512");
 	att_expf_exact = att_simd && att_expf_check();
 }
 #else

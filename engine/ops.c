@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "cpu/isa.h"
 #include "cpu/gemm_run.h"
 #include "quant/dot.h"
 #include "ops.h"
@@ -59,8 +60,10 @@ void ops_rms_norm_scalar(float *y, const float *x, const float *w, int64_t n,
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
 		  float eps)
 {
-	if (cpu_avx512_usable())
-		cpu_scale_avx512(y, x, ops_rms_scale(x, n, eps), w, n);
+	const struct cpu_isa *isa = cpu_isa();
+
+	if (isa->scale)
+		isa->scale(y, x, ops_rms_scale(x, n, eps), w, n);
 	else
 		ops_rms_norm_scalar(y, x, w, n, eps);
 }
@@ -318,15 +321,16 @@ void ops_rope_scalar(float *x, uint32_t n_head, uint32_t head_dim,
 void ops_rope(float *x, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
 	      enum engine_rope_mode mode, const float *cache)
 {
+	const struct cpu_isa *isa = cpu_isa();
 	uint32_t h;
 
-	if (!cpu_avx512_usable()) {
+	if (!isa->rope) {
 		ops_rope_scalar(x, n_head, head_dim, n_rot, mode, cache);
 		return;
 	}
 	for (h = 0; h < n_head; h++)
-		cpu_rope_avx512(x + (size_t)h * head_dim, n_rot,
-				mode != ENGINE_ROPE_NORM, cache);
+		isa->rope(x + (size_t)h * head_dim, n_rot,
+			  mode != ENGINE_ROPE_NORM, cache);
 }
 
 /*
@@ -370,16 +374,18 @@ void ops_swiglu_scalar(float *y, const float *g, const float *u, int64_t n)
 /* the whole vectors in 16 lanes where the CPU has them, the same bits */
 void ops_swiglu(float *y, const float *g, const float *u, int64_t n)
 {
+	const struct cpu_isa *isa = cpu_isa();
 	int64_t nv = 0;
 
-	if (cpu_avx512_usable()) {
+	if (isa->swiglu) {
 		nv = n - n % OPS_LANES;
-		cpu_swiglu_avx512(y, g, u, nv);
+		isa->swiglu(y, g, u, nv);
 	}
 	ops_swiglu_from(y, g, u, nv, n);
 }
 
-static void ops_softmax_with(float *x, int64_t n, bool simd)
+static void ops_softmax_with(float *x, int64_t n,
+			     void (*expf_sub)(float *x, float max, int64_t nv))
 {
 	float max = -INFINITY;
 	double sum = 0.0;
@@ -392,8 +398,8 @@ static void ops_softmax_with(float *x, int64_t n, bool simd)
 	for (i = 0; i + OPS_LANES - 1 < n; i += OPS_LANES) {
 		int l;
 
-		if (simd)
-			cpu_expf_sub_avx512(x + i, max, OPS_LANES);
+		if (expf_sub)
+			expf_sub(x + i, max, OPS_LANES);
 		else
 			for (l = 0; l < OPS_LANES; l++)
 				x[i + l] = ops_v_expf(x[i + l] - max);
@@ -412,10 +418,10 @@ static void ops_softmax_with(float *x, int64_t n, bool simd)
 
 void ops_softmax_scalar(float *x, int64_t n)
 {
-	ops_softmax_with(x, n, false);
+	ops_softmax_with(x, n, NULL);
 }
 
 void ops_softmax(float *x, int64_t n)
 {
-	ops_softmax_with(x, n, cpu_avx512_usable());
+	ops_softmax_with(x, n, cpu_isa()->expf_sub);
 }

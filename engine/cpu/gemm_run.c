@@ -35,6 +35,7 @@
 #include "cpu.h"
 #include "gemm.h"
 #include "gemm_run.h"
+#include "isa.h"
 #include "../quant/quant.h"
 
 /* elements x tokens of a matmul worth splitting over the pool (ops.c's) */
@@ -64,22 +65,26 @@ static bool gemm_packed(const struct engine_tensor *w)
 	return w->place && w->place->layout == CPU_LAYOUT_PANELS;
 }
 
+/* the GEMM kernels of type at the CPU's level, or NULL */
+static const struct cpu_gemm_kernels *gemm_kernels(uint32_t type)
+{
+	return type < IO_TYPE_COUNT ? cpu_isa()->type[type].gemm : NULL;
+}
+
 /* the packed kernels of w's type (only asked of a packed w) */
 static const struct cpu_gemm_packed *gemm_packed_kernels(uint32_t type)
 {
-	return quant_traits(type)->gemm_avx512->packed;
+	return gemm_kernels(type)->packed;
 }
 
 bool cpu_gemm_able(const struct engine_tensor *w, uint32_t n_tok,
 		   bool batch_exact)
 {
-	const struct cpu_gemm_kernels *k =
-		quant_traits(w->info->type)->gemm_avx512;
+	const struct cpu_gemm_kernels *k = gemm_kernels(w->info->type);
 
 	if (gemm_packed(w))
 		return n_tok >= 1;
 	return k && k->run && n_tok >= k->min_tokens && n_tok >= 2 &&
-	       cpu_avx512_usable() &&
 	       (!batch_exact || (k->exact && w->repacked));
 }
 
@@ -196,8 +201,7 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 		    const struct engine_tensor *w, int64_t e, uint32_t n_tok,
 		    const void *const *acts, bool batch_exact)
 {
-	const struct cpu_gemm_kernels *k =
-		quant_traits(w->info->type)->gemm_avx512;
+	const struct cpu_gemm_kernels *k = gemm_kernels(w->info->type);
 	const int64_t n = w->info->ne[0], rows = w->info->ne[1];
 	const uint32_t nth = engine_pool_size(pool);
 	struct gemm_job job = { .k = k,
@@ -250,11 +254,10 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 
 bool cpu_gemm_packable(const struct engine_tensor *w)
 {
-	const struct cpu_gemm_kernels *k =
-		quant_traits(w->info->type)->gemm_avx512;
+	const struct cpu_gemm_kernels *k = gemm_kernels(w->info->type);
 
-	return k && k->packed && cpu_avx512_usable() && w->place &&
-	       w->place->data && w->place->layout == 0 &&
+	return k && k->packed && w->place && w->place->data &&
+	       w->place->layout == 0 &&
 	       strncmp(w->place->device, "gpu", 3) != 0 &&
 	       w->info->ne[1] % CPU_GEMM_ROWS == 0 &&
 	       w->row_bytes <= CPU_PACKED_ROW_MAX &&
@@ -323,15 +326,13 @@ void cpu_gemm_packed_read(const struct io_gguf_tensor *t, const void *data,
 
 size_t cpu_gemm_act_bytes(const struct engine_tensor *w)
 {
-	return quant_traits(w->info->type)
-		->gemm_avx512->act_bytes(w->info->ne[0]);
+	return gemm_kernels(w->info->type)->act_bytes(w->info->ne[0]);
 }
 
 void cpu_gemm_act_pack(const struct engine_tensor *w, const void *act,
 		       void *dst)
 {
-	quant_traits(w->info->type)
-		->gemm_avx512->act_pack(w->info->ne[0], act, dst);
+	gemm_kernels(w->info->type)->act_pack(w->info->ne[0], act, dst);
 }
 
 void cpu_gemm_packed_rows(const struct engine_tensor *w, const void *act,

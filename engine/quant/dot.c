@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../cpu/cpu.h"
+#include "../cpu/isa.h"
 #include "dot.h"
 #include "quant_internal.h"
 
@@ -32,14 +33,10 @@
 /* Every half as a float, filled once: a lookup beats the conversion. */
 static float dot_half_table[1 << 16];
 static pthread_once_t dot_half_once = PTHREAD_ONCE_INIT;
-/* engine/cpu's AVX-512 kernels may run (set once, with the table) */
-static bool dot_simd;
 
 static void dot_half_init(void)
 {
 	uint32_t h;
-
-	dot_simd = cpu_avx512_usable();
 
 	for (h = 0; h < (1u << 16); h++)
 		dot_half_table[h] = quant_fp16_to_fp32((uint16_t)h);
@@ -103,15 +100,16 @@ static float dot_reduce4x16(float acc[4][DOT_LANES])
  * elements contracted to FMAs (vec.cpp is C++ built as gnu++17, where
  * contraction is on).
  */
-static float dot_f32(int64_t n, const float *x, const float *y, bool simd)
+float dot_f32_with(int64_t n, const float *x, const float *y,
+		   dot_f32_main_fn main)
 {
 	float acc[4][DOT_LANES] = { { 0 } };
 	int64_t np = n & ~(int64_t)(DOT_STEP - 1), i;
 	float sum;
 	int j, l;
 
-	if (simd) {
-		sum = cpu_f32_main_avx512(np, x, y);
+	if (main) {
+		sum = main(np, x, y);
 	} else {
 		for (i = 0; i < np; i += DOT_STEP)
 			for (j = 0; j < 4; j++)
@@ -133,16 +131,17 @@ static float dot_f32(int64_t n, const float *x, const float *y, bool simd)
 }
 
 /* ggml_vec_dot_f16 (AVX-512 without FP16): as F32, the tail in double. */
-static float dot_f16_impl(int64_t n, const uint16_t *x, const uint16_t *y,
-			  bool simd)
+float dot_f16_with(int64_t n, const uint16_t *x, const uint16_t *y,
+		   dot_f16_main_fn main)
 {
 	float acc[4][DOT_LANES] = { { 0 } };
 	int64_t np = n & ~(int64_t)(DOT_STEP - 1), i;
 	double sum;
 	int j, l;
 
-	if (simd) {
-		sum = (double)cpu_f16_main_avx512(np, x, y);
+	pthread_once(&dot_half_once, dot_half_init);
+	if (main) {
+		sum = (double)main(np, x, y);
 	} else {
 		for (i = 0; i < np; i += DOT_STEP)
 			for (j = 0; j < 4; j++)
@@ -166,17 +165,17 @@ static float dot_f16_impl(int64_t n, const uint16_t *x, const uint16_t *y,
  * float, so each step is one rounding), two accumulators over steps of
  * 64, each reduced into a double; the tail in double.
  */
-static float dot_bf16(int64_t n, const uint16_t *x, const uint16_t *y,
-		      bool simd)
+float dot_bf16_with(int64_t n, const uint16_t *x, const uint16_t *y,
+		    dot_bf16_main_fn main)
 {
 	float c[2][DOT_LANES] = { { 0 } }, f[2];
 	double sum = 0.0;
 	int64_t i = 0;
 	int h, l;
 
-	if (simd) {
+	if (main) {
 		i = n & ~(int64_t)63;
-		cpu_bf16_main_avx512(i, x, y, f);
+		main(i, x, y, f);
 	} else {
 		for (; i + 64 <= n; i += 64)
 			for (h = 0; h < 2; h++)
@@ -347,39 +346,22 @@ static float dot_q2_k_repacked(int64_t n, const uint8_t *w, const uint8_t *a)
 
 /*
  * The dot.c kernels as the traits table (traits.c) holds them: n
- * elements, void rows; _c the scalar emulation, _avx512 engine/cpu's
- * vector part with the same tail. Each fills the half table first.
+ * elements, void rows, the scalar emulation. Each fills the half table
+ * first.
  */
 float dot_f32_c(int64_t n, const void *w, const void *a)
 {
-	return dot_f32(n, w, a, false);
-}
-
-float dot_f32_avx512(int64_t n, const void *w, const void *a)
-{
-	return dot_f32(n, w, a, true);
+	return dot_f32_with(n, w, a, NULL);
 }
 
 float dot_f16_c(int64_t n, const void *w, const void *a)
 {
-	pthread_once(&dot_half_once, dot_half_init);
-	return dot_f16_impl(n, w, a, false);
-}
-
-float dot_f16_avx512(int64_t n, const void *w, const void *a)
-{
-	pthread_once(&dot_half_once, dot_half_init);
-	return dot_f16_impl(n, w, a, true);
+	return dot_f16_with(n, w, a, NULL);
 }
 
 float dot_bf16_c(int64_t n, const void *w, const void *a)
 {
-	return dot_bf16(n, w, a, false);
-}
-
-float dot_bf16_avx512(int64_t n, const void *w, const void *a)
-{
-	return dot_bf16(n, w, a, true);
+	return dot_bf16_with(n, w, a, NULL);
 }
 
 float dot_q4_0_repacked_c(int64_t n, const void *w, const void *a)
@@ -407,26 +389,17 @@ static float dot_none(int64_t n, const void *w, const void *a)
 }
 
 /*
- * The kernel of a weight type from its row of the table: the repacked
- * gemv where llama.cpp would run one, else the plain dot; the AVX-512
- * version where the CPU has it. Once per matmul, not per block.
+ * The kernel of a weight type at the CPU's level (engine/cpu/isa.h): the
+ * repacked gemv where llama.cpp would run one, else the plain dot. Once
+ * per matmul, not per block.
  */
 quant_dot_fn dot_row_fn(uint32_t type, bool repacked)
 {
-	const struct quant_type_traits *t = quant_traits(type);
-	quant_dot_fn plain, avx512;
+	quant_dot_fn f;
 
 	pthread_once(&dot_half_once, dot_half_init);
-	if (repacked && t->vec_dot_repacked) {
-		plain = t->vec_dot_repacked;
-		avx512 = t->vec_dot_repacked_avx512;
-	} else {
-		plain = t->vec_dot;
-		avx512 = t->vec_dot_avx512;
-	}
-	if (dot_simd && avx512)
-		return avx512;
-	return plain ? plain : dot_none;
+	f = cpu_isa_dot(cpu_isa(), type, repacked);
+	return f ? f : dot_none;
 }
 
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
@@ -438,20 +411,25 @@ float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 _Static_assert(DOT_TILE_TOKENS == CPU_TILE_TOKENS, "one tile width");
 _Static_assert(DOT_TILE_ROWS == CPU_TILE_ROWS, "one tile height");
 
+/* the tile of (type, repacked) at the CPU's level, or NULL */
+static quant_tile_fn dot_tile_fn(uint32_t type, bool repacked)
+{
+	return type < IO_TYPE_COUNT ? cpu_isa()->type[type].tile[repacked] :
+				      NULL;
+}
+
 bool dot_tile_able(uint32_t type, bool repacked)
 {
-	pthread_once(&dot_half_once, dot_half_init);
-	return dot_simd && quant_traits(type)->tile_avx512[repacked];
+	return dot_tile_fn(type, repacked) != NULL;
 }
 
 bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes, int nr,
 	      const void *const *a, const void *packed, int nt, float *out,
 	      bool repacked)
 {
-	quant_tile_fn tile = quant_traits(type)->tile_avx512[repacked];
+	quant_tile_fn tile = dot_tile_fn(type, repacked);
 
-	pthread_once(&dot_half_once, dot_half_init);
-	if (!dot_simd || !tile || nt < 1 || nt > DOT_TILE_TOKENS || nr < 1 ||
+	if (!tile || nt < 1 || nt > DOT_TILE_TOKENS || nr < 1 ||
 	    nr > DOT_TILE_ROWS)
 		return false;
 	tile(n, w, row_bytes, nr, a, packed, nt, out);
@@ -515,6 +493,5 @@ void dot_tile_pack(uint32_t type, int64_t n, const void *const *a, uint32_t nt,
 
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)
 {
-	pthread_once(&dot_half_once, dot_half_init);
-	return dot_f16_impl(n, x, y, dot_simd);
+	return cpu_isa_dot(cpu_isa(), IO_TYPE_F16, false)(n, x, y);
 }

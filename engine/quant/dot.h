@@ -62,6 +62,24 @@ const void *dot_tile_packed_at(uint32_t type, int64_t n, const void *packed,
 void dot_tile_pack(uint32_t type, int64_t n, const void *const *a, uint32_t nt,
 		   void *dst);
 
+/*
+ * The float dots in the reference build's order (ggml_vec_dot_f32,
+ * _f16, dot.c's BF16), with main the vector part of one instruction set
+ * (np a multiple of 64: the first np elements; engine/cpu/isa.h) or NULL
+ * for the scalar emulation of it; the tails are the same code either way.
+ */
+typedef float (*dot_f32_main_fn)(int64_t np, const float *x, const float *y);
+typedef float (*dot_f16_main_fn)(int64_t np, const uint16_t *x,
+				 const uint16_t *y);
+typedef void (*dot_bf16_main_fn)(int64_t np, const uint16_t *x,
+				 const uint16_t *y, float c[2]);
+float dot_f32_with(int64_t n, const float *x, const float *y,
+		   dot_f32_main_fn main);
+float dot_f16_with(int64_t n, const uint16_t *x, const uint16_t *y,
+		   dot_f16_main_fn main);
+float dot_bf16_with(int64_t n, const uint16_t *x, const uint16_t *y,
+		    dot_bf16_main_fn main);
+
 /* ggml_vec_dot_f16 on two F16 vectors (flash attention's K . Q). */
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y);
 

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../cpu/cpu.h"
+#include "../cpu/isa.h"
 #include "quant_internal.h"
 
 /* ---- half and bfloat16 -------------------------------------------------- */
@@ -140,11 +140,9 @@ uint32_t quant_vec_dot_type(uint32_t type)
 void quant_from_float(uint32_t type, const float *x, void *y, int64_t n)
 {
 	const struct quant_type_traits *t = quant_traits(type);
-	quant_from_float_fn f = t->from_float;
+	/* the same bits in vectors, where the CPU's level has them */
+	quant_from_float_fn f = cpu_isa_from_float(cpu_isa(), type);
 
-	/* the same bits in 16 lanes, where the type and the CPU have them */
-	if (t->from_float_avx512 && cpu_avx512_usable())
-		f = t->from_float_avx512;
 	if (f)
 		f(x, y, n / t->blck_size);
 }

@@ -13,13 +13,13 @@
  *
  * Everything that differs by type is one row of one table, quant_traits()
  * (engine/quant/traits.c): block size and bytes, the conversions, the
- * vec_dot type and every CPU dot kernel. The dispatchers below and dot.h
- * read that table; there is no switch on a tensor type elsewhere. Three
+ * vec_dot type and the scalar dot kernels. The dispatchers below and dot.h
+ * read that table; there is no switch on a tensor type elsewhere. Two
  * sets of dots sit in it: ggml's scalar order (vec_dot_ref, the portable
- * reference, for tests), the reference build's order in scalar C
- * (vec_dot, engine/quant/quant_x86.c and dot.c) and the AVX-512 kernels
- * of engine/cpu/ with the same bits (vec_dot_avx512), which dot.h picks
- * at run time.
+ * reference, for tests) and the reference build's order in scalar C
+ * (vec_dot, engine/quant/quant_x86.c and dot.c), the one definition of
+ * the order that engine/cpu/isa.h's vector kernels (AVX2, AVX-512) give
+ * bit for bit and dot.h picks at run time.
  */
 #ifndef LLMFS_ENGINE_QUANT_H
 #define LLMFS_ENGINE_QUANT_H
@@ -42,7 +42,6 @@ typedef float (*quant_dot_fn)(int64_t n, const void *w, const void *a);
 typedef void (*quant_tile_fn)(int64_t n, const void *w, size_t row_bytes,
 			      int nr, const void *const *a, const uint8_t *qs,
 			      int nt, float *out);
-struct cpu_gemm_kernels; /* engine/cpu/gemm.h */
 
 /*
  * One tensor type, as ggml's type_traits[] and type_traits_cpu[] in one.
@@ -58,23 +57,14 @@ struct quant_type_traits {
 	quant_to_float_fn to_float;
 	/* activations round as ggml's x86 CPU backend, weights as _ref */
 	quant_from_float_fn from_float;
-	/* from_float's bits in engine/cpu's AVX-512 code (quant_from_float) */
-	quant_from_float_fn from_float_avx512;
 	/* ggml's quantize_row_*_ref (llama-quantize without an imatrix) */
 	quant_from_float_fn from_float_ref;
 	/* ggml's scalar (_generic) order: the portable reference, for tests */
 	quant_dot_ref_fn vec_dot_ref;
 	/* the reference build's order in scalar C (any CPU) */
 	quant_dot_fn vec_dot;
-	/* the same bits with engine/cpu's AVX-512 kernels */
-	quant_dot_fn vec_dot_avx512;
 	/* llama.cpp's CPU_REPACK gemv order (engine_tensor.repacked) */
 	quant_dot_fn vec_dot_repacked;
-	quant_dot_fn vec_dot_repacked_avx512;
-	/* the batched matmul's tiles, [repacked]; AVX-512 only */
-	quant_tile_fn tile_avx512[2];
-	/* the rows-in-lanes batch GEMM (engine/cpu/gemm.h); AVX-512 only */
-	const struct cpu_gemm_kernels *gemm_avx512;
 };
 
 /* traits.c's table, and the row of zeros of the types it does not know */

@@ -216,15 +216,12 @@ float quant_q5_K_dot_x86(int64_t n, const void *w, const void *a);
 float quant_q6_K_dot_x86(int64_t n, const void *w, const void *a);
 
 /*
- * dot.c's float dots (zen4 order) and repacked gemvs: _c in scalar C,
- * _avx512 with engine/cpu's vector part (only where cpu_avx512_usable()).
+ * dot.c's float dots (zen4 order) and repacked gemvs in scalar C; the
+ * float dots' vector parts per level are engine/cpu/isa.c's.
  */
 float dot_f32_c(int64_t n, const void *w, const void *a);
-float dot_f32_avx512(int64_t n, const void *w, const void *a);
 float dot_f16_c(int64_t n, const void *w, const void *a);
-float dot_f16_avx512(int64_t n, const void *w, const void *a);
 float dot_bf16_c(int64_t n, const void *w, const void *a);
-float dot_bf16_avx512(int64_t n, const void *w, const void *a);
 float dot_q4_0_repacked_c(int64_t n, const void *w, const void *a);
 float dot_q4_K_repacked_c(int64_t n, const void *w, const void *a);
 float dot_q2_K_repacked_c(int64_t n, const void *w, const void *a);

@@ -8,30 +8,7 @@
  * The vec_dot_type column is ggml-cpu.c's; the kernels are named after
  * the ggml code they follow where they are defined.
  */
-#include "../cpu/cpu.h"
-#include "../cpu/gemm.h"
 #include "quant_internal.h"
-
-/* cpu_legacy_avx512 takes the type; the table wants one kernel a type */
-static float traits_q4_0_avx512(int64_t n, const void *w, const void *a)
-{
-	return cpu_legacy_avx512(IO_TYPE_Q4_0, n, w, a);
-}
-
-static float traits_q4_1_avx512(int64_t n, const void *w, const void *a)
-{
-	return cpu_legacy_avx512(IO_TYPE_Q4_1, n, w, a);
-}
-
-static float traits_q5_0_avx512(int64_t n, const void *w, const void *a)
-{
-	return cpu_legacy_avx512(IO_TYPE_Q5_0, n, w, a);
-}
-
-static float traits_q5_1_avx512(int64_t n, const void *w, const void *a)
-{
-	return cpu_legacy_avx512(IO_TYPE_Q5_1, n, w, a);
-}
 
 const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 	[IO_TYPE_F32] = {
@@ -42,18 +19,15 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_f32_from_float,
 		.vec_dot_ref = quant_f32_dot_ref,
 		.vec_dot = dot_f32_c,
-		.vec_dot_avx512 = dot_f32_avx512,
 	},
 	[IO_TYPE_F16] = {
 		.name = "f16", .blck_size = 1, .type_size = 2,
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_F16,
 		.to_float = quant_f16_to_float,
 		.from_float = quant_f16_from_float,
-		.from_float_avx512 = cpu_f16_from_float_avx512,
 		.from_float_ref = quant_f16_from_float,
 		.vec_dot_ref = quant_f16_dot_ref,
 		.vec_dot = dot_f16_c,
-		.vec_dot_avx512 = dot_f16_avx512,
 	},
 	[IO_TYPE_BF16] = {
 		.name = "bf16", .blck_size = 1, .type_size = 2,
@@ -63,7 +37,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_bf16_from_float,
 		.vec_dot_ref = quant_bf16_dot_ref,
 		.vec_dot = dot_bf16_c,
-		.vec_dot_avx512 = dot_bf16_avx512,
 	},
 	[IO_TYPE_Q4_0] = {
 		.name = "q4_0", .blck_size = QK4_0,
@@ -74,9 +47,7 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_q4_0_from_float,
 		.vec_dot_ref = quant_q4_0_dot_ref,
 		.vec_dot = quant_q4_0_dot_x86,
-		.vec_dot_avx512 = traits_q4_0_avx512,
 		.vec_dot_repacked = dot_q4_0_repacked_c,
-		.vec_dot_repacked_avx512 = cpu_q4_0_repacked_avx512,
 	},
 	[IO_TYPE_Q4_1] = {
 		.name = "q4_1", .blck_size = QK4_1,
@@ -87,7 +58,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_q4_1_from_float,
 		.vec_dot_ref = quant_q4_1_dot_ref,
 		.vec_dot = quant_q4_1_dot_x86,
-		.vec_dot_avx512 = traits_q4_1_avx512,
 	},
 	[IO_TYPE_Q5_0] = {
 		.name = "q5_0", .blck_size = QK5_0,
@@ -98,7 +68,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_q5_0_from_float,
 		.vec_dot_ref = quant_q5_0_dot_ref,
 		.vec_dot = quant_q5_0_dot_x86,
-		.vec_dot_avx512 = traits_q5_0_avx512,
 	},
 	[IO_TYPE_Q5_1] = {
 		.name = "q5_1", .blck_size = QK5_1,
@@ -109,7 +78,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_q5_1_from_float,
 		.vec_dot_ref = quant_q5_1_dot_ref,
 		.vec_dot = quant_q5_1_dot_x86,
-		.vec_dot_avx512 = traits_q5_1_avx512,
 	},
 	[IO_TYPE_Q8_0] = {
 		.name = "q8_0", .blck_size = QK8_0,
@@ -117,13 +85,9 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_0,
 		.to_float = quant_q8_0_to_float,
 		.from_float = quant_q8_0_from_float,
-		.from_float_avx512 = cpu_q8_0_from_float_avx512,
 		.from_float_ref = quant_q8_0_from_float_ref,
 		.vec_dot_ref = quant_q8_0_dot_ref,
 		.vec_dot = quant_q8_0_dot_x86,
-		.vec_dot_avx512 = cpu_q8_0_avx512,
-		.tile_avx512 = { cpu_q8_0_tile_avx512, NULL },
-		.gemm_avx512 = &cpu_gemm_q8_0,
 	},
 	/* Q8_1 and Q8_K are activation types only: no dot of their own */
 	[IO_TYPE_Q8_1] = {
@@ -142,9 +106,7 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_q2_K_from_float,
 		.vec_dot_ref = quant_q2_K_dot_ref,
 		.vec_dot = quant_q2_K_dot_x86,
-		.vec_dot_avx512 = cpu_q2_K_avx512,
 		.vec_dot_repacked = dot_q2_K_repacked_c,
-		.vec_dot_repacked_avx512 = cpu_q2_K_repacked_avx512,
 	},
 	[IO_TYPE_Q3_K] = {
 		.name = "q3_K", .blck_size = QK_K,
@@ -155,7 +117,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_q3_K_from_float,
 		.vec_dot_ref = quant_q3_K_dot_ref,
 		.vec_dot = quant_q3_K_dot_x86,
-		.vec_dot_avx512 = cpu_q3_K_avx512,
 	},
 	[IO_TYPE_Q4_K] = {
 		.name = "q4_K", .blck_size = QK_K,
@@ -166,11 +127,7 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_q4_K_from_float,
 		.vec_dot_ref = quant_q4_K_dot_ref,
 		.vec_dot = quant_q4_K_dot_x86,
-		.vec_dot_avx512 = cpu_q4_K_avx512,
 		.vec_dot_repacked = dot_q4_K_repacked_c,
-		.vec_dot_repacked_avx512 = cpu_q4_K_repacked_avx512,
-		.tile_avx512 = { NULL, cpu_q4_K_repacked_tile_avx512 },
-		.gemm_avx512 = &cpu_gemm_q4_K,
 	},
 	[IO_TYPE_Q5_K] = {
 		.name = "q5_K", .blck_size = QK_K,
@@ -181,7 +138,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_q5_K_from_float,
 		.vec_dot_ref = quant_q5_K_dot_ref,
 		.vec_dot = quant_q5_K_dot_x86,
-		.vec_dot_avx512 = cpu_q5_K_avx512,
 	},
 	[IO_TYPE_Q6_K] = {
 		.name = "q6_K", .blck_size = QK_K,
@@ -192,16 +148,12 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.from_float_ref = quant_q6_K_from_float,
 		.vec_dot_ref = quant_q6_K_dot_ref,
 		.vec_dot = quant_q6_K_dot_x86,
-		.vec_dot_avx512 = cpu_q6_K_avx512,
-		.tile_avx512 = { cpu_q6_K_tile_avx512, NULL },
-		.gemm_avx512 = &cpu_gemm_q6_K,
 	},
 	[IO_TYPE_Q8_K] = {
 		.name = "q8_K", .blck_size = QK_K,
 		.type_size = sizeof(struct block_q8_K),
 		.to_float = quant_q8_K_to_float,
 		.from_float = quant_q8_K_from_float,
-		.from_float_avx512 = cpu_q8_K_from_float_avx512,
 		.from_float_ref = quant_q8_K_from_float,
 	},
 };

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * engine/cpu/elem_avx512.c against the scalar code it replaces, bit for
- * bit: ops_swiglu, ops_softmax, ops_rms_norm and ops_rope against their
+ * engine/cpu/elem_*.c, every vector level of engine/cpu/isa.h this CPU
+ * has (avx2, avx512), against the scalar code it replaces, bit for bit: ops_swiglu, ops_softmax, ops_rms_norm and ops_rope against their
  * _scalar twins, and the activation quantizers (Q8_K, Q8_0, F16) through
  * quant_from_float against the traits table's scalar from_float. Inputs: every 16-bit top half of a float
  * (so every exponent: zeros, -0.0, subnormals, infinities, the |n| > 192
  * lanes of v_expf), random rows of several magnitudes and odd lengths,
  * and blocks built to tie for the largest |x| or to round at .5.
  *
- * Exits 77 on a CPU without AVX-512 F/BW/VL/VNNI.
+ * Each test runs one level (cpu_isa_use); a level this CPU lacks is left
+ * out, and the run says so (exit 77).
  */
 #include <check.h>
 #include <math.h>
@@ -17,11 +18,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/cpu/cpu.h"
+#include "../../engine/cpu/isa.h"
 #include "../../engine/ops.h"
 #include "../../engine/quant/quant.h"
 #include "../../engine/quant/quant_internal.h"
 #include "../common/check_main.h"
+
+/* Run vector level l (every level but the last, scalar one); false where
+ * this CPU lacks it. */
+static bool elem_use(int l)
+{
+	const struct cpu_isa *isa = cpu_isa_levels[l];
+
+	if (!isa->usable()) {
+		printf("%s: not on this CPU, left out\n", isa->name);
+		return false;
+	}
+	cpu_isa_use(isa);
+	return true;
+}
 
 static uint64_t elem_rng = 0x2545f4914f6cdd1dull;
 
@@ -90,11 +105,16 @@ static void elem_check_bits(const void *a, const void *b, size_t bytes,
 
 START_TEST(test_elem_swiglu)
 {
-	float *g = malloc(ELEM_SWEEP * sizeof(*g));
-	float *u = malloc(ELEM_SWEEP * sizeof(*u));
-	float *y0 = malloc(ELEM_SWEEP * sizeof(*y0));
-	float *y1 = malloc(ELEM_SWEEP * sizeof(*y1));
-	int n = elem_sweep(g, ELEM_SWEEP), len;
+	float *g, *u, *y0, *y1;
+	int n, len;
+
+	if (!elem_use(_i))
+		return;
+	g = malloc(ELEM_SWEEP * sizeof(*g));
+	u = malloc(ELEM_SWEEP * sizeof(*u));
+	y0 = malloc(ELEM_SWEEP * sizeof(*y0));
+	y1 = malloc(ELEM_SWEEP * sizeof(*y1));
+	n = elem_sweep(g, ELEM_SWEEP);
 
 	for (int i = 0; i < n; i++)
 		u[i] = elem_randf(-20, 20);
@@ -123,10 +143,15 @@ END_TEST
 
 START_TEST(test_elem_softmax)
 {
-	float *x = malloc(ELEM_SWEEP * sizeof(*x));
-	float *a = malloc(ELEM_SWEEP * sizeof(*a));
-	float *b = malloc(ELEM_SWEEP * sizeof(*b));
-	int n = elem_sweep(x, ELEM_SWEEP), len, i;
+	float *x, *a, *b;
+	int n, len, i;
+
+	if (!elem_use(_i))
+		return;
+	x = malloc(ELEM_SWEEP * sizeof(*x));
+	a = malloc(ELEM_SWEEP * sizeof(*a));
+	b = malloc(ELEM_SWEEP * sizeof(*b));
+	n = elem_sweep(x, ELEM_SWEEP);
 
 	/* every exponent of x - max, in rows of 64 with a common max */
 	for (i = 0; i + 64 <= n; i += 64) {
@@ -163,6 +188,9 @@ START_TEST(test_elem_rms_norm)
 	static float x[4100], w[4100], y0[4100], y1[4100];
 	int len;
 
+	if (!elem_use(_i))
+		return;
+
 	for (len = 1; len <= 4096; len += 1 + len / 3) {
 		int e = (int)(elem_rand() % 40) - 20;
 
@@ -191,6 +219,9 @@ START_TEST(test_elem_rope)
 {
 	static const uint32_t n_rots[] = { 128, 64, 96, 32, 8, 24, 40, 2 };
 	static float x[3 * 128], y0[3 * 128], y1[3 * 128], cache[128];
+
+	if (!elem_use(_i))
+		return;
 
 	for (size_t k = 0; k < sizeof(n_rots) / sizeof(n_rots[0]); k++) {
 		for (int mode = ENGINE_ROPE_NORM; mode <= ENGINE_ROPE_NEOX;
@@ -257,6 +288,9 @@ START_TEST(test_elem_q8_K)
 	static float x[NB * QK_K];
 	static struct block_q8_K y0[NB], y1[NB];
 
+	if (!elem_use(_i))
+		return;
+
 	for (int rep = 0; rep < 600; rep++) {
 		for (int i = 0; i < NB; i++)
 			elem_q8_K_block(x + i * QK_K, rep + i);
@@ -275,6 +309,9 @@ START_TEST(test_elem_q8_0)
 	static float x[NB * QK8_0];
 	static struct block_q8_0 y0[NB], y1[NB];
 
+	if (!elem_use(_i))
+		return;
+
 	for (int rep = 0; rep < 300; rep++) {
 		for (int i = 0; i < NB * QK8_0; i += QK_K)
 			elem_q8_K_block(x + i, rep + i / QK_K);
@@ -289,10 +326,15 @@ END_TEST
 
 START_TEST(test_elem_f16)
 {
-	float *x = malloc(ELEM_SWEEP * sizeof(*x));
-	uint16_t *y0 = malloc(ELEM_SWEEP * sizeof(*y0));
-	uint16_t *y1 = malloc(ELEM_SWEEP * sizeof(*y1));
+	float *x;
+	uint16_t *y0, *y1;
 	int n = 0, len;
+
+	if (!elem_use(_i))
+		return;
+	x = malloc(ELEM_SWEEP * sizeof(*x));
+	y0 = malloc(ELEM_SWEEP * sizeof(*y0));
+	y1 = malloc(ELEM_SWEEP * sizeof(*y1));
 
 	/* every top half, NaNs included: vcvtps2ph keeps their payload top */
 	for (uint32_t top = 0; top < 65536; top++)
@@ -316,29 +358,37 @@ START_TEST(test_elem_f16)
 }
 END_TEST
 
-static int elem_setup(void)
-{
-	if (!cpu_avx512_usable()) {
-		printf("test_elem: this CPU lacks AVX-512 F/BW/VL/VNNI, nothing to compare\n");
-		return CHECK_SKIP;
-	}
-	return 0;
-}
-
 static void elem_tests(TCase *tc)
 {
-	tcase_add_test(tc, test_elem_swiglu);
-	tcase_add_test(tc, test_elem_softmax);
-	tcase_add_test(tc, test_elem_rms_norm);
-	tcase_add_test(tc, test_elem_rope);
-	tcase_add_test(tc, test_elem_q8_K);
-	tcase_add_test(tc, test_elem_q8_0);
-	tcase_add_test(tc, test_elem_f16);
+	const int nl = (int)cpu_isa_count - 1; /* the vector levels */
+
+	tcase_add_loop_test(tc, test_elem_swiglu, 0, nl);
+	tcase_add_loop_test(tc, test_elem_softmax, 0, nl);
+	tcase_add_loop_test(tc, test_elem_rms_norm, 0, nl);
+	tcase_add_loop_test(tc, test_elem_rope, 0, nl);
+	tcase_add_loop_test(tc, test_elem_q8_K, 0, nl);
+	tcase_add_loop_test(tc, test_elem_q8_0, 0, nl);
+	tcase_add_loop_test(tc, test_elem_f16, 0, nl);
+}
+
+/* A level this CPU lacks was not compared: not a whole pass. */
+static int elem_left_out(void)
+{
+	int i, missing = 0;
+
+	for (i = 0; i + 1 < (int)cpu_isa_count; i++)
+		if (!cpu_isa_levels[i]->usable()) {
+			printf("test_elem: this CPU lacks %s: the %s steps were not compared\n",
+			       cpu_isa_levels[i]->features,
+			       cpu_isa_levels[i]->name);
+			missing++;
+		}
+	return missing ? CHECK_SKIP : 0;
 }
 
 const struct check_main check_main = {
 	.name = "elem",
 	.timeout = 60,
-	.setup = elem_setup,
 	.add_tests = elem_tests,
+	.left_out = elem_left_out,
 };
