@@ -29,6 +29,7 @@
 #include "cpu.h"
 #include "gemm.h"
 #include "gemm_run.h"
+#include "isa.h"
 
 /* (row, head, position, dim) products worth splitting attention for */
 #define CPU_ATT_PARALLEL_MIN (1 << 16)
@@ -744,10 +745,17 @@ int engine_backend_cpu_new(struct engine_backend **out,
 	struct engine_backend *be = calloc(1, sizeof(*be));
 	long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
 	long page = sysconf(_SC_PAGESIZE);
+	int ret;
 
 	*out = NULL;
 	if (!be)
 		return err_set(err, ENOMEM, "out of memory");
+	/* LLMFS_CPU naming a level this CPU lacks: refuse, run nothing */
+	ret = cpu_isa_check(err);
+	if (ret) {
+		free(be);
+		return ret;
+	}
 	be->iface = &cpu_backend_i;
 	be->ctx = pool;
 	be->dev.kind = IO_DEVICE_CPU;
