@@ -173,7 +173,8 @@ CPU_TARGET float cpu_q8_0_avx2(int64_t n, const void *vw, const void *va)
 /* 32 bytes of 16 where bit e of h is set (a q5 block's fifth bits). */
 CPU_TARGET static __m256i cpu_bits16(uint32_t h)
 {
-	const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+	const __m256i bit = _mm256_set1_epi64x(
+		(long long)0x8040201008040201ull);
 	__m256i v = _mm256_shuffle_epi8(
 		_mm256_set1_epi32((int)h),
 		_mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll,
@@ -342,10 +343,10 @@ CPU_TARGET float cpu_q4_K_avx2(int64_t n, const void *vw, const void *va)
 		}
 		for (g = 0; g < 4; g++)
 			isum = _mm256_add_epi32(
-				isum, cpu_q45_group(x[i].qs + 32 * g,
-						    y[i].qs + 64 * g, zero,
-						    zero, sc[2 * g],
-						    sc[2 * g + 1]));
+				isum,
+				cpu_q45_group(x[i].qs + 32 * g,
+					      y[i].qs + 64 * g, zero, zero,
+					      sc[2 * g], sc[2 * g + 1]));
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
 				      _mm256_cvtepi32_ps(isum), acc);
 	}
@@ -396,12 +397,11 @@ CPU_TARGET float cpu_q5_K_avx2(int64_t n, const void *vw, const void *va)
 			     summs);
 		for (g = 0; g < 4; g++)
 			isum = _mm256_add_epi32(
-				isum,
-				cpu_q45_group(x[i].qs + 32 * g,
-					      y[i].qs + 64 * g,
-					      cpu_bit16(qh, 2 * g),
-					      cpu_bit16(qh, 2 * g + 1),
-					      sc[2 * g], sc[2 * g + 1]));
+				isum, cpu_q45_group(x[i].qs + 32 * g,
+						    y[i].qs + 64 * g,
+						    cpu_bit16(qh, 2 * g),
+						    cpu_bit16(qh, 2 * g + 1),
+						    sc[2 * g], sc[2 * g + 1]));
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
 				      _mm256_cvtepi32_ps(isum), acc);
 	}
@@ -463,9 +463,9 @@ CPU_TARGET float cpu_q6_K_avx2(int64_t n, const void *vw, const void *va)
 					4));
 			for (c = 0; c < 4; c++) {
 				__m256i p = _mm256_maddubs_epi16(
-					q[c], _mm256_loadu_si256(
-						      (const __m256i *)(a +
-									32 * c)));
+					q[c],
+					_mm256_loadu_si256(
+						(const __m256i *)(a + 32 * c)));
 
 				isum = _mm256_add_epi32(
 					isum,
@@ -504,7 +504,8 @@ CPU_TARGET float cpu_q2_K_avx2(int64_t n, const void *vw, const void *va)
 	for (i = 0; i < nb; i++) {
 		const float d = y[i].d * cpu_h2f(x[i].d);
 		const float dmin = -y[i].d * cpu_h2f(x[i].dmin);
-		const __m128i s8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+		const __m128i s8 = _mm_loadu_si128(
+			(const __m128i *)x[i].scales);
 		/* mins (high nibbles) as int16, times the bsums in pairs */
 		__m256i prod = _mm256_madd_epi16(
 			_mm256_cvtepu8_epi16(_mm_srli_epi16(
@@ -533,10 +534,9 @@ CPU_TARGET float cpu_q2_K_avx2(int64_t n, const void *vw, const void *va)
 					isum,
 					_mm256_madd_epi16(
 						p,
-						cpu_pair16(
-							x[i].scales[j] & 0xf,
-							x[i].scales[j + 1] &
-								0xf)));
+						cpu_pair16(x[i].scales[j] & 0xf,
+							   x[i].scales[j + 1] &
+								   0xf)));
 			}
 		}
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
@@ -573,8 +573,8 @@ CPU_TARGET float cpu_q3_K_avx2(int64_t n, const void *vw, const void *va)
 
 			for (c = 0; c < 4; c++) {
 				const int j = 8 * h + 2 * c;
-				const __m256i bit =
-					_mm256_set1_epi8((char)(1 << (4 * h + c)));
+				const __m256i bit = _mm256_set1_epi8(
+					(char)(1 << (4 * h + c)));
 				__m256i hb = _mm256_and_si256(
 					_mm256_cmpeq_epi8(
 						_mm256_and_si256(hm, bit), bit),
@@ -594,8 +594,8 @@ CPU_TARGET float cpu_q3_K_avx2(int64_t n, const void *vw, const void *va)
 				isum = _mm256_add_epi32(
 					isum,
 					_mm256_madd_epi16(
-						p, cpu_pair16(sc[j],
-							      sc[j + 1])));
+						p,
+						cpu_pair16(sc[j], sc[j + 1])));
 			}
 		}
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(d),
@@ -680,10 +680,10 @@ CPU_TARGET float cpu_q4_K_repacked_avx2(int64_t n, const void *vw,
 		_mm_storeu_si128((__m128i *)sc, sm);
 		for (g = 0; g < 4; g++)
 			isum = _mm256_add_epi32(
-				isum, cpu_q45_group(x[i].qs + 32 * g,
-						    y[i].qs + 64 * g, zero,
-						    zero, sc[2 * g],
-						    sc[2 * g + 1]));
+				isum,
+				cpu_q45_group(x[i].qs + 32 * g,
+					      y[i].qs + 64 * g, zero, zero,
+					      sc[2 * g], sc[2 * g + 1]));
 		/*
 		 * both integer sums at once (exact in any order): lane 0 the
 		 * scales', lane 1 the mins'; converted as (float)int would
@@ -714,7 +714,8 @@ CPU_TARGET float cpu_q2_K_repacked_avx2(int64_t n, const void *vw,
 	int64_t i, nb = n / QK_K;
 
 	for (i = 0; i < nb; i++) {
-		const __m128i s8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+		const __m128i s8 = _mm_loadu_si128(
+			(const __m128i *)x[i].scales);
 		const int smin = cpu_isum8_avx2(_mm256_madd_epi16(
 			_mm256_cvtepu8_epi16(_mm_srli_epi16(
 				_mm_andnot_si128(_mm_set1_epi8(0x0f), s8), 4)),
@@ -741,10 +742,9 @@ CPU_TARGET float cpu_q2_K_repacked_avx2(int64_t n, const void *vw,
 					isum,
 					_mm256_madd_epi16(
 						p,
-						cpu_pair16(
-							x[i].scales[s] & 0xf,
-							x[i].scales[s + 1] &
-								0xf)));
+						cpu_pair16(x[i].scales[s] & 0xf,
+							   x[i].scales[s + 1] &
+								   0xf)));
 			}
 		}
 		acc = fmaf((float)cpu_isum8_avx2(isum),

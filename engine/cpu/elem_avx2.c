@@ -27,9 +27,8 @@
 /* 2^k for integer lanes k in [-126, 127] */
 CPU_TARGET static __m256 cpu_pow2(__m256i k)
 {
-	return _mm256_castsi256_ps(
-		_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)),
-				  23));
+	return _mm256_castsi256_ps(_mm256_slli_epi32(
+		_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
 }
 
 /* ggml_v_expf (AVX-512) on 8 lanes; ops.c's ops_v_expf is one lane. */
@@ -56,9 +55,8 @@ CPU_TARGET static __m256 cpu_v_expf(__m256 x)
 				_mm256_set1_ps(1.0f)));
 	const __m256i ni = _mm256_cvtps_epi32(n); /* n is integral */
 	const __m256i t = _mm256_srai_epi32(ni, 1);
-	const __m256 res = _mm256_mul_ps(
-		_mm256_mul_ps(j, cpu_pow2(t)),
-		cpu_pow2(_mm256_sub_epi32(ni, t)));
+	const __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, cpu_pow2(t)),
+					 cpu_pow2(_mm256_sub_epi32(ni, t)));
 	__m256 alt;
 
 	if (_mm256_testz_ps(d, d))
@@ -190,8 +188,8 @@ CPU_TARGET static __m256i cpu_nearest_int(__m256 v)
 CPU_TARGET static __m128i cpu_bytes16(__m256i a, __m256i b)
 {
 	const __m256i low = _mm256_setr_epi8(
-		0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-		-1, -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1);
+		0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+		-1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1);
 	/* a's bytes in dwords 0 and 5, b's in 2 and 7 */
 	__m256i v = _mm256_or_si256(
 		_mm256_shuffle_epi8(a, low),

@@ -50,6 +50,12 @@
  *   192 + 4k); after all nb superblocks' units, the d's, 32 bytes a
  *   superblock at nb * 3328 + 32 ib (row r's fp16 at 2r).
  *
+ *   Q8_0, per 32-element block ib, 8 units at ib * 512: unit j holds qs
+ *   dword j of each row (signed, as the file has it); after all nb
+ *   blocks' units, the d's, 32 bytes a block at nb * 512 + 32 ib.
+ *
+ * The layouts are data, the same at every level (gemm_layout.c makes
+ * them); each level of engine/cpu/isa.h has its own kernels for them.
  * A panel starts wherever the tensor's rows do (only 32-byte aligned,
  * as GGUF aligns its tensors), so the kernels load it unaligned.
  */
@@ -167,5 +173,15 @@ extern const struct cpu_gemm_packed
 	cpu_gemm_q4_K_packed; /* gemm_q4k_packed.c */
 extern const struct cpu_gemm_packed
 	cpu_gemm_q6_K_packed; /* gemm_q6k_packed.c */
+extern const struct cpu_gemm_packed
+	cpu_gemm_q8_0_packed; /* gemm_q80_packed.c */
+/* the scalar level's: the order's one definition (gemm_scalar.c) */
+extern const struct cpu_gemm_kernels cpu_gemm_q8_0_scalar;
+extern const struct cpu_gemm_kernels cpu_gemm_q4_K_scalar;
+extern const struct cpu_gemm_kernels cpu_gemm_q6_K_scalar;
+/* the AVX2 level's, on the packed layouts (gemm_avx2.c) */
+extern const struct cpu_gemm_kernels cpu_gemm_q8_0_avx2;
+extern const struct cpu_gemm_kernels cpu_gemm_q4_K_avx2;
+extern const struct cpu_gemm_kernels cpu_gemm_q6_K_avx2;
 
 #endif

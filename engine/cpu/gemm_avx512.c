@@ -7,9 +7,9 @@
  * stored + 128 so that it is vpdpbusd's unsigned operand; then the 16
  * rows' scales as floats. 576 bytes for 16 rows' 544.
  *
- * Activations (act_pack), per token: the 32 signed quants of each block
- * as they are, then the blocks' scales as floats, then each block's
- * correction -128 * sum(a). A (row, token, block) integer sum is then
+ * Activations (act_pack, gemm_k.h's cpu_q80_act_pack), per token: the 32
+ * signed quants of each block as they are, then the blocks' scales as
+ * floats, then each block's correction -128 * sum(a). A (row, token, block) integer sum is then
  * sum((w + 128) a) - 128 sum(a) = sum(w a), exact: the int32 accumulator
  * starts from the correction (one broadcast load) and takes eight
  * vpdpbusd whose signed operand is four bytes of the token broadcast from
@@ -25,6 +25,7 @@
 
 #include "cpu.h"
 #include "gemm.h"
+#include "gemm_k.h"
 #include "../quant/quant_internal.h"
 
 #if !defined(__x86_64__)
@@ -171,32 +172,6 @@ CPU_TARGET static void gemm_q8_0_panel(int64_t n, const void *w,
 	}
 }
 
-static size_t gemm_q8_0_act_bytes(int64_t n)
-{
-	return cpu_align64((size_t)n + (size_t)(n / QK8_0) * 8);
-}
-
-static void gemm_q8_0_act_pack(int64_t n, const void *a, void *dst)
-{
-	const struct block_q8_0 *b = a;
-	const int64_t nb = n / QK8_0;
-	int8_t *qs = dst;
-	float *da = (float *)(qs + n);
-	int32_t *corr = (int32_t *)(da + nb);
-	int64_t i;
-	int k;
-
-	for (i = 0; i < nb; i++) {
-		int32_t sum = 0;
-
-		memcpy(qs + QK8_0 * i, b[i].qs, QK8_0);
-		for (k = 0; k < QK8_0; k++)
-			sum += b[i].qs[k];
-		da[i] = quant_h2f(b[i].d);
-		corr[i] = -128 * sum;
-	}
-}
-
 /*
  * T tokens (a compile-time count: the accumulators stay in registers)
  * against the panel: out[t] = the 16 rows' dots with token t.
@@ -250,7 +225,7 @@ CPU_TARGET static void gemm_q8_0_run(int64_t n, const void *panel, int nr,
 				     int64_t row0, const void *ahead,
 				     size_t ahead_bytes)
 {
-	const size_t ab = gemm_q8_0_act_bytes(n);
+	const size_t ab = cpu_q80_act_bytes(n);
 	const __mmask16 m = (__mmask16)((1u << nr) - 1);
 	const int64_t nb = n / QK8_0;
 	/* spread over the first tile's blocks */
@@ -281,8 +256,8 @@ CPU_TARGET static void gemm_q8_0_run(int64_t n, const void *panel, int nr,
 const struct cpu_gemm_kernels cpu_gemm_q8_0 = {
 	.panel_bytes = gemm_q8_0_panel_bytes,
 	.panel = gemm_q8_0_panel,
-	.act_bytes = gemm_q8_0_act_bytes,
-	.act_pack = gemm_q8_0_act_pack,
+	.act_bytes = cpu_q80_act_bytes,
+	.act_pack = cpu_q80_act_pack,
 	.run = gemm_q8_0_run,
 	.exact = false,
 	/*
@@ -291,5 +266,6 @@ const struct cpu_gemm_kernels cpu_gemm_q8_0 = {
 	 * on memory), from 5 the GEMM 14-70% faster.
 	 */
 	.min_tokens = 5,
+	.packed = &cpu_gemm_q8_0_packed,
 };
 #endif

@@ -62,73 +62,6 @@ static size_t q6k_panel_bytes(int64_t n)
 	return (size_t)(n / GEMM_QK) * Q6K_UNITS * GEMM_UNIT;
 }
 
-static size_t q4k_act_bytes(int64_t n)
-{
-	return cpu_align64((size_t)(n / GEMM_QK) * (Q4K_ACT + sizeof(float)));
-}
-
-static size_t q6k_act_bytes(int64_t n)
-{
-	return cpu_align64((size_t)(n / GEMM_QK) * (Q6K_ACT + sizeof(float)));
-}
-
-/* bsums[i] of a Q8_K block */
-static int gemm_q8k_bsum(const uint8_t *blk, int i)
-{
-	int16_t v;
-
-	memcpy(&v, blk + 4 + GEMM_QK + 2 * i, sizeof(v));
-	return v;
-}
-
-static void q4k_act_pack(int64_t n, const void *a, void *dst)
-{
-	const uint8_t *src = a;
-	uint8_t *out = dst;
-	int64_t ib, nb = n / GEMM_QK;
-	int k;
-
-	for (ib = 0; ib < nb; ib++, src += GEMM_Q8K_BLOCK) {
-		uint8_t *o = out + Q4K_ACT * ib;
-		uint32_t pair[4];
-
-		/* |bsum| <= 16 * 127 (Q8_K's quants), so a pair fits int16 */
-		for (k = 0; k < 4; k++) {
-			int lo = gemm_q8k_bsum(src, 4 * k) +
-				 gemm_q8k_bsum(src, 4 * k + 1);
-			int hi = gemm_q8k_bsum(src, 4 * k + 2) +
-				 gemm_q8k_bsum(src, 4 * k + 3);
-
-			pair[k] = (uint32_t)(uint16_t)lo |
-				  (uint32_t)(uint16_t)hi << 16;
-		}
-		memcpy(o, src + 4, GEMM_QK);
-		memcpy(o + GEMM_QK, pair, sizeof(pair));
-		memcpy(out + Q4K_ACT * nb + sizeof(float) * ib, src,
-		       sizeof(float));
-	}
-}
-
-static void q6k_act_pack(int64_t n, const void *a, void *dst)
-{
-	const uint8_t *src = a;
-	uint8_t *out = dst;
-	int64_t ib, nb = n / GEMM_QK;
-	int g;
-
-	for (ib = 0; ib < nb; ib++, src += GEMM_Q8K_BLOCK) {
-		uint8_t *o = out + Q6K_ACT * ib;
-		int32_t start[16];
-
-		for (g = 0; g < 16; g++)
-			start[g] = -32 * gemm_q8k_bsum(src, g);
-		memcpy(o, src + 4, GEMM_QK);
-		memcpy(o + GEMM_QK, start, sizeof(start));
-		memcpy(out + Q6K_ACT * nb + sizeof(float) * ib, src,
-		       sizeof(float));
-	}
-}
-
 #if !defined(__x86_64__)
 static void q4k_panel(int64_t n, const void *w, size_t row_bytes, int nr,
 		      void *panel)
@@ -554,7 +487,7 @@ CPU_TARGET static void q4k_run(int64_t n, const void *panel, int nr,
 			       int64_t row0, const void *ahead,
 			       size_t ahead_bytes)
 {
-	const size_t ab = q4k_act_bytes(n);
+	const size_t ab = cpu_q4k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
 	/* spread over the first tile's four steps a superblock */
@@ -650,7 +583,7 @@ CPU_TARGET static void q6k_run(int64_t n, const void *panel, int nr,
 			       int64_t row0, const void *ahead,
 			       size_t ahead_bytes)
 {
-	const size_t ab = q6k_act_bytes(n);
+	const size_t ab = cpu_q6k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
 	/* spread over the first tile's 16 groups a superblock */
@@ -690,8 +623,8 @@ CPU_TARGET static void q6k_run(int64_t n, const void *panel, int nr,
 const struct cpu_gemm_kernels cpu_gemm_q4_K = {
 	.panel_bytes = q4k_panel_bytes,
 	.panel = q4k_panel,
-	.act_bytes = q4k_act_bytes,
-	.act_pack = q4k_act_pack,
+	.act_bytes = cpu_q4k_act_bytes,
+	.act_pack = cpu_q4k_act_pack,
 	.run = q4k_run,
 	.exact = true,
 	/*
@@ -706,8 +639,8 @@ const struct cpu_gemm_kernels cpu_gemm_q4_K = {
 const struct cpu_gemm_kernels cpu_gemm_q6_K = {
 	.panel_bytes = q6k_panel_bytes,
 	.panel = q6k_panel,
-	.act_bytes = q6k_act_bytes,
-	.act_pack = q6k_act_pack,
+	.act_bytes = cpu_q6k_act_bytes,
+	.act_pack = cpu_q6k_act_pack,
 	.run = q6k_run,
 	.exact = false,
 	.min_tokens = 2, /* as Q4_K's, measured on the same model */

@@ -29,62 +29,6 @@
 
 /* bytes of one packed superblock of the 16 rows */
 #define Q4KP_SB (Q4K_PACKED_UNITS * GEMM_UNIT)
-/* units of a packed superblock: the qs dwords, d | dmin << 16, scales */
-#define Q4KP_QS_UNITS 32
-#define Q4KP_D 32
-#define Q4KP_SC 33
-
-/* the layout moves dwords only, and is exactly as large as the rows */
-_Static_assert(Q4KP_SB == CPU_GEMM_ROWS * GEMM_Q4K_BLOCK,
-	       "a packed Q4_K superblock is its 16 blocks' bytes");
-_Static_assert(Q4K_PACKED_UNITS * 4 == GEMM_Q4K_BLOCK,
-	       "a unit holds one dword of each of the 16 blocks");
-
-/* The byte of a block_q4_K whose dword packed unit u holds (gemm.h). */
-static size_t q4kp_block_off(int u)
-{
-	return u < Q4KP_QS_UNITS ? 16 + 4 * (size_t)u :
-				   4 * (size_t)(u - Q4KP_D);
-}
-
-/*
- * rows and panel must not overlap (a packed superblock takes a block of
- * every row): packing in place goes through a copy of the 16 rows.
- */
-static void q4kp_pack(int64_t n, const void *rows, size_t row_bytes,
-		      void *panel)
-{
-	const uint8_t *src = rows;
-	uint8_t *out = panel;
-	const int64_t nb = n / GEMM_QK;
-	int64_t ib;
-	int r, u;
-
-	/* a block read in order, its dwords to one 2304-byte superblock */
-	for (ib = 0; ib < nb; ib++, out += Q4KP_SB)
-		for (r = 0; r < CPU_GEMM_ROWS; r++) {
-			const uint8_t *b = src + row_bytes * r +
-					   GEMM_Q4K_BLOCK * (size_t)ib;
-
-			for (u = 0; u < Q4K_PACKED_UNITS; u++)
-				memcpy(out + GEMM_UNIT * u + 4 * r,
-				       b + q4kp_block_off(u), 4);
-		}
-}
-
-static void q4kp_unpack_row(int64_t n, const void *panel, int r, void *row)
-{
-	const uint8_t *p = panel;
-	uint8_t *b = row;
-	const int64_t nb = n / GEMM_QK;
-	int64_t ib;
-	int u;
-
-	for (ib = 0; ib < nb; ib++, p += Q4KP_SB, b += GEMM_Q4K_BLOCK)
-		for (u = 0; u < Q4K_PACKED_UNITS; u++)
-			memcpy(b + q4kp_block_off(u), p + GEMM_UNIT * u + 4 * r,
-			       4);
-}
 
 #if !defined(__x86_64__)
 static void q4kp_run(int64_t n, const void *panel, const void *acts, int nt,
@@ -288,7 +232,7 @@ CPU_TARGET static void q4kp_run(int64_t n, const void *panel, const void *acts,
 				int nt, float *const *y, int64_t row0,
 				const void *ahead, size_t ahead_bytes)
 {
-	const size_t ab = cpu_gemm_q4_K.act_bytes(n);
+	const size_t ab = cpu_q4k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
 	/* spread over the first tile's four steps a superblock */
@@ -314,8 +258,8 @@ CPU_TARGET static void q4kp_run(int64_t n, const void *panel, const void *acts,
 #endif /* __x86_64__ */
 
 const struct cpu_gemm_packed cpu_gemm_q4_K_packed = {
-	.pack = q4kp_pack,
-	.unpack_row = q4kp_unpack_row,
+	.pack = cpu_q4k_pack,
+	.unpack_row = cpu_q4k_unpack_row,
 	.run = q4kp_run,
 	/* already the one-token path's order (see the top) */
 	.run_exact = q4kp_run,

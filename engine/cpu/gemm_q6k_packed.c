@@ -37,62 +37,6 @@
 #include "gemm.h"
 #include "gemm_k.h"
 
-/* bytes of one packed superblock's units; the d's (32 bytes) follow all */
-#define Q6KP_SB (Q6K_PACKED_UNITS * GEMM_UNIT)
-#define Q6KP_D_BYTES (CPU_GEMM_ROWS * 2)
-/* units of a packed superblock: ql dwords from 0, qh from 32, scales */
-#define Q6KP_QH 32
-#define Q6KP_SC 48
-/* the byte of a block_q6_K where its fp16 d lies */
-#define Q6KP_D_OFF (Q6K_PACKED_UNITS * 4)
-
-/* the layout moves dwords (and the d's) only: as large as the rows */
-_Static_assert(Q6KP_SB + Q6KP_D_BYTES == CPU_GEMM_ROWS * GEMM_Q6K_BLOCK,
-	       "a packed Q6_K superblock is its 16 blocks' bytes");
-_Static_assert(Q6KP_D_OFF + 2 == GEMM_Q6K_BLOCK,
-	       "a unit holds one dword of each block, d the rest");
-
-/*
- * rows and panel must not overlap (a packed superblock takes a block of
- * every row): packing in place goes through a copy of the 16 rows.
- */
-static void q6kp_pack(int64_t n, const void *rows, size_t row_bytes,
-		      void *panel)
-{
-	const int64_t nb = n / GEMM_QK;
-	const uint8_t *src = rows;
-	uint8_t *out = panel, *dd = out + Q6KP_SB * nb;
-	int64_t ib;
-	int r, u;
-
-	/* a block read in order, its dwords to one 3328-byte superblock */
-	for (ib = 0; ib < nb; ib++, out += Q6KP_SB, dd += Q6KP_D_BYTES)
-		for (r = 0; r < CPU_GEMM_ROWS; r++) {
-			const uint8_t *b = src + row_bytes * r +
-					   GEMM_Q6K_BLOCK * (size_t)ib;
-
-			for (u = 0; u < Q6K_PACKED_UNITS; u++)
-				memcpy(out + GEMM_UNIT * u + 4 * r, b + 4 * u,
-				       4);
-			memcpy(dd + 2 * r, b + Q6KP_D_OFF, 2);
-		}
-}
-
-static void q6kp_unpack_row(int64_t n, const void *panel, int r, void *row)
-{
-	const int64_t nb = n / GEMM_QK;
-	const uint8_t *p = panel, *dd = p + Q6KP_SB * nb;
-	uint8_t *b = row;
-	int64_t ib;
-	int u;
-
-	for (ib = 0; ib < nb; ib++, p += Q6KP_SB, b += GEMM_Q6K_BLOCK) {
-		for (u = 0; u < Q6K_PACKED_UNITS; u++)
-			memcpy(b + 4 * u, p + GEMM_UNIT * u + 4 * r, 4);
-		memcpy(b + Q6KP_D_OFF, dd + Q6KP_D_BYTES * ib + 2 * r, 2);
-	}
-}
-
 #if !defined(__x86_64__)
 static void q6kp_run(int64_t n, const void *panel, const void *acts, int nt,
 		     float *const *y, int64_t row0, const void *ahead,
@@ -293,7 +237,7 @@ CPU_TARGET static void q6kp_run(int64_t n, const void *panel, const void *acts,
 				int nt, float *const *y, int64_t row0,
 				const void *ahead, size_t ahead_bytes)
 {
-	const size_t ab = cpu_gemm_q6_K.act_bytes(n);
+	const size_t ab = cpu_q6k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
 	/* spread over the first tile's four quarters a superblock */
@@ -421,7 +365,7 @@ CPU_TARGET static void q6kp_run_exact(int64_t n, const void *panel,
 				      int64_t row0, const void *ahead,
 				      size_t ahead_bytes)
 {
-	const size_t ab = cpu_gemm_q6_K.act_bytes(n);
+	const size_t ab = cpu_q6k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	/* spread over the first token's four quarters a superblock */
 	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 4 * nb);
@@ -434,8 +378,8 @@ CPU_TARGET static void q6kp_run_exact(int64_t n, const void *panel,
 #endif /* __x86_64__ */
 
 const struct cpu_gemm_packed cpu_gemm_q6_K_packed = {
-	.pack = q6kp_pack,
-	.unpack_row = q6kp_unpack_row,
+	.pack = cpu_q6k_pack,
+	.unpack_row = cpu_q6k_unpack_row,
 	.run = q6kp_run,
 	.run_exact = q6kp_run_exact,
 };

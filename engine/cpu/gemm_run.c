@@ -219,8 +219,12 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 		return -ENOTSUP;
 	ab = k->act_bytes(n); /* 64-aligned (gemm.h) */
 	if (gemm_packed(w))
-		/* one token is the one-token path: its bits (gemm.h) */
-		job.packed_run = batch_exact || n_tok == 1 ?
+		/*
+		 * fewer tokens than the GEMM takes (one, or Q8_0's few) run
+		 * in the one-token path's bits (gemm.h), as they would
+		 * unpacked: packing changes no bit
+		 */
+		job.packed_run = batch_exact || n_tok < k->min_tokens ?
 					 k->packed->run_exact :
 					 k->packed->run;
 	else

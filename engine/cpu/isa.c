@@ -28,6 +28,12 @@ static const struct cpu_isa isa_scalar = {
 	.name = "scalar",
 	.features = "nothing",
 	.usable = isa_scalar_usable,
+	/* the GEMM's order, so that a batch takes the same path everywhere */
+	.type = {
+		[IO_TYPE_Q8_0] = { .gemm = &cpu_gemm_q8_0_scalar },
+		[IO_TYPE_Q4_K] = { .gemm = &cpu_gemm_q4_K_scalar },
+		[IO_TYPE_Q6_K] = { .gemm = &cpu_gemm_q6_K_scalar },
+	},
 };
 
 #if defined(__x86_64__)
@@ -136,14 +142,17 @@ static const struct cpu_isa isa_avx2 = {
 		[IO_TYPE_Q5_0] = { .dot = cpu_q5_0_avx2 },
 		[IO_TYPE_Q5_1] = { .dot = cpu_q5_1_avx2 },
 		[IO_TYPE_Q8_0] = { .dot = cpu_q8_0_avx2,
-				   .from_float = cpu_q8_0_from_float_avx2 },
+				   .from_float = cpu_q8_0_from_float_avx2,
+				   .gemm = &cpu_gemm_q8_0_avx2 },
 		[IO_TYPE_Q2_K] = { .dot = cpu_q2_K_avx2,
 				   .dot_repacked = cpu_q2_K_repacked_avx2 },
 		[IO_TYPE_Q3_K] = { .dot = cpu_q3_K_avx2 },
 		[IO_TYPE_Q4_K] = { .dot = cpu_q4_K_avx2,
-				   .dot_repacked = cpu_q4_K_repacked_avx2 },
+				   .dot_repacked = cpu_q4_K_repacked_avx2,
+				   .gemm = &cpu_gemm_q4_K_avx2 },
 		[IO_TYPE_Q5_K] = { .dot = cpu_q5_K_avx2 },
-		[IO_TYPE_Q6_K] = { .dot = cpu_q6_K_avx2 },
+		[IO_TYPE_Q6_K] = { .dot = cpu_q6_K_avx2,
+				   .gemm = &cpu_gemm_q6_K_avx2 },
 		[IO_TYPE_Q8_K] = { .from_float = cpu_q8_K_from_float_avx2 },
 	},
 	.swiglu = cpu_swiglu_avx2,
@@ -161,8 +170,8 @@ const struct cpu_isa *const cpu_isa_levels[] = {
 	&isa_scalar,
 };
 
-const unsigned cpu_isa_count =
-	sizeof(cpu_isa_levels) / sizeof(cpu_isa_levels[0]);
+const unsigned cpu_isa_count = sizeof(cpu_isa_levels) /
+			       sizeof(cpu_isa_levels[0]);
 
 static _Atomic(const struct cpu_isa *) isa_current;
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
@@ -240,8 +249,7 @@ quant_dot_fn cpu_isa_dot(const struct cpu_isa *isa, uint32_t type,
 	return isa->type[type].dot ? isa->type[type].dot : t->vec_dot;
 }
 
-quant_from_float_fn cpu_isa_from_float(const struct cpu_isa *isa,
-				       uint32_t type)
+quant_from_float_fn cpu_isa_from_float(const struct cpu_isa *isa, uint32_t type)
 {
 	if (type >= IO_TYPE_COUNT)
 		return NULL;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The rows-in-lanes GEMM kernels (engine/cpu/gemm.h) of every type whose
- * row of quant_traits() has them, against a scalar C model of the order
+ * The rows-in-lanes GEMM kernels (engine/cpu/gemm.h) of every type that
+ * has them, at every level of engine/cpu/isa.h this CPU has (the scalar
+ * level's included: they define the order), against a scalar C model of the order
  * gemm.h fixes: per (row, token) each block's integer sum, exact, then
  * acc = fma((float)s, dw * da, acc) over the blocks. Bit for bit, for
  * weights from the real quantizers and of raw random bytes (any quants,
@@ -11,7 +12,7 @@
  * nothing else of y touched. Kernels that claim exact also equal
  * dot_row(..., repacked).
  *
- * Exits 77 on a CPU without AVX-512 F/BW/VL/VNNI.
+ * A level this CPU lacks is left out, and the run says so (exit 77).
  */
 #include <check.h>
 #include <math.h>
@@ -21,6 +22,7 @@
 
 #include "../../engine/cpu/cpu.h"
 #include "../../engine/cpu/gemm.h"
+#include "../../engine/cpu/isa.h"
 #include "../../engine/quant/dot.h"
 #include "../../engine/quant/quant.h"
 #include "../../engine/quant/quant_internal.h"
@@ -242,15 +244,30 @@ static void gemm_check(uint32_t type, const struct cpu_gemm_kernels *k,
 	}
 }
 
+/* Run level l; false where this CPU lacks it. */
+static bool gemm_use(int l)
+{
+	const struct cpu_isa *isa = cpu_isa_levels[l];
+
+	if (!isa->usable()) {
+		printf("%s: not on this CPU, left out\n", isa->name);
+		return false;
+	}
+	cpu_isa_use(isa);
+	return true;
+}
+
 /* Every type with kernels: each must have a model, or be exact. */
 START_TEST(test_gemm_types)
 {
 	unsigned seed = 20261124;
 	uint32_t type, tested = 0;
 
+	if (!gemm_use(_i))
+		return;
 	for (type = 0; type < IO_TYPE_COUNT; type++) {
 		const struct quant_type_traits *tr = quant_traits(type);
-		const struct cpu_gemm_kernels *k = tr->gemm_avx512;
+		const struct cpu_gemm_kernels *k = cpu_isa()->type[type].gemm;
 		const uint32_t at = tr->vec_dot_type;
 		const int64_t blocks[] = { 1, 3, 8, 12, -12 }; /* < 0: raw */
 		size_t bi;
@@ -305,22 +322,31 @@ START_TEST(test_gemm_types)
 		tested++;
 	}
 	ck_assert_msg(tested > 0, "no type has GEMM kernels");
-	printf("gemm: %u types' kernels equal their models\n", tested);
+	printf("gemm %s: %u types' kernels equal their models\n",
+	       cpu_isa()->name, tested);
 }
 END_TEST
 
-/* Activations at the int8 extremes (-128 included) and weights at -128. */
+/*
+ * Activations at the int8 extremes (-128 included, where the level takes
+ * it: isa.h) and weights at -128.
+ */
 START_TEST(test_gemm_extremes)
 {
-	const struct cpu_gemm_kernels *k =
-		quant_traits(IO_TYPE_Q8_0)->gemm_avx512;
+	const struct cpu_gemm_kernels *k;
 	const int64_t n = 64;
 	struct block_q8_0 w[CPU_GEMM_ROWS][2], a[3][2];
-	uint8_t *packed = aligned_alloc(64, k->act_bytes(n) * 3);
-	void *panel = aligned_alloc(64, k->panel_bytes(n));
+	uint8_t *packed;
+	void *panel;
 	float *y[3];
-	int r, t, i, j;
+	int r, t, i, j, lowest;
 
+	if (!gemm_use(_i))
+		return;
+	k = cpu_isa()->type[IO_TYPE_Q8_0].gemm;
+	lowest = cpu_isa()->act_127 ? -127 : -128;
+	packed = aligned_alloc(64, k->act_bytes(n) * 3);
+	panel = aligned_alloc(64, k->panel_bytes(n));
 	ck_assert_ptr_nonnull(packed);
 	ck_assert_ptr_nonnull(panel);
 	for (r = 0; r < CPU_GEMM_ROWS; r++)
@@ -334,7 +360,7 @@ START_TEST(test_gemm_extremes)
 		for (i = 0; i < 2; i++) {
 			a[t][i].d = quant_fp32_to_fp16(0.25f * (t + 1));
 			for (j = 0; j < QK8_0; j++)
-				a[t][i].qs[j] = (int8_t)(t == 0 ? -128 :
+				a[t][i].qs[j] = (int8_t)(t == 0 ? lowest :
 							 t == 1 ? 127 :
 								  j * 7 - 100);
 		}
@@ -351,24 +377,31 @@ START_TEST(test_gemm_extremes)
 }
 END_TEST
 
-static int gemm_setup(void)
-{
-	if (!cpu_avx512_usable()) {
-		puts("no AVX-512 F/BW/VL/VNNI: the GEMM kernels cannot run here");
-		return CHECK_SKIP;
-	}
-	return 0;
-}
-
 static void gemm_tests(TCase *tc)
 {
-	tcase_add_test(tc, test_gemm_types);
-	tcase_add_test(tc, test_gemm_extremes);
+	tcase_add_loop_test(tc, test_gemm_types, 0, (int)cpu_isa_count);
+	tcase_add_loop_test(tc, test_gemm_extremes, 0, (int)cpu_isa_count);
+}
+
+/* A level this CPU lacks was not compared: not a whole pass. */
+static int gemm_left_out(void)
+{
+	unsigned i;
+	int missing = 0;
+
+	for (i = 0; i < cpu_isa_count; i++)
+		if (!cpu_isa_levels[i]->usable()) {
+			printf("test_gemm: this CPU lacks %s: the %s kernels were not compared\n",
+			       cpu_isa_levels[i]->features,
+			       cpu_isa_levels[i]->name);
+			missing++;
+		}
+	return missing ? CHECK_SKIP : 0;
 }
 
 const struct check_main check_main = {
 	.name = "gemm",
-	.timeout = 120,
-	.setup = gemm_setup,
+	.timeout = 300,
 	.add_tests = gemm_tests,
+	.left_out = gemm_left_out,
 };

@@ -392,7 +392,7 @@ START_TEST(test_forward_threads_agree)
 END_TEST
 
 /*
- * The CPU backend packs mixq's Q4_K and Q6_K matrices into panels at load
+ * The CPU backend packs mixq's Q8_0, Q4_K and Q6_K matrices into panels at load
  * (engine/cpu/gemm.h): every tensor still reads back as the file's bytes,
  * and the logits of a prompt, then of one token at a time, are the bits
  * of the same model left as the file has it.
@@ -441,11 +441,12 @@ START_TEST(test_model_packed_weights)
 	}
 	close(fd);
 	/*
-	 * blk.0's ffn_gate and ffn_up (Q4_K) and attn_v and ffn_down (Q6_K);
-	 * not output (16,387 rows) nor token_embd (Q4_K read by get_rows,
-	 * whose one-token order is the plain one)
+	 * blk.0's ffn_gate and ffn_up (Q4_K), attn_v and ffn_down (Q6_K),
+	 * blk.0's attn_k and blk.1's attn_v (Q8_0), at every level; not
+	 * output (16,387 rows) nor token_embd (Q4_K read by get_rows, whose
+	 * one-token order is the plain one)
 	 */
-	ck_assert_uint_eq(packed, cpu_avx512_usable() ? 4 : 0);
+	ck_assert_uint_eq(packed, 6);
 	ck_assert_int_eq(engine_seq_new(m, &sm, &err), 0);
 	ck_assert_int_eq(engine_seq_new(f, &sf, &err), 0);
 	forward1(m, sm, prompt, 6, lm);

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The GEMM's data layouts (gemm_k.h): the packed panels of Q8_0, Q4_K and
+ * Q6_K (gemm.h) and the packed activations. Plain C, the same at every
+ * level: a panel packed at load is read by whichever level's kernels
+ * run. These run at load, on reads of a packed matrix's bytes and once
+ * per token of a matmul, not per block.
+ */
+#include <string.h>
+
+#include "cpu.h"
+#include "gemm.h"
+#include "gemm_k.h"
+#include "../quant/quant_internal.h"
+
+/* The byte of a block_q4_K whose dword packed unit u holds (gemm.h). */
+static size_t q4kp_block_off(int u)
+{
+	return u < Q4KP_QS_UNITS ? 16 + 4 * (size_t)u :
+				   4 * (size_t)(u - Q4KP_D);
+}
+
+void cpu_q4k_pack(int64_t n, const void *rows, size_t row_bytes, void *panel)
+{
+	const uint8_t *src = rows;
+	uint8_t *out = panel;
+	const int64_t nb = n / GEMM_QK;
+	int64_t ib;
+	int r, u;
+
+	/* a block read in order, its dwords to one 2304-byte superblock */
+	for (ib = 0; ib < nb; ib++, out += Q4KP_SB)
+		for (r = 0; r < CPU_GEMM_ROWS; r++) {
+			const uint8_t *b = src + row_bytes * r +
+					   GEMM_Q4K_BLOCK * (size_t)ib;
+
+			for (u = 0; u < Q4K_PACKED_UNITS; u++)
+				memcpy(out + GEMM_UNIT * u + 4 * r,
+				       b + q4kp_block_off(u), 4);
+		}
+}
+
+void cpu_q4k_unpack_row(int64_t n, const void *panel, int r, void *row)
+{
+	const uint8_t *p = panel;
+	uint8_t *b = row;
+	const int64_t nb = n / GEMM_QK;
+	int64_t ib;
+	int u;
+
+	for (ib = 0; ib < nb; ib++, p += Q4KP_SB, b += GEMM_Q4K_BLOCK)
+		for (u = 0; u < Q4K_PACKED_UNITS; u++)
+			memcpy(b + q4kp_block_off(u), p + GEMM_UNIT * u + 4 * r,
+			       4);
+}
+
+void cpu_q6k_pack(int64_t n, const void *rows, size_t row_bytes, void *panel)
+{
+	const int64_t nb = n / GEMM_QK;
+	const uint8_t *src = rows;
+	uint8_t *out = panel, *dd = out + Q6KP_SB * nb;
+	int64_t ib;
+	int r, u;
+
+	/* a block read in order, its dwords to one 3328-byte superblock */
+	for (ib = 0; ib < nb; ib++, out += Q6KP_SB, dd += Q6KP_D_BYTES)
+		for (r = 0; r < CPU_GEMM_ROWS; r++) {
+			const uint8_t *b = src + row_bytes * r +
+					   GEMM_Q6K_BLOCK * (size_t)ib;
+
+			for (u = 0; u < Q6K_PACKED_UNITS; u++)
+				memcpy(out + GEMM_UNIT * u + 4 * r, b + 4 * u,
+				       4);
+			memcpy(dd + 2 * r, b + Q6KP_D_OFF, 2);
+		}
+}
+
+void cpu_q6k_unpack_row(int64_t n, const void *panel, int r, void *row)
+{
+	const int64_t nb = n / GEMM_QK;
+	const uint8_t *p = panel, *dd = p + Q6KP_SB * nb;
+	uint8_t *b = row;
+	int64_t ib;
+	int u;
+
+	for (ib = 0; ib < nb; ib++, p += Q6KP_SB, b += GEMM_Q6K_BLOCK) {
+		for (u = 0; u < Q6K_PACKED_UNITS; u++)
+			memcpy(b + 4 * u, p + GEMM_UNIT * u + 4 * r, 4);
+		memcpy(b + Q6KP_D_OFF, dd + Q6KP_D_BYTES * ib + 2 * r, 2);
+	}
+}
+
+void cpu_q80_pack(int64_t n, const void *rows, size_t row_bytes, void *panel)
+{
+	const int64_t nb = n / 32;
+	const uint8_t *src = rows;
+	uint8_t *out = panel, *dd = out + Q80P_SB * nb;
+	int64_t ib;
+	int r, u;
+
+	for (ib = 0; ib < nb; ib++, out += Q80P_SB, dd += Q80P_D_BYTES)
+		for (r = 0; r < CPU_GEMM_ROWS; r++) {
+			const uint8_t *b = src + row_bytes * r +
+					   GEMM_Q80_BLOCK * (size_t)ib;
+
+			for (u = 0; u < 8; u++)
+				memcpy(out + GEMM_UNIT * u + 4 * r,
+				       b + 2 + 4 * u, 4);
+			memcpy(dd + 2 * r, b, 2);
+		}
+}
+
+void cpu_q80_unpack_row(int64_t n, const void *panel, int r, void *row)
+{
+	const int64_t nb = n / 32;
+	const uint8_t *p = panel, *dd = p + Q80P_SB * nb;
+	uint8_t *b = row;
+	int64_t ib;
+	int u;
+
+	for (ib = 0; ib < nb; ib++, p += Q80P_SB, b += GEMM_Q80_BLOCK) {
+		for (u = 0; u < 8; u++)
+			memcpy(b + 2 + 4 * u, p + GEMM_UNIT * u + 4 * r, 4);
+		memcpy(b, dd + Q80P_D_BYTES * ib + 2 * r, 2);
+	}
+}
+
+/* ---- activations ------------------------------------------------------- */
+
+size_t cpu_q4k_act_bytes(int64_t n)
+{
+	return cpu_align64((size_t)(n / GEMM_QK) * (Q4K_ACT + sizeof(float)));
+}
+
+size_t cpu_q6k_act_bytes(int64_t n)
+{
+	return cpu_align64((size_t)(n / GEMM_QK) * (Q6K_ACT + sizeof(float)));
+}
+
+/* bsums[i] of a Q8_K block */
+static int gemm_q8k_bsum(const uint8_t *blk, int i)
+{
+	int16_t v;
+
+	memcpy(&v, blk + 4 + GEMM_QK + 2 * i, sizeof(v));
+	return v;
+}
+
+void cpu_q4k_act_pack(int64_t n, const void *a, void *dst)
+{
+	const uint8_t *src = a;
+	uint8_t *out = dst;
+	int64_t ib, nb = n / GEMM_QK;
+	int k;
+
+	for (ib = 0; ib < nb; ib++, src += GEMM_Q8K_BLOCK) {
+		uint8_t *o = out + Q4K_ACT * ib;
+		uint32_t pair[4];
+
+		/* |bsum| <= 16 * 127 (Q8_K's quants), so a pair fits int16 */
+		for (k = 0; k < 4; k++) {
+			int lo = gemm_q8k_bsum(src, 4 * k) +
+				 gemm_q8k_bsum(src, 4 * k + 1);
+			int hi = gemm_q8k_bsum(src, 4 * k + 2) +
+				 gemm_q8k_bsum(src, 4 * k + 3);
+
+			pair[k] = (uint32_t)(uint16_t)lo |
+				  (uint32_t)(uint16_t)hi << 16;
+		}
+		memcpy(o, src + 4, GEMM_QK);
+		memcpy(o + GEMM_QK, pair, sizeof(pair));
+		memcpy(out + Q4K_ACT * nb + sizeof(float) * ib, src,
+		       sizeof(float));
+	}
+}
+
+void cpu_q6k_act_pack(int64_t n, const void *a, void *dst)
+{
+	const uint8_t *src = a;
+	uint8_t *out = dst;
+	int64_t ib, nb = n / GEMM_QK;
+	int g;
+
+	for (ib = 0; ib < nb; ib++, src += GEMM_Q8K_BLOCK) {
+		uint8_t *o = out + Q6K_ACT * ib;
+		int32_t start[16];
+
+		for (g = 0; g < 16; g++)
+			start[g] = -32 * gemm_q8k_bsum(src, g);
+		memcpy(o, src + 4, GEMM_QK);
+		memcpy(o + GEMM_QK, start, sizeof(start));
+		memcpy(out + Q6K_ACT * nb + sizeof(float) * ib, src,
+		       sizeof(float));
+	}
+}
+
+size_t cpu_q80_act_bytes(int64_t n)
+{
+	return cpu_align64((size_t)n * 2 + (size_t)(n / 32) * 8);
+}
+
+void cpu_q80_act_pack(int64_t n, const void *a, void *dst)
+{
+	const uint8_t *b = a;
+	const int64_t nb = n / 32;
+	int8_t *qs = dst;
+	float *da = (float *)(qs + n);
+	int32_t *corr = (int32_t *)(da + nb), *unit = corr + nb;
+	int64_t i;
+	int k, j;
+
+	for (i = 0; i < nb; i++, b += GEMM_Q80_BLOCK) {
+		const int8_t *q = (const int8_t *)(b + 2);
+		uint16_t h;
+		int32_t sum = 0;
+
+		memcpy(qs + 32 * i, q, 32);
+		for (k = 0; k < 8; k++) {
+			int32_t s4 = 0;
+
+			for (j = 0; j < 4; j++)
+				s4 += q[4 * k + j];
+			unit[8 * i + k] = -128 * s4;
+			sum += s4;
+		}
+		memcpy(&h, b, 2);
+		da[i] = quant_h2f(h);
+		corr[i] = -128 * sum;
+	}
+}
