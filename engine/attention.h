@@ -19,7 +19,7 @@
  * ggml_flash_attn_ext_reduce_partials does (llama.cpp's split-KV path for
  * one-token decode over long contexts).
  *
- * The F16 steps use F16C/AVX-512 conversions where the CPU has them: every
+ * The F16 steps use F16C/AVX2/AVX-512 conversions where the CPU has them: every
  * element goes through the same operation as in the scalar code (one FMA,
  * one rounding to nearest even), so the bits are the same either way.
  */
@@ -94,11 +94,19 @@ void att_mad_f16(uint16_t *y, const uint16_t *x, float v, uint32_t n,
 		 bool simd);
 void att_scale_f16(uint16_t *y, float v, uint32_t n, bool simd);
 void att_f16_to_f32(float *y, const uint16_t *x, uint32_t n, bool simd);
-/* Whether the vector versions run on this CPU. */
+/* Whether the CPU's level (engine/cpu/isa.h) has vector versions. */
 bool att_simd_usable(void);
 /*
- * y[i] = expf(x[i]) with libm's bits; 16 at a time in AVX-512 where that
- * reproduces this machine's libm (checked once), libm's expf otherwise.
+ * Whether the level's vector expf gives this libm's bits (checked once
+ * per level): the fused loops use it only then.
+ */
+bool att_expf_exact(void);
+/* The longest head the fused F16 loops of the levels take. */
+#define ATT_FAST_MAX 256
+/*
+ * y[i] = expf(x[i]) with libm's bits; 16 at a time in the level's vectors
+ * where that reproduces this machine's libm (att_expf_exact), libm's expf
+ * otherwise.
  * Returns whether the vector path is in use (tests/engine/test_attention.c
  * compares it with expf).
  */

@@ -23,8 +23,7 @@
 #include "../quant/quant.h"
 #include "attention_tiled.h"
 #include "cpu.h"
-
-#define ATT_TILE_DIM_MAX 256
+#include "isa.h"
 
 size_t att_tile_scratch_bytes(const struct att_shape *sh)
 {
@@ -37,14 +36,6 @@ size_t att_tile_scratch_bytes(const struct att_shape *sh)
 	       cpu_align64((ATT_TILE_BLOCK + 1) * r * 4);
 }
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-
-#define ATT_TILE_TARGET __attribute__((target("avx512f,f16c,fma")))
-/* the register blocks' loops unrolled, so that their arrays are registers */
-#define ATT_TILE_PRAGMA(x) _Pragma(#x)
-#define ATT_TILE_UNROLL(n) ATT_TILE_PRAGMA(GCC unroll n)
-
 bool att_tile_usable(const struct att_shape *sh)
 {
 	return (sh->type_k == IO_TYPE_F16 || sh->type_k == IO_TYPE_F32) &&
@@ -52,278 +43,137 @@ bool att_tile_usable(const struct att_shape *sh)
 	       sh->head_dim % 16 == 0 && sh->head_dim_v % 16 == 0 &&
 	       sh->head_dim && sh->head_dim_v &&
 	       sh->head_dim <= ATT_TILE_DIM_MAX &&
-	       sh->head_dim_v <= ATT_TILE_DIM_MAX && att_simd_usable();
+	       sh->head_dim_v <= ATT_TILE_DIM_MAX;
 }
+
+/*
+ * ---- the scalar definition of a tile's order ------------------------------
+ *
+ * What each level's tile_block (engine/cpu/isa.h) computes, lane by lane:
+ * the vector versions keep every row's own chain of floats, so they give
+ * these bits.
+ */
 
 /* n rows of dim elements of type into dst (F32, dim apart) */
-ATT_TILE_TARGET static void att_tile_convert(float *dst, uint32_t type,
-					     const uint8_t *src, size_t stride,
-					     uint32_t n, uint32_t dim)
+static void att_tile_convert(float *dst, uint32_t type, const uint8_t *src,
+			     size_t stride, uint32_t n, uint32_t dim)
 {
-	uint32_t r, d;
+	uint32_t r;
 
-	for (r = 0; r < n; r++, src += stride, dst += dim) {
-		if (type == IO_TYPE_F32) {
-			memcpy(dst, src, dim * sizeof(float));
-			continue;
-		}
-		for (d = 0; d < dim; d += 16)
-			_mm512_storeu_ps(
-				dst + d,
-				_mm512_cvtph_ps(_mm256_loadu_si256(
-					(const __m256i *)(src + 2 * d))));
-	}
+	for (r = 0; r < n; r++, src += stride, dst += dim)
+		quant_to_float(type, src, dst, dim);
 }
 
 /*
- * Scores of positions [0, n4) (n4 a multiple of 4) for nrv row vectors
- * from rv0: p[c][row] = scale * sum_d kn[c][d] * qt[d][row].
+ * p[c][row] = scale * sum_d kn[c][d] * qt[d][row]: one FMA chain over d
+ * per (position, row) from 0, then the product with scale.
  */
-ATT_TILE_TARGET static inline __attribute__((always_inline)) void
-att_tile_scores_core(struct att_tile *t, uint32_t n4, uint32_t rv0,
-		     uint32_t nrv)
+static void att_tile_scores(struct att_tile *t, uint32_t n4)
 {
 	const uint32_t dk = t->sh->head_dim, ld = t->ld;
-	const __m512 scale = _mm512_set1_ps(t->sh->scale);
-	uint32_t c, d, i, r;
+	uint32_t c, d, r;
 
-	for (c = 0; c < n4; c += 4) {
-		const float *k0 = t->kn + (size_t)c * dk;
-		__m512 acc[4][4];
+	for (c = 0; c < n4; c++)
+		for (r = 0; r < ld; r++) {
+			float acc = 0.0f;
 
-		ATT_TILE_UNROLL(4)
-		for (i = 0; i < 4; i++)
-			ATT_TILE_UNROLL(4)
-		for (r = 0; r < nrv; r++)
-			acc[i][r] = _mm512_setzero_ps();
-		for (d = 0; d < dk; d++) {
-			const float *qd = t->qt + (size_t)d * ld + 16 * rv0;
-			__m512 qv[4];
-
-			ATT_TILE_UNROLL(4)
-			for (r = 0; r < nrv; r++)
-				qv[r] = _mm512_loadu_ps(qd + 16 * r);
-			ATT_TILE_UNROLL(4)
-			for (i = 0; i < 4; i++) {
-				__m512 kb = _mm512_set1_ps(k0[i * dk + d]);
-
-				ATT_TILE_UNROLL(4)
-				for (r = 0; r < nrv; r++)
-					acc[i][r] = _mm512_fmadd_ps(kb, qv[r],
-								    acc[i][r]);
-			}
+			for (d = 0; d < dk; d++)
+				acc = fmaf(t->kn[(size_t)c * dk + d],
+					   t->qt[(size_t)d * ld + r], acc);
+			t->p[(size_t)c * ld + r] = acc * t->sh->scale;
 		}
-		ATT_TILE_UNROLL(4)
-		for (i = 0; i < 4; i++)
-			ATT_TILE_UNROLL(4)
-		for (r = 0; r < nrv; r++)
-			_mm512_storeu_ps(t->p + (size_t)(c + i) * ld +
-						 16 * (rv0 + r),
-					 _mm512_mul_ps(acc[i][r], scale));
-	}
-}
-
-/* 16 accumulators: up to 4 row vectors (64 rows) at a time */
-ATT_TILE_TARGET static void att_tile_scores(struct att_tile *t, uint32_t n4)
-{
-	const uint32_t nv = t->ld / 16;
-	uint32_t rv0;
-
-	for (rv0 = 0; rv0 < nv; rv0 += 4) {
-		switch (nv - rv0) {
-		case 1: att_tile_scores_core(t, n4, rv0, 1); break;
-		case 2: att_tile_scores_core(t, n4, rv0, 2); break;
-		case 3: att_tile_scores_core(t, n4, rv0, 3); break;
-		default: att_tile_scores_core(t, n4, rv0, 4); break;
-		}
-	}
 }
 
 /*
- * The online softmax over n scores of the block at c0: new maxima, the
- * weights exp(s - M) (0 where masked), the old sums' factors
- * exp(M_old - M) in row n of p, the sums. One call of att_expf_batch for
- * all of them: libm's expf, the one-token path's, so that the weights
- * differ from its ones by the scores' rounding only.
+ * The online softmax over the n scores of the block at c0, per row: the
+ * block's maximum over the positions it sees (max(m, p) as vmaxps: m > p
+ * ? m : p), the new maximum max(old, block's); in row n of p the old
+ * sums' factor's exponent (0 where nothing was seen before), in p the
+ * weights' exponents (s - M, or -80 where masked); one att_expf_batch
+ * over all; then the sum s * factor + the visible weights in position
+ * order, the masked weights 0.
  */
-ATT_TILE_TARGET static void att_tile_softmax(struct att_tile *t, uint32_t c0,
-					     uint32_t n)
+static void att_tile_softmax(struct att_tile *t, uint32_t c0, uint32_t n)
 {
 	const uint32_t ld = t->ld;
-	const __m512 ninf = _mm512_set1_ps(-INFINITY);
-	/* below every weight kept, above libm's slow range: zeroed after */
-	const __m512 far = _mm512_set1_ps(-80.0f);
 	uint32_t r, c;
 
-	for (r = 0; r < ld; r += 16) {
-		const __m512i pos = _mm512_loadu_si512(t->pos + r);
-		__m512 mb = ninf, mold = _mm512_loadu_ps(t->m + r), mnew;
-		__mmask16 fresh;
+	for (r = 0; r < ld; r++) {
+		float mb = -INFINITY, mold = t->m[r], mnew;
 
 		for (c = 0; c < n; c++) {
-			__mmask16 vis = _mm512_cmpge_epi32_mask(
-				pos, _mm512_set1_epi32((int32_t)(c0 + c)));
+			const float p = t->p[(size_t)c * ld + r];
 
-			mb = _mm512_mask_max_ps(
-				mb, vis, mb,
-				_mm512_loadu_ps(t->p + c * ld + r));
+			if (t->pos[r] >= (int64_t)(c0 + c))
+				mb = mb > p ? mb : p;
 		}
-		mnew = _mm512_max_ps(mold, mb);
-		/* no position seen before: nothing to correct (O, S are 0) */
-		fresh = _mm512_cmp_ps_mask(mold, ninf, _CMP_EQ_OQ);
-		_mm512_storeu_ps(t->p + n * ld + r,
-				 _mm512_mask_sub_ps(_mm512_sub_ps(mold, mnew),
-						    fresh, _mm512_setzero_ps(),
-						    _mm512_setzero_ps()));
+		mnew = mold > mb ? mold : mb;
+		t->p[(size_t)n * ld + r] = mold == -INFINITY ? 0.0f :
+							       mold - mnew;
 		for (c = 0; c < n; c++) {
-			__mmask16 vis = _mm512_cmpge_epi32_mask(
-				pos, _mm512_set1_epi32((int32_t)(c0 + c)));
-			float *pc = t->p + c * ld + r;
+			float *pc = t->p + (size_t)c * ld + r;
 
-			_mm512_storeu_ps(pc,
-					 _mm512_mask_sub_ps(far, vis,
-							    _mm512_loadu_ps(pc),
-							    mnew));
+			*pc = t->pos[r] >= (int64_t)(c0 + c) ? *pc - mnew :
+							       -80.0f;
 		}
-		_mm512_storeu_ps(t->m + r, mnew);
+		t->m[r] = mnew;
 	}
 	att_expf_batch(t->p, t->p, (size_t)(n + 1) * ld);
-	for (r = 0; r < ld; r += 16) {
-		const __m512i pos = _mm512_loadu_si512(t->pos + r);
-		__m512 s = _mm512_mul_ps(_mm512_loadu_ps(t->s + r),
-					 _mm512_loadu_ps(t->p + n * ld + r));
+	for (r = 0; r < ld; r++) {
+		float s = t->s[r] * t->p[(size_t)n * ld + r];
 
 		for (c = 0; c < n; c++) {
-			__mmask16 vis = _mm512_cmpge_epi32_mask(
-				pos, _mm512_set1_epi32((int32_t)(c0 + c)));
-			float *pc = t->p + c * ld + r;
-			__m512 e = _mm512_maskz_mov_ps(vis,
-						       _mm512_loadu_ps(pc));
+			float *pc = t->p + (size_t)c * ld + r;
+			float e = t->pos[r] >= (int64_t)(c0 + c) ? *pc : 0.0f;
 
-			_mm512_storeu_ps(pc, e);
-			s = _mm512_add_ps(s, e);
+			*pc = e;
+			s = s + e;
 		}
-		_mm512_storeu_ps(t->s + r, s);
+		t->s[r] = s;
 	}
-}
-
-/* Positions a row sees in the block at c0 of n. */
-static uint32_t att_tile_seen(const struct att_tile *t, uint32_t row,
-			      uint32_t c0, uint32_t n)
-{
-	int64_t k = (int64_t)t->pos[row] - c0 + 1;
-
-	return k <= 0 ? 0 : k >= n ? n : (uint32_t)k;
 }
 
 /*
- * o[row] = o[row] * factor + sum_c p[c][row] * vn[c] for nr rows from
- * row, over the first n positions, for nv vectors of head_dim_v from d0.
+ * o[row] = o[row] * factor + sum_c p[c][row] * vn[c], an FMA chain per
+ * element over the first a positions: rows go in pairs (0, 1), (2, 3)...,
+ * a the more of the two rows' seen positions (the other row's weights
+ * past its own are 0), a pair that saw nothing here left as it is.
  */
-ATT_TILE_TARGET static inline __attribute__((always_inline)) void
-att_tile_values_core(struct att_tile *t, uint32_t row, uint32_t nr, uint32_t n,
-		     uint32_t n_block, uint32_t d0, uint32_t nv)
+static void att_tile_values(struct att_tile *t, uint32_t c0, uint32_t n)
 {
 	const uint32_t dv = t->sh->head_dim_v, ld = t->ld;
-	const float *pr = t->p + row, *fac = t->p + (size_t)n_block * ld + row;
-	uint32_t c, i, j;
+	uint32_t row, a, b, j, nr, c, d;
 
-	{
-		__m512 acc[2][8];
-
-		ATT_TILE_UNROLL(2)
-		for (j = 0; j < nr; j++) {
-			const float *o = t->o + (size_t)(row + j) * dv + d0;
-			const __m512 f = _mm512_set1_ps(fac[j]);
-
-			ATT_TILE_UNROLL(8)
-			for (i = 0; i < nv; i++)
-				acc[j][i] = _mm512_mul_ps(
-					_mm512_loadu_ps(o + 16 * i), f);
+	for (row = 0; row < t->rows; row += 2) {
+		nr = row + 1 < t->rows ? 2 : 1;
+		a = att_tile_seen(t, row, c0, n);
+		if (nr == 2) {
+			b = att_tile_seen(t, row + 1, c0, n);
+			a = a < b ? b : a;
 		}
-		for (c = 0; c < n; c++) {
-			const float *vr = t->vn + (size_t)c * dv + d0;
-			__m512 w[2];
+		if (!a)
+			continue;
+		for (j = 0; j < nr; j++) {
+			float *o = t->o + (size_t)(row + j) * dv;
+			const float f = t->p[(size_t)n * ld + row + j];
 
-			ATT_TILE_UNROLL(2)
-			for (j = 0; j < nr; j++)
-				w[j] = _mm512_set1_ps(pr[(size_t)c * ld + j]);
-			ATT_TILE_UNROLL(8)
-			for (i = 0; i < nv; i++) {
-				__m512 vv = _mm512_loadu_ps(vr + 16 * i);
+			for (d = 0; d < dv; d++) {
+				float acc = o[d] * f;
 
-				ATT_TILE_UNROLL(2)
-				for (j = 0; j < nr; j++)
-					acc[j][i] = _mm512_fmadd_ps(vv, w[j],
-								    acc[j][i]);
+				for (c = 0; c < a; c++)
+					acc = fmaf(
+						t->vn[(size_t)c * dv + d],
+						t->p[(size_t)c * ld + row + j],
+						acc);
+				o[d] = acc;
 			}
 		}
-		ATT_TILE_UNROLL(2)
-		for (j = 0; j < nr; j++)
-			ATT_TILE_UNROLL(8)
-		for (i = 0; i < nv; i++)
-			_mm512_storeu_ps(t->o + (size_t)(row + j) * dv + d0 +
-						 16 * i,
-					 acc[j][i]);
 	}
 }
 
-/* att_tile_values_core with nr and nv constant: 8 vectors at a time */
-ATT_TILE_TARGET static void att_tile_values_rows(struct att_tile *t,
-						 uint32_t row, uint32_t nr,
-						 uint32_t n, uint32_t n_block)
-{
-	const uint32_t dv = t->sh->head_dim_v;
-	uint32_t d0, nv;
-
-#define ATT_TILE_NV(k) \
-	case k: \
-		if (nr == 2) \
-			att_tile_values_core(t, row, 2, n, n_block, d0, k); \
-		else \
-			att_tile_values_core(t, row, 1, n, n_block, d0, k); \
-		break
-	for (d0 = 0; d0 < dv; d0 += 16 * nv) {
-		nv = dv - d0 < 128 ? (dv - d0) / 16 : 8;
-		switch (nv) {
-			ATT_TILE_NV(1);
-			ATT_TILE_NV(2);
-			ATT_TILE_NV(3);
-			ATT_TILE_NV(4);
-			ATT_TILE_NV(5);
-			ATT_TILE_NV(6);
-			ATT_TILE_NV(7);
-			ATT_TILE_NV(8);
-		}
-	}
-#undef ATT_TILE_NV
-}
-
-ATT_TILE_TARGET static void att_tile_values(struct att_tile *t, uint32_t c0,
-					    uint32_t n)
-{
-	uint32_t row, a, b;
-
-	for (row = 0; row + 1 < t->rows; row += 2) {
-		a = att_tile_seen(t, row, c0, n);
-		b = att_tile_seen(t, row + 1, c0, n);
-		if (a < b)
-			a = b;
-		/* a row that saw nothing here keeps its maximum: factor 1 */
-		if (a)
-			att_tile_values_rows(t, row, 2, a, n);
-	}
-	if (row < t->rows) {
-		a = att_tile_seen(t, row, c0, n);
-		if (a)
-			att_tile_values_rows(t, row, 1, a, n);
-	}
-}
-
-ATT_TILE_TARGET static void att_tile_block(struct att_tile *t, uint32_t c0,
-					   const uint8_t *k, size_t k_stride,
-					   const uint8_t *v, size_t v_stride,
-					   uint32_t n)
+static void att_tile_block_scalar(struct att_tile *t, uint32_t c0,
+				  const uint8_t *k, size_t k_stride,
+				  const uint8_t *v, size_t v_stride, uint32_t n)
 {
 	const uint32_t dk = t->sh->head_dim;
 	uint32_t n4 = (n + 3) & ~3u;
@@ -339,43 +189,40 @@ ATT_TILE_TARGET static void att_tile_block(struct att_tile *t, uint32_t c0,
 }
 
 /* Row r of qt: Q as K's dot sees it, rounded to F16 for F16 K. */
-ATT_TILE_TARGET static void att_tile_q(struct att_tile *t, uint32_t r,
-				       const float *q)
+static void att_tile_q_scalar(struct att_tile *t, uint32_t r, const float *q)
 {
 	const uint32_t dk = t->sh->head_dim;
-	float *col = t->qt + r;
-	uint32_t d, l;
+	uint32_t d;
 
-	for (d = 0; d < dk; d += 16) {
-		__m512 v = _mm512_loadu_ps(q + d);
-		float f[16];
-
-		if (t->sh->type_k == IO_TYPE_F16)
-			v = _mm512_cvtph_ps(
-				_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
-							   _MM_FROUND_NO_EXC));
-		_mm512_storeu_ps(f, v);
-		for (l = 0; l < 16; l++)
-			col[(size_t)(d + l) * t->ld] = f[l];
-	}
+	for (d = 0; d < dk; d++)
+		t->qt[(size_t)d * t->ld + r] =
+			t->sh->type_k == IO_TYPE_F16 ?
+				quant_fp16_to_fp32(quant_fp32_to_fp16(q[d])) :
+				q[d];
 }
 
-#else
-bool att_tile_usable(const struct att_shape *sh)
-{
-	return false;
-}
-
+/* the level's tile kernels, or the scalar ones */
 static void att_tile_q(struct att_tile *t, uint32_t r, const float *q)
 {
+	const struct cpu_isa_att *att = cpu_isa()->att;
+
+	if (att && att->tile_q)
+		att->tile_q(t, r, q);
+	else
+		att_tile_q_scalar(t, r, q);
 }
 
 static void att_tile_block(struct att_tile *t, uint32_t c0, const uint8_t *k,
 			   size_t k_stride, const uint8_t *v, size_t v_stride,
 			   uint32_t n)
 {
+	const struct cpu_isa_att *att = cpu_isa()->att;
+
+	if (att && att->tile_block)
+		att->tile_block(t, c0, k, k_stride, v, v_stride, n);
+	else
+		att_tile_block_scalar(t, c0, k, k_stride, v, v_stride, n);
 }
-#endif
 
 void att_tile_begin(struct att_tile *t, const struct att_shape *sh,
 		    uint32_t n_q, uint32_t n_group, const float *const *q,

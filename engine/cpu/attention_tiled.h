@@ -26,12 +26,15 @@
 
 /* (query, head) rows of one tile: eight vectors of 16 lanes */
 #define ATT_TILE_ROWS 128
+/* the longest head a tile takes */
+#define ATT_TILE_DIM_MAX 256
 /* positions converted and scored at a time */
 #define ATT_TILE_BLOCK 64
 
 /*
- * Whether the tiled path computes for sh on this CPU: F16 or F32 K and V,
- * head dims multiples of 16 up to 256, AVX-512.
+ * Whether the tiled path computes for sh: F16 or F32 K and V, head dims
+ * multiples of 16 up to 256 (at every CPU level: the scalar one defines
+ * the order, engine/cpu/isa.h's tile kernels give its bits).
  */
 bool att_tile_usable(const struct att_shape *sh);
 
@@ -51,6 +54,18 @@ struct att_tile {
 	float *kn, *vn;	  /* [ATT_TILE_BLOCK][head_dim(_v)] a block */
 	float *p;	  /* [ATT_TILE_BLOCK + 1][ld] scores, weights */
 };
+
+/*
+ * Positions a row sees in the block at c0 of n (the same count at every
+ * level: it decides which positions a row pair's FMA chain takes).
+ */
+static inline uint32_t att_tile_seen(const struct att_tile *t, uint32_t row,
+				     uint32_t c0, uint32_t n)
+{
+	int64_t k = (int64_t)t->pos[row] - c0 + 1;
+
+	return k <= 0 ? 0 : k >= n ? n : (uint32_t)k;
+}
 
 /*
  * Start a tile of n_q queries of n_group heads each (n_q * n_group <=

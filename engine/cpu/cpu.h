@@ -6,7 +6,8 @@
  * tests/engine/test_simd.c holds them to that.
  *
  * Built with __attribute__((target)), not with global flags: call them
- * only where cpu_avx512_usable() says so.
+ * only where cpu_avx512_usable() says so. engine/cpu/isa.h's avx512 level
+ * lists them; avx2.h has the AVX2 twins.
  */
 #ifndef LLMFS_ENGINE_CPU_H
 #define LLMFS_ENGINE_CPU_H
@@ -95,7 +96,8 @@ void cpu_q4_K_repacked_tile_avx512(int64_t n, const void *w, size_t row_bytes,
 
 /*
  * The element-wise steps (engine/cpu/elem_avx512.c), each bit for bit the
- * scalar code named, lane by lane; where cpu_avx512_usable().
+ * scalar code named, lane by lane; where cpu_avx512_usable() (the avx512
+ * level of isa.h).
  */
 /* ops_swiglu's whole vectors: nv a multiple of 16 */
 void cpu_swiglu_avx512(float *y, const float *g, const float *u, int64_t nv);

@@ -17,7 +17,10 @@
  * batch_exact is off; the logits then stay within ../shared/README.md
  * section 4's tolerance.
  *
- * Built with __attribute__((target)): call only where cpu_avx512_usable().
+ * Each level of engine/cpu/isa.h has its own kernels for these types
+ * (the AVX-512 ones below, gemm_avx2.c, and gemm_scalar.c, which defines
+ * the order); vector ones are built with __attribute__((target)): call
+ * a level's only where it is usable (cpu_isa() picks).
  */
 #ifndef LLMFS_ENGINE_CPU_GEMM_H
 #define LLMFS_ENGINE_CPU_GEMM_H

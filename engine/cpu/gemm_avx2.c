@@ -35,7 +35,8 @@
 /* Half h (rows 8h..8h + 7) of unit u at p. */
 CPU_TARGET static GEMM_INLINE __m256i gemm_half(const uint8_t *p, int u, int h)
 {
-	return _mm256_loadu_si256((const __m256i *)(p + GEMM_UNIT * u + 32 * h));
+	return _mm256_loadu_si256(
+		(const __m256i *)(p + GEMM_UNIT * u + 32 * h));
 }
 
 /* Four bytes at p, broadcast to every lane. */
@@ -54,8 +55,7 @@ CPU_TARGET static GEMM_INLINE __m256 gemm_d8(const uint8_t *p)
 }
 
 /* Rows 8h.. of a token's result into y + row0 + 8h: only rows below nr. */
-CPU_TARGET static GEMM_INLINE void gemm_store(float *y, int h, int nr,
-					      __m256 v)
+CPU_TARGET static GEMM_INLINE void gemm_store(float *y, int h, int nr, __m256 v)
 {
 	const int m = nr - 8 * h;
 	float tmp[8];
@@ -71,8 +71,9 @@ CPU_TARGET static GEMM_INLINE void gemm_store(float *y, int h, int nr,
 /* lane l = w[4l..4l+3] . a[4l..4l+3] (a in [-127, 127]) */
 CPU_TARGET static GEMM_INLINE __m256i gemm_s8(__m256i aw, __m256i w, __m256i a)
 {
-	return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)),
-				 _mm256_set1_epi16(1));
+	return _mm256_madd_epi16(
+		_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, w)),
+		_mm256_set1_epi16(1));
 }
 
 /* ---- Q8_0 -------------------------------------------------------------- */
@@ -243,10 +244,9 @@ CPU_TARGET static GEMM_INLINE __m256i gemm_byte_pair16(__m256i v, int k)
  */
 CPU_TARGET static GEMM_INLINE void q4k_d(__m256i u, __m256 *dw, __m256 *dm)
 {
-	const __m256i ctl = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6,
-					     7, 10, 11, 14, 15, 0, 1, 4, 5, 8,
-					     9, 12, 13, 2, 3, 6, 7, 10, 11, 14,
-					     15);
+	const __m256i ctl = _mm256_setr_epi8(
+		0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4,
+		5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
 	__m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(u, ctl),
 					     _MM_SHUFFLE(3, 1, 2, 0));
 
@@ -316,8 +316,8 @@ q4k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 
 				GEMM_UNROLL
 				for (t = 0; t < T; t++) {
-					const uint8_t *q =
-						at + ab * t + 64 * c + 4 * g;
+					const uint8_t *q = at + ab * t +
+							   64 * c + 4 * g;
 
 					lo[t] = _mm256_add_epi16(
 						lo[t],
@@ -341,10 +341,10 @@ q4k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 					s[t] = _mm256_add_epi32(
 						s[t],
 						_mm256_add_epi32(
-							_mm256_madd_epi16(
-								lo[t], s0),
-							_mm256_madd_epi16(
-								hi[t], s1)));
+							_mm256_madd_epi16(lo[t],
+									  s0),
+							_mm256_madd_epi16(hi[t],
+									  s1)));
 			}
 		}
 		/* the mins as int16 pairs (mins 2k, 2k + 1) */
@@ -358,8 +358,8 @@ q4k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 		GEMM_UNROLL
 		for (t = 0; t < T; t++) {
 			const uint8_t *bp = at + ab * t + GEMM_QK;
-			const __m256 d = _mm256_set1_ps(
-				((const float *)(a + ab * t + Q4K_ACT * nb))[ib]);
+			const __m256 d = _mm256_set1_ps(((
+				const float *)(a + ab * t + Q4K_ACT * nb))[ib]);
 			__m256i smin = _mm256_setzero_si256();
 
 			GEMM_UNROLL
@@ -376,8 +376,9 @@ q4k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 						8));
 
 				smin = _mm256_add_epi32(
-					smin, _mm256_madd_epi16(
-						      m, gemm_bcast4(bp + 4 * k)));
+					smin,
+					_mm256_madd_epi16(
+						m, gemm_bcast4(bp + 4 * k)));
 			}
 			acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]),
 						 _mm256_mul_ps(dw, d), acc[t]);
@@ -512,8 +513,8 @@ q6k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 					w[i] = q6k_unit(p, h, hs, q, k, i);
 				GEMM_UNROLL
 				for (t = 0; t < T; t++) {
-					const uint8_t *q4 =
-						at + ab * t + 16 * g;
+					const uint8_t *q4 = at + ab * t +
+							    16 * g;
 					__m256i p01 = _mm256_add_epi16(
 						_mm256_maddubs_epi16(
 							w[0], gemm_bcast4(q4)),
@@ -533,8 +534,8 @@ q6k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 						_mm256_add_epi32(
 							_mm256_madd_epi16(p01,
 									  sc),
-							_mm256_madd_epi16(
-								p23, sc)));
+							_mm256_madd_epi16(p23,
+									  sc)));
 				}
 			}
 		}
@@ -554,9 +555,9 @@ q6k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 			for (t = 0; t < T; t++) {
 				const uint8_t *att = at + ab * t;
 				const __m256i bs = q6k_neg_bsums(att);
-				const float da =
-					((const float *)(a + ab * t +
-							 Q6K_ACT * nb))[ib];
+				const float da = ((
+					const float *)(a + ab * t +
+						       Q6K_ACT * nb))[ib];
 				__m256i corr = _mm256_setzero_si256();
 
 				GEMM_UNROLL
@@ -657,8 +658,8 @@ CPU_TARGET static void q6k_exact1(int64_t nb, const uint8_t *p,
 					q6k_pair16(gemm_half(pb,
 							     Q6KP_SC + l / 2,
 							     h),
-						   2 * (l % 2),
-						   2 * (l % 2) + 1, 3),
+						   2 * (l % 2), 2 * (l % 2) + 1,
+						   3),
 					_mm256_permutevar8x32_epi32(
 						nbs, _mm256_set1_epi32(l)));
 
@@ -701,8 +702,7 @@ CPU_TARGET static void q6k_exact1(int64_t nb, const uint8_t *p,
  * A per-step panel: the packed layout of rows [0, nr), the rest zero,
  * made in the panel's second half first (run never reads it).
  */
-static void gemm_avx2_panel(void (*pack)(int64_t, const void *, size_t,
-					 void *),
+static void gemm_avx2_panel(void (*pack)(int64_t, const void *, size_t, void *),
 			    int64_t n, const void *w, size_t row_bytes, int nr,
 			    void *panel)
 {

@@ -69,11 +69,9 @@ CPU_TARGET static GEMM_INLINE __m512i q80p_bcast4(const void *p)
 }
 
 /* T tokens (T <= Q80P_TILE) against the panel p, into y[t][row0..]. */
-CPU_TARGET static GEMM_INLINE void q80p_tile(const int T, int64_t n,
-					     const uint8_t *p, const uint8_t *a,
-					     size_t ab, float *const *y,
-					     int64_t row0,
-					     const struct cpu_gemm_ahead *ahead)
+CPU_TARGET static GEMM_INLINE void
+q80p_tile(const int T, int64_t n, const uint8_t *p, const uint8_t *a, size_t ab,
+	  float *const *y, int64_t row0, const struct cpu_gemm_ahead *ahead)
 {
 	const int64_t nb = n / 32;
 	__m512 acc[Q80P_TILE];

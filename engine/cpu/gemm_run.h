@@ -18,9 +18,10 @@
 /*
  * Whether cpu_gemm_matmul runs w for a batch of n_tok tokens: n_tok >= 2
  * and >= the kernels' min_tokens (below it the tile kernels measure
- * faster), w's type has GEMM kernels (quant_traits()->gemm_avx512), AVX-512 VNNI
- * is there, and either batch_exact is off or the kernels give the
- * one-token bits of w (exact kernels on a repacked tensor). Always, for
+ * faster), w's type has GEMM kernels at the CPU's level (engine/cpu/isa.h;
+ * every level has them for the same types), and either batch_exact is off
+ * or the kernels give the one-token bits of w (exact kernels on a
+ * repacked tensor). Always, for
  * a packed w (any n_tok >= 1): nothing else reads its bytes as they are.
  */
 bool cpu_gemm_able(const struct engine_tensor *w, uint32_t n_tok,
@@ -45,7 +46,8 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 
 /*
  * Whether w may be packed: its type has packed kernels whose one-token
- * order is w's (engine_tensor.repacked), AVX-512 VNNI is there, w's rows
+ * order is w's (engine_tensor.repacked) at the CPU's level (every level
+ * packs the same matrices, so the bits do not depend on it), w's rows
  * per expert are a multiple of 16 and no longer than CPU_PACKED_ROW_MAX,
  * and it is in host memory, not packed yet.
  */

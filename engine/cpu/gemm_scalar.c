@@ -47,8 +47,8 @@ static float gemm_scalar_q8_0(int64_t n, const uint8_t *w, const uint8_t *a)
 
 		for (k = 0; k < QK8_0; k++)
 			s += bw[i].qs[k] * ba[i].qs[k];
-		acc = fmaf((float)s,
-			   quant_h2f(bw[i].d) * quant_h2f(ba[i].d), acc);
+		acc = fmaf((float)s, quant_h2f(bw[i].d) * quant_h2f(ba[i].d),
+			   acc);
 	}
 	return acc;
 }
@@ -112,15 +112,15 @@ struct gemm_scalar_type {
 		     void *panel);
 };
 
-static const struct gemm_scalar_type gemm_scalar_q8_0_t = {
-	IO_TYPE_Q8_0, cpu_q80_unpack_row, cpu_q80_pack
-};
-static const struct gemm_scalar_type gemm_scalar_q4_K_t = {
-	IO_TYPE_Q4_K, cpu_q4k_unpack_row, cpu_q4k_pack
-};
-static const struct gemm_scalar_type gemm_scalar_q6_K_t = {
-	IO_TYPE_Q6_K, cpu_q6k_unpack_row, cpu_q6k_pack
-};
+static const struct gemm_scalar_type gemm_scalar_q8_0_t = { IO_TYPE_Q8_0,
+							    cpu_q80_unpack_row,
+							    cpu_q80_pack };
+static const struct gemm_scalar_type gemm_scalar_q4_K_t = { IO_TYPE_Q4_K,
+							    cpu_q4k_unpack_row,
+							    cpu_q4k_pack };
+static const struct gemm_scalar_type gemm_scalar_q6_K_t = { IO_TYPE_Q6_K,
+							    cpu_q6k_unpack_row,
+							    cpu_q6k_pack };
 
 static size_t gemm_scalar_row_bytes(uint32_t type, int64_t n)
 {
@@ -143,8 +143,8 @@ static void gemm_scalar_rows(const struct gemm_scalar_type *st,
 	for (r = 0; r < nr; r++) {
 		st->unpack_row(n, panel, r, row);
 		for (t = 0; t < nt; t++)
-			y[t][row0 + r] =
-				f(n, row, (const uint8_t *)acts + ab * t);
+			y[t][row0 + r] = f(n, row,
+					   (const uint8_t *)acts + ab * t);
 	}
 }
 
@@ -170,48 +170,48 @@ static void gemm_scalar_panel(const struct gemm_scalar_type *st, int64_t n,
 
 /* ---- the tables -------------------------------------------------------- */
 
-#define GEMM_SCALAR(name, st, run_fn, exact_fn, at)                            \
-	static size_t name##_panel_bytes(int64_t n)                            \
-	{                                                                      \
-		return 2 * CPU_GEMM_ROWS *                                     \
-		       gemm_scalar_row_bytes((st).type, n);                    \
-	}                                                                      \
-	static void name##_panel(int64_t n, const void *w, size_t row_bytes,   \
-				 int nr, void *panel)                          \
-	{                                                                      \
-		gemm_scalar_panel(&(st), n, w, row_bytes, nr, panel);          \
-	}                                                                      \
-	static size_t name##_act_bytes(int64_t n)                              \
-	{                                                                      \
-		return cpu_align64(gemm_scalar_row_bytes(at, n));              \
-	}                                                                      \
-	static void name##_act_pack(int64_t n, const void *a, void *dst)       \
-	{                                                                      \
-		memcpy(dst, a, gemm_scalar_row_bytes(at, n));                  \
-	}                                                                      \
-	static void name##_run(int64_t n, const void *panel, int nr,           \
-			       const void *acts, int nt, float *const *y,      \
-			       int64_t row0, const void *ahead,                \
-			       size_t ahead_bytes)                             \
-	{                                                                      \
-		gemm_scalar_rows(&(st), run_fn, n, panel, nr, acts, nt, y,     \
-				 row0);                                        \
-	}                                                                      \
-	static void name##_packed_run(int64_t n, const void *panel,            \
-				      const void *acts, int nt,                \
-				      float *const *y, int64_t row0,           \
-				      const void *ahead, size_t ahead_bytes)   \
-	{                                                                      \
+#define GEMM_SCALAR(name, st, run_fn, exact_fn, at) \
+	static size_t name##_panel_bytes(int64_t n) \
+	{ \
+		return 2 * CPU_GEMM_ROWS * \
+		       gemm_scalar_row_bytes((st).type, n); \
+	} \
+	static void name##_panel(int64_t n, const void *w, size_t row_bytes, \
+				 int nr, void *panel) \
+	{ \
+		gemm_scalar_panel(&(st), n, w, row_bytes, nr, panel); \
+	} \
+	static size_t name##_act_bytes(int64_t n) \
+	{ \
+		return cpu_align64(gemm_scalar_row_bytes(at, n)); \
+	} \
+	static void name##_act_pack(int64_t n, const void *a, void *dst) \
+	{ \
+		memcpy(dst, a, gemm_scalar_row_bytes(at, n)); \
+	} \
+	static void name##_run(int64_t n, const void *panel, int nr, \
+			       const void *acts, int nt, float *const *y, \
+			       int64_t row0, const void *ahead, \
+			       size_t ahead_bytes) \
+	{ \
+		gemm_scalar_rows(&(st), run_fn, n, panel, nr, acts, nt, y, \
+				 row0); \
+	} \
+	static void name##_packed_run(int64_t n, const void *panel, \
+				      const void *acts, int nt, \
+				      float *const *y, int64_t row0, \
+				      const void *ahead, size_t ahead_bytes) \
+	{ \
 		gemm_scalar_rows(&(st), run_fn, n, panel, CPU_GEMM_ROWS, acts, \
-				 nt, y, row0);                                 \
-	}                                                                      \
-	static void name##_packed_exact(int64_t n, const void *panel,          \
-					const void *acts, int nt,              \
-					float *const *y, int64_t row0,         \
+				 nt, y, row0); \
+	} \
+	static void name##_packed_exact(int64_t n, const void *panel, \
+					const void *acts, int nt, \
+					float *const *y, int64_t row0, \
 					const void *ahead, size_t ahead_bytes) \
-	{                                                                      \
-		gemm_scalar_rows(&(st), exact_fn, n, panel, CPU_GEMM_ROWS,     \
-				 acts, nt, y, row0);                           \
+	{ \
+		gemm_scalar_rows(&(st), exact_fn, n, panel, CPU_GEMM_ROWS, \
+				 acts, nt, y, row0); \
 	}
 
 GEMM_SCALAR(q80, gemm_scalar_q8_0_t, gemm_scalar_q8_0, gemm_scalar_q8_0_exact,

@@ -15,6 +15,7 @@
 #include "../quant/dot.h"
 #include "../quant/quant_internal.h"
 #include "avx2.h"
+#include "attention_tiled.h"
 #include "cpu.h"
 #include "gemm.h"
 #include "isa.h"
@@ -37,6 +38,9 @@ static const struct cpu_isa isa_scalar = {
 };
 
 #if defined(__x86_64__)
+extern const struct cpu_isa_att cpu_att_avx512; /* attention_avx512.c */
+extern const struct cpu_isa_att cpu_att_avx2;	/* attention_avx2.c */
+
 /* the float dots with each level's vector part (dot.c adds the tails) */
 static float isa_f32_avx512(int64_t n, const void *w, const void *a)
 {
@@ -124,6 +128,7 @@ static const struct cpu_isa isa_avx512 = {
 	.expf_sub = cpu_expf_sub_avx512,
 	.scale = cpu_scale_avx512,
 	.rope = cpu_rope_avx512,
+	.att = &cpu_att_avx512,
 };
 
 static const struct cpu_isa isa_avx2 = {
@@ -159,6 +164,7 @@ static const struct cpu_isa isa_avx2 = {
 	.expf_sub = cpu_expf_sub_avx2,
 	.scale = cpu_scale_avx2,
 	.rope = cpu_rope_avx2,
+	.att = &cpu_att_avx2,
 };
 #endif
 
@@ -198,19 +204,34 @@ static const struct cpu_isa *isa_best(void)
 	return &isa_scalar;
 }
 
+int cpu_isa_choose(const char *want, const struct cpu_isa **out,
+		   struct err *err)
+{
+	const struct cpu_isa *isa;
+
+	*out = NULL;
+	if (!want || !*want) {
+		*out = isa_best();
+		return 0;
+	}
+	isa = cpu_isa_named(want);
+	if (!isa)
+		return err_set(err, EINVAL,
+			       "LLMFS_CPU=%s: no such CPU level (scalar%s)",
+			       want, cpu_isa_count > 1 ? ", avx2, avx512" : "");
+	if (!isa->usable())
+		return err_set(err, ENOTSUP, "LLMFS_CPU=%s: this CPU lacks %s",
+			       want, isa->features);
+	*out = isa;
+	return 0;
+}
+
+/* LLMFS_CPU's level; a refused one is kept for cpu_isa_check */
 static void isa_init(void)
 {
-	const char *want = getenv("LLMFS_CPU");
-	const struct cpu_isa *isa = want && *want ? cpu_isa_named(want) : NULL;
+	const struct cpu_isa *isa;
 
-	if (want && *want && !isa)
-		err_set(&isa_refusal, EINVAL,
-			"LLMFS_CPU=%s: no such CPU level (scalar%s)", want,
-			cpu_isa_count > 1 ? ", avx2, avx512" : "");
-	else if (isa && !isa->usable())
-		err_set(&isa_refusal, ENOTSUP,
-			"LLMFS_CPU=%s: this CPU lacks %s", want, isa->features);
-	if (!isa || !isa->usable())
+	if (cpu_isa_choose(getenv("LLMFS_CPU"), &isa, &isa_refusal))
 		isa = isa_best();
 	atomic_store(&isa_current, isa);
 }

@@ -26,6 +26,33 @@
 #include "../quant/quant.h"
 
 struct err;
+struct att_state;
+struct att_tile;
+
+/*
+ * Attention's vector steps at one level (engine/attention.h,
+ * attention_tiled.h), each the scalar code's bits.
+ */
+struct cpu_isa_att {
+	/* ggml_vec_mad_f16, _scale_f16, the F16 to F32 copy, _mad_f32 */
+	void (*mad_f16)(uint16_t *y, const uint16_t *x, float v, uint32_t n);
+	void (*scale_f16)(uint16_t *y, float v, uint32_t n);
+	void (*f16_to_f32)(float *y, const uint16_t *x, uint32_t n);
+	void (*mad_f32)(float *y, const float *x, float v, uint32_t n);
+	/* libm's expf of 16 floats (used where att_expf_exact) */
+	void (*expf16)(float *y, const float *x);
+	/*
+	 * att_run over F16 K and V in one loop (head dims multiples of 64
+	 * for K, 16 for V, up to ATT_FAST_MAX): att_run_steps' bits
+	 */
+	void (*run_f16)(struct att_state *st, const uint8_t *k, size_t k_stride,
+			const uint8_t *v, size_t v_stride, uint32_t n);
+	/* the tiled prompt attention's Q row and block (attention_tiled.c) */
+	void (*tile_q)(struct att_tile *t, uint32_t r, const float *q);
+	void (*tile_block)(struct att_tile *t, uint32_t c0, const uint8_t *k,
+			   size_t k_stride, const uint8_t *v, size_t v_stride,
+			   uint32_t n);
+};
 
 /* One tensor type's kernels at one level (NULL: the scalar one). */
 struct cpu_isa_type {
@@ -68,6 +95,8 @@ struct cpu_isa {
 	void (*scale)(float *y, const float *x, float s, const float *w,
 		      int64_t n);
 	void (*rope)(float *r, uint32_t n_rot, bool neox, const float *cache);
+	/* attention's steps, or NULL: the scalar code */
+	const struct cpu_isa_att *att;
 };
 
 /* Every level this build has, best first; the last is the scalar one. */
@@ -86,6 +115,15 @@ const struct cpu_isa *cpu_isa(void);
  * start on an error, so no computation runs on a level nobody asked for.
  */
 int cpu_isa_check(struct err *err);
+
+/*
+ * The level LLMFS_CPU=want asks for: want NULL or empty, the best level
+ * this CPU has; else the level named want, or -EINVAL (no such name) or
+ * -ENOTSUP (this CPU lacks its features) with the reason in err and *out
+ * NULL. cpu_isa() chooses with it once, from the environment.
+ */
+int cpu_isa_choose(const char *want, const struct cpu_isa **out,
+		   struct err *err);
 
 /*
  * The level named name ("scalar", "avx2", "avx512"), or NULL where this

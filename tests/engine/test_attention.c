@@ -6,17 +6,21 @@
  * rows); how the positions are cut into runs changes no bit; merging the
  * partials of KV chunks gives the one-chunk result within float error,
  * and one chunk alone exactly. The tiled prefill path
- * (engine/cpu/attention_tiled.h) against a double-precision softmax.
+ * (engine/cpu/attention_tiled.h) against a double-precision softmax, and
+ * at every vector level bit for bit the scalar level's tiles. Each test
+ * runs every level of engine/cpu/isa.h this CPU has (cpu_isa_use).
  *
  *   make build/tests/engine/test_attention && build/tests/engine/test_attention
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../engine/attention.h"
 #include "../../engine/cpu/attention_tiled.h"
+#include "../../engine/cpu/isa.h"
 #include "../../engine/quant/quant.h"
 #include "../common/check_main.h"
 
@@ -47,6 +51,21 @@ static uint16_t rng_half(void)
 	return h;
 }
 
+/* Run level l; false where this CPU lacks it. */
+static bool att_use(unsigned l)
+{
+	const struct cpu_isa *isa = cpu_isa_levels[l];
+
+	if (!isa->usable()) {
+		printf("%s: not on this CPU, left out\n", isa->name);
+		return false;
+	}
+	cpu_isa_use(isa);
+	return true;
+}
+
+#define N_LEVELS ((int)cpu_isa_count)
+
 START_TEST(test_att_f16_steps_match_scalar)
 {
 	static const float vs[] = { 0.0f,  1.0f,    -1.0f,  0.5f,    0.123456f,
@@ -55,7 +74,7 @@ START_TEST(test_att_f16_steps_match_scalar)
 	float f0[200], f1[200];
 	uint32_t n, i, k, round;
 
-	if (!att_simd_usable())
+	if (!att_use(_i) || !att_simd_usable())
 		return; /* nothing to compare with: the scalar code runs */
 	for (round = 0; round < 40; round++) {
 		for (n = 1; n <= 200; n += (n < 40 ? 1 : 37)) {
@@ -69,7 +88,8 @@ START_TEST(test_att_f16_steps_match_scalar)
 				att_mad_f16(y0, x, v, n, false);
 				att_mad_f16(y1, x, v, n, true);
 				ck_assert_msg(!memcmp(y0, y1, n * 2),
-					      "mad n %u v %a", n, v);
+					      "%s mad n %u v %a",
+					      cpu_isa()->name, n, v);
 				att_scale_f16(y0, v, n, false);
 				att_scale_f16(y1, v, n, true);
 				ck_assert_msg(!memcmp(y0, y1, n * 2),
@@ -200,12 +220,15 @@ static void case_run(struct att_case *c, uint32_t n, uint32_t piece, float *out)
 
 START_TEST(test_att_every_type_pair)
 {
-	uint32_t tk = att_types[_i / N_TYPES], tv = att_types[_i % N_TYPES];
+	const int k = _i % (N_TYPES * N_TYPES);
+	uint32_t tk = att_types[k / N_TYPES], tv = att_types[k % N_TYPES];
 	struct att_case c;
 	double ref[D];
 	float out[D], out2[D];
 	uint32_t d;
 
+	if (!att_use(_i / (N_TYPES * N_TYPES)))
+		return;
 	case_make(&c, tk, tv);
 	case_naive(&c, NKV, ref);
 	case_run(&c, NKV, NKV, out);
@@ -214,7 +237,7 @@ START_TEST(test_att_every_type_pair)
 		double tol = tv == IO_TYPE_F16 ? 2e-2 : 1e-4;
 
 		ck_assert_msg(fabs(out[d] - ref[d]) <= tol,
-			      "K %s V %s d %u: %g vs %g",
+			      "%s K %s V %s d %u: %g vs %g", cpu_isa()->name,
 			      io_type_info(tk)->name, io_type_info(tv)->name, d,
 			      out[d], ref[d]);
 	}
@@ -278,7 +301,7 @@ START_TEST(test_att_f16_fused_matches_steps)
 {
 	static const uint32_t dims[] = { 64, 128, 192, 256, 96, 48 };
 	static const uint32_t pieces[] = { 1, 3, 64, 300 };
-	const uint32_t dim = dims[_i], nkv = 300;
+	const uint32_t dim = dims[_i % 6], nkv = 300;
 	const struct att_shape sh = { IO_TYPE_F16, IO_TYPE_F16, dim, dim,
 				      1.0f / 11.3f };
 	uint16_t *k = malloc((size_t)nkv * dim * 2);
@@ -289,6 +312,13 @@ START_TEST(test_att_f16_fused_matches_steps)
 	uint32_t i, p, n, m;
 
 	ck_assert(k && v && s0 && s1);
+	if (!att_use(_i / 6)) {
+		free(k);
+		free(v);
+		free(s0);
+		free(s1);
+		return;
+	}
 	for (i = 0; i < nkv * dim; i++) {
 		/* the magnitude grows with the position: new maxima */
 		k[i] = quant_fp32_to_fp16(rngf(0.5f + (float)(i / dim) / 40));
@@ -312,7 +342,8 @@ START_TEST(test_att_f16_fused_matches_steps)
 				!memcmp(&a.M, &b.M, 4) &&
 					!memcmp(&a.S, &b.S, 4) &&
 					!memcmp(a.acc16, b.acc16, dim * 2),
-				"dim %u piece %u at %u", dim, pieces[p], n);
+				"%s dim %u piece %u at %u", cpu_isa()->name,
+				dim, pieces[p], n);
 		}
 	}
 	free(k);
@@ -336,6 +367,8 @@ START_TEST(test_att_expf_matches_libm)
 	uint32_t j, b;
 	bool vector = false;
 
+	if (!att_use(_i))
+		return;
 	for (bits = 0; bits < (1ull << 32);) {
 		for (j = 0; j < B && bits < (1ull << 32); j++) {
 			b = (uint32_t)bits;
@@ -363,8 +396,9 @@ START_TEST(test_att_expf_matches_libm)
 			bad += memcmp(&r, &y[b], 4) != 0;
 		}
 	}
-	ck_assert_msg(bad == 0, "%llu of %llu differ from libm",
-		      (unsigned long long)bad, (unsigned long long)n);
+	ck_assert_msg(bad == 0, "%s: %llu of %llu differ from libm",
+		      cpu_isa()->name, (unsigned long long)bad,
+		      (unsigned long long)n);
 #if defined(__x86_64__) && defined(__GLIBC__) && \
 	(__GLIBC__ > 2 || __GLIBC_MINOR__ >= 28)
 	/* glibc's expf has been this algorithm since 2.28: the vector path
@@ -500,13 +534,20 @@ static void tile_check(const struct tile_case *c, uint32_t n_q)
 	}
 }
 
+/*
+ * Every case run at the scalar level first; a vector level then checks
+ * its outputs against those bit for bit (the tiles' order is the scalar
+ * code's), after the double reference.
+ */
 START_TEST(test_att_tiled_vs_double)
 {
 	static const uint32_t dims[] = { 64, 128 }, groups[] = { 1, 2, 4 };
 	static const uint32_t types[] = { IO_TYPE_F16, IO_TYPE_F32 };
 	static const uint32_t n_qs[] = { 1, 2, 5, 16, 31, 64, 70, 128 };
-	const uint32_t dim = dims[_i % 2], group = groups[_i / 2 % 3];
-	const uint32_t type = types[_i / 6];
+	const int cs = _i % 12;
+	const uint32_t dim = dims[cs % 2], group = groups[cs / 2 % 3];
+	const uint32_t type = types[cs / 6];
+	const struct cpu_isa *level = cpu_isa_levels[_i / 12];
 	struct tile_case c = { .sh = { type, type, dim, dim,
 				       1.0f / sqrtf((float)dim) },
 			       .group = group };
@@ -514,8 +555,9 @@ START_TEST(test_att_tiled_vs_double)
 	float row[128];
 	uint32_t i, d, k, start, piece;
 
-	if (!att_tile_usable(&c.sh))
-		return; /* no AVX-512: the backend keeps the one-token path */
+	ck_assert(att_tile_usable(&c.sh));
+	if (!att_use(_i / 12))
+		return;
 	c.k_row = (size_t)dim * io_type_info(type)->block_bytes;
 	c.v_row = c.k_row;
 	c.k = malloc(c.k_row * TILE_NKV);
@@ -549,6 +591,23 @@ START_TEST(test_att_tiled_vs_double)
 				c.out[i] = NAN;
 			tile_run(&c, 0, n_q, piece == 1 ? 64 : 37 + piece);
 			tile_check(&c, n_q);
+			if (level != cpu_isa_named("scalar")) {
+				float *vec = malloc(nq_max * dim * 4);
+
+				ck_assert_ptr_nonnull(vec);
+				memcpy(vec, c.out, nq_max * dim * 4);
+				cpu_isa_use(cpu_isa_named("scalar"));
+				tile_run(&c, 0, n_q,
+					 piece == 1 ? 64 : 37 + piece);
+				cpu_isa_use(level);
+				ck_assert_msg(
+					!memcmp(vec, c.out,
+						(size_t)n_q * group * dim * 4),
+					"%s tiles differ from the scalar "
+					"level's: dim %u group %u n_q %u",
+					level->name, dim, group, n_q);
+				free(vec);
+			}
 			/* rows past n_q were not written */
 			ck_assert(n_q == 128 ||
 				  isnan(c.out[(size_t)n_q * group * dim]));
@@ -565,15 +624,35 @@ END_TEST
 
 static void attention_tests(TCase *tc)
 {
-	tcase_add_test(tc, test_att_f16_steps_match_scalar);
-	tcase_add_loop_test(tc, test_att_every_type_pair, 0, N_TYPES * N_TYPES);
+	tcase_add_loop_test(tc, test_att_f16_steps_match_scalar, 0, N_LEVELS);
+	tcase_add_loop_test(tc, test_att_every_type_pair, 0,
+			    N_TYPES * N_TYPES * N_LEVELS);
 	tcase_add_test(tc, test_att_merge_of_chunks);
-	tcase_add_loop_test(tc, test_att_f16_fused_matches_steps, 0, 6);
-	tcase_add_test(tc, test_att_expf_matches_libm);
-	tcase_add_loop_test(tc, test_att_tiled_vs_double, 0, 12);
+	tcase_add_loop_test(tc, test_att_f16_fused_matches_steps, 0,
+			    6 * N_LEVELS);
+	tcase_add_loop_test(tc, test_att_expf_matches_libm, 0, N_LEVELS);
+	tcase_add_loop_test(tc, test_att_tiled_vs_double, 0, 12 * N_LEVELS);
+}
+
+/* A level this CPU lacks was not compared: not a whole pass. */
+static int attention_left_out(void)
+{
+	unsigned i;
+	int missing = 0;
+
+	for (i = 0; i < cpu_isa_count; i++)
+		if (!cpu_isa_levels[i]->usable()) {
+			printf("test_attention: this CPU lacks %s: the %s steps were not compared\n",
+			       cpu_isa_levels[i]->features,
+			       cpu_isa_levels[i]->name);
+			missing++;
+		}
+	return missing ? CHECK_SKIP : 0;
 }
 
 const struct check_main check_main = {
 	.name = "attention",
+	.timeout = 120,
 	.add_tests = attention_tests,
+	.left_out = attention_left_out,
 };

@@ -38,8 +38,7 @@
 #define PQ_NY (PQ_ROW0 + PQ_ROWS + 3)
 #define PQ_SENTINEL 12345.5f
 
-static const uint32_t pq_types[] = { IO_TYPE_Q8_0, IO_TYPE_Q4_K,
-				     IO_TYPE_Q6_K };
+static const uint32_t pq_types[] = { IO_TYPE_Q8_0, IO_TYPE_Q4_K, IO_TYPE_Q6_K };
 #define PQ_TYPES ((int)(sizeof(pq_types) / sizeof(pq_types[0])))
 static const int pq_nts[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 17 };
 
@@ -172,12 +171,10 @@ START_TEST(test_packed_layout)
 						   t->type_size * ib;
 
 				for (u = 0; u < units; u++)
-					ck_assert(!memcmp(panel + sb * ib +
-								  64 * u +
-								  4 * r,
-							  b + pq_unit_src(type,
-									  u),
-							  4));
+					ck_assert(!memcmp(
+						panel + sb * ib + 64 * u +
+							4 * r,
+						b + pq_unit_src(type, u), 4));
 				if (d_after)
 					ck_assert(!memcmp(
 						panel + sb * blocks + 32 * ib +
@@ -224,10 +221,11 @@ static void pq_same(float **y, float **want, int nt, const char *what,
 					      what, nt, t, r);
 				continue;
 			}
-			ck_assert_msg(!memcmp(&y[t][r], &want[t][r], 4),
-				      "%s n %lld nt %d: row %d token %d: %a, %s %a",
-				      what, (long long)n, nt, r - PQ_ROW0, t,
-				      y[t][r], vs, want[t][r]);
+			ck_assert_msg(
+				!memcmp(&y[t][r], &want[t][r], 4),
+				"%s n %lld nt %d: row %d token %d: %a, %s %a",
+				what, (long long)n, nt, r - PQ_ROW0, t, y[t][r],
+				vs, want[t][r]);
 		}
 }
 
@@ -390,10 +388,10 @@ START_TEST(test_packed_extremes)
 				struct block_q6_K *q = (void *)b;
 
 				for (j = 0; j < 16; j++)
-					q->scales[j] = (int8_t)((r + j + i) %
-									3 ?
-								127 :
-								-128);
+					q->scales[j] = (int8_t)((r + j +
+								 i) % 3 ?
+									127 :
+									-128);
 				q->d = d;
 			}
 		}
@@ -402,13 +400,15 @@ START_TEST(test_packed_extremes)
 			uint8_t *b = a + arb * k;
 
 			if (at == IO_TYPE_Q8_0) {
-				struct block_q8_0 *q = (struct block_q8_0 *)b + i;
+				struct block_q8_0 *q = (struct block_q8_0 *)b +
+						       i;
 
 				q->d = quant_fp32_to_fp16(0.25f * (k + 1));
 				for (j = 0; j < 32; j++)
 					q->qs[j] = pq_edge_quant(k, j, lowest);
 			} else {
-				struct block_q8_K *q = (struct block_q8_K *)b + i;
+				struct block_q8_K *q = (struct block_q8_K *)b +
+						       i;
 
 				q->d = 0.25f * (k + 1);
 				memset(q->bsums, 0, sizeof(q->bsums));
