@@ -52,18 +52,18 @@ ATT_TARGET static inline uint16_t att_f16_fma1(uint16_t x, float v, uint16_t y)
 	return (uint16_t)_mm_cvtsi128_si32(_mm_cvtps_ph(ay, ATT_RNE));
 }
 
-ATT_TARGET static void att_mad_f16_avx2(uint16_t *y, const uint16_t *x,
-					float v, uint32_t n)
+ATT_TARGET static void att_mad_f16_avx2(uint16_t *y, const uint16_t *x, float v,
+					uint32_t n)
 {
 	const __m256 vv = _mm256_set1_ps(v);
 	uint32_t i = 0;
 
 	for (; i + 8 <= n; i += 8)
-		_mm_storeu_si128((__m128i *)(y + i),
-				 _mm256_cvtps_ph(_mm256_fmadd_ps(att_ld8(x + i),
-								 vv,
-								 att_ld8(y + i)),
-						 ATT_RNE));
+		_mm_storeu_si128(
+			(__m128i *)(y + i),
+			_mm256_cvtps_ph(_mm256_fmadd_ps(att_ld8(x + i), vv,
+							att_ld8(y + i)),
+					ATT_RNE));
 	for (; i < n; i++)
 		y[i] = att_f16_fma1(x[i], v, y[i]);
 }
@@ -144,9 +144,9 @@ ATT_TARGET static inline __m128 att_expf4(__m128 x)
 	ki = _mm256_castpd_si256(kd);
 	kd = _mm256_sub_pd(kd, shift);
 	r = _mm256_fmsub_pd(invln2n, xd, kd);
-	t = _mm256_i64gather_epi64(
-		(const long long *)att_exp2_table,
-		_mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+	t = _mm256_i64gather_epi64((const long long *)att_exp2_table,
+				   _mm256_and_si256(ki, _mm256_set1_epi64x(31)),
+				   8);
 	t = _mm256_add_epi64(t, _mm256_slli_epi64(ki, 47));
 	z = _mm256_fmadd_pd(c0, r, c1);
 	r2 = _mm256_mul_pd(r, r);
@@ -289,9 +289,9 @@ ATT_TARGET static void att_run_f16_avx2(struct att_state *st, const uint8_t *k,
 		}
 	}
 	for (i = 0; i < dv; i += 8)
-		_mm_storeu_si128((__m128i *)(st->acc16 + i),
-				 _mm256_cvtps_ph(_mm256_load_ps(acc + i),
-						 ATT_RNE));
+		_mm_storeu_si128(
+			(__m128i *)(st->acc16 + i),
+			_mm256_cvtps_ph(_mm256_load_ps(acc + i), ATT_RNE));
 	st->M = M;
 	st->S = S;
 }
@@ -381,8 +381,8 @@ ATT_TARGET static void att_tile_scores(struct att_tile *t, uint32_t n4)
 /* lanes whose row sees position c: pos >= c */
 ATT_TARGET static inline __m256 att_visible(__m256i pos, uint32_t c)
 {
-	return _mm256_castsi256_ps(_mm256_cmpgt_epi32(
-		pos, _mm256_set1_epi32((int32_t)c - 1)));
+	return _mm256_castsi256_ps(
+		_mm256_cmpgt_epi32(pos, _mm256_set1_epi32((int32_t)c - 1)));
 }
 
 /* attention_tiled.c's att_tile_softmax, 8 rows at a time */
@@ -396,16 +396,16 @@ ATT_TARGET static void att_tile_softmax(struct att_tile *t, uint32_t c0,
 	uint32_t r, c;
 
 	for (r = 0; r < ld; r += 8) {
-		const __m256i pos =
-			_mm256_loadu_si256((const __m256i *)(t->pos + r));
+		const __m256i pos = _mm256_loadu_si256(
+			(const __m256i *)(t->pos + r));
 		__m256 mb = ninf, mold = _mm256_loadu_ps(t->m + r), mnew;
 		__m256 fresh;
 
 		for (c = 0; c < n; c++)
 			mb = _mm256_blendv_ps(
 				mb,
-				_mm256_max_ps(mb,
-					      _mm256_loadu_ps(t->p + c * ld + r)),
+				_mm256_max_ps(
+					mb, _mm256_loadu_ps(t->p + c * ld + r)),
 				att_visible(pos, c0 + c));
 		mnew = _mm256_max_ps(mold, mb);
 		/* no position seen before: nothing to correct (O, S are 0) */
@@ -427,8 +427,8 @@ ATT_TARGET static void att_tile_softmax(struct att_tile *t, uint32_t c0,
 	}
 	att_expf_batch(t->p, t->p, (size_t)(n + 1) * ld);
 	for (r = 0; r < ld; r += 8) {
-		const __m256i pos =
-			_mm256_loadu_si256((const __m256i *)(t->pos + r));
+		const __m256i pos = _mm256_loadu_si256(
+			(const __m256i *)(t->pos + r));
 		__m256 s = _mm256_mul_ps(_mm256_loadu_ps(t->s + r),
 					 _mm256_loadu_ps(t->p + n * ld + r));
 
@@ -464,7 +464,8 @@ att_tile_values_core(struct att_tile *t, uint32_t row, uint32_t nr, uint32_t n,
 
 		ATT_UNROLL(4)
 		for (i = 0; i < nv; i++)
-			acc[j][i] = _mm256_mul_ps(_mm256_loadu_ps(o + 8 * i), f);
+			acc[j][i] = _mm256_mul_ps(_mm256_loadu_ps(o + 8 * i),
+						  f);
 	}
 	for (c = 0; c < n; c++) {
 		const float *vr = t->vn + (size_t)c * dv + d0;

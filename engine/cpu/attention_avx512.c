@@ -20,7 +20,8 @@
 #include "isa.h"
 #include "reduce_avx512.h"
 
-#define ATT_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c,fma")))
+#define ATT_TARGET \
+	__attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c,fma")))
 
 /* y += x * v on F16 rows, 16 at a time, the tail masked */
 ATT_TARGET static void att_mad_f16_avx512(uint16_t *y, const uint16_t *x,
@@ -313,8 +314,8 @@ ATT_TARGET static void att_run_f16_avx512(struct att_state *st,
 
 /* n rows of dim elements of type into dst (F32, dim apart) */
 ATT_TARGET static void att_tile_convert(float *dst, uint32_t type,
-					     const uint8_t *src, size_t stride,
-					     uint32_t n, uint32_t dim)
+					const uint8_t *src, size_t stride,
+					uint32_t n, uint32_t dim)
 {
 	uint32_t r, d;
 
@@ -403,7 +404,7 @@ ATT_TARGET static void att_tile_scores(struct att_tile *t, uint32_t n4)
  * differ from its ones by the scores' rounding only.
  */
 ATT_TARGET static void att_tile_softmax(struct att_tile *t, uint32_t c0,
-					     uint32_t n)
+					uint32_t n)
 {
 	const uint32_t ld = t->ld;
 	const __m512 ninf = _mm512_set1_ps(-INFINITY);
@@ -516,9 +517,9 @@ att_tile_values_core(struct att_tile *t, uint32_t row, uint32_t nr, uint32_t n,
 }
 
 /* att_tile_values_core with nr and nv constant: 8 vectors at a time */
-ATT_TARGET static void att_tile_values_rows(struct att_tile *t,
-						 uint32_t row, uint32_t nr,
-						 uint32_t n, uint32_t n_block)
+ATT_TARGET static void att_tile_values_rows(struct att_tile *t, uint32_t row,
+					    uint32_t nr, uint32_t n,
+					    uint32_t n_block)
 {
 	const uint32_t dv = t->sh->head_dim_v;
 	uint32_t d0, nv;
@@ -547,7 +548,7 @@ ATT_TARGET static void att_tile_values_rows(struct att_tile *t,
 }
 
 ATT_TARGET static void att_tile_values(struct att_tile *t, uint32_t c0,
-					    uint32_t n)
+				       uint32_t n)
 {
 	uint32_t row, a, b;
 
@@ -568,9 +569,9 @@ ATT_TARGET static void att_tile_values(struct att_tile *t, uint32_t c0,
 }
 
 ATT_TARGET static void att_tile_block_avx512(struct att_tile *t, uint32_t c0,
-					   const uint8_t *k, size_t k_stride,
-					   const uint8_t *v, size_t v_stride,
-					   uint32_t n)
+					     const uint8_t *k, size_t k_stride,
+					     const uint8_t *v, size_t v_stride,
+					     uint32_t n)
 {
 	const uint32_t dk = t->sh->head_dim;
 	uint32_t n4 = (n + 3) & ~3u;
@@ -587,7 +588,7 @@ ATT_TARGET static void att_tile_block_avx512(struct att_tile *t, uint32_t c0,
 
 /* Row r of qt: Q as K's dot sees it, rounded to F16 for F16 K. */
 ATT_TARGET static void att_tile_q_avx512(struct att_tile *t, uint32_t r,
-				       const float *q)
+					 const float *q)
 {
 	const uint32_t dk = t->sh->head_dim;
 	float *col = t->qt + r;
@@ -606,7 +607,6 @@ ATT_TARGET static void att_tile_q_avx512(struct att_tile *t, uint32_t r,
 			col[(size_t)(d + l) * t->ld] = f[l];
 	}
 }
-
 
 const struct cpu_isa_att cpu_att_avx512 = {
 	.mad_f16 = att_mad_f16_avx512,

@@ -32,6 +32,21 @@
 #define GEMM_INLINE inline __attribute__((always_inline))
 #define GEMM_UNROLL _Pragma("GCC unroll 16")
 
+/* fn(T, ...) for the tile of c (1..8) tokens: T a constant in each */
+#define GEMM_TILES(fn, c, ...) \
+	do { \
+		switch (c) { \
+		case 8: fn(8, __VA_ARGS__); break; \
+		case 7: fn(7, __VA_ARGS__); break; \
+		case 6: fn(6, __VA_ARGS__); break; \
+		case 5: fn(5, __VA_ARGS__); break; \
+		case 4: fn(4, __VA_ARGS__); break; \
+		case 3: fn(3, __VA_ARGS__); break; \
+		case 2: fn(2, __VA_ARGS__); break; \
+		default: fn(1, __VA_ARGS__); break; \
+		} \
+	} while (0)
+
 /* Half h (rows 8h..8h + 7) of unit u at p. */
 CPU_TARGET static GEMM_INLINE __m256i gemm_half(const uint8_t *p, int u, int h)
 {
@@ -78,7 +93,7 @@ CPU_TARGET static GEMM_INLINE __m256i gemm_s8(__m256i aw, __m256i w, __m256i a)
 
 /* ---- Q8_0 -------------------------------------------------------------- */
 
-#define Q80_TILE 4
+#define Q80_TILE 8
 
 /*
  * T tokens against half h of the panel: acc = fma((float)s, dw * da, acc)
@@ -90,7 +105,7 @@ q80_tile(const int T, int64_t n, const uint8_t *p, int h, const uint8_t *a,
 	 const struct cpu_gemm_ahead *ahead)
 {
 	const int64_t nb = n / 32;
-	__m256 acc[Q80_TILE];
+	__m256 acc[8];
 	int64_t ib;
 	int t, j;
 
@@ -101,7 +116,7 @@ q80_tile(const int T, int64_t n, const uint8_t *p, int h, const uint8_t *a,
 		const uint8_t *pb = p + Q80P_SB * ib;
 		const __m256 dw = gemm_d8(p + Q80P_SB * nb + Q80P_D_BYTES * ib +
 					  16 * h);
-		__m256i s[Q80_TILE];
+		__m256i s[8];
 
 		cpu_gemm_ahead_step(ahead, ib);
 		GEMM_UNROLL
@@ -147,24 +162,8 @@ CPU_TARGET static void q80_rows(int64_t n, const void *panel, int nr,
 	for (h = 0; h < 2 && 8 * h < nr; h++)
 		for (t = 0; t < nt; t += c, pf.bytes = 0) {
 			c = nt - t < Q80_TILE ? nt - t : Q80_TILE;
-			switch (c) {
-			case 4:
-				q80_tile(4, n, panel, h, a + ab * t, ab, y + t,
-					 row0, nr, &pf);
-				break;
-			case 3:
-				q80_tile(3, n, panel, h, a + ab * t, ab, y + t,
-					 row0, nr, &pf);
-				break;
-			case 2:
-				q80_tile(2, n, panel, h, a + ab * t, ab, y + t,
-					 row0, nr, &pf);
-				break;
-			default:
-				q80_tile(1, n, panel, h, a + ab * t, ab, y + t,
-					 row0, nr, &pf);
-				break;
-			}
+			GEMM_TILES(q80_tile, c, n, panel, h, a + ab * t, ab,
+				   y + t, row0, nr, &pf);
 		}
 }
 
@@ -223,7 +222,7 @@ CPU_TARGET static void q80_exact1(int64_t n, const uint8_t *p, const uint8_t *a,
 
 /* ---- Q4_K -------------------------------------------------------------- */
 
-#define Q4K_TILE 2
+#define Q4K_TILE 8
 
 /* Byte k of each int32 lane of v in both halves of the lane's int16s */
 CPU_TARGET static GEMM_INLINE __m256i gemm_byte_pair16(__m256i v, int k)
@@ -270,7 +269,7 @@ q4k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 	const __m256i k1 = _mm256_set1_epi32(0x3f3f3f3f);
 	const __m256i k2 = _mm256_set1_epi32(0x0f0f0f0f);
 	const __m256i k3 = _mm256_set1_epi32(0x03030303);
-	__m256 acc[Q4K_TILE], accm[Q4K_TILE];
+	__m256 acc[8], accm[8];
 	int64_t ib;
 	int t, c, g, k;
 
@@ -284,7 +283,7 @@ q4k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 		const __m256i u1 = gemm_half(p, Q4KP_SC, h);
 		const __m256i u2 = gemm_half(p, Q4KP_SC + 1, h);
 		const __m256i u3 = gemm_half(p, Q4KP_SC + 2, h);
-		__m256i s[Q4K_TILE], sc[2], mn[2];
+		__m256i s[8], sc[2], mn[2];
 		__m256 dw, dm;
 
 		/* ggml's utmp unpacking: sc[j / 4] byte j % 4 = scale j */
@@ -298,7 +297,7 @@ q4k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 		for (t = 0; t < T; t++)
 			s[t] = _mm256_setzero_si256();
 		for (c = 0; c < 4; c++) {
-			__m256i lo[Q4K_TILE], hi[Q4K_TILE];
+			__m256i lo[8], hi[8];
 
 			if (!h)
 				cpu_gemm_ahead_step(ahead, 4 * ib + c);
@@ -401,22 +400,19 @@ CPU_TARGET static void q4k_rows(int64_t n, const void *panel, int nr,
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
 	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 4 * nb);
-	int h, t;
+	int h, t, c;
 
-	for (h = 0; h < 2 && 8 * h < nr; h++) {
-		for (t = 0; t + Q4K_TILE <= nt; t += Q4K_TILE, pf.bytes = 0)
-			q4k_tile(Q4K_TILE, nb, panel, h, a + ab * t, ab, y + t,
-				 row0, nr, &pf);
-		if (t < nt)
-			q4k_tile(1, nb, panel, h, a + ab * t, ab, y + t, row0,
-				 nr, &pf);
-		pf.bytes = 0;
-	}
+	for (h = 0; h < 2 && 8 * h < nr; h++)
+		for (t = 0; t < nt; t += c, pf.bytes = 0) {
+			c = nt - t < Q4K_TILE ? nt - t : Q4K_TILE;
+			GEMM_TILES(q4k_tile, c, nb, panel, h, a + ab * t, ab,
+				   y + t, row0, nr, &pf);
+		}
 }
 
 /* ---- Q6_K -------------------------------------------------------------- */
 
-#define Q6K_TILE 4
+#define Q6K_TILE 8
 
 /*
  * Unit i of group 8hs + 2k + q (elements 128 hs + 32k + 16q + 4i..) of
@@ -481,7 +477,7 @@ q6k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 	 const struct cpu_gemm_ahead *ahead)
 {
 	const uint8_t *dd = p + Q6KP_SB * nb;
-	__m256 acc[Q6K_TILE];
+	__m256 acc[8];
 	int64_t ib;
 	int t, j, k, i;
 
@@ -490,7 +486,7 @@ q6k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 		acc[t] = _mm256_setzero_ps();
 	for (ib = 0; ib < nb; ib++, p += Q6KP_SB) {
 		const uint8_t *at = a + Q6K_ACT * ib;
-		__m256i s[Q6K_TILE];
+		__m256i s[8];
 
 		GEMM_UNROLL
 		for (t = 0; t < T; t++)
@@ -598,24 +594,8 @@ CPU_TARGET static void q6k_rows(int64_t n, const void *panel, int nr,
 	for (h = 0; h < 2 && 8 * h < nr; h++)
 		for (t = 0; t < nt; t += c, pf.bytes = 0) {
 			c = nt - t < Q6K_TILE ? nt - t : Q6K_TILE;
-			switch (c) {
-			case 4:
-				q6k_tile(4, nb, panel, h, a + ab * t, ab, y + t,
-					 row0, nr, &pf);
-				break;
-			case 3:
-				q6k_tile(3, nb, panel, h, a + ab * t, ab, y + t,
-					 row0, nr, &pf);
-				break;
-			case 2:
-				q6k_tile(2, nb, panel, h, a + ab * t, ab, y + t,
-					 row0, nr, &pf);
-				break;
-			default:
-				q6k_tile(1, nb, panel, h, a + ab * t, ab, y + t,
-					 row0, nr, &pf);
-				break;
-			}
+			GEMM_TILES(q6k_tile, c, nb, panel, h, a + ab * t, ab,
+				   y + t, row0, nr, &pf);
 		}
 }
 
@@ -624,7 +604,9 @@ CPU_TARGET static void q6k_rows(int64_t n, const void *panel, int nr,
  * elements 4l..4l + 3 of every 32 (unit i of group g goes to lane
  * 4 (g % 2) + i), each times its group's scale, from 32 (-bsum[2l] sc[2l]
  * - bsum[2l + 1] sc[2l + 1]); then acc[l] = fma(d, lane, acc[l]) and
- * hsum8. Lane by lane, so that one int32 register is live at a time.
+ * hsum8. Group by group, as the AVX-512 kernel: each group's scale made
+ * once, the eight int32 lanes in registers, the eight float ones in
+ * memory (the registers are the lanes').
  */
 CPU_TARGET static void q6k_exact1(int64_t nb, const uint8_t *p,
 				  const uint8_t *a, float *y,
@@ -633,7 +615,7 @@ CPU_TARGET static void q6k_exact1(int64_t nb, const uint8_t *p,
 	const uint8_t *dd = p + Q6KP_SB * nb;
 	const float *da = (const float *)(a + Q6K_ACT * nb);
 	int64_t ib;
-	int h, l, hs, k;
+	int h, l, j, k, i;
 
 	for (h = 0; h < 2; h++) {
 		const uint8_t *pb = p;
@@ -648,13 +630,13 @@ CPU_TARGET static void q6k_exact1(int64_t nb, const uint8_t *p,
 			const __m256 d = _mm256_mul_ps(
 				gemm_d8(dd + Q6KP_D_BYTES * ib + 16 * h),
 				_mm256_set1_ps(da[ib]));
+			__m256i L[8];
 
 			if (!h)
 				cpu_gemm_ahead_step(ahead, ib);
 			GEMM_UNROLL
-			for (l = 0; l < 8; l++) {
-				const int q = l / 4, i = l % 4;
-				__m256i L = _mm256_madd_epi16(
+			for (l = 0; l < 8; l++)
+				L[l] = _mm256_madd_epi16(
 					q6k_pair16(gemm_half(pb,
 							     Q6KP_SC + l / 2,
 							     h),
@@ -662,35 +644,43 @@ CPU_TARGET static void q6k_exact1(int64_t nb, const uint8_t *p,
 						   3),
 					_mm256_permutevar8x32_epi32(
 						nbs, _mm256_set1_epi32(l)));
+			/* quarters (hs, q), unrolled: every offset a constant */
+			GEMM_UNROLL
+			for (j = 0; j < 4; j++) {
+				const int hs = j / 2, q = j % 2;
 
-				for (hs = 0; hs < 2; hs++)
-					GEMM_UNROLL
+				GEMM_UNROLL
 				for (k = 0; k < 4; k++) {
 					const int g = 8 * hs + 2 * k + q;
+					const __m256i sc = q6k_pair16(
+						gemm_half(pb, Q6KP_SC + g / 4,
+							  h),
+						g % 4, g % 4, 8);
 
-					L = _mm256_add_epi32(
-						L,
-						_mm256_madd_epi16(
-							_mm256_maddubs_epi16(
-								q6k_unit(pb, h,
-									 hs, q,
-									 k, i),
-								gemm_bcast4(
-									at +
-									16 * g +
-									4 * i)),
-							q6k_pair16(
-								gemm_half(
-									pb,
-									Q6KP_SC +
-										g / 4,
-									h),
-								g % 4, g % 4,
-								8)));
+					GEMM_UNROLL
+					for (i = 0; i < 4; i++)
+						L[4 * q + i] = _mm256_add_epi32(
+							L[4 * q + i],
+							_mm256_madd_epi16(
+								_mm256_maddubs_epi16(
+									q6k_unit(
+										pb,
+										h,
+										hs,
+										q,
+										k,
+										i),
+									gemm_bcast4(
+										at +
+										16 * g +
+										4 * i)),
+								sc));
 				}
-				acc[l] = _mm256_fmadd_ps(
-					d, _mm256_cvtepi32_ps(L), acc[l]);
 			}
+			GEMM_UNROLL
+			for (l = 0; l < 8; l++)
+				acc[l] = _mm256_fmadd_ps(
+					d, _mm256_cvtepi32_ps(L[l]), acc[l]);
 		}
 		_mm256_storeu_ps(y + 8 * h, gemm_hsum8_lanes(acc));
 	}

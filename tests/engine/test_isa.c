@@ -146,8 +146,8 @@ START_TEST(test_isa_choose)
 	/* unset or empty: the best level this CPU has */
 	ck_assert_int_eq(cpu_isa_choose(NULL, &isa, &err), 0);
 	ck_assert(isa->usable());
-	ck_assert_ptr_eq(isa, cpu_isa_levels[0]->usable() ? cpu_isa_levels[0] :
-							     isa);
+	ck_assert_ptr_eq(isa,
+			 cpu_isa_levels[0]->usable() ? cpu_isa_levels[0] : isa);
 	ck_assert_int_eq(cpu_isa_choose("", &isa, &err), 0);
 	for (l = 0; l < cpu_isa_count; l++) {
 		const struct cpu_isa *want = cpu_isa_levels[l];
