@@ -191,7 +191,8 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 
 /*
  * Wait until t's bytes are loaded (at once unless the model loads
- * asynchronously); a failed load gives its own message.
+ * asynchronously), and pack them then if the model packs as it loads; a
+ * failed load gives its own message.
  */
 static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
 {
@@ -200,8 +201,13 @@ static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
 	if (!engine_tensor_present(t))
 		return 0;
 	ret = io_placement_wait(t->place);
-	if (ret == 0)
+	if (ret == 0) {
+		/* an asynchronous load's tensors are packed as they arrive */
+		if (p->m->pack_on_wait && !t->place->layout &&
+		    p->m->backend->iface->pack)
+			p->m->backend->iface->pack(p->m->backend, t);
 		return 0;
+	}
 	if (io_weights_wait(p->m->weights, p->err) >= 0)
 		err_set(p->err, -ret, "%s: loading tensor '%s' failed",
 			p->m->path, t->info->name);

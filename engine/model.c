@@ -753,8 +753,13 @@ int engine_model_open(struct engine_model **out, const char *path,
 	if (ret)
 		goto out_free;
 	m->backend->batch_exact = opt->batch_exact;
+	/*
+	 * packed now, or, loading in the background, as each tensor arrives:
+	 * its first wait in a pass packs it (forward.c), on the pool
+	 */
 	if (!opt->no_pack && !opt->load.async)
 		model_each_view(m, model_pack);
+	m->pack_on_wait = !opt->no_pack && opt->load.async;
 	*out = m;
 	return 0;
 

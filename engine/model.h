@@ -116,6 +116,11 @@ struct engine_model {
 	uint32_t threads;		/* the pool's size */
 	struct engine_pool *pool;	/* splits big matmuls; may be NULL */
 	struct engine_backend *backend; /* computes the forward pass */
+	/*
+	 * an asynchronous load is packed tensor by tensor, at a pass's first
+	 * wait for each (engine_model_options.no_pack not set)
+	 */
+	bool pack_on_wait;
 
 	struct engine_tensor tok_embd;	  /* [n_embd, n_vocab] */
 	struct engine_tensor output_norm; /* [n_embd] */

@@ -134,7 +134,7 @@ static void cpu_for_rows(struct engine_backend *be,
 /* The panels of engine/cpu/gemm.h, where the matrix allows them. */
 static int cpu_pack(struct engine_backend *be, const struct engine_tensor *w)
 {
-	return cpu_gemm_packable(w) ? cpu_gemm_pack(w) : 0;
+	return cpu_gemm_packable(w) ? cpu_gemm_pack(be->ctx, w) : 0;
 }
 
 static void cpu_packed_read(struct engine_backend *be,

@@ -7,11 +7,82 @@
  * per token of a matmul, not per block.
  */
 #include <string.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "cpu.h"
 #include "gemm.h"
 #include "gemm_k.h"
 #include "../quant/quant_internal.h"
+
+/*
+ * Units [u0, u0 + count) of one block of the 16 rows into out (the
+ * block's first unit at out), unit u0 + k from block bytes src_off + 4k
+ * of each row: the 16 x count dword transpose every pack is. In 8 x 8
+ * tiles where the build has AVX2 (x86-64-v3: every x86 build of llmfs),
+ * a dword at a time otherwise; the same bytes either way. Packing runs
+ * at load, over every weight byte: at 2.7 GB/s a core a dword at a time,
+ * it would add seconds to an 8B model's open (engine.md).
+ */
+static void gemm_pack_units(const uint8_t *src, size_t row_bytes, size_t at,
+			    int u0, int count, size_t src_off, uint8_t *out)
+{
+	int r, k = 0;
+
+#if defined(__AVX2__)
+	for (; k + 8 <= count; k += 8) {
+		int g;
+
+		for (g = 0; g < 2; g++) {
+			const uint8_t *b = src + row_bytes * (size_t)(8 * g) +
+					   at + src_off + 4 * (size_t)k;
+			__m256i x[8], t[8], q[8];
+			int i;
+
+			for (i = 0; i < 8; i++)
+				x[i] = _mm256_loadu_si256(
+					(const __m256i *)(b +
+							  row_bytes *
+								  (size_t)i));
+			for (i = 0; i < 8; i += 2) {
+				t[i] = _mm256_unpacklo_epi32(x[i], x[i + 1]);
+				t[i + 1] = _mm256_unpackhi_epi32(x[i],
+								 x[i + 1]);
+			}
+			for (i = 0; i < 8; i += 4) {
+				q[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+				q[i + 1] = _mm256_unpackhi_epi64(t[i],
+								 t[i + 2]);
+				q[i + 2] = _mm256_unpacklo_epi64(t[i + 1],
+								 t[i + 3]);
+				q[i + 3] = _mm256_unpackhi_epi64(t[i + 1],
+								 t[i + 3]);
+			}
+			for (i = 0; i < 4; i++) {
+				uint8_t *o = out +
+					     GEMM_UNIT * (size_t)(u0 + k + i) +
+					     32 * g;
+
+				_mm256_storeu_si256(
+					(__m256i *)o,
+					_mm256_permute2x128_si256(
+						q[i], q[i + 4], 0x20));
+				_mm256_storeu_si256(
+					(__m256i *)(o + GEMM_UNIT * 4),
+					_mm256_permute2x128_si256(
+						q[i], q[i + 4], 0x31));
+			}
+		}
+	}
+#endif
+	for (; k < count; k++)
+		for (r = 0; r < CPU_GEMM_ROWS; r++)
+			memcpy(out + GEMM_UNIT * (size_t)(u0 + k) + 4 * r,
+			       src + row_bytes * (size_t)r + at + src_off +
+				       4 * (size_t)k,
+			       4);
+}
 
 /* The byte of a block_q4_K whose dword packed unit u holds (gemm.h). */
 static size_t q4kp_block_off(int u)
@@ -26,18 +97,15 @@ void cpu_q4k_pack(int64_t n, const void *rows, size_t row_bytes, void *panel)
 	uint8_t *out = panel;
 	const int64_t nb = n / GEMM_QK;
 	int64_t ib;
-	int r, u;
 
-	/* a block read in order, its dwords to one 2304-byte superblock */
-	for (ib = 0; ib < nb; ib++, out += Q4KP_SB)
-		for (r = 0; r < CPU_GEMM_ROWS; r++) {
-			const uint8_t *b = src + row_bytes * r +
-					   GEMM_Q4K_BLOCK * (size_t)ib;
+	/* the qs dwords (block bytes 16..), then d, dmin and the scales */
+	for (ib = 0; ib < nb; ib++, out += Q4KP_SB) {
+		const size_t at = GEMM_Q4K_BLOCK * (size_t)ib;
 
-			for (u = 0; u < Q4K_PACKED_UNITS; u++)
-				memcpy(out + GEMM_UNIT * u + 4 * r,
-				       b + q4kp_block_off(u), 4);
-		}
+		gemm_pack_units(src, row_bytes, at, 0, Q4KP_QS_UNITS, 16, out);
+		gemm_pack_units(src, row_bytes, at, Q4KP_D,
+				Q4K_PACKED_UNITS - Q4KP_D, 0, out);
+	}
 }
 
 void cpu_q4k_unpack_row(int64_t n, const void *panel, int r, void *row)
@@ -60,19 +128,17 @@ void cpu_q6k_pack(int64_t n, const void *rows, size_t row_bytes, void *panel)
 	const uint8_t *src = rows;
 	uint8_t *out = panel, *dd = out + Q6KP_SB * nb;
 	int64_t ib;
-	int r, u;
+	int r;
 
-	/* a block read in order, its dwords to one 3328-byte superblock */
-	for (ib = 0; ib < nb; ib++, out += Q6KP_SB, dd += Q6KP_D_BYTES)
-		for (r = 0; r < CPU_GEMM_ROWS; r++) {
-			const uint8_t *b = src + row_bytes * r +
-					   GEMM_Q6K_BLOCK * (size_t)ib;
+	for (ib = 0; ib < nb; ib++, out += Q6KP_SB, dd += Q6KP_D_BYTES) {
+		const size_t at = GEMM_Q6K_BLOCK * (size_t)ib;
 
-			for (u = 0; u < Q6K_PACKED_UNITS; u++)
-				memcpy(out + GEMM_UNIT * u + 4 * r, b + 4 * u,
-				       4);
-			memcpy(dd + 2 * r, b + Q6KP_D_OFF, 2);
-		}
+		gemm_pack_units(src, row_bytes, at, 0, Q6K_PACKED_UNITS, 0,
+				out);
+		for (r = 0; r < CPU_GEMM_ROWS; r++)
+			memcpy(dd + 2 * r,
+			       src + row_bytes * r + at + Q6KP_D_OFF, 2);
+	}
 }
 
 void cpu_q6k_unpack_row(int64_t n, const void *panel, int r, void *row)
@@ -96,18 +162,15 @@ void cpu_q80_pack(int64_t n, const void *rows, size_t row_bytes, void *panel)
 	const uint8_t *src = rows;
 	uint8_t *out = panel, *dd = out + Q80P_SB * nb;
 	int64_t ib;
-	int r, u;
+	int r;
 
-	for (ib = 0; ib < nb; ib++, out += Q80P_SB, dd += Q80P_D_BYTES)
-		for (r = 0; r < CPU_GEMM_ROWS; r++) {
-			const uint8_t *b = src + row_bytes * r +
-					   GEMM_Q80_BLOCK * (size_t)ib;
+	for (ib = 0; ib < nb; ib++, out += Q80P_SB, dd += Q80P_D_BYTES) {
+		const size_t at = GEMM_Q80_BLOCK * (size_t)ib;
 
-			for (u = 0; u < 8; u++)
-				memcpy(out + GEMM_UNIT * u + 4 * r,
-				       b + 2 + 4 * u, 4);
-			memcpy(dd + 2 * r, b, 2);
-		}
+		gemm_pack_units(src, row_bytes, at, 0, 8, 2, out);
+		for (r = 0; r < CPU_GEMM_ROWS; r++)
+			memcpy(dd + 2 * r, src + row_bytes * r + at, 2);
+	}
 }
 
 void cpu_q80_unpack_row(int64_t n, const void *panel, int r, void *row)

@@ -268,23 +268,47 @@ bool cpu_gemm_packable(const struct engine_tensor *w)
 	       w->repacked == k->packed->repacked_order;
 }
 
-int cpu_gemm_pack(const struct engine_tensor *w)
+struct gemm_pack_job {
+	const struct cpu_gemm_packed *kp;
+	int64_t n;
+	size_t row_bytes, panel;
+	uint64_t panels;
+	uint8_t *data, *copies; /* a panel's copy per thread */
+};
+
+/* Thread ith's share of the panels, each through its own copy. */
+static void gemm_pack_part(void *arg, uint32_t ith, uint32_t nth)
 {
-	const struct cpu_gemm_packed *kp = gemm_packed_kernels(w->info->type);
-	const size_t panel = CPU_GEMM_ROWS * w->row_bytes;
-	const uint64_t panels = w->place->bytes / panel;
-	uint8_t *data = w->place->data, *rows;
+	const struct gemm_pack_job *j = arg;
+	uint8_t *rows = j->copies + cpu_align64(j->panel) * ith;
 	uint64_t p;
 
-	/* one panel at a time through a copy: the panel replaces its rows */
-	rows = malloc(panel);
-	if (!rows)
-		return -ENOMEM;
-	for (p = 0; p < panels; p++) {
-		memcpy(rows, data + p * panel, panel);
-		kp->pack(w->info->ne[0], rows, w->row_bytes, data + p * panel);
+	for (p = j->panels * ith / nth; p < j->panels * (ith + 1) / nth; p++) {
+		memcpy(rows, j->data + p * j->panel, j->panel);
+		j->kp->pack(j->n, rows, j->row_bytes, j->data + p * j->panel);
 	}
-	free(rows);
+}
+
+int cpu_gemm_pack(struct engine_pool *pool, const struct engine_tensor *w)
+{
+	struct gemm_pack_job j = {
+		.kp = gemm_packed_kernels(w->info->type),
+		.n = w->info->ne[0],
+		.row_bytes = w->row_bytes,
+		.panel = CPU_GEMM_ROWS * w->row_bytes,
+		.data = w->place->data,
+	};
+	const uint32_t nth = engine_pool_size(pool);
+
+	/* one panel at a time through a copy: the panel replaces its rows */
+	j.panels = w->place->bytes / j.panel;
+	j.copies = engine_pool_scratch(pool, cpu_align64(j.panel) * nth);
+	if (!j.copies)
+		return -ENOMEM;
+	if (nth > 1 && j.panels >= nth)
+		engine_pool_run(pool, gemm_pack_part, &j);
+	else
+		gemm_pack_part(&j, 0, 1);
 	w->place->layout = CPU_LAYOUT_PANELS;
 	return 0;
 }

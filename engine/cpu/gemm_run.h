@@ -53,11 +53,12 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
  */
 bool cpu_gemm_packable(const struct engine_tensor *w);
 /*
- * Pack w's bytes in place (every expert), then mark its placement
- * CPU_LAYOUT_PANELS: from then on every read of them must go through
- * the functions below. 0 or -ENOMEM (nothing changed).
+ * Pack w's bytes in place (every expert), its panels split over the
+ * pool's threads, then mark its placement CPU_LAYOUT_PANELS: from then
+ * on every read of them must go through the functions below. 0 or
+ * -ENOMEM (nothing changed).
  */
-int cpu_gemm_pack(const struct engine_tensor *w);
+int cpu_gemm_pack(struct engine_pool *pool, const struct engine_tensor *w);
 /* Row r of expert e of a packed w in the file's bytes, into row. */
 void cpu_gemm_unpack_row(const struct engine_tensor *w, int64_t e, int64_t r,
 			 void *row);

@@ -460,7 +460,10 @@ static void batch_copy(const char *stem, char *dst, size_t cap)
 	close(out);
 }
 
-/* An async load computes the same logits, however far the disk is. */
+/*
+ * An async load computes the same logits, however far the disk is, and
+ * its first pass packs the matrices the synchronous open packs.
+ */
 START_TEST(test_batch_async_load_same_logits)
 {
 	const char *stem = batch_models[_i];
@@ -493,6 +496,22 @@ START_TEST(test_batch_async_load_same_logits)
 	}
 	ck_assert_msg(!memcmp(ls, la, nv * sizeof(float)),
 		      "%s: logits after an async load differ", stem);
+	/* its first pass packed what the synchronous open packed */
+	{
+		const struct io_gguf *g = engine_model_gguf(ms);
+		uint64_t i;
+
+		for (i = 0; i < g->n_tensors; i++)
+			ck_assert_msg(
+				io_weights_placement(engine_model_weights(ms),
+						     i)
+						->layout ==
+					io_weights_placement(
+						engine_model_weights(ma), i)
+						->layout,
+				"%s: %s packed after one load, not the other",
+				stem, g->tensors[i].name);
+	}
 	engine_model_free(ma);
 	engine_model_free(ms);
 	free(tok);
