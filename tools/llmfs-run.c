@@ -34,7 +34,7 @@ struct run_args {
 	uint32_t n_ctx, threads;
 	const char *kv_type_k, *kv_type_v;
 	uint64_t kv_mem;
-	bool chat, verbose, batch_exact;
+	bool chat, verbose, batch_exact, no_pack;
 	struct engine_sampling sampling;
 	const char **stop;
 	size_t n_stop;
@@ -67,6 +67,8 @@ static void run_usage(FILE *f)
 	      " fits)\n"
 	      "      --batch-exact       the prompt in the one-token order (bits"
 	      " as if fed one by one)\n"
+	      "      --no-pack           weights as the file has them (no"
+	      " panels)\n"
 	      "  -v, --verbose           model figures on stderr\n"
 	      "  -h, --help\n",
 	      f);
@@ -151,6 +153,7 @@ enum {
 	OPT_KV_TYPE_V,
 	OPT_KV_MEM,
 	OPT_BATCH_EXACT,
+	OPT_NO_PACK,
 };
 
 static void run_parse(int argc, char **argv, struct run_args *a)
@@ -178,6 +181,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
 		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
 		{ "batch-exact", no_argument, NULL, OPT_BATCH_EXACT },
+		{ "no-pack", no_argument, NULL, OPT_NO_PACK },
 		{ 0 },
 	};
 	int c;
@@ -238,6 +242,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 			break;
 		case OPT_CHAT: a->chat = true; break;
 		case OPT_BATCH_EXACT: a->batch_exact = true; break;
+		case OPT_NO_PACK: a->no_pack = true; break;
 		case OPT_KV_TYPE_K:
 			a->kv_type_k = run_kv_type("--kv-type-k", optarg);
 			break;
@@ -394,6 +399,7 @@ int main(int argc, char **argv)
 	mopt.kv_type_v = a.kv_type_v;
 	mopt.kv_mem = a.kv_mem;
 	mopt.batch_exact = a.batch_exact;
+	mopt.no_pack = a.no_pack;
 	mopt.load.notice = run_notice;
 	/*
 	 * Compute behind the disk: the first pass waits for each tensor as
