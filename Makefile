@@ -20,7 +20,8 @@ PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3 \
 	   libcurl4-openssl-dev openssl
 IO_PKGS = liburing numa
-ENGINE_PKGS = libpcre2-8
+# jansson: JSON schemas for constrained output (engine/grammar/schema.c)
+ENGINE_PKGS = libpcre2-8 jansson
 # libcurl and jansson: remote models (fs/remote*.c)
 FS_PKGS = fuse3 nettle libcurl jansson
 TEST_PKGS = check jansson
@@ -76,7 +77,7 @@ override CFLAGS += $(call pkg_cflags,$(IO_PKGS) $(ENGINE_PKGS))
 
 IO_SRC := $(wildcard io/*.c)
 ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/quant/*.c \
-	engine/tokenizer/*.c)
+	engine/tokenizer/*.c engine/grammar/*.c)
 FS_SRC := $(wildcard fs/*.c)
 IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)

@@ -11,6 +11,7 @@
  *   forward     one pass over a batch of sequences, each with its tokens;
  *               writes the logits of each sequence's last token
  *   sampler     logits -> token (greedy at temperature 0)
+ *   grammar     GBNF grammars and JSON schemas: the tokens allowed next
  *   chat        the model's chat template around a user message
  *   generation  prompt -> streamed UTF-8 text, in prepare/forward/accept
  *               steps so that a scheduler can decode many at once
@@ -303,6 +304,92 @@ void engine_sampler_free(struct engine_sampler *s);
 int32_t engine_sampler_sample(struct engine_sampler *s, float *logits,
 			      const int32_t *history, size_t n_history);
 
+/* ---- grammar ----------------------------------------------------------- */
+
+/*
+ * Constrained output: a grammar in llama.cpp's GBNF (root rule "root") for
+ * one model's vocabulary. A token is allowed when llama.cpp's grammar
+ * sampler would allow it; Documentation/generation.md says how the mask
+ * is computed without testing every token.
+ *
+ * A grammar is reference counted (atomically, so any thread may take or
+ * drop a reference), and caches what it learns about its stacks: the
+ * matchers of one grammar must be used by one thread at a time (the
+ * model's, as everything made from a model). Invalid input fails with
+ * -EINVAL and a message naming the line and column (GBNF) or the JSON
+ * pointer and the line and column (JSON schema).
+ */
+struct engine_grammar;
+
+int engine_grammar_new(struct engine_grammar **out,
+		       const struct engine_model *m, const char *gbnf,
+		       size_t len, struct err *err);
+/* A JSON schema, as llama.cpp's json_schema_to_grammar reads it. */
+int engine_grammar_from_json_schema(struct engine_grammar **out,
+				    const struct engine_model *m,
+				    const char *schema, size_t len,
+				    struct err *err);
+/*
+ * The GBNF of a JSON schema (no model needed): *gbnf is malloc'ed, the
+ * caller frees it.
+ */
+int engine_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf,
+			       struct err *err);
+/* Any JSON object: llama.cpp's grammars/json.gbnf (format=json). */
+extern const char engine_grammar_json[];
+
+/* Take and drop references; the last unref frees. NULL is ignored. */
+struct engine_grammar *engine_grammar_ref(struct engine_grammar *g);
+void engine_grammar_unref(struct engine_grammar *g);
+
+/* One answer's position in a grammar. */
+struct engine_grammar_matcher;
+
+int engine_grammar_matcher_new(struct engine_grammar_matcher **out,
+			       struct engine_grammar *g, struct err *err);
+void engine_grammar_matcher_free(struct engine_grammar_matcher *mt);
+/*
+ * The allowed tokens: bit t of the returned words (n_vocab bits, valid
+ * until the next call) is set when token t may come next. -ENOMEM.
+ */
+int engine_grammar_matcher_mask(struct engine_grammar_matcher *mt,
+				const uint64_t **mask, struct err *err);
+/*
+ * Set the logits of the tokens not allowed to -INFINITY. -EINVAL when no
+ * token is allowed (the grammar cannot go on: it has no end).
+ */
+int engine_grammar_matcher_apply(struct engine_grammar_matcher *mt,
+				 float *logits, struct err *err);
+/*
+ * Advance past token (which the mask allowed). An EOG token changes
+ * nothing. -EINVAL (and the matcher unchanged) for a token the grammar
+ * cannot take.
+ */
+int engine_grammar_matcher_accept(struct engine_grammar_matcher *mt,
+				  int32_t token, struct err *err);
+/* True when the text so far is a whole sentence of the grammar. */
+bool engine_grammar_matcher_complete(const struct engine_grammar_matcher *mt);
+/*
+ * Finishing in time. The bytes the shortest way to finish the grammar
+ * needs, from here (UINT32_MAX: it cannot finish): a bound on the tokens
+ * needed, as every byte is a token of the vocabulary (byte-level BPE,
+ * SentencePiece's byte fallback).
+ */
+uint32_t
+engine_grammar_matcher_distance(const struct engine_grammar_matcher *mt);
+/* Whether the grammar could still finish within left tokens after token. */
+bool engine_grammar_matcher_fits(struct engine_grammar_matcher *mt,
+				 int32_t token, uint32_t left);
+/*
+ * Keep in logits (already masked) only the best tokens, at most 64, after
+ * which the grammar can still finish within left tokens; the others get
+ * -INFINITY. Nothing changes when none can (the grammar cannot finish in
+ * time whatever comes).
+ */
+int engine_grammar_matcher_restrict(struct engine_grammar_matcher *mt,
+				    float *logits, uint32_t left,
+				    struct err *err);
+
 /* ---- chat templates ---------------------------------------------------- */
 
 enum engine_chat_format {
@@ -354,6 +441,11 @@ int engine_chat_template_apply_system(const char *tmpl, const char *system,
 
 struct engine_generate_options {
 	struct engine_sampling sampling;
+	/*
+	 * Only tokens this grammar allows are sampled (borrowed: the
+	 * generation takes its own reference); NULL = free text.
+	 */
+	struct engine_grammar *grammar;
 	uint32_t max_tokens;	 /* 0 = until EOS or the context is full */
 	const char *const *stop; /* stop strings, not part of the output */
 	size_t n_stop;

@@ -41,6 +41,7 @@ struct engine_generation {
 	struct engine_model *model;
 	struct engine_seq *seq; /* borrowed */
 	struct engine_sampler *sampler;
+	struct engine_grammar_matcher *grammar; /* NULL: free text */
 	struct engine_detokenizer detok;
 	char **stop; /* n_stop copies of the stop strings */
 	size_t n_stop;
@@ -49,6 +50,7 @@ struct engine_generation {
 	int32_t *tokens; /* prompt, then the answer; cap */
 	size_t n_prompt, n_total, cap;
 	float *logits; /* n_vocab, written by the forward pass */
+	float *masked; /* n_vocab: the logits after the grammar, if any */
 	size_t n_kept; /* prompt positions the seq had */
 	bool started;  /* the prompt has been handed out */
 	bool pending;  /* prepared, not yet accepted */
@@ -216,10 +218,14 @@ int engine_generation_new(struct engine_generation **out,
 		goto out_free;
 	rc = engine_sampler_new(&g->sampler, &opt->sampling, info->n_vocab,
 				err);
+	if (!rc && opt->grammar)
+		rc = engine_grammar_matcher_new(&g->grammar, opt->grammar, err);
 	if (rc)
 		goto out_free;
 	g->logits = malloc((size_t)info->n_vocab * sizeof(*g->logits));
-	if (!g->logits) {
+	if (opt->grammar)
+		g->masked = malloc((size_t)info->n_vocab * sizeof(*g->masked));
+	if (!g->logits || (opt->grammar && !g->masked)) {
 		rc = err_set(err, ENOMEM, "generate: out of memory for logits");
 		goto out_free;
 	}
@@ -247,8 +253,10 @@ void engine_generation_free(struct engine_generation *g)
 		free(g->stop[i]);
 	free(g->stop);
 	engine_sampler_free(g->sampler);
+	engine_grammar_matcher_free(g->grammar);
 	free(g->tokens);
 	free(g->logits);
+	free(g->masked);
 	free(g);
 }
 
@@ -310,6 +318,50 @@ static int gen_push_token(struct engine_generation *g, int32_t t,
 	return 0;
 }
 
+/* Tokens that may still be sampled, this one included (UINT32_MAX: no end). */
+static uint32_t gen_budget(const struct engine_generation *g)
+{
+	uint32_t left = UINT32_MAX, room;
+
+	if (g->max_tokens)
+		left = g->max_tokens - g->stats.gen_tokens;
+	/* each token after this one needs a position */
+	room = engine_seq_capacity(g->seq) - engine_seq_length(g->seq) + 1;
+	return room < left ? room : left;
+}
+
+/*
+ * Sample under the grammar: only allowed tokens, and, when the tokens
+ * left run short, only tokens after which the grammar can still finish
+ * in time (the first pick is checked; if it would not fit, the pick is
+ * made again among the best tokens that do), so that an answer cut by
+ * max_tokens or the context still parses.
+ */
+static int gen_sample_grammar(struct engine_generation *g, int32_t *t,
+			      struct err *err)
+{
+	uint32_t n_vocab = engine_model_info(g->model)->n_vocab;
+	uint32_t left = gen_budget(g);
+	int rc = engine_grammar_matcher_apply(g->grammar, g->logits, err);
+
+	if (rc)
+		return rc;
+	if (left != UINT32_MAX)
+		memcpy(g->masked, g->logits, n_vocab * sizeof(*g->masked));
+	*t = engine_sampler_sample(g->sampler, g->logits, g->tokens,
+				   g->n_total);
+	if (left == UINT32_MAX ||
+	    engine_grammar_matcher_fits(g->grammar, *t, left - 1))
+		return 0;
+	memcpy(g->logits, g->masked, n_vocab * sizeof(*g->logits));
+	rc = engine_grammar_matcher_restrict(g->grammar, g->logits, left - 1,
+					     err);
+	if (!rc)
+		*t = engine_sampler_sample(g->sampler, g->logits, g->tokens,
+					   g->n_total);
+	return rc;
+}
+
 int engine_generation_accept(struct engine_generation *g, char *out, size_t cap,
 			     size_t *len, struct err *err)
 {
@@ -332,10 +384,23 @@ int engine_generation_accept(struct engine_generation *g, char *out, size_t cap,
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		g->stats.prefill_ms = gen_ms(&g->t_start, &now);
 	}
-	t = engine_sampler_sample(g->sampler, g->logits, g->tokens, g->n_total);
+	if (g->grammar) {
+		rc = gen_sample_grammar(g, &t, err);
+		if (rc) {
+			g->ended = true;
+			return rc;
+		}
+	} else {
+		t = engine_sampler_sample(g->sampler, g->logits, g->tokens,
+					  g->n_total);
+	}
 	rc = gen_push_token(g, t, err);
-	if (rc)
+	if (!rc && g->grammar)
+		rc = engine_grammar_matcher_accept(g->grammar, t, err);
+	if (rc) {
+		g->ended = true;
 		return rc;
+	}
 	g->stats.gen_tokens++;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (first) {

@@ -38,6 +38,8 @@ struct run_args {
 	struct engine_sampling sampling;
 	const char **stop;
 	size_t n_stop;
+	const char *grammar, *json_schema; /* files */
+	bool json, print_tokens;
 };
 
 static void run_usage(FILE *f)
@@ -57,6 +59,11 @@ static void run_usage(FILE *f)
 	      "      --seed S            random seed (4294967295)\n"
 	      "      --stop STR          stop before STR (repeatable)\n"
 	      "      --chat              wrap the prompt in the chat template\n"
+	      "      --grammar FILE      answer in the GBNF grammar of FILE\n"
+	      "      --json              answer a JSON object\n"
+	      "      --json-schema FILE  answer JSON that the schema in FILE"
+	      " allows\n"
+	      "      --print-tokens      the answer's token ids on stderr\n"
 	      "  -c, --ctx N             context length (0: the model's, at most"
 	      " 4096)\n"
 	      "  -t, --threads N         threads (0: one per physical core)\n"
@@ -154,6 +161,10 @@ enum {
 	OPT_KV_MEM,
 	OPT_BATCH_EXACT,
 	OPT_NO_PACK,
+	OPT_GRAMMAR,
+	OPT_JSON,
+	OPT_JSON_SCHEMA,
+	OPT_PRINT_TOKENS,
 };
 
 static void run_parse(int argc, char **argv, struct run_args *a)
@@ -182,6 +193,10 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
 		{ "batch-exact", no_argument, NULL, OPT_BATCH_EXACT },
 		{ "no-pack", no_argument, NULL, OPT_NO_PACK },
+		{ "grammar", required_argument, NULL, OPT_GRAMMAR },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "json-schema", required_argument, NULL, OPT_JSON_SCHEMA },
+		{ "print-tokens", no_argument, NULL, OPT_PRINT_TOKENS },
 		{ 0 },
 	};
 	int c;
@@ -243,6 +258,10 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		case OPT_CHAT: a->chat = true; break;
 		case OPT_BATCH_EXACT: a->batch_exact = true; break;
 		case OPT_NO_PACK: a->no_pack = true; break;
+		case OPT_GRAMMAR: a->grammar = optarg; break;
+		case OPT_JSON: a->json = true; break;
+		case OPT_JSON_SCHEMA: a->json_schema = optarg; break;
+		case OPT_PRINT_TOKENS: a->print_tokens = true; break;
 		case OPT_KV_TYPE_K:
 			a->kv_type_k = run_kv_type("--kv-type-k", optarg);
 			break;
@@ -259,6 +278,11 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		fprintf(stderr, "llmfs-run: unexpected argument '%s'\n",
 			argv[optind]);
 		run_usage(stderr);
+		exit(2);
+	}
+	if (!!a->grammar + !!a->json_schema + a->json > 1) {
+		fputs("llmfs-run: one of --grammar, --json, --json-schema\n",
+		      stderr);
 		exit(2);
 	}
 	if (!a->model || !a->prompt == !a->file) {
@@ -353,6 +377,48 @@ static int run_generate(struct engine_generation *g, struct err *err)
 	return 0;
 }
 
+/* --grammar, --json, --json-schema: the grammar, or NULL for none */
+static int run_grammar(const struct run_args *a, const struct engine_model *m,
+		       struct engine_grammar **g, struct err *err)
+{
+	const char *path = a->grammar ? a->grammar : a->json_schema;
+	char *text = NULL;
+	size_t len = 0;
+	int rc;
+
+	*g = NULL;
+	if (a->json)
+		return engine_grammar_new(g, m, engine_grammar_json,
+					  strlen(engine_grammar_json), err);
+	if (!path)
+		return 0;
+	if ((rc = run_read_prompt(path, &text, &len, err)))
+		return rc;
+	if (a->grammar)
+		rc = engine_grammar_new(g, m, text, len, err);
+	else
+		rc = engine_grammar_from_json_schema(g, m, text, len, err);
+	if (rc) {
+		char msg[sizeof(err->msg)];
+
+		snprintf(msg, sizeof(msg), "%s", err->msg);
+		err_set(err, -rc, "%s: %s", path, msg);
+	}
+	free(text);
+	return rc;
+}
+
+static void run_print_tokens(const struct engine_generation *g)
+{
+	size_t n_prompt, n_total;
+	const int32_t *t = engine_generation_tokens(g, &n_prompt, &n_total);
+
+	fputs("tokens=", stderr);
+	for (size_t i = n_prompt; i < n_total; i++)
+		fprintf(stderr, "%s%d", i > n_prompt ? " " : "", t[i]);
+	fputc('\n', stderr);
+}
+
 static void run_print_stats(const struct engine_generation_stats *st)
 {
 	double pre = st->prefill_ms > 0 ?
@@ -373,6 +439,7 @@ int main(int argc, char **argv)
 	struct engine_model_options mopt = { 0 };
 	struct engine_generate_options gopt = { 0 };
 	struct engine_generation *g = NULL;
+	struct engine_grammar *grammar = NULL;
 	struct engine_model *m = NULL;
 	struct engine_seq *seq = NULL;
 	struct err err = { 0 };
@@ -424,18 +491,25 @@ int main(int argc, char **argv)
 	gopt.stop = a.stop;
 	gopt.n_stop = a.n_stop;
 	gopt.chat = a.chat;
+	rc = run_grammar(&a, m, &grammar, &err);
+	if (rc)
+		goto out;
+	gopt.grammar = grammar;
 	rc = engine_generation_new(&g, m, seq, prompt, len, &gopt, &err);
 	if (rc)
 		goto out;
 	/* -n 0: the prompt is tokenized and counted, nothing evaluated */
 	if (a.n_predict != 0)
 		rc = run_generate(g, &err);
+	if (!rc && a.print_tokens)
+		run_print_tokens(g);
 	if (!rc)
 		run_print_stats(engine_generation_stats(g));
 out:
 	if (rc)
 		fprintf(stderr, "llmfs-run: %s\n", err.msg);
 	engine_generation_free(g);
+	engine_grammar_unref(grammar);
 	engine_seq_free(seq);
 	engine_model_free(m);
 	free(file_text);

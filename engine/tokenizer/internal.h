@@ -7,6 +7,7 @@
 #define LLMFS_ENGINE_TOKENIZER_INTERNAL_H
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "tokenizer.h"
@@ -46,6 +47,10 @@ struct engine_vocab {
 
 	bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
 	struct pretok *pretok; /* BPE only */
+
+	/* engine_vocab_cache_*: built by its first user, freed with v */
+	_Atomic(void *) cache;
+	void (*cache_free)(void *);
 };
 
 /*

@@ -124,6 +124,16 @@ void engine_vocab_detok_context(const struct engine_vocab *v,
 				struct engine_detokenizer *d,
 				const int32_t *tokens, size_t n);
 
+/*
+ * One structure derived from the vocabulary and kept with it (engine/
+ * grammar's token trie): _get returns it or NULL; _set stores p unless
+ * another thread stored one first, and returns the one stored (the
+ * caller frees p when it is not). free_fn frees it with the vocabulary.
+ */
+void *engine_vocab_cache_get(const struct engine_vocab *v);
+void *engine_vocab_cache_set(const struct engine_vocab *v, void *p,
+			     void (*free_fn)(void *));
+
 /* Provided by engine/model.c. */
 const struct engine_vocab *engine_model_vocab(const struct engine_model *m);
 

@@ -6,6 +6,7 @@
  * engine_vocab_tokenize.
  */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,8 @@ void engine_vocab_free(struct engine_vocab *v)
 {
 	if (!v)
 		return;
+	if (v->cache_free)
+		v->cache_free(atomic_load(&v->cache));
 	pretok_free(v->pretok);
 	free(v->tokens);
 	free(v->arena);
@@ -627,6 +630,24 @@ fail:
 }
 
 /* ---- accessors --------------------------------------------------------- */
+
+void *engine_vocab_cache_get(const struct engine_vocab *v)
+{
+	return atomic_load(&((struct engine_vocab *)v)->cache);
+}
+
+void *engine_vocab_cache_set(const struct engine_vocab *v, void *p,
+			     void (*free_fn)(void *))
+{
+	struct engine_vocab *w = (struct engine_vocab *)v;
+	void *none = NULL;
+
+	/* the first one wins; a later one is the caller's to free */
+	if (!atomic_compare_exchange_strong(&w->cache, &none, p))
+		return none;
+	w->cache_free = free_fn;
+	return p;
+}
 
 enum engine_vocab_type engine_vocab_type(const struct engine_vocab *v)
 {
