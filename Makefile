@@ -37,6 +37,9 @@ PKGS_DEB += clang-format
 # boot systemd in a Debian tree to run llmfs@.service (nspawn.sh).
 # Documentation/containers.md and install.md say why each is needed.
 PKGS_DEB_CHECK = podman runc systemd-container debootstrap
+# python3-jsonschema: tests/fs/grammar.sh validates answers under a JSON
+# schema with a validator of its own.
+PKGS_DEB += python3-jsonschema
 FS_PKGS += libsystemd
 
 CC ?= cc

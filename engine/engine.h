@@ -446,6 +446,15 @@ struct engine_generate_options {
 	 * generation takes its own reference); NULL = free text.
 	 */
 	struct engine_grammar *grammar;
+	/*
+	 * Record each answer token's log-probability, with top_logprobs
+	 * alternatives (at most ENGINE_LOGPROBS_MAX), for
+	 * engine_generation_logprobs: the log-softmax of the model's raw
+	 * logits, before penalties, grammar and temperature, as llama.cpp's
+	 * n_probs and OpenAI's logprobs give them.
+	 */
+	bool logprobs;
+	uint32_t top_logprobs;
 	uint32_t max_tokens;	 /* 0 = until EOS or the context is full */
 	const char *const *stop; /* stop strings, not part of the output */
 	size_t n_stop;
@@ -458,7 +467,8 @@ struct engine_generation_stats {
 	uint32_t gen_tokens;
 	double ttft_ms; /* from the first prepare to the first token */
 	double prefill_ms;
-	double decode_ms; /* after the first token */
+	double decode_ms;  /* after the first token */
+	double grammar_ms; /* in masks and grammar steps (part of the above) */
 };
 
 struct engine_generation;
@@ -500,6 +510,34 @@ engine_generation_stats(const struct engine_generation *g);
 /* The tokens of the prompt and of the answer so far. */
 const int32_t *engine_generation_tokens(const struct engine_generation *g,
 					size_t *n_prompt, size_t *n_total);
+
+#define ENGINE_LOGPROBS_MAX 20
+
+struct engine_logprob {
+	int32_t token;
+	float logprob; /* natural log */
+};
+
+struct engine_token_logprobs {
+	struct engine_logprob chosen; /* the token sampled */
+	uint32_t n_top;
+	struct engine_logprob top[ENGINE_LOGPROBS_MAX]; /* best first, ties:
+							   lower id */
+};
+
+/*
+ * One record per answer token so far (EOG included), when the options
+ * asked for logprobs; NULL and 0 otherwise. Borrowed from g.
+ */
+const struct engine_token_logprobs *
+engine_generation_logprobs(const struct engine_generation *g, size_t *n);
+/*
+ * The bytes of one token as llama.cpp's token_to_piece(special) gives
+ * them (special tokens as their text); returns the full length, writing
+ * at most cap bytes.
+ */
+size_t engine_token_piece(const struct engine_model *m, int32_t token,
+			  char *out, size_t cap);
 
 /* ---- planner ----------------------------------------------------------- */
 

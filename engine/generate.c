@@ -25,6 +25,7 @@
  *   }
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,8 +50,15 @@ struct engine_generation {
 	uint32_t n_ctx;
 	int32_t *tokens; /* prompt, then the answer; cap */
 	size_t n_prompt, n_total, cap;
-	float *logits; /* n_vocab, written by the forward pass */
-	float *masked; /* n_vocab: the logits after the grammar, if any */
+	float *logits;	/* n_vocab, written by the forward pass */
+	float *masked;	/* n_vocab: the logits after the grammar, if any */
+	bool penalized; /* the sampler changes the logits it samples from */
+	/* logprobs: one record per answer token */
+	bool logprobs;
+	uint32_t top_logprobs;
+	float *raw; /* n_vocab: this step's logits as the model gave them */
+	struct engine_token_logprobs *lp;
+	size_t n_lp, cap_lp;
 	size_t n_kept; /* prompt positions the seq had */
 	bool started;  /* the prompt has been handed out */
 	bool pending;  /* prepared, not yet accepted */
@@ -223,9 +231,18 @@ int engine_generation_new(struct engine_generation **out,
 	if (rc)
 		goto out_free;
 	g->logits = malloc((size_t)info->n_vocab * sizeof(*g->logits));
-	if (opt->grammar)
+	g->penalized = opt->sampling.repeat_penalty != 1.0f &&
+		       opt->sampling.repeat_last_n != 0;
+	if (opt->grammar && g->penalized)
 		g->masked = malloc((size_t)info->n_vocab * sizeof(*g->masked));
-	if (!g->logits || (opt->grammar && !g->masked)) {
+	g->logprobs = opt->logprobs;
+	g->top_logprobs = opt->top_logprobs < ENGINE_LOGPROBS_MAX ?
+				  opt->top_logprobs :
+				  ENGINE_LOGPROBS_MAX;
+	if (opt->logprobs)
+		g->raw = malloc((size_t)info->n_vocab * sizeof(*g->raw));
+	if (!g->logits || (opt->grammar && g->penalized && !g->masked) ||
+	    (opt->logprobs && !g->raw)) {
 		rc = err_set(err, ENOMEM, "generate: out of memory for logits");
 		goto out_free;
 	}
@@ -257,6 +274,8 @@ void engine_generation_free(struct engine_generation *g)
 	free(g->tokens);
 	free(g->logits);
 	free(g->masked);
+	free(g->raw);
+	free(g->lp);
 	free(g);
 }
 
@@ -318,6 +337,84 @@ static int gen_push_token(struct engine_generation *g, int32_t t,
 	return 0;
 }
 
+/* ---- log-probabilities ------------------------------------------------- */
+
+/* log(sum(exp(x))) over n logits, and the best k (heap order undone). */
+static double gen_logsumexp(const float *x, uint32_t n)
+{
+	float max = -INFINITY;
+	double sum = 0.0;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (x[i] > max)
+			max = x[i];
+	if (!isfinite(max))
+		return max;
+	for (uint32_t i = 0; i < n; i++)
+		sum += expf(x[i] - max);
+	return max + log(sum);
+}
+
+static bool gen_better(const struct engine_logprob *a,
+		       const struct engine_logprob *b)
+{
+	return a->logprob > b->logprob ||
+	       (a->logprob == b->logprob && a->token < b->token);
+}
+
+/* Insert (token, v) into the sorted top list of r (k wanted). */
+static void gen_top_insert(struct engine_token_logprobs *r, uint32_t k,
+			   int32_t token, float v)
+{
+	struct engine_logprob x = { token, v };
+	uint32_t i;
+
+	if (r->n_top == k && !gen_better(&x, &r->top[k - 1]))
+		return;
+	i = r->n_top < k ? r->n_top++ : k - 1;
+	while (i > 0 && gen_better(&x, &r->top[i - 1])) {
+		r->top[i] = r->top[i - 1];
+		i--;
+	}
+	r->top[i] = x;
+}
+
+/* Before anything changes the logits: their log-softmax's best ones. */
+static int gen_logprobs_begin(struct engine_generation *g, struct err *err)
+{
+	uint32_t n = engine_model_info(g->model)->n_vocab;
+	struct engine_token_logprobs *r;
+	double lse;
+
+	if (g->n_lp == g->cap_lp) {
+		size_t cap = g->cap_lp ? 2 * g->cap_lp : 64;
+		void *p = realloc(g->lp, cap * sizeof(*g->lp));
+
+		if (!p)
+			return err_set(err, ENOMEM, "generate: out of memory");
+		g->lp = p;
+		g->cap_lp = cap;
+	}
+	memcpy(g->raw, g->logits, n * sizeof(*g->raw));
+	lse = gen_logsumexp(g->raw, n);
+	r = &g->lp[g->n_lp];
+	memset(r, 0, sizeof(*r));
+	for (uint32_t t = 0; g->top_logprobs && t < n; t++)
+		gen_top_insert(r, g->top_logprobs, (int32_t)t,
+			       (float)(g->raw[t] - lse));
+	/* chosen.logprob holds the sum until the token is known */
+	r->chosen.logprob = (float)lse;
+	return 0;
+}
+
+static void gen_logprobs_end(struct engine_generation *g, int32_t t)
+{
+	struct engine_token_logprobs *r = &g->lp[g->n_lp++];
+
+	r->chosen.token = t;
+	r->chosen.logprob = g->raw[t] - r->chosen.logprob;
+}
+
 /* Tokens that may still be sampled, this one included (UINT32_MAX: no end). */
 static uint32_t gen_budget(const struct engine_generation *g)
 {
@@ -346,14 +443,16 @@ static int gen_sample_grammar(struct engine_generation *g, int32_t *t,
 
 	if (rc)
 		return rc;
-	if (left != UINT32_MAX)
+	/* only a repetition penalty changes the logits as it samples */
+	if (left != UINT32_MAX && g->penalized)
 		memcpy(g->masked, g->logits, n_vocab * sizeof(*g->masked));
 	*t = engine_sampler_sample(g->sampler, g->logits, g->tokens,
 				   g->n_total);
 	if (left == UINT32_MAX ||
 	    engine_grammar_matcher_fits(g->grammar, *t, left - 1))
 		return 0;
-	memcpy(g->logits, g->masked, n_vocab * sizeof(*g->logits));
+	if (g->penalized)
+		memcpy(g->logits, g->masked, n_vocab * sizeof(*g->logits));
 	rc = engine_grammar_matcher_restrict(g->grammar, g->logits, left - 1,
 					     err);
 	if (!rc)
@@ -367,7 +466,7 @@ int engine_generation_accept(struct engine_generation *g, char *out, size_t cap,
 {
 	struct timespec now;
 	bool first = g->n_total == g->n_prompt;
-	int32_t t;
+	int32_t t = 0;
 	int rc;
 
 	*len = 0;
@@ -384,8 +483,17 @@ int engine_generation_accept(struct engine_generation *g, char *out, size_t cap,
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		g->stats.prefill_ms = gen_ms(&g->t_start, &now);
 	}
+	if (g->logprobs && (rc = gen_logprobs_begin(g, err))) {
+		g->ended = true;
+		return rc;
+	}
 	if (g->grammar) {
+		struct timespec a, b;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
 		rc = gen_sample_grammar(g, &t, err);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		g->stats.grammar_ms += gen_ms(&a, &b);
 		if (rc) {
 			g->ended = true;
 			return rc;
@@ -394,9 +502,17 @@ int engine_generation_accept(struct engine_generation *g, char *out, size_t cap,
 		t = engine_sampler_sample(g->sampler, g->logits, g->tokens,
 					  g->n_total);
 	}
+	if (g->logprobs)
+		gen_logprobs_end(g, t);
 	rc = gen_push_token(g, t, err);
-	if (!rc && g->grammar)
+	if (!rc && g->grammar) {
+		struct timespec a, b;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
 		rc = engine_grammar_matcher_accept(g->grammar, t, err);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		g->stats.grammar_ms += gen_ms(&a, &b);
+	}
 	if (rc) {
 		g->ended = true;
 		return rc;
@@ -462,6 +578,13 @@ const struct engine_generation_stats *
 engine_generation_stats(const struct engine_generation *g)
 {
 	return &g->stats;
+}
+
+const struct engine_token_logprobs *
+engine_generation_logprobs(const struct engine_generation *g, size_t *n)
+{
+	*n = g->n_lp;
+	return g->lp;
 }
 
 const int32_t *engine_generation_tokens(const struct engine_generation *g,

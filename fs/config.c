@@ -28,6 +28,10 @@ static const char *const config_names[FS_CONFIG_COUNT] = {
 	[FS_CONFIG_MAX_TOKENS] = "max_tokens",
 	[FS_CONFIG_STOP] = "stop",
 	[FS_CONFIG_SYSTEM] = "system",
+	[FS_CONFIG_FORMAT] = "format",
+	[FS_CONFIG_JSON_SCHEMA] = "json_schema",
+	[FS_CONFIG_GRAMMAR] = "grammar",
+	[FS_CONFIG_LOGPROBS] = "logprobs",
 };
 
 /* Without a config write, a generation ends after this many tokens. */
@@ -55,6 +59,7 @@ void fs_config_free(struct fs_config *c)
 	config_clear_stop(c);
 	free(c->system);
 	c->system = NULL;
+	fs_config_grammar_free(c);
 }
 
 static int config_copy_stop(struct fs_config *dst, const struct fs_config *src)
@@ -75,11 +80,19 @@ int fs_config_copy(struct fs_config *dst, const struct fs_config *src)
 {
 	*dst = *src;
 	dst->system = NULL;
+	dst->format = dst->json_schema = dst->grammar = NULL;
+	dst->compiled = NULL;
 	if (src->system && !(dst->system = strdup(src->system))) {
 		dst->n_stop = 0;
 		return -ENOMEM;
 	}
 	if (config_copy_stop(dst, src)) {
+		free(dst->system);
+		dst->system = NULL;
+		return -ENOMEM;
+	}
+	if (fs_config_grammar_copy(dst, src)) {
+		config_clear_stop(dst);
 		free(dst->system);
 		dst->system = NULL;
 		return -ENOMEM;
@@ -183,7 +196,7 @@ static int config_set_system(struct fs_config *c, const char *v,
 }
 
 static int config_set(struct fs_config *c, enum fs_config_key k, const char *v,
-		      struct err *err)
+		      const struct fs_config_source *src, struct err *err)
 {
 	unsigned long long u;
 	char s[CONFIG_STOP_LEN_MAX];
@@ -240,6 +253,16 @@ static int config_set(struct fs_config *c, enum fs_config_key k, const char *v,
 		c->n_stop++;
 		break;
 	case FS_CONFIG_SYSTEM: return config_set_system(c, v, err);
+	case FS_CONFIG_FORMAT:
+	case FS_CONFIG_JSON_SCHEMA:
+	case FS_CONFIG_GRAMMAR:
+		if ((rc = fs_config_set_grammar(c, k, v, src, err)))
+			return rc;
+		break;
+	case FS_CONFIG_LOGPROBS:
+		if (!(rc = config_uint(v, FS_LOGPROBS_MAX, &u)))
+			c->logprobs = u;
+		break;
 	default: return -EINVAL;
 	}
 	if (rc)
@@ -249,7 +272,8 @@ static int config_set(struct fs_config *c, enum fs_config_key k, const char *v,
 	return 0;
 }
 
-static int config_line(struct fs_config *c, char *line, struct err *err)
+static int config_line(struct fs_config *c, char *line,
+		       const struct fs_config_source *src, struct err *err)
 {
 	char *eq, *key = line, *val;
 	size_t n;
@@ -270,16 +294,23 @@ static int config_line(struct fs_config *c, char *line, struct err *err)
 	val = eq + 1;
 	for (int k = 0; k < FS_CONFIG_COUNT; k++)
 		if (!strcmp(key, config_names[k]))
-			return config_set(c, k, val, err);
+			return config_set(c, k, val, src, err);
 	return err_set(
 		err, EINVAL,
 		"config: unknown key '%.64s' (temperature top_k top_p min_p "
-		"repeat_penalty seed max_tokens stop system)",
+		"repeat_penalty seed max_tokens stop system format json_schema "
+		"grammar logprobs)",
 		key);
 }
 
 int fs_config_write(struct fs_config *c, const char *text, size_t len,
 		    struct err *err)
+{
+	return fs_config_write_for(c, text, len, NULL, err);
+}
+
+int fs_config_write_for(struct fs_config *c, const char *text, size_t len,
+			const struct fs_config_source *src, struct err *err)
 {
 	struct fs_config tmp;
 	char *copy, *line, *save;
@@ -297,7 +328,7 @@ int fs_config_write(struct fs_config *c, const char *text, size_t len,
 	}
 	for (line = strtok_r(copy, "\n", &save); line && !rc;
 	     line = strtok_r(NULL, "\n", &save))
-		rc = config_line(&tmp, line, err);
+		rc = config_line(&tmp, line, src, err);
 	free(copy);
 	if (rc) {
 		fs_config_free(&tmp);
@@ -340,6 +371,15 @@ int fs_config_merge(struct fs_config *out, const struct fs_config *base,
 		out->system = over->system ? strdup(over->system) : NULL;
 		if (over->system && !out->system)
 			rc = -ENOMEM;
+	}
+	if (over->set & (1u << FS_CONFIG_LOGPROBS))
+		out->logprobs = over->logprobs;
+	/* the three constraints are one setting: the last written wins */
+	if (!rc &&
+	    (over->set & (1u << FS_CONFIG_FORMAT | 1u << FS_CONFIG_JSON_SCHEMA |
+			  1u << FS_CONFIG_GRAMMAR))) {
+		fs_config_grammar_free(out);
+		rc = fs_config_grammar_copy(out, over);
 	}
 	out->set = base->set | over->set;
 	return rc;
@@ -398,5 +438,14 @@ int fs_config_format(const struct fs_config *c, struct fs_buf *b)
 		rc = fs_config_escape(b, c->system);
 	if (!rc)
 		rc = fs_buf_add(b, "\n", 1);
+	/* a schema is one line of JSON, kept as written; a grammar escaped */
+	if (!rc)
+		rc = fs_buf_printf(b, "format=%s\njson_schema=%s\ngrammar=",
+				   c->format ? c->format : "",
+				   c->json_schema ? c->json_schema : "");
+	if (!rc && c->grammar)
+		rc = fs_config_escape(b, c->grammar);
+	if (!rc)
+		rc = fs_buf_printf(b, "\nlogprobs=%u\n", c->logprobs);
 	return rc;
 }

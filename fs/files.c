@@ -410,6 +410,12 @@ static int files_text(struct fs *fs, struct fs_handle *h, fuse_req_t req)
 				h->session->history.len);
 		pthread_mutex_unlock(&fm->lock);
 		return rc;
+	case FS_K_SLOGPROBS:
+		pthread_mutex_lock(&fm->lock);
+		rc = fs_buf_add(&h->text, h->session->logprobs.p,
+				h->session->logprobs.len);
+		pthread_mutex_unlock(&fm->lock);
+		return rc;
 	case FS_K_SNEW:
 		if (fs->opt.ro)
 			return -EROFS;
@@ -626,15 +632,24 @@ int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 		return files_gen_write(h, req, buf, size);
 	switch (h->node.kind) {
 	case FS_K_CONFIG:
-	case FS_K_SCONFIG:
+	case FS_K_SCONFIG: {
+		struct fs_config_source src = {
+			.uid = fuse_req_ctx(req)->uid,
+			.remote = !strcmp(fm->provider->name, "remote"),
+		};
+
 		pthread_mutex_lock(&fm->lock);
-		rc = fs_config_write(h->session ? &h->session->over :
-						  &fm->config,
-				     buf, size, &err);
+		/* grammars are compiled for a loaded local model */
+		if (fm->state == FS_MODEL_READY)
+			src.m = fm->m;
+		rc = fs_config_write_for(h->session ? &h->session->over :
+						      &fm->config,
+					 buf, size, &src, &err);
 		pthread_mutex_unlock(&fm->lock);
 		if (rc)
 			fs_errors_add(&fm->errors, "%s", err.msg);
 		return rc;
+	}
 	case FS_K_PLACEMENT:
 		if (fs_model_state(fm) != FS_MODEL_READY) {
 			fs_errors_add(&fm->errors,

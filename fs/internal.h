@@ -175,8 +175,16 @@ enum fs_config_key {
 	FS_CONFIG_MAX_TOKENS,
 	FS_CONFIG_STOP,
 	FS_CONFIG_SYSTEM,
+	/* constrained output and log-probabilities (config_grammar.c) */
+	FS_CONFIG_FORMAT,
+	FS_CONFIG_JSON_SCHEMA,
+	FS_CONFIG_GRAMMAR,
+	FS_CONFIG_LOGPROBS,
 	FS_CONFIG_COUNT,
 };
+
+/* Most alternatives per token in sessions/N/logprobs (OpenAI's limit). */
+#define FS_LOGPROBS_MAX 20
 
 struct fs_config {
 	struct engine_sampling sampling;
@@ -184,7 +192,26 @@ struct fs_config {
 	char *stop[FS_STOP_MAX];
 	size_t n_stop;
 	char *system; /* chat's system prompt, NULL for none */
+	/*
+	 * At most one of format, json_schema and grammar is set (the last
+	 * written); compiled is its grammar for the model (a reference).
+	 * json_schema and grammar hold what was written: the text, or an
+	 * absolute path that was read.
+	 */
+	char *format; /* "json" or NULL */
+	char *json_schema;
+	char *grammar;
+	struct engine_grammar *compiled;
+	uint32_t logprobs; /* alternatives per token in sessions/N/logprobs */
 	unsigned set; /* bit per enum fs_config_key: set here (overrides) */
+};
+
+/* What a config write may need besides its text. */
+struct fs_config_source {
+	const struct engine_model *m; /* to compile grammars; NULL: none */
+	uid_t uid;		      /* the writer: paths are read for the
+					 daemon's own uid and root only */
+	bool remote;		      /* a remote model: no grammars */
 };
 
 void fs_config_defaults(struct fs_config *c);
@@ -192,16 +219,34 @@ void fs_config_free(struct fs_config *c);
 int fs_config_copy(struct fs_config *dst, const struct fs_config *src);
 /*
  * Apply key=value lines to c, all or nothing: -EINVAL with the bad line in
- * err, c untouched.
+ * err, c untouched. fs_config_write_for also takes the grammar keys
+ * (format, json_schema, grammar) with what src gives; without a source
+ * they fail with -EINVAL unless they clear.
  */
 int fs_config_write(struct fs_config *c, const char *text, size_t len,
 		    struct err *err);
+int fs_config_write_for(struct fs_config *c, const char *text, size_t len,
+			const struct fs_config_source *src, struct err *err);
+/* config_grammar.c: one grammar key's value into c (-EINVAL, -EACCES). */
+int fs_config_set_grammar(struct fs_config *c, enum fs_config_key k,
+			  const char *v, const struct fs_config_source *src,
+			  struct err *err);
+void fs_config_grammar_free(struct fs_config *c);
+int fs_config_grammar_copy(struct fs_config *dst, const struct fs_config *src);
 /* Effective settings: base, with the keys set in over replaced. */
 int fs_config_merge(struct fs_config *out, const struct fs_config *base,
 		    const struct fs_config *over);
 int fs_config_format(const struct fs_config *c, struct fs_buf *b);
 /* s as a config value: C escapes for control bytes, \\ and a last blank. */
 int fs_config_escape(struct fs_buf *b, const char *s);
+
+/*
+ * sessions/N/logprobs (logprobs.c): one JSON object per answer token of
+ * lp[0..n), appended to b.
+ */
+int fs_logprobs_format(const struct engine_model *m,
+		       const struct engine_token_logprobs *lp, size_t n,
+		       struct fs_buf *b);
 
 /* ---- streams: the output of one generation ----------------------------- */
 
@@ -311,10 +356,11 @@ struct fs_session {
 	uint64_t id;
 	uid_t uid;
 	gid_t gid;
-	double ctime, atime;   /* fs_wall(); atime by fs_model.lock */
-	bool removed;	       /* rmdir'ed or timed out */
-	struct fs_config over; /* overrides; by fs_model.lock */
-	struct fs_buf history; /* by fs_model.lock */
+	double ctime, atime;	/* fs_wall(); atime by fs_model.lock */
+	bool removed;		/* rmdir'ed or timed out */
+	struct fs_config over;	/* overrides; by fs_model.lock */
+	struct fs_buf history;	/* by fs_model.lock */
+	struct fs_buf logprobs; /* the last answer's, JSON lines; by lock */
 	struct fs_stream *pending[FS_GEN_KINDS]; /* submitted, not yet opened */
 	uint32_t kv_used;	/* tokens of its last sequence */
 	struct engine_seq *seq; /* kept between turns; by fs_model.lock */
@@ -705,6 +751,7 @@ enum fs_kind {
 	FS_K_SCONFIG,
 	FS_K_SHISTORY,
 	FS_K_SKV,
+	FS_K_SLOGPROBS,
 	FS_K_COUNT,
 };
 

@@ -170,8 +170,21 @@ static void sched_load(struct fs_model *fm)
 static void sched_history(struct fs_model *fm, struct fs_stream *s)
 {
 	struct fs_session *ss = s->session;
+	struct fs_buf lp = { 0 };
+	const struct engine_token_logprobs *r = NULL;
+	size_t n = 0;
 
+	/* the answer's log-probabilities, formatted outside the lock */
+	if (s->gen)
+		r = engine_generation_logprobs(s->gen, &n);
+	if (r && fs_logprobs_format(fm->m, r, n, &lp))
+		fs_buf_free(&lp);
 	pthread_mutex_lock(&fm->lock);
+	if (!ss->removed && s->gen) {
+		fs_buf_free(&ss->logprobs);
+		ss->logprobs = lp;
+		lp = (struct fs_buf){ 0 };
+	}
 	if (!ss->removed) {
 		pthread_mutex_lock(&s->lock);
 		fs_buf_printf(&ss->history, "--- %s\n%s\n--- answer\n%s\n",
@@ -181,6 +194,7 @@ static void sched_history(struct fs_model *fm, struct fs_stream *s)
 		pthread_mutex_unlock(&s->lock);
 	}
 	pthread_mutex_unlock(&fm->lock);
+	fs_buf_free(&lp);
 }
 
 static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
@@ -348,6 +362,10 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		.stop = (const char *const *)s->cfg.stop,
 		.n_stop = s->cfg.n_stop,
 		.chat = s->kind == FS_GEN_CHAT,
+		.grammar = s->cfg.compiled,
+		/* a session keeps its last answer's (sessions/N/logprobs) */
+		.logprobs = s->session != NULL,
+		.top_logprobs = s->cfg.logprobs,
 	};
 	struct err err = { 0 };
 	char *text;

@@ -65,6 +65,7 @@ static void session_free(struct fs_session *ss)
 {
 	fs_config_free(&ss->over);
 	fs_buf_free(&ss->history);
+	fs_buf_free(&ss->logprobs);
 	fs_buf_free(&ss->convo);
 	engine_seq_free(ss->seq);
 	free(ss);

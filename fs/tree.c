@@ -52,6 +52,7 @@ static const struct tree_entry tree_session[] = {
 	{ "config", FS_K_SCONFIG },
 	{ "history", FS_K_SHISTORY },
 	{ "kv", FS_K_SKV },
+	{ "logprobs", FS_K_SLOGPROBS },
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -85,6 +86,7 @@ static const mode_t tree_modes[FS_K_COUNT] = {
 	[FS_K_SCONFIG] = S_IFREG | 0600,
 	[FS_K_SHISTORY] = S_IFREG | 0400,
 	[FS_K_SKV] = S_IFREG | 0600,
+	[FS_K_SLOGPROBS] = S_IFREG | 0400,
 };
 
 fuse_ino_t fs_node_ino(const struct fs_node *n)
@@ -125,7 +127,8 @@ struct fs_model *fs_tree_model_get(struct fs *fs, const struct fs_node *n,
 static bool tree_in_session(enum fs_kind k)
 {
 	return k == FS_K_SDIR || k == FS_K_SGENERATE || k == FS_K_SCHAT ||
-	       k == FS_K_SCONFIG || k == FS_K_SHISTORY || k == FS_K_SKV;
+	       k == FS_K_SCONFIG || k == FS_K_SHISTORY || k == FS_K_SKV ||
+	       k == FS_K_SLOGPROBS;
 }
 
 static int tree_stat(struct fs *fs, struct fs_model *fm,

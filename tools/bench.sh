@@ -11,13 +11,16 @@
 #   tools/bench-cpu.sh   prefill and decode vs llama-bench on two models of
 #                        Qwen3-0.6B shape, decode vs memory bandwidth, and
 #                        1/4/16 sessions through the mount
+#   tools/bench-grammar.sh constrained decoding's cost (format=json, a
+#                        JSON schema) vs free decoding and vs llama.cpp's
+#                        grammar sampling, on the Qwen3-0.6B shape
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export BUILD=${BUILD:-build}
 export LLAMA_REF_DIR=${LLAMA_REF_DIR:-$PWD/ref}
 status=0
 for part in tools/bench-load.sh tools/bench-fs.sh tools/bench-kv.sh \
-		tools/bench-remote.sh tools/bench-cpu.sh; do
+		tools/bench-remote.sh tools/bench-cpu.sh tools/bench-grammar.sh; do
 	[ -x "$part" ] || continue
 	echo "== $part"
 	"$part" || status=1

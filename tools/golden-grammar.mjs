@@ -3,20 +3,18 @@
 //
 // Reference answers under a grammar: llama.cpp (the pinned node-llama-cpp
 // in REFDIR, CPU, 2 threads, context 1024: the golden data's settings,
-// ../shared/README.md section 1) decoding greedily under a GBNF grammar.
-// Each prompt is tokenized as llama.cpp's completion does and fed one
-// token at a time (the one-token path); then, for up to 48 steps, the
-// next token is the best-scoring token that llama.cpp's grammar sampler
-// accepts (llama_sampler_apply on the grammar, through node-llama-cpp's
-// canBeNextTokenForGrammarEvaluationState), accepted into the grammar
-// state, and fed back; an end-of-generation token ends the answer.
+// ../shared/README.md section 1) decoding greedily under a GBNF grammar
+// (a LlamaGrammarEvaluationState: llama.cpp's grammar sampler). Each
+// prompt is tokenized as llama.cpp's completion does and fed one token at
+// a time (the one-token path); then up to 48 tokens are decoded one at a
+// time, an end-of-generation token ending the answer.
 //
 // The margin of a step is the chosen token's logit minus the next allowed
-// token's (searched among the best 4096 after it; past that it is a lower
-// bound). A second context then lets node-llama-cpp's own sampler decode
-// under the same grammar (LlamaContextSequence.evaluate with a
-// LlamaGrammarEvaluationState) and the script fails unless both agree:
-// the reference is llama.cpp's constrained greedy decoding.
+// token's (from the probabilities node-llama-cpp returns after applying the
+// grammar). A second context decodes again without asking for them
+// (node-llama-cpp then samples first and applies the grammar only when the
+// pick is not allowed, as llama.cpp's common sampler does), and the script
+// fails unless both give the same tokens.
 //
 // CASES.json: [{"name", "prompt", "grammar": GBNF} or {"name", "prompt",
 // "node_json_schema": schema}], the latter through node-llama-cpp's
@@ -28,7 +26,6 @@ import path from "node:path";
 import {pathToFileURL} from "node:url";
 
 const STEPS = 48;
-const SEARCH = 4096;
 
 const [refDir, modelPath, casesPath, outPath] = process.argv.slice(2);
 if (!outPath) {
@@ -42,7 +39,6 @@ const {getLlama, LlamaLogLevel, LlamaGrammar, LlamaGrammarEvaluationState} =
 const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
 const model = await llama.loadModel({modelPath: path.resolve(modelPath), gpuLayers: 0});
 const nVocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
-const sampler = llama._bindings.AddonSampler;
 
 function promptTokens(text) {
     const toks = Array.from(model.tokenize(text, true));
@@ -60,45 +56,25 @@ async function newSequence() {
     return [context, context.getSequence()];
 }
 
-// greedy under the grammar, deciding each step from the raw logits
+// greedy under the grammar, with each step's margin: node-llama-cpp asked
+// for probabilities applies the grammar to every candidate first (disallowed
+// ones get probability 0), so the two best probabilities are the two best
+// allowed tokens' and their log-ratio is the logit margin
 async function decide(grammar, ptoks) {
     const [context, seq] = await newSequence();
     const state = new LlamaGrammarEvaluationState({model, grammar});
-    const want = {generateNext: {logits: true}};
     for (const t of ptoks.slice(0, -1))
         await seq.controlledEvaluate([t]);
-    let input = ptoks[ptoks.length - 1];
     const tokens = [], margins = [];
-    for (let step = 0; step < STEPS; step++) {
-        const res = await seq.controlledEvaluate([[input, want]]);
-        const logits = res[0].next.logits;
-        if (logits.size !== nVocab)
-            throw new Error(`expected ${nVocab} logits, got ${logits.size}`);
-        const order = Array.from(logits.entries());
-        order.sort((a, b) => (b[1] - a[1]) || (a[0] - b[0]));
-        let first = -1, second = -1;
-        for (let i = 0; i < order.length; i++) {
-            if (first >= 0 && i > first + SEARCH)
-                break;
-            if (!sampler.canBeNextTokenForGrammarEvaluationState(state._state, order[i][0]))
-                continue;
-            if (first >= 0) {
-                second = i;
-                break;
-            }
-            first = i;
-        }
-        if (first < 0)
-            throw new Error("the grammar allows no token");
-        const f32 = Math.fround;
-        const other = second >= 0 ? order[second][1] : order[Math.min(order.length - 1, first + SEARCH)][1];
-        margins.push(Number((f32(order[first][1]) - f32(other)).toPrecision(6)));
-        const tok = order[first][0];
-        tokens.push(tok);
-        if (model.isEogToken(tok))
+    for await (const out of seq.evaluateWithMetadata([ptoks[ptoks.length - 1]],
+        {probabilities: true},
+        {temperature: 0, grammarEvaluationState: state, yieldEogToken: true})) {
+        const p = Array.from(out.probabilities.values()).sort((a, b) => b - a);
+        const m = p.length > 1 && p[1] > 0 ? Math.log(p[0] / p[1]) : 1e9;
+        tokens.push(out.token);
+        margins.push(Number(m.toPrecision(6)));
+        if (model.isEogToken(out.token) || tokens.length >= STEPS)
             break;
-        sampler.acceptGrammarEvaluationStateToken(state._state, tok);
-        input = tok;
     }
     await context.dispose();
     return [tokens, margins];
@@ -111,10 +87,10 @@ async function sample(grammar, ptoks) {
     for (const t of ptoks.slice(0, -1))
         await seq.controlledEvaluate([t]);
     const tokens = [];
-    for await (const out of seq.evaluate([ptoks[ptoks.length - 1]],
+    for await (const token of seq.evaluate([ptoks[ptoks.length - 1]],
         {temperature: 0, grammarEvaluationState: state, yieldEogToken: true})) {
-        tokens.push(out.token);
-        if (model.isEogToken(out.token) || tokens.length >= STEPS)
+        tokens.push(token);
+        if (model.isEogToken(token) || tokens.length >= STEPS)
             break;
     }
     await context.dispose();
@@ -123,6 +99,7 @@ async function sample(grammar, ptoks) {
 
 const lines = [];
 for (const c of JSON.parse(fs.readFileSync(casesPath, "utf8"))) {
+    process.stderr.write(`  ${path.basename(modelPath)}: ${c.name}\n`);
     const grammar = c.node_json_schema != null
         ? await llama.createGrammarForJsonSchema(c.node_json_schema)
         : new LlamaGrammar(llama, {grammar: c.grammar});

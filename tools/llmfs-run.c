@@ -40,6 +40,7 @@ struct run_args {
 	size_t n_stop;
 	const char *grammar, *json_schema; /* files */
 	bool json, print_tokens;
+	long logprobs; /* -1: none */
 };
 
 static void run_usage(FILE *f)
@@ -64,6 +65,8 @@ static void run_usage(FILE *f)
 	      "      --json-schema FILE  answer JSON that the schema in FILE"
 	      " allows\n"
 	      "      --print-tokens      the answer's token ids on stderr\n"
+	      "      --logprobs N        each answer token's log-probability and N"
+	      " alternatives on stderr\n"
 	      "  -c, --ctx N             context length (0: the model's, at most"
 	      " 4096)\n"
 	      "  -t, --threads N         threads (0: one per physical core)\n"
@@ -165,6 +168,7 @@ enum {
 	OPT_JSON,
 	OPT_JSON_SCHEMA,
 	OPT_PRINT_TOKENS,
+	OPT_LOGPROBS,
 };
 
 static void run_parse(int argc, char **argv, struct run_args *a)
@@ -197,12 +201,14 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "json-schema", required_argument, NULL, OPT_JSON_SCHEMA },
 		{ "print-tokens", no_argument, NULL, OPT_PRINT_TOKENS },
+		{ "logprobs", required_argument, NULL, OPT_LOGPROBS },
 		{ 0 },
 	};
 	int c;
 
 	memset(a, 0, sizeof(*a));
 	a->n_predict = -1;
+	a->logprobs = -1;
 	engine_sampling_defaults(&a->sampling);
 	a->stop = calloc((size_t)argc, sizeof(*a->stop));
 	if (!a->stop) {
@@ -262,6 +268,10 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		case OPT_JSON: a->json = true; break;
 		case OPT_JSON_SCHEMA: a->json_schema = optarg; break;
 		case OPT_PRINT_TOKENS: a->print_tokens = true; break;
+		case OPT_LOGPROBS:
+			a->logprobs = run_long("--logprobs", optarg, 0,
+					       ENGINE_LOGPROBS_MAX);
+			break;
 		case OPT_KV_TYPE_K:
 			a->kv_type_k = run_kv_type("--kv-type-k", optarg);
 			break;
@@ -419,6 +429,23 @@ static void run_print_tokens(const struct engine_generation *g)
 	fputc('\n', stderr);
 }
 
+/* logprobs=ID:LOGPROB [ID:LOGPROB...] per answer token */
+static void run_print_logprobs(const struct engine_generation *g)
+{
+	size_t n;
+	const struct engine_token_logprobs *lp = engine_generation_logprobs(g,
+									    &n);
+
+	for (size_t i = 0; i < n; i++) {
+		fprintf(stderr, "logprobs=%d:%.9g", lp[i].chosen.token,
+			lp[i].chosen.logprob);
+		for (uint32_t k = 0; k < lp[i].n_top; k++)
+			fprintf(stderr, " %d:%.9g", lp[i].top[k].token,
+				lp[i].top[k].logprob);
+		fputc('\n', stderr);
+	}
+}
+
 static void run_print_stats(const struct engine_generation_stats *st)
 {
 	double pre = st->prefill_ms > 0 ?
@@ -430,8 +457,13 @@ static void run_print_stats(const struct engine_generation_stats *st)
 
 	fprintf(stderr,
 		"prompt_tokens=%" PRIu32 " gen_tokens=%" PRIu32
-		" ttft_ms=%.2f prefill_tps=%.2f decode_tps=%.2f\n",
+		" ttft_ms=%.2f prefill_tps=%.2f decode_tps=%.2f",
 		st->prompt_tokens, st->gen_tokens, st->ttft_ms, pre, dec);
+	/* under a grammar: the time its masks and steps took */
+	if (st->grammar_ms > 0)
+		fprintf(stderr, " grammar_ms=%.2f decode_ms=%.2f",
+			st->grammar_ms, st->decode_ms);
+	fputc('\n', stderr);
 }
 
 int main(int argc, char **argv)
@@ -495,6 +527,8 @@ int main(int argc, char **argv)
 	if (rc)
 		goto out;
 	gopt.grammar = grammar;
+	gopt.logprobs = a.logprobs >= 0;
+	gopt.top_logprobs = a.logprobs > 0 ? (uint32_t)a.logprobs : 0;
 	rc = engine_generation_new(&g, m, seq, prompt, len, &gopt, &err);
 	if (rc)
 		goto out;
@@ -503,6 +537,8 @@ int main(int argc, char **argv)
 		rc = run_generate(g, &err);
 	if (!rc && a.print_tokens)
 		run_print_tokens(g);
+	if (!rc && a.logprobs >= 0)
+		run_print_logprobs(g);
 	if (!rc)
 		run_print_stats(engine_generation_stats(g));
 out:

@@ -143,7 +143,7 @@ static uint32_t grammar_elem_cost(const struct engine_grammar *g,
 		return 1;
 	if (e->type != GRAM_CHAR)
 		return 2; /* a class of all but some characters */
-	for (; ; ) {
+	for (;;) {
 		if (e->value < low)
 			low = e->value;
 		e += e[1].type == GRAM_RNG_UPPER ? 2 : 1;
@@ -168,10 +168,10 @@ static void grammar_rests(struct engine_grammar *g, const uint32_t *rule_min)
 		}
 		if (el[i].type == GRAM_CHAR_ALT || el[i].type == GRAM_RNG_UPPER)
 			continue;
-		g->rest[i] = grammar_add(grammar_elem_cost(g, rule_min, i),
-					 g->rest[gram_is_char(el[i].type) ?
-							 g->st.char_next[i] :
-							 i + 1]);
+		g->rest[i] = grammar_add(
+			grammar_elem_cost(g, rule_min, i),
+			g->rest[gram_is_char(el[i].type) ? g->st.char_next[i] :
+							   i + 1]);
 		(void)end;
 	}
 }
@@ -350,19 +350,17 @@ static int matcher_decode(struct engine_grammar_matcher *mt, int32_t token,
 		mt->cap_cps = need;
 	}
 	*p = mt->partial;
-	*n = gram_decode_utf8(v->piece[token], v->piece_len[token], p,
-			      mt->cps);
+	*n = gram_decode_utf8(v->piece[token], v->piece_len[token], p, mt->cps);
 	return 0;
 }
 
-const struct gram_vocab *gram_matcher_vocab(
-	const struct engine_grammar_matcher *mt)
+const struct gram_vocab *
+gram_matcher_vocab(const struct engine_grammar_matcher *mt)
 {
 	return mt->g->v;
 }
 
-int gram_matcher_direct(struct engine_grammar_matcher *mt, int32_t t,
-			bool *ok)
+int gram_matcher_direct(struct engine_grammar_matcher *mt, int32_t t, bool *ok)
 {
 	const struct gram_vocab *v = mt->g->v;
 	struct gram_partial p;
@@ -436,17 +434,16 @@ int engine_grammar_matcher_apply(struct engine_grammar_matcher *mt,
 	if (rc)
 		return rc;
 	for (uint32_t w = 0; w < (n + 63) / 64; w++) {
-		uint64_t m = mask[w];
-		uint32_t base = w * 64, k;
+		uint64_t m = mask[w], cut;
+		uint32_t base = w * 64;
 
-		if (m == UINT64_MAX) {
-			any = true;
-			continue;
-		}
-		any = any || m;
-		for (k = 0; k < 64 && base + k < n; k++)
-			if (!((m >> k) & 1))
-				logits[base + k] = -INFINITY;
+		if (base + 64 > n)
+			m |= ~0ull << (n - base); /* past the vocabulary */
+		any = any || mask[w];
+		/* only the tokens cut are written */
+		for (cut = ~m; cut; cut &= cut - 1)
+			logits[base + (uint32_t)__builtin_ctzll(cut)] =
+				-INFINITY;
 	}
 	if (!any)
 		return err_set(err, EINVAL,
@@ -524,7 +521,8 @@ int engine_grammar_matcher_accept(struct engine_grammar_matcher *mt,
 	return 0;
 }
 
-uint32_t engine_grammar_matcher_distance(const struct engine_grammar_matcher *mt)
+uint32_t
+engine_grammar_matcher_distance(const struct engine_grammar_matcher *mt)
 {
 	uint32_t d = grammar_set_distance(mt->g, &mt->stacks, mt->partial);
 
@@ -545,45 +543,105 @@ bool engine_grammar_matcher_fits(struct engine_grammar_matcher *mt,
 	return grammar_set_distance(mt->g, &mt->trial, p) <= left;
 }
 
+/* Higher logit first, then the lower id. */
+static bool restrict_better(const float *logits, int32_t a, int32_t b)
+{
+	return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+}
+
+/* Min-heap on restrict_better: h[0] is the worst of those kept. */
+static void restrict_down(const float *logits, int32_t *h, uint32_t n,
+			  uint32_t i)
+{
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, w = i;
+		int32_t t;
+
+		if (l < n && restrict_better(logits, h[w], h[l]))
+			w = l;
+		if (r < n && restrict_better(logits, h[w], h[r]))
+			w = r;
+		if (w == i)
+			return;
+		t = h[i];
+		h[i] = h[w];
+		h[w] = t;
+		i = w;
+	}
+}
+
 static int restrict_cmp(const void *pa, const void *pb, void *arg)
 {
 	int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
-	const float *logits = arg;
 
-	if (logits[a] != logits[b])
-		return logits[a] > logits[b] ? -1 : 1;
-	return a < b ? -1 : a > b;
+	return restrict_better(arg, a, b) ? -1 : restrict_better(arg, b, a);
+}
+
+/* The best k of ids[0..n) (logits not -INFINITY) to the front, sorted. */
+static uint32_t restrict_best(const float *logits, int32_t *ids, uint32_t n,
+			      uint32_t k)
+{
+	if (n > k) {
+		for (uint32_t i = k / 2; i-- > 0;)
+			restrict_down(logits, ids, k, i);
+		for (uint32_t i = k; i < n; i++)
+			if (restrict_better(logits, ids[i], ids[0])) {
+				ids[0] = ids[i];
+				restrict_down(logits, ids, k, 0);
+			}
+		n = k;
+	}
+	qsort_r(ids, n, sizeof(*ids), restrict_cmp, (void *)logits);
+	return n;
 }
 
 #define GRAMMAR_RESTRICT_KEEP 64
+#define GRAMMAR_RESTRICT_TRY 2048
 
 int engine_grammar_matcher_restrict(struct engine_grammar_matcher *mt,
 				    float *logits, uint32_t left,
 				    struct err *err)
 {
-	uint32_t n_vocab = mt->g->v->n_vocab, n = 0, kept = 0;
+	const struct gram_vocab *v = mt->g->v;
+	uint32_t n = 0, kept = 0;
+	int32_t keep[GRAMMAR_RESTRICT_KEEP];
+	float val[GRAMMAR_RESTRICT_KEEP];
 
 	if (!mt->order) {
-		mt->order = malloc(n_vocab * sizeof(*mt->order));
+		mt->order = malloc(v->n_vocab * sizeof(*mt->order));
 		if (!mt->order)
 			return err_set(err, ENOMEM, "grammar: out of memory");
 	}
-	for (uint32_t t = 0; t < n_vocab; t++)
+	/*
+	 * The best that fit stay, tried among the best GRAMMAR_RESTRICT_TRY
+	 * allowed tokens, then among the one-byte ones: the next byte of the
+	 * shortest way to finish always fits, and trying every token cost
+	 * tens of milliseconds a step.
+	 */
+	for (uint32_t t = 0; t < v->n_vocab; t++)
 		if (logits[t] != -INFINITY)
 			mt->order[n++] = (int32_t)t;
-	qsort_r(mt->order, n, sizeof(*mt->order), restrict_cmp, logits);
-	/* the best that fit stay; the others are marked (negative) */
-	for (uint32_t i = 0; i < n; i++) {
-		if (kept < GRAMMAR_RESTRICT_KEEP &&
-		    engine_grammar_matcher_fits(mt, mt->order[i], left))
-			kept++;
-		else
-			mt->order[i] = -1 - mt->order[i];
+	n = restrict_best(logits, mt->order, n, GRAMMAR_RESTRICT_TRY);
+	for (uint32_t i = 0; i < n && kept < GRAMMAR_RESTRICT_KEEP; i++)
+		if (engine_grammar_matcher_fits(mt, mt->order[i], left))
+			keep[kept++] = mt->order[i];
+	if (!kept) {
+		n = 0;
+		for (uint32_t i = 0; i < v->n_bytes; i++)
+			if (logits[v->bytes[i]] != -INFINITY)
+				mt->order[n++] = v->bytes[i];
+		n = restrict_best(logits, mt->order, n, n);
+		for (uint32_t i = 0; i < n && kept < GRAMMAR_RESTRICT_KEEP; i++)
+			if (engine_grammar_matcher_fits(mt, mt->order[i], left))
+				keep[kept++] = mt->order[i];
 	}
 	if (!kept)
 		return 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (mt->order[i] < 0)
-			logits[-1 - mt->order[i]] = -INFINITY;
+	for (uint32_t i = 0; i < kept; i++)
+		val[i] = logits[keep[i]];
+	for (uint32_t t = 0; t < v->n_vocab; t++)
+		logits[t] = -INFINITY;
+	for (uint32_t i = 0; i < kept; i++)
+		logits[keep[i]] = val[i];
 	return 0;
 }

@@ -14,7 +14,8 @@
  *              resolved per stack (Documentation/generation.md)
  *   matcher.c  one generation's state: stacks, partial UTF-8, accept
  *   grammar.c  engine.h's API: compile, reference counts
- *   schema.c   JSON schema -> GBNF (llama.cpp's json_schema_to_grammar)
+ *   schema*.c  JSON schema -> GBNF (llama.cpp's json_schema_to_grammar;
+ *              schema.h says which file holds what)
  *
  * The language accepted is exactly llama.cpp's (src/llama-grammar.cpp):
  * a token is allowed when its code points can be consumed from some stack,
@@ -34,10 +35,10 @@
 
 /* llama.cpp's llama_gretype, same values and meaning. */
 enum gram_type {
-	GRAM_END = 0,	    /* end of a rule */
-	GRAM_ALT = 1,	    /* start of another alternative */
-	GRAM_REF = 2,	    /* value: rule id */
-	GRAM_CHAR = 3,	    /* value: code point; CHAR_ALT/RNG_UPPER may follow */
+	GRAM_END = 0,  /* end of a rule */
+	GRAM_ALT = 1,  /* start of another alternative */
+	GRAM_REF = 2,  /* value: rule id */
+	GRAM_CHAR = 3, /* value: code point; CHAR_ALT/RNG_UPPER may follow */
 	GRAM_CHAR_NOT = 4,  /* [^...] */
 	GRAM_RNG_UPPER = 5, /* the preceding char is a range's lower end */
 	GRAM_CHAR_ALT = 6,  /* another char of the same class */
@@ -116,16 +117,18 @@ struct gram_vocab {
 	uint32_t *end;	  /* n_nodes */
 	uint32_t *tok_lo; /* n_nodes + 1 */
 	uint32_t n_ranked;
-	int32_t *rank_id;		  /* n_ranked: token id of each rank */
-	uint32_t *id_rank;		  /* n_vocab: UINT32_MAX if none */
-	struct gram_partial *rank_tail;	  /* n_ranked */
-	uint8_t *eog;			  /* n_vocab: end-of-generation */
-	int32_t *eog_ids;		  /* the same as a list */
+	int32_t *rank_id;		/* n_ranked: token id of each rank */
+	uint32_t *id_rank;		/* n_vocab: UINT32_MAX if none */
+	struct gram_partial *rank_tail; /* n_ranked */
+	uint8_t *eog;			/* n_vocab: end-of-generation */
+	int32_t *eog_ids;		/* the same as a list */
 	uint32_t n_eog;
-	uint8_t **piece;		  /* n_vocab: token_to_piece(special) */
-	uint32_t *piece_len;		  /* n_vocab */
-	int32_t *cont;			  /* tokens starting with 10xxxxxx */
+	uint8_t **piece;     /* n_vocab: token_to_piece(special) */
+	uint32_t *piece_len; /* n_vocab */
+	int32_t *cont;	     /* tokens starting with 10xxxxxx */
 	uint32_t n_cont;
+	int32_t *bytes; /* tokens of one byte (not EOG) */
+	uint32_t n_bytes;
 	char *arena;
 };
 
@@ -177,11 +180,12 @@ struct gram_stacks {
 	uint32_t *closure_pool;
 	uint32_t n_pool, cap_pool;
 	uint32_t *seen; /* per node: stamp of the closure walk */
+	uint32_t *succ; /* per node: its stack after one character + 1 */
 	uint32_t stamp;
 	uint32_t *work;
 	uint32_t n_work, cap_work;
 	/* per position: the element after a char class, its ASCII bitmap */
-	uint32_t *char_next; /* n_elems */
+	uint32_t *char_next;  /* n_elems */
 	uint64_t (*ascii)[2]; /* n_elems */
 };
 
@@ -245,9 +249,8 @@ void gram_mask_stats(const struct gram_mask_cache *c,
  * grammar sampler does (its piece decoded after the pending bytes, then
  * run through the stacks): what a mask must agree with. -ENOMEM.
  */
-int gram_matcher_direct(struct engine_grammar_matcher *mt, int32_t t,
-			bool *ok);
-const struct gram_vocab *gram_matcher_vocab(
-	const struct engine_grammar_matcher *mt);
+int gram_matcher_direct(struct engine_grammar_matcher *mt, int32_t t, bool *ok);
+const struct gram_vocab *
+gram_matcher_vocab(const struct engine_grammar_matcher *mt);
 
 #endif

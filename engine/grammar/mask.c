@@ -178,8 +178,7 @@ static int mask_escape(struct gram_mask_cache *c, uint32_t node)
  * characters before it, then fails to accept that token; here a token
  * element judges whole tokens only, as accepting does.)
  */
-static void mask_token_top(struct gram_mask_cache *c,
-			   const struct gram_elem *e)
+static void mask_token_top(struct gram_mask_cache *c, const struct gram_elem *e)
 {
 	const struct gram_vocab *v = c->v;
 	uint32_t lo = v->tok_lo[1], hi = v->tok_lo[v->end[0]], r;
@@ -397,8 +396,7 @@ static int mask_resolve(struct gram_mask_cache *c, uint32_t x,
 		if ((rc = gram_expand(c->st, rest, l0)))
 			return rc;
 		c->n_esc = 0;
-		rc = mask_walk(c, e->escape[i], 0,
-			       &c->stats.resolution_nodes);
+		rc = mask_walk(c, e->escape[i], 0, &c->stats.resolution_nodes);
 		if (rc)
 			return rc;
 	}

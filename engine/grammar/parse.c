@@ -46,7 +46,8 @@ struct parser {
 };
 
 /* Record the first error, with its line and column; returns NULL. */
-static const char *parse_fail(struct parser *p, const char *at, const char *what)
+static const char *parse_fail(struct parser *p, const char *at,
+			      const char *what)
 {
 	unsigned line = 1, col = 1;
 
@@ -487,7 +488,8 @@ static const char *parse_sequence(struct parser *p, const char *s,
 			while (*s != '"') {
 				if (!*s)
 					return parse_fail(
-						p, s, "unexpected end of input");
+						p, s,
+						"unexpected end of input");
 				if (!(s = parse_char(p, s, &c)) ||
 				    parse_push(p, seq, GRAM_CHAR, c))
 					return NULL;
@@ -708,7 +710,8 @@ static int parse_check(struct parser *p, struct gram_rules *out)
 			snprintf(what, sizeof(what),
 				 "left recursion through rule '%.200s'",
 				 p->names[r]);
-			parse_fail(p, p->rules[r].def ? p->rules[r].def : p->src,
+			parse_fail(p,
+				   p->rules[r].def ? p->rules[r].def : p->src,
 				   what);
 			free(state);
 			free(empty);
@@ -748,10 +751,9 @@ int gram_parse(struct gram_rules *out, const char *text, size_t len,
 	       gram_token_lookup lookup, void *ctx, uint32_t n_vocab,
 	       struct err *err)
 {
-	struct parser p = { .lookup = lookup,
-			    .ctx = ctx,
-			    .n_vocab = n_vocab,
-			    .err = err };
+	struct parser p = {
+		.lookup = lookup, .ctx = ctx, .n_vocab = n_vocab, .err = err
+	};
 	const char *s;
 	char *copy;
 	int rc = 0;

@@ -221,10 +221,14 @@ static int stack_grow_nodes(struct gram_stacks *st)
 		st->seen = c;
 	if (!a || !b || !c)
 		return -ENOMEM;
+	a = realloc(st->succ, cap * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	st->succ = a;
+	memset(st->succ + st->cap_nodes, 0, (cap - st->cap_nodes) * sizeof(*a));
 	memset(st->closure_at + st->cap_nodes, 0,
 	       (cap - st->cap_nodes) * sizeof(*a));
-	memset(st->seen + st->cap_nodes, 0,
-	       (cap - st->cap_nodes) * sizeof(*c));
+	memset(st->seen + st->cap_nodes, 0, (cap - st->cap_nodes) * sizeof(*c));
 	st->cap_nodes = cap;
 	return 0;
 }
@@ -269,8 +273,8 @@ int gram_stacks_init(struct gram_stacks *st, const struct gram_rules *rules)
 		goto nomem;
 	for (uint32_t pos = 0; pos < rules->n_elems; pos++)
 		if (gram_is_char(rules->elems[pos].type))
-			st->char_next[pos] =
-				stack_char_info(rules, pos, st->ascii[pos]);
+			st->char_next[pos] = stack_char_info(rules, pos,
+							     st->ascii[pos]);
 	/* the two bases: ids 0 and 1, positions that are never elements */
 	if (gram_node(st, UINT32_MAX, UINT32_MAX) != GRAM_EMPTY ||
 	    gram_node(st, UINT32_MAX - 1, UINT32_MAX) != GRAM_BOTTOM)
@@ -289,6 +293,7 @@ void gram_stacks_free(struct gram_stacks *st)
 	free(st->closure_n);
 	free(st->closure_pool);
 	free(st->seen);
+	free(st->succ);
 	free(st->work);
 	free(st->char_next);
 	free(st->ascii);
@@ -411,12 +416,30 @@ int gram_expand(struct gram_stacks *st, uint32_t x, struct gram_set *out)
 	return 0;
 }
 
+/* The raw stack after x's top character: its position moved on. */
+static uint32_t stack_succ(struct gram_stacks *st, uint32_t x)
+{
+	uint32_t after, t;
+
+	if (st->succ[x])
+		return st->succ[x] - 1;
+	after = st->char_next[st->node[x].pos];
+	t = st->node[x].below;
+	if (!gram_is_end(st->rules->elems + after)) {
+		t = gram_node(st, after, t);
+		if (t == UINT32_MAX)
+			return UINT32_MAX;
+	}
+	st->succ[x] = t + 1;
+	return t;
+}
+
 int gram_step(struct gram_stacks *st, const struct gram_set *in, uint32_t c,
 	      struct gram_set *out)
 {
 	gram_set_clear(out);
 	for (uint32_t i = 0; i < in->n; i++) {
-		uint32_t x = in->v[i], pos, after, t;
+		uint32_t x = in->v[i], pos, t;
 
 		if (x == GRAM_EMPTY || x == GRAM_BOTTOM)
 			continue;
@@ -424,15 +447,19 @@ int gram_step(struct gram_stacks *st, const struct gram_set *in, uint32_t c,
 		if (!gram_is_char(st->rules->elems[pos].type) ||
 		    !gram_match_char(st, pos, c))
 			continue;
-		after = st->char_next[pos];
-		t = st->node[x].below;
-		if (!gram_is_end(st->rules->elems + after)) {
-			t = gram_node(st, after, t);
-			if (t == UINT32_MAX)
-				return -ENOMEM;
-		}
-		if (gram_expand(st, t, out))
+		/* where it goes does not depend on the character: kept */
+		if ((t = stack_succ(st, x)) == UINT32_MAX)
 			return -ENOMEM;
+		if (!st->closure_at[t] && stack_closure(st, t))
+			return -ENOMEM;
+		if (!out->n && out->cap >= st->closure_n[t]) {
+			/* the first: already sorted and unique */
+			memcpy(out->v, st->closure_pool + st->closure_at[t] - 1,
+			       st->closure_n[t] * sizeof(*out->v));
+			out->n = st->closure_n[t];
+		} else if (gram_expand(st, t, out)) {
+			return -ENOMEM;
+		}
 	}
 	return 0;
 }

@@ -103,6 +103,7 @@ void gram_vocab_free(struct gram_vocab *v)
 	free(v->piece);
 	free(v->piece_len);
 	free(v->cont);
+	free(v->bytes);
 	free(v->arena);
 	free(v);
 }
@@ -134,6 +135,8 @@ static int vocab_pieces(struct gram_vocab *v, const struct engine_vocab *ev)
 		v->eog[i] = engine_vocab_is_eog(ev, (int32_t)i);
 		if (v->eog[i])
 			v->eog_ids[v->n_eog++] = (int32_t)i;
+		else if (v->piece_len[i] == 1)
+			v->bytes[v->n_bytes++] = (int32_t)i;
 	}
 	return 0;
 }
@@ -166,8 +169,7 @@ static int vocab_entries(struct gram_vocab *v, struct vocab_entry **out,
 			continue;
 		if ((s[0] >> 6) == 2)
 			v->cont[v->n_cont++] = (int32_t)i;
-		k = gram_decode_utf8(s, v->piece_len[i], &tail,
-				     pool + pool_n);
+		k = gram_decode_utf8(s, v->piece_len[i], &tail, pool + pool_n);
 		if (tail.n_remain < 0)
 			continue;
 		e[n].id = (int32_t)i;
@@ -282,7 +284,8 @@ static int vocab_build(struct gram_vocab *v, const struct engine_vocab *ev)
 	v->piece_len = calloc(v->n_vocab, sizeof(*v->piece_len));
 	v->eog = calloc(v->n_vocab, 1);
 	v->eog_ids = calloc(v->n_vocab, sizeof(*v->eog_ids));
-	if (!v->piece || !v->piece_len || !v->eog || !v->eog_ids)
+	v->bytes = calloc(v->n_vocab, sizeof(*v->bytes));
+	if (!v->piece || !v->piece_len || !v->eog || !v->eog_ids || !v->bytes)
 		return -ENOMEM;
 	rc = vocab_pieces(v, ev);
 	if (!rc)

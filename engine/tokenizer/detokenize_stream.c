@@ -33,3 +33,10 @@ void engine_detokenizer_context(struct engine_detokenizer *d,
 {
 	engine_vocab_detok_context(engine_model_vocab(d->model), d, tokens, n);
 }
+
+size_t engine_token_piece(const struct engine_model *m, int32_t token,
+			  char *out, size_t cap)
+{
+	return engine_vocab_piece(engine_model_vocab(m), token, false, true,
+				  out, cap);
+}

@@ -31,7 +31,8 @@ START_TEST(test_config_defaults_format)
 	fs_config_defaults(&c);
 	config_expect_text(&c, "temperature=0.8\ntop_k=40\ntop_p=0.95\n"
 			       "min_p=0.05\nrepeat_penalty=1\nseed=4294967295\n"
-			       "max_tokens=256\nstop=\nsystem=\n");
+			       "max_tokens=256\nstop=\nsystem=\nformat=\n"
+			       "json_schema=\ngrammar=\nlogprobs=0\n");
 	fs_config_free(&c);
 }
 END_TEST
@@ -56,7 +57,8 @@ START_TEST(test_config_write_applies_lines)
 	config_expect_text(
 		&c, "temperature=0\ntop_k=7\ntop_p=0.95\n"
 		    "min_p=0.05\nrepeat_penalty=1\nseed=18446744073709551615\n"
-		    "max_tokens=0\nstop=\\n\\n\nstop=END\nsystem=\n");
+		    "max_tokens=0\nstop=\\n\\n\nstop=END\nsystem=\nformat=\n"
+		    "json_schema=\ngrammar=\nlogprobs=0\n");
 	/* An empty stop= clears the list. */
 	ck_assert_int_eq(fs_config_write(&c, "stop=", 5, &err), 0);
 	ck_assert_uint_eq(c.n_stop, 0);
@@ -77,7 +79,8 @@ START_TEST(test_config_system_prompt)
 	config_expect_text(&c, "temperature=0.8\ntop_k=40\ntop_p=0.95\n"
 			       "min_p=0.05\nrepeat_penalty=1\nseed=4294967295\n"
 			       "max_tokens=256\nstop=\nsystem=You are terse.\\n"
-			       "Answer in one line.\n");
+			       "Answer in one line.\nformat=\njson_schema=\n"
+			       "grammar=\nlogprobs=0\n");
 	/* a copy owns its own string */
 	ck_assert_int_eq(fs_config_copy(&d, &c), 0);
 	ck_assert_ptr_ne(d.system, c.system);
@@ -124,6 +127,13 @@ static const char *const bad_lines[] = {
 	"stop=\\x4",
 	"stop=\\x4z",
 	"stop=\\xg1",
+	"logprobs=21",
+	"logprobs=-1",
+	/* grammars need the model: a config without one refuses them */
+	"format=json",
+	"format=xml",
+	"grammar=root ::= \"a\"",
+	"json_schema={}",
 };
 
 START_TEST(test_config_write_rejects_bad_line)
@@ -211,6 +221,14 @@ START_TEST(test_config_merge_overrides_only_what_was_set)
 	fs_config_free(&out);
 	ck_assert_int_eq(fs_config_merge(&out, &base, NULL), 0);
 	ck_assert_int_eq(out.sampling.top_k, 5);
+	fs_config_free(&out);
+	/* logprobs, and the constraint keys as one: an empty one clears */
+	ck_assert_int_eq(
+		fs_config_write(&over, "logprobs=20\ngrammar=", 20, &err), 0);
+	base.format = strdup("json");
+	ck_assert_int_eq(fs_config_merge(&out, &base, &over), 0);
+	ck_assert_uint_eq(out.logprobs, 20);
+	ck_assert_ptr_null(out.format);
 	fs_config_free(&out);
 	fs_config_free(&over);
 	fs_config_free(&base);
