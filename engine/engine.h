@@ -29,6 +29,67 @@
 
 #include "../io/io.h"
 
+/* ---- memory budget ----------------------------------------------------- */
+
+/*
+ * One budget of bytes that several holders draw on (engine/budget.c): the
+ * KV pools of the models that share it (engine_model_options.budget) and
+ * whatever else their user counts in (fs/: prompts, snapshots, answers).
+ * A holder charges before it allocates and releases after it frees. KV
+ * charges leave a reserve free (a sixteenth of the total, 1 GiB at most)
+ * so that a full cache never refuses a prompt. Thread-safe; its lock is a
+ * leaf. Who calls engine_budget_new frees it, after every model using it.
+ */
+struct engine_budget;
+
+enum engine_budget_use {
+	ENGINE_BUDGET_KV,      /* KV blocks held or promised */
+	ENGINE_BUDGET_BUFFERS, /* everything else the user counts in */
+	ENGINE_BUDGET_USES,
+};
+
+struct engine_budget_stats {
+	uint64_t total;
+	uint64_t reserve; /* what KV charges leave free */
+	uint64_t used[ENGINE_BUDGET_USES];
+	uint64_t peak[ENGINE_BUDGET_USES]; /* the most each use held */
+};
+
+int engine_budget_new(struct engine_budget **out, uint64_t total,
+		      struct err *err);
+void engine_budget_free(struct engine_budget *b);
+/*
+ * Charge n bytes to use: 0; -EAGAIN when what is charged leaves no room
+ * now (a release may make some); -ENOSPC when n is more than the use may
+ * ever hold (engine_budget_limit). Nothing is charged on failure.
+ */
+int engine_budget_charge(struct engine_budget *b, enum engine_budget_use use,
+			 uint64_t n);
+/* Charge bytes that exist already (over the total if need be). */
+void engine_budget_force(struct engine_budget *b, enum engine_budget_use use,
+			 uint64_t n);
+void engine_budget_release(struct engine_budget *b, enum engine_budget_use use,
+			   uint64_t n);
+/* The most use may hold: the total, less the reserve for KV. */
+uint64_t engine_budget_limit(struct engine_budget *b,
+			     enum engine_budget_use use);
+void engine_budget_stats(struct engine_budget *b,
+			 struct engine_budget_stats *st);
+/*
+ * released(arg) after each release, from the releasing thread, with no
+ * lock of the budget held (but maybe the caller's: it must only signal).
+ * Set it before the budget is shared.
+ */
+void engine_budget_notify(struct engine_budget *b, void (*released)(void *),
+			  void *arg);
+/* MemAvailable of /proc/meminfo in bytes, 0 if unknown. */
+uint64_t engine_mem_available(void);
+/*
+ * The default budget: three quarters of what available leaves after
+ * weights and 512 MiB of headroom, 64 MiB at least.
+ */
+uint64_t engine_budget_default(uint64_t available, uint64_t weights);
+
 /* ---- model ------------------------------------------------------------- */
 
 struct engine_model;
@@ -36,7 +97,13 @@ struct engine_model;
 struct engine_model_options {
 	uint32_t n_ctx;	  /* context length; 0 = the model's, capped at 4096 */
 	uint32_t threads; /* 0 = one per physical core */
-	uint64_t kv_mem;  /* KV pool budget in bytes; 0 = what fits */
+	/*
+	 * The KV pool's cap in bytes; 0: the shared budget's KV limit, or
+	 * without one the default budget of the memory left after the weights
+	 */
+	uint64_t kv_mem;
+	/* shared with other models (borrowed; NULL: the pool's own cap only) */
+	struct engine_budget *budget;
 	const char *kv_type_k; /* "q8_0", ...; NULL = f16 */
 	const char *kv_type_v;
 	/*
@@ -193,9 +260,11 @@ uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
 struct engine_kv_stats {
 	uint32_t type_k, type_v; /* of new sequences */
 	uint64_t k_bytes_per_token, v_bytes_per_token;
-	uint64_t budget;       /* bytes (--kv-mem) */
+	uint64_t budget;       /* the most it may hold: --kv-mem, or the
+				* shared budget's KV limit if less */
 	uint64_t committed;    /* held or promised by reservations */
 	uint64_t used;	       /* held by blocks */
+	uint64_t free;	       /* what it could be promised now */
 	uint64_t blocks;       /* blocks held */
 	uint32_t block_tokens; /* positions per block */
 	uint64_t block_bytes;  /* of the current types */

@@ -2,14 +2,20 @@
 /*
  * Sequences and their paged KV cache (see kv.h for the block layout).
  *
- * Each model has one pool: a byte budget, what is held and what is
+ * Each model has one pool: a cap in bytes, what is held and what is
  * promised. A block is taken when a pass is about to write a position no
  * held block covers, and given back when the sequence is truncated below
  * it or freed. engine_seq_reserve promises blocks ahead (a scheduler that
  * admits a generation only when its whole run fits); a sequence that
  * grows past its promise takes from what nobody was promised, or fails
  * with -ENOSPC. Blocks are plain heap allocations: a freed one goes back
- * to the C library, so the process never holds more than the budget.
+ * to the C library, so the process never holds more than the cap.
+ *
+ * Every change of what a pool has promised is also charged to (or
+ * released from) the budget it shares with the other models, if any
+ * (engine/budget.c): the pool keeps to its own cap, the budget to the
+ * daemon's. Released bytes go back to the shared budget after the pool's
+ * lock is dropped, so that its notification runs outside that lock.
  *
  * K and V types are per sequence, taken from the pool's types when it
  * starts (llmfs's `type_k=` applies to sequences started after it).
@@ -55,10 +61,6 @@ static uint8_t *engine_seq_v(const struct engine_seq *s, uint32_t il,
 	       (size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
 	       ENGINE_KV_BLOCK * s->k_row + (pos % ENGINE_KV_BLOCK) * s->v_row;
 }
-
-/* what the default budget leaves to everything else */
-#define KV_HEADROOM (512ull << 20)
-#define KV_MIN_BUDGET (64ull << 20)
 
 int engine_kv_bytes_parse(const char *text, uint64_t *bytes)
 {
@@ -183,23 +185,43 @@ int engine_model_set_kv_types(struct engine_model *m, uint32_t type_k,
 	return 0;
 }
 
-static uint64_t kv_mem_available(void)
+/* The most the pool may hold: its cap, within the shared budget. */
+static uint64_t kv_pool_limit(const struct engine_kv_pool *p)
 {
-	unsigned long long kb = 0;
-	char line[256];
-	FILE *f = fopen("/proc/meminfo", "r");
+	uint64_t shared;
 
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return (uint64_t)kb * 1024;
+	if (!p->shared)
+		return p->cap;
+	shared = engine_budget_limit(p->shared, ENGINE_BUDGET_KV);
+	return shared < p->cap ? shared : p->cap;
 }
 
-int engine_kv_pool_init(struct engine_model *m, uint64_t budget,
-			struct err *err)
+/*
+ * Promise delta more bytes (p->lock held): within the cap and the shared
+ * budget, or -EAGAIN with nothing changed.
+ */
+static int kv_commit(struct engine_kv_pool *p, uint64_t delta)
+{
+	if (!delta)
+		return 0;
+	if (p->committed + delta > p->cap)
+		return -EAGAIN;
+	if (p->shared &&
+	    engine_budget_charge(p->shared, ENGINE_BUDGET_KV, delta))
+		return -EAGAIN;
+	p->committed += delta;
+	return 0;
+}
+
+/* After the pool's lock: the shared budget gets back what it gave. */
+static void kv_uncommitted(struct engine_kv_pool *p, uint64_t delta)
+{
+	if (p->shared)
+		engine_budget_release(p->shared, ENGINE_BUDGET_KV, delta);
+}
+
+int engine_kv_pool_init(struct engine_model *m, uint64_t cap,
+			struct engine_budget *shared, struct err *err)
 {
 	struct engine_kv_pool *p = &m->kv;
 	int ret;
@@ -207,19 +229,14 @@ int engine_kv_pool_init(struct engine_model *m, uint64_t budget,
 	memset(p, 0, sizeof(*p));
 	if ((ret = pthread_mutex_init(&p->lock, NULL)))
 		return err_set(err, ret, "KV pool: %s", strerror(ret));
-	if (!budget) {
-		/* the weights are in memory already, or will be */
-		uint64_t avail = kv_mem_available();
-		uint64_t weights = m->info.tensor_bytes;
-
-		budget = avail > weights + KV_HEADROOM ?
-				 (avail - weights - KV_HEADROOM) / 4 * 3 :
-				 0;
-		if (budget < KV_MIN_BUDGET)
-			budget = KV_MIN_BUDGET;
-	}
+	p->shared = shared;
+	if (!cap && shared)
+		cap = engine_budget_limit(shared, ENGINE_BUDGET_KV);
+	else if (!cap) /* the weights are in memory already, or will be */
+		cap = engine_budget_default(engine_mem_available(),
+					    m->info.tensor_bytes);
 	p->ready = true;
-	p->budget = budget;
+	p->cap = cap;
 	p->type_k = p->type_v = IO_TYPE_F16;
 	if (kv_check_types(m, p->type_k, p->type_v, NULL) == 0)
 		kv_info_update(m);
@@ -249,9 +266,23 @@ void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st)
 					     (uint64_t)hp->n_head_kv *
 						     hp->head_dim_v) *
 				hp->n_layer;
-	st->budget = p->budget;
+	st->budget = kv_pool_limit(p);
 	st->committed = p->committed;
 	st->used = p->used;
+	st->free = st->budget > p->committed ? st->budget - p->committed : 0;
+	if (p->shared) {
+		struct engine_budget_stats bs;
+		uint64_t all = 0, room;
+
+		engine_budget_stats(p->shared, &bs);
+		for (int u = 0; u < ENGINE_BUDGET_USES; u++)
+			all += bs.used[u];
+		room = bs.total - bs.reserve > all ?
+			       bs.total - bs.reserve - all :
+			       0;
+		if (room < st->free)
+			st->free = room;
+	}
 	st->blocks = p->blocks;
 	st->block_tokens = ENGINE_KV_BLOCK;
 	st->block_bytes = (st->k_bytes_per_token + st->v_bytes_per_token) *
@@ -331,19 +362,23 @@ static void kv_seq_release(struct engine_seq *s, uint32_t keep)
 	p->used -= (uint64_t)n * s->block_bytes;
 	p->blocks -= n;
 	pthread_mutex_unlock(&p->lock);
+	kv_uncommitted(p, before - after);
 }
 
 void engine_seq_free(struct engine_seq *s)
 {
 	struct engine_kv_pool *p;
+	uint64_t promised;
 
 	if (!s)
 		return;
 	kv_seq_release(s, 0);
 	p = &s->model->kv;
 	pthread_mutex_lock(&p->lock);
-	p->committed -= kv_seq_commit(s);
+	promised = kv_seq_commit(s);
+	p->committed -= promised;
 	pthread_mutex_unlock(&p->lock);
+	kv_uncommitted(p, promised);
 	free(s->blocks);
 	free(s->tokens);
 	free(s);
@@ -381,36 +416,40 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens, struct err *err)
 {
 	struct engine_kv_pool *p = &s->model->kv;
 	uint32_t want = kv_blocks_for(n_tokens), had;
-	uint64_t before, after;
+	uint64_t before, after, limit = kv_pool_limit(p), freed = 0;
 	int ret = 0;
 
 	pthread_mutex_lock(&p->lock);
 	before = kv_seq_commit(s);
 	had = s->n_reserved;
-	if ((uint64_t)want * s->block_bytes > p->budget) {
+	if ((uint64_t)want * s->block_bytes > limit) {
 		ret = err_set(
 			err, ENOSPC,
-			"%u tokens of KV cache need %llu bytes, over the budget of %llu (--kv-mem)",
+			"%u tokens of KV cache need %llu bytes, over the budget of %llu (--kv-mem, --mem-budget)",
 			n_tokens, (unsigned long long)want * s->block_bytes,
-			(unsigned long long)p->budget);
+			(unsigned long long)limit);
 		goto out_unlock;
 	}
 	s->n_reserved = want;
 	after = kv_seq_commit(s);
-	if (after > before && p->committed + (after - before) > p->budget) {
+	if (after > before && kv_commit(p, after - before)) {
 		s->n_reserved = had;
 		ret = err_set(
 			err, EAGAIN,
 			"KV cache budget busy: %llu of %llu bytes promised",
 			(unsigned long long)p->committed,
-			(unsigned long long)p->budget);
+			(unsigned long long)limit);
 		goto out_unlock;
 	}
-	p->committed = p->committed + after - before;
+	if (after < before) {
+		p->committed -= before - after;
+		freed = before - after;
+	}
 	s->n_ctx = n_tokens < s->model->info.n_ctx ? n_tokens :
 						     s->model->info.n_ctx;
 out_unlock:
 	pthread_mutex_unlock(&p->lock);
+	kv_uncommitted(p, freed);
 	return ret;
 }
 
@@ -420,7 +459,7 @@ uint32_t engine_seq_budget_tokens(const struct engine_seq *s)
 	uint64_t n;
 
 	pthread_mutex_lock(&p->lock);
-	n = p->budget / s->block_bytes * ENGINE_KV_BLOCK;
+	n = kv_pool_limit(p) / s->block_bytes * ENGINE_KV_BLOCK;
 	pthread_mutex_unlock(&p->lock);
 	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
@@ -453,25 +492,25 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 		s->n_blocks++;
 		after = kv_seq_commit(s);
 		s->n_blocks--;
-		if (after > before &&
-		    p->committed + (after - before) > p->budget) {
+		if (after > before && kv_commit(p, after - before)) {
 			ret = err_set(
 				err, ENOSPC,
-				"KV cache budget full: %llu of %llu bytes in use (--kv-mem)",
+				"KV cache budget full: %llu of %llu bytes in use (--kv-mem, --mem-budget)",
 				(unsigned long long)p->committed,
-				(unsigned long long)p->budget);
+				(unsigned long long)kv_pool_limit(p));
 			break;
 		}
 		b = malloc(s->block_bytes);
 		if (!b) {
-			ret = err_set(
+			p->committed -= after - before;
+			pthread_mutex_unlock(&p->lock);
+			kv_uncommitted(p, after - before);
+			return err_set(
 				err, ENOMEM,
 				"out of memory for a KV block of %zu bytes",
 				s->block_bytes);
-			break;
 		}
 		s->blocks[s->n_blocks++] = b;
-		p->committed += after - before;
 		p->used += s->block_bytes;
 		p->blocks++;
 	}

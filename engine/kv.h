@@ -86,9 +86,13 @@ int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
 /* Give back the blocks past position n_past (after a failed pass). */
 void engine_seq_shrink(struct engine_seq *s);
 
-/* The pool's start (engine_model_open) and end. */
-int engine_kv_pool_init(struct engine_model *m, uint64_t budget,
-			struct err *err);
+/*
+ * The pool's start (engine_model_open) and end: cap bytes at most (0: the
+ * shared budget's KV limit, or without one the default budget of the
+ * memory left after the weights), also charged to shared if not NULL.
+ */
+int engine_kv_pool_init(struct engine_model *m, uint64_t cap,
+			struct engine_budget *shared, struct err *err);
 void engine_kv_pool_destroy(struct engine_model *m);
 
 #endif

@@ -627,7 +627,7 @@ static int model_kv_init(struct engine_model *m,
 	uint32_t tk = IO_TYPE_F16, tv = IO_TYPE_F16;
 	int ret;
 
-	if ((ret = engine_kv_pool_init(m, opt->kv_mem, err)))
+	if ((ret = engine_kv_pool_init(m, opt->kv_mem, opt->budget, err)))
 		return ret;
 	if (opt->kv_type_k && engine_kv_type_parse(opt->kv_type_k, &tk))
 		return err_set(

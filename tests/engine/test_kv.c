@@ -5,7 +5,8 @@
  * what is new and gives the tokens of a fresh evaluation; a prefix copied
  * from another sequence likewise; the pool's budget (grow fails with
  * ENOSPC and leaves nothing behind, reservations say EAGAIN or ENOSPC,
- * every block comes back); K/V types per model, refused where head_dim
+ * every block comes back), and one budget shared by two models' pools;
+ * K/V types per model, refused where head_dim
  * is not whole blocks; the store/view interface the forward pass and the
  * backends use.
  *
@@ -31,6 +32,22 @@ static struct engine_model *kv_open(const char *stem, uint64_t kv_mem,
 					    .kv_mem = kv_mem,
 					    .kv_type_k = tk,
 					    .kv_type_v = tv };
+	struct engine_model *m = NULL;
+	struct err err = { 0 };
+	char path[1200];
+
+	check_shared_model(path, sizeof(path), stem);
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
+		      path, err.msg);
+	return m;
+}
+
+static struct engine_model *kv_open_shared(const char *stem, uint64_t cap,
+					   struct engine_budget *b)
+{
+	struct engine_model_options opt = {
+		.n_ctx = 512, .threads = 2, .kv_mem = cap, .budget = b
+	};
 	struct engine_model *m = NULL;
 	struct err err = { 0 };
 	char path[1200];
@@ -182,6 +199,52 @@ START_TEST(test_kv_budget)
 }
 END_TEST
 
+/*
+ * Two models share one budget: what one holds or promised, the other
+ * cannot have until it comes back; each pool keeps to its own cap too.
+ */
+START_TEST(test_kv_shared_budget)
+{
+	struct engine_budget *b = NULL;
+	struct engine_model *m1, *m2;
+	struct engine_seq *a, *c;
+	struct engine_budget_stats bs;
+	struct engine_kv_stats st;
+	struct err err = { 0 };
+
+	/* 5 blocks of 40960 for KV (a sixteenth more in reserve) */
+	ck_assert_int_eq(engine_budget_new(&b, 5 * 40960 * 16 / 15, &err), 0);
+	ck_assert_uint_eq(engine_budget_limit(b, ENGINE_BUDGET_KV), 5 * 40960);
+	m1 = kv_open_shared("stories260K", 0, b);
+	m2 = kv_open_shared("stories260K", 2 * 40960, b);
+	engine_kv_stats(m1, &st);
+	ck_assert_uint_eq(st.budget, 5 * 40960);
+	engine_kv_stats(m2, &st);
+	ck_assert_uint_eq(st.budget, 2 * 40960); /* its cap */
+	ck_assert_int_eq(engine_seq_new(m1, &a, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m2, &c, &err), 0);
+	ck_assert_int_eq(engine_seq_reserve(c, 3 * 64, &err), -ENOSPC);
+	ck_assert_int_eq(engine_seq_reserve(a, 4 * 64, &err), 0);
+	engine_kv_stats(m2, &st);
+	ck_assert_uint_eq(st.free, 40960); /* the budget's, under its cap */
+	ck_assert_int_eq(engine_seq_reserve(c, 2 * 64, &err), -EAGAIN);
+	ck_assert_int_eq(engine_seq_reserve(c, 64, &err), 0);
+	engine_budget_stats(b, &bs);
+	ck_assert_uint_eq(bs.used[ENGINE_BUDGET_KV], 5 * 40960);
+	/* a smaller promise gives back the difference */
+	ck_assert_int_eq(engine_seq_reserve(a, 64, &err), 0);
+	ck_assert_int_eq(engine_seq_reserve(c, 2 * 64, &err), 0);
+	engine_seq_free(a);
+	engine_seq_free(c);
+	engine_budget_stats(b, &bs);
+	ck_assert_uint_eq(bs.used[ENGINE_BUDGET_KV], 0);
+	ck_assert_uint_eq(bs.peak[ENGINE_BUDGET_KV], 5 * 40960);
+	engine_model_free(m1);
+	engine_model_free(m2);
+	engine_budget_free(b);
+}
+END_TEST
+
 START_TEST(test_kv_types)
 {
 	struct engine_model *m = kv_open("stories260K", 0, NULL, NULL);
@@ -318,6 +381,7 @@ static void kv_tests(TCase *tc)
 			    0, 2);
 	tcase_add_test(tc, test_kv_copied_prefix_same_tokens);
 	tcase_add_test(tc, test_kv_budget);
+	tcase_add_test(tc, test_kv_shared_budget);
 	tcase_add_test(tc, test_kv_types);
 	tcase_add_test(tc, test_kv_store_view);
 	tcase_add_test(tc, test_kv_bytes_parse);
