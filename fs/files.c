@@ -93,7 +93,7 @@ static void files_uncharge(struct fs_handle *h)
 {
 	if (!h->charged)
 		return;
-	fs_use_release(h->fm->fs, h->uid, FS_USE_PROMPT_BYTES, h->charged);
+	fs_input_release(h->fm->fs, h->uid, h->charged);
 	h->charged = 0;
 }
 
@@ -267,17 +267,7 @@ static int files_gen_write(struct fs_handle *h, fuse_req_t req, const char *buf,
 			      "nothing of it is submitted",
 			      what, FILES_INPUT_MAX);
 	} else {
-		rc = fs_use_charge(fm->fs, h->uid, FS_USE_PROMPT_BYTES, size);
-		if (rc)
-			fs_errors_add(
-				&fm->errors,
-				"%s: uid %u holds %llu %s, "
-				"the limit (--max-prompt-bytes); nothing of "
-				"this prompt is submitted",
-				what, (unsigned)h->uid,
-				(unsigned long long)fs_use_limit(
-					fm->fs, FS_USE_PROMPT_BYTES),
-				fs_use_what(FS_USE_PROMPT_BYTES));
+		rc = fs_input_charge(fm, h->uid, size, what);
 	}
 	if (!rc) {
 		h->charged += size;

@@ -19,6 +19,7 @@
  *   kvsnap.c   sessions/N/kv snapshots
  *   errors.c   the per-model errors file
  *   limits.c   per-uid limits: sessions, answers, prompt bytes
+ *   budget.c   the daemon's one memory budget, shared by every model
  *   buf.c      growable byte buffers; sha256.c the info file's digest
  *   mount.c    argv, mount, signals, unmount (fs_main)
  *   progress.c the load bar of `llmfs -f` on a terminal
@@ -33,8 +34,8 @@
  *   fs.reap_lock          reap_stop only (+ reap_cond); released before
  *                         the reaper walks the models
  *   fs.wake_lock          the waker's queue: wake_head/tail, a stream's
- *                         wake_queued/wake_next, wake_running/stop
- *                         (+ wake_cond)
+ *                         wake_queued/wake_next, wake_running/stop,
+ *                         budget_kick (+ wake_cond)
  *   fs_model.lock         a model's state, queue, jobs, config, stats,
  *                         sessions (and each session's fields), pending
  *                         answers (+ wake, the scheduler's condvar)
@@ -58,6 +59,8 @@
  *   fs_handle.lock -> fs_model.lock -> fs_stream.lock -> fs.wait_lock
  *   fs.progress_lock -> fs_model.lock   (the bar reads each model's state)
  *   fs.wake_lock -> fs_stream.lock      (a reference for the queue)
+ *   fs_model.lock -> KV pool lock -> fs.wake_lock  (the budget's release
+ *                                       hook, budget.c: it only sets a flag)
  *   fs_model.weights_lock -> fs_errors.lock
  *   fs_stores.lock -> fs.models_lock, fs_errors.lock (a rescan makes and
  *                     hides models; no other lock of fs/ is held then)
@@ -303,6 +306,7 @@ struct fs_stream {
 	uid_t uid;		 /* of the writer: charged to it */
 	bool charged;		 /* one of uid's FS_USE_GENERATIONS */
 	uint64_t prompt_charged; /* uid's FS_USE_PROMPT_BYTES it holds */
+	uint64_t out_charged;	 /* bytes of out in the memory budget; lock */
 	struct fs_model *model;
 	struct fs_session *session; /* reference, or NULL */
 	char *prompt;
@@ -413,6 +417,8 @@ struct fs_stats {
 	uint64_t cancelled;
 	uint64_t tokens_in;
 	uint64_t tokens_in_evaluated; /* not found in a kept sequence */
+	uint64_t kv_waited;	      /* generations that waited for KV room */
+	unsigned kv_waiting;	      /* waiting now */
 	uint64_t tokens_out;
 	double ttft_last_ms;
 	double ttft_ms[256]; /* ring of the last ones, for the median */
@@ -470,6 +476,14 @@ struct fs_model {
 	struct fs_stream *kv_wait; /* its own: waiting for KV cache room */
 	struct engine_seq *kv_recent[FS_KV_RECENT]; /* its own, newest first */
 	struct fs_session *sessions;		    /* by lock */
+	/*
+	 * The memory budget (budget.c): releases seen by the waker (by
+	 * lock); whether kv_wait waits for the budget (by lock); what the
+	 * scheduler saw of both and of fs.budget_pressure (its own)
+	 */
+	uint64_t budget_kicks;
+	bool kv_starved;
+	uint64_t kicks_seen, pressure_seen;
 	uint64_t next_session;
 	uint64_t next_stream;
 	struct fs_pending *pending;    /* by lock */
@@ -563,8 +577,13 @@ int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s);
 /* s ended: its session keeps the sequence and the turn, or recent does. */
 void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error);
-/* Free the least recently used kept sequence; false when none is left. */
-bool fs_kv_drop_one(struct fs_model *fm);
+/*
+ * Free the least recently used kept sequence, or the cache of a turn
+ * waiting in line other than except; false when none is left.
+ */
+bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except);
+/* Anything fs_kv_drop_one could drop? (fm->lock held) */
+bool fs_kv_has_kept(struct fs_model *fm);
 void fs_kv_free_recent(struct fs_model *fm);
 
 /* kvsnap.c: sessions/N/kv, snapshots (jobs on the scheduler thread). */
@@ -593,7 +612,8 @@ int fs_sha256_file(const char *path, char hex[65], const _Atomic bool *stop);
 struct fs_options {
 	unsigned threads;
 	unsigned n_ctx;
-	uint64_t kv_mem;       /* --kv-mem: each model's KV budget, 0 = fits */
+	uint64_t kv_mem;       /* --kv-mem: each model's KV cap, 0 = none */
+	uint64_t mem_budget;   /* --mem-budget: the daemon's, 0 = derived */
 	const char *kv_type_k; /* --kv-type-k, --kv-type-v; NULL = f16 */
 	const char *kv_type_v;
 	bool ro;
@@ -641,6 +661,15 @@ void fs_use_release(struct fs *fs, uid_t uid, enum fs_use u, uint64_t n);
 uint64_t fs_use_limit(const struct fs *fs, enum fs_use u);
 const char *fs_use_what(enum fs_use u);
 void fs_use_free_all(struct fs *fs);
+/*
+ * Bytes a uid writes that the daemon keeps until they are taken (a
+ * prompt, a snapshot): its --max-prompt-bytes allowance and the memory
+ * budget. 0, or -ENOMEM after an errors line of fm naming what ran out
+ * (what: "generate", "kv snapshot", ...).
+ */
+int fs_input_charge(struct fs_model *fm, uid_t uid, uint64_t n,
+		    const char *what);
+void fs_input_release(struct fs *fs, uid_t uid, uint64_t n);
 uint64_t fs_stream_buffer(const struct fs *fs);
 unsigned fs_prefill_chunk(const struct fs *fs);
 /* May uid write the model-wide config and placement? */
@@ -704,7 +733,28 @@ struct fs {
 	bool reap_stop;
 	pthread_t reaper;
 	bool reaper_started;
+
+	/* One memory budget for every model and buffer (budget.c). */
+	struct engine_budget *budget;
+	_Atomic unsigned budget_starved;  /* models waiting for room */
+	_Atomic uint64_t budget_pressure; /* bumped: drop a kept cache */
+	bool budget_kick; /* by wake_lock: wake the starved models */
 };
+
+/*
+ * The memory budget (budget.c). fs_budget_start fixes the total (before
+ * the models start); the buffers' charges: charge (-ENOMEM when full),
+ * force (bytes that exist already: an answer's text), release.
+ */
+int fs_budget_start(struct fs *fs, struct err *err);
+void fs_budget_stop(struct fs *fs);
+int fs_budget_charge(struct fs *fs, uint64_t n);
+void fs_budget_force(struct fs *fs, uint64_t n);
+void fs_budget_release(struct fs *fs, uint64_t n);
+/* The waker: every scheduler looks at the budget again. */
+void fs_budget_wake_models(struct fs *fs);
+/* status's memory_budget lines. */
+int fs_budget_text(struct fs *fs, struct fs_buf *b);
 
 /*
  * The load bar (progress.c): one line on stderr, redrawn with \r while a

@@ -12,10 +12,12 @@
  *   prefix      a new sequence starts as a copy of the longest prefix of
  *               its prompt that a live, recent or session sequence holds.
  *
- * All of it counts against the model's KV budget: when a generation
- * cannot be admitted, the least recently used recent or idle session
- * sequence is dropped (a session rebuilds from its conversation text on
- * its next turn). Everything here runs on the scheduler thread; a
+ * All of it counts against the model's KV cap and the daemon's memory
+ * budget: when a generation cannot be admitted, the least recently used
+ * recent or idle session sequence is dropped (a session rebuilds from its
+ * conversation text on its next turn), then the cache a turn waiting in
+ * line brought; another model's scheduler drops its own under the
+ * daemon's pressure (budget.c). Everything here runs on the scheduler thread; a
  * session's seq and convo are also reached by session_free, so they are
  * touched under fm->lock.
  */
@@ -201,10 +203,26 @@ out:
 	s->turn = NULL;
 }
 
-bool fs_kv_drop_one(struct fs_model *fm)
+/*
+ * The cache a turn waiting for KV room brought from its session: the last
+ * in line first, never except's (what is being admitted).
+ */
+static struct fs_stream *kv_waiting_holder(struct fs_model *fm,
+					   const struct fs_stream *except)
+{
+	struct fs_stream *last = NULL;
+
+	for (struct fs_stream *w = fm->kv_wait; w; w = w->next)
+		if (w != except && w->seq && engine_seq_length(w->seq))
+			last = w;
+	return last;
+}
+
+bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except)
 {
 	struct fs_session *lru = NULL;
 	struct engine_seq *seq = NULL;
+	struct fs_stream *w;
 	int i;
 
 	for (i = FS_KV_RECENT - 1; i >= 0; i--) {
@@ -223,8 +241,29 @@ bool fs_kv_drop_one(struct fs_model *fm)
 		lru->seq = NULL;
 	}
 	pthread_mutex_unlock(&fm->lock);
-	engine_seq_free(seq);
-	return seq != NULL;
+	if (seq) {
+		engine_seq_free(seq);
+		return true;
+	}
+	/* it evaluates its conversation again when its turn comes */
+	if ((w = kv_waiting_holder(fm, except))) {
+		engine_seq_truncate(w->seq, 0);
+		return true;
+	}
+	return false;
+}
+
+bool fs_kv_has_kept(struct fs_model *fm)
+{
+	unsigned i;
+
+	for (i = 0; i < FS_KV_RECENT; i++)
+		if (fm->kv_recent[i])
+			return true;
+	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next)
+		if (ss->seq && engine_seq_length(ss->seq))
+			return true;
+	return kv_waiting_holder(fm, NULL) != NULL;
 }
 
 void fs_kv_free_recent(struct fs_model *fm)

@@ -41,9 +41,7 @@ int fs_kv_bytes_option(const char *s, uint64_t *out)
 {
 	if (engine_kv_bytes_parse(s, out)) {
 		fprintf(stderr,
-			"llmfs: --kv-mem: bad size '%s' (bytes, or "
-			"with k, M or G)\n",
-			s);
+			"llmfs: bad size '%s' (bytes, or with k, M or G)\n", s);
 		return -EINVAL;
 	}
 	return 0;
@@ -107,8 +105,7 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 		(unsigned long long)st.v_bytes_per_token, in->n_ctx,
 		(unsigned long long)bpt * in->n_ctx,
 		(unsigned long long)st.budget, (unsigned long long)st.used,
-		(unsigned long long)st.committed,
-		(unsigned long long)(st.budget - st.committed),
+		(unsigned long long)st.committed, (unsigned long long)st.free,
 		(unsigned long long)st.blocks, st.block_tokens,
 		(unsigned long long)st.block_bytes,
 		(unsigned long long)kv_ceiling(st.budget, bpt, st.block_tokens),

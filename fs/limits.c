@@ -113,6 +113,43 @@ void fs_use_release(struct fs *fs, uid_t uid, enum fs_use u, uint64_t n)
 	pthread_mutex_unlock(&fs->use_lock);
 }
 
+int fs_input_charge(struct fs_model *fm, uid_t uid, uint64_t n,
+		    const char *what)
+{
+	struct fs *fs = fm->fs;
+	int rc = fs_use_charge(fs, uid, FS_USE_PROMPT_BYTES, n);
+
+	if (rc) {
+		fs_errors_add(&fm->errors,
+			      "%s: uid %u holds %llu %s, the limit "
+			      "(--max-prompt-bytes); nothing of this input "
+			      "is taken",
+			      what, (unsigned)uid,
+			      (unsigned long long)fs_use_limit(
+				      fs, FS_USE_PROMPT_BYTES),
+			      fs_use_what(FS_USE_PROMPT_BYTES));
+		return rc;
+	}
+	rc = fs_budget_charge(fs, n);
+	if (rc) {
+		fs_use_release(fs, uid, FS_USE_PROMPT_BYTES, n);
+		fs_errors_add(&fm->errors,
+			      "%s: the daemon's memory budget is full "
+			      "(--mem-budget, status); nothing of this input "
+			      "is taken",
+			      what);
+	}
+	return rc;
+}
+
+void fs_input_release(struct fs *fs, uid_t uid, uint64_t n)
+{
+	if (!n)
+		return;
+	fs_use_release(fs, uid, FS_USE_PROMPT_BYTES, n);
+	fs_budget_release(fs, n);
+}
+
 void fs_use_free_all(struct fs *fs)
 {
 	while (fs->use) {

@@ -87,8 +87,13 @@ static void mount_usage(FILE *f)
 		"  --kv-type-k T     K cache type: f32 f16 bf16 q8_0 q4_0 q4_1 "
 		"q5_0 q5_1 (f16)\n"
 		"  --kv-type-v T     V cache type (f16)\n"
-		"  --kv-mem BYTES    KV cache budget per model, k/M/G suffixes "
-		"(0: what fits)\n"
+		"  --kv-mem BYTES    KV cache cap per model, k/M/G suffixes "
+		"(0: none)\n"
+		"  --mem-budget BYTES  memory for every model's KV cache and "
+		"the\n"
+		"                    prompts and answers held (0: 3/4 of what "
+		"the\n"
+		"                    weights leave available)\n"
 		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
 		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
 		"(or LLMFS_DEVICES)\n"
@@ -470,6 +475,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		OPT_KV_TYPE_K,
 		OPT_KV_TYPE_V,
 		OPT_KV_MEM,
+		OPT_MEM_BUDGET,
 		OPT_DEVICES,
 		OPT_REMOTE,
 		OPT_MAX_SESSIONS,
@@ -490,6 +496,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		{ "kv-type-k", required_argument, NULL, OPT_KV_TYPE_K },
 		{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
 		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
+		{ "mem-budget", required_argument, NULL, OPT_MEM_BUDGET },
 		{ "devices", required_argument, NULL, OPT_DEVICES },
 		{ "remote", required_argument, NULL, OPT_REMOTE },
 		{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
@@ -570,6 +577,9 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 			break;
 		case OPT_KV_MEM:
 			rc = fs_kv_bytes_option(optarg, &a->opt.kv_mem);
+			break;
+		case OPT_MEM_BUDGET:
+			rc = fs_kv_bytes_option(optarg, &a->opt.mem_budget);
 			break;
 		case OPT_DEVICES: devices = optarg; break;
 		case 'h': mount_usage(stdout); return 1;
@@ -846,6 +856,7 @@ static void mount_fs_free(struct fs *fs)
 	free(fs->models);
 	pthread_cond_destroy(&fs->models_cond);
 	pthread_mutex_destroy(&fs->models_lock);
+	fs_budget_stop(fs); /* after the pools that charged it */
 	fs_use_free_all(fs);
 	pthread_mutex_destroy(&fs->use_lock);
 	pthread_cond_destroy(&fs->progress_cond);
@@ -900,6 +911,10 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 	fs_buf_free(&opts);
 	if (!fs->se)
 		return 1;
+	if (fs_budget_start(fs, &err)) {
+		fprintf(stderr, "llmfs: %s\n", err.msg);
+		goto out_signals;
+	}
 	if (mount_signals(fs))
 		goto out_signals;
 	if (fuse_session_mount(fs->se, a->mountpoint))

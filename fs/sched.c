@@ -129,6 +129,7 @@ static void sched_load(struct fs_model *fm)
 		.n_ctx = fm->fs->opt.n_ctx ? fm->fs->opt.n_ctx : fm->n_ctx,
 		.threads = fm->fs->opt.threads,
 		.kv_mem = fm->fs->opt.kv_mem,
+		.budget = fm->fs->budget,
 		.batch_exact = fm->fs->opt.batch_exact,
 		.load = {
 			.progress = sched_progress, .progress_arg = fm,
@@ -292,13 +293,13 @@ static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 		       cap;
 	/* kept sequences give way, least recently used first */
 	while ((rc = engine_seq_reserve(s->seq, need, err)) == -EAGAIN &&
-	       fs_kv_drop_one(fm))
+	       fs_kv_drop_one(fm, s))
 		;
 	most = engine_seq_budget_tokens(s->seq);
 	if (rc == -ENOSPC && np < most)
 		while ((rc = engine_seq_reserve(s->seq, most, err)) ==
 			       -EAGAIN &&
-		       fs_kv_drop_one(fm))
+		       fs_kv_drop_one(fm, s))
 			;
 	else if (rc == -ENOSPC) {
 		struct engine_kv_stats st;
@@ -324,7 +325,45 @@ static void sched_run(struct fs_model *fm, struct fs_stream *s)
 	fm->active = s;
 }
 
-/* Start what waited for KV room, first come first served. */
+/*
+ * Whether kv_wait waits for the daemon's budget. A starved model asks the
+ * others to drop a kept cache (budget.c), and is woken when memory comes
+ * back; it is never woken by its own request.
+ */
+static void sched_starved(struct fs_model *fm, bool starved)
+{
+	struct fs *fs = fm->fs;
+	bool was;
+
+	pthread_mutex_lock(&fm->lock);
+	was = fm->kv_starved;
+	fm->kv_starved = starved;
+	pthread_mutex_unlock(&fm->lock);
+	if (starved && !was)
+		fs->budget_starved++;
+	else if (!starved && was)
+		fs->budget_starved--;
+	if (!starved)
+		return;
+	fs->budget_pressure++;
+	for (unsigned i = 0; i < fs->n_models; i++) {
+		struct fs_model *other = fs->models[i];
+
+		if (other == fm)
+			continue;
+		pthread_mutex_lock(&other->lock);
+		pthread_cond_signal(&other->wake);
+		pthread_mutex_unlock(&other->lock);
+	}
+}
+
+/*
+ * Start what waited for KV room, first come first served. What does not
+ * fit now waits: a generation that could never fit failed in
+ * sched_reserve (ENOSPC), and everything else that holds the budget ends
+ * or is dropped in time (active generations, kept caches here and in the
+ * other models).
+ */
 static void sched_kv_admit(struct fs_model *fm)
 {
 	struct fs_stream *s;
@@ -334,12 +373,12 @@ static void sched_kv_admit(struct fs_model *fm)
 	while ((s = fm->kv_wait)) {
 		rc = fs_stream_cancelled(s) ? -ECANCELED :
 					      sched_reserve(fm, s, &err);
-		/* nothing else holds the pool: it is not coming back */
-		if (rc == -EAGAIN && !fm->active)
-			rc = -ENOSPC;
 		if (rc == -EAGAIN)
-			return;
+			break;
 		fm->kv_wait = s->next;
+		pthread_mutex_lock(&fm->lock);
+		fm->stats.kv_waiting--;
+		pthread_mutex_unlock(&fm->lock);
 		if (rc) {
 			if (rc != -ECANCELED)
 				fs_errors_add(&fm->errors, "%s: %s",
@@ -352,6 +391,7 @@ static void sched_kv_admit(struct fs_model *fm)
 		}
 		sched_run(fm, s);
 	}
+	sched_starved(fm, fm->kv_wait != NULL);
 }
 
 static void sched_start(struct fs_model *fm, struct fs_stream *s)
@@ -416,6 +456,10 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 			pp = &(*pp)->next;
 		s->next = NULL;
 		*pp = s;
+		pthread_mutex_lock(&fm->lock);
+		fm->stats.kv_waited++;
+		fm->stats.kv_waiting++;
+		pthread_mutex_unlock(&fm->lock);
 		return;
 	}
 	if (rc) {
@@ -700,16 +744,23 @@ static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 }
 
 /*
- * Nothing to run (under fm->lock): no jobs, no prompts, and no active
- * generation, or every one paused for its reader (idle) with no reader
- * having made room since (unpaused).
+ * Nothing to run (under fm->lock): no jobs, no prompts, no active
+ * generation or every one paused for its reader (idle) with no reader
+ * having made room since (unpaused); no memory came back for what waits
+ * for KV room; and no other model asked for memory that a kept cache of
+ * this one could give.
  */
-static bool sched_nothing_to_do(const struct fs_model *fm, bool idle,
+static bool sched_nothing_to_do(struct fs_model *fm, bool idle,
 				uint64_t unpaused)
 {
-	return !fm->stop && !fm->queue && !fm->jobs &&
-	       ((!fm->active && !fm->kv_wait) ||
-		(fm->active && idle && fm->unpaused == unpaused));
+	if (fm->stop || fm->queue || fm->jobs)
+		return false;
+	if (fm->active && !(idle && fm->unpaused == unpaused))
+		return false;
+	if (fm->kv_wait && fm->budget_kicks != fm->kicks_seen)
+		return false;
+	return fm->kv_wait || fm->fs->budget_pressure == fm->pressure_seen ||
+	       !fs_kv_has_kept(fm);
 }
 
 /* bytes of weights merged into huge pages per idle step (10-80 ms) */
@@ -758,7 +809,7 @@ void *fs_sched_main(void *arg)
 	struct sched_batch batch = { 0 };
 	struct fs_stream *queue, *s;
 	struct fs_job *jobs;
-	uint64_t unpaused = 0;
+	uint64_t unpaused = 0, pressure;
 	unsigned cut = 0;
 	bool idle = false, merging;
 
@@ -779,6 +830,8 @@ void *fs_sched_main(void *arg)
 		while (sched_nothing_to_do(fm, idle, unpaused))
 			pthread_cond_wait(&fm->wake, &fm->lock);
 		unpaused = fm->unpaused;
+		fm->kicks_seen = fm->budget_kicks;
+		pressure = fm->fs->budget_pressure;
 		queue = fm->queue;
 		jobs = fm->jobs;
 		fm->queue = NULL;
@@ -786,6 +839,12 @@ void *fs_sched_main(void *arg)
 		pthread_mutex_unlock(&fm->lock);
 		if (fm->stop)
 			break;
+		if (pressure != fm->pressure_seen) {
+			/* another model waits for memory: one kept cache goes */
+			fm->pressure_seen = pressure;
+			if (!fm->kv_wait)
+				fs_kv_drop_one(fm, NULL);
+		}
 		sched_jobs(fm, jobs, false);
 		while ((s = queue)) {
 			queue = s->next;
@@ -816,9 +875,13 @@ void *fs_sched_main(void *arg)
 	}
 	while ((s = fm->kv_wait)) {
 		fm->kv_wait = s->next;
+		pthread_mutex_lock(&fm->lock);
+		fm->stats.kv_waiting--;
+		pthread_mutex_unlock(&fm->lock);
 		cut += !fs_stream_cancelled(s);
 		sched_end(fm, s, fs_stream_cancelled(s) ? -ECANCELED : -EIO);
 	}
+	sched_starved(fm, false);
 	fs_kv_free_recent(fm);
 	if (cut)
 		fs_errors_add(&fm->errors,

@@ -90,6 +90,7 @@ void fs_stream_put(struct fs_stream *s)
 	}
 	if (s->ph)
 		fuse_pollhandle_destroy(s->ph);
+	fs_budget_release(fm->fs, s->out_charged);
 	fs_buf_free(&s->out);
 	fs_config_free(&s->cfg);
 	pthread_mutex_destroy(&s->lock);
@@ -99,8 +100,7 @@ void fs_stream_put(struct fs_stream *s)
 void fs_stream_drop_prompt(struct fs_stream *s)
 {
 	if (s->prompt_charged)
-		fs_use_release(s->model->fs, s->uid, FS_USE_PROMPT_BYTES,
-			       s->prompt_charged);
+		fs_input_release(s->model->fs, s->uid, s->prompt_charged);
 	s->prompt_charged = 0;
 	free(s->prompt);
 	s->prompt = NULL;
@@ -116,14 +116,23 @@ size_t fs_stream_unread(struct fs_stream *s)
 	return n;
 }
 
-/* Drop what was read, when that is most of the buffer; s->lock held. */
-static void stream_trim(struct fs_stream *s)
+/*
+ * Drop what was read, when that is most of the buffer; s->lock held. The
+ * bytes dropped, for the memory budget (released with the lock dropped:
+ * its hook takes fs.wake_lock, which nests outside stream locks).
+ */
+static size_t stream_trim(struct fs_stream *s)
 {
+	size_t n = s->rpos;
+
 	if (s->session || s->rpos < 65536 || s->rpos < s->out.len / 2)
-		return;
+		return 0;
 	memmove(s->out.p, s->out.p + s->rpos, s->out.len - s->rpos + 1);
 	s->out.len -= s->rpos;
 	s->rpos = 0;
+	n = n < s->out_charged ? n : s->out_charged;
+	s->out_charged -= n;
+	return n;
 }
 
 /* A paused generation's reader made room: the scheduler goes on. */
@@ -141,7 +150,7 @@ static void stream_unpause(struct fs_stream *s)
 static bool stream_try_reply(struct fs_stream *s, fuse_req_t req, size_t size)
 {
 	char *data = NULL;
-	size_t n = 0;
+	size_t n = 0, trimmed = 0;
 	int error = 0;
 	bool unpause = false;
 
@@ -154,7 +163,7 @@ static bool stream_try_reply(struct fs_stream *s, fuse_req_t req, size_t size)
 		if (data) {
 			memcpy(data, s->out.p + s->rpos, n);
 			s->rpos += n;
-			stream_trim(s);
+			trimmed = stream_trim(s);
 		} else {
 			error = ENOMEM;
 		}
@@ -174,6 +183,7 @@ static bool stream_try_reply(struct fs_stream *s, fuse_req_t req, size_t size)
 		return false;
 	}
 	pthread_mutex_unlock(&s->lock);
+	fs_budget_release(s->model->fs, trimmed);
 	if (unpause)
 		stream_unpause(s);
 	if (error)
@@ -344,8 +354,16 @@ static void *stream_waker_main(void *arg)
 
 	pthread_mutex_lock(&fs->wake_lock);
 	for (;;) {
-		while (!fs->wake_head && !fs->wake_stop)
+		while (!fs->wake_head && !fs->wake_stop && !fs->budget_kick)
 			pthread_cond_wait(&fs->wake_cond, &fs->wake_lock);
+		if (fs->budget_kick) {
+			/* memory came back: the starved schedulers retry */
+			fs->budget_kick = false;
+			pthread_mutex_unlock(&fs->wake_lock);
+			fs_budget_wake_models(fs);
+			pthread_mutex_lock(&fs->wake_lock);
+			continue;
+		}
 		s = fs->wake_head;
 		if (!s)
 			break; /* stopping, and nothing left to deliver */
@@ -393,8 +411,12 @@ void fs_stream_append(struct fs_stream *s, const char *text, size_t n)
 
 	if (!n)
 		return;
+	/* text that exists already: counted, never refused (back-pressure
+	 * bounds it per stream) */
+	fs_budget_force(s->model->fs, n);
 	pthread_mutex_lock(&s->lock);
 	rc = fs_buf_add(&s->out, text, n);
+	s->out_charged += n;
 	pthread_mutex_unlock(&s->lock);
 	if (rc)
 		fs_stream_cancel(s);

@@ -178,6 +178,8 @@ int fs_text_status(struct fs *fs, struct fs_buf *b)
 				counts[FS_MODEL_FAILED],
 			counts[FS_MODEL_READY], counts[FS_MODEL_LOADING],
 			counts[FS_MODEL_FAILED], sessions, active);
+	if (!rc)
+		rc = fs_budget_text(fs, b);
 	return rc;
 }
 
@@ -226,6 +228,10 @@ int fs_text_stats(struct fs_model *fm, struct fs_buf *b)
 		rc = fs_buf_printf(
 			b, "weights_merge %s\nweights_merged_bytes %llu\n",
 			fm->merge_state, (unsigned long long)fm->merged_bytes);
+	if (!rc && fs_provider_has(fm, FS_K_KV))
+		rc = fs_buf_printf(b, "kv_waiting %u\nkv_waited %llu\n",
+				   x->kv_waiting,
+				   (unsigned long long)x->kv_waited);
 	pthread_mutex_unlock(&fm->lock);
 	return rc;
 }
