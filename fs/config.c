@@ -11,6 +11,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,13 @@ static int config_float(const char *v, double lo, double hi, double *out)
 
 	errno = 0;
 	d = strtod(v, &end);
+	/*
+	 * Underflow (a subnormal or smaller, temperature=1e-320) is inside
+	 * the range: strtod says ERANGE but gives the nearest value; only an
+	 * overflow is refused (isfinite).
+	 */
+	if (errno == ERANGE && fabs(d) <= DBL_MIN)
+		errno = 0;
 	if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi)
 		return -EINVAL;
 	*out = d;

@@ -108,6 +108,8 @@ static const char *const bad_lines[] = {
 	"temperature=-1",
 	"temperature=nan",
 	"temperature=inf",
+	"temperature=1e400",
+	"top_p=1e-400x",
 	"temperature=",
 	"top_k=-1",
 	"top_k=1.5",
@@ -151,6 +153,34 @@ START_TEST(test_config_write_rejects_bad_line)
 	ck_assert_int_eq(err.code, EINVAL);
 	ck_assert_msg(strstr(err.msg, "config:"), "message: %s", err.msg);
 	ck_assert_int_eq(c.sampling.top_k, 40);
+	fs_config_free(&c);
+}
+END_TEST
+
+/*
+ * A value too small for a double (a subnormal, or less) is inside the
+ * range: temperature=1e-320 was refused because strtod says ERANGE.
+ */
+START_TEST(test_config_accepts_subnormal)
+{
+	static const char *const tiny[] = { "temperature=1e-320",
+					     "temperature=4.9e-324",
+					     "temperature=1e-400", "min_p=1e-310",
+					     "top_p=2e-308" };
+	struct fs_config c;
+	struct err err = { 0 };
+
+	for (size_t i = 0; i < sizeof(tiny) / sizeof(tiny[0]); i++) {
+		fs_config_defaults(&c);
+		ck_assert_msg(fs_config_write(&c, tiny[i], strlen(tiny[i]),
+					      &err) == 0,
+			      "%s: %s", tiny[i], err.msg);
+		fs_config_free(&c);
+	}
+	fs_config_defaults(&c);
+	ck_assert_int_eq(fs_config_write(&c, "temperature=1e-40", 17, &err),
+			 0);
+	ck_assert(c.sampling.temperature > 0.0f); /* a float subnormal */
 	fs_config_free(&c);
 }
 END_TEST
@@ -336,6 +366,7 @@ static void config_tests(TCase *tc)
 	tcase_add_test(tc, test_config_rejects_nul_and_too_many_stops);
 	tcase_add_test(tc, test_config_merge_overrides_only_what_was_set);
 	tcase_add_test(tc, test_config_format_round_trip);
+	tcase_add_test(tc, test_config_accepts_subnormal);
 	tcase_add_test(tc, test_errors_keeps_last_100);
 	tcase_add_test(tc, test_errors_escape);
 	tcase_add_test(tc, test_errors_fair_share);
