@@ -305,6 +305,7 @@ struct fs_stream {
 	pid_t sid;		 /* of the writer */
 	uid_t uid;		 /* of the writer: charged to it */
 	bool charged;		 /* one of uid's FS_USE_GENERATIONS */
+	bool is_turn;		 /* counted in session->turns (fm->lock) */
 	uint64_t prompt_charged; /* uid's FS_USE_PROMPT_BYTES it holds */
 	uint64_t out_charged;	 /* bytes of out in the memory budget; lock */
 	struct fs_model *model;
@@ -323,7 +324,8 @@ struct fs_stream {
 	struct engine_batch_item prefill; /* the prompt, fed in chunks */
 	size_t prefill_done;		  /* its tokens already evaluated */
 	bool prefilling;
-	char *text; /* a session turn's whole prompt */
+	bool turn_started; /* it holds its session's turn_active */
+	char *text;	   /* a session turn's whole prompt */
 	char *turn; /* its new part, for the conversation */
 	size_t turn_len;
 	struct fs_stream *next; /* in fs_model.queue or the active list */
@@ -367,6 +369,13 @@ struct fs_session {
 	struct fs_buf logprobs; /* the last answer's, JSON lines; by lock */
 	struct fs_stream *pending[FS_GEN_KINDS]; /* submitted, not yet opened */
 	uint32_t kv_used;	/* tokens of its last sequence */
+	/*
+	 * One turn at a time (by fm->lock): turns submitted and not ended
+	 * (a snapshot restore meanwhile is EBUSY), and whether the scheduler
+	 * runs one (the next waits in fs_model.turn_wait)
+	 */
+	unsigned turns;
+	bool turn_active;
 	struct engine_seq *seq; /* kept between turns; by fs_model.lock */
 	struct fs_buf convo;	/* the conversation's text; by lock */
 	double kv_atime;	/* its last turn's end; by lock */
@@ -474,6 +483,7 @@ struct fs_model {
 	struct fs_job *jobs;	   /* by lock */
 	struct fs_stream *active;  /* the scheduler thread's own */
 	struct fs_stream *kv_wait; /* its own: waiting for KV cache room */
+	struct fs_stream *turn_wait; /* its own: a session's next turns */
 	struct engine_seq *kv_recent[FS_KV_RECENT]; /* its own, newest first */
 	struct fs_session *sessions;		    /* by lock */
 	/*

@@ -196,6 +196,11 @@ void fs_model_submit(struct fs_model *fm, struct fs_stream *s)
 		;
 	*pp = s;
 	s->id = ++fm->next_stream;
+	if (s->session && s->kind != FS_GEN_TOKENIZE) {
+		/* a turn: a snapshot restore waits for its end (kvsnap.c) */
+		s->session->turns++;
+		s->is_turn = true;
+	}
 	if (s->kind != FS_GEN_TOKENIZE)
 		fm->stats.requests++;
 	pthread_cond_signal(&fm->wake);

@@ -233,11 +233,67 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 	pthread_mutex_unlock(&fm->lock);
 }
 
-/* The end of an active generation: stats, history, wake the reader. */
+/*
+ * One turn at a time per session: true when s waits behind the turn its
+ * session runs (in fm->turn_wait), false when s takes the session's turn
+ * or is no turn.
+ */
+static bool sched_turn_wait(struct fs_model *fm, struct fs_stream *s)
+{
+	struct fs_stream **pp;
+	bool wait = false;
+
+	if (!s->is_turn)
+		return false;
+	pthread_mutex_lock(&fm->lock);
+	if (s->session->turn_active) {
+		for (pp = &fm->turn_wait; *pp; pp = &(*pp)->next)
+			;
+		s->next = NULL;
+		*pp = s;
+		wait = true;
+	} else {
+		s->session->turn_active = true;
+		s->turn_started = true;
+	}
+	pthread_mutex_unlock(&fm->lock);
+	return wait;
+}
+
+/*
+ * s's turn ended: its session's next one goes first in the queue (not
+ * at the unmount: the scheduler's end takes fm->turn_wait itself).
+ */
+static void sched_turn_next(struct fs_model *fm, struct fs_stream *s)
+{
+	struct fs_stream **pp, *next;
+
+	if (!s->turn_started)
+		return;
+	s->turn_started = false;
+	pthread_mutex_lock(&fm->lock);
+	s->session->turn_active = false;
+	for (pp = &fm->turn_wait; *pp && !fm->stop; pp = &(*pp)->next) {
+		next = *pp;
+		if (next->session == s->session) {
+			*pp = next->next;
+			next->next = fm->queue;
+			fm->queue = next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fm->lock);
+}
+
+/*
+ * The end of an active generation: stats, history, wake the reader. A
+ * session records only the turns its conversation took (error 0): the
+ * history's text is what the next turn continues.
+ */
 static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
 {
 	sched_stats(fm, s, error);
-	if (s->session && s->kind != FS_GEN_TOKENIZE)
+	if (s->session && s->kind != FS_GEN_TOKENIZE && !error)
 		sched_history(fm, s);
 	engine_generation_free(s->gen);
 	s->gen = NULL;
@@ -247,6 +303,7 @@ static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
 	s->seq = NULL;
 	/* A cancelled stream has no reader left: EOF is as good as any. */
 	fs_stream_finish(s, error == -ECANCELED ? 0 : error);
+	sched_turn_next(fm, s);
 	fs_stream_put(s);
 }
 
@@ -412,6 +469,8 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 	size_t len;
 	int rc;
 
+	if (sched_turn_wait(fm, s))
+		return;
 	if (s->kind != FS_GEN_TOKENIZE) {
 		pthread_mutex_lock(&fm->lock);
 		fm->stats.active++;
@@ -882,6 +941,18 @@ void *fs_sched_main(void *arg)
 		sched_end(fm, s, fs_stream_cancelled(s) ? -ECANCELED : -EIO);
 	}
 	sched_starved(fm, false);
+	/* the session turns that waited: every turn before them ended */
+	pthread_mutex_lock(&fm->lock);
+	queue = fm->turn_wait;
+	fm->turn_wait = NULL;
+	pthread_mutex_unlock(&fm->lock);
+	while ((s = queue)) {
+		queue = s->next;
+		cut += !fs_stream_cancelled(s);
+		fs_stream_finish(s, -EIO);
+		fs_stream_cancel(s);
+		sched_start(fm, s);
+	}
 	fs_kv_free_recent(fm);
 	if (cut)
 		fs_errors_add(&fm->errors,

@@ -425,12 +425,20 @@ void fs_stream_append(struct fs_stream *s, const char *text, size_t n)
 
 void fs_stream_finish(struct fs_stream *s, int error)
 {
+	bool ended = false;
+
 	pthread_mutex_lock(&s->lock);
 	if (s->state < FS_STREAM_DONE) {
 		s->state = error ? FS_STREAM_FAILED : FS_STREAM_DONE;
 		s->error = error;
+		ended = true;
 	}
 	pthread_mutex_unlock(&s->lock);
+	if (ended && s->is_turn) {
+		pthread_mutex_lock(&s->model->lock);
+		s->session->turns--;
+		pthread_mutex_unlock(&s->model->lock);
+	}
 	stream_kick(s);
 }
 
