@@ -685,16 +685,14 @@ int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 int fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
 {
 	if (h->node.kind == FS_K_SKV) {
-		/* a refused header already failed a write: close fails too */
-		if (h->wrote && !h->in.len) {
-			h->wrote = false;
-			fuse_reply_err(req, EINVAL);
-			return 1;
-		}
-		if (!h->in.len)
-			return 0;
-		return files_job(h, req, fs_kvsnap_restore_job, 0, 0, NULL) ==
-		       1;
+		int rc = fs_kvsnap_close(h);
+
+		if (rc == 1)
+			return files_job(h, req, fs_kvsnap_restore_job, 0, 0,
+					 NULL) == 1;
+		if (rc)
+			fuse_reply_err(req, -rc);
+		return rc != 0;
 	}
 	if (!files_is_gen(h->node.kind))
 		return 0;
@@ -753,6 +751,7 @@ void fs_file_release(struct fs *fs, struct fs_handle *h)
 		fs_session_put(fm, h->session);
 		pthread_mutex_unlock(&fm->lock);
 	}
+	fs_kvsnap_release(h);
 	fs_buf_free(&h->in);
 	files_uncharge(h);
 	fs_buf_free(&h->text);

@@ -599,10 +599,22 @@ void fs_kv_free_recent(struct fs_model *fm);
 /* kvsnap.c: sessions/N/kv, snapshots (jobs on the scheduler thread). */
 void fs_kvsnap_read_job(struct fs_model *fm, struct fs_job *job,
 			bool cancelled);
+/*
+ * A write's bytes, taken piece by piece (the header checked at once,
+ * each block put in the sequence); 0, or the refusal's negative errno
+ * (after an errors line), which every later write repeats.
+ */
+int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size);
+/*
+ * At a close: 0 (nothing written, or already taken), 1 when the snapshot
+ * is whole and fs_kvsnap_restore_job must now give it to the session,
+ * or the negative errno of a refused or truncated one.
+ */
+int fs_kvsnap_close(struct fs_handle *h);
 void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
 			   bool cancelled);
-/* A write's bytes: kept for the restore at close; the header checked. */
-int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size);
+/* The handle goes: what its snapshot held goes back. */
+void fs_kvsnap_release(struct fs_handle *h);
 
 /* kvfile.c: the kv file and the KV options (on the scheduler thread). */
 /* Another uid's sequences are shown as "other" to uid. */
@@ -686,6 +698,7 @@ unsigned fs_prefill_chunk(const struct fs *fs);
 bool fs_may_write_model(const struct fs *fs, uid_t uid);
 
 struct fs_waiter;
+struct fs_snap_write;
 struct fs_stores;
 
 /* Inode numbers hold the model's index + 1 in 16 bits (fs_node). */
@@ -873,6 +886,7 @@ struct fs_handle {
 	struct fs_buf text; /* snapshot served by reads */
 	bool have_text;
 	struct fs_stream *stream; /* generate/chat: the answer */
+	struct fs_snap_write *snap; /* sessions/N/kv: a restore (kvsnap.c) */
 	pid_t sid;		  /* of the writer */
 	struct fs_who who;	  /* of the writer */
 	uid_t uid;		  /* of the opener */

@@ -4,9 +4,14 @@
 # the uninterrupted session's (token for token) and only the new turn is
 # evaluated; a truncated, corrupted, foreign-model or wrong-type snapshot,
 # or one written to a session that is not empty, fails with EINVAL and an
-# errors line and leaves the session as it was.
+# errors line and leaves the session as it was. Writes are bounded: a bad
+# header fails the write that completes it, a byte past the announced size
+# fails its write with EFBIG (4 GB from uid 65534: refused after the
+# snapshot's bytes, RSS flat), a piece over --max-prompt-bytes is ENOMEM.
 . "$(dirname "$0")/mount-lib.bash"
 command -v python3 >/dev/null || skip "python3 needed to corrupt a snapshot"
+[ -x /usr/bin/python3 ] || skip "/usr/bin/python3 is absent"
+command -v setpriv >/dev/null || skip "setpriv is absent"
 
 P1='Once upon a time, there was a little girl named Lily.'
 P2=' One day, she'
@@ -100,5 +105,106 @@ else
 	check "a session that is not empty refuses a snapshot" \
 		grep -q 'is not empty' "$Q/errors"
 fi
+unmount_llmfs
+
+# Bounded writes (Documentation/reliability.md, defect 2): the header is
+# checked at the write that completes it, a byte past the size it
+# announces fails its write at once (EFBIG), and what is in flight counts
+# against the writer's --max-prompt-bytes.
+PY=/usr/bin/python3
+cat > "$WORK/put.py" <<'EOF'
+# put.py FILE TARGET CHUNK [FILLER_BYTES]: write FILE (then FILLER_BYTES
+# of zeros) to TARGET in CHUNK-byte writes; print "wrote N fail ERRNO at
+# BYTE close ERRNO" (- for none), stopping at the first failed write.
+import errno, os, sys
+data = open(sys.argv[1], 'rb').read()
+chunk = int(sys.argv[3])
+filler = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+fd = os.open(sys.argv[2], os.O_WRONLY)
+off, fail, total = 0, "-", len(data) + filler
+zeros = bytes(chunk)
+while off < total:
+    n = min(chunk, total - off)
+    head = data[off:off + n]
+    buf = head + zeros[:n - len(head)]
+    try:
+        os.write(fd, buf)
+    except OSError as e:
+        fail = "%s at %d" % (errno.errorcode[e.errno], off)
+        break
+    off += n
+try:
+    os.close(fd)
+    closed = "-"
+except OSError as e:
+    closed = errno.errorcode[e.errno]
+print("wrote %d fail %s close %s" % (off, fail, closed))
+EOF
+cat > "$WORK/bad.py" <<'EOF'
+# bad.py IN OUT OFFSET BYTE...: IN with bytes from OFFSET replaced
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+off = int(sys.argv[3])
+new = bytes(int(x) for x in sys.argv[4:])
+b[off:off + len(new)] = new
+open(sys.argv[2], 'wb').write(b)
+EOF
+# the largest piece held at once: a block and its checksum
+piece=$($PY - "$WORK/saved.kv" <<'EOF'
+import struct, sys
+h = open(sys.argv[1], 'rb').read(128)
+n_layer = struct.unpack_from('<I', h, 56)[0]
+n_tok = struct.unpack_from('<I', h, 72)[0]
+k_row, v_row = struct.unpack_from('<QQ', h, 88)
+print(min(n_tok, 64) * n_layer * (k_row + v_row) + 32)
+EOF
+)
+size=$(stat -c %s "$WORK/saved.kv")
+chmod 755 "$WORK"
+chmod 644 "$WORK/put.py" "$WORK/saved.kv"
+A="setpriv --reuid=65534 --regid=65534 --clear-groups"
+rss_kb() { awk "/^$1/ { print \$2 }" "/proc/$PID/status"; }
+put() { $A $PY "$WORK/put.py" "$@"; }
+
+mount_llmfs -o allow_other --max-prompt-bytes $((piece - 1)) \
+	--kv-type-k q8_0 --kv-type-v q4_0 --name qwen="$MIXQ"
+wait_loaded || fail "model loaded"
+Q=$MNT/qwen
+$PY "$WORK/bad.py" "$WORK/saved.kv" "$WORK/bad1.kv" 120 1    # reserved
+$PY "$WORK/bad.py" "$WORK/saved.kv" "$WORK/bad2.kv" 88 255 255 255 255 # K row
+chmod 644 "$WORK"/bad*.kv
+n=$($A cat "$Q/sessions/new")
+r=$(put "$WORK/bad1.kv" "$Q/sessions/$n/kv" 128)
+check "reserved bytes set: EINVAL at the header's write ($r)" [ "$r" = "wrote 0 fail EINVAL at 0 close EINVAL" ]
+check "... errors says why" grep -q 'reserved header bytes are not zero' "$Q/errors"
+n=$($A cat "$Q/sessions/new")
+r=$(put "$WORK/bad2.kv" "$Q/sessions/$n/kv" 100)
+check "absurd row sizes: EINVAL at the write that completes the header ($r)" [ "$r" = "wrote 100 fail EINVAL at 100 close EINVAL" ]
+check "... errors says why" grep -q 'row sizes are not the types' "$Q/errors"
+n=$($A cat "$Q/sessions/new")
+r=$(put "$WORK/saved.kv" "$Q/sessions/$n/kv" 65536)
+check "a block over --max-prompt-bytes ($((piece - 1))): ENOMEM ($r)" grep -q 'fail ENOMEM' <<<"$r"
+check "... errors names the limit" grep -q 'kv snapshot: uid 65534 holds' "$Q/errors"
+check "... the session is still empty" [ ! -s "$Q/sessions/$n/history" ]
+unmount_llmfs
+
+# 4 GB from uid 65534: the saved snapshot, then zeros. The first write
+# past its end fails, the daemon's RSS grows by less than the writer's
+# allowance (64 MiB), and the session stays empty.
+mount_llmfs -o allow_other --kv-type-k q8_0 --kv-type-v q4_0 \
+	--name qwen="$MIXQ"
+wait_loaded || fail "model loaded"
+Q=$MNT/qwen
+n=$($A cat "$Q/sessions/new")
+before=$(rss_kb VmRSS)
+r=$(put "$WORK/saved.kv" "$Q/sessions/$n/kv" 4096 $((4 << 30)))
+after=$(rss_kb VmHWM)
+at=$((size / 4096 * 4096))
+check "4 GB after a $size-byte snapshot: EFBIG at the write past its end ($r)" \
+	[ "$r" = "wrote $at fail EFBIG at $at close EFBIG" ]
+check "... errors says so" grep -q "bytes past the $size its header announces" "$Q/errors"
+check "... the session is still empty" [ ! -s "$Q/sessions/$n/history" ]
+check "... the daemon's peak RSS grew by under 64 MiB ($before -> $after kB)" \
+	[ $((after - before)) -lt 65536 ]
 unmount_llmfs
 finish
