@@ -4,9 +4,11 @@
  *
  * Text files (models, status, info, config, ...) are generated whole at
  * open, like a seq_file, and reads serve that snapshot. generate and chat
- * stream: a read-write descriptor submits what it wrote at its first read
- * (or close); a write-only descriptor submits at close, for the next reader
- * of the same process session (or of the same sessions/N directory).
+ * stream: a read-write descriptor submits what it wrote at its first read;
+ * a write-only descriptor submits everything written through its open
+ * file description at the description's last close (the release: every
+ * process that held it closed it, release.c), for the next reader of the
+ * same process session (or of the same sessions/N directory).
  * Files whose contents need the engine (placement, kv, sessions/N/kv) are
  * made by the model's scheduler thread: the FUSE request is queued as a
  * job and answered from there. tokenize is answered as generate is, by a
@@ -196,6 +198,12 @@ static struct fs_stream *files_gen_stream(struct fs_handle *h, fuse_req_t req)
 	if (!h->stream && h->failed) {
 		pthread_mutex_unlock(&h->lock);
 		return NULL;
+	}
+	if (!h->stream) {
+		/* a prompt closed before this request reached us is in */
+		pthread_mutex_unlock(&h->lock);
+		fs_release_wait(h->fm->fs);
+		pthread_mutex_lock(&h->lock);
 	}
 	if (!h->stream) {
 		struct fs_who who;
@@ -694,16 +702,11 @@ int fs_file_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
 			fuse_reply_err(req, -rc);
 		return rc != 0;
 	}
-	if (!files_is_gen(h->node.kind))
-		return 0;
-	pthread_mutex_lock(&h->lock);
-	if (h->in.len && !h->stream && !h->failed) {
-		if (h->readable)
-			h->stream = files_submit(h);
-		else
-			files_submit_pending(h);
-	}
-	pthread_mutex_unlock(&h->lock);
+	/*
+	 * generate, chat, tokenize: a close while other processes still hold
+	 * the description (`{ cat a; cat b; } > generate`) does not end the
+	 * prompt; the release does (fs_file_release).
+	 */
 	return 0;
 }
 
@@ -733,6 +736,7 @@ void fs_file_release(struct fs *fs, struct fs_handle *h)
 	if (files_is_gen(h->node.kind) && h->in.len && !h->stream &&
 	    !h->readable && !h->failed)
 		files_submit_pending(h);
+	fs_release_done(fs, h);
 	if (h->stream) {
 		fs_stream_cancel(h->stream);
 		fs_stream_put(h->stream);

@@ -20,6 +20,7 @@
  *   errors.c   the per-model errors file
  *   limits.c   per-uid limits: sessions, answers, prompt bytes
  *   budget.c   the daemon's one memory budget, shared by every model
+ *   release.c  when a prompt is submitted: the releases in flight
  *   buf.c      growable byte buffers; sha256.c the info file's digest
  *   mount.c    argv, mount, signals, unmount (fs_main)
  *   progress.c the load bar of `llmfs -f` on a terminal
@@ -44,6 +45,9 @@
  *   fs_stream.lock        one answer: refs, text, state, cancel, poll handle
  *   fs.wait_lock          the parked reads (fs.waiters, fs_stream.waiters)
  *   fs.handles_lock       the list of open files
+ *   fs.read_lock          one reader of /dev/fuse at a time (release.c)
+ *   fs.release_lock       the releases read and not yet handled
+ *                         (+ release_cond)
  *   fs.use_lock           the per-uid charges (limits.c)
  *   fs.models_lock        appending to fs.models; each model's gone and
  *                         users (+ models_cond)
@@ -64,8 +68,10 @@
  *   fs_model.weights_lock -> fs_errors.lock
  *   fs_stores.lock -> fs.models_lock, fs_errors.lock (a rescan makes and
  *                     hides models; no other lock of fs/ is held then)
+ *   fs.read_lock -> fs.release_lock     (a release noted as it is read)
  *   fs.handles_lock, fs.use_lock, fs_errors.lock, fs.reap_lock,
- *   fs.models_lock and remote.wake_lock are leaves: nothing of fs/ is
+ *   fs.models_lock, fs.release_lock and remote.wake_lock are leaves:
+ *   nothing of fs/ is
  *   taken under them.
  *
  * Hence fs_stream_put() (its last reference takes fs_model.lock to drop
@@ -699,6 +705,7 @@ bool fs_may_write_model(const struct fs *fs, uid_t uid);
 
 struct fs_waiter;
 struct fs_snap_write;
+struct fs_release;
 struct fs_stores;
 
 /* Inode numbers hold the model's index + 1 in 16 bits (fs_node). */
@@ -757,12 +764,33 @@ struct fs {
 	pthread_t reaper;
 	bool reaper_started;
 
+	/* Releases read from the kernel, not yet handled (release.c). */
+	pthread_mutex_t read_lock;
+	pthread_mutex_t release_lock;
+	pthread_cond_t release_cond;
+	uint64_t release_tickets;    /* by release_lock */
+	struct fs_release *releases; /* by release_lock */
+	bool release_stop;	     /* by release_lock: the daemon ends */
+
 	/* One memory budget for every model and buffer (budget.c). */
 	struct engine_budget *budget;
 	_Atomic unsigned budget_starved;  /* models waiting for room */
 	_Atomic uint64_t budget_pressure; /* bumped: drop a kept cache */
 	bool budget_kick; /* by wake_lock: wake the starved models */
 };
+
+/*
+ * Releases (release.c): the daemon reads /dev/fuse itself, noting the
+ * release of each write-only generate, chat and tokenize descriptor as
+ * the kernel hands it out; fs_release_done when handled (after its prompt
+ * was submitted); fs_release_wait returns once every release noted before
+ * the caller's request was handled (or the daemon ends).
+ */
+int fs_release_start(struct fs *fs);
+void fs_release_done(struct fs *fs, const struct fs_handle *h);
+void fs_release_wait(struct fs *fs);
+void fs_release_stop(struct fs *fs);
+void fs_release_free_all(struct fs *fs);
 
 /*
  * The memory budget (budget.c). fs_budget_start fixes the total (before

@@ -824,6 +824,9 @@ static void mount_fs_init(struct fs *fs, const struct fs_options *opt)
 	pthread_cond_init(&fs->progress_cond, NULL);
 	pthread_mutex_init(&fs->models_lock, NULL);
 	pthread_cond_init(&fs->models_cond, NULL);
+	pthread_mutex_init(&fs->read_lock, NULL);
+	pthread_mutex_init(&fs->release_lock, NULL);
+	pthread_cond_init(&fs->release_cond, NULL);
 	fs->sig_pipe[0] = fs->sig_pipe[1] = -1;
 }
 
@@ -838,6 +841,7 @@ static void mount_fs_stop(struct fs *fs)
 		pthread_join(fs->reaper, NULL);
 	}
 	fs_store_stop(fs);
+	fs_release_stop(fs);
 	for (unsigned i = 0; i < fs->n_models; i++)
 		fs_model_stop(fs->models[i]);
 	fs_progress_stop(fs); /* erases the bar of loads cut short */
@@ -857,6 +861,10 @@ static void mount_fs_free(struct fs *fs)
 	pthread_cond_destroy(&fs->models_cond);
 	pthread_mutex_destroy(&fs->models_lock);
 	fs_budget_stop(fs); /* after the pools that charged it */
+	fs_release_free_all(fs);
+	pthread_cond_destroy(&fs->release_cond);
+	pthread_mutex_destroy(&fs->release_lock);
+	pthread_mutex_destroy(&fs->read_lock);
 	fs_use_free_all(fs);
 	pthread_mutex_destroy(&fs->use_lock);
 	pthread_cond_destroy(&fs->progress_cond);
@@ -919,6 +927,10 @@ static int mount_serve(struct fs *fs, struct mount_args *a, const char *argv0)
 		goto out_signals;
 	if (fuse_session_mount(fs->se, a->mountpoint))
 		goto out_signals;
+	if (fs_release_start(fs)) {
+		fprintf(stderr, "llmfs: cannot read /dev/fuse itself\n");
+		goto out_unmount;
+	}
 	fuse_daemonize(a->opt.foreground);
 	fs->main_thread = pthread_self();
 	if (pthread_create(&fs->shutdown, NULL, mount_shutdown_main, fs))

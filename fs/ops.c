@@ -32,6 +32,12 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/* Writes must reach us as they are made, never cached. */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * A release waits in the kernel behind max_background others: the
+	 * shell idiom's reader counts on it reaching us in order (release.c).
+	 */
+	conn->max_background = 1024;
+	conn->congestion_threshold = 768;
 }
 
 static void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
