@@ -13,7 +13,8 @@ chmod 755 "$WORK"
 SEEDS=${RANDOM_SEEDS:-1-12}
 STEPS=${RANDOM_STEPS:-80}
 SECS=${RANDOM_SECONDS:-0}
-mount_llmfs -o allow_other --max-sessions 6 --name stories="$STORIES"
+mount_llmfs -o allow_other --max-sessions 6 --stream-buffer 16 \
+	--name stories="$STORIES"
 wait_loaded || fail "model loaded"
 start=$SECONDS
 if /usr/bin/python3 tests/fs/random_ops.py --mount "$MNT/stories" \

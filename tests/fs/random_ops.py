@@ -16,6 +16,12 @@ and checks every result against what Documentation/ABI.md predicts:
     EACCES), a session's overrides, all or nothing on EINVAL;
   * which errors: EACCES, EINVAL, ENOENT after rmdir, EMFILE past
     --max-sessions, EBUSY for a write while an answer streams, EPERM;
+  * one turn at a time per session: two descriptors submitting to one
+    sessions/N/generate at once run one after the other (either order),
+    the second continuing after the first's answer; a snapshot restored
+    while a turn runs is EBUSY and changes nothing; and after any sequence
+    of these, the text of the session's history evaluated from scratch
+    gives the session's next answer;
   * kv names a process session only to its own uid; history lists the
     exchanges of a session; readers killed mid-answer leave the rest
     untouched.
@@ -66,6 +72,7 @@ def readall(fd):
 def run(c):
     op, path = c["op"], c.get("path")
     data = base64.b64decode(c.get("data", ""))
+    snap = base64.b64decode(c.get("snap", ""))
     r = {"err": None, "data": ""}
     fd = -1
     try:
@@ -89,6 +96,23 @@ def run(c):
                 r["second"] = None
             except OSError as e:
                 r["second"] = name(e)
+            r["data"] = base64.b64encode(first + readall(fd)).decode()
+        elif op == "turn_restore":
+            # a turn whose reader read one byte runs on (--stream-buffer),
+            # and a snapshot is written to the session meanwhile
+            fd = os.open(path, os.O_RDWR)
+            os.write(fd, data)
+            first = os.read(fd, 1)
+            kv = os.open(c["kv"], os.O_WRONLY)
+            try:
+                os.write(kv, snap)
+                r["restore"] = None
+            except OSError as e:
+                r["restore"] = name(e)
+            try:
+                os.close(kv)
+            except OSError:
+                pass
             r["data"] = base64.b64encode(first + readall(fd)).decode()
         elif op == "rmdir":
             os.rmdir(path)
@@ -133,6 +157,8 @@ class Worker:
     def send(self, c):
         if "data" in c:
             c = dict(c, data=base64.b64encode(c["data"].encode()).decode())
+        if "snap" in c:
+            c = dict(c, snap=base64.b64encode(c["snap"]).decode())
         self.p.stdin.write(json.dumps(c) + "\n")
         self.p.stdin.flush()
 
@@ -228,7 +254,7 @@ class Run:
         self.mnt = args.mount
         self.oracle = args.oracle
         self.stats = {"ops": 0, "answers": 0, "killed": 0, "errors": 0,
-                      "bytes": 0}
+                      "bytes": 0, "overlaps": 0, "busy": 0, "histories": 0}
 
     # -- helpers --
     def path(self, *p):
@@ -415,6 +441,121 @@ class Run:
         if not want and s["exact"] and s["pending"] is None:
             self.expect("history of %d" % sid, r["data"], s["history"])
 
+    def session_workers(self, sid):
+        """The workers that may use session sid (its owner's uid, root)."""
+        s = self.m.sessions.get(sid)
+        return [i for i, x in enumerate(self.workers)
+                if s and x.uid in (0, s["owner"])]
+
+    def turn_done(self, s, prompt, answer):
+        """A turn of s ran whole: its conversation and history grow."""
+        turn = prompt[:-1] if prompt.endswith("\n") else prompt
+        s["history"] += "--- prompt\n%s\n--- answer\n%s\n" % (turn, answer)
+        s["convo"] += turn + answer
+        self.stats["answers"] += 1
+
+    def op_session_overlap(self, wi, w):
+        """Two descriptors submit to one session at once."""
+        sid = self.pick_session()
+        ok = self.session_workers(sid)
+        s = self.m.sessions.get(sid)
+        if len(ok) < 2 or not s["exact"] or s["pending"] is not None:
+            return
+        a, b = self.rng.sample(ok, 2)
+        pa, pb = self.rng.choice(PROMPTS), self.rng.choice(PROMPTS)
+        self.note("w%d and w%d submit %r and %r to sessions/%d at once"
+                  % (a, b, pa, pb, sid))
+        path = self.path("sessions", str(sid), "generate")
+        res = {}
+
+        def go(i, p):
+            res[i] = self.workers[i].call({"op": "rw", "path": path,
+                                           "data": p})
+        import threading
+        t = [threading.Thread(target=go, args=x) for x in ((a, pa), (b, pb))]
+        for x in t:
+            x.start()
+        for x in t:
+            x.join()
+        for i in (a, b):
+            self.expect("overlapping turn error", res[i]["err"], None)
+        n, c = self.cfg(sid), s["convo"]
+        trim = lambda p: p[:-1] if p.endswith("\n") else p
+        # either order, never two turns on the same conversation
+        for (p1, r1), (p2, r2) in (((pa, res[a]), (pb, res[b])),
+                                   ((pb, res[b]), (pa, res[a]))):
+            a1 = self.oracle.answer(c + trim(p1), n, False)
+            if r1["data"] != a1:
+                continue
+            a2 = self.oracle.answer(c + trim(p1) + a1 + trim(p2), n, False)
+            if r2["data"] == a2:
+                self.turn_done(s, p1, a1)
+                self.turn_done(s, p2, a2)
+                self.stats["overlaps"] += 1
+                return
+        raise Failure("overlapping turns on session %d: got %r and %r, "
+                      "neither order of one turn after the other"
+                      % (sid, res[a]["data"], res[b]["data"]))
+
+    def op_turn_restore(self, wi, w):
+        """A snapshot restored while a turn of the session runs."""
+        sid = self.pick_session()
+        ok = self.session_workers(sid)
+        s = self.m.sessions.get(sid)
+        if not ok or not s["exact"] or s["pending"] is not None:
+            return
+        wi = self.rng.choice(ok)
+        prompt = self.rng.choice(PROMPTS)
+        self.note("w%d restores a snapshot into sessions/%d while a turn "
+                  "of %r runs" % (wi, sid, prompt))
+        r = self.workers[wi].call({
+            "op": "turn_restore", "data": prompt, "snap": self.snapshot,
+            "path": self.path("sessions", str(sid), "generate"),
+            "kv": self.path("sessions", str(sid), "kv")})
+        self.expect("turn during a restore", r["err"], None)
+        want = self.oracle.answer(s["convo"] + (prompt[:-1] if
+                                  prompt.endswith("\n") else prompt),
+                                  self.cfg(sid), False)
+        # paused past --stream-buffer (16) bytes unread: a longer answer's
+        # turn still runs; a short one may have ended (then EINVAL: the
+        # session is not empty)
+        if len(want.encode()) > 48:
+            self.expect("restore while a turn runs", r["restore"], "EBUSY")
+        else:
+            self.expect("restore during a short turn",
+                        r["restore"] in ("EBUSY", "EINVAL"), True)
+        self.expect("the turn's answer", r["data"], want)
+        self.turn_done(s, prompt, want)
+        self.m.errors += 1
+        self.stats["busy"] += r["restore"] == "EBUSY"
+
+    def op_history_next(self, wi, w):
+        """The history's text, evaluated from scratch, gives the next
+        answer of the session."""
+        sid = self.pick_session()
+        ok = self.session_workers(sid)
+        s = self.m.sessions.get(sid)
+        if not ok or not s["exact"] or s["pending"] is not None:
+            return
+        wi = self.rng.choice(ok)
+        self.note("w%d: history of sessions/%d, then its next turn"
+                  % (wi, sid))
+        r = self.workers[wi].call(
+            {"op": "ro", "path": self.path("sessions", str(sid), "history")})
+        self.expect("history read", r["err"], None)
+        text = convo_of_history(r["data"])
+        prompt = self.rng.choice(PROMPTS)
+        r = self.workers[wi].call({"op": "rw", "data": prompt, "path":
+                                   self.path("sessions", str(sid),
+                                             "generate")})
+        self.expect("next turn error", r["err"], None)
+        turn = prompt[:-1] if prompt.endswith("\n") else prompt
+        self.expect("the next answer against the history's text from "
+                    "scratch", r["data"],
+                    self.oracle.answer(text + turn, self.cfg(sid), False))
+        self.turn_done(s, prompt, r["data"])
+        self.stats["histories"] += 1
+
     def op_rmdir(self, wi, w):
         sid = self.pick_session()
         self.note("w%d(uid %d) rmdir sessions/%d" % (wi, w.uid, sid))
@@ -471,11 +612,15 @@ class Run:
            ("midstream", 3), ("kill_reader", 3), ("config", 5),
            ("session_new", 8), ("session_write", 10), ("session_read", 10),
            ("session_config", 4), ("session_history", 4), ("rmdir", 5),
-           ("kv", 3), ("placement", 2), ("errors", 3)]
+           ("kv", 3), ("placement", 2), ("errors", 3),
+           ("session_overlap", 4), ("turn_restore", 3),
+           ("history_next", 3)]
     # Operations whose outcome depends on a model-wide value another
-    # operation may change at the same time run alone.
+    # operation may change at the same time run alone; so do those that
+    # use workers of their own choice.
     ALONE = {"config", "placement", "rdwr", "midstream", "shell_write",
-             "session_write"}
+             "session_write", "session_overlap", "turn_restore",
+             "history_next"}
 
     def step(self):
         names = [o for o, _ in self.OPS]
@@ -525,8 +670,19 @@ class Run:
         with open(self.path("config"), "w") as f:
             f.write("temperature=0\nmax_tokens=8\nstop=\n")
 
+    def take_snapshot(self):
+        """A snapshot of this model to restore: one turn's session."""
+        sid = int(open(self.path("sessions", "new")).read())
+        with open(self.path("sessions", str(sid), "generate"), "w") as f:
+            f.write(PROMPTS[0])
+        open(self.path("sessions", str(sid), "generate")).read()
+        with open(self.path("sessions", str(sid), "kv"), "rb") as f:
+            self.snapshot = f.read()
+        os.rmdir(self.path("sessions", str(sid)))
+
     def go(self, steps, deadline):
         self.reset()
+        self.take_snapshot()
         self.workers = [Worker(self.rng.choice(UIDS) if i > 1 else UIDS[i],
                                self.a.python) for i in range(4)]
         try:
@@ -544,6 +700,22 @@ class Run:
         finally:
             for w in self.workers:
                 w.close()
+
+
+def convo_of_history(h):
+    """The conversation a session's history records (ABI.md): every
+    prompt and answer (and restored text) one after the other."""
+    import re
+    parts = re.split(r"(?m)^--- (?:prompt|chat|answer|restored \d+ tokens)\n",
+                     h)
+    if parts[0]:
+        raise Failure("history does not start with a --- line: %r" % h)
+    out = ""
+    for body in parts[1:]:
+        if not body.endswith("\n"):
+            raise Failure("a history entry without its newline: %r" % h)
+        out += body[:-1]
+    return out
 
 
 def seeds_of(spec):
@@ -571,7 +743,8 @@ def main():
     a.oracle = Oracle(a.run, a.model)
     seeds = seeds_of(a.seeds)
     deadline = time.time() + a.seconds if a.seconds else 0
-    total = {"seeds": 0, "ops": 0, "answers": 0, "killed": 0, "bytes": 0}
+    total = {"seeds": 0, "ops": 0, "answers": 0, "killed": 0, "bytes": 0,
+             "overlaps": 0, "busy": 0, "histories": 0}
     i = 0
     while True:
         if deadline:
@@ -594,11 +767,14 @@ def main():
             print("reproduce: " + a.repro.format(seed=seed, steps=a.steps))
             return 1
         total["seeds"] += 1
-        for k in ("ops", "answers", "killed", "bytes"):
+        for k in ("ops", "answers", "killed", "bytes", "overlaps", "busy",
+                  "histories"):
             total[k] += r.stats[k]
     print("random_ops: %(seeds)d seeds, %(ops)d operations, %(answers)d "
           "answers checked byte for byte (%(bytes)d bytes), %(killed)d "
-          "readers killed, 0 mismatches" % total)
+          "readers killed, %(overlaps)d overlapping turns, %(busy)d restores "
+          "refused EBUSY, %(histories)d histories continued from scratch, "
+          "0 mismatches" % total)
     return 0
 
 
