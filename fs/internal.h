@@ -63,8 +63,9 @@
  *   fs_handle.lock -> fs_model.lock -> fs_stream.lock -> fs.wait_lock
  *   fs.progress_lock -> fs_model.lock   (the bar reads each model's state)
  *   fs.wake_lock -> fs_stream.lock      (a reference for the queue)
- *   fs_model.lock -> KV pool lock -> fs.wake_lock  (the budget's release
- *                                       hook, budget.c: it only sets a flag)
+ *   fs_handle.lock, fs_model.lock, KV pool lock -> fs.wake_lock  (the
+ *       memory budget's release hook, budget.c, runs under any of them and
+ *       only sets a flag; the waker holds fs.wake_lock over nothing else)
  *   fs_model.weights_lock -> fs_errors.lock
  *   fs_stores.lock -> fs.models_lock, fs_errors.lock (a rescan makes and
  *                     hides models; no other lock of fs/ is held then)

@@ -524,10 +524,17 @@ int fs_kvsnap_close(struct fs_handle *h)
 	else if (w->error)
 		rc = w->error;
 	else if (w->phase != SNAP_PHASE_DONE) {
-		fs_errors_add(&h->fm->errors,
-			      "kv snapshot: truncated (%llu of %llu bytes)",
-			      (unsigned long long)w->got,
-			      (unsigned long long)w->total);
+		if (w->total)
+			fs_errors_add(&h->fm->errors,
+				      "kv snapshot: truncated (%llu of %llu "
+				      "bytes)",
+				      (unsigned long long)w->got,
+				      (unsigned long long)w->total);
+		else
+			fs_errors_add(&h->fm->errors,
+				      "kv snapshot: truncated (%llu bytes, "
+				      "less than its header)",
+				      (unsigned long long)w->got);
 		rc = snap_fail(h, w, -EINVAL);
 	} else if (!w->queued) {
 		w->queued = true;

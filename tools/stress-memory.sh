@@ -44,7 +44,7 @@ prefix=$(words)
 for k in $(seq 0 $((SUFFIXES - 1))); do
 	printf '%sQuestion %d: and then?' "$prefix" "$k" > "$work/p$k"
 done
-meminfo() { awk -v k="$1:" '$1 == k { printf "%d\n", $2 * 1024 }' /proc/meminfo; }
+meminfo() { awk -v k="$1:" '$1 == k { printf "%.0f\n", $2 * 1024 }' /proc/meminfo; }
 ooms() { dmesg 2>/dev/null | grep -c 'Out of memory' ; }
 avail=$(meminfo MemAvailable)
 oom0=$(ooms)
@@ -61,12 +61,12 @@ for i in $(seq "$MODELS"); do
 	printf 'temperature=0\nmax_tokens=%d\n' "$MAXTOK" > "$mnt/m$i/config"
 done
 grep '^memory_budget' "$mnt/status" > "$work/budget"
-rss0=$(awk '/^VmRSS/ { printf "%d\n", $2 * 1024 }' "/proc/$pid/status")
+rss0=$(awk '/^VmRSS/ { printf "%.0f\n", $2 * 1024 }' "/proc/$pid/status")
 
 # the daemon's RSS and the budget's KV bytes, every second
 (
 	while kill -0 "$pid" 2>/dev/null; do
-		r=$(awk '/^VmRSS/ { printf "%d\n", $2 * 1024 }' "/proc/$pid/status" 2>/dev/null)
+		r=$(awk '/^VmRSS/ { printf "%.0f\n", $2 * 1024 }' "/proc/$pid/status" 2>/dev/null)
 		k=$(awk '$1 == "memory_budget_kv_bytes" { print $2 }' "$mnt/status" 2>/dev/null)
 		echo "$SECONDS ${r:-0} ${k:-0}"
 		sleep 1
@@ -98,7 +98,7 @@ for i in $(seq "$MODELS"); do
 done
 wait "${readers[@]}"
 secs=$((SECONDS - start))
-hwm=$(awk '/^VmHWM/ { printf "%d\n", $2 * 1024 }' "/proc/$pid/status")
+hwm=$(awk '/^VmHWM/ { printf "%.0f\n", $2 * 1024 }' "/proc/$pid/status")
 grep '^memory_budget' "$mnt/status" > "$work/budget-end"
 waited=0
 for i in $(seq "$MODELS"); do
@@ -130,7 +130,7 @@ for i in $(seq "$MODELS"); do
 	done
 done
 kvpeak=$(awk '$1 == "memory_budget_kv_peak_bytes" { print $2 }' "$work/budget-end")
-peakrss=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$work/samples")
+peakrss=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { printf "%.0f\n", m }' "$work/samples")
 gib() { awk -v b="$1" 'BEGIN { printf "%.2f GiB", b / 1073741824 }'; }
 echo "models $MODELS x $SESSIONS sessions, prompts of $(wc -c < "$work/p0") bytes" \
 	"sharing $WORDS words, max_tokens $MAXTOK"
