@@ -40,6 +40,17 @@ PKGS_DEB_CHECK = podman runc systemd-container debootstrap
 # python3-jsonschema: tests/fs/grammar.sh validates answers under a JSON
 # schema with a validator of its own.
 PKGS_DEB += python3-jsonschema
+# And what the other tests run: cmake and libssl-dev build llama-server
+# with TLS from the pinned source (tests/fs/remote.sh), util-linux has
+# setpriv, unshare and script(1), procps has pgrep, man-db renders the man
+# pages, valgrind checks the daemon for leaks (tests/fs/lifecycle.sh), git
+# and coreutils' timeout drive tests/run (Documentation/testing.md).
+PKGS_DEB_CHECK += cmake libssl-dev util-linux procps man-db valgrind git \
+	coreutils
+# npm installs the reference (make ref); only when npm is missing, so that a
+# Node.js from elsewhere (node-llama-cpp 3.22.1 wants Node >= 20, Debian 12
+# has 18) is not replaced by Debian's.
+NPM_DEB = $(if $(shell command -v npm),,nodejs npm)
 FS_PKGS += libsystemd
 
 CC ?= cc
@@ -133,6 +144,9 @@ TESTS := $(TEST_IO) $(TEST_ENGINE)
 # Small C clients that the shell tests drive (not tests of their own).
 TEST_CLIENTS := $(BUILD)/tests/fs/read_interrupted \
 	$(BUILD)/tests/install/seccomp_exec
+# An LD_PRELOAD shim that holds the daemon at a known point (tests/fs/
+# fault_paths.c): a model that stays loading, a machine with no free memory.
+TEST_SHIMS := $(BUILD)/tests/fs/fault_paths.so
 ifeq ($(have_fuse),1)
 TESTS += $(TEST_FS)
 endif
@@ -205,9 +219,16 @@ $(TEST_FS): $(BUILD)/tests/fs/%: $(BUILD)/tests/fs/%.o $(TEST_COMMON_OBJ) \
 $(TEST_CLIENTS): $(BUILD)/tests/%: $(BUILD)/tests/%.o
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
+# Not sanitized: it is preloaded into whichever llmfs the test runs.
+$(TEST_SHIMS): $(BUILD)/tests/%.so: tests/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) -O2 -g -std=c11 -Wall -Wextra $(filter -Werror,$(CFLAGS)) -fPIC -shared \
+		-o $@ $< -ldl
+
 # Install what is missing, and only that (needs root, as on CI): deps for
 # make check, build-deps for building alone (the Containerfile).
-deps: PKGS_WANTED = $(PKGS_DEB) $(PKGS_DEB_CHECK)
+deps: PKGS_WANTED = $(PKGS_DEB) $(PKGS_DEB_CHECK) $(NPM_DEB)
 build-deps: PKGS_WANTED = $(PKGS_DEB)
 deps build-deps:
 	@missing=""; for p in $(PKGS_WANTED); do \
@@ -224,24 +245,37 @@ deps build-deps:
 REF_DIR ?= ref
 LLAMA_REF_VERSION = 3.22.1
 REF_STAMP = $(REF_DIR)/node_modules/node-llama-cpp/package.json
-# Without npm (or the registry) the comparisons that need it skip and say so.
+# The tests compare with it: without it make check fails (a registry that
+# fails once is tried three times).
 $(REF_STAMP):
-	@if command -v npm >/dev/null; then \
-		mkdir -p $(REF_DIR) && cd $(REF_DIR) && \
-		{ [ -f package.json ] || npm init -y >/dev/null; } && \
+	@command -v npm >/dev/null || \
+		{ echo "npm is missing (make deps): cannot install the reference"; exit 1; }
+	$(Q)mkdir -p $(REF_DIR) && cd $(REF_DIR) && \
+	{ [ -f package.json ] || npm init -y >/dev/null; } && \
+	for try in 1 2 3; do \
 		npm install --no-audit --no-fund --loglevel=error \
-			node-llama-cpp@$(LLAMA_REF_VERSION) || \
-		echo "warning: npm install node-llama-cpp failed; reference comparisons will skip"; \
-	else echo "warning: npm not found; reference comparisons will skip"; fi
+			node-llama-cpp@$(LLAMA_REF_VERSION) && exit 0; \
+		echo "npm install node-llama-cpp@$(LLAMA_REF_VERSION) failed (try $$try of 3)"; \
+		sleep 10; \
+	done; \
+	echo "the reference (node-llama-cpp $(LLAMA_REF_VERSION)) cannot be installed: make check needs it"; \
+	exit 1
 ref: $(REF_STAMP)
 
-tests: $(TESTS) $(TEST_CLIENTS) $(TOOLS)
+tests: $(TESTS) $(TEST_CLIENTS) $(TEST_SHIMS) $(TOOLS)
 
-# Every Check binary and tests/*/*.sh; tests/run prints the closing
-# "N passed, N failed, N skipped" line.
-# The reference install (make ref) lets the tests that compare with ggml's
-# own libraries run instead of skipping.
+# Every Check binary and tests/*/*.sh; tests/run prints the skipped tests
+# with their reasons and the closing "N passed, N failed, N skipped" line;
+# a skip that is not for want of hardware (a GPU) fails (Documentation/
+# testing.md).
+# The tests compare with the reference install (make ref). check-run is a
+# second make so that what make deps installed (fuse3) is seen.
 check: deps $(REF_STAMP)
+	$(Q)$(MAKE) --no-print-directory check-run
+
+check-run:
+	@[ "$(have_fuse)" = 1 ] || { echo "pkg-config finds no fuse3 (make deps):" \
+		"cannot build llmfs, $(notdir $(TEST_FS)) or the mount tests"; exit 1; }
 	$(Q)$(MAKE) --no-print-directory tests
 	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) tests/run $(TESTS)
 
@@ -327,7 +361,7 @@ format-check: format-tool
 clean:
 	rm -rf build
 
-.PHONY: all deps build-deps tests check demo fuzz stress bench ref clean install uninstall deb \
+.PHONY: all deps build-deps tests check check-run demo fuzz stress bench ref clean install uninstall deb \
 	format format-check format-tool
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -3,7 +3,13 @@
 #
 # Each test mounts llmfs on the shared models, checks with plain shell tools
 # and unmounts; the trap unmounts (lazily if need be) and kills the daemon
-# even when a check fails half way.
+# even when a check fails half way (tests/run's time limit included: its
+# SIGTERM runs the trap).
+#
+# Waiting is polling on state with a deadline (wait_for), never a sleep
+# that hopes something happened meanwhile; every wait is bounded, so a
+# regression fails the test instead of hanging it. A test with no check,
+# or one that compares with an empty expectation, fails.
 
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -24,7 +30,7 @@ command -v fusermount3 >/dev/null || skip "fusermount3 is absent"
 [ -f "$STORIES" ] || skip "$STORIES is absent"
 [ "$(id -u)" = 0 ] || skip "needs root (allow_other, setpriv, unshare)"
 
-WORK=$(mktemp -d /tmp/llmfs-test.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/llmfs-test.XXXXXX")
 MNT=$WORK/mnt
 mkdir -p "$MNT"
 PID=
@@ -37,12 +43,26 @@ cleanup() {
 	fi
 	if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
 		kill "$PID" 2>/dev/null
-		sleep 0.5
-		kill -9 "$PID" 2>/dev/null
+		wait_for 5 gone "$PID" || kill -9 "$PID" 2>/dev/null
 	fi
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+
+# wait_for SECONDS COMMAND...: polls COMMAND every 20 ms until it succeeds
+# (0) or SECONDS have passed (1). The deadlines are generous: a slow,
+# loaded machine only waits longer, a regression still fails.
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 0.02
+	done
+}
+
+# gone PID: the process has exited.
+gone() { ! kill -0 "$1" 2>/dev/null; }
 
 ok() {
 	CHECKS=$((CHECKS + 1))
@@ -62,9 +82,12 @@ check() {
 	if "$@"; then ok "$desc"; else fail "$desc"; fi
 }
 
-# same FILE1 FILE2 DESC: byte-identical files.
+# same EXPECTED GOT DESC: byte-identical files; an empty (or missing)
+# expectation fails (a reference that failed to run is not a pass).
 same() {
-	if cmp -s "$1" "$2"; then
+	if [ ! -s "$1" ]; then
+		fail "$3 (the expected text is empty: the reference failed)"
+	elif cmp -s "$1" "$2"; then
 		ok "$3"
 	else
 		fail "$3"
@@ -74,35 +97,55 @@ same() {
 }
 
 # mount [llmfs options...]: models are given by the caller.
+# The LD_PRELOAD shim of tests/fs/fault_paths.c (built by make tests).
+case $BUILD in
+/*) SHIM=$BUILD/tests/fs/fault_paths.so ;;
+*) SHIM=$PWD/$BUILD/tests/fs/fault_paths.so ;;
+esac
+
+# mount_faulty GATE REDIRECT [llmfs options...]: mount_llmfs with the shim
+# preloaded into the daemon: LLMFS_TEST_GATE=GATE (PATH=FLAG: opening PATH
+# waits until FLAG exists), LLMFS_TEST_REDIRECT=REDIRECT (PATH=OTHER);
+# either may be empty.
+mount_faulty() {
+	local gate=$1 redirect=$2
+	shift 2
+	[ -f "$SHIM" ] || { fail "$SHIM is not built (make tests)"; finish; }
+	LD_PRELOAD=$SHIM LLMFS_TEST_GATE=$gate LLMFS_TEST_REDIRECT=$redirect \
+		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 \
+		mount_llmfs "$@"
+}
+
+# mounted_up PID: the mount answers, or PID died (then mount_llmfs stops).
+mounted_up() {
+	{ mountpoint -q "$MNT" && [ -e "$MNT/models" ]; } || gone "$1"
+}
+
+# mount_llmfs [llmfs options...]: models are given by the caller.
 mount_llmfs() {
 	"$LLMFS" -f "$@" "$MNT" >>"$WORK/daemon.log" 2>&1 &
 	PID=$!
-	for _ in $(seq 100); do
-		mountpoint -q "$MNT" && [ -e "$MNT/models" ] && return 0
-		kill -0 "$PID" 2>/dev/null || break
-		sleep 0.1
-	done
+	wait_for 60 mounted_up "$PID"
+	mountpoint -q "$MNT" && [ -e "$MNT/models" ] && return 0
 	echo "the mount did not come up:"; cat "$WORK/daemon.log"
 	exit 1
 }
 
 # Wait until every model of the mount left the loading state.
-wait_loaded() {
-	for _ in $(seq 200); do
-		grep -q ' loading' "$MNT/models" || return 0
-		sleep 0.05
-	done
-	return 1
-}
+loaded() { ! grep -q ' loading' "$MNT/models"; }
+wait_loaded() { wait_for 120 loaded; }
 
-# unmount_llmfs: fusermount3 -u, and the daemon must exit 0.
+# unmount_llmfs: fusermount3 -u, and the daemon must exit 0 within 60 s.
+# EBUSY is tried again for a while: a client that just exited may still
+# be closing its files.
 unmount_llmfs() {
 	local rc
-	fusermount3 -u "$MNT" || { fail "fusermount3 -u"; return 1; }
-	for _ in $(seq 100); do
-		kill -0 "$PID" 2>/dev/null || break
-		sleep 0.1
-	done
+	wait_for 30 fusermount3 -u -q "$MNT" ||
+		{ fusermount3 -u "$MNT"; fail "fusermount3 -u"; return 1; }
+	if ! wait_for 60 gone "$PID"; then
+		fail "the daemon exits after unmount (still running after 60 s)"
+		kill -9 "$PID" 2>/dev/null
+	fi
 	wait "$PID"
 	rc=$?
 	PID=
@@ -115,6 +158,10 @@ finish() {
 		tail -n 40 "$WORK/daemon.log" | sed 's/^/  /'
 	fi
 	echo "$CHECKS checks, $FAILS failed"
+	if [ "$CHECKS" = 0 ]; then
+		echo "not ok - no check ran"
+		exit 1
+	fi
 	[ "$FAILS" = 0 ]
 	exit $?
 }
