@@ -15,8 +15,11 @@
 #
 # The generator is first checked to be the golden path: with f16/f16 it
 # must write the shared golden file byte for byte. Its files are kept in
-# ${XDG_CACHE_HOME:-~/.cache}/llmfs/golden-kv-<release>/ (a minute per
-# model and pair on the 2-core machine), so CI runs make them once.
+# ${XDG_CACHE_HOME:-~/.cache}/llmfs/golden-kv-<release>-zen4-<inputs>/ (a minute
+# per model and pair on the 2-core machine), so CI runs make them once;
+# <inputs> is a digest of everything they are made from (the generator,
+# the prompt files, the models), so an edited prompt or generator makes new
+# references instead of reading stale ones.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -35,7 +38,12 @@ release=$(sed -n 's/.*"tag": *"\([^"]*\)".*/\1/p' "$info")
 # The golden files were made by the zen4 CPU variant; the prebuilt would
 # pick another on other CPUs (Sapphire Rapids: other logits).
 REF=$(tools/ref-cpu.sh zen4) || { echo "FAIL: no zen4 reference"; exit 1; }
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/llmfs/golden-kv-${release:-unknown}-zen4
+inputs=$(cat tools/golden-kv.mjs "$SHARED"/golden/prompts-qwen.json \
+	"$SHARED"/golden/prompts-llama.json tests/engine/prompts-long.json \
+	"$SHARED"/golden/tiny-qwen3-bpe16k-f16.jsonl \
+	"$SHARED"/models/tiny-qwen3-bpe16k-f16.gguf \
+	"$SHARED"/models/tiny-llama-spm32k-kquant.gguf | sha256sum | cut -c1-16)
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/llmfs/golden-kv-${release:-unknown}-zen4-$inputs
 mkdir -p "$cache" || exit 1
 exec 9>"$cache/.lock"
 flock 9

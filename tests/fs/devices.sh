@@ -5,8 +5,12 @@
 # backend (ENODEV, one errors line), and a bad description stops the mount.
 . "$(dirname "$0")/mount-lib.bash"
 
-if "$LLMFS" -f --devices 'gpu0:vram=8G' "$STORIES" "$MNT" 2>"$WORK/bad"; then
+# (Under timeout: a daemon that took it would stay in the foreground.)
+if timeout 60 "$LLMFS" -f --devices 'gpu0:vram=8G' "$STORIES" "$MNT" 2>"$WORK/bad"; then
 	fail "--devices without bw= and pcie= is refused"
+elif mountpoint -q "$MNT"; then
+	fail "--devices without bw= and pcie= is refused (it mounted)"
+	fusermount3 -u -z "$MNT"
 else
 	check "a bad --devices says why" \
 		grep -qx 'llmfs: --devices: gpu0 needs vram=, bw= and pcie= (e.g. gpu0:vram=8G,bw=272G,pcie=25G)' "$WORK/bad"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Errors that must not mislead (Documentation/ABI.md): a failed generation
 # is EIO on read with one errors line (a prompt over the context, a prompt
-# of no tokens, NaN or Inf logits), never ENOSPC/EINVAL and never a
+# of no tokens, NaN logits, Inf logits), never ENOSPC/EINVAL and never a
 # "generate: generate:" line; after EFBIG nothing of the prompt is
 # submitted; a write to an O_RDWR descriptor whose answer still streams
 # is EBUSY and the answer goes on whole; placement refuses a NUL byte;
@@ -23,15 +23,18 @@ wait_loaded
 read -r off bytes < <(awk '$1 == "output_norm.weight" { print $5, $4 }' \
 	"$MNT/nan/weights/index")
 unmount_llmfs
-python3 - "$WORK/nan.gguf" "$off" "$bytes" <<'EOF'
+cp "$WORK/nan.gguf" "$WORK/inf.gguf"
+for v in nan inf; do
+	python3 - "$WORK/$v.gguf" "$off" "$bytes" "$v" <<'EOF'
 import struct, sys
 with open(sys.argv[1], 'r+b') as f:
     f.seek(int(sys.argv[2]))
-    f.write(struct.pack('<f', float('nan')) * (int(sys.argv[3]) // 4))
+    f.write(struct.pack('<f', float(sys.argv[4])) * (int(sys.argv[3]) // 4))
 EOF
+done
 
 mount_llmfs --ctx 64 --name stories="$STORIES" --name qwen="$QWEN" \
-	--name nan="$WORK/nan.gguf"
+	--name nan="$WORK/nan.gguf" --name inf="$WORK/inf.gguf"
 wait_loaded || fail "models loaded"
 S=$MNT/stories
 printf 'temperature=0\nmax_tokens=24\n' > "$S/config"
@@ -46,7 +49,11 @@ fi
 check "... with an errors line saying so" grep -q 'generate: the prompt is [0-9]* tokens, the context holds 64' "$S/errors"
 check "no errors line reads 'generate: generate:'" bash -c "! grep -q 'generate: generate:' '$S/errors'"
 python3 -c "print('Once upon a time ' * 100)" > "$S/chat"
-check "chat over the context: EIO too" bash -c "! cat '$S/chat' 2>&1 >/dev/null | grep -vq 'Input/output error'"
+if cat "$S/chat" > /dev/null 2> "$WORK/err"; then
+	fail "chat over the context fails the read"
+else
+	check "chat over the context: EIO too ($(cat "$WORK/err"))" grep -q 'Input/output error' "$WORK/err"
+fi
 check "... and its line reads 'chat: the prompt is'" grep -q 'chat: the prompt is' "$S/errors"
 
 # 2. A prompt of no tokens (a model without BOS): EIO.
@@ -67,6 +74,15 @@ else
 fi
 check "... nothing was generated" [ ! -s "$WORK/nan-out" ]
 check "... and errors says why" grep -q 'logits are not finite' "$MNT/nan/errors"
+# Inf logits (an output norm of +Inf): the same.
+printf '%s' "$P" > "$MNT/inf/generate"
+if cat "$MNT/inf/generate" > "$WORK/inf-out" 2> "$WORK/err"; then
+	fail "Inf logits fail the read"
+else
+	check "Inf logits: EIO ($(cat "$WORK/err"))" grep -q 'Input/output error' "$WORK/err"
+fi
+check "... nothing was generated" [ ! -s "$WORK/inf-out" ]
+check "... and errors says why" grep -q 'logits are not finite' "$MNT/inf/errors"
 
 # 4. EFBIG: nothing of the prompt is submitted.
 before=$(sed -n 's/^requests //p' "$S/stats")

@@ -40,21 +40,57 @@ for i in range(400):
         os.close(fd)
 with open(sys.argv[2], 'w') as f:
     f.write("held %d refused %d %s\n" % (len(fds), refused, code))
-time.sleep(3)    # the caller reads the daemon's RSS meanwhile
+# hold them until the caller has read the daemon's RSS (it creates argv[3])
+for _ in range(6000):
+    if os.path.exists(sys.argv[3]):
+        break
+    time.sleep(0.02)
 EOF
 : > "$WORK/prompts"
 chmod 666 "$WORK/prompts"
-$A /usr/bin/python3 "$WORK/hold.py" "$S/generate" "$WORK/prompts" &
+$A /usr/bin/python3 "$WORK/hold.py" "$S/generate" "$WORK/prompts" "$WORK/rss-read" &
 h=$!
-for _ in $(seq 300); do [ -s "$WORK/prompts" ] && break; sleep 0.1; done
+wait_for 120 test -s "$WORK/prompts"
 after=$(rss_kb)
+touch "$WORK/rss-read"
 held=0 refused=0 code=
 read -r _ held _ refused code < "$WORK/prompts"
-check "16 of 400 1-MiB prompts are held ($held), the rest refused" [ "$held" = 16 ] && [ "$refused" = 384 ]
+check "16 of 400 1-MiB prompts are held ($held)" [ "$held" = 16 ]
+check "... the other 384 refused ($refused)" [ "$refused" = 384 ]
 check "... with ENOMEM ($code)" [ "$code" = ENOMEM ]
 check "the daemon's RSS grew by under 64 MiB ($(( (after - before) / 1024 )) MiB)" [ $((after - before)) -lt 65536 ]
 wait $h
 check "an errors line names the limit" grep -q 'uid 65534 holds 16777216 prompt bytes not yet submitted' "$S/errors"
+# A descriptor refused once stays refused (ENOMEM again after the
+# allowance came back) and what it holds is never submitted.
+cat > "$WORK/poison.py" <<'EOF'
+import os, sys, errno
+def attempt(fd, data):
+    try:
+        os.write(fd, data)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+full = [os.open(sys.argv[1], os.O_RDWR) for _ in range(16)]
+for f in full:
+    os.write(f, b'x' * (1 << 20))
+fd = os.open(sys.argv[1], os.O_WRONLY)
+first = attempt(fd, b'Once upon a time')
+for f in full:                  # the 16 MiB come back
+    os.close(f)
+again = attempt(fd, b'Once upon a time')
+os.close(fd)                    # the shell idiom would submit here
+print(first, again)
+EOF
+before=$(sed -n 's/^requests //p' "$S/stats")
+read -r first again < <($A /usr/bin/python3 "$WORK/poison.py" "$S/generate")
+check "a write past the allowance is ENOMEM ($first)" [ "$first" = ENOMEM ]
+check "... and the same descriptor's next write too, the allowance back ($again)" \
+	[ "$again" = ENOMEM ]
+$A cat "$S/generate" > "$WORK/poisoned"
+check "... its close submitted nothing (the read is empty)" [ ! -s "$WORK/poisoned" ]
+check "... and stats counts no request" \
+	[ "$(sed -n 's/^requests //p' "$S/stats")" = "$before" ]
 $B bash -c "printf '%s' '$P' > '$S/generate'; cat '$S/generate'" > "$WORK/b-gen"
 check "another user still generates" [ -s "$WORK/b-gen" ]
 $A bash -c "printf '%s' '$P' > '$S/generate'; cat '$S/generate'" > "$WORK/a-gen"
@@ -81,16 +117,25 @@ for i in 2 3; do $A cat "$S/sessions/${n[$i]}/generate" > /dev/null; done
 
 # 3. Back-pressure: a reader that stops at 1 byte; the generation pauses
 # near 64 unread bytes (about 16 tokens), then resumes whole.
+# Unpaused, the 200 tokens take well under a second on this model: five
+# seconds in which the sequence never passes 60 tokens is a pause.
+p=$(printf '%s' "$P" > "$S/tokenize"; wc -w < "$S/tokenize")
+seq_tokens() { awk '/^sequence / { split($4, a, "/"); print a[1] }' "$S/kv"; }
+past() { t=$(seq_tokens); [ -z "$t" ] || [ "$t" -ge "$1" ]; }
+started() { t=$(seq_tokens); [ -n "$t" ] && [ "$t" -ge "$1" ]; }
 exec 3<>"$S/generate"
 printf '%s' "$P" >&3
 head -c 1 <&3 > "$WORK/bp"
-sleep 1
-t1=$(awk '/^sequence / { split($4, a, "/"); print a[1] }' "$S/kv")
-sleep 1
-t2=$(awk '/^sequence / { split($4, a, "/"); print a[1] }' "$S/kv")
-p=$(printf '%s' "$P" > "$S/tokenize"; wc -w < "$S/tokenize")
-check "the generation paused ($t1 then $t2 tokens, prompt $p, max 200 more)" \
-	[ -n "$t1" ] && [ "$t1" = "$t2" ] && [ "$t1" -lt $((p + 60)) ]
+check "the generation runs (kv has its sequence)" wait_for 60 started $((p + 1))
+t1=$(seq_tokens)
+if wait_for 5 past $((p + 60)); then
+	fail "the generation paused (it went on: '$(seq_tokens)' tokens, prompt $p)"
+else
+	t2=$(seq_tokens)
+	check "the generation paused ($t1 then $t2 tokens, prompt $p, max 200 more)" \
+		[ "$t2" -lt $((p + 60)) ]
+fi
+check "... while its reader waits (active 1)" grep -qx 'active 1' "$S/stats"
 cat <&3 >> "$WORK/bp"
 exec 3<&-
 same "$WORK/expect200" "$WORK/bp" "the paused answer resumes, whole"
@@ -99,10 +144,9 @@ same "$WORK/expect200" "$WORK/bp" "the paused answer resumes, whole"
 exec 3<>"$S/generate"
 printf '%s' "$P" >&3
 head -c 1 <&3 > /dev/null
-sleep 0.5
-check "a second paused generation is active" grep -qx 'active 1' "$S/stats"
+check "a second paused generation is active" wait_for 60 started $((p + 1))
+check "... (active 1)" grep -qx 'active 1' "$S/stats"
 exec 3<&-
-for _ in $(seq 40); do grep -qx 'active 0' "$S/stats" && break; sleep 0.05; done
-check "closing its reader ends it" grep -qx 'active 0' "$S/stats"
+check "closing its reader ends it" wait_for 30 grep -qx 'active 0' "$S/stats"
 unmount_llmfs
 finish

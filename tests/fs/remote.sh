@@ -14,8 +14,13 @@
 . "$(dirname "$0")/mount-lib.bash"
 
 command -v python3 >/dev/null || skip "python3 is absent"
-LLAMA_BIN=$(tools/build-llama.sh llama-server 2>"$WORK/build.log") ||
-	skip "llama-server cannot be built: $(tail -n 1 "$WORK/build.log")"
+# make deps installs what the build needs (cmake): a build that cannot
+# run is a failure here, not a skip.
+if ! LLAMA_BIN=$(tools/build-llama.sh llama-server 2>"$WORK/build.log"); then
+	echo "not ok - llama-server cannot be built (tools/build-llama.sh):"
+	tail -n 20 "$WORK/build.log"
+	exit 1
+fi
 SERVER=$LLAMA_BIN/llama-server
 CLIENT="python3 tests/fs/remote_client.py"
 MODEL=$SHARED/models/tiny-qwen2-bpe152k-legacyq.gguf
@@ -31,51 +36,63 @@ stop_servers() {
 }
 trap 'stop_servers; cleanup' EXIT
 
-# start_server PORT [llama-server options]: up when /health says ok
-# (over https, unverified, when SCHEME=https).
+# start_server NAME [llama-server options]: on a port the kernel picks
+# (--port 0; the log says which: LAST_PORT), up when /health says ok (over
+# https, unverified, when SCHEME=https).
+server_port() {
+	LAST_PORT=$(sed -n 's|.*listening on https\{0,1\}://127.0.0.1:\([0-9]*\).*|\1|p' \
+		"$WORK/server-$1.log" | head -n 1)
+	[ -n "$LAST_PORT" ]
+}
+server_up() {
+	{ server_port "$1" && python3 -c "import ssl, urllib.request as u; u.urlopen('${SCHEME:-http}://127.0.0.1:$LAST_PORT/health', timeout=5, context=ssl._create_unverified_context())" \
+		2>/dev/null; } || gone "$LAST_SPID"
+}
 start_server() {
-	local port=$1
+	local name=$1
 	shift
-	"$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$port" -np 2 -c 8192 \
-		-t 1 --no-webui "$@" >>"$WORK/server-$port.log" 2>&1 &
+	"$SERVER" -m "$MODEL" --host 127.0.0.1 --port 0 -np 2 -c 8192 \
+		-t 1 --no-webui "$@" >>"$WORK/server-$name.log" 2>&1 &
 	SPIDS+=($!)
 	LAST_SPID=$!
-	for _ in $(seq 300); do
-		python3 -c "import ssl, urllib.request as u; u.urlopen('${SCHEME:-http}://127.0.0.1:$port/health', timeout=1, context=ssl._create_unverified_context())" \
-			2>/dev/null && return 0
-		kill -0 "$LAST_SPID" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "llama-server on port $port did not come up:"
-	tail -n 20 "$WORK/server-$port.log"
+	if wait_for 300 server_up "$name" && ! gone "$LAST_SPID"; then
+		return 0
+	fi
+	echo "llama-server $name did not come up:"
+	tail -n 20 "$WORK/server-$name.log"
 	exit 1
 }
 
-PORT=$($CLIENT port)
-VPORT=$($CLIENT port)
-DEADPORT=$($CLIENT port)
+# A port that refuses connections: bound, never listened on, held by the
+# client until the end (no other process can take it meanwhile).
+$CLIENT refuse "$WORK/dead-port" &
+SPIDS+=($!)
+wait_for 60 test -s "$WORK/dead-port" || fail "a refusing port"
+DEADPORT=$(cat "$WORK/dead-port")
+start_server main --api-key "$KEY"
+PORT=$LAST_PORT
 URL=http://127.0.0.1:$PORT
-start_server "$PORT" --api-key "$KEY"
-start_server "$VPORT"
+start_server victim
+VPORT=$LAST_PORT
 VPID=$LAST_SPID
 disown "$VPID"   # killed on purpose below: no "Killed" notice from bash
 # https: a self-signed certificate, which curl must refuse unless ca_file
 # names it.
 TPORT=
 if ! "$SERVER" --help 2>&1 | grep -q -- --ssl-cert-file; then
-	echo "# this llama-server has no TLS: the https checks do not run"
+	fail "llama-server was built without TLS (libssl-dev, make deps): the https checks cannot run"
 elif openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/tls.key" \
 		-out "$WORK/tls.crt" -days 1 -subj /CN=127.0.0.1 \
 		-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1; then
-	TPORT=$($CLIENT port)
-	SCHEME=https start_server "$TPORT" --ssl-key-file "$WORK/tls.key" \
+	SCHEME=https start_server tls --ssl-key-file "$WORK/tls.key" \
 		--ssl-cert-file "$WORK/tls.crt"
+	TPORT=$LAST_PORT
 else
 	fail "openssl made a self-signed certificate"
 fi
 $CLIENT stall "$WORK/stall-port" &
 SPIDS+=($!)
-for _ in $(seq 50); do [ -s "$WORK/stall-port" ] && break; sleep 0.1; done
+wait_for 60 test -s "$WORK/stall-port" || fail "a stalling server"
 STALLPORT=$(cat "$WORK/stall-port")
 
 N=48
@@ -94,11 +111,11 @@ mount_llmfs --remote "q=$URL,key_file=$WORK/key,timeout=5" \
 	${TPORT:+--remote "tlsca=https://127.0.0.1:$TPORT,ca_file=$WORK/tls.crt,timeout=5"} \
 	--name local="$MODEL"
 Q=$MNT/q
-for _ in $(seq 100); do
-	grep -q '^q .* ready' "$MNT/models" && grep -q '^local .* ready' \
-		"$MNT/models" && break
-	sleep 0.1
-done
+q_and_local_ready() {
+	grep -q '^q .* ready' "$MNT/models" &&
+		grep -q '^local .* ready' "$MNT/models"
+}
+wait_for 120 q_and_local_ready
 greedy=$(printf 'temperature=0\nmax_tokens=%d\nseed=1\n' $N)
 for m in q nokey victim dead stall local ${TPORT:+tls tlsca}; do
 	echo "$greedy" > "$MNT/$m/config"
@@ -179,27 +196,29 @@ cat "$Q/sessions/$a/generate" > "$WORK/c1" &
 c1=$!
 cat "$Q/sessions/$b/generate" > "$WORK/c2" &
 c2=$!
-for _ in $(seq 50); do
-	[ "$(awk '$1 == "active" {print $2}' "$Q/stats")" = 2 ] && break
-	sleep 0.02
-done
-echo "# active while both read: $(awk '$1 == "active" {print $2}' "$Q/stats")"
+check "two sessions at once: both active" \
+	wait_for 60 grep -qx 'active 2' "$Q/stats"
 wait $c1 $c2
 same "$WORK/long1" "$WORK/c1" "two sessions at once: the first = its /completion"
 same "$WORK/long2" "$WORK/c2" "two sessions at once: the second = its /completion"
 
-# 5. A reader that goes away ends the request: the slot is free at once
-# (the whole answer would keep it busy for seconds).
+# 5. A reader that goes away ends the request: the server stops decoding
+# it (its slot's n_decoded stays below the whole answer's).
 echo 'max_tokens=4000' > "$Q/config"
+busy_is() { [ "$(KEY=$KEY $CLIENT busy "$URL")" = "$1" ]; }
 $CLIENT read "$Q/generate" "$P" > "$WORK/whole" &
-sleep 0.3
-busy=$(KEY=$KEY $CLIENT busy "$URL")
-wait $!
-check "the control: a reader that stays keeps a slot busy ($busy; $(cat "$WORK/whole"))" [ "$busy" = 1 ]
+r=$!
+check "the control: a reader that stays keeps a slot busy" wait_for 60 busy_is 1
+wait $r
+whole=$(KEY=$KEY $CLIENT decoded "$URL")
+check "... and gets the whole answer ($(cat "$WORK/whole"), $whole tokens)" \
+	[ "${whole:-0}" -gt 100 ]
 r=$($CLIENT kill-reader "$Q/generate" "$P" 2>/dev/null)
-sleep 0.3
-busy=$(KEY=$KEY $CLIENT busy "$URL")
-check "a reader killed mid-stream frees the server's slot ($r; busy slots: $busy)" [ "$busy" = 0 ]
+check "a reader killed mid-stream ($r): the server's slots go idle" \
+	wait_for 120 busy_is 0
+cut=$(KEY=$KEY $CLIENT decoded "$URL")
+check "... having decoded $cut of the $whole tokens (the request ended)" \
+	[ "${cut:-$whole}" -lt "$whole" ]
 check "stats count it cancelled" grep -qx 'cancelled 1' "$Q/stats"
 echo "$greedy" > "$Q/config"
 
@@ -238,7 +257,7 @@ check "a prompt that is not UTF-8: an errors line" \
 r=$($CLIENT read "$MNT/stall/generate" "$P")
 set -- $r
 check "a server that never answers: ETIMEDOUT ($r)" [ "$2" = ETIMEDOUT ]
-check "after about timeout=2 s ($3 s)" awk -v t="$3" 'BEGIN {exit !(t >= 1.5 && t < 10)}'
+check "after timeout=2 s, not before ($3 s)" awk -v t="$3" 'BEGIN {exit !(t >= 1.5 && t < 120)}'
 check "stalled: an errors line" grep -qi 'timeout\|timed out' "$MNT/stall/errors"
 
 # 9. https is verified: a certificate no CA vouches for is refused, the

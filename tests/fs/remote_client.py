@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Helpers of tests/fs/remote.sh, which drive a real llama-server.
 
-  port                     a free loopback TCP port
+  refuse PORTFILE           hold a loopback port that refuses connections
+                           (bound, never listened on); its number goes
+                           to PORTFILE
   completion URL N PROMPT  llama-server's own /completion answer (greedy;
                            EXTRA, a JSON object, adds request fields)
   chat URL N PROMPT        /v1/chat/completions, not streamed (greedy)
   tokenize URL TEXT        /tokenize ids, as llmfs prints them
   busy URL                 how many of the server's slots are processing
+  decoded URL              tokens decoded for the server's latest request
   stall PORTFILE           a server that accepts and never answers
   read FILE PROMPT [PID]   write PROMPT to FILE, read to the end; with PID,
                            kill -9 it after the first bytes; prints
@@ -40,10 +43,13 @@ def call(url, body=None):
 
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    if cmd == "port":
+    if cmd == "refuse":
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
-        print(s.getsockname()[1])
+        with open(args[0] + ".tmp", "w") as f:
+            f.write(str(s.getsockname()[1]))
+        os.rename(args[0] + ".tmp", args[0])
+        signal.pause()
     elif cmd == "completion":
         body = {"prompt": args[2], "n_predict": int(args[1]),
                 "temperature": 0, "seed": 1}
@@ -62,6 +68,10 @@ def main():
         print(" ".join(str(t) for t in d["tokens"]))
     elif cmd == "busy":
         print(sum(1 for s in call(args[0] + "/slots") if s["is_processing"]))
+    elif cmd == "decoded":
+        slots = [s for s in call(args[0] + "/slots") if "id_task" in s]
+        last = max(slots, key=lambda s: s["id_task"])
+        print(last["next_token"][0]["n_decoded"])
     elif cmd == "stall":
         srv = socket.socket()
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

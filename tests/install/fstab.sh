@@ -58,11 +58,7 @@ umount_fstab() {
 	check "the daemon of $1 is running" [ -n "$pid" ]
 	check "umount $1" umount "$1"
 	check "... not mounted any more" bash -c "! mountpoint -q '$1'"
-	for _ in $(seq 50); do
-		[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	check "... and its daemon exited" bash -c "! kill -0 '$pid' 2>/dev/null"
+	check "... and its daemon exited" wait_for 60 gone "${pid:-0}"
 	[ "$1" = "$MNT" ] && PID=
 }
 

@@ -58,7 +58,7 @@ if command -v man >/dev/null; then
 		'/srv/models  /mnt/llm  fuse.llmfs  allow_other,threads=8,nofail  0 0' \
 		"$D/usr/local/share/man/man1/llmfs.1"
 else
-	echo "# man is absent: the man pages are not rendered"
+	fail "man is absent (man-db, make deps): the man pages cannot be rendered"
 fi
 
 # PREFIX=/usr: the unit goes where Debian's units are.
@@ -86,7 +86,7 @@ unmount_llmfs
 "$B/llmfs" -f "$STORIES" "$MNT" -o idle-timeout=5,threads=1,ctx=128,nofail \
 	>>"$WORK/daemon.log" 2>&1 &
 PID=$!
-for _ in $(seq 100); do [ -e "$MNT/models" ] && break; sleep 0.1; done
+wait_for 60 mounted_up "$PID"
 wait_loaded || fail "model loaded"
 check "llmfs SOURCE MOUNTPOINT -o threads=1: status says threads=1" \
 	grep -q '^device cpu threads=1' "$MNT/status"

@@ -51,7 +51,7 @@ PY
 python3 "$WORK/notify.py" "$WORK/notify" "$WORK/notes" "$MNT" &
 RECEIVER=$!
 trap 'kill $RECEIVER 2>/dev/null; cleanup' EXIT
-for _ in $(seq 50); do [ -S "$WORK/notify" ] && break; sleep 0.1; done
+wait_for 60 test -S "$WORK/notify" || fail "the notify socket is there"
 touch "$WORK/notes"
 
 # start: ExecStart with NOTIFY_SOCKET, as systemd runs it ($START unquoted:
@@ -59,11 +59,18 @@ touch "$WORK/notes"
 start_unit() {
 	NOTIFY_SOCKET=$WORK/notify $START >>"$WORK/daemon.log" 2>&1 &
 	PID=$!
-	for _ in $(seq 100); do
-		grep -q "^$PID [01] READY=1$" "$WORK/notes" && return 0
-		sleep 0.1
-	done
-	return 1
+	wait_for 60 grep -q "^$PID [01] READY=1$" "$WORK/notes"
+}
+# stop_unit: the daemon exits within 60 s (killed then); its exit status.
+stop_unit() {
+	if wait_for 60 gone "$PID"; then
+		wait "$PID"
+	else
+		kill -9 "$PID"
+		wait "$PID"
+		echo "still running 60 s after SIGTERM"
+		return 124
+	fi
 }
 check "ExecStart reports READY=1" start_unit
 check "READY=1 came from the main pid ($PID) with the mount already up" \
@@ -77,13 +84,12 @@ printf 'temperature=0\nmax_tokens=100000\n' > "$MNT/stories260k/config"
 printf 'Once upon a time' > "$MNT/stories260k/generate"
 cat "$MNT/stories260k/generate" > "$WORK/reader" 2>&1 &
 reader=$!
-for _ in $(seq 100); do [ -s "$WORK/reader" ] && break; sleep 0.05; done
-check "a generation is in flight" [ -s "$WORK/reader" ]
+check "a generation is in flight" wait_for 60 test -s "$WORK/reader"
 kill -TERM "$PID"
-for _ in $(seq 100); do kill -0 "$reader" 2>/dev/null || break; sleep 0.1; done
-check "SIGTERM: the reader got end-of-file" bash -c "! kill -0 $reader 2>/dev/null"
+check "SIGTERM: the reader got end-of-file" wait_for 60 gone "$reader"
+kill -9 "$reader" 2>/dev/null
 wait "$reader"
-wait "$PID"
+stop_unit
 rc=$?
 check "SIGTERM: llmfs exits 0, a clean stop for Restart=on-failure (got $rc)" [ "$rc" = 0 ]
 check "SIGTERM: STOPPING=1 from the main pid" grep -q "^$PID [01] STOPPING=1$" "$WORK/notes"
@@ -94,7 +100,7 @@ PID=
 # restart mounts again.
 check "restart after a clean stop" start_unit
 kill -KILL "$PID"
-wait "$PID" 2>/dev/null
+stop_unit 2>/dev/null
 mounted() { awk -v m="$MNT" '$2 == m' /proc/self/mounts | grep -q .; }
 check "after SIGKILL the mount is left behind" mounted
 check "... dead: 'Transport endpoint is not connected'" \
@@ -104,7 +110,7 @@ check "ExecStopPost clears the dead mount" bash -c "! awk -v m='$MNT' '\$2 == m'
 check "Restart=on-failure: ExecStart mounts again" start_unit
 check "... and serves" grep -q '^stories260k ' "$MNT/models"
 kill -TERM "$PID"
-wait "$PID"
+stop_unit
 check "the last stop exits 0" [ "$?" = 0 ]
 PID=
 kill "$RECEIVER" 2>/dev/null

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # llmfs-write-model: each architecture's tensors as llama.cpp names and
 # shapes them, seeded determinism, tokenizer keys copied from --vocab-from,
-# and (where python3 and the reference build's libggml-base.so are present)
-# F16 and Q8_0 bytes equal to what ggml's own converters make of the same
-# F32 weights.
+# and F16 and Q8_0 bytes equal to what ggml's own converters (the reference
+# build's libggml-base.so) make of the same F32 weights.
 set -u
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-../shared}
@@ -61,22 +60,22 @@ cmp -s "$tmp/a.gguf" "$tmp/c.gguf" && fail "different seeds, same file"
 	--head-dim 12 --ff 96 --type q8_0 2>/dev/null && fail "q8_0 with 48-wide rows"
 
 vocab=$SHARED/vocab/ggml-vocab-gpt-2.gguf
-if [ -r "$vocab" ]; then
-	"$bin" -o "$tmp/v.gguf" --arch qwen2 --embd 32 --layers 1 --heads 2 \
-		--kv-heads 1 --head-dim 16 --ff 64 --type f32 --vocab-from "$vocab" \
-		>/dev/null || fail "--vocab-from"
-	"$inspect" "$vocab" | grep '^tokenizer\.' | sort >"$tmp/want"
-	"$inspect" "$tmp/v.gguf" | grep '^tokenizer\.' | sort >"$tmp/got"
-	cmp -s "$tmp/want" "$tmp/got" || fail "tokenizer keys differ: $(diff "$tmp/want" "$tmp/got" | head -3)"
-	grep -Eq "^token_embd.weight +f32 +\[32, 50257\]" <("$inspect" "$tmp/v.gguf") ||
-		fail "vocab size from --vocab-from"
-fi
+[ -r "$vocab" ] || { echo "write_model.sh: no $vocab (set SHARED)"; exit 77; }
+"$bin" -o "$tmp/v.gguf" --arch qwen2 --embd 32 --layers 1 --heads 2 \
+	--kv-heads 1 --head-dim 16 --ff 64 --type f32 --vocab-from "$vocab" \
+	>/dev/null || fail "--vocab-from"
+"$inspect" "$vocab" | grep '^tokenizer\.' | sort >"$tmp/want"
+"$inspect" "$tmp/v.gguf" | grep '^tokenizer\.' | sort >"$tmp/got"
+[ -s "$tmp/want" ] || fail "no tokenizer keys in $vocab"
+cmp -s "$tmp/want" "$tmp/got" || fail "tokenizer keys differ: $(diff "$tmp/want" "$tmp/got" | head -3)"
+grep -Eq "^token_embd.weight +f32 +\[32, 50257\]" <("$inspect" "$tmp/v.gguf") ||
+	fail "vocab size from --vocab-from"
 
+# make check installs the reference (make ref) and python3 (make deps):
+# without them the comparison cannot run, and that is not a pass.
 lib=$REF/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so
-if ! command -v python3 >/dev/null || [ ! -r "$lib" ]; then
-	echo "write_model.sh: ok (ggml byte comparison left out: no python3 or $lib)"
-	exit 0
-fi
+command -v python3 >/dev/null || fail "python3 is absent (make deps)"
+[ -r "$lib" ] || fail "no $lib (make ref): the ggml comparison cannot run"
 for t in f32 f16 q8_0; do
 	"$bin" -o "$tmp/twin-$t.gguf" --arch qwen3 $dims --type $t --seed 42 \
 		>/dev/null || fail "twin $t"
