@@ -8,6 +8,8 @@
 #                        pair; TTFT of a second turn and of a shared prefix
 #   tools/bench-remote.sh decode tokens/s of a remote model vs a direct
 #                        streaming client of the same llama-server
+#   tools/bench-sessions.sh listing 3,000 sessions (linear) and a
+#                        generation during it
 #   tools/bench-cpu.sh   prefill and decode vs llama-bench on two models of
 #                        Qwen3-0.6B shape, decode vs memory bandwidth, and
 #                        1/4/16 sessions through the mount
@@ -20,7 +22,8 @@ export BUILD=${BUILD:-build}
 export LLAMA_REF_DIR=${LLAMA_REF_DIR:-$PWD/ref}
 status=0
 for part in tools/bench-load.sh tools/bench-fs.sh tools/bench-kv.sh \
-		tools/bench-remote.sh tools/bench-cpu.sh tools/bench-grammar.sh; do
+		tools/bench-remote.sh tools/bench-sessions.sh tools/bench-cpu.sh \
+		tools/bench-grammar.sh; do
 	[ -x "$part" ] || continue
 	echo "== $part"
 	"$part" || status=1

@@ -65,16 +65,33 @@ check "ro: sessions/new refuses" bash -c "! cat '$MNT/stories/sessions/new' 2>/d
 check "ro: status says ro" grep -q '^device cpu .* ro$' "$MNT/status"
 unmount_llmfs
 
-# Idle sessions go after --idle-timeout; an open file keeps one alive.
-mount_llmfs --idle-timeout 1 --name stories="$STORIES"
+# Idle sessions go after --idle-timeout; an open file keeps one alive; a
+# session's answer nobody read is cancelled then (still running: the tiny
+# stream buffer holds it paused).
+mount_llmfs --idle-timeout 1 --stream-buffer 64 --name stories="$STORIES"
 wait_loaded
-n=$(cat "$MNT/stories/sessions/new")
-m=$(cat "$MNT/stories/sessions/new")
-exec 5<"$MNT/stories/sessions/$m/history"
-check "a new session exists" [ -d "$MNT/stories/sessions/$n" ]
-sleep 3
-check "an idle session is removed after the timeout" [ ! -e "$MNT/stories/sessions/$n" ]
-check "a session with an open file stays" [ -d "$MNT/stories/sessions/$m" ]
+S=$MNT/stories
+printf 'temperature=0\nmax_tokens=0\n' > "$S/config"
+m=$(cat "$S/sessions/new")
+exec 5<"$S/sessions/$m/history"
+u=$(cat "$S/sessions/new")
+printf '%s' "$P" > "$S/sessions/$u/generate"
+check "an unread session answer is running" wait_for 60 grep -qx 'active 1' "$S/stats"
+n=$(cat "$S/sessions/new")
+cancelled() { awk '$1 == "cancelled" { print $2 }' "$S/stats"; }
+c0=$(cancelled)
+check "a new session exists" [ -d "$S/sessions/$n" ]
+# n was made last: once it is gone, the others' timeouts have passed too.
+# Polled by listing sessions/ (a lookup of N itself could count as use).
+listed() { ls "$S/sessions" | grep -qx "$1"; }
+check "an idle session is removed after the timeout" \
+	wait_for 60 eval "! listed $n"
+check "a session with an open file stays" [ -d "$S/sessions/$m" ]
+check "the session with an unread answer is removed too" eval "! listed $u"
+check "... and its generation cancelled (active 0)" \
+	wait_for 60 grep -qx 'active 0' "$S/stats"
+one_more_cancelled() { [ "$(cancelled)" -ge $((c0 + 1)) ]; }
+check "... and counted cancelled" wait_for 60 one_more_cancelled
 exec 5<&-
 unmount_llmfs
 finish

@@ -17,14 +17,20 @@ check "llmfs-run gave a reference text" [ -s "$WORK/expect" ]
 # The mount is there before the models are loaded: a prompt submitted at
 # once waits for its model (mixq's other defaults are llama.cpp's: seeded
 # sampling at temperature 0.8, so this also checks the sampler settings).
-mount_llmfs --name stories="$STORIES" --name qwen="$QWEN" --name mixq="$MIXQ"
+# mixq's file is held shut (tests/fs/fault_paths.c) until the prompt is in.
+cp "$MIXQ" "$WORK/mixq.gguf"
+mount_faulty "$WORK/mixq.gguf=$WORK/mixq-may-load" "" \
+	--name stories="$STORIES" --name qwen="$QWEN" --name mixq="$WORK/mixq.gguf"
 S=$MNT/stories
 echo "max_tokens=$N" > "$MNT/mixq/config"
+check "mixq is loading (its file is held shut)" grep -q '^mixq .* loading$' "$MNT/models"
 printf '%s' "$P" > "$MNT/mixq/generate"
-echo "# models at the first look: $(cut -d' ' -f5 "$MNT/models" | tr '\n' ' ')"
+check "... and still is once a prompt was submitted to it" \
+	grep -q '^mixq .* loading$' "$MNT/models"
+touch "$WORK/mixq-may-load"
 cat "$MNT/mixq/generate" > "$WORK/early"
 same "$WORK/expect-mixq" "$WORK/early" "a prompt submitted while loading waits, then = llmfs-run (seeded, T=0.8)"
-wait_loaded || fail "models loaded in 10 s"
+wait_loaded || fail "models loaded"
 cat "$WORK/greedy" > "$S/config"
 
 # mixq's Q4_K and Q6_K matrices are packed into panels in memory
@@ -114,10 +120,15 @@ fi
 # 6. Two process sessions at once, each with its own answer.
 P2='The dog ran to the park.'
 "$RUN" -m "$STORIES" -p "$P2" --temp 0 -n $N > "$WORK/expect2" 2>/dev/null
+# Each writes its prompt, then waits for the other's before reading (both
+# answers are pending at once).
+both_in() { # MINE OTHER: says MINE is in, waits (60 s at most) for OTHER
+	echo "touch '$WORK/$1'; for _ in \$(seq 3000); do [ -e '$WORK/$2' ] && break; sleep 0.02; done"
+}
 for i in 1 2 3; do
-	setsid bash -c "printf '%s' '$P' > '$S/generate'; sleep 0.2; cat '$S/generate' > '$WORK/c1.$i'" &
+	setsid bash -c "printf '%s' '$P' > '$S/generate'; $(both_in a.$i b.$i); cat '$S/generate' > '$WORK/c1.$i'" &
 	a=$!
-	setsid bash -c "printf '%s' '$P2' > '$S/generate'; sleep 0.2; cat '$S/generate' > '$WORK/c2.$i'" &
+	setsid bash -c "printf '%s' '$P2' > '$S/generate'; $(both_in b.$i a.$i); cat '$S/generate' > '$WORK/c2.$i'" &
 	b=$!
 	wait $a $b
 	same "$WORK/expect" "$WORK/c1.$i" "concurrent shell A ($i) gets its own answer"
@@ -147,14 +158,11 @@ before=$(grep '^cancelled ' "$MNT/mixq/stats" | cut -d' ' -f2)
 printf 'Once upon a time' > "$MNT/mixq/generate"
 cat "$MNT/mixq/generate" > "$WORK/killed" &
 r=$!
-for _ in $(seq 100); do [ -s "$WORK/killed" ] && break; sleep 0.05; done
+check "the reader to be killed got text" wait_for 60 test -s "$WORK/killed"
 kill $r
 wait $r 2>/dev/null
-for _ in $(seq 40); do
-	grep -qx 'active 0' "$MNT/mixq/stats" && break
-	sleep 0.05
-done
-check "killed reader: its generation stopped (active 0)" grep -qx 'active 0' "$MNT/mixq/stats"
+check "killed reader: its generation stopped (active 0)" \
+	wait_for 60 grep -qx 'active 0' "$MNT/mixq/stats"
 check "killed reader: counted as cancelled" \
 	[ "$(grep '^cancelled ' "$MNT/mixq/stats" | cut -d' ' -f2)" = $((before + 1)) ]
 check "killed reader: fewer than 3000 tokens were made" \
@@ -169,12 +177,12 @@ exec 3<>"$MNT/mixq/generate"
 printf 'Once upon a time' >&3
 head -c 10 <&3 > /dev/null
 exec 3>&-
-for _ in $(seq 40); do
-	grep -qx 'active 0' "$MNT/mixq/stats" && break
-	sleep 0.05
-done
-check "closing early cancels at once" \
+cancelled_one_more() {
 	[ "$(grep '^cancelled ' "$MNT/mixq/stats" | cut -d' ' -f2)" = $((before + 1)) ]
+}
+check "closing early cancels" wait_for 60 cancelled_one_more
+check "... and the generation stopped (active 0)" \
+	grep -qx 'active 0' "$MNT/mixq/stats"
 
 # Two long generations of one model progress together (one batch per step).
 a=$(cat "$MNT/mixq/sessions/new")
@@ -185,45 +193,52 @@ cat "$MNT/mixq/sessions/$a/generate" > "$WORK/long.a" &
 ra=$!
 cat "$MNT/mixq/sessions/$b/generate" > "$WORK/long.b" &
 rb=$!
-both=0
-for _ in $(seq 100); do
-	if [ -s "$WORK/long.a" ] && [ -s "$WORK/long.b" ] &&
-			grep -qx 'active 2' "$MNT/mixq/stats"; then
-		sz=$(( $(stat -c %s "$WORK/long.a") + $(stat -c %s "$WORK/long.b") ))
-		sleep 0.3
-		[ $(( $(stat -c %s "$WORK/long.a") + $(stat -c %s "$WORK/long.b") )) -gt "$sz" ] &&
-			both=1 && break
-	fi
-	sleep 0.05
-done
-check "two generations of one model stream at the same time" [ $both = 1 ]
+# Both have text; then each grows again while both are still active (one
+# run after the other would leave one at 0 bytes or end one first).
+size() { stat -c %s "$1"; }
+both_started() { [ -s "$WORK/long.a" ] && [ -s "$WORK/long.b" ]; }
+both_grew() {
+	[ "$(size "$WORK/long.a")" -gt "$sa" ] &&
+		[ "$(size "$WORK/long.b")" -gt "$sb" ] &&
+		grep -qx 'active 2' "$MNT/mixq/stats"
+}
+check "two generations of one model: both stream" wait_for 60 both_started
+sa=$(size "$WORK/long.a") sb=$(size "$WORK/long.b")
+check "... and both go on at the same time (active 2)" wait_for 60 both_grew
 kill $ra $rb 2>/dev/null
 wait $ra $rb 2>/dev/null
 
-# 9. A slow reader stalls nobody: mixq's reader sleeps with its file open.
+# 9. A slow reader stalls nobody: mixq's reader reads one byte and keeps
+# its file open until told to go (the file RELEASE); the other reads run
+# meanwhile (under timeout: a stall fails instead of hanging) and the
+# sleeper must still be there when they are done.
+sleeper() { # FILE RELEASE READY
+	(exec 4<"$1"; head -c 1 <&4 >/dev/null; touch "$3"
+	 while [ ! -e "$2" ]; do sleep 0.02; done; exec 4<&-) &
+}
 printf 'Once upon a time' > "$MNT/mixq/generate"
-(exec 4<"$MNT/mixq/generate"; head -c 1 <&4 >/dev/null; sleep 4 4<&-; exec 4<&-) &
+sleeper "$MNT/mixq/generate" "$WORK/wake1" "$WORK/slept1"
 slow=$!
-start=$SECONDS
+check "a reader of mixq holds its answer unread" wait_for 60 test -e "$WORK/slept1"
 printf '%s' "$P" > "$S/generate"
-cat "$S/generate" > "$WORK/fast"
+timeout 120 cat "$S/generate" > "$WORK/fast"
 same "$WORK/expect" "$WORK/fast" "another model answers while a reader sleeps"
 n=$(cat "$S/sessions/new")
 printf '%s' "$P" > "$S/sessions/$n/generate"
-cat "$S/sessions/$n/generate" > "$WORK/fast2"
+timeout 120 cat "$S/sessions/$n/generate" > "$WORK/fast2"
 same "$WORK/expect" "$WORK/fast2" "and so does a session of the same mount"
 printf '%s' "$P" > "$S/generate"
-(exec 4<"$S/generate"; head -c 1 <&4 >/dev/null; sleep 4 4<&-; exec 4<&-) &
+sleeper "$S/generate" "$WORK/wake2" "$WORK/slept2"
 slow2=$!
-sleep 0.2
+check "a reader of stories holds its answer unread" wait_for 60 test -e "$WORK/slept2"
 n=$(cat "$S/sessions/new")
 printf '%s' "$P" > "$S/sessions/$n/generate"
-cat "$S/sessions/$n/generate" > "$WORK/fast3"
+timeout 120 cat "$S/sessions/$n/generate" > "$WORK/fast3"
 same "$WORK/expect" "$WORK/fast3" "and the same model while its other reader sleeps"
-kill $slow2 2>/dev/null
-check "without waiting for the sleeper" [ $((SECONDS - start)) -lt 4 ]
-kill $slow 2>/dev/null
-wait $slow 2>/dev/null
+check "without waiting for the sleepers (both still hold their files)" \
+	bash -c "kill -0 $slow && kill -0 $slow2"
+touch "$WORK/wake1" "$WORK/wake2"
+wait $slow $slow2
 
 # 10. poll/select: the descriptor becomes readable, the text arrives.
 if command -v python3 >/dev/null; then
@@ -261,7 +276,10 @@ same "$WORK/expect-full" "$WORK/full.out" "to the end of the context = llmfs-run
 # 11. Signals interrupt reads blocked for text (EINTR); nothing is lost:
 # the next reads go on with the same answer. The client is C
 # (tests/fs/read_interrupted.c): its handler only counts, so a read that
-# completed keeps its bytes.
+# completed keeps its bytes. First while the answer is computed (whether a
+# signal finds a read blocked is chance), then on a model held loading, so
+# that every read is blocked until the client has been interrupted 5 times
+# and lets the model load.
 LP="$P $P $P $P"
 printf 'temperature=0\nmax_tokens=16\n' > "$WORK/short"
 cat "$WORK/short" > "$MNT/mixq/config"
@@ -269,13 +287,19 @@ cat "$WORK/short" > "$MNT/mixq/config"
 "$BUILD/tests/fs/read_interrupted" "$MNT/mixq/generate" "$LP" \
 	> "$WORK/intr" 2>"$WORK/intr.note"
 check "the interrupted reader reached EOF" [ $? -eq 0 ]
-interrupted=$(sed -n 's/^interrupted //p' "$WORK/intr.note")
-if [ "${interrupted:-0}" -gt 0 ]; then
-	ok "signals interrupted $interrupted blocked reads"
-else
-	echo "# no read was blocked when a signal came: interrupt not exercised"
-fi
+echo "# $(grep '^interrupted' "$WORK/intr.note") reads while the answer was computed"
 same "$WORK/expect-intr" "$WORK/intr" "after EINTR the answer goes on, whole"
+unmount_llmfs
 
+cp "$MIXQ" "$WORK/held.gguf"
+mount_faulty "$WORK/held.gguf=$WORK/held-may-load" "" --name held="$WORK/held.gguf"
+cat "$WORK/short" > "$MNT/held/config"
+"$BUILD/tests/fs/read_interrupted" "$MNT/held/generate" "$LP" \
+	"$WORK/held-may-load" 5 > "$WORK/intr2" 2>"$WORK/intr2.note"
+check "held model: the interrupted reader reached EOF ($(tail -n 1 "$WORK/intr2.note"))" [ $? -eq 0 ]
+interrupted=$(sed -n 's/^interrupted //p' "$WORK/intr2.note")
+check "held model: at least 5 blocked reads were interrupted (${interrupted:-none})" \
+	[ "${interrupted:-0}" -ge 5 ]
+same "$WORK/expect-intr" "$WORK/intr2" "held model: after EINTR the answer goes on, whole"
 unmount_llmfs
 finish

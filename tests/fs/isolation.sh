@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Isolation of the users of an allow_other mount (Documentation/ABI.md,
-# "Users"): a listing of thousands of sessions is O(n) and does not stall
-# the model; sessions per uid are limited; an answer of the shell idiom
+# "Users"): a listing of thousands of sessions is whole and another user
+# generates during one (how long either takes is tools/bench-sessions.sh's
+# figure, not a test's); sessions per uid are limited; an answer of the shell idiom
 # is keyed by the process session *and* the uid *and* the start time of
 # the session's leader (a recycled session id or another uid in the same
 # session gets nothing); sessions/N is its creator's alone; kv does not
@@ -25,22 +26,16 @@ wait_loaded || fail "model loaded"
 S=$MNT/stories
 printf 'temperature=0\nmax_tokens=24\n' > "$S/config"
 
-# 1. 3,000 sessions: one listing, while another user generates. Before
-# the listing was O(n^2) under the model's lock (71 s for 3,500).
+# 1. 3,000 sessions: one listing, while another user generates.
 for i in $(seq 3000); do cat "$S/sessions/new"; done > /dev/null
-start=$(date +%s%N)
 n=$(ls "$S/sessions" | wc -l)
-ms=$((($(date +%s%N) - start) / 1000000))
 check "ls sessions/ lists 3,000 sessions and new ($n)" [ "$n" = 3001 ]
-check "the listing takes well under 5 s ($ms ms)" [ "$ms" -lt 5000 ]
-ls "$S/sessions" > /dev/null &
+ls "$S/sessions" > "$WORK/listing" &
 l=$!
-start=$(date +%s%N)
 $A bash -c "printf '%s' '$P' > '$S/generate'; cat '$S/generate'" > "$WORK/a-gen"
-ms=$((($(date +%s%N) - start) / 1000000))
 wait $l
-check "a generation of another user during a listing ($ms ms)" [ -s "$WORK/a-gen" ]
-check "... takes well under 5 s" [ "$ms" -lt 5000 ]
+check "a generation of another user during a listing" [ -s "$WORK/a-gen" ]
+check "... and the listing is whole" [ "$(wc -l < "$WORK/listing")" = 3001 ]
 
 # 2. Sessions per uid: A is limited, B is not affected.
 out=$($A bash -c "for i in \$(seq 3501); do cat '$S/sessions/new' >/dev/null || exit 0; done; echo nolimit" 2>"$WORK/err")
@@ -109,14 +104,14 @@ fi
 
 # 6. kv names the process session of a sequence to its own uid only.
 printf 'max_tokens=0\n' > "$S/config"
-setsid bash -c "exec 3<>'$S/generate'; printf '%s' '$P' >&3; head -c 1 <&3 >/dev/null; sleep 3" &
+setsid bash -c "exec 3<>'$S/generate'; printf '%s' '$P' >&3; head -c 1 <&3 >/dev/null; while [ ! -e '$WORK/kv-seen' ]; do sleep 0.02; done" &
 k=$!
-for _ in $(seq 100); do grep -q '^sequence ' "$S/kv" && break; sleep 0.1; done
+check "a sequence is running" wait_for 60 grep -q '^sequence ' "$S/kv"
 check "root sees whose the sequence is" grep -q '^sequence [0-9]* pid-session-' "$S/kv"
 $B cat "$S/kv" > "$WORK/b-kv"
 check "B sees a sequence" grep -q '^sequence ' "$WORK/b-kv"
 check "... but not its process session" bash -c "! grep -q 'pid-session' '$WORK/b-kv'"
-kill $k 2>/dev/null; wait $k 2>/dev/null
+touch "$WORK/kv-seen"; wait $k
 printf 'max_tokens=24\n' > "$S/config"
 
 # 7. Model-wide settings are the owner's.

@@ -1,7 +1,9 @@
 /*
- * read_interrupted FILE PROMPT: write PROMPT to FILE on one read-write
- * descriptor, then read the answer to EOF while an interval timer keeps
- * interrupting the blocked reads. The SIGALRM handler installed without
+ * read_interrupted FILE PROMPT [FLAG N]: write PROMPT to FILE on one
+ * read-write descriptor, then read the answer to EOF while an interval
+ * timer keeps interrupting the blocked reads. With FLAG and N, FLAG is
+ * created once N reads were interrupted (the test holds the model loading
+ * until then, so that the reads are surely blocked). The SIGALRM handler installed without
  * SA_RESTART only counts, so an interrupted read() returns -1 with EINTR
  * and a completed one keeps its bytes: whatever the daemon sent arrives
  * once. (A Python client cannot promise that: a handler that raises throws
@@ -15,6 +17,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -43,10 +46,13 @@ static int write_all(int fd, const char *data, size_t size)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: read_interrupted FILE PROMPT\n");
+	if (argc != 3 && argc != 5) {
+		fprintf(stderr,
+			"usage: read_interrupted FILE PROMPT [FLAG N]\n");
 		return 2;
 	}
+	const char *flag = argc == 5 ? argv[3] : NULL;
+	long flag_after = argc == 5 ? atol(argv[4]) : 0;
 	int fd = open(argv[1], O_RDWR);
 	if (fd < 0) {
 		fprintf(stderr, "open %s: %s\n", argv[1], strerror(errno));
@@ -75,6 +81,8 @@ int main(int argc, char **argv)
 		ssize_t n = read(fd, buffer, sizeof(buffer));
 		if (n < 0 && errno == EINTR) {
 			interrupted++;
+			if (flag && interrupted == flag_after)
+				close(open(flag, O_WRONLY | O_CREAT, 0644));
 			continue;
 		}
 		if (n < 0) {
