@@ -364,6 +364,19 @@ static int snap_take_prefix(struct fs_handle *h, struct fs_snap_write *w)
 	sha256_digest(&w->sum, SNAP_SUM, sum);
 	if (memcmp(sum, w->part.p + nt + w->h.text_bytes, SNAP_SUM))
 		return snap_refuse(fm, "a checksum does not match (corrupted)");
+	/* text written before the tokens would pass the checksum */
+	for (uint32_t i = 0; i < w->h.n_tokens; i++) {
+		int32_t t;
+
+		memcpy(&t, w->part.p + 4 * (size_t)i, sizeof(t));
+		if (t < 0 || (uint32_t)t >= fm->info->n_vocab) {
+			fs_errors_add(&fm->errors,
+				      "kv snapshot: token %u is %d, not one "
+				      "of the model's %u",
+				      i, t, fm->info->n_vocab);
+			return -EINVAL;
+		}
+	}
 	rc = engine_seq_set_tokens(w->seq, (const int32_t *)w->part.p,
 				   w->h.n_tokens, &err);
 	if (rc) {

@@ -52,7 +52,7 @@ refuse() {    # DESC FILE WANT-IN-ERRORS
 		check "$1: EINVAL" grep -q 'Invalid argument' "$WORK/err"
 	fi
 	check "$1: errors says $3" grep -q "$3" "$Q/errors"
-	check "$1: the session is still empty" [ ! -s "$Q/sessions/$n/history" ]
+	check "$1: the session is still empty" [ -z "$(cat "$Q/sessions/$n/history")" ]
 }
 head -c 1000 "$WORK/saved.kv" > "$WORK/truncated.kv"
 refuse "a truncated snapshot" "$WORK/truncated.kv" 'truncated'
