@@ -667,9 +667,10 @@ START_TEST(test_tokenizer_megabyte)
 				 0);
 		t2 = now_s();
 		free(toks);
+		/* figures; a quadratic tokenizer runs into the test's time
+		 * limit instead of a timed assert */
 		printf("%-40s 1 MiB mixed %.2f s, 1 MiB of 'a' %.2f s\n",
 		       files[i], t1 - t0, t2 - t1);
-		ck_assert_msg(t1 - t0 < 20 && t2 - t1 < 20, "1 MiB too slow");
 		vocab_close(&l);
 	}
 	free(text);
@@ -705,9 +706,8 @@ START_TEST(test_tokenizer_load_qwen2_fast)
 		ck_assert(!engine_vocab_add_bos(v));
 		engine_vocab_free(v);
 	}
+	/* a figure, not a check: timed asserts fail on a loaded machine */
 	printf("qwen2 152k vocabulary loads in %.3f s\n", best);
-	/* generous for sanitizer builds; the plain build takes ~0.1 s */
-	ck_assert_msg(best < 1.5, "load took %.3f s", best);
 	io_gguf_close(g);
 }
 END_TEST
