@@ -809,12 +809,20 @@ static int replay_dir(const char *dir, bool must_open)
 	return n;
 }
 
+/*
+ * The inputs that once crashed the fuzzer (none yet: crashers/README), the
+ * seeds (valid files), and corpus-gguf/: 132 small inputs that libFuzzer
+ * kept for reaching 321 of fuzz_gguf's 322 edges (-merge=1 of a 90 s run,
+ * those under 1 KiB), most of them refusals, each of which must be one
+ * line. An emptied folder fails: a replay of nothing checks nothing.
+ */
 START_TEST(test_gguf_fuzz_inputs)
 {
 	int n = replay_dir("tests/fuzz/crashers", false);
 
 	printf("test_gguf: %d fuzz regression inputs replayed\n", n);
 	ck_assert_int_ge(replay_dir("tests/fuzz/seeds", true), 2);
+	ck_assert_int_ge(replay_dir("tests/fuzz/corpus-gguf", false), 100);
 }
 END_TEST
 
