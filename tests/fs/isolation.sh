@@ -2,12 +2,12 @@
 # Isolation of the users of an allow_other mount (Documentation/ABI.md,
 # "Users"): a listing of thousands of sessions is whole and another user
 # generates during one (how long either takes is tools/bench-sessions.sh's
-# figure, not a test's); sessions per uid are limited; an answer of the shell idiom
-# is keyed by the process session *and* the uid *and* the start time of
-# the session's leader (a recycled session id or another uid in the same
-# session gets nothing); sessions/N is its creator's alone; kv does not
-# name another user's process session; errors lines are escaped and one
-# user's flood pushes out only that user's lines.
+# figure, not a test's); sessions per uid are limited; an answer of the
+# shell idiom is keyed by the process session *and* the uid *and* the
+# start time of the session's leader (a recycled session id or another uid
+# in the same session gets nothing); sessions/N is its creator's alone; kv
+# does not name another user's process session; errors lines are escaped
+# and one user's flood pushes out only that user's lines.
 . "$(dirname "$0")/mount-lib.bash"
 command -v setpriv >/dev/null || skip "setpriv is absent"
 command -v python3 >/dev/null || skip "python3 is absent"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Unmounting: fusermount3 -u with generations in flight, SIGTERM, SIGINT
-# and SIGHUP with readers blocked in read(2) (they get the text so far and then EIO,
-# the daemon exits 0 and the mount is gone), and a mount/generate/cancel/unmount cycle under valgrind
-# --leak-check=full (or, in a SANITIZE=1 build, under ASan's leak checker)
-# that must report no error and no leak.
+# and SIGHUP with readers blocked in read(2) (they get the text so far and
+# then EIO, the daemon exits 0 and the mount is gone), and a
+# mount/generate/cancel/unmount cycle under valgrind --leak-check=full (or,
+# in a SANITIZE=1 build, under ASan's leak checker) that must report no
+# error and no leak.
 . "$(dirname "$0")/mount-lib.bash"
 
 P='Once upon a time'
