@@ -320,6 +320,34 @@ START_TEST(test_planner_8gb_llama3_8b_all_gpu)
 }
 END_TEST
 
+/*
+ * Several sequences share the card (n_seq): each needs its own cache. One
+ * sequence of Llama-3-8B fits an 8 GB card whole; sixteen (8 GiB of KV at
+ * 4096 tokens) do not, and the all-gpu alternative counts all sixteen.
+ */
+START_TEST(test_planner_8gb_llama3_8b_sequences)
+{
+	static struct shape_model m;
+	struct io_device_set set;
+	struct engine_plan one, many;
+	uint64_t kv;
+
+	shape_make(&m, &llama3_8b);
+	kv = 4096ull * m.in.kv_bytes_per_token;
+	desktop(&set, 8 * GIB, 272e9);
+	plan_of(&one, &m, &set);
+	m.in.n_seq = 16;
+	plan_of(&many, &m, &set);
+	m.in.n_seq = 0;
+	ck_assert(alt(&one, ENGINE_PLAN_ALL_GPU)->fits);
+	ck_assert(!alt(&many, ENGINE_PLAN_ALL_GPU)->fits);
+	ck_assert_uint_eq(alt(&many, ENGINE_PLAN_ALL_GPU)->gpu_bytes -
+				  alt(&one, ENGINE_PLAN_ALL_GPU)->gpu_bytes,
+			  15 * kv);
+	ck_assert_int_ne(many.chosen, ENGINE_PLAN_ALL_GPU);
+}
+END_TEST
+
 START_TEST(test_planner_8gb_gemma2_27b_all_cpu)
 {
 	static struct shape_model m;
@@ -678,6 +706,7 @@ static Suite *planner_suite(void)
 
 	tcase_add_test(tc, test_planner_shapes_are_real);
 	tcase_add_test(tc, test_planner_8gb_llama3_8b_all_gpu);
+	tcase_add_test(tc, test_planner_8gb_llama3_8b_sequences);
 	tcase_add_test(tc, test_planner_8gb_gemma2_27b_all_cpu);
 	tcase_add_test(tc, test_planner_8gb_qwen3_moe_experts_in_ram);
 	tcase_add_test(tc, test_planner_24gb_long_context);
