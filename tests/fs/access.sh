@@ -65,9 +65,9 @@ check "ro: sessions/new refuses" bash -c "! cat '$MNT/stories/sessions/new' 2>/d
 check "ro: status says ro" grep -q '^device cpu .* ro$' "$MNT/status"
 unmount_llmfs
 
-# Idle sessions go after --idle-timeout; an open file keeps one alive; a
-# session's answer nobody read is cancelled then (still running: the tiny
-# stream buffer holds it paused).
+# Idle sessions go after --idle-timeout; an open file keeps one alive; an
+# answer nobody read is cancelled then, a session's and the shell idiom's
+# (still running: the tiny stream buffer holds them paused).
 mount_llmfs --idle-timeout 1 --stream-buffer 64 --name stories="$STORIES"
 wait_loaded
 S=$MNT/stories
@@ -76,7 +76,9 @@ m=$(cat "$S/sessions/new")
 exec 5<"$S/sessions/$m/history"
 u=$(cat "$S/sessions/new")
 printf '%s' "$P" > "$S/sessions/$u/generate"
-check "an unread session answer is running" wait_for 60 grep -qx 'active 1' "$S/stats"
+setsid bash -c "printf '%s' '$P' > '$S/generate'"
+check "an unread session answer and a shell idiom's are running" \
+	wait_for 60 grep -qx 'active 2' "$S/stats"
 n=$(cat "$S/sessions/new")
 cancelled() { awk '$1 == "cancelled" { print $2 }' "$S/stats"; }
 c0=$(cancelled)
@@ -88,10 +90,10 @@ check "an idle session is removed after the timeout" \
 	wait_for 60 eval "! listed $n"
 check "a session with an open file stays" [ -d "$S/sessions/$m" ]
 check "the session with an unread answer is removed too" eval "! listed $u"
-check "... and its generation cancelled (active 0)" \
+check "... and both generations are cancelled (active 0)" \
 	wait_for 60 grep -qx 'active 0' "$S/stats"
-one_more_cancelled() { [ "$(cancelled)" -ge $((c0 + 1)) ]; }
-check "... and counted cancelled" wait_for 60 one_more_cancelled
+two_more_cancelled() { [ "$(cancelled)" -ge $((c0 + 2)) ]; }
+check "... and counted cancelled" wait_for 60 two_more_cancelled
 exec 5<&-
 unmount_llmfs
 finish

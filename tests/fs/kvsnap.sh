@@ -63,6 +63,14 @@ b[len(b) - 100] ^= 0x40        # a bit inside the last block's K/V bytes
 open(sys.argv[2], 'wb').write(b)
 EOF
 refuse "a corrupted snapshot" "$WORK/corrupt.kv" 'checksum does not match'
+python3 - "$WORK/saved.kv" "$WORK/corrupt-text.kv" <<'EOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+n_tokens = struct.unpack_from('<I', b, 72)[0]
+b[128 + 4 * n_tokens] ^= 0x01  # the conversation's first byte
+open(sys.argv[2], 'wb').write(b)
+EOF
+refuse "a snapshot whose text was changed" "$WORK/corrupt-text.kv" 'checksum does not match'
 python3 - "$WORK/saved.kv" "$WORK/foreign.kv" <<'EOF'
 import sys
 b = bytearray(open(sys.argv[1], 'rb').read())

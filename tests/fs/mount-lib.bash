@@ -64,6 +64,14 @@ wait_for() {
 # gone PID: the process has exited.
 gone() { ! kill -0 "$1" 2>/dev/null; }
 
+# stacks PID: every thread's stack, for a daemon that hangs (gdb, if any).
+stacks() {
+	command -v gdb >/dev/null || return 0
+	echo "threads of $1:"
+	timeout 60 gdb -p "$1" -batch -ex 'thread apply all bt' 2>/dev/null |
+		grep -E '^(Thread|#)' | sed 's/^/  /'
+}
+
 ok() {
 	CHECKS=$((CHECKS + 1))
 	echo "ok - $*"
@@ -144,6 +152,7 @@ unmount_llmfs() {
 		{ fusermount3 -u "$MNT"; fail "fusermount3 -u"; return 1; }
 	if ! wait_for 60 gone "$PID"; then
 		fail "the daemon exits after unmount (still running after 60 s)"
+		stacks "$PID"
 		kill -9 "$PID" 2>/dev/null
 	fi
 	wait "$PID"

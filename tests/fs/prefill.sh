@@ -36,12 +36,12 @@ check "the long prompt is over 2,000 tokens ($n)" [ "$n" -gt 2000 ]
 ( printf '%s' "$LONG" > "$M/sessions/$l/generate"
   cat "$M/sessions/$l/generate" > "$WORK/long" ) &
 bg=$!
-# Wait until the long prompt is being read: kv (a job of the scheduler,
-# run between chunks) shows its sequence with a chunk evaluated.
-long_reading() {
-	awk '/^sequence / { split($4, a, "/"); if (a[1] >= 32) f = 1 } END { exit !f }' "$M/kv"
-}
-check "the long prompt is being read in chunks" wait_for 120 long_reading
+# Wait until the long prompt is being read: submitted (active 1), then
+# three reads of kv, each a job of the model's scheduler, which runs its
+# jobs between two steps: the second returns only after a step with the
+# long prompt in it (its first chunk; the whole prompt, unchunked).
+check "the long prompt is submitted" wait_for 120 grep -qx 'active 1' "$M/stats"
+for _ in 1 2 3; do cat "$M/kv" > /dev/null; done
 printf '%s' "$SHORT" > "$M/sessions/$s/generate"
 cat "$M/sessions/$s/generate" > "$WORK/short"
 check "the short answer ends before the long prompt's first token" \
