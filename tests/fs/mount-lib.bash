@@ -64,12 +64,15 @@ wait_for() {
 # gone PID: the process has exited.
 gone() { ! kill -0 "$1" 2>/dev/null; }
 
-# stacks PID: every thread's stack, for a daemon that hangs (gdb, if any).
+# stacks PID: every thread's stack, one line a thread (its functions,
+# innermost first), for a daemon that hangs (gdb, if any).
 stacks() {
 	command -v gdb >/dev/null || return 0
 	echo "threads of $1:"
 	timeout 60 gdb -p "$1" -batch -ex 'thread apply all bt' 2>/dev/null |
-		grep -E '^(Thread|#)' | sed 's/^/  /'
+		awk '/^Thread/ { if (t) print t; t = "  " $2 ":"; next }
+		     /^#/ { f = ($3 == "in") ? $4 : $2; t = t " " f }
+		     END { if (t) print t }'
 }
 
 ok() {
