@@ -25,10 +25,7 @@ CT=
 nspawn_cleanup() {
 	if [ -n "$NSPAWN" ] && kill -0 "$NSPAWN" 2>/dev/null; then
 		[ -n "$CT" ] && nsenter -t "$CT" -a systemctl poweroff 2>/dev/null
-		for _ in $(seq 100); do
-			kill -0 "$NSPAWN" 2>/dev/null || break
-			sleep 0.1
-		done
+		wait_for 60 gone "$NSPAWN"
 		kill -9 "$NSPAWN" 2>/dev/null
 	fi
 	rmdir "/run/systemd/nspawn/propagate/$MACHINE" 2>/dev/null
@@ -49,12 +46,12 @@ systemd-nspawn -D "$TREE" -b --register=no --keep-unit --bind=/dev/fuse \
 NSPAWN=$!
 # the container's PID 1: nspawn's child once it runs systemd, and its
 # manager's socket, before systemctl can ask anything
-for _ in $(seq 300); do
+ct_manager_up() {
 	CT=$(pgrep -P "$NSPAWN" | head -n 1)
 	[ -n "$CT" ] && [ "$(cat "/proc/$CT/comm" 2>/dev/null)" = systemd ] &&
-		nsenter -t "$CT" -a test -S /run/systemd/private && break
-	sleep 0.1
-done
+		nsenter -t "$CT" -a test -S /run/systemd/private
+}
+wait_for 300 ct_manager_up
 in_ct() { nsenter -t "$CT" -a "$@"; }
 state=$(timeout 120 nsenter -t "$CT" -a systemctl is-system-running --wait)
 echo "# the container's systemd: $state"
@@ -95,12 +92,12 @@ check "no mount left" eval '! in_ct mountpoint -q /mnt/llm'
 in_ct systemctl start llmfs@mnt-llm
 first=$(prop MainPID)
 in_ct systemctl kill -s KILL llmfs@mnt-llm
-for _ in $(seq 100); do
+restarted() {
 	pid=$(prop MainPID)
 	[ "$(prop ActiveState)" = active ] && [ "$pid" != 0 ] &&
-		[ "$pid" != "$first" ] && break
-	sleep 0.1
-done
+		[ "$pid" != "$first" ]
+}
+wait_for 120 restarted
 check "after SIGKILL the unit restarted it (NRestarts=1, pid $first -> $pid)" \
 	eval '[ "$(prop NRestarts)" = 1 ] && [ "$pid" != "$first" ]'
 generate > "$WORK/got2"
@@ -110,10 +107,7 @@ in_ct journalctl -u llmfs@mnt-llm --no-pager > "$WORK/daemon.log" 2>&1
 
 # power off: nspawn ends
 in_ct systemctl poweroff
-for _ in $(seq 300); do
-	kill -0 "$NSPAWN" 2>/dev/null || break
-	sleep 0.1
-done
+wait_for 300 gone "$NSPAWN"
 check "the container powered off" eval '! kill -0 "$NSPAWN" 2>/dev/null'
 NSPAWN=
 

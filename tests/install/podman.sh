@@ -63,10 +63,8 @@ mount --bind "$PM" "$PM" && mount --make-shared "$PM"
 $PODMAN run -d --name "$NAME" $LIMITS --device /dev/fuse --cap-add SYS_ADMIN \
 	-v "$SHARED/models:/models:ro" -v "$PM:/mnt/llm:rshared" "$IMAGE" \
 	>/dev/null
-for _ in $(seq 100); do
-	grep -q '^stories260k .* ready ' "$PM/models" 2>/dev/null && break
-	sleep 0.1
-done
+container_ready() { grep -q '^stories260k .* ready ' "$PM/models" 2>/dev/null; }
+wait_for 120 container_ready
 check "the container's mount is up and its models ready" \
 	grep -q '^stories260k llama 293K F32 ready file:/models/stories260K.gguf$' "$PM/models"
 check "podman's seccomp profile refuses io_uring: the loader says so, reads with pread" \
