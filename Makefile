@@ -230,9 +230,13 @@ $(TEST_SHIMS): $(BUILD)/tests/%.so: tests/%.c
 # make check, build-deps for building alone (the Containerfile).
 deps: PKGS_WANTED = $(PKGS_DEB) $(PKGS_DEB_CHECK) $(NPM_DEB)
 build-deps: PKGS_WANTED = $(PKGS_DEB)
+# (pkg:ARCH as well: with a foreign architecture added, a package
+# installed for both is ambiguous to dpkg -s by its bare name)
 deps build-deps:
-	@missing=""; for p in $(PKGS_WANTED); do \
-		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@arch=$$(dpkg --print-architecture); missing=""; \
+	for p in $(PKGS_WANTED); do \
+		dpkg -s $$p >/dev/null 2>&1 || dpkg -s $$p:$$arch >/dev/null 2>&1 || \
+		missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
