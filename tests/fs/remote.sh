@@ -69,7 +69,7 @@ $CLIENT refuse "$WORK/dead-port" &
 SPIDS+=($!)
 wait_for 60 test -s "$WORK/dead-port" || fail "a refusing port"
 DEADPORT=$(cat "$WORK/dead-port")
-start_server main --api-key "$KEY"
+start_server main --api-key "$KEY" --metrics
 PORT=$LAST_PORT
 URL=http://127.0.0.1:$PORT
 start_server victim
@@ -202,23 +202,27 @@ wait $c1 $c2
 same "$WORK/long1" "$WORK/c1" "two sessions at once: the first = its /completion"
 same "$WORK/long2" "$WORK/c2" "two sessions at once: the second = its /completion"
 
-# 5. A reader that goes away ends the request: the server stops decoding
-# it (its slot's n_decoded stays below the whole answer's).
+# 5. A reader that goes away ends the request: the server stops generating
+# it (its tokens_predicted_total grows by less than for the whole answer).
 echo 'max_tokens=4000' > "$Q/config"
 busy_is() { [ "$(KEY=$KEY $CLIENT busy "$URL")" = "$1" ]; }
+predicted() { KEY=$KEY $CLIENT predicted "$URL"; }
+p0=$(predicted)
 $CLIENT read "$Q/generate" "$P" > "$WORK/whole" &
 r=$!
 check "the control: a reader that stays keeps a slot busy" wait_for 60 busy_is 1
 wait $r
-whole=$(KEY=$KEY $CLIENT decoded "$URL")
+wait_for 120 busy_is 0
+whole=$(($(predicted) - p0))
 check "... and gets the whole answer ($(cat "$WORK/whole"), $whole tokens)" \
-	[ "${whole:-0}" -gt 100 ]
+	[ "$whole" -gt 100 ]
+p1=$(predicted)
 r=$($CLIENT kill-reader "$Q/generate" "$P" 2>/dev/null)
 check "a reader killed mid-stream ($r): the server's slots go idle" \
 	wait_for 120 busy_is 0
-cut=$(KEY=$KEY $CLIENT decoded "$URL")
-check "... having decoded $cut of the $whole tokens (the request ended)" \
-	[ "${cut:-$whole}" -lt "$whole" ]
+cut=$(($(predicted) - p1))
+check "... having generated $cut of the $whole tokens (the request ended)" \
+	[ "$cut" -lt "$whole" ]
 check "stats count it cancelled" grep -qx 'cancelled 1' "$Q/stats"
 echo "$greedy" > "$Q/config"
 

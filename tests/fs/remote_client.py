@@ -9,7 +9,9 @@
   chat URL N PROMPT        /v1/chat/completions, not streamed (greedy)
   tokenize URL TEXT        /tokenize ids, as llmfs prints them
   busy URL                 how many of the server's slots are processing
-  decoded URL              tokens decoded for the server's latest request
+  predicted URL            the server's tokens_predicted_total (its
+                           /metrics: every finished or cancelled request's
+                           generated tokens)
   stall PORTFILE           a server that accepts and never answers
   read FILE PROMPT [PID]   write PROMPT to FILE, read to the end; with PID,
                            kill -9 it after the first bytes; prints
@@ -68,10 +70,13 @@ def main():
         print(" ".join(str(t) for t in d["tokens"]))
     elif cmd == "busy":
         print(sum(1 for s in call(args[0] + "/slots") if s["is_processing"]))
-    elif cmd == "decoded":
-        slots = [s for s in call(args[0] + "/slots") if "id_task" in s]
-        last = max(slots, key=lambda s: s["id_task"])
-        print(last["next_token"][0]["n_decoded"])
+    elif cmd == "predicted":
+        req = urllib.request.Request(args[0] + "/metrics", headers={
+            "Authorization": "Bearer " + os.environ.get("KEY", "")})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("llamacpp:tokens_predicted_total "):
+                    print(int(float(line.split()[1])))
     elif cmd == "stall":
         srv = socket.socket()
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
