@@ -12,6 +12,15 @@
 # or one that compares with an empty expectation, fails.
 
 set -u
+# Each test's mounts live in a mount namespace of its own. A namespace made
+# elsewhere meanwhile (another checkout's test, a container, a machine)
+# copies every mount of the namespace it is made from: a copy of ours
+# would keep the FUSE connection alive after our unmount, and the daemon
+# would wait for that copy to go (make check hung on it when the tests of
+# several checkouts ran at once).
+if [ -z "${LLMFS_TEST_NS:-}" ] && unshare -m --propagation private true 2>/dev/null; then
+	LLMFS_TEST_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-$(cd .. && pwd)/shared}
