@@ -8,7 +8,7 @@
  *
  * The total is fixed once, when the daemon starts: --mem-budget, or three
  * quarters of the memory available then, less the weights every model is
- * about to load (their tensor bytes) and 512 MiB of headroom: the memory
+ * about to load (the size of its files) and 512 MiB of headroom: the memory
  * available after the weights are loaded, measured before the loads so
  * that it does not depend on their order.
  *
@@ -22,26 +22,45 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "internal.h"
 
-/* The bytes a local model's load will take: its tensors, else its files. */
+/*
+ * The bytes a local model's load will take: the size of its files (the
+ * tensors and a little metadata), all the parts of a split GGUF
+ * (NAME-00001-of-0000N.gguf). Only stat(2): the daemon must come up even
+ * when a model's file is slow to open (a network file system, a file
+ * still being written); the load reports that file's errors itself.
+ */
 static uint64_t budget_weights(struct fs_model *fm)
 {
-	struct io_gguf *g = NULL;
-	struct err err = { 0 };
+	/* "-00001-of-00003.gguf", as llama.cpp's gguf-split names parts */
+	const size_t tail = 20;
+	const char *p = fm->path;
+	size_t len = strlen(p);
+	unsigned first, parts;
 	struct stat st;
 	uint64_t n;
+	char *part;
 
-	if (fm->provider != &fs_provider_local)
+	if (fm->provider != &fs_provider_local || stat(p, &st))
 		return 0;
-	if (io_gguf_open(&g, fm->path, &err) == 0) {
-		n = g->tensor_bytes;
-		io_gguf_close(g);
+	n = (uint64_t)st.st_size;
+	if (len <= tail ||
+	    sscanf(p + len - tail, "-%5u-of-%5u.gguf", &first, &parts) != 2 ||
+	    first != 1 || parts < 2 || !(part = strdup(p)))
 		return n;
+	for (unsigned i = 2; i <= parts; i++) {
+		snprintf(part + len - tail, tail + 1, "-%05u-of-%05u.gguf", i,
+			 parts);
+		if (stat(part, &st) == 0)
+			n += (uint64_t)st.st_size;
 	}
-	return stat(fm->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+	free(part);
+	return n;
 }
 
 /* From any thread, maybe under a model's or the KV pool's lock. */
