@@ -80,7 +80,7 @@ S=$MNT/stories
 H=$MNT/held
 
 # 1. placement before the load: EIO and a line; weights/ is empty.
-check "held is loading (its file is held shut)" grep -q '^held .* loading$' "$MNT/models"
+check "held is loading (its file is held shut)" grep -q '^held .* loading ' "$MNT/models"
 if echo 'blk.0 cpu' > "$H/placement" 2>"$WORK/err"; then
 	fail "placement before the load is refused"
 else
@@ -91,7 +91,7 @@ check "... with an errors line" grep -q 'placement: the model is not loaded' "$H
 check "weights/ holds only index before the load" [ "$(ls "$H/weights")" = index ]
 touch "$WORK/held-may-load"
 wait_loaded || fail "models loaded"
-check "held loaded once let" grep -q '^held .* ready$' "$MNT/models"
+check "held loaded once let" grep -q '^held .* ready ' "$MNT/models"
 check "... and its weights/ is filled" [ "$(ls "$H/weights" | wc -l)" -gt 1 ]
 
 # 2. placement: ENOSPC when the device has no room; nothing moves.
@@ -147,7 +147,7 @@ exec 3<&- 4<&-
 
 # 5. A tensor named "bad/name" is weights/tensor.48.
 O=$MNT/odd
-check "the model with an odd tensor name is ready" grep -q '^odd .* ready$' "$MNT/models"
+check "the model with an odd tensor name is ready" grep -q '^odd .* ready ' "$MNT/models"
 check "weights/index names it" grep -q '^bad/name f32 4 16 ' "$O/weights/index"
 check "weights/ lists it as tensor.$ODD_INDEX" \
 	bash -c "ls '$O/weights' | grep -qx tensor.$ODD_INDEX"

@@ -23,10 +23,10 @@ mount_faulty "$WORK/mixq.gguf=$WORK/mixq-may-load" "" \
 	--name stories="$STORIES" --name qwen="$QWEN" --name mixq="$WORK/mixq.gguf"
 S=$MNT/stories
 echo "max_tokens=$N" > "$MNT/mixq/config"
-check "mixq is loading (its file is held shut)" grep -q '^mixq .* loading$' "$MNT/models"
+check "mixq is loading (its file is held shut)" grep -q '^mixq .* loading ' "$MNT/models"
 printf '%s' "$P" > "$MNT/mixq/generate"
 check "... and still is once a prompt was submitted to it" \
-	grep -q '^mixq .* loading$' "$MNT/models"
+	grep -q '^mixq .* loading ' "$MNT/models"
 touch "$WORK/mixq-may-load"
 cat "$MNT/mixq/generate" > "$WORK/early"
 same "$WORK/expect-mixq" "$WORK/early" "a prompt submitted while loading waits, then = llmfs-run (seeded, T=0.8)"
