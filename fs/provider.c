@@ -29,6 +29,7 @@ const struct fs_provider fs_provider_local = {
 	.kv = fs_text_kv,
 	.placement_format = provider_local_placement,
 	.weights_index = fs_text_windex,
+	.session_logprobs = true,
 };
 
 bool fs_provider_has(const struct fs_model *fm, enum fs_kind k)
@@ -44,6 +45,7 @@ bool fs_provider_has(const struct fs_model *fm, enum fs_kind k)
 	case FS_K_WEIGHTS:
 	case FS_K_WINDEX:
 	case FS_K_WTENSOR: return p->weights_index;
+	case FS_K_SLOGPROBS: return p->session_logprobs;
 	default: return true;
 	}
 }

@@ -50,11 +50,16 @@ struct fs_provider {
 	int (*placement_format)(struct fs_model *fm, struct fs_buf *b,
 				struct err *err); /* serve's thread */
 	int (*weights_index)(struct fs_model *fm, struct fs_buf *b);
+	/* sessions/N/logprobs: the engine's log-probabilities of each token */
+	bool session_logprobs;
 };
 
 /* The local GGUF engine (provider.c): every operation. */
 extern const struct fs_provider fs_provider_local;
-/* An OpenAI-compatible server (remote.c): no kv, placement or weights. */
+/*
+ * An OpenAI-compatible server (remote.c): no kv, placement, weights or
+ * sessions/N/logprobs.
+ */
 extern const struct fs_provider fs_provider_remote;
 
 /*
