@@ -26,10 +26,10 @@
 struct engine_budget {
 	pthread_mutex_t lock; /* a leaf: nothing is called under it */
 	uint64_t total;
-	uint64_t reserve;		     /* KV charges leave this free */
-	uint64_t used[ENGINE_BUDGET_USES];   /* by lock */
-	uint64_t peak[ENGINE_BUDGET_USES];   /* the most used held; lock */
-	void (*released)(void *arg);	     /* set before any charge */
+	uint64_t reserve;		   /* KV charges leave this free */
+	uint64_t used[ENGINE_BUDGET_USES]; /* by lock */
+	uint64_t peak[ENGINE_BUDGET_USES]; /* the most used held; lock */
+	void (*released)(void *arg);	   /* set before any charge */
 	void *arg;
 };
 

@@ -333,7 +333,7 @@ struct fs_stream {
 	bool prefilling;
 	bool turn_started; /* it holds its session's turn_active */
 	char *text;	   /* a session turn's whole prompt */
-	char *turn; /* its new part, for the conversation */
+	char *turn;	   /* its new part, for the conversation */
 	size_t turn_len;
 	struct fs_stream *next; /* in fs_model.queue or the active list */
 };
@@ -375,7 +375,7 @@ struct fs_session {
 	struct fs_buf history;	/* by fs_model.lock */
 	struct fs_buf logprobs; /* the last answer's, JSON lines; by lock */
 	struct fs_stream *pending[FS_GEN_KINDS]; /* submitted, not yet opened */
-	uint32_t kv_used;	/* tokens of its last sequence */
+	uint32_t kv_used; /* tokens of its last sequence */
 	/*
 	 * One turn at a time (by fm->lock): turns submitted and not ended
 	 * (a snapshot restore meanwhile is EBUSY), and whether the scheduler
@@ -485,11 +485,11 @@ struct fs_model {
 
 	struct fs_config config; /* protected by lock */
 	struct fs_errors errors;
-	struct fs_stats stats;	   /* protected by lock */
-	struct fs_stream *queue;   /* submitted, not started; by lock */
-	struct fs_job *jobs;	   /* by lock */
-	struct fs_stream *active;  /* the scheduler thread's own */
-	struct fs_stream *kv_wait; /* its own: waiting for KV cache room */
+	struct fs_stats stats;	     /* protected by lock */
+	struct fs_stream *queue;     /* submitted, not started; by lock */
+	struct fs_job *jobs;	     /* by lock */
+	struct fs_stream *active;    /* the scheduler thread's own */
+	struct fs_stream *kv_wait;   /* its own: waiting for KV cache room */
 	struct fs_stream *turn_wait; /* its own: a session's next turns */
 	struct engine_seq *kv_recent[FS_KV_RECENT]; /* its own, newest first */
 	struct fs_session *sessions;		    /* by lock */
@@ -914,13 +914,13 @@ struct fs_handle {
 	struct fs_buf in;   /* bytes written: prompt, text, commands */
 	struct fs_buf text; /* snapshot served by reads */
 	bool have_text;
-	struct fs_stream *stream; /* generate/chat: the answer */
+	struct fs_stream *stream;   /* generate/chat: the answer */
 	struct fs_snap_write *snap; /* sessions/N/kv: a restore (kvsnap.c) */
-	pid_t sid;		  /* of the writer */
-	struct fs_who who;	  /* of the writer */
-	uid_t uid;		  /* of the opener */
-	uint64_t charged;	  /* bytes of in charged to uid */
-	int failed;		  /* a write failed: nothing submitted */
+	pid_t sid;		    /* of the writer */
+	struct fs_who who;	    /* of the writer */
+	uid_t uid;		    /* of the opener */
+	uint64_t charged;	    /* bytes of in charged to uid */
+	int failed;		    /* a write failed: nothing submitted */
 	bool wrote;
 	bool readable;
 	struct fs_handle *prev, *next; /* in fs.handles */

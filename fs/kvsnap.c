@@ -217,10 +217,10 @@ enum snap_phase {
 struct fs_snap_write {
 	enum snap_phase phase;
 	struct snap_header h;
-	uint64_t total, got; /* bytes the header announces, taken so far */
-	struct fs_buf part;  /* the piece being gathered */
-	size_t part_need;    /* its size */
-	uint64_t charged;    /* of part and text, to the writer */
+	uint64_t total, got;   /* bytes the header announces, taken so far */
+	struct fs_buf part;    /* the piece being gathered */
+	size_t part_need;      /* its size */
+	uint64_t charged;      /* of part and text, to the writer */
 	struct sha256_ctx sum; /* of the header, tokens and text */
 	bool digest_checked;
 	struct engine_seq *seq; /* filled block by block */
@@ -333,16 +333,16 @@ static int snap_take_header(struct fs_handle *h, struct fs_snap_write *w)
 		return snap_refuse(fm, why);
 	if ((rc = snap_session_check(fm, h->session)))
 		return rc;
-	if ((rc = engine_seq_new_typed(fm->m, w->h.type_k, w->h.type_v,
-				       &w->seq, &err)))
+	if ((rc = engine_seq_new_typed(fm->m, w->h.type_k, w->h.type_v, &w->seq,
+				       &err)))
 		return snap_refuse(fm, err.msg);
 	engine_seq_row_bytes(w->seq, &k_row, &v_row);
 	if (w->h.k_row != k_row || w->h.v_row != v_row)
 		return snap_refuse(fm, "K/V row sizes are not the types'");
 	sha256_init(&w->sum);
 	sha256_update(&w->sum, SNAP_HEADER, (const uint8_t *)w->part.p);
-	w->total = SNAP_HEADER + (uint64_t)w->h.n_tokens * 4 +
-		   w->h.text_bytes + SNAP_SUM;
+	w->total = SNAP_HEADER + (uint64_t)w->h.n_tokens * 4 + w->h.text_bytes +
+		   SNAP_SUM;
 	nb = (w->h.n_tokens + 63) / 64;
 	for (b = 0; b < nb; b++)
 		w->total += snap_block_bytes(&w->h, b) + SNAP_SUM;
@@ -490,10 +490,10 @@ static int snap_write(struct fs_handle *h, struct fs_snap_write *w,
 		buf += take;
 		size -= take;
 		w->got += take;
-		if (w->part.len == w->part_need &&
-		    (rc = snap_take_part(h, w)))
+		if (w->part.len == w->part_need && (rc = snap_take_part(h, w)))
 			return snap_fail(h, w, rc);
-		if (w->phase == SNAP_PHASE_DONE && size) /* past a 0-token end */
+		if (w->phase == SNAP_PHASE_DONE &&
+		    size) /* past a 0-token end */
 			return snap_write(h, w, buf, size);
 	}
 	return 0;
@@ -588,10 +588,10 @@ void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
 		w->seq = NULL;
 		rc = fs_buf_add(&ss->convo, w->text, w->text_len);
 		if (!rc)
-			rc = fs_buf_printf(
-				&ss->history, "--- restored %u tokens\n%.*s\n",
-				engine_seq_length(ss->seq), (int)w->text_len,
-				w->text);
+			rc = fs_buf_printf(&ss->history,
+					   "--- restored %u tokens\n%.*s\n",
+					   engine_seq_length(ss->seq),
+					   (int)w->text_len, w->text);
 		ss->kv_used = engine_seq_length(ss->seq);
 		ss->kv_atime = fs_now();
 		pthread_mutex_unlock(&fm->lock);

@@ -45,8 +45,8 @@ static bool release_tracked(uint64_t fh)
 	/* h stays until its release is handled; kind and mode never change */
 	return h && !h->readable &&
 	       (h->node.kind == FS_K_GENERATE || h->node.kind == FS_K_CHAT ||
-		h->node.kind == FS_K_TOKENIZE || h->node.kind == FS_K_SGENERATE ||
-		h->node.kind == FS_K_SCHAT);
+		h->node.kind == FS_K_TOKENIZE ||
+		h->node.kind == FS_K_SGENERATE || h->node.kind == FS_K_SCHAT);
 }
 
 /* A request as read from the kernel: note it if it is such a release. */

@@ -40,8 +40,7 @@ START_TEST(test_budget_charges)
 			 -EAGAIN);
 	ck_assert_int_eq(engine_budget_charge(b, ENGINE_BUDGET_KV, 500), 0);
 	/* the KV limit is reached; buffers still have the reserve */
-	ck_assert_int_eq(engine_budget_charge(b, ENGINE_BUDGET_KV, 1),
-			 -EAGAIN);
+	ck_assert_int_eq(engine_budget_charge(b, ENGINE_BUDGET_KV, 1), -EAGAIN);
 	ck_assert_int_eq(engine_budget_charge(b, ENGINE_BUDGET_BUFFERS, 100),
 			 0);
 	ck_assert_int_eq(engine_budget_charge(b, ENGINE_BUDGET_BUFFERS, 1),
@@ -56,8 +55,7 @@ START_TEST(test_budget_charges)
 	/* over the total: KV waits until the buffers are back under */
 	engine_budget_release(b, ENGINE_BUDGET_KV, 100);
 	ck_assert_uint_eq(budget_hooks, 1);
-	ck_assert_int_eq(engine_budget_charge(b, ENGINE_BUDGET_KV, 1),
-			 -EAGAIN);
+	ck_assert_int_eq(engine_budget_charge(b, ENGINE_BUDGET_KV, 1), -EAGAIN);
 	engine_budget_release(b, ENGINE_BUDGET_BUFFERS, 150);
 	ck_assert_int_eq(engine_budget_charge(b, ENGINE_BUDGET_KV, 100), 0);
 	engine_budget_release(b, ENGINE_BUDGET_KV, 1500);

@@ -164,9 +164,9 @@ END_TEST
 START_TEST(test_config_accepts_subnormal)
 {
 	static const char *const tiny[] = { "temperature=1e-320",
-					     "temperature=4.9e-324",
-					     "temperature=1e-400", "min_p=1e-310",
-					     "top_p=2e-308" };
+					    "temperature=4.9e-324",
+					    "temperature=1e-400",
+					    "min_p=1e-310", "top_p=2e-308" };
 	struct fs_config c;
 	struct err err = { 0 };
 
@@ -178,8 +178,7 @@ START_TEST(test_config_accepts_subnormal)
 		fs_config_free(&c);
 	}
 	fs_config_defaults(&c);
-	ck_assert_int_eq(fs_config_write(&c, "temperature=1e-40", 17, &err),
-			 0);
+	ck_assert_int_eq(fs_config_write(&c, "temperature=1e-40", 17, &err), 0);
 	ck_assert(c.sampling.temperature > 0.0f); /* a float subnormal */
 	fs_config_free(&c);
 }
