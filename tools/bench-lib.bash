@@ -67,7 +67,7 @@ bench_mount() {
 	"$bin/llmfs" -f "$@" "$mnt" >"$work/daemon.log" 2>&1 &
 	pid=$!
 	for i in $(seq 1200); do
-		grep -q "^$name .* ready\$" "$mnt/models" 2>/dev/null && return 0
+		grep -q "^$name .* ready " "$mnt/models" 2>/dev/null && return 0
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.1
 	done

@@ -55,7 +55,7 @@ for i in $(seq "$MODELS"); do names+=(--name "m$i=$model"); done
 bench_mount "m$MODELS" "${names[@]}" ${STRESS_LLMFS_ARGS:-}
 for i in $(seq "$MODELS"); do
 	for _ in $(seq 600); do
-		grep -q "^m$i .* ready\$" "$mnt/models" && break
+		grep -q "^m$i .* ready " "$mnt/models" && break
 		sleep 0.5
 	done
 	printf 'temperature=0\nmax_tokens=%d\n' "$MAXTOK" > "$mnt/m$i/config"
