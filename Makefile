@@ -20,7 +20,8 @@ PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	   libnuma-dev check libpcre2-dev libjansson-dev nettle-dev python3 \
 	   libcurl4-openssl-dev openssl
 IO_PKGS = liburing numa
-# jansson: JSON schemas for constrained output (engine/grammar/schema.c)
+# jansson: JSON schemas for constrained output (engine/grammar/schema.c) and
+# chat templates' tojson (engine/template/)
 ENGINE_PKGS = libpcre2-8 jansson
 # libcurl and jansson: remote models (fs/remote*.c)
 FS_PKGS = fuse3 nettle libcurl jansson
@@ -91,7 +92,7 @@ override CFLAGS += $(call pkg_cflags,$(IO_PKGS) $(ENGINE_PKGS))
 
 IO_SRC := $(wildcard io/*.c)
 ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/quant/*.c \
-	engine/tokenizer/*.c engine/grammar/*.c)
+	engine/tokenizer/*.c engine/grammar/*.c engine/template/*.c)
 FS_SRC := $(wildcard fs/*.c)
 IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)

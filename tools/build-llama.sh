@@ -20,6 +20,10 @@
 #
 # Exit 77 (and a reason on stderr) when the bundle, cmake or a compiler is
 # missing, so that a test calling it can skip.
+#
+# tools/build-llama.sh --source: only the source (cloned once, in the
+# same cache), and print its folder (tests/engine/template.sh reads the
+# chat templates it ships).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REF=${LLAMA_REF_DIR:-$PWD/ref}
@@ -28,8 +32,12 @@ CACHE=${LLMFS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/llmfs}
 [ $# -gt 0 ] || set -- llama-bench llama-server
 
 [ -f "$BUNDLE" ] || { echo "no $BUNDLE (make ref)" >&2; exit 77; }
-command -v cmake >/dev/null || { echo "cmake is absent" >&2; exit 77; }
-command -v c++ >/dev/null || { echo "no C++ compiler" >&2; exit 77; }
+source_only=
+[ "${1-}" = --source ] && source_only=1
+[ -n "$source_only" ] || command -v cmake >/dev/null ||
+	{ echo "cmake is absent" >&2; exit 77; }
+[ -n "$source_only" ] || command -v c++ >/dev/null ||
+	{ echo "no C++ compiler" >&2; exit 77; }
 
 flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
 has() { for f; do case $flags in *" $f "*) ;; *) return 1 ;; esac; done; }
@@ -46,7 +54,8 @@ zen4) cpu_flags="$haswell -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_V
 *) echo "LLAMA_CPU_VARIANT=$LLAMA_CPU_VARIANT: zen4 or haswell" >&2; exit 1 ;;
 esac
 # shellcheck disable=SC2086
-has $needs || { echo "this CPU cannot run llama.cpp's $LLAMA_CPU_VARIANT variant" >&2; exit 1; }
+[ -n "$source_only" ] || has $needs ||
+	{ echo "this CPU cannot run llama.cpp's $LLAMA_CPU_VARIANT variant" >&2; exit 1; }
 
 commit=$(git bundle list-heads "$BUNDLE" | awk 'NR == 1 {print $1}')
 [ -n "$commit" ] || { echo "cannot read $BUNDLE" >&2; exit 77; }
@@ -54,16 +63,32 @@ dir=$CACHE/llama.cpp-$commit
 build=$dir/build-$LLAMA_CPU_VARIANT
 mkdir -p "$CACHE"
 
+# a source cloned whole is marked: reading it needs no lock (a build holds
+# the lock for minutes)
+if [ -n "$source_only" ] && [ -f "$dir/src.done" ]; then
+	echo "$dir/src"
+	exit 0
+fi
 exec 9>"$CACHE/llama.cpp-$commit.lock"  # the source is shared by the builds
 flock 9
-missing=
-for t in "$@"; do [ -x "$build/bin/$t" ] || missing="$missing $t"; done
-if [ -n "$missing" ]; then
+clone() {
 	if [ ! -f "$dir/src/CMakeLists.txt" ]; then
+		rm -f "$dir/src.done"
 		rm -rf "$dir/src"
 		git -c advice.detachedHead=false clone -q "$BUNDLE" "$dir/src" >&2
 		git -C "$dir/src" -c advice.detachedHead=false checkout -q "$commit"
 	fi
+	touch "$dir/src.done"
+}
+if [ -n "$source_only" ]; then
+	clone
+	echo "$dir/src"
+	exit 0
+fi
+missing=
+for t in "$@"; do [ -x "$build/bin/$t" ] || missing="$missing $t"; done
+if [ -n "$missing" ]; then
+	clone
 	echo "building$missing from llama.cpp $commit, $LLAMA_CPU_VARIANT (once, cached in $dir)" >&2
 	cmake -S "$dir/src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
 		-DGGML_NATIVE=OFF $cpu_flags -DGGML_AMX_TILE=OFF \
