@@ -12,7 +12,7 @@
  *               writes the logits of each sequence's last token
  *   sampler     logits -> token (greedy at temperature 0)
  *   grammar     GBNF grammars and JSON schemas: the tokens allowed next
- *   chat        the model's chat template around a user message
+ *   chat        a conversation in the model's chat template (Jinja)
  *   generation  prompt -> streamed UTF-8 text, in prepare/forward/accept
  *               steps so that a scheduler can decode many at once
  *
@@ -328,12 +328,30 @@ void engine_seq_block_write(struct engine_seq *s, uint32_t b, const void *in);
 int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
 			  uint32_t n, struct err *err);
 
+/* How tokens' states become one embedding: llama.cpp's llama_pooling_type. */
+enum engine_pooling {
+	ENGINE_POOLING_NONE = 0, /* no pooling: the last token's, as LAST */
+	ENGINE_POOLING_MEAN = 1, /* the mean over the tokens */
+	ENGINE_POOLING_CLS = 2,	 /* the first token's (position 0) */
+	ENGINE_POOLING_LAST = 3, /* the last token's */
+};
+
 struct engine_batch_item {
 	struct engine_seq *seq;
 	const int32_t *tokens; /* appended at the sequence's position */
 	size_t n_tokens;
 	float *logits; /* n_vocab floats for the last token; may be NULL */
 };
+
+/*
+ * From now on the forward passes over s write an embedding to embd
+ * (n_embd floats): the final-normed state (what the output matrix reads)
+ * of the token pooling picks (the last of an item; CLS: position 0), or,
+ * for MEAN, added for every token (the caller zeroes embd and divides).
+ * NULL stops it. embd is borrowed and must outlive that.
+ */
+void engine_seq_set_embedding(struct engine_seq *s, float *embd,
+			      enum engine_pooling pooling);
 
 /*
  * Run the tokens of every item through the model, appending them to their
@@ -461,6 +479,15 @@ int engine_grammar_matcher_restrict(struct engine_grammar_matcher *mt,
 
 /* ---- chat templates ---------------------------------------------------- */
 
+/*
+ * A conversation as the text the model expects: the model's own Jinja
+ * template (tokenizer.chat_template, run by engine/template/ as
+ * @huggingface/jinja runs it), or, for a file without one or with one
+ * that does not parse, a built-in format recognised from it as llama.cpp
+ * does (Documentation/generation.md).
+ */
+struct engine_chat;
+
 enum engine_chat_format {
 	ENGINE_CHAT_RAW,    /* unknown template: the text as it is */
 	ENGINE_CHAT_CHATML, /* <|im_start|>user ... (Qwen) */
@@ -468,43 +495,102 @@ enum engine_chat_format {
 	ENGINE_CHAT_LLAMA3, /* <|start_header_id|>user<|end_header_id|> ... */
 };
 
-enum engine_chat_format engine_chat_format(const struct engine_model *m);
+struct engine_chat_message {
+	const char *role;      /* "system", "user", "assistant", "tool" */
+	const char *content;   /* UTF-8, NUL-terminated; NULL is "" */
+	const char *reasoning; /* an assistant's reasoning_content, or NULL */
+};
+
+/* The special tokens a template writes, and what the tokenizer adds. */
+struct engine_chat_tokens {
+	const char *bos, *eos; /* their text; NULL if the vocabulary has none */
+	bool add_bos, add_eos;
+};
 
 /*
- * Wrap one user message in the model's template, ready for generation.
- * *out is malloc'ed, caller frees. For ENGINE_CHAT_RAW the text is copied
- * unchanged (the caller warns).
+ * The chat of a template text (tokenizer.chat_template), one of
+ * llama.cpp's template names ("chatml", "llama2", "llama3"...), or NULL
+ * for none (ChatML, as llama.cpp). A template that does not parse falls
+ * back to a built-in format, and engine_chat_notice() says so. tokens may
+ * be NULL. -ENOMEM only. Free with engine_chat_free().
  */
-int engine_chat_apply(const struct engine_model *m, const char *user,
-		      size_t len, char **out, struct err *err);
+int engine_chat_new(struct engine_chat **out, const char *tmpl,
+		    const struct engine_chat_tokens *tokens, struct err *err);
+/* The same for a model: its template, its BOS and EOS. */
+int engine_chat_for_model(struct engine_chat **out,
+			  const struct engine_model *m, struct err *err);
+void engine_chat_free(struct engine_chat *c);
+/* "jinja" (the model's own), or the built-in "chatml", "llama2", "llama3", "raw". */
+const char *engine_chat_kind(const struct engine_chat *c);
+/* True when no format is known: messages are used as they are. */
+bool engine_chat_is_raw(const struct engine_chat *c);
+/* Why the model's template is not used (one line), or NULL. */
+const char *engine_chat_notice(const struct engine_chat *c);
+
+/* Thinking: what the template gets as enable_thinking. */
+enum engine_think {
+	ENGINE_THINK_ON,      /* true (llama.cpp's default) */
+	ENGINE_THINK_OFF,     /* false */
+	ENGINE_THINK_HIDE,    /* true; the caller shows only the answer */
+	ENGINE_THINK_DEFAULT, /* left undefined: the template decides */
+};
+
+struct engine_chat_render {
+	bool add_generation_prompt; /* end with the assistant's turn opened */
+	enum engine_think think;
+};
 
 /*
- * What closes an assistant's turn in the model's template, after its
- * answer: "<|im_end|>\n" for ChatML, "<|eot_id|>" for Llama 3, "</s>" for
- * Llama 2, "" for raw text (a conversation is its turns one after the
- * other, as llama.cpp's templates write them).
+ * Render n messages (o NULL: add_generation_prompt, thinking on). *out is
+ * malloc'ed, NUL-terminated, *out_len bytes; the caller frees it. -EINVAL
+ * with the template's message when it fails or refuses the conversation
+ * (raise_exception: "Conversation roles must alternate..."), -ENOMEM.
  */
-const char *engine_chat_turn_end(const struct engine_model *m);
+int engine_chat_render(const struct engine_chat *c,
+		       const struct engine_chat_message *msg, size_t n,
+		       const struct engine_chat_render *o, char **out,
+		       size_t *out_len, struct err *err);
 
-/*
- * The same from a template string instead of a model: tmpl is the text of
- * tokenizer.chat_template, or one of llama.cpp's template names ("chatml",
- * "llama2", "llama3"), or NULL for none (ChatML, as llama.cpp does).
- * *out_len (if out_len is not NULL) gets the length of *out, which may
- * hold NUL bytes when user does.
- */
+/* The built-in format a template text would get (tests, llmfs-run). */
 enum engine_chat_format engine_chat_template_format(const char *tmpl);
-int engine_chat_template_apply(const char *tmpl, const char *user, size_t len,
-			       char **out, size_t *out_len, struct err *err);
+const char *engine_chat_format_name(enum engine_chat_format f);
+
+/* ---- reasoning ----------------------------------------------------------- */
+
+#define ENGINE_THINK_OPEN "<think>"
+#define ENGINE_THINK_CLOSE "</think>"
+#define ENGINE_THINK_HOLD 32
+
 /*
- * The same after a system message (NULL or "" for none), as llama.cpp
- * writes a system + user conversation: a system turn first (ChatML,
- * Llama 3), or inside the first [INST] (Llama 2, in <<SYS>> when the
- * template has it). A RAW template leaves the system message out.
+ * Does a rendered prompt end inside an open <think> block (DeepSeek-R1,
+ * QwQ: the answer then starts with the reasoning)?
  */
-int engine_chat_template_apply_system(const char *tmpl, const char *system,
-				      const char *user, size_t len, char **out,
-				      size_t *out_len, struct err *err);
+bool engine_chat_opens_thinking(const char *prompt, size_t len);
+
+/*
+ * Streaming split of an answer into its reasoning (between <think> and
+ * </think> at its start) and the answer proper (what follows, its leading
+ * whitespace dropped). An answer without a block is all answer.
+ */
+struct engine_think_split {
+	int state;
+	char held[ENGINE_THINK_HOLD]; /* what may still be a tag */
+	size_t n_held;
+};
+
+/* open: the prompt ended inside a block (engine_chat_opens_thinking). */
+void engine_think_split_init(struct engine_think_split *t, bool open);
+/*
+ * Split len bytes; reasoning and answer each have room for len +
+ * ENGINE_THINK_HOLD bytes and get their lengths in *n_reasoning, *n_answer.
+ */
+void engine_think_split_push(struct engine_think_split *t, const char *in,
+			     size_t len, char *reasoning, size_t *n_reasoning,
+			     char *answer, size_t *n_answer);
+/* At the end: what was held back (room for ENGINE_THINK_HOLD each). */
+void engine_think_split_flush(struct engine_think_split *t, char *reasoning,
+			      size_t *n_reasoning, char *answer,
+			      size_t *n_answer);
 
 /* ---- generation -------------------------------------------------------- */
 
@@ -527,7 +613,16 @@ struct engine_generate_options {
 	uint32_t max_tokens;	 /* 0 = until EOS or the context is full */
 	const char *const *stop; /* stop strings, not part of the output */
 	size_t n_stop;
-	bool chat; /* wrap the prompt with engine_chat_apply */
+	/* the prompt is one user message of this chat (NULL: raw text) */
+	const struct engine_chat *chat;
+	enum engine_think think; /* with chat */
+	/*
+	 * An embedding instead of text: the prompt tokenized as
+	 * node-llama-cpp's embedding context does (special tokens as text,
+	 * BOS/EOS as the vocabulary adds them), evaluated whole from an
+	 * empty sequence, pooled as the model says; nothing is sampled.
+	 */
+	bool embed;
 };
 
 struct engine_generation_stats {
@@ -579,6 +674,15 @@ engine_generation_stats(const struct engine_generation *g);
 /* The tokens of the prompt and of the answer so far. */
 const int32_t *engine_generation_tokens(const struct engine_generation *g,
 					size_t *n_prompt, size_t *n_total);
+/*
+ * An embed generation that ended: its vector, *n floats (n_embd);
+ * borrowed, NULL before the end or for a text generation.
+ */
+const float *engine_generation_embedding(const struct engine_generation *g,
+					 size_t *n);
+/* The model's pooling ({arch}.pooling_type; none when absent). */
+enum engine_pooling engine_model_pooling(const struct engine_model *m);
+const char *engine_pooling_name(enum engine_pooling p);
 
 #define ENGINE_LOGPROBS_MAX 20
 

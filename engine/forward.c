@@ -8,7 +8,7 @@
  *   x = token_embd[token]
  *   per layer:  x += wo . attention(rope(q), rope(k), v)   of rms_norm(x)
  *               x += ffn(rms_norm(x))   (SwiGLU, or top-k of n experts)
- *   logits = output . rms_norm(x)
+ *   logits = output . rms_norm(x)    (rms_norm(x) is the embedding)
  *
  * Batched, with the one-token path's numbers. All tokens of all items (up
  * to FORWARD_CHUNK at a time) go through the model layer by layer, so
@@ -43,6 +43,8 @@ struct forward_row {
 	uint32_t pos;
 	int32_t token;
 	float *logits; /* NULL unless its item's last token wants them */
+	float *embd;   /* its final-normed state goes here (or is added) */
+	bool embd_add; /* mean pooling: summed over the item's rows */
 };
 
 /*
@@ -709,6 +711,27 @@ static void forward_residual(struct forward_pass *p)
 	forward_add(p, s->x, E, s->tmp, E, s->live, p->n_live, (int64_t)E);
 }
 
+/* The final-normed states of the live rows that want them (embeddings). */
+static void forward_embeddings(struct forward_pass *p)
+{
+	struct forward_scratch *s = p->s;
+	uint32_t E = p->m->hp.n_embd;
+
+	for (uint32_t j = 0; j < p->n_live; j++) {
+		const struct forward_row *r = &s->rows[s->live[j]];
+		const float *x = s->xn + (size_t)s->live[j] * E;
+
+		if (!r->embd)
+			continue;
+		if (!r->embd_add) {
+			memcpy(r->embd, x, E * sizeof(*x));
+			continue;
+		}
+		for (uint32_t e = 0; e < E; e++)
+			r->embd[e] += x[e];
+	}
+}
+
 /* The rows s->rows[0..n) through the model; logits where wanted. */
 static int forward_chunk(struct forward_pass *p)
 {
@@ -748,7 +771,7 @@ static int forward_chunk(struct forward_pass *p)
 		 */
 		if (il + 1 == hp->n_layer) {
 			for (n_out = 0, j = 0; j < p->n; j++)
-				if (s->rows[j].logits)
+				if (s->rows[j].logits || s->rows[j].embd)
 					s->live[n_out++] = j;
 			p->n_live = n_out;
 		}
@@ -772,16 +795,53 @@ static int forward_chunk(struct forward_pass *p)
 				p->n_live)) ||
 	    (ret = forward_wait(p, &m->output)))
 		return ret;
+	forward_embeddings(p);
+	/* the output matrix for the rows that want logits */
+	for (n_out = 0, j = 0; j < p->n_live; j++)
+		if (s->rows[s->live[j]].logits)
+			s->live[n_out++] = s->live[j];
+	if (!n_out)
+		return 0;
 	forward_convert(p, be->iface->vec_dot_type(be, m->output.info->type),
-			s->xn, hp->n_embd, hp->n_embd, s->act, s->live,
-			p->n_live);
-	for (j = 0; j < p->n_live; j++) {
+			s->xn, hp->n_embd, hp->n_embd, s->act, s->live, n_out);
+	for (j = 0; j < n_out; j++) {
 		s->acts[j] = s->act + s->live[j] * s->act_row;
 		s->ys[j] = s->rows[s->live[j]].logits;
 	}
-	be->iface->matmul(be, s->ys, &m->output, 0, p->n_live,
+	be->iface->matmul(be, s->ys, &m->output, 0, n_out,
 			  (const void *const *)s->acts);
 	return 0;
+}
+
+/*
+ * Where row r (token t of item it) puts its state, by the pooling its
+ * sequence asks for (engine_seq_set_embedding).
+ */
+static void forward_row_embd(struct forward_row *r,
+			     const struct engine_batch_item *it, size_t t)
+{
+	enum engine_pooling pooling;
+	float *embd = engine_seq_embedding(it->seq, &pooling);
+
+	r->embd = NULL;
+	r->embd_add = false;
+	if (!embd)
+		return;
+	switch (pooling) {
+	case ENGINE_POOLING_MEAN:
+		r->embd = embd;
+		r->embd_add = true;
+		break;
+	case ENGINE_POOLING_CLS:
+		/* the sequence's first token, whichever item brings it */
+		if (r->pos == 0)
+			r->embd = embd;
+		break;
+	default: /* none and last: the last token's */
+		if (t + 1 == it->n_tokens)
+			r->embd = embd;
+		break;
+	}
 }
 
 /* Tokens the items before item idx append to the same sequence. */
@@ -882,6 +942,7 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 			r->pos = pos + (uint32_t)t;
 			r->token = it->tokens[t];
 			r->logits = t + 1 == it->n_tokens ? it->logits : NULL;
+			forward_row_embd(r, it, t);
 			if (p.n == p.s->cap) {
 				if ((ret = forward_chunk(&p)))
 					goto out_shrink;

@@ -59,6 +59,9 @@ struct engine_generation {
 	float *raw; /* n_vocab: this step's logits as the model gave them */
 	struct engine_token_logprobs *lp;
 	size_t n_lp, cap_lp;
+	float *embd; /* n_embd: an embed generation's vector */
+	enum engine_pooling pooling;
+	bool embedded; /* the vector is done */
 	size_t n_kept; /* prompt positions the seq had */
 	bool started;  /* the prompt has been handed out */
 	bool pending;  /* prepared, not yet accepted */
@@ -165,22 +168,33 @@ static int gen_copy_stops(struct engine_generation *g,
 
 /* The prompt's tokens, through the chat template if asked for. */
 static int gen_tokenize(struct engine_generation *g, const char *prompt,
-			size_t len, bool chat, struct err *err)
+			size_t len, const struct engine_generate_options *opt,
+			struct err *err)
 {
+	struct engine_chat_render ro = { true, opt->think };
+	struct engine_chat_message msg = { "user", NULL, NULL };
 	char *text = NULL;
 	size_t n = 0;
 	int rc;
 
-	if (chat) {
-		rc = engine_chat_template_apply(
-			engine_model_info(g->model)->chat_template, prompt, len,
-			&text, &len, err);
+	if (opt->chat) {
+		if (memchr(prompt, '\0', len))
+			return err_set(err, EINVAL,
+				       "generate: a NUL byte in the message");
+		text = strndup(prompt, len);
+		if (!text)
+			return err_set(err, ENOMEM, "generate: out of memory");
+		msg.content = text;
+		rc = engine_chat_render(opt->chat, &msg, 1, &ro, &text, &len,
+					err);
+		free((char *)msg.content);
 		if (rc)
 			return rc;
 		prompt = text;
 	}
-	rc = engine_tokenize(g->model, prompt, len, true, true, &g->tokens, &n,
-			     err);
+	/* embeddings: special tokens' text is text (node-llama-cpp's) */
+	rc = engine_tokenize(g->model, prompt, len, true, !opt->embed,
+			     &g->tokens, &n, err);
 	free(text);
 	if (rc)
 		return rc;
@@ -246,9 +260,17 @@ int engine_generation_new(struct engine_generation **out,
 		rc = err_set(err, ENOMEM, "generate: out of memory for logits");
 		goto out_free;
 	}
-	rc = gen_tokenize(g, prompt, len, opt->chat, err);
+	rc = gen_tokenize(g, prompt, len, opt, err);
 	if (rc)
 		goto out_free;
+	if (opt->embed) {
+		g->embd = calloc(info->n_embd, sizeof(*g->embd));
+		if (!g->embd) {
+			rc = err_set(err, ENOMEM, "embed: out of memory");
+			goto out_free;
+		}
+		g->pooling = engine_model_pooling(m);
+	}
 	engine_detokenizer_init(&g->detok, m);
 	/* the answer continues the prompt's text (SentencePiece's space) */
 	engine_detokenizer_context(&g->detok, g->tokens, g->n_prompt);
@@ -271,11 +293,15 @@ void engine_generation_free(struct engine_generation *g)
 	free(g->stop);
 	engine_sampler_free(g->sampler);
 	engine_grammar_matcher_free(g->grammar);
+	/* the sequence outlives us: it must not write to embd later */
+	if (g->embd && g->seq)
+		engine_seq_set_embedding(g->seq, NULL, ENGINE_POOLING_NONE);
 	free(g->tokens);
 	free(g->logits);
 	free(g->masked);
 	free(g->raw);
 	free(g->lp);
+	free(g->embd);
 	free(g);
 }
 
@@ -291,7 +317,9 @@ static void gen_keep_prefix(struct engine_generation *g)
 	const int32_t *have = engine_seq_tokens(g->seq);
 	size_t n = engine_seq_length(g->seq), k = 0;
 
-	while (k < n && k + 1 < g->n_prompt && have[k] == g->tokens[k])
+	/* an embedding sees all of its tokens (mean pooling sums them) */
+	while (!g->embd && k < n && k + 1 < g->n_prompt &&
+	       have[k] == g->tokens[k])
 		k++;
 	engine_seq_truncate(g->seq, (uint32_t)k);
 	g->n_kept = k;
@@ -304,11 +332,13 @@ int engine_generation_prepare(struct engine_generation *g,
 	if (g->ended)
 		return 0;
 	item->seq = g->seq;
-	item->logits = g->logits;
+	item->logits = g->embd ? NULL : g->logits;
 	if (!g->started) {
 		clock_gettime(CLOCK_MONOTONIC, &g->t_start);
 		g->started = true;
 		gen_keep_prefix(g);
+		if (g->embd)
+			engine_seq_set_embedding(g->seq, g->embd, g->pooling);
 	}
 	if (g->n_total == g->n_prompt) {
 		item->tokens = g->tokens + g->n_kept;
@@ -461,6 +491,20 @@ static int gen_sample_grammar(struct engine_generation *g, int32_t *t,
 	return rc;
 }
 
+/* The prompt went through: the vector is whole (a mean divided). */
+static void gen_embedded(struct engine_generation *g)
+{
+	uint32_t n = engine_model_info(g->model)->n_embd;
+
+	if (g->pooling == ENGINE_POOLING_MEAN)
+		for (uint32_t e = 0; e < n; e++)
+			g->embd[e] /= (float)g->n_prompt;
+	engine_seq_set_embedding(g->seq, NULL, ENGINE_POOLING_NONE);
+	g->embedded = true;
+	g->ended = true;
+	g->stats.ttft_ms = g->stats.prefill_ms;
+}
+
 int engine_generation_accept(struct engine_generation *g, char *out, size_t cap,
 			     size_t *len, struct err *err)
 {
@@ -482,6 +526,11 @@ int engine_generation_accept(struct engine_generation *g, char *out, size_t cap,
 	if (first) {
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		g->stats.prefill_ms = gen_ms(&g->t_start, &now);
+	}
+	if (g->embd) {
+		/* an embedding ends at its prompt: nothing is sampled */
+		gen_embedded(g);
+		return 0;
 	}
 	if (g->logprobs && (rc = gen_logprobs_begin(g, err))) {
 		g->ended = true;
@@ -585,6 +634,16 @@ engine_generation_logprobs(const struct engine_generation *g, size_t *n)
 {
 	*n = g->n_lp;
 	return g->lp;
+}
+
+const float *engine_generation_embedding(const struct engine_generation *g,
+					 size_t *n)
+{
+	if (!g->embedded)
+		return NULL;
+	if (n)
+		*n = engine_model_info(g->model)->n_embd;
+	return g->embd;
 }
 
 const int32_t *engine_generation_tokens(const struct engine_generation *g,

@@ -44,7 +44,23 @@ struct engine_seq {
 	uint8_t **blocks;
 	int32_t *tokens; /* the token at each position [0, n_past) */
 	uint32_t tokens_cap;
+	float *embd; /* engine_seq_set_embedding: where passes write it */
+	enum engine_pooling pooling;
 };
+
+void engine_seq_set_embedding(struct engine_seq *s, float *embd,
+			      enum engine_pooling pooling)
+{
+	s->embd = embd;
+	s->pooling = pooling;
+}
+
+float *engine_seq_embedding(const struct engine_seq *s,
+			    enum engine_pooling *pooling)
+{
+	*pooling = s->pooling;
+	return s->embd;
+}
 
 static uint8_t *engine_seq_k(const struct engine_seq *s, uint32_t il,
 			     uint32_t pos)

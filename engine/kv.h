@@ -65,6 +65,9 @@ void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,
 
 /* The model the sequence caches for. */
 struct engine_model *engine_seq_model(const struct engine_seq *s);
+/* Where passes over s write its embedding (engine_seq_set_embedding). */
+float *engine_seq_embedding(const struct engine_seq *s,
+			    enum engine_pooling *pooling);
 
 /*
  * After a pass has stored positions [n_past, n_past + n): record their

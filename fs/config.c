@@ -33,6 +33,14 @@ static const char *const config_names[FS_CONFIG_COUNT] = {
 	[FS_CONFIG_JSON_SCHEMA] = "json_schema",
 	[FS_CONFIG_GRAMMAR] = "grammar",
 	[FS_CONFIG_LOGPROBS] = "logprobs",
+	[FS_CONFIG_THINK] = "think",
+};
+
+/* think=: by enum engine_think */
+static const char *const config_think[] = {
+	[ENGINE_THINK_ON] = "on",
+	[ENGINE_THINK_OFF] = "off",
+	[ENGINE_THINK_HIDE] = "hide",
 };
 
 /* Without a config write, a generation ends after this many tokens. */
@@ -271,6 +279,19 @@ static int config_set(struct fs_config *c, enum fs_config_key k, const char *v,
 		if (!(rc = config_uint(v, FS_LOGPROBS_MAX, &u)))
 			c->logprobs = u;
 		break;
+	case FS_CONFIG_THINK:
+		rc = -EINVAL;
+		for (size_t i = 0; i < 3; i++)
+			if (!strcmp(v, config_think[i])) {
+				c->think = (enum engine_think)i;
+				rc = 0;
+			}
+		if (rc)
+			return err_set(err, EINVAL,
+				       "config: bad value for think: '%.64s' "
+				       "(on off hide)",
+				       v);
+		break;
 	default: return -EINVAL;
 	}
 	if (rc)
@@ -307,7 +328,7 @@ static int config_line(struct fs_config *c, char *line,
 		err, EINVAL,
 		"config: unknown key '%.64s' (temperature top_k top_p min_p "
 		"repeat_penalty seed max_tokens stop system format json_schema "
-		"grammar logprobs)",
+		"grammar logprobs think)",
 		key);
 }
 
@@ -370,6 +391,8 @@ int fs_config_merge(struct fs_config *out, const struct fs_config *base,
 		out->sampling.seed = o->seed;
 	if (over->set & (1u << FS_CONFIG_MAX_TOKENS))
 		out->max_tokens = over->max_tokens;
+	if (over->set & (1u << FS_CONFIG_THINK))
+		out->think = over->think;
 	if (over->set & (1u << FS_CONFIG_STOP)) {
 		config_clear_stop(out);
 		rc = config_copy_stop(out, over);
@@ -455,5 +478,10 @@ int fs_config_format(const struct fs_config *c, struct fs_buf *b)
 		rc = fs_config_escape(b, c->grammar);
 	if (!rc)
 		rc = fs_buf_printf(b, "\nlogprobs=%u\n", c->logprobs);
+	if (!rc)
+		rc = fs_buf_printf(b, "think=%s\n",
+				   c->think <= ENGINE_THINK_HIDE ?
+					   config_think[c->think] :
+					   "on");
 	return rc;
 }

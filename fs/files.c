@@ -30,13 +30,18 @@
 static bool files_is_gen(enum fs_kind k)
 {
 	return k == FS_K_GENERATE || k == FS_K_CHAT || k == FS_K_SGENERATE ||
-	       k == FS_K_SCHAT || k == FS_K_TOKENIZE;
+	       k == FS_K_SCHAT || k == FS_K_TOKENIZE || k == FS_K_EMBED ||
+	       k == FS_K_EMBED_F32;
 }
 
 static enum fs_gen_kind files_gen_kind(enum fs_kind k)
 {
 	if (k == FS_K_TOKENIZE)
 		return FS_GEN_TOKENIZE;
+	if (k == FS_K_EMBED)
+		return FS_GEN_EMBED;
+	if (k == FS_K_EMBED_F32)
+		return FS_GEN_EMBED_F32;
 	return k == FS_K_CHAT || k == FS_K_SCHAT ? FS_GEN_CHAT :
 						   FS_GEN_GENERATE;
 }
@@ -115,6 +120,8 @@ static const char *files_kind_name(enum fs_kind k)
 {
 	if (k == FS_K_TOKENIZE)
 		return "tokenize";
+	if (k == FS_K_EMBED || k == FS_K_EMBED_F32)
+		return "embed";
 	return k == FS_K_CHAT || k == FS_K_SCHAT ? "chat" : "generate";
 }
 
@@ -412,6 +419,12 @@ static int files_text(struct fs *fs, struct fs_handle *h, fuse_req_t req)
 		pthread_mutex_lock(&fm->lock);
 		rc = fs_buf_add(&h->text, h->session->logprobs.p,
 				h->session->logprobs.len);
+		pthread_mutex_unlock(&fm->lock);
+		return rc;
+	case FS_K_SREASONING:
+		pthread_mutex_lock(&fm->lock);
+		rc = fs_buf_add(&h->text, h->session->reasoning.p,
+				h->session->reasoning.len);
 		pthread_mutex_unlock(&fm->lock);
 		return rc;
 	case FS_K_SNEW:

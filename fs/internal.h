@@ -17,6 +17,8 @@
  *   kvfile.c   the kv file and the KV options
  *   kvcache.c  sessions' kept sequences, recent ones, prefix reuse
  *   kvsnap.c   sessions/N/kv snapshots
+ *   chat.c     chat turns through the model's template; thinking apart
+ *   embed.c    the embed files' vectors
  *   errors.c   the per-model errors file
  *   limits.c   per-uid limits: sessions, answers, prompt bytes
  *   budget.c   the daemon's one memory budget, shared by every model
@@ -190,6 +192,7 @@ enum fs_config_key {
 	FS_CONFIG_JSON_SCHEMA,
 	FS_CONFIG_GRAMMAR,
 	FS_CONFIG_LOGPROBS,
+	FS_CONFIG_THINK,
 	FS_CONFIG_COUNT,
 };
 
@@ -213,6 +216,7 @@ struct fs_config {
 	char *grammar;
 	struct engine_grammar *compiled;
 	uint32_t logprobs; /* alternatives per token in sessions/N/logprobs */
+	enum engine_think think; /* chat: on (default), off, hide */
 	unsigned set; /* bit per enum fs_config_key: set here (overrides) */
 };
 
@@ -263,7 +267,9 @@ int fs_logprobs_format(const struct engine_model *m,
 enum fs_gen_kind {
 	FS_GEN_GENERATE,
 	FS_GEN_CHAT,
-	FS_GEN_TOKENIZE, /* the "answer" is the token ids of the text */
+	FS_GEN_TOKENIZE,  /* the "answer" is the token ids of the text */
+	FS_GEN_EMBED,	  /* its embedding, a number per line (embed.c) */
+	FS_GEN_EMBED_F32, /* the same as little-endian float32 */
 	FS_GEN_KINDS,
 };
 
@@ -276,6 +282,8 @@ enum fs_stream_state {
 
 struct fs_model;
 struct fs_session;
+struct fs_chat_turn;
+struct fs_chat_history;
 
 /*
  * Who submitted an answer of the shell idiom: the process session and
@@ -335,7 +343,8 @@ struct fs_stream {
 	char *text;	   /* a session turn's whole prompt */
 	char *turn;	   /* its new part, for the conversation */
 	size_t turn_len;
-	struct fs_stream *next; /* in fs_model.queue or the active list */
+	struct fs_chat_turn *chat; /* a chat answer, split (chat.c) */
+	struct fs_stream *next;	   /* in fs_model.queue or the active list */
 };
 
 struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
@@ -385,7 +394,14 @@ struct fs_session {
 	bool turn_active;
 	struct engine_seq *seq; /* kept between turns; by fs_model.lock */
 	struct fs_buf convo;	/* the conversation's text; by lock */
-	double kv_atime;	/* its last turn's end; by lock */
+	/*
+	 * Its chat messages (the scheduler thread's: chat.c), rendered as
+	 * the last chat_len bytes of convo
+	 */
+	struct fs_chat_history *chat;
+	size_t chat_len;
+	struct fs_buf reasoning; /* of the last chat answer; by lock */
+	double kv_atime;	 /* its last turn's end; by lock */
 	struct fs_session *next;
 };
 
@@ -478,10 +494,12 @@ struct fs_model {
 	struct engine_model *m;
 	const struct engine_model_info *info;
 	const struct io_gguf *gguf;
+	/* the GGUF template's built-in family (store.c compares the store's) */
 	enum engine_chat_format chat_format;
-	char quant[16];	     /* the file type, "Q4_K_M" (io_gguf_ftype) */
-	bool quant_guessed;  /* no general.file_type: llama.cpp's guess */
-	char sha256[65 * 4]; /* hex per file, "" until computed */
+	struct engine_chat *chat; /* its chat template */
+	char quant[16];		  /* the file type, "Q4_K_M" (io_gguf_ftype) */
+	bool quant_guessed;	  /* no general.file_type: llama.cpp's guess */
+	char sha256[65 * 4];	  /* hex per file, "" until computed */
 
 	struct fs_config config; /* protected by lock */
 	struct fs_errors errors;
@@ -589,7 +607,7 @@ int fs_text_windex(struct fs_model *fm, struct fs_buf *b);
 /* kvcache.c: what the scheduler keeps of the KV cache (its thread). */
 /* s->seq for s, and the text to generate from (a session: the turn). */
 int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
-		     size_t *len, bool *chat, struct err *err);
+		     size_t *len, struct err *err);
 /* Start s's fresh sequence with the longest prefix held elsewhere. */
 void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s);
 /* s ended: its session keeps the sequence and the turn, or recent does. */
@@ -602,6 +620,35 @@ bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except);
 /* Anything fs_kv_drop_one could drop? (fm->lock held) */
 bool fs_kv_has_kept(struct fs_model *fm);
 void fs_kv_free_recent(struct fs_model *fm);
+
+/*
+ * chat.c (the scheduler thread). The whole prompt of chat stream s: base
+ * (a session's raw text) and the rendering of the session's messages and
+ * s's; *text malloc'ed. Errors are the template's (one line).
+ */
+int fs_chat_prompt(struct fs_model *fm, struct fs_stream *s, const char *base,
+		   size_t base_len, char **text, size_t *len, struct err *err);
+/* Generated text of s to its reader (thinking split apart as asked). */
+void fs_chat_output(struct fs_model *fm, struct fs_stream *s, const char *text,
+		    size_t n);
+/* s ended: what the split held back. */
+void fs_chat_output_end(struct fs_model *fm, struct fs_stream *s);
+/*
+ * A session's chat turn ended well: its messages get the exchange and its
+ * conversation text their new rendering (fm->lock not held).
+ */
+int fs_chat_turn_end(struct fs_model *fm, struct fs_stream *s);
+/* A generate turn: the messages become text of convo (fm->lock held). */
+void fs_chat_turn_raw(struct fs_session *ss);
+void fs_chat_turn_free(struct fs_stream *s);
+void fs_chat_session_free(struct fs_session *ss);
+
+/* embed.c: an embed stream's vector into its answer (scheduler thread). */
+static inline bool fs_gen_is_embed(enum fs_gen_kind k)
+{
+	return k == FS_GEN_EMBED || k == FS_GEN_EMBED_F32;
+}
+void fs_embed_output(struct fs_model *fm, struct fs_stream *s);
 
 /* kvsnap.c: sessions/N/kv, snapshots (jobs on the scheduler thread). */
 void fs_kvsnap_read_job(struct fs_model *fm, struct fs_job *job,
@@ -839,6 +886,8 @@ enum fs_kind {
 	FS_K_INFO,
 	FS_K_STATS,
 	FS_K_TOKENIZE,
+	FS_K_EMBED,
+	FS_K_EMBED_F32,
 	FS_K_ERRORS,
 	FS_K_PLACEMENT,
 	FS_K_KV,
@@ -854,6 +903,7 @@ enum fs_kind {
 	FS_K_SHISTORY,
 	FS_K_SKV,
 	FS_K_SLOGPROBS,
+	FS_K_SREASONING,
 	FS_K_COUNT,
 };
 

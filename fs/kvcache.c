@@ -5,8 +5,9 @@
  *
  *   sessions    sessions/N keeps its sequence between turns and the text
  *               of its conversation; a turn's prompt is that text plus the
- *               new message (through the chat template for chat), so the
- *               engine evaluates only the tokens that are new;
+ *               new text, or for chat the rendering of all its messages
+ *               and the new one (chat.c), so the engine evaluates only
+ *               the tokens that are new;
  *   recent      the sequences of the last few generations outside
  *               sessions, kept for their prefixes;
  *   prefix      a new sequence starts as a copy of the longest prefix of
@@ -37,66 +38,59 @@ static bool kv_is_turn(const struct fs_stream *s)
 }
 
 int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
-		     size_t *len, bool *chat, struct err *err)
+		     size_t *len, struct err *err)
 {
 	struct fs_session *ss = s->session;
 	char *turn = NULL;
-	size_t turn_len = s->prompt_len;
+	size_t turn_len = s->prompt_len, base;
 	struct fs_buf b = { 0 };
-	bool first;
 	int rc;
 
-	*chat = s->kind == FS_GEN_CHAT;
 	*text = s->prompt;
 	*len = s->prompt_len;
 	if (!kv_is_turn(s)) {
-		/* a system prompt (config's system=): templated here */
-		if (*chat && s->cfg.system) {
-			rc = engine_chat_template_apply_system(
-				fm->info->chat_template, s->cfg.system,
-				s->prompt, s->prompt_len, &s->text, len, err);
+		if (s->kind == FS_GEN_CHAT) {
+			/* one message, through the template */
+			rc = fs_chat_prompt(fm, s, "", 0, &s->text, len, err);
 			if (rc)
 				return rc;
 			*text = s->text;
-			*chat = false;
 		}
 		return engine_seq_new(fm->m, &s->seq, err);
-	}
-	/* the new message as the conversation gets it: the system prompt
-	 * opens a conversation */
-	if (*chat) {
-		pthread_mutex_lock(&fm->lock);
-		first = !ss->convo.len;
-		pthread_mutex_unlock(&fm->lock);
-		rc = engine_chat_template_apply_system(
-			fm->info->chat_template, first ? s->cfg.system : NULL,
-			s->prompt, s->prompt_len, &turn, &turn_len, err);
-		if (rc)
-			return rc;
-	} else {
-		turn = malloc(s->prompt_len + 1);
-		if (!turn)
-			return err_set(err, ENOMEM, "out of memory");
-		memcpy(turn, s->prompt, s->prompt_len + 1);
 	}
 	pthread_mutex_lock(&fm->lock);
 	s->seq = ss->seq;
 	ss->seq = NULL;
-	rc = fs_buf_add(&b, ss->convo.p ? ss->convo.p : "", ss->convo.len);
+	/* a chat turn renders the messages anew after the raw base */
+	base = s->kind == FS_GEN_CHAT ? ss->convo.len - ss->chat_len :
+					ss->convo.len;
+	rc = fs_buf_add(&b, ss->convo.p ? ss->convo.p : "", base);
 	pthread_mutex_unlock(&fm->lock);
-	if (!rc)
-		rc = fs_buf_add(&b, turn, turn_len);
 	if (rc) {
-		free(turn);
 		fs_buf_free(&b);
 		return err_set(err, -rc, "out of memory");
 	}
-	s->turn = turn;
-	s->turn_len = turn_len;
-	s->text = b.p;
-	*text = b.p;
-	*len = b.len;
-	*chat = false; /* templated above, turn by turn */
+	if (s->kind == FS_GEN_CHAT) {
+		rc = fs_chat_prompt(fm, s, b.p, b.len, &s->text, len, err);
+		fs_buf_free(&b);
+		if (rc)
+			return rc;
+		*text = s->text;
+	} else {
+		turn = malloc(s->prompt_len + 1);
+		rc = turn ? fs_buf_add(&b, s->prompt, s->prompt_len) : -ENOMEM;
+		if (rc) {
+			free(turn);
+			fs_buf_free(&b);
+			return err_set(err, ENOMEM, "out of memory");
+		}
+		memcpy(turn, s->prompt, s->prompt_len + 1);
+		s->turn = turn;
+		s->turn_len = turn_len;
+		s->text = b.p;
+		*text = b.p;
+		*len = b.len;
+	}
 	if (!s->seq)
 		return engine_seq_new(fm->m, &s->seq, err);
 	return 0;
@@ -136,8 +130,8 @@ void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s)
 	size_t np, nt, best_n = 0;
 	unsigned i;
 
-	if (engine_seq_length(s->seq))
-		return; /* a session's own sequence: its own prefix */
+	if (engine_seq_length(s->seq) || fs_gen_is_embed(s->kind))
+		return; /* a session's own sequence; an embedding sees it all */
 	tok = engine_generation_tokens(s->gen, &np, &nt);
 	if (np < 2)
 		return;
@@ -159,12 +153,10 @@ void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error)
 {
 	struct fs_session *ss = s->session;
 	struct engine_seq *old = NULL;
-	const char *end;
+	bool removed;
 	unsigned i;
 	int rc = 0;
 
-	free(s->text);
-	s->text = NULL;
 	if (!s->seq)
 		goto out;
 	/* the sequence keeps only what it holds, no promise */
@@ -180,15 +172,19 @@ void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error)
 		goto out;
 	}
 	pthread_mutex_lock(&fm->lock);
-	if (!ss->removed && !error) {
+	removed = ss->removed;
+	pthread_mutex_unlock(&fm->lock);
+	/* rendered without the lock: only this thread writes the messages */
+	if (!removed && !error && s->kind == FS_GEN_CHAT)
+		rc = fs_chat_turn_end(fm, s);
+	pthread_mutex_lock(&fm->lock);
+	if (!ss->removed && !error && s->kind != FS_GEN_CHAT) {
+		fs_chat_turn_raw(ss);
 		pthread_mutex_lock(&s->lock);
 		rc = fs_buf_add(&ss->convo, s->turn, s->turn_len);
 		if (!rc && s->out.len)
 			rc = fs_buf_add(&ss->convo, s->out.p, s->out.len);
 		pthread_mutex_unlock(&s->lock);
-		end = s->kind == FS_GEN_CHAT ? engine_chat_turn_end(fm->m) : "";
-		if (!rc)
-			rc = fs_buf_add(&ss->convo, end, strlen(end));
 	}
 	if (!ss->removed && !rc && !ss->seq) {
 		ss->seq = s->seq;
@@ -199,8 +195,11 @@ void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error)
 	engine_seq_free(s->seq); /* removed meanwhile, or out of memory */
 	s->seq = NULL;
 out:
+	free(s->text);
+	s->text = NULL;
 	free(s->turn);
 	s->turn = NULL;
+	fs_chat_turn_free(s);
 }
 
 /*

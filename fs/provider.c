@@ -30,6 +30,8 @@ const struct fs_provider fs_provider_local = {
 	.placement_format = provider_local_placement,
 	.weights_index = fs_text_windex,
 	.session_logprobs = true,
+	.reasoning = true,
+	.embed = true,
 };
 
 bool fs_provider_has(const struct fs_model *fm, enum fs_kind k)
@@ -46,6 +48,9 @@ bool fs_provider_has(const struct fs_model *fm, enum fs_kind k)
 	case FS_K_WINDEX:
 	case FS_K_WTENSOR: return p->weights_index;
 	case FS_K_SLOGPROBS: return p->session_logprobs;
+	case FS_K_SREASONING: return p->reasoning;
+	case FS_K_EMBED:
+	case FS_K_EMBED_F32: return p->embed;
 	default: return true;
 	}
 }

@@ -52,6 +52,8 @@ struct fs_provider {
 	int (*weights_index)(struct fs_model *fm, struct fs_buf *b);
 	/* sessions/N/logprobs: the engine's log-probabilities of each token */
 	bool session_logprobs;
+	bool reasoning; /* split a chat answer's thinking (chat.c) */
+	bool embed;	/* embed streams (embed.c) */
 };
 
 /* The local GGUF engine (provider.c): every operation. */

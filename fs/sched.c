@@ -158,7 +158,12 @@ static void sched_load(struct fs_model *fm)
 	fm->info = engine_model_info(m);
 	sched_kv_types(fm);
 	fm->gguf = engine_model_gguf(m);
-	fm->chat_format = engine_chat_format(m);
+	fm->chat_format = engine_chat_template_format(fm->info->chat_template);
+	if (engine_chat_for_model(&fm->chat, m, &err))
+		fs_errors_add(&fm->errors, "load: %s", err.msg);
+	else if (engine_chat_notice(fm->chat))
+		fs_errors_add(&fm->errors, "load: %s",
+			      engine_chat_notice(fm->chat));
 	sched_quant(fm);
 	pthread_mutex_lock(&fm->lock);
 	fm->state = FS_MODEL_READY;
@@ -166,6 +171,14 @@ static void sched_load(struct fs_model *fm)
 	pthread_mutex_unlock(&fm->lock);
 	if (!pthread_create(&fm->hash_thread, NULL, sched_hash_main, fm))
 		fm->hash_started = true;
+}
+
+/* The prefix of a stream's errors lines. */
+static const char *sched_what(const struct fs_stream *s)
+{
+	return s->kind == FS_GEN_CHAT	? "chat" :
+	       fs_gen_is_embed(s->kind) ? "embed" :
+					  "generate";
 }
 
 static void sched_history(struct fs_model *fm, struct fs_stream *s)
@@ -292,6 +305,9 @@ static void sched_turn_next(struct fs_model *fm, struct fs_stream *s)
  */
 static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
 {
+	fs_chat_output_end(fm, s);
+	if (!error)
+		fs_embed_output(fm, s);
 	sched_stats(fm, s, error);
 	if (s->session && s->kind != FS_GEN_TOKENIZE && !error)
 		sched_history(fm, s);
@@ -348,6 +364,8 @@ static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 	need = s->cfg.max_tokens && np + s->cfg.max_tokens < cap ?
 		       (uint32_t)np + s->cfg.max_tokens :
 		       cap;
+	if (fs_gen_is_embed(s->kind))
+		need = (uint32_t)np; /* nothing is generated */
 	/* kept sequences give way, least recently used first */
 	while ((rc = engine_seq_reserve(s->seq, need, err)) == -EAGAIN &&
 	       fs_kv_drop_one(fm, s))
@@ -439,10 +457,7 @@ static void sched_kv_admit(struct fs_model *fm)
 		if (rc) {
 			if (rc != -ECANCELED)
 				fs_errors_add(&fm->errors, "%s: %s",
-					      s->kind == FS_GEN_CHAT ?
-						      "chat" :
-						      "generate",
-					      err.msg);
+					      sched_what(s), err.msg);
 			sched_end(fm, s, rc);
 			continue;
 		}
@@ -458,11 +473,12 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		.max_tokens = s->cfg.max_tokens,
 		.stop = (const char *const *)s->cfg.stop,
 		.n_stop = s->cfg.n_stop,
-		.chat = s->kind == FS_GEN_CHAT,
-		.grammar = s->cfg.compiled,
+		/* an embedding samples nothing: no grammar, no logprobs */
+		.grammar = fs_gen_is_embed(s->kind) ? NULL : s->cfg.compiled,
 		/* a session keeps its last answer's (sessions/N/logprobs) */
 		.logprobs = s->session != NULL,
 		.top_logprobs = s->cfg.logprobs,
+		.embed = fs_gen_is_embed(s->kind),
 	};
 	struct err err = { 0 };
 	char *text;
@@ -488,11 +504,14 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		rc = sched_tokenize(fm, s) ? -EIO : 0;
 		goto out_end;
 	}
-	if (s->kind == FS_GEN_CHAT && fm->chat_format == ENGINE_CHAT_RAW)
+	if (s->kind == FS_GEN_CHAT &&
+	    (!fm->chat || engine_chat_is_raw(fm->chat)))
 		fs_errors_add(&fm->errors,
 			      "chat: the model has no known chat template; "
 			      "the prompt is used as it is");
-	rc = fs_kv_turn_begin(fm, s, &text, &len, &opt.chat, &err);
+	rc = !fm->chat && s->kind == FS_GEN_CHAT ?
+		     err_set(&err, ENOMEM, "no chat template (out of memory)") :
+		     fs_kv_turn_begin(fm, s, &text, &len, &err);
 	if (!rc)
 		rc = engine_generation_new(&s->gen, fm->m, s->seq, text, len,
 					   &opt, &err);
@@ -501,8 +520,7 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		fs_stream_drop_prompt(s);
 	if (rc) {
 		/* the prompt itself (over the context, no tokens): EIO */
-		fs_errors_add(&fm->errors, "%s: %s",
-			      s->kind == FS_GEN_CHAT ? "chat" : "generate",
+		fs_errors_add(&fm->errors, "%s: %s", sched_what(s),
 			      fs_errors_bare(err.msg));
 		rc = -EIO;
 		goto out_end;
@@ -523,8 +541,7 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 	}
 	if (rc) {
 		/* the KV budget can never hold it: ENOSPC (kv.md) */
-		fs_errors_add(&fm->errors, "%s: %s",
-			      s->kind == FS_GEN_CHAT ? "chat" : "generate",
+		fs_errors_add(&fm->errors, "%s: %s", sched_what(s),
 			      fs_errors_bare(err.msg));
 		goto out_end;
 	}
@@ -564,11 +581,6 @@ static void sched_remove(struct fs_model *fm, struct fs_stream *s)
 	for (pp = &fm->active; *pp != s; pp = &(*pp)->next)
 		;
 	*pp = s->next;
-}
-
-static const char *sched_what(const struct fs_stream *s)
-{
-	return s->kind == FS_GEN_CHAT ? "chat" : "generate";
 }
 
 /* Too much unread text: skip s until its reader catches up. */
@@ -660,7 +672,7 @@ static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
 		len = 0;
 		rc = engine_generation_step(s->gen, out, sizeof(out), &len,
 					    &err);
-		fs_stream_append(s, out, len);
+		fs_chat_output(fm, s, out, len);
 		if (rc < 0) {
 			fs_errors_add(&fm->errors, "%s: %s", sched_what(s),
 				      fs_errors_bare(err.msg));
@@ -780,7 +792,7 @@ static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 			len = 0;
 			rc = engine_generation_accept(s->gen, out, sizeof(out),
 						      &len, &err);
-			fs_stream_append(s, out, len);
+			fs_chat_output(fm, s, out, len);
 			if (rc < 0) {
 				fs_errors_add(&fm->errors, "%s: %s",
 					      sched_what(s),

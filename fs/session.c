@@ -67,6 +67,7 @@ static void session_free(struct fs_session *ss)
 	fs_buf_free(&ss->history);
 	fs_buf_free(&ss->logprobs);
 	fs_buf_free(&ss->convo);
+	fs_chat_session_free(ss);
 	engine_seq_free(ss->seq);
 	free(ss);
 }

@@ -91,6 +91,7 @@ void fs_stream_put(struct fs_stream *s)
 	if (s->ph)
 		fuse_pollhandle_destroy(s->ph);
 	fs_budget_release(fm->fs, s->out_charged);
+	fs_chat_turn_free(s);
 	fs_buf_free(&s->out);
 	fs_config_free(&s->cfg);
 	pthread_mutex_destroy(&s->lock);

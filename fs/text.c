@@ -373,11 +373,8 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 		in->n_expert_used, in->n_ctx, in->n_ctx_train, in->n_vocab,
 		in->tokenizer_model ? in->tokenizer_model : "-",
 		in->tokenizer_pre ? in->tokenizer_pre : "-",
-		fm->chat_format == ENGINE_CHAT_CHATML ? "chatml" :
-		fm->chat_format == ENGINE_CHAT_LLAMA2 ? "llama2" :
-		fm->chat_format == ENGINE_CHAT_LLAMA3 ? "llama3" :
-							"none",
-		in->rope_freq_base, in->rms_norm_eps,
+		fm->chat ? engine_chat_kind(fm->chat) : "-", in->rope_freq_base,
+		in->rms_norm_eps,
 		io_type_info(in->kv_type) ? io_type_info(in->kv_type)->name :
 					    "?",
 		(unsigned long long)in->tensor_bytes,

@@ -3,9 +3,11 @@
  * The tree under the mount point (Documentation/ABI.md):
  *
  *   /models /status /metrics
- *   /<model>/{generate,chat,config,info,stats,tokenize,errors,placement,kv}
+ *   /<model>/{generate,chat,config,info,stats,tokenize,embed,embed.f32,
+ *             errors,placement,kv}
  *   /<model>/weights/{index,<tensor>...}
- *   /<model>/sessions/{new,<N>/{generate,chat,config,history,kv}}
+ *   /<model>/sessions/{new,<N>/{generate,chat,config,history,kv,logprobs,
+ *                              reasoning}}
  *
  * An inode number encodes its node (kind, model, session or tensor), so
  * lookup allocates nothing and forget has nothing to do; a node that went
@@ -39,6 +41,8 @@ static const struct tree_entry tree_model[] = {
 	{ "info", FS_K_INFO },
 	{ "stats", FS_K_STATS },
 	{ "tokenize", FS_K_TOKENIZE },
+	{ "embed", FS_K_EMBED },
+	{ "embed.f32", FS_K_EMBED_F32 },
 	{ "errors", FS_K_ERRORS },
 	{ "placement", FS_K_PLACEMENT },
 	{ "kv", FS_K_KV },
@@ -53,6 +57,7 @@ static const struct tree_entry tree_session[] = {
 	{ "history", FS_K_SHISTORY },
 	{ "kv", FS_K_SKV },
 	{ "logprobs", FS_K_SLOGPROBS },
+	{ "reasoning", FS_K_SREASONING },
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -70,6 +75,8 @@ static const mode_t tree_modes[FS_K_COUNT] = {
 	[FS_K_INFO] = S_IFREG | 0444,
 	[FS_K_STATS] = S_IFREG | 0444,
 	[FS_K_TOKENIZE] = S_IFREG | 0666,
+	[FS_K_EMBED] = S_IFREG | 0666,
+	[FS_K_EMBED_F32] = S_IFREG | 0666,
 	[FS_K_ERRORS] = S_IFREG | 0444,
 	[FS_K_PLACEMENT] = S_IFREG | 0644,
 	[FS_K_KV] = S_IFREG | 0644,
@@ -87,6 +94,7 @@ static const mode_t tree_modes[FS_K_COUNT] = {
 	[FS_K_SHISTORY] = S_IFREG | 0400,
 	[FS_K_SKV] = S_IFREG | 0600,
 	[FS_K_SLOGPROBS] = S_IFREG | 0400,
+	[FS_K_SREASONING] = S_IFREG | 0400,
 };
 
 fuse_ino_t fs_node_ino(const struct fs_node *n)
@@ -128,7 +136,7 @@ static bool tree_in_session(enum fs_kind k)
 {
 	return k == FS_K_SDIR || k == FS_K_SGENERATE || k == FS_K_SCHAT ||
 	       k == FS_K_SCONFIG || k == FS_K_SHISTORY || k == FS_K_SKV ||
-	       k == FS_K_SLOGPROBS;
+	       k == FS_K_SLOGPROBS || k == FS_K_SREASONING;
 }
 
 static int tree_stat(struct fs *fs, struct fs_model *fm,

@@ -35,6 +35,7 @@ struct run_args {
 	const char *kv_type_k, *kv_type_v;
 	uint64_t kv_mem;
 	bool chat, verbose, batch_exact, no_pack;
+	enum engine_think think; /* --think on|off, with --chat */
 	struct engine_sampling sampling;
 	const char **stop;
 	size_t n_stop;
@@ -60,6 +61,7 @@ static void run_usage(FILE *f)
 	      "      --seed S            random seed (4294967295)\n"
 	      "      --stop STR          stop before STR (repeatable)\n"
 	      "      --chat              wrap the prompt in the chat template\n"
+	      "      --think on|off      the template's enable_thinking (on)\n"
 	      "      --grammar FILE      answer in the GBNF grammar of FILE\n"
 	      "      --json              answer a JSON object\n"
 	      "      --json-schema FILE  answer JSON that the schema in FILE"
@@ -159,6 +161,7 @@ enum {
 	OPT_SEED,
 	OPT_STOP,
 	OPT_CHAT,
+	OPT_THINK,
 	OPT_KV_TYPE_K,
 	OPT_KV_TYPE_V,
 	OPT_KV_MEM,
@@ -192,6 +195,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "stop", required_argument, NULL, OPT_STOP },
 		{ "chat", no_argument, NULL, OPT_CHAT },
+		{ "think", required_argument, NULL, OPT_THINK },
 		{ "kv-type-k", required_argument, NULL, OPT_KV_TYPE_K },
 		{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
 		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
@@ -262,6 +266,12 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 			a->stop[a->n_stop++] = optarg;
 			break;
 		case OPT_CHAT: a->chat = true; break;
+		case OPT_THINK:
+			if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+				run_bad_option("--think", optarg);
+			a->think = optarg[1] == 'n' ? ENGINE_THINK_ON :
+						      ENGINE_THINK_OFF;
+			break;
 		case OPT_BATCH_EXACT: a->batch_exact = true; break;
 		case OPT_NO_PACK: a->no_pack = true; break;
 		case OPT_GRAMMAR: a->grammar = optarg; break;
@@ -474,6 +484,7 @@ int main(int argc, char **argv)
 	struct engine_grammar *grammar = NULL;
 	struct engine_model *m = NULL;
 	struct engine_seq *seq = NULL;
+	struct engine_chat *chat = NULL;
 	struct err err = { 0 };
 	struct run_args a;
 	char *file_text = NULL;
@@ -510,10 +521,19 @@ int main(int argc, char **argv)
 		goto out;
 	if (a.verbose)
 		run_print_model(engine_model_info(m));
-	if (a.chat && engine_chat_format(m) == ENGINE_CHAT_RAW)
-		fputs("llmfs-run: warning: the model's chat template is not one we"
-		      " know; the prompt is used as it is\n",
-		      stderr);
+	if (a.chat) {
+		rc = engine_chat_for_model(&chat, m, &err);
+		if (rc)
+			goto out;
+		if (engine_chat_notice(chat))
+			fprintf(stderr, "llmfs-run: warning: %s\n",
+				engine_chat_notice(chat));
+		if (engine_chat_is_raw(chat))
+			fputs("llmfs-run: warning: the model's chat template "
+			      "is not one we know; the prompt is used as it "
+			      "is\n",
+			      stderr);
+	}
 	rc = engine_seq_new(m, &seq, &err);
 	if (rc)
 		goto out;
@@ -522,7 +542,8 @@ int main(int argc, char **argv)
 	gopt.max_tokens = a.n_predict > 0 ? (uint32_t)a.n_predict : 0;
 	gopt.stop = a.stop;
 	gopt.n_stop = a.n_stop;
-	gopt.chat = a.chat;
+	gopt.chat = chat;
+	gopt.think = a.think;
 	rc = run_grammar(&a, m, &grammar, &err);
 	if (rc)
 		goto out;
@@ -547,6 +568,7 @@ out:
 	engine_generation_free(g);
 	engine_grammar_unref(grammar);
 	engine_seq_free(seq);
+	engine_chat_free(chat);
 	engine_model_free(m);
 	free(file_text);
 	free(a.stop);

@@ -21,6 +21,8 @@
  * widths must be multiples of 256. Tensors are
  * streamed to the file, so memory stays small whatever the model size.
  * --tied leaves out output.weight (llama.cpp then uses token_embd).
+ * --chat-template FILE writes the file's text as tokenizer.chat_template
+ * (instead of the vocabulary's).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -36,6 +38,7 @@
 
 struct opts {
 	const char *out, *arch, *vocab_from;
+	const char *chat_template; /* a file: tokenizer.chat_template */
 	int64_t embd, layers, heads, kv_heads, head_dim, ff, experts, used;
 	int64_t ctx;
 	uint64_t seed;
@@ -309,7 +312,7 @@ static int tensor_write(struct io_gguf_writer *w, const struct tensor *t,
 
 /* Every tokenizer.* key of another GGUF; *n_vocab from its token list. */
 static int vocab_copy(struct io_gguf_writer *w, const char *path,
-		      int64_t *n_vocab, struct err *err)
+		      bool skip_template, int64_t *n_vocab, struct err *err)
 {
 	const struct io_gguf_array *tokens;
 	struct io_gguf *g;
@@ -327,7 +330,9 @@ static int vocab_copy(struct io_gguf_writer *w, const char *path,
 	}
 	*n_vocab = (int64_t)tokens->n;
 	for (i = 0; !ret && i < g->n_kv; i++)
-		if (!strncmp(g->kv[i].key, "tokenizer.", 10))
+		if (!strncmp(g->kv[i].key, "tokenizer.", 10) &&
+		    !(skip_template &&
+		      !strcmp(g->kv[i].key, "tokenizer.chat_template")))
 			ret = io_gguf_writer_add(w, g->kv[i].key,
 						 &g->kv[i].value, err);
 	io_gguf_close(g);
@@ -393,6 +398,42 @@ static int vocab_minimal(struct io_gguf_writer *w, int64_t *n_vocab,
 	if (!ret)
 		ret = io_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token",
 					      false, err);
+	return ret;
+}
+
+/* tokenizer.chat_template from a file */
+static int chat_template_add(struct io_gguf_writer *w, const char *path,
+			     struct err *err)
+{
+	FILE *f = fopen(path, "rb");
+	char *text = NULL;
+	size_t n = 0, cap = 0, k;
+	int ret = 0;
+
+	if (!f)
+		return err_set(err, errno, "%s: %s", path, strerror(errno));
+	do {
+		if (n + 4096 + 1 > cap) {
+			char *p = realloc(text, cap = 2 * cap + 4096 + 1);
+
+			if (!p) {
+				ret = err_set(err, ENOMEM, "out of memory");
+				break;
+			}
+			text = p;
+		}
+		k = fread(text + n, 1, 4096, f);
+		n += k;
+	} while (k == 4096);
+	if (!ret && ferror(f))
+		ret = err_set(err, EIO, "%s: read error", path);
+	fclose(f);
+	if (!ret) {
+		text[n] = '\0';
+		ret = io_gguf_writer_add_str(w, "tokenizer.chat_template", text,
+					     err);
+	}
+	free(text);
 	return ret;
 }
 
@@ -465,7 +506,8 @@ static void usage(void)
 		"usage: llmfs-write-model -o OUT.gguf --arch llama|qwen2|qwen3|qwen3moe\n"
 		"         --embd N --layers N --heads N --kv-heads N --head-dim N --ff N\n"
 		"         [--experts N --experts-used K] --type f32|f16|q8_0|q4_k_m\n"
-		"         [--vocab-from FILE.gguf] [--seed S] [--ctx N] [--tied]\n");
+		"         [--vocab-from FILE.gguf] [--seed S] [--ctx N] [--tied]\n"
+		"         [--chat-template FILE]\n");
 	exit(2);
 }
 
@@ -506,6 +548,7 @@ static enum arch opts_parse(struct opts *o, int argc, char **argv)
 		{ "seed", 1, 0, 's' },
 		{ "ctx", 1, 0, 'c' },
 		{ "tied", 0, 0, 'T' },
+		{ "chat-template", 1, 0, 'C' },
 		{ 0, 0, 0, 0 },
 	};
 	static const char *const archs[] = { "llama", "qwen2", "qwen3",
@@ -534,6 +577,7 @@ static enum arch opts_parse(struct opts *o, int argc, char **argv)
 		case 's': o->seed = (uint64_t)num(optarg, "--seed"); break;
 		case 'c': o->ctx = num(optarg, "--ctx"); break;
 		case 'T': o->tied = true; break;
+		case 'C': o->chat_template = optarg; break;
 		default: usage();
 		}
 	}
@@ -597,8 +641,11 @@ int main(int argc, char **argv)
 	ret = io_gguf_writer_new(&w, 0, &err);
 	if (!ret)
 		ret = o.vocab_from ?
-			      vocab_copy(w, o.vocab_from, &n_vocab, &err) :
+			      vocab_copy(w, o.vocab_from, !!o.chat_template,
+					 &n_vocab, &err) :
 			      vocab_minimal(w, &n_vocab, &err);
+	if (!ret && o.chat_template)
+		ret = chat_template_add(w, o.chat_template, &err);
 	if (!ret)
 		ret = hparams_add(w, &o, a, n_vocab, &err);
 	if (ret)

@@ -548,31 +548,44 @@ START_TEST(test_generate_chat_prompt)
 	const int32_t *tok;
 	size_t n_prompt, n_total, k;
 	int n_start = 0, n_end = 0;
+	struct engine_chat *chat = NULL;
 	char *text;
 
-	ck_assert_int_eq(engine_chat_format(m), ENGINE_CHAT_CHATML);
+	ck_assert_int_eq(engine_chat_for_model(&chat, m, &err), 0);
+	ck_assert_str_eq(engine_chat_kind(chat), "jinja");
 	/* no template in stories260K: ChatML as in llama.cpp */
 	ck_assert_ptr_null(engine_model_info(s)->chat_template);
-	ck_assert_int_eq(engine_chat_format(s), ENGINE_CHAT_CHATML);
+	{
+		struct engine_chat *sc = NULL;
+
+		ck_assert_int_eq(engine_chat_for_model(&sc, s, &err), 0);
+		ck_assert_str_eq(engine_chat_kind(sc), "chatml");
+		engine_chat_free(sc);
+	}
 	engine_model_free(s);
 
 	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
-	o.chat = true;
+	o.chat = chat;
 	text = generate(m, seq, "hi", &o, &g);
 	tok = engine_generation_tokens(g, &n_prompt, &n_total);
-	/* <|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n */
+	/*
+	 * The model's Qwen2 template: <|im_start|>system\nYou are a helpful
+	 * assistant.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n
+	 * <|im_start|>assistant\n
+	 */
 	ck_assert_uint_ge(n_prompt, 9);
 	ck_assert_int_eq(tok[0], 16385);
 	for (k = 0; k < n_prompt; k++) {
 		n_start += tok[k] == 16385;
 		n_end += tok[k] == 16386;
 	}
-	ck_assert_int_eq(n_start, 2);
-	ck_assert_int_eq(n_end, 1);
+	ck_assert_int_eq(n_start, 3);
+	ck_assert_int_eq(n_end, 2);
 	ck_assert_uint_eq(n_total - n_prompt, 4);
 	free(text);
 	engine_generation_free(g);
 	engine_seq_free(seq);
+	engine_chat_free(chat);
 	engine_model_free(m);
 }
 END_TEST

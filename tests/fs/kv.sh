@@ -140,7 +140,8 @@ first=$(ntok "$S" "$P1")
 check "the second turn evaluates only new tokens ($((e1 - e0)) of $full, first turn $first)" \
 	[ $((e1 - e0)) -le $((full - first - 24 + 2)) ]
 
-# chat: the template around every turn, only the new one evaluated
+# chat: the model's template (Qwen2's, its default system message
+# included) around every turn, only the new one evaluated
 c=$(cat "$Q/sessions/new")
 printf 'Tell me a story.' > "$Q/sessions/$c/chat"
 cat "$Q/sessions/$c/chat" > "$WORK/c1"
@@ -148,7 +149,9 @@ e0=$(evaluated "$Q")
 printf 'And then?' > "$Q/sessions/$c/chat"
 cat "$Q/sessions/$c/chat" > "$WORK/c2"
 e1=$(evaluated "$Q")
-conv="<|im_start|>user
+conv="<|im_start|>system
+You are a helpful assistant.<|im_end|>
+<|im_start|>user
 Tell me a story.<|im_end|>
 <|im_start|>assistant
 $(cat "$WORK/c1")<|im_end|>

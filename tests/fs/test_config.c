@@ -32,7 +32,8 @@ START_TEST(test_config_defaults_format)
 	config_expect_text(&c, "temperature=0.8\ntop_k=40\ntop_p=0.95\n"
 			       "min_p=0.05\nrepeat_penalty=1\nseed=4294967295\n"
 			       "max_tokens=256\nstop=\nsystem=\nformat=\n"
-			       "json_schema=\ngrammar=\nlogprobs=0\n");
+			       "json_schema=\ngrammar=\nlogprobs=0\n"
+			       "think=on\n");
 	fs_config_free(&c);
 }
 END_TEST
@@ -41,7 +42,8 @@ START_TEST(test_config_write_applies_lines)
 {
 	const char *text =
 		"# comment\n\ntemperature=0\n top_k=7 \r\n"
-		"stop=\\n\\n\nstop=END\nmax_tokens=0\nseed=18446744073709551615\n";
+		"stop=\\n\\n\nstop=END\nmax_tokens=0\nseed=18446744073709551615\n"
+		"think=hide\n";
 	struct fs_config c;
 	struct err err = { 0 };
 
@@ -58,7 +60,8 @@ START_TEST(test_config_write_applies_lines)
 		&c, "temperature=0\ntop_k=7\ntop_p=0.95\n"
 		    "min_p=0.05\nrepeat_penalty=1\nseed=18446744073709551615\n"
 		    "max_tokens=0\nstop=\\n\\n\nstop=END\nsystem=\nformat=\n"
-		    "json_schema=\ngrammar=\nlogprobs=0\n");
+		    "json_schema=\ngrammar=\nlogprobs=0\nthink=hide\n");
+	ck_assert_int_eq(c.think, ENGINE_THINK_HIDE);
 	/* An empty stop= clears the list. */
 	ck_assert_int_eq(fs_config_write(&c, "stop=", 5, &err), 0);
 	ck_assert_uint_eq(c.n_stop, 0);
@@ -80,7 +83,7 @@ START_TEST(test_config_system_prompt)
 			       "min_p=0.05\nrepeat_penalty=1\nseed=4294967295\n"
 			       "max_tokens=256\nstop=\nsystem=You are terse.\\n"
 			       "Answer in one line.\nformat=\njson_schema=\n"
-			       "grammar=\nlogprobs=0\n");
+			       "grammar=\nlogprobs=0\nthink=on\n");
 	/* a copy owns its own string */
 	ck_assert_int_eq(fs_config_copy(&d, &c), 0);
 	ck_assert_ptr_ne(d.system, c.system);
@@ -125,6 +128,8 @@ static const char *const bad_lines[] = {
 	"nokey",
 	"=1",
 	"stop=\\q",
+	"think=yes",
+	"think=",
 	"stop=\\x00",
 	"stop=\\x4",
 	"stop=\\x4z",

@@ -14,7 +14,7 @@ Q=$MNT/tiny-qwen3-bpe16k-f16
 check "root lists the three files and the models" \
 	[ "$(ls "$MNT" | tr '\n' ' ')" = "broken metrics models status stories tiny-qwen3-bpe16k-f16 " ]
 check "model directory lists its files" \
-	[ "$(ls "$M" | tr '\n' ' ')" = "chat config errors generate info kv placement sessions stats tokenize weights " ]
+	[ "$(ls "$M" | tr '\n' ' ')" = "chat config embed embed.f32 errors generate info kv placement sessions stats tokenize weights " ]
 cat "$MNT/models" > "$WORK/models"
 check "models: one line per model" [ "$(wc -l < "$WORK/models")" = 3 ]
 # the file type as llama.cpp names it: stories260K has no general.file_type,
@@ -83,8 +83,8 @@ check "the daemon's huge pages (smaps) hold what the stats say was merged" \
 	[ "${huge_kb:-0}" -ge $((merged / 1024)) ]
 
 # config: defaults, a round trip, all-or-nothing, EINVAL with a reason.
-check "config lists the thirteen keys" \
-	[ "$(cut -d= -f1 "$M/config" | tr '\n' ' ')" = "temperature top_k top_p min_p repeat_penalty seed max_tokens stop system format json_schema grammar logprobs " ]
+check "config lists the fourteen keys" \
+	[ "$(cut -d= -f1 "$M/config" | tr '\n' ' ')" = "temperature top_k top_p min_p repeat_penalty seed max_tokens stop system format json_schema grammar logprobs think " ]
 printf 'temperature=0.5\ntop_k=7\nstop=\\n\\n\n' > "$M/config"
 check "config: written values read back" \
 	grep -qx 'top_k=7' "$M/config"
@@ -170,7 +170,7 @@ n=$(cat "$M/sessions/new")
 check "sessions/new returns a number" [ "$n" -ge 1 ]
 check "sessions/N is a directory" [ -d "$M/sessions/$n" ]
 check "sessions/N lists its files" \
-	[ "$(ls "$M/sessions/$n" | tr '\n' ' ')" = "chat config generate history kv logprobs " ]
+	[ "$(ls "$M/sessions/$n" | tr '\n' ' ')" = "chat config generate history kv logprobs reasoning " ]
 echo 'top_k=3' > "$M/sessions/$n/config"
 check "sessions/N/config: override read back" grep -qx 'top_k=3' "$M/sessions/$n/config"
 check "sessions/N/config: other keys inherited" grep -qx 'temperature=0.5' "$M/sessions/$n/config"
