@@ -12,12 +12,15 @@
  *
  *   lexer.c     the source, preprocessed as Jinja's trim_blocks and
  *               lstrip_blocks, cut into tokens
- *   parser.c    tokens -> tree (struct tnode), in the parse arena
+ *   parser.c    tokens -> tree (struct tnode), in the parse arena: the
+ *               expressions; parse_stmt.c the statements (parse.h)
  *   value.c     values: reference counted, every heap object of a render
  *               on one list so that the end of the render frees cycles too
  *   text.c      values -> text: JavaScript numbers, toString, tojson, and
  *               the JSON context -> values
- *   eval.c      statements and expressions
+ *   eval.c      expressions
+ *   call.c      arguments, macros and calls
+ *   exec.c      statements
  *   filters.c   filters and tests
  *   builtins.c  string and object methods, the global functions
  */
@@ -398,7 +401,10 @@ size_t tjs_length(const char *p, size_t len);
 uint32_t tutf8_decode(const char *p, const char *end, size_t *n);
 size_t tutf8_encode(uint32_t c, char *out);
 
-/* ---- eval.c ------------------------------------------------------------ */
+/* ---- eval.c, call.c, exec.c -------------------------------------------- */
+
+/* calls and nested blocks in flight: far more than templates need */
+#define TEVAL_MAX_DEPTH 400
 
 /* Count one step of the render: -EINVAL past max_steps. */
 int tstep(struct trt *r);
@@ -413,6 +419,9 @@ int teval_args(struct trt *r, struct tnode *const *list, size_t n,
 void tv_drop_all(struct trt *r, struct tv *v, size_t n);
 int tcall(struct trt *r, const struct tv *fn, const struct tv *args, size_t n,
 	  struct tenv *env, struct tv *out);
+/* A call expression: its arguments, its callee, the call. */
+int teval_call(struct trt *r, const struct tnode *nd, struct tenv *env,
+	       struct tv *out);
 
 /* ---- filters.c --------------------------------------------------------- */
 
