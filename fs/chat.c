@@ -156,6 +156,7 @@ int fs_chat_prompt(struct fs_model *fm, struct fs_stream *s, const char *base,
 	const char *system = s->cfg.system;
 	char *r = NULL, *all;
 	size_t n = 0;
+	bool open;
 	int rc;
 
 	*text = NULL;
@@ -177,8 +178,12 @@ int fs_chat_prompt(struct fs_model *fm, struct fs_stream *s, const char *base,
 		}
 		s->chat->hide = chat_think(s) == ENGINE_THINK_HIDE;
 		s->chat->system = system != NULL;
-		engine_think_split_init(&s->chat->split,
-					engine_chat_opens_thinking(r, n));
+		/*
+		 * a grammar shapes the answer from its first token: after a
+		 * prompt that opened <think>, what comes is still the answer
+		 */
+		open = !s->cfg.compiled && engine_chat_opens_thinking(r, n);
+		engine_think_split_init(&s->chat->split, open);
 	}
 	all = malloc(base_len + n + 1);
 	if (!all) {

@@ -83,6 +83,19 @@ same "$WORK/on" "$WORK/reasoning" "sessions/N/reasoning = the reasoning llmfs-ru
 check "sessions/N/reasoning is 0400" \
 	[ "$(stat -c %a "$M/sessions/$s/reasoning")" = 400 ]
 
+# think=hide under a grammar: the grammar shapes the answer from its first
+# token, so what follows the prompt's open block is the answer and streams
+ref -p "$Q1" --chat --json > "$WORK/json"
+g=$(cat "$M/sessions/new")
+echo format=json > "$M/sessions/$g/config"
+printf '%s' "$Q1" > "$M/sessions/$g/chat"
+cat "$M/sessions/$g/chat" > "$WORK/got"
+same "$WORK/json" "$WORK/got" "think=hide, format=json: the answer streams (= llmfs-run --chat --json)"
+check "... it is a JSON object" \
+	python3 -c 'import json,sys; assert isinstance(json.load(open(sys.argv[1])), dict)' "$WORK/got"
+cat "$M/sessions/$g/reasoning" > "$WORK/reasoning"
+check "... and the reasoning is empty" [ ! -s "$WORK/reasoning" ]
+
 # think=hide where no block comes (Qwen2's template): the answer, whole
 "$RUN" -m "$QWEN" -p "$Q1" --chat --temp 0 -n $N > "$WORK/qwen" 2>/dev/null
 echo think=hide > "$MNT/qwen/config"
@@ -90,7 +103,8 @@ q=$(cat "$MNT/qwen/sessions/new")
 printf '%s' "$Q1" > "$MNT/qwen/sessions/$q/chat"
 cat "$MNT/qwen/sessions/$q/chat" > "$WORK/got"
 same "$WORK/qwen" "$WORK/got" "think=hide without a block: the answer streams whole"
-check "... and the reasoning is empty" [ ! -s "$MNT/qwen/sessions/$q/reasoning" ]
+cat "$MNT/qwen/sessions/$q/reasoning" > "$WORK/reasoning"
+check "... and the reasoning is empty" [ ! -s "$WORK/reasoning" ]
 
 # a session's second turn: the template renders the whole conversation
 echo think=off > "$M/config"
