@@ -82,8 +82,8 @@ START_TEST(test_remote_files_absent)
 		bool local_only = k == FS_K_PLACEMENT || k == FS_K_KV ||
 				  k == FS_K_WEIGHTS || k == FS_K_WINDEX ||
 				  k == FS_K_WTENSOR || k == FS_K_SKV ||
-				  k == FS_K_SREASONING || k == FS_K_EMBED ||
-				  k == FS_K_EMBED_F32;
+				  k == FS_K_SLOGPROBS || k == FS_K_SREASONING ||
+				  k == FS_K_EMBED || k == FS_K_EMBED_F32;
 
 		ck_assert_int_eq(fs_provider_has(fm, k), !local_only);
 	}
