@@ -70,8 +70,13 @@ run_llama() {
 	esac
 	"$lcomp" -m "$model" -p "$prompt" --temp 0 -n $N -t "$T" -no-cnv \
 		--no-warmup --simple-io "${args[@]}" </dev/null 2>&1 >/dev/null |
-		awk '/sampling time =/ { s = $(NF - 1) }
-			/ eval time =/ { e = $(NF - 10); n = $(NF - 7) }
+		awk '# "sampling time =     89.91 ms"; "eval time =  6432.10 ms /   127
+			# runs   (...)": the figures after the "=", wherever the
+			# log prefix (a timestamp, a level) puts it
+			/sampling time =/ { for (i = 1; i < NF; i++) if ($i == "=") s = $(i + 1) }
+			/ eval time =/ && !/prompt eval/ {
+				for (i = 1; i < NF; i++) if ($i == "=") { e = $(i + 1); n = $(i + 4) }
+			}
 			END { print e, s, n }'
 }
 
