@@ -36,15 +36,32 @@
 #include "../engine/quant/quant.h"
 #include "../io/io.h"
 
+/*
+ * The --type choices: the matrices' type, the type of the tensors a
+ * Q4_K_M mix keeps at six bits (attn_v, ffn_down, token_embd, output),
+ * and general.file_type (llama.cpp's llama_ftype).
+ */
+static const struct write_type {
+	const char *name;
+	uint32_t type, type6;
+	uint32_t ftype;
+} write_types[] = {
+	{ "f32", IO_TYPE_F32, IO_TYPE_F32, 0 },
+	{ "f16", IO_TYPE_F16, IO_TYPE_F16, 1 },
+	{ "q8_0", IO_TYPE_Q8_0, IO_TYPE_Q8_0, 7 },
+	{ "q4_k_m", IO_TYPE_Q4_K, IO_TYPE_Q6_K, 15 },
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 struct opts {
 	const char *out, *arch, *vocab_from;
 	const char *chat_template; /* a file: tokenizer.chat_template */
 	int64_t embd, layers, heads, kv_heads, head_dim, ff, experts, used;
 	int64_t ctx;
 	uint64_t seed;
-	uint32_t type;
+	const struct write_type *wt;
 	bool tied;
-	bool q4_k_m; /* --type q4_k_m: type is Q4_K, some tensors Q6_K */
 };
 
 enum arch { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3MOE };
@@ -111,61 +128,6 @@ static float rng_normal(struct rng *r)
 
 /* ---- encodings --------------------------------------------------------- */
 
-/* IEEE half, round to nearest even (as F16C's vcvtps2ph does). */
-static uint16_t f32_to_f16(float f)
-{
-	uint32_t x, m, sign, hm, rem, half, shift;
-	int32_t e;
-
-	memcpy(&x, &f, sizeof(x));
-	sign = (x >> 16) & 0x8000;
-	e = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-	m = x & 0x7fffff;
-	if (((x >> 23) & 0xff) == 0xff)
-		return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0));
-	if (e >= 31)
-		return (uint16_t)(sign | 0x7c00);
-	if (e <= 0) {
-		if (e < -10)
-			return (uint16_t)sign;
-		m |= 0x800000;
-		shift = (uint32_t)(14 - e);
-		hm = m >> shift;
-		rem = m & ((1u << shift) - 1);
-		half = 1u << (shift - 1);
-		if (rem > half || (rem == half && (hm & 1)))
-			hm++;
-		return (uint16_t)(sign | hm);
-	}
-	hm = (sign | ((uint32_t)e << 10) | (m >> 13));
-	rem = m & 0x1fff;
-	/* a carry out of the mantissa correctly bumps the exponent */
-	if (rem > 0x1000 || (rem == 0x1000 && (hm & 1)))
-		hm++;
-	return (uint16_t)hm;
-}
-
-/* ggml's quantize_row_q8_0_ref: d = amax / 127, q = round(x / d). */
-static void quantize_q8_0(const float *x, unsigned char *out, int64_t n)
-{
-	int64_t i;
-	int j;
-
-	for (i = 0; i < n / 32; i++, x += 32, out += 34) {
-		float amax = 0, d, id;
-		uint16_t h;
-
-		for (j = 0; j < 32; j++)
-			amax = fmaxf(amax, fabsf(x[j]));
-		d = amax / 127;
-		id = d ? 1.0f / d : 0.0f;
-		h = f32_to_f16(d);
-		memcpy(out, &h, 2);
-		for (j = 0; j < 32; j++)
-			out[2 + j] = (unsigned char)(int8_t)roundf(x[j] * id);
-	}
-}
-
 /* ---- the model's tensors ----------------------------------------------- */
 
 struct tensor {
@@ -213,9 +175,7 @@ static void plan_model(struct plan *p, const struct opts *o, enum arch a,
 {
 	int64_t e = o->embd, q = o->heads * o->head_dim;
 	int64_t kv = o->kv_heads * o->head_dim, f = o->ff, x = o->experts;
-	uint32_t w = o->type, f32 = IO_TYPE_F32;
-	/* the tensors a Q4_K_M mix keeps at six bits */
-	uint32_t w6 = o->q4_k_m ? IO_TYPE_Q6_K : w;
+	uint32_t w = o->wt->type, w6 = o->wt->type6, f32 = IO_TYPE_F32;
 	int i;
 
 	plan_add(p, w6, false, 2, e, n_vocab, 1, "token_embd.weight", 0);
@@ -282,25 +242,9 @@ static int tensor_write(struct io_gguf_writer *w, const struct tensor *t,
 		for (i = 0; i < n; i++)
 			x[i] = t->norm ? 1.0f + 0.02f * rng_normal(&rng) :
 					 0.02f * rng_normal(&rng);
-		if (t->type == IO_TYPE_F32) {
-			memcpy(out, x, (size_t)n * 4);
-			bytes = (uint64_t)n * 4;
-		} else if (t->type == IO_TYPE_F16) {
-			for (i = 0; i < n; i++) {
-				uint16_t h = f32_to_f16(x[i]);
-
-				memcpy(out + 2 * i, &h, 2);
-			}
-			bytes = (uint64_t)n * 2;
-		} else if (t->type == IO_TYPE_Q8_0) {
-			quantize_q8_0(x, out, n);
-			bytes = (uint64_t)n / 32 * 34;
-		} else {
-			/* K-quants: the engine's copy of ggml's quantizers */
-			quant_from_float_ref(t->type, x, out, n);
-			bytes = (uint64_t)n / 256 *
-				io_type_info(t->type)->block_bytes;
-		}
+		/* ggml's reference quantizers, as llama-quantize writes */
+		quant_from_float_ref(t->type, x, out, n);
+		io_type_row_bytes(t->type, n, &bytes);
 		ret = io_gguf_writer_write(w, out, (size_t)bytes, err);
 		if (ret)
 			return ret;
@@ -458,19 +402,13 @@ static int hparams_add(struct io_gguf_writer *w, const struct opts *o,
 	int ret = 0;
 
 	snprintf(name, sizeof(name), "random %s %" PRId64 "x%" PRId64 " %s",
-		 o->arch, o->embd, o->layers, io_type_info(o->type)->name);
+		 o->arch, o->embd, o->layers, quant_type_name(o->wt->type));
 	ret = io_gguf_writer_add_str(w, "general.architecture", o->arch, err);
 	if (!ret)
 		ret = io_gguf_writer_add_str(w, "general.name", name, err);
 	if (!ret)
-		ret = io_gguf_writer_add_u32(
-			w, "general.file_type",
-			o->type == IO_TYPE_F32 ? 0 :
-			o->type == IO_TYPE_F16 ? 1 :
-						 /* LLAMA_FTYPE_MOSTLY_Q4_K_M */
-				o->q4_k_m ? 15 :
-					    7,
-			err);
+		ret = io_gguf_writer_add_u32(w, "general.file_type",
+					     o->wt->ftype, err);
 	for (i = 0; !ret && i < sizeof(u32s) / sizeof(u32s[0]); i++) {
 		snprintf(key, sizeof(key), "%s.%s", o->arch, u32s[i].key);
 		ret = io_gguf_writer_add_u32(w, key, (uint32_t)v[u32s[i].field],
@@ -555,6 +493,7 @@ static enum arch opts_parse(struct opts *o, int argc, char **argv)
 					     "qwen3moe" };
 	const char *type = NULL;
 	enum arch a = ARCH_LLAMA;
+	uint32_t blk;
 	int c, i;
 
 	memset(o, 0, sizeof(*o));
@@ -588,17 +527,16 @@ static enum arch opts_parse(struct opts *o, int argc, char **argv)
 	if (i == 4)
 		die("--arch must be llama, qwen2, qwen3 or qwen3moe");
 	a = (enum arch)i;
-	if (!strcmp(type, "f32"))
-		o->type = IO_TYPE_F32;
-	else if (!strcmp(type, "f16"))
-		o->type = IO_TYPE_F16;
-	else if (!strcmp(type, "q8_0"))
-		o->type = IO_TYPE_Q8_0;
-	else if (!strcmp(type, "q4_k_m")) {
-		o->type = IO_TYPE_Q4_K;
-		o->q4_k_m = true;
-	} else
+	for (i = 0; i < (int)ARRAY_LEN(write_types) &&
+		    strcmp(type, write_types[i].name);
+	     i++)
+		;
+	if (i == (int)ARRAY_LEN(write_types))
 		die("--type must be f32, f16, q8_0 or q4_k_m");
+	o->wt = &write_types[i];
+	blk = quant_blck_size(o->wt->type6) > quant_blck_size(o->wt->type) ?
+		      quant_blck_size(o->wt->type6) :
+		      quant_blck_size(o->wt->type);
 	if (!o->embd || !o->layers || !o->heads || !o->kv_heads ||
 	    !o->head_dim || !o->ff || !o->ctx)
 		die("--embd, --layers, --heads, --kv-heads, --head-dim, --ff "
@@ -612,14 +550,12 @@ static enum arch opts_parse(struct opts *o, int argc, char **argv)
 		die("qwen3moe needs --experts N and 1 <= --experts-used <= N");
 	if (a != ARCH_QWEN3MOE && (o->experts || o->used))
 		die("--experts is for qwen3moe only");
-	if (o->type == IO_TYPE_Q8_0 &&
-	    (o->embd % 32 || o->ff % 32 || (o->heads * o->head_dim) % 32))
-		die("q8_0 needs --embd, --ff and --heads x --head-dim to be "
-		    "multiples of 32");
-	if (o->q4_k_m &&
-	    (o->embd % 256 || o->ff % 256 || (o->heads * o->head_dim) % 256))
-		die("q4_k_m needs --embd, --ff and --heads x --head-dim to be "
-		    "multiples of 256");
+	if (o->embd % blk || o->ff % blk || (o->heads * o->head_dim) % blk) {
+		fprintf(stderr,
+			"llmfs-write-model: %s needs --embd, --ff and --heads x --head-dim to be multiples of %u\n",
+			o->wt->name, blk);
+		exit(2);
+	}
 	return a;
 }
 
