@@ -60,9 +60,9 @@ CFLAGS ?= -O2 -g
 # reference kernels; -std=c11 keeps -ffp-contract=off, so no float result
 # changes. Not -march=native: on this Zen 4 machine GCC 12.2 turns the
 # plain Q4_0 block sum into an AVX-512 VNNI instruction of the wrong
-# signedness (see Documentation/quantization.md). The AVX-512 kernels
-# (engine/cpu/*_avx512.c, engine/attention.c) carry their own target
-# attributes and are picked at run time (cpu_avx512_usable()), not by
+# signedness (see Documentation/quantization.md). The SIMD kernels
+# (engine/cpu/*_avx512.c, *_avx2.c) carry their own target
+# attributes and are picked at run time (engine/cpu/isa.c), not by
 # these flags, so one binary runs on any x86-64-v3 machine.
 ARCH_FLAGS ?= $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v3 -mtune=native)
 override CFLAGS += $(ARCH_FLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \

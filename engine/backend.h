@@ -6,10 +6,10 @@
  * model through this table only; which device computes, where its
  * buffers live and which kernels run are the backend's business.
  *
- * The CPU backend (engine/cpu/backend.c) is the first instance: host
- * memory, the ops of engine/ops.c and engine/attention.c, split over the
- * model's thread pool. A CUDA backend fills the same table with device
- * memory and kernels (engine/cuda/ has the probe only so far).
+ * The CPU backend is the first instance: host memory, SIMD kernels split
+ * over its thread pool. A CUDA backend fills the same table with device
+ * memory and kernels (engine/cuda/ has the probe only so far). Backends
+ * are made by device through the registry (engine/backend.c).
  *
  * Rows are float vectors in the backend's memory (is_host: plain host
  * pointers). The ops are called once per op and per batch of rows, never
@@ -22,11 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "../io/io.h"
+#include "hparams.h"
+#include "tensor.h"
 
 struct engine_seq;
 struct engine_backend;
-struct engine_pool;
 
 /* The ops a backend may be asked whether it supports, per tensor type. */
 enum engine_op {
@@ -48,7 +49,6 @@ struct engine_att_batch {
 	const struct engine_hparams *hp;
 	uint32_t il;	/* the layer */
 	uint32_t n_ctx; /* the model's context (padding) */
-	uint32_t nth;	/* llama.cpp's threads (KV chunks) */
 	const uint32_t *idx;
 	uint32_t n;
 	struct engine_seq *const *seq; /* [b] the row's sequence */
@@ -69,6 +69,8 @@ struct engine_mv {
 
 struct engine_backend_i {
 	const char *name;
+	/* free the backend and everything it owns (engine_backend_free) */
+	void (*destroy)(struct engine_backend *be);
 
 	/* ---- memory (ggml_backend_buffer_type_i) ---- */
 	/* bytes on the device, 64-aligned; NULL when out of memory */
@@ -186,17 +188,23 @@ struct engine_device {
 struct engine_backend {
 	const struct engine_backend_i *iface;
 	struct engine_device dev;
-	void *ctx; /* the backend's own (the CPU's: its pool) */
+	void *ctx; /* the backend's own (the CPU's: its thread pool) */
 	/* engine_model_options.batch_exact: batches in the one-token order */
 	bool batch_exact;
 };
 
+/* ---- the registry (engine/backend.c) ---- */
+
 /*
- * The CPU backend on pool (NULL: one thread), in *out (the caller frees
- * it with engine_backend_free). -ENOMEM with a message.
+ * The backend that computes on device ("cpu", "numa0": the CPU backend),
+ * with threads threads where it uses them (0: one per physical core), in
+ * *out; the caller frees it with engine_backend_free. -ENODEV (with the
+ * device's name) for a device no backend of this build computes on,
+ * -ENOMEM.
  */
-int engine_backend_cpu_new(struct engine_backend **out,
-			   struct engine_pool *pool, struct err *err);
+int engine_backend_new(struct engine_backend **out, const char *device,
+		       uint32_t threads, struct err *err);
+/* Destroy be (NULL: nothing). */
 void engine_backend_free(struct engine_backend *be);
 
 #endif

@@ -116,7 +116,7 @@ struct engine_model_options {
 	/*
 	 * true: leave the weights as the file has them. false (default):
 	 * the CPU backend packs the Q4_K/Q6_K matrices it can in place, 16
-	 * rows to a panel as large as the rows (engine/cpu/gemm.h), after
+	 * rows to a panel as large as the rows (Documentation/engine.md), after
 	 * a synchronous load (an async one is left as it is).
 	 */
 	bool no_pack;

@@ -2,8 +2,8 @@
 /*
  * The forward pass: the graph llama.cpp builds for llama, qwen2, qwen3 and
  * qwen3moe (src/models/<arch>.cpp, src/llama-graph.cpp), every op through
- * the model's backend (engine/backend.h; the CPU's computes each as
- * engine/ops.c says), the K/V rows through the cache's interface (kv.h).
+ * the model's backend (engine/backend.h), the K/V rows through the
+ * cache's interface (kv.h).
  *
  *   x = token_embd[token]
  *   per layer:  x += wo . attention(rope(q), rope(k), v)   of rms_norm(x)
@@ -458,14 +458,21 @@ static void forward_kv_row(void *arg, uint32_t j)
 	struct forward_scratch *s = job->p->s;
 	const struct forward_row *r = &s->rows[j];
 	float *k = s->k + j * (size_t)hp->n_head_kv * hp->head_dim;
+	uint32_t type_k, type_v;
+	uint8_t *kdst, *vdst;
 
 	if (hp->qk_norm)
 		forward_head_norm(be, k, hp->n_head_kv, hp->head_dim,
 				  &job->l->k_norm, hp->rms_norm_eps);
 	be->iface->rope(be, k, hp->n_head_kv, hp->head_dim, hp->n_rot,
 			hp->rope_mode, s->rope + (size_t)j * hp->n_rot);
-	engine_kv_store(r->seq, job->il, r->pos, k,
-			s->v + j * (size_t)hp->n_head_kv * hp->head_dim_v);
+	engine_seq_types(r->seq, &type_k, &type_v);
+	engine_kv_rows(r->seq, job->il, r->pos, &kdst, &vdst);
+	be->iface->convert(be, type_k, k, kdst,
+			   (int64_t)hp->n_head_kv * hp->head_dim);
+	be->iface->convert(be, type_v,
+			   s->v + j * (size_t)hp->n_head_kv * hp->head_dim_v,
+			   vdst, (int64_t)hp->n_head_kv * hp->head_dim_v);
 }
 
 /* Live row j's Q normed and roped. */
@@ -508,7 +515,6 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		.hp = hp,
 		.il = il,
 		.n_ctx = m->info.n_ctx,
-		.nth = m->threads,
 		.idx = s->live,
 		.n = p->n_live,
 		.seq = s->seqs,

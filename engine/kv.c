@@ -26,9 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
 #include "kv.h"
 #include "quant/quant.h"
+
+static bool quant_traits_kv(uint32_t type)
+{
+	return quant_traits(type)->kv;
+}
 
 struct engine_seq {
 	struct engine_model *model;
@@ -112,7 +116,7 @@ int engine_kv_type_parse(const char *name, uint32_t *type)
 	for (t = 0; t < IO_TYPE_COUNT; t++) {
 		const struct io_type_info *ti = io_type_info(t);
 
-		if (ti && att_type_supported(t) && !strcmp(ti->name, name)) {
+		if (ti && quant_traits_kv(t) && !strcmp(ti->name, name)) {
 			*type = t;
 			return 0;
 		}
@@ -124,7 +128,7 @@ const char *engine_kv_type_name(uint32_t type)
 {
 	const struct io_type_info *ti = io_type_info(type);
 
-	return ti && att_type_supported(type) ? ti->name : NULL;
+	return ti && quant_traits_kv(type) ? ti->name : NULL;
 }
 
 /* Bytes of a row of n elements of type, 0 if n is not whole blocks. */
@@ -132,7 +136,7 @@ static uint64_t kv_row_bytes(uint32_t type, uint64_t n)
 {
 	const struct io_type_info *ti = io_type_info(type);
 
-	if (!ti || !att_type_supported(type) || n % ti->block_elems)
+	if (!ti || !quant_traits_kv(type) || n % ti->block_elems)
 		return 0;
 	return n / ti->block_elems * ti->block_bytes;
 }
@@ -144,8 +148,7 @@ static int kv_check_types(const struct engine_model *m, uint32_t type_k,
 	const struct io_type_info *tk = io_type_info(type_k);
 	const struct io_type_info *tv = io_type_info(type_v);
 
-	if (!tk || !att_type_supported(type_k) || !tv ||
-	    !att_type_supported(type_v))
+	if (!tk || !quant_traits_kv(type_k) || !tv || !quant_traits_kv(type_v))
 		return err_set(
 			err, EINVAL,
 			"KV cache types: one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1");
@@ -673,15 +676,11 @@ int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
 	return 0;
 }
 
-void engine_kv_store(struct engine_seq *s, uint32_t il, uint32_t pos,
-		     const float *k, const float *v)
+void engine_kv_rows(struct engine_seq *s, uint32_t il, uint32_t pos,
+		    uint8_t **k, uint8_t **v)
 {
-	const struct engine_hparams *hp = &s->model->hp;
-
-	quant_from_float(s->type_k, k, engine_seq_k(s, il, pos),
-			 (int64_t)hp->n_head_kv * hp->head_dim);
-	quant_from_float(s->type_v, v, engine_seq_v(s, il, pos),
-			 (int64_t)hp->n_head_kv * hp->head_dim_v);
+	*k = engine_seq_k(s, il, pos);
+	*v = engine_seq_v(s, il, pos);
 }
 
 void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,

@@ -35,13 +35,13 @@
  */
 
 /*
- * Store position pos of layer il: k (n_head_kv * head_dim floats) and v
- * (n_head_kv * head_dim_v floats) converted to the sequence's types
- * (ggml_set_rows: the CPU backend's from_float of the type). The
- * position's block must be held (engine_seq_grow).
+ * Where position pos of layer il keeps its K row (n_head_kv * head_dim
+ * elements of the sequence's K type) and its V row: a pass stores them
+ * there, converted by its backend (ggml_set_rows). The position's block
+ * must be held (engine_seq_grow).
  */
-void engine_kv_store(struct engine_seq *s, uint32_t il, uint32_t pos,
-		     const float *k, const float *v);
+void engine_kv_rows(struct engine_seq *s, uint32_t il, uint32_t pos,
+		    uint8_t **k, uint8_t **v);
 
 /*
  * A run of positions of one layer whose rows are a constant stride apart,

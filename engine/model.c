@@ -20,10 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "model.h"
-#include "kv.h"
-#include "pool.h"
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 
@@ -404,11 +401,12 @@ static int model_bind(struct engine_model *m, struct engine_tensor *t,
 		return err_set(err, EINVAL, "%s: tensor '%s': bad row size",
 			       m->path, name);
 	t->info = info;
-	/* the types the reference's x86 CPU_REPACK interleaves (repack.cpp) */
+	/*
+	 * the types the reference's x86 CPU_REPACK interleaves (repack.cpp):
+	 * those with a repacked gemv order in the type table
+	 */
 	t->repacked = kind == MT_MATMUL && info->ne[1] % 8 == 0 &&
-		      (info->type == IO_TYPE_Q4_0 ||
-		       info->type == IO_TYPE_Q4_K ||
-		       info->type == IO_TYPE_Q2_K);
+		      quant_traits(info->type)->vec_dot_repacked != NULL;
 	return 0;
 }
 
@@ -530,8 +528,7 @@ static void model_place(struct engine_model *m, struct engine_tensor *t)
 _Static_assert(sizeof(struct engine_layer) % sizeof(struct engine_tensor) == 0,
 	       "struct engine_layer holds only struct engine_tensor");
 
-/* fn on every tensor view of m, the model's own then each layer's. */
-static void model_each_view(struct engine_model *m,
+void engine_model_each_view(struct engine_model *m,
 			    void (*fn)(struct engine_model *m,
 				       struct engine_tensor *t))
 {
@@ -551,31 +548,6 @@ static void model_each_view(struct engine_model *m,
 		for (i = 0; i < per_layer; i++)
 			fn(m, &t[i]);
 	}
-}
-
-/*
- * The backend's own layout of the matrices, made once at load (the CPU's
- * panels: engine/cpu/gemm.h): a view it cannot pack, or memory for the
- * copy that is missing, leaves its matrix as the file has it, which
- * every kernel reads too. tok_embd and a tied output share one
- * placement: the first view packs it, the second finds it packed.
- */
-static void model_pack(struct engine_model *m, struct engine_tensor *t)
-{
-	if (t->info && m->backend->iface->pack)
-		m->backend->iface->pack(m->backend, t);
-}
-
-void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
-			size_t size, void *buf)
-{
-	const struct io_placement *p = io_weights_placement(m->weights, i);
-
-	if (p->layout)
-		m->backend->iface->packed_read(m->backend, &m->gguf->tensors[i],
-					       p->data, off, size, buf);
-	else
-		memcpy(buf, (const uint8_t *)p->data + off, size);
 }
 
 /* ---- info -------------------------------------------------------------- */
@@ -617,29 +589,6 @@ static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
 	in->chat_template = io_gguf_get_str(m->gguf, "tokenizer.chat_template");
 
 	/* engine_kv_pool_init sets the kv lines */
-}
-
-/* The pool and the K/V types the options ask for. */
-static int model_kv_init(struct engine_model *m,
-			 const struct engine_model_options *opt,
-			 struct err *err)
-{
-	uint32_t tk = IO_TYPE_F16, tv = IO_TYPE_F16;
-	int ret;
-
-	if ((ret = engine_kv_pool_init(m, opt->kv_mem, opt->budget, err)))
-		return ret;
-	if (opt->kv_type_k && engine_kv_type_parse(opt->kv_type_k, &tk))
-		return err_set(
-			err, EINVAL,
-			"K cache type '%s': one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1",
-			opt->kv_type_k);
-	if (opt->kv_type_v && engine_kv_type_parse(opt->kv_type_v, &tv))
-		return err_set(
-			err, EINVAL,
-			"V cache type '%s': one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1",
-			opt->kv_type_v);
-	return engine_model_set_kv_types(m, tk, tv, err);
 }
 
 /* ---- open / free ------------------------------------------------------- */
@@ -684,17 +633,14 @@ static int model_find_arch(struct engine_model *m, struct err *err)
 		arch);
 }
 
-int engine_model_open(struct engine_model **out, const char *path,
+int engine_model_load(struct engine_model **out, const char *path,
 		      const struct engine_model_options *opt, struct err *err)
 {
-	static const struct engine_model_options defaults;
 	struct engine_model *m;
 	const char *gname;
 	int ret;
 
 	*out = NULL;
-	if (!opt)
-		opt = &defaults;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return err_set(err, ENOMEM, "out of memory");
@@ -733,10 +679,8 @@ int engine_model_open(struct engine_model **out, const char *path,
 	ret = io_weights_load(&m->weights, m->gguf, &opt->load, err);
 	if (ret)
 		goto out_free;
-	model_each_view(m, model_place);
+	engine_model_each_view(m, model_place);
 	model_fill_info(m, opt->n_ctx);
-	if ((ret = model_kv_init(m, opt, err)))
-		goto out_free;
 	/* the vocabulary knows llama.cpp's defaults for the special ids */
 	m->info.bos = engine_vocab_bos(m->vocab);
 	m->info.eos = engine_vocab_eos(m->vocab);
@@ -744,39 +688,19 @@ int engine_model_open(struct engine_model **out, const char *path,
 	m->info.add_bos = engine_vocab_add_bos(m->vocab);
 	m->info.tokenizer_model = engine_vocab_model_name(m->vocab);
 	m->info.tokenizer_pre = engine_vocab_pre_name(m->vocab);
-	m->threads = opt->threads;
-	if (m->threads == 0)
-		m->threads = engine_pool_default_threads();
-	ret = engine_pool_new(&m->pool, m->threads, err);
-	if (!ret)
-		ret = engine_backend_cpu_new(&m->backend, m->pool, err);
-	if (ret)
-		goto out_free;
-	m->backend->batch_exact = opt->batch_exact;
-	/*
-	 * packed now, or, loading in the background, as each tensor arrives:
-	 * its first wait in a pass packs it (forward.c), on the pool
-	 */
-	if (!opt->no_pack && !opt->load.async)
-		model_each_view(m, model_pack);
-	m->pack_on_wait = !opt->no_pack && opt->load.async;
 	*out = m;
 	return 0;
 
 out_free:
-	engine_model_free(m);
+	engine_model_unload(m);
 	return ret;
 }
 
-void engine_model_free(struct engine_model *m)
+void engine_model_unload(struct engine_model *m)
 {
 	if (!m)
 		return;
-	engine_backend_free(m->backend);
-	engine_pool_free(m->pool);
-	engine_kv_pool_destroy(m);
 	engine_vocab_free(m->vocab);
-	engine_forward_release(m);
 	free(m->layers);
 	io_weights_free(m->weights);
 	io_gguf_close(m->gguf);

@@ -3,14 +3,6 @@
  * Inside a loaded model: hyper-parameters, tensor views and the per-model
  * scratch the forward pass computes in. Only the engine's .c files include
  * this; the outside sees struct engine_model through engine.h.
- *
- * Every tensor is reached through its io_placement record: a view keeps
- * the record and reads ->data at each use, so that io_weights_move can
- * move the bytes between forward passes while the model stays loaded.
- *
- * Shapes use ggml's order: ne[0] is the length of a row (the input
- * dimension of a matmul), ne[1] the number of rows (its outputs), ne[2]
- * the expert.
  */
 #ifndef LLMFS_ENGINE_MODEL_H
 #define LLMFS_ENGINE_MODEL_H
@@ -20,63 +12,10 @@
 #include <stdint.h>
 
 #include "engine.h"
+#include "hparams.h"
+#include "tensor.h"
 
 struct engine_vocab;
-
-/* Experts one token may use (the forward pass keeps their ids on the stack). */
-#define ENGINE_MAX_EXPERTS_USED 64
-
-/* One tensor of the file; absent optional tensors have info == NULL. */
-struct engine_tensor {
-	const struct io_gguf_tensor *info; /* name, type, ne */
-	struct io_placement *place;	   /* where the bytes are now */
-	uint64_t row_bytes;		   /* bytes of ne[0] elements */
-	/*
-	 * llama.cpp's CPU backend would hold this matrix interleaved
-	 * (CPU_REPACK: q4_0, q4_K with AVX2, q2_K with AVX-512, rows in
-	 * multiples of 8, used by a matmul) and multiply it with its gemv
-	 * kernels, which add up in another order.
-	 */
-	bool repacked;
-};
-
-static inline const uint8_t *engine_tensor_data(const struct engine_tensor *t)
-{
-	return (const uint8_t *)t->place->data;
-}
-
-static inline bool engine_tensor_present(const struct engine_tensor *t)
-{
-	return t->info != NULL;
-}
-
-enum engine_rope_mode {
-	ENGINE_ROPE_NORM, /* rotate pairs (2i, 2i+1): llama */
-	ENGINE_ROPE_NEOX, /* rotate pairs (i, i + n_rot/2): qwen2, qwen3 */
-};
-
-struct engine_hparams {
-	uint32_t n_vocab;
-	uint32_t n_embd;
-	uint32_t n_layer;
-	uint32_t n_head;
-	uint32_t n_head_kv;
-	uint32_t head_dim;   /* of K and Q (key_length) */
-	uint32_t head_dim_v; /* of V (value_length) */
-	uint32_t n_rot;	     /* rotated dimensions per head */
-	uint32_t n_ff;	     /* per expert for MoE */
-	uint32_t n_ff_exp;   /* expert_feed_forward_length as read */
-	uint32_t n_expert;
-	uint32_t n_expert_used;
-	uint32_t n_ctx_train;
-	enum engine_rope_mode rope_mode;
-	float rope_freq_base;
-	float rope_freq_scale; /* 1 / rope.scaling.factor */
-	float rms_norm_eps;
-	float kq_scale;		  /* 1/sqrt(head_dim) */
-	bool qk_norm;		  /* per-head RMS norms of Q and K (qwen3) */
-	bool expert_weights_norm; /* divide the top-k weights by their sum */
-};
 
 struct engine_layer {
 	struct engine_tensor attn_norm;	     /* [n_embd] F32 */
@@ -114,8 +53,6 @@ struct engine_model {
 	struct engine_vocab *vocab;
 	char *path;
 	char *name;
-	uint32_t threads;		/* the pool's size */
-	struct engine_pool *pool;	/* splits big matmuls; may be NULL */
 	struct engine_backend *backend; /* computes the forward pass */
 	/*
 	 * an asynchronous load is packed tensor by tensor, at a pass's first
@@ -132,6 +69,21 @@ struct engine_model {
 	struct forward_scratch *fwd; /* grown by engine_forward */
 	struct engine_kv_pool kv;
 };
+
+/*
+ * Read the model at path (engine_model_open without what computes it:
+ * the KV pool, the backend): hyper-parameters, checked tensor views with
+ * their placements, the vocabulary, the loaded weights. Free with
+ * engine_model_unload. -EINVAL/-ENOTSUP/-ENOMEM with a message.
+ */
+int engine_model_load(struct engine_model **out, const char *path,
+		      const struct engine_model_options *opt, struct err *err);
+void engine_model_unload(struct engine_model *m);
+
+/* fn on every tensor view of m, the model's own then each layer's. */
+void engine_model_each_view(struct engine_model *m,
+			    void (*fn)(struct engine_model *m,
+				       struct engine_tensor *t));
 
 /* Free the forward pass's buffers (engine_model_free). */
 void engine_forward_release(struct engine_model *m);

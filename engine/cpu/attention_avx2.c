@@ -18,7 +18,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../attention.h"
+#include "attention.h"
 #include "../quant/quant.h"
 #include "attention_tiled.h"
 #include "cpu.h"
@@ -306,7 +306,7 @@ ATT_TARGET static void att_tile_convert(float *dst, uint32_t type,
 	uint32_t r, d;
 
 	for (r = 0; r < n; r++, src += stride, dst += dim) {
-		if (type == IO_TYPE_F32) {
+		if (quant_traits(type)->kv_elem == QUANT_KV_F32) {
 			memcpy(dst, src, dim * sizeof(float));
 			continue;
 		}
@@ -570,7 +570,7 @@ ATT_TARGET static void att_tile_q_avx2(struct att_tile *t, uint32_t r,
 		__m256 v = _mm256_loadu_ps(q + d);
 		float f[8];
 
-		if (t->sh->type_k == IO_TYPE_F16)
+		if (quant_traits(t->sh->type_k)->kv_elem == QUANT_KV_F16)
 			v = att_round8(v);
 		_mm256_storeu_ps(f, v);
 		for (l = 0; l < 8; l++)

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../attention.h"
+#include "attention.h"
 #include "../quant/quant.h"
 #include "attention_tiled.h"
 #include "cpu.h"
@@ -320,7 +320,7 @@ ATT_TARGET static void att_tile_convert(float *dst, uint32_t type,
 	uint32_t r, d;
 
 	for (r = 0; r < n; r++, src += stride, dst += dim) {
-		if (type == IO_TYPE_F32) {
+		if (quant_traits(type)->kv_elem == QUANT_KV_F32) {
 			memcpy(dst, src, dim * sizeof(float));
 			continue;
 		}
@@ -598,7 +598,7 @@ ATT_TARGET static void att_tile_q_avx512(struct att_tile *t, uint32_t r,
 		__m512 v = _mm512_loadu_ps(q + d);
 		float f[16];
 
-		if (t->sh->type_k == IO_TYPE_F16)
+		if (quant_traits(t->sh->type_k)->kv_elem == QUANT_KV_F16)
 			v = _mm512_cvtph_ps(
 				_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT |
 							   _MM_FROUND_NO_EXC));

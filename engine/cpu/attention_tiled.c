@@ -38,8 +38,8 @@ size_t att_tile_scratch_bytes(const struct att_shape *sh)
 
 bool att_tile_usable(const struct att_shape *sh)
 {
-	return (sh->type_k == IO_TYPE_F16 || sh->type_k == IO_TYPE_F32) &&
-	       (sh->type_v == IO_TYPE_F16 || sh->type_v == IO_TYPE_F32) &&
+	return quant_traits(sh->type_k)->kv_elem != QUANT_KV_CONVERT &&
+	       quant_traits(sh->type_v)->kv_elem != QUANT_KV_CONVERT &&
 	       sh->head_dim % 16 == 0 && sh->head_dim_v % 16 == 0 &&
 	       sh->head_dim && sh->head_dim_v &&
 	       sh->head_dim <= ATT_TILE_DIM_MAX &&
@@ -196,7 +196,7 @@ static void att_tile_q_scalar(struct att_tile *t, uint32_t r, const float *q)
 
 	for (d = 0; d < dk; d++)
 		t->qt[(size_t)d * t->ld + r] =
-			t->sh->type_k == IO_TYPE_F16 ?
+			quant_traits(t->sh->type_k)->kv_elem == QUANT_KV_F16 ?
 				quant_fp16_to_fp32(quant_fp32_to_fp16(q[d])) :
 				q[d];
 }

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../attention.h"
+#include "attention.h"
 
 /* (query, head) rows of one tile: eight vectors of 16 lanes */
 #define ATT_TILE_ROWS 128

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * The CPU backend (engine/backend.h): host memory, engine/ops.c's ops and
- * engine/attention.c's flash attention, big jobs split over the model's
+ * The CPU backend (engine/backend.h): host memory, ops.c's ops and
+ * attention.c's flash attention, big jobs split over the backend's
  * thread pool. Each op is one call of the table per op and batch; the
  * per-row and per-block loops are the ops' own.
  *
@@ -20,16 +20,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../attention.h"
 #include "../backend.h"
 #include "../kv.h"
-#include "../ops.h"
 #include "../quant/quant.h"
+#include "attention.h"
 #include "attention_tiled.h"
 #include "cpu.h"
+#include "cpu_backend.h"
+#include "dot.h"
 #include "gemm.h"
 #include "gemm_run.h"
 #include "isa.h"
+#include "ops.h"
+#include "threadpool.h"
 
 /* (row, head, position, dim) products worth splitting attention for */
 #define CPU_ATT_PARALLEL_MIN (1 << 16)
@@ -42,12 +45,24 @@
 /* weights of one matvec_multi whose activations are packed ahead */
 #define CPU_MV_MAX 8
 
-static struct engine_pool *cpu_pool(const struct engine_backend *be)
+static struct cpu_threadpool *cpu_pool(const struct engine_backend *be)
 {
 	return be->ctx;
 }
 
+/* llama.cpp's thread count, which splits one-token attention (KV chunks) */
+static uint32_t cpu_threads(const struct engine_backend *be)
+{
+	return cpu_threadpool_size(cpu_pool(be));
+}
+
 /* ---- memory ------------------------------------------------------------ */
+
+static void cpu_destroy(struct engine_backend *be)
+{
+	cpu_threadpool_free(cpu_pool(be));
+	free(be);
+}
 
 static void *cpu_alloc(struct engine_backend *be, size_t bytes)
 {
@@ -85,7 +100,7 @@ static bool cpu_supports(const struct engine_backend *be, enum engine_op op,
 	case ENGINE_OP_GET_ROWS: return t->to_float != NULL;
 	case ENGINE_OP_MATMUL: return t->weight;
 	case ENGINE_OP_CONVERT: return t->from_float != NULL;
-	case ENGINE_OP_ATTENTION: return att_type_supported(type);
+	case ENGINE_OP_ATTENTION: return t->kv;
 	default: return false;
 	}
 }
@@ -125,8 +140,8 @@ static void cpu_for_rows(struct engine_backend *be,
 {
 	struct cpu_rows_job job = { fn, arg, n };
 
-	if (n >= CPU_ROWS_PARALLEL_MIN && engine_pool_size(cpu_pool(be)) > 1)
-		engine_pool_run(cpu_pool(be), cpu_rows_part, &job);
+	if (n >= CPU_ROWS_PARALLEL_MIN && cpu_threadpool_size(cpu_pool(be)) > 1)
+		cpu_threadpool_run(cpu_pool(be), cpu_rows_part, &job);
 	else
 		cpu_rows_part(&job, 0, 1);
 }
@@ -159,7 +174,7 @@ static void cpu_rms_norm(struct engine_backend *be, float *y, const float *x,
 static void cpu_convert(struct engine_backend *be, uint32_t type,
 			const float *x, void *y, int64_t n)
 {
-	quant_from_float(type, x, y, n);
+	cpu_from_float(type, x, y, n);
 }
 
 static void cpu_matmul(struct engine_backend *be, float *const *ys,
@@ -241,7 +256,7 @@ static void cpu_matvec_multi(struct engine_backend *be,
 	 * made once here; without the scratch, ops_matvec_rows unpacks.
 	 */
 	if (need && n <= CPU_MV_MAX &&
-	    (scratch = engine_pool_scratch(cpu_pool(be), need))) {
+	    (scratch = cpu_threadpool_scratch(cpu_pool(be), need))) {
 		for (k = 0; k < n; k++) {
 			if (!mv[k].w->place->layout)
 				continue;
@@ -251,8 +266,8 @@ static void cpu_matvec_multi(struct engine_backend *be,
 		}
 		job.packed_act = packed_act;
 	}
-	if (engine_pool_size(cpu_pool(be)) > 1)
-		engine_pool_run(cpu_pool(be), cpu_mv_part, &job);
+	if (cpu_threadpool_size(cpu_pool(be)) > 1)
+		cpu_threadpool_run(cpu_pool(be), cpu_mv_part, &job);
 	else
 		cpu_mv_part(&job, 0, 1);
 }
@@ -389,7 +404,7 @@ static size_t cpu_att_layout(const struct engine_backend *be,
 			     const struct engine_hparams *hp, uint32_t cap,
 			     uint8_t *base, struct cpu_att_work *w)
 {
-	const size_t threads = engine_pool_size(cpu_pool(be));
+	const size_t threads = cpu_threadpool_size(cpu_pool(be));
 	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
 				      hp->head_dim_v, hp->kq_scale };
 	size_t at = 0;
@@ -454,7 +469,7 @@ static uint32_t cpu_att_chunks(const struct engine_seq *seq, uint32_t pos,
 
 	engine_seq_types(seq, &type_k, &type_v);
 	if (nth < 2 || type_k != type_v ||
-	    (type_k != IO_TYPE_F16 && type_k != IO_TYPE_F32) ||
+	    quant_traits(type_k)->kv_elem == QUANT_KV_CONVERT ||
 	    cpu_att_n_kv(pos, n_ctx) < 512)
 		return 1;
 	return nth;
@@ -692,7 +707,8 @@ static void cpu_attention(struct engine_backend *be,
 			work += (uint64_t)(ab->pos[b] + 1) * hp->n_head *
 				(hp->head_dim + hp->head_dim_v);
 			job.w.nc[j] = cpu_att_chunks(ab->seq[b], ab->pos[b],
-						     ab->n_ctx, ab->nth);
+						     ab->n_ctx,
+						     cpu_threads(be));
 			job.w.off[j + 1] = job.w.off[j] +
 					   hp->n_head * job.w.nc[j];
 		}
@@ -703,7 +719,7 @@ static void cpu_attention(struct engine_backend *be,
 	 * each row's sums do not depend on the thread or on the other rows.
 	 */
 	if (work >= CPU_ATT_PARALLEL_MIN)
-		engine_pool_run(cpu_pool(be), cpu_att_part, &job);
+		cpu_threadpool_run(cpu_pool(be), cpu_att_part, &job);
 	else
 		cpu_att_part(&job, 0, 1);
 	cpu_att_merge(&job);
@@ -713,6 +729,7 @@ static void cpu_attention(struct engine_backend *be,
 
 static const struct engine_backend_i cpu_backend_i = {
 	.name = "cpu",
+	.destroy = cpu_destroy,
 	.alloc = cpu_alloc,
 	.free = cpu_free,
 	.copy_in = cpu_copy,
@@ -739,12 +756,13 @@ static const struct engine_backend_i cpu_backend_i = {
 	.attention = cpu_attention,
 };
 
-int engine_backend_cpu_new(struct engine_backend **out,
-			   struct engine_pool *pool, struct err *err)
+int cpu_backend_new(struct engine_backend **out, uint32_t threads,
+		    struct err *err)
 {
 	struct engine_backend *be = calloc(1, sizeof(*be));
 	long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
 	long page = sysconf(_SC_PAGESIZE);
+	struct cpu_threadpool *pool;
 	int ret;
 
 	*out = NULL;
@@ -753,6 +771,12 @@ int engine_backend_cpu_new(struct engine_backend **out,
 	/* LLMFS_CPU naming a level this CPU lacks: refuse, run nothing */
 	ret = cpu_isa_check(err);
 	if (ret) {
+		free(be);
+		return ret;
+	}
+	if (threads == 0)
+		threads = cpu_threadpool_default_threads();
+	if ((ret = cpu_threadpool_new(&pool, threads, err))) {
 		free(be);
 		return ret;
 	}
@@ -767,9 +791,4 @@ int engine_backend_cpu_new(struct engine_backend **out,
 		be->dev.free_bytes = (uint64_t)avail * (uint64_t)page;
 	*out = be;
 	return 0;
-}
-
-void engine_backend_free(struct engine_backend *be)
-{
-	free(be);
 }

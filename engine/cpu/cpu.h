@@ -44,16 +44,21 @@ float cpu_f16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y);
 void cpu_bf16_main_avx512(int64_t np, const uint16_t *x, const uint16_t *y,
 			  float c[2]);
 
+/* ggml_vec_dot_f32, _f16 and dot.c's BF16 with the vector parts above. */
+float dot_f32_avx512(int64_t n, const void *w, const void *a);
+float dot_f16_avx512(int64_t n, const void *w, const void *a);
+float dot_bf16_avx512(int64_t n, const void *w, const void *a);
+
 /* quant_vec_dot_x86 for Q8_0, Q4_K and Q6_K (n a multiple of the block). */
 float cpu_q8_0_avx512(int64_t n, const void *w, const void *a);
 float cpu_q4_K_avx512(int64_t n, const void *w, const void *a);
 float cpu_q6_K_avx512(int64_t n, const void *w, const void *a);
 
-/*
- * quant_vec_dot_x86 for the other plain block types: Q4_0, Q4_1, Q5_0,
- * Q5_1 (one function, type chosen by the caller) and Q2_K, Q3_K, Q5_K.
- */
-float cpu_legacy_avx512(uint32_t type, int64_t n, const void *w, const void *a);
+/* quant_vec_dot_x86 for the other plain block types. */
+float cpu_q4_0_avx512(int64_t n, const void *w, const void *a);
+float cpu_q4_1_avx512(int64_t n, const void *w, const void *a);
+float cpu_q5_0_avx512(int64_t n, const void *w, const void *a);
+float cpu_q5_1_avx512(int64_t n, const void *w, const void *a);
 float cpu_q2_K_avx512(int64_t n, const void *w, const void *a);
 float cpu_q3_K_avx512(int64_t n, const void *w, const void *a);
 float cpu_q5_K_avx512(int64_t n, const void *w, const void *a);
@@ -108,7 +113,7 @@ void cpu_scale_avx512(float *y, const float *x, float s, const float *w,
 		      int64_t n);
 /* ops_rope on one head of n_rot rotated floats (NEOX or NORM pairs) */
 void cpu_rope_avx512(float *r, uint32_t n_rot, bool neox, const float *cache);
-/* the from_float_avx512 of Q8_K, Q8_0 and F16 (engine/quant/traits.c) */
+/* the from_float_avx512 of Q8_K, Q8_0 and F16 (traits.c) */
 void cpu_q8_K_from_float_avx512(const float *x, void *y, int64_t nb);
 void cpu_q8_0_from_float_avx512(const float *x, void *y, int64_t nb);
 void cpu_f16_from_float_avx512(const float *x, void *y, int64_t n);

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "cpu.h"
-#include "../quant/dot.h"
+#include "dot.h"
 #include "../quant/quant_internal.h"
 
 #if !defined(__x86_64__)
@@ -54,7 +54,19 @@ float cpu_q6_K_avx512(int64_t n, const void *w, const void *a)
 {
 	return NAN;
 }
-float cpu_legacy_avx512(uint32_t type, int64_t n, const void *w, const void *a)
+float cpu_q4_0_avx512(int64_t n, const void *w, const void *a)
+{
+	return NAN;
+}
+float cpu_q4_1_avx512(int64_t n, const void *w, const void *a)
+{
+	return NAN;
+}
+float cpu_q5_0_avx512(int64_t n, const void *w, const void *a)
+{
+	return NAN;
+}
+float cpu_q5_1_avx512(int64_t n, const void *w, const void *a)
 {
 	return NAN;
 }
@@ -584,23 +596,39 @@ CPU_TARGET static __m256i cpu_bits16(uint32_t h)
 	return _mm256_maskz_mov_epi8((__mmask32)h, _mm256_set1_epi8(16));
 }
 
+/* What tells the four legacy block types apart, for cpu_legacy. */
+struct cpu_legacy_shape {
+	int with_min; /* a min per block (the _1 types) */
+	int five;     /* a fifth bit per element (Q5) */
+	int off;      /* the offset the weights are stored with */
+	size_t bw;    /* bytes of a block */
+};
+
+static const struct cpu_legacy_shape cpu_q4_0_shape = {
+	0, 0, 8, sizeof(struct block_q4_0)
+};
+static const struct cpu_legacy_shape cpu_q4_1_shape = {
+	1, 0, 0, sizeof(struct block_q4_1)
+};
+static const struct cpu_legacy_shape cpu_q5_0_shape = {
+	0, 1, 16, sizeof(struct block_q5_0)
+};
+static const struct cpu_legacy_shape cpu_q5_1_shape = {
+	1, 1, 0, sizeof(struct block_q5_1)
+};
+
 /*
  * x86_dot_legacy for Q4_0/Q4_1/Q5_0/Q5_1: the weights as unsigned bytes
  * (nibble, plus 16 for a set fifth bit), the offset (8 or 16) taken off
  * as off * (a's four); summs = fma(m, s, summs) for the _1 types.
+ * Inlined into each type's kernel, its shape a constant there.
  */
-CPU_TARGET float cpu_legacy_avx512(uint32_t type, int64_t n, const void *vw,
-				   const void *va)
+CPU_TARGET static inline __attribute__((always_inline)) float
+cpu_legacy(const struct cpu_legacy_shape *sh, int64_t n, const void *vw,
+	   const void *va)
 {
-	const int with_min = type == IO_TYPE_Q4_1 || type == IO_TYPE_Q5_1;
-	const int five = type == IO_TYPE_Q5_0 || type == IO_TYPE_Q5_1;
-	const int off = type == IO_TYPE_Q4_0 ? 8 :
-			type == IO_TYPE_Q5_0 ? 16 :
-					       0;
-	const size_t bw = type == IO_TYPE_Q4_0 ? sizeof(struct block_q4_0) :
-			  type == IO_TYPE_Q4_1 ? sizeof(struct block_q4_1) :
-			  type == IO_TYPE_Q5_0 ? sizeof(struct block_q5_0) :
-						 sizeof(struct block_q5_1);
+	const int with_min = sh->with_min, five = sh->five, off = sh->off;
+	const size_t bw = sh->bw;
 	/* where qs starts: after d (and m) (and qh) */
 	const size_t qs_at = 2 + 2 * with_min + 4 * five;
 	const size_t ab = with_min ? sizeof(struct block_q8_1) :
@@ -649,6 +677,26 @@ CPU_TARGET float cpu_legacy_avx512(uint32_t type, int64_t n, const void *vw,
 				      _mm256_cvtepi32_ps(lanes), acc);
 	}
 	return with_min ? cpu_hsum8(acc) + summs : cpu_hsum8(acc);
+}
+
+CPU_TARGET float cpu_q4_0_avx512(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy(&cpu_q4_0_shape, n, w, a);
+}
+
+CPU_TARGET float cpu_q4_1_avx512(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy(&cpu_q4_1_shape, n, w, a);
+}
+
+CPU_TARGET float cpu_q5_0_avx512(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy(&cpu_q5_0_shape, n, w, a);
+}
+
+CPU_TARGET float cpu_q5_1_avx512(int64_t n, const void *w, const void *a)
+{
+	return cpu_legacy(&cpu_q5_1_shape, n, w, a);
 }
 
 /* Scales for a 32-element load: v[0..3] = s[j], v[4..7] = s[j + 1]. */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * The element-wise steps of a token in 16 lanes: ggml_v_expf and silu
- * (engine/ops.c), the RMS norm's scaling, rope, and the activation
+ * (ops.c), the RMS norm's scaling, rope, and the activation
  * quantizers (Q8_K, Q8_0, F16). Each is the scalar code it replaces done
  * lane by lane with the same IEEE operations on the same values (a
  * product, a quotient, one fused multiply-add are rounded once whatever

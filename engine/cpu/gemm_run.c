@@ -197,13 +197,13 @@ static void gemm_part(void *arg, uint32_t ith, uint32_t nth)
 			gemm_panel_run(j, panel, first, -1);
 }
 
-int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
+int cpu_gemm_matmul(struct cpu_threadpool *pool, float *const *ys,
 		    const struct engine_tensor *w, int64_t e, uint32_t n_tok,
 		    const void *const *acts, bool batch_exact)
 {
 	const struct cpu_gemm_kernels *k = gemm_kernels(w->info->type);
 	const int64_t n = w->info->ne[0], rows = w->info->ne[1];
-	const uint32_t nth = engine_pool_size(pool);
+	const uint32_t nth = cpu_threadpool_size(pool);
 	struct gemm_job job = { .k = k,
 				.ys = ys,
 				.row_bytes = w->row_bytes,
@@ -230,8 +230,9 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 	else
 		/* a panel each thread makes */
 		job.panel_size = cpu_align64(k->panel_bytes(n));
-	scratch = engine_pool_scratch(pool, ab * n_tok + job.panel_size * nth +
-						    sizeof(*job.left) * nth);
+	scratch = cpu_threadpool_scratch(pool, ab * n_tok +
+						       job.panel_size * nth +
+						       sizeof(*job.left) * nth);
 	if (!scratch)
 		return -ENOMEM;
 	job.panels = scratch;
@@ -248,7 +249,7 @@ int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
 		k->act_pack(n, acts[t],
 			    scratch + job.panel_size * nth + ab * t);
 	if (parts > 1)
-		engine_pool_run(pool, gemm_part, &job);
+		cpu_threadpool_run(pool, gemm_part, &job);
 	else
 		gemm_part(&job, 0, 1);
 	return 0;
@@ -289,7 +290,7 @@ static void gemm_pack_part(void *arg, uint32_t ith, uint32_t nth)
 	}
 }
 
-int cpu_gemm_pack(struct engine_pool *pool, const struct engine_tensor *w)
+int cpu_gemm_pack(struct cpu_threadpool *pool, const struct engine_tensor *w)
 {
 	struct gemm_pack_job j = {
 		.kp = gemm_packed_kernels(w->info->type),
@@ -298,15 +299,15 @@ int cpu_gemm_pack(struct engine_pool *pool, const struct engine_tensor *w)
 		.panel = CPU_GEMM_ROWS * w->row_bytes,
 		.data = w->place->data,
 	};
-	const uint32_t nth = engine_pool_size(pool);
+	const uint32_t nth = cpu_threadpool_size(pool);
 
 	/* one panel at a time through a copy: the panel replaces its rows */
 	j.panels = w->place->bytes / j.panel;
-	j.copies = engine_pool_scratch(pool, cpu_align64(j.panel) * nth);
+	j.copies = cpu_threadpool_scratch(pool, cpu_align64(j.panel) * nth);
 	if (!j.copies)
 		return -ENOMEM;
 	if (nth > 1 && j.panels >= nth)
-		engine_pool_run(pool, gemm_pack_part, &j);
+		cpu_threadpool_run(pool, gemm_pack_part, &j);
 	else
 		gemm_pack_part(&j, 0, 1);
 	w->place->layout = CPU_LAYOUT_PANELS;

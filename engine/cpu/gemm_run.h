@@ -12,8 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../model.h"
-#include "../pool.h"
+#include "../tensor.h"
+#include "threadpool.h"
 
 /*
  * Whether cpu_gemm_matmul runs w for a batch of n_tok tokens: n_tok >= 2
@@ -32,7 +32,7 @@ bool cpu_gemm_able(const struct engine_tensor *w, uint32_t n_tok,
  * pool's. 0, or -ENOTSUP (not able) or -ENOMEM (no scratch), computing
  * nothing: the caller then takes ops_matmul.
  */
-int cpu_gemm_matmul(struct engine_pool *pool, float *const *ys,
+int cpu_gemm_matmul(struct cpu_threadpool *pool, float *const *ys,
 		    const struct engine_tensor *w, int64_t e, uint32_t n_tok,
 		    const void *const *acts, bool batch_exact);
 
@@ -58,7 +58,7 @@ bool cpu_gemm_packable(const struct engine_tensor *w);
  * on every read of them must go through the functions below. 0 or
  * -ENOMEM (nothing changed).
  */
-int cpu_gemm_pack(struct engine_pool *pool, const struct engine_tensor *w);
+int cpu_gemm_pack(struct cpu_threadpool *pool, const struct engine_tensor *w);
 /* Row r of expert e of a packed w in the file's bytes, into row. */
 void cpu_gemm_unpack_row(const struct engine_tensor *w, int64_t e, int64_t r,
 			 void *row);

@@ -124,9 +124,7 @@ static const struct gemm_scalar_type gemm_scalar_q6_K_t = { IO_TYPE_Q6_K,
 
 static size_t gemm_scalar_row_bytes(uint32_t type, int64_t n)
 {
-	const struct quant_type_traits *t = quant_traits(type);
-
-	return (size_t)(n / t->blck_size) * t->type_size;
+	return (size_t)(n / quant_blck_size(type)) * quant_type_size(type);
 }
 
 /* rows [0, nr) of a packed panel against nt tokens, one by one */

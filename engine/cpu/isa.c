@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "../../io/io.h"
-#include "../quant/dot.h"
 #include "../quant/quant_internal.h"
 #include "avx2.h"
 #include "attention_tiled.h"
@@ -72,27 +71,6 @@ static float isa_bf16_avx2(int64_t n, const void *w, const void *a)
 	return dot_bf16_with(n, w, a, cpu_bf16_main_avx2);
 }
 
-/* cpu_legacy_avx512 takes the type; the table wants one kernel a type */
-static float isa_q4_0_avx512(int64_t n, const void *w, const void *a)
-{
-	return cpu_legacy_avx512(IO_TYPE_Q4_0, n, w, a);
-}
-
-static float isa_q4_1_avx512(int64_t n, const void *w, const void *a)
-{
-	return cpu_legacy_avx512(IO_TYPE_Q4_1, n, w, a);
-}
-
-static float isa_q5_0_avx512(int64_t n, const void *w, const void *a)
-{
-	return cpu_legacy_avx512(IO_TYPE_Q5_0, n, w, a);
-}
-
-static float isa_q5_1_avx512(int64_t n, const void *w, const void *a)
-{
-	return cpu_legacy_avx512(IO_TYPE_Q5_1, n, w, a);
-}
-
 static const struct cpu_isa isa_avx512 = {
 	.name = "avx512",
 	.features = "AVX-512 F, BW, VL and VNNI",
@@ -102,11 +80,11 @@ static const struct cpu_isa isa_avx512 = {
 		[IO_TYPE_F16] = { .dot = isa_f16_avx512,
 				  .from_float = cpu_f16_from_float_avx512 },
 		[IO_TYPE_BF16] = { .dot = isa_bf16_avx512 },
-		[IO_TYPE_Q4_0] = { .dot = isa_q4_0_avx512,
+		[IO_TYPE_Q4_0] = { .dot = cpu_q4_0_avx512,
 				   .dot_repacked = cpu_q4_0_repacked_avx512 },
-		[IO_TYPE_Q4_1] = { .dot = isa_q4_1_avx512 },
-		[IO_TYPE_Q5_0] = { .dot = isa_q5_0_avx512 },
-		[IO_TYPE_Q5_1] = { .dot = isa_q5_1_avx512 },
+		[IO_TYPE_Q4_1] = { .dot = cpu_q4_1_avx512 },
+		[IO_TYPE_Q5_0] = { .dot = cpu_q5_0_avx512 },
+		[IO_TYPE_Q5_1] = { .dot = cpu_q5_1_avx512 },
 		[IO_TYPE_Q8_0] = { .dot = cpu_q8_0_avx512,
 				   .from_float = cpu_q8_0_from_float_avx512,
 				   .tile = { cpu_q8_0_tile_avx512, NULL },

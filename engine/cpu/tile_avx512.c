@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "cpu.h"
-#include "../quant/dot.h"
+#include "dot.h"
 #include "../quant/quant_internal.h"
 
 #if !defined(__x86_64__)

@@ -1,26 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
- * Dot products in the reference build's order (see dot.h). Each function
- * names the ggml kernel it follows; the orders were read from ggml's
- * source and checked against the disassembly of libggml-cpu-zen4.so and
- * against llama.cpp's intermediate tensors (tests/engine/test_golden.c
- * then sees the golden logits to their printed 9 digits).
+ * Dot products in the reference build's order, in scalar C: the float
+ * dots (libggml-cpu-zen4.so's AVX-512 order) and llama.cpp's repacked
+ * gemv kernels (one float per row). Each function names the ggml kernel
+ * it follows; the orders were read from ggml's source and checked
+ * against the disassembly of libggml-cpu-zen4.so and against llama.cpp's
+ * intermediate tensors (tests/engine/test_golden.c then sees the golden
+ * logits to their printed 9 digits). The plain block kernels (AVX2
+ * order, 8 lanes folded by hsum_float_8) live once, in quant_x86.c.
  *
- * Here: the float dots (AVX-512 order) and llama.cpp's repacked gemv
- * kernels (one float per row), the tiles of the batched matmul, and the
- * choice among the kernels the traits table (traits.c) lists for a type.
- * The plain block kernels (AVX2 order, 8 lanes folded by hsum_float_8)
- * live once, in quant_x86.c (quant_q*_dot_x86), tested there against the
- * live reference library.
+ * The float dots take the vector part of their sum as a function (a
+ * backend's SIMD code, with the same bits) or NULL for the scalar
+ * emulation of it: the tails are the same code either way.
  */
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "../cpu/cpu.h"
-#include "../cpu/isa.h"
-#include "dot.h"
 #include "quant_internal.h"
 
 #ifdef __clang__
@@ -380,118 +377,4 @@ float dot_q2_K_repacked_c(int64_t n, const void *w, const void *a)
 {
 	pthread_once(&dot_half_once, dot_half_init);
 	return dot_q2_k_repacked(n, w, a);
-}
-
-/* NAN, as ggml's missing kernel would be: for types with no dot */
-static float dot_none(int64_t n, const void *w, const void *a)
-{
-	return NAN;
-}
-
-/*
- * The kernel of a weight type at the CPU's level (engine/cpu/isa.h): the
- * repacked gemv where llama.cpp would run one, else the plain dot. Once
- * per matmul, not per block.
- */
-quant_dot_fn dot_row_fn(uint32_t type, bool repacked)
-{
-	quant_dot_fn f;
-
-	pthread_once(&dot_half_once, dot_half_init);
-	f = cpu_isa_dot(cpu_isa(), type, repacked);
-	return f ? f : dot_none;
-}
-
-float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
-	      bool repacked)
-{
-	return dot_row_fn(type, repacked)(n, w, a);
-}
-
-_Static_assert(DOT_TILE_TOKENS == CPU_TILE_TOKENS, "one tile width");
-_Static_assert(DOT_TILE_ROWS == CPU_TILE_ROWS, "one tile height");
-
-/* the tile of (type, repacked) at the CPU's level, or NULL */
-static quant_tile_fn dot_tile_fn(uint32_t type, bool repacked)
-{
-	return type < IO_TYPE_COUNT ? cpu_isa()->type[type].tile[repacked] :
-				      NULL;
-}
-
-bool dot_tile_able(uint32_t type, bool repacked)
-{
-	return dot_tile_fn(type, repacked) != NULL;
-}
-
-bool dot_tile(uint32_t type, int64_t n, const void *w, size_t row_bytes, int nr,
-	      const void *const *a, const void *packed, int nt, float *out,
-	      bool repacked)
-{
-	quant_tile_fn tile = dot_tile_fn(type, repacked);
-
-	if (!tile || nt < 1 || nt > DOT_TILE_TOKENS || nr < 1 ||
-	    nr > DOT_TILE_ROWS)
-		return false;
-	tile(n, w, row_bytes, nr, a, packed, nt, out);
-	return true;
-}
-
-/* Bytes of one pair: Q8_0 adds its block scales as 16 floats a block. */
-static size_t dot_tile_pair_bytes(uint32_t type, int64_t n)
-{
-	return (size_t)n * (quant_vec_dot_type(type) == IO_TYPE_Q8_0 ? 4 : 2);
-}
-
-size_t dot_tile_pack_bytes(uint32_t type, int64_t n, uint32_t nt)
-{
-	return dot_tile_pair_bytes(type, n) * ((nt + 1) / 2);
-}
-
-const void *dot_tile_packed_at(uint32_t type, int64_t n, const void *packed,
-			       uint32_t t)
-{
-	return (const uint8_t *)packed + dot_tile_pair_bytes(type, n) * (t / 2);
-}
-
-/* Where the int8 quants of a Q8_0 (32-element) or Q8_K block start. */
-void dot_tile_pack(uint32_t type, int64_t n, const void *const *a, uint32_t nt,
-		   void *dst)
-{
-	const bool k = quant_vec_dot_type(type) == IO_TYPE_Q8_K;
-	const size_t per = k ? DOT_Q8K_BYTES : 34, at = k ? 4 : 2;
-	const int64_t elems = k ? DOT_QK : 32;
-	uint8_t *o = dst;
-	float *f;
-	uint32_t p;
-	int64_t c;
-	int l;
-
-	pthread_once(&dot_half_once, dot_half_init); /* dot_h2f's table */
-	for (p = 0; 2 * p < nt; p++) {
-		const uint8_t *a0 = a[2 * p];
-		const uint8_t *a1 = a[2 * p + 1 < nt ? 2 * p + 1 : 2 * p];
-
-		f = (float *)(o + 2 * n);
-		for (c = 0; c < n / 32; c++, o += 64) {
-			size_t off = (size_t)(c * 32 / elems) * per + at +
-				     (size_t)(c * 32 % elems);
-
-			memcpy(o, a0 + off, 32);
-			memcpy(o + 32, a1 + off, 32);
-			if (k)
-				continue;
-			/* Q8_0: stored + 128, vpdpbusd's unsigned operand */
-			for (l = 0; l < 64; l++)
-				o[l] ^= 0x80;
-			for (l = 0; l < 16; l++, f++)
-				*f = dot_h2f((l < 8 ? a0 : a1) + c * per);
-		}
-		if (!k)
-			o = (uint8_t *)f;
-	}
-}
-
-float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y)
-{
-	return cpu_isa_dot(cpu_isa(), IO_TYPE_F16, false)(n, x, y);
 }

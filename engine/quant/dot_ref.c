@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * The scalar reference dots: every weight type's dot product in ggml's
- * portable order (ggml-cpu/quants.c ggml_vec_dot_*_generic, vec.cpp
+ * portable order (ggml-cpu's quants.c ggml_vec_dot_*_generic, vec.cpp
  * without GGML_SIMD), the traits table's vec_dot_ref. Only quant_vec_dot
  * reaches them, for tests (test_quant, test_quant_ggml hold them to
  * libggml's generic kernels); the forward pass runs the reference
- * build's order instead (vec_dot: quant_x86.c, dot.c, engine/cpu/).
+ * build's order instead (vec_dot: quant_x86.c, dot.c, and a backend's
+ * vector kernels of the same bits).
  *
  *   legacy         exact integer sums per block, then one float
  *                  multiply-add per block

@@ -9,7 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "../cpu/isa.h"
 #include "quant_internal.h"
 
 /* ---- half and bfloat16 -------------------------------------------------- */
@@ -140,11 +139,9 @@ uint32_t quant_vec_dot_type(uint32_t type)
 void quant_from_float(uint32_t type, const float *x, void *y, int64_t n)
 {
 	const struct quant_type_traits *t = quant_traits(type);
-	/* the same bits in vectors, where the CPU's level has them */
-	quant_from_float_fn f = cpu_isa_from_float(cpu_isa(), type);
 
-	if (f)
-		f(x, y, n / t->blck_size);
+	if (t->from_float)
+		t->from_float(x, y, n / quant_blck_size(type));
 }
 
 void quant_from_float_ref(uint32_t type, const float *x, void *y, int64_t n)
@@ -152,7 +149,7 @@ void quant_from_float_ref(uint32_t type, const float *x, void *y, int64_t n)
 	const struct quant_type_traits *t = quant_traits(type);
 
 	if (t->from_float_ref)
-		t->from_float_ref(x, y, n / t->blck_size);
+		t->from_float_ref(x, y, n / quant_blck_size(type));
 }
 
 void quant_to_float(uint32_t type, const void *x, float *y, int64_t n)
@@ -160,7 +157,7 @@ void quant_to_float(uint32_t type, const void *x, float *y, int64_t n)
 	const struct quant_type_traits *t = quant_traits(type);
 
 	if (t->to_float)
-		t->to_float(x, y, n / t->blck_size);
+		t->to_float(x, y, n / quant_blck_size(type));
 }
 
 float quant_vec_dot(uint32_t type, int64_t n, const void *w, const void *a)
@@ -169,7 +166,7 @@ float quant_vec_dot(uint32_t type, int64_t n, const void *w, const void *a)
 
 	if (!t->weight || !t->vec_dot_ref)
 		return NAN;
-	return t->vec_dot_ref(n / t->blck_size, w, a);
+	return t->vec_dot_ref(n / quant_blck_size(type), w, a);
 }
 
 /*
@@ -180,7 +177,7 @@ float quant_vec_dot_x86(uint32_t type, int64_t n, const void *w, const void *a)
 {
 	const struct quant_type_traits *t = quant_traits(type);
 
-	if (t->blck_size > 1 && t->weight && t->vec_dot)
+	if (quant_blck_size(type) > 1 && t->weight && t->vec_dot)
 		return t->vec_dot(n, w, a);
 	return quant_vec_dot(type, n, w, a);
 }

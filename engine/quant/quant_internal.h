@@ -2,8 +2,8 @@
 /*
  * Block layouts of ggml's quantized types (ggml/src/ggml-common.h), byte
  * for byte, and the per-type kernels that traits.c puts in quant.h's
- * table. Only engine/quant/ and engine/cpu/ include this; everything else
- * goes through quant.h.
+ * table. Only engine/quant/ and the backends' kernels include this;
+ * everything else goes through quant.h.
  *
  * A "half" is an IEEE binary16 stored as its bits. Every struct here has
  * exactly ggml's size (checked below) and no padding, so a row of blocks
@@ -216,9 +216,24 @@ float quant_q5_K_dot_x86(int64_t n, const void *w, const void *a);
 float quant_q6_K_dot_x86(int64_t n, const void *w, const void *a);
 
 /*
- * dot.c's float dots (zen4 order) and repacked gemvs in scalar C; the
- * float dots' vector parts per level are engine/cpu/isa.c's.
+ * dot.c's float dots (zen4 order) with main, the vector part of the sum
+ * (np, a multiple of 64, first elements), or NULL for the scalar
+ * emulation of it; _c are the scalar ones as the type table holds them,
+ * with the repacked gemvs.
  */
+typedef float (*dot_f32_main_fn)(int64_t np, const float *x, const float *y);
+typedef float (*dot_f16_main_fn)(int64_t np, const uint16_t *x,
+				 const uint16_t *y);
+typedef void (*dot_bf16_main_fn)(int64_t np, const uint16_t *x,
+				 const uint16_t *y, float c[2]);
+float dot_f32_with(int64_t n, const float *x, const float *y,
+		   dot_f32_main_fn main);
+float dot_f16_with(int64_t n, const uint16_t *x, const uint16_t *y,
+		   dot_f16_main_fn main);
+float dot_bf16_with(int64_t n, const uint16_t *x, const uint16_t *y,
+		    dot_bf16_main_fn main);
+/* _mm512_reduce_add_ps of 16 floats, in GCC's order. */
+float dot_hsum16(const float *v);
 float dot_f32_c(int64_t n, const void *w, const void *a);
 float dot_f16_c(int64_t n, const void *w, const void *a);
 float dot_bf16_c(int64_t n, const void *w, const void *a);

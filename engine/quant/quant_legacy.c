@@ -7,7 +7,7 @@
  *   from_float     weights: quantize_row_*_ref (what llama-quantize writes
  *                  without an importance matrix); activations Q8_0/Q8_1:
  *                  the AVX2/AVX-512 quantize_row_q8_{0,1} of
- *                  ggml-cpu/arch/x86/quants.c, which scales by 127/max
+ *                  ggml-cpu's arch/x86/quants.c, which scales by 127/max
  *                  and rounds ties to even, unlike the _ref versions
  *
  * Their dots in ggml's scalar order are dot_ref.c's (the reference, for

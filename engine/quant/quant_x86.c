@@ -2,7 +2,7 @@
 /*
  * quant_q*_dot_x86, the traits table's vec_dot of the block types: the
  * quantized dot products summed in exactly the order of ggml's AVX2
- * kernels (ggml-cpu/arch/x86/quants.c), which is what libggml-cpu-zen4.so,
+ * kernels (ggml-cpu's arch/x86/quants.c), which is what libggml-cpu-zen4.so,
  * the build behind ../shared/golden, runs. Scalar C that emulates the
  * vector lanes, so the floats come out bit for bit.
  *

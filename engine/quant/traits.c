@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * The one table of tensor types (quant.h, struct quant_type_traits): what
- * ggml keeps in type_traits[] (ggml.c) and type_traits_cpu[] (ggml-cpu.c).
- * Every dispatch on a tensor type reads a row here; adding a type is
- * adding a row (Documentation/engine.md, "How to add a tensor type").
+ * The engine's columns of the one table of tensor types (quant.h, struct
+ * quant_type_traits): what ggml keeps in type_traits[] (ggml.c), next to
+ * the layout io/types.c holds. Every dispatch on a tensor type reads a
+ * row here or a backend's own columns of it (the CPU's vector kernels);
+ * adding a type is adding a row (Documentation/engine.md, "How to add a
+ * tensor type").
  *
  * The vec_dot_type column is ggml-cpu.c's; the kernels are named after
  * the ggml code they follow where they are defined.
@@ -12,8 +14,8 @@
 
 const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 	[IO_TYPE_F32] = {
-		.name = "f32", .blck_size = 1, .type_size = 4,
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_F32,
+		.kv_elem = QUANT_KV_F32,
 		.to_float = quant_f32_to_float,
 		.from_float = quant_f32_from_float,
 		.from_float_ref = quant_f32_from_float,
@@ -21,8 +23,8 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = dot_f32_c,
 	},
 	[IO_TYPE_F16] = {
-		.name = "f16", .blck_size = 1, .type_size = 2,
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_F16,
+		.kv_elem = QUANT_KV_F16,
 		.to_float = quant_f16_to_float,
 		.from_float = quant_f16_from_float,
 		.from_float_ref = quant_f16_from_float,
@@ -30,7 +32,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = dot_f16_c,
 	},
 	[IO_TYPE_BF16] = {
-		.name = "bf16", .blck_size = 1, .type_size = 2,
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_BF16,
 		.to_float = quant_bf16_to_float,
 		.from_float = quant_bf16_from_float,
@@ -39,8 +40,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = dot_bf16_c,
 	},
 	[IO_TYPE_Q4_0] = {
-		.name = "q4_0", .blck_size = QK4_0,
-		.type_size = sizeof(struct block_q4_0),
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_0,
 		.to_float = quant_q4_0_to_float,
 		.from_float = quant_q4_0_from_float,
@@ -50,8 +49,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot_repacked = dot_q4_0_repacked_c,
 	},
 	[IO_TYPE_Q4_1] = {
-		.name = "q4_1", .blck_size = QK4_1,
-		.type_size = sizeof(struct block_q4_1),
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_1,
 		.to_float = quant_q4_1_to_float,
 		.from_float = quant_q4_1_from_float,
@@ -60,8 +57,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = quant_q4_1_dot_x86,
 	},
 	[IO_TYPE_Q5_0] = {
-		.name = "q5_0", .blck_size = QK5_0,
-		.type_size = sizeof(struct block_q5_0),
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_0,
 		.to_float = quant_q5_0_to_float,
 		.from_float = quant_q5_0_from_float,
@@ -70,8 +65,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = quant_q5_0_dot_x86,
 	},
 	[IO_TYPE_Q5_1] = {
-		.name = "q5_1", .blck_size = QK5_1,
-		.type_size = sizeof(struct block_q5_1),
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_1,
 		.to_float = quant_q5_1_to_float,
 		.from_float = quant_q5_1_from_float,
@@ -80,8 +73,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = quant_q5_1_dot_x86,
 	},
 	[IO_TYPE_Q8_0] = {
-		.name = "q8_0", .blck_size = QK8_0,
-		.type_size = sizeof(struct block_q8_0),
 		.weight = true, .kv = true, .vec_dot_type = IO_TYPE_Q8_0,
 		.to_float = quant_q8_0_to_float,
 		.from_float = quant_q8_0_from_float,
@@ -91,15 +82,11 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 	},
 	/* Q8_1 and Q8_K are activation types only: no dot of their own */
 	[IO_TYPE_Q8_1] = {
-		.name = "q8_1", .blck_size = QK8_1,
-		.type_size = sizeof(struct block_q8_1),
 		.to_float = quant_q8_1_to_float,
 		.from_float = quant_q8_1_from_float,
 		.from_float_ref = quant_q8_1_from_float_ref,
 	},
 	[IO_TYPE_Q2_K] = {
-		.name = "q2_K", .blck_size = QK_K,
-		.type_size = sizeof(struct block_q2_K),
 		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
 		.to_float = quant_q2_K_to_float,
 		.from_float = quant_q2_K_from_float,
@@ -109,8 +96,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot_repacked = dot_q2_K_repacked_c,
 	},
 	[IO_TYPE_Q3_K] = {
-		.name = "q3_K", .blck_size = QK_K,
-		.type_size = sizeof(struct block_q3_K),
 		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
 		.to_float = quant_q3_K_to_float,
 		.from_float = quant_q3_K_from_float,
@@ -119,8 +104,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = quant_q3_K_dot_x86,
 	},
 	[IO_TYPE_Q4_K] = {
-		.name = "q4_K", .blck_size = QK_K,
-		.type_size = sizeof(struct block_q4_K),
 		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
 		.to_float = quant_q4_K_to_float,
 		.from_float = quant_q4_K_from_float,
@@ -130,8 +113,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot_repacked = dot_q4_K_repacked_c,
 	},
 	[IO_TYPE_Q5_K] = {
-		.name = "q5_K", .blck_size = QK_K,
-		.type_size = sizeof(struct block_q5_K),
 		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
 		.to_float = quant_q5_K_to_float,
 		.from_float = quant_q5_K_from_float,
@@ -140,8 +121,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = quant_q5_K_dot_x86,
 	},
 	[IO_TYPE_Q6_K] = {
-		.name = "q6_K", .blck_size = QK_K,
-		.type_size = sizeof(struct block_q6_K),
 		.weight = true, .vec_dot_type = IO_TYPE_Q8_K,
 		.to_float = quant_q6_K_to_float,
 		.from_float = quant_q6_K_from_float,
@@ -150,8 +129,6 @@ const struct quant_type_traits quant_type_table[IO_TYPE_COUNT] = {
 		.vec_dot = quant_q6_K_dot_x86,
 	},
 	[IO_TYPE_Q8_K] = {
-		.name = "q8_K", .blck_size = QK_K,
-		.type_size = sizeof(struct block_q8_K),
 		.to_float = quant_q8_K_to_float,
 		.from_float = quant_q8_K_from_float,
 		.from_float_ref = quant_q8_K_from_float,

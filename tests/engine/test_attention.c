@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * engine/attention.h: the F16 vector steps give the scalar code's bits
+ * engine/cpu/attention.h: the F16 vector steps give the scalar code's bits
  * (every element, tails included); every K/V type pair computes softmax
  * attention (against a plain double-precision one over the dequantized
  * rows); how the positions are cut into runs changes no bit; merging the
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/attention.h"
+#include "../../engine/cpu/attention.h"
 #include "../../engine/cpu/attention_tiled.h"
 #include "../../engine/cpu/isa.h"
 #include "../../engine/quant/quant.h"

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "../../engine/cpu/isa.h"
-#include "../../engine/ops.h"
+#include "../../engine/cpu/ops.h"
 #include "../../engine/quant/quant.h"
 #include "../../engine/quant/quant_internal.h"
 #include "../common/check_main.h"

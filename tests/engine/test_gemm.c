@@ -21,9 +21,9 @@
 #include <string.h>
 
 #include "../../engine/cpu/cpu.h"
+#include "../../engine/cpu/dot.h"
 #include "../../engine/cpu/gemm.h"
 #include "../../engine/cpu/isa.h"
-#include "../../engine/quant/dot.h"
 #include "../../engine/quant/quant.h"
 #include "../../engine/quant/quant_internal.h"
 #include "../common/check_main.h"
@@ -122,8 +122,7 @@ static float gemm_rand(unsigned *seed)
 static uint8_t *gemm_rows(uint32_t type, int64_t n, int rows, unsigned *seed,
 			  bool ref)
 {
-	const struct quant_type_traits *t = quant_traits(type);
-	size_t rb = (size_t)(n / t->blck_size) * t->type_size;
+	size_t rb = (size_t)(n / quant_blck_size(type)) * quant_type_size(type);
 	uint8_t *out = malloc(rb * (size_t)rows);
 	float *x = malloc(sizeof(float) * (size_t)n);
 	int r;
@@ -153,24 +152,24 @@ static uint8_t *gemm_rows(uint32_t type, int64_t n, int rows, unsigned *seed,
 static uint8_t *gemm_rows_raw(uint32_t type, int64_t n, int rows,
 			      unsigned *seed)
 {
-	const struct quant_type_traits *t = quant_traits(type);
-	const int64_t nb = n / t->blck_size * rows;
-	uint8_t *out = malloc((size_t)nb * t->type_size);
-	float *x = malloc(sizeof(float) * t->blck_size);
+	const int64_t nb = n / quant_blck_size(type) * rows;
+	uint8_t *out = malloc((size_t)nb * quant_type_size(type));
+	float *x = malloc(sizeof(float) * quant_blck_size(type));
 	int64_t b;
 	uint32_t i;
 
 	ck_assert_ptr_nonnull(out);
 	ck_assert_ptr_nonnull(x);
 	for (b = 0; b < nb; b++) {
-		uint8_t *blk = out + (size_t)b * t->type_size;
+		uint8_t *blk = out + (size_t)b * quant_type_size(type);
 		bool finite;
 
 		do {
-			for (i = 0; i < t->type_size; i++)
+			for (i = 0; i < quant_type_size(type); i++)
 				blk[i] = (uint8_t)rand_r(seed);
-			quant_to_float(type, blk, x, t->blck_size);
-			for (finite = true, i = 0; i < t->blck_size; i++)
+			quant_to_float(type, blk, x, quant_blck_size(type));
+			for (finite = true, i = 0; i < quant_blck_size(type);
+			     i++)
 				finite = finite && isfinite(x[i]);
 		} while (!finite);
 	}
@@ -180,9 +179,8 @@ static uint8_t *gemm_rows_raw(uint32_t type, int64_t n, int rows,
 
 static size_t gemm_row_bytes(uint32_t type, int64_t n)
 {
-	const struct quant_type_traits *t = quant_traits(type);
 
-	return (size_t)(n / t->blck_size) * t->type_size;
+	return (size_t)(n / quant_blck_size(type)) * quant_type_size(type);
 }
 
 /*
@@ -196,7 +194,7 @@ static void gemm_check(uint32_t type, const struct cpu_gemm_kernels *k,
 {
 	const uint32_t at = quant_vec_dot_type(type);
 	const size_t rb = gemm_row_bytes(type, n), arb = gemm_row_bytes(at, n);
-	const int64_t nb = n / quant_traits(type)->blck_size;
+	const int64_t nb = n / quant_blck_size(type);
 	const gemm_block_fn model = gemm_model_of(type);
 	const int ny = GEMM_ROW0 + CPU_GEMM_ROWS + 3;
 	int r, t;
@@ -218,8 +216,8 @@ static void gemm_check(uint32_t type, const struct cpu_gemm_kernels *k,
 				ck_assert_msg(
 					y[t][r] == GEMM_SENTINEL,
 					"%s n %lld nr %d nt %d: y[%d][%d] written",
-					quant_traits(type)->name, (long long)n,
-					nr, nt, t, r);
+					quant_type_name(type), (long long)n, nr,
+					nt, t, r);
 				continue;
 			}
 			if (model) {
@@ -227,18 +225,16 @@ static void gemm_check(uint32_t type, const struct cpu_gemm_kernels *k,
 				ck_assert_msg(
 					!memcmp(&want, &y[t][r], 4),
 					"%s n %lld nr %d nt %d: row %d token %d: %.9g, model %.9g",
-					quant_traits(type)->name, (long long)n,
-					nr, nt, r - GEMM_ROW0, t, y[t][r],
-					want);
+					quant_type_name(type), (long long)n, nr,
+					nt, r - GEMM_ROW0, t, y[t][r], want);
 			}
 			if (k->exact) {
 				want = dot_row(type, n, wr, ar, true);
 				ck_assert_msg(
 					!memcmp(&want, &y[t][r], 4),
 					"%s n %lld nr %d nt %d: row %d token %d: %.9g, dot_row %.9g",
-					quant_traits(type)->name, (long long)n,
-					nr, nt, r - GEMM_ROW0, t, y[t][r],
-					want);
+					quant_type_name(type), (long long)n, nr,
+					nt, r - GEMM_ROW0, t, y[t][r], want);
 			}
 		}
 	}
@@ -277,11 +273,11 @@ START_TEST(test_gemm_types)
 		ck_assert_msg(
 			gemm_model_of(type) || k->exact,
 			"%s has GEMM kernels but test_gemm no model of them",
-			tr->name);
+			quant_type_name(type));
 		for (bi = 0; bi < sizeof(blocks) / sizeof(blocks[0]); bi++) {
 			const bool raw = blocks[bi] < 0;
 			const int64_t n = (raw ? -blocks[bi] : blocks[bi]) *
-					  tr->blck_size;
+					  quant_blck_size(type);
 			uint8_t *w = raw ? gemm_rows_raw(type, n, CPU_GEMM_ROWS,
 							 &seed) :
 					   gemm_rows(type, n, CPU_GEMM_ROWS,

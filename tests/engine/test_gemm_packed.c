@@ -25,9 +25,9 @@
 #include <string.h>
 
 #include "../../engine/cpu/cpu.h"
+#include "../../engine/cpu/dot.h"
 #include "../../engine/cpu/gemm.h"
 #include "../../engine/cpu/isa.h"
-#include "../../engine/quant/dot.h"
 #include "../../engine/quant/quant.h"
 #include "../../engine/quant/quant_internal.h"
 #include "../common/check_main.h"
@@ -50,9 +50,9 @@ static const struct cpu_gemm_kernels *pq_scalar(uint32_t type)
 
 static size_t pq_row_bytes(uint32_t type, int64_t n)
 {
-	const struct quant_type_traits *t = quant_traits(type);
+	const struct io_type_info *t = io_type_info(type);
 
-	return (size_t)(n / t->blck_size) * t->type_size;
+	return (size_t)(n / t->block_elems) * t->block_bytes;
 }
 
 static float pq_rand(unsigned *seed)
@@ -92,10 +92,10 @@ static uint8_t *pq_quantized(uint32_t type, int64_t n, int rows, unsigned *seed)
  */
 static uint8_t *pq_raw(uint32_t type, int64_t n, int rows, unsigned *seed)
 {
-	const struct quant_type_traits *t = quant_traits(type);
-	const int64_t nb = n / t->blck_size * rows;
-	uint8_t *out = malloc((size_t)nb * t->type_size);
-	float *x = malloc(sizeof(float) * t->blck_size);
+	const struct io_type_info *t = io_type_info(type);
+	const int64_t nb = n / t->block_elems * rows;
+	uint8_t *out = malloc((size_t)nb * t->block_bytes);
+	float *x = malloc(sizeof(float) * t->block_elems);
 	int64_t b;
 	uint32_t i;
 	bool finite;
@@ -103,13 +103,13 @@ static uint8_t *pq_raw(uint32_t type, int64_t n, int rows, unsigned *seed)
 	ck_assert_ptr_nonnull(out);
 	ck_assert_ptr_nonnull(x);
 	for (b = 0; b < nb; b++) {
-		uint8_t *blk = out + (size_t)b * t->type_size;
+		uint8_t *blk = out + (size_t)b * t->block_bytes;
 
 		do {
-			for (i = 0; i < t->type_size; i++)
+			for (i = 0; i < t->block_bytes; i++)
 				blk[i] = (uint8_t)rand_r(seed);
-			quant_to_float(type, blk, x, t->blck_size);
-			for (finite = true, i = 0; i < t->blck_size; i++)
+			quant_to_float(type, blk, x, t->block_elems);
+			for (finite = true, i = 0; i < t->block_elems; i++)
 				finite = finite && isfinite(x[i]);
 		} while (!finite);
 	}
@@ -142,7 +142,7 @@ START_TEST(test_packed_layout)
 {
 	const uint32_t type = pq_types[_i];
 	const struct cpu_gemm_packed *k = pq_scalar(type)->packed;
-	const struct quant_type_traits *t = quant_traits(type);
+	const struct io_type_info *t = io_type_info(type);
 	const int units = type == IO_TYPE_Q8_0 ? 8 :
 			  type == IO_TYPE_Q4_K ? 36 :
 						 52;
@@ -151,11 +151,11 @@ START_TEST(test_packed_layout)
 	int64_t blocks;
 
 	for (blocks = 1; blocks <= 12; blocks += 5) {
-		const int64_t n = blocks * t->blck_size;
+		const int64_t n = blocks * t->block_elems;
 		const size_t rb = pq_row_bytes(type, n);
 		/* rows further apart than one row: row_bytes is honoured */
-		const size_t stride = rb + 3 * t->type_size;
-		uint8_t *w = pq_raw(type, n + 3 * t->blck_size, PQ_ROWS, &seed);
+		const size_t stride = rb + 3 * t->block_bytes;
+		uint8_t *w = pq_raw(type, n + 3 * t->block_elems, PQ_ROWS, &seed);
 		uint8_t *row = malloc(rb), *panel;
 		const size_t sb = (size_t)units * 64;
 		void *base;
@@ -168,7 +168,7 @@ START_TEST(test_packed_layout)
 		for (ib = 0; ib < blocks; ib++)
 			for (r = 0; r < PQ_ROWS; r++) {
 				const uint8_t *b = w + stride * r +
-						   t->type_size * ib;
+						   t->block_bytes * ib;
 
 				for (u = 0; u < units; u++)
 					ck_assert(!memcmp(
@@ -254,7 +254,7 @@ static void pq_check(uint32_t type, int64_t n, const uint8_t *w,
 
 	ck_assert(acts && acts_s && ref_panel);
 	snprintf(msg, sizeof(msg), "%s %s %s", cpu_isa()->name,
-		 quant_traits(type)->name, what);
+		 quant_type_name(type), what);
 	for (t = 0; t < PQ_MAX_TOK; t++) {
 		k->act_pack(n, a + arb * t, acts + ab * t);
 		ks->act_pack(n, a + arb * t, acts_s + abs_ * t);
@@ -327,7 +327,7 @@ START_TEST(test_packed_run)
 	for (bi = 0; bi < sizeof(blocks) / sizeof(blocks[0]); bi++)
 		for (raw = 0; raw < 2; raw++) {
 			const int64_t n = blocks[bi] *
-					  quant_traits(type)->blck_size;
+					  quant_blck_size(type);
 			uint8_t *a = pq_quantized(at, n, PQ_MAX_TOK, &seed);
 			uint8_t *w = raw ? pq_raw(type, n, PQ_ROWS, &seed) :
 					   pq_quantized(type, n, PQ_ROWS,
@@ -358,8 +358,8 @@ START_TEST(test_packed_extremes)
 {
 	const uint32_t type = pq_types[_i % PQ_TYPES];
 	const uint32_t at = quant_vec_dot_type(type);
-	const struct quant_type_traits *t = quant_traits(type);
-	const int64_t n = 2 * t->blck_size, nb = 2;
+	const struct io_type_info *t = io_type_info(type);
+	const int64_t n = 2 * t->block_elems, nb = 2;
 	const size_t rb = pq_row_bytes(type, n), arb = pq_row_bytes(at, n);
 	uint8_t *w, *a;
 	int r, k, i, j, lowest;
@@ -372,11 +372,11 @@ START_TEST(test_packed_extremes)
 	ck_assert(w && a);
 	for (r = 0; r < PQ_ROWS; r++)
 		for (i = 0; i < nb; i++) {
-			uint8_t *b = w + rb * r + t->type_size * i;
+			uint8_t *b = w + rb * r + t->block_bytes * i;
 			const uint8_t fill = r & 1 ? 0xff : r & 2 ? 0x5a : 0x80;
 			const uint16_t d = quant_fp32_to_fp16(0.5f + r);
 
-			memset(b, fill, t->type_size);
+			memset(b, fill, t->block_bytes);
 			if (type == IO_TYPE_Q8_0) {
 				memcpy(b, &d, 2);
 				if (r % 4 == 3)

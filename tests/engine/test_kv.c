@@ -267,7 +267,7 @@ START_TEST(test_kv_types)
 END_TEST
 
 /*
- * The cache's interface (kv.h): what engine_kv_store puts at a position
+ * The cache's interface (kv.h): what is stored at engine_kv_rows' place
  * is what engine_kv_view shows there, converted to the sequence's types;
  * a view is one block's run (64 positions) or less, and its strides and
  * head offsets address every head of every position in it.
@@ -284,6 +284,7 @@ START_TEST(test_kv_store_view)
 	struct err err = { 0 };
 	float k[64], v[64], got;
 	uint16_t want16[64];
+	uint8_t *krow, *vrow;
 	uint32_t pos, i;
 
 	ck_assert_uint_le(nk, 64);
@@ -296,7 +297,9 @@ START_TEST(test_kv_store_view)
 			k[i] = (float)pos + (float)i / 64;
 		for (i = 0; i < nv; i++)
 			v[i] = -(float)pos - (float)i / 128;
-		engine_kv_store(seq, il, pos, k, v);
+		engine_kv_rows(seq, il, pos, &krow, &vrow);
+		quant_from_float(IO_TYPE_F32, k, krow, nk);
+		quant_from_float(IO_TYPE_F16, v, vrow, nv);
 	}
 	/* the first block's run, then the rest; a run stops at end */
 	engine_kv_view(seq, il, 0, n, &view);

@@ -22,8 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../engine/cpu/dot.h"
 #include "../../engine/cpu/isa.h"
-#include "../../engine/quant/dot.h"
 #include "../../engine/quant/quant.h"
 #include "../common/check_main.h"
 
@@ -93,7 +93,7 @@ static bool simd_kernel_at(int k, struct simd_kernel *out)
 	out->type = type;
 	out->repacked = repacked;
 	snprintf(out->name, sizeof(out->name), "%s %s%s", isa->name,
-		 quant_traits(type)->name, repacked ? " repacked" : "");
+		 quant_type_name(type), repacked ? " repacked" : "");
 	return true;
 }
 
@@ -339,7 +339,7 @@ START_TEST(test_simd_tile)
 	if (!dot_tile_able(k->type, k->repacked))
 		return;
 	snprintf(k->name, sizeof(k->name), "%s %s%s tile", cpu_isa()->name,
-		 quant_traits(k->type)->name, k->repacked ? " repacked" : "");
+		 quant_type_name(k->type), k->repacked ? " repacked" : "");
 	at = quant_vec_dot_type(k->type);
 	ab = simd_row_bytes(at, most);
 	wb = simd_row_bytes(k->type, most);

@@ -7,7 +7,7 @@
  *
  *   Q is converted to K's vec_dot type (F16 for F16 K, Q8_0 for Q4_0 K,
  *   Q8_1 for Q4_1 K, ...), each cached K row dotted with it by K's dot
- *   kernel (engine/quant/dot.c), scaled; an online softmax with expf; V
+ *   kernel (dot.h), scaled; an online softmax with expf; V
  *   accumulated in an F16 vector for F16 V (ggml_vec_mad_f16 and
  *   ggml_vec_scale_f16, rounding to F16 after every step), otherwise each
  *   V row converted to floats and accumulated in F32 (ggml_vec_mad_f32).
@@ -23,15 +23,12 @@
  * element goes through the same operation as in the scalar code (one FMA,
  * one rounding to nearest even), so the bits are the same either way.
  */
-#ifndef LLMFS_ENGINE_ATTENTION_H
-#define LLMFS_ENGINE_ATTENTION_H
+#ifndef LLMFS_ENGINE_CPU_ATTENTION_H
+#define LLMFS_ENGINE_CPU_ATTENTION_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* True for the K/V cache types attention computes with. */
-bool att_type_supported(uint32_t type);
 
 /* Shape and types of one layer's attention. */
 struct att_shape {
@@ -51,6 +48,7 @@ struct att_state {
 	uint16_t *acc16; /* F16 V: the accumulator */
 	float *acc32;	 /* other V types: the accumulator, then VKQ32 */
 	float *v32;	 /* one V row as floats */
+	int v_elem;	 /* how V is read: quant.h's enum quant_kv_elem */
 };
 
 /*

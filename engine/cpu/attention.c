@@ -11,21 +11,16 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "../quant/quant.h"
 #include "attention.h"
-#include "cpu/cpu.h"
-#include "cpu/isa.h"
-#include "quant/dot.h"
-#include "quant/quant.h"
+#include "cpu.h"
+#include "dot.h"
+#include "isa.h"
 
 /* ggml's C is compiled without contraction; so is this (see quant). */
 #ifdef __clang__
 #pragma clang fp contract(off)
 #endif
-
-bool att_type_supported(uint32_t type)
-{
-	return quant_traits(type)->kv;
-}
 
 /* ---- the vector steps -------------------------------------------------- */
 
@@ -187,12 +182,12 @@ void att_begin(struct att_state *st, const struct att_shape *sh, const float *q,
 	st->acc32 = (float *)p;
 	p += cpu_align64((size_t)sh->head_dim_v * 4);
 	st->v32 = (float *)p;
-	if (sh->type_v == IO_TYPE_F16)
+	st->v_elem = quant_traits(sh->type_v)->kv_elem;
+	if (st->v_elem == QUANT_KV_F16)
 		memset(st->acc16, 0, sh->head_dim_v * sizeof(*st->acc16));
 	else
 		memset(st->acc32, 0, sh->head_dim_v * sizeof(*st->acc32));
-	quant_from_float(quant_vec_dot_type(sh->type_k), q, st->q,
-			 sh->head_dim);
+	cpu_from_float(quant_vec_dot_type(sh->type_k), q, st->q, sh->head_dim);
 }
 
 /* One position: s = K.Q scaled, then the online softmax step. */
@@ -210,16 +205,16 @@ static void att_step(struct att_state *st, const uint8_t *k, const uint8_t *v)
 
 		st->M = s;
 		ms = expf(mold - st->M);
-		if (sh->type_v == IO_TYPE_F16)
+		if (st->v_elem == QUANT_KV_F16)
 			att_scale_f16(st->acc16, ms, dv, true);
 		else
 			att_scale_f32(st->acc32, ms, dv);
 	} else {
 		vs = expf(s - st->M);
 	}
-	if (sh->type_v == IO_TYPE_F16) {
+	if (st->v_elem == QUANT_KV_F16) {
 		att_mad_f16(st->acc16, (const uint16_t *)v, vs, dv, true);
-	} else if (sh->type_v == IO_TYPE_F32) {
+	} else if (st->v_elem == QUANT_KV_F32) {
 		att_mad_f32(st->acc32, (const float *)v, vs, dv);
 	} else {
 		quant_to_float(sh->type_v, v, st->v32, dv);
@@ -243,7 +238,8 @@ void att_run(struct att_state *st, const uint8_t *k, size_t k_stride,
 	const struct att_shape *sh = st->sh;
 	const struct cpu_isa_att *att = att_level();
 
-	if (sh->type_k == IO_TYPE_F16 && sh->type_v == IO_TYPE_F16 &&
+	if (quant_traits(sh->type_k)->kv_elem == QUANT_KV_F16 &&
+	    quant_traits(sh->type_v)->kv_elem == QUANT_KV_F16 &&
 	    sh->head_dim % 64 == 0 && sh->head_dim <= ATT_FAST_MAX &&
 	    sh->head_dim_v % 16 == 0 && sh->head_dim_v <= ATT_FAST_MAX && att &&
 	    att->run_f16) {
@@ -257,7 +253,7 @@ void att_vkq(struct att_state *st, float *vkq)
 {
 	const uint32_t dv = st->sh->head_dim_v;
 
-	if (st->sh->type_v == IO_TYPE_F16)
+	if (st->v_elem == QUANT_KV_F16)
 		att_f16_to_f32(vkq, st->acc16, dv, true);
 	else if (vkq != st->acc32)
 		memcpy(vkq, st->acc32, dv * sizeof(*vkq));

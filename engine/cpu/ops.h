@@ -4,16 +4,16 @@
  * backend computes it for llama.cpp's one-token path (the zen4 build the
  * golden data came from: ../shared/README.md, section 1), so that the
  * logits are the reference's. Each function names the ggml code it
- * follows; the CPU backend (engine/cpu/backend.c) runs them for
- * engine/forward.c.
+ * follows; the CPU backend (backend.c) runs them for the forward pass.
  */
-#ifndef LLMFS_ENGINE_OPS_H
-#define LLMFS_ENGINE_OPS_H
+#ifndef LLMFS_ENGINE_CPU_OPS_H
+#define LLMFS_ENGINE_CPU_OPS_H
 
 #include <stdint.h>
 
-#include "model.h"
-#include "pool.h"
+#include "../hparams.h"
+#include "../tensor.h"
+#include "threadpool.h"
 
 /* y = x / rms(x) * w (w may be NULL): ggml_compute_forward_rms_norm_f32 */
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n,
@@ -33,7 +33,7 @@ void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
  * ops_matvec_rows exactly as for one token, so the results are bit for
  * bit those of n_tok ops_matvec_rows calls. Split by rows over the pool.
  */
-void ops_matmul(struct engine_pool *pool, float *const *ys,
+void ops_matmul(struct cpu_threadpool *pool, float *const *ys,
 		const struct engine_tensor *w, int64_t e, uint32_t n_tok,
 		const void *const *acts);
 /* One row of the token embedding as floats: ggml_get_rows. */

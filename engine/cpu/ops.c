@@ -10,12 +10,13 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "cpu/cpu.h"
-#include "cpu/isa.h"
-#include "cpu/gemm_run.h"
-#include "quant/dot.h"
+#include "../quant/quant.h"
+#include "../quant/quant_internal.h"
+#include "cpu.h"
+#include "dot.h"
+#include "gemm_run.h"
+#include "isa.h"
 #include "ops.h"
-#include "quant/quant.h"
 
 /* ggml's C is compiled without contraction; so is this (see quant). */
 #ifdef __clang__
@@ -228,7 +229,7 @@ static void ops_matmul_part(void *arg, uint32_t ith, uint32_t nth)
 	ops_matmul_rows(j, rows * ith / nth, rows * (ith + 1) / nth);
 }
 
-void ops_matmul(struct engine_pool *pool, float *const *ys,
+void ops_matmul(struct cpu_threadpool *pool, float *const *ys,
 		const struct engine_tensor *w, int64_t e, uint32_t n_tok,
 		const void *const *acts)
 {
@@ -240,14 +241,14 @@ void ops_matmul(struct engine_pool *pool, float *const *ys,
 	/* the tokens' quants in the tile kernels' order, once for all rows */
 	if (n_tok > 1 && !ops_packed(w) &&
 	    dot_tile_able(w->info->type, w->repacked) &&
-	    (packed = engine_pool_scratch(pool, bytes))) {
+	    (packed = cpu_threadpool_scratch(pool, bytes))) {
 		dot_tile_pack(w->info->type, w->info->ne[0], acts, n_tok,
 			      packed);
 		job.packed = packed;
 	}
-	if (engine_pool_size(pool) > 1 &&
+	if (cpu_threadpool_size(pool) > 1 &&
 	    w->info->ne[0] * w->info->ne[1] * n_tok >= OPS_PARALLEL_MIN)
-		engine_pool_run(pool, ops_matmul_part, &job);
+		cpu_threadpool_run(pool, ops_matmul_part, &job);
 	else
 		ops_matmul_rows(&job, 0, w->info->ne[1]);
 }

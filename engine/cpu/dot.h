@@ -1,25 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One weight row . one activation row, added up in the order of the
- * reference build's kernels (libggml-cpu-zen4.so: AVX-512 float dots,
- * the AVX2 legacy-quant dots), so that the sums round as llama.cpp's do.
+ * One weight row . one activation row on the CPU, added up in the order
+ * of the reference build's kernels (libggml-cpu-zen4.so: AVX-512 float
+ * dots, the AVX2 legacy-quant dots), so that the sums round as
+ * llama.cpp's do: the scalar kernel of the type table (engine/quant) or
+ * its AVX-512 version (traits.h), picked at run time, and the tiles of
+ * the batched matmul.
  *
- * quant.c's quant_vec_dot computes the same dot products in ggml's scalar
- * order (the portable reference); the two differ in the last bits of a
- * float, which is enough to flip a token on a near tie. Which kernel runs
- * is the type's row of quant_traits() (traits.c): the plain block types'
- * scalar emulation is quant_x86.c, dot.c itself has the float dots and
- * the repacked (CPU_REPACK gemv) kernels, engine/cpu/ their AVX-512
- * versions, picked at run time.
+ * engine/quant's quant_vec_dot computes the same dot products in ggml's
+ * scalar order (the portable reference); the two differ in the last bits
+ * of a float, which is enough to flip a token on a near tie.
  */
-#ifndef LLMFS_ENGINE_DOT_H
-#define LLMFS_ENGINE_DOT_H
+#ifndef LLMFS_ENGINE_CPU_DOT_H
+#define LLMFS_ENGINE_CPU_DOT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "quant.h"
+#include "../quant/quant.h"
 
 /*
  * a is w's row of quant_vec_dot_type(type), as quant_from_float makes it.
@@ -29,8 +28,8 @@
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 	      bool repacked);
 /*
- * The kernel dot_row runs for (type, repacked), from the type's row of
- * quant_traits(): fetch it once per matmul and call it per row. For a type
+ * The kernel dot_row runs for (type, repacked), the CPU's level's
+ * (isa.h): fetch it once per matmul and call it per row. For a type
  * without a dot it returns NAN.
  */
 quant_dot_fn dot_row_fn(uint32_t type, bool repacked);
@@ -62,28 +61,13 @@ const void *dot_tile_packed_at(uint32_t type, int64_t n, const void *packed,
 void dot_tile_pack(uint32_t type, int64_t n, const void *const *a, uint32_t nt,
 		   void *dst);
 
-/*
- * The float dots in the reference build's order (ggml_vec_dot_f32,
- * _f16, dot.c's BF16), with main the vector part of one instruction set
- * (np a multiple of 64: the first np elements; engine/cpu/isa.h) or NULL
- * for the scalar emulation of it; the tails are the same code either way.
- */
-typedef float (*dot_f32_main_fn)(int64_t np, const float *x, const float *y);
-typedef float (*dot_f16_main_fn)(int64_t np, const uint16_t *x,
-				 const uint16_t *y);
-typedef void (*dot_bf16_main_fn)(int64_t np, const uint16_t *x,
-				 const uint16_t *y, float c[2]);
-float dot_f32_with(int64_t n, const float *x, const float *y,
-		   dot_f32_main_fn main);
-float dot_f16_with(int64_t n, const uint16_t *x, const uint16_t *y,
-		   dot_f16_main_fn main);
-float dot_bf16_with(int64_t n, const uint16_t *x, const uint16_t *y,
-		    dot_bf16_main_fn main);
-
 /* ggml_vec_dot_f16 on two F16 vectors (flash attention's K . Q). */
 float dot_f16(int64_t n, const uint16_t *x, const uint16_t *y);
 
-/* _mm512_reduce_add_ps of 16 floats, in GCC's order. */
-float dot_hsum16(const float *v);
+/*
+ * Convert n floats to type (quant_from_float's bits) with the quantizer
+ * of the CPU's level (isa.h).
+ */
+void cpu_from_float(uint32_t type, const float *x, void *y, int64_t n);
 
 #endif

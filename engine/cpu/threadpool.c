@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The pool: one job at a time. A decode step of a small model is a few
+ * The thread pool: one job at a time. A decode step of a small model is a few
  * hundred short jobs (one per matmul), so what a job costs to hand out
  * and to collect matters as much as the job: a mutex and a condition
  * variable cost a futex wake-up and a context switch each way, tens of
@@ -36,28 +36,28 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pool.h"
+#include "threadpool.h"
 
 /* how long a thread spins for the next job (or the end of one) */
 #define POOL_SPIN_NS 200000
 
-struct engine_pool {
+struct cpu_threadpool {
 	_Atomic uint32_t generation; /* bumped for each job */
 	_Atomic uint32_t pending;    /* workers still running the job */
 	_Atomic uint32_t sleepers;   /* workers asleep on generation */
 	_Atomic uint32_t waiting;    /* the caller asleep on pending */
 	_Atomic bool stop;
-	engine_pool_fn fn; /* published by the generation bump */
+	cpu_threadpool_fn fn; /* published by the generation bump */
 	void *arg;
 	uint32_t n_threads; /* the caller and the workers */
 	uint32_t n_started;
 	pthread_t *workers;
-	void *scratch; /* engine_pool_scratch */
+	void *scratch; /* cpu_threadpool_scratch */
 	size_t scratch_bytes;
 };
 
 struct pool_worker {
-	struct engine_pool *p;
+	struct cpu_threadpool *p;
 	uint32_t ith;
 };
 
@@ -147,7 +147,7 @@ static void pool_pin(uint32_t ith, uint32_t n_threads)
 
 static void *pool_main(void *varg)
 {
-	struct engine_pool *p = ((struct pool_worker *)varg)->p;
+	struct cpu_threadpool *p = ((struct pool_worker *)varg)->p;
 	uint32_t ith = ((struct pool_worker *)varg)->ith;
 	uint32_t seen = 0;
 
@@ -172,9 +172,10 @@ static void *pool_main(void *varg)
 	return NULL;
 }
 
-int engine_pool_new(struct engine_pool **out, uint32_t threads, struct err *err)
+int cpu_threadpool_new(struct cpu_threadpool **out, uint32_t threads,
+		       struct err *err)
 {
-	struct engine_pool *p;
+	struct cpu_threadpool *p;
 	uint32_t i;
 
 	*out = NULL;
@@ -187,7 +188,7 @@ int engine_pool_new(struct engine_pool **out, uint32_t threads, struct err *err)
 	if (p->n_threads > 1) {
 		p->workers = calloc(p->n_threads - 1, sizeof(*p->workers));
 		if (!p->workers) {
-			engine_pool_free(p);
+			cpu_threadpool_free(p);
 			return err_set(err, ENOMEM, "out of memory");
 		}
 	}
@@ -196,7 +197,7 @@ int engine_pool_new(struct engine_pool **out, uint32_t threads, struct err *err)
 		int ret;
 
 		if (!w) {
-			engine_pool_free(p);
+			cpu_threadpool_free(p);
 			return err_set(err, ENOMEM, "out of memory");
 		}
 		w->p = p;
@@ -204,7 +205,7 @@ int engine_pool_new(struct engine_pool **out, uint32_t threads, struct err *err)
 		ret = pthread_create(&p->workers[i - 1], NULL, pool_main, w);
 		if (ret) {
 			free(w);
-			engine_pool_free(p);
+			cpu_threadpool_free(p);
 			return err_set(err, ret,
 				       "cannot start a worker thread: %s",
 				       strerror(ret));
@@ -215,7 +216,7 @@ int engine_pool_new(struct engine_pool **out, uint32_t threads, struct err *err)
 	return 0;
 }
 
-void engine_pool_free(struct engine_pool *p)
+void cpu_threadpool_free(struct cpu_threadpool *p)
 {
 	uint32_t i;
 
@@ -231,7 +232,7 @@ void engine_pool_free(struct engine_pool *p)
 	free(p);
 }
 
-void *engine_pool_scratch(struct engine_pool *p, size_t bytes)
+void *cpu_threadpool_scratch(struct cpu_threadpool *p, size_t bytes)
 {
 	void *n;
 
@@ -248,12 +249,13 @@ void *engine_pool_scratch(struct engine_pool *p, size_t bytes)
 	return n;
 }
 
-uint32_t engine_pool_size(const struct engine_pool *p)
+uint32_t cpu_threadpool_size(const struct cpu_threadpool *p)
 {
 	return p ? p->n_threads : 1;
 }
 
-void engine_pool_run(struct engine_pool *p, engine_pool_fn fn, void *arg)
+void cpu_threadpool_run(struct cpu_threadpool *p, cpu_threadpool_fn fn,
+			void *arg)
 {
 	uint32_t v;
 
@@ -284,7 +286,7 @@ void engine_pool_run(struct engine_pool *p, engine_pool_fn fn, void *arg)
  * starts with it). Hyperthreads share a core's vector units, which a
  * matmul keeps busy.
  */
-uint32_t engine_pool_default_threads(void)
+uint32_t cpu_threadpool_default_threads(void)
 {
 	cpu_set_t allowed;
 	uint32_t cores = 0;
