@@ -14,7 +14,6 @@
 #include "../../io/io.h"
 #include "../quant/quant_internal.h"
 #include "avx2.h"
-#include "attention_tiled.h"
 #include "cpu.h"
 #include "gemm.h"
 #include "isa.h"
