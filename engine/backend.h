@@ -91,22 +91,6 @@ struct engine_backend_i {
 	uint32_t (*vec_dot_type)(const struct engine_backend *be,
 				 uint32_t type);
 
-	/*
-	 * Rearrange w's bytes (host memory, as loaded) in place for this
-	 * backend's kernels and mark its placement (io_placement.layout);
-	 * called once per view after a synchronous load, before any use.
-	 * 0, or a negative errno with the bytes left as they were. NULL:
-	 * the backend reads the file's layout only.
-	 */
-	int (*pack)(struct engine_backend *be, const struct engine_tensor *w);
-	/*
-	 * size bytes from off of tensor t's file bytes, of data this
-	 * backend packed, into buf (engine_tensor_read).
-	 */
-	void (*packed_read)(struct engine_backend *be,
-			    const struct io_gguf_tensor *t, const void *data,
-			    uint64_t off, size_t size, void *buf);
-
 	/* ---- ops ---- */
 	/*
 	 * fn(arg, j) for every j < n, the rows split over the backend's
@@ -206,5 +190,23 @@ int engine_backend_new(struct engine_backend **out, const char *device,
 		       uint32_t threads, struct err *err);
 /* Destroy be (NULL: nothing). */
 void engine_backend_free(struct engine_backend *be);
+/*
+ * Rearrange w's bytes (host memory, as loaded) in place for be's kernels
+ * (be computes on w's device), and mark its placement
+ * (io_placement.layout, a number of be's kind); once per view, before
+ * any use: by the model at open after a synchronous load, by the first
+ * pass that waits for it after an asynchronous one. 0, or a negative
+ * errno with the bytes left as they were; 0 and nothing done where w is
+ * packed already or be reads the file's layout only.
+ */
+int engine_backend_pack(struct engine_backend *be,
+			const struct engine_tensor *w);
+/*
+ * size bytes from off of tensor t's file bytes into buf, from data in
+ * layout (io_placement.layout, not 0): engine_tensor_read.
+ */
+void engine_backend_packed_read(uint32_t layout, const struct io_gguf_tensor *t,
+				const void *data, uint64_t off, size_t size,
+				void *buf);
 
 #endif

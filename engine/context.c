@@ -1,27 +1,27 @@
 // SPDX-License-Identifier: MIT
 /*
- * A loaded model ready to compute: the model as model.c reads it, the
- * KV cache's pool, the backend that computes the forward pass (from the
- * registry, for the device the weights were loaded on) and the
- * backend's own layout of the weights.
+ * A context (context.h): the backend that computes a model's forward
+ * pass, for the device its weights were loaded on (the registry,
+ * backend.c), and the KV cache's pool with the K/V types asked for. The
+ * forward pass's scratch comes with the first pass (forward.c).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "context.h"
 #include "kv.h"
-#include "model.h"
 
 /* The pool and the K/V types the options ask for. */
-static int context_kv_init(struct engine_model *m,
-			   const struct engine_model_options *opt,
+static int context_kv_init(struct engine_ctx *ctx,
+			   const struct engine_ctx_options *opt,
 			   struct err *err)
 {
 	uint32_t tk = IO_TYPE_F16, tv = IO_TYPE_F16;
 	int ret;
 
-	if ((ret = engine_kv_pool_init(m, opt->kv_mem, opt->budget, err)))
+	if ((ret = engine_kv_pool_init(ctx, opt->kv_mem, opt->budget, err)))
 		return ret;
 	if (opt->kv_type_k && engine_kv_type_parse(opt->kv_type_k, &tk))
 		return err_set(
@@ -33,74 +33,49 @@ static int context_kv_init(struct engine_model *m,
 			err, EINVAL,
 			"V cache type '%s': one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1",
 			opt->kv_type_v);
-	return engine_model_set_kv_types(m, tk, tv, err);
+	return engine_ctx_set_kv_types(ctx, tk, tv, err);
 }
 
-/*
- * The backend's own layout of the matrices, made once at load (the CPU's
- * packed panels): a view it cannot pack, or memory for the copy that is
- * missing, leaves its matrix as the file has it, which every kernel reads
- * too. tok_embd and a tied output share one placement: the first view
- * packs it, the second finds it packed.
- */
-static void context_pack(struct engine_model *m, struct engine_tensor *t)
+int engine_ctx_new(struct engine_ctx **out, struct engine_model *m,
+		   const struct engine_ctx_options *opt, struct err *err)
 {
-	if (t->info && m->backend->iface->pack)
-		m->backend->iface->pack(m->backend, t);
-}
-
-int engine_model_open(struct engine_model **out, const char *path,
-		      const struct engine_model_options *opt, struct err *err)
-{
-	static const struct engine_model_options defaults;
-	struct engine_model *m;
+	static const struct engine_ctx_options defaults;
+	struct engine_ctx *ctx;
 	int ret;
 
 	*out = NULL;
 	if (!opt)
 		opt = &defaults;
-	if ((ret = engine_model_load(&m, path, opt, err)))
-		return ret;
-	if ((ret = context_kv_init(m, opt, err)))
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return err_set(err, ENOMEM, "out of memory");
+	ctx->model = m;
+	if ((ret = context_kv_init(ctx, opt, err)))
 		goto out_free;
-	ret = engine_backend_new(&m->backend, io_weights_home(m->weights),
+	ret = engine_backend_new(&ctx->backend, io_weights_home(m->weights),
 				 opt->threads, err);
 	if (ret)
 		goto out_free;
-	m->backend->batch_exact = opt->batch_exact;
-	/*
-	 * packed now, or, loading in the background, as each tensor arrives:
-	 * its first wait in a pass packs it (forward.c), on the pool
-	 */
-	if (!opt->no_pack && !opt->load.async)
-		engine_model_each_view(m, context_pack);
-	m->pack_on_wait = !opt->no_pack && opt->load.async;
-	*out = m;
+	ctx->backend->batch_exact = opt->batch_exact;
+	*out = ctx;
 	return 0;
 
 out_free:
-	engine_model_free(m);
+	engine_ctx_free(ctx);
 	return ret;
 }
 
-void engine_model_free(struct engine_model *m)
+void engine_ctx_free(struct engine_ctx *ctx)
 {
-	if (!m)
+	if (!ctx)
 		return;
-	engine_backend_free(m->backend);
-	engine_kv_pool_destroy(m);
-	engine_forward_release(m);
-	engine_model_unload(m);
+	engine_backend_free(ctx->backend);
+	engine_kv_pool_destroy(ctx);
+	engine_forward_release(ctx);
+	free(ctx);
 }
 
-void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
-			size_t size, void *buf)
+struct engine_model *engine_ctx_model(const struct engine_ctx *ctx)
 {
-	const struct io_placement *p = io_weights_placement(m->weights, i);
-
-	if (p->layout)
-		m->backend->iface->packed_read(m->backend, &m->gguf->tensors[i],
-					       p->data, off, size, buf);
-	else
-		memcpy(buf, (const uint8_t *)p->data + off, size);
+	return ctx->model;
 }

@@ -2,22 +2,31 @@
 /*
  * engine: from a GGUF file to tokens, computed as llama.cpp computes them.
  *
- *   model       hyper-parameters and tensor views of a loaded GGUF model;
+ *   model       hyper-parameters, tensor views and vocabulary of a loaded
+ *               GGUF model, read-only once open (llama.cpp's llama_model);
  *               each tensor is reached through its io_placement record
+ *   ctx         what computes with a model (llama.cpp's llama_context):
+ *               the backends, their threads, the forward pass's scratch
+ *               and the KV cache's pool. Several contexts may share one
+ *               model.
  *   tokenizer   text <-> token ids (SentencePiece and byte-level BPE)
- *   seq         one sequence: its position and its KV cache, paged from
- *               the model's pool; K and V types chosen per model (F16 by
- *               default, as llama.cpp's)
- *   forward     one pass over a batch of sequences, each with its tokens;
- *               writes the logits of each sequence's last token
+ *   seq         one sequence of a context: its position and its KV cache,
+ *               paged from the context's pool; K and V types chosen per
+ *               context (F16 by default, as llama.cpp's)
+ *   forward     one pass of a context over a batch of its sequences, each
+ *               with its tokens; writes the logits of each sequence's last
+ *               token
  *   sampler     logits -> token (greedy at temperature 0)
  *   grammar     GBNF grammars and JSON schemas: the tokens allowed next
  *   chat        a conversation in the model's chat template (Jinja)
  *   generation  prompt -> streamed UTF-8 text, in prepare/forward/accept
  *               steps so that a scheduler can decode many at once
  *
- * Threading: a model and everything made from it is used by one thread at a
- * time (fs/'s scheduler); the engine may use more threads inside a call.
+ * Threading: a context and everything made from it is used by one thread
+ * at a time (fs/'s scheduler); the engine may use more threads inside a
+ * call. A model is read by its contexts' threads; it changes only through
+ * engine_placement_apply, which no forward pass of any of them may run
+ * beside.
  * Memory: the weights belong to io/; the engine frees only what it made.
  */
 #ifndef LLMFS_ENGINE_H
@@ -95,14 +104,29 @@ uint64_t engine_budget_default(uint64_t available, uint64_t weights);
 struct engine_model;
 
 struct engine_model_options {
-	uint32_t n_ctx;	  /* context length; 0 = the model's, capped at 4096 */
+	uint32_t n_ctx; /* context length; 0 = the model's, capped at 4096 */
+	/* threads that pack the matrices at open; 0 = one per physical core */
+	uint32_t threads;
+	/*
+	 * true: leave the weights as the file has them. false (default):
+	 * the CPU backend packs the Q8_0/Q4_K/Q6_K matrices it can in place,
+	 * 16 rows to a panel as large as the rows (engine.md, "Packed
+	 * panels"): at open after a synchronous load, or each tensor at the
+	 * first forward pass that waits for it after an asynchronous one.
+	 */
+	bool no_pack;
+	struct io_load_options load;
+};
+
+/* What a context computes with (engine_ctx_new). */
+struct engine_ctx_options {
 	uint32_t threads; /* 0 = one per physical core */
 	/*
 	 * The KV pool's cap in bytes; 0: the shared budget's KV limit, or
 	 * without one the default budget of the memory left after the weights
 	 */
 	uint64_t kv_mem;
-	/* shared with other models (borrowed; NULL: the pool's own cap only) */
+	/* shared with other contexts (borrowed; NULL: the pool's own cap only) */
 	struct engine_budget *budget;
 	const char *kv_type_k; /* "q8_0", ...; NULL = f16 */
 	const char *kv_type_v;
@@ -113,14 +137,6 @@ struct engine_model_options {
 	 * ../shared/README.md section 4's tolerance of it (Documentation/engine.md).
 	 */
 	bool batch_exact;
-	/*
-	 * true: leave the weights as the file has them. false (default):
-	 * the CPU backend packs the Q4_K/Q6_K matrices it can in place, 16
-	 * rows to a panel as large as the rows (Documentation/engine.md), after
-	 * a synchronous load (an async one is left as it is).
-	 */
-	bool no_pack;
-	struct io_load_options load;
 };
 
 enum engine_arch {
@@ -158,20 +174,33 @@ struct engine_model_info {
 	const char *chat_template; /* NULL if the file has none */
 	int32_t bos, eos, eot;	   /* -1 if the vocabulary has none */
 	bool add_bos;
-	uint32_t kv_type;   /* enum io_type of the K cache */
-	uint32_t kv_type_v; /* and of the V cache */
-	uint64_t
-		kv_bytes_per_token; /* layers x kv heads x (K + V head bytes) */
 };
 
 /*
- * Open and load a model. Unsupported architectures fail with -ENOTSUP and
- * a message listing the supported ones; a malformed file with -EINVAL.
- * Free with engine_model_free().
+ * Open and load a model (opt NULL: the defaults). Unsupported
+ * architectures fail with -ENOTSUP and a message listing the supported
+ * ones; a malformed file with -EINVAL. Free with engine_model_free(),
+ * after every context made on it.
  */
 int engine_model_open(struct engine_model **out, const char *path,
 		      const struct engine_model_options *opt, struct err *err);
 void engine_model_free(struct engine_model *m);
+
+/* ---- context ----------------------------------------------------------- */
+
+struct engine_ctx;
+
+/*
+ * A context on m (borrowed: it must outlive the context), opt NULL: the
+ * defaults. -EINVAL (a message) for a bad K/V type, -ENOMEM, -ENODEV
+ * when no backend computes where the weights are. Free with
+ * engine_ctx_free(), after every sequence of it.
+ */
+int engine_ctx_new(struct engine_ctx **out, struct engine_model *m,
+		   const struct engine_ctx_options *opt, struct err *err);
+void engine_ctx_free(struct engine_ctx *ctx);
+/* The model the context computes with. */
+struct engine_model *engine_ctx_model(const struct engine_ctx *ctx);
 
 const struct engine_model_info *engine_model_info(const struct engine_model *m);
 /* The parsed file and the loaded bytes (borrowed; owned by the model). */
@@ -247,12 +276,12 @@ int engine_kv_bytes_parse(const char *text, uint64_t *bytes);
 /* The name of a KV type, NULL for one that is not. */
 const char *engine_kv_type_name(uint32_t type);
 /*
- * K and V types for the sequences started from now on. -EINVAL (and a
- * message) for an unsupported type or one whose block does not divide
- * head_dim.
+ * K and V types for the context's sequences started from now on. -EINVAL
+ * (and a message) for an unsupported type or one whose block does not
+ * divide head_dim.
  */
-int engine_model_set_kv_types(struct engine_model *m, uint32_t type_k,
-			      uint32_t type_v, struct err *err);
+int engine_ctx_set_kv_types(struct engine_ctx *ctx, uint32_t type_k,
+			    uint32_t type_v, struct err *err);
 /* K + V bytes per token for a type pair; 0 if the pair cannot be used. */
 uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
 				   uint32_t type_k, uint32_t type_v);
@@ -270,19 +299,19 @@ struct engine_kv_stats {
 	uint64_t block_bytes;  /* of the current types */
 };
 
-/* The pool's figures; safe from any thread. */
-void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st);
+/* The context's pool's figures; safe from any thread. */
+void engine_kv_stats(struct engine_ctx *ctx, struct engine_kv_stats *st);
 
 /*
  * One sequence: a position and its KV cache, up to info->n_ctx tokens,
- * its blocks taken from the model's pool as it grows.
+ * its blocks taken from the context's pool as it grows.
  */
 struct engine_seq;
 
-int engine_seq_new(struct engine_model *m, struct engine_seq **out,
+int engine_seq_new(struct engine_ctx *ctx, struct engine_seq **out,
 		   struct err *err);
 /* The same with given K/V types (a restored snapshot's). */
-int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
+int engine_seq_new_typed(struct engine_ctx *ctx, uint32_t type_k,
 			 uint32_t type_v, struct engine_seq **out,
 			 struct err *err);
 void engine_seq_types(const struct engine_seq *s, uint32_t *type_k,
@@ -291,6 +320,8 @@ void engine_seq_types(const struct engine_seq *s, uint32_t *type_k,
 void engine_seq_row_bytes(const struct engine_seq *s, uint64_t *k_row,
 			  uint64_t *v_row);
 void engine_seq_free(struct engine_seq *s);
+/* The context whose pool the sequence's blocks are from. */
+struct engine_ctx *engine_seq_ctx(const struct engine_seq *s);
 uint32_t engine_seq_length(const struct engine_seq *s);
 /* Positions the sequence may reach: n_ctx, or less after a reservation. */
 uint32_t engine_seq_capacity(const struct engine_seq *s);
@@ -310,7 +341,7 @@ uint32_t engine_seq_budget_tokens(const struct engine_seq *s);
 const int32_t *engine_seq_tokens(const struct engine_seq *s);
 /*
  * Make dst the first n positions of src (tokens and K/V copied): prefix
- * reuse. Same model and K/V types, or -EINVAL; -ENOSPC when the budget
+ * reuse. Same context and K/V types, or -EINVAL; -ENOSPC when the budget
  * has no room (dst is then empty).
  */
 int engine_seq_copy_prefix(struct engine_seq *dst, const struct engine_seq *src,
@@ -354,13 +385,14 @@ void engine_seq_set_embedding(struct engine_seq *s, float *embd,
 			      enum engine_pooling pooling);
 
 /*
- * Run the tokens of every item through the model, appending them to their
- * sequences. Each token is evaluated as llama.cpp's one-token path does, so
- * that the logits are the reference's. -ENOSPC (nothing appended to any
- * sequence) when a sequence would pass its capacity or the KV pool's
- * budget has no block left; -EINVAL for a token id out of range.
+ * Run the tokens of every item (sequences of ctx) through the model,
+ * appending them to their sequences. Each token is evaluated as
+ * llama.cpp's one-token path does, so that the logits are the
+ * reference's. -ENOSPC (nothing appended to any sequence) when a sequence
+ * would pass its capacity or the KV pool's budget has no block left;
+ * -EINVAL for a token id out of range or a sequence of another context.
  */
-int engine_forward(struct engine_model *m, struct engine_batch_item *items,
+int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 		   size_t n_items, struct err *err);
 
 /* ---- sampler ----------------------------------------------------------- */
@@ -639,7 +671,7 @@ struct engine_generation;
 
 /*
  * Tokenize (and template) the prompt. seq is borrowed and must outlive the
- * generation. The positions of seq that already hold the prompt's first
+ * generation; m is the model of its context (else -EINVAL). The positions of seq that already hold the prompt's first
  * tokens are kept (a conversation's earlier turns, a copied prefix: see
  * engine_seq_copy_prefix) and only the rest is evaluated; the rest of seq
  * is dropped at the first prepare. The result is the same as evaluating
@@ -799,9 +831,9 @@ struct engine_plan {
 int engine_plan_make(struct engine_plan *plan,
 		     const struct engine_plan_input *in,
 		     const struct io_device_set *devs, struct err *err);
-/* The input for a loaded model: its tensors, context and cache type. */
-void engine_plan_input_of_model(struct engine_model *m,
-				struct engine_plan_input *in);
+/* The input for a context: its model's tensors, context and cache types. */
+void engine_plan_input_of_ctx(struct engine_ctx *ctx,
+			      struct engine_plan_input *in);
 const char *engine_plan_kind_name(enum engine_plan_kind kind);
 /*
  * The plan as the placement file shows it: a "plan" line, then one
@@ -817,15 +849,16 @@ size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
  * The `placement` file: one line per tensor (name type shape bytes
  * device), a per-layer summary, totals per device. *text is malloc'ed.
  */
-int engine_placement_format(struct engine_model *m, char **text, size_t *len,
+int engine_placement_format(struct engine_ctx *ctx, char **text, size_t *len,
 			    struct err *err);
 /*
  * Apply one placement command ("blk.0-13 gpu0", "experts cpu",
  * "output numa1", "auto"). -EINVAL for a bad command or an unknown
  * device, -ENOSPC when the device has no room; nothing moves then.
- * Must not run concurrently with engine_forward().
+ * The weights are the model's: no forward pass of any context of it may
+ * run meanwhile.
  */
-int engine_placement_apply(struct engine_model *m, const char *command,
+int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 			   struct err *err);
 
 #endif

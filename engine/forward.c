@@ -85,19 +85,21 @@ struct forward_scratch {
 
 /* One pass over n rows. */
 struct forward_pass {
-	struct engine_model *m;
+	struct engine_ctx *ctx;
+	const struct engine_model *m; /* the context's */
+	struct engine_backend *be;    /* the context's */
 	struct forward_scratch *s;
 	uint32_t n;
 	uint32_t n_live;
 	struct err *err;
 };
 
-void engine_forward_release(struct engine_model *m)
+void engine_forward_release(struct engine_ctx *ctx)
 {
-	if (m->fwd)
-		free(m->fwd->mem);
-	free(m->fwd);
-	m->fwd = NULL;
+	if (ctx->fwd)
+		free(ctx->fwd->mem);
+	free(ctx->fwd);
+	ctx->fwd = NULL;
 }
 
 static size_t forward_max(size_t a, size_t b)
@@ -115,18 +117,18 @@ static void *forward_take(uintptr_t *p, size_t n)
 }
 
 /* Buffers for cap rows; the old ones are kept if big enough. */
-static int forward_reserve(struct engine_model *m, uint32_t cap,
+static int forward_reserve(struct engine_ctx *ctx, uint32_t cap,
 			   struct err *err)
 {
-	const struct engine_hparams *hp = &m->hp;
+	const struct engine_hparams *hp = &ctx->model->hp;
 	const size_t nq = (size_t)hp->n_head * hp->head_dim;
 	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
 	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
 	const size_t ku = hp->n_expert_used;
 	const size_t E = hp->n_embd;
-	struct engine_backend *be = m->backend;
-	struct forward_scratch *s = m->fwd, *ns;
+	struct engine_backend *be = ctx->backend;
+	struct forward_scratch *s = ctx->fwd, *ns;
 	const size_t att_work = be->iface->attention_work_bytes(be, hp, cap);
 	size_t act_row, bytes, c = cap;
 	uintptr_t p;
@@ -186,8 +188,8 @@ static int forward_reserve(struct engine_model *m, uint32_t cap,
 	ns->cap = cap;
 	ns->act_row = act_row;
 	ns->xn_type[0] = ns->xn_type[1] = UINT32_MAX;
-	engine_forward_release(m);
-	m->fwd = ns;
+	engine_forward_release(ctx);
+	ctx->fwd = ns;
 	return 0;
 }
 
@@ -204,10 +206,15 @@ static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
 		return 0;
 	ret = io_placement_wait(t->place);
 	if (ret == 0) {
-		/* an asynchronous load's tensors are packed as they arrive */
-		if (p->m->pack_on_wait && !t->place->layout &&
-		    p->m->backend->iface->pack)
-			p->m->backend->iface->pack(p->m->backend, t);
+		/*
+		 * an asynchronous load's tensors are packed as they arrive,
+		 * by one context at a time (several may share the model)
+		 */
+		if (p->m->pack_on_wait) {
+			pthread_mutex_lock(&p->ctx->model->pack_lock);
+			engine_backend_pack(p->be, t);
+			pthread_mutex_unlock(&p->ctx->model->pack_lock);
+		}
 		return 0;
 	}
 	if (io_weights_wait(p->m->weights, p->err) >= 0)
@@ -240,7 +247,7 @@ static int forward_norm(struct forward_pass *p, float *y, const float *x,
 			uint32_t n)
 {
 	const struct engine_hparams *hp = &p->m->hp;
-	struct engine_backend *be = p->m->backend;
+	struct engine_backend *be = p->be;
 	int ret;
 	struct forward_norm_job job = { be,
 					y,
@@ -284,7 +291,7 @@ static void forward_add(struct forward_pass *p, float *y, size_t ld,
 			const float *x, size_t x_ld, const uint32_t *idx,
 			uint32_t n, int64_t width)
 {
-	struct engine_backend *be = p->m->backend;
+	struct engine_backend *be = p->be;
 	struct forward_add_job job = { be, y, x, ld, x_ld, idx, width };
 
 	be->iface->for_rows(be, forward_add_row, &job, n);
@@ -331,7 +338,7 @@ static void forward_convert(struct forward_pass *p, uint32_t vdt,
 			    const float *src, size_t ld, int64_t width,
 			    uint8_t *dst, const uint32_t *idx, uint32_t n)
 {
-	struct engine_backend *be = p->m->backend;
+	struct engine_backend *be = p->be;
 	struct forward_convert_job job = { be,	  vdt, src,	      ld,
 					   width, dst, p->s->act_row, idx };
 
@@ -347,7 +354,7 @@ static const uint8_t *forward_xn_act(struct forward_pass *p,
 				     const struct engine_tensor *w)
 {
 	struct forward_scratch *s = p->s;
-	struct engine_backend *be = p->m->backend;
+	struct engine_backend *be = p->be;
 	uint32_t vdt = be->iface->vec_dot_type(be, w->info->type);
 	int k;
 
@@ -381,8 +388,8 @@ static int forward_mm(struct forward_pass *p, float *y, size_t ld,
 		s->ys[j] = y + idx[j] * ld;
 	}
 	if (n)
-		p->m->backend->iface->matmul(p->m->backend, s->ys, w, e, n,
-					     (const void *const *)s->acts);
+		p->be->iface->matmul(p->be, s->ys, w, e, n,
+				     (const void *const *)s->acts);
 	return 0;
 }
 
@@ -402,7 +409,7 @@ static int forward_mv_fused(struct forward_pass *p, float *const *y,
 			    const struct engine_tensor *const *w, uint32_t n,
 			    uint32_t idx)
 {
-	struct engine_backend *be = p->m->backend;
+	struct engine_backend *be = p->be;
 	struct forward_scratch *s = p->s;
 	struct engine_mv mv[3];
 	uint32_t types[3], nt = 0, k, t;
@@ -454,7 +461,7 @@ static void forward_kv_row(void *arg, uint32_t j)
 {
 	const struct forward_qkv_job *job = arg;
 	const struct engine_hparams *hp = &job->p->m->hp;
-	struct engine_backend *be = job->p->m->backend;
+	struct engine_backend *be = job->p->be;
 	struct forward_scratch *s = job->p->s;
 	const struct forward_row *r = &s->rows[j];
 	float *k = s->k + j * (size_t)hp->n_head_kv * hp->head_dim;
@@ -480,7 +487,7 @@ static void forward_q_row(void *arg, uint32_t j)
 {
 	const struct forward_qkv_job *job = arg;
 	const struct engine_hparams *hp = &job->p->m->hp;
-	struct engine_backend *be = job->p->m->backend;
+	struct engine_backend *be = job->p->be;
 	struct forward_scratch *s = job->p->s;
 	const uint32_t b = s->live[j];
 	float *q = s->q + b * (size_t)hp->n_head * hp->head_dim;
@@ -500,8 +507,8 @@ static void forward_q_row(void *arg, uint32_t j)
  */
 static int forward_attention(struct forward_pass *p, uint32_t il)
 {
-	struct engine_model *m = p->m;
-	struct engine_backend *be = m->backend;
+	const struct engine_model *m = p->m;
+	struct engine_backend *be = p->be;
 	const struct engine_hparams *hp = &m->hp;
 	const struct engine_layer *l = &m->layers[il];
 	struct forward_scratch *s = p->s;
@@ -575,7 +582,7 @@ struct forward_swiglu_job {
 static void forward_swiglu_row(void *arg, uint32_t j)
 {
 	const struct forward_swiglu_job *job = arg;
-	struct engine_backend *be = job->p->m->backend;
+	struct engine_backend *be = job->p->be;
 	struct forward_scratch *s = job->p->s;
 	const int64_t n_ff = job->p->m->hp.n_ff;
 	const size_t o = (size_t)s->live[j] * n_ff;
@@ -589,7 +596,7 @@ static int forward_ffn_dense(struct forward_pass *p,
 			     const struct engine_layer *l)
 {
 	const struct engine_hparams *hp = &p->m->hp;
-	struct engine_backend *be = p->m->backend;
+	struct engine_backend *be = p->be;
 	struct forward_scratch *s = p->s;
 	struct forward_swiglu_job sw = {
 		p, be->iface->vec_dot_type(be, l->ffn_down.info->type)
@@ -627,7 +634,7 @@ static int forward_ffn_dense(struct forward_pass *p,
 static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 {
 	const struct engine_hparams *hp = &p->m->hp;
-	struct engine_backend *be = p->m->backend;
+	struct engine_backend *be = p->be;
 	struct forward_scratch *s = p->s;
 	const uint32_t k = hp->n_expert_used;
 	const size_t E = hp->n_embd;
@@ -741,8 +748,8 @@ static void forward_embeddings(struct forward_pass *p)
 /* The rows s->rows[0..n) through the model; logits where wanted. */
 static int forward_chunk(struct forward_pass *p)
 {
-	struct engine_model *m = p->m;
-	struct engine_backend *be = m->backend;
+	const struct engine_model *m = p->m;
+	struct engine_backend *be = p->be;
 	const struct engine_hparams *hp = &m->hp;
 	struct forward_scratch *s = p->s;
 	const float *freqs = NULL;
@@ -861,17 +868,18 @@ static size_t forward_before(const struct engine_batch_item *items, size_t idx)
 	return n;
 }
 
-static int forward_check(struct engine_model *m,
+static int forward_check(struct engine_ctx *ctx,
 			 const struct engine_batch_item *items, size_t idx,
 			 struct err *err)
 {
 	const struct engine_batch_item *it = &items[idx];
+	const struct engine_hparams *hp = &ctx->model->hp;
 	uint32_t n_ctx, n_past;
 	size_t i, before;
 
-	if (!it->seq || engine_seq_model(it->seq) != m)
+	if (!it->seq || engine_seq_ctx(it->seq) != ctx)
 		return err_set(err, EINVAL,
-			       "batch item %zu: sequence of another model",
+			       "batch item %zu: sequence of another context",
 			       idx);
 	if (it->n_tokens && !it->tokens)
 		return err_set(err, EINVAL, "batch item %zu: no tokens", idx);
@@ -884,24 +892,25 @@ static int forward_check(struct engine_model *m,
 			       "context full: %u + %zu tokens > n_ctx %u",
 			       n_past, before + it->n_tokens, n_ctx);
 	for (i = 0; i < it->n_tokens; i++)
-		if (it->tokens[i] < 0 ||
-		    (uint32_t)it->tokens[i] >= m->hp.n_vocab)
+		if (it->tokens[i] < 0 || (uint32_t)it->tokens[i] >= hp->n_vocab)
 			return err_set(err, EINVAL,
 				       "token id %d out of range (n_vocab %u)",
-				       it->tokens[i], m->hp.n_vocab);
+				       it->tokens[i], hp->n_vocab);
 	return 0;
 }
 
-int engine_forward(struct engine_model *m, struct engine_batch_item *items,
+int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 		   size_t n_items, struct err *err)
 {
-	struct forward_pass p = { .m = m, .err = err };
+	struct forward_pass p = {
+		.ctx = ctx, .m = ctx->model, .be = ctx->backend, .err = err
+	};
 	size_t i, t, total = 0;
 	int ret;
 
 	/* all or nothing: no sequence moves if any item is bad */
 	for (i = 0; i < n_items; i++) {
-		if ((ret = forward_check(m, items, i, err)))
+		if ((ret = forward_check(ctx, items, i, err)))
 			return ret;
 		total += items[i].n_tokens;
 	}
@@ -925,11 +934,11 @@ int engine_forward(struct engine_model *m, struct engine_batch_item *items,
 		}
 	}
 	ret = forward_reserve(
-		m, total < FORWARD_CHUNK ? (uint32_t)total : FORWARD_CHUNK,
+		ctx, total < FORWARD_CHUNK ? (uint32_t)total : FORWARD_CHUNK,
 		err);
 	if (ret)
 		goto out_shrink;
-	p.s = m->fwd;
+	p.s = ctx->fwd;
 	/*
 	 * Rows in item order, each item's tokens at the positions after its
 	 * sequence's (and any earlier item's of the same sequence); n_past

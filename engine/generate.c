@@ -18,6 +18,7 @@
  *
  *   struct engine_generation *g;
  *   engine_generation_new(&g, model, seq, "Once upon", 9, &opt, &err);
+ *   (seq of a context on model)
  *   while ((rc = engine_generation_step(g, buf, sizeof(buf), &n, &err)) >= 0) {
  *   	fwrite(buf, 1, n, stdout);
  *   	if (rc == 0)
@@ -223,6 +224,9 @@ int engine_generation_new(struct engine_generation **out,
 	int rc;
 
 	*out = NULL;
+	if (engine_ctx_model(engine_seq_ctx(seq)) != m)
+		return err_set(err, EINVAL,
+			       "generate: the sequence is of another model");
 	if (!opt) {
 		memset(&def, 0, sizeof(def));
 		engine_sampling_defaults(&def.sampling);
@@ -608,7 +612,7 @@ int engine_generation_step(struct engine_generation *g, char *out, size_t cap,
 	*len = 0;
 	if (!engine_generation_prepare(g, &item))
 		return 0;
-	rc = engine_forward(g->model, &item, 1, err);
+	rc = engine_forward(engine_seq_ctx(g->seq), &item, 1, err);
 	if (rc == -ENOSPC && cap >= GEN_OUT_MIN) {
 		/* the sequence is full after all: end as at n_ctx */
 		g->pending = false;

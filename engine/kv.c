@@ -2,7 +2,7 @@
 /*
  * Sequences and their paged KV cache (see kv.h for the block layout).
  *
- * Each model has one pool: a cap in bytes, what is held and what is
+ * Each context has one pool: a cap in bytes, what is held and what is
  * promised. A block is taken when a pass is about to write a position no
  * held block covers, and given back when the sequence is truncated below
  * it or freed. engine_seq_reserve promises blocks ahead (a scheduler that
@@ -35,11 +35,12 @@ static bool quant_traits_kv(uint32_t type)
 }
 
 struct engine_seq {
-	struct engine_model *model;
+	struct engine_ctx *ctx;
 	uint32_t type_k, type_v;
 	uint32_t n_ctx;	 /* positions it may reach (its ceiling) */
 	uint32_t n_past; /* positions filled: the sequence's length */
-	size_t k_row;	 /* bytes of one position's keys in one layer */
+	uint32_t n_head_kv;
+	size_t k_row; /* bytes of one position's keys in one layer */
 	size_t v_row;
 	size_t block_bytes;
 	uint32_t n_blocks;   /* blocks held */
@@ -180,27 +181,17 @@ uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
 	return (k + v) * hp->n_layer;
 }
 
-/* keep info's kv lines true (the pool's lock held, or no thread yet) */
-static void kv_info_update(struct engine_model *m)
+int engine_ctx_set_kv_types(struct engine_ctx *ctx, uint32_t type_k,
+			    uint32_t type_v, struct err *err)
 {
-	m->info.kv_type = m->kv.type_k;
-	m->info.kv_type_v = m->kv.type_v;
-	m->info.kv_bytes_per_token = engine_kv_bytes_per_token(m, m->kv.type_k,
-							       m->kv.type_v);
-}
-
-int engine_model_set_kv_types(struct engine_model *m, uint32_t type_k,
-			      uint32_t type_v, struct err *err)
-{
-	int ret = kv_check_types(m, type_k, type_v, err);
+	int ret = kv_check_types(ctx->model, type_k, type_v, err);
 
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&m->kv.lock);
-	m->kv.type_k = type_k;
-	m->kv.type_v = type_v;
-	kv_info_update(m);
-	pthread_mutex_unlock(&m->kv.lock);
+	pthread_mutex_lock(&ctx->kv.lock);
+	ctx->kv.type_k = type_k;
+	ctx->kv.type_v = type_v;
+	pthread_mutex_unlock(&ctx->kv.lock);
 	return 0;
 }
 
@@ -239,10 +230,10 @@ static void kv_uncommitted(struct engine_kv_pool *p, uint64_t delta)
 		engine_budget_release(p->shared, ENGINE_BUDGET_KV, delta);
 }
 
-int engine_kv_pool_init(struct engine_model *m, uint64_t cap,
+int engine_kv_pool_init(struct engine_ctx *ctx, uint64_t cap,
 			struct engine_budget *shared, struct err *err)
 {
-	struct engine_kv_pool *p = &m->kv;
+	struct engine_kv_pool *p = &ctx->kv;
 	int ret;
 
 	memset(p, 0, sizeof(*p));
@@ -253,26 +244,24 @@ int engine_kv_pool_init(struct engine_model *m, uint64_t cap,
 		cap = engine_budget_limit(shared, ENGINE_BUDGET_KV);
 	else if (!cap) /* the weights are in memory already, or will be */
 		cap = engine_budget_default(engine_mem_available(),
-					    m->info.tensor_bytes);
+					    ctx->model->info.tensor_bytes);
 	p->ready = true;
 	p->cap = cap;
 	p->type_k = p->type_v = IO_TYPE_F16;
-	if (kv_check_types(m, p->type_k, p->type_v, NULL) == 0)
-		kv_info_update(m);
 	return 0;
 }
 
-void engine_kv_pool_destroy(struct engine_model *m)
+void engine_kv_pool_destroy(struct engine_ctx *ctx)
 {
-	if (m->kv.ready)
-		pthread_mutex_destroy(&m->kv.lock);
-	m->kv.ready = false;
+	if (ctx->kv.ready)
+		pthread_mutex_destroy(&ctx->kv.lock);
+	ctx->kv.ready = false;
 }
 
-void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st)
+void engine_kv_stats(struct engine_ctx *ctx, struct engine_kv_stats *st)
 {
-	const struct engine_hparams *hp = &m->hp;
-	struct engine_kv_pool *p = &m->kv;
+	const struct engine_hparams *hp = &ctx->model->hp;
+	struct engine_kv_pool *p = &ctx->kv;
 
 	pthread_mutex_lock(&p->lock);
 	st->type_k = p->type_k;
@@ -311,22 +300,23 @@ void engine_kv_stats(struct engine_model *m, struct engine_kv_stats *st)
 
 /* ---- sequences --------------------------------------------------------- */
 
-int engine_seq_new(struct engine_model *m, struct engine_seq **out,
+int engine_seq_new(struct engine_ctx *ctx, struct engine_seq **out,
 		   struct err *err)
 {
 	uint32_t tk, tv;
 
-	pthread_mutex_lock(&m->kv.lock);
-	tk = m->kv.type_k;
-	tv = m->kv.type_v;
-	pthread_mutex_unlock(&m->kv.lock);
-	return engine_seq_new_typed(m, tk, tv, out, err);
+	pthread_mutex_lock(&ctx->kv.lock);
+	tk = ctx->kv.type_k;
+	tv = ctx->kv.type_v;
+	pthread_mutex_unlock(&ctx->kv.lock);
+	return engine_seq_new_typed(ctx, tk, tv, out, err);
 }
 
-int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
+int engine_seq_new_typed(struct engine_ctx *ctx, uint32_t type_k,
 			 uint32_t type_v, struct engine_seq **out,
 			 struct err *err)
 {
+	const struct engine_model *m = ctx->model;
 	const struct engine_hparams *hp = &m->hp;
 	struct engine_seq *s;
 	int ret;
@@ -341,8 +331,9 @@ int engine_seq_new_typed(struct engine_model *m, uint32_t type_k,
 		free(s);
 		return ret;
 	}
-	s->model = m;
+	s->ctx = ctx;
 	s->n_ctx = m->info.n_ctx;
+	s->n_head_kv = hp->n_head_kv;
 	s->k_row = kv_row_bytes(s->type_k,
 				(uint64_t)hp->n_head_kv * hp->head_dim);
 	s->v_row = kv_row_bytes(s->type_v,
@@ -363,7 +354,7 @@ static uint64_t kv_seq_commit(const struct engine_seq *s)
 /* Give back held blocks down to keep. */
 static void kv_seq_release(struct engine_seq *s, uint32_t keep)
 {
-	struct engine_kv_pool *p = &s->model->kv;
+	struct engine_kv_pool *p = &s->ctx->kv;
 	uint64_t before, after;
 	uint32_t n = 0;
 
@@ -392,7 +383,7 @@ void engine_seq_free(struct engine_seq *s)
 	if (!s)
 		return;
 	kv_seq_release(s, 0);
-	p = &s->model->kv;
+	p = &s->ctx->kv;
 	pthread_mutex_lock(&p->lock);
 	promised = kv_seq_commit(s);
 	p->committed -= promised;
@@ -433,7 +424,7 @@ static uint32_t kv_blocks_for(uint32_t n)
 
 int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens, struct err *err)
 {
-	struct engine_kv_pool *p = &s->model->kv;
+	struct engine_kv_pool *p = &s->ctx->kv;
 	uint32_t want = kv_blocks_for(n_tokens), had;
 	uint64_t before, after, limit = kv_pool_limit(p), freed = 0;
 	int ret = 0;
@@ -464,8 +455,9 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens, struct err *err)
 		p->committed -= before - after;
 		freed = before - after;
 	}
-	s->n_ctx = n_tokens < s->model->info.n_ctx ? n_tokens :
-						     s->model->info.n_ctx;
+	s->n_ctx = n_tokens < s->ctx->model->info.n_ctx ?
+			   n_tokens :
+			   s->ctx->model->info.n_ctx;
 out_unlock:
 	pthread_mutex_unlock(&p->lock);
 	kv_uncommitted(p, freed);
@@ -474,7 +466,7 @@ out_unlock:
 
 uint32_t engine_seq_budget_tokens(const struct engine_seq *s)
 {
-	struct engine_kv_pool *p = &s->model->kv;
+	struct engine_kv_pool *p = &s->ctx->kv;
 	uint64_t n;
 
 	pthread_mutex_lock(&p->lock);
@@ -485,7 +477,7 @@ uint32_t engine_seq_budget_tokens(const struct engine_seq *s)
 
 int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 {
-	struct engine_kv_pool *p = &s->model->kv;
+	struct engine_kv_pool *p = &s->ctx->kv;
 	uint32_t want = kv_blocks_for(n);
 	int ret = 0;
 
@@ -562,14 +554,15 @@ const int32_t *engine_seq_tokens(const struct engine_seq *s)
 int engine_seq_copy_prefix(struct engine_seq *dst, const struct engine_seq *src,
 			   uint32_t n, struct err *err)
 {
-	const uint32_t n_layer = dst->model->hp.n_layer;
+	const uint32_t n_layer = dst->ctx->model->hp.n_layer;
 	uint32_t pos, il, run;
 	int ret;
 
-	if (dst->model != src->model || dst->type_k != src->type_k ||
+	if (dst->ctx != src->ctx || dst->type_k != src->type_k ||
 	    dst->type_v != src->type_v)
-		return err_set(err, EINVAL,
-			       "prefix of a sequence of another model or type");
+		return err_set(
+			err, EINVAL,
+			"prefix of a sequence of another context or type");
 	if (n > src->n_past)
 		n = src->n_past;
 	if (n > dst->n_ctx)
@@ -621,7 +614,7 @@ static uint32_t kv_block_fill(const struct engine_seq *s, uint32_t b)
 
 size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b)
 {
-	return (size_t)kv_block_fill(s, b) * s->model->hp.n_layer *
+	return (size_t)kv_block_fill(s, b) * s->ctx->model->hp.n_layer *
 	       (s->k_row + s->v_row);
 }
 
@@ -632,7 +625,7 @@ static void kv_block_copy(const struct engine_seq *s, uint32_t b, uint8_t *buf,
 	uint32_t n = kv_block_fill(s, b), il;
 	uint32_t pos = b * ENGINE_KV_BLOCK;
 
-	for (il = 0; il < s->model->hp.n_layer; il++) {
+	for (il = 0; il < s->ctx->model->hp.n_layer; il++) {
 		uint8_t *k = engine_seq_k(s, il, pos);
 		uint8_t *v = engine_seq_v(s, il, pos);
 
@@ -664,9 +657,9 @@ int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
 {
 	int ret;
 
-	if (n > s->model->info.n_ctx)
+	if (n > s->ctx->model->info.n_ctx)
 		return err_set(err, EINVAL, "%u tokens, the context holds %u",
-			       n, s->model->info.n_ctx);
+			       n, s->ctx->model->info.n_ctx);
 	engine_seq_truncate(s, 0);
 	if ((ret = engine_seq_grow(s, n, err)) ||
 	    (ret = engine_seq_tokens_reserve(s, n, err)))
@@ -686,7 +679,7 @@ void engine_kv_rows(struct engine_seq *s, uint32_t il, uint32_t pos,
 void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,
 		    uint32_t end, struct engine_kv_view *view)
 {
-	const uint32_t n_head_kv = s->model->hp.n_head_kv;
+	const uint32_t n_head_kv = s->n_head_kv;
 	uint32_t n = ENGINE_KV_BLOCK - pos % ENGINE_KV_BLOCK;
 
 	view->type_k = s->type_k;
@@ -700,9 +693,9 @@ void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,
 	view->n = n < end - pos ? n : end - pos;
 }
 
-struct engine_model *engine_seq_model(const struct engine_seq *s)
+struct engine_ctx *engine_seq_ctx(const struct engine_seq *s)
 {
-	return s->model;
+	return s->ctx;
 }
 
 void engine_seq_append(struct engine_seq *s, const int32_t *tokens, size_t n)

@@ -3,7 +3,7 @@
  * The KV cache inside the engine, for engine/forward.c and the backends.
  *
  * Paged: a sequence's positions live in blocks of ENGINE_KV_BLOCK
- * positions, taken from its model's pool as the sequence grows and given
+ * positions, taken from its context's pool as the sequence grows and given
  * back when it shrinks or ends. One block holds, layer after layer, the K
  * rows of its positions and then their V rows:
  *
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "context.h"
 
 /* positions per block */
 #define ENGINE_KV_BLOCK 64
@@ -63,8 +63,6 @@ struct engine_kv_view {
 void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,
 		    uint32_t end, struct engine_kv_view *view);
 
-/* The model the sequence caches for. */
-struct engine_model *engine_seq_model(const struct engine_seq *s);
 /* Where passes over s write its embedding (engine_seq_set_embedding). */
 float *engine_seq_embedding(const struct engine_seq *s,
 			    enum engine_pooling *pooling);
@@ -90,12 +88,12 @@ int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
 void engine_seq_shrink(struct engine_seq *s);
 
 /*
- * The pool's start (engine_model_open) and end: cap bytes at most (0: the
+ * The pool's start (engine_ctx_new) and end: cap bytes at most (0: the
  * shared budget's KV limit, or without one the default budget of the
  * memory left after the weights), also charged to shared if not NULL.
  */
-int engine_kv_pool_init(struct engine_model *m, uint64_t cap,
+int engine_kv_pool_init(struct engine_ctx *ctx, uint64_t cap,
 			struct engine_budget *shared, struct err *err);
-void engine_kv_pool_destroy(struct engine_model *m);
+void engine_kv_pool_destroy(struct engine_ctx *ctx);
 
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "model.h"
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
@@ -517,8 +518,10 @@ static int model_bind_tensors(struct engine_model *m, struct err *err)
 	return 0;
 }
 
-static void model_place(struct engine_model *m, struct engine_tensor *t)
+static void model_place(void *arg, struct engine_tensor *t)
 {
+	struct engine_model *m = arg;
+
 	if (t->info)
 		t->place = io_weights_placement(
 			m->weights, (uint64_t)(t->info - m->gguf->tensors));
@@ -529,24 +532,24 @@ _Static_assert(sizeof(struct engine_layer) % sizeof(struct engine_tensor) == 0,
 	       "struct engine_layer holds only struct engine_tensor");
 
 void engine_model_each_view(struct engine_model *m,
-			    void (*fn)(struct engine_model *m,
-				       struct engine_tensor *t))
+			    void (*fn)(void *arg, struct engine_tensor *t),
+			    void *arg)
 {
 	const size_t per_layer = sizeof(struct engine_layer) /
 				 sizeof(struct engine_tensor);
 	uint32_t il;
 	size_t i;
 
-	fn(m, &m->tok_embd);
-	fn(m, &m->output_norm);
-	fn(m, &m->output);
-	fn(m, &m->rope_freqs);
+	fn(arg, &m->tok_embd);
+	fn(arg, &m->output_norm);
+	fn(arg, &m->output);
+	fn(arg, &m->rope_freqs);
 	for (il = 0; il < m->hp.n_layer; il++) {
 		struct engine_tensor *t =
 			(struct engine_tensor *)&m->layers[il];
 
 		for (i = 0; i < per_layer; i++)
-			fn(m, &t[i]);
+			fn(arg, &t[i]);
 	}
 }
 
@@ -587,8 +590,6 @@ static void model_fill_info(struct engine_model *m, uint32_t n_ctx)
 	in->tensor_bytes = m->gguf->tensor_bytes;
 
 	in->chat_template = io_gguf_get_str(m->gguf, "tokenizer.chat_template");
-
-	/* engine_kv_pool_init sets the kv lines */
 }
 
 /* ---- open / free ------------------------------------------------------- */
@@ -633,17 +634,66 @@ static int model_find_arch(struct engine_model *m, struct err *err)
 		arch);
 }
 
-int engine_model_load(struct engine_model **out, const char *path,
+/*
+ * The backend's own layout of the matrices, made once at load (the CPU's
+ * packed panels): a view it cannot pack, or memory for the copy that is
+ * missing, leaves its matrix as the file has it, which every kernel reads
+ * too. tok_embd and a tied output share one placement: the first view
+ * packs it, the second finds it packed.
+ */
+static void model_pack(void *arg, struct engine_tensor *t)
+{
+	if (t->info)
+		engine_backend_pack(arg, t);
+}
+
+/*
+ * Every matrix packed by a backend of the weights' device, made for it
+ * with threads threads (packing splits each matrix's panels over them)
+ * and gone after.
+ */
+static int model_pack_all(struct engine_model *m, uint32_t threads,
+			  struct err *err)
+{
+	struct engine_backend *be;
+	int ret;
+
+	ret = engine_backend_new(&be, io_weights_home(m->weights), threads,
+				 err);
+	if (ret)
+		return ret;
+	engine_model_each_view(m, model_pack, be);
+	engine_backend_free(be);
+	return 0;
+}
+
+void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
+			size_t size, void *buf)
+{
+	const struct io_placement *p = io_weights_placement(m->weights, i);
+
+	if (p->layout)
+		engine_backend_packed_read(p->layout, &m->gguf->tensors[i],
+					   p->data, off, size, buf);
+	else
+		memcpy(buf, (const uint8_t *)p->data + off, size);
+}
+
+int engine_model_open(struct engine_model **out, const char *path,
 		      const struct engine_model_options *opt, struct err *err)
 {
+	static const struct engine_model_options defaults;
 	struct engine_model *m;
 	const char *gname;
 	int ret;
 
 	*out = NULL;
+	if (!opt)
+		opt = &defaults;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return err_set(err, ENOMEM, "out of memory");
+	pthread_mutex_init(&m->pack_lock, NULL);
 	m->path = strdup(path);
 	if (!m->path) {
 		ret = err_set(err, ENOMEM, "out of memory");
@@ -679,7 +729,7 @@ int engine_model_load(struct engine_model **out, const char *path,
 	ret = io_weights_load(&m->weights, m->gguf, &opt->load, err);
 	if (ret)
 		goto out_free;
-	engine_model_each_view(m, model_place);
+	engine_model_each_view(m, model_place, m);
 	model_fill_info(m, opt->n_ctx);
 	/* the vocabulary knows llama.cpp's defaults for the special ids */
 	m->info.bos = engine_vocab_bos(m->vocab);
@@ -688,15 +738,23 @@ int engine_model_load(struct engine_model **out, const char *path,
 	m->info.add_bos = engine_vocab_add_bos(m->vocab);
 	m->info.tokenizer_model = engine_vocab_model_name(m->vocab);
 	m->info.tokenizer_pre = engine_vocab_pre_name(m->vocab);
+	/*
+	 * packed now, or, loading in the background, as each tensor arrives:
+	 * its first wait in a pass packs it (forward.c)
+	 */
+	if (!opt->no_pack && !opt->load.async &&
+	    (ret = model_pack_all(m, opt->threads, err)))
+		goto out_free;
+	m->pack_on_wait = !opt->no_pack && opt->load.async;
 	*out = m;
 	return 0;
 
 out_free:
-	engine_model_unload(m);
+	engine_model_free(m);
 	return ret;
 }
 
-void engine_model_unload(struct engine_model *m)
+void engine_model_free(struct engine_model *m)
 {
 	if (!m)
 		return;
@@ -706,6 +764,7 @@ void engine_model_unload(struct engine_model *m)
 	io_gguf_close(m->gguf);
 	free(m->name);
 	free(m->path);
+	pthread_mutex_destroy(&m->pack_lock);
 	free(m);
 }
 

@@ -156,16 +156,17 @@ static void place_devices(struct place_buf *b, struct io_device_set *set)
 	}
 }
 
-static void place_plan(struct place_buf *b, struct engine_model *m)
+static void place_plan(struct place_buf *b, struct engine_ctx *ctx)
 {
 	struct engine_plan_input in;
 	struct engine_plan plan;
 	struct err err = { 0 };
 	char text[2048];
 
-	engine_plan_input_of_model(m, &in);
+	engine_plan_input_of_ctx(ctx, &in);
 	if (engine_plan_make(&plan, &in,
-			     io_weights_devices(engine_model_weights(m)),
+			     io_weights_devices(engine_model_weights(
+				     engine_ctx_model(ctx))),
 			     &err) < 0) {
 		place_printf(b, "plan - %s\n", err.msg);
 		return;
@@ -174,9 +175,10 @@ static void place_plan(struct place_buf *b, struct engine_model *m)
 	place_printf(b, "%s", text);
 }
 
-int engine_placement_format(struct engine_model *m, char **text, size_t *len,
+int engine_placement_format(struct engine_ctx *ctx, char **text, size_t *len,
 			    struct err *err)
 {
+	struct engine_model *m = engine_ctx_model(ctx);
 	const struct io_gguf *g = engine_model_gguf(m);
 	struct io_weights *w = engine_model_weights(m);
 	uint32_t n_layer = engine_model_info(m)->n_layer, l, k;
@@ -221,7 +223,7 @@ int engine_placement_format(struct engine_model *m, char **text, size_t *len,
 	place_printf(&b, "total %" PRIu64 " tensors %" PRIu64 " bytes\n",
 		     g->n_tensors, g->tensor_bytes);
 	place_devices(&b, io_weights_devices(w));
-	place_plan(&b, m);
+	place_plan(&b, ctx);
 	if (b.oom) {
 		free(b.s);
 		return err_set(err, ENOMEM,
@@ -293,8 +295,9 @@ static int place_move_but_experts(struct engine_model *m, const char *device,
  * "auto": apply the plan. Every device it names must be able to compute
  * before anything moves; a GPU without a backend is ENODEV, said as such.
  */
-static int place_auto(struct engine_model *m, struct err *err)
+static int place_auto(struct engine_ctx *ctx, struct err *err)
 {
+	struct engine_model *m = engine_ctx_model(ctx);
 	struct io_weights *w = engine_model_weights(m);
 	struct io_device_set *set = io_weights_devices(w);
 	struct engine_plan_input in;
@@ -304,7 +307,7 @@ static int place_auto(struct engine_model *m, struct err *err)
 	int rc;
 
 	io_device_set_measure(set);
-	engine_plan_input_of_model(m, &in);
+	engine_plan_input_of_ctx(ctx, &in);
 	rc = engine_plan_make(&plan, &in, set, err);
 	if (rc < 0)
 		return rc;
@@ -325,11 +328,11 @@ static int place_auto(struct engine_model *m, struct err *err)
 	}
 	if (plan.chosen == ENGINE_PLAN_ALL_CPU) {
 		snprintf(cmd, sizeof(cmd), "all %s", plan.host);
-		return engine_placement_apply(m, cmd, err);
+		return engine_placement_apply(ctx, cmd, err);
 	}
 	if (plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM) {
 		snprintf(cmd, sizeof(cmd), "experts %s", plan.host);
-		rc = engine_placement_apply(m, cmd, err);
+		rc = engine_placement_apply(ctx, cmd, err);
 		if (rc < 0)
 			return rc;
 	}
@@ -338,9 +341,10 @@ static int place_auto(struct engine_model *m, struct err *err)
 		m, plan.gpu, plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM, err);
 }
 
-int engine_placement_apply(struct engine_model *m, const char *command,
+int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 			   struct err *err)
 {
+	struct engine_model *m = engine_ctx_model(ctx);
 	const struct io_gguf *g = engine_model_gguf(m);
 	struct io_weights *w = engine_model_weights(m);
 	uint32_t n_layer = engine_model_info(m)->n_layer;
@@ -350,7 +354,7 @@ int engine_placement_apply(struct engine_model *m, const char *command,
 
 	fields = sscanf(command, " %127s %31s %1s", sel, dev, extra);
 	if (fields == 1 && strcmp(sel, "auto") == 0)
-		return place_auto(m, err);
+		return place_auto(ctx, err);
 	if (fields != 2)
 		return place_usage(err, command);
 	idx = malloc((g->n_tensors + 1) * sizeof(*idx));

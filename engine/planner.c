@@ -535,10 +535,12 @@ void engine_plan_input_add_tensors(struct engine_plan_input *in,
 	}
 }
 
-void engine_plan_input_of_model(struct engine_model *m,
-				struct engine_plan_input *in)
+void engine_plan_input_of_ctx(struct engine_ctx *ctx,
+			      struct engine_plan_input *in)
 {
+	struct engine_model *m = engine_ctx_model(ctx);
 	const struct engine_model_info *info = engine_model_info(m);
+	struct engine_kv_stats kv;
 	const struct io_gguf *g = engine_model_gguf(m);
 	struct io_weights *w = engine_model_weights(m);
 
@@ -549,7 +551,8 @@ void engine_plan_input_of_model(struct engine_model *m,
 	in->n_vocab = info->n_vocab;
 	in->n_expert = info->n_expert;
 	in->n_expert_used = info->n_expert_used;
-	in->kv_bytes_per_token = info->kv_bytes_per_token;
+	engine_kv_stats(ctx, &kv);
+	in->kv_bytes_per_token = kv.k_bytes_per_token + kv.v_bytes_per_token;
 	in->n_ctx = info->n_ctx;
 	in->ctx_given = info->n_ctx_given;
 	in->home = io_weights_home(w);

@@ -347,7 +347,7 @@ static void files_job_placement(struct fs_model *fm, struct fs_job *job,
 	     line = strtok_r(NULL, "\n", &save)) {
 		if (!*line || *line == '#')
 			continue;
-		rc = engine_placement_apply(fm->m, line, &err);
+		rc = engine_placement_apply(fm->ctx, line, &err);
 		if (rc)
 			fs_errors_add(&fm->errors, "placement: %s: %s", line,
 				      err.msg);

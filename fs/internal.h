@@ -492,6 +492,7 @@ struct fs_model {
 
 	/* Set once, when state becomes READY; read-only after. */
 	struct engine_model *m;
+	struct engine_ctx *ctx; /* m's one context: the scheduler's */
 	const struct engine_model_info *info;
 	const struct io_gguf *gguf;
 	/* the GGUF template's built-in family (store.c compares the store's) */

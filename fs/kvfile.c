@@ -87,7 +87,7 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 	unsigned n = 0;
 	int rc;
 
-	engine_kv_stats(fm->m, &st);
+	engine_kv_stats(fm->ctx, &st);
 	bpt = st.k_bytes_per_token + st.v_bytes_per_token;
 	for (struct fs_stream *s = fm->active; s; s = s->next)
 		n++;
@@ -190,7 +190,7 @@ void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
 	int rc = cancelled ? -EIO : 0;
 
 	if (!rc) {
-		engine_kv_stats(fm->m, &st);
+		engine_kv_stats(fm->ctx, &st);
 		tk = st.type_k;
 		tv = st.type_v;
 		copy = strndup(h->in.p ? h->in.p : "", h->in.len);
@@ -204,7 +204,7 @@ void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
 			rc = kv_write_line(fm, line, &tk, &tv);
 	}
 	/* all lines or none: the types change together */
-	if (!rc && (rc = engine_model_set_kv_types(fm->m, tk, tv, &err)))
+	if (!rc && (rc = engine_ctx_set_kv_types(fm->ctx, tk, tv, &err)))
 		fs_errors_add(&fm->errors, "kv: %s", err.msg);
 	free(copy);
 	fs_buf_free(&h->in);

@@ -139,7 +139,7 @@ static int snap_build(struct fs_model *fm, struct fs_session *ss,
 	pthread_mutex_unlock(&fm->lock);
 	if (rc)
 		goto out;
-	if (!s && (rc = engine_seq_new(fm->m, &s, err)))
+	if (!s && (rc = engine_seq_new(fm->ctx, &s, err)))
 		goto out;
 	if ((rc = snap_header_for(fm, s, &h))) {
 		err_set(err, -rc, "cannot digest the model file");
@@ -333,8 +333,8 @@ static int snap_take_header(struct fs_handle *h, struct fs_snap_write *w)
 		return snap_refuse(fm, why);
 	if ((rc = snap_session_check(fm, h->session)))
 		return rc;
-	if ((rc = engine_seq_new_typed(fm->m, w->h.type_k, w->h.type_v, &w->seq,
-				       &err)))
+	if ((rc = engine_seq_new_typed(fm->ctx, w->h.type_k, w->h.type_v,
+				       &w->seq, &err)))
 		return snap_refuse(fm, err.msg);
 	engine_seq_row_bytes(w->seq, &k_row, &v_row);
 	if (w->h.k_row != k_row || w->h.v_row != v_row)

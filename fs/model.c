@@ -165,6 +165,7 @@ void fs_model_free(struct fs_model *fm)
 	if (fm->provider->free)
 		fm->provider->free(fm);
 	engine_chat_free(fm->chat);
+	engine_ctx_free(fm->ctx);
 	engine_model_free(fm->m);
 	fs_config_free(&fm->config);
 	fs_errors_destroy(&fm->errors);

@@ -13,7 +13,7 @@ static int provider_local_placement(struct fs_model *fm, struct fs_buf *b,
 {
 	char *text = NULL;
 	size_t len = 0;
-	int rc = engine_placement_format(fm->m, &text, &len, err);
+	int rc = engine_placement_format(fm->ctx, &text, &len, err);
 
 	if (!rc)
 		rc = fs_buf_add(b, text, len);

@@ -106,7 +106,7 @@ static void sched_kv_types(struct fs_model *fm)
 		return;
 	if ((k && engine_kv_type_parse(k, &tk)) ||
 	    (v && engine_kv_type_parse(v, &tv)) ||
-	    engine_model_set_kv_types(fm->m, tk, tv, &err))
+	    engine_ctx_set_kv_types(fm->ctx, tk, tv, &err))
 		fs_errors_add(&fm->errors, "kv: %s; the cache stays f16",
 			      err.msg[0] ? err.msg : "bad type");
 }
@@ -124,13 +124,16 @@ static void sched_fail(struct fs_model *fm, const char *what, const char *msg)
 
 static void sched_load(struct fs_model *fm)
 {
-	struct engine_model_options opt = {
-		/* --ctx, else the store's (Ollama's num_ctx), else the file's */
-		.n_ctx = fm->fs->opt.n_ctx ? fm->fs->opt.n_ctx : fm->n_ctx,
+	const struct engine_ctx_options copt = {
 		.threads = fm->fs->opt.threads,
 		.kv_mem = fm->fs->opt.kv_mem,
 		.budget = fm->fs->budget,
 		.batch_exact = fm->fs->opt.batch_exact,
+	};
+	struct engine_model_options opt = {
+		/* --ctx, else the store's (Ollama's num_ctx), else the file's */
+		.n_ctx = fm->fs->opt.n_ctx ? fm->fs->opt.n_ctx : fm->n_ctx,
+		.threads = fm->fs->opt.threads,
 		.load = {
 			.progress = sched_progress, .progress_arg = fm,
 			.notice = sched_notice, .notice_arg = fm,
@@ -140,6 +143,7 @@ static void sched_load(struct fs_model *fm)
 		},
 	};
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
 	int rc;
 
@@ -150,11 +154,16 @@ static void sched_load(struct fs_model *fm)
 		return;
 	}
 	rc = engine_model_open(&m, fm->path, &opt, &err);
+	if (!rc && (rc = engine_ctx_new(&ctx, m, &copt, &err))) {
+		engine_model_free(m);
+		m = NULL;
+	}
 	if (rc) {
 		sched_fail(fm, "load", err.msg);
 		return;
 	}
 	fm->m = m;
+	fm->ctx = ctx;
 	fm->info = engine_model_info(m);
 	sched_kv_types(fm);
 	fm->gguf = engine_model_gguf(m);
@@ -379,7 +388,7 @@ static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 	else if (rc == -ENOSPC) {
 		struct engine_kv_stats st;
 
-		engine_kv_stats(fm->m, &st);
+		engine_kv_stats(fm->ctx, &st);
 		rc = err_set(
 			err, ENOSPC,
 			"the prompt is %zu tokens, the KV cache budget of %llu "
@@ -774,7 +783,7 @@ static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 	n = sched_chunks(fm, b, n);
 	if (!n)
 		return 0;
-	frc = engine_forward(fm->m, b->items, n, &err);
+	frc = engine_forward(fm->ctx, b->items, n, &err);
 	if (frc) {
 		fs_errors_uid = FS_UID_DAEMON;
 		fs_errors_add(&fm->errors, "forward: %s", err.msg);

@@ -342,6 +342,7 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 {
 	const struct engine_model_info *in = fm->info;
 	enum fs_model_state st = fs_model_state(fm);
+	struct engine_kv_stats kv = { .type_k = UINT32_MAX };
 	char sha[sizeof(fm->sha256)];
 	int rc;
 
@@ -358,6 +359,8 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 	pthread_mutex_lock(&fm->lock);
 	memcpy(sha, fm->sha256, sizeof(sha));
 	pthread_mutex_unlock(&fm->lock);
+	if (fm->ctx)
+		engine_kv_stats(fm->ctx, &kv);
 	rc = fs_buf_printf(
 		b,
 		"name %s\nstate ready\narchitecture %s\nmodel_name %s\n"
@@ -375,8 +378,9 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 		in->tokenizer_pre ? in->tokenizer_pre : "-",
 		fm->chat ? engine_chat_kind(fm->chat) : "-", in->rope_freq_base,
 		in->rms_norm_eps,
-		io_type_info(in->kv_type) ? io_type_info(in->kv_type)->name :
-					    "?",
+		engine_kv_type_name(kv.type_k) ?
+			engine_kv_type_name(kv.type_k) :
+			"?",
 		(unsigned long long)in->tensor_bytes,
 		(unsigned long long)fm->gguf->n_tensors);
 	if (!rc)

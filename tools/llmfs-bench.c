@@ -234,6 +234,7 @@ static int bench_membw(const struct bench_args *a)
 
 struct bench {
 	struct engine_model *m;
+	struct engine_ctx *ctx;
 	struct engine_seq *seq[BENCH_SEQS]; /* seq[0] for -p */
 	long n_seqs;
 	const struct engine_model_info *info;
@@ -268,7 +269,7 @@ static int bench_prompt(struct bench *b, struct engine_seq *seq, long n,
 			b->tokens[i] = bench_token(b);
 		if (done == 0 && b->info->add_bos && b->info->bos >= 0)
 			b->tokens[0] = b->info->bos;
-		if ((ret = engine_forward(b->m, &it, 1, err)))
+		if ((ret = engine_forward(b->ctx, &it, 1, err)))
 			return ret;
 		done += k;
 	}
@@ -290,7 +291,7 @@ static int bench_gen(struct bench *b, long n, struct err *err)
 				b->logits + (size_t)s * b->info->n_vocab
 			};
 		}
-		if ((ret = engine_forward(b->m, it, (size_t)b->n_seqs, err)))
+		if ((ret = engine_forward(b->ctx, it, (size_t)b->n_seqs, err)))
 			return ret;
 	}
 	return 0;
@@ -319,6 +320,8 @@ static int bench_once(struct bench *b, const struct bench_args *a, double *secs,
 static int bench_model(const struct bench_args *a)
 {
 	struct engine_model_options mopt = { 0 };
+	struct engine_ctx_options copt = { 0 };
+	struct engine_kv_stats kv;
 	struct bench b = { .rng = 0x9e3779b97f4a7c15ull };
 	struct err err = { 0 };
 	long n = a->n_prompt ? a->n_prompt : a->n_gen, r, s;
@@ -326,12 +329,15 @@ static int bench_model(const struct bench_args *a)
 	size_t merged;
 	int ret;
 
-	mopt.threads = (uint32_t)a->threads;
-	mopt.batch_exact = a->batch_exact;
+	copt.threads = (uint32_t)a->threads;
+	copt.batch_exact = a->batch_exact;
+	mopt.threads = copt.threads;
 	mopt.no_pack = a->no_pack;
 	mopt.n_ctx = (uint32_t)(a->depth + n);
 	b.n_seqs = a->seqs;
 	ret = engine_model_open(&b.m, a->model, &mopt, &err);
+	if (!ret)
+		ret = engine_ctx_new(&b.ctx, b.m, &copt, &err);
 	/*
 	 * the weights as huge pages, as the daemon has them once idle and as
 	 * llama-bench's mapping of the page cache has them (loading.md);
@@ -341,7 +347,7 @@ static int bench_model(const struct bench_args *a)
 						32u << 20, &merged) > 0)
 		;
 	for (s = 0; !ret && s < b.n_seqs; s++)
-		ret = engine_seq_new(b.m, &b.seq[s], &err);
+		ret = engine_seq_new(b.ctx, &b.seq[s], &err);
 	if (ret)
 		goto out;
 	b.info = engine_model_info(b.m);
@@ -362,13 +368,15 @@ static int bench_model(const struct bench_args *a)
 		sq += (n * b.n_seqs / secs) * (n * b.n_seqs / secs);
 	}
 	mean = sum / a->reps;
+	engine_kv_stats(b.ctx, &kv);
 	sd = a->reps > 1 ? sqrt(fmax(0.0, (sq - sum * mean) / (a->reps - 1))) :
 			   0.0;
 	printf("%s%ld d%ld%s t/s %.2f sd %.2f (%ld reps, %s, tensor_bytes %" PRIu64
 	       ", kv_bytes_per_token %" PRIu64 ")\n",
 	       a->n_prompt ? "pp" : "tg", n, a->depth,
 	       b.n_seqs > 1 ? " x seqs" : "", mean, sd, a->reps, b.info->name,
-	       b.info->tensor_bytes, b.info->kv_bytes_per_token);
+	       b.info->tensor_bytes,
+	       kv.k_bytes_per_token + kv.v_bytes_per_token);
 out:
 	if (ret)
 		fprintf(stderr, "llmfs-bench: %s\n", err.msg);
@@ -376,6 +384,7 @@ out:
 	free(b.logits);
 	for (s = 0; s < b.n_seqs; s++)
 		engine_seq_free(b.seq[s]);
+	engine_ctx_free(b.ctx);
 	engine_model_free(b.m);
 	return ret ? 1 : 0;
 }

@@ -368,15 +368,21 @@ static void run_notice(void *arg, const char *msg)
 	fprintf(stderr, "llmfs-run: %s\n", msg);
 }
 
-static void run_print_model(const struct engine_model_info *info)
+static void run_print_model(struct engine_ctx *ctx)
 {
+	const struct engine_model_info *info = engine_model_info(
+		engine_ctx_model(ctx));
+	struct engine_kv_stats kv;
+	uint64_t bpt;
+
+	engine_kv_stats(ctx, &kv);
+	bpt = kv.k_bytes_per_token + kv.v_bytes_per_token;
 	fprintf(stderr,
 		"llmfs-run: model %s arch %s n_ctx %" PRIu32
 		" tensor_bytes %" PRIu64 " kv_bytes_per_token %" PRIu64
 		" kv_bytes %" PRIu64 "\n",
 		info->name, info->arch_name, info->n_ctx, info->tensor_bytes,
-		info->kv_bytes_per_token,
-		info->kv_bytes_per_token * info->n_ctx);
+		bpt, bpt * info->n_ctx);
 }
 
 /* prepare/forward/accept until the end, streaming to stdout. */
@@ -479,10 +485,12 @@ static void run_print_stats(const struct engine_generation_stats *st)
 int main(int argc, char **argv)
 {
 	struct engine_model_options mopt = { 0 };
+	struct engine_ctx_options copt = { 0 };
 	struct engine_generate_options gopt = { 0 };
 	struct engine_generation *g = NULL;
 	struct engine_grammar *grammar = NULL;
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct engine_seq *seq = NULL;
 	struct engine_chat *chat = NULL;
 	struct err err = { 0 };
@@ -505,11 +513,12 @@ int main(int argc, char **argv)
 
 	mopt.n_ctx = a.n_ctx;
 	mopt.threads = a.threads;
-	mopt.kv_type_k = a.kv_type_k;
-	mopt.kv_type_v = a.kv_type_v;
-	mopt.kv_mem = a.kv_mem;
-	mopt.batch_exact = a.batch_exact;
 	mopt.no_pack = a.no_pack;
+	copt.threads = a.threads;
+	copt.kv_type_k = a.kv_type_k;
+	copt.kv_type_v = a.kv_type_v;
+	copt.kv_mem = a.kv_mem;
+	copt.batch_exact = a.batch_exact;
 	mopt.load.notice = run_notice;
 	/*
 	 * Compute behind the disk: the first pass waits for each tensor as
@@ -517,10 +526,12 @@ int main(int argc, char **argv)
 	 */
 	mopt.load.async = true;
 	rc = engine_model_open(&m, a.model, &mopt, &err);
+	if (!rc)
+		rc = engine_ctx_new(&ctx, m, &copt, &err);
 	if (rc)
 		goto out;
 	if (a.verbose)
-		run_print_model(engine_model_info(m));
+		run_print_model(ctx);
 	if (a.chat) {
 		rc = engine_chat_for_model(&chat, m, &err);
 		if (rc)
@@ -534,7 +545,7 @@ int main(int argc, char **argv)
 			      "is\n",
 			      stderr);
 	}
-	rc = engine_seq_new(m, &seq, &err);
+	rc = engine_seq_new(ctx, &seq, &err);
 	if (rc)
 		goto out;
 
@@ -569,6 +580,7 @@ out:
 	engine_grammar_unref(grammar);
 	engine_seq_free(seq);
 	engine_chat_free(chat);
+	engine_ctx_free(ctx);
 	engine_model_free(m);
 	free(file_text);
 	free(a.stop);

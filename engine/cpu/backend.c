@@ -146,15 +146,17 @@ static void cpu_for_rows(struct engine_backend *be,
 		cpu_rows_part(&job, 0, 1);
 }
 
-/* The panels of engine/cpu/gemm.h, where the matrix allows them. */
-static int cpu_pack(struct engine_backend *be, const struct engine_tensor *w)
+/* The panels of gemm.h, where the matrix allows them. */
+int cpu_backend_pack(struct engine_backend *be, const struct engine_tensor *w)
 {
-	return cpu_gemm_packable(w) ? cpu_gemm_pack(be->ctx, w) : 0;
+	return cpu_gemm_packable(w) ? cpu_gemm_pack(cpu_pool(be), w) : 0;
 }
 
-static void cpu_packed_read(struct engine_backend *be,
-			    const struct io_gguf_tensor *t, const void *data,
-			    uint64_t off, size_t size, void *buf)
+_Static_assert(CPU_BACKEND_LAYOUT == CPU_LAYOUT_PANELS,
+	       "the registry's number for the panels");
+
+void cpu_backend_packed_read(const struct io_gguf_tensor *t, const void *data,
+			     uint64_t off, size_t size, void *buf)
 {
 	cpu_gemm_packed_read(t, data, off, size, buf);
 }
@@ -738,8 +740,6 @@ static const struct engine_backend_i cpu_backend_i = {
 	.supports = cpu_supports,
 	.vec_dot_type = cpu_vec_dot_type,
 	.for_rows = cpu_for_rows,
-	.pack = cpu_pack,
-	.packed_read = cpu_packed_read,
 	.get_rows = cpu_get_rows,
 	.rms_norm = cpu_rms_norm,
 	.convert = cpu_convert,

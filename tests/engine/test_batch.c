@@ -49,29 +49,42 @@ static void model_path(char *buf, size_t cap, const char *stem)
 }
 
 /*
- * exact: engine_model_options.batch_exact, for the checks of bit
- * identity with the one-token path (the default order is the GEMM's).
+ * A context on the model at path. exact: engine_ctx_options.batch_exact,
+ * for the checks of bit identity with the one-token path (the default
+ * order is the GEMM's).
  */
-static struct engine_model *batch_open(const char *path, uint32_t n_ctx,
-				       uint32_t threads,
-				       const struct io_load_options *load,
-				       bool exact)
+static struct engine_ctx *batch_open(const char *path, uint32_t n_ctx,
+				     uint32_t threads,
+				     const struct io_load_options *load,
+				     bool exact)
 {
-	struct engine_model_options opt = { .n_ctx = n_ctx,
-					    .threads = threads,
-					    .batch_exact = exact };
+	struct engine_model_options opt = { .n_ctx = n_ctx };
+	struct engine_ctx_options copt = { .threads = threads,
+					   .batch_exact = exact };
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
 
 	if (load)
 		opt.load = *load;
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 		      path, err.msg);
-	return m;
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
+		      err.msg);
+	return ctx;
 }
 
-static struct engine_model *batch_open_stem(const char *stem, uint32_t n_ctx,
-					    uint32_t threads, bool exact)
+/* Free a context of batch_open and its model. */
+static void batch_close(struct engine_ctx *ctx)
+{
+	struct engine_model *m = engine_ctx_model(ctx);
+
+	engine_ctx_free(ctx);
+	engine_model_free(m);
+}
+
+static struct engine_ctx *batch_open_stem(const char *stem, uint32_t n_ctx,
+					  uint32_t threads, bool exact)
 {
 	char path[1200];
 
@@ -80,7 +93,7 @@ static struct engine_model *batch_open_stem(const char *stem, uint32_t n_ctx,
 }
 
 /* The tokens of text (BOS as the vocabulary says), repeated times. */
-static int32_t *batch_tokens(struct engine_model *m, int times, size_t *n)
+static int32_t *batch_tokens(struct engine_ctx *m, int times, size_t *n)
 {
 	size_t len = strlen(batch_text), i;
 	char *text = malloc(len * times + 1);
@@ -91,15 +104,15 @@ static int32_t *batch_tokens(struct engine_model *m, int times, size_t *n)
 	for (i = 0; i < (size_t)times; i++)
 		memcpy(text + i * len, batch_text, len);
 	text[len * times] = '\0';
-	ck_assert_msg(engine_tokenize(m, text, len * times, true, false, &tok,
-				      n, &err) == 0,
+	ck_assert_msg(engine_tokenize(engine_ctx_model(m), text, len * times,
+				      true, false, &tok, n, &err) == 0,
 		      "%s", err.msg);
 	ck_assert_uint_gt(*n, 8);
 	free(text);
 	return tok;
 }
 
-static struct engine_seq *batch_seq(struct engine_model *m)
+static struct engine_seq *batch_seq(struct engine_ctx *m)
 {
 	struct engine_seq *s = NULL;
 	struct err err = { 0 };
@@ -108,8 +121,8 @@ static struct engine_seq *batch_seq(struct engine_model *m)
 	return s;
 }
 
-static void batch_forward(struct engine_model *m,
-			  struct engine_batch_item *items, size_t n)
+static void batch_forward(struct engine_ctx *m, struct engine_batch_item *items,
+			  size_t n)
 {
 	struct err err = { 0 };
 
@@ -117,7 +130,7 @@ static void batch_forward(struct engine_model *m,
 }
 
 /* n tokens in one call; the last one's logits. */
-static void batch_whole(struct engine_model *m, struct engine_seq *s,
+static void batch_whole(struct engine_ctx *m, struct engine_seq *s,
 			const int32_t *tok, size_t n, float *logits)
 {
 	struct engine_batch_item it = { s, tok, n, logits };
@@ -126,7 +139,7 @@ static void batch_whole(struct engine_model *m, struct engine_seq *s,
 }
 
 /* n tokens, one call each; the last one's logits. */
-static void batch_one_by_one(struct engine_model *m, struct engine_seq *s,
+static void batch_one_by_one(struct engine_ctx *m, struct engine_seq *s,
 			     const int32_t *tok, size_t n, float *logits)
 {
 	size_t i;
@@ -149,9 +162,10 @@ static int32_t batch_argmax(const float *l, uint32_t n)
 	return (int32_t)best;
 }
 
-static float *batch_logits(const struct engine_model *m)
+static float *batch_logits(const struct engine_ctx *m)
 {
-	float *l = malloc(engine_model_info(m)->n_vocab * sizeof(float));
+	float *l = malloc(engine_model_info(engine_ctx_model(m))->n_vocab *
+			  sizeof(float));
 
 	ck_assert_ptr_nonnull(l);
 	return l;
@@ -165,8 +179,8 @@ static float *batch_logits(const struct engine_model *m)
 START_TEST(test_batch_prompt_equals_one_by_one)
 {
 	const char *stem = batch_models[_i];
-	struct engine_model *m = batch_open_stem(stem, 256, 3, true);
-	uint32_t nv = engine_model_info(m)->n_vocab;
+	struct engine_ctx *m = batch_open_stem(stem, 256, 3, true);
+	uint32_t nv = engine_model_info(engine_ctx_model(m))->n_vocab;
 	struct engine_seq *a = batch_seq(m), *b = batch_seq(m);
 	float *la = batch_logits(m), *lb = batch_logits(m);
 	size_t n, step;
@@ -191,7 +205,7 @@ START_TEST(test_batch_prompt_equals_one_by_one)
 	ck_assert_uint_eq(engine_seq_length(a), n + 3);
 	engine_seq_free(a);
 	engine_seq_free(b);
-	engine_model_free(m);
+	batch_close(m);
 	free(tok);
 	free(la);
 	free(lb);
@@ -206,8 +220,8 @@ END_TEST
 START_TEST(test_batch_sequences_equal_alone)
 {
 	const char *stem = batch_models[_i];
-	struct engine_model *m = batch_open_stem(stem, 128, 2, true);
-	uint32_t nv = engine_model_info(m)->n_vocab;
+	struct engine_ctx *m = batch_open_stem(stem, 128, 2, true);
+	uint32_t nv = engine_model_info(engine_ctx_model(m))->n_vocab;
 	struct engine_seq *s[3], *r[3];
 	float *l[3], *ref[3];
 	struct engine_batch_item items[3];
@@ -257,7 +271,7 @@ START_TEST(test_batch_sequences_equal_alone)
 		free(l[i]);
 		free(ref[i]);
 	}
-	engine_model_free(m);
+	batch_close(m);
 	free(tok);
 }
 END_TEST
@@ -272,8 +286,8 @@ START_TEST(test_batch_long_prompt_in_chunks)
 	static const char *const stems[] = { "stories260K",
 					     "tiny-qwen3moe-bpe16k-q4km" };
 	const char *stem = stems[_i];
-	struct engine_model *m = batch_open_stem(stem, 512, 3, true);
-	uint32_t nv = engine_model_info(m)->n_vocab;
+	struct engine_ctx *m = batch_open_stem(stem, 512, 3, true);
+	uint32_t nv = engine_model_info(engine_ctx_model(m))->n_vocab;
 	struct engine_seq *a = batch_seq(m), *b = batch_seq(m);
 	struct engine_seq *c = batch_seq(m), *d = batch_seq(m);
 	float *la = batch_logits(m), *lb = batch_logits(m);
@@ -303,7 +317,7 @@ START_TEST(test_batch_long_prompt_in_chunks)
 	engine_seq_free(b);
 	engine_seq_free(c);
 	engine_seq_free(d);
-	engine_model_free(m);
+	batch_close(m);
 	free(tok);
 	free(la);
 	free(lb);
@@ -368,8 +382,8 @@ static double batch_within(const char *stem, const char *what, const float *l,
 START_TEST(test_batch_fast_within_tolerance)
 {
 	const char *stem = batch_models[_i];
-	struct engine_model *m = batch_open_stem(stem, 256, 3, false);
-	uint32_t nv = engine_model_info(m)->n_vocab;
+	struct engine_ctx *m = batch_open_stem(stem, 256, 3, false);
+	uint32_t nv = engine_model_info(engine_ctx_model(m))->n_vocab;
 	struct engine_seq *s[BATCH_SEQS], *c = batch_seq(m);
 	struct engine_batch_item it[BATCH_SEQS];
 	float *l[BATCH_SEQS], *lc = batch_logits(m);
@@ -412,7 +426,7 @@ START_TEST(test_batch_fast_within_tolerance)
 		free(l[i]);
 	}
 	engine_seq_free(c);
-	engine_model_free(m);
+	batch_close(m);
 	free(tok);
 	free(lc);
 }
@@ -421,7 +435,7 @@ END_TEST
 /* Two items of one sequence count together against n_ctx. */
 START_TEST(test_batch_same_sequence_context_full)
 {
-	struct engine_model *m = batch_open_stem("stories260K", 8, 1, true);
+	struct engine_ctx *m = batch_open_stem("stories260K", 8, 1, true);
 	const int32_t five[] = { 1, 403, 407, 261, 378 };
 	struct engine_seq *s = batch_seq(m);
 	struct engine_batch_item items[2] = {
@@ -436,7 +450,7 @@ START_TEST(test_batch_same_sequence_context_full)
 	ck_assert_int_eq(engine_forward(m, items, 2, &err), 0);
 	ck_assert_uint_eq(engine_seq_length(s), 8);
 	engine_seq_free(s);
-	engine_model_free(m);
+	batch_close(m);
 }
 END_TEST
 
@@ -470,7 +484,7 @@ START_TEST(test_batch_async_load_same_logits)
 	struct io_load_options load = { .async = true,
 					.read_kib = 4,
 					.queue_depth = 2 };
-	struct engine_model *ms, *ma;
+	struct engine_ctx *ms, *ma;
 	float *ls, *la;
 	uint32_t nv;
 	char path[1200];
@@ -481,7 +495,7 @@ START_TEST(test_batch_async_load_same_logits)
 	/* the default order: both run the same batch, so the same bits */
 	ms = batch_open(path, 64, 2, NULL, false);
 	ma = batch_open(path, 64, 2, &load, false);
-	nv = engine_model_info(ms)->n_vocab;
+	nv = engine_model_info(engine_ctx_model(ms))->n_vocab;
 	tok = batch_tokens(ms, 1, &n);
 	ls = batch_logits(ms);
 	la = batch_logits(ma);
@@ -498,22 +512,24 @@ START_TEST(test_batch_async_load_same_logits)
 		      "%s: logits after an async load differ", stem);
 	/* its first pass packed what the synchronous open packed */
 	{
-		const struct io_gguf *g = engine_model_gguf(ms);
+		struct engine_model *mms = engine_ctx_model(ms);
+		struct engine_model *mma = engine_ctx_model(ma);
+		const struct io_gguf *g = engine_model_gguf(mms);
 		uint64_t i;
 
 		for (i = 0; i < g->n_tensors; i++)
 			ck_assert_msg(
-				io_weights_placement(engine_model_weights(ms),
+				io_weights_placement(engine_model_weights(mms),
 						     i)
 						->layout ==
 					io_weights_placement(
-						engine_model_weights(ma), i)
+						engine_model_weights(mma), i)
 						->layout,
 				"%s: %s packed after one load, not the other",
 				stem, g->tensors[i].name);
 	}
-	engine_model_free(ma);
-	engine_model_free(ms);
+	batch_close(ma);
+	batch_close(ms);
 	free(tok);
 	free(ls);
 	free(la);
@@ -554,7 +570,7 @@ START_TEST(test_batch_async_load_failure)
 					.progress_arg = &cut };
 	struct engine_generate_options gopt = { 0 };
 	struct engine_generation *g = NULL;
-	struct engine_model *m;
+	struct engine_ctx *m;
 	struct engine_seq *s, *s2;
 	struct err err = { 0 };
 	struct stat st;
@@ -583,8 +599,9 @@ START_TEST(test_batch_async_load_failure)
 	s2 = batch_seq(m);
 	engine_sampling_defaults(&gopt.sampling);
 	gopt.sampling.temperature = 0;
-	ck_assert_int_eq(
-		engine_generation_new(&g, m, s2, "Once", 4, &gopt, &err), 0);
+	ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m), s2,
+					       "Once", 4, &gopt, &err),
+			 0);
 	memset(&err, 0, sizeof(err));
 	ck_assert_int_lt(
 		engine_generation_step(g, out, sizeof(out), &len, &err), 0);
@@ -592,7 +609,7 @@ START_TEST(test_batch_async_load_failure)
 	engine_generation_free(g);
 	engine_seq_free(s2);
 	engine_seq_free(s);
-	engine_model_free(m);
+	batch_close(m);
 	free(l);
 	unlink(path);
 }

@@ -18,36 +18,51 @@
 #include "../../engine/engine.h"
 #include "../common/check_main.h"
 
-static struct engine_model *model_open(const char *stem)
+/* A one-thread context of the one-token path on the shared model stem. */
+static struct engine_ctx *model_open(const char *stem)
 {
-	struct engine_model_options opt = { .threads = 1, .batch_exact = true };
+	struct engine_model_options opt = { 0 };
+	struct engine_ctx_options copt = { .threads = 1, .batch_exact = true };
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
 	char path[4200];
 
 	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 		      path, err.msg);
-	return m;
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
+		      err.msg);
+	return ctx;
 }
 
-static int32_t *tokens_of(struct engine_model *m, const char *text, size_t *n)
+/* Free a context of model_open and its model. */
+static void model_close(struct engine_ctx *ctx)
+{
+	struct engine_model *m = engine_ctx_model(ctx);
+
+	engine_ctx_free(ctx);
+	engine_model_free(m);
+}
+
+static int32_t *tokens_of(struct engine_ctx *m, const char *text, size_t *n)
 {
 	struct err err = { 0 };
 	int32_t *t = NULL;
 
-	ck_assert_int_eq(engine_tokenize(m, text, strlen(text), true, false, &t,
-					 n, &err),
+	ck_assert_int_eq(engine_tokenize(engine_ctx_model(m), text,
+					 strlen(text), true, false, &t, n,
+					 &err),
 			 0);
 	ck_assert_uint_gt(*n, 2);
 	return t;
 }
 
 /* The embedding of tokens [0, n) under pooling, from a fresh sequence. */
-static float *embed(struct engine_model *m, const int32_t *t, size_t n,
+static float *embed(struct engine_ctx *m, const int32_t *t, size_t n,
 		    enum engine_pooling pooling)
 {
-	uint32_t E = engine_model_info(m)->n_embd;
+	uint32_t E = engine_model_info(engine_ctx_model(m))->n_embd;
 	float *v = calloc(E, sizeof(*v));
 	struct engine_batch_item it = { NULL, t, n, NULL };
 	struct engine_seq *seq = NULL;
@@ -72,9 +87,10 @@ static void check_close(const float *a, const float *b, uint32_t n, double tol,
 
 START_TEST(test_embed_is_what_the_output_reads)
 {
-	struct engine_model *m = model_open("stories260K");
-	const struct engine_model_info *in = engine_model_info(m);
-	const struct io_gguf *g = engine_model_gguf(m);
+	struct engine_ctx *m = model_open("stories260K");
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(m));
+	const struct io_gguf *g = engine_model_gguf(engine_ctx_model(m));
 	uint32_t E = in->n_embd, V = in->n_vocab;
 	float *logits = malloc(V * sizeof(*logits)), *row, *v;
 	struct engine_seq *seq = NULL;
@@ -103,7 +119,8 @@ START_TEST(test_embed_is_what_the_output_reads)
 	for (uint32_t k = 0; k < V; k++) {
 		double dot = 0;
 
-		engine_tensor_read(m, ti, (uint64_t)k * E * sizeof(*row),
+		engine_tensor_read(engine_ctx_model(m), ti,
+				   (uint64_t)k * E * sizeof(*row),
 				   E * sizeof(*row), row);
 		for (uint32_t e = 0; e < E; e++)
 			dot += (double)row[e] * v[e];
@@ -116,14 +133,14 @@ START_TEST(test_embed_is_what_the_output_reads)
 	free(v);
 	free(t);
 	free(logits);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_embed_pooling)
 {
-	struct engine_model *m = model_open("tiny-qwen3-bpe16k-f16");
-	uint32_t E = engine_model_info(m)->n_embd;
+	struct engine_ctx *m = model_open("tiny-qwen3-bpe16k-f16");
+	uint32_t E = engine_model_info(engine_ctx_model(m))->n_embd;
 	float *mean, *cls, *last, *first, *sum = calloc(E, sizeof(*sum));
 	int32_t *t;
 	size_t n;
@@ -153,15 +170,15 @@ START_TEST(test_embed_pooling)
 	free(last);
 	free(sum);
 	free(t);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_embed_generation)
 {
 	static const char text[] = "<|im_start|>user is text here<|im_end|>";
-	struct engine_model *m = model_open("tiny-qwen3-bpe16k-f16");
-	uint32_t E = engine_model_info(m)->n_embd;
+	struct engine_ctx *m = model_open("tiny-qwen3-bpe16k-f16");
+	uint32_t E = engine_model_info(engine_ctx_model(m))->n_embd;
 	struct engine_generate_options o = { .embed = true };
 	struct engine_generation *g = NULL;
 	struct engine_seq *seq = NULL;
@@ -177,9 +194,9 @@ START_TEST(test_embed_generation)
 	t = tokens_of(m, text, &n);
 	want = embed(m, t, n, ENGINE_POOLING_NONE);
 	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
-	ck_assert_int_eq(
-		engine_generation_new(&g, m, seq, text, strlen(text), &o, &err),
-		0);
+	ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m), seq,
+					       text, strlen(text), &o, &err),
+			 0);
 	engine_generation_tokens(g, &np, &nt);
 	ck_assert_uint_eq(np, n);
 	ck_assert_ptr_null(engine_generation_embedding(g, &k));
@@ -200,11 +217,12 @@ START_TEST(test_embed_generation)
 		ck_assert_int_eq(engine_forward(m, &it, 1, &err), 0);
 	}
 	engine_seq_free(seq);
-	ck_assert_int_eq(engine_model_pooling(m), ENGINE_POOLING_NONE);
+	ck_assert_int_eq(engine_model_pooling(engine_ctx_model(m)),
+			 ENGINE_POOLING_NONE);
 	ck_assert_str_eq(engine_pooling_name(ENGINE_POOLING_MEAN), "mean");
 	free(want);
 	free(t);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 

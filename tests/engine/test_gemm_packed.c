@@ -155,7 +155,8 @@ START_TEST(test_packed_layout)
 		const size_t rb = pq_row_bytes(type, n);
 		/* rows further apart than one row: row_bytes is honoured */
 		const size_t stride = rb + 3 * t->block_bytes;
-		uint8_t *w = pq_raw(type, n + 3 * t->block_elems, PQ_ROWS, &seed);
+		uint8_t *w = pq_raw(type, n + 3 * t->block_elems, PQ_ROWS,
+				    &seed);
 		uint8_t *row = malloc(rb), *panel;
 		const size_t sb = (size_t)units * 64;
 		void *base;
@@ -326,8 +327,7 @@ START_TEST(test_packed_run)
 		return;
 	for (bi = 0; bi < sizeof(blocks) / sizeof(blocks[0]); bi++)
 		for (raw = 0; raw < 2; raw++) {
-			const int64_t n = blocks[bi] *
-					  quant_blck_size(type);
+			const int64_t n = blocks[bi] * quant_blck_size(type);
 			uint8_t *a = pq_quantized(at, n, PQ_MAX_TOK, &seed);
 			uint8_t *w = raw ? pq_raw(type, n, PQ_ROWS, &seed) :
 					   pq_quantized(type, n, PQ_ROWS,

@@ -97,19 +97,32 @@ static const struct golden *golden_find(const char *p)
 	return NULL;
 }
 
-static struct engine_model *model_open(const char *file, uint32_t n_ctx)
+/* A one-thread context on the shared model file. */
+static struct engine_ctx *model_open(const char *file, uint32_t n_ctx)
 {
 	struct engine_model_options opt = { 0 };
+	struct engine_ctx_options copt = { .threads = 1 };
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
 	char path[4200];
 
 	path_of(path, sizeof(path), file);
 	opt.n_ctx = n_ctx;
-	opt.threads = 1;
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 		      path, err.msg);
-	return m;
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
+		      err.msg);
+	return ctx;
+}
+
+/* Free a context of model_open and its model. */
+static void model_close(struct engine_ctx *ctx)
+{
+	struct engine_model *m = engine_ctx_model(ctx);
+
+	engine_ctx_free(ctx);
+	engine_model_free(m);
 }
 
 static struct engine_generate_options greedy(uint32_t max_tokens)
@@ -153,7 +166,7 @@ static char *run_all(struct engine_generation *g, size_t *n_steps)
  * The same through prepare/forward/accept, as a scheduler drives it; the
  * generation must end before the forward pass could refuse a token.
  */
-static char *run_manual(struct engine_model *m, struct engine_generation *g)
+static char *run_manual(struct engine_ctx *m, struct engine_generation *g)
 {
 	struct engine_batch_item item;
 	struct err err = { 0 };
@@ -176,7 +189,7 @@ static char *run_manual(struct engine_model *m, struct engine_generation *g)
 	return text;
 }
 
-static char *generate(struct engine_model *m, struct engine_seq *seq,
+static char *generate(struct engine_ctx *m, struct engine_seq *seq,
 		      const char *prompt,
 		      const struct engine_generate_options *o,
 		      struct engine_generation **out)
@@ -185,8 +198,9 @@ static char *generate(struct engine_model *m, struct engine_seq *seq,
 	struct err err = { 0 };
 	size_t steps;
 
-	ck_assert_msg(engine_generation_new(&g, m, seq, prompt, strlen(prompt),
-					    o, &err) == 0,
+	ck_assert_msg(engine_generation_new(&g, engine_ctx_model(m), seq,
+					    prompt, strlen(prompt), o,
+					    &err) == 0,
 		      "new: %s", err.msg);
 	*out = g;
 	return run_all(g, &steps);
@@ -194,7 +208,7 @@ static char *generate(struct engine_model *m, struct engine_seq *seq,
 
 START_TEST(test_generate_matches_golden)
 {
-	struct engine_model *m = model_open("models/stories260K.gguf", 0);
+	struct engine_ctx *m = model_open("models/stories260K.gguf", 0);
 	struct engine_generate_options o = greedy(48);
 	struct engine_seq *seq = NULL;
 	struct err err = { 0 };
@@ -236,13 +250,13 @@ START_TEST(test_generate_matches_golden)
 	}
 	ck_assert_uint_ge(n_checked, 4);
 	engine_seq_free(seq);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_generate_max_tokens)
 {
-	struct engine_model *m = model_open("models/stories260K.gguf", 0);
+	struct engine_ctx *m = model_open("models/stories260K.gguf", 0);
 	const struct golden *gd = golden_find("Once upon a time");
 	struct engine_generate_options o = greedy(5);
 	struct engine_generation *g;
@@ -265,12 +279,12 @@ START_TEST(test_generate_max_tokens)
 	free(text);
 	engine_generation_free(g);
 	engine_seq_free(seq);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 /* Generate "" greedily with stop strings; the text must be cut exactly. */
-static void check_stop(struct engine_model *m, struct engine_seq *seq,
+static void check_stop(struct engine_ctx *m, struct engine_seq *seq,
 		       const char *const *stop, size_t n_stop, const char *want)
 {
 	struct engine_generate_options o = greedy(48);
@@ -287,7 +301,7 @@ static void check_stop(struct engine_model *m, struct engine_seq *seq,
 
 START_TEST(test_generate_stop_strings)
 {
-	struct engine_model *m = model_open("models/stories260K.gguf", 0);
+	struct engine_ctx *m = model_open("models/stories260K.gguf", 0);
 	const struct golden *gd = golden_find("");
 	const char *s_girl[] = { "little girl" };
 	const char *s_span[] = { "named Li" };
@@ -326,14 +340,15 @@ START_TEST(test_generate_stop_strings)
 	check_stop(m, seq, s_first, 1, "");
 
 	engine_seq_free(seq);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_generate_stops_at_eog)
 {
-	struct engine_model *m = model_open("models/stories260K.gguf", 0);
-	const struct engine_model_info *info = engine_model_info(m);
+	struct engine_ctx *m = model_open("models/stories260K.gguf", 0);
+	const struct engine_model_info *info = engine_model_info(
+		engine_ctx_model(m));
 	const struct golden *gd = golden_find("Once upon a time");
 	struct engine_generate_options o = greedy(0);
 	struct engine_generation *g = NULL;
@@ -345,10 +360,11 @@ START_TEST(test_generate_stops_at_eog)
 	int rc = 1;
 
 	ck_assert_int_ge(info->eos, 0);
-	ck_assert(engine_token_is_eog(m, info->eos));
+	ck_assert(engine_token_is_eog(engine_ctx_model(m), info->eos));
 	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
-	ck_assert_int_eq(engine_generation_new(&g, m, seq, gd->prompt,
-					       strlen(gd->prompt), &o, &err),
+	ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m), seq,
+					       gd->prompt, strlen(gd->prompt),
+					       &o, &err),
 			 0);
 	for (step = 0; rc > 0; step++) {
 		ck_assert_int_eq(engine_generation_prepare(g, &item), 1);
@@ -378,14 +394,14 @@ START_TEST(test_generate_stops_at_eog)
 	}
 	engine_generation_free(g);
 	engine_seq_free(seq);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_generate_context_full)
 {
 	/* 16 positions: 5 prompt tokens + 11 fed answers, 12 answers out */
-	struct engine_model *m = model_open("models/stories260K.gguf", 16);
+	struct engine_ctx *m = model_open("models/stories260K.gguf", 16);
 	const struct golden *gd = golden_find("Once upon a time");
 	struct engine_generate_options o = greedy(0);
 	struct engine_generation *g = NULL;
@@ -396,7 +412,7 @@ START_TEST(test_generate_context_full)
 	char *text;
 	int pass;
 
-	ck_assert_uint_eq(engine_model_info(m)->n_ctx, 16);
+	ck_assert_uint_eq(engine_model_info(engine_ctx_model(m))->n_ctx, 16);
 	ck_assert_uint_eq(gd->n_prompt, 5);
 	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
 	for (pass = 0; pass < 2; pass++) {
@@ -404,8 +420,9 @@ START_TEST(test_generate_context_full)
 			text = generate(m, seq, gd->prompt, &o, &g);
 		} else {
 			ck_assert_int_eq(engine_generation_new(
-						 &g, m, seq, gd->prompt,
-						 strlen(gd->prompt), &o, &err),
+						 &g, engine_ctx_model(m), seq,
+						 gd->prompt, strlen(gd->prompt),
+						 &o, &err),
 					 0);
 			text = run_manual(m, g);
 		}
@@ -425,31 +442,32 @@ START_TEST(test_generate_context_full)
 	{
 		const struct golden *lg = golden_find(
 			"\"Can we play?\" asked Sam.");
-		struct engine_model *m8 = model_open("models/stories260K.gguf",
-						     8);
+		struct engine_ctx *m8 = model_open("models/stories260K.gguf",
+						   8);
 		struct engine_seq *s8 = NULL;
 
 		ck_assert_uint_gt(lg->n_prompt, 8);
 		ck_assert_int_eq(engine_seq_new(m8, &s8, &err), 0);
 		g = (void *)1;
-		ck_assert_int_eq(engine_generation_new(&g, m8, s8, lg->prompt,
+		ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m8),
+						       s8, lg->prompt,
 						       strlen(lg->prompt), &o,
 						       &err),
 				 -ENOSPC);
 		ck_assert_ptr_null(g);
 		ck_assert(strlen(err.msg) > 0);
 		engine_seq_free(s8);
-		engine_model_free(m8);
+		model_close(m8);
 	}
 	engine_seq_free(seq);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_generate_batched_like_golden)
 {
 	/* two generations in one forward pass each step, as fs/ runs them */
-	struct engine_model *m = model_open("models/stories260K.gguf", 0);
+	struct engine_ctx *m = model_open("models/stories260K.gguf", 0);
 	const struct golden *gd[2] = {
 		golden_find("Once upon a time"),
 		golden_find("Lily and Tom went to the park"),
@@ -466,7 +484,8 @@ START_TEST(test_generate_batched_like_golden)
 	for (i = 0; i < 2; i++) {
 		ck_assert_int_eq(engine_seq_new(m, &seq[i], &err), 0);
 		ck_assert_int_eq(
-			engine_generation_new(&g[i], m, seq[i], gd[i]->prompt,
+			engine_generation_new(&g[i], engine_ctx_model(m),
+					      seq[i], gd[i]->prompt,
 					      strlen(gd[i]->prompt), &o, &err),
 			0);
 		text[i] = calloc(1, 4096);
@@ -502,13 +521,13 @@ START_TEST(test_generate_batched_like_golden)
 		engine_generation_free(g[i]);
 		engine_seq_free(seq[i]);
 	}
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_generate_seeded_sampling_repeats)
 {
-	struct engine_model *m = model_open("models/stories260K.gguf", 0);
+	struct engine_ctx *m = model_open("models/stories260K.gguf", 0);
 	struct engine_generate_options o = greedy(32);
 	struct engine_generation *g1, *g2, *g3;
 	struct engine_seq *seq = NULL;
@@ -532,15 +551,15 @@ START_TEST(test_generate_seeded_sampling_repeats)
 	engine_generation_free(g2);
 	engine_generation_free(g3);
 	engine_seq_free(seq);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_generate_chat_prompt)
 {
-	struct engine_model *m = model_open("models/tiny-qwen3-bpe16k-f16.gguf",
-					    0);
-	struct engine_model *s = model_open("models/stories260K.gguf", 0);
+	struct engine_ctx *m = model_open("models/tiny-qwen3-bpe16k-f16.gguf",
+					  0);
+	struct engine_ctx *s = model_open("models/stories260K.gguf", 0);
 	struct engine_generate_options o = greedy(4);
 	struct engine_generation *g;
 	struct engine_seq *seq = NULL;
@@ -551,18 +570,22 @@ START_TEST(test_generate_chat_prompt)
 	struct engine_chat *chat = NULL;
 	char *text;
 
-	ck_assert_int_eq(engine_chat_for_model(&chat, m, &err), 0);
+	ck_assert_int_eq(
+		engine_chat_for_model(&chat, engine_ctx_model(m), &err), 0);
 	ck_assert_str_eq(engine_chat_kind(chat), "jinja");
 	/* no template in stories260K: ChatML as in llama.cpp */
-	ck_assert_ptr_null(engine_model_info(s)->chat_template);
+	ck_assert_ptr_null(
+		engine_model_info(engine_ctx_model(s))->chat_template);
 	{
 		struct engine_chat *sc = NULL;
 
-		ck_assert_int_eq(engine_chat_for_model(&sc, s, &err), 0);
+		ck_assert_int_eq(
+			engine_chat_for_model(&sc, engine_ctx_model(s), &err),
+			0);
 		ck_assert_str_eq(engine_chat_kind(sc), "chatml");
 		engine_chat_free(sc);
 	}
-	engine_model_free(s);
+	model_close(s);
 
 	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
 	o.chat = chat;
@@ -586,13 +609,13 @@ START_TEST(test_generate_chat_prompt)
 	engine_generation_free(g);
 	engine_seq_free(seq);
 	engine_chat_free(chat);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_generate_rejects_bad_input)
 {
-	struct engine_model *m = model_open("models/stories260K.gguf", 0);
+	struct engine_ctx *m = model_open("models/stories260K.gguf", 0);
 	struct engine_generate_options o = greedy(4);
 	struct engine_generation *g = NULL;
 	struct engine_batch_item item;
@@ -606,21 +629,25 @@ START_TEST(test_generate_rejects_bad_input)
 	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
 	o.stop = empty;
 	o.n_stop = 1;
-	ck_assert_int_eq(engine_generation_new(&g, m, seq, "a", 1, &o, &err),
+	ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m), seq,
+					       "a", 1, &o, &err),
 			 -EINVAL);
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	o.stop = longs;
-	ck_assert_int_eq(engine_generation_new(&g, m, seq, "a", 1, &o, &err),
+	ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m), seq,
+					       "a", 1, &o, &err),
 			 -EINVAL);
 	o.n_stop = 0;
 	o.sampling.repeat_penalty = -1.0f;
-	ck_assert_int_eq(engine_generation_new(&g, m, seq, "a", 1, &o, &err),
+	ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m), seq,
+					       "a", 1, &o, &err),
 			 -EINVAL);
 	ck_assert_ptr_null(g);
 
 	o.sampling.repeat_penalty = 1.0f;
-	ck_assert_int_eq(engine_generation_new(&g, m, seq, "a", 1, &o, &err),
+	ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m), seq,
+					       "a", 1, &o, &err),
 			 0);
 	/* accept before any forward pass, and a too small buffer */
 	ck_assert_int_eq(
@@ -633,7 +660,7 @@ START_TEST(test_generate_rejects_bad_input)
 	engine_generation_free(g);
 	engine_generation_free(NULL);
 	engine_seq_free(seq);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 

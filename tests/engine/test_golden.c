@@ -80,7 +80,7 @@ struct golden_stats {
 	char prefixes[256]; /* matched free-running prefix per prompt */
 };
 
-static void golden_forward(struct engine_model *m, struct engine_seq *seq,
+static void golden_forward(struct engine_ctx *ctx, struct engine_seq *seq,
 			   const int32_t *tok, size_t n, float *logits)
 {
 	struct engine_batch_item it = {
@@ -91,17 +91,18 @@ static void golden_forward(struct engine_model *m, struct engine_seq *seq,
 	};
 	struct err err = { 0 };
 
-	ck_assert_msg(engine_forward(m, &it, 1, &err) == 0, "forward: %s",
+	ck_assert_msg(engine_forward(ctx, &it, 1, &err) == 0, "forward: %s",
 		      err.msg);
 }
 
 /* Rule 1 over one golden line. */
-static void golden_teacher_forced(struct engine_model *m, json_t *line,
+static void golden_teacher_forced(struct engine_ctx *ctx, json_t *line,
 				  const int32_t *prompt, size_t n_prompt,
 				  const int32_t *tokens, double rel_tol,
 				  double margin, struct golden_stats *st)
 {
-	const struct engine_model_info *info = engine_model_info(m);
+	const struct engine_model_info *info = engine_model_info(
+		engine_ctx_model(ctx));
 	json_t *top5 = json_object_get(line, "top5");
 	struct engine_seq *seq = NULL;
 	struct err err = { 0 };
@@ -110,14 +111,14 @@ static void golden_teacher_forced(struct engine_model *m, json_t *line,
 
 	ck_assert_ptr_nonnull(logits);
 	ck_assert_int_eq(json_array_size(top5), GOLDEN_STEPS);
-	ck_assert_msg(engine_seq_new(m, &seq, &err) == 0, "%s", err.msg);
-	golden_forward(m, seq, prompt, n_prompt, logits);
+	ck_assert_msg(engine_seq_new(ctx, &seq, &err) == 0, "%s", err.msg);
+	golden_forward(ctx, seq, prompt, n_prompt, logits);
 	for (s = 0; s < GOLDEN_STEPS; s++) {
 		json_t *step = json_array_get(top5, s);
 		double g0, g1;
 
 		if (s > 0)
-			golden_forward(m, seq, &tokens[s - 1], 1, logits);
+			golden_forward(ctx, seq, &tokens[s - 1], 1, logits);
 		for (j = 0; j < 5; j++) {
 			json_t *pair = json_array_get(step, j);
 			int32_t id = (int32_t)json_integer_value(
@@ -150,22 +151,23 @@ static void golden_teacher_forced(struct engine_model *m, json_t *line,
 }
 
 /* Rule 2: greedy from the prompt alone; the generated ids go to gen. */
-static void golden_free_running(struct engine_model *m, const int32_t *prompt,
+static void golden_free_running(struct engine_ctx *ctx, const int32_t *prompt,
 				size_t n_prompt, int32_t *gen)
 {
-	const struct engine_model_info *info = engine_model_info(m);
+	const struct engine_model_info *info = engine_model_info(
+		engine_ctx_model(ctx));
 	struct engine_seq *seq = NULL;
 	struct err err = { 0 };
 	float *logits = malloc(info->n_vocab * sizeof(float));
 	size_t s;
 
 	ck_assert_ptr_nonnull(logits);
-	ck_assert_msg(engine_seq_new(m, &seq, &err) == 0, "%s", err.msg);
-	golden_forward(m, seq, prompt, n_prompt, logits);
+	ck_assert_msg(engine_seq_new(ctx, &seq, &err) == 0, "%s", err.msg);
+	golden_forward(ctx, seq, prompt, n_prompt, logits);
 	for (s = 0; s < GOLDEN_STEPS; s++) {
 		gen[s] = golden_argmax(logits, info->n_vocab);
 		if (s + 1 < GOLDEN_STEPS)
-			golden_forward(m, seq, &gen[s], 1, logits);
+			golden_forward(ctx, seq, &gen[s], 1, logits);
 	}
 	ck_assert_uint_eq(engine_seq_length(seq), n_prompt + GOLDEN_STEPS - 1);
 	engine_seq_free(seq);
@@ -234,16 +236,17 @@ START_TEST(test_golden_model)
 {
 	const char *stem = model_stems[_i];
 	struct golden_stats st = { 0 };
-	struct engine_model_options opt = { .n_ctx = 1024,
-					    .threads = 1,
-					    .kv_type_k = kv_type_k,
-					    .kv_type_v = kv_type_v };
+	struct engine_model_options opt = { .n_ctx = 1024 };
+	struct engine_ctx_options copt = { .threads = 1,
+					   .kv_type_k = kv_type_k,
+					   .kv_type_v = kv_type_v };
 	const char *threads = getenv("GOLDEN_THREADS");
 
 	/* llama.cpp's split of long attention depends on its thread count */
 	if (threads)
-		opt.threads = (uint32_t)atoi(threads);
+		copt.threads = (uint32_t)atoi(threads);
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
 	char path[1600], line_buf[1 << 17];
 	double rel_tol, margin;
@@ -253,6 +256,8 @@ START_TEST(test_golden_model)
 	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 		      path, err.msg);
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
+		      err.msg);
 	snprintf(path, sizeof(path), "%s/%s%s", golden_dir, stem,
 		 golden_suffix);
 	f = fopen(path, "r");
@@ -271,10 +276,10 @@ START_TEST(test_golden_model)
 		tokens = golden_ids(json_object_get(line, "tokens"), &n_tokens);
 		ck_assert_int_eq(n_tokens, GOLDEN_STEPS);
 		golden_check_tokenizer(m, line, prompt, n_prompt);
-		golden_teacher_forced(m, line, prompt, n_prompt, tokens,
+		golden_teacher_forced(ctx, line, prompt, n_prompt, tokens,
 				      rel_tol, margin, &st);
 
-		golden_free_running(m, prompt, n_prompt, gen);
+		golden_free_running(ctx, prompt, n_prompt, gen);
 		top5 = json_object_get(line, "top5");
 		for (limit = 0; limit < GOLDEN_STEPS; limit++) {
 			json_t *step = json_array_get(top5, limit);
@@ -317,6 +322,7 @@ START_TEST(test_golden_model)
 		json_decref(line);
 	}
 	fclose(f);
+	engine_ctx_free(ctx);
 	engine_model_free(m);
 	ck_assert_int_gt(st.prompts, 0);
 	printf("%s%-28s max rel err %.3g (tol %.3g), 48/48 in %d of %d prompts, matched prefixes: %s\n",

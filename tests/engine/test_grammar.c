@@ -255,6 +255,7 @@ static int answer(struct engine_model *m, struct engine_grammar *g,
 {
 	struct engine_generate_options opt = { 0 };
 	struct engine_generation *gen = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct engine_seq *seq = NULL;
 	struct err err = { 0 };
 	size_t len = 0, n;
@@ -266,7 +267,8 @@ static int answer(struct engine_model *m, struct engine_grammar *g,
 	opt.sampling.temperature = 1.0f;
 	opt.max_tokens = 64;
 	opt.grammar = g;
-	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
+	ck_assert_int_eq(engine_ctx_new(&ctx, m, NULL, &err), 0);
+	ck_assert_int_eq(engine_seq_new(ctx, &seq, &err), 0);
 	ck_assert_msg(!engine_generation_new(&gen, m, seq, prompt,
 					     strlen(prompt), &opt, &err),
 		      "%s", err.msg);
@@ -289,6 +291,7 @@ static int answer(struct engine_model *m, struct engine_grammar *g,
 	}
 	engine_generation_free(gen);
 	engine_seq_free(seq);
+	engine_ctx_free(ctx);
 	return rc;
 }
 

@@ -44,9 +44,11 @@ static const char isa_text[] =
 static float *isa_run(const char *stem, uint32_t *n_vocab)
 {
 	struct engine_model_options opt = { .n_ctx = 256, .threads = 2 };
+	struct engine_ctx_options copt = { .threads = 2 };
 	struct engine_seq *s[ISA_SEQS] = { 0 };
 	struct engine_batch_item it[6];
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
 	int32_t *tok = NULL;
 	size_t n_tok = 0, nv;
@@ -57,6 +59,8 @@ static float *isa_run(const char *stem, uint32_t *n_vocab)
 	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 		      stem, err.msg);
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", stem,
+		      err.msg);
 	nv = engine_model_info(m)->n_vocab;
 	*n_vocab = (uint32_t)nv;
 	out = malloc(sizeof(float) * nv * ISA_ROWS);
@@ -66,17 +70,17 @@ static float *isa_run(const char *stem, uint32_t *n_vocab)
 		      "%s", err.msg);
 	ck_assert_uint_gt(n_tok, 12);
 	for (i = 0; i < ISA_SEQS; i++)
-		ck_assert_msg(engine_seq_new(m, &s[i], &err) == 0, "%s",
+		ck_assert_msg(engine_seq_new(ctx, &s[i], &err) == 0, "%s",
 			      err.msg);
 	/* a prompt in one pass */
 	it[0] = (struct engine_batch_item){ s[0], tok, n_tok - 3,
 					    out + nv * row++ };
-	ck_assert_msg(engine_forward(m, it, 1, &err) == 0, "%s", err.msg);
+	ck_assert_msg(engine_forward(ctx, it, 1, &err) == 0, "%s", err.msg);
 	/* three one-token steps */
 	for (i = 0; i < 3; i++) {
 		it[0] = (struct engine_batch_item){ s[0], tok + n_tok - 3 + i,
 						    1, out + nv * row++ };
-		ck_assert_msg(engine_forward(m, it, 1, &err) == 0, "%s",
+		ck_assert_msg(engine_forward(ctx, it, 1, &err) == 0, "%s",
 			      err.msg);
 	}
 	/* three sequences: 4, 1 and 2 tokens */
@@ -84,16 +88,17 @@ static float *isa_run(const char *stem, uint32_t *n_vocab)
 		it[i] = (struct engine_batch_item){ s[1 + i], tok + i,
 						    i == 0 ? 4 : (size_t)i,
 						    out + nv * row++ };
-	ck_assert_msg(engine_forward(m, it, 3, &err) == 0, "%s", err.msg);
+	ck_assert_msg(engine_forward(ctx, it, 3, &err) == 0, "%s", err.msg);
 	/* six sequences of one token */
 	for (i = 0; i < 6; i++)
 		it[i] = (struct engine_batch_item){ s[1 + i], tok + 5 + i, 1,
 						    out + nv * row++ };
-	ck_assert_msg(engine_forward(m, it, 6, &err) == 0, "%s", err.msg);
+	ck_assert_msg(engine_forward(ctx, it, 6, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(row, ISA_ROWS);
 	for (i = 0; i < ISA_SEQS; i++)
 		engine_seq_free(s[i]);
 	free(tok);
+	engine_ctx_free(ctx);
 	engine_model_free(m);
 	return out;
 }

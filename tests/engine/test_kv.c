@@ -24,42 +24,59 @@
 #include "../../engine/quant/quant.h"
 #include "../common/check_main.h"
 
-static struct engine_model *kv_open(const char *stem, uint64_t kv_mem,
-				    const char *tk, const char *tv)
+/* A two-thread context on the shared model stem with these KV options. */
+static struct engine_ctx *kv_open(const char *stem, uint64_t kv_mem,
+				  const char *tk, const char *tv)
 {
-	struct engine_model_options opt = { .n_ctx = 512,
-					    .threads = 2,
-					    .kv_mem = kv_mem,
-					    .kv_type_k = tk,
-					    .kv_type_v = tv };
-	struct engine_model *m = NULL;
-	struct err err = { 0 };
-	char path[1200];
-
-	check_shared_model(path, sizeof(path), stem);
-	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
-		      path, err.msg);
-	return m;
-}
-
-static struct engine_model *kv_open_shared(const char *stem, uint64_t cap,
-					   struct engine_budget *b)
-{
-	struct engine_model_options opt = {
-		.n_ctx = 512, .threads = 2, .kv_mem = cap, .budget = b
+	struct engine_model_options opt = { .n_ctx = 512 };
+	struct engine_ctx_options copt = {
+		.threads = 2, .kv_mem = kv_mem, .kv_type_k = tk, .kv_type_v = tv
 	};
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
 	char path[1200];
 
 	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 		      path, err.msg);
-	return m;
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
+		      err.msg);
+	return ctx;
+}
+
+/* Free a context of kv_open and its model. */
+static void kv_close(struct engine_ctx *ctx)
+{
+	struct engine_model *m = engine_ctx_model(ctx);
+
+	engine_ctx_free(ctx);
+	engine_model_free(m);
+}
+
+/* A context as kv_open's, its pool capped at cap and charged to b. */
+static struct engine_ctx *kv_open_shared(const char *stem, uint64_t cap,
+					 struct engine_budget *b)
+{
+	struct engine_model_options opt = { .n_ctx = 512 };
+	struct engine_ctx_options copt = { .threads = 2,
+					   .kv_mem = cap,
+					   .budget = b };
+	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
+	struct err err = { 0 };
+	char path[1200];
+
+	check_shared_model(path, sizeof(path), stem);
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
+		      path, err.msg);
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
+		      err.msg);
+	return ctx;
 }
 
 /* Greedy generation of n tokens from text on seq; the answer's ids. */
-static size_t kv_generate(struct engine_model *m, struct engine_seq *seq,
+static size_t kv_generate(struct engine_ctx *m, struct engine_seq *seq,
 			  const char *text, uint32_t n, int32_t *out,
 			  struct engine_generation_stats *st)
 {
@@ -73,8 +90,8 @@ static size_t kv_generate(struct engine_model *m, struct engine_seq *seq,
 
 	engine_sampling_defaults(&opt.sampling);
 	opt.sampling.temperature = 0;
-	ck_assert_int_eq(engine_generation_new(&g, m, seq, text, strlen(text),
-					       &opt, &err),
+	ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m), seq,
+					       text, strlen(text), &opt, &err),
 			 0);
 	while ((rc = engine_generation_step(g, buf, sizeof(buf), &len, &err)) >
 	       0)
@@ -94,7 +111,7 @@ static const char turn2[] = "Once upon a time, there was a little dog. "
 
 START_TEST(test_kv_second_turn_evaluates_only_new_tokens)
 {
-	struct engine_model *m = kv_open(
+	struct engine_ctx *m = kv_open(
 		_i ? "tiny-qwen3-bpe16k-mixq" : "stories260K", 0,
 		_i ? "q8_0" : NULL, _i ? "q4_0" : NULL);
 	struct engine_generation_stats st1, st2, fresh_st;
@@ -119,14 +136,13 @@ START_TEST(test_kv_second_turn_evaluates_only_new_tokens)
 	(void)na;
 	engine_seq_free(seq);
 	engine_seq_free(fresh);
-	engine_model_free(m);
+	kv_close(m);
 }
 END_TEST
 
 START_TEST(test_kv_copied_prefix_same_tokens)
 {
-	struct engine_model *m = kv_open("tiny-qwen3-bpe16k-mixq", 0, NULL,
-					 NULL);
+	struct engine_ctx *m = kv_open("tiny-qwen3-bpe16k-mixq", 0, NULL, NULL);
 	struct engine_generation_stats st, fresh_st;
 	struct engine_seq *donor, *seq, *fresh;
 	struct err err = { 0 };
@@ -148,14 +164,14 @@ START_TEST(test_kv_copied_prefix_same_tokens)
 	engine_seq_free(donor);
 	engine_seq_free(seq);
 	engine_seq_free(fresh);
-	engine_model_free(m);
+	kv_close(m);
 }
 END_TEST
 
 START_TEST(test_kv_budget)
 {
 	/* stories260K, F16: 640 bytes a token, 40960 a block of 64 */
-	struct engine_model *m = kv_open("stories260K", 4 * 40960, NULL, NULL);
+	struct engine_ctx *m = kv_open("stories260K", 4 * 40960, NULL, NULL);
 	struct engine_seq *a, *b;
 	struct engine_kv_stats st;
 	struct engine_batch_item it;
@@ -195,7 +211,7 @@ START_TEST(test_kv_budget)
 	ck_assert_uint_eq(st.used, 0);
 	ck_assert_uint_eq(st.committed, 0);
 	ck_assert_uint_eq(st.blocks, 0);
-	engine_model_free(m);
+	kv_close(m);
 }
 END_TEST
 
@@ -206,7 +222,7 @@ END_TEST
 START_TEST(test_kv_shared_budget)
 {
 	struct engine_budget *b = NULL;
-	struct engine_model *m1, *m2;
+	struct engine_ctx *m1, *m2;
 	struct engine_seq *a, *c;
 	struct engine_budget_stats bs;
 	struct engine_kv_stats st;
@@ -239,15 +255,15 @@ START_TEST(test_kv_shared_budget)
 	engine_budget_stats(b, &bs);
 	ck_assert_uint_eq(bs.used[ENGINE_BUDGET_KV], 0);
 	ck_assert_uint_eq(bs.peak[ENGINE_BUDGET_KV], 5 * 40960);
-	engine_model_free(m1);
-	engine_model_free(m2);
+	kv_close(m1);
+	kv_close(m2);
 	engine_budget_free(b);
 }
 END_TEST
 
 START_TEST(test_kv_types)
 {
-	struct engine_model *m = kv_open("stories260K", 0, NULL, NULL);
+	struct engine_ctx *m = kv_open("stories260K", 0, NULL, NULL);
 	struct engine_kv_stats st;
 	struct err err = { 0 };
 	uint32_t q8, f32;
@@ -256,13 +272,14 @@ START_TEST(test_kv_types)
 	ck_assert_int_eq(engine_kv_type_parse("f32", &f32), 0);
 	ck_assert_int_eq(engine_kv_type_parse("q4_K", &q8), -EINVAL);
 	/* head_dim 8: no 32-element block fits */
-	ck_assert_int_eq(engine_model_set_kv_types(m, q8, q8, &err), -EINVAL);
+	ck_assert_int_eq(engine_ctx_set_kv_types(m, q8, q8, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "head_dim 8"));
-	ck_assert_int_eq(engine_model_set_kv_types(m, f32, f32, &err), 0);
+	ck_assert_int_eq(engine_ctx_set_kv_types(m, f32, f32, &err), 0);
 	engine_kv_stats(m, &st);
 	ck_assert_uint_eq(st.k_bytes_per_token, 5 * 4 * 8 * 4);
-	ck_assert_uint_eq(engine_kv_bytes_per_token(m, q8, q8), 0);
-	engine_model_free(m);
+	ck_assert_uint_eq(
+		engine_kv_bytes_per_token(engine_ctx_model(m), q8, q8), 0);
+	kv_close(m);
 }
 END_TEST
 
@@ -274,8 +291,8 @@ END_TEST
  */
 START_TEST(test_kv_store_view)
 {
-	struct engine_model *m = kv_open("stories260K", 0, "f32", "f16");
-	const struct engine_hparams *hp = &m->hp;
+	struct engine_ctx *m = kv_open("stories260K", 0, "f32", "f16");
+	const struct engine_hparams *hp = &engine_ctx_model(m)->hp;
 	const uint32_t nk = hp->n_head_kv * hp->head_dim;
 	const uint32_t nv = hp->n_head_kv * hp->head_dim_v;
 	const uint32_t il = hp->n_layer - 1, n = ENGINE_KV_BLOCK + 6;
@@ -291,7 +308,7 @@ START_TEST(test_kv_store_view)
 	ck_assert_uint_le(nv, 64);
 	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
 	ck_assert_int_eq(engine_seq_grow(seq, n, &err), 0);
-	ck_assert_ptr_eq(engine_seq_model(seq), m);
+	ck_assert_ptr_eq(engine_seq_ctx(seq), m);
 	for (pos = 0; pos < n; pos++) {
 		for (i = 0; i < nk; i++)
 			k[i] = (float)pos + (float)i / 64;
@@ -338,7 +355,7 @@ START_TEST(test_kv_store_view)
 		}
 	}
 	engine_seq_free(seq);
-	engine_model_free(m);
+	kv_close(m);
 }
 END_TEST
 

@@ -125,47 +125,62 @@ static int model_open_mutated(const struct mutation *mu, struct err *err)
 	return ret;
 }
 
-static struct engine_model *
-model_open_opt(const char *stem, const struct engine_model_options *opt)
+/* A context of copt on the shared model stem, opened with opt. */
+static struct engine_ctx *model_open_opt(const char *stem,
+					 const struct engine_model_options *opt,
+					 const struct engine_ctx_options *copt)
 {
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
 	char path[1200];
 
 	model_path(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, opt, &err) == 0, "%s: %s",
 		      path, err.msg);
-	return m;
+	ck_assert_msg(engine_ctx_new(&ctx, m, copt, &err) == 0, "%s: %s", path,
+		      err.msg);
+	return ctx;
 }
 
-static struct engine_model *model_open_threads(const char *stem, uint32_t n_ctx,
-					       uint32_t threads)
+/* Free a context of model_open_opt and its model. */
+static void model_close(struct engine_ctx *ctx)
 {
-	struct engine_model_options opt = { .n_ctx = n_ctx,
-					    .threads = threads };
+	struct engine_model *m = engine_ctx_model(ctx);
 
-	return model_open_opt(stem, &opt);
+	engine_ctx_free(ctx);
+	engine_model_free(m);
 }
 
-static struct engine_model *model_open_packed(const char *stem, bool no_pack)
+static struct engine_ctx *model_open_threads(const char *stem, uint32_t n_ctx,
+					     uint32_t threads)
 {
-	struct engine_model_options opt = { .n_ctx = 64,
-					    .threads = 2,
-					    .no_pack = no_pack };
+	struct engine_model_options opt = { .n_ctx = n_ctx };
+	struct engine_ctx_options copt = { .threads = threads };
 
-	return model_open_opt(stem, &opt);
+	return model_open_opt(stem, &opt, &copt);
 }
 
-static struct engine_model *model_open(const char *stem, uint32_t n_ctx)
+static struct engine_ctx *model_open_packed(const char *stem, bool no_pack)
+{
+	struct engine_model_options opt = { .n_ctx = 64, .no_pack = no_pack };
+	struct engine_ctx_options copt = { .threads = 2 };
+
+	return model_open_opt(stem, &opt, &copt);
+}
+
+static struct engine_ctx *model_open(const char *stem, uint32_t n_ctx)
 {
 	return model_open_threads(stem, n_ctx, 1);
 }
 
 START_TEST(test_model_info_stories)
 {
-	struct engine_model *m = model_open("stories260K", 0);
-	const struct engine_model_info *in = engine_model_info(m);
-	const struct io_gguf *g = engine_model_gguf(m);
+	struct engine_ctx *m = model_open("stories260K", 0);
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(m));
+	const struct io_gguf *g = engine_model_gguf(engine_ctx_model(m));
+	struct engine_kv_stats kv;
 	uint64_t params = 0, i;
 
 	ck_assert_int_eq(in->arch, ENGINE_ARCH_LLAMA);
@@ -181,8 +196,11 @@ START_TEST(test_model_info_stories)
 	ck_assert_uint_eq(in->n_expert, 0);
 	ck_assert_uint_eq(in->n_ctx,
 			  in->n_ctx_train < 4096 ? in->n_ctx_train : 4096);
-	ck_assert_uint_eq(in->kv_type, IO_TYPE_F16);
-	ck_assert_uint_eq(in->kv_bytes_per_token, 5 * 4 * 8 * 2 * 2);
+	engine_kv_stats(m, &kv);
+	ck_assert_uint_eq(kv.type_k, IO_TYPE_F16);
+	ck_assert_uint_eq(kv.type_v, IO_TYPE_F16);
+	ck_assert_uint_eq(kv.k_bytes_per_token + kv.v_bytes_per_token,
+			  5 * 4 * 8 * 2 * 2);
 	ck_assert_int_eq(in->bos, 1);
 	ck_assert_int_eq(in->eos, 2);
 	ck_assert(in->add_bos);
@@ -195,15 +213,17 @@ START_TEST(test_model_info_stories)
 	ck_assert_uint_eq(in->tensor_bytes, 4 * params);
 	ck_assert_uint_gt(params, 250000);
 	ck_assert_uint_lt(params, 300000);
-	ck_assert_ptr_nonnull(engine_model_weights(m));
-	engine_model_free(m);
+	ck_assert_ptr_nonnull(engine_model_weights(engine_ctx_model(m)));
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_model_info_moe)
 {
-	struct engine_model *m = model_open("tiny-qwen3moe-bpe16k-q4km", 64);
-	const struct engine_model_info *in = engine_model_info(m);
+	struct engine_ctx *m = model_open("tiny-qwen3moe-bpe16k-q4km", 64);
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(m));
+	struct engine_kv_stats kv;
 
 	/* 256 / 2 / 8 / 2 / 64 / 256 x 8 experts, top-2 */
 	ck_assert_int_eq(in->arch, ENGINE_ARCH_QWEN3MOE);
@@ -217,8 +237,10 @@ START_TEST(test_model_info_moe)
 	ck_assert_uint_eq(in->n_vocab, 16387);
 	ck_assert_uint_eq(in->n_ctx, 64);
 	ck_assert(!in->add_bos);
-	ck_assert_uint_eq(in->kv_bytes_per_token, 2 * 2 * 64 * 2 * 2);
-	engine_model_free(m);
+	engine_kv_stats(m, &kv);
+	ck_assert_uint_eq(kv.k_bytes_per_token + kv.v_bytes_per_token,
+			  2 * 2 * 64 * 2 * 2);
+	model_close(m);
 }
 END_TEST
 
@@ -279,7 +301,7 @@ START_TEST(test_model_unchanged_copy_opens)
 }
 END_TEST
 
-static void forward1(struct engine_model *m, struct engine_seq *s,
+static void forward1(struct engine_ctx *m, struct engine_seq *s,
 		     const int32_t *tok, size_t n, float *logits)
 {
 	struct engine_batch_item it = { s, tok, n, logits };
@@ -290,7 +312,7 @@ static void forward1(struct engine_model *m, struct engine_seq *s,
 
 START_TEST(test_forward_errors_leave_sequences_alone)
 {
-	struct engine_model *m = model_open("stories260K", 4);
+	struct engine_ctx *m = model_open("stories260K", 4);
 	const int32_t ok[] = { 1, 403, 407 }, bad[] = { 1, 512 };
 	const int32_t five[] = { 1, 403, 407, 261, 378 };
 	struct engine_seq *s = NULL, *t = NULL;
@@ -317,14 +339,14 @@ START_TEST(test_forward_errors_leave_sequences_alone)
 	ck_assert_uint_eq(engine_seq_length(s), 3);
 	engine_seq_free(s);
 	engine_seq_free(t);
-	engine_model_free(m);
+	model_close(m);
 }
 END_TEST
 
 START_TEST(test_forward_truncate_and_batch_agree)
 {
-	struct engine_model *m = model_open("tiny-qwen3-bpe16k-f16", 64);
-	uint32_t nv = engine_model_info(m)->n_vocab;
+	struct engine_ctx *m = model_open("tiny-qwen3-bpe16k-f16", 64);
+	uint32_t nv = engine_model_info(engine_ctx_model(m))->n_vocab;
 	const int32_t a[] = { 9707, 11, 1879, 0, 358 }, b[] = { 40, 1079 };
 	float *la = malloc(nv * sizeof(float)),
 	      *lb = malloc(nv * sizeof(float));
@@ -355,7 +377,7 @@ START_TEST(test_forward_truncate_and_batch_agree)
 	ck_assert_uint_eq(engine_seq_length(t), 2);
 	engine_seq_free(s);
 	engine_seq_free(t);
-	engine_model_free(m);
+	model_close(m);
 	free(la);
 	free(lb);
 	free(l2);
@@ -366,11 +388,11 @@ END_TEST
 /* Splitting the matmuls over threads must not change a bit. */
 START_TEST(test_forward_threads_agree)
 {
-	struct engine_model *m1 = model_open_threads("tiny-qwen3-bpe16k-mixq",
-						     32, 1);
-	struct engine_model *m3 = model_open_threads("tiny-qwen3-bpe16k-mixq",
-						     32, 3);
-	uint32_t nv = engine_model_info(m1)->n_vocab;
+	struct engine_ctx *m1 = model_open_threads("tiny-qwen3-bpe16k-mixq", 32,
+						   1);
+	struct engine_ctx *m3 = model_open_threads("tiny-qwen3-bpe16k-mixq", 32,
+						   3);
+	uint32_t nv = engine_model_info(engine_ctx_model(m1))->n_vocab;
 	const int32_t a[] = { 9707, 11, 1879, 0, 358, 16385 };
 	float *l1 = malloc(nv * sizeof(float)),
 	      *l3 = malloc(nv * sizeof(float));
@@ -384,8 +406,8 @@ START_TEST(test_forward_threads_agree)
 	ck_assert_mem_eq(l1, l3, nv * sizeof(float));
 	engine_seq_free(s1);
 	engine_seq_free(s3);
-	engine_model_free(m1);
-	engine_model_free(m3);
+	model_close(m1);
+	model_close(m3);
 	free(l1);
 	free(l3);
 }
@@ -399,12 +421,13 @@ END_TEST
  */
 START_TEST(test_model_packed_weights)
 {
-	struct engine_model *m = model_open_packed("tiny-qwen3-bpe16k-mixq",
-						   false);
-	struct engine_model *f = model_open_packed("tiny-qwen3-bpe16k-mixq",
-						   true);
-	const struct io_gguf *g = engine_model_gguf(m);
-	uint32_t nv = engine_model_info(m)->n_vocab, packed = 0;
+	struct engine_ctx *m = model_open_packed("tiny-qwen3-bpe16k-mixq",
+						 false);
+	struct engine_ctx *f = model_open_packed("tiny-qwen3-bpe16k-mixq",
+						 true);
+	const struct io_gguf *g = engine_model_gguf(engine_ctx_model(m));
+	uint32_t nv = engine_model_info(engine_ctx_model(m))->n_vocab,
+		 packed = 0;
 	const int32_t prompt[] = { 9707, 11, 1879, 0, 358, 16385 };
 	float *lm = malloc(nv * sizeof(float)),
 	      *lf = malloc(nv * sizeof(float));
@@ -423,17 +446,20 @@ START_TEST(test_model_packed_weights)
 
 		ck_assert_int_eq(pread(fd, want, t->bytes, (off_t)t->offset),
 				 (ssize_t)t->bytes);
-		engine_tensor_read(m, i, 0, t->bytes, got);
+		engine_tensor_read(engine_ctx_model(m), i, 0, t->bytes, got);
 		ck_assert_msg(memcmp(want, got, t->bytes) == 0, "%s", t->name);
 		/* from inside a row, across rows */
 		if (t->bytes > 1000 + 333) {
-			engine_tensor_read(m, i, 1000, 333, got);
+			engine_tensor_read(engine_ctx_model(m), i, 1000, 333,
+					   got);
 			ck_assert(memcmp(want + 1000, got, 333) == 0);
 		}
-		packed += io_weights_placement(engine_model_weights(m), i)
+		packed += io_weights_placement(
+				  engine_model_weights(engine_ctx_model(m)), i)
 				  ->layout != 0;
 		ck_assert_uint_eq(
-			io_weights_placement(engine_model_weights(f), i)
+			io_weights_placement(
+				engine_model_weights(engine_ctx_model(f)), i)
 				->layout,
 			0);
 		free(want);
@@ -459,10 +485,87 @@ START_TEST(test_model_packed_weights)
 	}
 	engine_seq_free(sm);
 	engine_seq_free(sf);
-	engine_model_free(m);
-	engine_model_free(f);
+	model_close(m);
+	model_close(f);
 	free(lm);
 	free(lf);
+}
+END_TEST
+
+/*
+ * Several contexts on one model (llama.cpp's llama_model shared by
+ * llama_contexts): each with its own threads, K/V types and sequences,
+ * their passes interleaved, each gives the logits of a model of its own;
+ * a sequence of one context is refused by another.
+ */
+START_TEST(test_model_contexts_share_model)
+{
+	struct engine_model_options opt = { .n_ctx = 64 };
+	struct engine_ctx_options c1 = { .threads = 1 };
+	struct engine_ctx_options c2 = { .threads = 2,
+					 .kv_type_k = "q8_0",
+					 .kv_type_v = "q8_0" };
+	struct engine_ctx *alone1 = model_open_opt("tiny-qwen3-bpe16k-mixq",
+						   &opt, &c1);
+	struct engine_ctx *alone2 = model_open_opt("tiny-qwen3-bpe16k-mixq",
+						   &opt, &c2);
+	struct engine_model *m = engine_ctx_model(alone1);
+	const uint32_t nv = engine_model_info(m)->n_vocab;
+	const int32_t prompt[] = { 9707, 11, 1879, 0, 358, 16385 };
+	struct engine_ctx *a = NULL, *b = NULL;
+	struct engine_seq *sa, *sb, *s1, *s2;
+	struct engine_kv_stats st;
+	float *la = malloc(nv * sizeof(float)),
+	      *lb = malloc(nv * sizeof(float));
+	float *l1 = malloc(nv * sizeof(float)),
+	      *l2 = malloc(nv * sizeof(float));
+	struct err err = { 0 };
+	int k;
+
+	ck_assert_int_eq(engine_ctx_new(&a, m, &c1, &err), 0);
+	ck_assert_int_eq(engine_ctx_new(&b, m, &c2, &err), 0);
+	ck_assert_ptr_eq(engine_ctx_model(a), engine_ctx_model(b));
+	engine_kv_stats(b, &st);
+	ck_assert_uint_eq(st.type_k, IO_TYPE_Q8_0);
+	engine_kv_stats(a, &st);
+	ck_assert_uint_eq(st.type_k, IO_TYPE_F16);
+	ck_assert_int_eq(engine_seq_new(a, &sa, &err), 0);
+	ck_assert_int_eq(engine_seq_new(b, &sb, &err), 0);
+	ck_assert_int_eq(engine_seq_new(alone1, &s1, &err), 0);
+	ck_assert_int_eq(engine_seq_new(alone2, &s2, &err), 0);
+	ck_assert_ptr_eq(engine_seq_ctx(sa), a);
+	{
+		struct engine_batch_item it = { sb, prompt, 6, lb };
+
+		ck_assert_int_eq(engine_forward(a, &it, 1, &err), -EINVAL);
+		ck_assert_uint_eq(engine_seq_length(sb), 0);
+	}
+	forward1(a, sa, prompt, 6, la);
+	forward1(b, sb, prompt, 6, lb);
+	forward1(alone1, s1, prompt, 6, l1);
+	forward1(alone2, s2, prompt, 6, l2);
+	ck_assert_mem_eq(la, l1, nv * sizeof(float));
+	ck_assert_mem_eq(lb, l2, nv * sizeof(float));
+	for (k = 0; k < 3; k++) {
+		forward1(b, sb, &prompt[k], 1, lb);
+		forward1(a, sa, &prompt[k], 1, la);
+		forward1(alone1, s1, &prompt[k], 1, l1);
+		forward1(alone2, s2, &prompt[k], 1, l2);
+		ck_assert_mem_eq(la, l1, nv * sizeof(float));
+		ck_assert_mem_eq(lb, l2, nv * sizeof(float));
+	}
+	engine_seq_free(sa);
+	engine_seq_free(sb);
+	engine_seq_free(s1);
+	engine_seq_free(s2);
+	engine_ctx_free(a);
+	engine_ctx_free(b);
+	model_close(alone1);
+	model_close(alone2);
+	free(la);
+	free(lb);
+	free(l1);
+	free(l2);
 }
 END_TEST
 
@@ -490,6 +593,7 @@ static void model_tests(TCase *tc)
 	tcase_add_test(tc, test_forward_truncate_and_batch_agree);
 	tcase_add_test(tc, test_forward_threads_agree);
 	tcase_add_test(tc, test_model_packed_weights);
+	tcase_add_test(tc, test_model_contexts_share_model);
 }
 
 static void model_teardown(void)

@@ -14,11 +14,14 @@
 #include "../../engine/engine.h"
 #include "../common/check_main.h"
 
-static struct engine_model *open_model_on(const char *file,
-					  const struct io_device_set *devices)
+/* A one-thread context on a shared model loaded with these devices. */
+static struct engine_ctx *open_model_on(const char *file,
+					const struct io_device_set *devices)
 {
-	struct engine_model_options opt = { .n_ctx = 64, .threads = 1 };
+	struct engine_model_options opt = { .n_ctx = 64 };
+	struct engine_ctx_options copt = { .threads = 1 };
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
 	char path[4096];
 
@@ -26,16 +29,26 @@ static struct engine_model *open_model_on(const char *file,
 	opt.load.devices = devices;
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s",
 		      err.msg);
-	return m;
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s", err.msg);
+	return ctx;
 }
 
-static struct engine_model *open_model(const char *file)
+/* Free a context of open_model_on and its model. */
+static void place_close(struct engine_ctx *ctx)
+{
+	struct engine_model *m = engine_ctx_model(ctx);
+
+	engine_ctx_free(ctx);
+	engine_model_free(m);
+}
+
+static struct engine_ctx *open_model(const char *file)
 {
 	return open_model_on(file, NULL);
 }
 
 /* The placement text, malloc'ed. */
-static char *text_of(struct engine_model *m)
+static char *text_of(struct engine_ctx *m)
 {
 	struct err err = { 0 };
 	char *text = NULL;
@@ -46,9 +59,9 @@ static char *text_of(struct engine_model *m)
 }
 
 /* The logits after a short prompt, from a fresh sequence. */
-static float *logits_of(struct engine_model *m)
+static float *logits_of(struct engine_ctx *m)
 {
-	uint32_t n_vocab = engine_model_info(m)->n_vocab;
+	uint32_t n_vocab = engine_model_info(engine_ctx_model(m))->n_vocab;
 	float *logits = malloc(n_vocab * sizeof(*logits));
 	struct engine_batch_item item = { 0 };
 	struct engine_seq *s = NULL;
@@ -57,7 +70,8 @@ static float *logits_of(struct engine_model *m)
 	size_t n_tok = 0;
 
 	ck_assert_ptr_nonnull(logits);
-	ck_assert_int_eq(engine_tokenize(m, "Once upon a time", 16, true, false,
+	ck_assert_int_eq(engine_tokenize(engine_ctx_model(m),
+					 "Once upon a time", 16, true, false,
 					 &tok, &n_tok, &err),
 			 0);
 	ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
@@ -72,9 +86,9 @@ static float *logits_of(struct engine_model *m)
 }
 
 /* Count tensors on device and check the text against the file's tensors. */
-static uint64_t check_text(struct engine_model *m, const char *device)
+static uint64_t check_text(struct engine_ctx *m, const char *device)
 {
-	const struct io_gguf *g = engine_model_gguf(m);
+	const struct io_gguf *g = engine_model_gguf(engine_ctx_model(m));
 	uint64_t i, sum = 0, on = 0, tensors, bytes;
 	char *text = NULL, *line, *save = NULL;
 	struct err err = { 0 };
@@ -113,21 +127,25 @@ static uint64_t check_text(struct engine_model *m, const char *device)
 		}
 	}
 	ck_assert_uint_eq(sum, g->tensor_bytes);
-	ck_assert_uint_eq(layers, engine_model_info(m)->n_layer);
+	ck_assert_uint_eq(layers,
+			  engine_model_info(engine_ctx_model(m))->n_layer);
 	ck_assert(total);
 	ck_assert_uint_eq(plans, 1);
 	free(text);
 	return on;
 }
 
-static const char *device_of(struct engine_model *m, const char *name)
+static const char *device_of(struct engine_ctx *m, const char *name)
 {
-	const struct io_gguf *g = engine_model_gguf(m);
+	const struct io_gguf *g = engine_model_gguf(engine_ctx_model(m));
 	uint64_t i;
 
 	for (i = 0; i < g->n_tensors; i++)
 		if (strcmp(g->tensors[i].name, name) == 0)
-			return io_weights_placement(engine_model_weights(m), i)
+			return io_weights_placement(
+				       engine_model_weights(
+					       engine_ctx_model(m)),
+				       i)
 				->device;
 	ck_abort_msg("no tensor %s", name);
 	return NULL;
@@ -135,11 +153,11 @@ static const char *device_of(struct engine_model *m, const char *name)
 
 START_TEST(test_placement_text_adds_up)
 {
-	struct engine_model *m = open_model("stories260K.gguf");
-	uint64_t n = engine_model_gguf(m)->n_tensors;
+	struct engine_ctx *m = open_model("stories260K.gguf");
+	uint64_t n = engine_model_gguf(engine_ctx_model(m))->n_tensors;
 
 	ck_assert_uint_eq(check_text(m, "cpu"), n);
-	engine_model_free(m);
+	place_close(m);
 }
 END_TEST
 
@@ -156,8 +174,8 @@ START_TEST(test_placement_refusals_move_nothing)
 		"nosuchtensor cpu",
 		"experts cpu",
 	};
-	struct engine_model *m = open_model("stories260K.gguf");
-	uint64_t n = engine_model_gguf(m)->n_tensors;
+	struct engine_ctx *m = open_model("stories260K.gguf");
+	uint64_t n = engine_model_gguf(engine_ctx_model(m))->n_tensors;
 	struct err err = { 0 };
 	char list[128], want[200];
 	size_t i;
@@ -176,16 +194,16 @@ START_TEST(test_placement_refusals_move_nothing)
 			      bad[i], err.msg);
 	}
 	ck_assert_uint_eq(check_text(m, "cpu"), n);
-	engine_model_free(m);
+	place_close(m);
 }
 END_TEST
 
 /* cpu -> numa0 -> cpu, logits bit-identical at each step. */
 START_TEST(test_placement_round_trip_same_logits)
 {
-	struct engine_model *m = open_model("tiny-qwen3moe-bpe16k-q4km.gguf");
-	uint32_t n_vocab = engine_model_info(m)->n_vocab;
-	uint64_t n = engine_model_gguf(m)->n_tensors, moved;
+	struct engine_ctx *m = open_model("tiny-qwen3moe-bpe16k-q4km.gguf");
+	uint32_t n_vocab = engine_model_info(engine_ctx_model(m))->n_vocab;
+	uint64_t n = engine_model_gguf(engine_ctx_model(m))->n_tensors, moved;
 	float *before = logits_of(m), *after;
 	struct err err = { 0 };
 
@@ -211,14 +229,14 @@ START_TEST(test_placement_round_trip_same_logits)
 	ck_assert_mem_eq(before, after, n_vocab * sizeof(float));
 	free(after);
 	free(before);
-	engine_model_free(m);
+	place_close(m);
 }
 END_TEST
 
 /* Devices, the plan and an estimate for each alternative it considered. */
 START_TEST(test_placement_shows_devices_and_plan)
 {
-	struct engine_model *m = open_model("stories260K.gguf");
+	struct engine_ctx *m = open_model("stories260K.gguf");
 	char *text = text_of(m), *p;
 	double toks;
 
@@ -234,7 +252,7 @@ START_TEST(test_placement_shows_devices_and_plan)
 		sscanf(p, "\nestimate all-cpu %lf chosen: no GPU", &toks), 1);
 	ck_assert(toks > 0);
 	free(text);
-	engine_model_free(m);
+	place_close(m);
 }
 END_TEST
 
@@ -251,7 +269,7 @@ START_TEST(test_placement_simulated_gpu_refused)
 		"experts gpu0",
 		"token_embd.weight gpu0",
 	};
-	struct engine_model *m;
+	struct engine_ctx *m;
 	struct io_device_set set;
 	struct err err = { 0 };
 	uint64_t n;
@@ -264,7 +282,7 @@ START_TEST(test_placement_simulated_gpu_refused)
 			&err),
 		0);
 	m = open_model_on("tiny-qwen3moe-bpe16k-q4km.gguf", &set);
-	n = engine_model_gguf(m)->n_tensors;
+	n = engine_model_gguf(engine_ctx_model(m))->n_tensors;
 	text = text_of(m);
 	ck_assert_ptr_nonnull(strstr(
 		text,
@@ -296,7 +314,7 @@ START_TEST(test_placement_simulated_gpu_refused)
 	ck_assert_int_eq(engine_placement_apply(m, "experts numa0", &err), 0);
 	ck_assert_int_eq(engine_placement_apply(m, "all cpu", &err), 0);
 	ck_assert_uint_eq(check_text(m, "cpu"), n);
-	engine_model_free(m);
+	place_close(m);
 }
 END_TEST
 
