@@ -1,19 +1,41 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A compute backend: one table of function pointers per kind of device,
- * as ggml's ggml_backend_i and ggml_backend_device_i
+ * as ggml's ggml_backend_i and ggml_backend_buffer_i
  * (ggml/src/ggml-backend-impl.h). engine/forward.c runs the graph of a
  * model through this table only; which device computes, where its
  * buffers live and which kernels run are the backend's business.
  *
  * The CPU backend is the first instance: host memory, SIMD kernels split
- * over its thread pool. A CUDA backend fills the same table with device
- * memory and kernels (engine/cuda/ has the probe only so far). Backends
- * are made by device through the registry (engine/backend.c).
+ * over its thread pool. A device backend (CUDA) fills the same table with
+ * device memory and kernels. Backends are made by device through the
+ * registry (engine/backend.c).
  *
- * Rows are float vectors in the backend's memory (is_host: plain host
- * pointers). The ops are called once per op and per batch of rows, never
- * per block: what a kernel does inside is its own loop.
+ * Memory. A backend owns its buffers (alloc/free); what the ops read and
+ * write lives there: the forward pass's scratch, the KV cache's blocks,
+ * the weights placed on its device. Bytes cross between the host and a
+ * backend only through copy_in/copy_out; a pass copies the logits out
+ * once. is_host says a backend's memory is the host's (the CPU's): then
+ * the forward pass may give it host pointers to write into directly.
+ *
+ * Batches. Every op runs over a whole batch of rows in one call, never
+ * per row nor per block: what a kernel does inside is its own loop, so
+ * that a device backend can run each op as one kernel launch. A batch of
+ * rows is an index list: row j of the op is idx[j] for j < n (idx NULL:
+ * row j is j), and row r of an operand x with leading dimension x_ld
+ * starts at x + r * x_ld (floats, or bytes for converted activations).
+ * Index lists, positions, K/V slots and sequences are host memory (a
+ * device backend copies what its kernels need with the launch); every
+ * float or byte operand is in the backend's memory.
+ *
+ * Ops may run asynchronously: synchronize waits for all of them. The
+ * forward pass synchronizes before it reads anything back on the host.
+ *
+ * Bits. Each op computes every row as llama.cpp's one-token path does
+ * (or within ../shared/README.md section 4's tolerance of it, where
+ * batch_exact is off), whatever the rows' number, order or company: so
+ * the same tokens give the same logits on every backend that runs the
+ * reference order (Documentation/engine.md, "How to add a backend").
  */
 #ifndef LLMFS_ENGINE_BACKEND_H
 #define LLMFS_ENGINE_BACKEND_H
@@ -39,6 +61,56 @@ enum engine_op {
 };
 
 /*
+ * One matmul of a batch: row y_idx[j] of y (y_ld floats apart) = w (of
+ * expert `expert`) . row act_idx[j] of act (act_ld bytes apart, in w's
+ * vec_dot type), for j < n: ggml_mul_mat. y_idx or act_idx NULL: j.
+ */
+struct engine_matmul {
+	const struct engine_tensor *w;
+	int64_t expert;
+	float *y;
+	size_t y_ld;
+	const uint32_t *y_idx;
+	/*
+	 * Only where the backend is_host: row j's output at ys[j] instead,
+	 * host memory of the caller's (the logits, written in place).
+	 */
+	float *const *ys;
+	const void *act;
+	size_t act_ld;
+	const uint32_t *act_idx;
+	uint32_t n;
+};
+
+/*
+ * Matmul with an expert per row (ggml_mul_mat_id): for b = idx[j], j < n,
+ * and i < k, row b * k + i of y = w (of expert sel[b * k + i]) . row b of
+ * act (act_per_slot: row b * k + i). The routing stays where it was
+ * computed (moe_route_rows): the host never reads sel.
+ */
+struct engine_matmul_id {
+	const struct engine_tensor *w;
+	const uint32_t *sel; /* [row][k] the experts, in the backend's memory */
+	uint32_t k;
+	float *y;
+	size_t y_ld;
+	const void *act;
+	size_t act_ld;
+	bool act_per_slot;
+	const uint32_t *idx;
+	uint32_t n;
+};
+
+/*
+ * Where one position of one layer of a sequence keeps its K and V rows
+ * (the KV cache's blocks, in the backend's memory) and in which types.
+ */
+struct engine_kv_slot {
+	uint8_t *k, *v;
+	uint32_t type_k, type_v;
+};
+
+/*
  * Attention of a batch of rows, each over its own sequence's cache of
  * one layer (positions 0..pos[b], this pass's included), as
  * ggml_flash_attn_ext computes it for llama.cpp's one-token path. Row b
@@ -57,14 +129,6 @@ struct engine_att_batch {
 	size_t q_ld;
 	float *out;
 	size_t out_ld;
-	void *work; /* attention_work_bytes, 64-aligned */
-};
-
-/* One product of matvec_multi: y = w . act (act in w's vec_dot type). */
-struct engine_mv {
-	float *y;
-	const struct engine_tensor *w;
-	const void *act;
 };
 
 struct engine_backend_i {
@@ -72,17 +136,28 @@ struct engine_backend_i {
 	/* free the backend and everything it owns (engine_backend_free) */
 	void (*destroy)(struct engine_backend *be);
 
-	/* ---- memory (ggml_backend_buffer_type_i) ---- */
-	/* bytes on the device, 64-aligned; NULL when out of memory */
+	/* ---- memory (ggml_backend_buffer_i) ---- */
+	/* bytes in the backend's memory, 64-aligned; NULL when out of it */
 	void *(*alloc)(struct engine_backend *be, size_t bytes);
 	void (*free)(struct engine_backend *be, void *p);
-	/* host -> device and device -> host, bytes */
+	/* host -> backend, backend -> host, backend -> backend: bytes */
 	void (*copy_in)(struct engine_backend *be, void *dst, const void *src,
 			size_t bytes);
 	void (*copy_out)(struct engine_backend *be, void *dst, const void *src,
 			 size_t bytes);
-	/* whether the backend's memory is the host's (the CPU: yes) */
-	bool (*is_host)(const struct engine_backend *be);
+	void (*copy)(struct engine_backend *be, void *dst, const void *src,
+		     size_t bytes);
+	/* wait until every op called so far is done */
+	void (*synchronize)(struct engine_backend *be);
+	/*
+	 * Get ready for batches of up to cap rows of a model of shape hp
+	 * (the work memory of its ops: attention's partials, the CPU's
+	 * pointer arrays), before the first such batch; 0 or -ENOMEM with
+	 * a message. The ops then cannot fail.
+	 */
+	int (*reserve)(struct engine_backend *be,
+		       const struct engine_hparams *hp, uint32_t cap,
+		       struct err *err);
 
 	/* ---- what it runs (ggml_backend_device_i.supports_op) ---- */
 	bool (*supports)(const struct engine_backend *be, enum engine_op op,
@@ -91,71 +166,87 @@ struct engine_backend_i {
 	uint32_t (*vec_dot_type)(const struct engine_backend *be,
 				 uint32_t type);
 
-	/* ---- ops ---- */
-	/*
-	 * fn(arg, j) for every j < n, the rows split over the backend's
-	 * threads in one run: a batch's per-row work (norms, conversions,
-	 * rope, cache stores), which rows do independently of each other,
-	 * so the split changes no bit. Few rows run on the caller alone.
-	 */
-	void (*for_rows)(struct engine_backend *be,
-			 void (*fn)(void *arg, uint32_t j), void *arg,
+	/* ---- ops over a batch of rows (see the top of this file) ---- */
+	/* row j of y = row tokens[j] of w as floats: ggml_get_rows */
+	void (*get_rows)(struct engine_backend *be, float *y, size_t y_ld,
+			 const struct engine_tensor *w, const int32_t *tokens,
 			 uint32_t n);
-	/* y = row `row` of w as floats: ggml_get_rows */
-	void (*get_rows)(struct engine_backend *be, float *y,
-			 const struct engine_tensor *w, int64_t row);
-	/* y = x / rms(x) * w (w may be NULL) */
-	void (*rms_norm)(struct engine_backend *be, float *y, const float *x,
-			 const float *w, int64_t n, float eps);
-	/* n floats to type (a vec_dot type), as the kernels expect them */
-	void (*convert)(struct engine_backend *be, uint32_t type,
-			const float *x, void *y, int64_t n);
 	/*
-	 * ys[t] = w (of expert e) . acts[t] for n_tok rows converted to
-	 * vec_dot_type(w's type): ggml_mul_mat over a batch.
+	 * Row j of cache (cache_ld floats): cos/sin of each rotated pair at
+	 * position pos[j] (ggml_rope_cache_init), freq_factors (n_rot / 2
+	 * floats, or NULL) dividing the frequencies.
 	 */
-	void (*matmul)(struct engine_backend *be, float *const *ys,
-		       const struct engine_tensor *w, int64_t e, uint32_t n_tok,
-		       const void *const *acts);
-	/*
-	 * One row against several weights in one parallel run (Q, K and V;
-	 * up and gate of one token): mv[k].y = mv[k].w . mv[k].act for
-	 * k < n, each row's dot the one matmul gives it (expert 0), so the
-	 * bits are those of n matmuls; one barrier instead of n.
-	 */
-	void (*matvec_multi)(struct engine_backend *be,
-			     const struct engine_mv *mv, uint32_t n);
-	/* cos/sin per rotated pair at pos; then rotate n_head heads */
-	void (*rope_cache)(struct engine_backend *be, float *cache, int64_t pos,
-			   uint32_t n_rot, float freq_base, float freq_scale,
+	void (*rope_cache)(struct engine_backend *be, float *cache,
+			   size_t cache_ld, const uint32_t *pos, uint32_t n,
+			   const struct engine_hparams *hp,
 			   const float *freq_factors);
-	void (*rope)(struct engine_backend *be, float *x, uint32_t n_head,
-		     uint32_t head_dim, uint32_t n_rot,
-		     enum engine_rope_mode mode, const float *cache);
-	/* y = silu(g) * u */
-	void (*swiglu)(struct engine_backend *be, float *y, const float *g,
-		       const float *u, int64_t n);
-	/* y[i] = y[i] + x[i]: biases and the residual (ggml_add) */
-	void (*add)(struct engine_backend *be, float *y, const float *x,
-		    int64_t n);
-	/* in-place softmax of n floats */
-	void (*softmax)(struct engine_backend *be, float *x, int64_t n);
 	/*
-	 * MoE routing of one row (build_moe_ffn, softmax gating): router's
-	 * n_expert logits made probabilities in place, the top
-	 * n_expert_used experts into sel and their weights into w.
+	 * y = x / rms(x) * w (w NULL: no scale) for each of per_row
+	 * sub-rows of width floats of each row (per_row > 1: the heads of a
+	 * row, qwen3's Q/K norms); y and x share ld (y may be x).
 	 */
-	void (*moe_route)(struct engine_backend *be,
-			  const struct engine_hparams *hp, float *router,
-			  uint32_t *sel, float *w);
-	/* out = sum over i < k of w[i] * eo[i * n .. ], in order of i */
-	void (*moe_combine)(struct engine_backend *be, float *out,
-			    const float *eo, const float *w, uint32_t k,
-			    size_t n);
-	/* bytes of work memory attention needs for up to cap rows */
-	size_t (*attention_work_bytes)(const struct engine_backend *be,
-				       const struct engine_hparams *hp,
-				       uint32_t cap);
+	void (*rms_norm_rows)(struct engine_backend *be, float *y,
+			      const float *x, size_t ld, uint32_t width,
+			      uint32_t per_row, const float *w, float eps,
+			      const uint32_t *idx, uint32_t n);
+	/* y += x on width floats of each row; x_ld 0: one x for all (a bias) */
+	void (*add_rows)(struct engine_backend *be, float *y, size_t y_ld,
+			 const float *x, size_t x_ld, uint32_t width,
+			 const uint32_t *idx, uint32_t n);
+	/* width floats of each row to type (a vec_dot type), as kernels want */
+	void (*convert_rows)(struct engine_backend *be, uint32_t type,
+			     const float *x, size_t x_ld, uint32_t width,
+			     void *y, size_t y_ld, const uint32_t *idx,
+			     uint32_t n);
+	/*
+	 * Rotate the n_head heads (head_dim floats apart) of each row with
+	 * its row of cache (rope_cache's, cache_ld apart): ggml_rope.
+	 */
+	void (*rope_rows)(struct engine_backend *be, float *x, size_t ld,
+			  uint32_t n_head, const struct engine_hparams *hp,
+			  const float *cache, size_t cache_ld,
+			  const uint32_t *idx, uint32_t n);
+	/* g = silu(g) * u on width floats of each row (ggml_swiglu) */
+	void (*swiglu_rows)(struct engine_backend *be, float *g, const float *u,
+			    size_t ld, uint32_t width, const uint32_t *idx,
+			    uint32_t n);
+	/*
+	 * Row j (j < n, every row) of k (k_width floats) and of v into
+	 * slots[j], converted to the slot's types (ggml_set_rows).
+	 */
+	void (*kv_store_rows)(struct engine_backend *be, const float *k,
+			      size_t k_ld, uint32_t k_width, const float *v,
+			      size_t v_ld, uint32_t v_width,
+			      const struct engine_kv_slot *slots, uint32_t n);
+	/*
+	 * The matmuls of mm[0..count), which read the same batch (Q, K and
+	 * V of a layer; its up and gate): one op, which the backend may run
+	 * as one (the CPU: one pool run for one token). Each row's dot is
+	 * the one-token path's, whatever the grouping.
+	 */
+	void (*matmul)(struct engine_backend *be,
+		       const struct engine_matmul *mm, uint32_t count);
+	void (*matmul_id)(struct engine_backend *be,
+			  const struct engine_matmul_id *m);
+	/*
+	 * MoE routing of each row (build_moe_ffn, softmax gating): the
+	 * router's n_expert logits (ld floats apart) made probabilities in
+	 * place, the top n_expert_used experts into sel[b * k ..] and
+	 * their weights into weights[b * k ..], b the row.
+	 */
+	void (*moe_route_rows)(struct engine_backend *be,
+			       const struct engine_hparams *hp, float *router,
+			       size_t ld, uint32_t *sel, float *weights,
+			       const uint32_t *idx, uint32_t n);
+	/*
+	 * Row b of out (out_ld floats) = sum over i < k of weights[b k + i]
+	 * * row b k + i of eo (width floats each), in order of i.
+	 */
+	void (*moe_combine_rows)(struct engine_backend *be, float *out,
+				 size_t out_ld, const float *eo,
+				 const float *weights, uint32_t k,
+				 uint32_t width, const uint32_t *idx,
+				 uint32_t n);
 	void (*attention)(struct engine_backend *be,
 			  const struct engine_att_batch *b);
 };
@@ -173,7 +264,9 @@ struct engine_backend {
 	const struct engine_backend_i *iface;
 	struct engine_device dev;
 	void *ctx; /* the backend's own (the CPU's: its thread pool) */
-	/* engine_model_options.batch_exact: batches in the one-token order */
+	/* the backend's memory is the host's: host pointers may be given */
+	bool is_host;
+	/* engine_ctx_options.batch_exact: batches in the one-token order */
 	bool batch_exact;
 };
 

@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "context.h"
 #include "kv.h"
+#include "quant/quant.h"
 
 /* The pool and the K/V types the options ask for. */
 static int context_kv_init(struct engine_ctx *ctx,
@@ -21,7 +22,8 @@ static int context_kv_init(struct engine_ctx *ctx,
 	uint32_t tk = IO_TYPE_F16, tv = IO_TYPE_F16;
 	int ret;
 
-	if ((ret = engine_kv_pool_init(ctx, opt->kv_mem, opt->budget, err)))
+	if ((ret = engine_kv_pool_init(&ctx->kv, ctx->model, ctx->backend,
+				       opt->kv_mem, opt->budget, err)))
 		return ret;
 	if (opt->kv_type_k && engine_kv_type_parse(opt->kv_type_k, &tk))
 		return err_set(
@@ -34,6 +36,41 @@ static int context_kv_init(struct engine_ctx *ctx,
 			"V cache type '%s': one of f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1",
 			opt->kv_type_v);
 	return engine_ctx_set_kv_types(ctx, tk, tv, err);
+}
+
+/* The first view the backend cannot compute with, asked per view. */
+struct context_check {
+	struct engine_ctx *ctx;
+	const struct engine_tensor *bad;
+};
+
+/* Matmul weights (every view of more than one row), the embedding's rows. */
+static void context_check_view(void *arg, struct engine_tensor *t)
+{
+	struct context_check *c = arg;
+	struct engine_backend *be = c->ctx->backend;
+
+	if (!t->info || t->info->ne[1] <= 1 || c->bad)
+		return;
+	if (!be->iface->supports(be, ENGINE_OP_MATMUL, t->info->type) ||
+	    (t == &c->ctx->model->tok_embd &&
+	     !be->iface->supports(be, ENGINE_OP_GET_ROWS, t->info->type)))
+		c->bad = t;
+}
+
+/* -ENOTSUP (naming the tensor) unless the backend computes every view. */
+static int context_check(struct engine_ctx *ctx, struct err *err)
+{
+	struct context_check c = { ctx, NULL };
+
+	engine_model_each_view(ctx->model, context_check_view, &c);
+	if (!c.bad)
+		return 0;
+	return err_set(
+		err, ENOTSUP,
+		"%s: tensor '%s' (%s): the %s backend does not compute with its type",
+		ctx->model->path, c.bad->info->name,
+		quant_type_name(c.bad->info->type), ctx->backend->iface->name);
 }
 
 int engine_ctx_new(struct engine_ctx **out, struct engine_model *m,
@@ -50,13 +87,14 @@ int engine_ctx_new(struct engine_ctx **out, struct engine_model *m,
 	if (!ctx)
 		return err_set(err, ENOMEM, "out of memory");
 	ctx->model = m;
-	if ((ret = context_kv_init(ctx, opt, err)))
-		goto out_free;
 	ret = engine_backend_new(&ctx->backend, io_weights_home(m->weights),
 				 opt->threads, err);
 	if (ret)
 		goto out_free;
 	ctx->backend->batch_exact = opt->batch_exact;
+	if ((ret = context_check(ctx, err)) ||
+	    (ret = context_kv_init(ctx, opt, err)))
+		goto out_free;
 	*out = ctx;
 	return 0;
 
@@ -69,13 +107,43 @@ void engine_ctx_free(struct engine_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	engine_backend_free(ctx->backend);
-	engine_kv_pool_destroy(ctx);
+	/* the scratch is in the backend's memory */
 	engine_forward_release(ctx);
+	engine_kv_pool_destroy(&ctx->kv);
+	engine_backend_free(ctx->backend);
 	free(ctx);
 }
 
 struct engine_model *engine_ctx_model(const struct engine_ctx *ctx)
 {
 	return ctx->model;
+}
+
+/* ---- the KV cache's pool, kv.c's ---------------------------------------- */
+
+int engine_ctx_set_kv_types(struct engine_ctx *ctx, uint32_t type_k,
+			    uint32_t type_v, struct err *err)
+{
+	return engine_kv_pool_set_types(&ctx->kv, type_k, type_v, err);
+}
+
+void engine_kv_stats(struct engine_ctx *ctx, struct engine_kv_stats *st)
+{
+	engine_kv_pool_stats(&ctx->kv, st);
+}
+
+int engine_seq_new(struct engine_ctx *ctx, struct engine_seq **out,
+		   struct err *err)
+{
+	uint32_t tk, tv;
+
+	engine_kv_pool_types(&ctx->kv, &tk, &tv);
+	return engine_kv_seq_new(&ctx->kv, ctx, tk, tv, out, err);
+}
+
+int engine_seq_new_typed(struct engine_ctx *ctx, uint32_t type_k,
+			 uint32_t type_v, struct engine_seq **out,
+			 struct err *err)
+{
+	return engine_kv_seq_new(&ctx->kv, ctx, type_k, type_v, out, err);
 }

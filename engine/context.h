@@ -9,23 +9,11 @@
 #ifndef LLMFS_ENGINE_CONTEXT_H
 #define LLMFS_ENGINE_CONTEXT_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kv.h"
 #include "model.h"
-
-/* The KV cache's blocks of one context (engine/kv.c). */
-struct engine_kv_pool {
-	pthread_mutex_t lock;	      /* protects what follows */
-	uint64_t cap;		      /* bytes the blocks may take (--kv-mem) */
-	struct engine_budget *shared; /* also charged, if any; borrowed */
-	uint64_t committed;	      /* bytes promised: held or reserved */
-	uint64_t used;		      /* bytes of blocks held */
-	uint64_t blocks;	      /* blocks held */
-	uint32_t type_k, type_v;      /* for sequences started from now on */
-	bool ready;		      /* the lock was made */
-};
 
 /* The forward pass's buffers, sized for its batch (engine/forward.c). */
 struct forward_scratch;

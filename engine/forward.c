@@ -18,10 +18,16 @@
  * path makes on the same converted activation row; norms, rope, SwiGLU
  * and the MoE routing are per token; attention is per token over its own
  * sequence's cache. So every token's logits are bit for bit those of
- * evaluating it alone, which is llama.cpp's one-token path, whose logits
+ * evaluating it alone (with batch_exact; else within the GEMM's
+ * tolerance of it), which is llama.cpp's one-token path, whose logits
  * are the reference's (a multi-token ggml kernel would round differently:
  * the batched pass only changes the order in which independent results
  * are computed, never how one is).
+ *
+ * Every op is one call of the backend over the whole batch (backend.h):
+ * the pass names no device, holds its floats in the backend's memory and
+ * copies the logits out once. Only the rows' bookkeeping (which rows,
+ * their positions, their KV slots) is the host's.
  *
  * Async loading: each tensor is waited for (io_placement_wait) right
  * before its first use in a pass, so that a first pass runs layer by
@@ -32,10 +38,13 @@
 #include <string.h>
 
 #include "backend.h"
+#include "context.h"
 #include "kv.h"
 
 /* Token rows of one pass; longer batches are split (bounded memory). */
 #define FORWARD_CHUNK 128
+/* xn converted to this many vec_dot types at once (Q, K and V may differ) */
+#define FORWARD_XN_SLOTS 3
 
 /* One token of the pass. */
 struct forward_row {
@@ -48,39 +57,47 @@ struct forward_row {
 };
 
 /*
- * Per token row r: x + r * n_embd and so on; converted activations at
- * act + r * act_row. Allocated for cap rows, grown up to FORWARD_CHUNK.
+ * The pass's buffers for cap rows, grown up to FORWARD_CHUNK. The host
+ * keeps the rows' bookkeeping; the floats are in the backend's memory:
+ * token row r's at x + r * n_embd and so on, its converted activations at
+ * act + r * act_row, and a MoE's per expert slot (row r's i-th expert:
+ * slot r * k + i) at up + (r * k + i) * n_ff and so on.
  */
 struct forward_scratch {
 	uint32_t cap;
-	size_t act_row; /* bytes of the widest converted row */
+	uint32_t slots_per_row; /* n_expert_used, or 1 */
+	size_t act_row;		/* bytes of the widest converted row */
+	/* the host's */
 	struct forward_row *rows;
-	uint32_t *all;	     /* 0 .. n-1 */
-	uint32_t *live;	     /* rows computed past attention this layer */
-	float *x;	     /* [n_embd] residual streams */
-	float *xn;	     /* [n_embd] normed input of a block */
-	float *q, *k, *v;    /* [n_head * head_dim], [n_head_kv * ...] */
-	float *att;	     /* [n_head * head_dim_v] */
-	float *tmp;	     /* [n_embd] a block's output */
-	float *gate, *up;    /* [n_ff] */
-	float *router;	     /* [n_expert] */
-	float *rope;	     /* [n_rot] cos/sin at the row's position */
-	float *exp_out;	     /* [n_expert_used][n_embd] each expert's output */
-	float *exp_w;	     /* [n_expert_used] */
-	uint32_t *exp_sel;   /* [n_expert_used] */
-	uint32_t *exp_slot;  /* [cap] row * n_expert_used + i, per matmul row */
-	uint8_t *xn_act[2];  /* xn converted to two vec_dot types */
-	uint32_t xn_type[2]; /* UINT32_MAX: stale */
-	int xn_last;	     /* the slot converted or used last */
-	const uint32_t *xn_idx; /* the rows xn holds */
+	uint32_t *all;		   /* 0 .. n-1 */
+	uint32_t *live;		   /* rows computed past attention this layer */
+	uint32_t *slots;	   /* [cap * k] the live rows' expert slots */
+	uint32_t *pos;		   /* [cap] each row's position */
+	int32_t *tokens;	   /* [cap] each row's token */
+	struct engine_seq **seqs;  /* [cap] each row's sequence */
+	struct engine_kv_slot *kv; /* [cap] where each row's K/V go */
+	float **ys;		   /* [cap] the logits, for a host backend */
+	void *host;
+	/* the backend's */
+	float *x;	   /* [n_embd] residual streams */
+	float *xn;	   /* [n_embd] normed input of a block */
+	float *q, *k, *v;  /* [n_head * head_dim], [n_head_kv * ...] */
+	float *att;	   /* [n_head * head_dim_v] */
+	float *tmp;	   /* [n_embd] a block's output */
+	float *gate, *up;  /* [k][n_ff] */
+	float *router;	   /* [n_expert] */
+	float *rope;	   /* [n_rot] cos/sin at the row's position */
+	float *exp_out;	   /* [k][n_embd] each expert's output */
+	float *exp_w;	   /* [k] the experts' weights */
+	uint32_t *exp_sel; /* [k] the experts */
+	uint8_t *xn_act[FORWARD_XN_SLOTS];  /* xn in vec_dot types */
+	uint32_t xn_type[FORWARD_XN_SLOTS]; /* UINT32_MAX: stale */
+	const uint32_t *xn_idx;		    /* the rows xn holds */
 	uint32_t xn_n;
-	uint8_t *act;		  /* other converted inputs (att, swiglu) */
-	const void **acts;	  /* [cap] matmul inputs */
-	float **ys;		  /* [cap] matmul outputs */
-	struct engine_seq **seqs; /* [cap] each row's sequence, for attention */
-	uint32_t *pos;		  /* [cap] each row's position */
-	void *att_work;		  /* the backend's attention_work_bytes */
+	uint8_t *act; /* [k] other converted inputs (att, swiglu) */
 	void *mem;
+	float *logits; /* [logits_cap][n_vocab], a device backend's */
+	uint32_t logits_cap;
 };
 
 /* One pass over n rows. */
@@ -96,9 +113,17 @@ struct forward_pass {
 
 void engine_forward_release(struct engine_ctx *ctx)
 {
-	if (ctx->fwd)
-		free(ctx->fwd->mem);
-	free(ctx->fwd);
+	struct forward_scratch *s = ctx->fwd;
+	struct engine_backend *be = ctx->backend;
+
+	if (!s)
+		return;
+	if (s->mem)
+		be->iface->free(be, s->mem);
+	if (s->logits)
+		be->iface->free(be, s->logits);
+	free(s->host);
+	free(s);
 	ctx->fwd = NULL;
 }
 
@@ -107,7 +132,7 @@ static size_t forward_max(size_t a, size_t b)
 	return a > b ? a : b;
 }
 
-/* Carve n bytes (64-aligned) at address *p (a mere count in pass 0). */
+/* Carve n bytes (64-aligned) at address *p (a mere count at first). */
 static void *forward_take(uintptr_t *p, size_t n)
 {
 	void *r = (void *)*p;
@@ -116,78 +141,102 @@ static void *forward_take(uintptr_t *p, size_t n)
 	return r;
 }
 
+/* The host's part of the buffers for cap rows, from base (0: count). */
+static size_t forward_carve_host(struct forward_scratch *s, uintptr_t base,
+				 size_t c)
+{
+	uintptr_t p = base;
+
+	s->rows = forward_take(&p, c * sizeof(*s->rows));
+	s->all = forward_take(&p, c * sizeof(uint32_t));
+	s->live = forward_take(&p, c * sizeof(uint32_t));
+	s->slots = forward_take(&p, c * s->slots_per_row * sizeof(uint32_t));
+	s->pos = forward_take(&p, c * sizeof(uint32_t));
+	s->tokens = forward_take(&p, c * sizeof(int32_t));
+	s->seqs = forward_take(&p, c * sizeof(*s->seqs));
+	s->kv = forward_take(&p, c * sizeof(*s->kv));
+	s->ys = forward_take(&p, c * sizeof(*s->ys));
+	return (size_t)(p - base);
+}
+
+/* The backend's part of the buffers for cap rows, from base (0: count). */
+static size_t forward_carve_dev(struct forward_scratch *s,
+				const struct engine_hparams *hp, uintptr_t base,
+				size_t c)
+{
+	const size_t nq = (size_t)hp->n_head * hp->head_dim;
+	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
+	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
+	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
+	const size_t ku = hp->n_expert_used, E = hp->n_embd;
+	uintptr_t p = base;
+	int i;
+
+	s->x = forward_take(&p, c * E * sizeof(float));
+	s->xn = forward_take(&p, c * E * sizeof(float));
+	s->q = forward_take(&p, c * nq * sizeof(float));
+	s->k = forward_take(&p, c * nk * sizeof(float));
+	s->v = forward_take(&p, c * nv * sizeof(float));
+	s->att = forward_take(&p, c * natt * sizeof(float));
+	s->tmp = forward_take(&p, c * E * sizeof(float));
+	s->gate = forward_take(&p,
+			       c * s->slots_per_row * hp->n_ff * sizeof(float));
+	s->up = forward_take(&p,
+			     c * s->slots_per_row * hp->n_ff * sizeof(float));
+	s->router = forward_take(&p, c * hp->n_expert * sizeof(float));
+	s->rope = forward_take(&p, c * hp->n_rot * sizeof(float));
+	s->exp_out = forward_take(&p, c * ku * E * sizeof(float));
+	s->exp_w = forward_take(&p, c * ku * sizeof(float));
+	s->exp_sel = forward_take(&p, c * ku * sizeof(uint32_t));
+	for (i = 0; i < FORWARD_XN_SLOTS; i++)
+		s->xn_act[i] = forward_take(&p, c * s->act_row);
+	s->act = forward_take(&p, c * s->slots_per_row * s->act_row);
+	return (size_t)(p - base);
+}
+
 /* Buffers for cap rows; the old ones are kept if big enough. */
 static int forward_reserve(struct engine_ctx *ctx, uint32_t cap,
 			   struct err *err)
 {
 	const struct engine_hparams *hp = &ctx->model->hp;
-	const size_t nq = (size_t)hp->n_head * hp->head_dim;
-	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
-	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
-	const size_t ku = hp->n_expert_used;
-	const size_t E = hp->n_embd;
 	struct engine_backend *be = ctx->backend;
-	struct forward_scratch *s = ctx->fwd, *ns;
-	const size_t att_work = be->iface->attention_work_bytes(be, hp, cap);
-	size_t act_row, bytes, c = cap;
-	uintptr_t p;
-	int pass;
+	struct forward_scratch *ns;
+	size_t host, dev;
+	int i, ret;
 
-	if (s && s->cap >= cap)
+	if (ctx->fwd && ctx->fwd->cap >= cap)
 		return 0;
-	/* the widest vec_dot row: F32 is 4 bytes an element, the rest less */
-	act_row = 4 * forward_max(forward_max(E, hp->n_ff), natt) + 64;
+	if ((ret = be->iface->reserve(be, hp, cap, err)))
+		return ret;
 	ns = calloc(1, sizeof(*ns));
 	if (!ns)
 		return err_set(err, ENOMEM, "out of memory");
-	/* pass 0 adds up the size, pass 1 carves the buffers */
-	for (pass = 0, p = 0, bytes = 0; pass < 2; pass++) {
-		uintptr_t base = p;
-
-		ns->rows = forward_take(&p, c * sizeof(*ns->rows));
-		ns->all = forward_take(&p, c * sizeof(uint32_t));
-		ns->live = forward_take(&p, c * sizeof(uint32_t));
-		ns->x = forward_take(&p, c * E * sizeof(float));
-		ns->xn = forward_take(&p, c * E * sizeof(float));
-		ns->q = forward_take(&p, c * nq * sizeof(float));
-		ns->k = forward_take(&p, c * nk * sizeof(float));
-		ns->v = forward_take(&p, c * nv * sizeof(float));
-		ns->att = forward_take(&p, c * natt * sizeof(float));
-		ns->tmp = forward_take(&p, c * E * sizeof(float));
-		ns->gate = forward_take(&p, c * hp->n_ff * sizeof(float));
-		ns->up = forward_take(&p, c * hp->n_ff * sizeof(float));
-		ns->router = forward_take(&p, c * hp->n_expert * sizeof(float));
-		ns->rope = forward_take(&p, c * hp->n_rot * sizeof(float));
-		ns->exp_out = forward_take(&p, c * ku * E * sizeof(float));
-		ns->exp_w = forward_take(&p, c * ku * sizeof(float));
-		ns->exp_sel = forward_take(&p, c * ku * sizeof(uint32_t));
-		ns->exp_slot = forward_take(&p, c * sizeof(uint32_t));
-		ns->xn_act[0] = forward_take(&p, c * act_row);
-		ns->xn_act[1] = forward_take(&p, c * act_row);
-		ns->act = forward_take(&p, c * act_row);
-		ns->acts = forward_take(&p, c * sizeof(void *));
-		ns->ys = forward_take(&p, c * sizeof(float *));
-		ns->seqs = forward_take(&p, c * sizeof(*ns->seqs));
-		ns->pos = forward_take(&p, c * sizeof(uint32_t));
-		ns->att_work = forward_take(&p, att_work);
-		if (pass == 0) {
-			bytes = (size_t)(p - base) + 64;
-			ns->mem = malloc(bytes);
-			if (!ns->mem) {
-				free(ns);
-				return err_set(
-					err, ENOMEM,
-					"out of memory for %zu bytes of forward buffers (%u tokens)",
-					bytes, cap);
-			}
-			/* align the start: the offsets above are 64-aligned */
-			p = ((uintptr_t)ns->mem + 63) & ~(uintptr_t)63;
-		}
+	ns->slots_per_row = hp->n_expert_used ? hp->n_expert_used : 1;
+	/* the widest vec_dot row: F32 is 4 bytes an element, the rest less */
+	ns->act_row = 4 * forward_max(forward_max(hp->n_embd, hp->n_ff), natt) +
+		      64;
+	host = forward_carve_host(ns, 0, cap);
+	dev = forward_carve_dev(ns, hp, 0, cap);
+	ns->host = malloc(host + 64);
+	ns->mem = be->iface->alloc(be, dev);
+	if (!ns->host || !ns->mem) {
+		free(ns->host);
+		if (ns->mem)
+			be->iface->free(be, ns->mem);
+		free(ns);
+		return err_set(
+			err, ENOMEM,
+			"out of memory for %zu bytes of forward buffers (%u tokens) on %s",
+			dev, cap, be->dev.name);
 	}
+	/* the offsets are 64-aligned; so is alloc's memory */
+	forward_carve_host(ns, ((uintptr_t)ns->host + 63) & ~(uintptr_t)63,
+			   cap);
+	forward_carve_dev(ns, hp, (uintptr_t)ns->mem, cap);
 	ns->cap = cap;
-	ns->act_row = act_row;
-	ns->xn_type[0] = ns->xn_type[1] = UINT32_MAX;
+	for (i = 0; i < FORWARD_XN_SLOTS; i++)
+		ns->xn_type[i] = UINT32_MAX;
 	engine_forward_release(ctx);
 	ctx->fwd = ns;
 	return 0;
@@ -223,78 +272,35 @@ static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
 	return ret;
 }
 
-/* y = x / rms(x) * w for rows idx[0..n) */
-struct forward_norm_job {
-	struct engine_backend *be;
-	float *y;
-	const float *x, *w;
-	const uint32_t *idx;
-	int64_t width;
-	float eps;
-};
-
-static void forward_norm_row(void *arg, uint32_t j)
+/* A vector weight (norm, bias) as floats in the backend's memory. */
+static const float *forward_floats(const struct engine_tensor *t)
 {
-	const struct forward_norm_job *job = arg;
-	const size_t o = (size_t)job->idx[j] * job->width;
-
-	job->be->iface->rms_norm(job->be, job->y + o, job->x + o, job->w,
-				 job->width, job->eps);
+	return engine_tensor_present(t) ? (const float *)engine_tensor_data(t) :
+					  NULL;
 }
 
+/* y = rms_norm(x) * w for rows idx[0..n) of n_embd floats */
 static int forward_norm(struct forward_pass *p, float *y, const float *x,
 			const struct engine_tensor *w, const uint32_t *idx,
 			uint32_t n)
 {
 	const struct engine_hparams *hp = &p->m->hp;
-	struct engine_backend *be = p->be;
-	int ret;
-	struct forward_norm_job job = { be,
-					y,
-					x,
-					(const float *)engine_tensor_data(w),
-					idx,
-					hp->n_embd,
-					hp->rms_norm_eps };
+	struct forward_scratch *s = p->s;
+	int ret, k;
 
 	if ((ret = forward_wait(p, w)))
 		return ret;
-	be->iface->for_rows(be, forward_norm_row, &job, n);
+	p->be->iface->rms_norm_rows(p->be, y, x, hp->n_embd, hp->n_embd, 1,
+				    forward_floats(w), hp->rms_norm_eps, idx,
+				    n);
 	/* xn changed: its conversions are stale */
-	if (y == p->s->xn) {
-		p->s->xn_type[0] = p->s->xn_type[1] = UINT32_MAX;
-		p->s->xn_idx = idx;
-		p->s->xn_n = n;
+	if (y == s->xn) {
+		for (k = 0; k < FORWARD_XN_SLOTS; k++)
+			s->xn_type[k] = UINT32_MAX;
+		s->xn_idx = idx;
+		s->xn_n = n;
 	}
 	return 0;
-}
-
-/* Row idx[j] of y (ld floats apart) += row idx[j] of x (x_ld apart). */
-struct forward_add_job {
-	struct engine_backend *be;
-	float *y;
-	const float *x;
-	size_t ld, x_ld;
-	const uint32_t *idx;
-	int64_t width;
-};
-
-static void forward_add_row(void *arg, uint32_t j)
-{
-	const struct forward_add_job *job = arg;
-
-	job->be->iface->add(job->be, job->y + job->idx[j] * job->ld,
-			    job->x + job->idx[j] * job->x_ld, job->width);
-}
-
-static void forward_add(struct forward_pass *p, float *y, size_t ld,
-			const float *x, size_t x_ld, const uint32_t *idx,
-			uint32_t n, int64_t width)
-{
-	struct engine_backend *be = p->be;
-	struct forward_add_job job = { be, y, x, ld, x_ld, idx, width };
-
-	be->iface->for_rows(be, forward_add_row, &job, n);
 }
 
 /* y += b, an optional F32 bias (ggml_add), for rows idx[0..n) */
@@ -308,195 +314,68 @@ static int forward_bias(struct forward_pass *p, float *y, size_t ld,
 		return 0;
 	if ((ret = forward_wait(p, b)))
 		return ret;
-	forward_add(p, y, ld, (const float *)engine_tensor_data(b), 0, idx, n,
-		    b->info->ne[0]);
+	p->be->iface->add_rows(p->be, y, ld, forward_floats(b), 0,
+			       (uint32_t)b->info->ne[0], idx, n);
 	return 0;
 }
 
-/* Rows idx[0..n) of src (ld floats, width used) into dst, type vdt. */
-struct forward_convert_job {
-	struct engine_backend *be;
-	uint32_t vdt;
-	const float *src;
-	size_t ld;
-	int64_t width;
-	uint8_t *dst;
-	size_t dst_ld;
-	const uint32_t *idx;
-};
-
-static void forward_convert_row(void *arg, uint32_t j)
+/* w's vec_dot type on the context's backend */
+static uint32_t forward_vdt(struct forward_pass *p,
+			    const struct engine_tensor *w)
 {
-	const struct forward_convert_job *job = arg;
-
-	job->be->iface->convert(
-		job->be, job->vdt, job->src + job->idx[j] * job->ld,
-		job->dst + job->idx[j] * job->dst_ld, job->width);
-}
-
-static void forward_convert(struct forward_pass *p, uint32_t vdt,
-			    const float *src, size_t ld, int64_t width,
-			    uint8_t *dst, const uint32_t *idx, uint32_t n)
-{
-	struct engine_backend *be = p->be;
-	struct forward_convert_job job = { be,	  vdt, src,	      ld,
-					   width, dst, p->s->act_row, idx };
-
-	be->iface->for_rows(be, forward_convert_row, &job, n);
+	return p->be->iface->vec_dot_type(p->be, w->info->type);
 }
 
 /*
- * The rows of xn in w's vec_dot type. The last two
- * conversions are kept, as the one-token path converted once per run of
+ * The rows of xn in w's vec_dot type. The conversions since the last
+ * norm are kept, as the one-token path converted once per run of
  * same-type matmuls (the result is the same either way).
  */
 static const uint8_t *forward_xn_act(struct forward_pass *p,
 				     const struct engine_tensor *w)
 {
+	const uint32_t vdt = forward_vdt(p, w);
 	struct forward_scratch *s = p->s;
-	struct engine_backend *be = p->be;
-	uint32_t vdt = be->iface->vec_dot_type(be, w->info->type);
-	int k;
+	int k, free_slot = 0;
 
-	for (k = 0; k < 2; k++) {
-		if (s->xn_type[k] == vdt) {
-			s->xn_last = k;
+	for (k = FORWARD_XN_SLOTS - 1; k >= 0; k--) {
+		if (s->xn_type[k] == vdt)
 			return s->xn_act[k];
-		}
+		if (s->xn_type[k] == UINT32_MAX)
+			free_slot = k;
 	}
-	k = !s->xn_last;
-	forward_convert(p, vdt, s->xn, p->m->hp.n_embd, p->m->hp.n_embd,
-			s->xn_act[k], s->xn_idx, s->xn_n);
+	k = free_slot;
+	p->be->iface->convert_rows(p->be, vdt, s->xn, p->m->hp.n_embd,
+				   p->m->hp.n_embd, s->xn_act[k], s->act_row,
+				   s->xn_idx, s->xn_n);
 	s->xn_type[k] = vdt;
-	s->xn_last = k;
 	return s->xn_act[k];
 }
 
-/* Row idx[j] of y (ld floats apart) = w . row idx[j] of act. */
-static int forward_mm(struct forward_pass *p, float *y, size_t ld,
-		      const struct engine_tensor *w, int64_t e,
-		      const uint8_t *act, const uint32_t *idx, uint32_t n)
+/* y rows idx[] (ld floats) = w . rows idx[] of act: one matmul */
+static struct engine_matmul forward_mm(struct forward_pass *p, float *y,
+				       size_t ld, const struct engine_tensor *w,
+				       const uint8_t *act, const uint32_t *idx,
+				       uint32_t n)
+{
+	return (struct engine_matmul){ .w = w,
+				       .y = y,
+				       .y_ld = ld,
+				       .y_idx = idx,
+				       .act = act,
+				       .act_ld = p->s->act_row,
+				       .act_idx = idx,
+				       .n = n };
+}
+
+/* Where each row's K and V go in its sequence's cache of layer il. */
+static void forward_kv_slots(struct forward_pass *p, uint32_t il)
 {
 	struct forward_scratch *s = p->s;
 	uint32_t j;
-	int ret;
 
-	if ((ret = forward_wait(p, w)))
-		return ret;
-	for (j = 0; j < n; j++) {
-		s->acts[j] = act + idx[j] * s->act_row;
-		s->ys[j] = y + idx[j] * ld;
-	}
-	if (n)
-		p->be->iface->matmul(p->be, s->ys, w, e, n,
-				     (const void *const *)s->acts);
-	return 0;
-}
-
-/*
- * One token's products with several weights in one pool run (Q, K and V;
- * up and gate): a barrier per run is a good part of a 0.6B model's token.
- * The backend splits the rows of all the weights over its threads by their
- * bytes, each row the dot the one-weight matmul gives it, so the bits do
- * not change.
- */
-/*
- * y_k = w_k . xn of the one row idx, k < n, in one pool run; 1 if the
- * weights need more than the two converted copies of xn kept (the caller
- * then goes weight by weight), or a load error.
- */
-static int forward_mv_fused(struct forward_pass *p, float *const *y,
-			    const struct engine_tensor *const *w, uint32_t n,
-			    uint32_t idx)
-{
-	struct engine_backend *be = p->be;
-	struct forward_scratch *s = p->s;
-	struct engine_mv mv[3];
-	uint32_t types[3], nt = 0, k, t;
-	int ret;
-
-	for (k = 0; k < n; k++) {
-		uint32_t vdt = be->iface->vec_dot_type(be, w[k]->info->type);
-
-		for (t = 0; t < nt && types[t] != vdt; t++)
-			;
-		if (t == nt)
-			types[nt++] = vdt;
-		if (nt > 2 || w[k]->info->ne[2] > 1)
-			return 1;
-	}
-	for (k = 0; k < n; k++) {
-		if ((ret = forward_wait(p, w[k])))
-			return ret;
-		mv[k].y = y[k];
-		mv[k].w = w[k];
-		mv[k].act = forward_xn_act(p, w[k]) + idx * s->act_row;
-	}
-	be->iface->matvec_multi(be, mv, n);
-	return 0;
-}
-
-/* Per-head RMS norm of n_head rows of head_dim (qwen3's Q/K norms). */
-static void forward_head_norm(struct engine_backend *be, float *x,
-			      uint32_t n_head, uint32_t head_dim,
-			      const struct engine_tensor *w, float eps)
-{
-	const float *wd = (const float *)engine_tensor_data(w);
-	uint32_t h;
-
-	for (h = 0; h < n_head; h++)
-		be->iface->rms_norm(be, x + (size_t)h * head_dim,
-				    x + (size_t)h * head_dim, wd, head_dim,
-				    eps);
-}
-
-struct forward_qkv_job {
-	struct forward_pass *p;
-	const struct engine_layer *l;
-	uint32_t il;
-};
-
-/* Row j's K normed and roped, then K and V into its sequence's cache. */
-static void forward_kv_row(void *arg, uint32_t j)
-{
-	const struct forward_qkv_job *job = arg;
-	const struct engine_hparams *hp = &job->p->m->hp;
-	struct engine_backend *be = job->p->be;
-	struct forward_scratch *s = job->p->s;
-	const struct forward_row *r = &s->rows[j];
-	float *k = s->k + j * (size_t)hp->n_head_kv * hp->head_dim;
-	uint32_t type_k, type_v;
-	uint8_t *kdst, *vdst;
-
-	if (hp->qk_norm)
-		forward_head_norm(be, k, hp->n_head_kv, hp->head_dim,
-				  &job->l->k_norm, hp->rms_norm_eps);
-	be->iface->rope(be, k, hp->n_head_kv, hp->head_dim, hp->n_rot,
-			hp->rope_mode, s->rope + (size_t)j * hp->n_rot);
-	engine_seq_types(r->seq, &type_k, &type_v);
-	engine_kv_rows(r->seq, job->il, r->pos, &kdst, &vdst);
-	be->iface->convert(be, type_k, k, kdst,
-			   (int64_t)hp->n_head_kv * hp->head_dim);
-	be->iface->convert(be, type_v,
-			   s->v + j * (size_t)hp->n_head_kv * hp->head_dim_v,
-			   vdst, (int64_t)hp->n_head_kv * hp->head_dim_v);
-}
-
-/* Live row j's Q normed and roped. */
-static void forward_q_row(void *arg, uint32_t j)
-{
-	const struct forward_qkv_job *job = arg;
-	const struct engine_hparams *hp = &job->p->m->hp;
-	struct engine_backend *be = job->p->be;
-	struct forward_scratch *s = job->p->s;
-	const uint32_t b = s->live[j];
-	float *q = s->q + b * (size_t)hp->n_head * hp->head_dim;
-
-	if (hp->qk_norm)
-		forward_head_norm(be, q, hp->n_head, hp->head_dim,
-				  &job->l->q_norm, hp->rms_norm_eps);
-	be->iface->rope(be, q, hp->n_head, hp->head_dim, hp->n_rot,
-			hp->rope_mode, s->rope + (size_t)b * hp->n_rot);
+	for (j = 0; j < p->n; j++)
+		engine_kv_slot(s->rows[j].seq, il, s->rows[j].pos, &s->kv[j]);
 }
 
 /*
@@ -508,7 +387,7 @@ static void forward_q_row(void *arg, uint32_t j)
 static int forward_attention(struct forward_pass *p, uint32_t il)
 {
 	const struct engine_model *m = p->m;
-	struct engine_backend *be = p->be;
+	const struct engine_backend_i *ops = p->be->iface;
 	const struct engine_hparams *hp = &m->hp;
 	const struct engine_layer *l = &m->layers[il];
 	struct forward_scratch *s = p->s;
@@ -516,8 +395,6 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
 	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
-	bool fused = false;
-	struct forward_qkv_job qkv = { p, l, il };
 	const struct engine_att_batch att = {
 		.hp = hp,
 		.il = il,
@@ -530,187 +407,144 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		.q_ld = nq,
 		.out = s->att,
 		.out_ld = natt,
-		.work = s->att_work,
 	};
-	int ret = 0;
+	struct engine_matmul mm[3], wo;
+	int ret;
 
-	/* one token: Q, K and V in one pool run */
-	if (p->n == 1 && p->n_live == 1) {
-		float *ys[3] = { s->q, s->k, s->v };
-		const struct engine_tensor *ws[3] = { &l->wq, &l->wk, &l->wv };
-
-		ret = forward_mv_fused(p, ys, ws, 3, 0);
-		if (ret < 0)
-			return ret;
-		fused = !ret;
-	}
+	if ((ret = forward_wait(p, &l->wq)) ||
+	    (ret = forward_wait(p, &l->wk)) || (ret = forward_wait(p, &l->wv)))
+		return ret;
 	/* the three projections share the converted xn of each type */
-	if ((!fused &&
-	     ((ret = forward_mm(p, s->q, nq, &l->wq, 0,
-				forward_xn_act(p, &l->wq), s->live,
-				p->n_live)) ||
-	      (ret = forward_mm(p, s->k, nk, &l->wk, 0,
-				forward_xn_act(p, &l->wk), s->all, p->n)) ||
-	      (ret = forward_mm(p, s->v, nv, &l->wv, 0,
-				forward_xn_act(p, &l->wv), s->all, p->n)))) ||
-	    (ret = forward_bias(p, s->q, nq, &l->bq, s->live, p->n_live)) ||
+	mm[0] = forward_mm(p, s->q, nq, &l->wq, forward_xn_act(p, &l->wq),
+			   s->live, p->n_live);
+	mm[1] = forward_mm(p, s->k, nk, &l->wk, forward_xn_act(p, &l->wk),
+			   s->all, p->n);
+	mm[2] = forward_mm(p, s->v, nv, &l->wv, forward_xn_act(p, &l->wv),
+			   s->all, p->n);
+	ops->matmul(p->be, mm, 3);
+	if ((ret = forward_bias(p, s->q, nq, &l->bq, s->live, p->n_live)) ||
 	    (ret = forward_bias(p, s->k, nk, &l->bk, s->all, p->n)) ||
 	    (ret = forward_bias(p, s->v, nv, &l->bv, s->all, p->n)) ||
 	    (ret = forward_wait(p, &l->q_norm)) ||
 	    (ret = forward_wait(p, &l->k_norm)))
 		return ret;
 
-	be->iface->for_rows(be, forward_kv_row, &qkv, p->n);
-	be->iface->for_rows(be, forward_q_row, &qkv, p->n_live);
-	be->iface->attention(be, &att);
+	if (hp->qk_norm)
+		ops->rms_norm_rows(p->be, s->k, s->k, nk, hp->head_dim,
+				   hp->n_head_kv, forward_floats(&l->k_norm),
+				   hp->rms_norm_eps, s->all, p->n);
+	ops->rope_rows(p->be, s->k, nk, hp->n_head_kv, hp, s->rope, hp->n_rot,
+		       s->all, p->n);
+	forward_kv_slots(p, il);
+	ops->kv_store_rows(p->be, s->k, nk, (uint32_t)nk, s->v, nv,
+			   (uint32_t)nv, s->kv, p->n);
+	if (hp->qk_norm)
+		ops->rms_norm_rows(p->be, s->q, s->q, nq, hp->head_dim,
+				   hp->n_head, forward_floats(&l->q_norm),
+				   hp->rms_norm_eps, s->live, p->n_live);
+	ops->rope_rows(p->be, s->q, nq, hp->n_head, hp, s->rope, hp->n_rot,
+		       s->live, p->n_live);
+	ops->attention(p->be, &att);
 
-	forward_convert(p, be->iface->vec_dot_type(be, l->wo.info->type),
-			s->att, natt, (int64_t)natt, s->act, s->live,
-			p->n_live);
-	if ((ret = forward_mm(p, s->tmp, hp->n_embd, &l->wo, 0, s->act, s->live,
-			      p->n_live)))
+	if ((ret = forward_wait(p, &l->wo)))
 		return ret;
+	ops->convert_rows(p->be, forward_vdt(p, &l->wo), s->att, natt,
+			  (uint32_t)natt, s->act, s->act_row, s->live,
+			  p->n_live);
+	wo = forward_mm(p, s->tmp, hp->n_embd, &l->wo, s->act, s->live,
+			p->n_live);
+	ops->matmul(p->be, &wo, 1);
 	return forward_bias(p, s->tmp, hp->n_embd, &l->bo, s->live, p->n_live);
-}
-
-/* Live row j: gate = silu(gate) * up, then into ffn_down's vec_dot type. */
-struct forward_swiglu_job {
-	struct forward_pass *p;
-	uint32_t vdt;
-};
-
-static void forward_swiglu_row(void *arg, uint32_t j)
-{
-	const struct forward_swiglu_job *job = arg;
-	struct engine_backend *be = job->p->be;
-	struct forward_scratch *s = job->p->s;
-	const int64_t n_ff = job->p->m->hp.n_ff;
-	const size_t o = (size_t)s->live[j] * n_ff;
-
-	be->iface->swiglu(be, s->gate + o, s->gate + o, s->up + o, n_ff);
-	be->iface->convert(be, job->vdt, s->gate + o,
-			   s->act + s->live[j] * s->act_row, n_ff);
 }
 
 static int forward_ffn_dense(struct forward_pass *p,
 			     const struct engine_layer *l)
 {
+	const struct engine_backend_i *ops = p->be->iface;
 	const struct engine_hparams *hp = &p->m->hp;
-	struct engine_backend *be = p->be;
 	struct forward_scratch *s = p->s;
-	struct forward_swiglu_job sw = {
-		p, be->iface->vec_dot_type(be, l->ffn_down.info->type)
-	};
-	int ret = 1;
+	struct engine_matmul mm[2], down;
+	int ret;
 
-	/* one token: up and gate in one pool run */
-	if (p->n_live == 1) {
-		float *ys[2] = { s->up + (size_t)s->live[0] * hp->n_ff,
-				 s->gate + (size_t)s->live[0] * hp->n_ff };
-		const struct engine_tensor *ws[2] = { &l->ffn_up,
-						      &l->ffn_gate };
-
-		ret = forward_mv_fused(p, ys, ws, 2, s->live[0]);
-		if (ret < 0)
-			return ret;
-	}
-	if (ret && ((ret = forward_mm(p, s->up, hp->n_ff, &l->ffn_up, 0,
-				      forward_xn_act(p, &l->ffn_up), s->live,
-				      p->n_live)) ||
-		    (ret = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate, 0,
-				      forward_xn_act(p, &l->ffn_gate), s->live,
-				      p->n_live))))
+	if ((ret = forward_wait(p, &l->ffn_up)) ||
+	    (ret = forward_wait(p, &l->ffn_gate)) ||
+	    (ret = forward_wait(p, &l->ffn_down)))
 		return ret;
-	be->iface->for_rows(be, forward_swiglu_row, &sw, p->n_live);
-	return forward_mm(p, s->tmp, hp->n_embd, &l->ffn_down, 0, s->act,
-			  s->live, p->n_live);
+	mm[0] = forward_mm(p, s->up, hp->n_ff, &l->ffn_up,
+			   forward_xn_act(p, &l->ffn_up), s->live, p->n_live);
+	mm[1] = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate,
+			   forward_xn_act(p, &l->ffn_gate), s->live, p->n_live);
+	ops->matmul(p->be, mm, 2);
+	ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff, s->live,
+			 p->n_live);
+	ops->convert_rows(p->be, forward_vdt(p, &l->ffn_down), s->gate,
+			  hp->n_ff, hp->n_ff, s->act, s->act_row, s->live,
+			  p->n_live);
+	down = forward_mm(p, s->tmp, hp->n_embd, &l->ffn_down, s->act, s->live,
+			  p->n_live);
+	ops->matmul(p->be, &down, 1);
+	return 0;
 }
 
 /*
- * Route every live row, then run each expert once for the rows that
- * chose it, and add each row's expert outputs, scaled by their weights,
- * in its selection order.
+ * Route every live row on the backend, then each expert's rows through
+ * it (matmul_id: the backend groups the rows by expert), and add each
+ * row's expert outputs, scaled by their weights, in its selection order.
  */
 static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 {
+	const struct engine_backend_i *ops = p->be->iface;
 	const struct engine_hparams *hp = &p->m->hp;
-	struct engine_backend *be = p->be;
 	struct forward_scratch *s = p->s;
 	const uint32_t k = hp->n_expert_used;
-	const size_t E = hp->n_embd;
-	const uint8_t *act_up, *act_gate;
-	uint32_t j, i, e, n;
+	struct engine_matmul router;
+	struct engine_matmul_id id = { .sel = s->exp_sel,
+				       .k = k,
+				       .act_ld = s->act_row,
+				       .idx = s->live,
+				       .n = p->n_live };
+	uint32_t j, i;
 	int ret;
 
-	if ((ret = forward_mm(p, s->router, hp->n_expert, &l->ffn_gate_inp, 0,
-			      forward_xn_act(p, &l->ffn_gate_inp), s->live,
-			      p->n_live)))
-		return ret;
-	for (j = 0; j < p->n_live; j++) {
-		uint32_t b = s->live[j];
-		float *router = s->router + (size_t)b * hp->n_expert;
-
-		be->iface->moe_route(be, hp, router, s->exp_sel + (size_t)b * k,
-				     s->exp_w + (size_t)b * k);
-	}
-	if ((ret = forward_wait(p, &l->ffn_up_exps)) ||
+	if ((ret = forward_wait(p, &l->ffn_gate_inp)) ||
+	    (ret = forward_wait(p, &l->ffn_up_exps)) ||
 	    (ret = forward_wait(p, &l->ffn_gate_exps)) ||
 	    (ret = forward_wait(p, &l->ffn_down_exps)))
 		return ret;
-	/* both kept by forward_xn_act's two slots */
-	act_up = forward_xn_act(p, &l->ffn_up_exps);
-	act_gate = forward_xn_act(p, &l->ffn_gate_exps);
-	for (e = 0; e < hp->n_expert; e++) {
-		/* the rows that chose e: a row picks an expert at most once */
-		for (n = 0, j = 0; j < p->n_live; j++) {
-			uint32_t b = s->live[j];
+	router = forward_mm(p, s->router, hp->n_expert, &l->ffn_gate_inp,
+			    forward_xn_act(p, &l->ffn_gate_inp), s->live,
+			    p->n_live);
+	ops->matmul(p->be, &router, 1);
+	ops->moe_route_rows(p->be, hp, s->router, hp->n_expert, s->exp_sel,
+			    s->exp_w, s->live, p->n_live);
 
-			for (i = 0; i < k; i++) {
-				if (s->exp_sel[(size_t)b * k + i] != e)
-					continue;
-				s->acts[n] = act_up + b * s->act_row;
-				s->ys[n] = s->up + (size_t)n * hp->n_ff;
-				/* where this expert's output goes */
-				s->exp_slot[n] = b * k + i;
-				n++;
-			}
-		}
-		if (!n)
-			continue;
-		be->iface->matmul(be, s->ys, &l->ffn_up_exps, e, n,
-				  (const void *const *)s->acts);
-		for (j = 0; j < n; j++) {
-			s->acts[j] = act_gate +
-				     ((const uint8_t *)s->acts[j] - act_up);
-			s->ys[j] = s->gate + (size_t)j * hp->n_ff;
-		}
-		be->iface->matmul(be, s->ys, &l->ffn_gate_exps, e, n,
-				  (const void *const *)s->acts);
-		for (j = 0; j < n; j++) {
-			float *g = s->gate + (size_t)j * hp->n_ff;
-			uint8_t *a = s->act + (size_t)j * s->act_row;
+	id.w = &l->ffn_up_exps;
+	id.y = s->up;
+	id.y_ld = hp->n_ff;
+	id.act = forward_xn_act(p, &l->ffn_up_exps);
+	ops->matmul_id(p->be, &id);
+	id.w = &l->ffn_gate_exps;
+	id.y = s->gate;
+	id.act = forward_xn_act(p, &l->ffn_gate_exps);
+	ops->matmul_id(p->be, &id);
 
-			be->iface->swiglu(be, g, g,
-					  s->up + (size_t)j * hp->n_ff,
-					  hp->n_ff);
-			be->iface->convert(
-				be,
-				be->iface->vec_dot_type(
-					be, l->ffn_down_exps.info->type),
-				g, a, hp->n_ff);
-			s->acts[j] = a;
-			s->ys[j] = s->exp_out + (size_t)s->exp_slot[j] * E;
-		}
-		be->iface->matmul(be, s->ys, &l->ffn_down_exps, e, n,
-				  (const void *const *)s->acts);
-	}
-	for (j = 0; j < p->n_live; j++) {
-		uint32_t b = s->live[j];
-
-		be->iface->moe_combine(be, s->tmp + b * E,
-				       s->exp_out + (size_t)b * k * E,
-				       s->exp_w + (size_t)b * k, k, E);
-	}
+	/* each live row's k expert slots */
+	for (j = 0; j < p->n_live; j++)
+		for (i = 0; i < k; i++)
+			s->slots[j * k + i] = s->live[j] * k + i;
+	ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff, s->slots,
+			 p->n_live * k);
+	ops->convert_rows(p->be, forward_vdt(p, &l->ffn_down_exps), s->gate,
+			  hp->n_ff, hp->n_ff, s->act, s->act_row, s->slots,
+			  p->n_live * k);
+	id.w = &l->ffn_down_exps;
+	id.y = s->exp_out;
+	id.y_ld = hp->n_embd;
+	id.act = s->act;
+	id.act_per_slot = true;
+	ops->matmul_id(p->be, &id);
+	ops->moe_combine_rows(p->be, s->tmp, hp->n_embd, s->exp_out, s->exp_w,
+			      k, hp->n_embd, s->live, p->n_live);
 	return 0;
 }
 
@@ -721,58 +555,113 @@ static void forward_residual(struct forward_pass *p)
 	struct forward_scratch *s = p->s;
 
 	/* x + t rounds as t + x: the backend's add is the same bits */
-	forward_add(p, s->x, E, s->tmp, E, s->live, p->n_live, (int64_t)E);
+	p->be->iface->add_rows(p->be, s->x, E, s->tmp, E, (uint32_t)E, s->live,
+			       p->n_live);
 }
 
-/* The final-normed states of the live rows that want them (embeddings). */
-static void forward_embeddings(struct forward_pass *p)
+/*
+ * The logits of the live rows: in place where the backend's memory is
+ * the host's, else through the backend's buffer and copied out.
+ */
+static int forward_logits(struct forward_pass *p)
 {
+	const struct engine_model *m = p->m;
+	struct engine_backend *be = p->be;
 	struct forward_scratch *s = p->s;
-	uint32_t E = p->m->hp.n_embd;
+	const uint32_t nv = m->hp.n_vocab;
+	struct engine_matmul mm = forward_mm(p, NULL, nv, &m->output, s->act,
+					     s->live, p->n_live);
+	uint32_t j;
 
-	for (uint32_t j = 0; j < p->n_live; j++) {
+	/* live row j's logits: row j of the buffer, or ys[j] */
+	mm.y_idx = NULL;
+	if (be->is_host) {
+		for (j = 0; j < p->n_live; j++)
+			s->ys[j] = s->rows[s->live[j]].logits;
+		mm.ys = s->ys;
+		be->iface->matmul(be, &mm, 1);
+		be->iface->synchronize(be);
+		return 0;
+	}
+	if (s->logits_cap < p->n_live) {
+		if (s->logits)
+			be->iface->free(be, s->logits);
+		s->logits_cap = 0;
+		s->logits = be->iface->alloc(be, (size_t)s->cap * nv *
+							 sizeof(float));
+		if (!s->logits)
+			return err_set(p->err, ENOMEM,
+				       "out of memory for the logits on %s",
+				       be->dev.name);
+		s->logits_cap = s->cap;
+	}
+	mm.y = s->logits;
+	be->iface->matmul(be, &mm, 1);
+	be->iface->synchronize(be);
+	for (j = 0; j < p->n_live; j++)
+		be->iface->copy_out(be, s->rows[s->live[j]].logits,
+				    s->logits + (size_t)j * nv,
+				    nv * sizeof(float));
+	return 0;
+}
+
+/*
+ * The final-normed states of the live rows that want them (embeddings),
+ * out of the backend's memory: copied, or added (mean pooling) through
+ * the host.
+ */
+static int forward_embeddings(struct forward_pass *p)
+{
+	struct engine_backend *be = p->be;
+	struct forward_scratch *s = p->s;
+	const uint32_t E = p->m->hp.n_embd;
+	float *sum = NULL;
+	uint32_t j, e;
+
+	for (j = 0; j < p->n_live; j++) {
 		const struct forward_row *r = &s->rows[s->live[j]];
 		const float *x = s->xn + (size_t)s->live[j] * E;
 
 		if (!r->embd)
 			continue;
+		be->iface->synchronize(be);
 		if (!r->embd_add) {
-			memcpy(r->embd, x, E * sizeof(*x));
+			be->iface->copy_out(be, r->embd, x, E * sizeof(*x));
 			continue;
 		}
-		for (uint32_t e = 0; e < E; e++)
-			r->embd[e] += x[e];
+		if (!sum && !(sum = malloc(E * sizeof(*sum))))
+			return err_set(p->err, ENOMEM, "out of memory");
+		be->iface->copy_out(be, sum, x, E * sizeof(*x));
+		for (e = 0; e < E; e++)
+			r->embd[e] += sum[e];
 	}
+	free(sum);
+	return 0;
 }
 
 /* The rows s->rows[0..n) through the model; logits where wanted. */
 static int forward_chunk(struct forward_pass *p)
 {
 	const struct engine_model *m = p->m;
-	struct engine_backend *be = p->be;
+	const struct engine_backend_i *ops = p->be->iface;
 	const struct engine_hparams *hp = &m->hp;
 	struct forward_scratch *s = p->s;
-	const float *freqs = NULL;
 	uint32_t j, il, n_out = 0;
 	int ret;
 
 	if ((ret = forward_wait(p, &m->tok_embd)) ||
 	    (ret = forward_wait(p, &m->rope_freqs)))
 		return ret;
-	if (engine_tensor_present(&m->rope_freqs))
-		freqs = (const float *)engine_tensor_data(&m->rope_freqs);
 	for (j = 0; j < p->n; j++) {
 		s->all[j] = j;
 		s->live[j] = j;
 		s->seqs[j] = s->rows[j].seq;
 		s->pos[j] = s->rows[j].pos;
-		be->iface->get_rows(be, s->x + (size_t)j * hp->n_embd,
-				    &m->tok_embd, s->rows[j].token);
-		be->iface->rope_cache(be, s->rope + (size_t)j * hp->n_rot,
-				      s->rows[j].pos, hp->n_rot,
-				      hp->rope_freq_base, hp->rope_freq_scale,
-				      freqs);
+		s->tokens[j] = s->rows[j].token;
 	}
+	ops->get_rows(p->be, s->x, hp->n_embd, &m->tok_embd, s->tokens, p->n);
+	ops->rope_cache(p->be, s->rope, hp->n_rot, s->pos, p->n, hp,
+			forward_floats(&m->rope_freqs));
 	p->n_live = p->n;
 
 	for (il = 0; il < hp->n_layer; il++) {
@@ -802,28 +691,28 @@ static int forward_chunk(struct forward_pass *p)
 			return ret;
 		forward_residual(p);
 	}
-	if (!p->n_live)
+	if (!p->n_live) {
+		ops->synchronize(p->be);
 		return 0;
+	}
 	if ((ret = forward_norm(p, s->xn, s->x, &m->output_norm, s->live,
 				p->n_live)) ||
 	    (ret = forward_wait(p, &m->output)))
 		return ret;
-	forward_embeddings(p);
+	if ((ret = forward_embeddings(p)))
+		return ret;
 	/* the output matrix for the rows that want logits */
 	for (n_out = 0, j = 0; j < p->n_live; j++)
 		if (s->rows[s->live[j]].logits)
 			s->live[n_out++] = s->live[j];
-	if (!n_out)
+	p->n_live = n_out;
+	if (!n_out) {
+		ops->synchronize(p->be);
 		return 0;
-	forward_convert(p, be->iface->vec_dot_type(be, m->output.info->type),
-			s->xn, hp->n_embd, hp->n_embd, s->act, s->live, n_out);
-	for (j = 0; j < n_out; j++) {
-		s->acts[j] = s->act + s->live[j] * s->act_row;
-		s->ys[j] = s->rows[s->live[j]].logits;
 	}
-	be->iface->matmul(be, s->ys, &m->output, 0, n_out,
-			  (const void *const *)s->acts);
-	return 0;
+	ops->convert_rows(p->be, forward_vdt(p, &m->output), s->xn, hp->n_embd,
+			  hp->n_embd, s->act, s->act_row, s->live, p->n_live);
+	return forward_logits(p);
 }
 
 /*

@@ -8,8 +8,9 @@
  * it or freed. engine_seq_reserve promises blocks ahead (a scheduler that
  * admits a generation only when its whole run fits); a sequence that
  * grows past its promise takes from what nobody was promised, or fails
- * with -ENOSPC. Blocks are plain heap allocations: a freed one goes back
- * to the C library, so the process never holds more than the cap.
+ * with -ENOSPC. Blocks are allocations of the context's backend (its
+ * memory: the host's for the CPU): a freed one goes back to it, so the
+ * process never holds more than the cap.
  *
  * Every change of what a pool has promised is also charged to (or
  * released from) the budget it shares with the other models, if any
@@ -26,7 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "kv.h"
+#include "model.h"
 #include "quant/quant.h"
 
 static bool quant_traits_kv(uint32_t type)
@@ -35,7 +38,8 @@ static bool quant_traits_kv(uint32_t type)
 }
 
 struct engine_seq {
-	struct engine_ctx *ctx;
+	struct engine_kv_pool *pool;
+	struct engine_ctx *ctx; /* the pool's owner, for engine_seq_ctx */
 	uint32_t type_k, type_v;
 	uint32_t n_ctx;	 /* positions it may reach (its ceiling) */
 	uint32_t n_past; /* positions filled: the sequence's length */
@@ -81,6 +85,30 @@ static uint8_t *engine_seq_v(const struct engine_seq *s, uint32_t il,
 	return s->blocks[pos / ENGINE_KV_BLOCK] +
 	       (size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
 	       ENGINE_KV_BLOCK * s->k_row + (pos % ENGINE_KV_BLOCK) * s->v_row;
+}
+
+/* A block in the memory of the context's backend; NULL when out of it. */
+static uint8_t *kv_block_alloc(const struct engine_seq *s)
+{
+	struct engine_backend *be = s->pool->backend;
+
+	return be->iface->alloc(be, s->block_bytes);
+}
+
+static void kv_block_free(const struct engine_seq *s, uint8_t *b)
+{
+	struct engine_backend *be = s->pool->backend;
+
+	be->iface->free(be, b);
+}
+
+/* bytes within the backend's memory (prefix reuse) */
+static void kv_copy(const struct engine_seq *s, uint8_t *dst,
+		    const uint8_t *src, size_t bytes)
+{
+	struct engine_backend *be = s->pool->backend;
+
+	be->iface->copy(be, dst, src, bytes);
 }
 
 int engine_kv_bytes_parse(const char *text, uint64_t *bytes)
@@ -181,17 +209,25 @@ uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
 	return (k + v) * hp->n_layer;
 }
 
-int engine_ctx_set_kv_types(struct engine_ctx *ctx, uint32_t type_k,
-			    uint32_t type_v, struct err *err)
+int engine_kv_pool_set_types(struct engine_kv_pool *p, uint32_t type_k,
+			     uint32_t type_v, struct err *err)
 {
-	int ret = kv_check_types(ctx->model, type_k, type_v, err);
+	struct engine_backend *be = p->backend;
+	int ret = kv_check_types(p->model, type_k, type_v, err);
 
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&ctx->kv.lock);
-	ctx->kv.type_k = type_k;
-	ctx->kv.type_v = type_v;
-	pthread_mutex_unlock(&ctx->kv.lock);
+	if (!be->iface->supports(be, ENGINE_OP_ATTENTION, type_k) ||
+	    !be->iface->supports(be, ENGINE_OP_ATTENTION, type_v))
+		return err_set(
+			err, EINVAL,
+			"KV cache types %s/%s: the %s backend does not attend over them",
+			engine_kv_type_name(type_k),
+			engine_kv_type_name(type_v), be->iface->name);
+	pthread_mutex_lock(&p->lock);
+	p->type_k = type_k;
+	p->type_v = type_v;
+	pthread_mutex_unlock(&p->lock);
 	return 0;
 }
 
@@ -230,10 +266,10 @@ static void kv_uncommitted(struct engine_kv_pool *p, uint64_t delta)
 		engine_budget_release(p->shared, ENGINE_BUDGET_KV, delta);
 }
 
-int engine_kv_pool_init(struct engine_ctx *ctx, uint64_t cap,
+int engine_kv_pool_init(struct engine_kv_pool *p, const struct engine_model *m,
+			struct engine_backend *be, uint64_t cap,
 			struct engine_budget *shared, struct err *err)
 {
-	struct engine_kv_pool *p = &ctx->kv;
 	int ret;
 
 	memset(p, 0, sizeof(*p));
@@ -244,24 +280,25 @@ int engine_kv_pool_init(struct engine_ctx *ctx, uint64_t cap,
 		cap = engine_budget_limit(shared, ENGINE_BUDGET_KV);
 	else if (!cap) /* the weights are in memory already, or will be */
 		cap = engine_budget_default(engine_mem_available(),
-					    ctx->model->info.tensor_bytes);
+					    m->info.tensor_bytes);
 	p->ready = true;
+	p->model = m;
+	p->backend = be;
 	p->cap = cap;
 	p->type_k = p->type_v = IO_TYPE_F16;
 	return 0;
 }
 
-void engine_kv_pool_destroy(struct engine_ctx *ctx)
+void engine_kv_pool_destroy(struct engine_kv_pool *p)
 {
-	if (ctx->kv.ready)
-		pthread_mutex_destroy(&ctx->kv.lock);
-	ctx->kv.ready = false;
+	if (p->ready)
+		pthread_mutex_destroy(&p->lock);
+	p->ready = false;
 }
 
-void engine_kv_stats(struct engine_ctx *ctx, struct engine_kv_stats *st)
+void engine_kv_pool_stats(struct engine_kv_pool *p, struct engine_kv_stats *st)
 {
-	const struct engine_hparams *hp = &ctx->model->hp;
-	struct engine_kv_pool *p = &ctx->kv;
+	const struct engine_hparams *hp = &p->model->hp;
 
 	pthread_mutex_lock(&p->lock);
 	st->type_k = p->type_k;
@@ -300,23 +337,20 @@ void engine_kv_stats(struct engine_ctx *ctx, struct engine_kv_stats *st)
 
 /* ---- sequences --------------------------------------------------------- */
 
-int engine_seq_new(struct engine_ctx *ctx, struct engine_seq **out,
-		   struct err *err)
+void engine_kv_pool_types(struct engine_kv_pool *p, uint32_t *type_k,
+			  uint32_t *type_v)
 {
-	uint32_t tk, tv;
-
-	pthread_mutex_lock(&ctx->kv.lock);
-	tk = ctx->kv.type_k;
-	tv = ctx->kv.type_v;
-	pthread_mutex_unlock(&ctx->kv.lock);
-	return engine_seq_new_typed(ctx, tk, tv, out, err);
+	pthread_mutex_lock(&p->lock);
+	*type_k = p->type_k;
+	*type_v = p->type_v;
+	pthread_mutex_unlock(&p->lock);
 }
 
-int engine_seq_new_typed(struct engine_ctx *ctx, uint32_t type_k,
-			 uint32_t type_v, struct engine_seq **out,
-			 struct err *err)
+int engine_kv_seq_new(struct engine_kv_pool *p, struct engine_ctx *ctx,
+		      uint32_t type_k, uint32_t type_v, struct engine_seq **out,
+		      struct err *err)
 {
-	const struct engine_model *m = ctx->model;
+	const struct engine_model *m = p->model;
 	const struct engine_hparams *hp = &m->hp;
 	struct engine_seq *s;
 	int ret;
@@ -331,6 +365,7 @@ int engine_seq_new_typed(struct engine_ctx *ctx, uint32_t type_k,
 		free(s);
 		return ret;
 	}
+	s->pool = p;
 	s->ctx = ctx;
 	s->n_ctx = m->info.n_ctx;
 	s->n_head_kv = hp->n_head_kv;
@@ -354,7 +389,7 @@ static uint64_t kv_seq_commit(const struct engine_seq *s)
 /* Give back held blocks down to keep. */
 static void kv_seq_release(struct engine_seq *s, uint32_t keep)
 {
-	struct engine_kv_pool *p = &s->ctx->kv;
+	struct engine_kv_pool *p = s->pool;
 	uint64_t before, after;
 	uint32_t n = 0;
 
@@ -363,7 +398,7 @@ static void kv_seq_release(struct engine_seq *s, uint32_t keep)
 	pthread_mutex_lock(&p->lock);
 	before = kv_seq_commit(s);
 	while (s->n_blocks > keep) {
-		free(s->blocks[--s->n_blocks]);
+		kv_block_free(s, s->blocks[--s->n_blocks]);
 		s->blocks[s->n_blocks] = NULL;
 		n++;
 	}
@@ -383,7 +418,7 @@ void engine_seq_free(struct engine_seq *s)
 	if (!s)
 		return;
 	kv_seq_release(s, 0);
-	p = &s->ctx->kv;
+	p = s->pool;
 	pthread_mutex_lock(&p->lock);
 	promised = kv_seq_commit(s);
 	p->committed -= promised;
@@ -424,7 +459,7 @@ static uint32_t kv_blocks_for(uint32_t n)
 
 int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens, struct err *err)
 {
-	struct engine_kv_pool *p = &s->ctx->kv;
+	struct engine_kv_pool *p = s->pool;
 	uint32_t want = kv_blocks_for(n_tokens), had;
 	uint64_t before, after, limit = kv_pool_limit(p), freed = 0;
 	int ret = 0;
@@ -455,9 +490,9 @@ int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens, struct err *err)
 		p->committed -= before - after;
 		freed = before - after;
 	}
-	s->n_ctx = n_tokens < s->ctx->model->info.n_ctx ?
+	s->n_ctx = n_tokens < s->pool->model->info.n_ctx ?
 			   n_tokens :
-			   s->ctx->model->info.n_ctx;
+			   s->pool->model->info.n_ctx;
 out_unlock:
 	pthread_mutex_unlock(&p->lock);
 	kv_uncommitted(p, freed);
@@ -466,7 +501,7 @@ out_unlock:
 
 uint32_t engine_seq_budget_tokens(const struct engine_seq *s)
 {
-	struct engine_kv_pool *p = &s->ctx->kv;
+	struct engine_kv_pool *p = s->pool;
 	uint64_t n;
 
 	pthread_mutex_lock(&p->lock);
@@ -477,7 +512,7 @@ uint32_t engine_seq_budget_tokens(const struct engine_seq *s)
 
 int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 {
-	struct engine_kv_pool *p = &s->ctx->kv;
+	struct engine_kv_pool *p = s->pool;
 	uint32_t want = kv_blocks_for(n);
 	int ret = 0;
 
@@ -511,7 +546,7 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 				(unsigned long long)kv_pool_limit(p));
 			break;
 		}
-		b = malloc(s->block_bytes);
+		b = kv_block_alloc(s);
 		if (!b) {
 			p->committed -= after - before;
 			pthread_mutex_unlock(&p->lock);
@@ -554,11 +589,11 @@ const int32_t *engine_seq_tokens(const struct engine_seq *s)
 int engine_seq_copy_prefix(struct engine_seq *dst, const struct engine_seq *src,
 			   uint32_t n, struct err *err)
 {
-	const uint32_t n_layer = dst->ctx->model->hp.n_layer;
+	const uint32_t n_layer = dst->pool->model->hp.n_layer;
 	uint32_t pos, il, run;
 	int ret;
 
-	if (dst->ctx != src->ctx || dst->type_k != src->type_k ||
+	if (dst->pool != src->pool || dst->type_k != src->type_k ||
 	    dst->type_v != src->type_v)
 		return err_set(
 			err, EINVAL,
@@ -576,10 +611,10 @@ int engine_seq_copy_prefix(struct engine_seq *dst, const struct engine_seq *src,
 		if (run > n - pos)
 			run = n - pos;
 		for (il = 0; il < n_layer; il++) {
-			memcpy(engine_seq_k(dst, il, pos),
-			       engine_seq_k(src, il, pos), run * dst->k_row);
-			memcpy(engine_seq_v(dst, il, pos),
-			       engine_seq_v(src, il, pos), run * dst->v_row);
+			kv_copy(dst, engine_seq_k(dst, il, pos),
+				engine_seq_k(src, il, pos), run * dst->k_row);
+			kv_copy(dst, engine_seq_v(dst, il, pos),
+				engine_seq_v(src, il, pos), run * dst->v_row);
 		}
 	}
 	memcpy(dst->tokens, src->tokens, (size_t)n * sizeof(*dst->tokens));
@@ -614,7 +649,7 @@ static uint32_t kv_block_fill(const struct engine_seq *s, uint32_t b)
 
 size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b)
 {
-	return (size_t)kv_block_fill(s, b) * s->ctx->model->hp.n_layer *
+	return (size_t)kv_block_fill(s, b) * s->pool->model->hp.n_layer *
 	       (s->k_row + s->v_row);
 }
 
@@ -622,22 +657,23 @@ size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b)
 static void kv_block_copy(const struct engine_seq *s, uint32_t b, uint8_t *buf,
 			  int dir)
 {
+	struct engine_backend *be = s->pool->backend;
 	uint32_t n = kv_block_fill(s, b), il;
 	uint32_t pos = b * ENGINE_KV_BLOCK;
 
-	for (il = 0; il < s->ctx->model->hp.n_layer; il++) {
+	for (il = 0; il < s->pool->model->hp.n_layer; il++) {
 		uint8_t *k = engine_seq_k(s, il, pos);
 		uint8_t *v = engine_seq_v(s, il, pos);
 
 		if (dir)
-			memcpy(k, buf, n * s->k_row);
+			be->iface->copy_in(be, k, buf, n * s->k_row);
 		else
-			memcpy(buf, k, n * s->k_row);
+			be->iface->copy_out(be, buf, k, n * s->k_row);
 		buf += n * s->k_row;
 		if (dir)
-			memcpy(v, buf, n * s->v_row);
+			be->iface->copy_in(be, v, buf, n * s->v_row);
 		else
-			memcpy(buf, v, n * s->v_row);
+			be->iface->copy_out(be, buf, v, n * s->v_row);
 		buf += n * s->v_row;
 	}
 }
@@ -657,9 +693,9 @@ int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
 {
 	int ret;
 
-	if (n > s->ctx->model->info.n_ctx)
+	if (n > s->pool->model->info.n_ctx)
 		return err_set(err, EINVAL, "%u tokens, the context holds %u",
-			       n, s->ctx->model->info.n_ctx);
+			       n, s->pool->model->info.n_ctx);
 	engine_seq_truncate(s, 0);
 	if ((ret = engine_seq_grow(s, n, err)) ||
 	    (ret = engine_seq_tokens_reserve(s, n, err)))
@@ -669,11 +705,13 @@ int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
 	return 0;
 }
 
-void engine_kv_rows(struct engine_seq *s, uint32_t il, uint32_t pos,
-		    uint8_t **k, uint8_t **v)
+void engine_kv_slot(struct engine_seq *s, uint32_t il, uint32_t pos,
+		    struct engine_kv_slot *slot)
 {
-	*k = engine_seq_k(s, il, pos);
-	*v = engine_seq_v(s, il, pos);
+	slot->k = engine_seq_k(s, il, pos);
+	slot->v = engine_seq_v(s, il, pos);
+	slot->type_k = s->type_k;
+	slot->type_v = s->type_v;
 }
 
 void engine_kv_view(const struct engine_seq *s, uint32_t il, uint32_t pos,

@@ -18,10 +18,14 @@
 #define LLMFS_ENGINE_KV_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "context.h"
+#include "backend.h"
+#include "engine.h"
+
+struct engine_model;
 
 /* positions per block */
 #define ENGINE_KV_BLOCK 64
@@ -36,12 +40,12 @@
 
 /*
  * Where position pos of layer il keeps its K row (n_head_kv * head_dim
- * elements of the sequence's K type) and its V row: a pass stores them
- * there, converted by its backend (ggml_set_rows). The position's block
- * must be held (engine_seq_grow).
+ * elements of the sequence's K type) and its V row, in the memory of the
+ * context's backend: a pass stores them there (kv_store_rows). The
+ * position's block must be held (engine_seq_grow).
  */
-void engine_kv_rows(struct engine_seq *s, uint32_t il, uint32_t pos,
-		    uint8_t **k, uint8_t **v);
+void engine_kv_slot(struct engine_seq *s, uint32_t il, uint32_t pos,
+		    struct engine_kv_slot *slot);
 
 /*
  * A run of positions of one layer whose rows are a constant stride apart,
@@ -88,12 +92,45 @@ int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
 void engine_seq_shrink(struct engine_seq *s);
 
 /*
- * The pool's start (engine_ctx_new) and end: cap bytes at most (0: the
- * shared budget's KV limit, or without one the default budget of the
- * memory left after the weights), also charged to shared if not NULL.
+ * The KV cache's blocks of one context: a cap in bytes (within a budget
+ * shared with other contexts, if any), the blocks taken from the
+ * backend's memory. The context owns one (engine_ctx.kv)
+ * and forwards engine.h's calls to it.
  */
-int engine_kv_pool_init(struct engine_ctx *ctx, uint64_t cap,
+struct engine_kv_pool {
+	pthread_mutex_t lock;	      /* protects what follows */
+	uint64_t cap;		      /* bytes the blocks may take (--kv-mem) */
+	struct engine_budget *shared; /* also charged, if any; borrowed */
+	uint64_t committed;	      /* bytes promised: held or reserved */
+	uint64_t used;		      /* bytes of blocks held */
+	uint64_t blocks;	      /* blocks held */
+	uint32_t type_k, type_v;      /* for sequences started from now on */
+	bool ready;		      /* the lock was made */
+	/* set once at init: the shapes, where the blocks live */
+	const struct engine_model *model;
+	struct engine_backend *backend;
+};
+
+/*
+ * The pool's start (engine_ctx_new) for model m, its blocks in be's
+ * memory, cap bytes at most (0: the shared budget's KV limit, or without
+ * one the default budget of the memory left after the weights), also
+ * charged to shared if not NULL, f16/f16; and its end, once every
+ * sequence of it is freed.
+ */
+int engine_kv_pool_init(struct engine_kv_pool *p, const struct engine_model *m,
+			struct engine_backend *be, uint64_t cap,
 			struct engine_budget *shared, struct err *err);
-void engine_kv_pool_destroy(struct engine_ctx *ctx);
+void engine_kv_pool_destroy(struct engine_kv_pool *p);
+/* engine_ctx_set_kv_types, engine_kv_stats of the pool */
+int engine_kv_pool_set_types(struct engine_kv_pool *p, uint32_t type_k,
+			     uint32_t type_v, struct err *err);
+void engine_kv_pool_types(struct engine_kv_pool *p, uint32_t *type_k,
+			  uint32_t *type_v);
+void engine_kv_pool_stats(struct engine_kv_pool *p, struct engine_kv_stats *st);
+/* engine_seq_new_typed: a sequence of p, ctx its owner (engine_seq_ctx) */
+int engine_kv_seq_new(struct engine_kv_pool *p, struct engine_ctx *ctx,
+		      uint32_t type_k, uint32_t type_v, struct engine_seq **out,
+		      struct err *err);
 
 #endif

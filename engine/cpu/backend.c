@@ -2,65 +2,49 @@
 /*
  * The CPU backend (engine/backend.h): host memory, ops.c's ops and
  * attention.c's flash attention, big jobs split over the backend's
- * thread pool. Each op is one call of the table per op and batch; the
- * per-row and per-block loops are the ops' own.
+ * thread pool. Here: the table, memory, the matmuls; the row ops are
+ * rows.c's, attention's planning attention_batch.c's.
  *
- * Attention is planned here as ggml plans flash_attn_ext for llama.cpp's
- * one-token path: every (row, head) is a task, and a row over a long
- * F32/F16 cache is split into KV chunks whose partials are merged
- * (use_split_kv_path), so any split over our threads gives the same bits.
- * Unless the model asks for the one-token bits (batch_exact), the rows of
- * a prompt (two or more rows of one sequence) take the tiled path instead
- * (engine/cpu/attention_tiled.h): tiles of (query, head) rows of one KV
- * head, handed out to the threads as they come free.
+ * A matmul runs the GEMM of gemm_run.h where it may, else ops.c's exact
+ * paths; several matmuls of one token (Q, K and V; up and gate) run as
+ * one pool run (matvec_multi): a barrier per matmul is a good part of a
+ * small model's token.
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../backend.h"
-#include "../kv.h"
 #include "../quant/quant.h"
-#include "attention.h"
-#include "attention_tiled.h"
+#include "backend_internal.h"
 #include "cpu.h"
 #include "cpu_backend.h"
-#include "dot.h"
 #include "gemm.h"
 #include "gemm_run.h"
 #include "isa.h"
 #include "ops.h"
-#include "threadpool.h"
 
-/* (row, head, position, dim) products worth splitting attention for */
-#define CPU_ATT_PARALLEL_MIN (1 << 16)
-/*
- * (row, query head) pairs of one sequence in a batch from which its
- * attention is tiled: a tile computes 16 of them for the price of one
- * (the lanes), so 4 already win (Documentation/engine.md, Speed).
- */
-#define CPU_ATT_TILE_MIN 4
-/* weights of one matvec_multi whose activations are packed ahead */
+/* weights of one matvec_multi */
 #define CPU_MV_MAX 8
 
-static struct cpu_threadpool *cpu_pool(const struct engine_backend *be)
-{
-	return be->ctx;
-}
-
-/* llama.cpp's thread count, which splits one-token attention (KV chunks) */
-static uint32_t cpu_threads(const struct engine_backend *be)
-{
-	return cpu_threadpool_size(cpu_pool(be));
-}
+/* One product of matvec_multi: y = w . act (act in w's vec_dot type). */
+struct cpu_mv {
+	float *y;
+	const struct engine_tensor *w;
+	const void *act;
+};
 
 /* ---- memory ------------------------------------------------------------ */
 
 static void cpu_destroy(struct engine_backend *be)
 {
-	cpu_threadpool_free(cpu_pool(be));
+	struct cpu_backend *cb = cpu_state(be);
+
+	cpu_threadpool_free(cb->pool);
+	free(cb->ys);
+	free(cb->acts);
+	free(cb->att_work);
+	free(cb);
 	free(be);
 }
 
@@ -84,9 +68,49 @@ static void cpu_copy(struct engine_backend *be, void *dst, const void *src,
 	memcpy(dst, src, bytes);
 }
 
-static bool cpu_is_host(const struct engine_backend *be)
+/* every op ran on the caller's thread, to its end */
+static void cpu_synchronize(struct engine_backend *be)
 {
-	return true;
+}
+
+/*
+ * The pointer arrays of a matmul (up to a MoE's rows times experts per
+ * row) and attention's work memory, for batches of up to cap rows.
+ */
+static int cpu_reserve(struct engine_backend *be,
+		       const struct engine_hparams *hp, uint32_t cap,
+		       struct err *err)
+{
+	struct cpu_backend *cb = cpu_state(be);
+	const size_t att = cpu_attention_work_bytes(be, hp, cap);
+	const uint32_t ptrs = cap * (hp->n_expert_used ? hp->n_expert_used : 1);
+	void *p;
+
+	if (ptrs > cb->ptr_cap) {
+		p = realloc(cb->ys, ptrs * sizeof(*cb->ys));
+		if (!p)
+			goto out_oom;
+		cb->ys = p;
+		p = realloc(cb->acts, ptrs * sizeof(*cb->acts));
+		if (!p)
+			goto out_oom;
+		cb->acts = p;
+		cb->ptr_cap = ptrs;
+	}
+	if (att > cb->att_work_cap) {
+		if (posix_memalign(&p, 64, att))
+			goto out_oom;
+		free(cb->att_work);
+		cb->att_work = p;
+		cb->att_work_cap = att;
+	}
+	if (cap > cb->cap)
+		cb->cap = cap;
+	return 0;
+
+out_oom:
+	return err_set(err, ENOMEM,
+		       "out of memory for the CPU backend's work memory");
 }
 
 /* ---- capabilities ------------------------------------------------------ */
@@ -110,42 +134,6 @@ static uint32_t cpu_vec_dot_type(const struct engine_backend *be, uint32_t type)
 	return quant_vec_dot_type(type);
 }
 
-/* ---- ops --------------------------------------------------------------- */
-
-/*
- * Rows below this run on the caller: a pool run costs a few microseconds
- * of hand-out and barrier, a row of norm or conversion about one.
- */
-#define CPU_ROWS_PARALLEL_MIN 4
-
-struct cpu_rows_job {
-	void (*fn)(void *arg, uint32_t j);
-	void *arg;
-	uint32_t n;
-};
-
-static void cpu_rows_part(void *varg, uint32_t ith, uint32_t nth)
-{
-	const struct cpu_rows_job *job = varg;
-	uint32_t j = (uint32_t)((uint64_t)job->n * ith / nth);
-	uint32_t end = (uint32_t)((uint64_t)job->n * (ith + 1) / nth);
-
-	for (; j < end; j++)
-		job->fn(job->arg, j);
-}
-
-static void cpu_for_rows(struct engine_backend *be,
-			 void (*fn)(void *arg, uint32_t j), void *arg,
-			 uint32_t n)
-{
-	struct cpu_rows_job job = { fn, arg, n };
-
-	if (n >= CPU_ROWS_PARALLEL_MIN && cpu_threadpool_size(cpu_pool(be)) > 1)
-		cpu_threadpool_run(cpu_pool(be), cpu_rows_part, &job);
-	else
-		cpu_rows_part(&job, 0, 1);
-}
-
 /* The panels of gemm.h, where the matrix allows them. */
 int cpu_backend_pack(struct engine_backend *be, const struct engine_tensor *w)
 {
@@ -161,37 +149,43 @@ void cpu_backend_packed_read(const struct io_gguf_tensor *t, const void *data,
 	cpu_gemm_packed_read(t, data, off, size, buf);
 }
 
-static void cpu_get_rows(struct engine_backend *be, float *y,
-			 const struct engine_tensor *w, int64_t row)
-{
-	ops_get_row(y, w, row);
-}
+/* ---- matmuls ----------------------------------------------------------- */
 
-static void cpu_rms_norm(struct engine_backend *be, float *y, const float *x,
-			 const float *w, int64_t n, float eps)
-{
-	ops_rms_norm(y, x, w, n, eps);
-}
-
-static void cpu_convert(struct engine_backend *be, uint32_t type,
-			const float *x, void *y, int64_t n)
-{
-	cpu_from_float(type, x, y, n);
-}
-
-static void cpu_matmul(struct engine_backend *be, float *const *ys,
-		       const struct engine_tensor *w, int64_t e, uint32_t n_tok,
-		       const void *const *acts)
+/* ys[t] = w (of expert e) . acts[t] for t < n */
+static void cpu_matmul_ptrs(struct engine_backend *be, float *const *ys,
+			    const struct engine_tensor *w, int64_t e,
+			    uint32_t n, const void *const *acts)
 {
 	/* the GEMM where it may run (gemm_run.h), else the exact paths */
-	if (cpu_gemm_matmul(cpu_pool(be), ys, w, e, n_tok, acts,
-			    be->batch_exact) == 0)
+	if (cpu_gemm_matmul(cpu_pool(be), ys, w, e, n, acts, be->batch_exact) ==
+	    0)
 		return;
-	ops_matmul(cpu_pool(be), ys, w, e, n_tok, acts);
+	ops_matmul(cpu_pool(be), ys, w, e, n, acts);
+}
+
+/* One matmul of a batch, its rows as the kernels take them. */
+static void cpu_matmul_one(struct engine_backend *be,
+			   const struct engine_matmul *mm)
+{
+	struct cpu_backend *cb = cpu_state(be);
+	const uint8_t *act = mm->act;
+	uint32_t j;
+
+	if (!mm->n)
+		return;
+	for (j = 0; j < mm->n; j++) {
+		cb->acts[j] = act + (size_t)(mm->act_idx ? mm->act_idx[j] : j) *
+					    mm->act_ld;
+		cb->ys[j] = mm->ys ? mm->ys[j] :
+				     mm->y + (size_t)(mm->y_idx ? mm->y_idx[j] :
+								  j) *
+						     mm->y_ld;
+	}
+	cpu_matmul_ptrs(be, cb->ys, mm->w, mm->expert, mm->n, cb->acts);
 }
 
 struct cpu_mv_job {
-	const struct engine_mv *mv;
+	const struct cpu_mv *mv;
 	uint32_t n;
 	uint64_t bytes; /* of all the rows */
 	/* mv[k]'s activation packed for its packed matrix, or NULL */
@@ -225,7 +219,7 @@ static void cpu_mv_part(void *arg, uint32_t ith, uint32_t nth)
 	uint32_t k;
 
 	for (k = 0; k < j->n; k++) {
-		const struct engine_mv *mv = &j->mv[k];
+		const struct cpu_mv *mv = &j->mv[k];
 		int64_t r0 = cpu_mv_row(mv->w, base, b0);
 		int64_t r1 = cpu_mv_row(mv->w, base, b1);
 
@@ -238,8 +232,8 @@ static void cpu_mv_part(void *arg, uint32_t ith, uint32_t nth)
 	}
 }
 
-static void cpu_matvec_multi(struct engine_backend *be,
-			     const struct engine_mv *mv, uint32_t n)
+static void cpu_matvec_multi(struct engine_backend *be, const struct cpu_mv *mv,
+			     uint32_t n)
 {
 	const uint8_t *packed_act[CPU_MV_MAX] = { NULL };
 	struct cpu_mv_job job = { mv, n, 0, NULL };
@@ -274,457 +268,70 @@ static void cpu_matvec_multi(struct engine_backend *be,
 		cpu_mv_part(&job, 0, 1);
 }
 
-static void cpu_rope_cache(struct engine_backend *be, float *cache, int64_t pos,
-			   uint32_t n_rot, float freq_base, float freq_scale,
-			   const float *freq_factors)
-{
-	ops_rope_cache(cache, pos, n_rot, freq_base, freq_scale, freq_factors);
-}
-
-static void cpu_rope(struct engine_backend *be, float *x, uint32_t n_head,
-		     uint32_t head_dim, uint32_t n_rot,
-		     enum engine_rope_mode mode, const float *cache)
-{
-	ops_rope(x, n_head, head_dim, n_rot, mode, cache);
-}
-
-static void cpu_swiglu(struct engine_backend *be, float *y, const float *g,
-		       const float *u, int64_t n)
-{
-	ops_swiglu(y, g, u, n);
-}
-
-static void cpu_add(struct engine_backend *be, float *y, const float *x,
-		    int64_t n)
-{
-	int64_t i;
-
-	for (i = 0; i < n; i++)
-		y[i] = y[i] + x[i];
-}
-
-static void cpu_softmax(struct engine_backend *be, float *x, int64_t n)
-{
-	ops_softmax(x, n);
-}
-
 /*
- * build_moe_ffn with softmax gating, for one row's router logits: the
- * softmax, then the top k (argsort, descending, the lower id on ties) and
- * their weights, optionally divided by their sum.
+ * Several matmuls over one batch: of one token each, one pool run for
+ * all their rows (every row's dot the one a matmul gives it, so the bits
+ * are those of n matmuls); otherwise one after the other.
  */
-static void cpu_moe_route(struct engine_backend *be,
-			  const struct engine_hparams *hp, float *router,
-			  uint32_t *sel, float *w)
+static void cpu_matmul(struct engine_backend *be,
+		       const struct engine_matmul *mm, uint32_t count)
 {
-	uint32_t k = hp->n_expert_used, i, j;
-	double sum = 0.0;
+	struct cpu_mv mv[CPU_MV_MAX];
+	uint32_t k;
 
-	ops_softmax(router, hp->n_expert);
+	for (k = 0; k < count && count <= CPU_MV_MAX; k++) {
+		const struct engine_matmul *m = &mm[k];
 
-	/* selection sort: highest first, the lower id on ties */
-	for (i = 0; i < k; i++) {
-		uint32_t best = UINT32_MAX;
-
-		for (j = 0; j < hp->n_expert; j++) {
-			uint32_t t;
-			bool taken = false;
-
-			for (t = 0; t < i; t++)
-				taken |= sel[t] == j;
-			if (taken)
-				continue;
-			if (best == UINT32_MAX || router[j] > router[best])
-				best = j;
-		}
-		sel[i] = best;
-		w[i] = router[best];
-	}
-	if (hp->expert_weights_norm) {
-		float fsum;
-
-		for (i = 0; i < k; i++)
-			sum += (double)w[i];
-		fsum = (float)sum;
-		if (fsum < 6.103515625e-5f)
-			fsum = 6.103515625e-5f;
-		for (i = 0; i < k; i++)
-			w[i] = w[i] / fsum;
-	}
-}
-
-static void cpu_moe_combine(struct engine_backend *be, float *out,
-			    const float *eo, const float *w, uint32_t k,
-			    size_t n)
-{
-	uint32_t i;
-	size_t c;
-
-	for (i = 0; i < k; i++, eo += n) {
-		for (c = 0; c < n; c++) {
-			float v = eo[c] * w[i];
-
-			out[c] = i == 0 ? v : out[c] + v;
-		}
-	}
-}
-
-/* ---- attention ---------------------------------------------------------- */
-
-/* A tile: n_q rows of one sequence from row j0 (of idx), KV head kvh. */
-struct cpu_att_unit {
-	uint32_t j0, n_q, kvh;
-};
-
-/*
- * The work memory: per thread, att_begin's and att_tile_begin's scratch;
- * per row and head, the partials of its KV chunks; the task plan (first
- * task, chunks) per row; the tiles.
- */
-struct cpu_att_work {
-	uint8_t *tmp; /* [threads][tmp_bytes] */
-	size_t tmp_bytes;
-	uint8_t *tile; /* [threads][tile_bytes] */
-	size_t tile_bytes;
-	float *partials; /* [cap][n_head][threads][2 + head_dim_v] */
-	uint32_t *off;	 /* [cap + 1] first task of row j */
-	uint32_t *nc;	 /* [cap] KV chunks of row j (1: not split) */
-	struct cpu_att_unit *units; /* [cap * n_head_kv] */
-	uint32_t n_units;
-};
-
-static size_t cpu_att_tmp_bytes(const struct engine_hparams *hp)
-{
-	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
-				      hp->head_dim_v, hp->kq_scale };
-
-	return cpu_align64(att_scratch_bytes(&sh));
-}
-
-/* Carve the work memory at base (or only count it, base 0). */
-static size_t cpu_att_layout(const struct engine_backend *be,
-			     const struct engine_hparams *hp, uint32_t cap,
-			     uint8_t *base, struct cpu_att_work *w)
-{
-	const size_t threads = cpu_threadpool_size(cpu_pool(be));
-	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
-				      hp->head_dim_v, hp->kq_scale };
-	size_t at = 0;
-
-	w->tmp_bytes = cpu_att_tmp_bytes(hp);
-	w->tmp = base + at;
-	at += cpu_align64(threads * w->tmp_bytes);
-	w->tile_bytes = cpu_align64(att_tile_scratch_bytes(&sh));
-	w->tile = base + at;
-	at += cpu_align64(threads * w->tile_bytes);
-	w->partials = (float *)(base + at);
-	at += cpu_align64((size_t)cap * hp->n_head * threads *
-			  (2 + hp->head_dim_v) * sizeof(float));
-	w->off = (uint32_t *)(base + at);
-	at += cpu_align64(((size_t)cap + 1) * sizeof(uint32_t));
-	w->nc = (uint32_t *)(base + at);
-	at += cpu_align64((size_t)cap * sizeof(uint32_t));
-	w->units = (struct cpu_att_unit *)(base + at);
-	at += cpu_align64((size_t)cap * hp->n_head_kv * sizeof(*w->units));
-	w->n_units = 0;
-	return at;
-}
-
-static size_t cpu_attention_work_bytes(const struct engine_backend *be,
-				       const struct engine_hparams *hp,
-				       uint32_t cap)
-{
-	struct cpu_att_work w;
-
-	return cpu_att_layout(be, hp, cap, NULL, &w);
-}
-
-struct cpu_att_job {
-	struct engine_backend *be;
-	const struct engine_att_batch *b;
-	struct cpu_att_work w;
-	atomic_uint next_unit; /* the next tile a free thread takes */
-};
-
-/*
- * Cells llama.cpp's flash attention sees for a token at pos: the cache
- * view is padded to 256 cells (llama_kv_cache::get_n_kv), the cells past
- * pos masked.
- */
-static uint32_t cpu_att_n_kv(uint32_t pos, uint32_t n_ctx)
-{
-	uint32_t n = (pos + 1 + 255) / 256 * 256;
-
-	return n < n_ctx ? n : n_ctx;
-}
-
-/*
- * KV chunks of a row: llama.cpp splits one-token attention over F32/F16
- * K and V of one type by ranges of cells, one per thread, once the view
- * has 512 cells (use_split_kv_path); with one thread the split changes
- * nothing.
- */
-static uint32_t cpu_att_chunks(const struct engine_seq *seq, uint32_t pos,
-			       uint32_t n_ctx, uint32_t nth)
-{
-	uint32_t type_k, type_v;
-
-	engine_seq_types(seq, &type_k, &type_v);
-	if (nth < 2 || type_k != type_v ||
-	    quant_traits(type_k)->kv_elem == QUANT_KV_CONVERT ||
-	    cpu_att_n_kv(pos, n_ctx) < 512)
-		return 1;
-	return nth;
-}
-
-/* Positions [c0, c1) of KV head kvh, one run of the cache at a time. */
-static void cpu_att_range(struct att_state *st, const struct engine_seq *seq,
-			  uint32_t il, uint32_t kvh, uint32_t c0, uint32_t c1)
-{
-	struct engine_kv_view v;
-	uint32_t c;
-
-	for (c = c0; c < c1; c += v.n) {
-		engine_kv_view(seq, il, c, c1, &v);
-		att_run(st, v.k + kvh * v.k_head, v.k_stride,
-			v.v + kvh * v.v_head, v.v_stride, v.n);
-	}
-}
-
-/*
- * One attention task: head h of row j, whole (one chunk) or KV chunk c
- * of nc into its partial.
- */
-static void cpu_att_task(const struct cpu_att_job *job, uint32_t ith,
-			 uint32_t j, uint32_t h, uint32_t c, uint32_t nc)
-{
-	const struct engine_att_batch *ab = job->b;
-	const struct engine_hparams *hp = ab->hp;
-	const uint32_t b = ab->idx[j], pos = ab->pos[b];
-	const struct engine_seq *seq = ab->seq[b];
-	struct att_shape sh = { 0, 0, hp->head_dim, hp->head_dim_v,
-				hp->kq_scale };
-	const uint32_t kvh = h / (hp->n_head / hp->n_head_kv);
-	const float *q = ab->q + (size_t)b * ab->q_ld +
-			 (size_t)h * hp->head_dim;
-	struct att_state st;
-
-	engine_seq_types(seq, &sh.type_k, &sh.type_v);
-	att_begin(&st, &sh, q, job->w.tmp + (size_t)ith * job->w.tmp_bytes);
-	if (nc == 1) {
-		cpu_att_range(&st, seq, ab->il, kvh, 0, pos + 1);
-		att_end(&st, ab->out + (size_t)b * ab->out_ld +
-				     (size_t)h * hp->head_dim_v);
-	} else {
-		uint32_t n_kv = cpu_att_n_kv(pos, ab->n_ctx);
-		uint32_t cs = (n_kv + nc - 1) / nc, c0 = c * cs, c1 = c0 + cs;
-		float *part = job->w.partials +
-			      (((size_t)j * hp->n_head + h) * nc + c) *
-				      (2 + hp->head_dim_v);
-
-		/* the masked cells past pos are skipped, as ggml does */
-		c1 = c1 < pos + 1 ? c1 : pos + 1;
-		if (c0 < c1)
-			cpu_att_range(&st, seq, ab->il, kvh, c0, c1);
-		part[0] = st.M;
-		part[1] = st.S;
-		att_vkq(&st, part + 2);
-	}
-}
-
-/*
- * A tile: the unit's rows, the KV head's query heads, every position up
- * to the last row's, one run of the cache at a time.
- */
-static void cpu_att_tile(const struct cpu_att_job *job, uint32_t ith,
-			 const struct cpu_att_unit *u)
-{
-	const struct engine_att_batch *ab = job->b;
-	const struct engine_hparams *hp = ab->hp;
-	const uint32_t group = hp->n_head / hp->n_head_kv;
-	const struct engine_seq *seq = ab->seq[ab->idx[u->j0]];
-	struct att_shape sh = { 0, 0, hp->head_dim, hp->head_dim_v,
-				hp->kq_scale };
-	const float *qs[ATT_TILE_ROWS];
-	float *outs[ATT_TILE_ROWS];
-	uint32_t pos[ATT_TILE_ROWS], end = 0, c, i;
-	struct engine_kv_view v;
-	struct att_tile t;
-
-	engine_seq_types(seq, &sh.type_k, &sh.type_v);
-	for (i = 0; i < u->n_q; i++) {
-		const uint32_t b = ab->idx[u->j0 + i];
-
-		qs[i] = ab->q + (size_t)b * ab->q_ld +
-			(size_t)u->kvh * group * hp->head_dim;
-		outs[i] = ab->out + (size_t)b * ab->out_ld +
-			  (size_t)u->kvh * group * hp->head_dim_v;
-		pos[i] = ab->pos[b];
-		end = pos[i] + 1 > end ? pos[i] + 1 : end;
-	}
-	att_tile_begin(&t, &sh, u->n_q, group, qs, pos,
-		       job->w.tile + (size_t)ith * job->w.tile_bytes);
-	for (c = 0; c < end; c += v.n) {
-		engine_kv_view(seq, ab->il, c, end, &v);
-		att_tile_run(&t, c, v.k + u->kvh * v.k_head, v.k_stride,
-			     v.v + u->kvh * v.v_head, v.v_stride, v.n);
-	}
-	att_tile_end(&t, outs, group);
-}
-
-/*
- * One thread's share of the tasks (row, head, KV chunk), then tiles as
- * long as some are left.
- */
-static void cpu_att_part(void *arg, uint32_t ith, uint32_t nth)
-{
-	struct cpu_att_job *job = arg;
-	const struct cpu_att_work *w = &job->w;
-	const uint32_t n = job->b->n;
-	const uint64_t total = w->off[n];
-	uint32_t t = (uint32_t)(total * ith / nth);
-	uint32_t t1 = (uint32_t)(total * (ith + 1) / nth), j = 0;
-
-	while (j < n && w->off[j + 1] <= t)
-		j++;
-	for (; t < t1; t++) {
-		uint32_t nc, k;
-
-		while (w->off[j + 1] <= t)
-			j++;
-		nc = w->nc[j];
-		k = t - w->off[j];
-		cpu_att_task(job, ith, j, k / nc, k % nc, nc);
-	}
-	for (;;) {
-		uint32_t u = atomic_fetch_add(&job->next_unit, 1);
-
-		if (u >= w->n_units)
+		if (m->n != 1 || m->expert != 0 || m->w->info->ne[2] > 1)
 			break;
-		cpu_att_tile(job, ith, &w->units[u]);
+		mv[k].w = m->w;
+		mv[k].act = (const uint8_t *)m->act +
+			    (size_t)(m->act_idx ? m->act_idx[0] : 0) *
+				    m->act_ld;
+		mv[k].y = m->ys ? m->ys[0] :
+				  m->y + (size_t)(m->y_idx ? m->y_idx[0] : 0) *
+						  m->y_ld;
 	}
+	if (count > 1 && k == count) {
+		cpu_matvec_multi(be, mv, count);
+		return;
+	}
+	for (k = 0; k < count; k++)
+		cpu_matmul_one(be, &mm[k]);
 }
 
 /*
- * Whether the rows j0..j1 of one sequence take the tiled path: a prompt
- * (two rows or more, and CPU_ATT_TILE_MIN (row, head) pairs per KV head
- * or more; one row, as in decoding, keeps the one-token path), the fast
- * order allowed, a dense model, a shape and cache types it computes.
- * Not a mixture of experts: there
- * the tile's F32 sums (more exact than the one-token path's F16 ones)
- * move router logits across near-ties and flip experts, as llama.cpp's
- * own multi-token path does (../shared/README.md section 4): on
- * tiny-qwen3moe-bpe16k-q4km one logit moved by 4.1e-2 relative, past the
- * model's tolerance of 3e-2.
+ * Each expert's rows in one matmul: for expert e, the (row, slot) pairs
+ * that chose it in the order of the rows and then of their slots.
  */
-static bool cpu_att_tiled(const struct engine_backend *be,
-			  const struct engine_att_batch *ab, uint32_t j0,
-			  uint32_t j1)
+static void cpu_matmul_id(struct engine_backend *be,
+			  const struct engine_matmul_id *m)
 {
-	const struct engine_hparams *hp = ab->hp;
-	struct att_shape sh = { 0, 0, hp->head_dim, hp->head_dim_v,
-				hp->kq_scale };
+	struct cpu_backend *cb = cpu_state(be);
+	const uint8_t *act = m->act;
+	const int64_t n_expert = m->w->info->ne[2];
+	uint32_t j, i, cnt;
+	int64_t e;
 
-	if (be->batch_exact || hp->n_expert || hp->n_head % hp->n_head_kv ||
-	    hp->n_head / hp->n_head_kv > ATT_TILE_ROWS || j1 - j0 < 2 ||
-	    (j1 - j0) * (hp->n_head / hp->n_head_kv) < CPU_ATT_TILE_MIN)
-		return false;
-	engine_seq_types(ab->seq[ab->idx[j0]], &sh.type_k, &sh.type_v);
-	return att_tile_usable(&sh);
-}
+	for (e = 0; e < n_expert; e++) {
+		for (cnt = 0, j = 0; j < m->n; j++) {
+			const size_t b = m->idx ? m->idx[j] : j;
 
-/*
- * The tiles of rows j0..j1 of one sequence: ATT_TILE_ROWS / group
- * queries each, per KV head; the last rows (the latest positions, the
- * longest) first, so that the short tiles fill in at the end.
- */
-static void cpu_att_plan_tiles(struct cpu_att_work *w,
-			       const struct engine_hparams *hp, uint32_t j0,
-			       uint32_t j1)
-{
-	const uint32_t per = ATT_TILE_ROWS / (hp->n_head / hp->n_head_kv);
-	uint32_t n_tiles = (j1 - j0 + per - 1) / per, t, kvh;
+			for (i = 0; i < m->k; i++) {
+				const size_t slot = b * m->k + i;
 
-	for (t = n_tiles; t-- > 0;) {
-		const uint32_t a = j0 + t * per;
-		const uint32_t n_q = j1 - a < per ? j1 - a : per;
-
-		for (kvh = 0; kvh < hp->n_head_kv; kvh++)
-			w->units[w->n_units++] = (struct cpu_att_unit){ a, n_q,
-									kvh };
-	}
-}
-
-/* The split rows: their heads' partials merged into out. */
-static void cpu_att_merge(const struct cpu_att_job *job)
-{
-	const struct engine_att_batch *ab = job->b;
-	const struct engine_hparams *hp = ab->hp;
-	const size_t stride = 2 + hp->head_dim_v;
-	uint32_t j, h;
-
-	for (j = 0; j < ab->n; j++) {
-		uint32_t b = ab->idx[j], nc = job->w.nc[j];
-
-		if (nc == 1)
-			continue;
-		for (h = 0; h < hp->n_head; h++)
-			att_merge(ab->out + (size_t)b * ab->out_ld +
-					  (size_t)h * hp->head_dim_v,
-				  job->w.partials +
-					  ((size_t)j * hp->n_head + h) * nc *
-						  stride,
-				  stride, nc, hp->head_dim_v);
-	}
-}
-
-static void cpu_attention(struct engine_backend *be,
-			  const struct engine_att_batch *ab)
-{
-	const struct engine_hparams *hp = ab->hp;
-	struct cpu_att_job job = { be, ab, { 0 }, 0 };
-	uint64_t work = 0;
-	uint32_t j, j1;
-
-	cpu_att_layout(be, hp, ab->n, ab->work, &job.w);
-	job.w.off[0] = 0;
-	for (j = 0; j < ab->n; j = j1) {
-		/* the run of rows of one sequence from j */
-		for (j1 = j + 1;
-		     j1 < ab->n && ab->seq[ab->idx[j1]] == ab->seq[ab->idx[j]];
-		     j1++)
-			;
-		if (cpu_att_tiled(be, ab, j, j1)) {
-			cpu_att_plan_tiles(&job.w, hp, j, j1);
-			for (; j < j1; j++) {
-				job.w.nc[j] = 1;
-				job.w.off[j + 1] = job.w.off[j];
+				if (m->sel[slot] != (uint32_t)e)
+					continue;
+				cb->acts[cnt] = act +
+						(m->act_per_slot ? slot : b) *
+							m->act_ld;
+				cb->ys[cnt] = m->y + slot * m->y_ld;
+				cnt++;
 			}
-			work += CPU_ATT_PARALLEL_MIN;
-			continue;
 		}
-		for (; j < j1; j++) {
-			uint32_t b = ab->idx[j];
-
-			work += (uint64_t)(ab->pos[b] + 1) * hp->n_head *
-				(hp->head_dim + hp->head_dim_v);
-			job.w.nc[j] = cpu_att_chunks(ab->seq[b], ab->pos[b],
-						     ab->n_ctx,
-						     cpu_threads(be));
-			job.w.off[j + 1] = job.w.off[j] +
-					   hp->n_head * job.w.nc[j];
-		}
+		if (cnt)
+			cpu_matmul_ptrs(be, cb->ys, m->w, e, cnt, cb->acts);
 	}
-	/*
-	 * Each task (row, head, KV chunk) is what one ggml thread computes:
-	 * any split over our threads gives the same bits. A tile's rows too:
-	 * each row's sums do not depend on the thread or on the other rows.
-	 */
-	if (work >= CPU_ATT_PARALLEL_MIN)
-		cpu_threadpool_run(cpu_pool(be), cpu_att_part, &job);
-	else
-		cpu_att_part(&job, 0, 1);
-	cpu_att_merge(&job);
 }
 
 /* ---- the table ---------------------------------------------------------- */
@@ -736,23 +343,23 @@ static const struct engine_backend_i cpu_backend_i = {
 	.free = cpu_free,
 	.copy_in = cpu_copy,
 	.copy_out = cpu_copy,
-	.is_host = cpu_is_host,
+	.copy = cpu_copy,
+	.synchronize = cpu_synchronize,
+	.reserve = cpu_reserve,
 	.supports = cpu_supports,
 	.vec_dot_type = cpu_vec_dot_type,
-	.for_rows = cpu_for_rows,
 	.get_rows = cpu_get_rows,
-	.rms_norm = cpu_rms_norm,
-	.convert = cpu_convert,
-	.matmul = cpu_matmul,
-	.matvec_multi = cpu_matvec_multi,
 	.rope_cache = cpu_rope_cache,
-	.rope = cpu_rope,
-	.swiglu = cpu_swiglu,
-	.add = cpu_add,
-	.softmax = cpu_softmax,
-	.moe_route = cpu_moe_route,
-	.moe_combine = cpu_moe_combine,
-	.attention_work_bytes = cpu_attention_work_bytes,
+	.rms_norm_rows = cpu_rms_norm_rows,
+	.add_rows = cpu_add_rows,
+	.convert_rows = cpu_convert_rows,
+	.rope_rows = cpu_rope_rows,
+	.swiglu_rows = cpu_swiglu_rows,
+	.kv_store_rows = cpu_kv_store_rows,
+	.matmul = cpu_matmul,
+	.matmul_id = cpu_matmul_id,
+	.moe_route_rows = cpu_moe_route_rows,
+	.moe_combine_rows = cpu_moe_combine_rows,
 	.attention = cpu_attention,
 };
 
@@ -760,28 +367,26 @@ int cpu_backend_new(struct engine_backend **out, uint32_t threads,
 		    struct err *err)
 {
 	struct engine_backend *be = calloc(1, sizeof(*be));
+	struct cpu_backend *cb = calloc(1, sizeof(*cb));
 	long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
 	long page = sysconf(_SC_PAGESIZE);
-	struct cpu_threadpool *pool;
 	int ret;
 
 	*out = NULL;
-	if (!be)
-		return err_set(err, ENOMEM, "out of memory");
-	/* LLMFS_CPU naming a level this CPU lacks: refuse, run nothing */
-	ret = cpu_isa_check(err);
-	if (ret) {
-		free(be);
-		return ret;
+	if (!be || !cb) {
+		ret = err_set(err, ENOMEM, "out of memory");
+		goto out_free;
 	}
+	/* LLMFS_CPU naming a level this CPU lacks: refuse, run nothing */
+	if ((ret = cpu_isa_check(err)))
+		goto out_free;
 	if (threads == 0)
 		threads = cpu_threadpool_default_threads();
-	if ((ret = cpu_threadpool_new(&pool, threads, err))) {
-		free(be);
-		return ret;
-	}
+	if ((ret = cpu_threadpool_new(&cb->pool, threads, err)))
+		goto out_free;
 	be->iface = &cpu_backend_i;
-	be->ctx = pool;
+	be->ctx = cb;
+	be->is_host = true;
 	be->dev.kind = IO_DEVICE_CPU;
 	be->dev.index = -1;
 	strcpy(be->dev.name, "cpu");
@@ -791,4 +396,9 @@ int cpu_backend_new(struct engine_backend **out, uint32_t threads,
 		be->dev.free_bytes = (uint64_t)avail * (uint64_t)page;
 	*out = be;
 	return 0;
+
+out_free:
+	free(cb);
+	free(be);
+	return ret;
 }

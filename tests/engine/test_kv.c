@@ -21,6 +21,7 @@
 
 #include "../../engine/engine.h"
 #include "../../engine/kv.h"
+#include "../../engine/model.h"
 #include "../../engine/quant/quant.h"
 #include "../common/check_main.h"
 
@@ -284,7 +285,7 @@ START_TEST(test_kv_types)
 END_TEST
 
 /*
- * The cache's interface (kv.h): what is stored at engine_kv_rows' place
+ * The cache's interface (kv.h): what is stored at engine_kv_slot's place
  * is what engine_kv_view shows there, converted to the sequence's types;
  * a view is one block's run (64 positions) or less, and its strides and
  * head offsets address every head of every position in it.
@@ -301,7 +302,7 @@ START_TEST(test_kv_store_view)
 	struct err err = { 0 };
 	float k[64], v[64], got;
 	uint16_t want16[64];
-	uint8_t *krow, *vrow;
+	struct engine_kv_slot slot;
 	uint32_t pos, i;
 
 	ck_assert_uint_le(nk, 64);
@@ -314,9 +315,11 @@ START_TEST(test_kv_store_view)
 			k[i] = (float)pos + (float)i / 64;
 		for (i = 0; i < nv; i++)
 			v[i] = -(float)pos - (float)i / 128;
-		engine_kv_rows(seq, il, pos, &krow, &vrow);
-		quant_from_float(IO_TYPE_F32, k, krow, nk);
-		quant_from_float(IO_TYPE_F16, v, vrow, nv);
+		engine_kv_slot(seq, il, pos, &slot);
+		ck_assert_uint_eq(slot.type_k, IO_TYPE_F32);
+		ck_assert_uint_eq(slot.type_v, IO_TYPE_F16);
+		quant_from_float(slot.type_k, k, slot.k, nk);
+		quant_from_float(slot.type_v, v, slot.v, nv);
 	}
 	/* the first block's run, then the rest; a run stops at end */
 	engine_kv_view(seq, il, 0, n, &view);
