@@ -91,7 +91,7 @@ have_fuse := $(shell pkg-config --exists fuse3 && echo 1)
 override CFLAGS += $(call pkg_cflags,$(IO_PKGS) $(ENGINE_PKGS))
 
 IO_SRC := $(wildcard io/*.c)
-ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/quant/*.c \
+ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/ref/*.c engine/quant/*.c \
 	engine/tokenizer/*.c engine/grammar/*.c engine/template/*.c)
 FS_SRC := $(wildcard fs/*.c)
 IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * The registry of backends (backend.h): which backend computes on which
- * device, and whose layout a packed tensor is in. The host's devices
- * ("cpu" and each "numaN") are the CPU backend's; a device kind without a
- * backend in this build is refused by name.
+ * device, whose layout a packed tensor is in, and where a device keeps
+ * the weights placed on it. The host's devices ("cpu" and each "numaN")
+ * are the CPU backend's, their memory io/'s; "ref0", the scalar
+ * reference backend with memory of its own, exists where
+ * LLMFS_REF_DEVICE=1 (tests). A device kind without a backend in this
+ * build is refused by name.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,9 +14,19 @@
 
 #include "backend.h"
 #include "cpu/cpu_backend.h"
+#include "ref/ref_backend.h"
+
+static bool backend_ref_enabled(void)
+{
+	const char *e = getenv("LLMFS_REF_DEVICE");
+
+	return e && !strcmp(e, "1");
+}
 
 static const struct backend_kind {
-	const char *prefix; /* "numa" matches numa0, numa1, ... */
+	const char *prefix;    /* "numa" matches numa0, numa1, ... */
+	bool host;	       /* its memory is the host's: io/ holds weights */
+	bool (*enabled)(void); /* NULL: always there */
 	int (*create)(struct engine_backend **out, uint32_t threads,
 		      struct err *err);
 	/* the backend's own layout of weights, made at load; or NULL */
@@ -21,11 +34,29 @@ static const struct backend_kind {
 	uint32_t layout; /* the io_placement.layout pack writes */
 	void (*packed_read)(const struct io_gguf_tensor *t, const void *data,
 			    uint64_t off, size_t size, void *buf);
+	/* a device's own memory for the weights placed on it (not host) */
+	void *(*alloc)(size_t bytes);
+	void (*free)(void *p);
+	void (*copy)(void *dst, const void *src, size_t bytes);
 } backend_kinds[] = {
-	{ "cpu", cpu_backend_new, cpu_backend_pack, CPU_BACKEND_LAYOUT,
-	  cpu_backend_packed_read },
-	{ "numa", cpu_backend_new, cpu_backend_pack, CPU_BACKEND_LAYOUT,
-	  cpu_backend_packed_read },
+	{ .prefix = "cpu",
+	  .host = true,
+	  .create = cpu_backend_new,
+	  .pack = cpu_backend_pack,
+	  .layout = CPU_BACKEND_LAYOUT,
+	  .packed_read = cpu_backend_packed_read },
+	{ .prefix = "numa",
+	  .host = true,
+	  .create = cpu_backend_new,
+	  .pack = cpu_backend_pack,
+	  .layout = CPU_BACKEND_LAYOUT,
+	  .packed_read = cpu_backend_packed_read },
+	{ .prefix = "ref",
+	  .enabled = backend_ref_enabled,
+	  .create = ref_backend_new,
+	  .alloc = ref_backend_alloc,
+	  .free = ref_backend_free,
+	  .copy = ref_backend_copy },
 };
 
 #define BACKEND_KINDS (sizeof(backend_kinds) / sizeof(backend_kinds[0]))
@@ -34,10 +65,12 @@ static const struct backend_kind *backend_kind_of(const char *device)
 {
 	size_t i;
 
-	for (i = 0; i < BACKEND_KINDS; i++)
-		if (!strncmp(device, backend_kinds[i].prefix,
-			     strlen(backend_kinds[i].prefix)))
-			return &backend_kinds[i];
+	for (i = 0; i < BACKEND_KINDS; i++) {
+		const struct backend_kind *k = &backend_kinds[i];
+
+		if (!strncmp(device, k->prefix, strlen(k->prefix)))
+			return !k->enabled || k->enabled() ? k : NULL;
+	}
 	return NULL;
 }
 
@@ -57,6 +90,26 @@ void engine_backend_free(struct engine_backend *be)
 {
 	if (be)
 		be->iface->destroy(be);
+}
+
+bool engine_backend_device_known(const char *device)
+{
+	return backend_kind_of(device) != NULL;
+}
+
+bool engine_backend_device_is_host(const char *device)
+{
+	const struct backend_kind *k = backend_kind_of(device);
+
+	return !k || k->host;
+}
+
+bool engine_backend_same_kind(const char *a, const char *b)
+{
+	/* every host device is the CPU backend's; a device is its own */
+	if (engine_backend_device_is_host(a))
+		return engine_backend_device_is_host(b);
+	return !strcmp(a, b);
 }
 
 int engine_backend_pack(struct engine_backend *be,
@@ -81,4 +134,30 @@ void engine_backend_packed_read(uint32_t layout, const struct io_gguf_tensor *t,
 		}
 	}
 	memset(buf, 0, size); /* no backend of this build wrote it */
+}
+
+void *engine_backend_weights_alloc(const char *device, size_t bytes)
+{
+	const struct backend_kind *k = backend_kind_of(device);
+
+	return k && !k->host ? k->alloc(bytes) : NULL;
+}
+
+void engine_backend_weights_free(const char *device, void *p)
+{
+	const struct backend_kind *k = backend_kind_of(device);
+
+	if (k && !k->host && p)
+		k->free(p);
+}
+
+void engine_backend_weights_copy(const char *device, void *dst, const void *src,
+				 size_t bytes)
+{
+	const struct backend_kind *k = backend_kind_of(device);
+
+	if (k && !k->host)
+		k->copy(dst, src, bytes);
+	else
+		memcpy(dst, src, bytes);
 }

@@ -264,6 +264,8 @@ struct engine_backend {
 	const struct engine_backend_i *iface;
 	struct engine_device dev;
 	void *ctx; /* the backend's own (the CPU's: its thread pool) */
+	/* its threads: llama.cpp's count, which splits long attention rows */
+	uint32_t threads;
 	/* the backend's memory is the host's: host pointers may be given */
 	bool is_host;
 	/* engine_ctx_options.batch_exact: batches in the one-token order */
@@ -294,6 +296,25 @@ void engine_backend_free(struct engine_backend *be);
  */
 int engine_backend_pack(struct engine_backend *be,
 			const struct engine_tensor *w);
+/* Whether a backend of this build computes on device. */
+bool engine_backend_device_known(const char *device);
+/*
+ * Whether device's memory is the host's (cpu, numaN: io/ holds the
+ * weights placed there), or a backend's own (ref0, a GPU): weights placed
+ * there are copied into engine_backend_weights_alloc'ed memory.
+ */
+bool engine_backend_device_is_host(const char *device);
+/* Whether one backend computes on both devices (cpu and numa0: yes). */
+bool engine_backend_same_kind(const char *a, const char *b);
+/*
+ * The weights' memory of a device that is not the host's: bytes, NULL
+ * when out of it (or for a host device); free; and a copy to, from or
+ * within it (the device's own copy: memcpy for the host's).
+ */
+void *engine_backend_weights_alloc(const char *device, size_t bytes);
+void engine_backend_weights_free(const char *device, void *p);
+void engine_backend_weights_copy(const char *device, void *dst, const void *src,
+				 size_t bytes);
 /*
  * size bytes from off of tensor t's file bytes into buf, from data in
  * layout (io_placement.layout, not 0): engine_tensor_read.

@@ -25,6 +25,7 @@ static int context_kv_init(struct engine_ctx *ctx,
 	if ((ret = engine_kv_pool_init(&ctx->kv, ctx->model, ctx->backend,
 				       opt->kv_mem, opt->budget, err)))
 		return ret;
+	ctx->kv.layer_be = ctx->layer_be;
 	if (opt->kv_type_k && engine_kv_type_parse(opt->kv_type_k, &tk))
 		return err_set(
 			err, EINVAL,
@@ -87,11 +88,20 @@ int engine_ctx_new(struct engine_ctx **out, struct engine_model *m,
 	if (!ctx)
 		return err_set(err, ENOMEM, "out of memory");
 	ctx->model = m;
+	ctx->batch_exact = opt->batch_exact;
 	ret = engine_backend_new(&ctx->backend, io_weights_home(m->weights),
 				 opt->threads, err);
 	if (ret)
 		goto out_free;
 	ctx->backend->batch_exact = opt->batch_exact;
+	ctx->backends[ctx->n_backends++] = ctx->backend;
+	ctx->layer_be = calloc(m->hp.n_layer, sizeof(*ctx->layer_be));
+	if (!ctx->layer_be) {
+		ret = err_set(err, ENOMEM, "out of memory");
+		goto out_free;
+	}
+	for (uint32_t il = 0; il < m->hp.n_layer; il++)
+		ctx->layer_be[il] = ctx->backend;
 	if ((ret = context_check(ctx, err)) ||
 	    (ret = context_kv_init(ctx, opt, err)))
 		goto out_free;
@@ -107,11 +117,46 @@ void engine_ctx_free(struct engine_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	/* the scratch is in the backend's memory */
+	uint32_t i;
+
+	/* the scratch is in the backends' memory */
 	engine_forward_release(ctx);
 	engine_kv_pool_destroy(&ctx->kv);
-	engine_backend_free(ctx->backend);
+	for (i = 0; i < ctx->n_backends; i++)
+		engine_backend_free(ctx->backends[i]);
+	free(ctx->layer_be);
 	free(ctx);
+}
+
+int engine_ctx_backend(struct engine_ctx *ctx, const char *device,
+		       uint32_t *index, struct err *err)
+{
+	struct engine_backend *be;
+	uint32_t i;
+	int ret;
+
+	if (engine_backend_device_is_host(device)) {
+		*index = 0;
+		return 0;
+	}
+	for (i = 1; i < ctx->n_backends; i++) {
+		if (!strcmp(ctx->backends[i]->dev.name, device)) {
+			*index = i;
+			return 0;
+		}
+	}
+	if (ctx->n_backends == ENGINE_CTX_BACKENDS)
+		return err_set(err, ENOSPC,
+			       "%s: a context computes on %d devices at most",
+			       device, ENGINE_CTX_BACKENDS);
+	/* llama.cpp's thread count, for the split of long attention rows */
+	ret = engine_backend_new(&be, device, ctx->backend->threads, err);
+	if (ret)
+		return ret;
+	be->batch_exact = ctx->batch_exact;
+	*index = ctx->n_backends;
+	ctx->backends[ctx->n_backends++] = be;
+	return 0;
 }
 
 struct engine_model *engine_ctx_model(const struct engine_ctx *ctx)

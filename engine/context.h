@@ -18,12 +18,33 @@
 /* The forward pass's buffers, sized for its batch (engine/forward.c). */
 struct forward_scratch;
 
+/* Backends one context computes with at most (the host's and devices'). */
+#define ENGINE_CTX_BACKENDS 4
+
 struct engine_ctx {
-	struct engine_model *model;	/* borrowed; read only */
-	struct engine_backend *backend; /* computes the forward pass */
-	struct forward_scratch *fwd;	/* grown by engine_forward */
+	struct engine_model *model; /* borrowed; read only */
+	/*
+	 * [0] the home backend, of the device the weights were loaded on
+	 * (the CPU's); then one per device that computes part of the model
+	 * (placement), made on first use
+	 */
+	struct engine_backend *backends[ENGINE_CTX_BACKENDS];
+	uint32_t n_backends;
+	struct engine_backend *backend; /* backends[0] */
+	bool batch_exact;
+	/* [n_layer] the backend of each layer now: the KV pool's layer_be */
+	struct engine_backend **layer_be;
+	struct forward_scratch *fwd; /* grown by engine_forward */
 	struct engine_kv_pool kv;
 };
+
+/*
+ * The index in ctx->backends of the backend that computes on device (the
+ * home one for every host device), made now if it is not there yet.
+ * -ENODEV, -ENOSPC (more than ENGINE_CTX_BACKENDS), -ENOMEM.
+ */
+int engine_ctx_backend(struct engine_ctx *ctx, const char *device,
+		       uint32_t *index, struct err *err);
 
 /* Free the forward pass's buffers (engine_ctx_free). */
 void engine_forward_release(struct engine_ctx *ctx);

@@ -37,210 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "context.h"
+#include "forward.h"
 #include "kv.h"
-
-/* Token rows of one pass; longer batches are split (bounded memory). */
-#define FORWARD_CHUNK 128
-/* xn converted to this many vec_dot types at once (Q, K and V may differ) */
-#define FORWARD_XN_SLOTS 3
-
-/* One token of the pass. */
-struct forward_row {
-	struct engine_seq *seq;
-	uint32_t pos;
-	int32_t token;
-	float *logits; /* NULL unless its item's last token wants them */
-	float *embd;   /* its final-normed state goes here (or is added) */
-	bool embd_add; /* mean pooling: summed over the item's rows */
-};
-
-/*
- * The pass's buffers for cap rows, grown up to FORWARD_CHUNK. The host
- * keeps the rows' bookkeeping; the floats are in the backend's memory:
- * token row r's at x + r * n_embd and so on, its converted activations at
- * act + r * act_row, and a MoE's per expert slot (row r's i-th expert:
- * slot r * k + i) at up + (r * k + i) * n_ff and so on.
- */
-struct forward_scratch {
-	uint32_t cap;
-	uint32_t slots_per_row; /* n_expert_used, or 1 */
-	size_t act_row;		/* bytes of the widest converted row */
-	/* the host's */
-	struct forward_row *rows;
-	uint32_t *all;		   /* 0 .. n-1 */
-	uint32_t *live;		   /* rows computed past attention this layer */
-	uint32_t *slots;	   /* [cap * k] the live rows' expert slots */
-	uint32_t *pos;		   /* [cap] each row's position */
-	int32_t *tokens;	   /* [cap] each row's token */
-	struct engine_seq **seqs;  /* [cap] each row's sequence */
-	struct engine_kv_slot *kv; /* [cap] where each row's K/V go */
-	float **ys;		   /* [cap] the logits, for a host backend */
-	void *host;
-	/* the backend's */
-	float *x;	   /* [n_embd] residual streams */
-	float *xn;	   /* [n_embd] normed input of a block */
-	float *q, *k, *v;  /* [n_head * head_dim], [n_head_kv * ...] */
-	float *att;	   /* [n_head * head_dim_v] */
-	float *tmp;	   /* [n_embd] a block's output */
-	float *gate, *up;  /* [k][n_ff] */
-	float *router;	   /* [n_expert] */
-	float *rope;	   /* [n_rot] cos/sin at the row's position */
-	float *exp_out;	   /* [k][n_embd] each expert's output */
-	float *exp_w;	   /* [k] the experts' weights */
-	uint32_t *exp_sel; /* [k] the experts */
-	uint8_t *xn_act[FORWARD_XN_SLOTS];  /* xn in vec_dot types */
-	uint32_t xn_type[FORWARD_XN_SLOTS]; /* UINT32_MAX: stale */
-	const uint32_t *xn_idx;		    /* the rows xn holds */
-	uint32_t xn_n;
-	uint8_t *act; /* [k] other converted inputs (att, swiglu) */
-	void *mem;
-	float *logits; /* [logits_cap][n_vocab], a device backend's */
-	uint32_t logits_cap;
-};
-
-/* One pass over n rows. */
-struct forward_pass {
-	struct engine_ctx *ctx;
-	const struct engine_model *m; /* the context's */
-	struct engine_backend *be;    /* the context's */
-	struct forward_scratch *s;
-	uint32_t n;
-	uint32_t n_live;
-	struct err *err;
-};
-
-void engine_forward_release(struct engine_ctx *ctx)
-{
-	struct forward_scratch *s = ctx->fwd;
-	struct engine_backend *be = ctx->backend;
-
-	if (!s)
-		return;
-	if (s->mem)
-		be->iface->free(be, s->mem);
-	if (s->logits)
-		be->iface->free(be, s->logits);
-	free(s->host);
-	free(s);
-	ctx->fwd = NULL;
-}
-
-static size_t forward_max(size_t a, size_t b)
-{
-	return a > b ? a : b;
-}
-
-/* Carve n bytes (64-aligned) at address *p (a mere count at first). */
-static void *forward_take(uintptr_t *p, size_t n)
-{
-	void *r = (void *)*p;
-
-	*p += (n + 63) & ~(size_t)63;
-	return r;
-}
-
-/* The host's part of the buffers for cap rows, from base (0: count). */
-static size_t forward_carve_host(struct forward_scratch *s, uintptr_t base,
-				 size_t c)
-{
-	uintptr_t p = base;
-
-	s->rows = forward_take(&p, c * sizeof(*s->rows));
-	s->all = forward_take(&p, c * sizeof(uint32_t));
-	s->live = forward_take(&p, c * sizeof(uint32_t));
-	s->slots = forward_take(&p, c * s->slots_per_row * sizeof(uint32_t));
-	s->pos = forward_take(&p, c * sizeof(uint32_t));
-	s->tokens = forward_take(&p, c * sizeof(int32_t));
-	s->seqs = forward_take(&p, c * sizeof(*s->seqs));
-	s->kv = forward_take(&p, c * sizeof(*s->kv));
-	s->ys = forward_take(&p, c * sizeof(*s->ys));
-	return (size_t)(p - base);
-}
-
-/* The backend's part of the buffers for cap rows, from base (0: count). */
-static size_t forward_carve_dev(struct forward_scratch *s,
-				const struct engine_hparams *hp, uintptr_t base,
-				size_t c)
-{
-	const size_t nq = (size_t)hp->n_head * hp->head_dim;
-	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
-	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
-	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
-	const size_t ku = hp->n_expert_used, E = hp->n_embd;
-	uintptr_t p = base;
-	int i;
-
-	s->x = forward_take(&p, c * E * sizeof(float));
-	s->xn = forward_take(&p, c * E * sizeof(float));
-	s->q = forward_take(&p, c * nq * sizeof(float));
-	s->k = forward_take(&p, c * nk * sizeof(float));
-	s->v = forward_take(&p, c * nv * sizeof(float));
-	s->att = forward_take(&p, c * natt * sizeof(float));
-	s->tmp = forward_take(&p, c * E * sizeof(float));
-	s->gate = forward_take(&p,
-			       c * s->slots_per_row * hp->n_ff * sizeof(float));
-	s->up = forward_take(&p,
-			     c * s->slots_per_row * hp->n_ff * sizeof(float));
-	s->router = forward_take(&p, c * hp->n_expert * sizeof(float));
-	s->rope = forward_take(&p, c * hp->n_rot * sizeof(float));
-	s->exp_out = forward_take(&p, c * ku * E * sizeof(float));
-	s->exp_w = forward_take(&p, c * ku * sizeof(float));
-	s->exp_sel = forward_take(&p, c * ku * sizeof(uint32_t));
-	for (i = 0; i < FORWARD_XN_SLOTS; i++)
-		s->xn_act[i] = forward_take(&p, c * s->act_row);
-	s->act = forward_take(&p, c * s->slots_per_row * s->act_row);
-	return (size_t)(p - base);
-}
-
-/* Buffers for cap rows; the old ones are kept if big enough. */
-static int forward_reserve(struct engine_ctx *ctx, uint32_t cap,
-			   struct err *err)
-{
-	const struct engine_hparams *hp = &ctx->model->hp;
-	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
-	struct engine_backend *be = ctx->backend;
-	struct forward_scratch *ns;
-	size_t host, dev;
-	int i, ret;
-
-	if (ctx->fwd && ctx->fwd->cap >= cap)
-		return 0;
-	if ((ret = be->iface->reserve(be, hp, cap, err)))
-		return ret;
-	ns = calloc(1, sizeof(*ns));
-	if (!ns)
-		return err_set(err, ENOMEM, "out of memory");
-	ns->slots_per_row = hp->n_expert_used ? hp->n_expert_used : 1;
-	/* the widest vec_dot row: F32 is 4 bytes an element, the rest less */
-	ns->act_row = 4 * forward_max(forward_max(hp->n_embd, hp->n_ff), natt) +
-		      64;
-	host = forward_carve_host(ns, 0, cap);
-	dev = forward_carve_dev(ns, hp, 0, cap);
-	ns->host = malloc(host + 64);
-	ns->mem = be->iface->alloc(be, dev);
-	if (!ns->host || !ns->mem) {
-		free(ns->host);
-		if (ns->mem)
-			be->iface->free(be, ns->mem);
-		free(ns);
-		return err_set(
-			err, ENOMEM,
-			"out of memory for %zu bytes of forward buffers (%u tokens) on %s",
-			dev, cap, be->dev.name);
-	}
-	/* the offsets are 64-aligned; so is alloc's memory */
-	forward_carve_host(ns, ((uintptr_t)ns->host + 63) & ~(uintptr_t)63,
-			   cap);
-	forward_carve_dev(ns, hp, (uintptr_t)ns->mem, cap);
-	ns->cap = cap;
-	for (i = 0; i < FORWARD_XN_SLOTS; i++)
-		ns->xn_type[i] = UINT32_MAX;
-	engine_forward_release(ctx);
-	ctx->fwd = ns;
-	return 0;
-}
 
 /*
  * Wait until t's bytes are loaded (at once unless the model loads
@@ -249,6 +47,7 @@ static int forward_reserve(struct engine_ctx *ctx, uint32_t cap,
  */
 static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
 {
+	uint32_t b;
 	int ret;
 
 	if (!engine_tensor_present(t))
@@ -257,11 +56,13 @@ static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
 	if (ret == 0) {
 		/*
 		 * an asynchronous load's tensors are packed as they arrive,
-		 * by one context at a time (several may share the model)
+		 * by the backend of their device (made by forward_stages),
+		 * one context at a time (several may share the model)
 		 */
-		if (p->m->pack_on_wait) {
+		if (p->m->pack_on_wait &&
+		    !engine_ctx_backend(p->ctx, t->place->device, &b, NULL)) {
 			pthread_mutex_lock(&p->ctx->model->pack_lock);
-			engine_backend_pack(p->be, t);
+			engine_backend_pack(p->ctx->backends[b], t);
 			pthread_mutex_unlock(&p->ctx->model->pack_lock);
 		}
 		return 0;
@@ -285,7 +86,7 @@ static int forward_norm(struct forward_pass *p, float *y, const float *x,
 			uint32_t n)
 {
 	const struct engine_hparams *hp = &p->m->hp;
-	struct forward_scratch *s = p->s;
+	struct forward_buffers *s = p->s;
 	int ret, k;
 
 	if ((ret = forward_wait(p, w)))
@@ -335,7 +136,8 @@ static const uint8_t *forward_xn_act(struct forward_pass *p,
 				     const struct engine_tensor *w)
 {
 	const uint32_t vdt = forward_vdt(p, w);
-	struct forward_scratch *s = p->s;
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
 	int k, free_slot = 0;
 
 	for (k = FORWARD_XN_SLOTS - 1; k >= 0; k--) {
@@ -346,7 +148,7 @@ static const uint8_t *forward_xn_act(struct forward_pass *p,
 	}
 	k = free_slot;
 	p->be->iface->convert_rows(p->be, vdt, s->xn, p->m->hp.n_embd,
-				   p->m->hp.n_embd, s->xn_act[k], s->act_row,
+				   p->m->hp.n_embd, s->xn_act[k], h->act_row,
 				   s->xn_idx, s->xn_n);
 	s->xn_type[k] = vdt;
 	return s->xn_act[k];
@@ -363,7 +165,7 @@ static struct engine_matmul forward_mm(struct forward_pass *p, float *y,
 				       .y_ld = ld,
 				       .y_idx = idx,
 				       .act = act,
-				       .act_ld = p->s->act_row,
+				       .act_ld = p->h->act_row,
 				       .act_idx = idx,
 				       .n = n };
 }
@@ -371,11 +173,11 @@ static struct engine_matmul forward_mm(struct forward_pass *p, float *y,
 /* Where each row's K and V go in its sequence's cache of layer il. */
 static void forward_kv_slots(struct forward_pass *p, uint32_t il)
 {
-	struct forward_scratch *s = p->s;
+	struct forward_scratch *h = p->h;
 	uint32_t j;
 
 	for (j = 0; j < p->n; j++)
-		engine_kv_slot(s->rows[j].seq, il, s->rows[j].pos, &s->kv[j]);
+		engine_kv_slot(h->rows[j].seq, il, h->rows[j].pos, &h->kv[j]);
 }
 
 /*
@@ -390,7 +192,8 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	const struct engine_backend_i *ops = p->be->iface;
 	const struct engine_hparams *hp = &m->hp;
 	const struct engine_layer *l = &m->layers[il];
-	struct forward_scratch *s = p->s;
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
 	const size_t nq = (size_t)hp->n_head * hp->head_dim;
 	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
 	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
@@ -399,10 +202,10 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		.hp = hp,
 		.il = il,
 		.n_ctx = m->info.n_ctx,
-		.idx = s->live,
+		.idx = h->live,
 		.n = p->n_live,
-		.seq = s->seqs,
-		.pos = s->pos,
+		.seq = h->seqs,
+		.pos = h->pos,
 		.q = s->q,
 		.q_ld = nq,
 		.out = s->att,
@@ -416,15 +219,15 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		return ret;
 	/* the three projections share the converted xn of each type */
 	mm[0] = forward_mm(p, s->q, nq, &l->wq, forward_xn_act(p, &l->wq),
-			   s->live, p->n_live);
+			   h->live, p->n_live);
 	mm[1] = forward_mm(p, s->k, nk, &l->wk, forward_xn_act(p, &l->wk),
-			   s->all, p->n);
+			   h->all, p->n);
 	mm[2] = forward_mm(p, s->v, nv, &l->wv, forward_xn_act(p, &l->wv),
-			   s->all, p->n);
+			   h->all, p->n);
 	ops->matmul(p->be, mm, 3);
-	if ((ret = forward_bias(p, s->q, nq, &l->bq, s->live, p->n_live)) ||
-	    (ret = forward_bias(p, s->k, nk, &l->bk, s->all, p->n)) ||
-	    (ret = forward_bias(p, s->v, nv, &l->bv, s->all, p->n)) ||
+	if ((ret = forward_bias(p, s->q, nq, &l->bq, h->live, p->n_live)) ||
+	    (ret = forward_bias(p, s->k, nk, &l->bk, h->all, p->n)) ||
+	    (ret = forward_bias(p, s->v, nv, &l->bv, h->all, p->n)) ||
 	    (ret = forward_wait(p, &l->q_norm)) ||
 	    (ret = forward_wait(p, &l->k_norm)))
 		return ret;
@@ -432,29 +235,29 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	if (hp->qk_norm)
 		ops->rms_norm_rows(p->be, s->k, s->k, nk, hp->head_dim,
 				   hp->n_head_kv, forward_floats(&l->k_norm),
-				   hp->rms_norm_eps, s->all, p->n);
+				   hp->rms_norm_eps, h->all, p->n);
 	ops->rope_rows(p->be, s->k, nk, hp->n_head_kv, hp, s->rope, hp->n_rot,
-		       s->all, p->n);
+		       h->all, p->n);
 	forward_kv_slots(p, il);
 	ops->kv_store_rows(p->be, s->k, nk, (uint32_t)nk, s->v, nv,
-			   (uint32_t)nv, s->kv, p->n);
+			   (uint32_t)nv, h->kv, p->n);
 	if (hp->qk_norm)
 		ops->rms_norm_rows(p->be, s->q, s->q, nq, hp->head_dim,
 				   hp->n_head, forward_floats(&l->q_norm),
-				   hp->rms_norm_eps, s->live, p->n_live);
+				   hp->rms_norm_eps, h->live, p->n_live);
 	ops->rope_rows(p->be, s->q, nq, hp->n_head, hp, s->rope, hp->n_rot,
-		       s->live, p->n_live);
+		       h->live, p->n_live);
 	ops->attention(p->be, &att);
 
 	if ((ret = forward_wait(p, &l->wo)))
 		return ret;
 	ops->convert_rows(p->be, forward_vdt(p, &l->wo), s->att, natt,
-			  (uint32_t)natt, s->act, s->act_row, s->live,
+			  (uint32_t)natt, s->act, h->act_row, h->live,
 			  p->n_live);
-	wo = forward_mm(p, s->tmp, hp->n_embd, &l->wo, s->act, s->live,
+	wo = forward_mm(p, s->tmp, hp->n_embd, &l->wo, s->act, h->live,
 			p->n_live);
 	ops->matmul(p->be, &wo, 1);
-	return forward_bias(p, s->tmp, hp->n_embd, &l->bo, s->live, p->n_live);
+	return forward_bias(p, s->tmp, hp->n_embd, &l->bo, h->live, p->n_live);
 }
 
 static int forward_ffn_dense(struct forward_pass *p,
@@ -462,7 +265,8 @@ static int forward_ffn_dense(struct forward_pass *p,
 {
 	const struct engine_backend_i *ops = p->be->iface;
 	const struct engine_hparams *hp = &p->m->hp;
-	struct forward_scratch *s = p->s;
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
 	struct engine_matmul mm[2], down;
 	int ret;
 
@@ -471,16 +275,16 @@ static int forward_ffn_dense(struct forward_pass *p,
 	    (ret = forward_wait(p, &l->ffn_down)))
 		return ret;
 	mm[0] = forward_mm(p, s->up, hp->n_ff, &l->ffn_up,
-			   forward_xn_act(p, &l->ffn_up), s->live, p->n_live);
+			   forward_xn_act(p, &l->ffn_up), h->live, p->n_live);
 	mm[1] = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate,
-			   forward_xn_act(p, &l->ffn_gate), s->live, p->n_live);
+			   forward_xn_act(p, &l->ffn_gate), h->live, p->n_live);
 	ops->matmul(p->be, mm, 2);
-	ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff, s->live,
+	ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff, h->live,
 			 p->n_live);
 	ops->convert_rows(p->be, forward_vdt(p, &l->ffn_down), s->gate,
-			  hp->n_ff, hp->n_ff, s->act, s->act_row, s->live,
+			  hp->n_ff, hp->n_ff, s->act, h->act_row, h->live,
 			  p->n_live);
-	down = forward_mm(p, s->tmp, hp->n_embd, &l->ffn_down, s->act, s->live,
+	down = forward_mm(p, s->tmp, hp->n_embd, &l->ffn_down, s->act, h->live,
 			  p->n_live);
 	ops->matmul(p->be, &down, 1);
 	return 0;
@@ -495,13 +299,14 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 {
 	const struct engine_backend_i *ops = p->be->iface;
 	const struct engine_hparams *hp = &p->m->hp;
-	struct forward_scratch *s = p->s;
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
 	const uint32_t k = hp->n_expert_used;
 	struct engine_matmul router;
 	struct engine_matmul_id id = { .sel = s->exp_sel,
 				       .k = k,
-				       .act_ld = s->act_row,
-				       .idx = s->live,
+				       .act_ld = h->act_row,
+				       .idx = h->live,
 				       .n = p->n_live };
 	uint32_t j, i;
 	int ret;
@@ -512,11 +317,11 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 	    (ret = forward_wait(p, &l->ffn_down_exps)))
 		return ret;
 	router = forward_mm(p, s->router, hp->n_expert, &l->ffn_gate_inp,
-			    forward_xn_act(p, &l->ffn_gate_inp), s->live,
+			    forward_xn_act(p, &l->ffn_gate_inp), h->live,
 			    p->n_live);
 	ops->matmul(p->be, &router, 1);
 	ops->moe_route_rows(p->be, hp, s->router, hp->n_expert, s->exp_sel,
-			    s->exp_w, s->live, p->n_live);
+			    s->exp_w, h->live, p->n_live);
 
 	id.w = &l->ffn_up_exps;
 	id.y = s->up;
@@ -531,11 +336,11 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 	/* each live row's k expert slots */
 	for (j = 0; j < p->n_live; j++)
 		for (i = 0; i < k; i++)
-			s->slots[j * k + i] = s->live[j] * k + i;
-	ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff, s->slots,
+			h->slots[j * k + i] = h->live[j] * k + i;
+	ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff, h->slots,
 			 p->n_live * k);
 	ops->convert_rows(p->be, forward_vdt(p, &l->ffn_down_exps), s->gate,
-			  hp->n_ff, hp->n_ff, s->act, s->act_row, s->slots,
+			  hp->n_ff, hp->n_ff, s->act, h->act_row, h->slots,
 			  p->n_live * k);
 	id.w = &l->ffn_down_exps;
 	id.y = s->exp_out;
@@ -544,7 +349,7 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 	id.act_per_slot = true;
 	ops->matmul_id(p->be, &id);
 	ops->moe_combine_rows(p->be, s->tmp, hp->n_embd, s->exp_out, s->exp_w,
-			      k, hp->n_embd, s->live, p->n_live);
+			      k, hp->n_embd, h->live, p->n_live);
 	return 0;
 }
 
@@ -552,10 +357,11 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 static void forward_residual(struct forward_pass *p)
 {
 	const size_t E = p->m->hp.n_embd;
-	struct forward_scratch *s = p->s;
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
 
 	/* x + t rounds as t + x: the backend's add is the same bits */
-	p->be->iface->add_rows(p->be, s->x, E, s->tmp, E, (uint32_t)E, s->live,
+	p->be->iface->add_rows(p->be, s->x, E, s->tmp, E, (uint32_t)E, h->live,
 			       p->n_live);
 }
 
@@ -567,18 +373,19 @@ static int forward_logits(struct forward_pass *p)
 {
 	const struct engine_model *m = p->m;
 	struct engine_backend *be = p->be;
-	struct forward_scratch *s = p->s;
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
 	const uint32_t nv = m->hp.n_vocab;
 	struct engine_matmul mm = forward_mm(p, NULL, nv, &m->output, s->act,
-					     s->live, p->n_live);
+					     h->live, p->n_live);
 	uint32_t j;
 
 	/* live row j's logits: row j of the buffer, or ys[j] */
 	mm.y_idx = NULL;
 	if (be->is_host) {
 		for (j = 0; j < p->n_live; j++)
-			s->ys[j] = s->rows[s->live[j]].logits;
-		mm.ys = s->ys;
+			h->ys[j] = h->rows[h->live[j]].logits;
+		mm.ys = h->ys;
 		be->iface->matmul(be, &mm, 1);
 		be->iface->synchronize(be);
 		return 0;
@@ -587,19 +394,19 @@ static int forward_logits(struct forward_pass *p)
 		if (s->logits)
 			be->iface->free(be, s->logits);
 		s->logits_cap = 0;
-		s->logits = be->iface->alloc(be, (size_t)s->cap * nv *
+		s->logits = be->iface->alloc(be, (size_t)h->cap * nv *
 							 sizeof(float));
 		if (!s->logits)
 			return err_set(p->err, ENOMEM,
 				       "out of memory for the logits on %s",
 				       be->dev.name);
-		s->logits_cap = s->cap;
+		s->logits_cap = h->cap;
 	}
 	mm.y = s->logits;
 	be->iface->matmul(be, &mm, 1);
 	be->iface->synchronize(be);
 	for (j = 0; j < p->n_live; j++)
-		be->iface->copy_out(be, s->rows[s->live[j]].logits,
+		be->iface->copy_out(be, h->rows[h->live[j]].logits,
 				    s->logits + (size_t)j * nv,
 				    nv * sizeof(float));
 	return 0;
@@ -607,20 +414,20 @@ static int forward_logits(struct forward_pass *p)
 
 /*
  * The final-normed states of the live rows that want them (embeddings),
- * out of the backend's memory: copied, or added (mean pooling) through
- * the host.
+ * out of the output stage's buffers: copied, or added (mean pooling)
+ * through the host.
  */
 static int forward_embeddings(struct forward_pass *p)
 {
 	struct engine_backend *be = p->be;
-	struct forward_scratch *s = p->s;
+	struct forward_scratch *h = p->h;
 	const uint32_t E = p->m->hp.n_embd;
 	float *sum = NULL;
 	uint32_t j, e;
 
 	for (j = 0; j < p->n_live; j++) {
-		const struct forward_row *r = &s->rows[s->live[j]];
-		const float *x = s->xn + (size_t)s->live[j] * E;
+		const struct forward_row *r = &h->rows[h->live[j]];
+		const float *x = p->s->xn + (size_t)h->live[j] * E;
 
 		if (!r->embd)
 			continue;
@@ -639,50 +446,55 @@ static int forward_embeddings(struct forward_pass *p)
 	return 0;
 }
 
-/* The rows s->rows[0..n) through the model; logits where wanted. */
+/* The rows h->rows[0..n) through the model; logits where wanted. */
 static int forward_chunk(struct forward_pass *p)
 {
 	const struct engine_model *m = p->m;
-	const struct engine_backend_i *ops = p->be->iface;
 	const struct engine_hparams *hp = &m->hp;
-	struct forward_scratch *s = p->s;
-	uint32_t j, il, n_out = 0;
+	struct forward_scratch *h = p->h;
+	uint32_t j, b, il, n_out = 0;
 	int ret;
 
 	if ((ret = forward_wait(p, &m->tok_embd)) ||
 	    (ret = forward_wait(p, &m->rope_freqs)))
 		return ret;
 	for (j = 0; j < p->n; j++) {
-		s->all[j] = j;
-		s->live[j] = j;
-		s->seqs[j] = s->rows[j].seq;
-		s->pos[j] = s->rows[j].pos;
-		s->tokens[j] = s->rows[j].token;
+		h->all[j] = j;
+		h->live[j] = j;
+		h->seqs[j] = h->rows[j].seq;
+		h->pos[j] = h->rows[j].pos;
+		h->tokens[j] = h->rows[j].token;
 	}
-	ops->get_rows(p->be, s->x, hp->n_embd, &m->tok_embd, s->tokens, p->n);
-	ops->rope_cache(p->be, s->rope, hp->n_rot, s->pos, p->n, hp,
-			forward_floats(&m->rope_freqs));
+	for (b = 0; b < h->n_buf; b++)
+		h->buf[b].rope_ready = false;
+	p->s = NULL;
+	forward_use(p, p->embed_be, false);
+	p->be->iface->get_rows(p->be, p->s->x, hp->n_embd, &m->tok_embd,
+			       h->tokens, p->n);
 	p->n_live = p->n;
 
 	for (il = 0; il < hp->n_layer; il++) {
 		const struct engine_layer *l = &m->layers[il];
+		struct forward_buffers *s;
 
+		forward_use(p, p->layer_be[il], true);
+		s = p->s;
 		/*
 		 * The last layer's K and V are stored for every row; the rest
 		 * of it only matters for the rows whose logits are wanted.
 		 */
 		if (il + 1 == hp->n_layer) {
 			for (n_out = 0, j = 0; j < p->n; j++)
-				if (s->rows[j].logits || s->rows[j].embd)
-					s->live[n_out++] = j;
+				if (h->rows[j].logits || h->rows[j].embd)
+					h->live[n_out++] = j;
 			p->n_live = n_out;
 		}
-		if ((ret = forward_norm(p, s->xn, s->x, &l->attn_norm, s->all,
+		if ((ret = forward_norm(p, s->xn, s->x, &l->attn_norm, h->all,
 					p->n)) ||
 		    (ret = forward_attention(p, il)))
 			return ret;
 		forward_residual(p);
-		if ((ret = forward_norm(p, s->xn, s->x, &l->ffn_norm, s->live,
+		if ((ret = forward_norm(p, s->xn, s->x, &l->ffn_norm, h->live,
 					p->n_live)))
 			return ret;
 		ret = hp->n_expert ? forward_ffn_moe(p, l) :
@@ -692,10 +504,11 @@ static int forward_chunk(struct forward_pass *p)
 		forward_residual(p);
 	}
 	if (!p->n_live) {
-		ops->synchronize(p->be);
+		p->be->iface->synchronize(p->be);
 		return 0;
 	}
-	if ((ret = forward_norm(p, s->xn, s->x, &m->output_norm, s->live,
+	forward_use(p, p->output_be, true);
+	if ((ret = forward_norm(p, p->s->xn, p->s->x, &m->output_norm, h->live,
 				p->n_live)) ||
 	    (ret = forward_wait(p, &m->output)))
 		return ret;
@@ -703,15 +516,16 @@ static int forward_chunk(struct forward_pass *p)
 		return ret;
 	/* the output matrix for the rows that want logits */
 	for (n_out = 0, j = 0; j < p->n_live; j++)
-		if (s->rows[s->live[j]].logits)
-			s->live[n_out++] = s->live[j];
+		if (h->rows[h->live[j]].logits)
+			h->live[n_out++] = h->live[j];
 	p->n_live = n_out;
 	if (!n_out) {
-		ops->synchronize(p->be);
+		p->be->iface->synchronize(p->be);
 		return 0;
 	}
-	ops->convert_rows(p->be, forward_vdt(p, &m->output), s->xn, hp->n_embd,
-			  hp->n_embd, s->act, s->act_row, s->live, p->n_live);
+	p->be->iface->convert_rows(p->be, forward_vdt(p, &m->output), p->s->xn,
+				   hp->n_embd, hp->n_embd, p->s->act,
+				   h->act_row, h->live, p->n_live);
 	return forward_logits(p);
 }
 
@@ -744,6 +558,36 @@ static void forward_row_embd(struct forward_row *r,
 			r->embd = embd;
 		break;
 	}
+}
+
+/* The context's backend for the device t is on: -ENODEV and so on. */
+static int forward_stage(struct forward_pass *p, const struct engine_tensor *t,
+			 uint32_t *b)
+{
+	return engine_ctx_backend(p->ctx, t->place->device, b, p->err);
+}
+
+/*
+ * Which backend computes each stage (the embedding, each layer, the
+ * output), by where its weights are (placement keeps a stage's tensors on
+ * one backend); the KV pool's layers follow.
+ */
+static int forward_stages(struct forward_pass *p)
+{
+	const struct engine_model *m = p->m;
+	uint32_t il;
+	int ret;
+
+	if ((ret = forward_stage(p, &m->tok_embd, &p->embed_be)) ||
+	    (ret = forward_stage(p, &m->output_norm, &p->output_be)))
+		return ret;
+	for (il = 0; il < m->hp.n_layer; il++) {
+		if ((ret = forward_stage(p, &m->layers[il].attn_norm,
+					 &p->layer_be[il])))
+			return ret;
+		p->ctx->layer_be[il] = p->ctx->backends[p->layer_be[il]];
+	}
+	return 0;
 }
 
 /* Tokens the items before item idx append to the same sequence. */
@@ -791,9 +635,7 @@ static int forward_check(struct engine_ctx *ctx,
 int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 		   size_t n_items, struct err *err)
 {
-	struct forward_pass p = {
-		.ctx = ctx, .m = ctx->model, .be = ctx->backend, .err = err
-	};
+	struct forward_pass p = { .ctx = ctx, .m = ctx->model, .err = err };
 	size_t i, t, total = 0;
 	int ret;
 
@@ -805,6 +647,11 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 	}
 	if (!total)
 		return 0;
+	p.layer_be = malloc(ctx->model->hp.n_layer * sizeof(*p.layer_be));
+	if (!p.layer_be)
+		return err_set(err, ENOMEM, "out of memory");
+	if ((ret = forward_stages(&p)))
+		goto out_free;
 	/* the blocks of every position written, or no pass at all */
 	for (i = 0; i < n_items; i++) {
 		struct engine_batch_item *it = &items[i];
@@ -813,13 +660,15 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 			       (uint32_t)(forward_before(items, i) +
 					  it->n_tokens);
 
-		ret = engine_seq_grow(it->seq, end, err);
+		ret = engine_seq_follow(it->seq, err);
+		if (!ret)
+			ret = engine_seq_grow(it->seq, end, err);
 		if (!ret)
 			ret = engine_seq_tokens_reserve(it->seq, end, err);
 		if (ret) {
 			for (t = 0; t <= i; t++)
 				engine_seq_shrink(items[t].seq);
-			return ret;
+			goto out_free;
 		}
 	}
 	ret = forward_reserve(
@@ -827,7 +676,7 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 		err);
 	if (ret)
 		goto out_shrink;
-	p.s = ctx->fwd;
+	p.h = ctx->fwd;
 	/*
 	 * Rows in item order, each item's tokens at the positions after its
 	 * sequence's (and any earlier item's of the same sequence); n_past
@@ -840,14 +689,14 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 			       (uint32_t)forward_before(items, i);
 
 		for (t = 0; t < it->n_tokens; t++) {
-			struct forward_row *r = &p.s->rows[p.n++];
+			struct forward_row *r = &p.h->rows[p.n++];
 
 			r->seq = it->seq;
 			r->pos = pos + (uint32_t)t;
 			r->token = it->tokens[t];
 			r->logits = t + 1 == it->n_tokens ? it->logits : NULL;
 			forward_row_embd(r, it, t);
-			if (p.n == p.s->cap) {
+			if (p.n == p.h->cap) {
 				if ((ret = forward_chunk(&p)))
 					goto out_shrink;
 				p.n = 0;
@@ -859,10 +708,13 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 	for (i = 0; i < n_items; i++)
 		engine_seq_append(items[i].seq, items[i].tokens,
 				  items[i].n_tokens);
+	free(p.layer_be);
 	return 0;
 
 out_shrink:
 	for (i = 0; i < n_items; i++)
 		engine_seq_shrink(items[i].seq);
+out_free:
+	free(p.layer_be);
 	return ret;
 }

@@ -46,11 +46,15 @@ struct engine_seq {
 	uint32_t n_head_kv;
 	size_t k_row; /* bytes of one position's keys in one layer */
 	size_t v_row;
-	size_t block_bytes;
+	uint32_t n_layer;
+	size_t layer_bytes;  /* of one layer of a block: K rows, then V rows */
+	size_t block_bytes;  /* n_layer of them: what the budget counts */
 	uint32_t n_blocks;   /* blocks held */
 	uint32_t n_reserved; /* blocks promised by engine_seq_reserve */
-	uint32_t cap;	     /* entries of blocks[] */
-	uint8_t **blocks;
+	uint32_t cap;	     /* blocks blocks[] has room for */
+	uint8_t **blocks;    /* [block * n_layer + layer] */
+	/* [layer] the backend whose memory holds the layer's blocks */
+	struct engine_backend **layer_be;
 	int32_t *tokens; /* the token at each position [0, n_past) */
 	uint32_t tokens_cap;
 	float *embd; /* engine_seq_set_embedding: where passes write it */
@@ -74,41 +78,113 @@ float *engine_seq_embedding(const struct engine_seq *s,
 static uint8_t *engine_seq_k(const struct engine_seq *s, uint32_t il,
 			     uint32_t pos)
 {
-	return s->blocks[pos / ENGINE_KV_BLOCK] +
-	       (size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
+	return s->blocks[(size_t)(pos / ENGINE_KV_BLOCK) * s->n_layer + il] +
 	       (pos % ENGINE_KV_BLOCK) * s->k_row;
 }
 
 static uint8_t *engine_seq_v(const struct engine_seq *s, uint32_t il,
 			     uint32_t pos)
 {
-	return s->blocks[pos / ENGINE_KV_BLOCK] +
-	       (size_t)il * ENGINE_KV_BLOCK * (s->k_row + s->v_row) +
+	return s->blocks[(size_t)(pos / ENGINE_KV_BLOCK) * s->n_layer + il] +
 	       ENGINE_KV_BLOCK * s->k_row + (pos % ENGINE_KV_BLOCK) * s->v_row;
 }
 
-/* A block in the memory of the context's backend; NULL when out of it. */
-static uint8_t *kv_block_alloc(const struct engine_seq *s)
+/*
+ * Where layer il of a sequence's blocks lives: with the backend that
+ * computes the layer now (the pool's layer_be); a sequence's blocks
+ * follow it there (engine_seq_follow).
+ */
+static struct engine_backend *kv_layer_be(const struct engine_kv_pool *p,
+					  uint32_t il)
 {
-	struct engine_backend *be = s->pool->backend;
-
-	return be->iface->alloc(be, s->block_bytes);
+	return p->layer_be ? p->layer_be[il] : p->backend;
 }
 
-static void kv_block_free(const struct engine_seq *s, uint8_t *b)
+/*
+ * bytes from src (in from's memory) to dst (in to's): within one
+ * backend its own copy, else through the host.
+ */
+static int kv_copy(struct engine_backend *to, uint8_t *dst,
+		   struct engine_backend *from, const uint8_t *src,
+		   size_t bytes)
 {
-	struct engine_backend *be = s->pool->backend;
+	void *host;
 
-	be->iface->free(be, b);
+	if (to == from) {
+		to->iface->copy(to, dst, src, bytes);
+		return 0;
+	}
+	host = malloc(bytes);
+	if (!host)
+		return -ENOMEM;
+	from->iface->copy_out(from, host, src, bytes);
+	to->iface->copy_in(to, dst, host, bytes);
+	free(host);
+	return 0;
 }
 
-/* bytes within the backend's memory (prefix reuse) */
-static void kv_copy(const struct engine_seq *s, uint8_t *dst,
-		    const uint8_t *src, size_t bytes)
+/* Free block b's layers (their own backends' memory). */
+static void kv_block_free(struct engine_seq *s, uint32_t b)
 {
-	struct engine_backend *be = s->pool->backend;
+	uint32_t il;
 
-	be->iface->copy(be, dst, src, bytes);
+	for (il = 0; il < s->n_layer; il++) {
+		uint8_t **lb = &s->blocks[(size_t)b * s->n_layer + il];
+
+		if (*lb)
+			s->layer_be[il]->iface->free(s->layer_be[il], *lb);
+		*lb = NULL;
+	}
+}
+
+/* Block b's layers, each on the backend of its layer; false: out of memory. */
+static bool kv_block_alloc(struct engine_seq *s, uint32_t b)
+{
+	uint32_t il;
+
+	for (il = 0; il < s->n_layer; il++) {
+		struct engine_backend *be = s->layer_be[il];
+
+		s->blocks[(size_t)b * s->n_layer + il] = be->iface->alloc(
+			be, s->layer_bytes);
+		if (!s->blocks[(size_t)b * s->n_layer + il]) {
+			kv_block_free(s, b);
+			return false;
+		}
+	}
+	return true;
+}
+
+int engine_seq_follow(struct engine_seq *s, struct err *err)
+{
+	struct engine_kv_pool *p = s->pool;
+	uint32_t il, b;
+	uint8_t *nb;
+
+	for (il = 0; il < s->n_layer; il++) {
+		struct engine_backend *from = s->layer_be[il];
+		struct engine_backend *to = kv_layer_be(p, il);
+
+		if (from == to)
+			continue;
+		for (b = 0; b < s->n_blocks; b++) {
+			uint8_t **lb = &s->blocks[(size_t)b * s->n_layer + il];
+
+			nb = to->iface->alloc(to, s->layer_bytes);
+			if (!nb || kv_copy(to, nb, from, *lb, s->layer_bytes)) {
+				if (nb)
+					to->iface->free(to, nb);
+				return err_set(
+					err, ENOMEM,
+					"out of memory moving the KV cache of layer %u to %s",
+					il, to->dev.name);
+			}
+			from->iface->free(from, *lb);
+			*lb = nb;
+		}
+		s->layer_be[il] = to;
+	}
+	return 0;
 }
 
 int engine_kv_bytes_parse(const char *text, uint64_t *bytes)
@@ -353,6 +429,7 @@ int engine_kv_seq_new(struct engine_kv_pool *p, struct engine_ctx *ctx,
 	const struct engine_model *m = p->model;
 	const struct engine_hparams *hp = &m->hp;
 	struct engine_seq *s;
+	uint32_t il;
 	int ret;
 
 	*out = NULL;
@@ -373,7 +450,16 @@ int engine_kv_seq_new(struct engine_kv_pool *p, struct engine_ctx *ctx,
 				(uint64_t)hp->n_head_kv * hp->head_dim);
 	s->v_row = kv_row_bytes(s->type_v,
 				(uint64_t)hp->n_head_kv * hp->head_dim_v);
-	s->block_bytes = (s->k_row + s->v_row) * hp->n_layer * ENGINE_KV_BLOCK;
+	s->n_layer = hp->n_layer;
+	s->layer_bytes = (s->k_row + s->v_row) * ENGINE_KV_BLOCK;
+	s->block_bytes = s->layer_bytes * hp->n_layer;
+	s->layer_be = calloc(hp->n_layer, sizeof(*s->layer_be));
+	if (!s->layer_be) {
+		free(s);
+		return err_set(err, ENOMEM, "out of memory");
+	}
+	for (il = 0; il < hp->n_layer; il++)
+		s->layer_be[il] = kv_layer_be(p, il);
 	*out = s;
 	return 0;
 }
@@ -398,8 +484,7 @@ static void kv_seq_release(struct engine_seq *s, uint32_t keep)
 	pthread_mutex_lock(&p->lock);
 	before = kv_seq_commit(s);
 	while (s->n_blocks > keep) {
-		kv_block_free(s, s->blocks[--s->n_blocks]);
-		s->blocks[s->n_blocks] = NULL;
+		kv_block_free(s, --s->n_blocks);
 		n++;
 	}
 	after = kv_seq_commit(s);
@@ -425,6 +510,7 @@ void engine_seq_free(struct engine_seq *s)
 	pthread_mutex_unlock(&p->lock);
 	kv_uncommitted(p, promised);
 	free(s->blocks);
+	free(s->layer_be);
 	free(s->tokens);
 	free(s);
 }
@@ -524,7 +610,8 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 
 		while (cap < want)
 			cap *= 2;
-		nb = realloc(s->blocks, cap * sizeof(*s->blocks));
+		nb = realloc(s->blocks,
+			     (size_t)cap * s->n_layer * sizeof(*s->blocks));
 		if (!nb)
 			return err_set(err, ENOMEM, "out of memory");
 		s->blocks = nb;
@@ -533,7 +620,6 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 	pthread_mutex_lock(&p->lock);
 	while (s->n_blocks < want) {
 		uint64_t before = kv_seq_commit(s), after;
-		uint8_t *b;
 
 		s->n_blocks++;
 		after = kv_seq_commit(s);
@@ -546,8 +632,7 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 				(unsigned long long)kv_pool_limit(p));
 			break;
 		}
-		b = kv_block_alloc(s);
-		if (!b) {
+		if (!kv_block_alloc(s, s->n_blocks)) {
 			p->committed -= after - before;
 			pthread_mutex_unlock(&p->lock);
 			kv_uncommitted(p, after - before);
@@ -556,7 +641,7 @@ int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err)
 				"out of memory for a KV block of %zu bytes",
 				s->block_bytes);
 		}
-		s->blocks[s->n_blocks++] = b;
+		s->n_blocks++;
 		p->used += s->block_bytes;
 		p->blocks++;
 	}
@@ -611,10 +696,19 @@ int engine_seq_copy_prefix(struct engine_seq *dst, const struct engine_seq *src,
 		if (run > n - pos)
 			run = n - pos;
 		for (il = 0; il < n_layer; il++) {
-			kv_copy(dst, engine_seq_k(dst, il, pos),
-				engine_seq_k(src, il, pos), run * dst->k_row);
-			kv_copy(dst, engine_seq_v(dst, il, pos),
-				engine_seq_v(src, il, pos), run * dst->v_row);
+			if (kv_copy(dst->layer_be[il],
+				    engine_seq_k(dst, il, pos),
+				    src->layer_be[il],
+				    engine_seq_k(src, il, pos),
+				    run * dst->k_row) ||
+			    kv_copy(dst->layer_be[il],
+				    engine_seq_v(dst, il, pos),
+				    src->layer_be[il],
+				    engine_seq_v(src, il, pos),
+				    run * dst->v_row)) {
+				engine_seq_truncate(dst, 0);
+				return err_set(err, ENOMEM, "out of memory");
+			}
 		}
 	}
 	memcpy(dst->tokens, src->tokens, (size_t)n * sizeof(*dst->tokens));
@@ -657,11 +751,11 @@ size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b)
 static void kv_block_copy(const struct engine_seq *s, uint32_t b, uint8_t *buf,
 			  int dir)
 {
-	struct engine_backend *be = s->pool->backend;
 	uint32_t n = kv_block_fill(s, b), il;
 	uint32_t pos = b * ENGINE_KV_BLOCK;
 
-	for (il = 0; il < s->pool->model->hp.n_layer; il++) {
+	for (il = 0; il < s->n_layer; il++) {
+		struct engine_backend *be = s->layer_be[il];
 		uint8_t *k = engine_seq_k(s, il, pos);
 		uint8_t *v = engine_seq_v(s, il, pos);
 

@@ -4,10 +4,11 @@
  *
  * Paged: a sequence's positions live in blocks of ENGINE_KV_BLOCK
  * positions, taken from its context's pool as the sequence grows and given
- * back when it shrinks or ends. One block holds, layer after layer, the K
+ * back when it shrinks or ends. A block is one piece of memory per layer,
+ * in the memory of the backend that computes the layer, holding the K
  * rows of its positions and then their V rows:
  *
- *   block = [n_layer] { K[ENGINE_KV_BLOCK][k_row], V[ENGINE_KV_BLOCK][v_row] }
+ *   block = [n_layer] -> { K[ENGINE_KV_BLOCK][k_row], V[ENGINE_KV_BLOCK][v_row] }
  *
  * so a position's row of one layer is contiguous (llama.cpp's
  * non-transposed V, as its flash attention reads it) and a run of the
@@ -109,7 +110,22 @@ struct engine_kv_pool {
 	/* set once at init: the shapes, where the blocks live */
 	const struct engine_model *model;
 	struct engine_backend *backend;
+	/*
+	 * [n_layer] the backend that computes each layer now (NULL: all
+	 * backend): new blocks of a layer go to its memory, and a
+	 * sequence's blocks follow it there (engine_seq_follow). The
+	 * context's to set, between passes.
+	 */
+	struct engine_backend **layer_be;
 };
+
+/*
+ * Move the sequence's blocks of each layer to the backend that computes
+ * the layer now (the pool's layer_be), through the host where they
+ * change backend; before a pass. -ENOMEM (a message): the blocks moved so
+ * far stay moved, the others where they were; the sequence is whole.
+ */
+int engine_seq_follow(struct engine_seq *s, struct err *err);
 
 /*
  * The pool's start (engine_ctx_new) for model m, its blocks in be's

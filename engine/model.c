@@ -672,7 +672,10 @@ void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
 {
 	const struct io_placement *p = io_weights_placement(m->weights, i);
 
-	if (p->layout)
+	if (!engine_backend_device_is_host(p->device))
+		engine_backend_weights_copy(
+			p->device, buf, (const uint8_t *)p->data + off, size);
+	else if (p->layout)
 		engine_backend_packed_read(p->layout, &m->gguf->tensors[i],
 					   p->data, off, size, buf);
 	else
@@ -760,6 +763,7 @@ void engine_model_free(struct engine_model *m)
 		return;
 	engine_vocab_free(m->vocab);
 	free(m->layers);
+	engine_weights_release(m);
 	io_weights_free(m->weights);
 	io_gguf_close(m->gguf);
 	free(m->name);

@@ -55,6 +55,17 @@ struct engine_model {
 	struct engine_layer *layers;	  /* [n_layer] */
 };
 
+/*
+ * Move tensors idx[0..n) of m to device, all or none (placement):
+ * -EINVAL (a message) for a move that would split a stage of the forward
+ * pass over two backends, -ENOSPC, -ENODEV and io/'s errors. No forward
+ * pass of any context of m may run meanwhile.
+ */
+int engine_weights_move(struct engine_model *m, const uint64_t *idx, uint64_t n,
+			const char *device, struct err *err);
+/* Free the device memory of m's tensors placed on devices (model free). */
+void engine_weights_release(struct engine_model *m);
+
 /* fn(arg, t) on every tensor view of m, the model's own then each layer's. */
 void engine_model_each_view(struct engine_model *m,
 			    void (*fn)(void *arg, struct engine_tensor *t),

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "model.h"
 
 /* A growing text buffer; on allocation failure it stops growing. */
 struct place_buf {
@@ -250,6 +250,9 @@ static int place_match(const char *sel, const char *name, uint32_t n_layer,
 		       strncmp(name, "output_norm.", 12) == 0;
 	if (strncmp(sel, "blk.", 4) == 0 && sel[4] >= '0' && sel[4] <= '9') {
 		a = strtol(sel + 4, &end, 10);
+		/* "blk.3.attn_q.weight": one tensor, by its name */
+		if (*end == '.')
+			return strcmp(sel, name) == 0;
 		z = a;
 		if (*end == '-' && end[1] >= '0' && end[1] <= '9')
 			z = strtol(end + 1, &end, 10);
@@ -286,7 +289,7 @@ static int place_move_but_experts(struct engine_model *m, const char *device,
 	for (i = 0; i < g->n_tensors; i++)
 		if (!keep_experts || !strstr(g->tensors[i].name, "_exps."))
 			idx[n++] = i;
-	rc = io_weights_move_many(engine_model_weights(m), idx, n, device, err);
+	rc = engine_weights_move(m, idx, n, device, err);
 	free(idx);
 	return rc;
 }
@@ -346,7 +349,6 @@ int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 {
 	struct engine_model *m = engine_ctx_model(ctx);
 	const struct io_gguf *g = engine_model_gguf(m);
-	struct io_weights *w = engine_model_weights(m);
 	uint32_t n_layer = engine_model_info(m)->n_layer;
 	char sel[128], dev[32], extra[2];
 	uint64_t *idx, n = 0, i;
@@ -371,7 +373,7 @@ int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 		rc = err_set(err, EINVAL, "no tensor matches '%.60s'", sel);
 		goto out_free;
 	}
-	rc = io_weights_move_many(w, idx, n, dev, err);
+	rc = engine_weights_move(m, idx, n, dev, err);
 out_free:
 	free(idx);
 	return rc < 0 ? rc : 0;

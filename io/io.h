@@ -522,6 +522,25 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 			 const char *device, struct err *err);
 int io_weights_move(struct io_weights *w, uint64_t i, const char *device,
 		    struct err *err);
+/*
+ * Tensor i's bytes leave io/'s memory for data, memory the caller owns
+ * (a compute backend's buffer, or a host copy on its way to
+ * io_weights_move_many), on device: its placement says so (layout 0:
+ * the file's), and io/'s copy is freed once no tensor is resident in its
+ * region. The caller frees data once the tensor has moved on (a later
+ * detach, or a move, which copies from data) or the weights are freed.
+ * -EINVAL for no such tensor or replicated weights.
+ */
+int io_weights_detach(struct io_weights *w, uint64_t i, void *data,
+		      const char *device, struct err *err);
+/*
+ * io_weights_move_many with each tensor's bytes copied from src[k] (host
+ * memory; NULL: from where it is), for tensors coming back from memory
+ * the caller owned (io_weights_detach), which it frees afterwards.
+ */
+int io_weights_attach_many(struct io_weights *w, const uint64_t *idx,
+			   uint64_t n, const char *device,
+			   const void *const *src, struct err *err);
 /* The device the load put the weights on ("cpu", "numaN"). */
 const char *io_weights_home(const struct io_weights *w);
 /* The devices of io_load_options.devices (or the machine's); owned by w. */

@@ -50,8 +50,13 @@ static int move_device(struct io_weights *w, const char *device, int *node,
 	return 0;
 }
 
-int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
-			 const char *device, struct err *err)
+/*
+ * Move n tensors to device, each copied from src[k] (NULL: from where it
+ * is): io_weights_move_many and io_weights_attach_many.
+ */
+static int move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
+		     const char *device, const void *const *src,
+		     struct err *err)
 {
 	uint64_t k, need = 0, room, off;
 	struct io_region *r;
@@ -75,7 +80,7 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 		if (idx[k] >= w->g->n_tensors)
 			return err_set(err, EINVAL, "no tensor %llu",
 				       (unsigned long long)idx[k]);
-		if (strcmp(w->pl[idx[k]].device, name) != 0)
+		if (strcmp(w->pl[idx[k]].device, name) != 0 || (src && src[k]))
 			need += (w->pl[idx[k]].bytes + MOVE_ALIGN - 1) &
 				~(uint64_t)(MOVE_ALIGN - 1);
 	}
@@ -101,9 +106,9 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 		struct io_placement *p = &w->pl[idx[k]];
 		uint8_t *dst = (uint8_t *)r->mem.base + off;
 
-		if (strcmp(p->device, name) == 0)
+		if (strcmp(p->device, name) == 0 && !(src && src[k]))
 			continue;
-		memcpy(dst, p->data, p->bytes);
+		memcpy(dst, src && src[k] ? src[k] : p->data, p->bytes);
 		p->data = dst;
 		snprintf(p->device, sizeof(p->device), "%s", name);
 		r->refs++;
@@ -119,8 +124,46 @@ int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 	return 0;
 }
 
+int io_weights_move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
+			 const char *device, struct err *err)
+{
+	return move_many(w, idx, n, device, NULL, err);
+}
+
+int io_weights_attach_many(struct io_weights *w, const uint64_t *idx,
+			   uint64_t n, const char *device,
+			   const void *const *src, struct err *err)
+{
+	return move_many(w, idx, n, device, src, err);
+}
+
 int io_weights_move(struct io_weights *w, uint64_t i, const char *device,
 		    struct err *err)
 {
 	return io_weights_move_many(w, &i, 1, device, err);
+}
+
+int io_weights_detach(struct io_weights *w, uint64_t i, void *data,
+		      const char *device, struct err *err)
+{
+	struct io_placement *p;
+	int rc;
+
+	rc = io_weights_wait(w, err);
+	if (rc < 0)
+		return rc;
+	if (i >= w->g->n_tensors)
+		return err_set(err, EINVAL, "no tensor %llu",
+			       (unsigned long long)i);
+	if (w->n_copies > 1)
+		return err_set(
+			err, EINVAL,
+			"the weights are replicated on every NUMA node (--numa=replicate): nothing to move");
+	p = &w->pl[i];
+	io_weights_region_put(w, w->region_of[i]);
+	w->region_of[i] = IO_REGION_NONE;
+	p->data = data;
+	p->layout = 0;
+	snprintf(p->device, sizeof(p->device), "%s", device);
+	return 0;
 }

@@ -54,8 +54,11 @@ int io_weights_region_add(struct io_weights *w, uint32_t *idx, struct err *err)
 
 void io_weights_region_put(struct io_weights *w, uint32_t idx)
 {
-	struct io_region *r = &w->regions[idx];
+	struct io_region *r;
 
+	if (idx == IO_REGION_NONE)
+		return;
+	r = &w->regions[idx];
 	if (r->refs && --r->refs == 0)
 		io_mem_free(&r->mem);
 }

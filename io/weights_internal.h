@@ -141,6 +141,8 @@ void io_arrival_finish(struct io_weights *w, int rc, const struct err *err);
 
 int io_weights_region_add(struct io_weights *w, uint32_t *idx, struct err *err);
 /* One resident tensor fewer; the region's memory goes with the last. */
+/* region_of of a tensor whose bytes left io/'s memory (io_weights_detach) */
+#define IO_REGION_NONE UINT32_MAX
 void io_weights_region_put(struct io_weights *w, uint32_t idx);
 void io_weights_notice(struct io_weights *w, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -386,6 +386,7 @@ int cpu_backend_new(struct engine_backend **out, uint32_t threads,
 		goto out_free;
 	be->iface = &cpu_backend_i;
 	be->ctx = cb;
+	be->threads = cpu_threadpool_size(cb->pool);
 	be->is_host = true;
 	be->dev.kind = IO_DEVICE_CPU;
 	be->dev.index = -1;

@@ -23,7 +23,9 @@
  * KV cache and the golden files are $GOLDEN_DIR/<stem>.<k>-<v>.jsonl,
  * made by the same llama.cpp with the same cache types
  * (tools/golden-kv.mjs; tests/engine/golden-kv.sh runs this); models
- * without such a file are left out. GOLDEN_THREADS=N runs the engine with
+ * without such a file are left out. GOLDEN_PLACEMENT="all ref0" runs each
+ * model where that placement command puts it (tests/engine/ref0.sh).
+ * GOLDEN_THREADS=N runs the engine with
  * N threads (the reference's 2 matter past 256 positions: kv.md).
  */
 #include <check.h>
@@ -258,6 +260,13 @@ START_TEST(test_golden_model)
 		      path, err.msg);
 	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
 		      err.msg);
+	/* GOLDEN_PLACEMENT: where the weights compute ("all ref0") */
+	if (getenv("GOLDEN_PLACEMENT"))
+		ck_assert_msg(engine_placement_apply(ctx,
+						     getenv("GOLDEN_PLACEMENT"),
+						     &err) == 0,
+			      "%s: placement '%s': %s", path,
+			      getenv("GOLDEN_PLACEMENT"), err.msg);
 	snprintf(path, sizeof(path), "%s/%s%s", golden_dir, stem,
 		 golden_suffix);
 	f = fopen(path, "r");

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The reference backend's attention: each (row, head) as
+ * ggml_compute_forward_flash_attn_ext_f16_one_chunk computes it for
+ * llama.cpp's one-token path, in scalar C. Q converted to K's vec_dot
+ * type, each cached K row dotted with it by K's dot (the type table's
+ * vec_dot: the reference build's order), scaled; an online softmax with
+ * libm's expf; V accumulated in an F16 vector for an F16 cache (one FMA
+ * and a rounding to F16 per element and step), in F32 otherwise. A long
+ * row over an F16/F32 cache of one type is split into llama.cpp's KV
+ * chunks, one per thread of the context, and the partials merged
+ * (ggml_flash_attn_ext_reduce_partials), so that the bits are those of
+ * the same thread count on the CPU.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kv.h"
+#include "../quant/quant.h"
+#include "ref.h"
+
+#ifdef __clang__
+#pragma clang fp contract(off)
+#endif
+
+/* The running state of one head over a range of positions. */
+struct ref_att {
+	uint32_t type_k, type_v, dk, dv;
+	enum quant_kv_elem v_elem;
+	float scale, M, S;
+	uint8_t *q;	 /* Q in K's vec_dot type */
+	uint16_t *acc16; /* F16 V */
+	float *acc32;	 /* other V types */
+	float *v32;	 /* one V row as floats */
+};
+
+/* floats of work memory for one head: Q (as F32, the widest), accumulators */
+static size_t ref_att_head_floats(const struct engine_hparams *hp)
+{
+	return (size_t)hp->head_dim + 16 + 3 * (size_t)hp->head_dim_v;
+}
+
+size_t ref_attention_floats(const struct engine_hparams *hp, uint32_t cap,
+			    uint32_t threads)
+{
+	/* one head at a time: its state and its chunks' partials */
+	return ref_att_head_floats(hp) +
+	       (size_t)(threads ? threads : 1) * (2 + hp->head_dim_v);
+}
+
+static void ref_att_begin(struct ref_att *st, const struct engine_hparams *hp,
+			  uint32_t type_k, uint32_t type_v, const float *q,
+			  float *work)
+{
+	st->type_k = type_k;
+	st->type_v = type_v;
+	st->dk = hp->head_dim;
+	st->dv = hp->head_dim_v;
+	st->v_elem = quant_traits(type_v)->kv_elem;
+	st->scale = hp->kq_scale;
+	st->M = -INFINITY;
+	st->S = 0.0f;
+	st->q = (uint8_t *)work;
+	st->acc32 = work + hp->head_dim + 16;
+	st->acc16 = (uint16_t *)st->acc32;
+	st->v32 = st->acc32 + hp->head_dim_v;
+	memset(st->acc32, 0, st->dv * sizeof(float));
+	quant_from_float(quant_vec_dot_type(type_k), q, st->q, st->dk);
+}
+
+/* One position: s = K.Q scaled, then the online softmax step. */
+static void ref_att_step(struct ref_att *st, const uint8_t *k, const uint8_t *v)
+{
+	float s, ms = 1.0f, vs = 1.0f;
+	uint32_t i;
+
+	s = quant_traits(st->type_k)->vec_dot(st->dk, k, st->q);
+	s = s * st->scale;
+	s += 0.0f; /* the mask of a visible position */
+	if (s > st->M) {
+		float mold = st->M;
+
+		st->M = s;
+		ms = expf(mold - st->M);
+		if (st->v_elem == QUANT_KV_F16)
+			for (i = 0; i < st->dv; i++)
+				st->acc16[i] = quant_fp32_to_fp16(
+					quant_fp16_to_fp32(st->acc16[i]) * ms);
+		else
+			for (i = 0; i < st->dv; i++)
+				st->acc32[i] = st->acc32[i] * ms;
+	} else {
+		vs = expf(s - st->M);
+	}
+	if (st->v_elem == QUANT_KV_F16) {
+		const uint16_t *vh = (const uint16_t *)v;
+
+		for (i = 0; i < st->dv; i++)
+			st->acc16[i] = quant_fp32_to_fp16(
+				fmaf(quant_fp16_to_fp32(vh[i]), vs,
+				     quant_fp16_to_fp32(st->acc16[i])));
+	} else {
+		quant_to_float(st->type_v, v, st->v32, st->dv);
+		for (i = 0; i < st->dv; i++)
+			st->acc32[i] = fmaf(st->v32[i], vs, st->acc32[i]);
+	}
+	st->S = st->S * ms + vs;
+}
+
+/* Positions [c0, c1) of KV head kvh of layer il. */
+static void ref_att_range(struct ref_att *st, const struct engine_seq *seq,
+			  uint32_t il, uint32_t kvh, uint32_t c0, uint32_t c1)
+{
+	struct engine_kv_view v;
+	uint32_t c, i;
+
+	for (c = c0; c < c1; c += v.n) {
+		engine_kv_view(seq, il, c, c1, &v);
+		for (i = 0; i < v.n; i++)
+			ref_att_step(st, v.k + kvh * v.k_head + i * v.k_stride,
+				     v.v + kvh * v.v_head + i * v.v_stride);
+	}
+}
+
+/* The unnormalized result in floats (head_dim_v). */
+static void ref_att_vkq(const struct ref_att *st, float *vkq)
+{
+	uint32_t i;
+
+	for (i = 0; i < st->dv; i++)
+		vkq[i] = st->v_elem == QUANT_KV_F16 ?
+				 quant_fp16_to_fp32(st->acc16[i]) :
+				 st->acc32[i];
+}
+
+/*
+ * ggml_flash_attn_ext_reduce_partials for one head: n partials (M, S,
+ * vkq) in position order into out, normalized. C++ built with
+ * contraction: GCC fuses the first product of a*b + c*d.
+ */
+static void ref_att_merge(float *out, const float *partials, size_t stride,
+			  uint32_t n, uint32_t dv)
+{
+	float M = -INFINITY, S = 0.0f;
+	uint32_t c, d;
+
+	memset(out, 0, dv * sizeof(*out));
+	for (c = 0; c < n; c++) {
+		const float *p = partials + c * stride;
+		float mc = p[0], sc = p[1], mn, so, sn;
+
+		if (sc == 0.0f)
+			continue;
+		mn = fmaxf(M, mc);
+		so = expf(M - mn);
+		sn = expf(mc - mn);
+		for (d = 0; d < dv; d++)
+			out[d] = fmaf(out[d], so, p[2 + d] * sn);
+		S = fmaf(S, so, sc * sn);
+		M = mn;
+	}
+	if (S != 0.0f)
+		for (d = 0; d < dv; d++)
+			out[d] = out[d] * (1.0f / S);
+}
+
+/*
+ * KV chunks of a row: llama.cpp splits one-token attention over F16/F32
+ * K and V of one type by ranges of cells, one per thread, once the view
+ * (padded to 256 cells) has 512; otherwise one.
+ */
+static uint32_t ref_att_chunks(uint32_t type_k, uint32_t type_v, uint32_t n_kv,
+			       uint32_t threads)
+{
+	if (threads < 2 || type_k != type_v ||
+	    quant_traits(type_k)->kv_elem == QUANT_KV_CONVERT || n_kv < 512)
+		return 1;
+	return threads;
+}
+
+/* Head h of row b: whole, or in chunks merged. */
+static void ref_att_head(struct engine_backend *be,
+			 const struct engine_att_batch *ab, uint32_t b,
+			 uint32_t h)
+{
+	const struct ref_backend *rb = be->ctx;
+	const struct engine_hparams *hp = ab->hp;
+	const struct engine_seq *seq = ab->seq[b];
+	const uint32_t pos = ab->pos[b];
+	const uint32_t kvh = h / (hp->n_head / hp->n_head_kv);
+	const float *q = ab->q + (size_t)b * ab->q_ld +
+			 (size_t)h * hp->head_dim;
+	float *out = ab->out + (size_t)b * ab->out_ld +
+		     (size_t)h * hp->head_dim_v;
+	float *partials = rb->vkq + ref_att_head_floats(hp);
+	const size_t stride = 2 + hp->head_dim_v;
+	uint32_t type_k, type_v, n_kv, nc, cs, c;
+	struct ref_att st;
+
+	engine_seq_types(seq, &type_k, &type_v);
+	n_kv = (pos + 1 + 255) / 256 * 256;
+	n_kv = n_kv < ab->n_ctx ? n_kv : ab->n_ctx;
+	nc = ref_att_chunks(type_k, type_v, n_kv, rb->threads);
+	if (nc == 1) {
+		ref_att_begin(&st, hp, type_k, type_v, q, rb->vkq);
+		ref_att_range(&st, seq, ab->il, kvh, 0, pos + 1);
+		ref_att_vkq(&st, out);
+		for (c = 0; c < hp->head_dim_v; c++)
+			out[c] = out[c] * (st.S == 0.0f ? 0.0f : 1.0f / st.S);
+		return;
+	}
+	cs = (n_kv + nc - 1) / nc;
+	for (c = 0; c < nc; c++) {
+		uint32_t c0 = c * cs, c1 = c0 + cs;
+		float *part = partials + c * stride;
+
+		/* the masked cells past pos are skipped, as ggml does */
+		c1 = c1 < pos + 1 ? c1 : pos + 1;
+		ref_att_begin(&st, hp, type_k, type_v, q, rb->vkq);
+		if (c0 < c1)
+			ref_att_range(&st, seq, ab->il, kvh, c0, c1);
+		part[0] = st.M;
+		part[1] = st.S;
+		ref_att_vkq(&st, part + 2);
+	}
+	ref_att_merge(out, partials, stride, nc, hp->head_dim_v);
+}
+
+void ref_attention(struct engine_backend *be, const struct engine_att_batch *ab)
+{
+	uint32_t j, h;
+
+	for (j = 0; j < ab->n; j++)
+		for (h = 0; h < ab->hp->n_head; h++)
+			ref_att_head(be, ab, ab->idx[j], h);
+}

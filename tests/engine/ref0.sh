@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The reference backend (engine/ref/, device ref0) through whole models:
+# the golden prompts of every shared model (test_golden, the rule of
+# ../shared/README.md section 4) with all weights on ref0, and with layer
+# 0 on ref0 and the rest on the CPU (the residual stream and the KV cache
+# of that layer in ref0's memory).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+test=$BUILD/tests/engine/test_golden
+[ -x "$test" ] || { echo "FAIL: $test is not built"; exit 1; }
+fails=0
+for place in "all ref0" "blk.0 ref0"; do
+	out=$(LLMFS_REF_DEVICE=1 GOLDEN_PLACEMENT="$place" "$test" 2>&1)
+	rc=$?
+	[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
+	if [ $rc -ne 0 ]; then
+		echo "FAIL: golden prompts with '$place'"
+		echo "$out" | tail -n 20
+		fails=$((fails + 1))
+	else
+		echo "$place:"
+		echo "$out" | grep 'matched prefixes' | sed 's/^/  /'
+	fi
+done
+# without LLMFS_REF_DEVICE there is no ref0 to place on
+if GOLDEN_PLACEMENT="all ref0" "$test" >/dev/null 2>&1; then
+	echo "FAIL: ref0 exists without LLMFS_REF_DEVICE=1"
+	fails=$((fails + 1))
+fi
+[ $fails -eq 0 ]

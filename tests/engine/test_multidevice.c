@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One model computed on two backends: the CPU and the reference backend
+ * (device ref0, engine/ref/, LLMFS_REF_DEVICE=1). A model with some
+ * layers on ref0 gives the tokens, and with batch_exact the bits, of the
+ * CPU alone: ref0 computes llama.cpp's one-token path, the CPU's batch
+ * kernels only reorder it where batch_exact is off. A `placement` write
+ * that moves layers there and back between the steps of a generation
+ * changes no token, the layers' KV cache following them. A move that
+ * would leave a layer on two backends is refused, and nothing moves.
+ *
+ *   make build/tests/engine/test_multidevice && \
+ *       build/tests/engine/test_multidevice
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/engine.h"
+#include "../common/check_main.h"
+
+static const char *const md_models[] = {
+	"stories260K",
+	"tiny-llama-spm32k-kquant",
+	"tiny-qwen3-bpe16k-mixq",
+	"tiny-qwen3moe-bpe16k-q4km",
+};
+
+#define MD_MODELS (sizeof(md_models) / sizeof(md_models[0]))
+#define MD_STEPS 24
+
+static struct engine_ctx *md_open(const char *stem, bool exact)
+{
+	struct engine_model_options opt = { .n_ctx = 256 };
+	struct engine_ctx_options copt = { .threads = 2, .batch_exact = exact };
+	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
+	struct err err = { 0 };
+	char path[1200];
+
+	check_shared_model(path, sizeof(path), stem);
+	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
+		      path, err.msg);
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
+		      err.msg);
+	return ctx;
+}
+
+static void md_close(struct engine_ctx *ctx)
+{
+	struct engine_model *m = engine_ctx_model(ctx);
+
+	engine_ctx_free(ctx);
+	engine_model_free(m);
+}
+
+static void md_place(struct engine_ctx *ctx, const char *command)
+{
+	struct err err = { 0 };
+
+	ck_assert_msg(engine_placement_apply(ctx, command, &err) == 0,
+		      "placement '%s': %s", command, err.msg);
+}
+
+/* The device the placement file gives tensor name (malloc'ed). */
+static char *md_device_of(struct engine_ctx *ctx, const char *name)
+{
+	struct err err = { 0 };
+	char *text, *line, *dev = NULL;
+	size_t len, n = strlen(name);
+
+	ck_assert_int_eq(engine_placement_format(ctx, &text, &len, &err), 0);
+	for (line = text; line && *line; line = strchr(line, '\n')) {
+		if (*line == '\n')
+			line++;
+		if (!strncmp(line, name, n) && line[n] == ' ') {
+			char *end = strchr(line, '\n');
+			char *sp = end;
+
+			while (sp > line && sp[-1] != ' ')
+				sp--;
+			dev = strndup(sp, (size_t)(end - sp));
+			break;
+		}
+	}
+	free(text);
+	ck_assert_msg(dev != NULL, "%s not in the placement file", name);
+	return dev;
+}
+
+static int32_t md_argmax(const float *l, uint32_t n)
+{
+	uint32_t i, best = 0;
+
+	for (i = 1; i < n; i++)
+		if (l[i] > l[best])
+			best = i;
+	return (int32_t)best;
+}
+
+/*
+ * Greedy tokens of a prompt on ctx, the logits of every step into lg
+ * (MD_STEPS rows of n_vocab); placement at_cmd (if any) applied before
+ * step `at`, back_cmd before step `back`.
+ */
+static void md_generate(struct engine_ctx *ctx, int32_t *out, float *lg,
+			const char *at_cmd, int at, const char *back_cmd,
+			int back)
+{
+	const uint32_t nv = engine_model_info(engine_ctx_model(ctx))->n_vocab;
+	const int32_t prompt[] = { 1, 15, 27, 99, 130, 7, 211, 3, 64, 200 };
+	struct engine_seq *seq = NULL;
+	struct err err = { 0 };
+	int32_t tok[16];
+	int s;
+
+	for (s = 0; s < 10; s++)
+		tok[s] = prompt[s] % (int32_t)nv;
+	ck_assert_int_eq(engine_seq_new(ctx, &seq, &err), 0);
+	for (s = 0; s < MD_STEPS; s++) {
+		struct engine_batch_item it = { seq, tok, s ? 1 : 10,
+						lg + (size_t)s * nv };
+
+		if (at_cmd && s == at)
+			md_place(ctx, at_cmd);
+		if (back_cmd && s == back)
+			md_place(ctx, back_cmd);
+		ck_assert_msg(engine_forward(ctx, &it, 1, &err) == 0, "%s",
+			      err.msg);
+		out[s] = md_argmax(lg + (size_t)s * nv, nv);
+		tok[0] = out[s];
+	}
+	engine_seq_free(seq);
+}
+
+/*
+ * Layers split between the CPU and ref0 (the first half on ref0, the
+ * output on the CPU), batch_exact: the CPU's tokens and logits, bit for
+ * bit, prompt and decode.
+ */
+START_TEST(test_split_gives_cpu_tokens)
+{
+	const char *stem = md_models[_i];
+	struct engine_ctx *cpu = md_open(stem, true);
+	struct engine_ctx *split = md_open(stem, true);
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(cpu));
+	const size_t bytes = (size_t)MD_STEPS * in->n_vocab * sizeof(float);
+	float *lc = malloc(bytes), *ls = malloc(bytes);
+	int32_t tc[MD_STEPS], ts[MD_STEPS];
+	char cmd[64], *dev;
+
+	ck_assert(lc && ls);
+	snprintf(cmd, sizeof(cmd), "blk.0-%u ref0",
+		 in->n_layer > 1 ? in->n_layer / 2 - 1 : 0);
+	md_place(split, cmd);
+	dev = md_device_of(split, "blk.0.attn_norm.weight");
+	ck_assert_str_eq(dev, "ref0");
+	free(dev);
+	dev = md_device_of(split, "output_norm.weight");
+	ck_assert_str_eq(dev, "cpu");
+	free(dev);
+	md_generate(cpu, tc, lc, NULL, 0, NULL, 0);
+	md_generate(split, ts, ls, NULL, 0, NULL, 0);
+	ck_assert_mem_eq(tc, ts, sizeof(tc));
+	ck_assert_msg(memcmp(lc, ls, bytes) == 0, "%s: logits differ with '%s'",
+		      stem, cmd);
+	free(lc);
+	free(ls);
+	md_close(cpu);
+	md_close(split);
+}
+END_TEST
+
+/*
+ * The default (batch kernels) mode, greedy: layers moved to ref0 after
+ * the prompt, all of the model later, back to the CPU near the end,
+ * between the steps of one generation: the tokens of the CPU alone.
+ */
+START_TEST(test_move_mid_generation)
+{
+	const char *stem = md_models[_i];
+	struct engine_ctx *cpu = md_open(stem, false);
+	struct engine_ctx *moved = md_open(stem, false);
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(cpu));
+	const size_t bytes = (size_t)MD_STEPS * in->n_vocab * sizeof(float);
+	float *lc = malloc(bytes), *lm = malloc(bytes);
+	int32_t tc[MD_STEPS], tm[MD_STEPS];
+	char *dev;
+
+	ck_assert(lc && lm);
+	md_generate(cpu, tc, lc, NULL, 0, NULL, 0);
+	md_generate(moved, tm, lm, "all ref0", 3, "all cpu", 17);
+	ck_assert_mem_eq(tc, tm, sizeof(tc));
+	dev = md_device_of(moved, "blk.0.attn_norm.weight");
+	ck_assert_str_eq(dev, "cpu");
+	free(dev);
+	/* a layer there and back within a generation, the rest staying */
+	md_generate(moved, tm, lm, "blk.0 ref0", 1, "blk.0 cpu", 9);
+	ck_assert_mem_eq(tc, tm, sizeof(tc));
+	free(lc);
+	free(lm);
+	md_close(cpu);
+	md_close(moved);
+}
+END_TEST
+
+/*
+ * A tensor alone, or the experts, to ref0 would split a layer: refused
+ * with EINVAL, nothing moved; and a stage moves as a whole.
+ */
+START_TEST(test_stage_split_refused)
+{
+	struct engine_ctx *ctx = md_open("tiny-qwen3moe-bpe16k-q4km", false);
+	const char *bad[] = { "blk.0.attn_q.weight ref0", "experts ref0",
+			      "output ref0" };
+	struct err err = { 0 };
+	char *dev;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&err, 0, sizeof(err));
+		ck_assert_int_eq(engine_placement_apply(ctx, bad[i], &err),
+				 -EINVAL);
+		ck_assert_msg(strstr(err.msg, "one device"), "%s", err.msg);
+		dev = md_device_of(ctx, "blk.0.attn_q.weight");
+		ck_assert_str_eq(dev, "cpu");
+		free(dev);
+	}
+	/* the model is tied: the output stage is token_embd's too */
+	md_place(ctx, "all ref0");
+	dev = md_device_of(ctx, "token_embd.weight");
+	ck_assert_str_eq(dev, "ref0");
+	free(dev);
+	md_close(ctx);
+}
+END_TEST
+
+/* Without LLMFS_REF_DEVICE=1 there is no ref0. */
+START_TEST(test_ref0_only_when_asked)
+{
+	struct engine_ctx *ctx = md_open("stories260K", false);
+	struct err err = { 0 };
+	char *dev;
+
+	unsetenv("LLMFS_REF_DEVICE");
+	ck_assert_int_lt(engine_placement_apply(ctx, "blk.0 ref0", &err), 0);
+	dev = md_device_of(ctx, "blk.0.attn_norm.weight");
+	ck_assert_str_eq(dev, "cpu");
+	free(dev);
+	setenv("LLMFS_REF_DEVICE", "1", 1);
+	md_close(ctx);
+}
+END_TEST
+
+static int md_setup(void)
+{
+	size_t i;
+
+	for (i = 0; i < MD_MODELS; i++)
+		if (check_need_model(md_models[i]))
+			return CHECK_SKIP;
+	setenv("LLMFS_REF_DEVICE", "1", 1);
+	return 0;
+}
+
+static void md_tests(TCase *tc)
+{
+	tcase_add_loop_test(tc, test_split_gives_cpu_tokens, 0, MD_MODELS);
+	tcase_add_loop_test(tc, test_move_mid_generation, 0, MD_MODELS);
+	tcase_add_test(tc, test_stage_split_refused);
+	tcase_add_test(tc, test_ref0_only_when_asked);
+}
+
+const struct check_main check_main = {
+	.name = "multidevice",
+	.timeout = 300,
+	.setup = md_setup,
+	.add_tests = md_tests,
+};
