@@ -167,12 +167,10 @@ static int model_get_keys(struct engine_model *m, const struct model_key *keys,
 	return 0;
 }
 
-static int model_read_hparams(struct engine_model *m, struct err *err)
+/* The sizes every arch has: embedding, layers, heads, context. */
+static int model_read_sizes(struct engine_model *m, struct err *err)
 {
 	struct engine_hparams *hp = &m->hp;
-	const struct io_gguf_array *toks;
-	const char *scaling;
-	float scale = 0.0f;
 	int ret;
 
 	ret = model_get_keys(m, model_required,
@@ -190,6 +188,14 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 		return err_set(err, EINVAL,
 			       "%s: block_count = %u is out of range", m->path,
 			       hp->n_layer);
+	return 0;
+}
+
+/* The heads' shapes (llama.cpp's defaults for the optional keys). */
+static int model_read_heads(struct engine_model *m, struct err *err)
+{
+	struct engine_hparams *hp = &m->hp;
+	int ret;
 
 	hp->n_head_kv = hp->n_head;
 	hp->head_dim = hp->n_embd / hp->n_head;
@@ -229,18 +235,24 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 	if (!(hp->rms_norm_eps >= 0.0f) || !isfinite(hp->rms_norm_eps))
 		return err_set(err, EINVAL, "%s: bad layer_norm_rms_epsilon",
 			       m->path);
+	/* llama.cpp reads no attention.scale for these archs */
+	hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
+	return 0;
+}
+
+/* RoPE's base and scaling: linear is a frequency scale; YaRN etc. not here. */
+static int model_read_rope(struct engine_model *m, struct err *err)
+{
+	struct engine_hparams *hp = &m->hp;
+	const char *scaling;
+	float scale = 0.0f;
+	char key[160];
+	int ret;
+
 	if (!(hp->rope_freq_base > 0.0f) || !isfinite(hp->rope_freq_base))
 		return err_set(err, EINVAL, "%s: bad rope.freq_base", m->path);
-
-	/* rope scaling: linear is a frequency scale; YaRN etc. not here */
-	scaling = NULL;
-	{
-		char key[160];
-
-		snprintf(key, sizeof(key), "%s.rope.scaling.type",
-			 m->info.arch_name);
-		scaling = io_gguf_get_str(m->gguf, key);
-	}
+	snprintf(key, sizeof(key), "%s.rope.scaling.type", m->info.arch_name);
+	scaling = io_gguf_get_str(m->gguf, key);
 	if (scaling && strcmp(scaling, "linear") && strcmp(scaling, "none"))
 		return err_set(
 			err, ENOTSUP,
@@ -255,8 +267,13 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 		return err_set(err, EINVAL, "%s: bad rope scaling factor",
 			       m->path);
 	hp->rope_freq_scale = scale == 0.0f ? 1.0f : 1.0f / scale;
-	/* llama.cpp reads no attention.scale for these archs */
-	hp->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
+	return 0;
+}
+
+/* The experts' counts, checked against each other and the engine. */
+static int model_read_experts(struct engine_model *m, struct err *err)
+{
+	const struct engine_hparams *hp = &m->hp;
 
 	if (hp->n_expert > MODEL_MAX_EXPERTS)
 		return err_set(err, EINVAL,
@@ -274,6 +291,13 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 			       "%s: expert_used_count %u > %u is not supported",
 			       m->path, hp->n_expert_used,
 			       ENGINE_MAX_EXPERTS_USED);
+	return 0;
+}
+
+/* What each arch's graph does: rope pairs, Q/K norms, experts. */
+static int model_arch_graph(struct engine_model *m, struct err *err)
+{
+	struct engine_hparams *hp = &m->hp;
 
 	switch (m->info.arch) {
 	case ENGINE_ARCH_LLAMA:
@@ -306,19 +330,37 @@ static int model_read_hparams(struct engine_model *m, struct err *err)
 		return err_set(err, ENOTSUP,
 			       "%s: experts in a '%s' model are not supported",
 			       m->path, m->info.arch_name);
-	if ((ret = model_check_dim(m, "feed_forward_length", hp->n_ff, err)))
-		return ret;
+	return model_check_dim(m, "feed_forward_length", hp->n_ff, err);
+}
 
-	/* n_vocab: the key if present, else the token list (as llama.cpp) */
-	if ((ret = model_get_u32(m, "vocab_size", &hp->n_vocab, false, err)))
+/* n_vocab: the key if present, else the token list (as llama.cpp). */
+static int model_read_vocab_size(struct engine_model *m, struct err *err)
+{
+	const struct io_gguf_array *toks;
+	int ret;
+
+	if ((ret = model_get_u32(m, "vocab_size", &m->hp.n_vocab, false, err)))
 		return ret;
-	if (hp->n_vocab == 0) {
+	if (m->hp.n_vocab == 0) {
 		toks = io_gguf_get_array(m->gguf, "tokenizer.ggml.tokens",
 					 IO_GGUF_STRING);
 		if (toks && toks->n <= UINT32_MAX)
-			hp->n_vocab = (uint32_t)toks->n;
+			m->hp.n_vocab = (uint32_t)toks->n;
 	}
 	return 0;
+}
+
+static int model_read_hparams(struct engine_model *m, struct err *err)
+{
+	int ret;
+
+	if ((ret = model_read_sizes(m, err)) ||
+	    (ret = model_read_heads(m, err)) ||
+	    (ret = model_read_rope(m, err)) ||
+	    (ret = model_read_experts(m, err)) ||
+	    (ret = model_arch_graph(m, err)))
+		return ret;
+	return model_read_vocab_size(m, err);
 }
 
 /* ---- tensors ----------------------------------------------------------- */
@@ -406,8 +448,8 @@ static int model_bind(struct engine_model *m, struct engine_tensor *t,
 	 * the types the reference's x86 CPU_REPACK interleaves (repack.cpp):
 	 * those with a repacked gemv order in the type table
 	 */
-	t->repacked = kind == MT_MATMUL && info->ne[1] % 8 == 0 &&
-		      quant_traits(info->type)->vec_dot_repacked != NULL;
+	t->llama_repacked = kind == MT_MATMUL && info->ne[1] % 8 == 0 &&
+			    quant_traits(info->type)->vec_dot_repacked != NULL;
 	return 0;
 }
 
@@ -496,7 +538,7 @@ static int model_bind_tensors(struct engine_model *m, struct err *err)
 				      MT_MATMUL, true, 2, ne_e, err)))
 			return ret;
 		/* used by get_rows first, so llama.cpp never repacks it */
-		m->tok_embd.repacked = false;
+		m->tok_embd.llama_repacked = false;
 	}
 	if ((ret = model_bind(m, &m->output_norm, "output_norm.weight", MT_NORM,
 			      true, 1, ne_norm, err)) ||

@@ -389,36 +389,51 @@ static int eog_add(struct engine_vocab *v, int32_t id)
 	return 0;
 }
 
-static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
-			 struct err *err)
+/* The special ids of the metadata the vocabulary does not keep itself. */
+struct vocab_specials {
+	int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
+	int32_t eom, sep, mask;
+};
+
+/* The ids and flags the metadata gives (llama.cpp's keys). */
+static void load_special_ids(struct engine_vocab *v, const struct io_gguf *g,
+			     struct vocab_specials *sp)
 {
-	int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1;
-	int32_t fim_rep = -1, fim_sep = -1, eom = -1, sep = -1, mask = -1;
-	int32_t *order, *pos;
 	bool b;
-	int rc = 0;
 
 	load_id(v, g, "tokenizer.ggml.bos_token_id", &v->bos);
 	load_id(v, g, "tokenizer.ggml.eos_token_id", &v->eos);
 	load_id(v, g, "tokenizer.ggml.eot_token_id", &v->eot);
-	load_id(v, g, "tokenizer.ggml.eom_token_id", &eom);
+	load_id(v, g, "tokenizer.ggml.eom_token_id", &sp->eom);
 	load_id(v, g, "tokenizer.ggml.unknown_token_id", &v->unk);
-	load_id(v, g, "tokenizer.ggml.seperator_token_id", &sep);
+	load_id(v, g, "tokenizer.ggml.seperator_token_id", &sp->sep);
 	load_id(v, g, "tokenizer.ggml.padding_token_id", &v->pad);
-	load_id(v, g, "tokenizer.ggml.mask_token_id", &mask);
-	load_id(v, g, "tokenizer.ggml.fim_pre_token_id", &fim_pre);
-	load_id(v, g, "tokenizer.ggml.fim_suf_token_id", &fim_suf);
-	load_id(v, g, "tokenizer.ggml.fim_mid_token_id", &fim_mid);
-	load_id(v, g, "tokenizer.ggml.fim_pad_token_id", &fim_pad);
-	load_id(v, g, "tokenizer.ggml.fim_rep_token_id", &fim_rep);
-	load_id(v, g, "tokenizer.ggml.fim_sep_token_id", &fim_sep);
-	load_id(v, g, "tokenizer.ggml.prefix_token_id", &fim_pre);
-	load_id(v, g, "tokenizer.ggml.suffix_token_id", &fim_suf);
-	load_id(v, g, "tokenizer.ggml.middle_token_id", &fim_mid);
+	load_id(v, g, "tokenizer.ggml.mask_token_id", &sp->mask);
+	load_id(v, g, "tokenizer.ggml.fim_pre_token_id", &sp->fim_pre);
+	load_id(v, g, "tokenizer.ggml.fim_suf_token_id", &sp->fim_suf);
+	load_id(v, g, "tokenizer.ggml.fim_mid_token_id", &sp->fim_mid);
+	load_id(v, g, "tokenizer.ggml.fim_pad_token_id", &sp->fim_pad);
+	load_id(v, g, "tokenizer.ggml.fim_rep_token_id", &sp->fim_rep);
+	load_id(v, g, "tokenizer.ggml.fim_sep_token_id", &sp->fim_sep);
+	load_id(v, g, "tokenizer.ggml.prefix_token_id", &sp->fim_pre);
+	load_id(v, g, "tokenizer.ggml.suffix_token_id", &sp->fim_suf);
+	load_id(v, g, "tokenizer.ggml.middle_token_id", &sp->fim_mid);
 	if (io_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b) == 0)
 		v->add_bos = b;
 	if (io_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b) == 0)
 		v->add_eos = b;
+}
+
+/*
+ * The ids the metadata left unset, found by their text in the order
+ * llama.cpp's map iterates the tokens (vocab_map_order): EOT, EOM and
+ * the fill-in-the-middle tokens.
+ */
+static int detect_specials(struct engine_vocab *v, struct vocab_specials *sp,
+			   struct err *err)
+{
+	int32_t *order, *pos;
+	int rc;
 
 	rc = vocab_map_order(v, &order);
 	if (rc == -ENOMEM)
@@ -436,38 +451,48 @@ static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
 			pos[order[i]] = i;
 		free(order);
 	}
-	rc = 0;
 	detect_by_text(v, pos, &v->eot, eot_texts);
-	detect_by_text(v, pos, &eom, LIST("<|eom_id|>"));
-	detect_by_text(v, pos, &fim_pre,
+	detect_by_text(v, pos, &sp->eom, LIST("<|eom_id|>"));
+	detect_by_text(v, pos, &sp->fim_pre,
 		       LIST("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
 			    "<\xef\xbd\x9c"
 			    "fim\xe2\x96\x81"
 			    "begin\xef\xbd\x9c>",
 			    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>",
 			    "<|prefix|>"));
-	detect_by_text(v, pos, &fim_suf,
+	detect_by_text(v, pos, &sp->fim_suf,
 		       LIST("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
 			    "<\xef\xbd\x9c"
 			    "fim\xe2\x96\x81hole\xef\xbd\x9c>",
 			    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>",
 			    "<|suffix|>"));
-	detect_by_text(v, pos, &fim_mid,
+	detect_by_text(v, pos, &sp->fim_mid,
 		       LIST("<|fim_middle|>", "<fim-middle>", "<fim_middle>",
 			    "<\xef\xbd\x9c"
 			    "fim\xe2\x96\x81"
 			    "end\xef\xbd\x9c>",
 			    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>",
 			    "<|middle|>"));
-	detect_by_text(v, pos, &fim_pad,
+	detect_by_text(v, pos, &sp->fim_pad,
 		       LIST("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
 			    "[PAD]"));
-	detect_by_text(v, pos, &fim_rep,
+	detect_by_text(v, pos, &sp->fim_rep,
 		       LIST("<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
 			    "<REPO>", "<reponame>"));
-	detect_by_text(v, pos, &fim_sep, LIST("<|file_sep|>"));
-
+	detect_by_text(v, pos, &sp->fim_sep, LIST("<|file_sep|>"));
 	free(pos);
+	return 0;
+}
+
+/*
+ * The end-of-generation set (llama.cpp's special_eog_ids) and the
+ * attributes it changes: "unused" control tokens, gpt-oss's tokens that
+ * always render.
+ */
+static int collect_eog(struct engine_vocab *v, const struct vocab_specials *sp,
+		       struct err *err)
+{
+	int rc = 0;
 
 	/* control tokens named "unused" are unused */
 	for (uint32_t i = 0; i < v->n_tokens; i++) {
@@ -478,9 +503,9 @@ static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
 			t->attr |= ENGINE_TOKEN_UNUSED;
 	}
 
-	rc |= eog_add(v, fim_pad);
-	rc |= eog_add(v, fim_rep);
-	rc |= eog_add(v, fim_sep);
+	rc |= eog_add(v, sp->fim_pad);
+	rc |= eog_add(v, sp->fim_rep);
+	rc |= eog_add(v, sp->fim_sep);
 	for (const char *const *t = eog_texts; *t; t++) {
 		int32_t id = find_str(v, *t);
 
@@ -500,10 +525,22 @@ static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
 	}
 	rc |= eog_add(v, v->eos);
 	rc |= eog_add(v, v->eot);
-	rc |= eog_add(v, eom);
+	rc |= eog_add(v, sp->eom);
 	if (rc)
 		return err_set(err, ENOMEM, "vocabulary: out of memory");
 	return 0;
+}
+
+static int load_specials(struct engine_vocab *v, const struct io_gguf *g,
+			 struct err *err)
+{
+	struct vocab_specials sp = { -1, -1, -1, -1, -1, -1, -1, -1, -1 };
+	int rc;
+
+	load_special_ids(v, g, &sp);
+	if ((rc = detect_specials(v, &sp, err)))
+		return rc;
+	return collect_eog(v, &sp, err);
 }
 
 static int special_cmp_len(const void *a, const void *b, void *arg)
