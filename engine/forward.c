@@ -303,7 +303,7 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 	struct forward_scratch *h = p->h;
 	const uint32_t k = hp->n_expert_used;
 	struct engine_matmul router;
-	struct engine_matmul_id id = { .sel = s->exp_sel,
+	struct engine_matmul_id id = { .sel = s->expert_sel,
 				       .k = k,
 				       .act_ld = h->act_row,
 				       .idx = h->live,
@@ -320,8 +320,8 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 			    forward_xn_act(p, &l->ffn_gate_inp), h->live,
 			    p->n_live);
 	ops->matmul(p->be, &router, 1);
-	ops->moe_route_rows(p->be, hp, s->router, hp->n_expert, s->exp_sel,
-			    s->exp_w, h->live, p->n_live);
+	ops->moe_route_rows(p->be, hp, s->router, hp->n_expert, s->expert_sel,
+			    s->expert_w, h->live, p->n_live);
 
 	id.w = &l->ffn_up_exps;
 	id.y = s->up;
@@ -343,13 +343,13 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 			  hp->n_ff, hp->n_ff, s->act, h->act_row, h->slots,
 			  p->n_live * k);
 	id.w = &l->ffn_down_exps;
-	id.y = s->exp_out;
+	id.y = s->expert_out;
 	id.y_ld = hp->n_embd;
 	id.act = s->act;
 	id.act_per_slot = true;
 	ops->matmul_id(p->be, &id);
-	ops->moe_combine_rows(p->be, s->tmp, hp->n_embd, s->exp_out, s->exp_w,
-			      k, hp->n_embd, h->live, p->n_live);
+	ops->moe_combine_rows(p->be, s->tmp, hp->n_embd, s->expert_out,
+			      s->expert_w, k, hp->n_embd, h->live, p->n_live);
 	return 0;
 }
 

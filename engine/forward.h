@@ -41,17 +41,17 @@ struct forward_row {
  */
 struct forward_buffers {
 	struct engine_backend *be;
-	float *x;	   /* [n_embd] residual streams */
-	float *xn;	   /* [n_embd] normed input of a block */
-	float *q, *k, *v;  /* [n_head * head_dim], [n_head_kv * ...] */
-	float *att;	   /* [n_head * head_dim_v] */
-	float *tmp;	   /* [n_embd] a block's output */
-	float *gate, *up;  /* [k][n_ff] */
-	float *router;	   /* [n_expert] */
-	float *rope;	   /* [n_rot] cos/sin at the row's position */
-	float *exp_out;	   /* [k][n_embd] each expert's output */
-	float *exp_w;	   /* [k] the experts' weights */
-	uint32_t *exp_sel; /* [k] the experts */
+	float *x;	      /* [n_embd] residual streams */
+	float *xn;	      /* [n_embd] normed input of a block */
+	float *q, *k, *v;     /* [n_head * head_dim], [n_head_kv * ...] */
+	float *att;	      /* [n_head * head_dim_v] */
+	float *tmp;	      /* [n_embd] a block's output */
+	float *gate, *up;     /* [k][n_ff] */
+	float *router;	      /* [n_expert] */
+	float *rope;	      /* [n_rot] cos/sin at the row's position */
+	float *expert_out;    /* [k][n_embd] each expert's output */
+	float *expert_w;      /* [k] the experts' weights */
+	uint32_t *expert_sel; /* [k] the experts */
 	uint8_t *xn_act[FORWARD_XN_SLOTS];  /* xn in vec_dot types */
 	uint32_t xn_type[FORWARD_XN_SLOTS]; /* UINT32_MAX: stale */
 	const uint32_t *xn_idx;		    /* the rows xn holds */

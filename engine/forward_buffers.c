@@ -70,9 +70,9 @@ static size_t forward_carve_dev(struct forward_buffers *s,
 	s->up = forward_take(&p, c * k * hp->n_ff * sizeof(float));
 	s->router = forward_take(&p, c * hp->n_expert * sizeof(float));
 	s->rope = forward_take(&p, c * hp->n_rot * sizeof(float));
-	s->exp_out = forward_take(&p, c * ku * E * sizeof(float));
-	s->exp_w = forward_take(&p, c * ku * sizeof(float));
-	s->exp_sel = forward_take(&p, c * ku * sizeof(uint32_t));
+	s->expert_out = forward_take(&p, c * ku * E * sizeof(float));
+	s->expert_w = forward_take(&p, c * ku * sizeof(float));
+	s->expert_sel = forward_take(&p, c * ku * sizeof(uint32_t));
 	for (i = 0; i < FORWARD_XN_SLOTS; i++)
 		s->xn_act[i] = forward_take(&p, c * h->act_row);
 	s->act = forward_take(&p, c * k * h->act_row);

@@ -30,11 +30,11 @@ struct engine_tensor {
 	 * llama.cpp's CPU backend would hold this matrix interleaved
 	 * (CPU_REPACK: the types with a repacked gemv order in the type
 	 * table, rows in multiples of 8, used by a matmul) and multiply it
-	 * with its gemv kernels, which add up in another order. Not our
-	 * packed panels (io_placement.layout): those keep the one-token
-	 * order of whichever kernel this flag picks.
+	 * with its gemv kernels, which add up in another order: the
+	 * one-token order to reproduce. Not our packed panels
+	 * (io_placement.layout), which keep the order this flag picks.
 	 */
-	bool repacked;
+	bool llama_repacked;
 };
 
 static inline const uint8_t *engine_tensor_data(const struct engine_tensor *t)

@@ -23,7 +23,7 @@
 /*
  * a is w's row of quant_vec_dot_type(type), as quant_from_float makes it.
  * repacked: llama.cpp would hold this matrix interleaved in its CPU_REPACK
- * buffer (see engine_tensor.repacked) and run the gemv kernel instead.
+ * buffer (see engine_tensor.llama_repacked) and run the gemv kernel instead.
  */
 float dot_row(uint32_t type, int64_t n, const void *w, const void *a,
 	      bool repacked);

@@ -84,7 +84,7 @@ struct cpu_gemm_packed {
 			  int nt, float *const *y, int64_t row0,
 			  const void *ahead, size_t ahead_bytes);
 	/*
-	 * the engine_tensor.repacked of the tensors whose one-token bits
+	 * the engine_tensor.llama_repacked of the tensors whose one-token bits
 	 * run_exact gives (only those are packed)
 	 */
 	bool repacked_order;
@@ -122,7 +122,7 @@ struct cpu_gemm_kernels {
 		    size_t ahead_bytes);
 	/*
 	 * true: run gives the bits of the one-token path of a repacked
-	 * tensor (engine_tensor.repacked; see above)
+	 * tensor (engine_tensor.llama_repacked; see above)
 	 */
 	bool exact;
 	/*

@@ -85,7 +85,7 @@ bool cpu_gemm_able(const struct engine_tensor *w, uint32_t n_tok,
 	if (gemm_packed(w))
 		return n_tok >= 1;
 	return k && k->run && n_tok >= k->min_tokens && n_tok >= 2 &&
-	       (!batch_exact || (k->exact && w->repacked));
+	       (!batch_exact || (k->exact && w->llama_repacked));
 }
 
 /* Rows of panel p (the last may be short). */
@@ -266,7 +266,7 @@ bool cpu_gemm_packable(const struct engine_tensor *w)
 	       strncmp(w->place->device, "gpu", 3) != 0 &&
 	       w->info->ne[1] % CPU_GEMM_ROWS == 0 &&
 	       w->row_bytes <= CPU_PACKED_ROW_MAX &&
-	       w->repacked == k->packed->repacked_order;
+	       w->llama_repacked == k->packed->repacked_order;
 }
 
 struct gemm_pack_job {

@@ -46,7 +46,7 @@ int cpu_gemm_matmul(struct cpu_threadpool *pool, float *const *ys,
 
 /*
  * Whether w may be packed: its type has packed kernels whose one-token
- * order is w's (engine_tensor.repacked) at the CPU's level (every level
+ * order is w's (engine_tensor.llama_repacked) at the CPU's level (every level
  * packs the same matrices, so the bits do not depend on it), w's rows
  * per expert are a multiple of 16 and no longer than CPU_PACKED_ROW_MAX,
  * and it is in host memory, not packed yet.

@@ -84,7 +84,7 @@ static void ops_matvec_packed(float *y, const struct engine_tensor *w,
 			      int64_t e, const void *act, int64_t r0,
 			      int64_t r1)
 {
-	const quant_dot_fn dot = dot_row_fn(w->info->type, w->repacked);
+	const quant_dot_fn dot = dot_row_fn(w->info->type, w->llama_repacked);
 	uint8_t row[CPU_PACKED_ROW_MAX] __attribute__((aligned(64)));
 	int64_t r;
 
@@ -100,7 +100,7 @@ void ops_matvec_rows(float *y, const struct engine_tensor *w, int64_t e,
 	const uint8_t *base = engine_tensor_data(w) +
 			      (uint64_t)e * w->info->ne[1] * w->row_bytes;
 	/* the type's kernel, fetched once for all the rows */
-	const quant_dot_fn dot = dot_row_fn(w->info->type, w->repacked);
+	const quant_dot_fn dot = dot_row_fn(w->info->type, w->llama_repacked);
 	int64_t n = w->info->ne[0];
 	int64_t r;
 
@@ -183,7 +183,7 @@ static void ops_matmul_tiles(const struct ops_matmul_job *j, int64_t r0,
 						rb * (size_t)nr);
 				dot_tile(w->info->type, w->info->ne[0],
 					 base + r * rb, rb, nr, j->acts + t, pk,
-					 (int)nt, out, w->repacked);
+					 (int)nt, out, w->llama_repacked);
 				for (q = 0; q < nr; q++)
 					for (k = 0; k < nt; k++)
 						j->ys[t + k][r + q] =
@@ -240,7 +240,7 @@ void ops_matmul(struct cpu_threadpool *pool, float *const *ys,
 
 	/* the tokens' quants in the tile kernels' order, once for all rows */
 	if (n_tok > 1 && !ops_packed(w) &&
-	    dot_tile_able(w->info->type, w->repacked) &&
+	    dot_tile_able(w->info->type, w->llama_repacked) &&
 	    (packed = cpu_threadpool_scratch(pool, bytes))) {
 		dot_tile_pack(w->info->type, w->info->ne[0], acts, n_tok,
 			      packed);

@@ -65,7 +65,7 @@ struct quant_type_traits {
 	quant_dot_fn vec_dot;
 	/*
 	 * llama.cpp's CPU_REPACK gemv order: the types its x86 CPU backend
-	 * holds interleaved (q4_0, q4_K, q2_K) have one (engine_tensor.repacked)
+	 * holds interleaved (q4_0, q4_K, q2_K) have one (engine_tensor.llama_repacked)
 	 */
 	quant_dot_fn vec_dot_repacked;
 	/*

@@ -114,8 +114,8 @@ static quant_dot_fn ref_dot_of(const struct engine_tensor *w)
 {
 	const struct quant_type_traits *t = quant_traits(w->info->type);
 
-	return w->repacked && t->vec_dot_repacked ? t->vec_dot_repacked :
-						    t->vec_dot;
+	return w->llama_repacked && t->vec_dot_repacked ? t->vec_dot_repacked :
+							  t->vec_dot;
 }
 
 /* y = row r of w (of expert e) . act */
