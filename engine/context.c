@@ -22,10 +22,9 @@ static int context_kv_init(struct engine_ctx *ctx,
 	uint32_t tk = IO_TYPE_F16, tv = IO_TYPE_F16;
 	int ret;
 
-	if ((ret = engine_kv_pool_init(&ctx->kv, ctx->model, ctx->backend,
-				       opt->kv_mem, opt->budget, err)))
+	if ((ret = engine_kv_pool_new(&ctx->kv, ctx->model, ctx->layer_be,
+				      opt->kv_mem, opt->budget, err)))
 		return ret;
-	ctx->kv.layer_be = ctx->layer_be;
 	if (opt->kv_type_k && engine_kv_type_parse(opt->kv_type_k, &tk))
 		return err_set(
 			err, EINVAL,
@@ -121,7 +120,7 @@ void engine_ctx_free(struct engine_ctx *ctx)
 
 	/* the scratch is in the backends' memory */
 	engine_forward_release(ctx);
-	engine_kv_pool_destroy(&ctx->kv);
+	engine_kv_pool_free(ctx->kv);
 	for (i = 0; i < ctx->n_backends; i++)
 		engine_backend_free(ctx->backends[i]);
 	free(ctx->layer_be);
@@ -169,12 +168,23 @@ struct engine_model *engine_ctx_model(const struct engine_ctx *ctx)
 int engine_ctx_set_kv_types(struct engine_ctx *ctx, uint32_t type_k,
 			    uint32_t type_v, struct err *err)
 {
-	return engine_kv_pool_set_types(&ctx->kv, type_k, type_v, err);
+	struct engine_backend *be = ctx->backend;
+
+	/* (types that are no cache's at all: the pool's message) */
+	if (engine_kv_type_name(type_k) && engine_kv_type_name(type_v) &&
+	    (!be->iface->supports(be, ENGINE_OP_ATTENTION, type_k) ||
+	     !be->iface->supports(be, ENGINE_OP_ATTENTION, type_v)))
+		return err_set(
+			err, EINVAL,
+			"KV cache types %s/%s: the %s backend does not attend over them",
+			engine_kv_type_name(type_k),
+			engine_kv_type_name(type_v), be->iface->name);
+	return engine_kv_pool_set_types(ctx->kv, type_k, type_v, err);
 }
 
 void engine_kv_stats(struct engine_ctx *ctx, struct engine_kv_stats *st)
 {
-	engine_kv_pool_stats(&ctx->kv, st);
+	engine_kv_pool_stats(ctx->kv, st);
 }
 
 int engine_seq_new(struct engine_ctx *ctx, struct engine_seq **out,
@@ -182,13 +192,13 @@ int engine_seq_new(struct engine_ctx *ctx, struct engine_seq **out,
 {
 	uint32_t tk, tv;
 
-	engine_kv_pool_types(&ctx->kv, &tk, &tv);
-	return engine_kv_seq_new(&ctx->kv, ctx, tk, tv, out, err);
+	engine_kv_pool_types(ctx->kv, &tk, &tv);
+	return engine_kv_seq_new(ctx->kv, ctx, tk, tv, out, err);
 }
 
 int engine_seq_new_typed(struct engine_ctx *ctx, uint32_t type_k,
 			 uint32_t type_v, struct engine_seq **out,
 			 struct err *err)
 {
-	return engine_kv_seq_new(&ctx->kv, ctx, type_k, type_v, out, err);
+	return engine_kv_seq_new(ctx->kv, ctx, type_k, type_v, out, err);
 }

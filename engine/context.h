@@ -32,10 +32,10 @@ struct engine_ctx {
 	uint32_t n_backends;
 	struct engine_backend *backend; /* backends[0] */
 	bool batch_exact;
-	/* [n_layer] the backend of each layer now: the KV pool's layer_be */
+	/* [n_layer] the backend of each layer now; the KV pool follows it */
 	struct engine_backend **layer_be;
 	struct forward_scratch *fwd; /* grown by engine_forward */
-	struct engine_kv_pool kv;
+	struct engine_kv_pool *kv;
 };
 
 /*

@@ -289,12 +289,18 @@ uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
 struct engine_kv_stats {
 	uint32_t type_k, type_v; /* of new sequences */
 	uint64_t k_bytes_per_token, v_bytes_per_token;
-	uint64_t budget;       /* the most it may hold: --kv-mem, or the
+	uint64_t budget;    /* the most it may hold: --kv-mem, or the
 				* shared budget's KV limit if less */
-	uint64_t committed;    /* held or promised by reservations */
-	uint64_t used;	       /* held by blocks */
-	uint64_t free;	       /* what it could be promised now */
-	uint64_t blocks;       /* blocks held */
+	uint64_t committed; /* held or promised by reservations */
+	uint64_t used;	    /* held by blocks */
+	uint64_t free;	    /* what it could be promised now */
+	uint64_t blocks;    /* blocks held (a shared one once) */
+	uint64_t shared;    /* blocks held by several sequences */
+	/*
+	 * bytes the pool holds: the blocks' chunks (at most the budget,
+	 * rounded up to a chunk of up to 16 blocks)
+	 */
+	uint64_t memory;
 	uint32_t block_tokens; /* positions per block */
 	uint64_t block_bytes;  /* of the current types */
 };
@@ -340,9 +346,10 @@ uint32_t engine_seq_budget_tokens(const struct engine_seq *s);
 /* The token ids of positions [0, engine_seq_length) (borrowed). */
 const int32_t *engine_seq_tokens(const struct engine_seq *s);
 /*
- * Make dst the first n positions of src (tokens and K/V copied): prefix
- * reuse. Same context and K/V types, or -EINVAL; -ENOSPC when the budget
- * has no room (dst is then empty).
+ * Make dst the first n positions of src: prefix reuse. dst holds src's
+ * blocks of those positions (nothing is copied; the first write into a
+ * block both hold copies that block), and its tokens. Same context and
+ * K/V types, or -EINVAL; -ENOMEM (dst is then empty).
  */
 int engine_seq_copy_prefix(struct engine_seq *dst, const struct engine_seq *src,
 			   uint32_t n, struct err *err);

@@ -652,6 +652,9 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 		return err_set(err, ENOMEM, "out of memory");
 	if ((ret = forward_stages(&p)))
 		goto out_free;
+	/* the cache where its layers compute now */
+	if ((ret = engine_kv_pool_follow(ctx->kv, err)))
+		goto out_free;
 	/* the blocks of every position written, or no pass at all */
 	for (i = 0; i < n_items; i++) {
 		struct engine_batch_item *it = &items[i];
@@ -660,9 +663,7 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 			       (uint32_t)(forward_before(items, i) +
 					  it->n_tokens);
 
-		ret = engine_seq_follow(it->seq, err);
-		if (!ret)
-			ret = engine_seq_grow(it->seq, end, err);
+		ret = engine_seq_grow(it->seq, end, err);
 		if (!ret)
 			ret = engine_seq_tokens_reserve(it->seq, end, err);
 		if (ret) {

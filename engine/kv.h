@@ -1,49 +1,40 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The KV cache inside the engine, for engine/forward.c and the backends.
+ * Sequences and their KV cache, for engine/forward.c and the backends.
  *
- * Paged: a sequence's positions live in blocks of ENGINE_KV_BLOCK
- * positions, taken from its context's pool as the sequence grows and given
- * back when it shrinks or ends. A block is one piece of memory per layer,
- * in the memory of the backend that computes the layer, holding the K
- * rows of its positions and then their V rows:
- *
- *   block = [n_layer] -> { K[ENGINE_KV_BLOCK][k_row], V[ENGINE_KV_BLOCK][v_row] }
- *
- * so a position's row of one layer is contiguous (llama.cpp's
- * non-transposed V, as its flash attention reads it) and a run of the
- * block's positions has a constant stride. K and V are stored in the
- * sequence's types (chosen when it started).
+ * A sequence's positions live in blocks of ENGINE_KV_BLOCK positions of
+ * its context's pool (kv_pool.h: the block layout, the budget), taken as
+ * it grows and given back when it shrinks or ends. A prefix taken from
+ * another sequence (engine_seq_copy_prefix) holds the same blocks; a
+ * sequence about to write into a block another one holds copies it first
+ * (engine_seq_grow). K and V are stored in the sequence's types (chosen
+ * when it started).
  */
 #ifndef LLMFS_ENGINE_KV_H
 #define LLMFS_ENGINE_KV_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
 #include "engine.h"
-
-struct engine_model;
-
-/* positions per block */
-#define ENGINE_KV_BLOCK 64
+#include "kv_pool.h"
 
 /*
  * The cache behind an interface (as llama.cpp's llama_kv_cache): the
  * forward pass stores a position's K and V and asks for typed views to
- * attend over; the layout (paged blocks, above), the types of K and V
- * and where the memory is are kv.c's business. struct engine_seq is
+ * attend over; the layout (paged blocks, kv_pool.h), the types of K and
+ * V and where the memory is are kv.c's business. struct engine_seq is
  * kv.c's own.
  */
 
 /*
  * Where position pos of layer il keeps its K row (n_head_kv * head_dim
  * elements of the sequence's K type) and its V row, in the memory of the
- * context's backend: a pass stores them there (kv_store_rows). The
- * position's block must be held (engine_seq_grow).
+ * backend computing the layer: a pass stores them there (kv_store_rows).
+ * The position's block must be held and the sequence's own
+ * (engine_seq_grow).
  */
 void engine_kv_slot(struct engine_seq *s, uint32_t il, uint32_t pos,
 		    struct engine_kv_slot *slot);
@@ -79,8 +70,10 @@ float *engine_seq_embedding(const struct engine_seq *s,
 void engine_seq_append(struct engine_seq *s, const int32_t *tokens, size_t n);
 
 /*
- * Hold blocks for positions [0, n) (engine_forward, before a pass).
- * -ENOSPC with a message when the pool's budget has no room.
+ * Hold blocks for positions [0, n), the blocks that positions [n_past,
+ * n) fall in its own (copied where another sequence holds them):
+ * engine_forward, before a pass. -ENOSPC with a message when the pool's
+ * budget has no room, -ENOMEM; the blocks held before stay held.
  */
 int engine_seq_grow(struct engine_seq *s, uint32_t n, struct err *err);
 /*
@@ -92,58 +85,6 @@ int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
 /* Give back the blocks past position n_past (after a failed pass). */
 void engine_seq_shrink(struct engine_seq *s);
 
-/*
- * The KV cache's blocks of one context: a cap in bytes (within a budget
- * shared with other contexts, if any), the blocks taken from the
- * backend's memory. The context owns one (engine_ctx.kv)
- * and forwards engine.h's calls to it.
- */
-struct engine_kv_pool {
-	pthread_mutex_t lock;	      /* protects what follows */
-	uint64_t cap;		      /* bytes the blocks may take (--kv-mem) */
-	struct engine_budget *shared; /* also charged, if any; borrowed */
-	uint64_t committed;	      /* bytes promised: held or reserved */
-	uint64_t used;		      /* bytes of blocks held */
-	uint64_t blocks;	      /* blocks held */
-	uint32_t type_k, type_v;      /* for sequences started from now on */
-	bool ready;		      /* the lock was made */
-	/* set once at init: the shapes, where the blocks live */
-	const struct engine_model *model;
-	struct engine_backend *backend;
-	/*
-	 * [n_layer] the backend that computes each layer now (NULL: all
-	 * backend): new blocks of a layer go to its memory, and a
-	 * sequence's blocks follow it there (engine_seq_follow). The
-	 * context's to set, between passes.
-	 */
-	struct engine_backend **layer_be;
-};
-
-/*
- * Move the sequence's blocks of each layer to the backend that computes
- * the layer now (the pool's layer_be), through the host where they
- * change backend; before a pass. -ENOMEM (a message): the blocks moved so
- * far stay moved, the others where they were; the sequence is whole.
- */
-int engine_seq_follow(struct engine_seq *s, struct err *err);
-
-/*
- * The pool's start (engine_ctx_new) for model m, its blocks in be's
- * memory, cap bytes at most (0: the shared budget's KV limit, or without
- * one the default budget of the memory left after the weights), also
- * charged to shared if not NULL, f16/f16; and its end, once every
- * sequence of it is freed.
- */
-int engine_kv_pool_init(struct engine_kv_pool *p, const struct engine_model *m,
-			struct engine_backend *be, uint64_t cap,
-			struct engine_budget *shared, struct err *err);
-void engine_kv_pool_destroy(struct engine_kv_pool *p);
-/* engine_ctx_set_kv_types, engine_kv_stats of the pool */
-int engine_kv_pool_set_types(struct engine_kv_pool *p, uint32_t type_k,
-			     uint32_t type_v, struct err *err);
-void engine_kv_pool_types(struct engine_kv_pool *p, uint32_t *type_k,
-			  uint32_t *type_v);
-void engine_kv_pool_stats(struct engine_kv_pool *p, struct engine_kv_stats *st);
 /* engine_seq_new_typed: a sequence of p, ctx its owner (engine_seq_ctx) */
 int engine_kv_seq_new(struct engine_kv_pool *p, struct engine_ctx *ctx,
 		      uint32_t type_k, uint32_t type_v, struct engine_seq **out,

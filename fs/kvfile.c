@@ -97,7 +97,8 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 		"bytes_per_token %llu\nk_bytes_per_token %llu\n"
 		"v_bytes_per_token %llu\nn_ctx %u\nbytes_per_sequence %llu\n"
 		"budget %llu\nused %llu\ncommitted %llu\nfree %llu\n"
-		"blocks %llu\nblock_tokens %u\nblock_bytes %llu\n"
+		"blocks %llu\nblocks_shared %llu\nmemory %llu\n"
+		"block_tokens %u\nblock_bytes %llu\n"
 		"context_ceiling %llu\nsequences %u\n",
 		engine_kv_type_name(st.type_k), engine_kv_type_name(st.type_k),
 		engine_kv_type_name(st.type_v), (unsigned long long)bpt,
@@ -106,7 +107,8 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 		(unsigned long long)bpt * in->n_ctx,
 		(unsigned long long)st.budget, (unsigned long long)st.used,
 		(unsigned long long)st.committed, (unsigned long long)st.free,
-		(unsigned long long)st.blocks, st.block_tokens,
+		(unsigned long long)st.blocks, (unsigned long long)st.shared,
+		(unsigned long long)st.memory, st.block_tokens,
 		(unsigned long long)st.block_bytes,
 		(unsigned long long)kv_ceiling(st.budget, bpt, st.block_tokens),
 		n);

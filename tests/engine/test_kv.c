@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * The KV cache's life (engine/kv.c, engine.h "sequences"): a second
- * prompt on a sequence that holds the first one's tokens evaluates only
- * what is new and gives the tokens of a fresh evaluation; a prefix copied
- * from another sequence likewise; the pool's budget (grow fails with
- * ENOSPC and leaves nothing behind, reservations say EAGAIN or ENOSPC,
- * every block comes back), and one budget shared by two models' pools;
- * K/V types per model, refused where head_dim
- * is not whole blocks; the store/view interface the forward pass and the
+ * The KV cache's life (engine/kv.c, kv_pool.c, engine.h "sequences"): a
+ * second prompt on a sequence that holds the first one's tokens evaluates
+ * only what is new and gives the tokens of a fresh evaluation; a prefix
+ * taken from another sequence likewise, its blocks shared and copied on
+ * the first write; the pool's cap (grow fails with ENOSPC and leaves
+ * nothing behind, reservations say EAGAIN or ENOSPC, every block comes
+ * back) and its chunks, and one budget shared by two models' pools; K/V
+ * types per model, refused where head_dim is not whole blocks; the
+ * store/view interface the forward pass and the
  * backends use.
  *
  *   make build/tests/engine/test_kv && build/tests/engine/test_kv
@@ -362,6 +363,155 @@ START_TEST(test_kv_store_view)
 }
 END_TEST
 
+/* Logits of tokens appended to seq (the last one's), in out. */
+static void kv_forward(struct engine_ctx *m, struct engine_seq *seq,
+		       const int32_t *tok, size_t n, float *out)
+{
+	struct engine_batch_item it = { seq, tok, n, out };
+	struct err err = { 0 };
+
+	ck_assert_msg(engine_forward(m, &it, 1, &err) == 0, "%s", err.msg);
+}
+
+static void kv_stats_are(struct engine_ctx *m, uint64_t blocks, uint64_t shared)
+{
+	struct engine_kv_stats st;
+
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.blocks, blocks);
+	ck_assert_uint_eq(st.shared, shared);
+	ck_assert_uint_eq(st.used, blocks * st.block_bytes);
+	ck_assert_uint_ge(st.memory, st.used);
+}
+
+/*
+ * Prefix reuse holds the donor's blocks instead of copying them: no block
+ * is taken, the blocks count as shared. The first write into a shared
+ * block copies it for the writer alone (the prefix's last, partly filled
+ * block; a donor truncated into a shared block): every sequence then
+ * gives the logits of a fresh evaluation of its own tokens, bit for bit.
+ */
+START_TEST(test_kv_prefix_shares_blocks)
+{
+	struct engine_ctx *m = kv_open("tiny-qwen3-bpe16k-mixq", 0, NULL, NULL);
+	const uint32_t nv = engine_model_info(engine_ctx_model(m))->n_vocab;
+	struct engine_seq *donor, *dst, *late, *fresh;
+	struct engine_kv_stats st;
+	struct err err = { 0 };
+	float *a = malloc(nv * sizeof(float)), *b = malloc(nv * sizeof(float));
+	int32_t tok[200];
+	size_t i;
+
+	ck_assert(a && b);
+	for (i = 0; i < 200; i++)
+		tok[i] = (int32_t)((i * 7919 + 11) % nv);
+	ck_assert_int_eq(engine_seq_new(m, &donor, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &dst, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &late, &err), 0);
+	ck_assert_int_eq(engine_seq_new(m, &fresh, &err), 0);
+	kv_forward(m, donor, tok, 150, a);
+	kv_stats_are(m, 3, 0);
+	ck_assert_int_eq(engine_seq_copy_prefix(dst, donor, 150, &err), 0);
+	ck_assert_uint_eq(engine_seq_length(dst), 150);
+	ck_assert_mem_eq(engine_seq_tokens(dst), tok, 150 * sizeof(int32_t));
+	kv_stats_are(m, 3, 3);
+	kv_forward(m, fresh, tok, 150, b);
+	ck_assert_mem_eq(a, b, nv * sizeof(float));
+	kv_stats_are(m, 6, 3);
+
+	/* dst and the donor write position 150 of the block they share */
+	kv_forward(m, dst, &tok[160], 1, a);
+	kv_stats_are(m, 7, 2); /* block 2 copied for dst */
+	kv_forward(m, donor, &tok[170], 1, a);
+	kv_stats_are(m, 7, 2); /* the donor's block 2 is its own again */
+	kv_forward(m, dst, &tok[161], 1, a);
+	kv_forward(m, fresh, &tok[160], 1, b);
+	kv_forward(m, fresh, &tok[161], 1, b);
+	ck_assert_mem_eq(a, b, nv * sizeof(float));
+	kv_forward(m, donor, &tok[171], 1, a);
+	engine_seq_truncate(fresh, 150);
+	kv_forward(m, fresh, &tok[170], 1, b);
+	kv_forward(m, fresh, &tok[171], 1, b);
+	ck_assert_mem_eq(a, b, nv * sizeof(float));
+
+	/* a donor truncated into a block it shares rewrites a copy of it */
+	ck_assert_int_eq(engine_seq_copy_prefix(late, donor, 152, &err), 0);
+	kv_stats_are(m, 7, 3);
+	engine_seq_truncate(donor, 100);
+	kv_forward(m, donor, tok + 20, 30, a); /* other tokens at 100.. */
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.shared, 2); /* blocks 0 and 1: late and dst */
+	kv_forward(m, late, &tok[180], 1, a);
+	kv_forward(m, fresh, &tok[180], 1, b);
+	ck_assert_mem_eq(a, b, nv * sizeof(float));
+
+	engine_seq_free(donor);
+	engine_seq_free(dst);
+	engine_seq_free(late);
+	engine_seq_free(fresh);
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.blocks, 0);
+	ck_assert_uint_eq(st.shared, 0);
+	ck_assert_uint_eq(st.committed, 0);
+	ck_assert_uint_eq(st.memory, 0);
+	free(a);
+	free(b);
+	kv_close(m);
+}
+END_TEST
+
+/*
+ * The pool's blocks come in chunks of the backend's memory and go back
+ * to a free list: a budget of 64 blocks of stories260K (40960 bytes each)
+ * is four chunks of 16. Sequences freed in any order leave free blocks
+ * scattered over the chunks, which a new sequence takes (the budget fills
+ * to its last block); the memory held never passes the budget, and a
+ * chunk nobody holds a block of goes back at once.
+ */
+START_TEST(test_kv_pool_chunks)
+{
+	const uint64_t bb = 40960;
+	struct engine_ctx *m = kv_open("stories260K", 64 * bb, NULL, NULL);
+	struct engine_seq *s[8], *big;
+	struct engine_kv_stats st;
+	struct err err = { 0 };
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		ck_assert_int_eq(engine_seq_new(m, &s[i], &err), 0);
+		ck_assert_int_eq(
+			engine_seq_grow(s[i], 8 * ENGINE_KV_BLOCK, &err), 0);
+	}
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.blocks, 64);
+	ck_assert_uint_eq(st.memory, 64 * bb);
+	ck_assert_int_eq(engine_seq_new(m, &big, &err), 0);
+	ck_assert_int_eq(engine_seq_grow(big, 1, &err), -ENOSPC);
+	for (i = 1; i < 8; i += 2)
+		engine_seq_free(s[i]);
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.blocks, 32);
+	ck_assert_uint_eq(st.memory, 64 * bb); /* every chunk half held */
+	ck_assert_int_eq(engine_seq_grow(big, 32 * ENGINE_KV_BLOCK, &err), 0);
+	ck_assert_int_eq(engine_seq_grow(big, 33 * ENGINE_KV_BLOCK, &err),
+			 -ENOSPC);
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.blocks, 64);
+	ck_assert_uint_eq(st.memory, 64 * bb);
+	engine_seq_free(big);
+	for (i = 0; i < 8; i += 2) {
+		engine_seq_free(s[i]);
+		engine_kv_stats(m, &st);
+		ck_assert_uint_le(st.memory, st.budget);
+	}
+	engine_kv_stats(m, &st);
+	ck_assert_uint_eq(st.blocks, 0);
+	ck_assert_uint_eq(st.used, 0);
+	ck_assert_uint_eq(st.memory, 0);
+	kv_close(m);
+}
+END_TEST
+
 /* --kv-mem sizes: one parser for llmfs and llmfs-run. */
 START_TEST(test_kv_bytes_parse)
 {
@@ -403,6 +553,8 @@ static void kv_tests(TCase *tc)
 	tcase_add_loop_test(tc, test_kv_second_turn_evaluates_only_new_tokens,
 			    0, 2);
 	tcase_add_test(tc, test_kv_copied_prefix_same_tokens);
+	tcase_add_test(tc, test_kv_prefix_shares_blocks);
+	tcase_add_test(tc, test_kv_pool_chunks);
 	tcase_add_test(tc, test_kv_budget);
 	tcase_add_test(tc, test_kv_shared_budget);
 	tcase_add_test(tc, test_kv_types);

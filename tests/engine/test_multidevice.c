@@ -208,6 +208,68 @@ START_TEST(test_move_mid_generation)
 END_TEST
 
 /*
+ * Two sequences sharing a prefix's blocks (one partly filled), each
+ * stepping on after the layers moved to ref0 and back: the pool moves
+ * every block once, shared or not, and each sequence's copy on write
+ * happens where the layer is. The logits of the CPU alone, bit for bit
+ * (batch_exact).
+ */
+static void md_shared_steps(struct engine_ctx *ctx, const char *there,
+			    float *lg)
+{
+	const uint32_t nv = engine_model_info(engine_ctx_model(ctx))->n_vocab;
+	struct engine_seq *a = NULL, *b = NULL;
+	struct err err = { 0 };
+	int32_t tok[80];
+	int i;
+
+	for (i = 0; i < 80; i++)
+		tok[i] = (int32_t)((i * 131 + 5) % (int)nv);
+	ck_assert_int_eq(engine_seq_new(ctx, &a, &err), 0);
+	ck_assert_int_eq(engine_seq_new(ctx, &b, &err), 0);
+	{
+		struct engine_batch_item it = { a, tok, 70, lg };
+
+		ck_assert_int_eq(engine_forward(ctx, &it, 1, &err), 0);
+	}
+	ck_assert_int_eq(engine_seq_copy_prefix(b, a, 70, &err), 0);
+	for (i = 0; i < 4; i++) {
+		struct engine_batch_item it = { i % 2 ? a : b, &tok[70 + i], 1,
+						lg + (size_t)(i + 1) * nv };
+
+		if (there && i == 0)
+			md_place(ctx, there);
+		if (there && i == 2)
+			md_place(ctx, "all cpu");
+		ck_assert_msg(engine_forward(ctx, &it, 1, &err) == 0, "%s",
+			      err.msg);
+	}
+	engine_seq_free(a);
+	engine_seq_free(b);
+}
+
+START_TEST(test_shared_prefix_moves)
+{
+	struct engine_ctx *cpu = md_open("tiny-qwen3-bpe16k-mixq", true);
+	struct engine_ctx *moved = md_open("tiny-qwen3-bpe16k-mixq", true);
+	const size_t bytes =
+		5 * (size_t)engine_model_info(engine_ctx_model(cpu))->n_vocab *
+		sizeof(float);
+	float *lc = malloc(bytes), *lm = malloc(bytes);
+
+	ck_assert(lc && lm);
+	md_shared_steps(cpu, NULL, lc);
+	md_shared_steps(moved, "all ref0", lm);
+	ck_assert_msg(memcmp(lc, lm, bytes) == 0,
+		      "logits differ with a shared prefix moved");
+	free(lc);
+	free(lm);
+	md_close(cpu);
+	md_close(moved);
+}
+END_TEST
+
+/*
  * A tensor alone, or the experts, to ref0 would split a layer: refused
  * with EINVAL, nothing moved; and a stage moves as a whole.
  */
@@ -270,6 +332,7 @@ static void md_tests(TCase *tc)
 {
 	tcase_add_loop_test(tc, test_split_gives_cpu_tokens, 0, MD_MODELS);
 	tcase_add_loop_test(tc, test_move_mid_generation, 0, MD_MODELS);
+	tcase_add_test(tc, test_shared_prefix_moves);
 	tcase_add_test(tc, test_stage_split_refused);
 	tcase_add_test(tc, test_ref0_only_when_asked);
 }

@@ -26,8 +26,8 @@ check "kv: type_v q4_0" grep -qx 'type_v q4_0' "$WORK/kv"
 check "kv: k_bytes_per_token 544" grep -qx 'k_bytes_per_token 544' "$WORK/kv"
 check "kv: v_bytes_per_token 288" grep -qx 'v_bytes_per_token 288' "$WORK/kv"
 check "kv: bytes_per_token 832" grep -qx 'bytes_per_token 832' "$WORK/kv"
-for k in budget used committed free blocks block_tokens block_bytes \
-		context_ceiling; do
+for k in budget used committed free blocks blocks_shared memory \
+		block_tokens block_bytes context_ceiling; do
 	check "kv: $k" grep -qE "^$k [0-9]+$" "$WORK/kv"
 done
 check "kv: a ceiling line per type pair (64)" \
