@@ -4,7 +4,7 @@
  * cpu_isa_att), attention_avx512.c's twins in 8 lanes: the one-token F16
  * steps, the fused F16 loop of att_run, libm's expf on 8 lanes (in
  * double, with AVX2's gathers), and the tiled prompt attention's blocks.
- * Each gives the scalar code's bits (engine/attention.c,
+ * Each gives the scalar code's bits (attention.c,
  * engine/cpu/attention_tiled.c): every float is the same chain of the same
  * operations, only the lanes differ; the horizontal sum of a K.Q is
  * dot_hsum16's tree over two 8-lane halves.

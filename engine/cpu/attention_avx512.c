@@ -3,7 +3,7 @@
  * Attention's vector steps at the AVX-512 level (engine/cpu/isa.h's
  * struct cpu_isa_att): the F16 steps of the one-token path
  * (ggml_vec_mad_f16 and friends, one FMA and one F16C rounding per
- * element, as the scalar code in engine/attention.c), the fused F16
+ * element, as the scalar code in attention.c), the fused F16
  * loop of att_run, libm's expf on 16 lanes, and the tiled prompt
  * attention's blocks (engine/cpu/attention_tiled.c has the scalar
  * definition of their order). Each gives the scalar code's bits.

@@ -30,7 +30,7 @@ struct att_state;
 struct att_tile;
 
 /*
- * Attention's vector steps at one level (engine/attention.h,
+ * Attention's vector steps at one level (attention.h,
  * attention_tiled.h), each the scalar code's bits.
  */
 struct cpu_isa_att {
