@@ -4,7 +4,10 @@
 #
 #   1. No include cycle between the files of engine/. A .c file and the
 #      headers of the same name beside it are one module (x.c, x.h and
-#      x_internal.h); a header without such a .c is a module of its own,
+#      x_internal.h), and a folder's internal.h, the helpers its files
+#      share (STYLE.md, section 2), is the module named after the folder
+#      where there is one (template/internal.h with template/template.c);
+#      a header without such a .c is a module of its own,
 #      and so is a .c without a header. Module A depends on
 #      module B when a file of A includes a file of B ("..." includes
 #      only); the dependencies must form no cycle (tsort finds them).
@@ -23,7 +26,13 @@ fail=0
 
 # module of a file: its path without .c/.h, relative to the folder
 module() {
-	local f=${1#"$root"/}
+	local f=${1#"$root"/} d
+	d=$(dirname "$f")
+	if [ "${f##*/}" = internal.h ] && [ "$d" != . ] &&
+		[ -e "$root/$d/${d##*/}.c" ]; then
+		echo "$d/${d##*/}"
+		return
+	fi
 	f=${f%.[ch]}
 	echo "${f%_internal}"
 }

@@ -30,9 +30,22 @@ echo "$out" | grep -qx '  a' && echo "$out" | grep -qx '  b' ||
 rm "$work/e/b.c"
 printf '#include "a.h"\n' >"$work/e/b.h"
 "$check" "$work/e" >/dev/null && fail "a cycle a.c -> b.h -> a.h was not found"
-# outside cpu/ only backend.c may name it
 : >"$work/e/b.h"
 "$check" "$work/e" >/dev/null || fail "a tree without a cycle failed"
+# a folder's internal.h that includes the folder's own header is that
+# module's (t/t.c -> t/internal.h -> t/t.h): no cycle
+mkdir -p "$work/e/t"
+printf '#include "internal.h"\n' >"$work/e/t/t.c"
+printf '#include "t.h"\n' >"$work/e/t/internal.h"
+: >"$work/e/t/t.h"
+printf '#include "internal.h"\n' >"$work/e/t/u.c"
+"$check" "$work/e" >/dev/null || fail "t/internal.h -> t/t.h made a cycle"
+# but a cycle through it is one still (t.h -> u.h -> internal.h -> t.h)
+printf '#include "internal.h"\n' >"$work/e/t/u.h"
+printf '#include "u.h"\n' >"$work/e/t/t.h"
+"$check" "$work/e" >/dev/null && fail "t -> u -> t through internal.h was not found"
+rm -r "$work/e/t"
+# outside cpu/ only backend.c may name it
 printf '/* see cpu/k.c */\n' >"$work/e/a.h"
 out=$("$check" "$work/e") && fail "a.h names cpu/ and passed"
 echo "$out" | grep -qx '  a.h' || fail "a.h is not named: $out"
