@@ -21,8 +21,9 @@ PKGS_DEB = build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	   libcurl4-openssl-dev openssl
 IO_PKGS = liburing numa
 # jansson: JSON schemas for constrained output (engine/grammar/schema.c) and
-# chat templates' tojson (engine/template/)
-ENGINE_PKGS = libpcre2-8 jansson
+# chat templates' tojson (engine/template/); nettle: the checksums of KV
+# snapshots (engine/snapshot.c)
+ENGINE_PKGS = libpcre2-8 jansson nettle
 # libcurl and jansson: remote models (fs/remote*.c)
 FS_PKGS = fuse3 nettle libcurl jansson
 TEST_PKGS = check jansson

@@ -316,15 +316,8 @@ struct engine_seq;
 
 int engine_seq_new(struct engine_ctx *ctx, struct engine_seq **out,
 		   struct err *err);
-/* The same with given K/V types (a restored snapshot's). */
-int engine_seq_new_typed(struct engine_ctx *ctx, uint32_t type_k,
-			 uint32_t type_v, struct engine_seq **out,
-			 struct err *err);
 void engine_seq_types(const struct engine_seq *s, uint32_t *type_k,
 		      uint32_t *type_v);
-/* Bytes of one position's K (and V) in one layer. */
-void engine_seq_row_bytes(const struct engine_seq *s, uint64_t *k_row,
-			  uint64_t *v_row);
 void engine_seq_free(struct engine_seq *s);
 /* The context whose pool the sequence's blocks are from. */
 struct engine_ctx *engine_seq_ctx(const struct engine_seq *s);
@@ -355,16 +348,76 @@ int engine_seq_copy_prefix(struct engine_seq *dst, const struct engine_seq *src,
 			   uint32_t n, struct err *err);
 
 /*
- * Snapshots: the sequence's K/V bytes block by block (positions
- * [64 b, 64 b + 64) that it fills), each layer's K rows then its V rows.
- * engine_seq_set_tokens makes s hold n positions of those tokens (blocks
- * taken from the budget: -ENOSPC) whose K/V the caller then writes.
+ * Snapshots: a sequence's KV cache as bytes that a sequence of another
+ * context of the same model (another process, after a remount) restores,
+ * to go on exactly as the saved one would have (engine/snapshot.c has the
+ * format; kv.md, "Snapshots"). A snapshot carries the caller's extra
+ * bytes (fs/: the session's conversation) and names its model by a
+ * digest of ENGINE_SNAPSHOT_MODEL bytes the caller gives (fs/: the SHA-256
+ * of the model's file): the engine reads no file.
  */
-size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b);
-void engine_seq_block_read(const struct engine_seq *s, uint32_t b, void *out);
-void engine_seq_block_write(struct engine_seq *s, uint32_t b, const void *in);
-int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
-			  uint32_t n, struct err *err);
+#define ENGINE_SNAPSHOT_HEADER 128 /* bytes of a snapshot's header */
+#define ENGINE_SNAPSHOT_MODEL 32   /* bytes of a model's digest */
+#define ENGINE_SNAPSHOT_SUM 32	   /* bytes of each checksum (SHA-256) */
+/* extra bytes longer than this are not a snapshot's */
+#define ENGINE_SNAPSHOT_EXTRA_MAX (64ull << 20)
+
+/*
+ * s's snapshot, piece by piece to put(arg, bytes, n) (0, or a negative
+ * errno that stops it): 0, put's error, or -ENOMEM.
+ */
+int engine_snapshot_save(const struct engine_seq *s,
+			 const uint8_t model[ENGINE_SNAPSHOT_MODEL],
+			 const void *extra, size_t extra_bytes,
+			 int (*put)(void *arg, const void *p, size_t n),
+			 void *arg);
+
+/*
+ * A snapshot's header (ENGINE_SNAPSHOT_HEADER bytes) checked for a
+ * sequence of ctx, and against model's digest unless model is NULL: 0,
+ * or -EINVAL with the reason (not a snapshot, another version or shape,
+ * types the model cannot use, sizes, another model).
+ */
+int engine_snapshot_check(struct engine_ctx *ctx, const void *header,
+			  const uint8_t model[ENGINE_SNAPSHOT_MODEL],
+			  struct err *err);
+
+/*
+ * Restoring: a loader takes the snapshot piece by piece, as its bytes
+ * arrive, so that the caller holds one piece at a time. Made from the
+ * header (engine_snapshot_check's errors but the model's, which
+ * engine_snapshot_load_model gives the caller to compare; -ENOMEM), it
+ * says the size of the next piece it wants (0: it has them all) and takes
+ * it: first the tokens, the extra bytes and their checksum (the
+ * sequence's blocks are taken from the pool then: -ENOSPC), then each
+ * block with its checksum. -EINVAL with the reason for a piece that is
+ * not right (a checksum, a token the model has not). The caller frees
+ * the loader (engine_snapshot_load_free: NULL does nothing), and the
+ * sequence once it took it.
+ */
+struct engine_snapshot_load;
+
+int engine_snapshot_load_new(struct engine_snapshot_load **out,
+			     struct engine_ctx *ctx, const void *header,
+			     struct err *err);
+/* The digest of the model the snapshot was made from (borrowed). */
+const uint8_t *engine_snapshot_load_model(const struct engine_snapshot_load *l);
+/* Bytes of the whole snapshot, header included, as its header says. */
+uint64_t engine_snapshot_load_total(const struct engine_snapshot_load *l);
+/* Bytes of the next piece to take; 0 once the snapshot is whole. */
+size_t engine_snapshot_load_need(const struct engine_snapshot_load *l);
+/* Take the next piece: engine_snapshot_load_need bytes. */
+int engine_snapshot_load_take(struct engine_snapshot_load *l, const void *piece,
+			      struct err *err);
+/* The extra bytes, once the first piece is taken (borrowed from l). */
+const void *engine_snapshot_load_extra(const struct engine_snapshot_load *l,
+				       size_t *len);
+/*
+ * The restored sequence, once the snapshot is whole (else NULL): the
+ * caller owns it from then on.
+ */
+struct engine_seq *engine_snapshot_load_seq(struct engine_snapshot_load *l);
+void engine_snapshot_load_free(struct engine_snapshot_load *l);
 
 /* How tokens' states become one embedding: llama.cpp's llama_pooling_type. */
 enum engine_pooling {

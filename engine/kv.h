@@ -85,6 +85,27 @@ int engine_seq_tokens_reserve(struct engine_seq *s, uint32_t n,
 /* Give back the blocks past position n_past (after a failed pass). */
 void engine_seq_shrink(struct engine_seq *s);
 
+/*
+ * What snapshots (snapshot.c) read and write: the sequence's K/V bytes
+ * block by block (positions [64 b, 64 b + 64) that it fills), each
+ * layer's K rows then its V rows. engine_seq_set_tokens makes s hold n
+ * positions of those tokens (fresh blocks taken from the pool: -ENOSPC)
+ * whose K/V the caller then writes.
+ */
+size_t engine_seq_block_size(const struct engine_seq *s, uint32_t b);
+void engine_seq_block_read(const struct engine_seq *s, uint32_t b, void *out);
+void engine_seq_block_write(struct engine_seq *s, uint32_t b, const void *in);
+int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
+			  uint32_t n, struct err *err);
+
+/* The same with given K/V types (a restored snapshot's). */
+int engine_seq_new_typed(struct engine_ctx *ctx, uint32_t type_k,
+			 uint32_t type_v, struct engine_seq **out,
+			 struct err *err);
+/* Bytes of one position's K (and V) in one layer. */
+void engine_seq_row_bytes(const struct engine_seq *s, uint64_t *k_row,
+			  uint64_t *v_row);
+
 /* engine_seq_new_typed: a sequence of p, ctx its owner (engine_seq_ctx) */
 int engine_kv_seq_new(struct engine_kv_pool *p, struct engine_ctx *ctx,
 		      uint32_t type_k, uint32_t type_v, struct engine_seq **out,
