@@ -24,6 +24,9 @@ fi
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-$(cd .. && pwd)/shared}
+# The daemon names a file by its real path (the models file's source
+# column): so do we, for a ../shared that is a symlink (CI's is).
+SHARED=$(cd "$SHARED" 2>/dev/null && pwd -P || echo "$SHARED")
 LLMFS=${LLMFS:-$BUILD/bin/llmfs}
 RUN=${LLMFS_RUN:-$BUILD/bin/llmfs-run}
 STORIES=$SHARED/models/stories260K.gguf
