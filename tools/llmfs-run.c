@@ -174,40 +174,87 @@ enum {
 	OPT_LOGPROBS,
 };
 
+static const struct option run_options[] = {
+	{ "model", required_argument, NULL, 'm' },
+	{ "prompt", required_argument, NULL, 'p' },
+	{ "file", required_argument, NULL, 'f' },
+	{ "n-predict", required_argument, NULL, 'n' },
+	{ "ctx", required_argument, NULL, 'c' },
+	{ "threads", required_argument, NULL, 't' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "temp", required_argument, NULL, OPT_TEMP },
+	{ "top-k", required_argument, NULL, OPT_TOP_K },
+	{ "top-p", required_argument, NULL, OPT_TOP_P },
+	{ "min-p", required_argument, NULL, OPT_MIN_P },
+	{ "repeat-penalty", required_argument, NULL, OPT_REPEAT_PENALTY },
+	{ "repeat-last-n", required_argument, NULL, OPT_REPEAT_LAST_N },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "stop", required_argument, NULL, OPT_STOP },
+	{ "chat", no_argument, NULL, OPT_CHAT },
+	{ "think", required_argument, NULL, OPT_THINK },
+	{ "kv-type-k", required_argument, NULL, OPT_KV_TYPE_K },
+	{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
+	{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
+	{ "batch-exact", no_argument, NULL, OPT_BATCH_EXACT },
+	{ "no-pack", no_argument, NULL, OPT_NO_PACK },
+	{ "grammar", required_argument, NULL, OPT_GRAMMAR },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "json-schema", required_argument, NULL, OPT_JSON_SCHEMA },
+	{ "print-tokens", no_argument, NULL, OPT_PRINT_TOKENS },
+	{ "logprobs", required_argument, NULL, OPT_LOGPROBS },
+	{ 0 },
+};
+
+/* A sampling option into s; false: c is not one. */
+static bool run_parse_sampling(int c, const char *arg,
+			       struct engine_sampling *s)
+{
+	switch (c) {
+	case OPT_TEMP: s->temperature = run_float("--temp", arg); break;
+	case OPT_TOP_K:
+		s->top_k = run_long("--top-k", arg, INT32_MIN, INT32_MAX);
+		break;
+	case OPT_TOP_P: s->top_p = run_float("--top-p", arg); break;
+	case OPT_MIN_P: s->min_p = run_float("--min-p", arg); break;
+	case OPT_REPEAT_PENALTY:
+		s->repeat_penalty = run_float("--repeat-penalty", arg);
+		if (s->repeat_penalty <= 0.0f)
+			run_bad_option("--repeat-penalty", arg);
+		break;
+	case OPT_REPEAT_LAST_N:
+		s->repeat_last_n = run_long("--repeat-last-n", arg, -1,
+					    INT32_MAX);
+		break;
+	case OPT_SEED: s->seed = run_u64("--seed", arg); break;
+	default: return false;
+	}
+	return true;
+}
+
+/* What the options say together: exits 2 where they do not fit. */
+static void run_parse_check(int argc, char **argv, const struct run_args *a)
+{
+	if (optind < argc) {
+		fprintf(stderr, "llmfs-run: unexpected argument '%s'\n",
+			argv[optind]);
+		run_usage(stderr);
+		exit(2);
+	}
+	if (!!a->grammar + !!a->json_schema + a->json > 1) {
+		fputs("llmfs-run: one of --grammar, --json, --json-schema\n",
+		      stderr);
+		exit(2);
+	}
+	if (!a->model || !a->prompt == !a->file) {
+		fputs("llmfs-run: need -m and one of -p or -f\n", stderr);
+		run_usage(stderr);
+		exit(2);
+	}
+}
+
 static void run_parse(int argc, char **argv, struct run_args *a)
 {
-	static const struct option opts[] = {
-		{ "model", required_argument, NULL, 'm' },
-		{ "prompt", required_argument, NULL, 'p' },
-		{ "file", required_argument, NULL, 'f' },
-		{ "n-predict", required_argument, NULL, 'n' },
-		{ "ctx", required_argument, NULL, 'c' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "temp", required_argument, NULL, OPT_TEMP },
-		{ "top-k", required_argument, NULL, OPT_TOP_K },
-		{ "top-p", required_argument, NULL, OPT_TOP_P },
-		{ "min-p", required_argument, NULL, OPT_MIN_P },
-		{ "repeat-penalty", required_argument, NULL,
-		  OPT_REPEAT_PENALTY },
-		{ "repeat-last-n", required_argument, NULL, OPT_REPEAT_LAST_N },
-		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "stop", required_argument, NULL, OPT_STOP },
-		{ "chat", no_argument, NULL, OPT_CHAT },
-		{ "think", required_argument, NULL, OPT_THINK },
-		{ "kv-type-k", required_argument, NULL, OPT_KV_TYPE_K },
-		{ "kv-type-v", required_argument, NULL, OPT_KV_TYPE_V },
-		{ "kv-mem", required_argument, NULL, OPT_KV_MEM },
-		{ "batch-exact", no_argument, NULL, OPT_BATCH_EXACT },
-		{ "no-pack", no_argument, NULL, OPT_NO_PACK },
-		{ "grammar", required_argument, NULL, OPT_GRAMMAR },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "json-schema", required_argument, NULL, OPT_JSON_SCHEMA },
-		{ "print-tokens", no_argument, NULL, OPT_PRINT_TOKENS },
-		{ "logprobs", required_argument, NULL, OPT_LOGPROBS },
-		{ 0 },
-	};
 	int c;
 
 	memset(a, 0, sizeof(*a));
@@ -219,8 +266,10 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		fputs("llmfs-run: out of memory\n", stderr);
 		exit(1);
 	}
-	while ((c = getopt_long(argc, argv, "m:p:f:n:c:t:vh", opts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, "m:p:f:n:c:t:vh", run_options,
+				NULL)) != -1) {
+		if (run_parse_sampling(c, optarg, &a->sampling))
+			continue;
 		switch (c) {
 		case 'm': a->model = optarg; break;
 		case 'p': a->prompt = optarg; break;
@@ -234,32 +283,6 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		case 't': a->threads = run_long("-t", optarg, 0, 4096); break;
 		case 'v': a->verbose = true; break;
 		case 'h': run_usage(stdout); exit(0);
-		case OPT_TEMP:
-			a->sampling.temperature = run_float("--temp", optarg);
-			break;
-		case OPT_TOP_K:
-			a->sampling.top_k = run_long("--top-k", optarg,
-						     INT32_MIN, INT32_MAX);
-			break;
-		case OPT_TOP_P:
-			a->sampling.top_p = run_float("--top-p", optarg);
-			break;
-		case OPT_MIN_P:
-			a->sampling.min_p = run_float("--min-p", optarg);
-			break;
-		case OPT_REPEAT_PENALTY:
-			a->sampling.repeat_penalty = run_float(
-				"--repeat-penalty", optarg);
-			if (a->sampling.repeat_penalty <= 0.0f)
-				run_bad_option("--repeat-penalty", optarg);
-			break;
-		case OPT_REPEAT_LAST_N:
-			a->sampling.repeat_last_n = run_long(
-				"--repeat-last-n", optarg, -1, INT32_MAX);
-			break;
-		case OPT_SEED:
-			a->sampling.seed = run_u64("--seed", optarg);
-			break;
 		case OPT_STOP:
 			if (!*optarg)
 				run_bad_option("--stop", optarg);
@@ -294,22 +317,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		default: run_usage(stderr); exit(2);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "llmfs-run: unexpected argument '%s'\n",
-			argv[optind]);
-		run_usage(stderr);
-		exit(2);
-	}
-	if (!!a->grammar + !!a->json_schema + a->json > 1) {
-		fputs("llmfs-run: one of --grammar, --json, --json-schema\n",
-		      stderr);
-		exit(2);
-	}
-	if (!a->model || !a->prompt == !a->file) {
-		fputs("llmfs-run: need -m and one of -p or -f\n", stderr);
-		run_usage(stderr);
-		exit(2);
-	}
+	run_parse_check(argc, argv, a);
 }
 
 /* The whole of path ("-": stdin) into *text. */
@@ -482,10 +490,53 @@ static void run_print_stats(const struct engine_generation_stats *st)
 	fputc('\n', stderr);
 }
 
+/* The model, loading behind the first pass, and a context on it. */
+static int run_open(const struct run_args *a, struct engine_model **m,
+		    struct engine_ctx **ctx, struct err *err)
+{
+	struct engine_model_options mopt = {
+		.n_ctx = a->n_ctx,
+		.threads = a->threads,
+		.no_pack = a->no_pack,
+		/*
+		 * Compute behind the disk: the first pass waits for each
+		 * tensor as it needs it, and a failed read is that pass's
+		 * error (exit 1).
+		 */
+		.load = { .notice = run_notice, .async = true },
+	};
+	struct engine_ctx_options copt = {
+		.threads = a->threads,
+		.kv_type_k = a->kv_type_k,
+		.kv_type_v = a->kv_type_v,
+		.kv_mem = a->kv_mem,
+		.batch_exact = a->batch_exact,
+	};
+	int rc = engine_model_open(m, a->model, &mopt, err);
+
+	return rc ? rc : engine_ctx_new(ctx, *m, &copt, err);
+}
+
+/* --chat: the model's template, and what is worth a warning about it. */
+static int run_chat(const struct engine_model *m, struct engine_chat **chat,
+		    struct err *err)
+{
+	int rc = engine_chat_for_model(chat, m, err);
+
+	if (rc)
+		return rc;
+	if (engine_chat_notice(*chat))
+		fprintf(stderr, "llmfs-run: warning: %s\n",
+			engine_chat_notice(*chat));
+	if (engine_chat_is_raw(*chat))
+		fputs("llmfs-run: warning: the model's chat template is not "
+		      "one we know; the prompt is used as it is\n",
+		      stderr);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	struct engine_model_options mopt = { 0 };
-	struct engine_ctx_options copt = { 0 };
 	struct engine_generate_options gopt = { 0 };
 	struct engine_generation *g = NULL;
 	struct engine_grammar *grammar = NULL;
@@ -511,40 +562,13 @@ int main(int argc, char **argv)
 		len = strlen(prompt);
 	}
 
-	mopt.n_ctx = a.n_ctx;
-	mopt.threads = a.threads;
-	mopt.no_pack = a.no_pack;
-	copt.threads = a.threads;
-	copt.kv_type_k = a.kv_type_k;
-	copt.kv_type_v = a.kv_type_v;
-	copt.kv_mem = a.kv_mem;
-	copt.batch_exact = a.batch_exact;
-	mopt.load.notice = run_notice;
-	/*
-	 * Compute behind the disk: the first pass waits for each tensor as
-	 * it needs it, and a failed read is that pass's error (exit 1).
-	 */
-	mopt.load.async = true;
-	rc = engine_model_open(&m, a.model, &mopt, &err);
-	if (!rc)
-		rc = engine_ctx_new(&ctx, m, &copt, &err);
+	rc = run_open(&a, &m, &ctx, &err);
+	if (!rc && a.verbose)
+		run_print_model(ctx);
+	if (!rc && a.chat)
+		rc = run_chat(m, &chat, &err);
 	if (rc)
 		goto out;
-	if (a.verbose)
-		run_print_model(ctx);
-	if (a.chat) {
-		rc = engine_chat_for_model(&chat, m, &err);
-		if (rc)
-			goto out;
-		if (engine_chat_notice(chat))
-			fprintf(stderr, "llmfs-run: warning: %s\n",
-				engine_chat_notice(chat));
-		if (engine_chat_is_raw(chat))
-			fputs("llmfs-run: warning: the model's chat template "
-			      "is not one we know; the prompt is used as it "
-			      "is\n",
-			      stderr);
-	}
 	rc = engine_seq_new(ctx, &seq, &err);
 	if (rc)
 		goto out;
