@@ -399,7 +399,8 @@ int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
 	if ((ret = engine_seq_grow(s, n, err)) ||
 	    (ret = engine_seq_tokens_reserve(s, n, err)))
 		return ret;
-	memcpy(s->tokens, tokens, (size_t)n * sizeof(*tokens));
+	if (n)
+		memcpy(s->tokens, tokens, (size_t)n * sizeof(*tokens));
 	s->n_past = n;
 	return 0;
 }

@@ -123,9 +123,11 @@ int engine_snapshot_save(const struct engine_seq *s,
 	engine_seq_row_bytes(s, &h.k_row, &h.v_row);
 	sha256_init(&c);
 	sha256_update(&c, sizeof(h), (const uint8_t *)&h);
-	sha256_update(&c, (size_t)h.n_tokens * 4,
-		      (const uint8_t *)engine_seq_tokens(s));
-	sha256_update(&c, extra_bytes, extra);
+	if (h.n_tokens)
+		sha256_update(&c, (size_t)h.n_tokens * 4,
+			      (const uint8_t *)engine_seq_tokens(s));
+	if (extra_bytes)
+		sha256_update(&c, extra_bytes, extra);
 	sha256_digest(&c, sizeof(sum), sum);
 	if ((ret = put(arg, &h, sizeof(h))) ||
 	    (h.n_tokens &&

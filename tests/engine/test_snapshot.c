@@ -142,8 +142,9 @@ static void snap_same_next(struct engine_ctx *ca, struct engine_seq *a,
 	struct err err = { 0 };
 
 	ck_assert_int_eq(engine_seq_length(a), engine_seq_length(b));
-	ck_assert_mem_eq(engine_seq_tokens(a), engine_seq_tokens(b),
-			 engine_seq_length(a) * sizeof(int32_t));
+	if (engine_seq_length(a))
+		ck_assert_mem_eq(engine_seq_tokens(a), engine_seq_tokens(b),
+				 engine_seq_length(a) * sizeof(int32_t));
 	ck_assert_int_eq(engine_forward(ca, &ia, 1, &err), 0);
 	ck_assert_int_eq(engine_forward(cb, &ib, 1, &err), 0);
 	ck_assert_mem_eq(la, lb, nv * sizeof(float));
