@@ -27,13 +27,6 @@
 #define FILES_INPUT_MAX (4u << 20)
 
 /* The files that stream an answer to what was written. */
-static bool files_is_gen(enum fs_kind k)
-{
-	return k == FS_K_GENERATE || k == FS_K_CHAT || k == FS_K_SGENERATE ||
-	       k == FS_K_SCHAT || k == FS_K_TOKENIZE || k == FS_K_EMBED ||
-	       k == FS_K_EMBED_F32;
-}
-
 static enum fs_gen_kind files_gen_kind(enum fs_kind k)
 {
 	if (k == FS_K_TOKENIZE)
@@ -512,7 +505,7 @@ int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
 	fi->fh = (uintptr_t)h;
 	/* Everything is generated: no page cache, sizes mean nothing. */
 	fi->direct_io = 1;
-	if (files_is_gen(n->kind))
+	if (fs_kind_takes_prompt(n->kind))
 		fi->nonseekable = 1;
 	rc = n->kind >= FS_K_SDIR ? files_open_session(h) : 0;
 	if (!rc && h->readable)
@@ -604,7 +597,7 @@ void fs_file_read(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 	struct fs_stream *s;
 
 	files_touch(h);
-	if (files_is_gen(h->node.kind)) {
+	if (fs_kind_takes_prompt(h->node.kind)) {
 		int failed;
 
 		pthread_mutex_lock(&h->lock);
@@ -639,7 +632,7 @@ int fs_file_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 	int rc;
 
 	files_touch(h);
-	if (files_is_gen(h->node.kind))
+	if (fs_kind_takes_prompt(h->node.kind))
 		return files_gen_write(h, req, buf, size);
 	switch (h->node.kind) {
 	case FS_K_CONFIG:
@@ -728,7 +721,7 @@ void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 {
 	struct fs_stream *s = NULL;
 
-	if (files_is_gen(h->node.kind) && h->readable)
+	if (fs_kind_takes_prompt(h->node.kind) && h->readable)
 		s = files_gen_stream(h, req);
 	if (!s) {
 		if (ph)
@@ -746,7 +739,7 @@ void fs_file_release(struct fs *fs, struct fs_handle *h)
 {
 	struct fs_model *fm = h->fm;
 
-	if (files_is_gen(h->node.kind) && h->in.len && !h->stream &&
+	if (fs_kind_takes_prompt(h->node.kind) && h->in.len && !h->stream &&
 	    !h->readable && !h->failed)
 		files_submit_pending(h);
 	fs_release_done(fs, h);

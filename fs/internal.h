@@ -922,6 +922,11 @@ struct fs_node {
 fuse_ino_t fs_node_ino(const struct fs_node *n);
 void fs_node_of(fuse_ino_t ino, struct fs_node *n);
 bool fs_kind_is_dir(enum fs_kind k);
+/*
+ * A file whose writes are a prompt and whose reads its answer: generate,
+ * chat, tokenize, embed, embed.f32 and a session's generate and chat.
+ */
+bool fs_kind_takes_prompt(enum fs_kind k);
 /* 0 or -ENOENT (the node is gone: a removed session, a bad index). */
 int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 		 fuse_req_t req);

@@ -15,11 +15,12 @@
  * the release of echo's description reaches /dev/fuse before cat's open,
  * yet another thread may serve cat's read before the release is done.
  * So the daemon reads /dev/fuse itself (fuse_session_custom_io), one
- * request at a time, and notes each release of a write-only generate,
- * chat or tokenize file as it comes out of the kernel's queue, in its
- * order; a reader of the shell idiom first waits until every release
- * noted before its own request was handled (fs_release_wait). The wait
- * is for requests already read: it is as long as one release handler.
+ * request at a time, and notes each release of a write-only file a
+ * prompt is written to (generate, chat, tokenize, embed) as it comes out
+ * of the kernel's queue, in its order; a reader of the shell idiom first
+ * waits until every release noted before its own request was handled
+ * (fs_release_wait). The wait is for requests already read: it is as
+ * long as one release handler.
  * The kernel queues a release as a background request, behind at most
  * max_background others (ops.c raises it) before anything later.
  */
@@ -43,10 +44,7 @@ static bool release_tracked(uint64_t fh)
 	const struct fs_handle *h = (const struct fs_handle *)(uintptr_t)fh;
 
 	/* h stays until its release is handled; kind and mode never change */
-	return h && !h->readable &&
-	       (h->node.kind == FS_K_GENERATE || h->node.kind == FS_K_CHAT ||
-		h->node.kind == FS_K_TOKENIZE ||
-		h->node.kind == FS_K_SGENERATE || h->node.kind == FS_K_SCHAT);
+	return h && !h->readable && fs_kind_takes_prompt(h->node.kind);
 }
 
 /* A request as read from the kernel: note it if it is such a release. */

@@ -124,6 +124,13 @@ bool fs_kind_is_dir(enum fs_kind k)
 	return S_ISDIR(tree_modes[k]);
 }
 
+bool fs_kind_takes_prompt(enum fs_kind k)
+{
+	return k == FS_K_GENERATE || k == FS_K_CHAT || k == FS_K_SGENERATE ||
+	       k == FS_K_SCHAT || k == FS_K_TOKENIZE || k == FS_K_EMBED ||
+	       k == FS_K_EMBED_F32;
+}
+
 struct fs_model *fs_tree_model_get(struct fs *fs, const struct fs_node *n,
 				   bool gone_too)
 {
