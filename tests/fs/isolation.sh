@@ -106,8 +106,11 @@ fi
 printf 'max_tokens=0\n' > "$S/config"
 setsid bash -c "exec 3<>'$S/generate'; printf '%s' '$P' >&3; head -c 1 <&3 >/dev/null; while [ ! -e '$WORK/kv-seen' ]; do sleep 0.02; done" &
 k=$!
-check "a sequence is running" wait_for 60 grep -q '^sequence ' "$S/kv"
-check "root sees whose the sequence is" grep -q '^sequence [0-9]* pid-session-' "$S/kv"
+# setsid in a job of this non-interactive shell does not fork: the
+# reader's session id is $k. Waiting for that sequence, not any: one of an
+# earlier generation may still be leaving kv.
+check "root sees whose the sequence is" \
+	wait_for 60 grep -q "^sequence [0-9]* pid-session-$k " "$S/kv"
 $B cat "$S/kv" > "$WORK/b-kv"
 check "B sees a sequence" grep -q '^sequence ' "$WORK/b-kv"
 check "... but not its process session" bash -c "! grep -q 'pid-session' '$WORK/b-kv'"
