@@ -69,7 +69,7 @@ ARCH_FLAGS ?= $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v3 -mtune=na
 override CFLAGS += $(ARCH_FLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
 	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP \
 	-DLLMFS_VERSION='"$(VERSION)"'
-LDLIBS += -lm -pthread
+LDLIBS += -lm -pthread -ldl
 
 BUILD ?= build
 ifeq ($(SANITIZE),1)
@@ -93,7 +93,8 @@ override CFLAGS += $(call pkg_cflags,$(IO_PKGS) $(ENGINE_PKGS))
 
 IO_SRC := $(wildcard io/*.c)
 ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/ref/*.c engine/quant/*.c \
-	engine/tokenizer/*.c engine/grammar/*.c engine/template/*.c)
+	engine/tokenizer/*.c engine/grammar/*.c engine/template/*.c \
+	engine/cuda/*.c)
 FS_SRC := $(wildcard fs/*.c)
 IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
@@ -119,22 +120,47 @@ TOOLS += $(FS_TOOLS)
 endif
 
 # The CUDA parts build wherever nvcc is (CI has it, without a GPU); CUDA=0
-# leaves them out. Only tools/cuda/ links the CUDA runtime: there is no
-# CUDA backend yet, so the engine and the mount never load it.
+# leaves them out. They are one module, build/lib/llmfs-cuda.so, that the
+# engine dlopen()s at run time (engine/cuda/loader.c): nothing else links
+# a CUDA library, so the same binaries run where CUDA is absent. The
+# module links the CUDA runtime statically (nvcc's default) and needs
+# only the driver's libcuda.so.1; it loads cuBLAS itself.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || \
 	{ [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
 CUDA ?= $(if $(NVCC),1,0)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-# Ampere (A100), Ada (RTX 40xx), Hopper (H100/H200), and PTX for newer.
+# Ampere (A100, RTX 30xx), Ada (RTX 40xx), Hopper (H100/H200), and PTX for
+# newer cards. While working on kernels, NVCC_ARCH='-arch=sm_90' builds one.
 NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 \
+	-gencode arch=compute_86,code=sm_86 \
 	-gencode arch=compute_89,code=sm_89 \
 	-gencode arch=compute_90,code=[sm_90,compute_90]
+comma := ,
+NVCC_ARCH_NAMES = $(sort $(filter sm_%,$(subst =, ,$(subst $(comma), ,\
+	$(subst [, ,$(subst ], ,$(NVCC_ARCH)))))))
+# -Xptxas -v prints each kernel's registers, spills and shared memory
+# (make CUDA_VERBOSE=1); tools/cuda-report.sh keeps them per arch.
 NVCCFLAGS ?= -O2
-CUDA_OBJ := $(patsubst %.cu,$(BUILD)/%.o,$(wildcard engine/cuda/*.cu))
-CUDA_TOOLS := $(patsubst tools/cuda/%.c,$(BUILD)/bin/%,$(wildcard tools/cuda/*.c))
-CUDA_LIBS = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+CUDA_SRC := $(wildcard engine/cuda/*.cu)
+CUDA_OBJ := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
+CUDA_MODULE := $(BUILD)/lib/llmfs-cuda.so
+# The same sources on the CPU (engine/cuda/sim/sim.h): what make check runs.
+CXX ?= c++
+SIM_CXXFLAGS = -O1 -g -std=c++20 -fPIC -DLLMFS_CUDA_SIM -I$(CUDA_HOME)/include \
+	-Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -ffp-contract=off \
+	-MMD -MP
+SIM_LDFLAGS =
+ifeq ($(SANITIZE),1)
+SIM_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer \
+	-fno-sanitize-recover=undefined
+SIM_LDFLAGS += -fsanitize=address,undefined
+endif
+SIM_OBJ := $(patsubst %.cu,$(BUILD)/cuda-sim/%.o,$(CUDA_SRC)) \
+	$(BUILD)/cuda-sim/engine/cuda/sim/sim.o
+CUDA_SIM_MODULE := $(BUILD)/lib/llmfs-cuda-sim.so
+CUDA_MODULES :=
 ifeq ($(CUDA),1)
-TOOLS += $(CUDA_TOOLS)
+CUDA_MODULES += $(CUDA_MODULE) $(CUDA_SIM_MODULE)
 endif
 
 TEST_IO := $(patsubst %.c,$(BUILD)/%,$(wildcard tests/io/test_*.c))
@@ -153,7 +179,7 @@ ifeq ($(have_fuse),1)
 TESTS += $(TEST_FS)
 endif
 
-all: $(TOOLS)
+all: $(TOOLS) $(CUDA_MODULES)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -178,16 +204,34 @@ $(IO_LIB) $(ENGINE_LIB) $(FS_LIB):
 	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
 
-$(BUILD)/engine/cuda/%.o: engine/cuda/%.cu
+$(BUILD)/cuda/%.o: %.cu
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
-	$(Q)$(NVCC) $(NVCCFLAGS) $(NVCC_ARCH) -std=c++17 -D_GNU_SOURCE \
-		-Xcompiler -Wall,-Wextra -MMD -MP -c -o $@ $<
+	$(Q)$(NVCC) $(NVCCFLAGS) $(NVCC_ARCH) -std=c++20 -D_GNU_SOURCE \
+		-DLLMFS_CUDA_ARCHS='"$(NVCC_ARCH_NAMES)"' \
+		$(if $(CUDA_VERBOSE),-Xptxas -v) \
+		-Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter \
+		-MMD -MP -c -o $@ $<
 
-$(CUDA_TOOLS): $(BUILD)/bin/%: $(BUILD)/tools/cuda/%.o $(CUDA_OBJ) $(IO_LIB)
+$(CUDA_MODULE): $(CUDA_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_OBJ) $(IO_LIBS) $(CUDA_LIBS) $(LDLIBS)
+	$(Q)$(NVCC) -shared -cudart static $(NVCC_ARCH) -o $@ $^ -ldl -lpthread -lrt
+
+$(BUILD)/cuda-sim/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX     $< (simulated)")
+	$(Q)$(CXX) $(SIM_CXXFLAGS) -x c++ -c -o $@ $<
+
+$(BUILD)/cuda-sim/%.o: %.cc
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX     $<")
+	$(Q)$(CXX) $(SIM_CXXFLAGS) -c -o $@ $<
+
+$(CUDA_SIM_MODULE): $(SIM_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CXX) -shared $(SIM_LDFLAGS) -o $@ $^ -ldl -lpthread
 
 $(ENGINE_TOOLS): $(BUILD)/bin/%: $(BUILD)/tools/%.o $(ENGINE_LIB) $(IO_LIB)
 	@mkdir -p $(dir $@)
@@ -268,7 +312,7 @@ $(REF_STAMP):
 	exit 1
 ref: $(REF_STAMP)
 
-tests: $(TESTS) $(TEST_CLIENTS) $(TEST_SHIMS) $(TOOLS)
+tests: $(TESTS) $(TEST_CLIENTS) $(TEST_SHIMS) $(TOOLS) $(CUDA_MODULES)
 
 # Every Check binary and tests/*/*.sh; tests/run prints the skipped tests
 # with their reasons and the closing "N passed, N failed, N skipped" line;

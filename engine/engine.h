@@ -903,6 +903,19 @@ const char *engine_plan_kind_name(enum engine_plan_kind kind);
 size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
 			    size_t cap);
 
+/* ---- GPUs -------------------------------------------------------------- */
+
+/*
+ * Add the machine's CUDA GPUs to set (after its host devices), measured
+ * by the CUDA module (build/lib/llmfs-cuda.so, loaded at the first call;
+ * engine/cuda/loader.c says where it is looked for). A GPU that set
+ * already has by name (described with --devices) is left as described.
+ * Returns the number added, or a negative errno with the reason: -ENOENT
+ * (no module, or one that cannot load: no CUDA libraries), -ENODEV (no
+ * driver or no device). Callers go on with the CPU either way.
+ */
+int engine_gpu_probe(struct io_device_set *set, struct err *err);
+
 /* ---- placement --------------------------------------------------------- */
 
 /*

@@ -1,21 +1,26 @@
 // SPDX-License-Identifier: MIT
 /*
- * engine_cuda_probe(): find the CUDA devices and measure what the planner
- * needs of each (engine/cuda/probe.h). Bandwidths are measured, not taken
- * from data sheets: VRAM by a kernel that reads every byte once (16-byte
- * loads, grid-stride, one sum per block so that nothing is optimised away),
+ * cuda_api.probe: find the CUDA devices and measure what the planner
+ * needs of each. Bandwidths are measured, not taken from data sheets:
+ * VRAM by a kernel that reads every byte once (16-byte loads,
+ * grid-stride, one sum per block so that nothing is optimised away),
  * PCIe by cudaMemcpy from page-locked host memory.
  *
- * UNTESTED ON HARDWARE: compiled with nvcc on a machine without a GPU;
- * only the "no device" path has run.
+ * UNTESTED ON HARDWARE: the simulator runs it in `make check`; on a
+ * machine without a GPU only the "no device" path has run for real.
  */
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
+#include <cstring>
 
-#include <cuda_runtime.h>
+#include "internal.h"
 
-#include "probe.h"
+/* bytes read to measure VRAM, copied to measure PCIe (small simulated) */
+#ifdef LLMFS_CUDA_SIM
+#define PROBE_VRAM (1ull << 20)
+#define PROBE_PCIE (1u << 20)
+#else
+#define PROBE_VRAM (1ull << 30)
+#define PROBE_PCIE (256u << 20)
+#endif
 
 __global__ void probe_read(const uint4 *p, size_t n, unsigned long long *out)
 {
@@ -67,10 +72,12 @@ static double probe_vram(const cudaDeviceProp *prop, size_t bytes)
 	}
 	cudaEventCreate(&a);
 	cudaEventCreate(&b);
-	for (int r = 0; r < 4; r++) {   /* the first round warms up */
+	for (int r = 0; r < 4; r++) { /* the first round warms up */
 		cudaEventRecord(a);
-		probe_read<<<prop->multiProcessorCount * 4, 256>>>(
-			buf, bytes / sizeof(uint4), sum);
+		cuda_launch(probe_read,
+			    dim3((unsigned)prop->multiProcessorCount * 4),
+			    dim3(256), 0, (cudaStream_t)0, (const uint4 *)buf,
+			    bytes / sizeof(uint4), sum);
 		cudaEventRecord(b);
 		t = probe_elapsed(a, b);
 		if (r && t > 0 && bytes / t > best)
@@ -124,7 +131,7 @@ static int probe_node(int dev)
 
 	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess)
 		return -1;
-	for (char *p = bus; *p; p++)   /* sysfs spells the hex digits small */
+	for (char *p = bus; *p; p++) /* sysfs spells the hex digits small */
 		if (*p >= 'A' && *p <= 'F')
 			*p += 'a' - 'A';
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/numa_node", bus);
@@ -137,7 +144,7 @@ static int probe_node(int dev)
 	return node;
 }
 
-int engine_cuda_probe(struct io_device_set *set, struct err *err)
+int cuda_probe(struct io_device_set *set, struct err *err)
 {
 	size_t free_b = 0, total_b = 0, bytes;
 	cudaDeviceProp prop;
@@ -146,15 +153,15 @@ int engine_cuda_probe(struct io_device_set *set, struct err *err)
 
 	e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess || n == 0)
-		return err_set(err, ENODEV, "no CUDA device: %s",
-			       e != cudaSuccess ? cudaGetErrorString(e) :
-						  "none found");
+		return cuda_err(err, ENODEV, "no CUDA device: %s",
+				e != cudaSuccess ? cudaGetErrorString(e) :
+						   "none found");
 	for (int d = 0; d < n; d++) {
 		struct io_device *io;
 
 		if (set->n == IO_DEVICE_MAX)
-			return err_set(err, ENOSPC, "more than %d devices",
-				       IO_DEVICE_MAX);
+			return cuda_err(err, ENOSPC, "more than %d devices",
+					IO_DEVICE_MAX);
 		if (cudaSetDevice(d) != cudaSuccess ||
 		    cudaGetDeviceProperties(&prop, d) != cudaSuccess ||
 		    cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
@@ -165,7 +172,7 @@ int engine_cuda_probe(struct io_device_set *set, struct err *err)
 		io->index = d;
 		snprintf(io->name, sizeof(io->name), "gpu%d", d);
 		snprintf(io->model, sizeof(io->model), "%.31s", prop.name);
-		for (char *p = io->model; *p; p++)   /* one word in --devices */
+		for (char *p = io->model; *p; p++) /* one word in --devices */
 			if (*p == ' ' || *p == ',' || *p == ':' || *p == ';')
 				*p = '-';
 		io->cc_major = prop.major;
@@ -173,14 +180,14 @@ int engine_cuda_probe(struct io_device_set *set, struct err *err)
 		io->total_bytes = total_b;
 		io->free_bytes = free_b;
 		io->node = probe_node(d);
-		bytes = free_b / 4 < (1ull << 30) ? free_b / 4 : (1ull << 30);
+		bytes = free_b / 4 < PROBE_VRAM ? free_b / 4 : PROBE_VRAM;
 		bytes &= ~(size_t)15;
 		io->mem_bw = probe_vram(&prop, bytes);
 		io->bw_source = io->mem_bw > 0 ? IO_BW_MEASURED : IO_BW_UNKNOWN;
-		io->link_bw = probe_pcie(256u << 20);
+		io->link_bw = probe_pcie(PROBE_PCIE);
 		added++;
 	}
 	if (!added)
-		return err_set(err, ENODEV, "no usable CUDA device of %d", n);
+		return cuda_err(err, ENODEV, "no usable CUDA device of %d", n);
 	return added;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# llmfs-gpus on the machine's GPUs: skipped (77, with the reason) where it
-# is not built (no nvcc) or where there is no usable CUDA device; on a GPU
+# llmfs-gpus on the machine's GPUs: skipped (77, with the reason) where the
+# CUDA module is not built (no nvcc) or there is no usable CUDA device; on a GPU
 # machine every GPU has a line, measured bandwidths, and a --devices text
 # that llmfs accepts. Written without a GPU: only the skip has run.
 set -u
@@ -15,7 +15,8 @@ out=$("$GPUS" 2>&1)
 rc=$?
 if [ $rc != 0 ]; then
 	case $out in
-	"llmfs-gpus: no CUDA device"*) echo "skip: $out"; exit 77 ;;
+	"llmfs-gpus: no CUDA device"* | "llmfs-gpus: no CUDA module"*)
+		echo "skip: $out"; exit 77 ;;
 	*) echo "not ok - llmfs-gpus failed ($rc): $out"; exit 1 ;;
 	esac
 fi

@@ -8,11 +8,13 @@
  *   devices gpu0:vram=85029158912,free=84466466816,bw=2900000000000,pcie=52000000000,node=0,cc=9.0,model=NVIDIA-H100-80GB-HBM3
  *
  * (Figures illustrative.) Exit 0, or 1 with the reason on stderr ("no CUDA
- * device: ..."). Built only where nvcc is. UNTESTED ON HARDWARE.
+ * device: ...", "no CUDA module ..."). It links no CUDA library: the
+ * engine loads the CUDA module (engine/cuda/loader.c), which measures.
+ * UNTESTED ON HARDWARE.
  */
 #include <stdio.h>
 
-#include "../../engine/cuda/probe.h"
+#include "../engine/engine.h"
 
 int main(void)
 {
@@ -21,7 +23,7 @@ int main(void)
 	uint32_t k;
 	int n;
 
-	n = engine_cuda_probe(&set, &err);
+	n = engine_gpu_probe(&set, &err);
 	if (n < 0) {
 		fprintf(stderr, "llmfs-gpus: %s\n", err.msg);
 		return 1;

@@ -1,0 +1,592 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ggml's quantized blocks on the device (byte for byte the layouts of
+ * engine/quant/quant_internal.h), and per weight type the two things the
+ * kernels need of it, as one table of templates (struct wq<TYPE>):
+ *
+ *   dot(w, a, lane)   the part of a block's dot product with an
+ *                     activation block that lane `lane` of the block's
+ *                     LPB lanes computes, every scale applied: Q8_1
+ *                     activations for the 32-element types, Q8_K for
+ *                     the K-quants. The integer sums are exact, so a
+ *                     block's dot is the CPU's up to the order in which
+ *                     floats are added (engine/quant/dot.c).
+ *   dequant(w, g, y)  16 elements (group g of the block) as floats, as
+ *                     ggml's dequantize_row_* gives them.
+ *
+ * Lanes read whole 32-bit words: 4-aligned where the block size is a
+ * multiple of 4, else as two 16-bit halves (cuda_load_int_b2).
+ */
+#ifndef LLMFS_ENGINE_CUDA_BLOCKS_CUH
+#define LLMFS_ENGINE_CUDA_BLOCKS_CUH
+
+#include "common.cuh"
+
+#define QK_K 256
+
+struct blk_q4_0 {
+	uint16_t d;
+	uint8_t qs[16]; /* element j low nibble, j + 16 high */
+};
+struct blk_q4_1 {
+	uint16_t d, m;
+	uint8_t qs[16];
+};
+struct blk_q5_0 {
+	uint16_t d;
+	uint8_t qh[4]; /* fifth bits, element j at bit j */
+	uint8_t qs[16];
+};
+struct blk_q5_1 {
+	uint16_t d, m;
+	uint8_t qh[4];
+	uint8_t qs[16];
+};
+struct blk_q8_0 {
+	uint16_t d;
+	int8_t qs[32];
+};
+struct blk_q8_1 {
+	uint16_t d, s; /* s = d * sum(qs) */
+	int8_t qs[32];
+};
+struct blk_q2_K {
+	uint8_t scales[16]; /* low nibble scale, high nibble min */
+	uint8_t qs[64];
+	uint16_t d, dmin;
+};
+struct blk_q3_K {
+	uint8_t hmask[32];
+	uint8_t qs[64];
+	uint8_t scales[12];
+	uint16_t d;
+};
+struct blk_q4_K {
+	uint16_t d, dmin;
+	uint8_t scales[12];
+	uint8_t qs[128];
+};
+struct blk_q5_K {
+	uint16_t d, dmin;
+	uint8_t scales[12];
+	uint8_t qh[32];
+	uint8_t qs[128];
+};
+struct blk_q6_K {
+	uint8_t ql[128];
+	uint8_t qh[64];
+	int8_t scales[16];
+	uint16_t d;
+};
+struct blk_q8_K {
+	float d;
+	int8_t qs[QK_K];
+	int16_t bsums[QK_K / 16]; /* sums of qs, 16 at a time */
+};
+
+static_assert(sizeof(blk_q4_0) == 18, "q4_0");
+static_assert(sizeof(blk_q4_1) == 20, "q4_1");
+static_assert(sizeof(blk_q5_0) == 22, "q5_0");
+static_assert(sizeof(blk_q5_1) == 24, "q5_1");
+static_assert(sizeof(blk_q8_0) == 34, "q8_0");
+static_assert(sizeof(blk_q8_1) == 36, "q8_1");
+static_assert(sizeof(blk_q2_K) == 84, "q2_K");
+static_assert(sizeof(blk_q3_K) == 110, "q3_K");
+static_assert(sizeof(blk_q4_K) == 144, "q4_K");
+static_assert(sizeof(blk_q5_K) == 176, "q5_K");
+static_assert(sizeof(blk_q6_K) == 210, "q6_K");
+static_assert(sizeof(blk_q8_K) == 292, "q8_K");
+
+/* the io_type numbers (io/io.h), usable as template arguments */
+enum {
+	T_F32 = 0,
+	T_F16 = 1,
+	T_Q4_0 = 2,
+	T_Q4_1 = 3,
+	T_Q5_0 = 6,
+	T_Q5_1 = 7,
+	T_Q8_0 = 8,
+	T_Q8_1 = 9,
+	T_Q2_K = 10,
+	T_Q3_K = 11,
+	T_Q4_K = 12,
+	T_Q5_K = 13,
+	T_Q6_K = 14,
+	T_Q8_K = 15,
+	T_BF16 = 30,
+};
+
+/* sum of the 4 signed bytes of a */
+__device__ __forceinline__ int byte_sum(int a)
+{
+	return __dp4a(a, 0x01010101, 0);
+}
+
+/* ggml's get_scale_min_k4: 6-bit scale and min j of a Q4_K/Q5_K block */
+__device__ __forceinline__ void scale_min_k4(int j, const uint8_t *q, int *d,
+					     int *m)
+{
+	if (j < 4) {
+		*d = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+/* The scale of group g (16 elements) of a Q3_K block, -32..31. */
+__device__ __forceinline__ int scale_q3_K(const uint8_t *s, int g)
+{
+	int low = g < 8 ? s[g] & 0xF : s[g - 8] >> 4;
+	int high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+
+	return (low | high << 4) - 32;
+}
+
+template <int T> struct wq;
+
+/* ---- 32-element blocks, Q8_1 activations, 4 lanes a block ---------------- */
+
+template <> struct wq<T_Q4_0> {
+	typedef blk_q4_0 block;
+	typedef blk_q8_1 act;
+	enum { QK = 32, LPB = 4 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int l)
+	{
+		int v = cuda_load_int_b2(w->qs + 4 * l);
+		int a0 = cuda_load_int_b4(a->qs + 4 * l);
+		int a1 = cuda_load_int_b4(a->qs + 16 + 4 * l);
+		int s = __dp4a(v & 0x0f0f0f0f, a0, 0);
+
+		s = __dp4a((v >> 4) & 0x0f0f0f0f, a1, s);
+		s -= 8 * (byte_sum(a0) + byte_sum(a1));
+		return cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		const float d = cuda_h2f(w->d);
+
+		for (int j = 0; j < 16; j++)
+			y[j] = d *
+			       (float)((g ? w->qs[j] >> 4 : w->qs[j] & 0xF) -
+				       8);
+	}
+};
+
+template <> struct wq<T_Q4_1> {
+	typedef blk_q4_1 block;
+	typedef blk_q8_1 act;
+	enum { QK = 32, LPB = 4 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int l)
+	{
+		int v = cuda_load_int_b4(w->qs + 4 * l);
+		int a0 = cuda_load_int_b4(a->qs + 4 * l);
+		int a1 = cuda_load_int_b4(a->qs + 16 + 4 * l);
+		int s = __dp4a(v & 0x0f0f0f0f, a0, 0);
+		float r;
+
+		s = __dp4a((v >> 4) & 0x0f0f0f0f, a1, s);
+		r = cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+		/* the minimum times the block's sum, once a block */
+		if (l == 0)
+			r += cuda_h2f(w->m) * cuda_h2f(a->s);
+		return r;
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		const float d = cuda_h2f(w->d), m = cuda_h2f(w->m);
+
+		for (int j = 0; j < 16; j++)
+			y[j] = d * (float)(g ? w->qs[j] >> 4 : w->qs[j] & 0xF) +
+			       m;
+	}
+};
+
+/* the fifth bits of 4 elements (bits b..b+3 of qh) as bit 4 of 4 bytes */
+__device__ __forceinline__ int q5_high(uint32_t qh, int b)
+{
+	uint32_t h = qh >> b;
+
+	return (int)(((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) |
+		     ((h & 8) << 25));
+}
+
+template <> struct wq<T_Q5_0> {
+	typedef blk_q5_0 block;
+	typedef blk_q8_1 act;
+	enum { QK = 32, LPB = 4 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int l)
+	{
+		uint32_t qh = (uint32_t)cuda_load_int_b2(w->qh);
+		int v = cuda_load_int_b2(w->qs + 4 * l);
+		int a0 = cuda_load_int_b4(a->qs + 4 * l);
+		int a1 = cuda_load_int_b4(a->qs + 16 + 4 * l);
+		int lo = (v & 0x0f0f0f0f) | q5_high(qh, 4 * l);
+		int hi = ((v >> 4) & 0x0f0f0f0f) | q5_high(qh, 16 + 4 * l);
+		int s = __dp4a(lo, a0, __dp4a(hi, a1, 0));
+
+		s -= 16 * (byte_sum(a0) + byte_sum(a1));
+		return cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		const float d = cuda_h2f(w->d);
+		uint32_t qh = (uint32_t)cuda_load_int_b2(w->qh);
+
+		for (int j = 0; j < 16; j++) {
+			int q = (g ? w->qs[j] >> 4 : w->qs[j] & 0xF) |
+				(int)(((qh >> (j + 16 * g)) & 1) << 4);
+
+			y[j] = d * (float)(q - 16);
+		}
+	}
+};
+
+template <> struct wq<T_Q5_1> {
+	typedef blk_q5_1 block;
+	typedef blk_q8_1 act;
+	enum { QK = 32, LPB = 4 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int l)
+	{
+		uint32_t qh = (uint32_t)cuda_load_int_b4(w->qh);
+		int v = cuda_load_int_b4(w->qs + 4 * l);
+		int a0 = cuda_load_int_b4(a->qs + 4 * l);
+		int a1 = cuda_load_int_b4(a->qs + 16 + 4 * l);
+		int lo = (v & 0x0f0f0f0f) | q5_high(qh, 4 * l);
+		int hi = ((v >> 4) & 0x0f0f0f0f) | q5_high(qh, 16 + 4 * l);
+		int s = __dp4a(lo, a0, __dp4a(hi, a1, 0));
+		float r = cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+
+		if (l == 0)
+			r += cuda_h2f(w->m) * cuda_h2f(a->s);
+		return r;
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		const float d = cuda_h2f(w->d), m = cuda_h2f(w->m);
+		uint32_t qh = (uint32_t)cuda_load_int_b4(w->qh);
+
+		for (int j = 0; j < 16; j++) {
+			int q = (g ? w->qs[j] >> 4 : w->qs[j] & 0xF) |
+				(int)(((qh >> (j + 16 * g)) & 1) << 4);
+
+			y[j] = d * (float)q + m;
+		}
+	}
+};
+
+template <> struct wq<T_Q8_0> {
+	typedef blk_q8_0 block;
+	typedef blk_q8_1 act;
+	enum { QK = 32, LPB = 4 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int l)
+	{
+		int s = __dp4a(cuda_load_int_b2(w->qs + 8 * l),
+			       cuda_load_int_b4(a->qs + 8 * l), 0);
+
+		s = __dp4a(cuda_load_int_b2(w->qs + 8 * l + 4),
+			   cuda_load_int_b4(a->qs + 8 * l + 4), s);
+		return cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		const float d = cuda_h2f(w->d);
+
+		for (int j = 0; j < 16; j++)
+			y[j] = d * (float)w->qs[16 * g + j];
+	}
+};
+
+/* ---- K-quants, Q8_K activations ------------------------------------------ */
+
+/*
+ * Q2_K and Q3_K: a lane per group g of 16 elements (16 lanes a block):
+ * bytes qs[32 (g / 8) + 16 (g % 2) ..] shifted by 2 ((g % 8) / 2).
+ */
+template <> struct wq<T_Q2_K> {
+	typedef blk_q2_K block;
+	typedef blk_q8_K act;
+	enum { QK = QK_K, LPB = 16 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int g)
+	{
+		const uint8_t *q = w->qs + 32 * (g / 8) + 16 * (g % 2);
+		const int shift = 2 * ((g % 8) / 2);
+		const int sc = w->scales[g] & 0xF, m = w->scales[g] >> 4;
+		int s = 0;
+
+		for (int i = 0; i < 4; i++)
+			s = __dp4a((cuda_load_int_b4(q + 4 * i) >> shift) &
+					   0x03030303,
+				   cuda_load_int_b4(a->qs + 16 * g + 4 * i), s);
+		return a->d * (cuda_h2f(w->d) * (float)(sc * s) -
+			       cuda_h2f(w->dmin) * (float)(m * a->bsums[g]));
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		const uint8_t *q = w->qs + 32 * (g / 8) + 16 * (g % 2);
+		const int shift = 2 * ((g % 8) / 2);
+		const float dl = cuda_h2f(w->d) * (float)(w->scales[g] & 0xF);
+		const float ml = cuda_h2f(w->dmin) * (float)(w->scales[g] >> 4);
+
+		for (int j = 0; j < 16; j++)
+			y[j] = dl * (float)((q[j] >> shift) & 3) - ml;
+	}
+};
+
+template <> struct wq<T_Q3_K> {
+	typedef blk_q3_K block;
+	typedef blk_q8_K act;
+	enum { QK = QK_K, LPB = 16 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int g)
+	{
+		const uint8_t *q = w->qs + 32 * (g / 8) + 16 * (g % 2);
+		const uint8_t *hm = w->hmask + 16 * (g % 2);
+		const int shift = 2 * ((g % 8) / 2), bit = g / 2;
+		int s = 0, low = 0;
+
+		for (int i = 0; i < 4; i++) {
+			int av = cuda_load_int_b4(a->qs + 16 * g + 4 * i);
+			int nh = ((cuda_load_int_b2(hm + 4 * i) >> bit) &
+				  0x01010101) ^
+				 0x01010101;
+
+			s = __dp4a((cuda_load_int_b2(q + 4 * i) >> shift) &
+					   0x03030303,
+				   av, s);
+			low = __dp4a(nh, av, low);
+		}
+		/* a quant without its high bit is 4 less */
+		s -= 4 * low;
+		return a->d * cuda_h2f(w->d) *
+		       (float)(scale_q3_K(w->scales, g) * s);
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		const uint8_t *q = w->qs + 32 * (g / 8) + 16 * (g % 2);
+		const uint8_t *hm = w->hmask + 16 * (g % 2);
+		const int shift = 2 * ((g % 8) / 2), bit = g / 2;
+		const float dl = cuda_h2f(w->d) *
+				 (float)scale_q3_K(w->scales, g);
+
+		for (int j = 0; j < 16; j++)
+			y[j] = dl * (float)(((q[j] >> shift) & 3) -
+					    ((hm[j] >> bit) & 1 ? 0 : 4));
+	}
+};
+
+/*
+ * Q4_K and Q5_K: 8 lanes a block; lane l reads 16 bytes of qs at
+ * 32 (l / 2) + 16 (l % 2): its low nibbles are 16 elements of sub-block
+ * 2 (l / 2), its high nibbles 16 of sub-block 2 (l / 2) + 1.
+ */
+template <> struct wq<T_Q4_K> {
+	typedef blk_q4_K block;
+	typedef blk_q8_K act;
+	enum { QK = QK_K, LPB = 8 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int l)
+	{
+		const int j = l / 2, h = l % 2;
+		const int e = 64 * j + 16 * h; /* first low-nibble element */
+		int sc0, m0, sc1, m1, s0 = 0, s1 = 0;
+
+		for (int i = 0; i < 4; i++) {
+			int v = cuda_load_int_b4(w->qs + 32 * j + 16 * h +
+						 4 * i);
+
+			s0 = __dp4a(v & 0x0f0f0f0f,
+				    cuda_load_int_b4(a->qs + e + 4 * i), s0);
+			s1 = __dp4a((v >> 4) & 0x0f0f0f0f,
+				    cuda_load_int_b4(a->qs + e + 32 + 4 * i),
+				    s1);
+		}
+		scale_min_k4(2 * j, w->scales, &sc0, &m0);
+		scale_min_k4(2 * j + 1, w->scales, &sc1, &m1);
+		return a->d *
+		       (cuda_h2f(w->d) * (float)(sc0 * s0 + sc1 * s1) -
+			cuda_h2f(w->dmin) * (float)(m0 * a->bsums[e / 16] +
+						    m1 * a->bsums[e / 16 + 2]));
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		/* group g: sub-block g / 2, its half g % 2 */
+		const int sub = g / 2, j = sub / 2;
+		const uint8_t *q = w->qs + 32 * j + 16 * (g % 2);
+		int sc, m;
+
+		scale_min_k4(sub, w->scales, &sc, &m);
+		const float d = cuda_h2f(w->d) * (float)sc;
+		const float mn = cuda_h2f(w->dmin) * (float)m;
+		for (int i = 0; i < 16; i++)
+			y[i] = d * (float)(sub % 2 ? q[i] >> 4 : q[i] & 0xF) -
+			       mn;
+	}
+};
+
+template <> struct wq<T_Q5_K> {
+	typedef blk_q5_K block;
+	typedef blk_q8_K act;
+	enum { QK = QK_K, LPB = 8 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int l)
+	{
+		const int j = l / 2, h = l % 2;
+		const int e = 64 * j + 16 * h;
+		int sc0, m0, sc1, m1, s0 = 0, s1 = 0;
+
+		for (int i = 0; i < 4; i++) {
+			int v = cuda_load_int_b4(w->qs + 32 * j + 16 * h +
+						 4 * i);
+			int qh = cuda_load_int_b4(w->qh + 16 * h + 4 * i);
+			int lo = (v & 0x0f0f0f0f) |
+				 (((qh >> (2 * j)) & 0x01010101) << 4);
+			int hi = ((v >> 4) & 0x0f0f0f0f) |
+				 (((qh >> (2 * j + 1)) & 0x01010101) << 4);
+
+			s0 = __dp4a(lo, cuda_load_int_b4(a->qs + e + 4 * i),
+				    s0);
+			s1 = __dp4a(hi,
+				    cuda_load_int_b4(a->qs + e + 32 + 4 * i),
+				    s1);
+		}
+		scale_min_k4(2 * j, w->scales, &sc0, &m0);
+		scale_min_k4(2 * j + 1, w->scales, &sc1, &m1);
+		return a->d *
+		       (cuda_h2f(w->d) * (float)(sc0 * s0 + sc1 * s1) -
+			cuda_h2f(w->dmin) * (float)(m0 * a->bsums[e / 16] +
+						    m1 * a->bsums[e / 16 + 2]));
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		const int sub = g / 2, j = sub / 2;
+		const uint8_t *q = w->qs + 32 * j + 16 * (g % 2);
+		const uint8_t *qh = w->qh + 16 * (g % 2);
+		int sc, m;
+
+		scale_min_k4(sub, w->scales, &sc, &m);
+		const float d = cuda_h2f(w->d) * (float)sc;
+		const float mn = cuda_h2f(w->dmin) * (float)m;
+		for (int i = 0; i < 16; i++) {
+			int v = (sub % 2 ? q[i] >> 4 : q[i] & 0xF) |
+				(((qh[i] >> sub) & 1) << 4);
+
+			y[i] = d * (float)v - mn;
+		}
+	}
+};
+
+/*
+ * Q6_K: 8 lanes a block; lane l works in the 128-element half n = l / 4
+ * on ql bytes 64 n + 32 p + L (p = l % 4 / 2, L = 16 (l % 2)): their low
+ * nibbles are elements 128 n + 32 p + L .. +15, the high ones 64 further;
+ * each run of 16 has its scale and its bsum at the same index.
+ */
+template <> struct wq<T_Q6_K> {
+	typedef blk_q6_K block;
+	typedef blk_q8_K act;
+	enum { QK = QK_K, LPB = 8 };
+	static __device__ __forceinline__ float dot(const block *w,
+						    const act *a, int l)
+	{
+		const int n = l / 4, p = (l % 4) / 2, L = 16 * (l % 2);
+		const int e = 128 * n + 32 * p + L;
+		const int g0 = e / 16, g1 = g0 + 4;
+		int s0 = 0, s1 = 0;
+
+		for (int i = 0; i < 4; i++) {
+			int ql = cuda_load_int_b2(w->ql + 64 * n + 32 * p + L +
+						  4 * i);
+			int qh = cuda_load_int_b2(w->qh + 32 * n + L + 4 * i);
+			int lo = (ql & 0x0f0f0f0f) |
+				 (((qh >> (2 * p)) & 0x03030303) << 4);
+			int hi = ((ql >> 4) & 0x0f0f0f0f) |
+				 (((qh >> (4 + 2 * p)) & 0x03030303) << 4);
+
+			s0 = __dp4a(lo, cuda_load_int_b4(a->qs + e + 4 * i),
+				    s0);
+			s1 = __dp4a(hi,
+				    cuda_load_int_b4(a->qs + e + 64 + 4 * i),
+				    s1);
+		}
+		s0 -= 32 * a->bsums[g0];
+		s1 -= 32 * a->bsums[g1];
+		return a->d * cuda_h2f(w->d) *
+		       (float)(w->scales[g0] * s0 + w->scales[g1] * s1);
+	}
+	static __device__ __forceinline__ void dequant(const block *w, int g,
+						       float *y)
+	{
+		/* group g = elements 16 g ..: half n, run r of 8 in it */
+		const int n = g / 8, r = g % 8;
+		const int p = r % 4 / 2, L = 16 * (r % 2), upper = r / 4;
+		const uint8_t *ql = w->ql + 64 * n + 32 * p + L;
+		const uint8_t *qh = w->qh + 32 * n + L;
+		const float d = cuda_h2f(w->d) * (float)w->scales[g];
+
+		for (int i = 0; i < 16; i++) {
+			int v = (upper ? ql[i] >> 4 : ql[i] & 0xF) |
+				(((qh[i] >> (2 * p + 4 * upper)) & 3) << 4);
+
+			y[i] = d * (float)(v - 32);
+		}
+	}
+};
+
+/* ---- float types: F32 activations, rounded as the CPU's vec_dot type ----- */
+
+template <int T> struct wf;
+
+template <> struct wf<T_F32> {
+	typedef float elem;
+	static __device__ __forceinline__ float get(const elem *w, int64_t i)
+	{
+		return w[i];
+	}
+	static __device__ __forceinline__ float round_act(float x)
+	{
+		return x;
+	}
+};
+
+template <> struct wf<T_F16> {
+	typedef uint16_t elem;
+	static __device__ __forceinline__ float get(const elem *w, int64_t i)
+	{
+		return cuda_h2f(w[i]);
+	}
+	static __device__ __forceinline__ float round_act(float x)
+	{
+		return cuda_h2f(cuda_f2h(x));
+	}
+};
+
+template <> struct wf<T_BF16> {
+	typedef uint16_t elem;
+	static __device__ __forceinline__ float get(const elem *w, int64_t i)
+	{
+		return cuda_bf2f(w[i]);
+	}
+	static __device__ __forceinline__ float round_act(float x)
+	{
+		return cuda_bf2f(cuda_f2bf(x));
+	}
+};
+
+#endif

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What every .cu file of the CUDA module includes first: the CUDA runtime
+ * under nvcc, the CPU simulator (sim/sim.h) under a host compiler
+ * (-DLLMFS_CUDA_SIM, `make check`'s build of the same sources), and the
+ * few helpers all kernels share. Kernels are launched through
+ * cuda_launch() only, so that the same line runs on either.
+ */
+#ifndef LLMFS_ENGINE_CUDA_COMMON_CUH
+#define LLMFS_ENGINE_CUDA_COMMON_CUH
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+
+#ifdef LLMFS_CUDA_SIM
+#include "sim/sim.h"
+#else
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#endif
+
+#include "module.h"
+
+/*
+ * kernel<<<grid, block, shmem, stream>>>(args...), or its simulation.
+ * Launch errors are sticky: cuda_check_launch() (or the next
+ * synchronizing call) reports them.
+ */
+template <class... P, class... A>
+static inline void cuda_launch(void (*kernel)(P...), dim3 grid, dim3 block,
+			       size_t shmem, cudaStream_t stream, A... args)
+{
+#ifdef LLMFS_CUDA_SIM
+	sim_launch(grid, block, shmem, stream,
+		   reinterpret_cast<const void *>(kernel),
+		   [=]() { kernel(args...); });
+#else
+	kernel<<<grid, block, shmem, stream>>>(args...);
+#endif
+}
+
+/* Write one line into err (may be NULL); returns -code. */
+int cuda_err(struct err *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* -EIO with "what: the CUDA error" for e != cudaSuccess, else 0. */
+int cuda_check(cudaError_t e, const char *what, struct err *err);
+
+/* The launch error of the kernels just enqueued, as cuda_check. */
+static inline int cuda_check_launch(const char *what, struct err *err)
+{
+	return cuda_check(cudaGetLastError(), what, err);
+}
+
+static inline unsigned cuda_div_up(uint64_t a, unsigned b)
+{
+	return (unsigned)((a + b - 1) / b);
+}
+
+/* ---- device helpers ---------------------------------------------------- */
+
+__device__ __forceinline__ float cuda_warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float cuda_warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+__device__ __forceinline__ int cuda_warp_sum_int(int v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float cuda_h2f(uint16_t h)
+{
+	__half_raw r;
+
+	r.x = h;
+	return __half2float(__half(r));
+}
+
+__device__ __forceinline__ uint16_t cuda_f2h(float f)
+{
+	__half_raw r = __half_raw(__float2half_rn(f));
+
+	return r.x;
+}
+
+__device__ __forceinline__ float cuda_bf2f(uint16_t h)
+{
+	return __uint_as_float((unsigned)h << 16);
+}
+
+/* round to nearest even, NaN kept quiet: ggml's fp32 -> bf16 */
+__device__ __forceinline__ uint16_t cuda_f2bf(float f)
+{
+	unsigned u = __float_as_uint(f);
+
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 64);
+	return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1))) >> 16);
+}
+
+/* 4 bytes at p (2-aligned): blocks whose size is 2 mod 4 */
+__device__ __forceinline__ int cuda_load_int_b2(const void *p)
+{
+	const uint16_t *h = (const uint16_t *)p;
+
+	return (int)((unsigned)h[0] | ((unsigned)h[1] << 16));
+}
+
+__device__ __forceinline__ int cuda_load_int_b4(const void *p)
+{
+	return *(const int *)p;
+}
+
+#endif

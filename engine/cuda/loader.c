@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Finding and loading the CUDA module (engine/cuda/module.h) at run time,
+ * so that one build of llmfs runs everywhere: where the module, the
+ * driver or a GPU is missing, engine_cuda_api() says why and everything
+ * stays on the CPU.
+ *
+ * Where the module is looked for, first found wins:
+ *   $LLMFS_CUDA_MODULE           a path; "none" (or empty) loads nothing
+ *   <exe>/../lib/llmfs-cuda.so   the build tree (build/bin -> build/lib)
+ *   <exe>/../lib/llmfs/llmfs-cuda.so   an installed tree (make install)
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loader.h"
+
+static pthread_once_t loader_once = PTHREAD_ONCE_INIT;
+static const struct cuda_api *loader_api;
+static struct err loader_err;
+static char loader_path[PATH_MAX];
+
+/* Try one path: 1 loaded, 0 absent (keep looking), -1 present but bad. */
+static int loader_try(const char *path)
+{
+	const struct cuda_api *(*get)(void);
+	const struct cuda_api *api;
+	void *h;
+
+	if (access(path, F_OK))
+		return 0;
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		err_set(&loader_err, ENOENT, "%s", dlerror());
+		return -1;
+	}
+	*(void **)&get = dlsym(h, "llmfs_cuda_api");
+	api = get ? get() : NULL;
+	if (!api || api->abi != LLMFS_CUDA_ABI ||
+	    api->size != sizeof(struct cuda_api)) {
+		err_set(&loader_err, ENOENT,
+			"%s: not a CUDA module of this build (interface %u, want %u)",
+			path, api ? api->abi : 0, LLMFS_CUDA_ABI);
+		dlclose(h);
+		return -1;
+	}
+	snprintf(loader_path, sizeof(loader_path), "%s", path);
+	loader_api = api;
+	return 1;
+}
+
+static void loader_load(void)
+{
+	static const char *const rel[] = { "../lib/llmfs-cuda.so",
+					   "../lib/llmfs/llmfs-cuda.so" };
+	const char *env = getenv("LLMFS_CUDA_MODULE");
+	char exe[PATH_MAX], path[PATH_MAX + 64], *slash;
+	ssize_t n;
+	size_t i;
+
+	if (env) {
+		if (!*env || !strcmp(env, "none")) {
+			err_set(&loader_err, ENOENT,
+				"CUDA module disabled (LLMFS_CUDA_MODULE=%s)",
+				env);
+			return;
+		}
+		if (loader_try(env) == 0)
+			err_set(&loader_err, ENOENT,
+				"no CUDA module at %s (LLMFS_CUDA_MODULE)",
+				env);
+		return;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		err_set(&loader_err, ENOENT,
+			"no CUDA module: cannot read /proc/self/exe");
+		return;
+	}
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (slash)
+		slash[1] = '\0';
+	for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", exe, rel[i]);
+		if (loader_try(path))
+			return;
+	}
+	err_set(&loader_err, ENOENT,
+		"no CUDA module beside %s (a build without nvcc, or CUDA=0)",
+		exe);
+}
+
+const struct cuda_api *engine_cuda_api(struct err *err)
+{
+	pthread_once(&loader_once, loader_load);
+	if (!loader_api && err)
+		*err = loader_err;
+	return loader_api;
+}
+
+const char *engine_cuda_module_path(void)
+{
+	pthread_once(&loader_once, loader_load);
+	return loader_api ? loader_path : NULL;
+}
+
+int engine_gpu_probe(struct io_device_set *set, struct err *err)
+{
+	const struct cuda_api *api = engine_cuda_api(err);
+	struct io_device_set found = { 0 };
+	uint32_t i;
+	int n;
+
+	if (!api)
+		return -ENOENT;
+	n = api->probe(&found, err);
+	if (n < 0)
+		return n;
+	/* a GPU described by --devices keeps its description */
+	for (i = 0, n = 0; i < found.n; i++) {
+		if (io_device_find(set, found.dev[i].name))
+			continue;
+		if (set->n == IO_DEVICE_MAX)
+			return err_set(err, ENOSPC, "more than %d devices",
+				       IO_DEVICE_MAX);
+		set->dev[set->n++] = found.dev[i];
+		n++;
+	}
+	return n;
+}

@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The module's table (module.h): devices, memory, copies, and the ops
+ * over device pointers that the engine's CUDA backend and the tests call.
+ * Each op checks its arguments, enqueues its kernels on the device's
+ * stream and reports a launch error as -EIO.
+ */
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "blocks.cuh"
+#include "internal.h"
+
+int cuda_err(struct err *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return -code;
+}
+
+int cuda_check(cudaError_t e, const char *what, struct err *err)
+{
+	if (e == cudaSuccess)
+		return 0;
+	if (e == cudaErrorMemoryAllocation)
+		return cuda_err(err, ENOSPC, "%s: out of GPU memory", what);
+	return cuda_err(err, EIO, "%s: %s", what, cudaGetErrorString(e));
+}
+
+/* ---- devices ------------------------------------------------------------- */
+
+static int mod_open(struct cuda_dev **out, int index, struct err *err)
+{
+	cuda_dev *d;
+	int ret, n = 0;
+
+	*out = nullptr;
+	if (cudaGetDeviceCount(&n) != cudaSuccess || index < 0 || index >= n)
+		return cuda_err(err, ENODEV, "no CUDA device %d (%d found)",
+				index, n);
+	d = new cuda_dev();
+	d->index = index;
+	if ((ret = cuda_check(cudaSetDevice(index), "cudaSetDevice", err)) ||
+	    (ret = cuda_check(cudaGetDeviceProperties(&d->prop, index),
+			      "cudaGetDeviceProperties", err)) ||
+	    (ret = cuda_check(cudaStreamCreateWithFlags(&d->stream,
+							cudaStreamNonBlocking),
+			      "cudaStreamCreate", err))) {
+		delete d;
+		return ret;
+	}
+	for (int i = 0; i < CUDA_SLOTS; i++) {
+		ret = cuda_check(
+			cudaEventCreateWithFlags(&d->slot_done[i],
+						 cudaEventDisableTiming),
+			"cudaEventCreate", err);
+		if (ret) {
+			while (i--)
+				cudaEventDestroy(d->slot_done[i]);
+			cudaStreamDestroy(d->stream);
+			delete d;
+			return ret;
+		}
+	}
+	*out = d;
+	return 0;
+}
+
+static void mod_close(struct cuda_dev *d)
+{
+	if (!d)
+		return;
+	cudaSetDevice(d->index);
+	cudaStreamSynchronize(d->stream);
+	blas_close(d->blas);
+	cudaFree(d->scratch);
+	for (int i = 0; i < CUDA_SLOTS; i++)
+		cudaEventDestroy(d->slot_done[i]);
+	cudaStreamDestroy(d->stream);
+	delete d;
+}
+
+static int mod_mem_info(struct cuda_dev *d, uint64_t *free_b, uint64_t *total,
+			struct err *err)
+{
+	size_t f = 0, t = 0;
+	int ret;
+
+	cudaSetDevice(d->index);
+	if ((ret = cuda_check(cudaMemGetInfo(&f, &t), "cudaMemGetInfo", err)))
+		return ret;
+	*free_b = f;
+	*total = t;
+	return 0;
+}
+
+void *cuda_dev_scratch(struct cuda_dev *d, size_t n, struct err *err)
+{
+	void *p = nullptr;
+
+	if (n <= d->scratch_bytes)
+		return d->scratch;
+	/* kernels still queued may read the old buffer */
+	if (cuda_check(cudaStreamSynchronize(d->stream), "scratch", err))
+		return nullptr;
+	cudaFree(d->scratch);
+	d->scratch = nullptr;
+	d->scratch_bytes = 0;
+	n = (n + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+	if (cuda_check(cudaMalloc(&p, n), "scratch", err))
+		return nullptr;
+	d->scratch = p;
+	d->scratch_bytes = n;
+	return p;
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+static int mod_alloc(struct cuda_dev *d, void **p, size_t n, struct err *err)
+{
+	cudaError_t e;
+
+	cudaSetDevice(d->index);
+	e = cudaMalloc(p, n ? n : 1);
+	if (e == cudaErrorMemoryAllocation) {
+		cudaGetLastError(); /* not sticky: the caller may try less */
+		*p = nullptr;
+		return cuda_err(err, ENOSPC,
+				"gpu%d: no room for %zu bytes of GPU memory",
+				d->index, n);
+	}
+	return cuda_check(e, "cudaMalloc", err);
+}
+
+static void mod_free(struct cuda_dev *d, void *p)
+{
+	if (!p)
+		return;
+	cudaSetDevice(d->index);
+	/* cudaFree waits for the device; queued kernels may still read p */
+	cudaFree(p);
+}
+
+static int mod_copy_in(struct cuda_dev *d, void *dst, const void *src, size_t n,
+		       struct err *err)
+{
+	int ret;
+
+	if ((ret = cuda_check(cudaMemcpyAsync(dst, src, n,
+					      cudaMemcpyHostToDevice,
+					      d->stream),
+			      "copy to the GPU", err)))
+		return ret;
+	return cuda_check(cudaStreamSynchronize(d->stream), "copy to the GPU",
+			  err);
+}
+
+static int mod_copy_out(struct cuda_dev *d, void *dst, const void *src,
+			size_t n, struct err *err)
+{
+	int ret;
+
+	if ((ret = cuda_check(cudaMemcpyAsync(dst, src, n,
+					      cudaMemcpyDeviceToHost,
+					      d->stream),
+			      "copy from the GPU", err)))
+		return ret;
+	return cuda_check(cudaStreamSynchronize(d->stream), "copy from the GPU",
+			  err);
+}
+
+static int mod_copy(struct cuda_dev *d, void *dst, const void *src, size_t n,
+		    struct err *err)
+{
+	return cuda_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice,
+					  d->stream),
+			  "copy on the GPU", err);
+}
+
+static int mod_memset(struct cuda_dev *d, void *p, int byte, size_t n,
+		      struct err *err)
+{
+	return cuda_check(cudaMemsetAsync(p, byte, n, d->stream), "memset",
+			  err);
+}
+
+static int mod_synchronize(struct cuda_dev *d, struct err *err)
+{
+	return cuda_check(cudaStreamSynchronize(d->stream), "the GPU's work",
+			  err);
+}
+
+static int mod_host_alloc(void **p, size_t n, struct err *err)
+{
+	cudaError_t e = cudaHostAlloc(p, n, cudaHostAllocPortable);
+
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		*p = nullptr;
+		return cuda_err(err, ENOMEM, "cudaHostAlloc of %zu bytes: %s",
+				n, cudaGetErrorString(e));
+	}
+	return 0;
+}
+
+static void mod_host_free(void *p)
+{
+	if (p)
+		cudaFreeHost(p);
+}
+
+static int mod_host_register(void *p, size_t n, struct err *err)
+{
+	cudaError_t e = cudaHostRegister(p, n, cudaHostRegisterPortable);
+
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return cuda_err(err, ENOMEM,
+				"cudaHostRegister of %zu bytes: %s", n,
+				cudaGetErrorString(e));
+	}
+	return 0;
+}
+
+static void mod_host_unregister(void *p)
+{
+	if (p)
+		cudaHostUnregister(p);
+}
+
+static int mod_copy_in_async(struct cuda_dev *d, void *dst, const void *src,
+			     size_t n, unsigned slot, struct err *err)
+{
+	int ret;
+
+	if (slot >= CUDA_SLOTS)
+		return cuda_err(err, EINVAL, "copy slot %u of %d", slot,
+				CUDA_SLOTS);
+	if ((ret = cuda_check(cudaMemcpyAsync(dst, src, n,
+					      cudaMemcpyHostToDevice,
+					      d->stream),
+			      "copy to the GPU", err)) ||
+	    (ret = cuda_check(cudaEventRecord(d->slot_done[slot], d->stream),
+			      "cudaEventRecord", err)))
+		return ret;
+	d->slot_used[slot] = true;
+	return 0;
+}
+
+static int mod_slot_wait(struct cuda_dev *d, unsigned slot, struct err *err)
+{
+	if (slot >= CUDA_SLOTS)
+		return cuda_err(err, EINVAL, "copy slot %u of %d", slot,
+				CUDA_SLOTS);
+	if (!d->slot_used[slot])
+		return 0;
+	return cuda_check(cudaEventSynchronize(d->slot_done[slot]),
+			  "copy to the GPU", err);
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+static uint32_t mod_act_type(uint32_t w_type)
+{
+	return k_act_type(w_type);
+}
+
+static uint64_t mod_act_row_bytes(uint32_t act, int64_t n)
+{
+	return k_act_row_bytes(act, n);
+}
+
+/* n a multiple of act's block */
+static bool mod_act_fits(uint32_t act, int64_t n)
+{
+	return n > 0 && (act == T_F32 || (act == T_Q8_1 && n % 32 == 0) ||
+			 (act == T_Q8_K && n % QK_K == 0));
+}
+
+static int mod_quantize(struct cuda_dev *d, uint32_t act, const float *x,
+			size_t x_ld, void *y, size_t y_ld, int64_t n,
+			uint32_t rows, struct err *err)
+{
+	if (!mod_act_fits(act, n))
+		return cuda_err(err, EINVAL,
+				"cannot quantize rows of %lld to type %u",
+				(long long)n, act);
+	k_quantize(act, x, x_ld, y, y_ld, n, rows, d->stream);
+	return cuda_check_launch("quantize", err);
+}
+
+/* the kernels to run a product with, for its mode and batch */
+static enum cuda_matmul_mode mod_matmul_mode(const struct cuda_matmul *mm)
+{
+	static int forced = -1;
+
+	if (forced < 0) {
+		const char *s = getenv("LLMFS_CUDA_MATMUL");
+
+		forced = !s		      ? CUDA_MATMUL_AUTO :
+			 !strcmp(s, "mmv")    ? CUDA_MATMUL_MMV :
+			 !strcmp(s, "cublas") ? CUDA_MATMUL_CUBLAS :
+			 !strcmp(s, "mma")    ? CUDA_MATMUL_MMA :
+						CUDA_MATMUL_AUTO;
+	}
+	enum cuda_matmul_mode m = mm->mode != CUDA_MATMUL_AUTO ?
+					  mm->mode :
+					  (enum cuda_matmul_mode)forced;
+	/* experts and small batches: the mat-vec kernel */
+	if (mm->ids || m == CUDA_MATMUL_MMA)
+		return CUDA_MATMUL_MMV;
+	if (m == CUDA_MATMUL_AUTO)
+		return mm->rows > 32 ? CUDA_MATMUL_CUBLAS : CUDA_MATMUL_MMV;
+	return m;
+}
+
+static int mod_matmul_cublas(struct cuda_dev *d, const struct cuda_matmul *mm,
+			     struct err *err)
+{
+	const size_t wbytes = (size_t)mm->n_out * mm->n_in * 2;
+	const size_t xbytes = (size_t)mm->rows * mm->n_in * 2;
+	uint8_t *s;
+	int ret;
+
+	if (!d->blas && (ret = blas_open(&d->blas, d->stream, err)))
+		return ret;
+	s = (uint8_t *)cuda_dev_scratch(d, wbytes + xbytes + 256, err);
+	if (!s)
+		return -err->code;
+	if (!k_dequant_f16(mm->w_type, mm->w, mm->row_bytes, mm->n_in,
+			   mm->n_out, (uint16_t *)s, d->stream))
+		return cuda_err(err, EINVAL, "no F16 conversion for type %u",
+				mm->w_type);
+	k_f32_to_f16(mm->x, mm->x_ld, (uint16_t *)(s + wbytes), mm->n_in,
+		     mm->rows, d->stream);
+	if ((ret = cuda_check_launch("dequantize", err)))
+		return ret;
+	return blas_gemm_f16(d->blas, d->stream, (int)mm->n_out, (int)mm->rows,
+			     (int)mm->n_in, (const uint16_t *)s, (int)mm->n_in,
+			     (const uint16_t *)(s + wbytes), (int)mm->n_in,
+			     mm->y, (int)mm->y_ld, err);
+}
+
+/*
+ * MoE through the table: the (row, slot) pairs grouped by expert on the
+ * host, 8 to a work item (step.cu's forward pass groups them on the
+ * device instead); items, then pair_x, pair_y and the item count.
+ */
+static int mod_moe_lists(struct cuda_dev *d, const struct cuda_matmul *mm,
+			 std::vector<int32_t> *lists, uint32_t *n_items,
+			 uint32_t *n_pairs, struct err *err)
+{
+	std::vector<int32_t> ids((size_t)mm->rows * mm->ids_ld);
+	std::vector<int32_t> items, px, py;
+	int32_t max_id = -1;
+	int ret;
+
+	if ((ret = cuda_check(
+		     cudaMemcpyAsync(ids.data(), mm->ids, ids.size() * 4,
+				     cudaMemcpyDeviceToHost, d->stream),
+		     "expert ids", err)) ||
+	    (ret = cuda_check(cudaStreamSynchronize(d->stream), "expert ids",
+			      err)))
+		return ret;
+	for (uint32_t r = 0; r < mm->rows; r++) {
+		for (uint32_t k = 0; k < mm->n_slots; k++) {
+			int32_t id = ids[(size_t)r * mm->ids_ld + k];
+
+			if (id < 0)
+				return cuda_err(err, EINVAL, "expert id %d",
+						id);
+			max_id = id > max_id ? id : max_id;
+		}
+	}
+	for (int32_t e = 0; e <= max_id; e++) {
+		int32_t first = (int32_t)px.size();
+
+		for (uint32_t r = 0; r < mm->rows; r++) {
+			for (uint32_t k = 0; k < mm->n_slots; k++) {
+				if (ids[(size_t)r * mm->ids_ld + k] != e)
+					continue;
+				px.push_back(
+					mm->x_per_slot ?
+						(int32_t)(r * mm->n_slots + k) :
+						(int32_t)r);
+				py.push_back((int32_t)(r * mm->n_slots + k));
+			}
+		}
+		for (int32_t p = first; p < (int32_t)px.size(); p += 8) {
+			int32_t c = (int32_t)px.size() - p;
+
+			items.insert(items.end(), { e, p, c < 8 ? c : 8 });
+		}
+	}
+	*n_items = (uint32_t)(items.size() / 3);
+	*n_pairs = (uint32_t)px.size();
+	lists->swap(items);
+	lists->insert(lists->end(), px.begin(), px.end());
+	lists->insert(lists->end(), py.begin(), py.end());
+	lists->push_back((int32_t)*n_items);
+	return 0;
+}
+
+static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
+			  struct err *err)
+{
+	const uint32_t act = k_act_type(mm->w_type);
+	const uint32_t xrows = mm->ids && mm->x_per_slot ?
+				       mm->rows * mm->n_slots :
+				       mm->rows;
+	const uint64_t xq_ld = (k_act_row_bytes(act, mm->n_in) + 15) &
+			       ~(uint64_t)15;
+	const size_t xbytes = (xq_ld * xrows + 255) & ~(size_t)255;
+	std::vector<int32_t> lists;
+	uint32_t n_items = 0, n_pairs = 0;
+	uint8_t *xq;
+	mmv_args a = {};
+	int ret;
+
+	if (mm->ids &&
+	    (ret = mod_moe_lists(d, mm, &lists, &n_items, &n_pairs, err)))
+		return ret;
+	xq = (uint8_t *)cuda_dev_scratch(d, xbytes + lists.size() * 4, err);
+	if (!xq)
+		return -err->code;
+	k_quantize(act, mm->x, mm->x_ld, xq, xq_ld, mm->n_in, xrows, d->stream);
+	a.w = (const uint8_t *)mm->w;
+	a.row_bytes = mm->row_bytes;
+	a.expert_bytes = mm->expert_bytes;
+	a.n_in = mm->n_in;
+	a.n_out = mm->n_out;
+	a.x = xq;
+	a.x_ld = xq_ld;
+	a.y = mm->y;
+	a.y_ld = mm->y_ld;
+	a.n_cols = mm->rows;
+	if (mm->ids) {
+		int32_t *dl = (int32_t *)(xq + xbytes);
+
+		/* pageable source: the copy is done when the call returns */
+		if ((ret = cuda_check(
+			     cudaMemcpyAsync(dl, lists.data(), lists.size() * 4,
+					     cudaMemcpyHostToDevice, d->stream),
+			     "expert lists", err)) ||
+		    (ret = cuda_check(cudaStreamSynchronize(d->stream),
+				      "expert lists", err)))
+			return ret;
+		a.items = dl;
+		a.pair_x = dl + 3 * n_items;
+		a.pair_y = a.pair_x + n_pairs;
+		a.n_items = a.pair_y + n_pairs;
+		a.max_items = n_items;
+	}
+	k_mmv(mm->w_type, a, d->stream);
+	return cuda_check_launch("matrix product", err);
+}
+
+static int mod_matmul(struct cuda_dev *d, const struct cuda_matmul *mm,
+		      struct err *err)
+{
+	const uint32_t act = k_act_type(mm->w_type);
+
+	if (act == IO_TYPE_COUNT || !mod_act_fits(act, mm->n_in) ||
+	    mm->n_out <= 0 || mm->n_out > INT32_MAX ||
+	    (mm->ids && (!mm->n_slots || mm->ids_ld < mm->n_slots)))
+		return cuda_err(err, EINVAL,
+				"no product of type %u with rows of %lld",
+				mm->w_type, (long long)mm->n_in);
+	if (!mm->rows)
+		return 0;
+	if (mod_matmul_mode(mm) == CUDA_MATMUL_CUBLAS)
+		return mod_matmul_cublas(d, mm, err);
+	return mod_matmul_mmv(d, mm, err);
+}
+
+static int mod_get_rows(struct cuda_dev *d, uint32_t w_type, const void *w,
+			uint64_t row_bytes, int64_t n, const int32_t *ids,
+			float *y, size_t y_ld, uint32_t rows, struct err *err)
+{
+	if (!k_get_rows(w_type, w, row_bytes, n, ids, y, y_ld, rows, d->stream))
+		return cuda_err(err, EINVAL, "no get_rows for type %u", w_type);
+	return cuda_check_launch("get_rows", err);
+}
+
+static int mod_rms_norm(struct cuda_dev *d, const float *x, size_t x_ld,
+			const float *w, float *y, size_t y_ld, int64_t n,
+			uint32_t rows, float eps, struct err *err)
+{
+	k_rms_norm(x, x_ld, w, y, y_ld, n, rows, eps, d->stream);
+	return cuda_check_launch("rms_norm", err);
+}
+
+static int mod_rope(struct cuda_dev *d, float *x, size_t x_ld, uint32_t n_head,
+		    uint32_t head_dim, uint32_t n_rot, enum cuda_rope_mode mode,
+		    const int32_t *pos, float freq_base, float freq_scale,
+		    const float *freq_factors, uint32_t rows, struct err *err)
+{
+	if (n_rot > head_dim || n_rot % 2 || n_rot > 2048)
+		return cuda_err(err, EINVAL, "rope of %u dimensions of %u",
+				n_rot, head_dim);
+	k_rope(x, x_ld, n_head, head_dim, n_rot, mode == CUDA_ROPE_NEOX, pos,
+	       freq_base, freq_scale, freq_factors, rows, d->stream);
+	return cuda_check_launch("rope", err);
+}
+
+static int mod_swiglu(struct cuda_dev *d, float *y, size_t y_ld, const float *g,
+		      size_t g_ld, const float *u, size_t u_ld, int64_t n,
+		      uint32_t rows, struct err *err)
+{
+	k_swiglu(y, y_ld, g, g_ld, u, u_ld, n, rows, d->stream);
+	return cuda_check_launch("swiglu", err);
+}
+
+static int mod_add(struct cuda_dev *d, float *y, size_t y_ld, const float *x,
+		   size_t x_ld, int64_t n, uint32_t rows, struct err *err)
+{
+	k_add(y, y_ld, x, x_ld, n, rows, d->stream);
+	return cuda_check_launch("add", err);
+}
+
+#ifdef LLMFS_CUDA_SIM
+#define MOD_HOW "simulator (CPU)"
+#else
+#define MOD_HOW "cuda " LLMFS_CUDA_ARCHS
+#endif
+
+static const struct cuda_api mod_api = {
+	.abi = LLMFS_CUDA_ABI,
+	.size = sizeof(struct cuda_api),
+	.how = MOD_HOW,
+	.probe = cuda_probe,
+	.open = mod_open,
+	.close = mod_close,
+	.mem_info = mod_mem_info,
+	.alloc = mod_alloc,
+	.free = mod_free,
+	.copy_in = mod_copy_in,
+	.copy_out = mod_copy_out,
+	.copy = mod_copy,
+	.memset = mod_memset,
+	.synchronize = mod_synchronize,
+	.host_alloc = mod_host_alloc,
+	.host_free = mod_host_free,
+	.host_register = mod_host_register,
+	.host_unregister = mod_host_unregister,
+	.copy_in_async = mod_copy_in_async,
+	.slot_wait = mod_slot_wait,
+	.act_type = mod_act_type,
+	.act_row_bytes = mod_act_row_bytes,
+	.quantize = mod_quantize,
+	.matmul = mod_matmul,
+	.get_rows = mod_get_rows,
+	.rms_norm = mod_rms_norm,
+	.rope = mod_rope,
+	.swiglu = mod_swiglu,
+	.add = mod_add,
+};
+
+extern "C" __attribute__((visibility("default"))) const struct cuda_api *
+llmfs_cuda_api(void)
+{
+	return &mod_api;
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA module's interface: what build/lib/llmfs-cuda.so exports, as
+ * one table of C functions, to the engine that dlopen()s it
+ * (engine/cuda/loader.c). The engine itself never links the CUDA runtime,
+ * so one build runs on machines without CUDA libraries or a GPU: there
+ * the module is absent or finds no device, and everything computes on
+ * the CPU.
+ *
+ * The module links the CUDA runtime statically (it needs only the
+ * driver's libcuda.so.1 at run time) and loads cuBLAS itself when a
+ * product asks for it. The same sources, compiled by a host compiler
+ * with the simulator (engine/cuda/sim/sim.h), give
+ * build/lib/llmfs-cuda-sim.so, which `make check` runs on the CPU.
+ *
+ * Conventions. Every pointer an op takes is device memory unless named
+ * host_; every op is enqueued on its device's one stream, in call order,
+ * and returns at once: 0, or a negative errno with one line in err (a
+ * bad argument: -EINVAL; a CUDA failure: -EIO with the runtime's words).
+ * Results are there after synchronize() (or a copy_out, which waits).
+ * Shapes are ggml's: a matrix of n_out rows of n_in elements, rows
+ * row_bytes apart; activations and outputs are rows of a batch, ld
+ * (floats, or bytes for quantized rows) apart. Types are enum io_type.
+ *
+ * UNTESTED ON A GPU: written and checked on the simulator only; see
+ * Documentation/gpu.md for what tools/gpu-check.sh checks on a card.
+ */
+#ifndef LLMFS_ENGINE_CUDA_MODULE_H
+#define LLMFS_ENGINE_CUDA_MODULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../io/io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever the table below changes: the loader refuses others. */
+#define LLMFS_CUDA_ABI 1
+
+/* One GPU in use: its stream, events, cuBLAS handle and scratch. */
+struct cuda_dev;
+
+enum cuda_rope_mode {
+	CUDA_ROPE_NORM, /* pairs (2i, 2i+1): llama */
+	CUDA_ROPE_NEOX, /* pairs (i, i + n_rot/2): qwen2, qwen3 */
+};
+
+/*
+ * How a batch of activation rows meets a weight matrix (cuda_api.matmul):
+ * the int8 mat-vec kernel a few rows at a time (exact: the CPU's integer
+ * sums), the weights dequantized to F16 and multiplied by cuBLAS (tensor
+ * cores, F32 accumulation), or int8 tensor-core tiles. AUTO picks by
+ * batch size; LLMFS_CUDA_MATMUL=mmv|cublas|mma forces one.
+ */
+enum cuda_matmul_mode {
+	CUDA_MATMUL_AUTO,
+	CUDA_MATMUL_MMV,
+	CUDA_MATMUL_CUBLAS,
+	CUDA_MATMUL_MMA,
+};
+
+/*
+ * The ops of one matrix product y = w . x for rows of x:
+ * w: n_out rows of n_in elements of w_type, row_bytes apart (experts:
+ * expert_bytes apart); x: rows of floats, x_ld apart; y: rows of n_out
+ * floats, y_ld apart.
+ */
+struct cuda_matmul {
+	uint32_t w_type;
+	const void *w;
+	uint64_t row_bytes;
+	int64_t n_in, n_out;
+	const float *x;
+	size_t x_ld;
+	float *y;
+	size_t y_ld;
+	uint32_t rows;
+	/*
+	 * MoE: when ids is set, row r of x is multiplied with expert
+	 * ids[r * ids_ld + slot] (w + expert * expert_bytes) for each slot <
+	 * n_slots, into y + (r * n_slots + slot) * y_ld; x_per_slot: x has
+	 * one row per (r, slot) too (the down projection), else one per r.
+	 */
+	const int32_t *ids;
+	uint32_t ids_ld, n_slots;
+	bool x_per_slot;
+	uint64_t expert_bytes;
+	enum cuda_matmul_mode mode;
+};
+
+struct cuda_api {
+	uint32_t abi;  /* LLMFS_CUDA_ABI */
+	uint32_t size; /* sizeof(struct cuda_api) */
+	const char
+		*how; /* "cuda 13.0 sm_80 sm_86 sm_89 sm_90" or "simulator" */
+
+	/* ---- devices ---- */
+	/*
+	 * Append one IO_DEVICE_GPU per usable device to set (probe.cu):
+	 * memory, NUMA node, measured VRAM and host->device bandwidth,
+	 * compute true. The count added, or -ENODEV with the runtime's
+	 * reason (no driver, no device), -ENOSPC when set is full.
+	 */
+	int (*probe)(struct io_device_set *set, struct err *err);
+	/* Start using device index; close frees everything it holds. */
+	int (*open)(struct cuda_dev **out, int index, struct err *err);
+	void (*close)(struct cuda_dev *d);
+	/* free and total bytes of the device now */
+	int (*mem_info)(struct cuda_dev *d, uint64_t *free_b, uint64_t *total,
+			struct err *err);
+
+	/* ---- memory ---- */
+	/* 256-aligned device bytes; -ENOSPC when the device has no room */
+	int (*alloc)(struct cuda_dev *d, void **p, size_t n, struct err *err);
+	void (*free)(struct cuda_dev *d, void *p);
+	/* host -> device and back, waiting for the stream first (blocking) */
+	int (*copy_in)(struct cuda_dev *d, void *dst, const void *host_src,
+		       size_t n, struct err *err);
+	int (*copy_out)(struct cuda_dev *d, void *host_dst, const void *src,
+			size_t n, struct err *err);
+	/* device -> device, enqueued */
+	int (*copy)(struct cuda_dev *d, void *dst, const void *src, size_t n,
+		    struct err *err);
+	int (*memset)(struct cuda_dev *d, void *p, int byte, size_t n,
+		      struct err *err);
+	int (*synchronize)(struct cuda_dev *d, struct err *err);
+
+	/*
+	 * Page-locked host memory, for the staging ring (io/stage.h):
+	 * host_alloc's own (cudaHostAlloc), or the caller's pinned in place
+	 * (cudaHostRegister). Copies from either are DMA.
+	 */
+	int (*host_alloc)(void **p, size_t n, struct err *err);
+	void (*host_free)(void *p);
+	int (*host_register)(void *p, size_t n, struct err *err);
+	void (*host_unregister)(void *p);
+	/*
+	 * Enqueue host_src -> dst (n bytes) and mark it as slot's copy;
+	 * slot_wait blocks until slot's last copy is done (its host bytes
+	 * may be reused). slot < CUDA_SLOTS.
+	 */
+	int (*copy_in_async)(struct cuda_dev *d, void *dst,
+			     const void *host_src, size_t n, unsigned slot,
+			     struct err *err);
+	int (*slot_wait)(struct cuda_dev *d, unsigned slot, struct err *err);
+
+	/* ---- ops (module.cu) ---- */
+	/*
+	 * The activation type the kernels want for a weight type: Q8_1 for
+	 * the 32-element legacy blocks (the same int8 quants as the CPU's
+	 * Q8_0 and Q8_1), Q8_K for the K-quants (as the CPU's), F32 for the
+	 * float types (the kernel rounds to F16/BF16 as the CPU does).
+	 * IO_TYPE_COUNT for a type the module cannot multiply.
+	 */
+	uint32_t (*act_type)(uint32_t w_type);
+	/* bytes of one activation row of n elements of act_type */
+	uint64_t (*act_row_bytes)(uint32_t act_type, int64_t n);
+	/* rows of n floats (x_ld apart) into act_type rows (y_ld bytes) */
+	int (*quantize)(struct cuda_dev *d, uint32_t act_type, const float *x,
+			size_t x_ld, void *y, size_t y_ld, int64_t n,
+			uint32_t rows, struct err *err);
+	/* y = w . x, the kernel by mode (see struct cuda_matmul) */
+	int (*matmul)(struct cuda_dev *d, const struct cuda_matmul *mm,
+		      struct err *err);
+	/* y[r] = row ids[r] of w as floats: ggml_get_rows */
+	int (*get_rows)(struct cuda_dev *d, uint32_t w_type, const void *w,
+			uint64_t row_bytes, int64_t n, const int32_t *ids,
+			float *y, size_t y_ld, uint32_t rows, struct err *err);
+	/* y = x / rms(x) * w (w may be NULL), rows of n */
+	int (*rms_norm)(struct cuda_dev *d, const float *x, size_t x_ld,
+			const float *w, float *y, size_t y_ld, int64_t n,
+			uint32_t rows, float eps, struct err *err);
+	/*
+	 * Rotate rows of n_head heads of head_dim floats (x_ld apart) in
+	 * place, row r at position pos[r]; freq_factors may be NULL.
+	 */
+	int (*rope)(struct cuda_dev *d, float *x, size_t x_ld, uint32_t n_head,
+		    uint32_t head_dim, uint32_t n_rot, enum cuda_rope_mode mode,
+		    const int32_t *pos, float freq_base, float freq_scale,
+		    const float *freq_factors, uint32_t rows, struct err *err);
+	/* y = silu(g) * u, rows of n */
+	int (*swiglu)(struct cuda_dev *d, float *y, size_t y_ld, const float *g,
+		      size_t g_ld, const float *u, size_t u_ld, int64_t n,
+		      uint32_t rows, struct err *err);
+	/* y += x, rows of n; x_ld 0 adds one row to all (a bias) */
+	int (*add)(struct cuda_dev *d, float *y, size_t y_ld, const float *x,
+		   size_t x_ld, int64_t n, uint32_t rows, struct err *err);
+};
+
+/* The module's one export (dlsym name "llmfs_cuda_api"). */
+const struct cuda_api *llmfs_cuda_api(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

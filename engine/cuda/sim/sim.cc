@@ -1,0 +1,857 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The simulator's runtime (sim.h says what it is for): blocks of fibers,
+ * their barriers, and the CUDA runtime API functions the module calls,
+ * defined over host memory. Everything runs on the calling thread.
+ */
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <ucontext.h>
+
+#include "sim.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIM_ASAN 1
+#endif
+#endif
+
+#ifdef SIM_ASAN
+extern "C" void __sanitizer_start_switch_fiber(void **fake_stack_save,
+					       const void *bottom, size_t size);
+extern "C" void __sanitizer_finish_switch_fiber(void *fake_stack_save,
+						const void **bottom_old,
+						size_t *size_old);
+#define SIM_STACK (256u << 10)
+#else
+#define SIM_STACK (64u << 10)
+#endif
+
+thread_local const sim_thread_ids *sim_ids;
+thread_local uint3 sim_block_idx;
+thread_local dim3 sim_block_dim, sim_grid_dim;
+
+/* ---- blocks of fibers ---------------------------------------------------- */
+
+enum sim_state { SIM_RUN, SIM_WAIT_BLOCK, SIM_WAIT_WARP, SIM_DONE };
+
+struct sim_fiber {
+	ucontext_t ctx;
+	sim_thread_ids ids;
+	sim_state state;
+	void *fake_stack; /* ASan's, across a switch */
+};
+
+struct sim_warp {
+	unsigned live, arrived;
+	unsigned char slot[32][16];
+};
+
+struct sim_block {
+	std::vector<sim_fiber> f;
+	std::vector<sim_warp> warps;
+	unsigned live, arrived, done;
+	ucontext_t sched;
+	sim_fiber *cur;
+	const std::function<void()> *body;
+	void *dynamic;
+	uint64_t rng;
+	const void *sched_bottom; /* the scheduler's stack, for ASan */
+	size_t sched_size;
+	void *sched_fake;
+};
+
+static thread_local sim_block *sim_b;
+static thread_local std::vector<void *> sim_stacks; /* reused */
+
+static uint64_t sim_next(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+/* From a fiber to the scheduler; returns when the fiber runs again. */
+static void sim_yield(sim_block *b, bool exiting)
+{
+	sim_fiber *f = b->cur;
+
+#ifdef SIM_ASAN
+	__sanitizer_start_switch_fiber(exiting ? nullptr : &f->fake_stack,
+				       b->sched_bottom, b->sched_size);
+#endif
+	if (exiting) {
+		setcontext(&b->sched);
+		abort();
+	}
+	swapcontext(&f->ctx, &b->sched);
+#ifdef SIM_ASAN
+	__sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
+#endif
+}
+
+static void sim_release(sim_block *b, sim_state waiting, unsigned warp)
+{
+	for (auto &f : b->f)
+		if (f.state == waiting &&
+		    (waiting == SIM_WAIT_BLOCK || f.ids.warp == warp))
+			f.state = SIM_RUN;
+	if (waiting == SIM_WAIT_BLOCK)
+		b->arrived = 0;
+	else
+		b->warps[warp].arrived = 0;
+}
+
+void sim_sync_block()
+{
+	sim_block *b = sim_b;
+
+	b->cur->state = SIM_WAIT_BLOCK;
+	if (++b->arrived == b->live)
+		sim_release(b, SIM_WAIT_BLOCK, 0);
+	else
+		sim_yield(b, false);
+}
+
+void sim_sync_warp()
+{
+	sim_block *b = sim_b;
+	unsigned w = b->cur->ids.warp;
+
+	b->cur->state = SIM_WAIT_WARP;
+	if (++b->warps[w].arrived == b->warps[w].live)
+		sim_release(b, SIM_WAIT_WARP, w);
+	else
+		sim_yield(b, false);
+}
+
+void sim_warp_put(const void *v, size_t n)
+{
+	sim_block *b = sim_b;
+
+	memcpy(b->warps[b->cur->ids.warp].slot[b->cur->ids.lane], v, n);
+}
+
+void sim_warp_get(unsigned lane, void *v, size_t n)
+{
+	sim_block *b = sim_b;
+
+	memcpy(v, b->warps[b->cur->ids.warp].slot[lane & 31], n);
+}
+
+unsigned sim_ballot(int pred)
+{
+	unsigned r = 0, v = pred != 0;
+	sim_block *b = sim_b;
+	sim_warp *w = &b->warps[b->cur->ids.warp];
+
+	sim_warp_put(&v, sizeof(v));
+	sim_sync_warp();
+	for (unsigned l = 0; l < 32; l++) {
+		unsigned x;
+
+		memcpy(&x, w->slot[l], sizeof(x));
+		/* lanes past the block's end never wrote: count them out */
+		if (l + b->cur->ids.warp * 32 < b->f.size() && x == 1)
+			r |= 1u << l;
+	}
+	sim_sync_warp();
+	return r;
+}
+
+void *sim_dynamic_shared()
+{
+	return sim_b->dynamic;
+}
+
+static void sim_fiber_main()
+{
+	sim_block *b = sim_b;
+	sim_fiber *f = b->cur;
+
+#ifdef SIM_ASAN
+	__sanitizer_finish_switch_fiber(nullptr, &b->sched_bottom,
+					&b->sched_size);
+#endif
+	(*b->body)();
+	f->state = SIM_DONE;
+	b->done++;
+	b->live--;
+	b->warps[f->ids.warp].live--;
+	/* a barrier the others wait at counts this thread out */
+	if (b->arrived && b->arrived == b->live)
+		sim_release(b, SIM_WAIT_BLOCK, 0);
+	if (b->warps[f->ids.warp].arrived &&
+	    b->warps[f->ids.warp].arrived == b->warps[f->ids.warp].live)
+		sim_release(b, SIM_WAIT_WARP, f->ids.warp);
+	sim_yield(b, true);
+}
+
+static void sim_run_block(sim_block *b, unsigned n)
+{
+	const unsigned bx = sim_block_dim.x, by = sim_block_dim.y;
+
+	while (sim_stacks.size() < n)
+		sim_stacks.push_back(malloc(SIM_STACK));
+	b->f.assign(n, sim_fiber());
+	b->warps.assign((n + 31) / 32, sim_warp());
+	b->live = n;
+	b->arrived = b->done = 0;
+	for (unsigned i = 0; i < n; i++) {
+		sim_fiber *f = &b->f[i];
+
+		f->ids.thread = make_uint3(i % bx, i / bx % by, i / (bx * by));
+		f->ids.lane = i % 32;
+		f->ids.warp = i / 32;
+		f->state = SIM_RUN;
+		b->warps[i / 32].live++;
+		getcontext(&f->ctx);
+		f->ctx.uc_stack.ss_sp = sim_stacks[i];
+		f->ctx.uc_stack.ss_size = SIM_STACK;
+		f->ctx.uc_link = nullptr;
+		makecontext(&f->ctx, sim_fiber_main, 0);
+	}
+	while (b->done < n) {
+		unsigned start = (unsigned)(sim_next(&b->rng) % n), i, k;
+
+		for (k = 0; k < n; k++) {
+			i = (start + k) % n;
+			if (b->f[i].state == SIM_RUN)
+				break;
+		}
+		if (k == n) {
+			fprintf(stderr,
+				"cuda sim: deadlock in block (%u,%u,%u): %u of %u threads wait at a barrier none of the others reaches\n",
+				sim_block_idx.x, sim_block_idx.y,
+				sim_block_idx.z, n - b->done, n);
+			abort();
+		}
+		b->cur = &b->f[i];
+		sim_ids = &b->f[i].ids;
+#ifdef SIM_ASAN
+		__sanitizer_start_switch_fiber(&b->sched_fake, sim_stacks[i],
+					       SIM_STACK);
+#endif
+		swapcontext(&b->sched, &b->f[i].ctx);
+#ifdef SIM_ASAN
+		__sanitizer_finish_switch_fiber(b->sched_fake, nullptr,
+						nullptr);
+#endif
+	}
+}
+
+/* ---- errors, devices ----------------------------------------------------- */
+
+static thread_local cudaError_t sim_last = cudaSuccess;
+static std::mutex sim_mu; /* the allocation maps */
+
+static cudaError_t sim_fail(cudaError_t e)
+{
+	if (e != cudaSuccess)
+		sim_last = e;
+	return e;
+}
+
+static int sim_device_count()
+{
+	const char *s = getenv("LLMFS_SIM_DEVICES");
+
+	return s ? atoi(s) : 1;
+}
+
+static size_t sim_vram()
+{
+	const char *s = getenv("LLMFS_SIM_VRAM");
+
+	return s ? strtoull(s, nullptr, 0) : (size_t)2 << 30;
+}
+
+cudaError_t cudaGetDeviceCount(int *n)
+{
+	*n = sim_device_count();
+	return *n > 0 ? cudaSuccess : sim_fail(cudaErrorNoDevice);
+}
+
+static thread_local int sim_device;
+
+cudaError_t cudaSetDevice(int d)
+{
+	if (d < 0 || d >= sim_device_count())
+		return sim_fail(cudaErrorInvalidDevice);
+	sim_device = d;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *d)
+{
+	*d = sim_device;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
+{
+	if (d < 0 || d >= sim_device_count())
+		return sim_fail(cudaErrorInvalidDevice);
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "llmfs CUDA simulator");
+	p->totalGlobalMem = sim_vram();
+	p->sharedMemPerBlock = 48 << 10;
+	p->sharedMemPerBlockOptin = 227 << 10;
+	p->regsPerBlock = 65536;
+	p->warpSize = 32;
+	p->maxThreadsPerBlock = 1024;
+	p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024;
+	p->maxThreadsDim[2] = 64;
+	p->maxGridSize[0] = 0x7fffffff;
+	p->maxGridSize[1] = p->maxGridSize[2] = 65535;
+	p->major = 9;
+	p->minor = 0;
+	p->multiProcessorCount = 4;
+	p->l2CacheSize = 4 << 20;
+	p->maxThreadsPerMultiProcessor = 2048;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int d)
+{
+	cudaDeviceProp p;
+
+	if (cudaGetDeviceProperties(&p, d) != cudaSuccess)
+		return sim_last;
+	switch (attr) {
+	case cudaDevAttrMultiProcessorCount: *v = p.multiProcessorCount; break;
+	case cudaDevAttrComputeCapabilityMajor: *v = p.major; break;
+	case cudaDevAttrComputeCapabilityMinor: *v = p.minor; break;
+	case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+		*v = (int)p.sharedMemPerBlockOptin;
+		break;
+	case cudaDevAttrL2CacheSize: *v = p.l2CacheSize; break;
+	default: *v = 0; break;
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int d)
+{
+	snprintf(bus, (size_t)len, "0000:00:%02x.0", d);
+	return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v)
+{
+	*v = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+	*v = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize()
+{
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError()
+{
+	cudaError_t e = sim_last;
+
+	sim_last = cudaSuccess;
+	return e;
+}
+
+cudaError_t cudaPeekAtLastError()
+{
+	return sim_last;
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+	switch (e) {
+	case cudaSuccess: return "no error";
+	case cudaErrorInvalidValue: return "invalid argument";
+	case cudaErrorMemoryAllocation: return "out of memory";
+	case cudaErrorInvalidConfiguration:
+		return "invalid configuration argument";
+	case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+	case cudaErrorInvalidDevice: return "invalid device ordinal";
+	case cudaErrorStreamCaptureUnsupported:
+		return "operation not permitted when stream is capturing";
+	case cudaErrorIllegalState:
+		return "the operation is not permitted in the current state";
+	default: return "simulated CUDA error";
+	}
+}
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+	return cudaGetErrorString(e);
+}
+
+/* ---- memory -------------------------------------------------------------- */
+
+static std::map<uintptr_t, size_t> sim_device_mem, sim_host_mem;
+static size_t sim_used;
+
+/* Where p points: 2 device, 1 pinned host, 0 neither. */
+static int sim_where(const void *p)
+{
+	std::lock_guard<std::mutex> g(sim_mu);
+	uintptr_t a = (uintptr_t)p;
+
+	for (auto *m : { &sim_device_mem, &sim_host_mem }) {
+		auto it = m->upper_bound(a);
+
+		if (it != m->begin() && a < (--it)->first + it->second)
+			return m == &sim_device_mem ? 2 : 1;
+	}
+	return 0;
+}
+
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+	std::lock_guard<std::mutex> g(sim_mu);
+	size_t r = (n + 255) & ~(size_t)255;
+
+	*p = nullptr;
+	if (r == 0)
+		r = 256;
+	if (sim_used + r > sim_vram())
+		return sim_fail(cudaErrorMemoryAllocation);
+	*p = aligned_alloc(256, r);
+	if (!*p)
+		return sim_fail(cudaErrorMemoryAllocation);
+	memset(*p, 0xff, r);
+	sim_device_mem[(uintptr_t)*p] = r;
+	sim_used += r;
+	return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+	std::lock_guard<std::mutex> g(sim_mu);
+
+	if (!p)
+		return cudaSuccess;
+	auto it = sim_device_mem.find((uintptr_t)p);
+	if (it == sim_device_mem.end())
+		return sim_fail(cudaErrorInvalidValue);
+	sim_used -= it->second;
+	sim_device_mem.erase(it);
+	free(p);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
+{
+	std::lock_guard<std::mutex> g(sim_mu);
+
+	*total = sim_vram();
+	*free_b = *total - sim_used;
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags)
+{
+	std::lock_guard<std::mutex> g(sim_mu);
+	size_t r = (n + 4095) & ~(size_t)4095;
+
+	(void)flags;
+	*p = aligned_alloc(4096, r ? r : 4096);
+	if (!*p)
+		return sim_fail(cudaErrorMemoryAllocation);
+	sim_host_mem[(uintptr_t)*p] = r;
+	return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **p, size_t n)
+{
+	return cudaHostAlloc(p, n, 0);
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+	std::lock_guard<std::mutex> g(sim_mu);
+
+	if (!p)
+		return cudaSuccess;
+	if (!sim_host_mem.erase((uintptr_t)p))
+		return sim_fail(cudaErrorInvalidValue);
+	free(p);
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void *p, size_t n, unsigned flags)
+{
+	std::lock_guard<std::mutex> g(sim_mu);
+
+	(void)flags;
+	if (!p || !n)
+		return sim_fail(cudaErrorInvalidValue);
+	if (!sim_host_mem.emplace((uintptr_t)p, n).second)
+		return sim_fail(cudaErrorHostMemoryAlreadyRegistered);
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *p)
+{
+	std::lock_guard<std::mutex> g(sim_mu);
+
+	if (!sim_host_mem.erase((uintptr_t)p))
+		return sim_fail(cudaErrorHostMemoryNotRegistered);
+	return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
+{
+	int w = sim_where(p);
+
+	memset(a, 0, sizeof(*a));
+	a->type = w == 2 ? cudaMemoryTypeDevice :
+		  w == 1 ? cudaMemoryTypeHost :
+			   cudaMemoryTypeUnregistered;
+	a->devicePointer = w ? (void *)p : nullptr;
+	a->hostPointer = w == 1 ? (void *)p : nullptr;
+	return cudaSuccess;
+}
+
+/* ---- streams, events, graphs --------------------------------------------- */
+
+struct CUgraph_st {
+	std::vector<std::function<void()>> ops;
+};
+
+struct CUgraphExec_st {
+	std::vector<std::function<void()>> ops;
+};
+
+struct CUstream_st {
+	CUgraph_st *capture; /* non-null while capturing */
+};
+
+struct CUevent_st {
+	double t;
+};
+
+static double sim_now()
+{
+	return std::chrono::duration<double>(
+		       std::chrono::steady_clock::now().time_since_epoch())
+		.count();
+}
+
+/* Run op now, or append it to the stream's capture. */
+static cudaError_t sim_enqueue(cudaStream_t s, std::function<void()> op)
+{
+	if (s && s != cudaStreamLegacy && s != cudaStreamPerThread &&
+	    s->capture) {
+		s->capture->ops.push_back(std::move(op));
+		return cudaSuccess;
+	}
+	op();
+	return cudaSuccess;
+}
+
+static bool sim_capturing(cudaStream_t s)
+{
+	return s && s != cudaStreamLegacy && s != cudaStreamPerThread &&
+	       s->capture;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s)
+{
+	*s = new CUstream_st();
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+	(void)flags;
+	return cudaStreamCreate(s);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+	if (s)
+		delete s->capture;
+	delete s;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	return sim_capturing(s) ? sim_fail(cudaErrorStreamCaptureUnsupported) :
+				  cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+	return cudaStreamSynchronize(s);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
+{
+	(void)s;
+	(void)e;
+	(void)f;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
+{
+	(void)mode;
+	if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread)
+		return sim_fail(cudaErrorStreamCaptureUnsupported);
+	if (s->capture)
+		return sim_fail(cudaErrorIllegalState);
+	s->capture = new CUgraph_st();
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+	if (!sim_capturing(s))
+		return sim_fail(cudaErrorIllegalState);
+	*g = s->capture;
+	s->capture = nullptr;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *st)
+{
+	*st = sim_capturing(s) ? cudaStreamCaptureStatusActive :
+				 cudaStreamCaptureStatusNone;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g,
+				 unsigned long long flags)
+{
+	(void)flags;
+	*e = new CUgraphExec_st();
+	(*e)->ops = g->ops;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t e, cudaGraph_t g,
+				cudaGraphExecUpdateResultInfo *info)
+{
+	if (info)
+		memset(info, 0, sizeof(*info));
+	if (e->ops.size() != g->ops.size()) {
+		if (info)
+			info->result = cudaGraphExecUpdateErrorTopologyChanged;
+		return sim_fail(cudaErrorGraphExecUpdateFailure);
+	}
+	e->ops = g->ops;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s)
+{
+	(void)s;
+	for (auto &op : e->ops)
+		op();
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+	delete g;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e)
+{
+	delete e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+	*e = new CUevent_st();
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+	(void)flags;
+	return cudaEventCreate(e);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+	delete e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+	return sim_enqueue(s, [e] { e->t = sim_now(); });
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+	(void)e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+	(void)e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+	*ms = (float)((b->t - a->t) * 1e3);
+	return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *arg)
+{
+	return sim_enqueue(s, [fn, arg] { fn(arg); });
+}
+
+/* ---- copies -------------------------------------------------------------- */
+
+static cudaError_t sim_copy(void *dst, const void *src, size_t n,
+			    cudaStream_t s)
+{
+	if (n == 0)
+		return cudaSuccess;
+	if (!dst || !src)
+		return sim_fail(cudaErrorInvalidValue);
+	/* a capture records where to copy from, not what is there now */
+	return sim_enqueue(s, [=] { memmove(dst, src, n); });
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
+{
+	(void)k;
+	return sim_copy(dst, src, n, nullptr);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
+			    cudaMemcpyKind k, cudaStream_t s)
+{
+	(void)k;
+	/* the real runtime refuses pageable host memory in a capture */
+	if (sim_capturing(s) && (!sim_where(dst) || !sim_where(src)))
+		return sim_fail(cudaErrorStreamCaptureUnsupported);
+	return sim_copy(dst, src, n, s);
+}
+
+cudaError_t cudaMemset(void *p, int v, size_t n)
+{
+	memset(p, v, n);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+	return sim_enqueue(s, [=] { memset(p, v, n); });
+}
+
+/* ---- kernels ------------------------------------------------------------- */
+
+static std::map<const void *, int> sim_max_dynamic; /* per kernel */
+
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr,
+				 int value)
+{
+	std::lock_guard<std::mutex> g(sim_mu);
+
+	if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+		if (value < 0 || value > (227 << 10))
+			return sim_fail(cudaErrorInvalidValue);
+		sim_max_dynamic[func] = value;
+	}
+	return cudaSuccess;
+}
+
+static bool sim_config_ok(dim3 grid, dim3 block, size_t shmem,
+			  const void *kernel)
+{
+	size_t threads = (size_t)block.x * block.y * block.z, limit = 48 << 10;
+
+	if (!threads || threads > 1024 || block.z > 64 || !grid.x || !grid.y ||
+	    !grid.z || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu)
+		return false;
+	{
+		std::lock_guard<std::mutex> g(sim_mu);
+		auto it = sim_max_dynamic.find(kernel);
+
+		if (it != sim_max_dynamic.end())
+			limit = (size_t)it->second;
+	}
+	return shmem <= limit;
+}
+
+static void sim_run_grid(dim3 grid, dim3 block, size_t shmem,
+			 const std::function<void()> &body)
+{
+	const uint64_t nb = (uint64_t)grid.x * grid.y * grid.z;
+	const unsigned n = block.x * block.y * block.z;
+	std::vector<uint64_t> order(nb);
+	sim_block b;
+	std::vector<unsigned char> dyn(shmem ? shmem : 1);
+	static thread_local uint64_t seed;
+
+	if (!seed) {
+		const char *s = getenv("LLMFS_SIM_SEED");
+
+		seed = s ? strtoull(s, nullptr, 0) | 1 : 0x9e3779b97f4a7c15ull;
+	}
+	for (uint64_t i = 0; i < nb; i++)
+		order[i] = i;
+	/* blocks in a shuffled order: nothing may depend on theirs */
+	for (uint64_t i = nb; i > 1; i--)
+		std::swap(order[i - 1], order[sim_next(&seed) % i]);
+	b.body = &body;
+	b.dynamic = dyn.data();
+	sim_b = &b;
+	b.rng = sim_next(&seed);
+	sim_grid_dim = grid;
+	sim_block_dim = block;
+	for (uint64_t k = 0; k < nb; k++) {
+		uint64_t i = order[k];
+
+		sim_block_idx = make_uint3((unsigned)(i % grid.x),
+					   (unsigned)(i / grid.x % grid.y),
+					   (unsigned)(i / grid.x / grid.y));
+		memset(dyn.data(), 0xff, dyn.size());
+		sim_run_block(&b, n);
+	}
+	sim_b = nullptr;
+	sim_ids = nullptr;
+}
+
+void sim_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+		const void *kernel, std::function<void()> body)
+{
+	if (!sim_config_ok(grid, block, shmem, kernel)) {
+		sim_fail(cudaErrorInvalidConfiguration);
+		return;
+	}
+	sim_enqueue(stream, [=] {
+		sim_block *outer = sim_b;
+
+		sim_run_grid(grid, block, shmem, body);
+		sim_b = outer;
+	});
+}

@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CUDA module's ops (engine/cuda/module.h) against the CPU backend's
+ * own code, on fresh random inputs each run (the seed is printed; set
+ * LLMFS_TEST_SEED to repeat one), every output buffer poisoned with NaN
+ * bytes first so that an element a kernel forgot shows up.
+ *
+ * Which module: $LLMFS_CUDA_MODULE, else build/lib/llmfs-cuda-sim.so (the
+ * same sources on the CPU: what `make check` runs); tools/gpu-check.sh
+ * runs this program with the real module on a GPU. Exit 77 where the
+ * module or a device is missing.
+ *
+ * What must hold: activation quantization byte for byte the CPU's; the
+ * int8 mat-vec products the CPU's dot products up to the order floats
+ * are added (MMV_REL); the F16 cuBLAS products within F16 rounding of
+ * the float product (CUBLAS_REL); the row operations the CPU's within
+ * float rounding.
+ */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../engine/cuda/loader.h"
+#include "../../engine/ops.h"
+#include "../../engine/quant/quant.h"
+#include "../common/check_main.h"
+
+/* relative to the largest |y|: integer sums exact, floats reordered */
+#define MMV_REL 2e-5
+/* activations rounded to F16 (2^-11), weights as dequantized */
+#define CUBLAS_REL 4e-3
+
+static const struct cuda_api *api;
+static struct cuda_dev *dev;
+static uint64_t seed;
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+	uint64_t x = rng_state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return rng_state = x;
+}
+
+/* uniform in [-scale, scale) */
+static void rand_floats(float *x, size_t n, float scale)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = scale *
+		       ((float)(rng_next() >> 40) / (float)(1 << 23) - 1.0f);
+}
+
+static void *dev_alloc(size_t n)
+{
+	struct err err = { 0 };
+	void *p = NULL;
+
+	ck_assert_msg(api->alloc(dev, &p, n, &err) == 0, "%s", err.msg);
+	/* poison: NaN floats, -1 ints */
+	ck_assert(api->memset(dev, p, 0xff, n, &err) == 0);
+	return p;
+}
+
+static void *dev_from(const void *host, size_t n)
+{
+	struct err err = { 0 };
+	void *p = dev_alloc(n);
+
+	ck_assert_msg(api->copy_in(dev, p, host, n, &err) == 0, "%s", err.msg);
+	return p;
+}
+
+static void host_from(void *host, const void *p, size_t n)
+{
+	struct err err = { 0 };
+
+	ck_assert_msg(api->synchronize(dev, &err) == 0, "%s", err.msg);
+	ck_assert_msg(api->copy_out(dev, host, p, n, &err) == 0, "%s", err.msg);
+}
+
+/* max |a - b| / max |b|; every a finite (an unwritten NaN fails) */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+	double d = 0, m = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_msg(isfinite(a[i]), "element %zu not written (%g)", i,
+			      a[i]);
+		d = fmax(d, fabs((double)a[i] - b[i]));
+		m = fmax(m, fabs((double)b[i]));
+	}
+	return m > 0 ? d / m : d;
+}
+
+/* rows of n_in random floats as type (quantize_row_*_ref: valid blocks) */
+static uint8_t *rand_matrix(uint32_t type, int64_t rows, int64_t n_in,
+			    uint64_t *row_bytes)
+{
+	float *f = malloc(n_in * sizeof(float));
+	uint8_t *w;
+
+	ck_assert(io_type_row_bytes(type, n_in, row_bytes) == 0);
+	w = malloc(*row_bytes * rows);
+	ck_assert(f && w);
+	for (int64_t r = 0; r < rows; r++) {
+		rand_floats(f, n_in, 1.0f);
+		quant_from_float_ref(type, f, w + r * *row_bytes, n_in);
+	}
+	free(f);
+	return w;
+}
+
+/* ---- quantization -------------------------------------------------------- */
+
+/* the module's Q8_1 and Q8_K rows are the CPU's quant_from_float bytes */
+static void check_quantize(uint32_t act, uint32_t cpu_type, int64_t n,
+			   uint32_t rows)
+{
+	const uint64_t rb = api->act_row_bytes(act, n);
+	float *x = malloc(n * rows * sizeof(float));
+	uint8_t *got = malloc(rb * rows), *want = malloc(rb * rows);
+	struct err err = { 0 };
+	float *dx;
+	void *dy;
+
+	rand_floats(x, n * rows, 3.0f);
+	/* an all-zero block, and a block whose largest magnitude is negative */
+	memset(x, 0, 256 * sizeof(float));
+	x[300] = -7.0f;
+	x[301] = 7.0f;
+	dx = dev_from(x, n * rows * sizeof(float));
+	dy = dev_alloc(rb * rows);
+	ck_assert_msg(api->quantize(dev, act, dx, n, dy, rb, n, rows, &err) ==
+			      0,
+		      "%s", err.msg);
+	host_from(got, dy, rb * rows);
+	for (uint32_t r = 0; r < rows; r++)
+		quant_from_float(cpu_type, x + r * n, want + r * rb, n);
+	if (cpu_type == IO_TYPE_Q8_0) /* Q8_1's quants are Q8_0's: compare */
+		for (uint32_t r = 0; r < rows; r++)
+			quant_from_float(IO_TYPE_Q8_1, x + r * n, want + r * rb,
+					 n);
+	for (uint64_t i = 0; i < rb * rows; i++)
+		ck_assert_msg(got[i] == want[i],
+			      "act %u byte %llu: %02x, CPU %02x (seed %llu)",
+			      act, (unsigned long long)i, got[i], want[i],
+			      (unsigned long long)seed);
+	api->free(dev, dx);
+	api->free(dev, dy);
+	free(x);
+	free(got);
+	free(want);
+}
+
+START_TEST(test_quantize_q8_1)
+{
+	check_quantize(IO_TYPE_Q8_1, IO_TYPE_Q8_1, 1024, 3);
+}
+END_TEST
+
+START_TEST(test_quantize_q8_K)
+{
+	check_quantize(IO_TYPE_Q8_K, IO_TYPE_Q8_K, 1024, 3);
+}
+END_TEST
+
+/* ---- products ------------------------------------------------------------ */
+
+static const uint32_t weight_types[] = {
+	IO_TYPE_F32,  IO_TYPE_F16,  IO_TYPE_BF16, IO_TYPE_Q4_0, IO_TYPE_Q4_1,
+	IO_TYPE_Q5_0, IO_TYPE_Q5_1, IO_TYPE_Q8_0, IO_TYPE_Q2_K, IO_TYPE_Q3_K,
+	IO_TYPE_Q4_K, IO_TYPE_Q5_K, IO_TYPE_Q6_K,
+};
+#define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
+
+/* y[c][r] = the CPU's dot of row r with x[c] quantized as the CPU does */
+static void cpu_matmul(uint32_t type, const uint8_t *w, uint64_t row_bytes,
+		       int64_t n_in, int64_t n_out, const float *x,
+		       uint32_t cols, float *y)
+{
+	uint32_t vdt = quant_vec_dot_type(type);
+	uint64_t ab;
+	uint8_t *act;
+
+	ck_assert(io_type_row_bytes(vdt, n_in, &ab) == 0);
+	act = malloc(ab);
+	for (uint32_t c = 0; c < cols; c++) {
+		quant_from_float(vdt, x + c * n_in, act, n_in);
+		for (int64_t r = 0; r < n_out; r++)
+			y[c * n_out + r] = quant_vec_dot(
+				type, n_in, w + r * row_bytes, act);
+	}
+	free(act);
+}
+
+/* y[c][r] = dequantized row r . x[c] in double */
+static void float_matmul(uint32_t type, const uint8_t *w, uint64_t row_bytes,
+			 int64_t n_in, int64_t n_out, const float *x,
+			 uint32_t cols, float *y)
+{
+	float *row = malloc(n_in * sizeof(float));
+
+	for (int64_t r = 0; r < n_out; r++) {
+		quant_to_float(type, w + r * row_bytes, row, n_in);
+		for (uint32_t c = 0; c < cols; c++) {
+			double s = 0;
+
+			for (int64_t i = 0; i < n_in; i++)
+				s += (double)row[i] * x[c * n_in + i];
+			y[c * n_out + r] = (float)s;
+		}
+	}
+	free(row);
+}
+
+static void check_matmul(uint32_t type, uint32_t cols,
+			 enum cuda_matmul_mode mode)
+{
+	const int64_t n_in = 512, n_out = 72;
+	uint64_t rb;
+	uint8_t *w = rand_matrix(type, n_out, n_in, &rb);
+	float *x = malloc(n_in * cols * sizeof(float));
+	float *got = malloc(n_out * cols * sizeof(float));
+	float *want = malloc(n_out * cols * sizeof(float));
+	struct err err = { 0 };
+	struct cuda_matmul mm = { 0 };
+	double e, tol;
+
+	rand_floats(x, n_in * cols, 2.0f);
+	mm.w_type = type;
+	mm.w = dev_from(w, rb * n_out);
+	mm.row_bytes = rb;
+	mm.n_in = n_in;
+	mm.n_out = n_out;
+	mm.x = dev_from(x, n_in * cols * sizeof(float));
+	mm.x_ld = n_in;
+	/* y rows wider than n_out: the gaps must stay poisoned */
+	mm.y = dev_alloc((n_out + 8) * cols * sizeof(float));
+	mm.y_ld = n_out + 8;
+	mm.rows = cols;
+	mm.mode = mode;
+	ck_assert_msg(api->matmul(dev, &mm, &err) == 0, "type %u: %s", type,
+		      err.msg);
+	for (uint32_t c = 0; c < cols; c++)
+		host_from(got + c * n_out, mm.y + c * mm.y_ld,
+			  n_out * sizeof(float));
+	if (mode == CUDA_MATMUL_CUBLAS) {
+		float_matmul(type, w, rb, n_in, n_out, x, cols, want);
+		tol = CUBLAS_REL;
+	} else {
+		cpu_matmul(type, w, rb, n_in, n_out, x, cols, want);
+		tol = MMV_REL;
+	}
+	e = rel_err(got, want, n_out * cols);
+	ck_assert_msg(
+		e <= tol,
+		"%s x %u columns (mode %d): error %.3g > %.3g (seed %llu)",
+		quant_traits(type)->name, cols, mode, e, tol,
+		(unsigned long long)seed);
+	api->free(dev, (void *)mm.w);
+	api->free(dev, (void *)mm.x);
+	api->free(dev, mm.y);
+	free(w);
+	free(x);
+	free(got);
+	free(want);
+}
+
+/* every type, 1 to 13 columns (a full chunk of 8, partial ones) */
+START_TEST(test_matmul_mmv)
+{
+	static const uint32_t cols[] = { 1, 3, 8, 13 };
+
+	for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++)
+		check_matmul(weight_types[_i], cols[c], CUDA_MATMUL_MMV);
+}
+END_TEST
+
+START_TEST(test_matmul_cublas)
+{
+	check_matmul(weight_types[_i], 5, CUDA_MATMUL_CUBLAS);
+}
+END_TEST
+
+/*
+ * Experts: rows pick n_slots distinct experts each; up/gate read one x
+ * row per token, down one per (token, slot).
+ */
+static void check_moe(uint32_t type, bool x_per_slot)
+{
+	const int64_t n_in = 256, n_out = 40;
+	const uint32_t n_exp = 6, slots = 2, rows = 11;
+	uint64_t rb;
+	uint8_t *w = rand_matrix(type, n_out * n_exp, n_in, &rb);
+	const uint32_t xrows = x_per_slot ? rows * slots : rows;
+	float *x = malloc(n_in * xrows * sizeof(float));
+	float *got = malloc(n_out * rows * slots * sizeof(float));
+	float *want = malloc(n_out * sizeof(float));
+	int32_t ids[11 * 3];
+	struct err err = { 0 };
+	struct cuda_matmul mm = { 0 };
+
+	rand_floats(x, n_in * xrows, 2.0f);
+	for (uint32_t r = 0; r < rows; r++) {
+		ids[3 * r] = (int32_t)(rng_next() % n_exp);
+		ids[3 * r + 1] = (ids[3 * r] + 1 +
+				  (int32_t)(rng_next() % (n_exp - 1))) %
+				 (int32_t)n_exp;
+		ids[3 * r + 2] = -1; /* ids_ld 3: a column never read */
+	}
+	mm.w_type = type;
+	mm.w = dev_from(w, rb * n_out * n_exp);
+	mm.row_bytes = rb;
+	mm.expert_bytes = rb * n_out;
+	mm.n_in = n_in;
+	mm.n_out = n_out;
+	mm.x = dev_from(x, n_in * xrows * sizeof(float));
+	mm.x_ld = n_in;
+	mm.y = dev_alloc(n_out * rows * slots * sizeof(float));
+	mm.y_ld = n_out;
+	mm.rows = rows;
+	mm.ids = dev_from(ids, sizeof(ids));
+	mm.ids_ld = 3;
+	mm.n_slots = slots;
+	mm.x_per_slot = x_per_slot;
+	ck_assert_msg(api->matmul(dev, &mm, &err) == 0, "%s", err.msg);
+	host_from(got, mm.y, n_out * rows * slots * sizeof(float));
+	for (uint32_t r = 0; r < rows; r++) {
+		for (uint32_t k = 0; k < slots; k++) {
+			const float *xr = x + (x_per_slot ? r * slots + k : r) *
+						      n_in;
+			double e;
+
+			cpu_matmul(type, w + ids[3 * r + k] * mm.expert_bytes,
+				   rb, n_in, n_out, xr, 1, want);
+			e = rel_err(got + (r * slots + k) * n_out, want, n_out);
+			ck_assert_msg(
+				e <= MMV_REL,
+				"%s row %u slot %u: error %.3g (seed %llu)",
+				quant_traits(type)->name, r, k, e,
+				(unsigned long long)seed);
+		}
+	}
+	api->free(dev, (void *)mm.w);
+	api->free(dev, (void *)mm.x);
+	api->free(dev, mm.y);
+	api->free(dev, (void *)mm.ids);
+	free(w);
+	free(x);
+	free(got);
+	free(want);
+}
+
+START_TEST(test_matmul_experts)
+{
+	check_moe(IO_TYPE_Q4_K, false);
+	check_moe(IO_TYPE_Q6_K, true);
+	check_moe(IO_TYPE_Q8_0, true);
+	check_moe(IO_TYPE_F32, false);
+}
+END_TEST
+
+/* ---- rows ---------------------------------------------------------------- */
+
+START_TEST(test_get_rows)
+{
+	const uint32_t type = weight_types[_i];
+	const int64_t n = 512, n_rows = 20;
+	const int32_t ids[4] = { 7, 0, 19, 7 };
+	uint64_t rb;
+	uint8_t *w = rand_matrix(type, n_rows, n, &rb);
+	float got[4 * 512], want[512];
+	struct err err = { 0 };
+	void *dw = dev_from(w, rb * n_rows), *di = dev_from(ids, sizeof(ids));
+	float *dy = dev_alloc(sizeof(got));
+
+	ck_assert_msg(api->get_rows(dev, type, dw, rb, n, di, dy, n, 4, &err) ==
+			      0,
+		      "%s", err.msg);
+	host_from(got, dy, sizeof(got));
+	for (int r = 0; r < 4; r++) {
+		quant_to_float(type, w + ids[r] * rb, want, n);
+		for (int64_t i = 0; i < n; i++)
+			ck_assert_msg(got[r * n + i] == want[i],
+				      "%s row %d element %lld: %g, CPU %g",
+				      quant_traits(type)->name, r, (long long)i,
+				      got[r * n + i], want[i]);
+	}
+	api->free(dev, dw);
+	api->free(dev, di);
+	api->free(dev, dy);
+	free(w);
+}
+END_TEST
+
+START_TEST(test_rms_norm)
+{
+	/* a row per token (n_embd), and per head (qwen3's Q/K norms) */
+	static const int64_t widths[] = { 896, 128, 40 };
+	const uint32_t rows = 5;
+
+	for (size_t k = 0; k < 3; k++) {
+		const int64_t n = widths[k];
+		float *x = malloc(n * rows * 4), *w = malloc(n * 4);
+		float *got = malloc(n * rows * 4), *want = malloc(n * rows * 4);
+		struct err err = { 0 };
+		float *dx, *dw, *dy;
+
+		rand_floats(x, n * rows, 4.0f);
+		rand_floats(w, n, 1.5f);
+		dx = dev_from(x, n * rows * 4);
+		dw = dev_from(w, n * 4);
+		dy = dev_alloc(n * rows * 4);
+		ck_assert(api->rms_norm(dev, dx, n, dw, dy, n, n, rows, 1e-6f,
+					&err) == 0);
+		host_from(got, dy, n * rows * 4);
+		for (uint32_t r = 0; r < rows; r++)
+			ops_rms_norm_scalar(want + r * n, x + r * n, w, n,
+					    1e-6f);
+		ck_assert_msg(rel_err(got, want, n * rows) < 1e-5,
+			      "rms_norm of %lld: %g", (long long)n,
+			      rel_err(got, want, n * rows));
+		/* in place, no weight */
+		ck_assert(api->rms_norm(dev, dx, n, NULL, dx, n, n, rows, 1e-5f,
+					&err) == 0);
+		host_from(got, dx, n * rows * 4);
+		for (uint32_t r = 0; r < rows; r++)
+			ops_rms_norm_scalar(want + r * n, x + r * n, NULL, n,
+					    1e-5f);
+		ck_assert(rel_err(got, want, n * rows) < 1e-5);
+		api->free(dev, dx);
+		api->free(dev, dw);
+		api->free(dev, dy);
+		free(x);
+		free(w);
+		free(got);
+		free(want);
+	}
+}
+END_TEST
+
+static void check_rope(enum cuda_rope_mode mode, uint32_t head_dim,
+		       uint32_t n_rot, bool factors)
+{
+	const uint32_t n_head = 3, rows = 4;
+	const int32_t pos[4] = { 0, 1, 37, 4095 };
+	const size_t n = (size_t)n_head * head_dim;
+	float *x = malloc(n * rows * 4), *got = malloc(n * rows * 4);
+	float *ff = malloc(n_rot / 2 * 4), *cache = malloc(n_rot * 4);
+	struct err err = { 0 };
+	float *dx, *dff = NULL;
+	int32_t *dp;
+
+	rand_floats(x, n * rows, 2.0f);
+	for (uint32_t i = 0; i < n_rot / 2; i++)
+		ff[i] = 1.0f + (float)i / 7.0f;
+	dx = dev_from(x, n * rows * 4);
+	dp = dev_from(pos, sizeof(pos));
+	if (factors)
+		dff = dev_from(ff, n_rot / 2 * 4);
+	ck_assert_msg(api->rope(dev, dx, n, n_head, head_dim, n_rot, mode, dp,
+				1000000.0f, 0.5f, dff, rows, &err) == 0,
+		      "%s", err.msg);
+	host_from(got, dx, n * rows * 4);
+	for (uint32_t r = 0; r < rows; r++) {
+		ops_rope_cache(cache, pos[r], n_rot, 1000000.0f, 0.5f,
+			       factors ? ff : NULL);
+		ops_rope_scalar(x + r * n, n_head, head_dim, n_rot,
+				mode == CUDA_ROPE_NEOX ? ENGINE_ROPE_NEOX :
+							 ENGINE_ROPE_NORM,
+				cache);
+	}
+	/* libm's sinf/cosf and CUDA's differ in the last bits */
+	ck_assert_msg(rel_err(got, x, n * rows) < 1e-5, "rope mode %d: %g",
+		      mode, rel_err(got, x, n * rows));
+	api->free(dev, dx);
+	api->free(dev, dp);
+	api->free(dev, dff);
+	free(x);
+	free(got);
+	free(ff);
+	free(cache);
+}
+
+START_TEST(test_rope)
+{
+	check_rope(CUDA_ROPE_NORM, 64, 64, false);
+	check_rope(CUDA_ROPE_NEOX, 128, 128, false);
+	/* partial rotation, frequency factors (llama 3's rope_freqs) */
+	check_rope(CUDA_ROPE_NEOX, 96, 64, true);
+	check_rope(CUDA_ROPE_NORM, 32, 16, true);
+}
+END_TEST
+
+START_TEST(test_swiglu_add)
+{
+	const int64_t n = 1000;
+	const uint32_t rows = 3;
+	float *g = malloc(n * rows * 4), *u = malloc(n * rows * 4);
+	float *got = malloc(n * rows * 4), *want = malloc(n * rows * 4);
+	struct err err = { 0 };
+	float *dg, *du, *dy;
+
+	rand_floats(g, n * rows, 8.0f);
+	rand_floats(u, n * rows, 3.0f);
+	dg = dev_from(g, n * rows * 4);
+	du = dev_from(u, n * rows * 4);
+	dy = dev_alloc(n * rows * 4);
+	ck_assert(api->swiglu(dev, dy, n, dg, n, du, n, n, rows, &err) == 0);
+	host_from(got, dy, n * rows * 4);
+	for (uint32_t r = 0; r < rows; r++)
+		ops_swiglu_scalar(want + r * n, g + r * n, u + r * n, n);
+	ck_assert_msg(rel_err(got, want, n * rows) < 1e-6, "swiglu %g",
+		      rel_err(got, want, n * rows));
+	/* y += x row by row, then a bias (x_ld 0) */
+	ck_assert(api->add(dev, dg, n, du, n, n, rows, &err) == 0);
+	ck_assert(api->add(dev, dg, n, du, 0, n, rows, &err) == 0);
+	host_from(got, dg, n * rows * 4);
+	for (int64_t i = 0; i < n * rows; i++)
+		ck_assert_msg(got[i] == (g[i] + u[i]) + u[i % n],
+			      "add element %lld", (long long)i);
+	api->free(dev, dg);
+	api->free(dev, du);
+	api->free(dev, dy);
+	free(g);
+	free(u);
+	free(got);
+	free(want);
+}
+END_TEST
+
+/* ---- setup --------------------------------------------------------------- */
+
+/*
+ * Whether a device opens, asked in a child process: a process that
+ * touched CUDA cannot fork children that use it, and Check forks every
+ * test, so the parent only loads the module.
+ */
+static int cuda_device_check(char *why, size_t cap)
+{
+	int fd[2], status = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(fd))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		struct err err = { 0 };
+		struct cuda_dev *d = NULL;
+		int rc = api->open(&d, 0, &err);
+
+		if (rc == 0)
+			api->close(d);
+		else if (write(fd[1], err.msg, strlen(err.msg)) < 0)
+			_exit(2);
+		_exit(rc == 0 ? 0 : 1);
+	}
+	close(fd[1]);
+	n = read(fd[0], why, cap - 1);
+	why[n > 0 ? n : 0] = '\0';
+	close(fd[0]);
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int cuda_setup(void)
+{
+	struct err err = { 0 };
+	const char *s = getenv("LLMFS_TEST_SEED");
+	char path[4096], why[512];
+	int rc;
+
+	if (!getenv("LLMFS_CUDA_MODULE")) {
+		snprintf(path, sizeof(path), "%s/lib/llmfs-cuda-sim.so",
+			 getenv("BUILD") ? getenv("BUILD") : "build");
+		setenv("LLMFS_CUDA_MODULE", path, 1);
+	}
+	api = engine_cuda_api(&err);
+	if (!api) {
+		printf("skip: %s\n", err.msg);
+		return CHECK_SKIP;
+	}
+	rc = cuda_device_check(why, sizeof(why));
+	if (rc == 1) {
+		printf("skip: %s (module %s)\n", why, api->how);
+		return CHECK_SKIP;
+	}
+	if (rc) {
+		printf("the device check failed (%d): %s\n", rc, why);
+		return 1;
+	}
+	seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
+	printf("module %s (%s), seed %llu\n", engine_cuda_module_path(),
+	       api->how, (unsigned long long)seed);
+	return 0;
+}
+
+/* each test: the device opened in its own process, its own draws */
+static void cuda_test_open(void)
+{
+	struct err err = { 0 };
+
+	rng_state = seed * 0x9e3779b97f4a7c15ull + 1;
+	ck_assert_msg(api->open(&dev, 0, &err) == 0, "%s", err.msg);
+}
+
+static void cuda_test_close(void)
+{
+	api->close(dev);
+	dev = NULL;
+}
+
+static void cuda_add_tests(TCase *tc)
+{
+	tcase_add_checked_fixture(tc, cuda_test_open, cuda_test_close);
+	tcase_add_test(tc, test_quantize_q8_1);
+	tcase_add_test(tc, test_quantize_q8_K);
+	tcase_add_loop_test(tc, test_matmul_mmv, 0, N_WEIGHT_TYPES);
+	tcase_add_loop_test(tc, test_matmul_cublas, 0, N_WEIGHT_TYPES);
+	tcase_add_test(tc, test_matmul_experts);
+	tcase_add_loop_test(tc, test_get_rows, 0, N_WEIGHT_TYPES);
+	tcase_add_test(tc, test_rms_norm);
+	tcase_add_test(tc, test_rope);
+	tcase_add_test(tc, test_swiglu_add);
+}
+
+const struct check_main check_main = {
+	.name = "cuda",
+	.timeout = 300,
+	.setup = cuda_setup,
+	.add_tests = cuda_add_tests,
+};
