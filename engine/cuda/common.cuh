@@ -43,6 +43,18 @@ static inline void cuda_launch(void (*kernel)(P...), dim3 grid, dim3 block,
 #endif
 }
 
+/*
+ * The launch's dynamic shared memory as a T *name (16-aligned); the
+ * simulator hands out a per-block buffer instead.
+ */
+#ifdef LLMFS_CUDA_SIM
+#define CUDA_DYNAMIC_SHARED(T, name) T *name = (T *)sim_dynamic_shared()
+#else
+#define CUDA_DYNAMIC_SHARED(T, name)                                           \
+	extern __shared__ __align__(16) uint8_t name##_raw[];                 \
+	T *name = (T *)name##_raw
+#endif
+
 /* Write one line into err (may be NULL); returns -code. */
 int cuda_err(struct err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -78,4 +78,61 @@ void k_swiglu(float *y, uint64_t y_ld, const float *g, uint64_t g_ld,
 void k_add(float *y, uint64_t y_ld, const float *x, uint64_t x_ld, int64_t n,
 	   uint32_t rows, cudaStream_t s);
 
+/* ---- attention.cu: the KV cache and attention ----------------------------- */
+
+/* a layer of struct cuda_kv (module.h), as the kernels take it */
+struct cuda_kv_args {
+	const uint8_t *pool;
+	uint64_t block_bytes;
+	uint64_t layer_off; /* this layer's bytes in a block */
+	uint64_t k_row, v_row;
+	const int32_t *tables;
+	uint32_t max_blocks;
+	uint32_t type_k, type_v, n_head_kv, head_dim, head_dim_v;
+};
+
+struct att_args {
+	cuda_kv_args kv;
+	const float *q; /* rows of n_head * head_dim, roped */
+	uint64_t q_ld;
+	const int32_t *seq_of, *pos; /* per row */
+	float scale;
+	uint32_t group;	 /* query heads per KV head */
+	uint32_t n_head; /* query heads */
+	uint32_t chunk;	 /* positions a block takes */
+	uint32_t n_chunks;
+	float *part; /* k_att_part_floats(rows) */
+	float *out;  /* rows of n_head * head_dim_v */
+	uint64_t out_ld;
+};
+
+/* whether the kernels handle this pair of cache types and head sizes */
+bool k_kv_types_ok(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
+		   uint32_t head_dim_v);
+bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
+		const float *v, uint64_t v_ld, const int32_t *seq_of,
+		const int32_t *pos, uint32_t rows, cudaStream_t s);
+/* positions a block takes: more for many rows, to bound the partials */
+uint32_t k_att_chunk(uint32_t n_ctx, uint32_t rows);
+uint64_t k_att_part_floats(const att_args &a, uint32_t rows);
+size_t k_att_shared_bytes(uint32_t group, uint32_t head_dim,
+			  uint32_t head_dim_v);
+bool k_attention(const att_args &a, uint32_t rows, cudaStream_t s);
+
+/* ---- moe.cu ---------------------------------------------------------------- */
+
+bool k_moe_route(const float *logits, uint64_t ld, uint32_t n_exp, uint32_t k,
+		 bool norm, int32_t *sel, float *w, uint32_t rows,
+		 cudaStream_t s);
+/* work items moe_group can make for pairs over n_exp experts, at most */
+uint32_t k_moe_max_items(uint32_t pairs, uint32_t n_exp);
+/* mmv_args' MoE lists from ids (rows x n_slots, ids_ld apart) */
+void k_moe_group(const int32_t *ids, uint32_t ids_ld, uint32_t rows,
+		 uint32_t n_slots, uint32_t n_exp, bool x_per_slot,
+		 int32_t *items, int32_t *pair_x, int32_t *pair_y,
+		 int32_t *n_items, cudaStream_t s);
+void k_moe_combine(float *out, uint64_t out_ld, const float *eo, uint64_t eo_ld,
+		   const float *w, uint32_t k, int64_t n, uint32_t rows,
+		   cudaStream_t s);
+
 #endif

@@ -348,89 +348,26 @@ static int mod_matmul_cublas(struct cuda_dev *d, const struct cuda_matmul *mm,
 			     mm->y, (int)mm->y_ld, err);
 }
 
-/*
- * MoE through the table: the (row, slot) pairs grouped by expert on the
- * host, 8 to a work item (step.cu's forward pass groups them on the
- * device instead); items, then pair_x, pair_y and the item count.
- */
-static int mod_moe_lists(struct cuda_dev *d, const struct cuda_matmul *mm,
-			 std::vector<int32_t> *lists, uint32_t *n_items,
-			 uint32_t *n_pairs, struct err *err)
-{
-	std::vector<int32_t> ids((size_t)mm->rows * mm->ids_ld);
-	std::vector<int32_t> items, px, py;
-	int32_t max_id = -1;
-	int ret;
-
-	if ((ret = cuda_check(
-		     cudaMemcpyAsync(ids.data(), mm->ids, ids.size() * 4,
-				     cudaMemcpyDeviceToHost, d->stream),
-		     "expert ids", err)) ||
-	    (ret = cuda_check(cudaStreamSynchronize(d->stream), "expert ids",
-			      err)))
-		return ret;
-	for (uint32_t r = 0; r < mm->rows; r++) {
-		for (uint32_t k = 0; k < mm->n_slots; k++) {
-			int32_t id = ids[(size_t)r * mm->ids_ld + k];
-
-			if (id < 0)
-				return cuda_err(err, EINVAL, "expert id %d",
-						id);
-			max_id = id > max_id ? id : max_id;
-		}
-	}
-	for (int32_t e = 0; e <= max_id; e++) {
-		int32_t first = (int32_t)px.size();
-
-		for (uint32_t r = 0; r < mm->rows; r++) {
-			for (uint32_t k = 0; k < mm->n_slots; k++) {
-				if (ids[(size_t)r * mm->ids_ld + k] != e)
-					continue;
-				px.push_back(
-					mm->x_per_slot ?
-						(int32_t)(r * mm->n_slots + k) :
-						(int32_t)r);
-				py.push_back((int32_t)(r * mm->n_slots + k));
-			}
-		}
-		for (int32_t p = first; p < (int32_t)px.size(); p += 8) {
-			int32_t c = (int32_t)px.size() - p;
-
-			items.insert(items.end(), { e, p, c < 8 ? c : 8 });
-		}
-	}
-	*n_items = (uint32_t)(items.size() / 3);
-	*n_pairs = (uint32_t)px.size();
-	lists->swap(items);
-	lists->insert(lists->end(), px.begin(), px.end());
-	lists->insert(lists->end(), py.begin(), py.end());
-	lists->push_back((int32_t)*n_items);
-	return 0;
-}
-
 static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
 			  struct err *err)
 {
 	const uint32_t act = k_act_type(mm->w_type);
-	const uint32_t xrows = mm->ids && mm->x_per_slot ?
-				       mm->rows * mm->n_slots :
-				       mm->rows;
-	const uint64_t xq_ld = (k_act_row_bytes(act, mm->n_in) + 15) &
-			       ~(uint64_t)15;
+	const uint32_t pairs = mm->ids ? mm->rows * mm->n_slots : 0;
+	const uint32_t xrows = mm->ids && mm->x_per_slot ? pairs : mm->rows;
+	const uint32_t max_items =
+		mm->ids ? k_moe_max_items(pairs, mm->n_experts) : 0;
+	const uint64_t xq_ld =
+		(k_act_row_bytes(act, mm->n_in) + 15) & ~(uint64_t)15;
 	const size_t xbytes = (xq_ld * xrows + 255) & ~(size_t)255;
-	std::vector<int32_t> lists;
-	uint32_t n_items = 0, n_pairs = 0;
+	const size_t lbytes = ((size_t)3 * max_items + 2 * pairs + 1) * 4;
 	uint8_t *xq;
 	mmv_args a = {};
-	int ret;
 
-	if (mm->ids &&
-	    (ret = mod_moe_lists(d, mm, &lists, &n_items, &n_pairs, err)))
-		return ret;
-	xq = (uint8_t *)cuda_dev_scratch(d, xbytes + lists.size() * 4, err);
+	xq = (uint8_t *)cuda_dev_scratch(d, xbytes + lbytes, err);
 	if (!xq)
 		return -err->code;
-	k_quantize(act, mm->x, mm->x_ld, xq, xq_ld, mm->n_in, xrows, d->stream);
+	k_quantize(act, mm->x, mm->x_ld, xq, xq_ld, mm->n_in, xrows,
+		   d->stream);
 	a.w = (const uint8_t *)mm->w;
 	a.row_bytes = mm->row_bytes;
 	a.expert_bytes = mm->expert_bytes;
@@ -442,21 +379,18 @@ static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
 	a.y_ld = mm->y_ld;
 	a.n_cols = mm->rows;
 	if (mm->ids) {
-		int32_t *dl = (int32_t *)(xq + xbytes);
+		int32_t *items = (int32_t *)(xq + xbytes);
+		int32_t *px = items + 3 * max_items, *py = px + pairs;
 
-		/* pageable source: the copy is done when the call returns */
-		if ((ret = cuda_check(
-			     cudaMemcpyAsync(dl, lists.data(), lists.size() * 4,
-					     cudaMemcpyHostToDevice, d->stream),
-			     "expert lists", err)) ||
-		    (ret = cuda_check(cudaStreamSynchronize(d->stream),
-				      "expert lists", err)))
-			return ret;
-		a.items = dl;
-		a.pair_x = dl + 3 * n_items;
-		a.pair_y = a.pair_x + n_pairs;
-		a.n_items = a.pair_y + n_pairs;
-		a.max_items = n_items;
+		/* the pairs listed by expert on the device: no round trip */
+		k_moe_group(mm->ids, mm->ids_ld, mm->rows, mm->n_slots,
+			    mm->n_experts, mm->x_per_slot, items, px, py,
+			    py + pairs, d->stream);
+		a.items = items;
+		a.pair_x = px;
+		a.pair_y = py;
+		a.n_items = py + pairs;
+		a.max_items = max_items;
 	}
 	k_mmv(mm->w_type, a, d->stream);
 	return cuda_check_launch("matrix product", err);
@@ -469,7 +403,8 @@ static int mod_matmul(struct cuda_dev *d, const struct cuda_matmul *mm,
 
 	if (act == IO_TYPE_COUNT || !mod_act_fits(act, mm->n_in) ||
 	    mm->n_out <= 0 || mm->n_out > INT32_MAX ||
-	    (mm->ids && (!mm->n_slots || mm->ids_ld < mm->n_slots)))
+	    (mm->ids && (!mm->n_slots || mm->ids_ld < mm->n_slots ||
+			 !mm->n_experts || mm->n_experts > 4096)))
 		return cuda_err(err, EINVAL,
 				"no product of type %u with rows of %lld",
 				mm->w_type, (long long)mm->n_in);
@@ -525,6 +460,95 @@ static int mod_add(struct cuda_dev *d, float *y, size_t y_ld, const float *x,
 	return cuda_check_launch("add", err);
 }
 
+/* a layer's view of the cache, or false for types the kernels lack */
+static bool mod_kv_args(const struct cuda_kv *kv, uint32_t il, cuda_kv_args *a)
+{
+	a->pool = kv->pool;
+	a->block_bytes = kv->block_bytes;
+	a->layer_off = (uint64_t)il * CUDA_KV_BLOCK * (kv->k_row + kv->v_row);
+	a->k_row = kv->k_row;
+	a->v_row = kv->v_row;
+	a->tables = kv->tables;
+	a->max_blocks = kv->max_blocks;
+	a->type_k = kv->type_k;
+	a->type_v = kv->type_v;
+	a->n_head_kv = kv->n_head_kv;
+	a->head_dim = kv->head_dim;
+	a->head_dim_v = kv->head_dim_v;
+	return k_kv_types_ok(kv->type_k, kv->type_v, kv->head_dim,
+			     kv->head_dim_v) &&
+	       a->layer_off + CUDA_KV_BLOCK * (kv->k_row + kv->v_row) <=
+		       kv->block_bytes;
+}
+
+static int mod_kv_store(struct cuda_dev *d, const struct cuda_kv *kv,
+			uint32_t il, const float *k, size_t k_ld,
+			const float *v, size_t v_ld, const int32_t *seq_of,
+			const int32_t *pos, uint32_t rows, struct err *err)
+{
+	cuda_kv_args a;
+
+	if (!mod_kv_args(kv, il, &a))
+		return cuda_err(err, EINVAL,
+				"no KV cache of types %u/%u, head sizes %u/%u, layer %u",
+				kv->type_k, kv->type_v, kv->head_dim,
+				kv->head_dim_v, il);
+	k_kv_store(a, k, k_ld, v, v_ld, seq_of, pos, rows, d->stream);
+	return cuda_check_launch("kv_store", err);
+}
+
+static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
+			 uint32_t il, const float *q, size_t q_ld,
+			 uint32_t n_head, float scale, const int32_t *seq_of,
+			 const int32_t *pos, uint32_t n_ctx, float *out,
+			 size_t out_ld, uint32_t rows, struct err *err)
+{
+	att_args a = {};
+
+	if (!mod_kv_args(kv, il, &a.kv) || !n_head || !kv->n_head_kv ||
+	    n_head % kv->n_head_kv || !n_ctx)
+		return cuda_err(err, EINVAL,
+				"no attention of %u heads over %u KV heads, types %u/%u",
+				n_head, kv->n_head_kv, kv->type_k, kv->type_v);
+	a.q = q;
+	a.q_ld = q_ld;
+	a.seq_of = seq_of;
+	a.pos = pos;
+	a.scale = scale;
+	a.group = n_head / kv->n_head_kv;
+	a.n_head = n_head;
+	a.out = out;
+	a.out_ld = out_ld;
+	a.chunk = k_att_chunk(n_ctx, rows);
+	a.n_chunks = cuda_div_up(n_ctx, a.chunk);
+	a.part = (float *)cuda_dev_scratch(d, k_att_part_floats(a, rows) * 4,
+					   err);
+	if (!a.part)
+		return -err->code;
+	if (!k_attention(a, rows, d->stream))
+		return cuda_err(err, EINVAL, "no attention for %u query heads a KV head",
+				a.group);
+	return cuda_check_launch("attention", err);
+}
+
+static int mod_moe_route(struct cuda_dev *d, const float *logits, size_t ld,
+			 uint32_t n_exp, uint32_t k, bool norm, int32_t *sel,
+			 float *w, uint32_t rows, struct err *err)
+{
+	if (!k_moe_route(logits, ld, n_exp, k, norm, sel, w, rows, d->stream))
+		return cuda_err(err, EINVAL, "no routing of top %u of %u experts",
+				k, n_exp);
+	return cuda_check_launch("moe_route", err);
+}
+
+static int mod_moe_combine(struct cuda_dev *d, float *out, size_t out_ld,
+			   const float *eo, size_t eo_ld, const float *w,
+			   uint32_t k, int64_t n, uint32_t rows, struct err *err)
+{
+	k_moe_combine(out, out_ld, eo, eo_ld, w, k, n, rows, d->stream);
+	return cuda_check_launch("moe_combine", err);
+}
+
 #ifdef LLMFS_CUDA_SIM
 #define MOD_HOW "simulator (CPU)"
 #else
@@ -561,6 +585,10 @@ static const struct cuda_api mod_api = {
 	.rope = mod_rope,
 	.swiglu = mod_swiglu,
 	.add = mod_add,
+	.kv_store = mod_kv_store,
+	.attention = mod_attention,
+	.moe_route = mod_moe_route,
+	.moe_combine = mod_moe_combine,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *

@@ -41,6 +41,9 @@ extern "C" {
 /* Bumped whenever the table below changes: the loader refuses others. */
 #define LLMFS_CUDA_ABI 1
 
+/* Positions per block of the paged KV cache (engine/kv.h's, too). */
+#define CUDA_KV_BLOCK 64
+
 /* One GPU in use: its stream, events, cuBLAS handle and scratch. */
 struct cuda_dev;
 
@@ -89,7 +92,26 @@ struct cuda_matmul {
 	uint32_t ids_ld, n_slots;
 	bool x_per_slot;
 	uint64_t expert_bytes;
+	uint32_t n_experts; /* ids are below it */
 	enum cuda_matmul_mode mode;
+};
+
+/*
+ * A paged KV cache in VRAM, laid out as the CPU's (engine/kv.h): blocks
+ * of CUDA_KV_BLOCK positions, each holding layer after layer the K rows
+ * of its positions (k_row bytes each, every KV head) then their V rows;
+ * block b at pool + b * block_bytes. Sequence s's position p is in block
+ * tables[s * max_blocks + p / CUDA_KV_BLOCK]. Types: F16, BF16, F32,
+ * Q8_0, K and V apart.
+ */
+struct cuda_kv {
+	uint8_t *pool;
+	uint64_t block_bytes; /* n_layer * CUDA_KV_BLOCK * (k_row + v_row) */
+	uint64_t k_row, v_row;
+	uint32_t type_k, type_v;
+	uint32_t n_head_kv, head_dim, head_dim_v;
+	const int32_t *tables;
+	uint32_t max_blocks;
 };
 
 struct cuda_api {
@@ -189,6 +211,40 @@ struct cuda_api {
 	/* y += x, rows of n; x_ld 0 adds one row to all (a bias) */
 	int (*add)(struct cuda_dev *d, float *y, size_t y_ld, const float *x,
 		   size_t x_ld, int64_t n, uint32_t rows, struct err *err);
+	/*
+	 * Row r's K and V (n_head_kv heads of head_dim, head_dim_v floats)
+	 * into layer il of the cache at sequence seq_of[r], position pos[r]
+	 * (whose block must be in the table), converted to the cache types.
+	 */
+	int (*kv_store)(struct cuda_dev *d, const struct cuda_kv *kv,
+			uint32_t il, const float *k, size_t k_ld,
+			const float *v, size_t v_ld, const int32_t *seq_of,
+			const int32_t *pos, uint32_t rows, struct err *err);
+	/*
+	 * Row r's n_head query heads (q, roped) attend to positions
+	 * 0..pos[r] of sequence seq_of[r] in layer il, scaled by scale, as
+	 * ggml_flash_attn_ext (GQA: n_head a multiple of n_head_kv, at most
+	 * 8 query heads a KV head); out rows n_head * head_dim_v. n_ctx:
+	 * the largest position + 1 any row may have (sizes the split).
+	 */
+	int (*attention)(struct cuda_dev *d, const struct cuda_kv *kv,
+			 uint32_t il, const float *q, size_t q_ld,
+			 uint32_t n_head, float scale, const int32_t *seq_of,
+			 const int32_t *pos, uint32_t n_ctx, float *out,
+			 size_t out_ld, uint32_t rows, struct err *err);
+	/*
+	 * MoE routing of rows of n_exp logits (ld apart): softmax, the top
+	 * k experts into sel (rows x k) and their weights into w, divided
+	 * by their sum when norm.
+	 */
+	int (*moe_route)(struct cuda_dev *d, const float *logits, size_t ld,
+			 uint32_t n_exp, uint32_t k, bool norm, int32_t *sel,
+			 float *w, uint32_t rows, struct err *err);
+	/* out[r] = sum over i < k of w[r k + i] * eo[r k + i], in order */
+	int (*moe_combine)(struct cuda_dev *d, float *out, size_t out_ld,
+			   const float *eo, size_t eo_ld, const float *w,
+			   uint32_t k, int64_t n, uint32_t rows,
+			   struct err *err);
 };
 
 /* The module's one export (dlsym name "llmfs_cuda_api"). */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "../../engine/cuda/loader.h"
+#include "../../engine/attention.h"
 #include "../../engine/ops.h"
 #include "../../engine/quant/quant.h"
 #include "../common/check_main.h"
@@ -334,6 +335,7 @@ static void check_moe(uint32_t type, bool x_per_slot)
 	mm.ids = dev_from(ids, sizeof(ids));
 	mm.ids_ld = 3;
 	mm.n_slots = slots;
+	mm.n_experts = n_exp;
 	mm.x_per_slot = x_per_slot;
 	ck_assert_msg(api->matmul(dev, &mm, &err) == 0, "%s", err.msg);
 	host_from(got, mm.y, n_out * rows * slots * sizeof(float));
@@ -541,6 +543,373 @@ START_TEST(test_swiglu_add)
 }
 END_TEST
 
+/* ---- the KV cache and attention ------------------------------------------ */
+
+/*
+ * Attention in double over the cache's rows as stored (dequantized),
+ * the query rounded as the kernel rounds it (F16 for an F16 cache).
+ */
+#define EXACT_REL 2e-5
+static void exact_attention(const struct cuda_kv *kv, const uint8_t *pool,
+			    const int32_t *tables, uint32_t max_blocks,
+			    uint32_t il, int32_t seq, int32_t pos, uint32_t kvh,
+			    const float *q, float scale, float *out)
+{
+	const uint32_t hd = kv->head_dim;
+	double *acc = calloc(hd, sizeof(double)), m = -INFINITY, s = 0;
+	float *row = malloc(kv->k_row > kv->v_row ? kv->k_row * 4 : kv->v_row * 4);
+	float *qr = malloc(hd * 4);
+	uint64_t k_head, v_head;
+
+	ck_assert(io_type_row_bytes(kv->type_k, hd, &k_head) == 0);
+	ck_assert(io_type_row_bytes(kv->type_v, hd, &v_head) == 0);
+	for (uint32_t d = 0; d < hd; d++)
+		qr[d] = kv->type_k == IO_TYPE_F16 ?
+				quant_fp16_to_fp32(quant_fp32_to_fp16(q[d])) :
+				q[d];
+	for (int pass = 0; pass < 2; pass++) {
+		for (int32_t p = 0; p <= pos; p++) {
+			const uint8_t *blk =
+				pool +
+				tables[seq * max_blocks + p / CUDA_KV_BLOCK] *
+					kv->block_bytes +
+				il * CUDA_KV_BLOCK * (kv->k_row + kv->v_row);
+			double sc = 0;
+
+			quant_to_float(kv->type_k,
+				       blk + (p % CUDA_KV_BLOCK) * kv->k_row +
+					       kvh * k_head,
+				       row, hd);
+			for (uint32_t d = 0; d < hd; d++)
+				sc += (double)qr[d] * row[d];
+			sc *= scale;
+			if (pass == 0) {
+				m = fmax(m, sc);
+				continue;
+			}
+			sc = exp(sc - m);
+			s += sc;
+			quant_to_float(kv->type_v,
+				       blk + CUDA_KV_BLOCK * kv->k_row +
+					       (p % CUDA_KV_BLOCK) * kv->v_row +
+					       kvh * v_head,
+				       row, hd);
+			for (uint32_t d = 0; d < hd; d++)
+				acc[d] += sc * row[d];
+		}
+	}
+	for (uint32_t d = 0; d < hd; d++)
+		out[d] = (float)(acc[d] / s);
+	free(acc);
+	free(row);
+	free(qr);
+}
+
+/*
+ * Two sequences in a cache of 2 layers, their blocks scattered over the
+ * pool; every position stored through kv_store, the bytes compared with
+ * the CPU's conversion, then rows attend and are compared with the CPU's
+ * attention (engine/attention.h) over the same rows.
+ */
+static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
+			    uint32_t n_head_kv, uint32_t group, double tol)
+{
+	const uint32_t n_layer = 2, il = 1, len[2] = { 70, 300 };
+	const uint32_t n_head = n_head_kv * group, max_blocks = 8;
+	const uint32_t n_blocks = 2 * max_blocks;
+	const size_t nk = (size_t)n_head_kv * head_dim;
+	uint64_t k_head, v_head;
+	struct cuda_kv kv = { 0 };
+	struct err err = { 0 };
+	int32_t tables[2 * 8];
+	uint8_t *pool;
+	float *k, *v;
+
+	ck_assert(io_type_row_bytes(type_k, head_dim, &k_head) == 0);
+	ck_assert(io_type_row_bytes(type_v, head_dim, &v_head) == 0);
+	kv.k_row = k_head * n_head_kv;
+	kv.v_row = v_head * n_head_kv;
+	kv.block_bytes = n_layer * CUDA_KV_BLOCK * (kv.k_row + kv.v_row);
+	kv.type_k = type_k;
+	kv.type_v = type_v;
+	kv.n_head_kv = n_head_kv;
+	kv.head_dim = kv.head_dim_v = head_dim;
+	kv.max_blocks = max_blocks;
+	/* block ids in a scrambled order: 15, 8, 1, ... */
+	for (uint32_t i = 0; i < 2 * max_blocks; i++)
+		tables[i] = (int32_t)((i * 7 + 15) % n_blocks);
+	kv.pool = dev_alloc(kv.block_bytes * n_blocks);
+	kv.tables = dev_from(tables, sizeof(tables));
+	pool = malloc(kv.block_bytes * n_blocks);
+	k = malloc(nk * 300 * 4);
+	v = malloc(nk * 300 * 4);
+
+	/* store: sequence 0 in one call, sequence 1 in calls of 64 rows */
+	for (int sq = 0; sq < 2; sq++) {
+		for (uint32_t p0 = 0; p0 < len[sq]; p0 += sq ? 64 : 300) {
+			uint32_t n = len[sq] - p0 < (sq ? 64u : 300u) ?
+					     len[sq] - p0 :
+					     (sq ? 64u : 300u);
+			int32_t seq_of[300], pos[300];
+			float *dk, *dv;
+			int32_t *ds, *dp;
+
+			rand_floats(k, nk * n, 2.0f);
+			rand_floats(v, nk * n, 2.0f);
+			for (uint32_t i = 0; i < n; i++) {
+				seq_of[i] = sq;
+				pos[i] = (int32_t)(p0 + i);
+			}
+			dk = dev_from(k, nk * n * 4);
+			dv = dev_from(v, nk * n * 4);
+			ds = dev_from(seq_of, n * 4);
+			dp = dev_from(pos, n * 4);
+			ck_assert_msg(api->kv_store(dev, &kv, il, dk, nk, dv, nk,
+						    ds, dp, n, &err) == 0,
+				      "%s", err.msg);
+			host_from(pool, kv.pool, kv.block_bytes * n_blocks);
+			/* each row's bytes are the CPU's conversion */
+			for (uint32_t i = 0; i < n; i++) {
+				uint32_t p = p0 + i;
+				const uint8_t *blk =
+					pool +
+					tables[sq * max_blocks + p / CUDA_KV_BLOCK] *
+						kv.block_bytes +
+					il * CUDA_KV_BLOCK * (kv.k_row + kv.v_row);
+				uint8_t want[4096];
+
+				quant_from_float(type_k, k + i * nk, want, nk);
+				ck_assert_msg(!memcmp(blk + (p % CUDA_KV_BLOCK) *
+								    kv.k_row,
+						      want, kv.k_row),
+					      "K of position %u", p);
+				quant_from_float(type_v, v + i * nk, want, nk);
+				ck_assert_msg(!memcmp(blk + CUDA_KV_BLOCK * kv.k_row +
+							      (p % CUDA_KV_BLOCK) *
+								      kv.v_row,
+						      want, kv.v_row),
+					      "V of position %u", p);
+			}
+			api->free(dev, dk);
+			api->free(dev, dv);
+			api->free(dev, ds);
+			api->free(dev, dp);
+		}
+	}
+
+	/* rows: first and last positions of both, a block's edges */
+	const int32_t seq_of[5] = { 0, 1, 1, 1, 0 };
+	const int32_t pos[5] = { 69, 0, 63, 299, 64 };
+	const uint32_t rows = 5;
+	const size_t nq = (size_t)n_head * head_dim;
+	float *q = malloc(nq * rows * 4), *got = malloc(nq * rows * 4);
+	float *want = malloc(head_dim * 4);
+	struct att_shape sh = { type_k, type_v, head_dim, head_dim,
+				1.0f / sqrtf((float)head_dim) };
+	void *scratch = aligned_alloc(64, (att_scratch_bytes(&sh) + 63) & ~63);
+	float *dq, *dout;
+	int32_t *ds, *dp;
+
+	rand_floats(q, nq * rows, 1.5f);
+	dq = dev_from(q, nq * rows * 4);
+	ds = dev_from(seq_of, sizeof(seq_of));
+	dp = dev_from(pos, sizeof(pos));
+	dout = dev_alloc(nq * rows * 4);
+	ck_assert_msg(api->attention(dev, &kv, il, dq, nq, n_head, sh.scale, ds,
+				     dp, 512, dout, nq, rows, &err) == 0,
+		      "%s", err.msg);
+	host_from(got, dout, nq * rows * 4);
+	for (uint32_t r = 0; r < rows; r++) {
+		for (uint32_t h = 0; h < n_head; h++) {
+			struct att_state st;
+			const uint32_t kvh = h / group;
+			double e;
+
+			att_begin(&st, &sh, q + r * nq + h * head_dim, scratch);
+			for (int32_t p = 0; p <= pos[r];) {
+				const uint8_t *blk =
+					pool +
+					tables[seq_of[r] * max_blocks +
+					       p / CUDA_KV_BLOCK] *
+						kv.block_bytes +
+					il * CUDA_KV_BLOCK * (kv.k_row + kv.v_row);
+				uint32_t off = p % CUDA_KV_BLOCK;
+				uint32_t n = CUDA_KV_BLOCK - off;
+
+				if ((int32_t)n > pos[r] + 1 - p)
+					n = pos[r] + 1 - p;
+				att_run(&st, blk + off * kv.k_row + kvh * k_head,
+					kv.k_row,
+					blk + CUDA_KV_BLOCK * kv.k_row +
+						off * kv.v_row + kvh * v_head,
+					kv.v_row, n);
+				p += n;
+			}
+			att_end(&st, want);
+			e = rel_err(got + r * nq + h * head_dim, want, head_dim);
+			ck_assert_msg(e <= tol,
+				      "%s/%s row %u head %u: error %.3g > %.3g (seed %llu)",
+				      quant_traits(type_k)->name,
+				      quant_traits(type_v)->name, r, h, e, tol,
+				      (unsigned long long)seed);
+			exact_attention(&kv, pool, tables, max_blocks, il,
+					seq_of[r], pos[r], kvh,
+					q + r * nq + h * head_dim, sh.scale,
+					want);
+			e = rel_err(got + r * nq + h * head_dim, want, head_dim);
+			ck_assert_msg(e <= EXACT_REL,
+				      "%s/%s row %u head %u: error %.3g against the exact sum (seed %llu)",
+				      quant_traits(type_k)->name,
+				      quant_traits(type_v)->name, r, h, e,
+				      (unsigned long long)seed);
+		}
+	}
+	api->free(dev, kv.pool);
+	api->free(dev, (void *)kv.tables);
+	api->free(dev, dq);
+	api->free(dev, ds);
+	api->free(dev, dp);
+	api->free(dev, dout);
+	free(pool);
+	free(k);
+	free(v);
+	free(q);
+	free(got);
+	free(want);
+	free(scratch);
+}
+
+/*
+ * Against the exact sum the kernel is within float rounding (EXACT_REL);
+ * against the CPU, within what the CPU's own rounding allows: it sums V
+ * in F16 for an F16 cache (about 1e-2 over 300 positions, measured
+ * here), and its Q8_0 keys meet a Q8_0 query, a float one here.
+ */
+START_TEST(test_attention_f16)
+{
+	check_attention(IO_TYPE_F16, IO_TYPE_F16, 128, 2, 4, 2e-2);
+	check_attention(IO_TYPE_F16, IO_TYPE_F16, 64, 1, 8, 2e-2);
+	check_attention(IO_TYPE_F16, IO_TYPE_F16, 8, 2, 1, 2e-2);
+}
+END_TEST
+
+START_TEST(test_attention_q8_0)
+{
+	check_attention(IO_TYPE_Q8_0, IO_TYPE_Q8_0, 128, 2, 2, 2e-2);
+	check_attention(IO_TYPE_F16, IO_TYPE_Q8_0, 64, 2, 4, 2e-2);
+	check_attention(IO_TYPE_F32, IO_TYPE_F32, 32, 2, 2, 1e-5);
+}
+END_TEST
+
+/* ---- experts ------------------------------------------------------------- */
+
+/* cpu/backend.c's routing: softmax, selection sort, optional norm */
+static void cpu_route(float *x, uint32_t n_exp, uint32_t k, bool norm,
+		      int32_t *sel, float *w)
+{
+	double sum = 0.0;
+
+	ops_softmax_scalar(x, n_exp);
+	for (uint32_t i = 0; i < k; i++) {
+		int32_t best = -1;
+
+		for (uint32_t j = 0; j < n_exp; j++) {
+			bool taken = false;
+
+			for (uint32_t t = 0; t < i; t++)
+				taken |= sel[t] == (int32_t)j;
+			if (!taken && (best < 0 || x[j] > x[best]))
+				best = (int32_t)j;
+		}
+		sel[i] = best;
+		w[i] = x[best];
+	}
+	if (norm) {
+		for (uint32_t i = 0; i < k; i++)
+			sum += w[i];
+		for (uint32_t i = 0; i < k; i++)
+			w[i] /= fmaxf((float)sum, 6.103515625e-5f);
+	}
+}
+
+START_TEST(test_moe_route)
+{
+	const uint32_t n_exp = 40, k = 4, rows = 7;
+	float x[7 * 40], w[7 * 4], want_w[4];
+	int32_t sel[7 * 4], want_sel[4];
+	struct err err = { 0 };
+
+	for (int norm = 0; norm < 2; norm++) {
+		float *dx, *dw;
+		int32_t *ds;
+
+		rand_floats(x, rows * n_exp, 4.0f);
+		/* exact ties: the lower id first */
+		x[3] = x[17] = x[30] = 9.0f;
+		dx = dev_from(x, sizeof(x));
+		ds = dev_alloc(sizeof(sel));
+		dw = dev_alloc(sizeof(w));
+		ck_assert_msg(api->moe_route(dev, dx, n_exp, n_exp, k, norm, ds,
+					     dw, rows, &err) == 0,
+			      "%s", err.msg);
+		host_from(sel, ds, sizeof(sel));
+		host_from(w, dw, sizeof(w));
+		for (uint32_t r = 0; r < rows; r++) {
+			cpu_route(x + r * n_exp, n_exp, k, norm, want_sel,
+				  want_w);
+			for (uint32_t i = 0; i < k; i++) {
+				ck_assert_msg(sel[r * k + i] == want_sel[i],
+					      "row %u slot %u: expert %d, CPU %d",
+					      r, i, sel[r * k + i], want_sel[i]);
+				ck_assert_msg(fabsf(w[r * k + i] - want_w[i]) <=
+						      1e-6f,
+					      "row %u slot %u: weight %g, CPU %g",
+					      r, i, w[r * k + i], want_w[i]);
+			}
+		}
+		api->free(dev, dx);
+		api->free(dev, ds);
+		api->free(dev, dw);
+	}
+}
+END_TEST
+
+START_TEST(test_moe_combine)
+{
+	const uint32_t k = 3, rows = 4;
+	const int64_t n = 300;
+	float *eo = malloc(n * k * rows * 4), w[12], *got = malloc(n * rows * 4);
+	struct err err = { 0 };
+	float *deo, *dw, *dout;
+
+	rand_floats(eo, n * k * rows, 3.0f);
+	rand_floats(w, 12, 1.0f);
+	deo = dev_from(eo, n * k * rows * 4);
+	dw = dev_from(w, sizeof(w));
+	dout = dev_alloc(n * rows * 4);
+	ck_assert(api->moe_combine(dev, dout, n, deo, n, dw, k, n, rows,
+				   &err) == 0);
+	host_from(got, dout, n * rows * 4);
+	for (uint32_t r = 0; r < rows; r++) {
+		for (int64_t c = 0; c < n; c++) {
+			float acc = 0.0f;
+
+			for (uint32_t i = 0; i < k; i++) {
+				float v = eo[(r * k + i) * n + c] * w[r * k + i];
+
+				acc = i == 0 ? v : acc + v;
+			}
+			ck_assert(got[r * n + c] == acc);
+		}
+	}
+	api->free(dev, deo);
+	api->free(dev, dw);
+	api->free(dev, dout);
+	free(eo);
+	free(got);
+}
+END_TEST
+
 /* ---- setup --------------------------------------------------------------- */
 
 /*
@@ -636,6 +1005,10 @@ static void cuda_add_tests(TCase *tc)
 	tcase_add_test(tc, test_rms_norm);
 	tcase_add_test(tc, test_rope);
 	tcase_add_test(tc, test_swiglu_add);
+	tcase_add_test(tc, test_attention_f16);
+	tcase_add_test(tc, test_attention_q8_0);
+	tcase_add_test(tc, test_moe_route);
+	tcase_add_test(tc, test_moe_combine);
 }
 
 const struct check_main check_main = {

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The KV cache in VRAM and attention over it.
+ *
+ * The cache is paged as the CPU's (engine/kv.h): blocks of
+ * CUDA_KV_BLOCK positions from one pool, each holding, layer after
+ * layer, the K rows of its positions and then their V rows; a sequence
+ * is a row of block ids (struct cuda_kv's tables), so sequences grow,
+ * share nothing and are freed block by block, and a block's bytes are
+ * the CPU's for the same types.
+ *
+ * kv_store: rows of K and V (floats) into the cache at their sequence's
+ * position, converted to the cache's types (F16, BF16, F32, or Q8_0
+ * rounded as the CPU rounds it).
+ *
+ * attention: split-K ("flash decoding"). A block takes one query row,
+ * one KV head (the G query heads that share it) and one chunk of
+ * positions; a warp scores 32 positions at once, a lane a position, Q
+ * in shared memory, an online softmax per head; the lanes then own
+ * dimensions and add up V rows. The chunk's (max, sum, unnormalized
+ * output) per head go to a buffer that att_reduce merges, as ggml's
+ * flash_attn_ext_reduce_partials does. Every row attends to its own
+ * sequence's positions 0..pos (causal), so one kernel serves decode
+ * (a row per sequence, many chunks at depth) and prefill (many rows).
+ * Grids depend on the context, not the positions, so a decode step's
+ * graph replays at every depth: chunks past a row's position return.
+ *
+ * Numbers: Q rounded to F16 for an F16 cache (the CPU's vec_dot type),
+ * scores and V sums in F32 (the CPU sums V in F16 for an F16 cache:
+ * the difference is within the golden tolerance, not bit for bit).
+ */
+#include "blocks.cuh"
+#include "kernels.h"
+
+#define ATT_WARPS 4
+#define ATT_MAX_G 8 /* query heads per KV head */
+
+/* ---- cache rows -------------------------------------------------------- */
+
+/* element d of a cache row of type T */
+template <int T> __device__ __forceinline__ float kv_get(const uint8_t *row, int d)
+{
+	if (T == T_F16)
+		return cuda_h2f(((const uint16_t *)row)[d]);
+	if (T == T_BF16)
+		return cuda_bf2f(((const uint16_t *)row)[d]);
+	if (T == T_F32)
+		return ((const float *)row)[d];
+	/* Q8_0 */
+	const blk_q8_0 *b = (const blk_q8_0 *)row + d / 32;
+
+	return cuda_h2f(b->d) * (float)b->qs[d % 32];
+}
+
+/* bytes of head h's part of a row (the heads of a row are contiguous) */
+template <int T> __device__ __forceinline__ uint64_t kv_head_bytes(int hd)
+{
+	return T == T_F32 ? 4u * hd : T == T_Q8_0 ? (uint64_t)hd / 32 * 34 : 2u * hd;
+}
+
+__device__ __forceinline__ const uint8_t *kv_block(const cuda_kv_args &kv,
+						   int32_t seq, int32_t p)
+{
+	const int32_t b = kv.tables[(uint64_t)seq * kv.max_blocks +
+				    p / CUDA_KV_BLOCK];
+
+	return kv.pool + (uint64_t)b * kv.block_bytes + kv.layer_off;
+}
+
+__device__ __forceinline__ const uint8_t *kv_k_row(const cuda_kv_args &kv,
+						   int32_t seq, int32_t p)
+{
+	return kv_block(kv, seq, p) + (uint64_t)(p % CUDA_KV_BLOCK) * kv.k_row;
+}
+
+__device__ __forceinline__ const uint8_t *kv_v_row(const cuda_kv_args &kv,
+						   int32_t seq, int32_t p)
+{
+	return kv_block(kv, seq, p) + (uint64_t)CUDA_KV_BLOCK * kv.k_row +
+	       (uint64_t)(p % CUDA_KV_BLOCK) * kv.v_row;
+}
+
+/* ---- storing ------------------------------------------------------------ */
+
+/* n floats into a row of type T: a warp per 32 elements for Q8_0 */
+template <int T>
+__device__ void kv_put(uint8_t *row, const float *x, int n, int tid, int nt)
+{
+	if (T == T_Q8_0) {
+		const int lane = tid % 32;
+
+		for (int b = tid / 32; b < n / 32; b += nt / 32) {
+			const float v = x[32 * b + lane];
+			const float amax = cuda_warp_max(fabsf(v));
+			const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+			blk_q8_0 *blk = (blk_q8_0 *)row + b;
+
+			blk->qs[lane] = (int8_t)__float2int_rn(v * id);
+			if (lane == 0)
+				blk->d = cuda_f2h(amax / 127.f);
+		}
+		return;
+	}
+	for (int d = tid; d < n; d += nt) {
+		if (T == T_F16)
+			((uint16_t *)row)[d] = cuda_f2h(x[d]);
+		else if (T == T_BF16)
+			((uint16_t *)row)[d] = cuda_f2bf(x[d]);
+		else
+			((float *)row)[d] = x[d];
+	}
+}
+
+/* row blockIdx.x, KV head blockIdx.y; 128 threads */
+template <int KT, int VT>
+__global__ void __launch_bounds__(128)
+	kv_store_k(cuda_kv_args kv, const float *k, uint64_t k_ld,
+		   const float *v, uint64_t v_ld, const int32_t *seq_of,
+		   const int32_t *pos)
+{
+	const int r = blockIdx.x, h = blockIdx.y;
+	const int32_t seq = seq_of[r], p = pos[r];
+	uint8_t *kr = (uint8_t *)kv_k_row(kv, seq, p) +
+		      h * kv_head_bytes<KT>(kv.head_dim);
+	uint8_t *vr = (uint8_t *)kv_v_row(kv, seq, p) +
+		      h * kv_head_bytes<VT>(kv.head_dim_v);
+
+	kv_put<KT>(kr, k + r * k_ld + (uint64_t)h * kv.head_dim, kv.head_dim,
+		   threadIdx.x, blockDim.x);
+	kv_put<VT>(vr, v + r * v_ld + (uint64_t)h * kv.head_dim_v,
+		   kv.head_dim_v, threadIdx.x, blockDim.x);
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+/*
+ * Row blockIdx.x, KV head blockIdx.y, chunk blockIdx.z. Dynamic shared
+ * memory: Q [G][hd], the warps' probabilities [ATT_WARPS][G][32], and
+ * their states for the merge [ATT_WARPS][G][2 + hd_v].
+ */
+template <int KT, int VT, int DPL>
+__global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
+{
+	const cuda_kv_args &kv = a.kv;
+	const int r = blockIdx.x, kvh = blockIdx.y;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int hd = kv.head_dim, hdv = kv.head_dim_v, G = a.group;
+	const int32_t seq = a.seq_of[r], p_max = a.pos[r];
+	const int32_t c0 = (int32_t)(blockIdx.z * a.chunk);
+	CUDA_DYNAMIC_SHARED(float, q_s);
+	float *p_s = q_s + G * hd;
+	float *st_s = p_s + ATT_WARPS * ATT_MAX_G * 32;
+	float m[ATT_MAX_G], s[ATT_MAX_G], acc[ATT_MAX_G][DPL];
+
+	if (c0 > p_max)
+		return;
+	const int32_t c1 = c0 + (int32_t)a.chunk < p_max + 1 ?
+				   c0 + (int32_t)a.chunk :
+				   p_max + 1;
+
+	for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+		float x = a.q[r * a.q_ld + (uint64_t)kvh * G * hd + i];
+
+		/* Q in K's vec_dot type: halves for an F16 cache */
+		q_s[i] = KT == T_F16 ? cuda_h2f(cuda_f2h(x)) : x;
+	}
+	__syncthreads();
+#pragma unroll
+	for (int g = 0; g < ATT_MAX_G; g++) {
+		m[g] = -INFINITY;
+		s[g] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < DPL; i++)
+			acc[g][i] = 0.0f;
+	}
+	for (int32_t t0 = c0 + 32 * warp; t0 < c1; t0 += 32 * ATT_WARPS) {
+		const int32_t p = t0 + lane;
+		const bool valid = p < c1;
+		float sc[ATT_MAX_G];
+
+		if (valid) {
+			const uint8_t *kr = kv_k_row(kv, seq, p) +
+					    kvh * kv_head_bytes<KT>(hd);
+
+#pragma unroll
+			for (int g = 0; g < ATT_MAX_G; g++)
+				sc[g] = 0.0f;
+			for (int d = 0; d < hd; d++) {
+				const float kd = kv_get<KT>(kr, d);
+
+#pragma unroll
+				for (int g = 0; g < ATT_MAX_G; g++)
+					if (g < G)
+						sc[g] += q_s[g * hd + d] * kd;
+			}
+		}
+#pragma unroll
+		for (int g = 0; g < ATT_MAX_G; g++) {
+			if (g >= G)
+				break;
+			const float x = valid ? sc[g] * a.scale : -INFINITY;
+			const float mn = fmaxf(m[g], cuda_warp_max(x));
+			const float pj = valid ? expf(x - mn) : 0.0f;
+			const float corr = expf(m[g] - mn);
+
+			s[g] = s[g] * corr + cuda_warp_sum(pj);
+#pragma unroll
+			for (int i = 0; i < DPL; i++)
+				acc[g][i] *= corr;
+			m[g] = mn;
+			p_s[(warp * ATT_MAX_G + g) * 32 + lane] = pj;
+		}
+		__syncwarp();
+		for (int j = 0; j < 32 && t0 + j < c1; j++) {
+			const uint8_t *vr = kv_v_row(kv, seq, t0 + j) +
+					    kvh * kv_head_bytes<VT>(hdv);
+
+#pragma unroll
+			for (int i = 0; i < DPL; i++) {
+				const int d = lane + 32 * i;
+
+				if (d >= hdv)
+					break;
+				const float vd = kv_get<VT>(vr, d);
+
+#pragma unroll
+				for (int g = 0; g < ATT_MAX_G; g++)
+					if (g < G)
+						acc[g][i] += p_s[(warp * ATT_MAX_G +
+								  g) * 32 +
+								 j] *
+							     vd;
+			}
+		}
+		__syncwarp();
+	}
+	/* the warps' states into shared memory, then merged per (g, d) */
+	for (int g = 0; g < G; g++) {
+		float *st = st_s + (warp * ATT_MAX_G + g) * (2 + hdv);
+
+		if (lane == 0) {
+			st[0] = m[g];
+			st[1] = s[g];
+		}
+#pragma unroll
+		for (int i = 0; i < DPL; i++)
+			if (lane + 32 * i < hdv)
+				st[2 + lane + 32 * i] = acc[g][i];
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < G * hdv; i += blockDim.x) {
+		const int g = i / hdv, d = i % hdv;
+		float M = -INFINITY, S = 0.0f, A = 0.0f;
+
+		for (int w = 0; w < ATT_WARPS; w++)
+			M = fmaxf(M, st_s[(w * ATT_MAX_G + g) * (2 + hdv)]);
+		for (int w = 0; w < ATT_WARPS; w++) {
+			const float *st = st_s + (w * ATT_MAX_G + g) * (2 + hdv);
+			/* a warp without positions has m = -inf: weight 0 */
+			const float f = st[1] != 0.0f ? expf(st[0] - M) : 0.0f;
+
+			S += st[1] * f;
+			A += st[2 + d] * f;
+		}
+		float *part = a.part + (((uint64_t)r * a.n_head + kvh * G + g) *
+						a.n_chunks +
+					blockIdx.z) *
+					       (2 + hdv);
+		if (d == 0) {
+			part[0] = M;
+			part[1] = S;
+		}
+		part[2 + d] = A;
+	}
+}
+
+/* row blockIdx.x, head blockIdx.y: the chunks merged, normalized */
+__global__ void att_reduce(att_args a)
+{
+	const int r = blockIdx.x, h = blockIdx.y;
+	const int hdv = a.kv.head_dim_v;
+	const int n = (int)((a.pos[r] + a.chunk) / a.chunk); /* chunks used */
+	const float *part =
+		a.part + ((uint64_t)r * a.n_head + h) * a.n_chunks * (2 + hdv);
+	float M = -INFINITY;
+
+	for (int c = 0; c < n; c++)
+		M = fmaxf(M, part[c * (2 + hdv)]);
+	for (int d = threadIdx.x; d < hdv; d += blockDim.x) {
+		float S = 0.0f, A = 0.0f;
+
+		for (int c = 0; c < n; c++) {
+			const float *pc = part + c * (2 + hdv);
+			const float f = pc[1] != 0.0f ? expf(pc[0] - M) : 0.0f;
+
+			S += pc[1] * f;
+			A += pc[2 + d] * f;
+		}
+		a.out[r * a.out_ld + (uint64_t)h * hdv + d] =
+			S != 0.0f ? A / S : 0.0f;
+	}
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+typedef void (*kv_store_kernel)(cuda_kv_args, const float *, uint64_t,
+				const float *, uint64_t, const int32_t *,
+				const int32_t *);
+typedef void (*att_kernel)(att_args);
+
+#define KV_TYPES(X)                                                            \
+	X(T_F16, T_F16)                                                        \
+	X(T_F16, T_Q8_0)                                                       \
+	X(T_Q8_0, T_F16)                                                       \
+	X(T_Q8_0, T_Q8_0)                                                      \
+	X(T_F32, T_F32)                                                        \
+	X(T_BF16, T_BF16)
+
+static const struct {
+	uint32_t k, v;
+	kv_store_kernel store;
+	att_kernel att[4]; /* DPL 1, 2, 4, 8 */
+} att_table[] = {
+#define ATT_ENTRY(K, V)                                                        \
+	{ K,                                                                   \
+	  V,                                                                   \
+	  kv_store_k<K, V>,                                                    \
+	  { att_split<K, V, 1>, att_split<K, V, 2>, att_split<K, V, 4>,       \
+	    att_split<K, V, 8> } },
+	KV_TYPES(ATT_ENTRY)
+#undef ATT_ENTRY
+};
+
+bool k_kv_types_ok(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
+		   uint32_t head_dim_v)
+{
+	if ((type_k == T_Q8_0 && head_dim % 32) ||
+	    (type_v == T_Q8_0 && head_dim_v % 32) || head_dim_v > 256 ||
+	    head_dim > 1024)
+		return false;
+	for (const auto &e : att_table)
+		if (e.k == type_k && e.v == type_v)
+			return true;
+	return false;
+}
+
+bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
+		const float *v, uint64_t v_ld, const int32_t *seq_of,
+		const int32_t *pos, uint32_t rows, cudaStream_t s)
+{
+	for (const auto &e : att_table) {
+		if (e.k != kv.type_k || e.v != kv.type_v)
+			continue;
+		if (rows)
+			cuda_launch(e.store, dim3(rows, kv.n_head_kv), dim3(128),
+				    0, s, kv, k, k_ld, v, v_ld, seq_of, pos);
+		return true;
+	}
+	return false;
+}
+
+uint32_t k_att_chunk(uint32_t n_ctx, uint32_t rows)
+{
+	uint32_t chunk = 256;
+
+	while ((uint64_t)rows * cuda_div_up(n_ctx, chunk) > 2048 && chunk < n_ctx)
+		chunk *= 2;
+	return chunk;
+}
+
+uint64_t k_att_part_floats(const att_args &a, uint32_t rows)
+{
+	return (uint64_t)rows * a.n_head * a.n_chunks * (2 + a.kv.head_dim_v);
+}
+
+size_t k_att_shared_bytes(uint32_t group, uint32_t head_dim,
+			  uint32_t head_dim_v)
+{
+	return sizeof(float) * ((size_t)group * head_dim +
+				ATT_WARPS * ATT_MAX_G * 32 +
+				(size_t)ATT_WARPS * ATT_MAX_G * (2 + head_dim_v));
+}
+
+bool k_attention(const att_args &a, uint32_t rows, cudaStream_t s)
+{
+	const uint32_t hdv = a.kv.head_dim_v;
+	const int k = hdv <= 32 ? 0 : hdv <= 64 ? 1 : hdv <= 128 ? 2 : 3;
+	const size_t shmem = k_att_shared_bytes(a.group, a.kv.head_dim, hdv);
+
+	if (a.group < 1 || a.group > ATT_MAX_G)
+		return false;
+	for (const auto &e : att_table) {
+		if (e.k != a.kv.type_k || e.v != a.kv.type_v)
+			continue;
+		if (!rows)
+			return true;
+		if (shmem > (48u << 10))
+			cudaFuncSetAttribute(e.att[k],
+					     cudaFuncAttributeMaxDynamicSharedMemorySize,
+					     (int)shmem);
+		cuda_launch(e.att[k], dim3(rows, a.kv.n_head_kv, a.n_chunks),
+			    dim3(32 * ATT_WARPS), shmem, s, a);
+		cuda_launch(att_reduce, dim3(rows, a.n_head),
+			    dim3(hdv < 32 ? 32 : cuda_div_up(hdv, 32) * 32), 0,
+			    s, a);
+		return true;
+	}
+	return false;
+}
