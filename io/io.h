@@ -431,6 +431,64 @@ const struct io_load_stats *io_weights_stats(const struct io_weights *w);
 struct io_placement *io_weights_placement_node(struct io_weights *w, uint64_t i,
 					       int node);
 
+/* ---- staging: file bytes to another device's memory ------------------- */
+
+/*
+ * The device's side of io_stage_file (the CUDA module fills it in; io/
+ * never calls a device itself). slot < 16 names the ring buffer a copy
+ * reads from.
+ */
+struct io_stage_sink {
+	void *arg;
+	/* n bytes of page-locked host memory, 4096-aligned */
+	int (*host_alloc)(void *arg, void **p, size_t n, struct err *err);
+	void (*host_free)(void *arg, void *p);
+	/* start copying n bytes from src (in buffer slot) to dst */
+	int (*copy)(void *arg, void *dst, const void *src, size_t n,
+		    unsigned slot, struct err *err);
+	/* return when every copy started from buffer slot is done */
+	int (*wait)(void *arg, unsigned slot, struct err *err);
+};
+
+/* File bytes [off, off + len) to dst (the device's memory). */
+struct io_stage_range {
+	uint64_t off, len;
+	void *dst;
+};
+
+struct io_stage_options {
+	uint32_t n_bufs;  /* ring buffers, 1..16; 0: 4 */
+	size_t buf_bytes; /* each, a multiple of 4096; 0: 64 MiB */
+	bool no_uring;	  /* pread instead (also LLMFS_NO_URING=1) */
+	bool no_direct;	  /* the page cache (also LLMFS_NO_DIRECT=1) */
+	/* after each buffer: bytes copied so far of all */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
+};
+
+struct io_stage_stats {
+	uint64_t bytes_read;   /* from the file, aligned windows */
+	uint64_t bytes_copied; /* to the device: the ranges' bytes */
+	double seconds;	       /* all of it */
+	double read_seconds;   /* ... waiting for the disk */
+	double wait_seconds;   /* ... waiting for the device's copies */
+	bool uring, direct;
+};
+
+/*
+ * Copy the n ranges of the file at path to their destinations through a
+ * ring of sink's page-locked buffers: io_uring O_DIRECT reads into one
+ * buffer while the device copies out of the others (io/stage.c). Ranges
+ * come in any order and may overlap. Falls back to pread and to the
+ * page cache as the weights' loader does. On return every copy is done.
+ * 0, or a negative errno: -EINVAL (bad options or ranges, or the file
+ * ends before a range), the read's or the sink's error. st may be NULL.
+ */
+int io_stage_file(const char *path, const struct io_stage_range *ranges,
+		  size_t n, const struct io_stage_sink *sink,
+		  const struct io_stage_options *opt,
+		  struct io_stage_stats *st, struct err *err);
+
 /* ---- devices ----------------------------------------------------------- */
 
 /*

@@ -29,6 +29,8 @@
  * scores and V sums in F32 (the CPU sums V in F16 for an F16 cache:
  * the difference is within the golden tolerance, not bit for bit).
  */
+#include <cstdlib>
+
 #include "blocks.cuh"
 #include "kernels.h"
 
@@ -38,7 +40,8 @@
 /* ---- cache rows -------------------------------------------------------- */
 
 /* element d of a cache row of type T */
-template <int T> __device__ __forceinline__ float kv_get(const uint8_t *row, int d)
+template <int T>
+__device__ __forceinline__ float kv_get(const uint8_t *row, int d)
 {
 	if (T == T_F16)
 		return cuda_h2f(((const uint16_t *)row)[d]);
@@ -55,14 +58,16 @@ template <int T> __device__ __forceinline__ float kv_get(const uint8_t *row, int
 /* bytes of head h's part of a row (the heads of a row are contiguous) */
 template <int T> __device__ __forceinline__ uint64_t kv_head_bytes(int hd)
 {
-	return T == T_F32 ? 4u * hd : T == T_Q8_0 ? (uint64_t)hd / 32 * 34 : 2u * hd;
+	return T == T_F32  ? 4u * hd :
+	       T == T_Q8_0 ? (uint64_t)hd / 32 * 34 :
+			     2u * hd;
 }
 
 __device__ __forceinline__ const uint8_t *kv_block(const cuda_kv_args &kv,
 						   int32_t seq, int32_t p)
 {
-	const int32_t b = kv.tables[(uint64_t)seq * kv.max_blocks +
-				    p / CUDA_KV_BLOCK];
+	const int32_t b =
+		kv.tables[(uint64_t)seq * kv.max_blocks + p / CUDA_KV_BLOCK];
 
 	return kv.pool + (uint64_t)b * kv.block_bytes + kv.layer_off;
 }
@@ -78,6 +83,15 @@ __device__ __forceinline__ const uint8_t *kv_v_row(const cuda_kv_args &kv,
 {
 	return kv_block(kv, seq, p) + (uint64_t)CUDA_KV_BLOCK * kv.k_row +
 	       (uint64_t)(p % CUDA_KV_BLOCK) * kv.v_row;
+}
+
+/*
+ * The V sum as the CPU keeps it: in F16 for an F16 cache, rounded after
+ * every step (ggml_vec_mad_f16, ggml_vec_scale_f16), else in F32.
+ */
+template <int T> __device__ __forceinline__ float v_round(float x)
+{
+	return T == T_F16 ? cuda_h2f(cuda_f2h(x)) : x;
 }
 
 /* ---- storing ------------------------------------------------------------ */
@@ -134,9 +148,151 @@ __global__ void __launch_bounds__(128)
 /* ---- attention ---------------------------------------------------------- */
 
 /*
+ * A K row . Q as the CPU's ggml_vec_dot_f16 / ggml_vec_dot_f32 add it up
+ * (engine/quant/dot.c): 64 FMA lanes over steps of 64, reduced 4 x 16
+ * then halves, the tail of an F16 row in double, of an F32 row in
+ * groups of 16 and 8 as GCC compiled it. One thread per row; registers
+ * for the 64 lanes.
+ */
+template <int KT>
+__device__ float att_dot_cpu(const float *q, const uint8_t *kr, int n)
+{
+	const int np = n & ~63;
+	float acc[64], t[16];
+	int i = np;
+
+#pragma unroll
+	for (int l = 0; l < 64; l++)
+		acc[l] = 0.0f;
+	for (int b = 0; b < np; b += 64)
+#pragma unroll
+		for (int l = 0; l < 64; l++)
+			acc[l] = fmaf(kv_get<KT>(kr, b + l), q[b + l], acc[l]);
+#pragma unroll
+	for (int l = 0; l < 16; l++)
+		t[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+#pragma unroll
+	for (int w = 8; w >= 1; w /= 2)
+#pragma unroll
+		for (int l = 0; l < w; l++)
+			t[l] = t[l] + t[l + w];
+	if (KT == T_F16) {
+		double sum = (double)t[0];
+
+		for (; i < n; i++)
+			sum += (double)(__fmul_rn(kv_get<KT>(kr, i), q[i]));
+		return (float)sum;
+	}
+	float sum = t[0];
+
+	for (; i < np + ((n - np) & ~15); i++)
+		sum = __fadd_rn(sum, __fmul_rn(kv_get<KT>(kr, i), q[i]));
+	if (n - i >= 8)
+		for (int j = 0; j < 8; j++, i++)
+			sum = __fadd_rn(sum,
+					__fmul_rn(kv_get<KT>(kr, i), q[i]));
+	for (; i < n; i++)
+		sum = fmaf(kv_get<KT>(kr, i), q[i], sum);
+	return sum;
+}
+
+/*
+ * A Q8_0 K row . Q as the CPU adds it up (quant_q8_0_dot_x86): Q in Q8_0
+ * (qq, qd: quants and block scales), per block 8 lanes of 4 products,
+ * each lane's sum times dk * dq fused into its accumulator, then
+ * hsum_float_8.
+ */
+__device__ float att_dot_q8_0_cpu(const int8_t *qq, const float *qd,
+				  const uint8_t *kr, int n)
+{
+	float acc[8];
+
+#pragma unroll
+	for (int l = 0; l < 8; l++)
+		acc[l] = 0.0f;
+	for (int b = 0; b < n / 32; b++) {
+		const blk_q8_0 *kb = (const blk_q8_0 *)kr + b;
+		const float dd = __fmul_rn(cuda_h2f(kb->d), qd[b]);
+
+#pragma unroll
+		for (int l = 0; l < 8; l++) {
+			int lane = 0;
+
+			for (int t = 0; t < 4; t++)
+				lane += (int)kb->qs[4 * l + t] *
+					(int)qq[32 * b + 4 * l + t];
+			acc[l] = fmaf(dd, (float)lane, acc[l]);
+		}
+	}
+	return __fadd_rn(__fadd_rn(acc[4] + acc[0], acc[6] + acc[2]),
+			 __fadd_rn(acc[5] + acc[1], acc[7] + acc[3]));
+}
+
+/*
+ * The scores of positions t0 + lane for the G heads, scaled; -inf past
+ * c1. in_order: each the CPU's dot (F16, F32 and Q8_0 keys; qq/qd hold
+ * Q as Q8_0 for the last), else a plain float sum over the dimensions.
+ */
+template <int KT>
+__device__ __forceinline__ void att_scores(const att_args &a, const float *q_s,
+					   const int8_t *qq, const float *qd,
+					   int32_t seq, int kvh, int32_t t0,
+					   int32_t c1, bool in_order, float *sc)
+{
+	const cuda_kv_args &kv = a.kv;
+	const int hd = kv.head_dim, G = a.group;
+	const int32_t p = t0 + (int32_t)(threadIdx.x % 32);
+
+#pragma unroll
+	for (int g = 0; g < ATT_MAX_G; g++)
+		sc[g] = 0.0f;
+	if (p >= c1) {
+#pragma unroll
+		for (int g = 0; g < ATT_MAX_G; g++)
+			sc[g] = -INFINITY;
+		return;
+	}
+	const uint8_t *kr = kv_k_row(kv, seq, p) + kvh * kv_head_bytes<KT>(hd);
+
+	if ((KT == T_F16 || KT == T_F32) && in_order) {
+		for (int g = 0; g < G; g++)
+			sc[g] = att_dot_cpu<KT>(q_s + g * hd, kr, hd);
+	} else if (KT == T_Q8_0 && in_order) {
+		for (int g = 0; g < G; g++)
+			sc[g] = att_dot_q8_0_cpu(qq + g * hd, qd + g * hd / 32,
+						 kr, hd);
+	} else {
+		for (int d = 0; d < hd; d++) {
+			const float kd = kv_get<KT>(kr, d);
+
+#pragma unroll
+			for (int g = 0; g < ATT_MAX_G; g++)
+				if (g < G)
+					sc[g] += q_s[g * hd + d] * kd;
+		}
+	}
+#pragma unroll
+	for (int g = 0; g < ATT_MAX_G; g++)
+		sc[g] *= a.scale;
+}
+
+/*
  * Row blockIdx.x, KV head blockIdx.y, chunk blockIdx.z. Dynamic shared
- * memory: Q [G][hd], the warps' probabilities [ATT_WARPS][G][32], and
- * their states for the merge [ATT_WARPS][G][2 + hd_v].
+ * memory: Q [G][hd], the warps' scores or probabilities
+ * [ATT_WARPS][G][32], and their states for the merge
+ * [ATT_WARPS][G][2 + hd_v].
+ *
+ * Two ways through it. A row whose position is below a.exact_below
+ * (the contexts the golden tests reach) is one chunk that warp 0 walks
+ * in the CPU's order: the scores of 32 positions at once, each dot
+ * product added up as the CPU's kernel adds it, then position after
+ * position the online softmax as ggml_compute_forward_flash_attn_ext_
+ * f16_one_chunk updates it (a new maximum rescales the sum, the V sum
+ * rounded to F16 after every step for an F16 cache): the CPU's bits for
+ * F16, F32 and Q8_0 caches. Deeper rows are cut
+ * into chunks of a.chunk positions that the warps take 32 at a time,
+ * with one rescale per 32 and the V sum in F32: faster, and as exact as
+ * the CPU's own split there (which depends on its thread count).
  */
 template <int KT, int VT, int DPL>
 __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
@@ -146,23 +302,39 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int hd = kv.head_dim, hdv = kv.head_dim_v, G = a.group;
 	const int32_t seq = a.seq_of[r], p_max = a.pos[r];
+	const bool exact = p_max < (int32_t)a.exact_below;
 	const int32_t c0 = (int32_t)(blockIdx.z * a.chunk);
 	CUDA_DYNAMIC_SHARED(float, q_s);
 	float *p_s = q_s + G * hd;
 	float *st_s = p_s + ATT_WARPS * ATT_MAX_G * 32;
+	float *qd = st_s + ATT_WARPS * ATT_MAX_G * (2 + hdv); /* [G][hd/32] */
+	int8_t *qq = (int8_t *)(qd + G * hd / 32);	      /* [G][hd] */
+	float *pw = p_s + warp * ATT_MAX_G * 32;	      /* this warp's */
 	float m[ATT_MAX_G], s[ATT_MAX_G], acc[ATT_MAX_G][DPL];
 
-	if (c0 > p_max)
+	if (c0 > p_max || (exact && blockIdx.z))
 		return;
-	const int32_t c1 = c0 + (int32_t)a.chunk < p_max + 1 ?
-				   c0 + (int32_t)a.chunk :
-				   p_max + 1;
+	const int32_t c1 = exact || c0 + (int32_t)a.chunk > p_max + 1 ?
+				   p_max + 1 :
+				   c0 + (int32_t)a.chunk;
 
 	for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
 		float x = a.q[r * a.q_ld + (uint64_t)kvh * G * hd + i];
 
 		/* Q in K's vec_dot type: halves for an F16 cache */
 		q_s[i] = KT == T_F16 ? cuda_h2f(cuda_f2h(x)) : x;
+	}
+	/* ... Q8_0 for a Q8_0 cache, rounded as the CPU rounds it */
+	for (int b = warp; KT == T_Q8_0 && exact && b < G * hd / 32;
+	     b += ATT_WARPS) {
+		const float x = a.q[r * a.q_ld + (uint64_t)kvh * G * hd +
+				    32 * b + lane];
+		const float amax = cuda_warp_max(fabsf(x));
+		const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+
+		qq[32 * b + lane] = (int8_t)__float2int_rn(x * id);
+		if (lane == 0)
+			qd[b] = cuda_h2f(cuda_f2h(amax / 127.f));
 	}
 	__syncthreads();
 #pragma unroll
@@ -173,34 +345,66 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 		for (int i = 0; i < DPL; i++)
 			acc[g][i] = 0.0f;
 	}
-	for (int32_t t0 = c0 + 32 * warp; t0 < c1; t0 += 32 * ATT_WARPS) {
-		const int32_t p = t0 + lane;
-		const bool valid = p < c1;
+	/* the exact order: warp 0 alone, position after position */
+	for (int32_t t0 = c0; exact && warp == 0 && t0 < c1; t0 += 32) {
 		float sc[ATT_MAX_G];
 
-		if (valid) {
-			const uint8_t *kr = kv_k_row(kv, seq, p) +
-					    kvh * kv_head_bytes<KT>(hd);
+		att_scores<KT>(a, q_s, qq, qd, seq, kvh, t0, c1, true, sc);
+#pragma unroll
+		for (int g = 0; g < ATT_MAX_G; g++)
+			pw[g * 32 + lane] = sc[g];
+		__syncwarp();
+		for (int j = 0; j < 32 && t0 + j < c1; j++) {
+			const uint8_t *vr = kv_v_row(kv, seq, t0 + j) +
+					    kvh * kv_head_bytes<VT>(hdv);
+			float vd[DPL];
 
 #pragma unroll
-			for (int g = 0; g < ATT_MAX_G; g++)
-				sc[g] = 0.0f;
-			for (int d = 0; d < hd; d++) {
-				const float kd = kv_get<KT>(kr, d);
-
+			for (int i = 0; i < DPL; i++)
+				vd[i] = lane + 32 * i < hdv ?
+						kv_get<VT>(vr, lane + 32 * i) :
+						0.0f;
 #pragma unroll
-				for (int g = 0; g < ATT_MAX_G; g++)
-					if (g < G)
-						sc[g] += q_s[g * hd + d] * kd;
+			for (int g = 0; g < ATT_MAX_G; g++) {
+				if (g >= G)
+					break;
+				const float x = pw[g * 32 + j];
+				float ms = 1.0f, vs = 1.0f;
+
+				if (x > m[g]) {
+					ms = expf(m[g] - x);
+					m[g] = x;
+#pragma unroll
+					for (int i = 0; i < DPL; i++)
+						acc[g][i] = v_round<VT>(
+							__fmul_rn(acc[g][i],
+								  ms));
+				} else {
+					vs = expf(x - m[g]);
+				}
+#pragma unroll
+				for (int i = 0; i < DPL; i++)
+					acc[g][i] = v_round<VT>(
+						fmaf(vd[i], vs, acc[g][i]));
+				/* two roundings, as the CPU (no contraction) */
+				s[g] = __fadd_rn(__fmul_rn(s[g], ms), vs);
 			}
 		}
+		__syncwarp();
+	}
+	/* deeper rows: the warps 32 positions at a time */
+	for (int32_t t0 = c0 + 32 * warp; !exact && t0 < c1;
+	     t0 += 32 * ATT_WARPS) {
+		const bool valid = t0 + lane < c1;
+		float sc[ATT_MAX_G];
+
+		att_scores<KT>(a, q_s, qq, qd, seq, kvh, t0, c1, false, sc);
 #pragma unroll
 		for (int g = 0; g < ATT_MAX_G; g++) {
 			if (g >= G)
 				break;
-			const float x = valid ? sc[g] * a.scale : -INFINITY;
-			const float mn = fmaxf(m[g], cuda_warp_max(x));
-			const float pj = valid ? expf(x - mn) : 0.0f;
+			const float mn = fmaxf(m[g], cuda_warp_max(sc[g]));
+			const float pj = valid ? expf(sc[g] - mn) : 0.0f;
 			const float corr = expf(m[g] - mn);
 
 			s[g] = s[g] * corr + cuda_warp_sum(pj);
@@ -208,7 +412,7 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 			for (int i = 0; i < DPL; i++)
 				acc[g][i] *= corr;
 			m[g] = mn;
-			p_s[(warp * ATT_MAX_G + g) * 32 + lane] = pj;
+			pw[g * 32 + lane] = pj;
 		}
 		__syncwarp();
 		for (int j = 0; j < 32 && t0 + j < c1; j++) {
@@ -226,10 +430,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 #pragma unroll
 				for (int g = 0; g < ATT_MAX_G; g++)
 					if (g < G)
-						acc[g][i] += p_s[(warp * ATT_MAX_G +
-								  g) * 32 +
-								 j] *
-							     vd;
+						acc[g][i] = fmaf(pw[g * 32 + j],
+								 vd, acc[g][i]);
 			}
 		}
 		__syncwarp();
@@ -252,15 +454,20 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 		const int g = i / hdv, d = i % hdv;
 		float M = -INFINITY, S = 0.0f, A = 0.0f;
 
-		for (int w = 0; w < ATT_WARPS; w++)
-			M = fmaxf(M, st_s[(w * ATT_MAX_G + g) * (2 + hdv)]);
+		/* in warp order, as att_merge takes partials in order */
 		for (int w = 0; w < ATT_WARPS; w++) {
-			const float *st = st_s + (w * ATT_MAX_G + g) * (2 + hdv);
-			/* a warp without positions has m = -inf: weight 0 */
-			const float f = st[1] != 0.0f ? expf(st[0] - M) : 0.0f;
+			const float *st = st_s +
+					  (w * ATT_MAX_G + g) * (2 + hdv);
+			float mn, so, sn;
 
-			S += st[1] * f;
-			A += st[2 + d] * f;
+			if (st[1] == 0.0f)
+				continue;
+			mn = fmaxf(M, st[0]);
+			so = expf(M - mn);
+			sn = expf(st[0] - mn);
+			A = fmaf(A, so, __fmul_rn(st[2 + d], sn));
+			S = fmaf(S, so, __fmul_rn(st[1], sn));
+			M = mn;
 		}
 		float *part = a.part + (((uint64_t)r * a.n_head + kvh * G + g) *
 						a.n_chunks +
@@ -274,30 +481,41 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 	}
 }
 
-/* row blockIdx.x, head blockIdx.y: the chunks merged, normalized */
+/*
+ * Row blockIdx.x, head blockIdx.y: the chunks merged in order and
+ * normalized as att_merge and att_end do (a product by 1 / S). A chunk
+ * merged alone comes out as it went in: expf(0) is 1.
+ */
 __global__ void att_reduce(att_args a)
 {
 	const int r = blockIdx.x, h = blockIdx.y;
 	const int hdv = a.kv.head_dim_v;
-	const int n = (int)((a.pos[r] + a.chunk) / a.chunk); /* chunks used */
-	const float *part =
-		a.part + ((uint64_t)r * a.n_head + h) * a.n_chunks * (2 + hdv);
-	float M = -INFINITY;
+	const int32_t p = a.pos[r];
+	/* chunks used: one for an exact row */
+	const int n = p < (int32_t)a.exact_below ?
+			      1 :
+			      (int)((p + a.chunk) / a.chunk);
+	const float *part = a.part + ((uint64_t)r * a.n_head + h) * a.n_chunks *
+					     (2 + hdv);
 
-	for (int c = 0; c < n; c++)
-		M = fmaxf(M, part[c * (2 + hdv)]);
 	for (int d = threadIdx.x; d < hdv; d += blockDim.x) {
-		float S = 0.0f, A = 0.0f;
+		float M = -INFINITY, S = 0.0f, A = 0.0f;
 
 		for (int c = 0; c < n; c++) {
 			const float *pc = part + c * (2 + hdv);
-			const float f = pc[1] != 0.0f ? expf(pc[0] - M) : 0.0f;
+			float mn, so, sn;
 
-			S += pc[1] * f;
-			A += pc[2 + d] * f;
+			if (pc[1] == 0.0f)
+				continue;
+			mn = fmaxf(M, pc[0]);
+			so = expf(M - mn);
+			sn = expf(pc[0] - mn);
+			A = fmaf(A, so, __fmul_rn(pc[2 + d], sn));
+			S = fmaf(S, so, __fmul_rn(pc[1], sn));
+			M = mn;
 		}
 		a.out[r * a.out_ld + (uint64_t)h * hdv + d] =
-			S != 0.0f ? A / S : 0.0f;
+			S != 0.0f ? __fmul_rn(A, 1.0f / S) : 0.0f;
 	}
 }
 
@@ -308,12 +526,12 @@ typedef void (*kv_store_kernel)(cuda_kv_args, const float *, uint64_t,
 				const int32_t *);
 typedef void (*att_kernel)(att_args);
 
-#define KV_TYPES(X)                                                            \
-	X(T_F16, T_F16)                                                        \
-	X(T_F16, T_Q8_0)                                                       \
-	X(T_Q8_0, T_F16)                                                       \
-	X(T_Q8_0, T_Q8_0)                                                      \
-	X(T_F32, T_F32)                                                        \
+#define KV_TYPES(X) \
+	X(T_F16, T_F16) \
+	X(T_F16, T_Q8_0) \
+	X(T_Q8_0, T_F16) \
+	X(T_Q8_0, T_Q8_0) \
+	X(T_F32, T_F32) \
 	X(T_BF16, T_BF16)
 
 static const struct {
@@ -321,11 +539,11 @@ static const struct {
 	kv_store_kernel store;
 	att_kernel att[4]; /* DPL 1, 2, 4, 8 */
 } att_table[] = {
-#define ATT_ENTRY(K, V)                                                        \
-	{ K,                                                                   \
-	  V,                                                                   \
-	  kv_store_k<K, V>,                                                    \
-	  { att_split<K, V, 1>, att_split<K, V, 2>, att_split<K, V, 4>,       \
+#define ATT_ENTRY(K, V) \
+	{ K, \
+	  V, \
+	  kv_store_k<K, V>, \
+	  { att_split<K, V, 1>, att_split<K, V, 2>, att_split<K, V, 4>, \
 	    att_split<K, V, 8> } },
 	KV_TYPES(ATT_ENTRY)
 #undef ATT_ENTRY
@@ -352,18 +570,33 @@ bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
 		if (e.k != kv.type_k || e.v != kv.type_v)
 			continue;
 		if (rows)
-			cuda_launch(e.store, dim3(rows, kv.n_head_kv), dim3(128),
-				    0, s, kv, k, k_ld, v, v_ld, seq_of, pos);
+			cuda_launch(e.store, dim3(rows, kv.n_head_kv),
+				    dim3(128), 0, s, kv, k, k_ld, v, v_ld,
+				    seq_of, pos);
 		return true;
 	}
 	return false;
+}
+
+uint32_t k_att_exact_below(void)
+{
+	static int below = -1;
+
+	if (below < 0) {
+		const char *e = getenv("LLMFS_CUDA_ATT_EXACT");
+
+		/* the CPU splits a row's attention from 256 positions on */
+		below = e ? atoi(e) : 256;
+	}
+	return (uint32_t)below;
 }
 
 uint32_t k_att_chunk(uint32_t n_ctx, uint32_t rows)
 {
 	uint32_t chunk = 256;
 
-	while ((uint64_t)rows * cuda_div_up(n_ctx, chunk) > 2048 && chunk < n_ctx)
+	while ((uint64_t)rows * cuda_div_up(n_ctx, chunk) > 2048 &&
+	       chunk < n_ctx)
 		chunk *= 2;
 	return chunk;
 }
@@ -376,9 +609,11 @@ uint64_t k_att_part_floats(const att_args &a, uint32_t rows)
 size_t k_att_shared_bytes(uint32_t group, uint32_t head_dim,
 			  uint32_t head_dim_v)
 {
-	return sizeof(float) * ((size_t)group * head_dim +
-				ATT_WARPS * ATT_MAX_G * 32 +
-				(size_t)ATT_WARPS * ATT_MAX_G * (2 + head_dim_v));
+	return sizeof(float) *
+		       ((size_t)group * head_dim + ATT_WARPS * ATT_MAX_G * 32 +
+			(size_t)ATT_WARPS * ATT_MAX_G * (2 + head_dim_v) +
+			(size_t)group * head_dim / 32) +
+	       (size_t)group * head_dim;
 }
 
 bool k_attention(const att_args &a, uint32_t rows, cudaStream_t s)
@@ -395,9 +630,10 @@ bool k_attention(const att_args &a, uint32_t rows, cudaStream_t s)
 		if (!rows)
 			return true;
 		if (shmem > (48u << 10))
-			cudaFuncSetAttribute(e.att[k],
-					     cudaFuncAttributeMaxDynamicSharedMemorySize,
-					     (int)shmem);
+			cudaFuncSetAttribute(
+				e.att[k],
+				cudaFuncAttributeMaxDynamicSharedMemorySize,
+				(int)shmem);
 		cuda_launch(e.att[k], dim3(rows, a.kv.n_head_kv, a.n_chunks),
 			    dim3(32 * ATT_WARPS), shmem, s, a);
 		cuda_launch(att_reduce, dim3(rows, a.n_head),

@@ -31,7 +31,8 @@ void blas_close(cuda_blas *b)
 
 /* C (col-major m x n) = A^T B, a thread per element */
 __global__ void blas_sim_gemm(int m, int n, int k, const uint16_t *A, int lda,
-			      const uint16_t *B, int ldb, float *C, int ldc)
+			      const uint16_t *B, int ldb, bool bf16, float *C,
+			      int ldc)
 {
 	const int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y;
 	float sum = 0.0f;
@@ -39,18 +40,20 @@ __global__ void blas_sim_gemm(int m, int n, int k, const uint16_t *A, int lda,
 	if (i >= m)
 		return;
 	for (int l = 0; l < k; l++)
-		sum += cuda_h2f(A[(int64_t)i * lda + l]) *
-		       cuda_h2f(B[(int64_t)j * ldb + l]);
+		sum += bf16 ? cuda_bf2f(A[(int64_t)i * lda + l]) *
+				       cuda_bf2f(B[(int64_t)j * ldb + l]) :
+			      cuda_h2f(A[(int64_t)i * lda + l]) *
+				       cuda_h2f(B[(int64_t)j * ldb + l]);
 	C[(int64_t)j * ldc + i] = sum;
 }
 
-int blas_gemm_f16(cuda_blas *b, cudaStream_t s, int m, int n, int k,
-		  const uint16_t *A, int lda, const uint16_t *B, int ldb,
-		  float *C, int ldc, struct err *err)
+int blas_gemm_half(cuda_blas *b, cudaStream_t s, int m, int n, int k,
+		   const uint16_t *A, int lda, const uint16_t *B, int ldb,
+		   bool bf16, float *C, int ldc, struct err *err)
 {
 	(void)b;
 	cuda_launch(blas_sim_gemm, dim3(cuda_div_up((uint64_t)m, 64), n),
-		    dim3(64), 0, s, m, n, k, A, lda, B, ldb, C, ldc);
+		    dim3(64), 0, s, m, n, k, A, lda, B, ldb, bf16, C, ldc);
 	return cuda_check_launch("gemm", err);
 }
 
@@ -134,18 +137,18 @@ void blas_close(cuda_blas *b)
 	delete b;
 }
 
-int blas_gemm_f16(cuda_blas *b, cudaStream_t s, int m, int n, int k,
-		  const uint16_t *A, int lda, const uint16_t *B, int ldb,
-		  float *C, int ldc, struct err *err)
+int blas_gemm_half(cuda_blas *b, cudaStream_t s, int m, int n, int k,
+		   const uint16_t *A, int lda, const uint16_t *B, int ldb,
+		   bool bf16, float *C, int ldc, struct err *err)
 {
 	const float one = 1.0f, zero = 0.0f;
+	const cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_16F;
 	cublasStatus_t st;
 
 	blas_lib.set_stream(b->h, s);
 	st = blas_lib.gemm_ex(b->h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, A,
-			      CUDA_R_16F, lda, B, CUDA_R_16F, ldb, &zero, C,
-			      CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-			      CUBLAS_GEMM_DEFAULT);
+			      t, lda, B, t, ldb, &zero, C, CUDA_R_32F, ldc,
+			      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return cuda_err(err, EIO,
 				"cublasGemmEx (%d x %d x %d): status %d", m, n,

@@ -50,8 +50,8 @@ static inline void cuda_launch(void (*kernel)(P...), dim3 grid, dim3 block,
 #ifdef LLMFS_CUDA_SIM
 #define CUDA_DYNAMIC_SHARED(T, name) T *name = (T *)sim_dynamic_shared()
 #else
-#define CUDA_DYNAMIC_SHARED(T, name)                                           \
-	extern __shared__ __align__(16) uint8_t name##_raw[];                 \
+#define CUDA_DYNAMIC_SHARED(T, name) \
+	extern __shared__ __align__(16) uint8_t name##_raw[]; \
 	T *name = (T *)name##_raw
 #endif
 

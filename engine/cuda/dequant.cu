@@ -45,10 +45,16 @@ __global__ void get_rows_f(const uint8_t *w, uint64_t row_bytes, int64_t n,
 		i);
 }
 
+/* x as a half (F16), or a bfloat16 */
+__device__ __forceinline__ uint16_t to_half(float x, bool bf16)
+{
+	return bf16 ? cuda_f2bf(x) : cuda_f2h(x);
+}
+
 /* matrix row blockIdx.y, as halves */
 template <int T>
 __global__ void dequant_q(const uint8_t *w, uint64_t row_bytes, int64_t n,
-			  uint16_t *y)
+			  bool bf16, uint16_t *y)
 {
 	typedef wq<T> W;
 	const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -63,35 +69,38 @@ __global__ void dequant_q(const uint8_t *w, uint64_t row_bytes, int64_t n,
 
 	W::dequant(b, (int)(g % gpb), v);
 	for (int j = 0; j < 16; j++)
-		y[blockIdx.y * (uint64_t)n + g * 16 + j] = cuda_f2h(v[j]);
+		y[blockIdx.y * (uint64_t)n + g * 16 + j] = to_half(v[j], bf16);
 }
 
 template <int T>
 __global__ void dequant_f(const uint8_t *w, uint64_t row_bytes, int64_t n,
-			  uint16_t *y)
+			  bool bf16, uint16_t *y)
 {
 	typedef wf<T> F;
 	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		y[blockIdx.y * (uint64_t)n + i] = cuda_f2h(F::get(
-			(const typename F::elem *)(w + blockIdx.y * row_bytes),
-			i));
+		y[blockIdx.y * (uint64_t)n + i] = to_half(
+			F::get((const typename F::elem *)(w +
+							  blockIdx.y *
+								  row_bytes),
+			       i),
+			bf16);
 }
 
-__global__ void f32_to_f16_k(const float *x, uint64_t x_ld, uint16_t *y,
-			     int64_t n)
+__global__ void f32_to_half_k(const float *x, uint64_t x_ld, bool bf16,
+			      uint16_t *y, int64_t n)
 {
 	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		y[blockIdx.y * (uint64_t)n + i] = cuda_f2h(
-			x[blockIdx.y * x_ld + i]);
+		y[blockIdx.y * (uint64_t)n + i] = to_half(
+			x[blockIdx.y * x_ld + i], bf16);
 }
 
 typedef void (*dq_kernel)(const uint8_t *, uint64_t, int64_t, const int32_t *,
 			  float *, uint64_t);
-typedef void (*dh_kernel)(const uint8_t *, uint64_t, int64_t, uint16_t *);
+typedef void (*dh_kernel)(const uint8_t *, uint64_t, int64_t, bool, uint16_t *);
 
 static const struct {
 	uint32_t type;
@@ -138,8 +147,9 @@ bool k_get_rows(uint32_t w_type, const void *w, uint64_t row_bytes, int64_t n,
 	return false;
 }
 
-bool k_dequant_f16(uint32_t w_type, const void *w, uint64_t row_bytes,
-		   int64_t n, int64_t n_rows, uint16_t *y, cudaStream_t s)
+bool k_dequant_half(uint32_t w_type, const void *w, uint64_t row_bytes,
+		    int64_t n, int64_t n_rows, bool bf16, uint16_t *y,
+		    cudaStream_t s)
 {
 	for (const auto &t : dq_table) {
 		if (t.type != w_type)
@@ -152,18 +162,18 @@ bool k_dequant_f16(uint32_t w_type, const void *w, uint64_t row_bytes,
 				    dq_grid(t.quantized, n, (uint64_t)k),
 				    dim3(128), 0, s,
 				    (const uint8_t *)w + r * row_bytes,
-				    row_bytes, n, y + r * n);
+				    row_bytes, n, bf16, y + r * n);
 		}
 		return true;
 	}
 	return false;
 }
 
-void k_f32_to_f16(const float *x, uint64_t x_ld, uint16_t *y, int64_t n,
-		  uint32_t rows, cudaStream_t s)
+void k_f32_to_half(const float *x, uint64_t x_ld, bool bf16, uint16_t *y,
+		   int64_t n, uint32_t rows, cudaStream_t s)
 {
 	if (rows && n)
-		cuda_launch(f32_to_f16_k,
+		cuda_launch(f32_to_half_k,
 			    dim3(cuda_div_up((uint64_t)n, 256), rows),
-			    dim3(256), 0, s, x, x_ld, y, n);
+			    dim3(256), 0, s, x, x_ld, bf16, y, n);
 }

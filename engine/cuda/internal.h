@@ -41,11 +41,24 @@ int blas_open(cuda_blas **out, cudaStream_t s, struct err *err);
 void blas_close(cuda_blas *b);
 /*
  * C (m x n, column-major, ldc) = A^T B: A k x m (lda), B k x n (ldb),
- * halves, sums in F32 (cublasGemmEx).
+ * halves (bfloat16 with bf16), sums in F32 (cublasGemmEx).
  */
-int blas_gemm_f16(cuda_blas *b, cudaStream_t s, int m, int n, int k,
-		  const uint16_t *A, int lda, const uint16_t *B, int ldb,
-		  float *C, int ldc, struct err *err);
+int blas_gemm_half(cuda_blas *b, cudaStream_t s, int m, int n, int k,
+		   const uint16_t *A, int lda, const uint16_t *B, int ldb,
+		   bool bf16, float *C, int ldc, struct err *err);
+
+/* ---- step.cu ------------------------------------------------------------- */
+
+int cuda_ctx_new(struct cuda_dev *d, const struct cuda_model_desc *m,
+		 const struct cuda_ctx_params *p, struct cuda_ctx **out,
+		 struct err *err);
+void cuda_ctx_free(struct cuda_ctx *c);
+int cuda_ctx_forward(struct cuda_ctx *c, const struct cuda_item *items,
+		     uint32_t n, struct err *err);
+int cuda_ctx_seq_truncate(struct cuda_ctx *c, uint32_t seq, uint32_t n,
+			  struct err *err);
+uint32_t cuda_ctx_seq_length(const struct cuda_ctx *c, uint32_t seq);
+void cuda_ctx_stats_get(const struct cuda_ctx *c, struct cuda_ctx_stats *st);
 
 /* ---- probe.cu ------------------------------------------------------------ */
 

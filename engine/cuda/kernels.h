@@ -56,12 +56,16 @@ bool k_mmv(uint32_t w_type, const mmv_args &a, cudaStream_t s);
 bool k_get_rows(uint32_t w_type, const void *w, uint64_t row_bytes, int64_t n,
 		const int32_t *ids, float *y, uint64_t y_ld, uint32_t rows,
 		cudaStream_t s);
-/* rows [0, n_rows) of w into n_rows x n halves (row-major, contiguous) */
-bool k_dequant_f16(uint32_t w_type, const void *w, uint64_t row_bytes,
-		   int64_t n, int64_t n_rows, uint16_t *y, cudaStream_t s);
-/* rows of n floats (x_ld apart) into contiguous halves */
-void k_f32_to_f16(const float *x, uint64_t x_ld, uint16_t *y, int64_t n,
-		  uint32_t rows, cudaStream_t s);
+/*
+ * rows [0, n_rows) of w into n_rows x n halves (row-major, contiguous):
+ * F16, or bfloat16 with bf16
+ */
+bool k_dequant_half(uint32_t w_type, const void *w, uint64_t row_bytes,
+		    int64_t n, int64_t n_rows, bool bf16, uint16_t *y,
+		    cudaStream_t s);
+/* rows of n floats (x_ld apart) into contiguous halves (or bfloat16) */
+void k_f32_to_half(const float *x, uint64_t x_ld, bool bf16, uint16_t *y,
+		   int64_t n, uint32_t rows, cudaStream_t s);
 
 /* ---- elem.cu: per-row operations ----------------------------------------- */
 
@@ -97,9 +101,10 @@ struct att_args {
 	uint64_t q_ld;
 	const int32_t *seq_of, *pos; /* per row */
 	float scale;
-	uint32_t group;	 /* query heads per KV head */
-	uint32_t n_head; /* query heads */
-	uint32_t chunk;	 /* positions a block takes */
+	uint32_t group;	      /* query heads per KV head */
+	uint32_t n_head;      /* query heads */
+	uint32_t chunk;	      /* positions a block takes */
+	uint32_t exact_below; /* rows at lower positions: the CPU's order */
 	uint32_t n_chunks;
 	float *part; /* k_att_part_floats(rows) */
 	float *out;  /* rows of n_head * head_dim_v */
@@ -112,6 +117,11 @@ bool k_kv_types_ok(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
 		const float *v, uint64_t v_ld, const int32_t *seq_of,
 		const int32_t *pos, uint32_t rows, cudaStream_t s);
+/*
+ * Rows below this position attend in the CPU's order (attention.cu):
+ * 256, or $LLMFS_CUDA_ATT_EXACT (0: none).
+ */
+uint32_t k_att_exact_below(void);
 /* positions a block takes: more for many rows, to bound the partials */
 uint32_t k_att_chunk(uint32_t n_ctx, uint32_t rows);
 uint64_t k_att_part_floats(const att_args &a, uint32_t rows);

@@ -45,8 +45,9 @@ static int loader_try(const char *path)
 	if (!api || api->abi != LLMFS_CUDA_ABI ||
 	    api->size != sizeof(struct cuda_api)) {
 		err_set(&loader_err, ENOENT,
-			"%s: not a CUDA module of this build (interface %u, want %u)",
-			path, api ? api->abi : 0, LLMFS_CUDA_ABI);
+			"%s: not a CUDA module of this build (interface %u of %u bytes, want %u of %zu)",
+			path, api ? api->abi : 0, api ? api->size : 0,
+			LLMFS_CUDA_ABI, sizeof(struct cuda_api));
 		dlclose(h);
 		return -1;
 	}

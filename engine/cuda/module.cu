@@ -334,18 +334,20 @@ static int mod_matmul_cublas(struct cuda_dev *d, const struct cuda_matmul *mm,
 	s = (uint8_t *)cuda_dev_scratch(d, wbytes + xbytes + 256, err);
 	if (!s)
 		return -err->code;
-	if (!k_dequant_f16(mm->w_type, mm->w, mm->row_bytes, mm->n_in,
-			   mm->n_out, (uint16_t *)s, d->stream))
+	const bool bf16 = mm->w_type == T_BF16;
+
+	if (!k_dequant_half(mm->w_type, mm->w, mm->row_bytes, mm->n_in,
+			    mm->n_out, bf16, (uint16_t *)s, d->stream))
 		return cuda_err(err, EINVAL, "no F16 conversion for type %u",
 				mm->w_type);
-	k_f32_to_f16(mm->x, mm->x_ld, (uint16_t *)(s + wbytes), mm->n_in,
-		     mm->rows, d->stream);
+	k_f32_to_half(mm->x, mm->x_ld, bf16, (uint16_t *)(s + wbytes), mm->n_in,
+		      mm->rows, d->stream);
 	if ((ret = cuda_check_launch("dequantize", err)))
 		return ret;
-	return blas_gemm_f16(d->blas, d->stream, (int)mm->n_out, (int)mm->rows,
-			     (int)mm->n_in, (const uint16_t *)s, (int)mm->n_in,
-			     (const uint16_t *)(s + wbytes), (int)mm->n_in,
-			     mm->y, (int)mm->y_ld, err);
+	return blas_gemm_half(d->blas, d->stream, (int)mm->n_out, (int)mm->rows,
+			      (int)mm->n_in, (const uint16_t *)s, (int)mm->n_in,
+			      (const uint16_t *)(s + wbytes), (int)mm->n_in,
+			      bf16, mm->y, (int)mm->y_ld, err);
 }
 
 static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
@@ -354,10 +356,11 @@ static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
 	const uint32_t act = k_act_type(mm->w_type);
 	const uint32_t pairs = mm->ids ? mm->rows * mm->n_slots : 0;
 	const uint32_t xrows = mm->ids && mm->x_per_slot ? pairs : mm->rows;
-	const uint32_t max_items =
-		mm->ids ? k_moe_max_items(pairs, mm->n_experts) : 0;
-	const uint64_t xq_ld =
-		(k_act_row_bytes(act, mm->n_in) + 15) & ~(uint64_t)15;
+	const uint32_t max_items = mm->ids ? k_moe_max_items(pairs,
+							     mm->n_experts) :
+					     0;
+	const uint64_t xq_ld = (k_act_row_bytes(act, mm->n_in) + 15) &
+			       ~(uint64_t)15;
 	const size_t xbytes = (xq_ld * xrows + 255) & ~(size_t)255;
 	const size_t lbytes = ((size_t)3 * max_items + 2 * pairs + 1) * 4;
 	uint8_t *xq;
@@ -366,8 +369,7 @@ static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
 	xq = (uint8_t *)cuda_dev_scratch(d, xbytes + lbytes, err);
 	if (!xq)
 		return -err->code;
-	k_quantize(act, mm->x, mm->x_ld, xq, xq_ld, mm->n_in, xrows,
-		   d->stream);
+	k_quantize(act, mm->x, mm->x_ld, xq, xq_ld, mm->n_in, xrows, d->stream);
 	a.w = (const uint8_t *)mm->w;
 	a.row_bytes = mm->row_bytes;
 	a.expert_bytes = mm->expert_bytes;
@@ -489,10 +491,11 @@ static int mod_kv_store(struct cuda_dev *d, const struct cuda_kv *kv,
 	cuda_kv_args a;
 
 	if (!mod_kv_args(kv, il, &a))
-		return cuda_err(err, EINVAL,
-				"no KV cache of types %u/%u, head sizes %u/%u, layer %u",
-				kv->type_k, kv->type_v, kv->head_dim,
-				kv->head_dim_v, il);
+		return cuda_err(
+			err, EINVAL,
+			"no KV cache of types %u/%u, head sizes %u/%u, layer %u",
+			kv->type_k, kv->type_v, kv->head_dim, kv->head_dim_v,
+			il);
 	k_kv_store(a, k, k_ld, v, v_ld, seq_of, pos, rows, d->stream);
 	return cuda_check_launch("kv_store", err);
 }
@@ -507,9 +510,10 @@ static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
 
 	if (!mod_kv_args(kv, il, &a.kv) || !n_head || !kv->n_head_kv ||
 	    n_head % kv->n_head_kv || !n_ctx)
-		return cuda_err(err, EINVAL,
-				"no attention of %u heads over %u KV heads, types %u/%u",
-				n_head, kv->n_head_kv, kv->type_k, kv->type_v);
+		return cuda_err(
+			err, EINVAL,
+			"no attention of %u heads over %u KV heads, types %u/%u",
+			n_head, kv->n_head_kv, kv->type_k, kv->type_v);
 	a.q = q;
 	a.q_ld = q_ld;
 	a.seq_of = seq_of;
@@ -521,12 +525,14 @@ static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
 	a.out_ld = out_ld;
 	a.chunk = k_att_chunk(n_ctx, rows);
 	a.n_chunks = cuda_div_up(n_ctx, a.chunk);
+	a.exact_below = k_att_exact_below();
 	a.part = (float *)cuda_dev_scratch(d, k_att_part_floats(a, rows) * 4,
 					   err);
 	if (!a.part)
 		return -err->code;
 	if (!k_attention(a, rows, d->stream))
-		return cuda_err(err, EINVAL, "no attention for %u query heads a KV head",
+		return cuda_err(err, EINVAL,
+				"no attention for %u query heads a KV head",
 				a.group);
 	return cuda_check_launch("attention", err);
 }
@@ -536,14 +542,15 @@ static int mod_moe_route(struct cuda_dev *d, const float *logits, size_t ld,
 			 float *w, uint32_t rows, struct err *err)
 {
 	if (!k_moe_route(logits, ld, n_exp, k, norm, sel, w, rows, d->stream))
-		return cuda_err(err, EINVAL, "no routing of top %u of %u experts",
-				k, n_exp);
+		return cuda_err(err, EINVAL,
+				"no routing of top %u of %u experts", k, n_exp);
 	return cuda_check_launch("moe_route", err);
 }
 
 static int mod_moe_combine(struct cuda_dev *d, float *out, size_t out_ld,
 			   const float *eo, size_t eo_ld, const float *w,
-			   uint32_t k, int64_t n, uint32_t rows, struct err *err)
+			   uint32_t k, int64_t n, uint32_t rows,
+			   struct err *err)
 {
 	k_moe_combine(out, out_ld, eo, eo_ld, w, k, n, rows, d->stream);
 	return cuda_check_launch("moe_combine", err);
@@ -589,6 +596,12 @@ static const struct cuda_api mod_api = {
 	.attention = mod_attention,
 	.moe_route = mod_moe_route,
 	.moe_combine = mod_moe_combine,
+	.ctx_new = cuda_ctx_new,
+	.ctx_free = cuda_ctx_free,
+	.ctx_forward = cuda_ctx_forward,
+	.ctx_seq_truncate = cuda_ctx_seq_truncate,
+	.ctx_seq_length = cuda_ctx_seq_length,
+	.ctx_stats = cuda_ctx_stats_get,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *

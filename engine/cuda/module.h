@@ -114,6 +114,67 @@ struct cuda_kv {
 	uint32_t max_blocks;
 };
 
+/* ---- a model on the device (step.cu) ---- */
+
+/* One tensor in VRAM as the file has it; data NULL: absent. */
+struct cuda_tensor {
+	const void *data;
+	uint32_t type;
+	int64_t ne[3];	    /* ne[0] the row, ne[1] rows, ne[2] experts */
+	uint64_t row_bytes; /* of ne[0] elements */
+};
+
+struct cuda_layer {
+	struct cuda_tensor attn_norm, wq, wk, wv, wo, bq, bk, bv, bo;
+	struct cuda_tensor q_norm, k_norm, ffn_norm;
+	struct cuda_tensor ffn_gate, ffn_up, ffn_down; /* dense */
+	struct cuda_tensor ffn_gate_inp;	       /* router, F32 */
+	struct cuda_tensor ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+};
+
+/*
+ * The forward pass of llama, qwen2, qwen3 and qwen3moe as the engine
+ * computes it (engine/forward.c): the hyper-parameters and where each
+ * tensor is. The caller keeps the tensors' memory.
+ */
+struct cuda_model_desc {
+	uint32_t n_vocab, n_embd, n_layer, n_head, n_head_kv;
+	uint32_t head_dim, head_dim_v, n_rot, n_ff;
+	uint32_t n_expert, n_expert_used;
+	enum cuda_rope_mode rope_mode;
+	float rope_freq_base, rope_freq_scale, rms_norm_eps, kq_scale;
+	bool qk_norm, expert_weights_norm;
+	struct cuda_tensor tok_embd, output_norm, output, rope_freqs;
+	const struct cuda_layer *layers; /* n_layer, copied by ctx_new */
+};
+
+struct cuda_ctx_params {
+	uint32_t n_ctx;	   /* positions a sequence may reach */
+	uint32_t max_seqs; /* sequence slots 0 .. max_seqs - 1 */
+	uint32_t max_rows; /* token rows a pass computes at once */
+	uint32_t type_k, type_v;
+	uint64_t kv_blocks; /* blocks of the KV pool; 0: every slot full */
+	bool no_graphs;	    /* run decode steps launch by launch */
+	enum cuda_matmul_mode matmul; /* products of more than 8 rows */
+};
+
+/* One item of a pass: tokens appended to a sequence, as engine_forward. */
+struct cuda_item {
+	uint32_t seq;
+	const int32_t *tokens; /* host */
+	uint32_t n_tokens;
+	float *logits; /* host, n_vocab floats of the last token; or NULL */
+};
+
+/* A model's state on one device: buffers, KV cache, sequences, graphs. */
+struct cuda_ctx;
+
+struct cuda_ctx_stats {
+	uint64_t device_bytes; /* buffers and KV pool */
+	uint64_t kv_blocks, kv_blocks_free;
+	uint64_t graphs_captured, graph_launches, passes;
+};
+
 struct cuda_api {
 	uint32_t abi;  /* LLMFS_CUDA_ABI */
 	uint32_t size; /* sizeof(struct cuda_api) */
@@ -245,6 +306,32 @@ struct cuda_api {
 			   const float *eo, size_t eo_ld, const float *w,
 			   uint32_t k, int64_t n, uint32_t rows,
 			   struct err *err);
+
+	/* ---- the forward pass (step.cu) ---- */
+	/*
+	 * A context for model m on d: its buffers and KV pool allocated
+	 * now (-ENOSPC when they do not fit), -EINVAL for a model or cache
+	 * types the kernels lack (the message says which). Free with
+	 * ctx_free, before the tensors.
+	 */
+	int (*ctx_new)(struct cuda_dev *d, const struct cuda_model_desc *m,
+		       const struct cuda_ctx_params *p, struct cuda_ctx **out,
+		       struct err *err);
+	void (*ctx_free)(struct cuda_ctx *c);
+	/*
+	 * One pass over n items (at most max_seqs), all or nothing: -EINVAL
+	 * for a bad slot or token, -ENOSPC when a sequence would pass n_ctx
+	 * or the pool has no free block; nothing is appended then. Decode
+	 * steps (one token an item, logits for each) replay a CUDA graph
+	 * per batch size, captured at its first use.
+	 */
+	int (*ctx_forward)(struct cuda_ctx *c, const struct cuda_item *items,
+			   uint32_t n, struct err *err);
+	/* Keep the first n positions of sequence seq (0: empty it). */
+	int (*ctx_seq_truncate)(struct cuda_ctx *c, uint32_t seq, uint32_t n,
+				struct err *err);
+	uint32_t (*ctx_seq_length)(const struct cuda_ctx *c, uint32_t seq);
+	void (*ctx_stats)(const struct cuda_ctx *c, struct cuda_ctx_stats *st);
 };
 
 /* The module's one export (dlsym name "llmfs_cuda_api"). */

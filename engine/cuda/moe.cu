@@ -36,13 +36,15 @@ __global__ void moe_route_k(const float *logits, uint64_t ld, uint32_t n_exp,
 	mx = cuda_warp_max(mx);
 #pragma unroll
 	for (int i = 0; i < MOE_MAX_PER_LANE; i++) {
-		v[i] = (uint32_t)(lane + 32 * i) < n_exp ? expf(v[i] - mx) : 0.0f;
+		v[i] = (uint32_t)(lane + 32 * i) < n_exp ? expf(v[i] - mx) :
+							   0.0f;
 		sum += v[i];
 	}
 	const float scale = 1.0f / cuda_warp_sum(sum);
 #pragma unroll
 	for (int i = 0; i < MOE_MAX_PER_LANE; i++)
-		v[i] = (uint32_t)(lane + 32 * i) < n_exp ? v[i] * scale : -INFINITY;
+		v[i] = (uint32_t)(lane + 32 * i) < n_exp ? v[i] * scale :
+							   -INFINITY;
 	for (uint32_t t = 0; t < k; t++) {
 		float best = -INFINITY;
 		int bi = 0x7fffffff;
@@ -89,9 +91,9 @@ __global__ void moe_group_k(const int32_t *ids, uint32_t ids_ld, uint32_t rows,
 			    int32_t *items, int32_t *pair_x, int32_t *pair_y,
 			    int32_t *n_items)
 {
-	CUDA_DYNAMIC_SHARED(int32_t, count);     /* [n_exp] */
-	int32_t *first = count + n_exp;	      /* its first pair */
-	int32_t *item0 = first + n_exp;	      /* its first item */
+	CUDA_DYNAMIC_SHARED(int32_t, count); /* [n_exp] */
+	int32_t *first = count + n_exp;	     /* its first pair */
+	int32_t *item0 = first + n_exp;	     /* its first item */
 	const uint32_t pairs = rows * n_slots;
 
 	for (uint32_t e = threadIdx.x; e < n_exp; e += blockDim.x)
@@ -101,8 +103,8 @@ __global__ void moe_group_k(const int32_t *ids, uint32_t ids_ld, uint32_t rows,
 		int32_t c = 0;
 
 		for (uint32_t q = 0; q < pairs; q++)
-			c += ids[(uint64_t)(q / n_slots) * ids_ld + q % n_slots] ==
-			     (int32_t)e;
+			c += ids[(uint64_t)(q / n_slots) * ids_ld +
+				 q % n_slots] == (int32_t)e;
 		count[e] = c;
 	}
 	__syncthreads();
@@ -129,8 +131,8 @@ __global__ void moe_group_k(const int32_t *ids, uint32_t ids_ld, uint32_t rows,
 			item[2] = count[e] - j < 8 ? count[e] - j : 8;
 		}
 		for (uint32_t q = 0; q < pairs && count[e]; q++) {
-			if (ids[(uint64_t)(q / n_slots) * ids_ld + q % n_slots] !=
-			    (int32_t)e)
+			if (ids[(uint64_t)(q / n_slots) * ids_ld +
+				q % n_slots] != (int32_t)e)
 				continue;
 			pair_x[at] = x_per_slot ? (int32_t)q :
 						  (int32_t)(q / n_slots);
@@ -167,12 +169,13 @@ bool k_moe_route(const float *logits, uint64_t ld, uint32_t n_exp, uint32_t k,
 		return false;
 	/* a warp per row, 4 rows a block: rows rounded up must not run */
 	for (uint32_t r = 0; r < rows;) {
-		const uint32_t n = rows - r >= 4 ? (rows - r) / 4 * 4 : rows - r;
+		const uint32_t n = rows - r >= 4 ? (rows - r) / 4 * 4 :
+						   rows - r;
 		const uint32_t per = n >= 4 ? 4 : 1;
 
 		cuda_launch(moe_route_k, dim3(n / per), dim3(32 * per), 0, s,
-			    logits + r * ld, ld, n_exp, k, (int)norm, sel + r * k,
-			    w + r * k);
+			    logits + r * ld, ld, n_exp, k, (int)norm,
+			    sel + r * k, w + r * k);
 		r += n;
 	}
 	return true;
@@ -199,6 +202,7 @@ void k_moe_combine(float *out, uint64_t out_ld, const float *eo, uint64_t eo_ld,
 		   cudaStream_t s)
 {
 	if (rows && n)
-		cuda_launch(moe_combine_k, dim3(cuda_div_up((uint64_t)n, 256), rows),
+		cuda_launch(moe_combine_k,
+			    dim3(cuda_div_up((uint64_t)n, 256), rows),
 			    dim3(256), 0, s, out, out_ld, eo, eo_ld, w, k, n);
 }

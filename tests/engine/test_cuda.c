@@ -550,6 +550,8 @@ END_TEST
  * the query rounded as the kernel rounds it (F16 for an F16 cache).
  */
 #define EXACT_REL 2e-5
+/* the CPU's order, its scores' sums apart */
+#define ORDER_REL 1e-6
 static void exact_attention(const struct cuda_kv *kv, const uint8_t *pool,
 			    const int32_t *tables, uint32_t max_blocks,
 			    uint32_t il, int32_t seq, int32_t pos, uint32_t kvh,
@@ -557,7 +559,8 @@ static void exact_attention(const struct cuda_kv *kv, const uint8_t *pool,
 {
 	const uint32_t hd = kv->head_dim;
 	double *acc = calloc(hd, sizeof(double)), m = -INFINITY, s = 0;
-	float *row = malloc(kv->k_row > kv->v_row ? kv->k_row * 4 : kv->v_row * 4);
+	float *row = malloc(kv->k_row > kv->v_row ? kv->k_row * 4 :
+						    kv->v_row * 4);
 	float *qr = malloc(hd * 4);
 	uint64_t k_head, v_head;
 
@@ -616,6 +619,8 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 {
 	const uint32_t n_layer = 2, il = 1, len[2] = { 70, 300 };
 	const uint32_t n_head = n_head_kv * group, max_blocks = 8;
+	const char *ex = getenv("LLMFS_CUDA_ATT_EXACT");
+	const int32_t exact_below = ex ? atoi(ex) : 256;
 	const uint32_t n_blocks = 2 * max_blocks;
 	const size_t nk = (size_t)n_head_kv * head_dim;
 	uint64_t k_head, v_head;
@@ -664,31 +669,35 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 			dv = dev_from(v, nk * n * 4);
 			ds = dev_from(seq_of, n * 4);
 			dp = dev_from(pos, n * 4);
-			ck_assert_msg(api->kv_store(dev, &kv, il, dk, nk, dv, nk,
-						    ds, dp, n, &err) == 0,
+			ck_assert_msg(api->kv_store(dev, &kv, il, dk, nk, dv,
+						    nk, ds, dp, n, &err) == 0,
 				      "%s", err.msg);
 			host_from(pool, kv.pool, kv.block_bytes * n_blocks);
 			/* each row's bytes are the CPU's conversion */
 			for (uint32_t i = 0; i < n; i++) {
 				uint32_t p = p0 + i;
-				const uint8_t *blk =
-					pool +
-					tables[sq * max_blocks + p / CUDA_KV_BLOCK] *
-						kv.block_bytes +
-					il * CUDA_KV_BLOCK * (kv.k_row + kv.v_row);
+				const uint8_t *blk = pool +
+						     tables[sq * max_blocks +
+							    p / CUDA_KV_BLOCK] *
+							     kv.block_bytes +
+						     il * CUDA_KV_BLOCK *
+							     (kv.k_row +
+							      kv.v_row);
 				uint8_t want[4096];
 
 				quant_from_float(type_k, k + i * nk, want, nk);
-				ck_assert_msg(!memcmp(blk + (p % CUDA_KV_BLOCK) *
-								    kv.k_row,
-						      want, kv.k_row),
-					      "K of position %u", p);
+				ck_assert_msg(
+					!memcmp(blk + (p % CUDA_KV_BLOCK) *
+								kv.k_row,
+						want, kv.k_row),
+					"K of position %u", p);
 				quant_from_float(type_v, v + i * nk, want, nk);
-				ck_assert_msg(!memcmp(blk + CUDA_KV_BLOCK * kv.k_row +
-							      (p % CUDA_KV_BLOCK) *
-								      kv.v_row,
-						      want, kv.v_row),
-					      "V of position %u", p);
+				ck_assert_msg(
+					!memcmp(blk + CUDA_KV_BLOCK * kv.k_row +
+							(p % CUDA_KV_BLOCK) *
+								kv.v_row,
+						want, kv.v_row),
+					"V of position %u", p);
 			}
 			api->free(dev, dk);
 			api->free(dev, dv);
@@ -732,13 +741,15 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 					tables[seq_of[r] * max_blocks +
 					       p / CUDA_KV_BLOCK] *
 						kv.block_bytes +
-					il * CUDA_KV_BLOCK * (kv.k_row + kv.v_row);
+					il * CUDA_KV_BLOCK *
+						(kv.k_row + kv.v_row);
 				uint32_t off = p % CUDA_KV_BLOCK;
 				uint32_t n = CUDA_KV_BLOCK - off;
 
 				if ((int32_t)n > pos[r] + 1 - p)
 					n = pos[r] + 1 - p;
-				att_run(&st, blk + off * kv.k_row + kvh * k_head,
+				att_run(&st,
+					blk + off * kv.k_row + kvh * k_head,
 					kv.k_row,
 					blk + CUDA_KV_BLOCK * kv.k_row +
 						off * kv.v_row + kvh * v_head,
@@ -746,22 +757,34 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 				p += n;
 			}
 			att_end(&st, want);
-			e = rel_err(got + r * nq + h * head_dim, want, head_dim);
-			ck_assert_msg(e <= tol,
-				      "%s/%s row %u head %u: error %.3g > %.3g (seed %llu)",
-				      quant_traits(type_k)->name,
-				      quant_traits(type_v)->name, r, h, e, tol,
-				      (unsigned long long)seed);
+			/*
+			 * A row below exact_below follows the CPU's order:
+			 * it must be the CPU's (its scores' last bits
+			 * apart, and Q8_0 keys meet a Q8_0 query there);
+			 * a deeper one sums in F32: the exact sum's.
+			 */
+			const bool in_order = pos[r] < exact_below;
+			const double cpu_tol = in_order ? ORDER_REL : tol;
+			e = rel_err(got + r * nq + h * head_dim, want,
+				    head_dim);
+			ck_assert_msg(
+				e <= cpu_tol,
+				"%s/%s row %u (position %d) head %u: error %.3g > %.3g against the CPU (seed %llu)",
+				quant_traits(type_k)->name,
+				quant_traits(type_v)->name, r, pos[r], h, e,
+				cpu_tol, (unsigned long long)seed);
 			exact_attention(&kv, pool, tables, max_blocks, il,
 					seq_of[r], pos[r], kvh,
 					q + r * nq + h * head_dim, sh.scale,
 					want);
-			e = rel_err(got + r * nq + h * head_dim, want, head_dim);
-			ck_assert_msg(e <= EXACT_REL,
-				      "%s/%s row %u head %u: error %.3g against the exact sum (seed %llu)",
-				      quant_traits(type_k)->name,
-				      quant_traits(type_v)->name, r, h, e,
-				      (unsigned long long)seed);
+			e = rel_err(got + r * nq + h * head_dim, want,
+				    head_dim);
+			ck_assert_msg(
+				e <= (in_order ? tol : EXACT_REL),
+				"%s/%s row %u (position %d) head %u: error %.3g against the exact sum (seed %llu)",
+				quant_traits(type_k)->name,
+				quant_traits(type_v)->name, r, pos[r], h, e,
+				(unsigned long long)seed);
 		}
 	}
 	api->free(dev, kv.pool);
@@ -780,10 +803,12 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 }
 
 /*
- * Against the exact sum the kernel is within float rounding (EXACT_REL);
- * against the CPU, within what the CPU's own rounding allows: it sums V
- * in F16 for an F16 cache (about 1e-2 over 300 positions, measured
- * here), and its Q8_0 keys meet a Q8_0 query, a float one here.
+ * Rows below position 256 (LLMFS_CUDA_ATT_EXACT) take the CPU's order,
+ * V summed in F16 for an F16 cache, Q8_0 keys against a Q8_0 query: the
+ * CPU's within ORDER_REL, the exact sum's within tol; deeper rows sum in
+ * F32 with a float query: the exact sum's within EXACT_REL, the CPU's
+ * within tol (its F16 sum drifts about 1e-2 over 300 positions,
+ * measured here).
  */
 START_TEST(test_attention_f16)
 {
@@ -858,13 +883,15 @@ START_TEST(test_moe_route)
 			cpu_route(x + r * n_exp, n_exp, k, norm, want_sel,
 				  want_w);
 			for (uint32_t i = 0; i < k; i++) {
-				ck_assert_msg(sel[r * k + i] == want_sel[i],
-					      "row %u slot %u: expert %d, CPU %d",
-					      r, i, sel[r * k + i], want_sel[i]);
-				ck_assert_msg(fabsf(w[r * k + i] - want_w[i]) <=
-						      1e-6f,
-					      "row %u slot %u: weight %g, CPU %g",
-					      r, i, w[r * k + i], want_w[i]);
+				ck_assert_msg(
+					sel[r * k + i] == want_sel[i],
+					"row %u slot %u: expert %d, CPU %d", r,
+					i, sel[r * k + i], want_sel[i]);
+				ck_assert_msg(
+					fabsf(w[r * k + i] - want_w[i]) <=
+						1e-6f,
+					"row %u slot %u: weight %g, CPU %g", r,
+					i, w[r * k + i], want_w[i]);
 			}
 		}
 		api->free(dev, dx);
@@ -878,7 +905,8 @@ START_TEST(test_moe_combine)
 {
 	const uint32_t k = 3, rows = 4;
 	const int64_t n = 300;
-	float *eo = malloc(n * k * rows * 4), w[12], *got = malloc(n * rows * 4);
+	float *eo = malloc(n * k * rows * 4), w[12],
+	      *got = malloc(n * rows * 4);
 	struct err err = { 0 };
 	float *deo, *dw, *dout;
 
@@ -895,7 +923,8 @@ START_TEST(test_moe_combine)
 			float acc = 0.0f;
 
 			for (uint32_t i = 0; i < k; i++) {
-				float v = eo[(r * k + i) * n + c] * w[r * k + i];
+				float v = eo[(r * k + i) * n + c] *
+					  w[r * k + i];
 
 				acc = i == 0 ? v : acc + v;
 			}

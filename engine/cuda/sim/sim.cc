@@ -36,6 +36,36 @@ extern "C" void __sanitizer_finish_switch_fiber(void *fake_stack_save,
 #define SIM_STACK (64u << 10)
 #endif
 
+/*
+ * Switching fibers: on x86-64 a few instructions saving the callee-saved
+ * registers (swapcontext also saves the signal mask, a system call per
+ * switch, which made the simulator ten times slower); ucontext elsewhere.
+ */
+#if defined(__x86_64__)
+extern "C" void sim_switch(void **from_sp, void *to_sp);
+asm(".text\n"
+    ".globl sim_switch\n"
+    ".type sim_switch,@function\n"
+    "sim_switch:\n"
+    "	pushq %rbp\n"
+    "	pushq %rbx\n"
+    "	pushq %r12\n"
+    "	pushq %r13\n"
+    "	pushq %r14\n"
+    "	pushq %r15\n"
+    "	movq %rsp, (%rdi)\n"
+    "	movq %rsi, %rsp\n"
+    "	popq %r15\n"
+    "	popq %r14\n"
+    "	popq %r13\n"
+    "	popq %r12\n"
+    "	popq %rbx\n"
+    "	popq %rbp\n"
+    "	ret\n"
+    ".size sim_switch, .-sim_switch\n");
+#define SIM_FAST_SWITCH 1
+#endif
+
 thread_local const sim_thread_ids *sim_ids;
 thread_local uint3 sim_block_idx;
 thread_local dim3 sim_block_dim, sim_grid_dim;
@@ -44,11 +74,20 @@ thread_local dim3 sim_block_dim, sim_grid_dim;
 
 enum sim_state { SIM_RUN, SIM_WAIT_BLOCK, SIM_WAIT_WARP, SIM_DONE };
 
+struct sim_context {
+#ifdef SIM_FAST_SWITCH
+	void *sp;
+#else
+	ucontext_t uc;
+#endif
+};
+
 struct sim_fiber {
-	ucontext_t ctx;
+	sim_context ctx;
 	sim_thread_ids ids;
 	sim_state state;
 	void *fake_stack; /* ASan's, across a switch */
+	void *stack;
 };
 
 struct sim_warp {
@@ -59,8 +98,9 @@ struct sim_warp {
 struct sim_block {
 	std::vector<sim_fiber> f;
 	std::vector<sim_warp> warps;
+	std::vector<unsigned> ready; /* runnable fibers, in no order */
 	unsigned live, arrived, done;
-	ucontext_t sched;
+	sim_context sched;
 	sim_fiber *cur;
 	const std::function<void()> *body;
 	void *dynamic;
@@ -83,6 +123,15 @@ static uint64_t sim_next(uint64_t *s)
 	return *s = x;
 }
 
+static void sim_swap(sim_context *from, sim_context *to)
+{
+#ifdef SIM_FAST_SWITCH
+	sim_switch(&from->sp, to->sp);
+#else
+	swapcontext(&from->uc, &to->uc);
+#endif
+}
+
 /* From a fiber to the scheduler; returns when the fiber runs again. */
 static void sim_yield(sim_block *b, bool exiting)
 {
@@ -92,11 +141,9 @@ static void sim_yield(sim_block *b, bool exiting)
 	__sanitizer_start_switch_fiber(exiting ? nullptr : &f->fake_stack,
 				       b->sched_bottom, b->sched_size);
 #endif
-	if (exiting) {
-		setcontext(&b->sched);
-		abort();
-	}
-	swapcontext(&f->ctx, &b->sched);
+	sim_swap(&f->ctx, &b->sched);
+	if (exiting)
+		abort(); /* a finished fiber is never resumed */
 #ifdef SIM_ASAN
 	__sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
 #endif
@@ -104,10 +151,21 @@ static void sim_yield(sim_block *b, bool exiting)
 
 static void sim_release(sim_block *b, sim_state waiting, unsigned warp)
 {
-	for (auto &f : b->f)
-		if (f.state == waiting &&
-		    (waiting == SIM_WAIT_BLOCK || f.ids.warp == warp))
-			f.state = SIM_RUN;
+	const unsigned size = (unsigned)b->f.size();
+	const unsigned i0 = waiting == SIM_WAIT_BLOCK ? 0 : warp * 32;
+	const unsigned i1 = waiting == SIM_WAIT_BLOCK ? size :
+							std::min(i0 + 32, size);
+
+	for (unsigned i = i0; i < i1; i++) {
+		sim_fiber &f = b->f[i];
+
+		if (f.state != waiting)
+			continue;
+		f.state = SIM_RUN;
+		/* the running fiber is not in the ready list */
+		if (&f != b->cur)
+			b->ready.push_back(i);
+	}
 	if (waiting == SIM_WAIT_BLOCK)
 		b->arrived = 0;
 	else
@@ -199,16 +257,39 @@ static void sim_fiber_main()
 	sim_yield(b, true);
 }
 
+/* a fresh fiber's context: it starts in sim_fiber_main */
+static void sim_context_init(sim_context *c, void *stack)
+{
+#ifdef SIM_FAST_SWITCH
+	uintptr_t top = ((uintptr_t)stack + SIM_STACK) & ~(uintptr_t)15;
+	void **sp = (void **)top;
+
+	*--sp = nullptr;		/* sim_fiber_main's return address */
+	*--sp = (void *)sim_fiber_main; /* where sim_switch's ret goes */
+	for (int i = 0; i < 6; i++)	/* rbp rbx r12 r13 r14 r15 */
+		*--sp = nullptr;
+	c->sp = sp;
+#else
+	getcontext(&c->uc);
+	c->uc.uc_stack.ss_sp = stack;
+	c->uc.uc_stack.ss_size = SIM_STACK;
+	c->uc.uc_link = nullptr;
+	makecontext(&c->uc, sim_fiber_main, 0);
+#endif
+}
+
 static void sim_run_block(sim_block *b, unsigned n)
 {
 	const unsigned bx = sim_block_dim.x, by = sim_block_dim.y;
 
 	while (sim_stacks.size() < n)
 		sim_stacks.push_back(malloc(SIM_STACK));
-	b->f.assign(n, sim_fiber());
+	b->f.resize(n);
 	b->warps.assign((n + 31) / 32, sim_warp());
+	b->ready.clear();
 	b->live = n;
 	b->arrived = b->done = 0;
+	b->cur = nullptr;
 	for (unsigned i = 0; i < n; i++) {
 		sim_fiber *f = &b->f[i];
 
@@ -216,40 +297,48 @@ static void sim_run_block(sim_block *b, unsigned n)
 		f->ids.lane = i % 32;
 		f->ids.warp = i / 32;
 		f->state = SIM_RUN;
+		f->fake_stack = nullptr;
+		f->stack = sim_stacks[i];
 		b->warps[i / 32].live++;
-		getcontext(&f->ctx);
-		f->ctx.uc_stack.ss_sp = sim_stacks[i];
-		f->ctx.uc_stack.ss_size = SIM_STACK;
-		f->ctx.uc_link = nullptr;
-		makecontext(&f->ctx, sim_fiber_main, 0);
+		sim_context_init(&f->ctx, f->stack);
+		b->ready.push_back(i);
 	}
 	while (b->done < n) {
-		unsigned start = (unsigned)(sim_next(&b->rng) % n), i, k;
+		unsigned k, i;
 
-		for (k = 0; k < n; k++) {
-			i = (start + k) % n;
-			if (b->f[i].state == SIM_RUN)
-				break;
-		}
-		if (k == n) {
+		if (b->ready.empty()) {
 			fprintf(stderr,
 				"cuda sim: deadlock in block (%u,%u,%u): %u of %u threads wait at a barrier none of the others reaches\n",
 				sim_block_idx.x, sim_block_idx.y,
 				sim_block_idx.z, n - b->done, n);
+			for (unsigned j = 0; j < n; j++)
+				fprintf(stderr, "%u:%d ", j, b->f[j].state);
+			fprintf(stderr, "arrived %u live %u warp0 %u/%u\n",
+				b->arrived, b->live, b->warps[0].arrived,
+				b->warps[0].live);
 			abort();
 		}
+		/* a random runnable fiber: no order may be relied on */
+		k = (unsigned)(sim_next(&b->rng) % b->ready.size());
+		i = b->ready[k];
+		b->ready[k] = b->ready.back();
+		b->ready.pop_back();
 		b->cur = &b->f[i];
 		sim_ids = &b->f[i].ids;
 #ifdef SIM_ASAN
-		__sanitizer_start_switch_fiber(&b->sched_fake, sim_stacks[i],
+		__sanitizer_start_switch_fiber(&b->sched_fake, b->f[i].stack,
 					       SIM_STACK);
 #endif
-		swapcontext(&b->sched, &b->f[i].ctx);
+		sim_swap(&b->sched, &b->f[i].ctx);
 #ifdef SIM_ASAN
 		__sanitizer_finish_switch_fiber(b->sched_fake, nullptr,
 						nullptr);
 #endif
+		/* back from it: it waits, finished, or ... */
+		if (b->f[i].state == SIM_RUN)
+			b->ready.push_back(i);
 	}
+	b->cur = nullptr;
 }
 
 /* ---- errors, devices ----------------------------------------------------- */

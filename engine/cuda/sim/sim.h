@@ -226,6 +226,11 @@ inline float __fmul_rn(float a, float b)
 	return a * b;
 }
 
+inline float __fadd_rn(float a, float b)
+{
+	return a + b;
+}
+
 inline float __frcp_rn(float x)
 {
 	return 1.0f / x;
