@@ -100,7 +100,7 @@ template <int T> __device__ __forceinline__ float v_round(float x)
 template <int T>
 __device__ void kv_put(uint8_t *row, const float *x, int n, int tid, int nt)
 {
-	if (T == T_Q8_0) {
+	if constexpr (T == T_Q8_0) {
 		const int lane = tid % 32;
 
 		for (int b = tid / 32; b < n / 32; b += nt / 32) {
@@ -113,15 +113,15 @@ __device__ void kv_put(uint8_t *row, const float *x, int n, int tid, int nt)
 			if (lane == 0)
 				blk->d = cuda_f2h(amax / 127.f);
 		}
-		return;
-	}
-	for (int d = tid; d < n; d += nt) {
-		if (T == T_F16)
-			((uint16_t *)row)[d] = cuda_f2h(x[d]);
-		else if (T == T_BF16)
-			((uint16_t *)row)[d] = cuda_f2bf(x[d]);
-		else
-			((float *)row)[d] = x[d];
+	} else {
+		for (int d = tid; d < n; d += nt) {
+			if (T == T_F16)
+				((uint16_t *)row)[d] = cuda_f2h(x[d]);
+			else if (T == T_BF16)
+				((uint16_t *)row)[d] = cuda_f2bf(x[d]);
+			else
+				((float *)row)[d] = x[d];
+		}
 	}
 }
 
@@ -254,13 +254,19 @@ __device__ __forceinline__ void att_scores(const att_args &a, const float *q_s,
 	}
 	const uint8_t *kr = kv_k_row(kv, seq, p) + kvh * kv_head_bytes<KT>(hd);
 
+	/* arrays indexed by constants only: registers, not local memory */
 	if ((KT == T_F16 || KT == T_F32) && in_order) {
-		for (int g = 0; g < G; g++)
-			sc[g] = att_dot_cpu<KT>(q_s + g * hd, kr, hd);
+#pragma unroll
+		for (int g = 0; g < ATT_MAX_G; g++)
+			if (g < G)
+				sc[g] = att_dot_cpu<KT>(q_s + g * hd, kr, hd);
 	} else if (KT == T_Q8_0 && in_order) {
-		for (int g = 0; g < G; g++)
-			sc[g] = att_dot_q8_0_cpu(qq + g * hd, qd + g * hd / 32,
-						 kr, hd);
+#pragma unroll
+		for (int g = 0; g < ATT_MAX_G; g++)
+			if (g < G)
+				sc[g] = att_dot_q8_0_cpu(qq + g * hd,
+							 qd + g * hd / 32, kr,
+							 hd);
 	} else {
 		for (int d = 0; d < hd; d++) {
 			const float kd = kv_get<KT>(kr, d);
@@ -437,9 +443,12 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 		__syncwarp();
 	}
 	/* the warps' states into shared memory, then merged per (g, d) */
-	for (int g = 0; g < G; g++) {
+#pragma unroll
+	for (int g = 0; g < ATT_MAX_G; g++) {
 		float *st = st_s + (warp * ATT_MAX_G + g) * (2 + hdv);
 
+		if (g >= G)
+			break;
 		if (lane == 0) {
 			st[0] = m[g];
 			st[1] = s[g];
