@@ -96,7 +96,9 @@ static void mount_usage(FILE *f)
 		"                    weights leave available)\n"
 		"  --devices SPEC    describe (simulated) GPUs and bandwidths:\n"
 		"                    gpu0:vram=8G,bw=272G,pcie=25G,node=1 "
-		"(or LLMFS_DEVICES)\n"
+		"(or LLMFS_DEVICES);\n"
+		"                    auto (the default): the GPUs the CUDA "
+		"module finds\n"
 		"  --store KIND[:PATH] the models of a store: ollama, hf, "
 		"lmstudio, llamacpp\n"
 		"                    (PATH: where it is; a directory SOURCE of "
@@ -516,6 +518,7 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 	unsigned long u;
 	struct err err = { 0 };
 	const char *devices = NULL; /* NULL: LLMFS_DEVICES */
+	bool auto_gpus;
 	char *eq;
 	int c, rc = 0;
 
@@ -589,10 +592,17 @@ static int mount_parse(struct mount_args *a, int argc, char **argv)
 		if (rc)
 			return rc;
 	}
-	if (io_device_set_read(&a->opt.devices, devices, &err)) {
+	/* --devices auto, or nothing said: the GPUs the CUDA module finds */
+	auto_gpus = devices ? !strcmp(devices, "auto") :
+			      !getenv("LLMFS_DEVICES");
+	if (io_device_set_read(&a->opt.devices,
+			       devices && auto_gpus ? "" : devices, &err)) {
 		fprintf(stderr, "llmfs: %s\n", err.msg);
 		return -EINVAL;
 	}
+	/* none found is normal (no GPU, no CUDA): asked for, it is said */
+	if (auto_gpus && engine_gpu_probe(&a->opt.devices, &err) < 0 && devices)
+		fprintf(stderr, "llmfs: --devices auto: %s\n", err.msg);
 	/* -d writes every request on stderr: no bar between them. */
 	a->opt.progress = a->opt.foreground && !a->opt.debug &&
 			  isatty(STDERR_FILENO);
