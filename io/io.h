@@ -486,8 +486,8 @@ struct io_stage_stats {
  */
 int io_stage_file(const char *path, const struct io_stage_range *ranges,
 		  size_t n, const struct io_stage_sink *sink,
-		  const struct io_stage_options *opt,
-		  struct io_stage_stats *st, struct err *err);
+		  const struct io_stage_options *opt, struct io_stage_stats *st,
+		  struct err *err);
 
 /* ---- devices ----------------------------------------------------------- */
 

@@ -1022,22 +1022,51 @@ static void cuda_test_close(void)
 	dev = NULL;
 }
 
+/*
+ * LLMFS_CUDA_TESTS=WORD,WORD: only the tests whose names hold one of
+ * them (tools/gpu-check.sh runs the slow sanitizers on a few).
+ */
+static bool cuda_wanted(const char *name)
+{
+	const char *want = getenv("LLMFS_CUDA_TESTS");
+	char buf[256], *w, *save = NULL;
+
+	if (!want || !*want)
+		return true;
+	snprintf(buf, sizeof(buf), "%s", want);
+	for (w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save))
+		if (strstr(name, w))
+			return true;
+	return false;
+}
+
+#define CUDA_ADD(tc, t) \
+	do { \
+		if (cuda_wanted(#t)) \
+			tcase_add_test(tc, t); \
+	} while (0)
+#define CUDA_ADD_LOOP(tc, t, n) \
+	do { \
+		if (cuda_wanted(#t)) \
+			tcase_add_loop_test(tc, t, 0, n); \
+	} while (0)
+
 static void cuda_add_tests(TCase *tc)
 {
 	tcase_add_checked_fixture(tc, cuda_test_open, cuda_test_close);
-	tcase_add_test(tc, test_quantize_q8_1);
-	tcase_add_test(tc, test_quantize_q8_K);
-	tcase_add_loop_test(tc, test_matmul_mmv, 0, N_WEIGHT_TYPES);
-	tcase_add_loop_test(tc, test_matmul_cublas, 0, N_WEIGHT_TYPES);
-	tcase_add_test(tc, test_matmul_experts);
-	tcase_add_loop_test(tc, test_get_rows, 0, N_WEIGHT_TYPES);
-	tcase_add_test(tc, test_rms_norm);
-	tcase_add_test(tc, test_rope);
-	tcase_add_test(tc, test_swiglu_add);
-	tcase_add_test(tc, test_attention_f16);
-	tcase_add_test(tc, test_attention_q8_0);
-	tcase_add_test(tc, test_moe_route);
-	tcase_add_test(tc, test_moe_combine);
+	CUDA_ADD(tc, test_quantize_q8_1);
+	CUDA_ADD(tc, test_quantize_q8_K);
+	CUDA_ADD_LOOP(tc, test_matmul_mmv, N_WEIGHT_TYPES);
+	CUDA_ADD_LOOP(tc, test_matmul_cublas, N_WEIGHT_TYPES);
+	CUDA_ADD(tc, test_matmul_experts);
+	CUDA_ADD_LOOP(tc, test_get_rows, N_WEIGHT_TYPES);
+	CUDA_ADD(tc, test_rms_norm);
+	CUDA_ADD(tc, test_rope);
+	CUDA_ADD(tc, test_swiglu_add);
+	CUDA_ADD(tc, test_attention_f16);
+	CUDA_ADD(tc, test_attention_q8_0);
+	CUDA_ADD(tc, test_moe_route);
+	CUDA_ADD(tc, test_moe_combine);
 }
 
 const struct check_main check_main = {

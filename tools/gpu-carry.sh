@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# tools/gpu-carry.sh [--llama] [--build]: fill .gpu-carry/ (git-ignored) in
+# the repository root with what tools/gpu-check.sh needs on a lent GPU
+# machine and cannot find there, and print the device call to make.
+#
+# A device call sends the repository's working tree and the ignored paths
+# it names in `carry` (64 MiB in all); ../shared does not travel. So:
+#
+#   bin/, lib/   the programs built here (the CUDA module for every arch,
+#                the tests, the bench, the model writer) and the shared
+#                libraries they need that a CUDA image may lack (libnuma,
+#                libjansson, libsubunit, ...); gpu-check.sh builds on the
+#                device instead if these do not run there
+#   shared.tar.xz    ../shared/models and ../shared/golden (25 MB): the
+#                golden tests and the bench's 152k Qwen2 vocabulary
+#   llama-bench.xz   (--llama) llama.cpp's CUDA llama-bench for sm_90
+#                (tools/build-llama-cuda.sh, about 40 MB)
+# xz, not zstd: where the image lacks xz, Python's lzma undoes it.
+#
+# The models and llama-bench together pass 64 MiB: the first call carries
+# the models (tests and llmfs's bench), a second one `--llama` (llmfs's
+# bench again and llama.cpp's on the same card, the shared tarball
+# replaced by the vocabulary alone). --build: make first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SHARED=${SHARED:-$(cd .. && pwd)/shared}
+BUILD=${BUILD:-build}
+CARRY=$ROOT/.gpu-carry
+llama=0 build=0
+for a in "$@"; do
+	case $a in
+	--llama) llama=1 ;;
+	--build) build=1 ;;
+	*) echo "usage: tools/gpu-carry.sh [--llama] [--build]" >&2; exit 2 ;;
+	esac
+done
+[ $build = 1 ] && nice make -j2 all tests
+
+bins="$BUILD/bin/llmfs-cuda-bench $BUILD/bin/llmfs-write-model
+	$BUILD/bin/llmfs-gpus $BUILD/bin/llmfs-run
+	$BUILD/tests/engine/test_cuda $BUILD/tests/engine/test_cuda_model
+	$BUILD/tests/io/test_stage"
+for f in $bins $BUILD/lib/llmfs-cuda.so; do
+	[ -x "$f" ] || { echo "missing $f: make all tests (or --build)" >&2; exit 1; }
+done
+rm -rf "$CARRY"
+mkdir -p "$CARRY/bin" "$CARRY/lib"
+cp $bins "$CARRY/bin/"
+cp "$BUILD/lib/llmfs-cuda.so" "$CARRY/lib/"
+# the libraries beyond libc, libm, libstdc++, libgcc and the loader
+for f in $bins; do
+	ldd "$f" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+	case $(basename "$lib") in
+	libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | \
+		libstdc++.so* | libgcc_s.so* | ld-linux*) ;;
+	*) cp -L "$lib" "$CARRY/lib/" ;;
+	esac
+done
+if [ $llama = 1 ]; then
+	lb=$(tools/build-llama-cuda.sh 90) || {
+		echo "no llama-bench (tools/build-llama-cuda.sh failed)" >&2
+		exit 1
+	}
+	cp "$lb" "$CARRY/llama-bench.xz"
+	# the vocabulary the bench's models take: the 152k Qwen2 model only
+	tar -C "$SHARED" -cf - models/tiny-qwen2-bpe152k-legacyq.gguf |
+		xz -9 -T2 >"$CARRY/shared.tar.xz"
+else
+	tar -C "$SHARED" -cf - models golden | xz -9 -T2 >"$CARRY/shared.tar.xz"
+fi
+git -C "$ROOT" rev-parse HEAD >"$CARRY/commit"
+size=$(du -sb "$CARRY" | cut -f1)
+tree=$(git -C "$ROOT" ls-files -z | xargs -0 du -cb 2>/dev/null | tail -n 1 | cut -f1)
+echo "$CARRY: $((size / 1048576)) MiB, the tracked tree $((tree / 1048576)) MiB (64 MiB in all)"
+[ $((size + tree)) -lt $((64 * 1048576)) ] ||
+	{ echo "too large for one device call" >&2; exit 1; }
+echo "device call: run(command=\"tools/gpu-check.sh\", carry=[\".gpu-carry\"], timeout_s=330)"
