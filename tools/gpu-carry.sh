@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/gpu-carry.sh [--llama] [--build]: fill .gpu-carry/ (git-ignored) in
+# tools/gpu-carry.sh [--llama] [--build] [--to DIR]...: fill .gpu-carry/ (git-ignored) in
 # the repository root with what tools/gpu-check.sh needs on a lent GPU
 # machine and cannot find there, and print the device call to make.
 #
@@ -28,12 +28,15 @@ SHARED=${SHARED:-$(cd .. && pwd)/shared}
 BUILD=${BUILD:-build}
 CARRY=$ROOT/.gpu-carry
 llama=0 build=0
-for a in "$@"; do
-	case $a in
+to=()
+while [ $# -gt 0 ]; do
+	case $1 in
 	--llama) llama=1 ;;
 	--build) build=1 ;;
-	*) echo "usage: tools/gpu-carry.sh [--llama] [--build]" >&2; exit 2 ;;
+	--to) to+=("$2"); shift ;;
+	*) echo "usage: tools/gpu-carry.sh [--llama] [--build] [--to DIR]..." >&2; exit 2 ;;
 	esac
+	shift
 done
 [ $build = 1 ] && nice make -j2 all tests
 
@@ -71,9 +74,18 @@ else
 	tar -C "$SHARED" -cf - models golden | xz -9 -T2 >"$CARRY/shared.tar.xz"
 fi
 git -C "$ROOT" rev-parse HEAD >"$CARRY/commit"
+# this script's partner and the commit's source travel too (gpu-check.sh)
+cp tools/gpu-check.sh "$CARRY/"
+git -C "$ROOT" archive HEAD | gzip -9 >"$CARRY/src.tar.gz"
+for d in "${to[@]}"; do
+	rm -rf "$d/.gpu-carry"
+	cp -al "$CARRY" "$d/.gpu-carry"
+	git -C "$d" check-ignore -q .gpu-carry ||
+		echo "warning: $d/.gpu-carry is not git-ignored there" >&2
+done
 size=$(du -sb "$CARRY" | cut -f1)
 tree=$(git -C "$ROOT" ls-files -z | xargs -0 du -cb 2>/dev/null | tail -n 1 | cut -f1)
 echo "$CARRY: $((size / 1048576)) MiB, the tracked tree $((tree / 1048576)) MiB (64 MiB in all)"
 [ $((size + tree)) -lt $((64 * 1048576)) ] ||
 	{ echo "too large for one device call" >&2; exit 1; }
-echo "device call: run(command=\"tools/gpu-check.sh\", carry=[\".gpu-carry\"], timeout_s=330)"
+echo "device call: run(command=\"bash .gpu-carry/gpu-check.sh\", carry=[\".gpu-carry\"], timeout_s=330)"

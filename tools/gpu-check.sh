@@ -6,10 +6,15 @@
 # Prepare here, then make one device call from the repository root:
 #
 #   tools/gpu-carry.sh --build          # .gpu-carry/: programs, models
-#   run(command="tools/gpu-check.sh", carry=[".gpu-carry"], timeout_s=330)
+#   run(command="bash .gpu-carry/gpu-check.sh", carry=[".gpu-carry"], timeout_s=330)
 #
 #   tools/gpu-carry.sh --llama          # then llama.cpp's anchor
-#   run(command="tools/gpu-check.sh", carry=[".gpu-carry"], timeout_s=330)
+#   run(command="bash .gpu-carry/gpu-check.sh", carry=[".gpu-carry"], timeout_s=330)
+#
+# (.gpu-carry holds a copy of this script and the commit's source: the
+# device tool sends the checkout its session started in, which may be
+# another worktree than the one that filled .gpu-carry; gpu-carry.sh
+# --to DIR puts the same files in DIR/.gpu-carry, hard links.)
 #
 # (../shared does not travel; gpu-carry.sh packs what is needed of it.
 # The models and llama-bench together pass the 64 MiB a call carries:
@@ -116,14 +121,17 @@ echo "$gpus" >>"$OUT/env.log"
 # a library missing); a GPU the module cannot open is the tests' to show
 if [ $gpus_rc != 0 ] && grep -qE 'error while loading shared libraries|version .GLIBC' <<<"$gpus"; then
 	echo "carried programs do not run here: building" >>"$OUT/env.log"
-	if limited 180 "$OUT/env.log" make -j"$(nproc)" NVCC_ARCH=-arch=sm_90 \
-		CFLAGS="-O2 -g" all tests; then
+	# the carried commit's source: the tree that travels may be another
+	src=$WORK/src
+	rm -rf "$src" && mkdir -p "$src" && tar -C "$src" -xzf "$CARRY/src.tar.gz"
+	if limited 180 "$OUT/env.log" make -C "$src" -j"$(nproc)" \
+		NVCC_ARCH=-arch=sm_90 CFLAGS="-O2 -g" all tests; then
 		mkdir -p "$WORK/bin"
-		cp build/bin/* build/tests/engine/test_cuda \
-			build/tests/engine/test_cuda_model build/tests/io/test_stage \
-			"$WORK/bin/" 2>/dev/null
+		cp "$src"/build/bin/* "$src"/build/tests/engine/test_cuda \
+			"$src"/build/tests/engine/test_cuda_model \
+			"$src"/build/tests/io/test_stage "$WORK/bin/" 2>/dev/null
 		BIN=$WORK/bin
-		export LLMFS_CUDA_MODULE=$ROOT/build/lib/llmfs-cuda.so
+		export LLMFS_CUDA_MODULE=$src/build/lib/llmfs-cuda.so
 	else
 		row build FAIL "carried programs do not run and make failed: env.log"
 		exit 1
