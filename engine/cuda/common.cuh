@@ -96,6 +96,51 @@ __device__ __forceinline__ int cuda_warp_sum_int(int v)
 	return v;
 }
 
+/*
+ * The CPU's transcendentals, bit for bit. Its expf, sinf and cosf are
+ * glibc's, correctly rounded but in rare cases; CUDA's are within 2 ulp,
+ * and one ulp is enough to flip an F16 or int8 rounding downstream (seen
+ * on an H100: attention rows 1e-4 off the CPU's, logits 1.6e-3 off
+ * llama.cpp's). In double, then rounded once: the correctly rounded
+ * float. Used where the CPU calls libm; the speed paths keep expf.
+ */
+__device__ __forceinline__ float cuda_libm_expf(float x)
+{
+	return (float)exp((double)x);
+}
+
+__device__ __forceinline__ float cuda_libm_sinf(float x)
+{
+	return (float)sin((double)x);
+}
+
+__device__ __forceinline__ float cuda_libm_cosf(float x)
+{
+	return (float)cos((double)x);
+}
+
+/*
+ * ggml_v_expf (AVX-512), one lane, as engine/ops.c's ops_v_expf: what
+ * the CPU's SiLU and softmax use on whole vectors of 16.
+ */
+#define CUDA_CPU_LANES 16
+__device__ __forceinline__ float cuda_v_expf(float x)
+{
+	const float r = 0x1.8p23f;
+	const float z = fmaf(x, 0x1.715476p+0f, r);
+	const float n = __fsub_rn(z, r);
+	const float b =
+		fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+	const float u = __fmul_rn(b, b);
+	const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+				  fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+			     u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+
+	if (fabsf(n) > 192.0f)
+		return n <= 0.0f ? 0.0f : INFINITY;
+	return ldexpf(j, (int)n);
+}
+
 __device__ __forceinline__ float cuda_h2f(uint16_t h)
 {
 	__half_raw r;

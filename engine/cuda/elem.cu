@@ -74,7 +74,7 @@ __global__ void rope_k(float *x, uint64_t x_ld, uint32_t head_dim,
 		theta *= theta_scale;
 	const float ff = freq_factors ? freq_factors[i] : 1.0f;
 	const float t = freq_scale * (theta / ff);
-	const float c = cosf(t), sn = sinf(t);
+	const float c = cuda_libm_cosf(t), sn = cuda_libm_sinf(t);
 	const uint32_t a = neox ? i : 2 * i;
 	const uint32_t b = neox ? i + n_rot / 2 : 2 * i + 1;
 	const float x0 = r[a], x1 = r[b];
@@ -105,9 +105,13 @@ __global__ void swiglu_k(float *y, uint64_t y_ld, const float *g, uint64_t g_ld,
 	if (i >= n)
 		return;
 	const float gv = g[blockIdx.y * g_ld + i];
+	/* the CPU's SiLU: ggml_v_expf on whole vectors, libm on the rest */
+	const float e = i < n - n % CUDA_CPU_LANES ? cuda_v_expf(0.0f - gv) :
+						     cuda_libm_expf(-gv);
 
-	y[blockIdx.y * y_ld + i] = gv / (1.0f + expf(-gv)) *
-				   u[blockIdx.y * u_ld + i];
+	y[blockIdx.y * y_ld + i] =
+		__fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, e)),
+			  u[blockIdx.y * u_ld + i]);
 }
 
 void k_swiglu(float *y, uint64_t y_ld, const float *g, uint64_t g_ld,

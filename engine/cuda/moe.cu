@@ -24,7 +24,8 @@ __global__ void moe_route_k(const float *logits, uint64_t ld, uint32_t n_exp,
 	const uint64_t r = (uint64_t)blockIdx.x * (blockDim.x / 32) +
 			   threadIdx.x / 32;
 	const float *x = logits + r * ld;
-	float v[MOE_MAX_PER_LANE], mx = -INFINITY, sum = 0.0f, wsum = 0.0f;
+	float v[MOE_MAX_PER_LANE], mx = -INFINITY, wsum = 0.0f;
+	double sum = 0.0;
 
 #pragma unroll
 	for (int i = 0; i < MOE_MAX_PER_LANE; i++) {
@@ -36,11 +37,19 @@ __global__ void moe_route_k(const float *logits, uint64_t ld, uint32_t n_exp,
 	mx = cuda_warp_max(mx);
 #pragma unroll
 	for (int i = 0; i < MOE_MAX_PER_LANE; i++) {
-		v[i] = (uint32_t)(lane + 32 * i) < n_exp ? expf(v[i] - mx) :
-							   0.0f;
-		sum += v[i];
+		const uint32_t j = lane + 32 * i;
+
+		/* the CPU's softmax: ggml_v_expf on whole vectors of 16,
+		 * libm on the rest, the sum in double */
+		v[i] = j >= n_exp ? 0.0f :
+		       j < n_exp - n_exp % CUDA_CPU_LANES ?
+				    cuda_v_expf(v[i] - mx) :
+				    cuda_libm_expf(v[i] - mx);
+		sum += (double)v[i];
 	}
-	const float scale = 1.0f / cuda_warp_sum(sum);
+	for (int o = 16; o > 0; o >>= 1)
+		sum += __shfl_xor_sync(0xffffffffu, sum, o);
+	const float scale = (float)(1.0 / sum);
 #pragma unroll
 	for (int i = 0; i < MOE_MAX_PER_LANE; i++)
 		v[i] = (uint32_t)(lane + 32 * i) < n_exp ? v[i] * scale :

@@ -231,6 +231,16 @@ inline float __fadd_rn(float a, float b)
 	return a + b;
 }
 
+inline float __fsub_rn(float a, float b)
+{
+	return a - b;
+}
+
+inline float __fdiv_rn(float a, float b)
+{
+	return a / b;
+}
+
 inline float __frcp_rn(float x)
 {
 	return 1.0f / x;
