@@ -20,7 +20,7 @@
  * The roofline of a decode step is every byte it must read (the weights
  * but the token embedding's, which one row is read of; the KV cache at
  * the depth) over the copy bandwidth. -j FILE also writes the figures as
- * JSON. UNTESTED ON A GPU; tools/gpu-check.sh runs it.
+ * JSON. tools/gpu-check.sh runs it on a lent GPU.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -350,11 +350,15 @@ static int parse(int argc, char **argv, struct args *a)
 	};
 	int c;
 
-	*a = (struct args){ .n_prompt = 512, .n_gen = 128, .depth = 4096,
-			    .n_depth_gen = 64, .seqs = 16, .reps = 3,
+	*a = (struct args){ .n_prompt = 512,
+			    .n_gen = 128,
+			    .depth = 4096,
+			    .n_depth_gen = 64,
+			    .seqs = 16,
+			    .reps = 3,
 			    .kv = "f16" };
-	while ((c = getopt_long(argc, argv, "m:p:n:d:g:s:r:j:h", opts,
-				NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:p:n:d:g:s:r:j:h", opts, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 'm': a->model = optarg; break;
 		case 'p': a->n_prompt = atol(optarg); break;
@@ -367,9 +371,11 @@ static int parse(int argc, char **argv, struct args *a)
 		case 'K': a->kv = optarg; break;
 		case 'G': a->no_graphs = true; break;
 		case 'M':
-			a->matmul = !strcmp(optarg, "mmv")	? CUDA_MATMUL_MMV :
-				    !strcmp(optarg, "cublas") ? CUDA_MATMUL_CUBLAS :
-								CUDA_MATMUL_AUTO;
+			a->matmul = !strcmp(optarg, "mmv") ?
+					    CUDA_MATMUL_MMV :
+				    !strcmp(optarg, "cublas") ?
+					    CUDA_MATMUL_CUBLAS :
+					    CUDA_MATMUL_AUTO;
 			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;
@@ -464,6 +470,8 @@ int main(int argc, char **argv)
 	char name[64];
 	int rc = 1;
 
+	/* a line at a time: a run stopped by a time limit keeps its lines */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (parse(argc, argv, &a))
 		return 2;
 	if (a.json) {
