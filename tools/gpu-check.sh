@@ -186,6 +186,7 @@ command -v compute-sanitizer >/dev/null && have_sanitizer=1
 # one process (CK_FORK=no): the sanitizer would not follow Check's forks
 if [ -n "$have_sanitizer" ]; then
 	sanitize memcheck 100 ""
+	sanitize racecheck 45 attention
 else
 	row sanitizer skip "compute-sanitizer not on this image"
 fi
@@ -262,9 +263,7 @@ else
 	done
 fi
 if [ -n "$have_sanitizer" ]; then
-	for tool in racecheck synccheck; do
-		if fits 45; then sanitize $tool 45 attention,moe,quantize; else row $tool skip "no time left"; fi
-	done
+	if fits 45; then sanitize synccheck 45 attention,moe,quantize; else row synccheck skip "no time left"; fi
 fi
 # one JSON of every bench (the call brings back at most 8 files)
 python3 - "$WORK" "$OUT/bench.json" <<'PY' 2>/dev/null
