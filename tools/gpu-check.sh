@@ -152,17 +152,25 @@ if [ -f "$CARRY/shared.tar.xz" ] && [ ! -d "$SHARED/models" ]; then
 fi
 
 # ---- tests and bench, the most telling first --------------------------------
+# GPU_CHECK_PARTS: which parts run (a later call of a lease that wants
+# one figure again); all by default
+part() { [[ " ${GPU_CHECK_PARTS:-tests models sanitizer bench attention} " == *" $1 "* ]]; }
+
 # Check's forked tests: the device is opened in each child (test_cuda*.c)
 checks() { grep -E '^[0-9]+%: Checks' "$1" | tail -n 1; }
 # whether s more seconds fit in the 5 minutes (the call's limit is later)
 fits() { [ $((SECONDS - T0 + $1)) -le ${GPU_CHECK_SECONDS:-290} ]; }
 
-limited 120 "$OUT/tests.log" "$BIN/test_cuda"
-result kernels $? "$(checks "$OUT/tests.log")"
-mkdir -p "$WORK/build/tests/io" # test_stage's files: $BUILD/tests/io
-BUILD=$WORK/build limited 30 "$OUT/tests.log" "$BIN/test_stage"
-result stage $? "$(grep -E '^[0-9]+%' "$OUT/tests.log" | tail -n 1)"
-if [ -d "$SHARED/golden" ]; then
+if part tests; then
+	limited 120 "$OUT/tests.log" "$BIN/test_cuda"
+	result kernels $? "$(checks "$OUT/tests.log")"
+	mkdir -p "$WORK/build/tests/io" # test_stage's files: $BUILD/tests/io
+	BUILD=$WORK/build limited 30 "$OUT/tests.log" "$BIN/test_stage"
+	result stage $? "$(grep -E '^[0-9]+%' "$OUT/tests.log" | tail -n 1)"
+fi
+if ! part models; then
+	:
+elif [ -d "$SHARED/golden" ]; then
 	LLMFS_CUDA_PROMPTS=8 limited 150 "$OUT/models.log" "$BIN/test_cuda_model"
 	result models $? "$(checks "$OUT/models.log")"
 	while read -r l; do
@@ -184,7 +192,9 @@ sanitize() { # tool, seconds, tests
 have_sanitizer=
 command -v compute-sanitizer >/dev/null && have_sanitizer=1
 # one process (CK_FORK=no): the sanitizer would not follow Check's forks
-if [ -n "$have_sanitizer" ]; then
+if ! part sanitizer; then
+	have_sanitizer=
+elif [ -n "$have_sanitizer" ]; then
 	sanitize memcheck 100 ""
 	sanitize racecheck 45 attention
 else
@@ -219,15 +229,18 @@ fig() { # json file, key
 	python3 -c 'import json, sys; print("%.1f" % json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2" 2>/dev/null
 }
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b }'; }
+write_model() { # model
+	local m=$1 f=$WORK/$1.gguf t=$SECONDS
+	[ -s "$f" ] && return 0
+	# shellcheck disable=SC2086
+	limited 120 "$OUT/bench.log" "$BIN/llmfs-write-model" -o "$f" \
+		${shape[$m]} --vocab-from "$vocab" --random-blocks ||
+		{ rm -f "$f"; row "$m" FAIL "not written: bench.log"; return 1; }
+	row "$m" "" "written from random blocks in $((SECONDS - t)) s ($(du -h "$f" | cut -f1))"
+}
 bench() { # model
-	local m=$1 f=$WORK/$1.gguf j=$WORK/bench-$1.json a b k t=$SECONDS
-	if [ ! -s "$f" ]; then
-		# shellcheck disable=SC2086
-		limited 120 "$OUT/bench.log" "$BIN/llmfs-write-model" -o "$f" \
-			${shape[$m]} --vocab-from "$vocab" --random-blocks ||
-			{ rm -f "$f"; row "$m" FAIL "not written: bench.log"; return; }
-		row "$m" "" "written from random blocks in $((SECONDS - t)) s ($(du -h "$f" | cut -f1))"
-	fi
+	local m=$1 f=$WORK/$1.gguf j=$WORK/bench-$1.json a b k
+	write_model "$m" || return
 	# prefill through cuBLAS on dequantized halves (the faster: 3101
 	# against 550 t/s on the 8B, H100), so the depth fills are quick
 	echo "== $m" >>"$OUT/bench.log"
@@ -255,12 +268,29 @@ bench() { # model
 			"$([ $k = pp512 ] && echo "(cuBLAS); int8 $(fig "$j.int8" pp512)")")"
 	done
 }
-if [ ! -f "$vocab" ]; then
+if ! part bench; then
+	:
+elif [ ! -f "$vocab" ]; then
 	row bench skip "no vocabulary carried"
 else
 	for m in $models; do
 		if fits 90; then bench "$m"; else row "$m" skip "no time left"; fi
 	done
+fi
+# What the CPU's bits cost in the attention of rows below 256 positions
+# (attention.cu): libm's expf there, CUDA's, and no CPU order at all
+variant() { # name, env...
+	local name=$1 j=$WORK/bench-att-$1.json
+	shift
+	echo "== attention $name: $*" >>"$OUT/bench.log"
+	env "$@" timeout 60 "$BIN/llmfs-cuda-bench" -m "$WORK/8b-q4_k_m.gguf" \
+		-r 2 -d 0 -s 16 -g 32 --matmul cublas -j "$j" >>"$OUT/bench.log" 2>&1
+	result "att-$name" $? "8b-q4_k_m pp512 $(fig "$j" pp512), tg128 $(fig "$j" tg128) ($(fig "$j" tg128_roof_pct)%), tg32x16 $(fig "$j" tg32x16) t/s"
+}
+if part attention && [ -f "$vocab" ] && fits 80 && write_model 8b-q4_k_m; then
+	variant libm-exp LLMFS_CUDA_ATT_EXACT=256
+	fits 25 && variant cuda-exp LLMFS_CUDA_ATT_FAST_EXP=1
+	fits 25 && variant no-cpu-order LLMFS_CUDA_ATT_EXACT=0
 fi
 if [ -n "$have_sanitizer" ]; then
 	if fits 45; then sanitize synccheck 45 attention,moe,quantize; else row synccheck skip "no time left"; fi

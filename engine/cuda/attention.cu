@@ -386,7 +386,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 				float ms = 1.0f, vs = 1.0f;
 
 				if (x > m[g]) {
-					ms = cuda_libm_expf(m[g] - x);
+					ms = a.fast_exp ? expf(m[g] - x) :
+							 cuda_libm_expf(m[g] - x);
 					m[g] = x;
 #pragma unroll
 					for (int i = 0; i < DPL; i++)
@@ -394,7 +395,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 							__fmul_rn(acc[g][i],
 								  ms));
 				} else {
-					vs = cuda_libm_expf(x - m[g]);
+					vs = a.fast_exp ? expf(x - m[g]) :
+							 cuda_libm_expf(x - m[g]);
 				}
 #pragma unroll
 				for (int i = 0; i < DPL; i++)
@@ -606,6 +608,18 @@ uint32_t k_att_exact_below(void)
 		below = e ? atoi(e) : 256;
 	}
 	return (uint32_t)below;
+}
+
+uint32_t k_att_fast_exp(void)
+{
+	static int fast = -1;
+
+	if (fast < 0) {
+		const char *e = getenv("LLMFS_CUDA_ATT_FAST_EXP");
+
+		fast = e && atoi(e) ? 1 : 0;
+	}
+	return (uint32_t)fast;
 }
 
 uint32_t k_att_chunk(uint32_t n_ctx, uint32_t rows)

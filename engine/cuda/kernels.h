@@ -105,6 +105,7 @@ struct att_args {
 	uint32_t n_head;      /* query heads */
 	uint32_t chunk;	      /* positions a block takes */
 	uint32_t exact_below; /* rows at lower positions: the CPU's order */
+	uint32_t fast_exp;    /* there, CUDA's expf instead of libm's bits */
 	uint32_t n_chunks;
 	float *part; /* k_att_part_floats(rows) */
 	float *out;  /* rows of n_head * head_dim_v */
@@ -122,6 +123,12 @@ bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
  * 256, or $LLMFS_CUDA_ATT_EXACT (0: none).
  */
 uint32_t k_att_exact_below(void);
+/*
+ * Whether those rows take CUDA's expf (1 ulp apart from the CPU's at
+ * times) instead of libm's bits: $LLMFS_CUDA_ATT_FAST_EXP=1, to measure
+ * what the exact bits cost.
+ */
+uint32_t k_att_fast_exp(void);
 /* positions a block takes: more for many rows, to bound the partials */
 uint32_t k_att_chunk(uint32_t n_ctx, uint32_t rows);
 uint64_t k_att_part_floats(const att_args &a, uint32_t rows);

@@ -526,6 +526,7 @@ static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
 	a.chunk = k_att_chunk(n_ctx, rows);
 	a.n_chunks = cuda_div_up(n_ctx, a.chunk);
 	a.exact_below = k_att_exact_below();
+	a.fast_exp = k_att_fast_exp();
 	a.part = (float *)cuda_dev_scratch(d, k_att_part_floats(a, rows) * 4,
 					   err);
 	if (!a.part)

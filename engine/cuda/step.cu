@@ -118,6 +118,7 @@ static uint64_t step_part_floats(const cuda_ctx *c, uint32_t rows)
 		a.chunk = k_att_chunk(c->p.n_ctx, r);
 		a.n_chunks = cuda_div_up(c->p.n_ctx, a.chunk);
 		a.exact_below = k_att_exact_below();
+		a.fast_exp = k_att_fast_exp();
 		if (k_att_part_floats(a, r) > most)
 			most = k_att_part_floats(a, r);
 		if (r == rows)
@@ -362,6 +363,7 @@ static void step_attention(cuda_ctx *c, uint32_t il, uint32_t rows,
 	a.chunk = k_att_chunk(c->p.n_ctx, rows);
 	a.n_chunks = cuda_div_up(c->p.n_ctx, a.chunk);
 	a.exact_below = k_att_exact_below();
+	a.fast_exp = k_att_fast_exp();
 	a.part = c->part;
 	a.out = c->att;
 	a.out_ld = natt;
