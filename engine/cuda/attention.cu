@@ -352,13 +352,12 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 			acc[g][i] = 0.0f;
 	}
 	/*
-	 * The exact order, position after position: head g by warp
-	 * g % ATT_WARPS, so that the heads' serial walks run side by side
-	 * (warp 0 alone walking all G took 3 ms of an 8B decode step on an
-	 * H100). The merge below meets one warp's state per head: the same
-	 * bits as one warp's walk.
+	 * The exact order: warp 0 alone, position after position. (Head g
+	 * on warp g % 4 ran slower on an H100, 109.4 against 132.6 t/s for
+	 * the 8B's tg128; each warp computed every head's scores, likely
+	 * four times the uncoalesced K reads: untried, a warp's own only.)
 	 */
-	for (int32_t t0 = c0; exact && warp < G && t0 < c1; t0 += 32) {
+	for (int32_t t0 = c0; exact && warp == 0 && t0 < c1; t0 += 32) {
 		float sc[ATT_MAX_G];
 
 		att_scores<KT>(a, q_s, qq, qd, seq, kvh, t0, c1, true, sc);
@@ -380,8 +379,6 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 			for (int g = 0; g < ATT_MAX_G; g++) {
 				if (g >= G)
 					break;
-				if (g % ATT_WARPS != warp)
-					continue;
 				const float x = pw[g * 32 + j];
 				float ms = 1.0f, vs = 1.0f;
 

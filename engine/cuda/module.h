@@ -22,8 +22,8 @@
  * row_bytes apart; activations and outputs are rows of a batch, ld
  * (floats, or bytes for quantized rows) apart. Types are enum io_type.
  *
- * UNTESTED ON A GPU: written and checked on the simulator only; see
- * Documentation/gpu.md for what tools/gpu-check.sh checks on a card.
+ * `make check` runs it on the simulator; tools/gpu-check.sh on a card
+ * (Documentation/gpu.md: what it checks, what was measured where).
  */
 #ifndef LLMFS_ENGINE_CUDA_MODULE_H
 #define LLMFS_ENGINE_CUDA_MODULE_H
