@@ -112,6 +112,29 @@ struct sim_block {
 
 static thread_local sim_block *sim_b;
 static thread_local std::vector<void *> sim_stacks; /* reused */
+/*
+ * Every stack ever made, freed when the module is unloaded or the
+ * program ends: a thread's pool is lost with the thread (a stream's
+ * worker), and freeing it in a thread_local destructor crashed
+ * LeakSanitizer's own scan.
+ */
+static std::mutex sim_all_stacks_lock;
+static struct sim_stack_list : std::vector<void *> {
+	~sim_stack_list()
+	{
+		for (void *p : *this)
+			free(p);
+	}
+} sim_all_stacks;
+
+static void *sim_stack_new(void)
+{
+	void *p = malloc(SIM_STACK);
+	std::lock_guard<std::mutex> g(sim_all_stacks_lock);
+
+	sim_all_stacks.push_back(p);
+	return p;
+}
 
 static uint64_t sim_next(uint64_t *s)
 {
@@ -283,7 +306,7 @@ static void sim_run_block(sim_block *b, unsigned n)
 	const unsigned bx = sim_block_dim.x, by = sim_block_dim.y;
 
 	while (sim_stacks.size() < n)
-		sim_stacks.push_back(malloc(SIM_STACK));
+		sim_stacks.push_back(sim_stack_new());
 	b->f.resize(n);
 	b->warps.assign((n + 31) / 32, sim_warp());
 	b->ready.clear();
