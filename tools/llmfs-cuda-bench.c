@@ -52,6 +52,7 @@ struct bench {
 	uint64_t rng;
 	FILE *json;
 	bool json_first;
+	uint32_t kv_type; /* K and V alike (--kv) */
 };
 
 static double now(void)
@@ -218,8 +219,8 @@ static double step_bytes(struct bench *b, uint64_t depth)
 		bytes -= exp - exp * in->n_expert_used / in->n_expert;
 	}
 	return (double)bytes +
-	       (double)depth * engine_kv_bytes_per_token(b->m, in->kv_type,
-							 in->kv_type_v);
+	       (double)depth *
+		       engine_kv_bytes_per_token(b->m, b->kv_type, b->kv_type);
 }
 
 static int forward(struct bench *b, const struct cuda_item *items, uint32_t n)
@@ -407,6 +408,7 @@ static int open_all(struct bench *b, const struct args *a)
 		fprintf(stderr, "llmfs-cuda-bench: no KV type %s\n", a->kv);
 		return 1;
 	}
+	b->kv_type = type;
 	mo.n_ctx = (uint32_t)(a->depth + a->n_depth_gen > a->n_prompt ?
 				      a->depth + a->n_depth_gen :
 				      a->n_prompt) +

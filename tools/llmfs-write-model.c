@@ -285,33 +285,33 @@ static void block_random(uint32_t type, struct rng *r, unsigned char *b)
 	}
 	switch (type) {
 	case IO_TYPE_Q8_0: /* d, 32 int8: sd 73.6 d */
-		h = f32_to_f16(0.02f / 73.6f);
+		h = quant_fp32_to_fp16(0.02f / 73.6f);
 		memcpy(b, &h, 2);
 		break;
 	case IO_TYPE_Q4_0: /* d, nibbles - 8: sd 4.6 d */
-		h = f32_to_f16(0.02f / 4.6f);
+		h = quant_fp32_to_fp16(0.02f / 4.6f);
 		memcpy(b, &h, 2);
 		break;
 	case IO_TYPE_Q4_K: /* d, dmin, scales and mins 0..63, nibbles */
-		h = f32_to_f16(0.02f / (31.5f * 4.6f));
+		h = quant_fp32_to_fp16(0.02f / (31.5f * 4.6f));
 		memcpy(b, &h, 2);
-		h = f32_to_f16(7.5f * 0.02f / (31.5f * 4.6f));
+		h = quant_fp32_to_fp16(7.5f * 0.02f / (31.5f * 4.6f));
 		memcpy(b + 2, &h, 2);
 		break;
 	case IO_TYPE_Q5_K:
-		h = f32_to_f16(0.02f / (31.5f * 9.2f));
+		h = quant_fp32_to_fp16(0.02f / (31.5f * 9.2f));
 		memcpy(b, &h, 2);
-		h = f32_to_f16(15.5f * 0.02f / (31.5f * 9.2f));
+		h = quant_fp32_to_fp16(15.5f * 0.02f / (31.5f * 9.2f));
 		memcpy(b + 2, &h, 2);
 		break;
 	case IO_TYPE_Q6_K: /* ql, qh, int8 scales, d; q - 32: sd 18.5 */
 		for (i = 0; i < 16; i++) /* scales 16..63: no tiny blocks */
 			b[192 + i] = (unsigned char)(16 + b[192 + i] % 48);
-		h = f32_to_f16(0.02f / (40.0f * 18.5f));
+		h = quant_fp32_to_fp16(0.02f / (40.0f * 18.5f));
 		memcpy(b + 208, &h, 2);
 		break;
 	case IO_TYPE_F16:
-		h = f32_to_f16(0.02f * rng_normal(r));
+		h = quant_fp32_to_fp16(0.02f * rng_normal(r));
 		memcpy(b, &h, 2);
 		break;
 	}

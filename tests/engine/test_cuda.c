@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "../../engine/cuda/loader.h"
-#include "../../engine/attention.h"
-#include "../../engine/ops.h"
+#include "../../engine/cpu/attention.h"
+#include "../../engine/cpu/ops.h"
 #include "../../engine/quant/quant.h"
 #include "../common/check_main.h"
 
@@ -268,7 +268,7 @@ static void check_matmul(uint32_t type, uint32_t cols,
 	ck_assert_msg(
 		e <= tol,
 		"%s x %u columns (mode %d): error %.3g > %.3g (seed %llu)",
-		quant_traits(type)->name, cols, mode, e, tol,
+		quant_type_name(type), cols, mode, e, tol,
 		(unsigned long long)seed);
 	api->free(dev, (void *)mm.w);
 	api->free(dev, (void *)mm.x);
@@ -351,7 +351,7 @@ static void check_moe(uint32_t type, bool x_per_slot)
 			ck_assert_msg(
 				e <= MMV_REL,
 				"%s row %u slot %u: error %.3g (seed %llu)",
-				quant_traits(type)->name, r, k, e,
+				quant_type_name(type), r, k, e,
 				(unsigned long long)seed);
 		}
 	}
@@ -397,7 +397,7 @@ START_TEST(test_get_rows)
 		for (int64_t i = 0; i < n; i++)
 			ck_assert_msg(got[r * n + i] == want[i],
 				      "%s row %d element %lld: %g, CPU %g",
-				      quant_traits(type)->name, r, (long long)i,
+				      quant_type_name(type), r, (long long)i,
 				      got[r * n + i], want[i]);
 	}
 	api->free(dev, dw);
@@ -770,8 +770,8 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 			ck_assert_msg(
 				e <= cpu_tol,
 				"%s/%s row %u (position %d) head %u: error %.3g > %.3g against the CPU (seed %llu)",
-				quant_traits(type_k)->name,
-				quant_traits(type_v)->name, r, pos[r], h, e,
+				quant_type_name(type_k),
+				quant_type_name(type_v), r, pos[r], h, e,
 				cpu_tol, (unsigned long long)seed);
 			exact_attention(&kv, pool, tables, max_blocks, il,
 					seq_of[r], pos[r], kvh,
@@ -782,8 +782,8 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 			ck_assert_msg(
 				e <= (in_order ? tol : EXACT_REL),
 				"%s/%s row %u (position %d) head %u: error %.3g against the exact sum (seed %llu)",
-				quant_traits(type_k)->name,
-				quant_traits(type_v)->name, r, pos[r], h, e,
+				quant_type_name(type_k),
+				quant_type_name(type_v), r, pos[r], h, e,
 				(unsigned long long)seed);
 		}
 	}

@@ -284,11 +284,14 @@ static void cpu_logits(const char *stem, const char *type, const int32_t *all,
 		       size_t n_prompt, size_t steps, float *out,
 		       uint32_t n_vocab)
 {
-	struct engine_model_options opt = { .n_ctx = 1024,
-					    .threads = 1,
-					    .kv_type_k = type,
-					    .kv_type_v = type };
+	struct engine_model_options opt = { .n_ctx = 1024, .threads = 1 };
+	/* the prompt's rows with the one-token path's bits, as the GPU's */
+	struct engine_ctx_options copt = { .threads = 1,
+					   .kv_type_k = type,
+					   .kv_type_v = type,
+					   .batch_exact = true };
 	struct engine_model *m = NULL;
+	struct engine_ctx *ctx = NULL;
 	struct engine_seq *seq = NULL;
 	struct err err = { 0 };
 	char path[1600];
@@ -296,7 +299,8 @@ static void cpu_logits(const char *stem, const char *type, const int32_t *all,
 	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s",
 		      err.msg);
-	ck_assert(engine_seq_new(m, &seq, &err) == 0);
+	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s", err.msg);
+	ck_assert(engine_seq_new(ctx, &seq, &err) == 0);
 	for (size_t s = 0; s < steps; s++) {
 		struct engine_batch_item it = {
 			.seq = seq,
@@ -305,10 +309,11 @@ static void cpu_logits(const char *stem, const char *type, const int32_t *all,
 			.logits = out + s * n_vocab,
 		};
 
-		ck_assert_msg(engine_forward(m, &it, 1, &err) == 0, "%s",
+		ck_assert_msg(engine_forward(ctx, &it, 1, &err) == 0, "%s",
 			      err.msg);
 	}
 	engine_seq_free(seq);
+	engine_ctx_free(ctx);
 	engine_model_free(m);
 }
 
