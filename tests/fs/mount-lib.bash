@@ -150,7 +150,11 @@ mount_llmfs() {
 	PID=$!
 	wait_for 60 mounted_up "$PID"
 	mountpoint -q "$MNT" && [ -e "$MNT/models" ] && return 0
-	echo "the mount did not come up:"; cat "$WORK/daemon.log"
+	echo "the mount did not come up in 60 s ($(mountpoint -q "$MNT" ||
+		echo "not ")mounted, the daemon $(gone "$PID" && echo exited ||
+		echo "still running")):"
+	cat "$WORK/daemon.log"
+	gone "$PID" || stacks "$PID"
 	exit 1
 }
 
