@@ -53,7 +53,7 @@ UIDS = [0, 65534]
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went\n",
            "One day, a big bear"]
 MAX_TOKENS = [4, 8, 16]
-MAX_SESSIONS = 6          # the mount's --max-sessions
+MAX_SESSIONS = 3          # the mount's --max-sessions
 OP_TIMEOUT = 60.0
 
 # ---- workers: real processes, one uid and one process session each ------
@@ -254,7 +254,8 @@ class Run:
         self.mnt = args.mount
         self.oracle = args.oracle
         self.stats = {"ops": 0, "answers": 0, "killed": 0, "errors": 0,
-                      "bytes": 0, "overlaps": 0, "busy": 0, "histories": 0}
+                      "bytes": 0, "overlaps": 0, "busy": 0, "histories": 0,
+                      "emfile": 0}
 
     # -- helpers --
     def path(self, *p):
@@ -362,6 +363,7 @@ class Run:
         if self.m.live(w.uid) >= MAX_SESSIONS:
             self.expect("sessions/new past the limit", r["err"], "EMFILE")
             self.m.errors += 1
+            self.stats["emfile"] += 1
             return
         self.expect("sessions/new", r["err"], None)
         sid = int(r["data"])
@@ -744,7 +746,7 @@ def main():
     seeds = seeds_of(a.seeds)
     deadline = time.time() + a.seconds if a.seconds else 0
     total = {"seeds": 0, "ops": 0, "answers": 0, "killed": 0, "bytes": 0,
-             "overlaps": 0, "busy": 0, "histories": 0}
+             "overlaps": 0, "busy": 0, "histories": 0, "emfile": 0}
     i = 0
     while True:
         if deadline:
@@ -768,13 +770,14 @@ def main():
             return 1
         total["seeds"] += 1
         for k in ("ops", "answers", "killed", "bytes", "overlaps", "busy",
-                  "histories"):
+                  "histories", "emfile"):
             total[k] += r.stats[k]
     print("random_ops: %(seeds)d seeds, %(ops)d operations, %(answers)d "
           "answers checked byte for byte (%(bytes)d bytes), %(killed)d "
           "readers killed, %(overlaps)d overlapping turns, %(busy)d restores "
           "refused EBUSY, %(histories)d histories continued from scratch, "
-          "0 mismatches" % total)
+          "%(emfile)d sessions refused past --max-sessions, 0 mismatches"
+          % total)
     return 0
 
 

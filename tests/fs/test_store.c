@@ -182,11 +182,15 @@ START_TEST(test_store_ollama_manifests)
 	manifest("bad/params", both);
 	put("manifests/registry.ollama.ai/library/bad/version",
 	    "{\"schemaVersion\":3,\"layers\":[]}");
+	/* Docker's schema 1: fsLayers, no layers */
+	put("manifests/registry.ollama.ai/library/bad/v1",
+	    "{\"schemaVersion\":1,\"name\":\"library/bad\",\"tag\":\"v1\","
+	    "\"fsLayers\":[{\"blobSum\":\"" DIGEST("1111") "\"}]}");
 	/* a cloud model: no GGUF layer, no model here, no error either */
 	manifest("cloud/x", layer("license", DIGEST("3333"), a, sizeof(a)));
 	put("manifests/registry.ollama.ai/other/m/t", "{\"layers\":[]}");
 	ck_assert_int_eq(fs_store_ollama.scan(NULL, root, &l), 0);
-	ck_assert_uint_eq(l.n, 6); /* good, 5 bad; cloud and other: none */
+	ck_assert_uint_eq(l.n, 7); /* good, 6 bad; cloud and other: none */
 	it = find(&l, "good:1b");
 	ck_assert_ptr_nonnull(it);
 	ck_assert_ptr_null(it->error);
@@ -212,6 +216,9 @@ START_TEST(test_store_ollama_manifests)
 				     "not a JSON object"));
 	ck_assert_ptr_nonnull(
 		strstr(find(&l, "bad:version")->error, "schemaVersion 2"));
+	ck_assert_ptr_nonnull(it = find(&l, "bad:v1"));
+	ck_assert_ptr_nonnull(it->error);
+	ck_assert_ptr_nonnull(strstr(it->error, "schemaVersion 2"));
 	fs_store_list_free(&l);
 }
 END_TEST
