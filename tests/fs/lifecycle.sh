@@ -119,12 +119,12 @@ rmdir "$S/sessions/$k"            # removed while its file is open
 printf '%s' "$P" >&4
 exec 4>&-
 # in flight at unmount: unread, it pauses at --stream-buffer and stays
-active() { awk '$1 == "active" { print $2 }' "$S/stats"; }
-more_active() { [ "$(active)" -gt "$a0" ]; }
-a0=$(active)
+# (its own kv line, by its process session: the earlier answers may end
+# meanwhile, so a count of the active ones could stand still)
 printf 'max_tokens=0\n' > "$S/config"
-setsid bash -c "printf '%s' '$P' > '$S/generate'"
-check "$how: a generation is in flight" wait_for 120 more_active
+setsid bash -c "ps -o sid= -p \$\$ > '$WORK/sid'; printf '%s' '$P' > '$S/generate'"
+ours() { grep -q "^sequence [0-9]* pid-session-$(cat "$WORK/sid" 2>/dev/null | tr -d ' ') " "$S/kv" 2>/dev/null; }
+check "$how: a generation is in flight" wait_for 120 ours
 fusermount3 -u "$MNT"
 if wait_for 600 gone "$PID"; then
 	wait "$PID"
