@@ -7,33 +7,45 @@
  * context): the last token's embedding is what the output matrix reads
  * (logits = token_embd . embedding on stories260K, whose output matrix is
  * its F32 embedding table), mean pooling sums the last-token embeddings
- * of every prefix, CLS is the first token's.
+ * of every prefix, CLS is the first token's; the embed generation of a
+ * model whose {arch}.pooling_type says mean (a copy of a shared model with
+ * that key) divides that sum by the prompt's tokens.
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../engine/engine.h"
 #include "../common/check_main.h"
 
-/* A one-thread context of the one-token path on the shared model stem. */
-static struct engine_ctx *model_open(const char *stem)
+/* A one-thread context of the one-token path on the model file path. */
+static struct engine_ctx *ctx_open(const char *path)
 {
 	struct engine_model_options opt = { 0 };
 	struct engine_ctx_options copt = { .threads = 1, .batch_exact = true };
 	struct engine_model *m = NULL;
 	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
-	char path[4200];
 
-	check_shared_model(path, sizeof(path), stem);
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 		      path, err.msg);
 	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
 		      err.msg);
 	return ctx;
+}
+
+/* ctx_open on the shared model stem. */
+static struct engine_ctx *model_open(const char *stem)
+{
+	char path[4200];
+
+	check_shared_model(path, sizeof(path), stem);
+	return ctx_open(path);
 }
 
 /* Free a context of model_open and its model. */
@@ -233,11 +245,133 @@ static int embed_setup(void)
 	return rc ? rc : check_need_model("tiny-qwen3-bpe16k-f16");
 }
 
+/* ../shared/models/<stem>.gguf copied to dst with {arch}.pooling_type. */
+static void model_copy_pooling(const char *stem, const char *dst,
+			       uint32_t pooling)
+{
+	struct io_gguf_writer *w = NULL;
+	struct io_gguf *g = NULL;
+	struct err err = { 0 };
+	char src[4200], key[160] = "";
+	uint64_t i;
+	int fd;
+
+	check_shared_model(src, sizeof(src), stem);
+	ck_assert_msg(io_gguf_open(&g, src, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(
+		io_gguf_writer_new(&w, g->alignment == 32 ? 0 : g->alignment,
+				   &err),
+		0);
+	for (i = 0; i < g->n_kv; i++) {
+		const struct io_gguf_kv *kv = &g->kv[i];
+
+		if (!strcmp(kv->key, "general.architecture"))
+			snprintf(key, sizeof(key), "%.*s.pooling_type",
+				 (int)kv->value.str.len, kv->value.str.data);
+		if (!strcmp(kv->key, "general.alignment") ||
+		    strstr(kv->key, ".pooling_type"))
+			continue;
+		ck_assert_int_eq(
+			io_gguf_writer_add(w, kv->key, &kv->value, &err), 0);
+	}
+	ck_assert(key[0]);
+	ck_assert_int_eq(io_gguf_writer_add_u32(w, key, pooling, &err), 0);
+	for (i = 0; i < g->n_tensors; i++) {
+		const struct io_gguf_tensor *tn = &g->tensors[i];
+
+		ck_assert_int_eq(io_gguf_writer_add_tensor(w, tn->name,
+							   tn->type, tn->n_dims,
+							   tn->ne, &err),
+				 0);
+	}
+	ck_assert_msg(io_gguf_writer_begin(w, dst, &err) == 0, "%s", err.msg);
+	fd = open(g->files[0].path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	for (i = 0; i < g->n_tensors; i++) {
+		const struct io_gguf_tensor *tn = &g->tensors[i];
+		char *buf = malloc(tn->bytes);
+
+		ck_assert_ptr_nonnull(buf);
+		ck_assert_int_eq(pread(fd, buf, tn->bytes, (off_t)tn->offset),
+				 (ssize_t)tn->bytes);
+		ck_assert_int_eq(io_gguf_writer_write(w, buf, tn->bytes, &err),
+				 0);
+		free(buf);
+	}
+	close(fd);
+	ck_assert_msg(io_gguf_writer_finish(w, &err) == 0, "%s", err.msg);
+	io_gguf_writer_free(w);
+	io_gguf_close(g);
+}
+
+/* Mean pooling: the generation's vector is the prefixes' sum over n. */
+START_TEST(test_embed_generation_mean)
+{
+	static const char text[] =
+		"The quick brown fox jumps over the lazy dog.";
+	struct engine_generate_options o = { .embed = true };
+	char dir[] = "/tmp/llmfs-test-embed-XXXXXX", path[64];
+	struct engine_generation *g = NULL;
+	struct engine_ctx *m;
+	struct engine_seq *seq = NULL;
+	struct err err = { 0 };
+	size_t n, np, nt, len = 1, k;
+	const float *v;
+	float *sum;
+	int32_t *t;
+	uint32_t E;
+	char out[1024];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/mean.gguf", dir);
+	model_copy_pooling("tiny-qwen3-bpe16k-f16", path, ENGINE_POOLING_MEAN);
+	m = ctx_open(path);
+	ck_assert_int_eq(engine_model_pooling(engine_ctx_model(m)),
+			 ENGINE_POOLING_MEAN);
+	E = engine_model_info(engine_ctx_model(m))->n_embd;
+	sum = calloc(E, sizeof(*sum));
+	ck_assert_ptr_nonnull(sum);
+	t = tokens_of(m, text, &n);
+	for (size_t p = 1; p <= n; p++) {
+		float *x = embed(m, t, p, ENGINE_POOLING_NONE);
+
+		for (uint32_t e = 0; e < E; e++)
+			sum[e] += x[e];
+		free(x);
+	}
+	for (uint32_t e = 0; e < E; e++)
+		sum[e] /= (float)n;
+	engine_sampling_defaults(&o.sampling);
+	ck_assert_int_eq(engine_seq_new(m, &seq, &err), 0);
+	ck_assert_int_eq(engine_generation_new(&g, engine_ctx_model(m), seq,
+					       text, strlen(text), &o, &err),
+			 0);
+	engine_generation_tokens(g, &np, &nt);
+	ck_assert_uint_eq(np, n);
+	ck_assert_msg(engine_generation_step(g, out, sizeof(out), &len, &err) ==
+			      0,
+		      "%s", err.msg);
+	v = engine_generation_embedding(g, &k);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_uint_eq(k, E);
+	check_close(v, sum, E, 1e-5,
+		    "the mean generation = the prefixes' mean");
+	engine_generation_free(g);
+	engine_seq_free(seq);
+	model_close(m);
+	free(sum);
+	free(t);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
 static void embed_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_embed_is_what_the_output_reads);
 	tcase_add_test(tc, test_embed_pooling);
 	tcase_add_test(tc, test_embed_generation);
+	tcase_add_test(tc, test_embed_generation_mean);
 }
 
 const struct check_main check_main = {
