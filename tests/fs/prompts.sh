@@ -103,6 +103,16 @@ for i in $(seq 40); do
 	cmp -s "$WORK/want-n$((i % 4))" "$WORK/got-$i" || wrong=$((wrong + 1))
 done
 check "... each equal to llmfs-run's ($wrong differ)" [ "$wrong" = 0 ]
+# and the other files a prompt is written to the same way
+for f in chat tokenize embed embed.f32; do
+	bad=0
+	for i in $(seq 40); do
+		echo "Once upon a time number $((i % 4))" > "$S/$f"
+		cat "$S/$f" > "$WORK/got-$f"
+		[ -s "$WORK/got-$f" ] || bad=$((bad + 1))
+	done
+	check "echo > $f; cat $f: 40 of 40 answers ($bad empty)" [ "$bad" = 0 ]
+done
 
 # A subnormal temperature is inside the range (0 to 100): accepted, and
 # its limit, greedy, is what it gives.
