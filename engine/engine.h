@@ -214,6 +214,77 @@ struct io_weights *engine_model_weights(struct engine_model *m);
 void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
 			size_t size, void *buf);
 
+/*
+ * The model's files and tensors as a reader outside the engine sees them
+ * (fs/'s info, weights/ and weights/index), so that it never needs io/'s
+ * GGUF or weights structures (model_tensors.c). Tensors are numbered as
+ * the file lists them, from 0.
+ */
+struct engine_tensor_info {
+	const char *name; /* as the file names it; owned by the model */
+	const char *type; /* ggml's name ("q4_K"), "?" for an unknown type */
+	uint32_t n_dims;
+	int64_t ne[4];	 /* elements per dimension, unused = 1 */
+	uint64_t bytes;	 /* of its data */
+	uint64_t offset; /* absolute, in its file */
+	/*
+	 * where its bytes are now ("cpu", "numa0", "gpu0"): valid until a
+	 * placement change, which the caller holds off
+	 */
+	const char *device;
+};
+
+uint64_t engine_model_n_tensors(const struct engine_model *m);
+/* Tensor i into *out: 0, or -ENOENT past the last. */
+int engine_model_tensor(const struct engine_model *m, uint64_t i,
+			struct engine_tensor_info *out);
+/* The number of the tensor called name: 0, or -ENOENT. */
+int engine_model_tensor_find(const struct engine_model *m, const char *name,
+			     uint64_t *i);
+/*
+ * Tensor i's bytes for a reader: *data points at them in host memory as
+ * the file holds them, or is NULL when they must be copied out with
+ * engine_tensor_read (packed for the kernels, or in a device's memory);
+ * *bytes their size. -ENOENT past the last tensor, -EIO when its bytes
+ * are not there (a failed load). Callers hold the weights still.
+ */
+int engine_tensor_bytes(struct engine_model *m, uint64_t i, const void **data,
+			uint64_t *bytes);
+
+/* Tensors and bytes of one type (engine_model_type_totals). */
+struct engine_type_total {
+	const char *type; /* ggml's name, "?" when the type has none */
+	uint64_t tensors;
+	uint64_t bytes;
+};
+
+/*
+ * The model's tensors counted per known type, in the order of the type
+ * numbers, types with no tensor left out: *out is malloc'ed (free(3)),
+ * *n its entries. 0 or -ENOMEM.
+ */
+int engine_model_type_totals(const struct engine_model *m,
+			     struct engine_type_total **out, size_t *n);
+
+/* The GGUF files of the model (a split model has several), in order. */
+uint32_t engine_model_n_files(const struct engine_model *m);
+/* File i's path (owned by the model), NULL past the last. */
+const char *engine_model_file_path(const struct engine_model *m, uint32_t i);
+/*
+ * The file type as llama.cpp and Ollama name it ("Q4_K_M"): the file's
+ * general.file_type, or llama.cpp's guess from its tensors, with
+ * *guessed set.
+ */
+const char *engine_model_file_type(const struct engine_model *m, bool *guessed);
+/*
+ * Merge up to max_bytes more of the weights into huge pages
+ * (Documentation/loading.md; io_weights_collapse_step), *merged the bytes
+ * this step merged: 1 while some is left, 0 when all is, a negative
+ * errno when this kernel cannot. Not beside a placement change.
+ */
+int engine_model_merge_step(struct engine_model *m, size_t max_bytes,
+			    size_t *merged);
+
 /* ---- tokenizer --------------------------------------------------------- */
 
 /*

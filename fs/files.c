@@ -559,21 +559,24 @@ static void files_read_tensor(fuse_req_t req, struct fs_handle *h, size_t size,
 			      off_t off)
 {
 	struct fs_model *fm = h->fm;
-	struct io_placement *p;
+	const void *data;
+	uint64_t bytes;
 
 	pthread_rwlock_rdlock(&fm->weights_lock);
-	p = io_weights_placement(engine_model_weights(fm->m), h->node.aux);
-	if (!p || !p->data) {
+	if (engine_tensor_bytes(fm->m, h->node.aux, &data, &bytes)) {
 		pthread_rwlock_unlock(&fm->weights_lock);
 		fuse_reply_err(req, EIO);
 		return;
 	}
-	if (off < 0 || (uint64_t)off >= p->bytes)
+	if (off < 0 || (uint64_t)off >= bytes)
 		size = 0;
-	else if (size > p->bytes - off)
-		size = p->bytes - off;
-	if (size && p->layout) {
-		/* packed for the kernels: the file's bytes are made again */
+	else if (size > bytes - off)
+		size = bytes - off;
+	if (size && !data) {
+		/*
+		 * packed for the kernels, or in a device's memory: the
+		 * file's bytes are made again
+		 */
 		char *copy = malloc(size);
 
 		if (copy)
@@ -587,7 +590,7 @@ static void files_read_tensor(fuse_req_t req, struct fs_handle *h, size_t size,
 		free(copy);
 		return;
 	}
-	fuse_reply_buf(req, size ? (const char *)p->data + off : NULL, size);
+	fuse_reply_buf(req, size ? (const char *)data + off : NULL, size);
 	pthread_rwlock_unlock(&fm->weights_lock);
 }
 

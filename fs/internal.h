@@ -87,9 +87,9 @@
  * sequence is copied, truncated or freed (kvcache.c, kvsnap.c);
  * libfuse's session lock, under fs_stream.lock and fs.wait_lock
  * (fuse_req_interrupted in fs_stream_read). The other way round: the
- * loader calls sched_progress() with io_weights.mu held, and it takes
- * fs_model.lock, so no engine or io call that waits for the load
- * (io_weights_wait, io_placement_wait) is made under fs_model.lock;
+ * loader calls sched_progress() with its own lock (io/'s weights lock)
+ * held, and it takes fs_model.lock, so no engine call that waits for the
+ * load (a forward pass waiting for a tensor) is made under fs_model.lock;
  * libfuse calls stream_interrupt() with the request's own lock held, and
  * it takes fs.wait_lock, so fuse_req_interrupt_func (which takes that
  * request lock) is called with no lock of fs/ held.
@@ -494,11 +494,10 @@ struct fs_model {
 	struct engine_model *m;
 	struct engine_ctx *ctx; /* m's one context: the scheduler's */
 	const struct engine_model_info *info;
-	const struct io_gguf *gguf;
 	/* the GGUF template's built-in family (store.c compares the store's) */
 	enum engine_chat_format chat_format;
 	struct engine_chat *chat; /* its chat template */
-	char quant[16];		  /* the file type, "Q4_K_M" (io_gguf_ftype) */
+	char quant[16];		  /* the file type, "Q4_K_M" */
 	bool quant_guessed;	  /* no general.file_type: llama.cpp's guess */
 	char sha256[65 * 4];	  /* hex per file, "" until computed */
 

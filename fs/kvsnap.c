@@ -44,7 +44,8 @@ static int snap_model_digest(struct fs_model *fm,
 	pthread_mutex_unlock(&fm->lock);
 	hex[64] = '\0';
 	if (strlen(hex) < 64) {
-		rc = fs_sha256_file(fm->gguf->files[0].path, hex, &fm->stop);
+		rc = fs_sha256_file(engine_model_file_path(fm->m, 0), hex,
+				    &fm->stop);
 		if (rc)
 			return rc;
 	}

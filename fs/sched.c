@@ -60,17 +60,18 @@ static void sched_notice(void *arg, const char *msg)
 static void *sched_hash_main(void *arg)
 {
 	struct fs_model *fm = arg;
-	const struct io_gguf *g = fm->gguf;
 	char hex[65], all[sizeof(fm->sha256)] = "";
+	const char *path;
 	size_t n = 0;
 
-	for (uint32_t i = 0; i < g->n_files && i < 4; i++) {
-		int rc = fs_sha256_file(g->files[i].path, hex, &fm->stop);
+	for (uint32_t i = 0;
+	     i < 4 && (path = engine_model_file_path(fm->m, i)); i++) {
+		int rc = fs_sha256_file(path, hex, &fm->stop);
 
 		if (rc) {
 			if (rc != -ECANCELED)
 				fs_errors_add(&fm->errors, "sha256: %s: %s",
-					      g->files[i].path, strerror(-rc));
+					      path, strerror(-rc));
 			return NULL;
 		}
 		n += snprintf(all + n, sizeof(all) - n, "%s%s", i ? " " : "",
@@ -86,9 +87,9 @@ static void *sched_hash_main(void *arg)
 static void sched_quant(struct fs_model *fm)
 {
 	bool guessed;
-	uint32_t ftype = io_gguf_ftype(fm->gguf, &guessed);
+	const char *type = engine_model_file_type(fm->m, &guessed);
 
-	snprintf(fm->quant, sizeof(fm->quant), "%s", io_ftype_name(ftype));
+	snprintf(fm->quant, sizeof(fm->quant), "%s", type);
 	fm->quant_guessed = guessed;
 }
 
@@ -166,7 +167,6 @@ static void sched_load(struct fs_model *fm)
 	fm->ctx = ctx;
 	fm->info = engine_model_info(m);
 	sched_kv_types(fm);
-	fm->gguf = engine_model_gguf(m);
 	fm->chat_format = engine_chat_template_format(fm->info->chat_template);
 	if (engine_chat_for_model(&fm->chat, m, &err))
 		fs_errors_add(&fm->errors, "load: %s", err.msg);
@@ -860,8 +860,7 @@ static bool sched_merge_step(struct fs_model *fm)
 	int more;
 
 	pthread_rwlock_rdlock(&fm->weights_lock);
-	more = io_weights_collapse_step(engine_model_weights(fm->m),
-					SCHED_MERGE_STEP, &merged);
+	more = engine_model_merge_step(fm->m, SCHED_MERGE_STEP, &merged);
 	pthread_rwlock_unlock(&fm->weights_lock);
 	pthread_mutex_lock(&fm->lock);
 	fm->merged_bytes += merged;

@@ -302,12 +302,13 @@ int fs_text_metrics(struct fs *fs, struct fs_buf *b)
 }
 
 /* The shape as ggml prints it: 64x512. */
-static void text_shape(const struct io_gguf_tensor *t, char *out, size_t cap)
+static void text_shape(const struct engine_tensor_info *t, char *out,
+		       size_t cap)
 {
 	size_t n = 0;
 
 	out[0] = '\0';
-	for (uint32_t d = 0; d < t->n_dims && n < cap; d++)
+	for (uint32_t d = 0; d < t->n_dims && d < 4 && n < cap; d++)
 		n += snprintf(out + n, cap - n, "%s%lld", d ? "x" : "",
 			      (long long)t->ne[d]);
 }
@@ -315,26 +316,17 @@ static void text_shape(const struct io_gguf_tensor *t, char *out, size_t cap)
 /* The "quant mix": bytes and tensors per type. */
 static int text_quant_mix(struct fs_model *fm, struct fs_buf *b)
 {
-	uint64_t bytes[IO_TYPE_COUNT] = { 0 }, count[IO_TYPE_COUNT] = { 0 };
-	int rc = fs_buf_add(b, "quant_mix", 9);
+	struct engine_type_total *t = NULL;
+	size_t n = 0;
+	int rc = engine_model_type_totals(fm->m, &t, &n);
 
-	for (uint64_t i = 0; i < fm->gguf->n_tensors; i++) {
-		const struct io_gguf_tensor *t = &fm->gguf->tensors[i];
-
-		if (t->type < IO_TYPE_COUNT) {
-			bytes[t->type] += t->bytes;
-			count[t->type]++;
-		}
-	}
-	for (unsigned t = 0; t < IO_TYPE_COUNT && !rc; t++) {
-		const struct io_type_info *ti = io_type_info(t);
-
-		if (count[t])
-			rc = fs_buf_printf(b, " %s:%llu:%llu",
-					   ti ? ti->name : "?",
-					   (unsigned long long)count[t],
-					   (unsigned long long)bytes[t]);
-	}
+	if (!rc)
+		rc = fs_buf_add(b, "quant_mix", 9);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = fs_buf_printf(b, " %s:%llu:%llu", t[i].type,
+				   (unsigned long long)t[i].tensors,
+				   (unsigned long long)t[i].bytes);
+	free(t);
 	return rc ? rc : fs_buf_add(b, "\n", 1);
 }
 
@@ -382,11 +374,12 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 			engine_kv_type_name(kv.type_k) :
 			"?",
 		(unsigned long long)in->tensor_bytes,
-		(unsigned long long)fm->gguf->n_tensors);
+		(unsigned long long)engine_model_n_tensors(fm->m));
 	if (!rc)
 		rc = text_quant_mix(fm, b);
-	for (uint32_t i = 0; i < fm->gguf->n_files && !rc; i++)
-		rc = fs_buf_printf(b, "file %s\n", fm->gguf->files[i].path);
+	for (uint32_t i = 0; i < engine_model_n_files(fm->m) && !rc; i++)
+		rc = fs_buf_printf(b, "file %s\n",
+				   engine_model_file_path(fm->m, i));
 	if (!rc)
 		rc = fs_buf_printf(b, "sha256 %s\n", *sha ? sha : "computing");
 	if (!rc)
@@ -397,25 +390,18 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 
 int fs_text_windex(struct fs_model *fm, struct fs_buf *b)
 {
-	const struct io_gguf *g = fm->gguf;
+	struct engine_tensor_info t;
 	char shape[96];
 	int rc = 0;
 
 	if (fs_model_state(fm) != FS_MODEL_READY)
 		return 0;
 	pthread_rwlock_rdlock(&fm->weights_lock);
-	for (uint64_t i = 0; i < g->n_tensors && !rc; i++) {
-		const struct io_gguf_tensor *t = &g->tensors[i];
-		const struct io_type_info *ti = io_type_info(t->type);
-		struct io_placement *p = io_weights_placement(
-			engine_model_weights(fm->m), i);
-
-		text_shape(t, shape, sizeof(shape));
-		rc = fs_buf_printf(b, "%s %s %s %llu %llu %s\n", t->name,
-				   ti ? ti->name : "?", shape,
-				   (unsigned long long)t->bytes,
-				   (unsigned long long)t->offset,
-				   p && p->device[0] ? p->device : "cpu");
+	for (uint64_t i = 0; !rc && !engine_model_tensor(fm->m, i, &t); i++) {
+		text_shape(&t, shape, sizeof(shape));
+		rc = fs_buf_printf(b, "%s %s %s %llu %llu %s\n", t.name,
+				   t.type, shape, (unsigned long long)t.bytes,
+				   (unsigned long long)t.offset, t.device);
 	}
 	pthread_rwlock_unlock(&fm->weights_lock);
 	return rc;

@@ -181,10 +181,12 @@ static int tree_stat(struct fs *fs, struct fs_model *fm,
 		if (!ss)
 			return -ENOENT;
 	} else if (n->kind == FS_K_WTENSOR) {
+		struct engine_tensor_info t;
+
 		if (fs_model_state(fm) != FS_MODEL_READY ||
-		    n->aux >= fm->gguf->n_tensors)
+		    engine_model_tensor(fm->m, n->aux, &t))
 			return -ENOENT;
-		st->st_size = fm->gguf->tensors[n->aux].bytes;
+		st->st_size = t.bytes;
 		st->st_blocks = (st->st_size + 511) / 512;
 	}
 	return 0;
@@ -212,16 +214,17 @@ static bool tree_tensor_name_ok(const char *name)
 }
 
 /* "tensor.N" names tensor N when its own name cannot be used. */
-static int tree_tensor_alias(const struct io_gguf *g, const char *name,
+static int tree_tensor_alias(const struct engine_model *m, const char *name,
 			     uint64_t *index)
 {
+	struct engine_tensor_info t;
 	char *end;
 
 	if (strncmp(name, "tensor.", 7) || name[7] < '0' || name[7] > '9')
 		return -ENOENT;
 	*index = strtoull(name + 7, &end, 10);
-	if (*end || *index >= g->n_tensors ||
-	    tree_tensor_name_ok(g->tensors[*index].name))
+	if (*end || engine_model_tensor(m, *index, &t) ||
+	    tree_tensor_name_ok(t.name))
 		return -ENOENT;
 	return 0;
 }
@@ -254,7 +257,6 @@ static int tree_lookup(struct fs *fs, struct fs_model *fm,
 		       const struct fs_node *parent, const char *name,
 		       struct fs_node *out)
 {
-	const struct io_gguf_tensor *t;
 	struct stat st;
 
 	switch (parent->kind) {
@@ -287,12 +289,10 @@ static int tree_lookup(struct fs *fs, struct fs_model *fm,
 		if (fs_model_state(fm) != FS_MODEL_READY)
 			return -ENOENT;
 		out->kind = FS_K_WTENSOR;
-		t = io_gguf_find_tensor(fm->gguf, name);
-		if (t && tree_tensor_name_ok(name)) {
-			out->aux = t - fm->gguf->tensors;
+		if (tree_tensor_name_ok(name) &&
+		    !engine_model_tensor_find(fm->m, name, &out->aux))
 			return 0;
-		}
-		return tree_tensor_alias(fm->gguf, name, &out->aux);
+		return tree_tensor_alias(fm->m, name, &out->aux);
 	default: return -ENOTDIR;
 	}
 }
@@ -406,6 +406,8 @@ static int tree_model_entry(struct fs_model *fm, const struct fs_node *dir,
 			    struct fs_node *child, const char **name, char *tmp,
 			    size_t tmp_cap)
 {
+	struct engine_tensor_info t;
+
 	switch (dir->kind) {
 	case FS_K_MDIR:
 		return tree_provided_entry(fm, tree_model, N(tree_model), i,
@@ -428,11 +430,11 @@ static int tree_model_entry(struct fs_model *fm, const struct fs_node *dir,
 			return 1;
 		}
 		if (fs_model_state(fm) != FS_MODEL_READY ||
-		    i - 1 >= fm->gguf->n_tensors)
+		    engine_model_tensor(fm->m, i - 1, &t))
 			return 0;
 		child->kind = FS_K_WTENSOR;
 		child->aux = i - 1;
-		*name = fm->gguf->tensors[i - 1].name;
+		*name = t.name;
 		/* A name no path can reach is listed under its index. */
 		if (!tree_tensor_name_ok(*name)) {
 			snprintf(tmp, tmp_cap, "tensor.%llu",
