@@ -3,8 +3,11 @@
  * fs/ internals, shared by the files of this folder only.
  *
  *   ops.c      the FUSE low-level operations table: short handlers
- *   tree.c     inode numbers, directory tables, attributes
- *   files.c    per-kind open/read/write of the regular files
+ *   kinds.c    the table of the kinds of node: name, directory, mode,
+ *              text and file operations of each (struct fs_kind_info)
+ *   tree.c     inode numbers, attributes, lookups and listings
+ *   files.c    open/read/write/flush/poll/release, through the table
+ *   prompt.c   the prompt files: generate, chat, tokenize, embed
  *   model.c    one directory per model: naming, state, text of its files
  *   sched.c    the scheduler thread of a model (the only engine user)
  *   provider.c the provider table of local models (provider.h)
@@ -116,6 +119,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "../engine/engine.h"
@@ -603,7 +607,7 @@ int fs_text_status(struct fs *fs, struct fs_buf *b);
 int fs_text_metrics(struct fs *fs, struct fs_buf *b);
 int fs_text_info(struct fs_model *fm, struct fs_buf *b);
 int fs_text_stats(struct fs_model *fm, struct fs_buf *b);
-int fs_text_windex(struct fs_model *fm, struct fs_buf *b);
+int fs_text_weights_index(struct fs_model *fm, struct fs_buf *b);
 /* kvcache.c: what the scheduler keeps of the KV cache (its thread). */
 /* s->seq for s, and the text to generate from (a session: the turn). */
 int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
@@ -874,37 +878,37 @@ void fs_waker_stop(struct fs *fs);
 /* ---- the tree ---------------------------------------------------------- */
 
 enum fs_kind {
-	FS_K_NONE = 0,
-	FS_K_ROOT = 1, /* so that the root's inode is FUSE_ROOT_ID */
-	FS_K_MODELS,
-	FS_K_STATUS,
-	FS_K_METRICS,
-	FS_K_MDIR,
-	FS_K_GENERATE,
-	FS_K_CHAT,
-	FS_K_CONFIG,
-	FS_K_INFO,
-	FS_K_STATS,
-	FS_K_TOKENIZE,
-	FS_K_EMBED,
-	FS_K_EMBED_F32,
-	FS_K_ERRORS,
-	FS_K_PLACEMENT,
-	FS_K_KV,
-	FS_K_WEIGHTS,
-	FS_K_WINDEX,
-	FS_K_WTENSOR,
-	FS_K_SESSIONS,
-	FS_K_SNEW,
-	FS_K_SDIR,
-	FS_K_SGENERATE,
-	FS_K_SCHAT,
-	FS_K_SCONFIG,
-	FS_K_SHISTORY,
-	FS_K_SKV,
-	FS_K_SLOGPROBS,
-	FS_K_SREASONING,
-	FS_K_COUNT,
+	FS_KIND_NONE = 0,
+	FS_KIND_ROOT = 1, /* so that the root's inode is FUSE_ROOT_ID */
+	FS_KIND_MODELS,
+	FS_KIND_STATUS,
+	FS_KIND_METRICS,
+	FS_KIND_MODEL_DIR,
+	FS_KIND_GENERATE,
+	FS_KIND_CHAT,
+	FS_KIND_CONFIG,
+	FS_KIND_INFO,
+	FS_KIND_STATS,
+	FS_KIND_TOKENIZE,
+	FS_KIND_EMBED,
+	FS_KIND_EMBED_F32,
+	FS_KIND_ERRORS,
+	FS_KIND_PLACEMENT,
+	FS_KIND_KV,
+	FS_KIND_WEIGHTS,
+	FS_KIND_WEIGHTS_INDEX,
+	FS_KIND_WEIGHTS_TENSOR,
+	FS_KIND_SESSIONS,
+	FS_KIND_SESSIONS_NEW,
+	FS_KIND_SESSION_DIR,
+	FS_KIND_SESSION_GENERATE,
+	FS_KIND_SESSION_CHAT,
+	FS_KIND_SESSION_CONFIG,
+	FS_KIND_SESSION_HISTORY,
+	FS_KIND_SESSION_KV,
+	FS_KIND_SESSION_LOGPROBS,
+	FS_KIND_SESSION_REASONING,
+	FS_KIND_COUNT,
 };
 
 /*
@@ -920,12 +924,113 @@ struct fs_node {
 
 fuse_ino_t fs_node_ino(const struct fs_node *n);
 void fs_node_of(fuse_ino_t ino, struct fs_node *n);
-bool fs_kind_is_dir(enum fs_kind k);
+
+struct fs_handle;
+struct fs_dir_snap;
+
+/*
+ * What an open file of a kind does beyond serving its text (files.c
+ * calls these; a NULL member takes the default said beside it).
+ */
+struct fs_file_ops {
+	/*
+	 * After the checks, the session and the text: 0, a negative errno,
+	 * or 1 when the reply to req comes later (a job on the model's
+	 * thread answers the open). NULL: 0.
+	 */
+	int (*open)(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		    struct fuse_file_info *fi);
+	/* Replies to req, now or later. NULL: h->text from off. */
+	void (*read)(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		     size_t size, off_t off);
+	/* 0 (all taken), 1 (replied later) or a negative errno. NULL: EBADF */
+	int (*write)(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		     const char *buf, size_t size);
+	/* 1 when it replied to req (now or later). NULL: 0 */
+	int (*flush)(struct fs *fs, fuse_req_t req, struct fs_handle *h);
+	/* Replies to req. NULL: ready (fs_file_poll_ready) */
+	void (*poll)(struct fs *fs, fuse_req_t req, struct fs_handle *h,
+		     struct fuse_pollhandle *ph);
+	/* The description's last close, before h is freed. NULL: nothing */
+	void (*release)(struct fs *fs, struct fs_handle *h);
+};
+
+/*
+ * The children of a directory that are not rows of the table: the models
+ * under the root, sessions/N, weights/<tensor> (tree.c).
+ */
+struct fs_dir_ops {
+	/* name in dir into *out: 0, or -ENOENT. fm: dir's model, or NULL */
+	int (*lookup)(struct fs *fs, struct fs_model *fm,
+		      const struct fs_node *dir, const char *name,
+		      struct fs_node *out);
+	/*
+	 * Such child i of dir into *child and *name (static, the model's, or
+	 * written into tmp): 1, FS_TREE_SKIP, or 0 past the last.
+	 */
+	int (*entry)(struct fs *fs, struct fs_model *fm,
+		     const struct fs_node *dir, uint64_t i,
+		     const struct fs_dir_snap *snap, struct fs_node *child,
+		     const char **name, char *tmp, size_t tmp_cap);
+	/*
+	 * Optional: at opendir, the children a listing walks, taken once
+	 * (sessions/: *out malloc'ed, free(3)); 0 or a negative errno.
+	 */
+	int (*snapshot)(struct fs *fs, const struct fs_node *dir,
+			struct fs_dir_snap **out);
+};
+
+/*
+ * One kind of node: where it is, its mode, what its text is and what its
+ * open file does. kinds.c has the table, a row per enum fs_kind; tree.c
+ * and files.c read the rows, so that nothing switches over the kinds.
+ */
+struct fs_kind_info {
+	const char *name;     /* in its directory; NULL: a name of its own
+				(a model, a session, a tensor: parent's dir) */
+	enum fs_kind parent;  /* the directory that lists it */
+	mode_t mode;	      /* type and bits; -o ro takes the write bits */
+	bool top;	      /* of no model: the root and its files */
+	bool setting;	      /* model-wide: the mount owner's to write,
+				unless --shared-config */
+	bool session;	      /* sessions/N or in it: its creator's alone */
+	bool prompt;	      /* writes a prompt, reads its answer */
+	enum fs_gen_kind gen; /* prompt: what the answer is */
+	/* Does provider p give this node? NULL: every provider does. */
+	bool (*provided)(const struct fs_provider *p);
+	/*
+	 * A readable descriptor's text, made whole at open into h->text:
+	 * 0 or a negative errno. NULL: none (or made by file->open).
+	 */
+	int (*text)(struct fs *fs, struct fs_handle *h, fuse_req_t req);
+	/*
+	 * Attributes of its own beyond the row's (a size), fm its model:
+	 * 0, or -ENOENT when the node is not there. NULL: none.
+	 */
+	int (*stat)(struct fs_model *fm, const struct fs_node *n,
+		    struct stat *st);
+	const struct fs_file_ops *file; /* NULL: the text alone */
+	const struct fs_dir_ops *dir;	/* NULL: the table's rows alone */
+};
+
+extern const struct fs_kind_info fs_kinds[FS_KIND_COUNT];
+extern const struct fs_file_ops fs_file_prompt; /* prompt.c */
+extern const struct fs_dir_ops fs_dir_root, fs_dir_sessions,
+	fs_dir_weights; /* tree.c */
+
+static inline bool fs_kind_is_dir(enum fs_kind k)
+{
+	return S_ISDIR(fs_kinds[k].mode);
+}
+
 /*
  * A file whose writes are a prompt and whose reads its answer: generate,
  * chat, tokenize, embed, embed.f32 and a session's generate and chat.
  */
-bool fs_kind_takes_prompt(enum fs_kind k);
+static inline bool fs_kind_takes_prompt(enum fs_kind k)
+{
+	return fs_kinds[k].prompt;
+}
 /* 0 or -ENOENT (the node is gone: a removed session, a bad index). */
 int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 		 fuse_req_t req);
@@ -937,9 +1042,6 @@ struct fs_dir_snap {
 	uint64_t ids[];
 };
 
-/* *out is malloc'ed (free(3)): the live sessions, oldest first. */
-int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
-		     struct fs_dir_snap **out);
 /*
  * Directory entry i of dir into *child and *name (a static or the
  * model's string); 1 if there is one, FS_TREE_SKIP for an index with
@@ -995,6 +1097,16 @@ void fs_file_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 /* Serve [off, off+size) of h->text. */
 void fs_file_reply_text(fuse_req_t req, struct fs_handle *h, size_t size,
 			off_t off);
+/* The reply of a file with nothing to wait for: readable (and writable). */
+void fs_file_poll_ready(fuse_req_t req, struct fs_handle *h,
+			struct fuse_pollhandle *ph);
+/*
+ * Queue run(fm, job, cancelled) on h's model's thread, which replies to
+ * req: 1, or -ENOMEM.
+ */
+int fs_file_job(struct fs_handle *h, fuse_req_t req,
+		void (*run)(struct fs_model *, struct fs_job *, bool),
+		size_t size, off_t off, const struct fuse_file_info *fi);
 
 extern const struct fuse_lowlevel_ops fs_ops;
 

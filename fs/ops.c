@@ -138,11 +138,11 @@ static void ops_opendir(fuse_req_t req, fuse_ino_t ino,
 	d = rc ? NULL : calloc(1, sizeof(*d));
 	if (!rc && !d)
 		rc = -ENOMEM;
-	if (!rc && n.kind != FS_K_ROOT &&
+	if (!rc && !fs_kinds[n.kind].top &&
 	    !(d->fm = fs_tree_model_get(fs, &n, false)))
 		rc = -ENOENT;
-	if (!rc && n.kind == FS_K_SESSIONS)
-		rc = fs_tree_sessions(fs, &n, &d->snap);
+	if (!rc && fs_kinds[n.kind].dir && fs_kinds[n.kind].dir->snapshot)
+		rc = fs_kinds[n.kind].dir->snapshot(fs, &n, &d->snap);
 	if (rc) {
 		if (d)
 			fs_model_put(d->fm);
@@ -274,7 +274,7 @@ static void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	fs_node_of(parent, &p);
 	rc = fs_tree_lookup(fs, &p, name, &n);
-	if (!rc && n.kind != FS_K_SDIR)
+	if (!rc && n.kind != FS_KIND_SESSION_DIR)
 		rc = fs_kind_is_dir(n.kind) ? -EPERM : -ENOTDIR;
 	if (!rc && !(fm = fs_tree_model_get(fs, &n, false)))
 		rc = -ENOENT;

@@ -28,29 +28,8 @@ const struct fs_provider fs_provider_local = {
 	.models_line = fs_text_models_line,
 	.kv = fs_text_kv,
 	.placement_format = provider_local_placement,
-	.weights_index = fs_text_windex,
+	.weights_index = fs_text_weights_index,
 	.session_logprobs = true,
 	.reasoning = true,
 	.embed = true,
 };
-
-bool fs_provider_has(const struct fs_model *fm, enum fs_kind k)
-{
-	const struct fs_provider *p = fm ? fm->provider : NULL;
-
-	if (!p)
-		return true;
-	switch (k) {
-	case FS_K_KV:
-	case FS_K_SKV: /* a session's snapshot: the same cache */ return p->kv;
-	case FS_K_PLACEMENT: return p->placement_format;
-	case FS_K_WEIGHTS:
-	case FS_K_WINDEX:
-	case FS_K_WTENSOR: return p->weights_index;
-	case FS_K_SLOGPROBS: return p->session_logprobs;
-	case FS_K_SREASONING: return p->reasoning;
-	case FS_K_EMBED:
-	case FS_K_EMBED_F32: return p->embed;
-	default: return true;
-	}
-}

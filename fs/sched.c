@@ -64,8 +64,8 @@ static void *sched_hash_main(void *arg)
 	const char *path;
 	size_t n = 0;
 
-	for (uint32_t i = 0;
-	     i < 4 && (path = engine_model_file_path(fm->m, i)); i++) {
+	for (uint32_t i = 0; i < 4 && (path = engine_model_file_path(fm->m, i));
+	     i++) {
 		int rc = fs_sha256_file(path, hex, &fm->stop);
 
 		if (rc) {

@@ -228,7 +228,7 @@ int fs_text_stats(struct fs_model *fm, struct fs_buf *b)
 		rc = fs_buf_printf(
 			b, "weights_merge %s\nweights_merged_bytes %llu\n",
 			fm->merge_state, (unsigned long long)fm->merged_bytes);
-	if (!rc && fs_provider_has(fm, FS_K_KV))
+	if (!rc && fs_provider_has(fm, FS_KIND_KV))
 		rc = fs_buf_printf(b, "kv_waiting %u\nkv_waited %llu\n",
 				   x->kv_waiting,
 				   (unsigned long long)x->kv_waited);
@@ -388,7 +388,7 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 	return rc ? rc : fs_store_info(fm, b);
 }
 
-int fs_text_windex(struct fs_model *fm, struct fs_buf *b)
+int fs_text_weights_index(struct fs_model *fm, struct fs_buf *b)
 {
 	struct engine_tensor_info t;
 	char shape[96];
@@ -399,8 +399,8 @@ int fs_text_windex(struct fs_model *fm, struct fs_buf *b)
 	pthread_rwlock_rdlock(&fm->weights_lock);
 	for (uint64_t i = 0; !rc && !engine_model_tensor(fm->m, i, &t); i++) {
 		text_shape(&t, shape, sizeof(shape));
-		rc = fs_buf_printf(b, "%s %s %s %llu %llu %s\n", t.name,
-				   t.type, shape, (unsigned long long)t.bytes,
+		rc = fs_buf_printf(b, "%s %s %s %llu %llu %s\n", t.name, t.type,
+				   shape, (unsigned long long)t.bytes,
 				   (unsigned long long)t.offset, t.device);
 	}
 	pthread_rwlock_unlock(&fm->weights_lock);

@@ -11,7 +11,10 @@
  *
  * An inode number encodes its node (kind, model, session or tensor), so
  * lookup allocates nothing and forget has nothing to do; a node that went
- * away (a removed session) answers ENOENT.
+ * away (a removed session) answers ENOENT. Each kind's name, directory
+ * and mode are its row of kinds.c; lookups and listings walk the rows,
+ * then ask the directory for the children it names itself (the models,
+ * sessions/N, weights/<tensor>: struct fs_dir_ops, at the end here).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,89 +24,9 @@
 
 #include "internal.h"
 
-_Static_assert(FS_K_COUNT < 256, "the kind must fit in 8 bits of the inode");
-
-struct tree_entry {
-	const char *name;
-	enum fs_kind kind;
-};
-
-static const struct tree_entry tree_root[] = {
-	{ "models", FS_K_MODELS },
-	{ "status", FS_K_STATUS },
-	{ "metrics", FS_K_METRICS },
-};
-
-static const struct tree_entry tree_model[] = {
-	{ "generate", FS_K_GENERATE },
-	{ "chat", FS_K_CHAT },
-	{ "config", FS_K_CONFIG },
-	{ "info", FS_K_INFO },
-	{ "stats", FS_K_STATS },
-	{ "tokenize", FS_K_TOKENIZE },
-	{ "embed", FS_K_EMBED },
-	{ "embed.f32", FS_K_EMBED_F32 },
-	{ "errors", FS_K_ERRORS },
-	{ "placement", FS_K_PLACEMENT },
-	{ "kv", FS_K_KV },
-	{ "weights", FS_K_WEIGHTS },
-	{ "sessions", FS_K_SESSIONS },
-};
-
-static const struct tree_entry tree_session[] = {
-	{ "generate", FS_K_SGENERATE },
-	{ "chat", FS_K_SCHAT },
-	{ "config", FS_K_SCONFIG },
-	{ "history", FS_K_SHISTORY },
-	{ "kv", FS_K_SKV },
-	{ "logprobs", FS_K_SLOGPROBS },
-	{ "reasoning", FS_K_SREASONING },
-};
-
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-
-/* Permission bits per kind; -o ro takes the write bits away. */
-static const mode_t tree_modes[FS_K_COUNT] = {
-	[FS_K_ROOT] = S_IFDIR | 0555,
-	[FS_K_MODELS] = S_IFREG | 0444,
-	[FS_K_STATUS] = S_IFREG | 0444,
-	[FS_K_METRICS] = S_IFREG | 0444,
-	[FS_K_MDIR] = S_IFDIR | 0555,
-	[FS_K_GENERATE] = S_IFREG | 0666,
-	[FS_K_CHAT] = S_IFREG | 0666,
-	[FS_K_CONFIG] = S_IFREG | 0644,
-	[FS_K_INFO] = S_IFREG | 0444,
-	[FS_K_STATS] = S_IFREG | 0444,
-	[FS_K_TOKENIZE] = S_IFREG | 0666,
-	[FS_K_EMBED] = S_IFREG | 0666,
-	[FS_K_EMBED_F32] = S_IFREG | 0666,
-	[FS_K_ERRORS] = S_IFREG | 0444,
-	[FS_K_PLACEMENT] = S_IFREG | 0644,
-	[FS_K_KV] = S_IFREG | 0644,
-	[FS_K_WEIGHTS] = S_IFDIR | 0555,
-	[FS_K_WINDEX] = S_IFREG | 0444,
-	[FS_K_WTENSOR] = S_IFREG | 0444,
-	/* Sticky, as /tmp: anyone may rmdir a session of their own. */
-	[FS_K_SESSIONS] = S_IFDIR | S_ISVTX | 0777,
-	[FS_K_SNEW] = S_IFREG | 0444,
-	/* A session is its creator's alone (fs_file_open checks too). */
-	[FS_K_SDIR] = S_IFDIR | 0700,
-	[FS_K_SGENERATE] = S_IFREG | 0600,
-	[FS_K_SCHAT] = S_IFREG | 0600,
-	[FS_K_SCONFIG] = S_IFREG | 0600,
-	[FS_K_SHISTORY] = S_IFREG | 0400,
-	[FS_K_SKV] = S_IFREG | 0600,
-	[FS_K_SLOGPROBS] = S_IFREG | 0400,
-	[FS_K_SREASONING] = S_IFREG | 0400,
-};
-
 fuse_ino_t fs_node_ino(const struct fs_node *n)
 {
-	uint64_t model = n->kind == FS_K_ROOT || n->kind == FS_K_MODELS ||
-					 n->kind == FS_K_STATUS ||
-					 n->kind == FS_K_METRICS ?
-				 0 :
-				 n->model + 1;
+	uint64_t model = fs_kinds[n->kind].top ? 0 : n->model + 1;
 
 	return (uint64_t)n->kind | model << 8 | n->aux << 24;
 }
@@ -115,58 +38,39 @@ void fs_node_of(fuse_ino_t ino, struct fs_node *n)
 	n->kind = ino & 0xff;
 	n->model = model ? model - 1 : 0;
 	n->aux = ino >> 24;
-	if (n->kind >= FS_K_COUNT)
-		n->kind = FS_K_NONE;
-}
-
-bool fs_kind_is_dir(enum fs_kind k)
-{
-	return S_ISDIR(tree_modes[k]);
-}
-
-bool fs_kind_takes_prompt(enum fs_kind k)
-{
-	return k == FS_K_GENERATE || k == FS_K_CHAT || k == FS_K_SGENERATE ||
-	       k == FS_K_SCHAT || k == FS_K_TOKENIZE || k == FS_K_EMBED ||
-	       k == FS_K_EMBED_F32;
+	if (n->kind >= FS_KIND_COUNT)
+		n->kind = FS_KIND_NONE;
 }
 
 struct fs_model *fs_tree_model_get(struct fs *fs, const struct fs_node *n,
 				   bool gone_too)
 {
-	if (n->kind <= FS_K_METRICS)
+	if (fs_kinds[n->kind].top)
 		return NULL;
 	return fs_model_get(fs, n->model, gone_too);
-}
-
-static bool tree_in_session(enum fs_kind k)
-{
-	return k == FS_K_SDIR || k == FS_K_SGENERATE || k == FS_K_SCHAT ||
-	       k == FS_K_SCONFIG || k == FS_K_SHISTORY || k == FS_K_SKV ||
-	       k == FS_K_SLOGPROBS || k == FS_K_SREASONING;
 }
 
 static int tree_stat(struct fs *fs, struct fs_model *fm,
 		     const struct fs_node *n, struct stat *st)
 {
-	if (n->kind == FS_K_NONE || (n->kind > FS_K_METRICS && !fm) ||
+	const struct fs_kind_info *k = &fs_kinds[n->kind];
+
+	if (n->kind == FS_KIND_NONE || (!k->top && !fm) ||
 	    !fs_provider_has(fm, n->kind))
 		return -ENOENT;
 	memset(st, 0, sizeof(*st));
 	st->st_ino = fs_node_ino(n);
-	st->st_mode = tree_modes[n->kind];
+	st->st_mode = k->mode;
 	if (fs->opt.ro)
 		st->st_mode &= ~0222;
-	else if (fs->opt.shared_config &&
-		 (n->kind == FS_K_CONFIG || n->kind == FS_K_PLACEMENT ||
-		  n->kind == FS_K_KV))
+	else if (fs->opt.shared_config && k->setting)
 		st->st_mode |= 0222;
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_blksize = 4096;
 	st->st_atime = st->st_mtime = st->st_ctime = (time_t)fs->start_wall;
-	if (tree_in_session(n->kind)) {
+	if (k->session) {
 		struct fs_session *ss;
 
 		pthread_mutex_lock(&fm->lock);
@@ -180,16 +84,8 @@ static int tree_stat(struct fs *fs, struct fs_model *fm,
 		pthread_mutex_unlock(&fm->lock);
 		if (!ss)
 			return -ENOENT;
-	} else if (n->kind == FS_K_WTENSOR) {
-		struct engine_tensor_info t;
-
-		if (fs_model_state(fm) != FS_MODEL_READY ||
-		    engine_model_tensor(fm->m, n->aux, &t))
-			return -ENOENT;
-		st->st_size = t.bytes;
-		st->st_blocks = (st->st_size + 511) / 512;
 	}
-	return 0;
+	return k->stat ? k->stat(fm, n, st) : 0;
 }
 
 /*
@@ -205,6 +101,9 @@ int fs_tree_stat(struct fs *fs, const struct fs_node *n, struct stat *st,
 	fs_model_put(fm);
 	return rc;
 }
+
+/* Can the tensor's own name be a file name in weights/? */
+/* ---- lookups: the table's rows, then the directory's own children ------ */
 
 /* Can the tensor's own name be a file name in weights/? */
 static bool tree_tensor_name_ok(const char *name)
@@ -229,88 +128,74 @@ static int tree_tensor_alias(const struct engine_model *m, const char *name,
 	return 0;
 }
 
-static int tree_table_lookup(const struct tree_entry *t, size_t n,
-			     const char *name, enum fs_kind *kind)
+static int tree_weights_lookup(struct fs *fs, struct fs_model *fm,
+			       const struct fs_node *dir, const char *name,
+			       struct fs_node *out)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (!strcmp(t[i].name, name)) {
-			*kind = t[i].kind;
-			return 0;
-		}
-	}
-	return -ENOENT;
+	if (fs_model_state(fm) != FS_MODEL_READY)
+		return -ENOENT;
+	out->kind = FS_KIND_WEIGHTS_TENSOR;
+	if (tree_tensor_name_ok(name) &&
+	    !engine_model_tensor_find(fm->m, name, &out->aux))
+		return 0;
+	return tree_tensor_alias(fm->m, name, &out->aux);
 }
 
-static int tree_session_id(const char *name, uint64_t *id)
+static int tree_sessions_lookup(struct fs *fs, struct fs_model *fm,
+				const struct fs_node *dir, const char *name,
+				struct fs_node *out)
 {
+	struct stat st;
 	char *end;
 
 	if (*name < '1' || *name > '9')
 		return -ENOENT;
-	*id = strtoull(name, &end, 10);
-	if (*end || *id >= (1ull << 40))
+	out->kind = FS_KIND_SESSION_DIR;
+	out->aux = strtoull(name, &end, 10);
+	if (*end || out->aux >= (1ull << 40))
 		return -ENOENT;
-	return 0;
+	return tree_stat(fs, fm, out, &st);
 }
 
-static int tree_lookup(struct fs *fs, struct fs_model *fm,
-		       const struct fs_node *parent, const char *name,
-		       struct fs_node *out)
-{
-	struct stat st;
-
-	switch (parent->kind) {
-	case FS_K_MDIR:
-		if (tree_table_lookup(tree_model, N(tree_model), name,
-				      &out->kind) ||
-		    !fs_provider_has(fm, out->kind))
-			return -ENOENT;
-		return 0;
-	case FS_K_SDIR:
-		if (tree_table_lookup(tree_session, N(tree_session), name,
-				      &out->kind) ||
-		    !fs_provider_has(fm, out->kind))
-			return -ENOENT;
-		return tree_stat(fs, fm, out, &st);
-	case FS_K_SESSIONS:
-		if (!strcmp(name, "new")) {
-			out->kind = FS_K_SNEW;
-			return 0;
-		}
-		out->kind = FS_K_SDIR;
-		if (tree_session_id(name, &out->aux))
-			return -ENOENT;
-		return tree_stat(fs, fm, out, &st);
-	case FS_K_WEIGHTS:
-		if (!strcmp(name, "index")) {
-			out->kind = FS_K_WINDEX;
-			return 0;
-		}
-		if (fs_model_state(fm) != FS_MODEL_READY)
-			return -ENOENT;
-		out->kind = FS_K_WTENSOR;
-		if (tree_tensor_name_ok(name) &&
-		    !engine_model_tensor_find(fm->m, name, &out->aux))
-			return 0;
-		return tree_tensor_alias(fm->m, name, &out->aux);
-	default: return -ENOTDIR;
-	}
-}
-
-static int tree_lookup_root(struct fs *fs, const char *name,
+static int tree_root_lookup(struct fs *fs, struct fs_model *fm,
+			    const struct fs_node *dir, const char *name,
 			    struct fs_node *out)
 {
-	if (!tree_table_lookup(tree_root, N(tree_root), name, &out->kind))
-		return 0;
 	for (unsigned i = 0; i < fs->n_models; i++) {
 		if (!strcmp(fs->models[i]->name, name) &&
 		    !fs_model_gone(fs->models[i])) {
-			out->kind = FS_K_MDIR;
+			out->kind = FS_KIND_MODEL_DIR;
 			out->model = i;
 			return 0;
 		}
 	}
 	return -ENOENT;
+}
+
+/*
+ * name in directory parent: a row of the table listed there that fm's
+ * provider gives, else one of the directory's own children.
+ */
+static int tree_lookup(struct fs *fs, struct fs_model *fm,
+		       const struct fs_node *parent, const char *name,
+		       struct fs_node *out)
+{
+	const struct fs_kind_info *d = &fs_kinds[parent->kind];
+	struct stat st;
+
+	if (!S_ISDIR(d->mode))
+		return -ENOTDIR;
+	for (enum fs_kind k = 0; k < FS_KIND_COUNT; k++) {
+		if (fs_kinds[k].parent != parent->kind || !fs_kinds[k].name ||
+		    strcmp(fs_kinds[k].name, name))
+			continue;
+		out->kind = k;
+		if (!fs_provider_has(fm, k))
+			return -ENOENT;
+		/* a session's file is there as long as its session is */
+		return fs_kinds[k].session ? tree_stat(fs, fm, out, &st) : 0;
+	}
+	return d->dir ? d->dir->lookup(fs, fm, parent, name, out) : -ENOENT;
 }
 
 int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
@@ -320,8 +205,8 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 	int rc;
 
 	*out = *parent;
-	if (parent->kind == FS_K_ROOT)
-		return tree_lookup_root(fs, name, out);
+	if (fs_kinds[parent->kind].top)
+		return tree_lookup(fs, NULL, parent, name, out);
 	fm = fs_tree_model_get(fs, parent, false);
 	if (!fm)
 		return fs_kind_is_dir(parent->kind) ? -ENOENT : -ENOTDIR;
@@ -330,37 +215,10 @@ int fs_tree_lookup(struct fs *fs, const struct fs_node *parent,
 	return rc;
 }
 
-static int tree_table_entry(const struct tree_entry *t, size_t n, uint64_t i,
-			    struct fs_node *child, const char **name)
-{
-	if (i >= n)
-		return 0;
-	child->kind = t[i].kind;
-	*name = t[i].name;
-	return 1;
-}
+/* ---- listings: the same order --------------------------------------- */
 
-/* The i-th file of table t (n entries) that fm's provider gives. */
-static int tree_provided_entry(struct fs_model *fm, const struct tree_entry *t,
-			       size_t n, uint64_t i, struct fs_node *child,
-			       const char **name)
-{
-	for (size_t k = 0; k < n; k++) {
-		if (!fs_provider_has(fm, t[k].kind))
-			continue;
-		if (i-- == 0)
-			return tree_table_entry(t, n, k, child, name);
-	}
-	return 0;
-}
-
-/*
- * The live sessions of fm, oldest first, copied under fm->lock in one walk
- * (the list is newest first, ids grow): a listing of n sessions costs O(n)
- * and holds the lock for that copy only, not while the kernel reads.
- */
-int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
-		     struct fs_dir_snap **out)
+static int tree_sessions_snapshot(struct fs *fs, const struct fs_node *dir,
+				  struct fs_dir_snap **out)
 {
 	struct fs_model *fm = fs_tree_model_get(fs, dir, false);
 	struct fs_dir_snap *snap;
@@ -388,80 +246,86 @@ int fs_tree_sessions(struct fs *fs, const struct fs_node *dir,
 	return 0;
 }
 
-static int tree_session_entry(const struct fs_dir_snap *snap, uint64_t i,
-			      struct fs_node *child, const char **name,
-			      char *tmp, size_t cap)
+static int tree_sessions_entry(struct fs *fs, struct fs_model *fm,
+			       const struct fs_node *dir, uint64_t i,
+			       const struct fs_dir_snap *snap,
+			       struct fs_node *child, const char **name,
+			       char *tmp, size_t tmp_cap)
 {
 	if (!snap || i >= snap->n)
 		return 0;
-	child->kind = FS_K_SDIR;
+	child->kind = FS_KIND_SESSION_DIR;
 	child->aux = snap->ids[i];
-	snprintf(tmp, cap, "%llu", (unsigned long long)snap->ids[i]);
+	snprintf(tmp, tmp_cap, "%llu", (unsigned long long)snap->ids[i]);
 	*name = tmp;
 	return 1;
 }
 
-static int tree_model_entry(struct fs_model *fm, const struct fs_node *dir,
-			    uint64_t i, const struct fs_dir_snap *snap,
-			    struct fs_node *child, const char **name, char *tmp,
-			    size_t tmp_cap)
+static int tree_weights_entry(struct fs *fs, struct fs_model *fm,
+			      const struct fs_node *dir, uint64_t i,
+			      const struct fs_dir_snap *snap,
+			      struct fs_node *child, const char **name,
+			      char *tmp, size_t tmp_cap)
 {
 	struct engine_tensor_info t;
 
-	switch (dir->kind) {
-	case FS_K_MDIR:
-		return tree_provided_entry(fm, tree_model, N(tree_model), i,
-					   child, name);
-	case FS_K_SDIR:
-		return tree_provided_entry(fm, tree_session, N(tree_session), i,
-					   child, name);
-	case FS_K_SESSIONS:
-		if (i == 0) {
-			child->kind = FS_K_SNEW;
-			*name = "new";
-			return 1;
-		}
-		return tree_session_entry(snap, i - 1, child, name, tmp,
-					  tmp_cap);
-	case FS_K_WEIGHTS:
-		if (i == 0) {
-			child->kind = FS_K_WINDEX;
-			*name = "index";
-			return 1;
-		}
-		if (fs_model_state(fm) != FS_MODEL_READY ||
-		    engine_model_tensor(fm->m, i - 1, &t))
-			return 0;
-		child->kind = FS_K_WTENSOR;
-		child->aux = i - 1;
-		*name = t.name;
-		/* A name no path can reach is listed under its index. */
-		if (!tree_tensor_name_ok(*name)) {
-			snprintf(tmp, tmp_cap, "tensor.%llu",
-				 (unsigned long long)(i - 1));
-			*name = tmp;
-		}
-		return 1;
-	default: return -ENOTDIR;
+	if (fs_model_state(fm) != FS_MODEL_READY ||
+	    engine_model_tensor(fm->m, i, &t))
+		return 0;
+	child->kind = FS_KIND_WEIGHTS_TENSOR;
+	child->aux = i;
+	*name = t.name;
+	/* A name no path can reach is listed under its index. */
+	if (!tree_tensor_name_ok(*name)) {
+		snprintf(tmp, tmp_cap, "tensor.%llu", (unsigned long long)i);
+		*name = tmp;
 	}
+	return 1;
 }
 
-/* The root's entry i: its files, then a slot per model (gone: skipped). */
-static int tree_root_entry(struct fs *fs, uint64_t i, struct fs_node *child,
-			   const char **name)
+/* The root's models, a slot each (gone: skipped). */
+static int tree_root_entry(struct fs *fs, struct fs_model *fm,
+			   const struct fs_node *dir, uint64_t i,
+			   const struct fs_dir_snap *snap,
+			   struct fs_node *child, const char **name, char *tmp,
+			   size_t tmp_cap)
 {
-	if (i < N(tree_root))
-		return tree_table_entry(tree_root, N(tree_root), i, child,
-					name);
-	i -= N(tree_root);
 	if (i >= fs->n_models)
 		return 0;
 	if (fs_model_gone(fs->models[i]))
 		return FS_TREE_SKIP;
-	child->kind = FS_K_MDIR;
+	child->kind = FS_KIND_MODEL_DIR;
 	child->model = i;
 	*name = fs->models[i]->name; /* lives as long as the mount */
 	return 1;
+}
+
+/*
+ * Entry i of dir: the rows of the table listed there that fm's provider
+ * gives, in the table's order, then the directory's own children.
+ */
+static int tree_entry(struct fs *fs, struct fs_model *fm,
+		      const struct fs_node *dir, uint64_t i,
+		      const struct fs_dir_snap *snap, struct fs_node *child,
+		      const char **name, char *tmp, size_t tmp_cap)
+{
+	const struct fs_kind_info *d = &fs_kinds[dir->kind];
+
+	if (!S_ISDIR(d->mode))
+		return -ENOTDIR;
+	for (enum fs_kind k = 0; k < FS_KIND_COUNT; k++) {
+		if (fs_kinds[k].parent != dir->kind || !fs_kinds[k].name ||
+		    !fs_provider_has(fm, k))
+			continue;
+		if (i-- == 0) {
+			child->kind = k;
+			*name = fs_kinds[k].name;
+			return 1;
+		}
+	}
+	return d->dir ? d->dir->entry(fs, fm, dir, i, snap, child, name, tmp,
+				      tmp_cap) :
+			0;
 }
 
 int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
@@ -472,12 +336,29 @@ int fs_tree_entry(struct fs *fs, const struct fs_node *dir, uint64_t i,
 	int rc;
 
 	*child = *dir;
-	if (dir->kind == FS_K_ROOT)
-		return tree_root_entry(fs, i, child, name);
+	if (fs_kinds[dir->kind].top)
+		return tree_entry(fs, NULL, dir, i, snap, child, name, tmp,
+				  tmp_cap);
 	fm = fs_tree_model_get(fs, dir, false);
 	if (!fm)
 		return fs_kind_is_dir(dir->kind) ? 0 : -ENOTDIR;
-	rc = tree_model_entry(fm, dir, i, snap, child, name, tmp, tmp_cap);
+	rc = tree_entry(fs, fm, dir, i, snap, child, name, tmp, tmp_cap);
 	fs_model_put(fm);
 	return rc;
 }
+
+const struct fs_dir_ops fs_dir_root = {
+	.lookup = tree_root_lookup,
+	.entry = tree_root_entry,
+};
+
+const struct fs_dir_ops fs_dir_sessions = {
+	.lookup = tree_sessions_lookup,
+	.entry = tree_sessions_entry,
+	.snapshot = tree_sessions_snapshot,
+};
+
+const struct fs_dir_ops fs_dir_weights = {
+	.lookup = tree_weights_lookup,
+	.entry = tree_weights_entry,
+};

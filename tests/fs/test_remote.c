@@ -71,19 +71,22 @@ START_TEST(test_remote_files_absent)
 	struct fs_model *fm = remote_model();
 	struct err err = { 0 };
 
-	ck_assert(fs_provider_has(fm, FS_K_PLACEMENT));
-	ck_assert(fs_provider_has(fm, FS_K_WEIGHTS));
+	ck_assert(fs_provider_has(fm, FS_KIND_PLACEMENT));
+	ck_assert(fs_provider_has(fm, FS_KIND_WEIGHTS));
 	ck_assert_int_eq(fs_remote_attach(fm,
 					  "https://example.org,"
 					  "model=m,timeout=2.5",
 					  &err),
 			 0);
-	for (enum fs_kind k = FS_K_MDIR; k < FS_K_COUNT; k++) {
-		bool local_only = k == FS_K_PLACEMENT || k == FS_K_KV ||
-				  k == FS_K_WEIGHTS || k == FS_K_WINDEX ||
-				  k == FS_K_WTENSOR || k == FS_K_SKV ||
-				  k == FS_K_SLOGPROBS || k == FS_K_SREASONING ||
-				  k == FS_K_EMBED || k == FS_K_EMBED_F32;
+	for (enum fs_kind k = FS_KIND_MODEL_DIR; k < FS_KIND_COUNT; k++) {
+		bool local_only = k == FS_KIND_PLACEMENT || k == FS_KIND_KV ||
+				  k == FS_KIND_WEIGHTS ||
+				  k == FS_KIND_WEIGHTS_INDEX ||
+				  k == FS_KIND_WEIGHTS_TENSOR ||
+				  k == FS_KIND_SESSION_KV ||
+				  k == FS_KIND_SESSION_LOGPROBS ||
+				  k == FS_KIND_SESSION_REASONING ||
+				  k == FS_KIND_EMBED || k == FS_KIND_EMBED_F32;
 
 		ck_assert_int_eq(fs_provider_has(fm, k), !local_only);
 	}
