@@ -95,7 +95,7 @@ IO_SRC := $(wildcard io/*.c)
 ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/ref/*.c engine/quant/*.c \
 	engine/tokenizer/*.c engine/grammar/*.c engine/template/*.c \
 	engine/cuda/*.c)
-FS_SRC := $(wildcard fs/*.c)
+FS_SRC := $(wildcard fs/*.c fs/local/*.c fs/remote/*.c)
 IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ := $(FS_SRC:%.c=$(BUILD)/%.o)

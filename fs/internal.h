@@ -8,20 +8,17 @@
  *   tree.c     inode numbers, attributes, lookups and listings
  *   files.c    open/read/write/flush/poll/release, through the table
  *   prompt.c   the prompt files: generate, chat, tokenize, embed
- *   model.c    one directory per model: naming, state, text of its files
- *   sched.c    the scheduler thread of a model (the only engine user)
- *   provider.c the provider table of local models (provider.h)
- *   remote.c   the provider of remote models: an OpenAI-compatible server
- *   remote_req.c one HTTP request of a remote model, its streamed answer
+ *   model.c    one directory per model: naming, state, its one thread
+ *              (the queue, the stop; the provider's load/start/step/
+ *              cancel: provider.h)
+ *   local/     the local provider: a GGUF model run by the engine (the
+ *              only engine user for it: local/local.h lists its files)
+ *   remote/    the remote provider: an OpenAI-compatible server
+ *              (remote/remote.h)
  *   stream.c   one generation's output: buffer, parked reads, poll
  *   session.c  sessions/N and the answers waiting for a reader
  *   config.c   key=value sampling settings
- *   text.c     models, status, metrics, stats, weights/index
- *   kvfile.c   the kv file and the KV options
- *   kvcache.c  sessions' kept sequences, recent ones, prefix reuse
- *   kvsnap.c   sessions/N/kv snapshots
- *   chat.c     chat turns through the model's template; thinking apart
- *   embed.c    the embed files' vectors
+ *   text.c     models, status, metrics, stats
  *   errors.c   the per-model errors file
  *   limits.c   per-uid limits: sessions, answers, prompt bytes
  *   budget.c   the daemon's one memory budget, shared by every model
@@ -258,14 +255,6 @@ int fs_config_format(const struct fs_config *c, struct fs_buf *b);
 /* s as a config value: C escapes for control bytes, \\ and a last blank. */
 int fs_config_escape(struct fs_buf *b, const char *s);
 
-/*
- * sessions/N/logprobs (logprobs.c): one JSON object per answer token of
- * lp[0..n), appended to b.
- */
-int fs_logprobs_format(const struct engine_model *m,
-		       const struct engine_token_logprobs *lp, size_t n,
-		       struct fs_buf *b);
-
 /* ---- streams: the output of one generation ----------------------------- */
 
 enum fs_gen_kind {
@@ -468,19 +457,20 @@ struct fs_stats {
 
 struct fs_job;
 
-/* sequences of ended generations kept for their prefixes */
-#define FS_KV_RECENT 4
-
 struct fs_model {
 	struct fs *fs;
 	unsigned idx;
 	char *name;
 	char *path; /* the GGUF file, or the server's URL */
 	const struct fs_provider *provider; /* set before the thread starts */
-	void *provider_data;		    /* the provider's own (remote.c) */
+	/*
+	 * the provider's own state, read only by its folder (fs/local/,
+	 * fs/remote/): struct fs_local, struct remote
+	 */
+	void *provider_data;
 
 	pthread_mutex_t lock;
-	pthread_cond_t wake;	   /* the scheduler waits here */
+	pthread_cond_t wake;	   /* the model's thread waits here */
 	enum fs_model_state state; /* protected by lock */
 	char load_error[512];
 	uint64_t load_done, load_total;
@@ -494,7 +484,12 @@ struct fs_model {
 	uint64_t merged_bytes;
 	_Atomic bool stop; /* written under lock, read bare too */
 
-	/* Set once, when state becomes READY; read-only after. */
+	/*
+	 * A local model's engine (fs/local/), set once, when state becomes
+	 * READY; read-only after; NULL for a remote one. Files of the core
+	 * that need the model (a grammar compiled for config, the weights
+	 * lock's readers) ask here.
+	 */
 	struct engine_model *m;
 	struct engine_ctx *ctx; /* m's one context: the scheduler's */
 	const struct engine_model_info *info;
@@ -510,19 +505,9 @@ struct fs_model {
 	struct fs_stats stats;	     /* protected by lock */
 	struct fs_stream *queue;     /* submitted, not started; by lock */
 	struct fs_job *jobs;	     /* by lock */
-	struct fs_stream *active;    /* the scheduler thread's own */
-	struct fs_stream *kv_wait;   /* its own: waiting for KV cache room */
-	struct fs_stream *turn_wait; /* its own: a session's next turns */
-	struct engine_seq *kv_recent[FS_KV_RECENT]; /* its own, newest first */
-	struct fs_session *sessions;		    /* by lock */
-	/*
-	 * The memory budget (budget.c): releases seen by the waker (by
-	 * lock); whether kv_wait waits for the budget (by lock); what the
-	 * scheduler saw of both and of fs.budget_pressure (its own)
-	 */
+	struct fs_session *sessions; /* by lock */
+	/* memory the budget's waker saw come back (budget.c); by lock */
 	uint64_t budget_kicks;
-	bool kv_starved;
-	uint64_t kicks_seen, pressure_seen;
 	uint64_t next_session;
 	uint64_t next_stream;
 	struct fs_pending *pending;    /* by lock */
@@ -597,92 +582,26 @@ struct fs_model *fs_model_get(struct fs *fs, unsigned i, bool gone_too);
 void fs_model_put(struct fs_model *fm);
 bool fs_model_gone(struct fs_model *fm);
 
-/* The scheduler thread (sched.c). */
-void *fs_sched_main(void *arg);
-
 /* text.c: the contents of the generated files. */
 int fs_text_models(struct fs *fs, struct fs_buf *b);
-int fs_text_models_line(struct fs_model *fm, struct fs_buf *b);
+/* "loading", "ready", "failed" */
+const char *fs_model_state_name(enum fs_model_state st);
 int fs_text_status(struct fs *fs, struct fs_buf *b);
 int fs_text_metrics(struct fs *fs, struct fs_buf *b);
-int fs_text_info(struct fs_model *fm, struct fs_buf *b);
 int fs_text_stats(struct fs_model *fm, struct fs_buf *b);
-int fs_text_weights_index(struct fs_model *fm, struct fs_buf *b);
-/* kvcache.c: what the scheduler keeps of the KV cache (its thread). */
-/* s->seq for s, and the text to generate from (a session: the turn). */
-int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
-		     size_t *len, struct err *err);
-/* Start s's fresh sequence with the longest prefix held elsewhere. */
-void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s);
-/* s ended: its session keeps the sequence and the turn, or recent does. */
-void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error);
 /*
- * Free the least recently used kept sequence, or the cache of a turn
- * waiting in line other than except; false when none is left.
+ * What a stream or a session holds of the local provider's chat (its
+ * split answer, its messages: fs/local/chat.c), freed with them; NULL for
+ * a remote model's.
  */
-bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except);
-/* Anything fs_kv_drop_one could drop? (fm->lock held) */
-bool fs_kv_has_kept(struct fs_model *fm);
-void fs_kv_free_recent(struct fs_model *fm);
-
-/*
- * chat.c (the scheduler thread). The whole prompt of chat stream s: base
- * (a session's raw text) and the rendering of the session's messages and
- * s's; *text malloc'ed. Errors are the template's (one line).
- */
-int fs_chat_prompt(struct fs_model *fm, struct fs_stream *s, const char *base,
-		   size_t base_len, char **text, size_t *len, struct err *err);
-/* Generated text of s to its reader (thinking split apart as asked). */
-void fs_chat_output(struct fs_model *fm, struct fs_stream *s, const char *text,
-		    size_t n);
-/* s ended: what the split held back. */
-void fs_chat_output_end(struct fs_model *fm, struct fs_stream *s);
-/*
- * A session's chat turn ended well: its messages get the exchange and its
- * conversation text their new rendering (fm->lock not held).
- */
-int fs_chat_turn_end(struct fs_model *fm, struct fs_stream *s);
-/* A generate turn: the messages become text of convo (fm->lock held). */
-void fs_chat_turn_raw(struct fs_session *ss);
 void fs_chat_turn_free(struct fs_stream *s);
 void fs_chat_session_free(struct fs_session *ss);
 
-/* embed.c: an embed stream's vector into its answer (scheduler thread). */
-static inline bool fs_gen_is_embed(enum fs_gen_kind k)
-{
-	return k == FS_GEN_EMBED || k == FS_GEN_EMBED_F32;
-}
-void fs_embed_output(struct fs_model *fm, struct fs_stream *s);
-
-/* kvsnap.c: sessions/N/kv, snapshots (jobs on the scheduler thread). */
-void fs_kvsnap_read_job(struct fs_model *fm, struct fs_job *job,
-			bool cancelled);
-/*
- * A write's bytes, taken piece by piece (the header checked at once,
- * each block put in the sequence); 0, or the refusal's negative errno
- * (after an errors line), which every later write repeats.
- */
-int fs_kvsnap_write(struct fs_handle *h, const char *buf, size_t size);
-/*
- * At a close: 0 (nothing written, or already taken), 1 when the snapshot
- * is whole and fs_kvsnap_restore_job must now give it to the session,
- * or the negative errno of a refused or truncated one.
- */
-int fs_kvsnap_close(struct fs_handle *h);
-void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
-			   bool cancelled);
-/* The handle goes: what its snapshot held goes back. */
-void fs_kvsnap_release(struct fs_handle *h);
-
-/* kvfile.c: the kv file and the KV options (on the scheduler thread). */
-/* Another uid's sequences are shown as "other" to uid. */
-int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b);
-void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
-			 bool cancelled);
-/* --kv-type-k/-v and --kv-mem for mount.c: 0, or -EINVAL after a line. */
+/* --kv-type-k/-v and --kv-mem for mount.c (fs/local/kvfile.c): 0, or
+ * -EINVAL after a line. BYTES with an optional k, M or G suffix (powers
+ * of 1024). */
 int fs_kv_type_option(const char *s, const char **out);
 int fs_kv_bytes_option(const char *s, uint64_t *out);
-/* BYTES with an optional k, M or G suffix (powers of 1024). */
 
 /* sha256.c */
 int fs_sha256_file(const char *path, char hex[65], const _Atomic bool *stop);
@@ -1017,6 +936,14 @@ extern const struct fs_kind_info fs_kinds[FS_KIND_COUNT];
 extern const struct fs_file_ops fs_file_prompt; /* prompt.c */
 extern const struct fs_dir_ops fs_dir_root, fs_dir_sessions,
 	fs_dir_weights; /* tree.c */
+/*
+ * The local provider's files (fs/local/files.c): placement, kv,
+ * sessions/N/kv and weights/<tensor>, and their attributes.
+ */
+extern const struct fs_file_ops fs_local_placement_ops, fs_local_kv_ops,
+	fs_local_snapshot_ops, fs_local_tensor_ops;
+int fs_local_tensor_stat(struct fs_model *fm, const struct fs_node *n,
+			 struct stat *st);
 
 static inline bool fs_kind_is_dir(enum fs_kind k)
 {

@@ -6,9 +6,9 @@
  * their handlers; a new file is a new enum fs_kind and a new row, as a
  * lib9p server fills in its Srv (STYLE.md, section 1).
  *
- * The handlers of the small files live here: the text files, the
- * settings (config, placement, kv), a session's kv snapshot and the
- * weights/ tensors. The prompt files are prompt.c's.
+ * The handlers of the text files and config live here; the prompt files
+ * are prompt.c's, the files only a local model has (placement, kv,
+ * sessions/N/kv, weights/) fs/local/files.c's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -188,234 +188,6 @@ static const struct fs_file_ops kinds_config_ops = {
 	.write = kinds_config_write,
 };
 
-/* ---- placement and kv: made and changed on the model's thread ---------- */
-
-static void kinds_job_open_text(struct fs_model *fm, struct fs_job *job,
-				bool cancelled)
-{
-	struct fs_handle *h = job->h;
-	struct err err = { 0 };
-	int rc = -EIO;
-
-	if (!cancelled && h->node.kind == FS_KIND_PLACEMENT) {
-		rc = fm->provider->placement_format(fm, &h->text, &err);
-		if (rc && err.msg[0])
-			fs_errors_add(&fm->errors, "placement: %s", err.msg);
-	} else if (!cancelled) {
-		rc = fm->provider->kv(fm, h->uid, &h->text);
-	}
-	if (rc) {
-		fuse_reply_err(job->req, -rc);
-		fs_file_release(fm->fs, h);
-	} else {
-		h->have_text = true;
-		fuse_reply_open(job->req, &job->fi);
-	}
-	free(job);
-}
-
-static void kinds_job_placement(struct fs_model *fm, struct fs_job *job,
-				bool cancelled)
-{
-	struct fs_handle *h = job->h;
-	struct err err = { 0 };
-	char *copy, *line, *save;
-	int rc = cancelled ? -EIO : 0;
-
-	copy = rc ? NULL : strndup(h->in.p ? h->in.p : "", h->in.len);
-	if (!rc && !copy)
-		rc = -ENOMEM;
-	pthread_rwlock_wrlock(&fm->weights_lock);
-	for (line = copy ? strtok_r(copy, "\n", &save) : NULL; line && !rc;
-	     line = strtok_r(NULL, "\n", &save)) {
-		if (!*line || *line == '#')
-			continue;
-		rc = engine_placement_apply(fm->ctx, line, &err);
-		if (rc)
-			fs_errors_add(&fm->errors, "placement: %s: %s", line,
-				      err.msg);
-	}
-	pthread_rwlock_unlock(&fm->weights_lock);
-	free(copy);
-	fs_buf_free(&h->in);
-	if (rc)
-		fuse_reply_err(job->req, -rc);
-	else
-		fuse_reply_write(job->req, job->size);
-	free(job);
-}
-
-/* A readable placement or kv descriptor's text comes from the job. */
-static int kinds_open_by_job(struct fs *fs, fuse_req_t req, struct fs_handle *h,
-			     struct fuse_file_info *fi)
-{
-	if (!h->readable)
-		return 0;
-	h->have_text = false;
-	return fs_file_job(h, req, kinds_job_open_text, 0, 0, fi);
-}
-
-static int kinds_placement_write(struct fs *fs, fuse_req_t req,
-				 struct fs_handle *h, const char *buf,
-				 size_t size)
-{
-	struct fs_model *fm = h->fm;
-	int rc;
-
-	if (fs_model_state(fm) != FS_MODEL_READY) {
-		fs_errors_add(&fm->errors,
-			      "placement: the model is not loaded");
-		return -EIO;
-	}
-	if (size > 4096) {
-		fs_errors_add(&fm->errors,
-			      "placement: commands over 4096 bytes");
-		return -EINVAL;
-	}
-	if (memchr(buf, '\0', size)) {
-		fs_errors_add(&fm->errors,
-			      "placement: a NUL byte in the commands");
-		return -EINVAL;
-	}
-	fs_buf_free(&h->in);
-	rc = fs_buf_add(&h->in, buf, size);
-	return rc ? rc :
-		    fs_file_job(h, req, kinds_job_placement, size, 0, NULL);
-}
-
-static int kinds_kv_write(struct fs *fs, fuse_req_t req, struct fs_handle *h,
-			  const char *buf, size_t size)
-{
-	struct fs_model *fm = h->fm;
-	int rc;
-
-	if (fs_model_state(fm) != FS_MODEL_READY) {
-		fs_errors_add(&fm->errors, "kv: the model is not loaded");
-		return -EIO;
-	}
-	if (size > 4096) {
-		fs_errors_add(&fm->errors, "kv: writes over 4096 bytes");
-		return -EINVAL;
-	}
-	fs_buf_free(&h->in);
-	rc = fs_buf_add(&h->in, buf, size);
-	return rc ? rc :
-		    fs_file_job(h, req, fs_kvfile_write_job, size, 0, NULL);
-}
-
-static const struct fs_file_ops kinds_placement_ops = {
-	.open = kinds_open_by_job,
-	.write = kinds_placement_write,
-};
-
-static const struct fs_file_ops kinds_kv_ops = {
-	.open = kinds_open_by_job,
-	.write = kinds_kv_write,
-};
-
-/* ---- sessions/N/kv: a snapshot (kvsnap.c) ------------------------------ */
-
-static int kinds_snapshot_open(struct fs *fs, fuse_req_t req,
-			       struct fs_handle *h, struct fuse_file_info *fi)
-{
-	if (!h->readable)
-		return 0;
-	h->have_text = false;
-	return fs_file_job(h, req, fs_kvsnap_read_job, 0, 0, fi);
-}
-
-static int kinds_snapshot_write(struct fs *fs, fuse_req_t req,
-				struct fs_handle *h, const char *buf,
-				size_t size)
-{
-	return fs_kvsnap_write(h, buf, size);
-}
-
-/* A whole snapshot is restored at the close that ends it. */
-static int kinds_snapshot_flush(struct fs *fs, fuse_req_t req,
-				struct fs_handle *h)
-{
-	int rc = fs_kvsnap_close(h);
-
-	if (rc == 1)
-		return fs_file_job(h, req, fs_kvsnap_restore_job, 0, 0, NULL) ==
-		       1;
-	if (rc)
-		fuse_reply_err(req, -rc);
-	return rc != 0;
-}
-
-static void kinds_snapshot_release(struct fs *fs, struct fs_handle *h)
-{
-	fs_kvsnap_release(h);
-}
-
-static const struct fs_file_ops kinds_snapshot_ops = {
-	.open = kinds_snapshot_open,
-	.write = kinds_snapshot_write,
-	.flush = kinds_snapshot_flush,
-	.release = kinds_snapshot_release,
-};
-
-/* ---- weights/<tensor> -------------------------------------------------- */
-
-static void kinds_tensor_read(struct fs *fs, fuse_req_t req,
-			      struct fs_handle *h, size_t size, off_t off)
-{
-	struct fs_model *fm = h->fm;
-	const void *data;
-	uint64_t bytes;
-
-	pthread_rwlock_rdlock(&fm->weights_lock);
-	if (engine_tensor_bytes(fm->m, h->node.aux, &data, &bytes)) {
-		pthread_rwlock_unlock(&fm->weights_lock);
-		fuse_reply_err(req, EIO);
-		return;
-	}
-	if (off < 0 || (uint64_t)off >= bytes)
-		size = 0;
-	else if (size > bytes - off)
-		size = bytes - off;
-	if (size && !data) {
-		/*
-		 * packed for the kernels, or in a device's memory: the
-		 * file's bytes are made again
-		 */
-		char *copy = malloc(size);
-
-		if (copy)
-			engine_tensor_read(fm->m, h->node.aux, (uint64_t)off,
-					   size, copy);
-		pthread_rwlock_unlock(&fm->weights_lock);
-		if (copy)
-			fuse_reply_buf(req, copy, size);
-		else
-			fuse_reply_err(req, ENOMEM);
-		free(copy);
-		return;
-	}
-	fuse_reply_buf(req, size ? (const char *)data + off : NULL, size);
-	pthread_rwlock_unlock(&fm->weights_lock);
-}
-
-/* Its size is the tensor's bytes, once the model is loaded. */
-static int kinds_tensor_stat(struct fs_model *fm, const struct fs_node *n,
-			     struct stat *st)
-{
-	struct engine_tensor_info t;
-
-	if (fs_model_state(fm) != FS_MODEL_READY ||
-	    engine_model_tensor(fm->m, n->aux, &t))
-		return -ENOENT;
-	st->st_size = t.bytes;
-	st->st_blocks = (st->st_size + 511) / 512;
-	return 0;
-}
-
-static const struct fs_file_ops kinds_tensor_ops = {
-	.read = kinds_tensor_read,
-};
-
 /* ---- the table --------------------------------------------------------- */
 
 const struct fs_kind_info fs_kinds[FS_KIND_COUNT] = {
@@ -488,12 +260,12 @@ const struct fs_kind_info fs_kinds[FS_KIND_COUNT] = {
 	[FS_KIND_PLACEMENT] = {
 		.name = "placement", .parent = FS_KIND_MODEL_DIR,
 		.mode = S_IFREG | 0644, .setting = true,
-		.provided = kinds_has_placement, .file = &kinds_placement_ops,
+		.provided = kinds_has_placement, .file = &fs_local_placement_ops,
 	},
 	[FS_KIND_KV] = {
 		.name = "kv", .parent = FS_KIND_MODEL_DIR,
 		.mode = S_IFREG | 0644, .setting = true,
-		.provided = kinds_has_kv, .file = &kinds_kv_ops,
+		.provided = kinds_has_kv, .file = &fs_local_kv_ops,
 	},
 	[FS_KIND_WEIGHTS] = {
 		.name = "weights", .parent = FS_KIND_MODEL_DIR,
@@ -508,8 +280,8 @@ const struct fs_kind_info fs_kinds[FS_KIND_COUNT] = {
 	/* weights/<tensor>: named after its tensor (fs_dir_weights) */
 	[FS_KIND_WEIGHTS_TENSOR] = {
 		.parent = FS_KIND_WEIGHTS, .mode = S_IFREG | 0444,
-		.provided = kinds_has_weights, .stat = kinds_tensor_stat,
-		.file = &kinds_tensor_ops,
+		.provided = kinds_has_weights, .stat = fs_local_tensor_stat,
+		.file = &fs_local_tensor_ops,
 	},
 	/* Sticky, as /tmp: anyone may rmdir a session of their own. */
 	[FS_KIND_SESSIONS] = {
@@ -552,7 +324,7 @@ const struct fs_kind_info fs_kinds[FS_KIND_COUNT] = {
 	[FS_KIND_SESSION_KV] = {
 		.name = "kv", .parent = FS_KIND_SESSION_DIR,
 		.mode = S_IFREG | 0600, .session = true,
-		.provided = kinds_has_kv, .file = &kinds_snapshot_ops,
+		.provided = kinds_has_kv, .file = &fs_local_snapshot_ops,
 	},
 	[FS_KIND_SESSION_LOGPROBS] = {
 		.name = "logprobs", .parent = FS_KIND_SESSION_DIR,

@@ -130,9 +130,94 @@ int fs_model_new(struct fs *fs, struct fs_model **out, const char *name,
 	return 0;
 }
 
+/* ---- the model's thread ------------------------------------------------ */
+
+static void model_jobs(struct fs_model *fm, struct fs_job *jobs, bool cancel)
+{
+	while (jobs) {
+		struct fs_job *job = jobs;
+
+		jobs = job->next;
+		fs_errors_uid = fuse_req_ctx(job->req)->uid;
+		job->run(fm, job, cancel || fm->state != FS_MODEL_READY);
+	}
+}
+
+/*
+ * The unmount: what is in flight ends now. A reader still there gets
+ * EIO, never an EOF that would pass for the whole answer.
+ */
+static void model_end(struct fs_model *fm, struct fs_stream *queue,
+		      struct fs_job *jobs)
+{
+	const struct fs_provider *p = fm->provider;
+	struct fs_stream *s;
+	unsigned cut = 0;
+
+	fs_errors_uid = FS_UID_DAEMON;
+	model_jobs(fm, jobs, true);
+	while ((s = queue)) {
+		queue = s->next;
+		cut += !fs_stream_cancelled(s);
+		fs_stream_finish(s, -EIO);
+		fs_stream_cancel(s);
+		p->start(fm, s);
+	}
+	cut += p->cancel(fm);
+	if (cut)
+		fs_errors_add(&fm->errors,
+			      "generate: %u answers cut short by "
+			      "the unmount (their readers get EIO)",
+			      cut);
+}
+
+/*
+ * The model's one thread, whatever its provider: load, then take what the
+ * FUSE threads queued, hand it over, let the provider step; sleep while
+ * neither has anything to do (the provider's background work first).
+ */
+static void *model_main(void *arg)
+{
+	struct fs_model *fm = arg;
+	const struct fs_provider *p = fm->provider;
+	bool background = p->background != NULL;
+	struct fs_stream *queue, *s;
+	struct fs_job *jobs;
+
+	p->load(fm);
+	for (;;) {
+		pthread_mutex_lock(&fm->lock);
+		while (!fm->stop && !fm->queue && !fm->jobs && p->idle(fm)) {
+			if (!background) {
+				pthread_cond_wait(&fm->wake, &fm->lock);
+				continue;
+			}
+			pthread_mutex_unlock(&fm->lock);
+			background = p->background(fm);
+			pthread_mutex_lock(&fm->lock);
+		}
+		queue = fm->queue;
+		jobs = fm->jobs;
+		fm->queue = NULL;
+		fm->jobs = NULL;
+		pthread_mutex_unlock(&fm->lock);
+		if (fm->stop)
+			break;
+		model_jobs(fm, jobs, false);
+		while ((s = queue)) {
+			queue = s->next;
+			fs_errors_uid = s->uid;
+			p->start(fm, s);
+		}
+		p->step(fm);
+	}
+	model_end(fm, queue, jobs);
+	return NULL;
+}
+
 int fs_model_start(struct fs_model *fm, struct err *err)
 {
-	int rc = pthread_create(&fm->thread, NULL, fm->provider->serve, fm);
+	int rc = pthread_create(&fm->thread, NULL, model_main, fm);
 
 	if (rc)
 		return err_set(err, rc, "%s: cannot start its thread",
@@ -162,11 +247,7 @@ void fs_model_free(struct fs_model *fm)
 		return;
 	fs_model_stop(fm);
 	fs_session_free_all(fm);
-	if (fm->provider->free)
-		fm->provider->free(fm);
-	engine_chat_free(fm->chat);
-	engine_ctx_free(fm->ctx);
-	engine_model_free(fm->m);
+	fm->provider->free(fm);
 	fs_config_free(&fm->config);
 	fs_errors_destroy(&fm->errors);
 	pthread_rwlock_destroy(&fm->weights_lock);

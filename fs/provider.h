@@ -1,54 +1,96 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Model providers: what answers for a model directory. fs/ talks to a model
- * through one table of operations, as lib9p's Srv or ggml's backend
- * interface: the local GGUF engine is one provider (provider.c wraps the
- * scheduler of sched.c), an OpenAI-compatible HTTP server another
- * (remote.c, Documentation/remote.md).
+ * Model providers: what answers for a model directory. fs/ talks to a
+ * model through one table of operations, as lib9p's Srv or ggml's backend
+ * interface: the local GGUF engine is one provider (fs/local/), an
+ * OpenAI-compatible HTTP server another (fs/remote/,
+ * Documentation/remote.md).
  *
- * The required operations run the model (serve: load, tokenize, generate
- * steps, all on the model's own thread) and describe it (info, models).
- * The optional ones give the files that only some providers have: a NULL
- * operation means its files are absent from the model's directory
+ * Who owns what. The core (model.c) owns the model's one thread, the
+ * queue of submitted streams and jobs, the stop and the unmount's end of
+ * everything in flight: its loop takes what the FUSE threads queued, hands
+ * each stream to start(), runs the jobs, lets the provider step(), and
+ * sleeps on fm->wake while idle() says there is nothing to do. The
+ * provider owns what it took: the streams it runs or holds, and its state
+ * behind fm->provider_data, which nothing outside its folder reads.
+ *
+ * The required operations run the model (load, start, step, idle, cancel,
+ * free: the model's thread) and describe it (info, models_line: any
+ * thread). The optional ones give the files that only some providers have:
+ * a NULL operation means its files are absent from the model's directory
  * (fs_provider_has), so that `ls` shows what works.
  */
 #ifndef LLMFS_FS_PROVIDER_H
 #define LLMFS_FS_PROVIDER_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 struct err;
 struct fs_buf;
 struct fs_model;
+struct fs_stream;
 
 struct fs_provider {
 	const char *name; /* "local", "remote" */
 
+	/* ---- the model's thread ---- */
 	/*
-	 * The model's thread (arg is the fs_model): it moves fm->state from
-	 * LOADING to READY or FAILED, then takes fm->queue (generate, chat,
-	 * tokenize streams) and fm->jobs until fm->stop, and ends every
-	 * stream it took before it returns.
+	 * First: attach the provider's state and load the model (connect to
+	 * the server): fm->state goes from LOADING to READY or FAILED, now
+	 * or in a later step.
 	 */
-	void *(*serve)(void *arg);
+	void (*load)(struct fs_model *fm);
+	/*
+	 * Take a submitted stream and its reference: begin it, hold it
+	 * until the model is ready, or end it at once (cancelled, the load
+	 * failed). Also at the unmount, for a stream the core already ended
+	 * with EIO and cancelled: the provider's accounting of it.
+	 */
+	void (*start)(struct fs_model *fm, struct fs_stream *s);
+	/*
+	 * One round of work over what it holds (a forward pass over every
+	 * active generation; the HTTP transfers). It may wait, for as long
+	 * as wake() can end the wait.
+	 */
+	void (*step)(struct fs_model *fm);
+	/*
+	 * With fm->lock held: nothing to do until a new stream, a job, a
+	 * wake or the stop, so the core may sleep on fm->wake.
+	 */
+	bool (*idle)(struct fs_model *fm);
+	/*
+	 * Optional: work for when it is idle, a piece at a time, no lock
+	 * held (the local weights' huge-page merge); false once none is
+	 * left. A prompt that arrives waits one piece at most.
+	 */
+	bool (*background)(struct fs_model *fm);
+	/*
+	 * The unmount: end every stream it holds or runs, a reader still
+	 * there with EIO (never an EOF that would pass for the whole
+	 * answer); returns how many answers it cut short so.
+	 */
+	unsigned (*cancel)(struct fs_model *fm);
+
+	/* ---- any thread, no lock held ---- */
 	/*
 	 * Called after fm->queue, fm->jobs or fm->stop changed, or a stream
-	 * was cancelled, with no lock held: wakes a serve() that waits on
-	 * something else than fm->wake. NULL: fm->wake is enough.
+	 * was cancelled: wakes a step() that waits on something else than
+	 * fm->wake. NULL: fm->wake is enough.
 	 */
 	void (*wake)(struct fs_model *fm);
 	/* The info file; the model's line of /models ("name arch params
-	 * quant state"). Any thread, no lock held. */
+	 * quant state"). */
 	int (*info)(struct fs_model *fm, struct fs_buf *b);
 	int (*models_line)(struct fs_model *fm, struct fs_buf *b);
-	/* Frees what the provider attached to fm (after serve returned). */
+	/* Frees what the provider attached to fm (after its thread ended). */
 	void (*free)(struct fs_model *fm);
 
-	/* Optional: NULL and the file is absent. */
-	/* serve's thread; another uid's sequences shown as "other" */
+	/* ---- optional: NULL and the file is absent ---- */
+	/* the model's thread; another uid's sequences shown as "other" */
 	int (*kv)(struct fs_model *fm, uid_t uid, struct fs_buf *b);
 	int (*placement_format)(struct fs_model *fm, struct fs_buf *b,
-				struct err *err); /* serve's thread */
+				struct err *err); /* the model's thread */
 	int (*weights_index)(struct fs_model *fm, struct fs_buf *b);
 	/* sessions/N/logprobs: the engine's log-probabilities of each token */
 	bool session_logprobs;
@@ -56,11 +98,11 @@ struct fs_provider {
 	bool embed;	/* embed streams (embed.c) */
 };
 
-/* The local GGUF engine (provider.c): every operation. */
+/* The local GGUF engine (fs/local/provider.c): every operation. */
 extern const struct fs_provider fs_provider_local;
 /*
- * An OpenAI-compatible server (remote.c): no kv, placement, weights or
- * sessions/N/logprobs.
+ * An OpenAI-compatible server (fs/remote/remote.c): no kv, placement,
+ * weights or sessions/N/logprobs.
  */
 extern const struct fs_provider fs_provider_remote;
 

@@ -532,8 +532,7 @@ static void *store_retire_main(void *arg)
 		/* nobody can reach it: end its thread, answers, sessions */
 		fs_model_stop(fm);
 		fs_session_free_all(fm);
-		engine_model_free(fm->m);
-		fm->m = NULL;
+		fm->provider->free(fm);
 	}
 	pthread_mutex_lock(&r->ss->lock);
 	r->done = true;

@@ -10,10 +10,10 @@
  *   $ cat /mnt/llm/big/generate
  *
  * This file holds the server (its options, its probe, its info file) and
- * the model's thread; remote_req.c one request. The thread is the local
- * scheduler's counterpart: it takes the queued streams, makes each an HTTP
- * request on one curl multi handle and drives them all with
- * curl_multi_perform/curl_multi_poll; the FUSE threads wake it with
+ * the provider's operations on the model's thread (provider.h: the core's
+ * loop in fs/model.c calls them); request.c one request. start makes each
+ * stream an HTTP request on one curl multi handle, step drives them all
+ * with curl_multi_perform/curl_multi_poll; the FUSE threads wake it with
  * curl_multi_wakeup (fs_model_wake).
  *
  * The directory is "loading" until GET /v1/models answered (or failed:
@@ -454,39 +454,24 @@ static int remote_check(struct remote *r)
 	return (int)(wait * 1000) + 1;
 }
 
-static void remote_jobs(struct fs_model *fm, struct fs_job *jobs)
-{
-	/* No file of a remote model makes jobs; answer any as cancelled. */
-	while (jobs) {
-		struct fs_job *job = jobs;
-
-		jobs = job->next;
-		job->run(fm, job, true);
-	}
-}
-
-static void remote_stop(struct fs_model *fm, struct fs_stream *held)
+/* Held while the probe runs: prompts wait for it, as for a local load. */
+static void remote_start_held(struct fs_model *fm)
 {
 	struct remote *r = fm->provider_data;
 	struct fs_stream *s;
 
-	while (r->reqs)
-		remote_req_abort(r->reqs, -ECANCELED);
-	while ((s = held)) {
-		held = s->next;
-		fs_stream_cancel(s);
-		remote_start(fm, s); /* ends it at once: cancelled */
+	if (fs_model_state(fm) == FS_MODEL_LOADING)
+		return;
+	while ((s = r->held)) {
+		r->held = s->next;
+		fs_errors_uid = s->uid;
+		remote_start(fm, s);
 	}
 }
 
-static void *remote_serve(void *arg)
+static void remote_load(struct fs_model *fm)
 {
-	struct fs_model *fm = arg;
 	struct remote *r = fm->provider_data;
-	struct fs_stream *held = NULL, **tail = &held, *s;
-	struct fs_job *jobs;
-	bool stop;
-	int running;
 
 	fm->load_start = fs_now();
 	pthread_mutex_lock(&r->wake_lock);
@@ -502,49 +487,80 @@ static void *remote_serve(void *arg)
 	} else {
 		remote_probe(fm);
 	}
-	for (;;) {
-		pthread_mutex_lock(&fm->lock);
-		*tail = fm->queue;
-		while (*tail)
-			tail = &(*tail)->next;
-		fm->queue = NULL;
-		jobs = fm->jobs;
-		fm->jobs = NULL;
-		stop = fm->stop;
-		if (!r->multi && !stop && !held && !jobs)
-			pthread_cond_wait(&fm->wake, &fm->lock);
-		pthread_mutex_unlock(&fm->lock);
-		remote_jobs(fm, jobs);
-		if (stop)
-			break;
-		/* Loading: prompts wait for the probe, as for a local load. */
-		if (fs_model_state(fm) != FS_MODEL_LOADING) {
-			while ((s = held)) {
-				held = s->next;
-				remote_start(fm, s);
-			}
-			tail = &held;
-		}
-		if (!r->multi)
-			continue;
-		if (!r->probed && !r->n_probe &&
-		    fs_now() - r->probe_at > REMOTE_REPROBE_S)
-			remote_probe(fm);
-		curl_multi_perform(r->multi, &running);
-		remote_finished(r);
-		curl_multi_poll(r->multi, NULL, 0, remote_check(r), NULL);
+}
+
+/* A submitted stream: its request now, or once the probe answered. */
+static void remote_take(struct fs_model *fm, struct fs_stream *s)
+{
+	struct remote *r = fm->provider_data;
+	struct fs_stream **pp;
+
+	for (pp = &r->held; *pp; pp = &(*pp)->next)
+		;
+	s->next = NULL;
+	*pp = s;
+	remote_start_held(fm);
+}
+
+/* The transfers of every request, waiting at most until a deadline. */
+static void remote_step(struct fs_model *fm)
+{
+	struct remote *r = fm->provider_data;
+	int running;
+
+	remote_start_held(fm);
+	if (!r->multi)
+		return;
+	if (!r->probed && !r->n_probe &&
+	    fs_now() - r->probe_at > REMOTE_REPROBE_S)
+		remote_probe(fm);
+	curl_multi_perform(r->multi, &running);
+	remote_finished(r);
+	curl_multi_poll(r->multi, NULL, 0, remote_check(r), NULL);
+}
+
+/* fm->lock held: without a multi handle there is nothing to wait on. */
+static bool remote_idle(struct fs_model *fm)
+{
+	struct remote *r = fm->provider_data;
+
+	return !r->multi && !r->held;
+}
+
+static unsigned remote_cancel(struct fs_model *fm)
+{
+	struct remote *r = fm->provider_data;
+	struct remote_req *q;
+	struct fs_stream *s;
+	unsigned cut = 0;
+	bool live;
+
+	while ((q = r->reqs)) {
+		live = q->s && !fs_stream_cancelled(q->s);
+		cut += live;
+		remote_req_abort(q, live ? -EIO : -ECANCELED);
 	}
-	remote_stop(fm, held);
+	while ((s = r->held)) {
+		r->held = s->next;
+		cut += !fs_stream_cancelled(s);
+		fs_stream_finish(s, -EIO);
+		fs_stream_cancel(s);
+		remote_start(fm, s); /* ends it at once: cancelled */
+	}
 	pthread_mutex_lock(&r->wake_lock);
 	curl_multi_cleanup(r->multi);
 	r->multi = NULL;
 	pthread_mutex_unlock(&r->wake_lock);
-	return NULL;
+	return cut;
 }
 
 const struct fs_provider fs_provider_remote = {
 	.name = "remote",
-	.serve = remote_serve,
+	.load = remote_load,
+	.start = remote_take,
+	.step = remote_step,
+	.idle = remote_idle,
+	.cancel = remote_cancel,
 	.wake = remote_wake,
 	.info = remote_info,
 	.models_line = remote_models_line,

@@ -5,7 +5,7 @@
  * server-sent events of a streamed answer ("data: {json}" lines, "data:
  * [DONE]" at the end, as OpenAI's API and llama-server send them), and the
  * end: the stream's last bytes or error, one errors line, the stats and
- * the session's history, as sched.c does for a local model.
+ * the session's history, as fs/local/sched.c does for a local model.
  *
  * Every function here runs on the model's thread.
  */

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "local.h"
 
 /* a shorter common prefix is not worth a copy */
 #define KV_PREFIX_MIN 16
@@ -124,6 +124,7 @@ static void kv_consider(const struct engine_seq *cand, const int32_t *tok,
 
 void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s)
 {
+	struct fs_local *l = fs_local(fm);
 	const struct engine_seq *best = NULL;
 	const int32_t *tok;
 	struct err err = { 0 };
@@ -136,8 +137,8 @@ void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s)
 	if (np < 2)
 		return;
 	for (i = 0; i < FS_KV_RECENT; i++)
-		kv_consider(fm->kv_recent[i], tok, np - 1, &best, &best_n);
-	for (struct fs_stream *a = fm->active; a; a = a->next)
+		kv_consider(l->kv_recent[i], tok, np - 1, &best, &best_n);
+	for (struct fs_stream *a = l->active; a; a = a->next)
 		kv_consider(a->seq, tok, np - 1, &best, &best_n);
 	pthread_mutex_lock(&fm->lock);
 	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next)
@@ -151,6 +152,7 @@ void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s)
 
 void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error)
 {
+	struct fs_local *l = fs_local(fm);
 	struct fs_session *ss = s->session;
 	struct engine_seq *old = NULL;
 	bool removed;
@@ -163,10 +165,10 @@ void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error)
 	engine_seq_reserve(s->seq, engine_seq_length(s->seq), NULL);
 	if (!kv_is_turn(s)) {
 		/* the oldest recent one makes room */
-		old = fm->kv_recent[FS_KV_RECENT - 1];
+		old = l->kv_recent[FS_KV_RECENT - 1];
 		for (i = FS_KV_RECENT - 1; i > 0; i--)
-			fm->kv_recent[i] = fm->kv_recent[i - 1];
-		fm->kv_recent[0] = s->seq;
+			l->kv_recent[i] = l->kv_recent[i - 1];
+		l->kv_recent[0] = s->seq;
 		s->seq = NULL;
 		engine_seq_free(old);
 		goto out;
@@ -209,9 +211,10 @@ out:
 static struct fs_stream *kv_waiting_holder(struct fs_model *fm,
 					   const struct fs_stream *except)
 {
+	struct fs_local *l = fs_local(fm);
 	struct fs_stream *last = NULL;
 
-	for (struct fs_stream *w = fm->kv_wait; w; w = w->next)
+	for (struct fs_stream *w = l->kv_wait; w; w = w->next)
 		if (w != except && w->seq && engine_seq_length(w->seq))
 			last = w;
 	return last;
@@ -219,15 +222,16 @@ static struct fs_stream *kv_waiting_holder(struct fs_model *fm,
 
 bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except)
 {
+	struct fs_local *l = fs_local(fm);
 	struct fs_session *lru = NULL;
 	struct engine_seq *seq = NULL;
 	struct fs_stream *w;
 	int i;
 
 	for (i = FS_KV_RECENT - 1; i >= 0; i--) {
-		if (fm->kv_recent[i]) {
-			engine_seq_free(fm->kv_recent[i]);
-			fm->kv_recent[i] = NULL;
+		if (l->kv_recent[i]) {
+			engine_seq_free(l->kv_recent[i]);
+			l->kv_recent[i] = NULL;
 			return true;
 		}
 	}
@@ -254,10 +258,11 @@ bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except)
 
 bool fs_kv_has_kept(struct fs_model *fm)
 {
+	struct fs_local *l = fs_local(fm);
 	unsigned i;
 
 	for (i = 0; i < FS_KV_RECENT; i++)
-		if (fm->kv_recent[i])
+		if (l->kv_recent[i])
 			return true;
 	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next)
 		if (ss->seq && engine_seq_length(ss->seq))
@@ -267,10 +272,11 @@ bool fs_kv_has_kept(struct fs_model *fm)
 
 void fs_kv_free_recent(struct fs_model *fm)
 {
+	struct fs_local *l = fs_local(fm);
 	unsigned i;
 
 	for (i = 0; i < FS_KV_RECENT; i++) {
-		engine_seq_free(fm->kv_recent[i]);
-		fm->kv_recent[i] = NULL;
+		engine_seq_free(l->kv_recent[i]);
+		l->kv_recent[i] = NULL;
 	}
 }

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "local.h"
 
 struct fs_chat_msg {
 	char *role, *content, *reasoning;

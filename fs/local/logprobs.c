@@ -15,7 +15,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "internal.h"
+#include "local.h"
 
 /* A UTF-8 character's length at s (n bytes left), 0 if not one. */
 static size_t logprobs_utf8(const unsigned char *s, size_t n)

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * The scheduler: one thread per model, the only thread that calls the
- * engine for it. It loads the model, then loops: run the queued jobs
- * (placement, kv, snapshots), start the submitted generations, and make one
- * step over all active ones: engine_generation_prepare() for each, one
+ * The local provider's scheduler: what the model's one thread (the core's
+ * loop, fs/model.c) runs for a local model, the only thread that calls
+ * the engine for it. It loads the model (fs_local_load), starts each
+ * submitted generation (fs_local_start), and makes one step over all
+ * active ones (fs_local_step): engine_generation_prepare() for each, one
  * engine_forward() over the batch, engine_generation_accept() for each.
  * One forward pass per step for every generation is what lets all of them
  * progress together; a generation submitted meanwhile joins at the next
@@ -21,7 +22,8 @@
  * is paused, the thread sleeps until a reader makes room.
  *
  * Idle after a load, it first merges the weights into huge pages, a step
- * at a time (sched_merge_step), then sleeps.
+ * at a time (fs_local_merge_step, the provider's background work), then
+ * the core sleeps.
  *
  * Every failure of a generation reaches its reader as EIO (ABI.md), its
  * reason as one errors line; an answer cut short by the unmount too.
@@ -32,8 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "store.h"
+#include "local.h"
+#include "../store.h"
 
 static void sched_progress(void *arg, uint64_t done, uint64_t total)
 {
@@ -149,6 +151,11 @@ static void sched_load(struct fs_model *fm)
 	int rc;
 
 	fm->load_start = fs_now();
+	fm->provider_data = calloc(1, sizeof(struct fs_local));
+	if (!fm->provider_data) {
+		sched_fail(fm, "load", "out of memory");
+		return;
+	}
 	/* a store's model it cannot give (a broken manifest, no blob) */
 	if (fm->item && fm->item->error) {
 		sched_fail(fm, "store", fm->item->error);
@@ -257,11 +264,12 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 
 /*
  * One turn at a time per session: true when s waits behind the turn its
- * session runs (in fm->turn_wait), false when s takes the session's turn
+ * session runs (in l->turn_wait), false when s takes the session's turn
  * or is no turn.
  */
 static bool sched_turn_wait(struct fs_model *fm, struct fs_stream *s)
 {
+	struct fs_local *l = fs_local(fm);
 	struct fs_stream **pp;
 	bool wait = false;
 
@@ -269,7 +277,7 @@ static bool sched_turn_wait(struct fs_model *fm, struct fs_stream *s)
 		return false;
 	pthread_mutex_lock(&fm->lock);
 	if (s->session->turn_active) {
-		for (pp = &fm->turn_wait; *pp; pp = &(*pp)->next)
+		for (pp = &l->turn_wait; *pp; pp = &(*pp)->next)
 			;
 		s->next = NULL;
 		*pp = s;
@@ -284,10 +292,11 @@ static bool sched_turn_wait(struct fs_model *fm, struct fs_stream *s)
 
 /*
  * s's turn ended: its session's next one goes first in the queue (not
- * at the unmount: the scheduler's end takes fm->turn_wait itself).
+ * at the unmount: the scheduler's end takes l->turn_wait itself).
  */
 static void sched_turn_next(struct fs_model *fm, struct fs_stream *s)
 {
+	struct fs_local *l = fs_local(fm);
 	struct fs_stream **pp, *next;
 
 	if (!s->turn_started)
@@ -295,7 +304,7 @@ static void sched_turn_next(struct fs_model *fm, struct fs_stream *s)
 	s->turn_started = false;
 	pthread_mutex_lock(&fm->lock);
 	s->session->turn_active = false;
-	for (pp = &fm->turn_wait; *pp && !fm->stop; pp = &(*pp)->next) {
+	for (pp = &l->turn_wait; *pp && !fm->stop; pp = &(*pp)->next) {
 		next = *pp;
 		if (next->session == s->session) {
 			*pp = next->next;
@@ -401,12 +410,13 @@ static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 /* s has its KV room: a prefix from elsewhere, and it runs. */
 static void sched_run(struct fs_model *fm, struct fs_stream *s)
 {
+	struct fs_local *l = fs_local(fm);
 	fs_kv_prefix(fm, s);
 	pthread_mutex_lock(&s->lock);
 	s->state = FS_STREAM_RUNNING;
 	pthread_mutex_unlock(&s->lock);
-	s->next = fm->active;
-	fm->active = s;
+	s->next = l->active;
+	l->active = s;
 }
 
 /*
@@ -416,12 +426,13 @@ static void sched_run(struct fs_model *fm, struct fs_stream *s)
  */
 static void sched_starved(struct fs_model *fm, bool starved)
 {
+	struct fs_local *l = fs_local(fm);
 	struct fs *fs = fm->fs;
 	bool was;
 
 	pthread_mutex_lock(&fm->lock);
-	was = fm->kv_starved;
-	fm->kv_starved = starved;
+	was = l->kv_starved;
+	l->kv_starved = starved;
 	pthread_mutex_unlock(&fm->lock);
 	if (starved && !was)
 		fs->budget_starved++;
@@ -450,16 +461,17 @@ static void sched_starved(struct fs_model *fm, bool starved)
  */
 static void sched_kv_admit(struct fs_model *fm)
 {
+	struct fs_local *l = fs_local(fm);
 	struct fs_stream *s;
 	struct err err = { 0 };
 	int rc;
 
-	while ((s = fm->kv_wait)) {
+	while ((s = l->kv_wait)) {
 		rc = fs_stream_cancelled(s) ? -ECANCELED :
 					      sched_reserve(fm, s, &err);
 		if (rc == -EAGAIN)
 			break;
-		fm->kv_wait = s->next;
+		l->kv_wait = s->next;
 		pthread_mutex_lock(&fm->lock);
 		fm->stats.kv_waiting--;
 		pthread_mutex_unlock(&fm->lock);
@@ -472,11 +484,12 @@ static void sched_kv_admit(struct fs_model *fm)
 		}
 		sched_run(fm, s);
 	}
-	sched_starved(fm, fm->kv_wait != NULL);
+	sched_starved(fm, l->kv_wait != NULL);
 }
 
 static void sched_start(struct fs_model *fm, struct fs_stream *s)
 {
+	struct fs_local *l = fs_local(fm);
 	struct engine_generate_options opt = {
 		.sampling = s->cfg.sampling,
 		.max_tokens = s->cfg.max_tokens,
@@ -534,9 +547,9 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		rc = -EIO;
 		goto out_end;
 	}
-	if (fm->kv_wait || (rc = sched_reserve(fm, s, &err)) == -EAGAIN) {
+	if (l->kv_wait || (rc = sched_reserve(fm, s, &err)) == -EAGAIN) {
 		/* the pool is promised to others: wait in line */
-		struct fs_stream **pp = &fm->kv_wait;
+		struct fs_stream **pp = &l->kv_wait;
 
 		while (*pp)
 			pp = &(*pp)->next;
@@ -560,13 +573,7 @@ out_end:
 	sched_end(fm, s, rc);
 }
 
-struct sched_batch {
-	struct engine_batch_item *items;
-	struct fs_stream **streams;
-	size_t cap;
-};
-
-static int sched_batch_grow(struct sched_batch *b)
+static int sched_batch_grow(struct fs_local_batch *b)
 {
 	size_t c = b->cap ? 2 * b->cap : 16;
 	void *p;
@@ -585,9 +592,10 @@ static int sched_batch_grow(struct sched_batch *b)
 
 static void sched_remove(struct fs_model *fm, struct fs_stream *s)
 {
+	struct fs_local *l = fs_local(fm);
 	struct fs_stream **pp;
 
-	for (pp = &fm->active; *pp != s; pp = &(*pp)->next)
+	for (pp = &l->active; *pp != s; pp = &(*pp)->next)
 		;
 	*pp = s->next;
 }
@@ -702,8 +710,8 @@ static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
 }
 
 /* Is s among the streams [from, n) of the batch? */
-static bool sched_in_batch(const struct sched_batch *b, size_t from, size_t n,
-			   const struct fs_stream *s)
+static bool sched_in_batch(const struct fs_local_batch *b, size_t from,
+			   size_t n, const struct fs_stream *s)
 {
 	for (size_t i = from; i < n; i++)
 		if (b->streams[i] == s)
@@ -712,14 +720,16 @@ static bool sched_in_batch(const struct sched_batch *b, size_t from, size_t n,
 }
 
 /* This step's prompt chunks, fewest tokens left first; returns new n. */
-static size_t sched_chunks(struct fs_model *fm, struct sched_batch *b, size_t n)
+static size_t sched_chunks(struct fs_model *fm, struct fs_local_batch *b,
+			   size_t n)
 {
+	struct fs_local *l = fs_local(fm);
 	size_t budget = fs_prefill_chunk(fm->fs), from = n, take, left;
 	struct fs_stream *s, *best;
 
 	while (budget) {
 		best = NULL;
-		for (s = fm->active; s; s = s->next)
+		for (s = l->active; s; s = s->next)
 			if (s->prefilling && !fs_stream_cancelled(s) &&
 			    !sched_in_batch(b, from, n, s) &&
 			    (!best || s->prefill.n_tokens - s->prefill_done <
@@ -758,8 +768,9 @@ static bool sched_chunk_done(struct fs_stream *s,
  * One forward pass over every active generation (a chunk of the prompts
  * being read); returns how many items it ran, 0 when all are paused.
  */
-static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
+static size_t sched_step(struct fs_model *fm, struct fs_local_batch *b)
 {
+	struct fs_local *l = fs_local(fm);
 	struct fs_stream **pp, *s;
 	struct err err = { 0 };
 	char out[4096];
@@ -767,7 +778,7 @@ static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 	bool ended;
 	int rc, frc;
 
-	for (pp = &fm->active; (s = *pp);) {
+	for (pp = &l->active; (s = *pp);) {
 		if (n == b->cap && sched_batch_grow(b))
 			break; /* the rest waits for the next step */
 		rc = sched_prepare(fm, s, &b->items[n], &ended);
@@ -824,22 +835,23 @@ static size_t sched_step(struct fs_model *fm, struct sched_batch *b)
 }
 
 /*
- * Nothing to run (under fm->lock): no jobs, no prompts, no active
- * generation or every one paused for its reader (idle) with no reader
- * having made room since (unpaused); no memory came back for what waits
- * for KV room; and no other model asked for memory that a kept cache of
- * this one could give.
+ * Nothing to run (under fm->lock): no active generation or every one
+ * paused for its reader at the last step (l->idle) with no reader having
+ * made room since; no memory came back for what waits for KV room; and no
+ * other model asked for memory that a kept cache of this one could give.
+ * (New prompts, jobs and the stop are the core's to see.)
  */
-static bool sched_nothing_to_do(struct fs_model *fm, bool idle,
-				uint64_t unpaused)
+bool fs_local_idle(struct fs_model *fm)
 {
-	if (fm->stop || fm->queue || fm->jobs)
+	struct fs_local *l = fs_local(fm);
+
+	if (!l)
+		return true; /* the load failed before its state was made */
+	if (l->active && !(l->idle && fm->unpaused == l->unpaused))
 		return false;
-	if (fm->active && !(idle && fm->unpaused == unpaused))
+	if (l->kv_wait && fm->budget_kicks != l->kicks_seen)
 		return false;
-	if (fm->kv_wait && fm->budget_kicks != fm->kicks_seen)
-		return false;
-	return fm->kv_wait || fm->fs->budget_pressure == fm->pressure_seen ||
+	return l->kv_wait || fm->fs->budget_pressure == l->pressure_seen ||
 	       !fs_kv_has_kept(fm);
 }
 
@@ -854,11 +866,13 @@ static bool sched_nothing_to_do(struct fs_model *fm, bool idle,
  * arriving waits one step at most; on the one thread that moves tensors,
  * so the regions hold still. false once there is nothing left.
  */
-static bool sched_merge_step(struct fs_model *fm)
+bool fs_local_merge_step(struct fs_model *fm)
 {
 	size_t merged;
 	int more;
 
+	if (!fm->m)
+		return false; /* the load failed: nothing to merge */
 	pthread_rwlock_rdlock(&fm->weights_lock);
 	more = engine_model_merge_step(fm->m, SCHED_MERGE_STEP, &merged);
 	pthread_rwlock_unlock(&fm->weights_lock);
@@ -871,89 +885,70 @@ static bool sched_merge_step(struct fs_model *fm)
 	return more > 0;
 }
 
-static void sched_jobs(struct fs_model *fm, struct fs_job *jobs, bool cancel)
+void fs_local_load(struct fs_model *fm)
 {
-	while (jobs) {
-		struct fs_job *job = jobs;
-
-		jobs = job->next;
-		fs_errors_uid = fuse_req_ctx(job->req)->uid;
-		job->run(fm, job, cancel || fm->state != FS_MODEL_READY);
-	}
-}
-
-void *fs_sched_main(void *arg)
-{
-	struct fs_model *fm = arg;
-	struct sched_batch batch = { 0 };
-	struct fs_stream *queue, *s;
-	struct fs_job *jobs;
-	uint64_t unpaused = 0, pressure;
-	unsigned cut = 0;
-	bool idle = false, merging;
-
 	sched_load(fm);
-	merging = fm->m != NULL;
-	if (merging) {
+	if (fm->m) {
 		pthread_mutex_lock(&fm->lock);
 		fm->merge_state = "merging";
 		pthread_mutex_unlock(&fm->lock);
 	}
-	for (;;) {
-		pthread_mutex_lock(&fm->lock);
-		if (merging && sched_nothing_to_do(fm, idle, unpaused)) {
-			pthread_mutex_unlock(&fm->lock);
-			merging = sched_merge_step(fm);
-			continue;
-		}
-		while (sched_nothing_to_do(fm, idle, unpaused))
-			pthread_cond_wait(&fm->wake, &fm->lock);
-		unpaused = fm->unpaused;
-		fm->kicks_seen = fm->budget_kicks;
-		pressure = fm->fs->budget_pressure;
-		queue = fm->queue;
-		jobs = fm->jobs;
-		fm->queue = NULL;
-		fm->jobs = NULL;
-		pthread_mutex_unlock(&fm->lock);
-		if (fm->stop)
-			break;
-		if (pressure != fm->pressure_seen) {
-			/* another model waits for memory: one kept cache goes */
-			fm->pressure_seen = pressure;
-			if (!fm->kv_wait)
-				fs_kv_drop_one(fm, NULL);
-		}
-		sched_jobs(fm, jobs, false);
-		while ((s = queue)) {
-			queue = s->next;
-			fs_errors_uid = s->uid;
-			sched_start(fm, s);
-		}
-		if (fm->kv_wait)
-			sched_kv_admit(fm);
-		idle = fm->active && !sched_step(fm, &batch);
-	}
-	/*
-	 * Unmount: what is in flight ends now. A reader still there gets
-	 * EIO, never an EOF that would pass for the whole answer.
-	 */
-	fs_errors_uid = FS_UID_DAEMON;
-	sched_jobs(fm, jobs, true);
-	while ((s = queue)) {
-		queue = s->next;
-		cut += !fs_stream_cancelled(s);
+}
+
+void fs_local_start(struct fs_model *fm, struct fs_stream *s)
+{
+	if (!fs_local(fm)) {
+		/* the load failed before its state was made: its line says why */
 		fs_stream_finish(s, -EIO);
-		fs_stream_cancel(s);
-		sched_start(fm, s);
+		fs_stream_put(s);
+		return;
 	}
-	while ((s = fm->active)) {
-		fm->active = s->next;
+	sched_start(fm, s);
+}
+
+/*
+ * What the budget asked since the last step (a kept cache dropped for
+ * another model), what waited for KV room, then one forward pass.
+ */
+void fs_local_step(struct fs_model *fm)
+{
+	struct fs_local *l = fs_local(fm);
+	uint64_t pressure;
+
+	if (!l)
+		return;
+	pthread_mutex_lock(&fm->lock);
+	l->unpaused = fm->unpaused;
+	l->kicks_seen = fm->budget_kicks;
+	pressure = fm->fs->budget_pressure;
+	pthread_mutex_unlock(&fm->lock);
+	if (pressure != l->pressure_seen) {
+		/* another model waits for memory: one kept cache goes */
+		l->pressure_seen = pressure;
+		if (!l->kv_wait)
+			fs_kv_drop_one(fm, NULL);
+	}
+	if (l->kv_wait)
+		sched_kv_admit(fm);
+	l->idle = l->active && !sched_step(fm, &l->batch);
+}
+
+/* The unmount: every generation it runs or holds ends. */
+unsigned fs_local_cancel(struct fs_model *fm)
+{
+	struct fs_local *l = fs_local(fm);
+	struct fs_stream *s, *queue;
+	unsigned cut = 0;
+
+	if (!l)
+		return 0;
+	while ((s = l->active)) {
+		l->active = s->next;
 		cut += !fs_stream_cancelled(s);
 		sched_end(fm, s, fs_stream_cancelled(s) ? -ECANCELED : -EIO);
 	}
-	while ((s = fm->kv_wait)) {
-		fm->kv_wait = s->next;
+	while ((s = l->kv_wait)) {
+		l->kv_wait = s->next;
 		pthread_mutex_lock(&fm->lock);
 		fm->stats.kv_waiting--;
 		pthread_mutex_unlock(&fm->lock);
@@ -963,8 +958,8 @@ void *fs_sched_main(void *arg)
 	sched_starved(fm, false);
 	/* the session turns that waited: every turn before them ended */
 	pthread_mutex_lock(&fm->lock);
-	queue = fm->turn_wait;
-	fm->turn_wait = NULL;
+	queue = l->turn_wait;
+	l->turn_wait = NULL;
 	pthread_mutex_unlock(&fm->lock);
 	while ((s = queue)) {
 		queue = s->next;
@@ -974,12 +969,8 @@ void *fs_sched_main(void *arg)
 		sched_start(fm, s);
 	}
 	fs_kv_free_recent(fm);
-	if (cut)
-		fs_errors_add(&fm->errors,
-			      "generate: %u answers cut short by "
-			      "the unmount (their readers get EIO)",
-			      cut);
-	free(batch.items);
-	free(batch.streams);
-	return NULL;
+	free(l->batch.items);
+	free(l->batch.streams);
+	l->batch = (struct fs_local_batch){ 0 };
+	return cut;
 }

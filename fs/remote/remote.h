@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The remote provider's insides, shared by remote.c (the server, its
- * thread, info) and remote_req.c (one HTTP request: its JSON body, the
+ * thread, info) and request.c (one HTTP request: its JSON body, the
  * server-sent events of its answer, its end). Nothing outside these two
  * files includes this header; fs/ sees only fs_provider_remote.
  *
@@ -15,7 +15,7 @@
 
 #include <curl/curl.h>
 
-#include "internal.h"
+#include "../internal.h"
 
 /* Seconds without a byte from the server before a request fails. */
 #define REMOTE_TIMEOUT_DEFAULT 60.0
@@ -31,10 +31,11 @@ struct remote {
 	char *key;	/* the API key (Bearer), or NULL; never shown */
 	char *ca_file;	/* ca_file=PATH: the CAs https trusts, or NULL */
 	double timeout; /* seconds, timeout=S */
-	CURLM *multi;	/* the serve thread's own; wake reads it */
+	CURLM *multi;	/* the model thread's own; wake reads it */
 	pthread_mutex_t wake_lock; /* multi's lifetime vs remote_wake; a
 				      leaf lock, taken under any other */
-	struct remote_req *reqs;   /* in flight; the serve thread's own */
+	struct remote_req *reqs;   /* in flight; the model thread's own */
+	struct fs_stream *held;	   /* taken while the probe runs; its own */
 	unsigned n_probe;	   /* probes in flight */
 	double probe_at;	   /* fs_now() of the last probe */
 
@@ -75,7 +76,7 @@ struct remote_req {
 };
 
 /*
- * remote_req.c. remote_req_new() makes the request of a stream (s) or a
+ * request.c. remote_req_new() makes the request of a stream (s) or a
  * probe (s NULL), adds it to r->multi and to r->reqs; it returns 0 or a
  * negative errno (then s is not taken and the caller ends it).
  */

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "local.h"
 
 void fs_embed_output(struct fs_model *fm, struct fs_stream *s)
 {

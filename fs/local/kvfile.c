@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "local.h"
 
 /* ggml's order of the -ctk/-ctv types */
 static const char *const kv_names[] = {
@@ -81,6 +81,7 @@ static int kv_text_pairs(struct fs_model *fm, struct fs_buf *b,
 
 int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 {
+	struct fs_local *l = fs_local(fm);
 	const struct engine_model_info *in = fm->info;
 	struct engine_kv_stats st;
 	uint64_t bpt;
@@ -89,7 +90,7 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 
 	engine_kv_stats(fm->ctx, &st);
 	bpt = st.k_bytes_per_token + st.v_bytes_per_token;
-	for (struct fs_stream *s = fm->active; s; s = s->next)
+	for (struct fs_stream *s = l->active; s; s = s->next)
 		n++;
 	rc = fs_buf_printf(
 		b,
@@ -118,7 +119,7 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 	 * Whose a sequence is, only to its own uid (and root): a process
 	 * session id of another user is a key to hunt for.
 	 */
-	for (struct fs_stream *s = fm->active; s && !rc; s = s->next) {
+	for (struct fs_stream *s = l->active; s && !rc; s = s->next) {
 		pthread_mutex_lock(&s->lock);
 		if (uid && uid != s->uid)
 			rc = fs_buf_printf(b, "sequence %llu other %u/%u\n",

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "local.h"
 
 /* The model's identity: the SHA-256 of its (first) file, made if need be. */
 static int snap_model_digest(struct fs_model *fm,
