@@ -283,5 +283,24 @@ same "$WORK/server" "$WORK/after" "the mount still answers after the faults"
 check "the metrics have the remote model" \
 	grep -q 'llmfs_requests_total{model="q"}' "$MNT/metrics"
 unmount_llmfs
+
+# 11. An answer cut short by the unmount is EIO, as for a local model (one
+# loop ends every provider's streams: fs.md, "Provider interface"), never
+# an EOF that would pass for the whole answer.
+mount_llmfs --remote "stall=http://127.0.0.1:$STALLPORT,timeout=60"
+$CLIENT read "$MNT/stall/generate" "$P" > "$WORK/cut" &
+reader=$!
+submitted() { grep -qx 'requests 1' "$MNT/stall/stats"; }
+check "the stalled request is submitted" wait_for 30 submitted
+kill -TERM "$PID"
+wait_for 60 gone $reader || kill -9 $reader
+wait $reader
+check "SIGTERM mid-request: the reader gets EIO ($(cat "$WORK/cut"))" \
+	[ "$(cut -d' ' -f2 "$WORK/cut")" = EIO ]
+wait_for 60 gone "$PID" || kill -9 "$PID"
+wait "$PID"
+rc=$?
+PID=
+check "the daemon exits 0 after SIGTERM (got $rc)" [ "$rc" = 0 ]
 stop_servers
 finish
