@@ -24,7 +24,8 @@
  *   budget.c   the daemon's one memory budget, shared by every model
  *   release.c  when a prompt is submitted: the releases in flight
  *   buf.c      growable byte buffers; sha256.c the info file's digest
- *   mount.c    argv, mount, signals, unmount (fs_main)
+ *   mount_args.c argv: options, -o lists, sources (mount.h)
+ *   mount.c    the daemon: models, mount, signals, unmount (fs_main)
  *   progress.c the load bar of `llmfs -f` on a terminal
  *   store*.c   models of other tools' stores (Ollama, Hugging Face, LM
  *              Studio, llama.cpp), watched with inotify (store.h)
