@@ -320,10 +320,19 @@ static void prompt_poll(struct fs *fs, fuse_req_t req, struct fs_handle *h,
 	fs_stream_put(s);
 }
 
+static int prompt_flush(struct fs *fs, fuse_req_t req, struct fs_handle *h)
+{
+	/*
+	 * A close(2) while other processes still hold the description
+	 * (`{ cat a; cat b; } > generate`) does not end the prompt; the
+	 * release does (prompt_release).
+	 */
+	return 0;
+}
+
 /*
  * The description's last close: a write-only descriptor's prompt is
- * submitted now (a close while other processes still hold the
- * description, `{ cat a; cat b; } > generate`, does not end it).
+ * submitted now.
  */
 static void prompt_release(struct fs *fs, struct fs_handle *h)
 {
@@ -335,6 +344,7 @@ static void prompt_release(struct fs *fs, struct fs_handle *h)
 const struct fs_file_ops fs_file_prompt = {
 	.read = prompt_read,
 	.write = prompt_write,
+	.flush = prompt_flush,
 	.poll = prompt_poll,
 	.release = prompt_release,
 };
