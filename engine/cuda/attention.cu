@@ -7,7 +7,8 @@
  * layer, the K rows of its positions and then their V rows; a sequence
  * is a row of block ids (struct cuda_kv's tables), so sequences grow,
  * share nothing and are freed block by block, and a block's bytes are
- * the CPU's for the same types.
+ * the CPU's for the same types. The engine's backend (cuda/backend.c)
+ * gives each block's rows by address instead (k_blocks, v_blocks).
  *
  * kv_store: rows of K and V (floats) into the cache at their sequence's
  * position, converted to the cache's types (F16, BF16, F32, or Q8_0
@@ -75,12 +76,20 @@ __device__ __forceinline__ const uint8_t *kv_block(const cuda_kv_args &kv,
 __device__ __forceinline__ const uint8_t *kv_k_row(const cuda_kv_args &kv,
 						   int32_t seq, int32_t p)
 {
+	if (kv.k_blocks)
+		return kv.k_blocks[(uint64_t)seq * kv.max_blocks +
+				   p / CUDA_KV_BLOCK] +
+		       (uint64_t)(p % CUDA_KV_BLOCK) * kv.k_row;
 	return kv_block(kv, seq, p) + (uint64_t)(p % CUDA_KV_BLOCK) * kv.k_row;
 }
 
 __device__ __forceinline__ const uint8_t *kv_v_row(const cuda_kv_args &kv,
 						   int32_t seq, int32_t p)
 {
+	if (kv.v_blocks)
+		return kv.v_blocks[(uint64_t)seq * kv.max_blocks +
+				   p / CUDA_KV_BLOCK] +
+		       (uint64_t)(p % CUDA_KV_BLOCK) * kv.v_row;
 	return kv_block(kv, seq, p) + (uint64_t)CUDA_KV_BLOCK * kv.k_row +
 	       (uint64_t)(p % CUDA_KV_BLOCK) * kv.v_row;
 }

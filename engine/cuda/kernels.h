@@ -92,6 +92,8 @@ struct cuda_kv_args {
 	uint64_t k_row, v_row;
 	const int32_t *tables;
 	uint32_t max_blocks;
+	/* or a block's K and V rows by address (struct cuda_kv) */
+	const uint8_t *const *k_blocks, *const *v_blocks;
 	uint32_t type_k, type_v, n_head_kv, head_dim, head_dim_v;
 };
 

@@ -184,6 +184,19 @@ static int mod_copy(struct cuda_dev *d, void *dst, const void *src, size_t n,
 			  "copy on the GPU", err);
 }
 
+static int mod_copy_any(struct cuda_dev *d, void *dst, const void *src,
+			size_t n, struct err *err)
+{
+	int ret;
+
+	cudaSetDevice(d->index);
+	if ((ret = cuda_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault,
+					      d->stream),
+			      "copy", err)))
+		return ret;
+	return cuda_check(cudaStreamSynchronize(d->stream), "copy", err);
+}
+
 static int mod_memset(struct cuda_dev *d, void *p, int byte, size_t n,
 		      struct err *err)
 {
@@ -472,11 +485,19 @@ static bool mod_kv_args(const struct cuda_kv *kv, uint32_t il, cuda_kv_args *a)
 	a->v_row = kv->v_row;
 	a->tables = kv->tables;
 	a->max_blocks = kv->max_blocks;
+	a->k_blocks = kv->k_blocks;
+	a->v_blocks = kv->v_blocks;
 	a->type_k = kv->type_k;
 	a->type_v = kv->type_v;
 	a->n_head_kv = kv->n_head_kv;
 	a->head_dim = kv->head_dim;
 	a->head_dim_v = kv->head_dim_v;
+	if (kv->k_blocks || kv->v_blocks) {
+		a->layer_off = 0; /* the tables point into the layer */
+		return kv->k_blocks && kv->v_blocks && kv->max_blocks &&
+		       k_kv_types_ok(kv->type_k, kv->type_v, kv->head_dim,
+				     kv->head_dim_v);
+	}
 	return k_kv_types_ok(kv->type_k, kv->type_v, kv->head_dim,
 			     kv->head_dim_v) &&
 	       a->layer_off + CUDA_KV_BLOCK * (kv->k_row + kv->v_row) <=
@@ -576,6 +597,7 @@ static const struct cuda_api mod_api = {
 	.copy_in = mod_copy_in,
 	.copy_out = mod_copy_out,
 	.copy = mod_copy,
+	.copy_any = mod_copy_any,
 	.memset = mod_memset,
 	.synchronize = mod_synchronize,
 	.host_alloc = mod_host_alloc,

@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever the table below changes: the loader refuses others. */
-#define LLMFS_CUDA_ABI 1
+#define LLMFS_CUDA_ABI 2
 
 /* Positions per block of the paged KV cache (engine/kv.h's, too). */
 #define CUDA_KV_BLOCK 64
@@ -103,6 +103,12 @@ struct cuda_matmul {
  * block b at pool + b * block_bytes. Sequence s's position p is in block
  * tables[s * max_blocks + p / CUDA_KV_BLOCK]. Types: F16, BF16, F32,
  * Q8_0, K and V apart.
+ *
+ * Or, where k_blocks is set (the engine's KV pool, whose blocks are
+ * allocations of their own, engine/kv_pool.h): the K rows of block
+ * (s, b) of the layer asked for start at k_blocks[s * max_blocks + b],
+ * its V rows at v_blocks[s * max_blocks + b] (both tables in device
+ * memory); pool, block_bytes and tables are then unused.
  */
 struct cuda_kv {
 	uint8_t *pool;
@@ -112,6 +118,7 @@ struct cuda_kv {
 	uint32_t n_head_kv, head_dim, head_dim_v;
 	const int32_t *tables;
 	uint32_t max_blocks;
+	const uint8_t *const *k_blocks, *const *v_blocks;
 };
 
 /* ---- a model on the device (step.cu) ---- */
@@ -208,6 +215,13 @@ struct cuda_api {
 	/* device -> device, enqueued */
 	int (*copy)(struct cuda_dev *d, void *dst, const void *src, size_t n,
 		    struct err *err);
+	/*
+	 * n bytes between any two places, host or device (the runtime tells
+	 * them apart: cudaMemcpyDefault), blocking: the engine's weights
+	 * copy, which does not say the direction.
+	 */
+	int (*copy_any)(struct cuda_dev *d, void *dst, const void *src,
+			size_t n, struct err *err);
 	int (*memset)(struct cuda_dev *d, void *p, int byte, size_t n,
 		      struct err *err);
 	int (*synchronize)(struct cuda_dev *d, struct err *err);
