@@ -5,8 +5,9 @@
  * the weights placed on it. The host's devices ("cpu" and each "numaN")
  * are the CPU backend's, their memory io/'s; "ref0", the scalar
  * reference backend with memory of its own, exists where
- * LLMFS_REF_DEVICE=1 (tests). A device kind without a backend in this
- * build is refused by name.
+ * LLMFS_REF_DEVICE=1 (tests); "gpuN", the CUDA backend with VRAM, where
+ * the CUDA module loads and opens GPU N (cuda/cuda_backend.h). A device
+ * kind without a backend in this build is refused by name.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,49 +15,88 @@
 
 #include "backend.h"
 #include "cpu/cpu_backend.h"
+#include "cuda/cuda_backend.h"
 #include "ref/ref_backend.h"
 
-static bool backend_ref_enabled(void)
+/* ---- the table's shape for the backends whose calls name no device ---- */
+
+static bool backend_ref_enabled(const char *device)
 {
 	const char *e = getenv("LLMFS_REF_DEVICE");
 
-	return e && !strcmp(e, "1");
+	return e && !strcmp(e, "1") && !strcmp(device, "ref0");
+}
+
+static int backend_cpu_new(struct engine_backend **out, const char *device,
+			   uint32_t threads, struct err *err)
+{
+	return cpu_backend_new(out, threads, err);
+}
+
+static int backend_ref_new(struct engine_backend **out, const char *device,
+			   uint32_t threads, struct err *err)
+{
+	return ref_backend_new(out, threads, err);
+}
+
+static void *backend_ref_alloc(const char *device, size_t bytes)
+{
+	return ref_backend_alloc(bytes);
+}
+
+static void backend_ref_free(const char *device, void *p)
+{
+	ref_backend_free(p);
+}
+
+static void backend_ref_copy(const char *device, void *dst, const void *src,
+			     size_t bytes)
+{
+	ref_backend_copy(dst, src, bytes);
 }
 
 static const struct backend_kind {
-	const char *prefix;    /* "numa" matches numa0, numa1, ... */
-	bool host;	       /* its memory is the host's: io/ holds weights */
-	bool (*enabled)(void); /* NULL: always there */
-	int (*create)(struct engine_backend **out, uint32_t threads,
-		      struct err *err);
+	const char *prefix; /* "numa" matches numa0, numa1, ... */
+	bool host;	    /* its memory is the host's: io/ holds weights */
+	/* whether this device (of the prefix) is there; NULL: always */
+	bool (*enabled)(const char *device);
+	int (*create)(struct engine_backend **out, const char *device,
+		      uint32_t threads, struct err *err);
 	/* the backend's own layout of weights, made at load; or NULL */
 	int (*pack)(struct engine_backend *be, const struct engine_tensor *w);
 	uint32_t layout; /* the io_placement.layout pack writes */
 	void (*packed_read)(const struct io_gguf_tensor *t, const void *data,
 			    uint64_t off, size_t size, void *buf);
 	/* a device's own memory for the weights placed on it (not host) */
-	void *(*alloc)(size_t bytes);
-	void (*free)(void *p);
-	void (*copy)(void *dst, const void *src, size_t bytes);
+	void *(*alloc)(const char *device, size_t bytes);
+	void (*free)(const char *device, void *p);
+	void (*copy)(const char *device, void *dst, const void *src,
+		     size_t bytes);
 } backend_kinds[] = {
 	{ .prefix = "cpu",
 	  .host = true,
-	  .create = cpu_backend_new,
+	  .create = backend_cpu_new,
 	  .pack = cpu_backend_pack,
 	  .layout = CPU_BACKEND_LAYOUT,
 	  .packed_read = cpu_backend_packed_read },
 	{ .prefix = "numa",
 	  .host = true,
-	  .create = cpu_backend_new,
+	  .create = backend_cpu_new,
 	  .pack = cpu_backend_pack,
 	  .layout = CPU_BACKEND_LAYOUT,
 	  .packed_read = cpu_backend_packed_read },
 	{ .prefix = "ref",
 	  .enabled = backend_ref_enabled,
-	  .create = ref_backend_new,
-	  .alloc = ref_backend_alloc,
-	  .free = ref_backend_free,
-	  .copy = ref_backend_copy },
+	  .create = backend_ref_new,
+	  .alloc = backend_ref_alloc,
+	  .free = backend_ref_free,
+	  .copy = backend_ref_copy },
+	{ .prefix = "gpu",
+	  .enabled = cuda_backend_present,
+	  .create = cuda_backend_new,
+	  .alloc = cuda_backend_weights_alloc,
+	  .free = cuda_backend_weights_free,
+	  .copy = cuda_backend_weights_copy },
 };
 
 #define BACKEND_KINDS (sizeof(backend_kinds) / sizeof(backend_kinds[0]))
@@ -69,7 +109,7 @@ static const struct backend_kind *backend_kind_of(const char *device)
 		const struct backend_kind *k = &backend_kinds[i];
 
 		if (!strncmp(device, k->prefix, strlen(k->prefix)))
-			return !k->enabled || k->enabled() ? k : NULL;
+			return !k->enabled || k->enabled(device) ? k : NULL;
 	}
 	return NULL;
 }
@@ -83,7 +123,7 @@ int engine_backend_new(struct engine_backend **out, const char *device,
 	if (!k)
 		return err_set(err, ENODEV,
 			       "no backend computes on device '%.32s'", device);
-	return k->create(out, threads, err);
+	return k->create(out, device, threads, err);
 }
 
 void engine_backend_free(struct engine_backend *be)
@@ -140,7 +180,7 @@ void *engine_backend_weights_alloc(const char *device, size_t bytes)
 {
 	const struct backend_kind *k = backend_kind_of(device);
 
-	return k && !k->host ? k->alloc(bytes) : NULL;
+	return k && !k->host ? k->alloc(device, bytes) : NULL;
 }
 
 void engine_backend_weights_free(const char *device, void *p)
@@ -148,7 +188,7 @@ void engine_backend_weights_free(const char *device, void *p)
 	const struct backend_kind *k = backend_kind_of(device);
 
 	if (k && !k->host && p)
-		k->free(p);
+		k->free(device, p);
 }
 
 void engine_backend_weights_copy(const char *device, void *dst, const void *src,
@@ -157,7 +197,7 @@ void engine_backend_weights_copy(const char *device, void *dst, const void *src,
 	const struct backend_kind *k = backend_kind_of(device);
 
 	if (k && !k->host)
-		k->copy(dst, src, bytes);
+		k->copy(device, dst, src, bytes);
 	else
 		memcpy(dst, src, bytes);
 }

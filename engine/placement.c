@@ -32,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "context.h"
 #include "model.h"
+#include "quant/quant.h"
 
 /* A growing text buffer; on allocation failure it stops growing. */
 struct place_buf {
@@ -344,6 +346,52 @@ static int place_auto(struct engine_ctx *ctx, struct err *err)
 		m, plan.gpu, plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM, err);
 }
 
+/*
+ * -ENOTSUP (naming the tensor or the cache types) unless the backend of
+ * device, where it has memory of its own (a GPU), computes with the
+ * type of every matrix of idx and attends over the context's cache
+ * types: the move would leave the pass with ops it cannot run.
+ */
+static int place_check_backend(struct engine_ctx *ctx, const uint64_t *idx,
+			       uint64_t n, const char *device, struct err *err)
+{
+	struct engine_model *m = engine_ctx_model(ctx);
+	const struct io_gguf *g = engine_model_gguf(m);
+	const struct engine_backend *be;
+	uint32_t b, tk, tv;
+	uint64_t k;
+	int rc;
+
+	if (engine_backend_device_is_host(device) ||
+	    !engine_backend_device_known(device))
+		return 0;
+	if ((rc = engine_ctx_backend(ctx, device, &b, err)))
+		return rc;
+	be = ctx->backends[b];
+	for (k = 0; k < n; k++) {
+		const struct io_gguf_tensor *t = &g->tensors[idx[k]];
+
+		if ((t->ne[1] > 1 &&
+		     !be->iface->supports(be, ENGINE_OP_MATMUL, t->type)) ||
+		    (t == m->tok_embd.info &&
+		     !be->iface->supports(be, ENGINE_OP_GET_ROWS, t->type)))
+			return err_set(
+				err, ENOTSUP,
+				"%s (%s): the %s backend of %s does not compute with its type",
+				t->name, quant_type_name(t->type),
+				be->iface->name, device);
+	}
+	engine_kv_pool_types(ctx->kv, &tk, &tv);
+	if (!be->iface->supports(be, ENGINE_OP_ATTENTION, tk) ||
+	    !be->iface->supports(be, ENGINE_OP_ATTENTION, tv))
+		return err_set(
+			err, ENOTSUP,
+			"KV cache types %s/%s: the %s backend of %s does not attend over them",
+			engine_kv_type_name(tk), engine_kv_type_name(tv),
+			be->iface->name, device);
+	return 0;
+}
+
 int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 			   struct err *err)
 {
@@ -373,7 +421,9 @@ int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 		rc = err_set(err, EINVAL, "no tensor matches '%.60s'", sel);
 		goto out_free;
 	}
-	rc = engine_weights_move(m, idx, n, dev, err);
+	rc = place_check_backend(ctx, idx, n, dev, err);
+	if (!rc)
+		rc = engine_weights_move(m, idx, n, dev, err);
 out_free:
 	free(idx);
 	return rc < 0 ? rc : 0;

@@ -131,6 +131,8 @@ int engine_gpu_probe(struct io_device_set *set, struct err *err)
 		if (set->n == IO_DEVICE_MAX)
 			return err_set(err, ENOSPC, "more than %d devices",
 				       IO_DEVICE_MAX);
+		/* the CUDA backend (backend.c) computes on what the probe found */
+		found.dev[i].compute = true;
 		set->dev[set->n++] = found.dev[i];
 		n++;
 	}

@@ -1,0 +1,874 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CUDA backend (cuda_backend.h): engine/backend.h's table over the
+ * CUDA module's ops (module.h), so that the forward pass, `placement`
+ * and the KV pool reach a GPU as they reach the CPU or ref0.
+ *
+ * Memory. Everything a pass reads or writes on "gpuN" is VRAM: the
+ * weights placed there (cuda_backend_weights_*, through a device handle
+ * kept for the process), the pass's buffers and the KV pool's blocks
+ * (alloc), the work memory of the ops (the module's scratch). Each
+ * backend opens its own handle on the device (a stream and a scratch of
+ * its own), so that contexts computing at once on one GPU do not share
+ * work memory.
+ *
+ * Ops. Each op of the table is one call of the module per run of
+ * consecutive rows (a pass's rows are 0..n-1 but for the last layer's
+ * rows that want logits, so a run is usually the whole batch). What the
+ * table gives as host memory (tokens, positions, K/V slots, sequences)
+ * is copied into a parameter area in VRAM with the call: block tables
+ * of device addresses, as the engine's KV pool keeps each block of each
+ * layer apart (the module's k_blocks/v_blocks). Activations stay floats
+ * (vec_dot_type is F32): the module quantizes them for its kernels as
+ * the CPU does (Q8_1 for the legacy quants, Q8_K for the K-quants).
+ *
+ * Errors. The table's ops cannot return one; a failing call of the
+ * module (a launch error, no room for the parameters) is said once on
+ * stderr, kept as the backend's first error, and the pass computes
+ * garbage from there (Documentation/gpu.md, "Missing").
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kv.h"
+#include "cuda_backend.h"
+#include "loader.h"
+
+#define CB_DEVICES 16
+
+struct cuda_backend {
+	const struct cuda_api *api;
+	struct cuda_dev *dev;	  /* this backend's own handle */
+	struct engine_hparams hp; /* of the model, from reserve */
+	uint8_t *param;		  /* VRAM: the lists an op takes */
+	size_t param_cap;
+	uint8_t *host; /* where they are built first */
+	size_t host_cap;
+	float *rope_ff; /* VRAM: rope's frequency factors */
+	uint32_t rope_ff_cap;
+	bool rope_ff_set; /* the model has them */
+	struct err err;	  /* the first failure, if any */
+};
+
+/* ---- devices and the weights' memory ------------------------------------ */
+
+/* The device handles the weights' memory goes through, per GPU index. */
+static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cuda_dev *cb_devs[CB_DEVICES];
+static signed char cb_state[CB_DEVICES]; /* 0: untried, 1: open, -1: none */
+
+/* N of "gpuN", or -1 */
+static int cb_index(const char *device)
+{
+	char *end;
+	long i;
+
+	if (strncmp(device, "gpu", 3) || device[3] < '0' || device[3] > '9')
+		return -1;
+	i = strtol(device + 3, &end, 10);
+	return *end || i >= CB_DEVICES ? -1 : (int)i;
+}
+
+/* device's shared handle (opened on first use), or NULL */
+static struct cuda_dev *cb_shared(const char *device,
+				  const struct cuda_api **api)
+{
+	const int i = cb_index(device);
+	struct cuda_dev *d = NULL;
+
+	*api = engine_cuda_api(NULL);
+	if (i < 0 || !*api)
+		return NULL;
+	pthread_mutex_lock(&cb_lock);
+	if (!cb_state[i])
+		cb_state[i] = (*api)->open(&cb_devs[i], i, NULL) ? -1 : 1;
+	if (cb_state[i] > 0)
+		d = cb_devs[i];
+	pthread_mutex_unlock(&cb_lock);
+	return d;
+}
+
+bool cuda_backend_present(const char *device)
+{
+	const struct cuda_api *api;
+
+	return cb_shared(device, &api) != NULL;
+}
+
+void *cuda_backend_weights_alloc(const char *device, size_t bytes)
+{
+	const struct cuda_api *api;
+	struct cuda_dev *d = cb_shared(device, &api);
+	void *p = NULL;
+
+	if (!d || api->alloc(d, &p, bytes, NULL))
+		return NULL;
+	return p;
+}
+
+void cuda_backend_weights_free(const char *device, void *p)
+{
+	const struct cuda_api *api;
+	struct cuda_dev *d = cb_shared(device, &api);
+
+	if (d)
+		api->free(d, p);
+}
+
+void cuda_backend_weights_copy(const char *device, void *dst, const void *src,
+			       size_t bytes)
+{
+	const struct cuda_api *api;
+	struct cuda_dev *d = cb_shared(device, &api);
+	struct err err = { 0 };
+
+	if (d && api->copy_any(d, dst, src, bytes, &err))
+		fprintf(stderr, "llmfs: %s: %s\n", device, err.msg);
+}
+
+/* ---- errors and parameters ---------------------------------------------- */
+
+/* Keep and say a failed call's error (the first one only). */
+static void cb_check(struct engine_backend *be, int ret, const struct err *e)
+{
+	struct cuda_backend *cb = be->ctx;
+
+	if (!ret || cb->err.code)
+		return;
+	cb->err = *e;
+	if (!cb->err.code)
+		cb->err.code = -ret;
+	fprintf(stderr, "llmfs: %s: %s\n", be->dev.name, e->msg);
+}
+
+/*
+ * The host staging area and the VRAM parameter area, both of at least
+ * bytes; the host one's contents are kept. 0, or -ENOMEM (kept).
+ */
+static int cb_room(struct engine_backend *be, size_t bytes)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+	void *p = NULL;
+	int ret;
+
+	bytes = (bytes + 4095) & ~(size_t)4095;
+	if (bytes > cb->host_cap) {
+		p = realloc(cb->host, bytes);
+		if (!p) {
+			err_set(&err, ENOMEM, "out of memory");
+			cb_check(be, -ENOMEM, &err);
+			return -ENOMEM;
+		}
+		cb->host = p;
+		cb->host_cap = bytes;
+	}
+	if (bytes <= cb->param_cap)
+		return 0;
+	/* free waits for the device: no queued op still reads the old area */
+	cb->api->free(cb->dev, cb->param);
+	cb->param = NULL;
+	cb->param_cap = 0;
+	if ((ret = cb->api->alloc(cb->dev, &p, bytes, &err))) {
+		cb_check(be, ret, &err);
+		return ret;
+	}
+	cb->param = p;
+	cb->param_cap = bytes;
+	return 0;
+}
+
+/*
+ * The first bytes of the host area into the parameter area, ordered
+ * after the ops already queued (which may still read the area).
+ */
+static int cb_upload(struct engine_backend *be, size_t bytes)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+	int ret = cb->api->copy_in(cb->dev, cb->param, cb->host, bytes, &err);
+
+	cb_check(be, ret, &err);
+	return ret;
+}
+
+/* Row j of an index list (NULL: j). */
+static uint32_t cb_row(const uint32_t *idx, uint32_t j)
+{
+	return idx ? idx[j] : j;
+}
+
+/* How many rows from j on go up by one in both lists (at least 1). */
+static uint32_t cb_run(const uint32_t *a, const uint32_t *b, uint32_t j,
+		       uint32_t n)
+{
+	uint32_t len = 1;
+
+	while (j + len < n && cb_row(a, j + len) == cb_row(a, j) + len &&
+	       cb_row(b, j + len) == cb_row(b, j) + len)
+		len++;
+	return len;
+}
+
+/* ---- memory --------------------------------------------------------------- */
+
+static void cb_destroy(struct engine_backend *be)
+{
+	struct cuda_backend *cb = be->ctx;
+
+	cb->api->free(cb->dev, cb->param);
+	cb->api->free(cb->dev, cb->rope_ff);
+	cb->api->close(cb->dev);
+	free(cb->host);
+	free(cb);
+	free(be);
+}
+
+static void *cb_alloc(struct engine_backend *be, size_t bytes)
+{
+	struct cuda_backend *cb = be->ctx;
+	void *p = NULL;
+
+	if (cb->api->alloc(cb->dev, &p, bytes, NULL))
+		return NULL;
+	return p;
+}
+
+static void cb_free(struct engine_backend *be, void *p)
+{
+	struct cuda_backend *cb = be->ctx;
+
+	cb->api->free(cb->dev, p);
+}
+
+static void cb_copy_in(struct engine_backend *be, void *dst, const void *src,
+		       size_t bytes)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+
+	cb_check(be, cb->api->copy_in(cb->dev, dst, src, bytes, &err), &err);
+}
+
+static void cb_copy_out(struct engine_backend *be, void *dst, const void *src,
+			size_t bytes)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+
+	cb_check(be, cb->api->copy_out(cb->dev, dst, src, bytes, &err), &err);
+}
+
+static void cb_copy(struct engine_backend *be, void *dst, const void *src,
+		    size_t bytes)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+
+	cb_check(be, cb->api->copy(cb->dev, dst, src, bytes, &err), &err);
+}
+
+static void cb_synchronize(struct engine_backend *be)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+
+	cb_check(be, cb->api->synchronize(cb->dev, &err), &err);
+}
+
+/* The model's shape (the KV stores need it) and room for cap rows' lists. */
+static int cb_reserve(struct engine_backend *be,
+		      const struct engine_hparams *hp, uint32_t cap,
+		      struct err *err)
+{
+	struct cuda_backend *cb = be->ctx;
+
+	cb->hp = *hp;
+	if (cb_room(be, (size_t)cap * 64))
+		return err_set(err, ENOMEM, "%s: no room for %u rows' lists",
+			       be->dev.name, cap);
+	return 0;
+}
+
+static bool cb_supports(const struct engine_backend *be, enum engine_op op,
+			uint32_t type)
+{
+	const struct cuda_backend *cb = be->ctx;
+
+	switch (op) {
+	case ENGINE_OP_GET_ROWS:
+	case ENGINE_OP_MATMUL: return cb->api->act_type(type) != IO_TYPE_COUNT;
+	case ENGINE_OP_CONVERT: return type == IO_TYPE_F32;
+	case ENGINE_OP_ATTENTION:
+		return type == IO_TYPE_F16 || type == IO_TYPE_BF16 ||
+		       type == IO_TYPE_F32 || type == IO_TYPE_Q8_0;
+	default: return false;
+	}
+}
+
+/* The module quantizes the floats for its kernels itself. */
+static uint32_t cb_vec_dot_type(const struct engine_backend *be, uint32_t type)
+{
+	return IO_TYPE_F32;
+}
+
+/* ---- row ops ------------------------------------------------------------- */
+
+static void cb_get_rows(struct engine_backend *be, float *y, size_t y_ld,
+			const struct engine_tensor *w, const int32_t *tokens,
+			uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+
+	if (!n || cb_room(be, (size_t)n * sizeof(*tokens)))
+		return;
+	memcpy(cb->host, tokens, (size_t)n * sizeof(*tokens));
+	if (cb_upload(be, (size_t)n * sizeof(*tokens)))
+		return;
+	cb_check(be,
+		 cb->api->get_rows(cb->dev, w->info->type,
+				   engine_tensor_data(w), w->row_bytes,
+				   w->info->ne[0], (const int32_t *)cb->param,
+				   y, y_ld, n, &err),
+		 &err);
+}
+
+/*
+ * The positions of the pass's rows, as int32, where the CPU keeps its
+ * cos/sin table (cache row j: position j's; rope_rows reads them), and
+ * the frequency factors (wherever the model keeps them) in VRAM.
+ */
+static void cb_rope_cache(struct engine_backend *be, float *cache,
+			  size_t cache_ld, const uint32_t *pos, uint32_t n,
+			  const struct engine_hparams *hp,
+			  const float *freq_factors)
+{
+	struct cuda_backend *cb = be->ctx;
+	const uint32_t nf = hp->n_rot / 2;
+	struct err err = { 0 };
+	void *p = NULL;
+	int ret;
+
+	cb->rope_ff_set = freq_factors != NULL;
+	if (freq_factors && nf > cb->rope_ff_cap) {
+		cb->api->free(cb->dev, cb->rope_ff);
+		cb->rope_ff = NULL;
+		cb->rope_ff_cap = 0;
+		if ((ret = cb->api->alloc(cb->dev, &p, nf * sizeof(float),
+					  &err))) {
+			cb_check(be, ret, &err);
+			return;
+		}
+		cb->rope_ff = p;
+		cb->rope_ff_cap = nf;
+	}
+	if (freq_factors &&
+	    (ret = cb->api->copy_any(cb->dev, cb->rope_ff, freq_factors,
+				     nf * sizeof(float), &err))) {
+		cb_check(be, ret, &err);
+		return;
+	}
+	if (!n || cb_room(be, (size_t)n * sizeof(int32_t)))
+		return;
+	memcpy(cb->host, pos, (size_t)n * sizeof(int32_t));
+	cb_copy_in(be, cache, cb->host, (size_t)n * sizeof(int32_t));
+}
+
+static void cb_rope_rows(struct engine_backend *be, float *x, size_t ld,
+			 uint32_t n_head, const struct engine_hparams *hp,
+			 const float *cache, size_t cache_ld,
+			 const uint32_t *idx, uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	const enum cuda_rope_mode mode = hp->rope_mode == ENGINE_ROPE_NEOX ?
+						 CUDA_ROPE_NEOX :
+						 CUDA_ROPE_NORM;
+	struct err err = { 0 };
+	uint32_t j, len, r;
+
+	for (j = 0; j < n; j += len) {
+		len = cb_run(idx, NULL, j, n);
+		r = cb_row(idx, j);
+		cb_check(be,
+			 cb->api->rope(cb->dev, x + (size_t)r * ld, ld, n_head,
+				       hp->head_dim, hp->n_rot, mode,
+				       (const int32_t *)cache + r,
+				       hp->rope_freq_base, hp->rope_freq_scale,
+				       cb->rope_ff_set ? cb->rope_ff : NULL,
+				       len, &err),
+			 &err);
+	}
+}
+
+static void cb_rms_norm_rows(struct engine_backend *be, float *y,
+			     const float *x, size_t ld, uint32_t width,
+			     uint32_t per_row, const float *w, float eps,
+			     const uint32_t *idx, uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+	uint32_t j, len, r, i;
+
+	for (j = 0; j < n; j += len) {
+		len = cb_run(idx, NULL, j, n);
+		r = cb_row(idx, j);
+		if (per_row == 1) {
+			cb_check(be,
+				 cb->api->rms_norm(cb->dev, x + (size_t)r * ld,
+						   ld, w, y + (size_t)r * ld,
+						   ld, width, len, eps, &err),
+				 &err);
+			continue;
+		}
+		/* the heads of a row, as rows of their own */
+		if (ld == (size_t)per_row * width) {
+			cb_check(be,
+				 cb->api->rms_norm(cb->dev, x + (size_t)r * ld,
+						   width, w, y + (size_t)r * ld,
+						   width, width, len * per_row,
+						   eps, &err),
+				 &err);
+			continue;
+		}
+		for (i = 0; i < len; i++)
+			cb_check(be,
+				 cb->api->rms_norm(
+					 cb->dev, x + (size_t)(r + i) * ld,
+					 width, w, y + (size_t)(r + i) * ld,
+					 width, width, per_row, eps, &err),
+				 &err);
+	}
+}
+
+static void cb_add_rows(struct engine_backend *be, float *y, size_t y_ld,
+			const float *x, size_t x_ld, uint32_t width,
+			const uint32_t *idx, uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+	uint32_t j, len, r;
+
+	for (j = 0; j < n; j += len) {
+		len = cb_run(idx, NULL, j, n);
+		r = cb_row(idx, j);
+		cb_check(be,
+			 cb->api->add(cb->dev, y + (size_t)r * y_ld, y_ld,
+				      x + (size_t)r * x_ld, x_ld, width, len,
+				      &err),
+			 &err);
+	}
+}
+
+/* F32 to F32 (cb_vec_dot_type): a copy of each row */
+static void cb_convert_rows(struct engine_backend *be, uint32_t type,
+			    const float *x, size_t x_ld, uint32_t width,
+			    void *y, size_t y_ld, const uint32_t *idx,
+			    uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+	uint32_t j, len, r;
+
+	for (j = 0; j < n; j += len) {
+		len = cb_run(idx, NULL, j, n);
+		r = cb_row(idx, j);
+		cb_check(be,
+			 cb->api->quantize(cb->dev, type, x + (size_t)r * x_ld,
+					   x_ld,
+					   (uint8_t *)y + (size_t)r * y_ld,
+					   y_ld, width, len, &err),
+			 &err);
+	}
+}
+
+static void cb_swiglu_rows(struct engine_backend *be, float *g, const float *u,
+			   size_t ld, uint32_t width, const uint32_t *idx,
+			   uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+	uint32_t j, len, r;
+
+	for (j = 0; j < n; j += len) {
+		len = cb_run(idx, NULL, j, n);
+		r = cb_row(idx, j);
+		cb_check(be,
+			 cb->api->swiglu(cb->dev, g + (size_t)r * ld, ld,
+					 g + (size_t)r * ld, ld,
+					 u + (size_t)r * ld, ld, width, len,
+					 &err),
+			 &err);
+	}
+}
+
+/* ---- the KV cache ------------------------------------------------------ */
+
+/*
+ * The lists a KV op takes, built in the host area for rows rows with mb
+ * blocks each: K and V block addresses, then the rows' sequence slots
+ * (row j's own: j) and positions; bytes of them (what is uploaded), and
+ * extra bytes of the caller's after them (not uploaded).
+ */
+struct cb_kv_lists {
+	const uint8_t **k_blocks, **v_blocks;
+	int32_t *seq_of, *pos;
+	size_t bytes;
+	void *extra;
+};
+
+static int cb_kv_lists(struct engine_backend *be, uint32_t rows, uint32_t mb,
+		       size_t extra, struct cb_kv_lists *l)
+{
+	struct cuda_backend *cb = be->ctx;
+	const size_t nb = (size_t)rows * mb * sizeof(void *);
+	uint32_t j;
+
+	l->bytes = 2 * nb + 2 * (size_t)rows * sizeof(int32_t);
+	if (cb_room(be, l->bytes + extra))
+		return -ENOMEM;
+	l->k_blocks = (const uint8_t **)cb->host;
+	l->v_blocks = (const uint8_t **)(cb->host + nb);
+	l->seq_of = (int32_t *)(cb->host + 2 * nb);
+	l->pos = l->seq_of + rows;
+	l->extra = cb->host + l->bytes;
+	memset(cb->host, 0, 2 * nb);
+	for (j = 0; j < rows; j++)
+		l->seq_of[j] = (int32_t)j;
+	return 0;
+}
+
+/* The same lists where the parameter area has them (after cb_upload). */
+static void cb_kv_device(struct engine_backend *be, uint32_t rows, uint32_t mb,
+			 struct cuda_kv *kv, const int32_t **seq_of,
+			 const int32_t **pos)
+{
+	struct cuda_backend *cb = be->ctx;
+	const size_t nb = (size_t)rows * mb * sizeof(void *);
+
+	kv->k_blocks = (const uint8_t *const *)cb->param;
+	kv->v_blocks = (const uint8_t *const *)(cb->param + nb);
+	kv->max_blocks = mb;
+	*seq_of = (const int32_t *)(cb->param + 2 * nb);
+	*pos = *seq_of + rows;
+}
+
+/*
+ * Each row's K and V at its slot: row j a sequence of one block that
+ * starts at the slot (position 0), in runs of the same cache types.
+ */
+static void cb_kv_store_rows(struct engine_backend *be, const float *k,
+			     size_t k_ld, uint32_t k_width, const float *v,
+			     size_t v_ld, uint32_t v_width,
+			     const struct engine_kv_slot *slots, uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cuda_kv kv = { .n_head_kv = cb->hp.n_head_kv,
+			      .head_dim = cb->hp.head_dim,
+			      .head_dim_v = cb->hp.head_dim_v };
+	const int32_t *seq_of, *pos;
+	struct cb_kv_lists l;
+	struct err err = { 0 };
+	uint32_t j, len;
+
+	if (!n || cb_kv_lists(be, n, 1, 0, &l))
+		return;
+	for (j = 0; j < n; j++) {
+		l.k_blocks[j] = slots[j].k;
+		l.v_blocks[j] = slots[j].v;
+		l.pos[j] = 0;
+	}
+	if (cb_upload(be, l.bytes))
+		return;
+	cb_kv_device(be, n, 1, &kv, &seq_of, &pos);
+	for (j = 0; j < n; j += len) {
+		for (len = 1;
+		     j + len < n && slots[j + len].type_k == slots[j].type_k &&
+		     slots[j + len].type_v == slots[j].type_v;
+		     len++)
+			;
+		kv.type_k = slots[j].type_k;
+		kv.type_v = slots[j].type_v;
+		cb_check(be,
+			 cb->api->kv_store(cb->dev, &kv, 0,
+					   k + (size_t)j * k_ld, k_ld,
+					   v + (size_t)j * v_ld, v_ld,
+					   seq_of + j, pos + j, len, &err),
+			 &err);
+	}
+}
+
+/*
+ * Attention of each row over its sequence's blocks of layer il, by
+ * address (engine_kv_view), in runs of consecutive rows of the same
+ * cache types.
+ */
+static void cb_attention(struct engine_backend *be,
+			 const struct engine_att_batch *b)
+{
+	struct cuda_backend *cb = be->ctx;
+	const struct engine_hparams *hp = b->hp;
+	struct cuda_kv kv = { .n_head_kv = hp->n_head_kv,
+			      .head_dim = hp->head_dim,
+			      .head_dim_v = hp->head_dim_v };
+	const int32_t *seq_of, *pos;
+	struct engine_kv_view view = { 0 }, *views;
+	uint32_t j, len, r, mb = 1, blk;
+	struct cb_kv_lists l;
+	struct err err = { 0 };
+
+	if (!b->n)
+		return;
+	for (j = 0; j < b->n; j++) {
+		r = cb_row(b->idx, j);
+		if (b->pos[r] / CUDA_KV_BLOCK + 1 > mb)
+			mb = b->pos[r] / CUDA_KV_BLOCK + 1;
+	}
+	/* each row's last view after the lists: its types and strides */
+	if (cb_kv_lists(be, b->n, mb, (size_t)b->n * sizeof(view), &l))
+		return;
+	views = l.extra;
+	for (j = 0; j < b->n; j++) {
+		r = cb_row(b->idx, j);
+		l.pos[j] = (int32_t)b->pos[r];
+		for (blk = 0; blk <= b->pos[r] / CUDA_KV_BLOCK; blk++) {
+			engine_kv_view(b->seq[r], b->il, blk * CUDA_KV_BLOCK,
+				       blk * CUDA_KV_BLOCK + 1, &view);
+			l.k_blocks[(size_t)j * mb + blk] = view.k;
+			l.v_blocks[(size_t)j * mb + blk] = view.v;
+		}
+		views[j] = view;
+	}
+	if (cb_upload(be, l.bytes))
+		return;
+	cb_kv_device(be, b->n, mb, &kv, &seq_of, &pos);
+	for (j = 0; j < b->n; j += len) {
+		r = cb_row(b->idx, j);
+		for (len = 1;
+		     j + len < b->n && cb_row(b->idx, j + len) == r + len &&
+		     views[j + len].type_k == views[j].type_k &&
+		     views[j + len].type_v == views[j].type_v;
+		     len++)
+			;
+		kv.type_k = views[j].type_k;
+		kv.type_v = views[j].type_v;
+		kv.k_row = views[j].k_stride;
+		kv.v_row = views[j].v_stride;
+		cb_check(be,
+			 cb->api->attention(cb->dev, &kv, b->il,
+					    b->q + (size_t)r * b->q_ld, b->q_ld,
+					    hp->n_head, hp->kq_scale,
+					    seq_of + j, pos + j, b->n_ctx,
+					    b->out + (size_t)r * b->out_ld,
+					    b->out_ld, len, &err),
+			 &err);
+	}
+}
+
+/* ---- products and experts ------------------------------------------------ */
+
+static enum cuda_matmul_mode cb_mode(const struct engine_backend *be)
+{
+	/* batch_exact: every row the one-token path's integer sums */
+	return be->batch_exact ? CUDA_MATMUL_MMV : CUDA_MATMUL_AUTO;
+}
+
+static void cb_matmul_one(struct engine_backend *be,
+			  const struct engine_matmul *mm)
+{
+	struct cuda_backend *cb = be->ctx;
+	const struct engine_tensor *w = mm->w;
+	const uint64_t expert_bytes = w->row_bytes * (uint64_t)w->info->ne[1];
+	struct cuda_matmul c = {
+		.w_type = w->info->type,
+		.w = engine_tensor_data(w) +
+		     (uint64_t)mm->expert * expert_bytes,
+		.row_bytes = w->row_bytes,
+		.n_in = w->info->ne[0],
+		.n_out = w->info->ne[1],
+		.x_ld = mm->act_ld / sizeof(float),
+		.y_ld = mm->y_ld,
+		.mode = cb_mode(be),
+	};
+	struct err err = { 0 };
+	uint32_t j, len;
+
+	for (j = 0; j < mm->n; j += len) {
+		len = cb_run(mm->act_idx, mm->y_idx, j, mm->n);
+		c.x = (const float *)((const uint8_t *)mm->act +
+				      (size_t)cb_row(mm->act_idx, j) *
+					      mm->act_ld);
+		c.y = mm->y + (size_t)cb_row(mm->y_idx, j) * mm->y_ld;
+		c.rows = len;
+		cb_check(be, cb->api->matmul(cb->dev, &c, &err), &err);
+	}
+}
+
+static void cb_matmul(struct engine_backend *be, const struct engine_matmul *mm,
+		      uint32_t count)
+{
+	uint32_t i;
+
+	for (i = 0; i < count; i++)
+		cb_matmul_one(be, &mm[i]);
+}
+
+static void cb_matmul_id(struct engine_backend *be,
+			 const struct engine_matmul_id *m)
+{
+	struct cuda_backend *cb = be->ctx;
+	const struct engine_tensor *w = m->w;
+	struct cuda_matmul c = {
+		.w_type = w->info->type,
+		.w = engine_tensor_data(w),
+		.row_bytes = w->row_bytes,
+		.n_in = w->info->ne[0],
+		.n_out = w->info->ne[1],
+		.x_ld = m->act_ld / sizeof(float),
+		.y_ld = m->y_ld,
+		.ids_ld = m->k,
+		.n_slots = m->k,
+		.x_per_slot = m->act_per_slot,
+		.expert_bytes = w->row_bytes * (uint64_t)w->info->ne[1],
+		.n_experts = (uint32_t)w->info->ne[2],
+		.mode = cb_mode(be),
+	};
+	struct err err = { 0 };
+	uint32_t j, len, r;
+
+	for (j = 0; j < m->n; j += len) {
+		len = cb_run(m->idx, NULL, j, m->n);
+		r = cb_row(m->idx, j);
+		c.x = (const float *)((const uint8_t *)m->act +
+				      (size_t)r * (m->act_per_slot ? m->k : 1) *
+					      m->act_ld);
+		c.ids = (const int32_t *)m->sel + (size_t)r * m->k;
+		c.y = m->y + (size_t)r * m->k * m->y_ld;
+		c.rows = len;
+		cb_check(be, cb->api->matmul(cb->dev, &c, &err), &err);
+	}
+}
+
+static void cb_moe_route_rows(struct engine_backend *be,
+			      const struct engine_hparams *hp, float *router,
+			      size_t ld, uint32_t *sel, float *weights,
+			      const uint32_t *idx, uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	const uint32_t k = hp->n_expert_used;
+	struct err err = { 0 };
+	uint32_t j, len, r;
+
+	for (j = 0; j < n; j += len) {
+		len = cb_run(idx, NULL, j, n);
+		r = cb_row(idx, j);
+		cb_check(be,
+			 cb->api->moe_route(cb->dev, router + (size_t)r * ld,
+					    ld, hp->n_expert, k,
+					    hp->expert_weights_norm,
+					    (int32_t *)sel + (size_t)r * k,
+					    weights + (size_t)r * k, len, &err),
+			 &err);
+	}
+}
+
+static void cb_moe_combine_rows(struct engine_backend *be, float *out,
+				size_t out_ld, const float *eo,
+				const float *weights, uint32_t k,
+				uint32_t width, const uint32_t *idx, uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+	uint32_t j, len, r;
+
+	for (j = 0; j < n; j += len) {
+		len = cb_run(idx, NULL, j, n);
+		r = cb_row(idx, j);
+		cb_check(be,
+			 cb->api->moe_combine(
+				 cb->dev, out + (size_t)r * out_ld, out_ld,
+				 eo + (size_t)r * k * width, width,
+				 weights + (size_t)r * k, k, width, len, &err),
+			 &err);
+	}
+}
+
+static const struct engine_backend_i cuda_backend_i = {
+	.name = "cuda",
+	.destroy = cb_destroy,
+	.alloc = cb_alloc,
+	.free = cb_free,
+	.copy_in = cb_copy_in,
+	.copy_out = cb_copy_out,
+	.copy = cb_copy,
+	.synchronize = cb_synchronize,
+	.reserve = cb_reserve,
+	.supports = cb_supports,
+	.vec_dot_type = cb_vec_dot_type,
+	.get_rows = cb_get_rows,
+	.rope_cache = cb_rope_cache,
+	.rms_norm_rows = cb_rms_norm_rows,
+	.add_rows = cb_add_rows,
+	.convert_rows = cb_convert_rows,
+	.rope_rows = cb_rope_rows,
+	.swiglu_rows = cb_swiglu_rows,
+	.kv_store_rows = cb_kv_store_rows,
+	.matmul = cb_matmul,
+	.matmul_id = cb_matmul_id,
+	.moe_route_rows = cb_moe_route_rows,
+	.moe_combine_rows = cb_moe_combine_rows,
+	.attention = cb_attention,
+};
+
+int cuda_backend_new(struct engine_backend **out, const char *device,
+		     uint32_t threads, struct err *err)
+{
+	const int index = cb_index(device);
+	const struct cuda_api *api = engine_cuda_api(err);
+	struct engine_backend *be;
+	struct cuda_backend *cb;
+	uint64_t free_b = 0, total = 0;
+	int ret;
+
+	*out = NULL;
+	if (!api) {
+		char why[sizeof(err->msg)];
+
+		snprintf(why, sizeof(why), "%s", err->msg);
+		return err_set(err, ENODEV, "%.32s: %s", device, why);
+	}
+	if (index < 0)
+		return err_set(err, ENODEV, "no CUDA device '%.32s'", device);
+	be = calloc(1, sizeof(*be));
+	cb = calloc(1, sizeof(*cb));
+	if (!be || !cb) {
+		ret = err_set(err, ENOMEM, "out of memory");
+		goto out_free;
+	}
+	cb->api = api;
+	if ((ret = api->open(&cb->dev, index, err)))
+		goto out_free;
+	if ((ret = api->mem_info(cb->dev, &free_b, &total, err))) {
+		api->close(cb->dev);
+		goto out_free;
+	}
+	be->iface = &cuda_backend_i;
+	be->ctx = cb;
+	be->threads = threads ? threads : 1;
+	be->is_host = false;
+	be->dev.kind = IO_DEVICE_GPU;
+	be->dev.index = index;
+	snprintf(be->dev.name, sizeof(be->dev.name), "gpu%d", index);
+	be->dev.free_bytes = free_b;
+	be->dev.total_bytes = total;
+	*out = be;
+	return 0;
+
+out_free:
+	free(cb);
+	free(be);
+	return ret;
+}
