@@ -41,7 +41,8 @@ struct run_args {
 	size_t n_stop;
 	const char *grammar, *json_schema; /* files */
 	bool json, print_tokens;
-	long logprobs; /* -1: none */
+	long logprobs;	       /* -1: none */
+	const char *placement; /* a `placement` line, e.g. "all gpu0" */
 };
 
 static void run_usage(FILE *f)
@@ -81,6 +82,9 @@ static void run_usage(FILE *f)
 	      " as if fed one by one)\n"
 	      "      --no-pack           weights as the file has them (no"
 	      " panels)\n"
+	      "      --placement LINE    move tensors as a line of the mount's"
+	      " placement file does\n"
+	      "                          ('all gpu0', 'blk.0-13 gpu0')\n"
 	      "  -v, --verbose           model figures on stderr\n"
 	      "  -h, --help\n",
 	      f);
@@ -172,6 +176,7 @@ enum {
 	OPT_JSON_SCHEMA,
 	OPT_PRINT_TOKENS,
 	OPT_LOGPROBS,
+	OPT_PLACEMENT,
 };
 
 static const struct option run_options[] = {
@@ -203,6 +208,7 @@ static const struct option run_options[] = {
 	{ "json-schema", required_argument, NULL, OPT_JSON_SCHEMA },
 	{ "print-tokens", no_argument, NULL, OPT_PRINT_TOKENS },
 	{ "logprobs", required_argument, NULL, OPT_LOGPROBS },
+	{ "placement", required_argument, NULL, OPT_PLACEMENT },
 	{ 0 },
 };
 
@@ -301,6 +307,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		case OPT_JSON: a->json = true; break;
 		case OPT_JSON_SCHEMA: a->json_schema = optarg; break;
 		case OPT_PRINT_TOKENS: a->print_tokens = true; break;
+		case OPT_PLACEMENT: a->placement = optarg; break;
 		case OPT_LOGPROBS:
 			a->logprobs = run_long("--logprobs", optarg, 0,
 					       ENGINE_LOGPROBS_MAX);
@@ -514,7 +521,12 @@ static int run_open(const struct run_args *a, struct engine_model **m,
 	};
 	int rc = engine_model_open(m, a->model, &mopt, err);
 
-	return rc ? rc : engine_ctx_new(ctx, *m, &copt, err);
+	if (!rc)
+		rc = engine_ctx_new(ctx, *m, &copt, err);
+	/* where the weights compute: the mount's placement file's words */
+	if (!rc && a->placement)
+		rc = engine_placement_apply(*ctx, a->placement, err);
+	return rc;
 }
 
 /* --chat: the model's template, and what is worth a warning about it. */
