@@ -4,7 +4,8 @@
 # no libcuda.so.1), a stub libcuda.so.1 (the toolkit's, which fails
 # every call), no module at all; `--devices auto` then says why in one
 # line. With the simulator as the module (engine/cuda/sim/) the probe's
-# GPU shows in status, without a backend to compute on yet.
+# GPU shows in status, a backend computing on it (tests/fs/gpu0.sh
+# computes there).
 . "$(dirname "$0")/mount-lib.bash"
 
 P='Once upon a time'
@@ -51,8 +52,8 @@ check "no module: --devices auto says why" \
 SIM=$BUILD/lib/llmfs-cuda-sim.so
 if [ -f "$SIM" ]; then
 	LLMFS_CUDA_MODULE=$SIM serve "simulated GPU"
-	check "simulated GPU: status lists the probe's GPU, no backend yet" \
-		grep -qE '^device gpu0 name=llmfs-CUDA-simulator cc=9.0 memory_total_bytes=[0-9]+ memory_free_bytes=[0-9]+ no-backend$' \
+	check "simulated GPU: status lists the probe's GPU, with a backend" \
+		grep -qE '^device gpu0 name=llmfs-CUDA-simulator cc=9.0 memory_total_bytes=[0-9]+ memory_free_bytes=[0-9]+$' \
 		"$WORK/status-simulated GPU"
 fi
 finish

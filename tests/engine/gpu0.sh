@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The CUDA backend (engine/cuda/backend.c, device gpu0) through whole
+# models, as ref0.sh runs the reference backend: the golden prompts
+# (test_golden, the rule of ../shared/README.md section 4) with all
+# weights on gpu0 and with layer 0 on gpu0, the rest on the CPU; then
+# test_multidevice on gpu0 (a model split with the CPU gives the CPU's
+# tokens, placement moves mid-generation change none, moves splitting a
+# layer are refused).
+#
+# The GPU is the module's simulator here (build/lib/llmfs-cuda-sim.so),
+# a card's module where LLMFS_CUDA_MODULE names it (tools/gpu-check.sh).
+# The simulator runs a pass thousands of times slower than a card: there
+# one model, two prompts and the first model of test_multidevice; on a
+# card every model (GOLDEN_MODELS, GOLDEN_PROMPTS, MD_MODELS override).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+SIM=$BUILD/lib/llmfs-cuda-sim.so
+golden=$BUILD/tests/engine/test_golden
+multi=$BUILD/tests/engine/test_multidevice
+[ -x "$golden" ] && [ -x "$multi" ] ||
+	{ echo "FAIL: $golden or $multi is not built"; exit 1; }
+if [ -z "${LLMFS_CUDA_MODULE:-}" ]; then
+	[ -f "$SIM" ] || { echo "no CUDA simulator ($SIM: a build without nvcc)"; exit 77; }
+	export LLMFS_CUDA_MODULE=$SIM
+	export GOLDEN_MODELS=${GOLDEN_MODELS:-stories260K}
+	export GOLDEN_PROMPTS=${GOLDEN_PROMPTS:-2}
+	export MD_MODELS=${MD_MODELS:-1}
+fi
+fails=0
+for place in "all gpu0" "blk.0 gpu0"; do
+	start=$SECONDS
+	out=$(GOLDEN_PLACEMENT="$place" "$golden" 2>&1)
+	rc=$?
+	[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
+	if [ $rc -ne 0 ]; then
+		echo "FAIL: golden prompts with '$place'"
+		echo "$out" | tail -n 20
+		fails=$((fails + 1))
+	else
+		echo "$place ($((SECONDS - start)) s):"
+		echo "$out" | grep 'matched prefixes' | sed 's/^/  /'
+	fi
+done
+start=$SECONDS
+out=$(MD_DEVICE=gpu0 "$multi" 2>&1)
+rc=$?
+[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
+if [ $rc -ne 0 ]; then
+	echo "FAIL: test_multidevice on gpu0"
+	echo "$out" | tail -n 20
+	fails=$((fails + 1))
+else
+	echo "test_multidevice on gpu0 ($((SECONDS - start)) s):"
+	echo "$out" | grep '^#\|Checks' | sed 's/^/  /'
+fi
+[ $fails -eq 0 ]

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The mount and llmfs-run computing on a GPU (the CUDA backend,
+# engine/cuda/backend.c, device gpu0): the CUDA module's simulator here
+# (build/lib/llmfs-cuda-sim.so), a card's module where LLMFS_CUDA_MODULE
+# names it (tools/gpu-check.sh). Greedy, stories260K:
+#   - llmfs-run --placement 'all gpu0' gives the CPU's text;
+#   - status shows gpu0 with a backend, placement shows tensors there;
+#   - `cat prompt > generate` with the model on gpu0 streams llmfs-run's
+#     gpu0 text;
+#   - placement writes moving layers cpu <-> gpu0 while a session
+#     generates change no token; a move splitting a layer is EINVAL.
+. "$(dirname "$0")/mount-lib.bash"
+
+SIM=$BUILD/lib/llmfs-cuda-sim.so
+if [ -z "${LLMFS_CUDA_MODULE:-}" ]; then
+	[ -f "$SIM" ] || skip "no CUDA simulator ($SIM: a build without nvcc)"
+	export LLMFS_CUDA_MODULE=$SIM
+fi
+# the simulator runs a pass in about a tenth of a second: a short answer
+N=${GPU0_TOKENS:-40}
+P='Once upon a time, there was a little girl named Lily.'
+"$RUN" -m "$STORIES" -p "$P" --temp 0 -n $N > "$WORK/expect" 2>/dev/null
+check "llmfs-run gave a reference text on the CPU" [ -s "$WORK/expect" ]
+"$RUN" -m "$STORIES" -p "$P" --temp 0 -n $N --placement "all gpu0" \
+	> "$WORK/gpu-run" 2>"$WORK/gpu-run.err" ||
+	fail "llmfs-run --placement 'all gpu0': $(tail -n 1 "$WORK/gpu-run.err")"
+same "$WORK/expect" "$WORK/gpu-run" "llmfs-run on gpu0: the CPU's text"
+
+mount_llmfs --name stories="$STORIES"
+S=$MNT/stories
+wait_loaded || fail "model loaded in 120 s"
+check "status shows gpu0 with a backend" \
+	grep -qE '^device gpu0 .*memory_free_bytes=[0-9]+$' "$MNT/status"
+printf 'temperature=0\nmax_tokens=%d\n' $N > "$S/config"
+
+cat "$S/weights/blk.0.attn_q.weight" > "$WORK/w-cpu"
+echo "all gpu0" > "$S/placement" || fail "placement write 'all gpu0'"
+check "the placement file shows tensors on gpu0" \
+	grep -q '^blk.0.attn_q.weight .* gpu0$' "$S/placement"
+cat "$S/weights/blk.0.attn_q.weight" > "$WORK/w-gpu"
+check "weights/ of a gpu0 tensor reads back the file's bytes" \
+	cmp -s "$WORK/w-cpu" "$WORK/w-gpu"
+check "... which are bytes" [ -s "$WORK/w-gpu" ]
+printf '%s' "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/all"
+same "$WORK/gpu-run" "$WORK/all" "all of the model on gpu0: llmfs-run's gpu0 text"
+
+moves=("blk.0-1 cpu" "all cpu" "all gpu0" "blk.3-4 cpu" "blk.0-4 cpu"
+	"all gpu0")
+printf '%s' "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/got" &
+reader=$!
+i=0 seen=0
+while kill -0 $reader 2>/dev/null; do
+	echo "${moves[i % ${#moves[@]}]}" > "$S/placement" ||
+		fail "placement write ${moves[i % ${#moves[@]}]}"
+	grep -q ' gpu0$' "$S/placement" && seen=1
+	i=$((i + 1))
+done
+wait $reader
+echo "# $i placement writes during the answer"
+check "placement writes landed while the answer was made" [ $i -ge 2 ]
+check "the placement file showed gpu0 during the answer" [ $seen = 1 ]
+same "$WORK/expect" "$WORK/got" "layers moved cpu <-> gpu0 mid-answer: the CPU's text"
+
+echo "all gpu0" > "$S/placement"
+if echo "blk.0.attn_q.weight cpu" > "$S/placement" 2>"$WORK/err"; then
+	fail "a move splitting a layer was accepted"
+else
+	check "a move splitting a layer is EINVAL" grep -q 'Invalid argument' "$WORK/err"
+fi
+check "nothing moved" grep -q '^blk.0.attn_q.weight .* gpu0$' "$S/placement"
+echo "all cpu" > "$S/placement"
+unmount_llmfs
+finish
