@@ -43,7 +43,8 @@ done
 bins="$BUILD/bin/llmfs-cuda-bench $BUILD/bin/llmfs-write-model
 	$BUILD/bin/llmfs-gpus $BUILD/bin/llmfs-run
 	$BUILD/tests/engine/test_cuda $BUILD/tests/engine/test_cuda_model
-	$BUILD/tests/io/test_stage"
+	$BUILD/tests/engine/test_golden $BUILD/tests/engine/test_multidevice
+	$BUILD/bin/llmfs $BUILD/tests/io/test_stage"
 for f in $bins $BUILD/lib/llmfs-cuda.so; do
 	[ -x "$f" ] || { echo "missing $f: make all tests (or --build)" >&2; exit 1; }
 done

@@ -31,6 +31,12 @@
 #             the same against the CPU engine with F16 and Q8_0 caches;
 #             4 sequences batched == each alone; cuBLAS prefill
 #   stage     test_stage (the staging ring, host side)
+#   gpu0      the engine's CUDA backend (device gpu0): tests/engine/gpu0.sh
+#             (every shared model's golden prompts with all of it and with
+#             layer 0 on gpu0; test_multidevice: a model split with the
+#             CPU gives the CPU's tokens, placement moves mid-generation
+#             change none) and tests/fs/gpu0.sh (llmfs-run and the mount
+#             on gpu0, placement writes cpu <-> gpu0 mid-answer)
 #   bench     models of real shape written from random valid blocks
 #             (Qwen3-8B Q4_K_M and Q8_0, Qwen3-0.6B Q4_K_M, 152k
 #             vocabulary): llmfs-cuda-bench's load GB/s (beside disk and
@@ -129,6 +135,8 @@ if [ $gpus_rc != 0 ] && grep -qE 'error while loading shared libraries|version .
 		mkdir -p "$WORK/bin"
 		cp "$src"/build/bin/* "$src"/build/tests/engine/test_cuda \
 			"$src"/build/tests/engine/test_cuda_model \
+			"$src"/build/tests/engine/test_golden \
+			"$src"/build/tests/engine/test_multidevice \
 			"$src"/build/tests/io/test_stage "$WORK/bin/" 2>/dev/null
 		BIN=$WORK/bin
 		export LLMFS_CUDA_MODULE=$src/build/lib/llmfs-cuda.so
@@ -154,7 +162,7 @@ fi
 # ---- tests and bench, the most telling first --------------------------------
 # GPU_CHECK_PARTS: which parts run (a later call of a lease that wants
 # one figure again); all by default
-part() { [[ " ${GPU_CHECK_PARTS:-tests models sanitizer bench attention} " == *" $1 "* ]]; }
+part() { [[ " ${GPU_CHECK_PARTS:-tests gpu0 models sanitizer bench attention} " == *" $1 "* ]]; }
 
 # Check's forked tests: the device is opened in each child (test_cuda*.c)
 checks() { grep -E '^[0-9]+%: Checks' "$1" | tail -n 1; }
@@ -167,6 +175,31 @@ if part tests; then
 	mkdir -p "$WORK/build/tests/io" # test_stage's files: $BUILD/tests/io
 	BUILD=$WORK/build limited 30 "$OUT/tests.log" "$BIN/test_stage"
 	result stage $? "$(grep -E '^[0-9]+%' "$OUT/tests.log" | tail -n 1)"
+fi
+# The engine's CUDA backend through whole models and the mount: the
+# commit's test scripts (carried in src.tar.gz) over the carried programs
+if part gpu0; then
+	src=$WORK/src
+	[ -f "$src/tests/engine/gpu0.sh" ] || {
+		rm -rf "$src" && mkdir -p "$src" &&
+			tar -C "$src" -xzf "$CARRY/src.tar.gz"
+	}
+	b=$WORK/gpu0-build
+	mkdir -p "$b/bin" "$b/tests/engine"
+	for f in test_golden test_multidevice; do ln -sf "$BIN/$f" "$b/tests/engine/$f"; done
+	for f in llmfs llmfs-run; do ln -sf "$BIN/$f" "$b/bin/$f"; done
+	BUILD=$b limited 100 "$OUT/gpu0.log" bash "$src/tests/engine/gpu0.sh"
+	result gpu0-engine $? "golden all/blk.0 on gpu0, split, moves: gpu0.log"
+	while read -r l; do
+		row "" "" "$l"
+	done < <(grep -E 'matched prefixes|^  # ' "$OUT/gpu0.log" | sed 's/^ *//' | cut -c1-120)
+	if fits 60; then
+		echo "== tests/fs/gpu0.sh" >>"$OUT/gpu0.log"
+		BUILD=$b GPU0_TOKENS=200 limited 60 "$OUT/gpu0.log" bash "$src/tests/fs/gpu0.sh"
+		result gpu0-mount $? "$(grep -E "checks, [0-9]+ failed|^skip" "$OUT/gpu0.log" | tail -n 1 | cut -c1-100); gpu0.log"
+	else
+		row gpu0-mount skip "no time left"
+	fi
 fi
 if ! part models; then
 	:
