@@ -112,9 +112,15 @@ static int move_to_device(struct engine_model *m, const uint64_t *idx,
 	for (k = 0; k < n && !ret; k++) {
 		struct io_placement *p = io_weights_placement(m->weights,
 							      idx[k]);
+		uint32_t st[2];
 		uint8_t *tmp;
 
-		if (!strcmp(p->device, device))
+		/*
+		 * A tensor of no stage (rope_freqs) is read by every stage's
+		 * backend: it stays in the host's memory, which all reach
+		 */
+		if (!strcmp(p->device, device) ||
+		    !move_stages_of(m, idx[k], st))
 			continue;
 		bufs[k] = engine_backend_weights_alloc(device, p->bytes);
 		tmp = realloc(host, p->bytes ? p->bytes : 1);
