@@ -6,11 +6,12 @@
 # A device call sends the repository's working tree and the ignored paths
 # it names in `carry` (64 MiB in all); ../shared does not travel. So:
 #
-#   bin/, lib/   the programs built here (the CUDA module for every arch,
-#                the tests, the bench, the model writer) and the shared
-#                libraries they need that a CUDA image may lack (libnuma,
-#                libjansson, libsubunit, ...); gpu-check.sh builds on the
-#                device instead if these do not run there
+#   programs.tar.xz   bin/ and lib/: the programs built here (the CUDA
+#                module for every arch, the tests, the bench, the model
+#                writer, the mount) and the shared libraries they need that
+#                a CUDA image may lack (libnuma, libjansson, libfuse3,
+#                ...), without debug info; gpu-check.sh unpacks them, or
+#                builds on the device instead if they do not run there
 #   shared.tar.xz    ../shared/models and ../shared/golden (25 MB): the
 #                golden tests and the bench's 152k Qwen2 vocabulary
 #   llama-bench.xz   (--llama) llama.cpp's CUDA llama-bench for sm_90
@@ -62,6 +63,11 @@ done | sort -u | while read -r lib; do
 	*) cp -L "$lib" "$CARRY/lib/" ;;
 	esac
 done
+# stripped of their debug info and packed: the mount's libraries (curl,
+# gnutls, systemd) and four test programs pass the 64 MiB otherwise
+strip --strip-debug "$CARRY"/bin/* "$CARRY"/lib/*
+tar -C "$CARRY" -cf - bin lib | xz -6 -T2 >"$CARRY/programs.tar.xz"
+rm -rf "$CARRY/bin" "$CARRY/lib"
 if [ $llama = 1 ]; then
 	lb=$(tools/build-llama-cuda.sh 90) || {
 		echo "no llama-bench (tools/build-llama-cuda.sh failed)" >&2

@@ -104,11 +104,21 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 
 # ---- the programs: carried, or built here -----------------------------------
-BIN=$CARRY/bin
-export LD_LIBRARY_PATH=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+unpack() { # archive, dir
+	mkdir -p "$2"
+	tar -C "$2" -xJf "$1" 2>/dev/null ||
+		python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"
+}
+PROG=$WORK/programs
+if [ -f "$CARRY/programs.tar.xz" ]; then
+	rm -rf "$PROG" && unpack "$CARRY/programs.tar.xz" "$PROG" ||
+		echo "cannot unpack programs.tar.xz" >>"$OUT/env.log"
+fi
+BIN=$PROG/bin
+export LD_LIBRARY_PATH=$PROG/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # GPU_CHECK_MODULE, GPU_CHECK_MODELS: a dry run of this script elsewhere
 # (the simulator's module with a stand-in nvidia-smi, no bench models)
-export LLMFS_CUDA_MODULE=${GPU_CHECK_MODULE:-$CARRY/lib/llmfs-cuda.so}
+export LLMFS_CUDA_MODULE=${GPU_CHECK_MODULE:-$PROG/lib/llmfs-cuda.so}
 # cuBLAS (dlopen'ed by the module): the toolkit's, else the Python one's
 for d in "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")/../lib64" \
 	/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
@@ -149,11 +159,6 @@ gpus=$("$BIN/llmfs-gpus" 2>&1)
 result env $? "$(head -n 1 <<<"$gpus" | cut -c1-110)"
 
 # ---- the shared test data ----------------------------------------------------
-unpack() { # archive, dir
-	mkdir -p "$2"
-	tar -C "$2" -xJf "$1" 2>/dev/null ||
-		python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"
-}
 export SHARED=$WORK/shared
 if [ -f "$CARRY/shared.tar.xz" ] && [ ! -d "$SHARED/models" ]; then
 	unpack "$CARRY/shared.tar.xz" "$SHARED" || row shared FAIL "cannot unpack"
