@@ -200,7 +200,7 @@ if part gpu0; then
 	done < <(grep -E 'matched prefixes|^  # ' "$OUT/gpu0.log" | sed 's/^ *//' | cut -c1-120)
 	if fits 60; then
 		echo "== tests/fs/gpu0.sh" >>"$OUT/gpu0.log"
-		BUILD=$b GPU0_TOKENS=200 limited 60 "$OUT/gpu0.log" bash "$src/tests/fs/gpu0.sh"
+		BUILD=$b GPU0_TOKENS=${GPU0_TOKENS:-200} limited 60 "$OUT/gpu0.log" bash "$src/tests/fs/gpu0.sh"
 		result gpu0-mount $? "$(grep -E "checks, [0-9]+ failed|^skip" "$OUT/gpu0.log" | tail -n 1 | cut -c1-100); gpu0.log"
 	else
 		row gpu0-mount skip "no time left"
