@@ -8,12 +8,16 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../io/io.h"
 #include "../quant/quant_internal.h"
 #include "avx2.h"
+#if defined(__aarch64__)
+#include "neon.h"
+#endif
 #include "cpu.h"
 #include "gemm.h"
 #include "isa.h"
@@ -145,10 +149,86 @@ static const struct cpu_isa isa_avx2 = {
 };
 #endif
 
+#if defined(__aarch64__)
+static float isa_f32_neon(int64_t n, const void *w, const void *a)
+{
+	return dot_f32_with(n, w, a, cpu_f32_main_neon);
+}
+
+static float isa_f16_neon(int64_t n, const void *w, const void *a)
+{
+	return dot_f16_with(n, w, a, cpu_f16_main_neon);
+}
+
+static float isa_bf16_neon(int64_t n, const void *w, const void *a)
+{
+	return dot_bf16_with(n, w, a, cpu_bf16_main_neon);
+}
+
+/*
+ * The two ARM levels' tables: the same float kernels, the integer dots
+ * of their own level (neon.h). The GEMM is the scalar level's for now:
+ * the same path and bits as every level, at the scalar code's speed.
+ */
+#define ISA_NEON_TYPES(level) \
+	{ \
+		[IO_TYPE_F32] = { .dot = isa_f32_neon }, \
+		[IO_TYPE_F16] = { .dot = isa_f16_neon, \
+				  .from_float = cpu_f16_from_float_neon }, \
+		[IO_TYPE_BF16] = { .dot = isa_bf16_neon }, \
+		[IO_TYPE_Q4_0] = { .dot = cpu_q4_0_##level, \
+				   .dot_repacked = \
+					   cpu_q4_0_repacked_##level }, \
+		[IO_TYPE_Q4_1] = { .dot = cpu_q4_1_##level }, \
+		[IO_TYPE_Q5_0] = { .dot = cpu_q5_0_##level }, \
+		[IO_TYPE_Q5_1] = { .dot = cpu_q5_1_##level }, \
+		[IO_TYPE_Q8_0] = { .dot = cpu_q8_0_##level, \
+				   .from_float = cpu_q8_0_from_float_neon, \
+				   .gemm = &cpu_gemm_q8_0_scalar }, \
+		[IO_TYPE_Q2_K] = { .dot = cpu_q2_K_##level, \
+				   .dot_repacked = \
+					   cpu_q2_K_repacked_##level }, \
+		[IO_TYPE_Q3_K] = { .dot = cpu_q3_K_##level }, \
+		[IO_TYPE_Q4_K] = { .dot = cpu_q4_K_##level, \
+				   .dot_repacked = cpu_q4_K_repacked_##level, \
+				   .gemm = &cpu_gemm_q4_K_scalar }, \
+		[IO_TYPE_Q5_K] = { .dot = cpu_q5_K_##level }, \
+		[IO_TYPE_Q6_K] = { .dot = cpu_q6_K_##level, \
+				   .gemm = &cpu_gemm_q6_K_scalar }, \
+		[IO_TYPE_Q8_K] = { .from_float = cpu_q8_K_from_float_neon }, \
+	}
+
+static const struct cpu_isa isa_neon_dotprod = {
+	.name = "neon-dotprod",
+	.features =
+		"Advanced SIMD with the dot product instructions (ARMv8.2 dotprod)",
+	.usable = cpu_neon_dotprod_usable,
+	.type = ISA_NEON_TYPES(neon_dotprod),
+	.swiglu = cpu_swiglu_neon,
+	.expf_sub = cpu_expf_sub_neon,
+	.scale = cpu_scale_neon,
+	.rope = cpu_rope_neon,
+};
+
+static const struct cpu_isa isa_neon = {
+	.name = "neon",
+	.features = "Advanced SIMD",
+	.usable = cpu_neon_usable,
+	.type = ISA_NEON_TYPES(neon),
+	.swiglu = cpu_swiglu_neon,
+	.expf_sub = cpu_expf_sub_neon,
+	.scale = cpu_scale_neon,
+	.rope = cpu_rope_neon,
+};
+#undef ISA_NEON_TYPES
+#endif
+
 const struct cpu_isa *const cpu_isa_levels[] = {
 #if defined(__x86_64__)
-	&isa_avx512,
-	&isa_avx2,
+	&isa_avx512,	   &isa_avx2,
+#endif
+#if defined(__aarch64__)
+	&isa_neon_dotprod, &isa_neon,
 #endif
 	&isa_scalar,
 };
@@ -171,6 +251,19 @@ const struct cpu_isa *cpu_isa_named(const char *name)
 	return NULL;
 }
 
+/* this build's level names into names, for messages: "avx512, avx2, scalar" */
+static const char *isa_names(char *names, size_t size)
+{
+	size_t at = 0;
+	unsigned i;
+
+	names[0] = 0;
+	for (i = 0; i < cpu_isa_count && at < size; i++)
+		at += (size_t)snprintf(names + at, size - at, "%s%s",
+				       i ? ", " : "", cpu_isa_levels[i]->name);
+	return names;
+}
+
 static const struct cpu_isa *isa_best(void)
 {
 	unsigned i;
@@ -185,6 +278,7 @@ int cpu_isa_choose(const char *want, const struct cpu_isa **out,
 		   struct err *err)
 {
 	const struct cpu_isa *isa;
+	char names[80];
 
 	*out = NULL;
 	if (!want || !*want) {
@@ -194,8 +288,8 @@ int cpu_isa_choose(const char *want, const struct cpu_isa **out,
 	isa = cpu_isa_named(want);
 	if (!isa)
 		return err_set(err, EINVAL,
-			       "LLMFS_CPU=%s: no such CPU level (scalar%s)",
-			       want, cpu_isa_count > 1 ? ", avx2, avx512" : "");
+			       "LLMFS_CPU=%s: no such CPU level (%s)", want,
+			       isa_names(names, sizeof(names)));
 	if (!isa->usable())
 		return err_set(err, ENOTSUP, "LLMFS_CPU=%s: this CPU lacks %s",
 			       want, isa->features);
