@@ -53,6 +53,14 @@ PKGS_DEB_CHECK += cmake libssl-dev util-linux procps man-db valgrind git \
 # Node.js from elsewhere (node-llama-cpp 3.22.1 wants Node >= 20, Debian 12
 # has 18) is not replaced by Debian's.
 NPM_DEB = $(if $(shell command -v npm),,nodejs npm)
+# The aarch64 cross build and its tests under qemu-user (make aarch64,
+# tests/engine/aarch64.sh): Debian's cross compiler, qemu-aarch64, and the
+# arm64 builds of the libraries the engine and its tests link, installed
+# beside the native ones (multiarch: deps adds the arm64 architecture).
+CROSS_DEB_ARCH = arm64
+PKGS_DEB_CHECK += gcc-aarch64-linux-gnu qemu-user libc6-dev:arm64 \
+	liburing-dev:arm64 libnuma-dev:arm64 libpcre2-dev:arm64 check:arm64 \
+	libjansson-dev:arm64 nettle-dev:arm64
 FS_PKGS += libsystemd
 
 CC ?= cc
@@ -62,10 +70,12 @@ CFLAGS ?= -O2 -g
 # changes. Not -march=native: on this Zen 4 machine GCC 12.2 turns the
 # plain Q4_0 block sum into an AVX-512 VNNI instruction of the wrong
 # signedness (see Documentation/quantization.md). The SIMD kernels
-# (engine/cpu/*_avx512.c, *_avx2.c) carry their own target
-# attributes and are picked at run time (engine/cpu/isa.c), not by
-# these flags, so one binary runs on any x86-64-v3 machine.
-ARCH_FLAGS ?= $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v3 -mtune=native)
+# (engine/cpu/*_avx512.c, *_avx2.c, *_neon_dotprod.c) carry their own
+# target attributes and are picked at run time (engine/cpu/isa.c), not by
+# these flags, so one binary runs on any x86-64-v3 machine. On aarch64
+# (native, or make aarch64's cross build) the baseline ARMv8-A has NEON.
+TARGET_ARCH_NAME := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null)))
+ARCH_FLAGS ?= $(if $(filter x86_64,$(TARGET_ARCH_NAME)),-march=x86-64-v3 -mtune=native)
 override CFLAGS += $(ARCH_FLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow \
 	-Wno-unused-parameter -fno-strict-aliasing -pthread -MMD -MP \
 	-DLLMFS_VERSION='"$(VERSION)"'
@@ -95,6 +105,10 @@ IO_SRC := $(wildcard io/*.c)
 ENGINE_SRC := $(wildcard engine/*.c engine/cpu/*.c engine/ref/*.c engine/quant/*.c \
 	engine/tokenizer/*.c engine/grammar/*.c engine/template/*.c \
 	engine/cuda/*.c)
+# Each architecture's kernels build only for it: *_neon*.c on aarch64.
+ifneq ($(TARGET_ARCH_NAME),aarch64)
+ENGINE_SRC := $(filter-out $(wildcard engine/cpu/*_neon*.c),$(ENGINE_SRC))
+endif
 FS_SRC := $(wildcard fs/*.c fs/local/*.c fs/remote/*.c)
 IO_OBJ := $(IO_SRC:%.c=$(BUILD)/%.o)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
@@ -272,6 +286,26 @@ $(TEST_SHIMS): $(BUILD)/tests/%.so: tests/%.c
 	$(Q)$(CC) -O2 -g -std=c11 -Wall -Wextra $(filter -Werror,$(CFLAGS)) -fPIC -shared \
 		-o $@ $< -ldl
 
+# make aarch64: the engine's tests and llmfs-run cross-built for aarch64
+# into build/aarch64 (Debian's cross compiler, the arm64 libraries of
+# make deps), for tests/engine/aarch64.sh to run under qemu-aarch64.
+CROSS_COMPILE ?= aarch64-linux-gnu-
+CROSS_BUILD = build/aarch64
+CROSS_PKG_CONFIG_LIBDIR = /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+CROSS_TESTS = test_golden test_isa test_simd test_elem test_gemm \
+	test_gemm_packed test_attention test_tokenizer
+CROSS_PKGS = $(IO_PKGS) $(ENGINE_PKGS) $(TEST_PKGS)
+aarch64:
+	@PKG_CONFIG_LIBDIR=$(CROSS_PKG_CONFIG_LIBDIR) \
+		pkg-config --print-errors --exists $(CROSS_PKGS) || \
+		{ echo "make aarch64: arm64 libraries missing (make deps)"; \
+		  exit 1; }
+	$(Q)PKG_CONFIG_LIBDIR=$(CROSS_PKG_CONFIG_LIBDIR) \
+		$(MAKE) --no-print-directory CC=$(CROSS_COMPILE)gcc \
+		AR=$(CROSS_COMPILE)ar BUILD=$(CROSS_BUILD) SANITIZE= CUDA=0 \
+		$(CROSS_TESTS:%=$(CROSS_BUILD)/tests/engine/%) \
+		$(CROSS_BUILD)/bin/llmfs-run
+
 # Install what is missing, and only that (needs root, as on CI): deps for
 # make check, build-deps for building alone (the Containerfile).
 deps: PKGS_WANTED = $(PKGS_DEB) $(PKGS_DEB_CHECK) $(NPM_DEB)
@@ -286,6 +320,11 @@ deps build-deps:
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		case "$$missing" in *:$(CROSS_DEB_ARCH)*) \
+			dpkg --print-foreign-architectures | \
+				grep -qx $(CROSS_DEB_ARCH) || \
+			$$SUDO dpkg --add-architecture $(CROSS_DEB_ARCH);; \
+		esac; \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
@@ -411,7 +450,7 @@ format-check: format-tool
 clean:
 	rm -rf build
 
-.PHONY: all deps build-deps tests check check-run demo fuzz stress bench ref clean install uninstall deb \
+.PHONY: all aarch64 deps build-deps tests check check-run demo fuzz stress bench ref clean install uninstall deb \
 	format format-check format-tool
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
