@@ -11,6 +11,8 @@
  * read from user space.
  */
 #if defined(__aarch64__)
+/* the integer dots of the neon level, at the end: no SDOT */
+#define NEON_DOTPROD 0
 #include <arm_neon.h>
 #include <sys/auxv.h>
 
@@ -36,19 +38,6 @@ bool cpu_neon_dotprod_usable(void)
 	return (getauxval(AT_HWCAP) & want) == want;
 }
 
-/* acc[0] + acc[2], acc[1] + acc[3], their sum, then dot_hsum16. */
-static float cpu_reduce4_neon(float32x4_t a[16])
-{
-	int q;
-
-	for (q = 0; q < 4; q++) {
-		a[q] = vaddq_f32(a[q], a[8 + q]);
-		a[4 + q] = vaddq_f32(a[4 + q], a[12 + q]);
-		a[q] = vaddq_f32(a[q], a[4 + q]);
-	}
-	return cpu_hsum16_neon(a);
-}
-
 /*
  * ggml_vec_dot_f32's four 16-lane accumulators as sixteen 4-lane ones:
  * a[4j + q] holds lanes 4q..4q + 3 of accumulator j.
@@ -65,7 +54,7 @@ float cpu_f32_main_neon(int64_t np, const float *x, const float *y)
 		for (k = 0; k < 16; k++)
 			a[k] = vfmaq_f32(a[k], vld1q_f32(x + i + 4 * k),
 					 vld1q_f32(y + i + 4 * k));
-	return cpu_reduce4_neon(a);
+	return cpu_reduce64_neon(a);
 }
 
 float cpu_f16_main_neon(int64_t np, const uint16_t *x, const uint16_t *y)
@@ -80,7 +69,7 @@ float cpu_f16_main_neon(int64_t np, const uint16_t *x, const uint16_t *y)
 		for (k = 0; k < 16; k++)
 			a[k] = vfmaq_f32(a[k], cpu_ld_f16_neon(x + i + 4 * k),
 					 cpu_ld_f16_neon(y + i + 4 * k));
-	return cpu_reduce4_neon(a);
+	return cpu_reduce64_neon(a);
 }
 
 /*
@@ -118,7 +107,5 @@ void cpu_bf16_main_neon(int64_t np, const uint16_t *x, const uint16_t *y,
 	c[1] = cpu_hsum16_neon(acc + 4);
 }
 
-/* the integer dots of the neon level: no SDOT */
-#define NEON_DOTPROD 0
 #include "neon_qdot.h"
 #endif /* __aarch64__ */

@@ -150,6 +150,8 @@ static const struct cpu_isa isa_avx2 = {
 #endif
 
 #if defined(__aarch64__)
+extern const struct cpu_isa_att cpu_att_neon; /* attention_neon.c */
+
 static float isa_f32_neon(int64_t n, const void *w, const void *a)
 {
 	return dot_f32_with(n, w, a, cpu_f32_main_neon);
@@ -166,9 +168,8 @@ static float isa_bf16_neon(int64_t n, const void *w, const void *a)
 }
 
 /*
- * The two ARM levels' tables: the same float kernels, the integer dots
- * of their own level (neon.h). The GEMM is the scalar level's for now:
- * the same path and bits as every level, at the scalar code's speed.
+ * The two ARM levels' tables: the same float and element-wise kernels,
+ * the integer dots and GEMMs of their own level (neon.h).
  */
 #define ISA_NEON_TYPES(level) \
 	{ \
@@ -184,17 +185,17 @@ static float isa_bf16_neon(int64_t n, const void *w, const void *a)
 		[IO_TYPE_Q5_1] = { .dot = cpu_q5_1_##level }, \
 		[IO_TYPE_Q8_0] = { .dot = cpu_q8_0_##level, \
 				   .from_float = cpu_q8_0_from_float_neon, \
-				   .gemm = &cpu_gemm_q8_0_scalar }, \
+				   .gemm = &cpu_gemm_q8_0_##level }, \
 		[IO_TYPE_Q2_K] = { .dot = cpu_q2_K_##level, \
 				   .dot_repacked = \
 					   cpu_q2_K_repacked_##level }, \
 		[IO_TYPE_Q3_K] = { .dot = cpu_q3_K_##level }, \
 		[IO_TYPE_Q4_K] = { .dot = cpu_q4_K_##level, \
 				   .dot_repacked = cpu_q4_K_repacked_##level, \
-				   .gemm = &cpu_gemm_q4_K_scalar }, \
+				   .gemm = &cpu_gemm_q4_K_##level }, \
 		[IO_TYPE_Q5_K] = { .dot = cpu_q5_K_##level }, \
 		[IO_TYPE_Q6_K] = { .dot = cpu_q6_K_##level, \
-				   .gemm = &cpu_gemm_q6_K_scalar }, \
+				   .gemm = &cpu_gemm_q6_K_##level }, \
 		[IO_TYPE_Q8_K] = { .from_float = cpu_q8_K_from_float_neon }, \
 	}
 
@@ -208,6 +209,7 @@ static const struct cpu_isa isa_neon_dotprod = {
 	.expf_sub = cpu_expf_sub_neon,
 	.scale = cpu_scale_neon,
 	.rope = cpu_rope_neon,
+	.att = &cpu_att_neon,
 };
 
 static const struct cpu_isa isa_neon = {
@@ -219,6 +221,7 @@ static const struct cpu_isa isa_neon = {
 	.expf_sub = cpu_expf_sub_neon,
 	.scale = cpu_scale_neon,
 	.rope = cpu_rope_neon,
+	.att = &cpu_att_neon,
 };
 #undef ISA_NEON_TYPES
 #endif

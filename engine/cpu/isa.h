@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The CPU's kernels per instruction-set level: one table each (scalar,
- * avx2, avx512; neon is the next column), chosen once from the CPU's
- * features. Every vector kernel gives the bits of the scalar emulation it
- * stands for (engine/quant/quant_x86.c, dot.c, ops.c, ...), which stays
+ * avx2, avx512 on x86; neon, neon-dotprod on aarch64), chosen once from
+ * the CPU's features. Every vector kernel gives the bits of the scalar
+ * emulation it stands for (engine/quant/quant_x86.c, dot.c, ops.c, ...), which stays
  * the one definition of each kernel's order: so the logits are the same,
  * bit for bit, whichever table runs, and tests/engine/test_simd.c,
  * test_elem.c and test_isa.c hold every table to the scalar one.
@@ -13,9 +13,10 @@
  * tiled attention or not, packed panels or not) never depends on the
  * level, only on the data: the levels differ in speed, never in bits.
  *
- * LLMFS_CPU=scalar|avx2|avx512 picks a level (tests, benches, a user
- * whose CPU misreports); a level this CPU lacks is refused with a clear
- * error by cpu_isa_check(), which the CPU backend asks before it starts.
+ * LLMFS_CPU=scalar|avx2|avx512|neon|neon-dotprod picks a level (tests,
+ * benches, a user whose CPU misreports); a level this build or CPU lacks
+ * is refused with a clear error by cpu_isa_check(), which the CPU
+ * backend asks before it starts.
  */
 #ifndef LLMFS_ENGINE_CPU_ISA_H
 #define LLMFS_ENGINE_CPU_ISA_H
@@ -126,8 +127,8 @@ int cpu_isa_choose(const char *want, const struct cpu_isa **out,
 		   struct err *err);
 
 /*
- * The level named name ("scalar", "avx2", "avx512"), or NULL where this
- * build has none by that name.
+ * The level named name ("scalar", "avx2", "avx512", "neon",
+ * "neon-dotprod"), or NULL where this build has none by that name.
  */
 const struct cpu_isa *cpu_isa_named(const char *name);
 

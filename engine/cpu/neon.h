@@ -68,6 +68,18 @@ CPU_NEON_QDOT(neon)
 CPU_NEON_QDOT(neon_dotprod)
 #undef CPU_NEON_QDOT
 
+/*
+ * The GEMM's kernels of Q8_0, Q4_K and Q6_K on gemm.h's packed layouts
+ * (neon_gemm.h), gemm_scalar.c's bits, once per level.
+ */
+struct cpu_gemm_kernels;
+extern const struct cpu_gemm_kernels cpu_gemm_q8_0_neon;
+extern const struct cpu_gemm_kernels cpu_gemm_q4_K_neon;
+extern const struct cpu_gemm_kernels cpu_gemm_q6_K_neon;
+extern const struct cpu_gemm_kernels cpu_gemm_q8_0_neon_dotprod;
+extern const struct cpu_gemm_kernels cpu_gemm_q4_K_neon_dotprod;
+extern const struct cpu_gemm_kernels cpu_gemm_q6_K_neon_dotprod;
+
 /* The element-wise steps (elem_neon.c), the scalar code's bits lane by lane. */
 /* ops_swiglu's whole vectors: nv a multiple of 16 */
 void cpu_swiglu_neon(float *y, const float *g, const float *u, int64_t nv);

@@ -25,20 +25,6 @@
 #define NEON_QDOT_FN(name) name##_neon
 #endif
 
-/* acc lane l += w[4l..4l+3] . a[4l..4l+3], any signed bytes, exact. */
-static inline int32x4_t cpu_qdot16(int32x4_t acc, int8x16_t w, int8x16_t a)
-{
-#if NEON_DOTPROD
-	return vdotq_s32(acc, w, a);
-#else
-	/* products in int16 (|p| <= 2^14), widened before any sum */
-	const int16x8_t p0 = vmull_s8(vget_low_s8(w), vget_low_s8(a));
-	const int16x8_t p1 = vmull_high_s8(w, a);
-
-	return vaddq_s32(acc, vpaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
-#endif
-}
-
 /* lanes l = w[4l..4l+3] . a[4l..4l+3] of 16 bytes */
 static inline int32x4_t cpu_qlanes16(int8x16_t w, int8x16_t a)
 {

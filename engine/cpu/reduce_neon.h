@@ -34,6 +34,23 @@ static inline float cpu_hsum16_neon(const float32x4_t v[4])
 	return vget_lane_f32(s, 0) + vget_lane_f32(s, 1);
 }
 
+/*
+ * GGML_F32_VEC_REDUCE of four 16-lane accumulators held as a[4j + q]
+ * (lanes 4q..4q + 3 of accumulator j): (0 + 2) + (1 + 3), then
+ * dot_hsum16. The float dots' fold over steps of 64 elements.
+ */
+static inline float cpu_reduce64_neon(float32x4_t a[16])
+{
+	int q;
+
+	for (q = 0; q < 4; q++) {
+		a[q] = vaddq_f32(a[q], a[8 + q]);
+		a[4 + q] = vaddq_f32(a[4 + q], a[12 + q]);
+		a[q] = vaddq_f32(a[q], a[4 + q]);
+	}
+	return cpu_hsum16_neon(a);
+}
+
 /* An IEEE half as a float (FCVT: exact, a signalling NaN made quiet). */
 static inline float cpu_h2f_neon(uint16_t h)
 {
@@ -61,5 +78,25 @@ static inline int8x16_t cpu_bcast4_neon(const void *p)
 	memcpy(&v, p, sizeof(v));
 	return vreinterpretq_s8_s32(vdupq_n_s32(v));
 }
+
+#ifdef NEON_DOTPROD
+/*
+ * acc lane l += w[4l..4l+3] . a[4l..4l+3], any signed bytes, exact: SDOT
+ * where the file is built for the neon-dotprod level (NEON_DOTPROD 1),
+ * else SMULL and pairwise widening adds (neon.h).
+ */
+static inline int32x4_t cpu_qdot16(int32x4_t acc, int8x16_t w, int8x16_t a)
+{
+#if NEON_DOTPROD
+	return vdotq_s32(acc, w, a);
+#else
+	/* products in int16 (|p| <= 2^14), widened before any sum */
+	const int16x8_t p0 = vmull_s8(vget_low_s8(w), vget_low_s8(a));
+	const int16x8_t p1 = vmull_high_s8(w, a);
+
+	return vaddq_s32(acc, vpaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
+#endif
+}
+#endif
 
 #endif
