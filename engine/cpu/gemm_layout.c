@@ -9,6 +9,8 @@
 #include <string.h>
 #if defined(__AVX2__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 #include "cpu.h"
@@ -21,7 +23,8 @@
  * block's first unit at out), unit u0 + k from block bytes src_off + 4k
  * of each row: the 16 x count dword transpose every pack is. In 8 x 8
  * tiles where the build has AVX2 (x86-64-v3: every x86 build of llmfs),
- * a dword at a time otherwise; the same bytes either way. Packing runs
+ * in 4 x 4 ones on aarch64 (NEON is its baseline), a dword at a time
+ * otherwise; the same bytes either way. Packing runs
  * at load, over every weight byte: at 2.7 GB/s a core a dword at a time,
  * it would add seconds to an 8B model's open (engine.md).
  */
@@ -73,6 +76,44 @@ static void gemm_pack_units(const uint8_t *src, size_t row_bytes, size_t at,
 					_mm256_permute2x128_si256(
 						q[i], q[i + 4], 0x31));
 			}
+		}
+	}
+#elif defined(__aarch64__)
+	for (; k + 4 <= count; k += 4) {
+		int g;
+
+		for (g = 0; g < CPU_GEMM_ROWS / 4; g++) {
+			const uint8_t *b = src + row_bytes * (size_t)(4 * g) +
+					   at + src_off + 4 * (size_t)k;
+			uint8_t *o = out + GEMM_UNIT * (size_t)(u0 + k) +
+				     16 * g;
+			uint32x4_t x[4], t[4];
+			int i;
+
+			/* x[i]: units k..k + 3 of row 4g + i */
+			for (i = 0; i < 4; i++)
+				x[i] = vreinterpretq_u32_u8(
+					vld1q_u8(b + row_bytes * (size_t)i));
+			t[0] = vtrn1q_u32(x[0], x[1]);
+			t[1] = vtrn2q_u32(x[0], x[1]);
+			t[2] = vtrn1q_u32(x[2], x[3]);
+			t[3] = vtrn2q_u32(x[2], x[3]);
+			x[0] = vreinterpretq_u32_u64(
+				vtrn1q_u64(vreinterpretq_u64_u32(t[0]),
+					   vreinterpretq_u64_u32(t[2])));
+			x[1] = vreinterpretq_u32_u64(
+				vtrn1q_u64(vreinterpretq_u64_u32(t[1]),
+					   vreinterpretq_u64_u32(t[3])));
+			x[2] = vreinterpretq_u32_u64(
+				vtrn2q_u64(vreinterpretq_u64_u32(t[0]),
+					   vreinterpretq_u64_u32(t[2])));
+			x[3] = vreinterpretq_u32_u64(
+				vtrn2q_u64(vreinterpretq_u64_u32(t[1]),
+					   vreinterpretq_u64_u32(t[3])));
+			/* x[i]: unit k + i of rows 4g..4g + 3 */
+			for (i = 0; i < 4; i++)
+				vst1q_u8(o + GEMM_UNIT * i,
+					 vreinterpretq_u8_u32(x[i]));
 		}
 	}
 #endif
