@@ -24,16 +24,42 @@
 #include "../../engine/quant/quant_internal.h"
 #include "../common/check_main.h"
 
-/* Run vector level l (every level but the last, scalar one); false where
- * this CPU lacks it. */
+/* Whether levels a and b have the same element-wise steps and quantizers. */
+static bool elem_same_steps(const struct cpu_isa *a, const struct cpu_isa *b)
+{
+	static const uint32_t types[] = { IO_TYPE_Q8_K, IO_TYPE_Q8_0,
+					  IO_TYPE_F16 };
+	size_t i;
+
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (a->type[types[i]].from_float !=
+		    b->type[types[i]].from_float)
+			return false;
+	return a->swiglu == b->swiglu && a->expf_sub == b->expf_sub &&
+	       a->scale == b->scale && a->rope == b->rope;
+}
+
+/*
+ * Run vector level l (every level but the last, scalar one); false where
+ * this CPU lacks it, or where an earlier level this CPU has runs the same
+ * steps (aarch64's two NEON levels share theirs: compared there).
+ */
 static bool elem_use(int l)
 {
 	const struct cpu_isa *isa = cpu_isa_levels[l];
+	int i;
 
 	if (!isa->usable()) {
 		printf("%s: not on this CPU, left out\n", isa->name);
 		return false;
 	}
+	for (i = 0; i < l; i++)
+		if (cpu_isa_levels[i]->usable() &&
+		    elem_same_steps(cpu_isa_levels[i], isa)) {
+			printf("%s: the steps of %s, compared there\n",
+			       isa->name, cpu_isa_levels[i]->name);
+			return false;
+		}
 	cpu_isa_use(isa);
 	return true;
 }
