@@ -18,28 +18,22 @@
 #include "gemm_k.h"
 #include "../quant/quant_internal.h"
 
-/*
- * Units [u0, u0 + count) of one block of the 16 rows into out (the
- * block's first unit at out), unit u0 + k from block bytes src_off + 4k
- * of each row: the 16 x count dword transpose every pack is. In 8 x 8
- * tiles where the build has AVX2 (x86-64-v3: every x86 build of llmfs),
- * in 4 x 4 ones on aarch64 (NEON is its baseline), a dword at a time
- * otherwise; the same bytes either way. Packing runs
- * at load, over every weight byte: at 2.7 GB/s a core a dword at a time,
- * it would add seconds to an 8B model's open (engine.md).
- */
-static void gemm_pack_units(const uint8_t *src, size_t row_bytes, size_t at,
-			    int u0, int count, size_t src_off, uint8_t *out)
-{
-	int r, k = 0;
-
 #if defined(__AVX2__)
-	for (; k + 8 <= count; k += 8) {
+/*
+ * Units [0, count) rounded down to 8 of gemm_pack_units, in 8 x 8 dword
+ * tiles (unpack 32, unpack 64, permute 128); returns how many it did.
+ */
+static int gemm_pack_tiles(const uint8_t *src, size_t row_bytes, int u0,
+			   int count, uint8_t *out)
+{
+	int k;
+
+	for (k = 0; k + 8 <= count; k += 8) {
 		int g;
 
 		for (g = 0; g < 2; g++) {
 			const uint8_t *b = src + row_bytes * (size_t)(8 * g) +
-					   at + src_off + 4 * (size_t)k;
+					   4 * (size_t)k;
 			__m256i x[8], t[8], q[8];
 			int i;
 
@@ -78,13 +72,24 @@ static void gemm_pack_units(const uint8_t *src, size_t row_bytes, size_t at,
 			}
 		}
 	}
+	return k;
+}
 #elif defined(__aarch64__)
-	for (; k + 4 <= count; k += 4) {
+/*
+ * Units [0, count) rounded down to 4 of gemm_pack_units, in 4 x 4 dword
+ * tiles (TRN1/TRN2 of 32 then 64 bits); returns how many it did.
+ */
+static int gemm_pack_tiles(const uint8_t *src, size_t row_bytes, int u0,
+			   int count, uint8_t *out)
+{
+	int k;
+
+	for (k = 0; k + 4 <= count; k += 4) {
 		int g;
 
 		for (g = 0; g < CPU_GEMM_ROWS / 4; g++) {
 			const uint8_t *b = src + row_bytes * (size_t)(4 * g) +
-					   at + src_off + 4 * (size_t)k;
+					   4 * (size_t)k;
 			uint8_t *o = out + GEMM_UNIT * (size_t)(u0 + k) +
 				     16 * g;
 			uint32x4_t x[4], t[4];
@@ -116,13 +121,37 @@ static void gemm_pack_units(const uint8_t *src, size_t row_bytes, size_t at,
 					 vreinterpretq_u8_u32(x[i]));
 		}
 	}
+	return k;
+}
+#else
+static int gemm_pack_tiles(const uint8_t *src, size_t row_bytes, int u0,
+			   int count, uint8_t *out)
+{
+	return 0;
+}
 #endif
-	for (; k < count; k++)
+
+/*
+ * Units [u0, u0 + count) of one block of the 16 rows into out (the
+ * block's first unit at out), unit u0 + k from block bytes src_off + 4k
+ * of each row: the 16 x count dword transpose every pack is. In 8 x 8
+ * tiles where the build has AVX2 (x86-64-v3: every x86 build of llmfs),
+ * in 4 x 4 ones on aarch64 (NEON is its baseline), a dword at a time
+ * otherwise; the same bytes either way. Packing runs at load, over every
+ * weight byte: at 2.7 GB/s a core a dword at a time, it would add
+ * seconds to an 8B model's open (engine.md).
+ */
+static void gemm_pack_units(const uint8_t *src, size_t row_bytes, size_t at,
+			    int u0, int count, size_t src_off, uint8_t *out)
+{
+	int r, k;
+
+	src += at + src_off;
+	for (k = gemm_pack_tiles(src, row_bytes, u0, count, out); k < count;
+	     k++)
 		for (r = 0; r < CPU_GEMM_ROWS; r++)
 			memcpy(out + GEMM_UNIT * (size_t)(u0 + k) + 4 * r,
-			       src + row_bytes * (size_t)r + at + src_off +
-				       4 * (size_t)k,
-			       4);
+			       src + row_bytes * (size_t)r + 4 * (size_t)k, 4);
 }
 
 /* The byte of a block_q4_K whose dword packed unit u holds (gemm.h). */
