@@ -368,6 +368,12 @@ check-run:
 	$(Q)$(MAKE) --no-print-directory tests
 	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) tests/run $(TESTS)
 
+# The aarch64 tests make check runs under qemu-user, and the two that only
+# the shared models cover there besides (test_attention, test_gemm):
+# about twice as long (tests/engine/aarch64.sh).
+check-aarch64: deps
+	$(Q)AARCH64_FULL=1 tests/engine/aarch64.sh
+
 demo: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) MODEL="$(MODEL)" tools/demo.sh
@@ -450,7 +456,7 @@ format-check: format-tool
 clean:
 	rm -rf build
 
-.PHONY: all aarch64 deps build-deps tests check check-run demo fuzz stress bench ref clean install uninstall deb \
+.PHONY: all aarch64 check-aarch64 deps build-deps tests check check-run demo fuzz stress bench ref clean install uninstall deb \
 	format format-check format-tool
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

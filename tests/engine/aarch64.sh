@@ -2,23 +2,32 @@
 # The aarch64 build, run under qemu-user: the engine's tests cross-built
 # with Debian's gcc-aarch64-linux-gnu into build/aarch64 (make aarch64),
 # then run by qemu-aarch64 on this machine (Documentation/engine.md,
-# "aarch64: built here, tested under qemu-user"):
+# "aarch64: built here, tested under qemu-user"). What proves the NEON
+# code right, as make check runs it:
 #
 #   test_golden     the shared models against llama.cpp's logits, at the
-#                   best level qemu's CPU has (neon-dotprod)
+#                   best level qemu's CPU has (neon-dotprod), the models
+#                   split over the two queues (GOLDEN_DIR)
 #   test_isa        every level (neon-dotprod, neon, scalar) gives the same
-#                   logits, bit for bit, on every shared model
-#   test_simd, test_gemm, test_gemm_packed, test_elem, test_attention
+#                   logits, bit for bit, on every shared model (prompt
+#                   rows through the GEMM, then decoding)
+#   test_simd, test_gemm_packed, test_elem
 #                   each NEON kernel of both levels against its scalar twin
 #                   (the steps the two levels share, once)
 #   test_tokenizer  the tokenizer vectors
 #
-# and on a CPU without the dot product instructions (qemu's cortex-a72, a
-# Raspberry Pi 4's core): the neon level is chosen, and LLMFS_CPU=
+# and with AARCH64_FULL=1 (make check-aarch64: about twice as long) also
+# test_attention (every attention step, type pair, KV chunk merge and
+# the vector expf against libm) and test_gemm (every GEMM tile against a
+# scalar model of its order), which test_golden and test_isa cover only
+# through the shared models.
+#
+# Then, on a CPU without the dot product instructions (qemu's cortex-a72,
+# a Raspberry Pi 4's core): the neon level is chosen, and LLMFS_CPU=
 # neon-dotprod is refused with one line, as LLMFS_CPU=avx2 is (no level
 # of this build). Speed means nothing under qemu: this is a test of the
-# bits only. The tests run in two queues, one qemu each, about 2.5
-# minutes of CPU each.
+# bits only. The tests run in two queues, one qemu each: about 3 minutes
+# of CPU each, 6 with AARCH64_FULL=1.
 #
 # Skipped (77) where the cross compiler or qemu is missing (make deps
 # installs them; tests/run counts that skip as a failure) or the shared
@@ -69,17 +78,35 @@ judge() {
 		tail -n 20 "$log/$1" | sed 's/^/    /'
 	fi
 }
-# queue TEST...: the tests one after the other, each under qemu
+# queue TEST...: the tests one after the other, each under qemu;
+# test_golden.N is test_golden over the golden files in $log/golden.N
 queue() {
 	local t
 	for t in "$@"; do
-		run "$t" qemu-aarch64 "$cross/tests/engine/$t"
+		case $t in
+		test_golden.*)
+			run "$t" GOLDEN_DIR="$log/golden.${t#*.}" qemu-aarch64 \
+				"$cross/tests/engine/test_golden" ;;
+		*) run "$t" qemu-aarch64 "$cross/tests/engine/$t" ;;
+		esac
 	done
 }
 
+# the golden models, every other one in each queue
+mkdir "$log/golden.1" "$log/golden.2" || exit 1
+i=0
+for f in "$SHARED"/golden/*.jsonl; do
+	ln -s "$f" "$log/golden.$((i % 2 + 1))/" || exit 1
+	i=$((i + 1))
+done
+
 # two queues of about equal CPU time, one core each
-a=(test_golden test_tokenizer test_gemm_packed test_elem test_simd)
-b=(test_attention test_isa test_gemm)
+a=(test_golden.1 test_tokenizer test_gemm_packed test_elem)
+b=(test_golden.2 test_isa test_simd)
+if [ "${AARCH64_FULL:-0}" = 1 ]; then
+	a+=(test_attention)
+	b+=(test_gemm)
+fi
 queue "${a[@]}" &
 qa=$!
 queue "${b[@]}"
@@ -88,7 +115,7 @@ for t in "${a[@]}" "${b[@]}"; do
 	judge "$t"
 done
 grep -h "= scalar" "$log/test_isa" | sed 's/^/    /'
-grep -h "max rel err" "$log/test_golden" | sed 's/^/    /'
+grep -h "max rel err" "$log"/test_golden.* | sed 's/^/    /'
 
 # A CPU without SDOT: the neon level runs, neon-dotprod is refused.
 run simd_a72 QEMU_CPU=cortex-a72 qemu-aarch64 $cross/tests/engine/test_simd
