@@ -55,16 +55,15 @@ static int forward_wait(struct forward_pass *p, const struct engine_tensor *t)
 	ret = io_placement_wait(t->place);
 	if (ret == 0) {
 		/*
-		 * an asynchronous load's tensors are packed as they arrive,
-		 * by the backend of their device (made by forward_stages),
-		 * one context at a time (several may share the model)
+		 * an asynchronous load's tensors are packed as they arrive
+		 * by the model's packer (model_pack.c); one it has not
+		 * reached yet here, by the backend of its device (made by
+		 * forward_stages)
 		 */
-		if (p->m->pack_on_wait &&
-		    !engine_ctx_backend(p->ctx, t->place->device, &b, NULL)) {
-			pthread_mutex_lock(&p->ctx->model->pack_lock);
-			engine_backend_pack(p->ctx->backends[b], t);
-			pthread_mutex_unlock(&p->ctx->model->pack_lock);
-		}
+		if (p->m->packer &&
+		    !engine_ctx_backend(p->ctx, t->place->device, &b, NULL))
+			engine_model_pack_one(p->ctx->model,
+					      p->ctx->backends[b], t);
 		return 0;
 	}
 	if (io_weights_wait(p->m->weights, p->err) >= 0)

@@ -676,39 +676,6 @@ static int model_find_arch(struct engine_model *m, struct err *err)
 		arch);
 }
 
-/*
- * The backend's own layout of the matrices, made once at load (the CPU's
- * packed panels): a view it cannot pack, or memory for the copy that is
- * missing, leaves its matrix as the file has it, which every kernel reads
- * too. tok_embd and a tied output share one placement: the first view
- * packs it, the second finds it packed.
- */
-static void model_pack(void *arg, struct engine_tensor *t)
-{
-	if (t->info)
-		engine_backend_pack(arg, t);
-}
-
-/*
- * Every matrix packed by a backend of the weights' device, made for it
- * with threads threads (packing splits each matrix's panels over them)
- * and gone after.
- */
-static int model_pack_all(struct engine_model *m, uint32_t threads,
-			  struct err *err)
-{
-	struct engine_backend *be;
-	int ret;
-
-	ret = engine_backend_new(&be, io_weights_home(m->weights), threads,
-				 err);
-	if (ret)
-		return ret;
-	engine_model_each_view(m, model_pack, be);
-	engine_backend_free(be);
-	return 0;
-}
-
 void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
 			size_t size, void *buf)
 {
@@ -784,13 +751,15 @@ int engine_model_open(struct engine_model **out, const char *path,
 	m->info.tokenizer_model = engine_vocab_model_name(m->vocab);
 	m->info.tokenizer_pre = engine_vocab_pre_name(m->vocab);
 	/*
-	 * packed now, or, loading in the background, as each tensor arrives:
-	 * its first wait in a pass packs it (forward.c)
+	 * packed now, or, loading in the background, as each tensor arrives
+	 * (model_pack.c)
 	 */
-	if (!opt->no_pack && !opt->load.async &&
-	    (ret = model_pack_all(m, opt->threads, err)))
+	if (!opt->no_pack && !opt->load.async)
+		ret = engine_model_pack_all(m, opt->threads, err);
+	else if (!opt->no_pack)
+		ret = engine_model_packer_start(m, err);
+	if (ret)
 		goto out_free;
-	m->pack_on_wait = !opt->no_pack && opt->load.async;
 	*out = m;
 	return 0;
 
@@ -803,6 +772,7 @@ void engine_model_free(struct engine_model *m)
 {
 	if (!m)
 		return;
+	engine_model_packer_free(m);
 	engine_vocab_free(m->vocab);
 	free(m->layers);
 	engine_weights_release(m);

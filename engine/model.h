@@ -17,6 +17,8 @@
 #include "tensor.h"
 
 struct engine_vocab;
+struct engine_backend;
+struct model_packer;
 
 struct engine_layer {
 	struct engine_tensor attn_norm;	     /* [n_embd] F32 */
@@ -40,12 +42,14 @@ struct engine_model {
 	char *path;
 	char *name;
 	/*
-	 * an asynchronous load is packed tensor by tensor, at a pass's first
-	 * wait for each (engine_model_options.no_pack not set), by the
-	 * waiting context's backend, one at a time (pack_lock): the only
-	 * write to a model after its open
+	 * an asynchronous load is packed tensor by tensor as it arrives
+	 * (engine_model_options.no_pack not set): by the packer thread, or
+	 * at a pass's first wait for a tensor the packer has not reached,
+	 * by the waiting context's backend (engine_model_pack_one); one at
+	 * a time (pack_lock): the only write to a model after its open
+	 * (model_pack.c). NULL: packed at open, or not at all.
 	 */
-	bool pack_on_wait;
+	struct model_packer *packer;
 	pthread_mutex_t pack_lock;
 
 	struct engine_tensor tok_embd;	  /* [n_embd, n_vocab] */
@@ -70,6 +74,32 @@ void engine_weights_release(struct engine_model *m);
 void engine_model_each_view(struct engine_model *m,
 			    void (*fn)(void *arg, struct engine_tensor *t),
 			    void *arg);
+
+/*
+ * Pack every matrix of m (loaded) for a backend of its weights' device,
+ * threads threads splitting each matrix: 0, or a backend's error.
+ */
+int engine_model_pack_all(struct engine_model *m, uint32_t threads,
+			  struct err *err);
+/*
+ * Start packing m's matrices as an asynchronous load brings them in
+ * (m->packer): 0, -ENOMEM or pthread_create's error, with a message
+ * (engine_model_packer_free frees what was made).
+ */
+int engine_model_packer_start(struct engine_model *m, struct err *err);
+/*
+ * t (arrived) packed for be's kernels, by be now unless the packer or
+ * another pass did; m->packer must be set.
+ */
+void engine_model_pack_one(struct engine_model *m, struct engine_backend *be,
+			   const struct engine_tensor *t);
+/*
+ * Wait until the packer has walked every matrix (the load's end at the
+ * latest): nothing writes m's weights after (a move, engine_weights_move).
+ */
+void engine_model_packer_join(struct engine_model *m);
+/* Stop the packer (at the latest when the load ends) and free it. */
+void engine_model_packer_free(struct engine_model *m);
 
 /* The tokenizer's vocabulary, for engine/tokenizer*.c. */
 const struct engine_vocab *engine_model_vocab(const struct engine_model *m);

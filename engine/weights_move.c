@@ -212,6 +212,8 @@ int engine_weights_move(struct engine_model *m, const uint64_t *idx, uint64_t n,
 
 	if ((ret = io_weights_wait(m->weights, err)) < 0)
 		return ret;
+	/* no packing in place while the bytes move */
+	engine_model_packer_join(m);
 	/* a device no backend computes on: io/ says why (gpu0 simulated) */
 	if (!engine_backend_device_known(device))
 		return io_weights_move_many(m->weights, idx, n, device, err);

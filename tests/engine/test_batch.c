@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../../engine/engine.h"
+#include "../../engine/model.h"
 #include "../common/check_main.h"
 
 static char tmp_dir[] = "/tmp/llmfs-test-batch-XXXXXX";
@@ -536,6 +537,50 @@ START_TEST(test_batch_async_load_same_logits)
 }
 END_TEST
 
+/*
+ * An async load is packed as it arrives by the model's packer, with no
+ * pass to pack it: once the load and the packer are done, every matrix
+ * the synchronous open packs is packed.
+ */
+START_TEST(test_batch_async_load_packed_by_packer)
+{
+	const char *stem = batch_models[_i];
+	struct io_load_options load = { .async = true,
+					.read_kib = 4,
+					.queue_depth = 2 };
+	struct engine_ctx *ms, *ma;
+	struct engine_model *mms, *mma;
+	const struct io_gguf *g;
+	char path[1200];
+	uint64_t i, packed = 0;
+	uint32_t layout;
+
+	model_path(path, sizeof(path), stem);
+	ms = batch_open(path, 64, 2, NULL, false);
+	ma = batch_open(path, 64, 2, &load, false);
+	mms = engine_ctx_model(ms);
+	mma = engine_ctx_model(ma);
+	ck_assert_ptr_nonnull(mma->packer);
+	ck_assert_ptr_null(mms->packer);
+	ck_assert_int_eq(io_weights_wait(engine_model_weights(mma), NULL), 0);
+	engine_model_packer_join(mma);
+	g = engine_model_gguf(mms);
+	for (i = 0; i < g->n_tensors; i++) {
+		layout = io_weights_placement(engine_model_weights(mms), i)
+				 ->layout;
+		packed += layout != 0;
+		ck_assert_msg(io_weights_placement(engine_model_weights(mma), i)
+					      ->layout == layout,
+			      "%s: %s packed by the open, not by the packer",
+			      stem, g->tensors[i].name);
+	}
+	printf("%s: %llu matrices packed by the packer\n", stem,
+	       (unsigned long long)packed);
+	batch_close(ma);
+	batch_close(ms);
+}
+END_TEST
+
 struct batch_cut {
 	const char *path;
 	off_t size;
@@ -641,6 +686,8 @@ static void batch_tests(TCase *tc)
 	tcase_add_loop_test(tc, test_batch_long_prompt_in_chunks, 0, 2);
 	tcase_add_test(tc, test_batch_same_sequence_context_full);
 	tcase_add_loop_test(tc, test_batch_async_load_same_logits, 0, N_MODELS);
+	tcase_add_loop_test(tc, test_batch_async_load_packed_by_packer, 0,
+			    N_MODELS);
 	tcase_add_test(tc, test_batch_async_load_failure);
 }
 
