@@ -29,9 +29,17 @@ ids = []
 for _ in range(n):
     with open(model + "/sessions/new") as f:
         ids.append(f.read().strip())
-for i in ids:
+# Each prompt is submitted at its release, which any of the daemon's
+# threads may handle: the last two could be taken in either order. A read
+# of generate with nothing submitted waits for the releases before it
+# (fs_release_wait) and is EOF: the first n - 1 are in before the last.
+for i in ids[:-1]:
     with open("%s/sessions/%s/generate" % (model, i), "w") as f:
         f.write("Once upon a time")
+with open(model + "/generate") as f:
+    f.read()
+with open("%s/sessions/%s/generate" % (model, ids[-1]), "w") as f:
+    f.write("Once upon a time")
 fd = os.open("%s/sessions/%s/generate" % (model, ids[-1]), os.O_RDONLY)
 try:
     while os.read(fd, 4096):
