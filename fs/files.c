@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -114,6 +115,7 @@ int fs_file_open(struct fs *fs, fuse_req_t req, const struct fs_node *n,
 		return -ENOENT;
 	}
 	pthread_mutex_init(&h->lock, NULL);
+	h->who_leader = -1;
 	h->node = *n;
 	h->uid = fuse_req_ctx(req)->uid;
 	h->readable = acc != O_WRONLY;
@@ -238,6 +240,8 @@ void fs_file_release(struct fs *fs, struct fs_handle *h)
 	}
 	fs_buf_free(&h->in);
 	fs_buf_free(&h->text);
+	if (h->who_leader >= 0)
+		close(h->who_leader);
 	pthread_mutex_destroy(&h->lock);
 	fs_model_put(fm);
 	free(h);

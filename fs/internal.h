@@ -417,9 +417,13 @@ struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid, gid_t gid,
 void fs_session_remove(struct fs_model *fm, struct fs_session *ss);
 /* Drop a reference; fm->lock held. */
 void fs_session_put(struct fs_model *fm, struct fs_session *ss);
-/* Replace the waiting answer for (ss or who, kind); takes s's reference. */
+/*
+ * Replace the waiting answer for (ss or who, kind); takes s's reference.
+ * leader: a pidfd of who's session leader opened while the writer ran
+ * (duplicated, not taken), or -1.
+ */
 void fs_pending_set(struct fs_model *fm, struct fs_session *ss,
-		    const struct fs_who *who, enum fs_gen_kind kind,
+		    const struct fs_who *who, int leader, enum fs_gen_kind kind,
 		    struct fs_stream *s);
 /* Take the waiting answer (caller owns the reference), or NULL. */
 struct fs_stream *fs_pending_take(struct fs_model *fm, struct fs_session *ss,
@@ -1003,9 +1007,10 @@ struct fs_handle {
 	struct fs_snap_write *snap; /* sessions/N/kv: a restore (kvsnap.c) */
 	pid_t sid;		    /* of the writer */
 	struct fs_who who;	    /* of the writer */
-	uid_t uid;		    /* of the opener */
-	uint64_t charged;	    /* bytes of in charged to uid */
-	int failed;		    /* a write failed: nothing submitted */
+	int who_leader;	  /* pidfd of who's leader at the write, or -1 */
+	uid_t uid;	  /* of the opener */
+	uint64_t charged; /* bytes of in charged to uid */
+	int failed;	  /* a write failed: nothing submitted */
 	bool wrote;
 	bool readable;
 	struct fs_handle *prev, *next; /* in fs.handles */

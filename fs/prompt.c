@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -87,6 +89,35 @@ static void prompt_who(fuse_req_t req, struct fs_who *who)
 	if (prompt_stat_fields((pid_t)sid, &lsid, &start) || lsid != sid)
 		start = 0;
 	who->start = start;
+}
+
+/*
+ * A pidfd of the writer's session leader, opened while the writer runs,
+ * so that the answer's key holds that process and not a later one with
+ * its id (fs_pending_set). Checked against the start time just read: a
+ * leader that died in between gives none. Each write says who writes (a
+ * description may pass between processes), so each opens it again.
+ */
+static void prompt_leader_open(struct fs_handle *h)
+{
+	unsigned long long start;
+	long sid;
+	int fd;
+
+	if (h->who_leader >= 0)
+		close(h->who_leader);
+	h->who_leader = -1;
+	if (!h->who.start)
+		return;
+	fd = (int)syscall(SYS_pidfd_open, h->who.sid, 0);
+	if (fd < 0)
+		return;
+	if (prompt_stat_fields(h->who.sid, &sid, &start) ||
+	    start != h->who.start) {
+		close(fd);
+		return;
+	}
+	h->who_leader = fd;
 }
 
 /* The prompt bytes h holds go back to its uid's allowance. */
@@ -163,7 +194,8 @@ static void prompt_submit_pending(struct fs_handle *h)
 	if (!s)
 		return;
 	pthread_mutex_lock(&h->fm->lock);
-	fs_pending_set(h->fm, h->session, &h->who, prompt_gen_kind(h), s);
+	fs_pending_set(h->fm, h->session, &h->who, h->who_leader,
+		       prompt_gen_kind(h), s);
 	pthread_mutex_unlock(&h->fm->lock);
 }
 
@@ -261,6 +293,7 @@ static int prompt_write_bytes(struct fs_handle *h, fuse_req_t req,
 		h->charged += size;
 		rc = fs_buf_add(&h->in, buf, size);
 		prompt_who(req, &h->who);
+		prompt_leader_open(h);
 		h->sid = h->who.sid;
 		h->wrote = true;
 	}

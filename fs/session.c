@@ -14,6 +14,7 @@
  * Everything here runs with fs_model.lock held.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -123,12 +124,15 @@ static bool session_who_eq(const struct fs_who *a, const struct fs_who *b)
 	return a->sid == b->sid && a->uid == b->uid && a->start == b->start;
 }
 
-/* The pidfd of who's session leader, while alive (-1 if not, or none). */
-static int session_leader_open(const struct fs_who *who)
+/*
+ * A copy of the writer's pidfd of its session leader (-1 if none). It was
+ * opened at the write, while the writer ran: opened here, at the release,
+ * the id could already be another session's (the writer exited, a new
+ * leader took its id within the same 10 ms tick, so with the same start).
+ */
+static int session_leader_dup(int leader)
 {
-	if (!who->start)
-		return -1;
-	return (int)syscall(SYS_pidfd_open, who->sid, 0);
+	return leader < 0 ? -1 : fcntl(leader, F_DUPFD_CLOEXEC, 0);
 }
 
 /*
@@ -155,7 +159,7 @@ static void session_pending_free(struct fs_pending *p)
 }
 
 void fs_pending_set(struct fs_model *fm, struct fs_session *ss,
-		    const struct fs_who *who, enum fs_gen_kind kind,
+		    const struct fs_who *who, int leader, enum fs_gen_kind kind,
 		    struct fs_stream *s)
 {
 	struct fs_stream *old = NULL;
@@ -177,7 +181,7 @@ void fs_pending_set(struct fs_model *fm, struct fs_session *ss,
 				goto out;
 			}
 			p->who = *who;
-			p->leader = session_leader_open(who);
+			p->leader = session_leader_dup(leader);
 			p->kind = kind;
 			p->next = fm->pending;
 			fm->pending = p;
