@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Packing a model's matrices into its backend's own layout (the CPU's
- * packed panels, engine/cpu/gemm_layout.c), in place, once per open.
+ * packed panels: the CPU backend's gemm_layout), in place, once per open.
  *
  * A plain load is packed after it, each matrix split over a pool of the
  * open's threads (engine_model_pack_all). An asynchronous load is packed
