@@ -156,9 +156,9 @@ int fs_budget_text(struct fs *fs, struct fs_buf *b)
 		struct fs_model *fm = fs->models[i];
 		struct engine_kv_stats kv;
 
-		if (fs_model_state(fm) != FS_MODEL_READY || !fm->ctx)
+		if (fs_model_state(fm) != FS_MODEL_READY ||
+		    !fm->provider->kv_stats || !fm->provider->kv_stats(fm, &kv))
 			continue;
-		engine_kv_stats(fm->ctx, &kv);
 		rc = fs_buf_printf(b, "memory_budget_model %s %llu %llu\n",
 				   fm->name, (unsigned long long)kv.committed,
 				   (unsigned long long)kv.budget);

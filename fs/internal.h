@@ -470,7 +470,9 @@ struct fs_model {
 	const struct fs_provider *provider; /* set before the thread starts */
 	/*
 	 * the provider's own state, read only by its folder (fs/local/,
-	 * fs/remote/): struct fs_local, struct remote
+	 * fs/remote/): struct fs_local (the engine's model, context, chat
+	 * template, file type, digest), struct remote. The core asks the
+	 * provider table for what it needs of it (fs_model_engine).
 	 */
 	void *provider_data;
 
@@ -480,30 +482,7 @@ struct fs_model {
 	char load_error[512];
 	uint64_t load_done, load_total;
 	double load_start, load_secs;
-	/*
-	 * The idle merge of the weights into huge pages (sched_merge_step):
-	 * "merging", "done" or "unsupported" once loaded, NULL before and
-	 * for remote models; the bytes of whole huge pages merged so far
-	 */
-	const char *merge_state;
-	uint64_t merged_bytes;
 	_Atomic bool stop; /* written under lock, read bare too */
-
-	/*
-	 * A local model's engine (fs/local/), set once, when state becomes
-	 * READY; read-only after; NULL for a remote one. Files of the core
-	 * that need the model (a grammar compiled for config, the weights
-	 * lock's readers) ask here.
-	 */
-	struct engine_model *m;
-	struct engine_ctx *ctx; /* m's one context: the scheduler's */
-	const struct engine_model_info *info;
-	/* the GGUF template's built-in family (store.c compares the store's) */
-	enum engine_chat_format chat_format;
-	struct engine_chat *chat; /* its chat template */
-	char quant[16];		  /* the file type, "Q4_K_M" */
-	bool quant_guessed;	  /* no general.file_type: llama.cpp's guess */
-	char sha256[65 * 4];	  /* hex per file, "" until computed */
 
 	struct fs_config config; /* protected by lock */
 	struct fs_errors errors;
@@ -521,8 +500,6 @@ struct fs_model {
 
 	pthread_t thread;
 	bool thread_started;
-	pthread_t hash_thread;
-	bool hash_started;
 
 	/*
 	 * A model of a store (store.h): what the store says of it, owned;
@@ -586,6 +563,12 @@ int fs_model_add(struct fs *fs, struct fs_model *fm);
 struct fs_model *fs_model_get(struct fs *fs, unsigned i, bool gone_too);
 void fs_model_put(struct fs_model *fm);
 bool fs_model_gone(struct fs_model *fm);
+/*
+ * The engine model fm's provider runs (its engine_model operation), for
+ * a caller that saw fm->state READY; NULL for a provider that runs none
+ * (remote). Read-only; the provider frees it.
+ */
+struct engine_model *fs_model_engine(struct fs_model *fm);
 
 /* text.c: the contents of the generated files. */
 int fs_text_models(struct fs *fs, struct fs_buf *b);

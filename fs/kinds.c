@@ -175,7 +175,7 @@ static int kinds_config_write(struct fs *fs, fuse_req_t req,
 	pthread_mutex_lock(&fm->lock);
 	/* grammars are compiled for a loaded local model */
 	if (fm->state == FS_MODEL_READY)
-		src.m = fm->m;
+		src.m = fs_model_engine(fm);
 	rc = fs_config_write_for(h->session ? &h->session->over : &fm->config,
 				 buf, size, &src, &err);
 	pthread_mutex_unlock(&fm->lock);

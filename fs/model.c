@@ -102,6 +102,13 @@ bool fs_model_gone(struct fs_model *fm)
 	return gone;
 }
 
+struct engine_model *fs_model_engine(struct fs_model *fm)
+{
+	const struct fs_provider *p = fm->provider;
+
+	return p->engine_model ? p->engine_model(fm) : NULL;
+}
+
 int fs_model_new(struct fs *fs, struct fs_model **out, const char *name,
 		 const char *path, struct err *err)
 {
@@ -236,9 +243,6 @@ void fs_model_stop(struct fs_model *fm)
 	if (fm->thread_started)
 		pthread_join(fm->thread, NULL);
 	fm->thread_started = false;
-	if (fm->hash_started)
-		pthread_join(fm->hash_thread, NULL);
-	fm->hash_started = false;
 }
 
 void fs_model_free(struct fs_model *fm)

@@ -18,7 +18,9 @@
  * free: the model's thread) and describe it (info, models_line: any
  * thread). The optional ones give the files that only some providers have:
  * a NULL operation means its files are absent from the model's directory
- * (fs_provider_has), so that `ls` shows what works.
+ * (fs_provider_has), so that `ls` shows what works. Three more give the
+ * core what it needs of the provider's state without reading it: its
+ * lines of stats, the engine model (fs_model_engine), the KV figures.
  */
 #ifndef LLMFS_FS_PROVIDER_H
 #define LLMFS_FS_PROVIDER_H
@@ -26,6 +28,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+struct engine_kv_stats;
+struct engine_model;
 struct err;
 struct fs_buf;
 struct fs_model;
@@ -85,6 +89,21 @@ struct fs_provider {
 	int (*models_line)(struct fs_model *fm, struct fs_buf *b);
 	/* Frees what the provider attached to fm (after its thread ended). */
 	void (*free)(struct fs_model *fm);
+	/*
+	 * Optional, with fm->lock held: its own lines of the stats file
+	 * (the local weights' huge-page merge).
+	 */
+	int (*stats)(struct fs_model *fm, struct fs_buf *b);
+
+	/* ---- optional, any thread, once fm->state was seen READY ---- */
+	/*
+	 * The engine model it runs, read-only, for what the core compiles or
+	 * looks up against it (config's grammars, the names under weights/):
+	 * fs_model_engine. NULL, or a NULL op: none.
+	 */
+	struct engine_model *(*engine_model)(struct fs_model *fm);
+	/* Its KV cache's figures for the budget's lines; false: none. */
+	bool (*kv_stats)(struct fs_model *fm, struct engine_kv_stats *out);
 
 	/* ---- optional: NULL and the file is absent ---- */
 	/* the model's thread; another uid's sequences shown as "other" */

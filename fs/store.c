@@ -808,24 +808,28 @@ static const char *store_family(enum engine_chat_format f)
 static int store_info_template(struct fs_model *fm, struct fs_buf *b)
 {
 	const struct fs_store_item *it = fm->item;
-	enum engine_chat_format mine;
+	const struct engine_model *m = NULL;
+	enum engine_chat_format mine, used;
 	int rc;
 
 	rc = fs_buf_add(b, "source_template ", 16);
 	if (!rc)
 		rc = fs_config_escape(b, it->tmpl);
-	if (rc || fs_model_state(fm) != FS_MODEL_READY)
+	if (!rc && fs_model_state(fm) == FS_MODEL_READY)
+		m = fs_model_engine(fm);
+	if (rc || !m)
 		return rc ? rc : fs_buf_add(b, "\n", 1);
 	mine = engine_chat_template_format(it->tmpl);
+	/* the family of the GGUF's template, which chat uses */
+	used = engine_chat_template_format(engine_model_info(m)->chat_template);
 	rc = fs_buf_printf(b, "\nsource_template_family %s\n",
 			   store_family(mine));
-	if (!rc && mine != fm->chat_format)
+	if (!rc && mine != used)
 		rc = fs_buf_printf(b,
 				   "source_template_differs chat uses the "
 				   "GGUF's template (%s), not the store's "
 				   "(%s)\n",
-				   store_family(fm->chat_format),
-				   store_family(mine));
+				   store_family(used), store_family(mine));
 	return rc;
 }
 

@@ -194,10 +194,8 @@ int fs_text_stats(struct fs_model *fm, struct fs_buf *b)
 		text_ttft_p50(x), x->prefill_tps, x->decode_tps, fm->load_secs,
 		(unsigned long long)fm->load_done,
 		(unsigned long long)x->tokens_in_evaluated);
-	if (!rc && fm->merge_state)
-		rc = fs_buf_printf(
-			b, "weights_merge %s\nweights_merged_bytes %llu\n",
-			fm->merge_state, (unsigned long long)fm->merged_bytes);
+	if (!rc && fm->provider->stats)
+		rc = fm->provider->stats(fm, b);
 	if (!rc && fs_provider_has(fm, FS_KIND_KV))
 		rc = fs_buf_printf(b, "kv_waiting %u\nkv_waited %llu\n",
 				   x->kv_waiting,

@@ -136,9 +136,9 @@ static int tree_weights_lookup(struct fs *fs, struct fs_model *fm,
 		return -ENOENT;
 	out->kind = FS_KIND_WEIGHTS_TENSOR;
 	if (tree_tensor_name_ok(name) &&
-	    !engine_model_tensor_find(fm->m, name, &out->aux))
+	    !engine_model_tensor_find(fs_model_engine(fm), name, &out->aux))
 		return 0;
-	return tree_tensor_alias(fm->m, name, &out->aux);
+	return tree_tensor_alias(fs_model_engine(fm), name, &out->aux);
 }
 
 static int tree_sessions_lookup(struct fs *fs, struct fs_model *fm,
@@ -270,7 +270,7 @@ static int tree_weights_entry(struct fs *fs, struct fs_model *fm,
 	struct engine_tensor_info t;
 
 	if (fs_model_state(fm) != FS_MODEL_READY ||
-	    engine_model_tensor(fm->m, i, &t))
+	    engine_model_tensor(fs_model_engine(fm), i, &t))
 		return 0;
 	child->kind = FS_KIND_WEIGHTS_TENSOR;
 	child->aux = i;

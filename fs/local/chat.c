@@ -139,7 +139,7 @@ static int chat_render(struct fs_model *fm, const struct fs_chat_history *h,
 							 h->v[i].reasoning };
 	if (user)
 		msg[k++] = (struct engine_chat_message){ "user", user, NULL };
-	rc = engine_chat_render(fm->chat, msg, k, &o, out, len, err);
+	rc = engine_chat_render(fs_local(fm)->chat, msg, k, &o, out, len, err);
 	free(msg);
 	return rc;
 }

@@ -55,7 +55,7 @@ static void files_job_placement(struct fs_model *fm, struct fs_job *job,
 	     line = strtok_r(NULL, "\n", &save)) {
 		if (!*line || *line == '#')
 			continue;
-		rc = engine_placement_apply(fm->ctx, line, &err);
+		rc = engine_placement_apply(fs_local(fm)->ctx, line, &err);
 		if (rc)
 			fs_errors_add(&fm->errors, "placement: %s: %s", line,
 				      err.msg);
@@ -192,7 +192,7 @@ static void files_tensor_read(struct fs *fs, fuse_req_t req,
 	uint64_t bytes;
 
 	pthread_rwlock_rdlock(&fm->weights_lock);
-	if (engine_tensor_bytes(fm->m, h->node.aux, &data, &bytes)) {
+	if (engine_tensor_bytes(fs_local(fm)->m, h->node.aux, &data, &bytes)) {
 		pthread_rwlock_unlock(&fm->weights_lock);
 		fuse_reply_err(req, EIO);
 		return;
@@ -209,8 +209,8 @@ static void files_tensor_read(struct fs *fs, fuse_req_t req,
 		char *copy = malloc(size);
 
 		if (copy)
-			engine_tensor_read(fm->m, h->node.aux, (uint64_t)off,
-					   size, copy);
+			engine_tensor_read(fs_local(fm)->m, h->node.aux,
+					   (uint64_t)off, size, copy);
 		pthread_rwlock_unlock(&fm->weights_lock);
 		if (copy)
 			fuse_reply_buf(req, copy, size);
@@ -230,7 +230,7 @@ int fs_local_tensor_stat(struct fs_model *fm, const struct fs_node *n,
 	struct engine_tensor_info t;
 
 	if (fs_model_state(fm) != FS_MODEL_READY ||
-	    engine_model_tensor(fm->m, n->aux, &t))
+	    engine_model_tensor(fs_local(fm)->m, n->aux, &t))
 		return -ENOENT;
 	st->st_size = t.bytes;
 	st->st_blocks = (st->st_size + 511) / 512;

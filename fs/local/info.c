@@ -32,6 +32,7 @@ static void info_count(uint64_t n, char *out, size_t cap)
 int fs_text_models_line(struct fs_model *fm, struct fs_buf *b)
 {
 	enum fs_model_state st = fs_model_state(fm);
+	const struct fs_local *l = fs_local(fm);
 	char params[32];
 	int rc;
 
@@ -39,9 +40,9 @@ int fs_text_models_line(struct fs_model *fm, struct fs_buf *b)
 		rc = fs_buf_printf(b, "%s - - - %s ", fm->name,
 				   fs_model_state_name(st));
 	} else {
-		info_count(fm->info->n_params, params, sizeof(params));
+		info_count(l->info->n_params, params, sizeof(params));
 		rc = fs_buf_printf(b, "%s %s %s %s ready ", fm->name,
-				   fm->info->arch_name, params, fm->quant);
+				   l->info->arch_name, params, l->quant);
 	}
 	if (!rc)
 		rc = fs_store_source(fm, b);
@@ -61,11 +62,11 @@ static void info_shape(const struct engine_tensor_info *t, char *out,
 }
 
 /* The "quant mix": bytes and tensors per type. */
-static int info_quant_mix(struct fs_model *fm, struct fs_buf *b)
+static int info_quant_mix(const struct engine_model *m, struct fs_buf *b)
 {
 	struct engine_type_total *t = NULL;
 	size_t n = 0;
-	int rc = engine_model_type_totals(fm->m, &t, &n);
+	int rc = engine_model_type_totals(m, &t, &n);
 
 	if (!rc)
 		rc = fs_buf_add(b, "quant_mix", 9);
@@ -79,10 +80,11 @@ static int info_quant_mix(struct fs_model *fm, struct fs_buf *b)
 
 int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 {
-	const struct engine_model_info *in = fm->info;
 	enum fs_model_state st = fs_model_state(fm);
+	const struct engine_model_info *in;
+	const struct fs_local *l;
 	struct engine_kv_stats kv = { .type_k = UINT32_MAX };
-	char sha[sizeof(fm->sha256)];
+	char sha[sizeof(l->sha256)];
 	int rc;
 
 	if (st != FS_MODEL_READY) {
@@ -95,11 +97,14 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 		pthread_mutex_unlock(&fm->lock);
 		return rc ? rc : fs_store_info(fm, b);
 	}
+	/* READY: the load's handles are set (fs_local, local.h) */
+	l = fs_local(fm);
+	in = l->info;
 	pthread_mutex_lock(&fm->lock);
-	memcpy(sha, fm->sha256, sizeof(sha));
+	memcpy(sha, l->sha256, sizeof(sha));
 	pthread_mutex_unlock(&fm->lock);
-	if (fm->ctx)
-		engine_kv_stats(fm->ctx, &kv);
+	if (l->ctx)
+		engine_kv_stats(l->ctx, &kv);
 	rc = fs_buf_printf(
 		b,
 		"name %s\nstate ready\narchitecture %s\nmodel_name %s\n"
@@ -115,36 +120,38 @@ int fs_text_info(struct fs_model *fm, struct fs_buf *b)
 		in->n_expert_used, in->n_ctx, in->n_ctx_train, in->n_vocab,
 		in->tokenizer_model ? in->tokenizer_model : "-",
 		in->tokenizer_pre ? in->tokenizer_pre : "-",
-		fm->chat ? engine_chat_kind(fm->chat) : "-", in->rope_freq_base,
+		l->chat ? engine_chat_kind(l->chat) : "-", in->rope_freq_base,
 		in->rms_norm_eps,
 		engine_kv_type_name(kv.type_k) ?
 			engine_kv_type_name(kv.type_k) :
 			"?",
 		(unsigned long long)in->tensor_bytes,
-		(unsigned long long)engine_model_n_tensors(fm->m));
+		(unsigned long long)engine_model_n_tensors(l->m));
 	if (!rc)
-		rc = info_quant_mix(fm, b);
-	for (uint32_t i = 0; i < engine_model_n_files(fm->m) && !rc; i++)
+		rc = info_quant_mix(l->m, b);
+	for (uint32_t i = 0; i < engine_model_n_files(l->m) && !rc; i++)
 		rc = fs_buf_printf(b, "file %s\n",
-				   engine_model_file_path(fm->m, i));
+				   engine_model_file_path(l->m, i));
 	if (!rc)
 		rc = fs_buf_printf(b, "sha256 %s\n", *sha ? sha : "computing");
 	if (!rc)
-		rc = fs_buf_printf(b, "file_type %s%s\n", fm->quant,
-				   fm->quant_guessed ? " guessed" : "");
+		rc = fs_buf_printf(b, "file_type %s%s\n", l->quant,
+				   l->quant_guessed ? " guessed" : "");
 	return rc ? rc : fs_store_info(fm, b);
 }
 
 int fs_text_weights_index(struct fs_model *fm, struct fs_buf *b)
 {
+	const struct engine_model *m;
 	struct engine_tensor_info t;
 	char shape[96];
 	int rc = 0;
 
 	if (fs_model_state(fm) != FS_MODEL_READY)
 		return 0;
+	m = fs_local(fm)->m;
 	pthread_rwlock_rdlock(&fm->weights_lock);
-	for (uint64_t i = 0; !rc && !engine_model_tensor(fm->m, i, &t); i++) {
+	for (uint64_t i = 0; !rc && !engine_model_tensor(m, i, &t); i++) {
 		info_shape(&t, shape, sizeof(shape));
 		rc = fs_buf_printf(b, "%s %s %s %llu %llu %s\n", t.name, t.type,
 				   shape, (unsigned long long)t.bytes,

@@ -56,7 +56,7 @@ int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 				return rc;
 			*text = s->text;
 		}
-		return engine_seq_new(fm->ctx, &s->seq, err);
+		return engine_seq_new(fs_local(fm)->ctx, &s->seq, err);
 	}
 	pthread_mutex_lock(&fm->lock);
 	s->seq = ss->seq;
@@ -92,7 +92,7 @@ int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 		*len = b.len;
 	}
 	if (!s->seq)
-		return engine_seq_new(fm->ctx, &s->seq, err);
+		return engine_seq_new(fs_local(fm)->ctx, &s->seq, err);
 	return 0;
 }
 

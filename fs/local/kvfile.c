@@ -66,7 +66,8 @@ static int kv_text_pairs(struct fs_model *fm, struct fs_buf *b,
 
 			engine_kv_type_parse(kv_names[i], &tk);
 			engine_kv_type_parse(kv_names[j], &tv);
-			bpt = engine_kv_bytes_per_token(fm->m, tk, tv);
+			bpt = engine_kv_bytes_per_token(fs_local(fm)->m, tk,
+							tv);
 			if (!bpt)
 				continue;
 			rc = fs_buf_printf(
@@ -82,13 +83,13 @@ static int kv_text_pairs(struct fs_model *fm, struct fs_buf *b,
 int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 {
 	struct fs_local *l = fs_local(fm);
-	const struct engine_model_info *in = fm->info;
+	const struct engine_model_info *in = l->info;
 	struct engine_kv_stats st;
 	uint64_t bpt;
 	unsigned n = 0;
 	int rc;
 
-	engine_kv_stats(fm->ctx, &st);
+	engine_kv_stats(l->ctx, &st);
 	bpt = st.k_bytes_per_token + st.v_bytes_per_token;
 	for (struct fs_stream *s = l->active; s; s = s->next)
 		n++;
@@ -193,7 +194,7 @@ void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
 	int rc = cancelled ? -EIO : 0;
 
 	if (!rc) {
-		engine_kv_stats(fm->ctx, &st);
+		engine_kv_stats(fs_local(fm)->ctx, &st);
 		tk = st.type_k;
 		tv = st.type_v;
 		copy = strndup(h->in.p ? h->in.p : "", h->in.len);
@@ -207,7 +208,8 @@ void fs_kvfile_write_job(struct fs_model *fm, struct fs_job *job,
 			rc = kv_write_line(fm, line, &tk, &tv);
 	}
 	/* all lines or none: the types change together */
-	if (!rc && (rc = engine_ctx_set_kv_types(fm->ctx, tk, tv, &err)))
+	if (!rc &&
+	    (rc = engine_ctx_set_kv_types(fs_local(fm)->ctx, tk, tv, &err)))
 		fs_errors_add(&fm->errors, "kv: %s", err.msg);
 	free(copy);
 	fs_buf_free(&h->in);

@@ -40,12 +40,12 @@ static int snap_model_digest(struct fs_model *fm,
 	int rc = 0;
 
 	pthread_mutex_lock(&fm->lock);
-	memcpy(hex, fm->sha256, 64);
+	memcpy(hex, fs_local(fm)->sha256, 64);
 	pthread_mutex_unlock(&fm->lock);
 	hex[64] = '\0';
 	if (strlen(hex) < 64) {
-		rc = fs_sha256_file(engine_model_file_path(fm->m, 0), hex,
-				    &fm->stop);
+		rc = fs_sha256_file(engine_model_file_path(fs_local(fm)->m, 0),
+				    hex, &fm->stop);
 		if (rc)
 			return rc;
 	}
@@ -79,7 +79,7 @@ static int snap_build(struct fs_model *fm, struct fs_session *ss,
 	pthread_mutex_unlock(&fm->lock);
 	if (rc)
 		goto out;
-	if (!s && (rc = engine_seq_new(fm->ctx, &s, err)))
+	if (!s && (rc = engine_seq_new(fs_local(fm)->ctx, &s, err)))
 		goto out;
 	if ((rc = snap_model_digest(fm, model))) {
 		err_set(err, -rc, "cannot digest the model file");
@@ -142,7 +142,7 @@ static const char *snap_digest_why(struct fs_model *fm,
 	char hex[2];
 
 	pthread_mutex_lock(&fm->lock);
-	hex[0] = fm->sha256[0];
+	hex[0] = fs_local(fm)->sha256[0];
 	pthread_mutex_unlock(&fm->lock);
 	*checked = false;
 	if (!hex[0] && !compute)
@@ -192,8 +192,8 @@ static int snap_take_header(struct fs_handle *h, struct fs_snap_write *w)
 	const char *why;
 	int rc;
 
-	if ((rc = engine_snapshot_load_new(&w->load, fm->ctx, w->part.p,
-					   &err))) {
+	if ((rc = engine_snapshot_load_new(&w->load, fs_local(fm)->ctx,
+					   w->part.p, &err))) {
 		fs_errors_add(&fm->errors, "kv snapshot: %s", err.msg);
 		return rc;
 	}

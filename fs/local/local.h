@@ -35,8 +35,35 @@ struct fs_local_batch {
 	size_t cap;
 };
 
-/* fm->provider_data of a local model: the scheduler's state. */
+/*
+ * fm->provider_data of a local model: the engine's handles and what the
+ * load found, then the scheduler's state. Allocated by the load, on the
+ * model's thread, before fm->state leaves LOADING: a FUSE thread reads it
+ * only once it saw the state READY (fm->lock orders the two).
+ */
 struct fs_local {
+	/*
+	 * Set once, when the load succeeds, before fm->state becomes READY;
+	 * read-only after (any thread); freed by the provider's free.
+	 */
+	struct engine_model *m;
+	struct engine_ctx *ctx; /* m's one context: the scheduler's */
+	const struct engine_model_info *info;
+	struct engine_chat *chat; /* its chat template */
+	char quant[16];		  /* the file type, "Q4_K_M" */
+	bool quant_guessed;	  /* no general.file_type: llama.cpp's guess */
+	/* hex per file, "" until the hash thread computed it; by fm->lock */
+	char sha256[65 * 4];
+	pthread_t hash_thread; /* joined by the cancel at the stop */
+	bool hash_started;
+	/*
+	 * The idle merge of the weights into huge pages (fs_local_merge_step),
+	 * by fm->lock: "merging", "done" or "unsupported" once loaded, NULL
+	 * before; the bytes of whole huge pages merged so far
+	 */
+	const char *merge_state;
+	uint64_t merged_bytes;
+
 	struct fs_stream *active;    /* generations being run */
 	struct fs_stream *kv_wait;   /* waiting for KV cache room */
 	struct fs_stream *turn_wait; /* a session's next turns; by fm->lock */

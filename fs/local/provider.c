@@ -3,9 +3,11 @@
  * The local provider: a GGUF model run by the engine in this process,
  * stepped by the scheduler of sched.c, described by info.c. Every
  * optional operation is there, so a local model's directory has every
- * file. Its state (struct fs_local, local.h) hangs off fm->provider_data;
- * the engine's model, context and chat template are fm->m, fm->ctx and
- * fm->chat, set once the load succeeds (internal.h).
+ * file. Its state hangs off fm->provider_data (struct fs_local, local.h):
+ * the engine's model, context and chat template, set once the load
+ * succeeds, and the scheduler's queues. The core reaches what it needs of
+ * it through the table: the engine model (fs_model_engine), the KV
+ * figures for the budget, the merge's lines of stats.
  */
 #include <stdlib.h>
 
@@ -16,7 +18,7 @@ static int provider_local_placement(struct fs_model *fm, struct fs_buf *b,
 {
 	char *text = NULL;
 	size_t len = 0;
-	int rc = engine_placement_format(fm->ctx, &text, &len, err);
+	int rc = engine_placement_format(fs_local(fm)->ctx, &text, &len, err);
 
 	if (!rc)
 		rc = fs_buf_add(b, text, len);
@@ -24,17 +26,48 @@ static int provider_local_placement(struct fs_model *fm, struct fs_buf *b,
 	return rc;
 }
 
-/* After the model's thread ended and its sessions went. */
+/* fm->lock held: the idle merge's progress, once the load succeeded. */
+static int provider_local_stats(struct fs_model *fm, struct fs_buf *b)
+{
+	const struct fs_local *l = fs_local(fm);
+
+	if (fm->state != FS_MODEL_READY || !l || !l->merge_state)
+		return 0;
+	return fs_buf_printf(b, "weights_merge %s\nweights_merged_bytes %llu\n",
+			     l->merge_state,
+			     (unsigned long long)l->merged_bytes);
+}
+
+static struct engine_model *provider_local_engine_model(struct fs_model *fm)
+{
+	const struct fs_local *l = fs_local(fm);
+
+	return l ? l->m : NULL;
+}
+
+static bool provider_local_kv_stats(struct fs_model *fm,
+				    struct engine_kv_stats *out)
+{
+	const struct fs_local *l = fs_local(fm);
+
+	if (!l || !l->ctx)
+		return false;
+	engine_kv_stats(l->ctx, out);
+	return true;
+}
+
+/* After the model's thread ended (its cancel joined the hash thread). */
 static void provider_local_free(struct fs_model *fm)
 {
-	free(fm->provider_data);
+	struct fs_local *l = fs_local(fm);
+
+	if (!l)
+		return;
+	engine_chat_free(l->chat);
+	engine_ctx_free(l->ctx);
+	engine_model_free(l->m);
+	free(l);
 	fm->provider_data = NULL;
-	engine_chat_free(fm->chat);
-	fm->chat = NULL;
-	engine_ctx_free(fm->ctx);
-	fm->ctx = NULL;
-	engine_model_free(fm->m);
-	fm->m = NULL;
 }
 
 const struct fs_provider fs_provider_local = {
@@ -46,6 +79,9 @@ const struct fs_provider fs_provider_local = {
 	.background = fs_local_merge_step,
 	.cancel = fs_local_cancel,
 	.free = provider_local_free,
+	.stats = provider_local_stats,
+	.engine_model = provider_local_engine_model,
+	.kv_stats = provider_local_kv_stats,
 	.info = fs_text_info,
 	.models_line = fs_text_models_line,
 	.kv = fs_text_kv,

@@ -62,11 +62,12 @@ static void sched_notice(void *arg, const char *msg)
 static void *sched_hash_main(void *arg)
 {
 	struct fs_model *fm = arg;
-	char hex[65], all[sizeof(fm->sha256)] = "";
+	struct fs_local *l = fs_local(fm);
+	char hex[65], all[sizeof(l->sha256)] = "";
 	const char *path;
 	size_t n = 0;
 
-	for (uint32_t i = 0; i < 4 && (path = engine_model_file_path(fm->m, i));
+	for (uint32_t i = 0; i < 4 && (path = engine_model_file_path(l->m, i));
 	     i++) {
 		int rc = fs_sha256_file(path, hex, &fm->stop);
 
@@ -80,19 +81,19 @@ static void *sched_hash_main(void *arg)
 			      hex);
 	}
 	pthread_mutex_lock(&fm->lock);
-	memcpy(fm->sha256, all, sizeof(all));
+	memcpy(l->sha256, all, sizeof(all));
 	pthread_mutex_unlock(&fm->lock);
 	return NULL;
 }
 
 /* The file type as llama.cpp and Ollama name it: "Q4_K_M". */
-static void sched_quant(struct fs_model *fm)
+static void sched_quant(struct fs_local *l)
 {
 	bool guessed;
-	const char *type = engine_model_file_type(fm->m, &guessed);
+	const char *type = engine_model_file_type(l->m, &guessed);
 
-	snprintf(fm->quant, sizeof(fm->quant), "%s", type);
-	fm->quant_guessed = guessed;
+	snprintf(l->quant, sizeof(l->quant), "%s", type);
+	l->quant_guessed = guessed;
 }
 
 /*
@@ -109,7 +110,7 @@ static void sched_kv_types(struct fs_model *fm)
 		return;
 	if ((k && engine_kv_type_parse(k, &tk)) ||
 	    (v && engine_kv_type_parse(v, &tv)) ||
-	    engine_ctx_set_kv_types(fm->ctx, tk, tv, &err))
+	    engine_ctx_set_kv_types(fs_local(fm)->ctx, tk, tv, &err))
 		fs_errors_add(&fm->errors, "kv: %s; the cache stays f16",
 			      err.msg[0] ? err.msg : "bad type");
 }
@@ -147,12 +148,13 @@ static void sched_load(struct fs_model *fm)
 	};
 	struct engine_model *m = NULL;
 	struct engine_ctx *ctx = NULL;
+	struct fs_local *l;
 	struct err err = { 0 };
 	int rc;
 
 	fm->load_start = fs_now();
-	fm->provider_data = calloc(1, sizeof(struct fs_local));
-	if (!fm->provider_data) {
+	fm->provider_data = l = calloc(1, sizeof(struct fs_local));
+	if (!l) {
 		sched_fail(fm, "load", "out of memory");
 		return;
 	}
@@ -170,23 +172,22 @@ static void sched_load(struct fs_model *fm)
 		sched_fail(fm, "load", err.msg);
 		return;
 	}
-	fm->m = m;
-	fm->ctx = ctx;
-	fm->info = engine_model_info(m);
+	l->m = m;
+	l->ctx = ctx;
+	l->info = engine_model_info(m);
 	sched_kv_types(fm);
-	fm->chat_format = engine_chat_template_format(fm->info->chat_template);
-	if (engine_chat_for_model(&fm->chat, m, &err))
+	if (engine_chat_for_model(&l->chat, m, &err))
 		fs_errors_add(&fm->errors, "load: %s", err.msg);
-	else if (engine_chat_notice(fm->chat))
+	else if (engine_chat_notice(l->chat))
 		fs_errors_add(&fm->errors, "load: %s",
-			      engine_chat_notice(fm->chat));
-	sched_quant(fm);
+			      engine_chat_notice(l->chat));
+	sched_quant(l);
 	pthread_mutex_lock(&fm->lock);
 	fm->state = FS_MODEL_READY;
 	fm->load_secs = fs_now() - fm->load_start;
 	pthread_mutex_unlock(&fm->lock);
-	if (!pthread_create(&fm->hash_thread, NULL, sched_hash_main, fm))
-		fm->hash_started = true;
+	if (!pthread_create(&l->hash_thread, NULL, sched_hash_main, fm))
+		l->hash_started = true;
 }
 
 /* The prefix of a stream's errors lines. */
@@ -207,7 +208,7 @@ static void sched_history(struct fs_model *fm, struct fs_stream *s)
 	/* the answer's log-probabilities, formatted outside the lock */
 	if (s->gen)
 		r = engine_generation_logprobs(s->gen, &n);
-	if (r && fs_logprobs_format(fm->m, r, n, &lp))
+	if (r && fs_logprobs_format(fs_local(fm)->m, r, n, &lp))
 		fs_buf_free(&lp);
 	pthread_mutex_lock(&fm->lock);
 	if (!ss->removed && s->gen) {
@@ -350,8 +351,8 @@ static int sched_tokenize(struct fs_model *fm, struct fs_stream *s)
 	size_t n = 0;
 	int rc;
 
-	rc = engine_tokenize(fm->m, s->prompt, s->prompt_len, true, true, &tok,
-			     &n, &err);
+	rc = engine_tokenize(fs_local(fm)->m, s->prompt, s->prompt_len, true,
+			     true, &tok, &n, &err);
 	if (rc)
 		fs_errors_add(&fm->errors, "tokenize: %s", err.msg);
 	for (size_t i = 0; i < n && !rc; i++)
@@ -374,7 +375,7 @@ static int sched_tokenize(struct fs_model *fm, struct fs_stream *s)
 static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 			 struct err *err)
 {
-	uint32_t cap = fm->info->n_ctx, most, need;
+	uint32_t cap = fs_local(fm)->info->n_ctx, most, need;
 	size_t np, nt;
 	int rc;
 
@@ -397,7 +398,7 @@ static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 	else if (rc == -ENOSPC) {
 		struct engine_kv_stats st;
 
-		engine_kv_stats(fm->ctx, &st);
+		engine_kv_stats(fs_local(fm)->ctx, &st);
 		rc = err_set(
 			err, ENOSPC,
 			"the prompt is %zu tokens, the KV cache budget of %llu "
@@ -526,16 +527,15 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		rc = sched_tokenize(fm, s) ? -EIO : 0;
 		goto out_end;
 	}
-	if (s->kind == FS_GEN_CHAT &&
-	    (!fm->chat || engine_chat_is_raw(fm->chat)))
+	if (s->kind == FS_GEN_CHAT && (!l->chat || engine_chat_is_raw(l->chat)))
 		fs_errors_add(&fm->errors,
 			      "chat: the model has no known chat template; "
 			      "the prompt is used as it is");
-	rc = !fm->chat && s->kind == FS_GEN_CHAT ?
+	rc = !l->chat && s->kind == FS_GEN_CHAT ?
 		     err_set(&err, ENOMEM, "no chat template (out of memory)") :
 		     fs_kv_turn_begin(fm, s, &text, &len, &err);
 	if (!rc)
-		rc = engine_generation_new(&s->gen, fm->m, s->seq, text, len,
+		rc = engine_generation_new(&s->gen, l->m, s->seq, text, len,
 					   &opt, &err);
 	/* After this, only a session's history needs the prompt. */
 	if (!s->session)
@@ -648,7 +648,9 @@ static bool sched_all_finite(const float *x, uint32_t n)
 static int sched_check_logits(struct fs_model *fm, struct fs_stream *s,
 			      const struct engine_batch_item *it)
 {
-	if (!it->logits || sched_all_finite(it->logits, fm->info->n_vocab))
+	const struct fs_local *l = fs_local(fm);
+
+	if (!it->logits || sched_all_finite(it->logits, l->info->n_vocab))
 		return 0;
 	fs_errors_add(&fm->errors,
 		      "%s: the logits are not finite (NaN or Inf) at token %u: "
@@ -794,7 +796,7 @@ static size_t sched_step(struct fs_model *fm, struct fs_local_batch *b)
 	n = sched_chunks(fm, b, n);
 	if (!n)
 		return 0;
-	frc = engine_forward(fm->ctx, b->items, n, &err);
+	frc = engine_forward(fs_local(fm)->ctx, b->items, n, &err);
 	if (frc) {
 		fs_errors_uid = FS_UID_DAEMON;
 		fs_errors_add(&fm->errors, "forward: %s", err.msg);
@@ -868,29 +870,33 @@ bool fs_local_idle(struct fs_model *fm)
  */
 bool fs_local_merge_step(struct fs_model *fm)
 {
+	struct fs_local *l = fs_local(fm);
 	size_t merged;
 	int more;
 
-	if (!fm->m)
+	if (!l || !l->m)
 		return false; /* the load failed: nothing to merge */
 	pthread_rwlock_rdlock(&fm->weights_lock);
-	more = engine_model_merge_step(fm->m, SCHED_MERGE_STEP, &merged);
+	more = engine_model_merge_step(l->m, SCHED_MERGE_STEP, &merged);
 	pthread_rwlock_unlock(&fm->weights_lock);
 	pthread_mutex_lock(&fm->lock);
-	fm->merged_bytes += merged;
-	fm->merge_state = more > 0 ? "merging" :
-			  more < 0 ? "unsupported" :
-				     "done";
+	l->merged_bytes += merged;
+	l->merge_state = more > 0 ? "merging" :
+			 more < 0 ? "unsupported" :
+				    "done";
 	pthread_mutex_unlock(&fm->lock);
 	return more > 0;
 }
 
 void fs_local_load(struct fs_model *fm)
 {
+	struct fs_local *l;
+
 	sched_load(fm);
-	if (fm->m) {
+	l = fs_local(fm);
+	if (l && l->m) {
 		pthread_mutex_lock(&fm->lock);
-		fm->merge_state = "merging";
+		l->merge_state = "merging";
 		pthread_mutex_unlock(&fm->lock);
 	}
 }
@@ -972,5 +978,9 @@ unsigned fs_local_cancel(struct fs_model *fm)
 	free(l->batch.items);
 	free(l->batch.streams);
 	l->batch = (struct fs_local_batch){ 0 };
+	/* fm->stop is set: the hash thread gives up at its next read */
+	if (l->hash_started)
+		pthread_join(l->hash_thread, NULL);
+	l->hash_started = false;
 	return cut;
 }
