@@ -73,51 +73,40 @@ static int prompt_stat_fields(pid_t pid, long *sid, unsigned long long *start)
  * Who the process behind req is, for the shell idiom: its process
  * session, uid, and the start time of the session's leader (0 once the
  * leader exited), so that a recycled session id is another key.
+ *
+ * With leader (a write): also a pidfd of the session's leader, or -1, so
+ * that the answer's key holds that process and not a later one with its
+ * id (fs_pending_set). It is opened while the writer runs and before the
+ * leader's stat is read: a leader that died before that read gives no
+ * start and no pidfd, so the start time kept is the pidfd's process's.
+ * Each write says who writes (a description may pass between
+ * processes), so each opens it again.
  */
-static void prompt_who(fuse_req_t req, struct fs_who *who)
+static void prompt_who(fuse_req_t req, struct fs_who *who, int *leader)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	unsigned long long start = 0;
 	long sid, lsid;
+	int fd = -1;
 
 	who->uid = ctx->uid;
 	who->sid = ctx->pid;
 	who->start = 0;
+	if (leader)
+		*leader = -1;
 	if (prompt_stat_fields(ctx->pid, &sid, &start))
 		return;
 	who->sid = (pid_t)sid;
-	if (prompt_stat_fields((pid_t)sid, &lsid, &start) || lsid != sid)
-		start = 0;
-	who->start = start;
-}
-
-/*
- * A pidfd of the writer's session leader, opened while the writer runs,
- * so that the answer's key holds that process and not a later one with
- * its id (fs_pending_set). Checked against the start time just read: a
- * leader that died in between gives none. Each write says who writes (a
- * description may pass between processes), so each opens it again.
- */
-static void prompt_leader_open(struct fs_handle *h)
-{
-	unsigned long long start;
-	long sid;
-	int fd;
-
-	if (h->who_leader >= 0)
-		close(h->who_leader);
-	h->who_leader = -1;
-	if (!h->who.start)
-		return;
-	fd = (int)syscall(SYS_pidfd_open, h->who.sid, 0);
-	if (fd < 0)
-		return;
-	if (prompt_stat_fields(h->who.sid, &sid, &start) ||
-	    start != h->who.start) {
-		close(fd);
+	if (leader)
+		fd = (int)syscall(SYS_pidfd_open, who->sid, 0);
+	if (prompt_stat_fields((pid_t)sid, &lsid, &start) || lsid != sid) {
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
-	h->who_leader = fd;
+	who->start = start;
+	if (leader)
+		*leader = fd;
 }
 
 /* The prompt bytes h holds go back to its uid's allowance. */
@@ -220,7 +209,7 @@ static struct fs_stream *prompt_stream(struct fs_handle *h, fuse_req_t req)
 	if (!h->stream) {
 		struct fs_who who;
 
-		prompt_who(req, &who);
+		prompt_who(req, &who, NULL);
 		pthread_mutex_lock(&h->fm->lock);
 		h->stream = fs_pending_take(h->fm, h->session, &who,
 					    prompt_gen_kind(h));
@@ -292,8 +281,9 @@ static int prompt_write_bytes(struct fs_handle *h, fuse_req_t req,
 	if (!rc) {
 		h->charged += size;
 		rc = fs_buf_add(&h->in, buf, size);
-		prompt_who(req, &h->who);
-		prompt_leader_open(h);
+		if (h->who_leader >= 0)
+			close(h->who_leader);
+		prompt_who(req, &h->who, &h->who_leader);
 		h->sid = h->who.sid;
 		h->wrote = true;
 	}
