@@ -123,16 +123,16 @@ static uint32_t cpu_att_n_kv(uint32_t pos, uint32_t n_ctx)
  * nothing.
  */
 static uint32_t cpu_att_chunks(const struct engine_seq *seq, uint32_t pos,
-			       uint32_t n_ctx, uint32_t nth)
+			       uint32_t n_ctx, uint32_t thread_count)
 {
 	uint32_t type_k, type_v;
 
 	engine_seq_types(seq, &type_k, &type_v);
-	if (nth < 2 || type_k != type_v ||
+	if (thread_count < 2 || type_k != type_v ||
 	    quant_traits(type_k)->kv_elem == QUANT_KV_CONVERT ||
 	    cpu_att_n_kv(pos, n_ctx) < 512)
 		return 1;
-	return nth;
+	return thread_count;
 }
 
 /* Positions [c0, c1) of KV head kvh, one run of the cache at a time. */
@@ -153,7 +153,7 @@ static void cpu_att_range(struct att_state *st, const struct engine_seq *seq,
  * One attention task: head h of row j, whole (one chunk) or KV chunk c
  * of nc into its partial.
  */
-static void cpu_att_task(const struct cpu_att_job *job, uint32_t ith,
+static void cpu_att_task(const struct cpu_att_job *job, uint32_t thread_index,
 			 uint32_t j, uint32_t h, uint32_t c, uint32_t nc)
 {
 	const struct engine_att_batch *ab = job->b;
@@ -168,7 +168,8 @@ static void cpu_att_task(const struct cpu_att_job *job, uint32_t ith,
 	struct att_state st;
 
 	engine_seq_types(seq, &sh.type_k, &sh.type_v);
-	att_begin(&st, &sh, q, job->w.tmp + (size_t)ith * job->w.tmp_bytes);
+	att_begin(&st, &sh, q,
+		  job->w.tmp + (size_t)thread_index * job->w.tmp_bytes);
 	if (nc == 1) {
 		cpu_att_range(&st, seq, ab->il, kvh, 0, pos + 1);
 		att_end(&st, ab->out + (size_t)b * ab->out_ld +
@@ -194,7 +195,7 @@ static void cpu_att_task(const struct cpu_att_job *job, uint32_t ith,
  * A tile: the unit's rows, the KV head's query heads, every position up
  * to the last row's, one run of the cache at a time.
  */
-static void cpu_att_tile(const struct cpu_att_job *job, uint32_t ith,
+static void cpu_att_tile(const struct cpu_att_job *job, uint32_t thread_index,
 			 const struct cpu_att_unit *u)
 {
 	const struct engine_att_batch *ab = job->b;
@@ -221,7 +222,7 @@ static void cpu_att_tile(const struct cpu_att_job *job, uint32_t ith,
 		end = pos[i] + 1 > end ? pos[i] + 1 : end;
 	}
 	att_tile_begin(&t, &sh, u->n_q, group, qs, pos,
-		       job->w.tile + (size_t)ith * job->w.tile_bytes);
+		       job->w.tile + (size_t)thread_index * job->w.tile_bytes);
 	for (c = 0; c < end; c += v.n) {
 		engine_kv_view(seq, ab->il, c, end, &v);
 		att_tile_run(&t, c, v.k + u->kvh * v.k_head, v.k_stride,
@@ -234,14 +235,16 @@ static void cpu_att_tile(const struct cpu_att_job *job, uint32_t ith,
  * One thread's share of the tasks (row, head, KV chunk), then tiles as
  * long as some are left.
  */
-static void cpu_att_part(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_att_part(void *arg, uint32_t thread_index,
+			 uint32_t thread_count)
 {
 	struct cpu_att_job *job = arg;
 	const struct cpu_att_work *w = &job->w;
 	const uint32_t n = job->b->n;
 	const uint64_t total = w->off[n];
-	uint32_t t = (uint32_t)(total * ith / nth);
-	uint32_t t1 = (uint32_t)(total * (ith + 1) / nth), j = 0;
+	uint32_t t = (uint32_t)(total * thread_index / thread_count);
+	uint32_t t1 = (uint32_t)(total * (thread_index + 1) / thread_count),
+		 j = 0;
 
 	while (j < n && w->off[j + 1] <= t)
 		j++;
@@ -252,14 +255,14 @@ static void cpu_att_part(void *arg, uint32_t ith, uint32_t nth)
 			j++;
 		nc = w->nc[j];
 		k = t - w->off[j];
-		cpu_att_task(job, ith, j, k / nc, k % nc, nc);
+		cpu_att_task(job, thread_index, j, k / nc, k % nc, nc);
 	}
 	for (;;) {
 		uint32_t u = atomic_fetch_add(&job->next_unit, 1);
 
 		if (u >= w->n_units)
 			break;
-		cpu_att_tile(job, ith, &w->units[u]);
+		cpu_att_tile(job, thread_index, &w->units[u]);
 	}
 }
 

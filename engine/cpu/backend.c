@@ -210,11 +210,11 @@ static int64_t cpu_mv_row(const struct engine_tensor *w, uint64_t base,
 }
 
 /* The rows of all the weights, split over the threads by their bytes. */
-static void cpu_mv_part(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_mv_part(void *arg, uint32_t thread_index, uint32_t thread_count)
 {
 	const struct cpu_mv_job *j = arg;
-	const uint64_t b0 = j->bytes * ith / nth;
-	const uint64_t b1 = j->bytes * (ith + 1) / nth;
+	const uint64_t b0 = j->bytes * thread_index / thread_count;
+	const uint64_t b1 = j->bytes * (thread_index + 1) / thread_count;
 	uint64_t base = 0;
 	uint32_t k;
 

@@ -97,12 +97,12 @@ static int gemm_panel_rows(const struct gemm_job *j, int64_t p)
 }
 
 /*
- * Thread ith's panels not yet taken, [front, back) in one word: the
- * thread takes its own from the front, in order, and once they are done
- * the others' from their backs. A static half each left one thread
- * waiting for the other at the end of every matmul, for its memory stalls
- * or a preemption (through the mount, by FUSE and the readers): the
- * threads' waits were about 9% of a 4-sequence decode. One line each.
+ * The panels of thread thread_index not yet taken, [front, back) in one
+ * word: the thread takes its own from the front, in order, and once they
+ * are done the others' from their backs. A static half each left one
+ * thread waiting for the other at the end of every matmul, for its memory
+ * stalls or a preemption (through the mount, by FUSE and the readers):
+ * the threads' waits were about 9% of a 4-sequence decode. One line each.
  */
 struct gemm_part_left {
 	_Atomic uint64_t range;
@@ -169,13 +169,13 @@ static void gemm_panel_run(const struct gemm_job *j, uint8_t *panel, int64_t p,
 		  ahead ? (size_t)gemm_panel_rows(j, next) * j->row_bytes : 0);
 }
 
-/* Thread ith's panels, then what is left of the others'. */
-static void gemm_part(void *arg, uint32_t ith, uint32_t nth)
+/* The panels of thread thread_index, then what is left of the others'. */
+static void gemm_part(void *arg, uint32_t thread_index, uint32_t thread_count)
 {
 	const struct gemm_job *j = arg;
 	const int64_t np = (j->rows + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS;
-	const int64_t p1 = np * (ith + 1) / nth;
-	uint8_t *panel = j->panels + j->panel_size * ith;
+	const int64_t p1 = np * (thread_index + 1) / thread_count;
+	uint8_t *panel = j->panels + j->panel_size * thread_index;
 	int64_t p, first, count;
 	uint32_t k;
 
@@ -187,13 +187,13 @@ static void gemm_part(void *arg, uint32_t ith, uint32_t nth)
 	 */
 	const int64_t ahead = j->packed_run ? 1 : 2;
 
-	while (gemm_take(&j->left[ith], true, &first, &count))
+	while (gemm_take(&j->left[thread_index], true, &first, &count))
 		for (p = first; p < first + count; p++)
 			gemm_panel_run(j, panel, p,
 				       p + ahead < p1 ? p + ahead : -1);
-	for (k = 1; k < nth; k++)
-		while (gemm_take(&j->left[(ith + k) % nth], false, &first,
-				 &count))
+	for (k = 1; k < thread_count; k++)
+		while (gemm_take(&j->left[(thread_index + k) % thread_count],
+				 false, &first, &count))
 			gemm_panel_run(j, panel, first, -1);
 }
 
@@ -203,7 +203,7 @@ int cpu_gemm_matmul(struct cpu_threadpool *pool, float *const *ys,
 {
 	const struct cpu_gemm_kernels *k = gemm_kernels(w->info->type);
 	const int64_t n = w->info->ne[0], rows = w->info->ne[1];
-	const uint32_t nth = cpu_threadpool_size(pool);
+	const uint32_t thread_count = cpu_threadpool_size(pool);
 	struct gemm_job job = { .k = k,
 				.ys = ys,
 				.row_bytes = w->row_bytes,
@@ -230,24 +230,27 @@ int cpu_gemm_matmul(struct cpu_threadpool *pool, float *const *ys,
 	else
 		/* a panel each thread makes */
 		job.panel_size = cpu_align64(k->panel_bytes(n));
-	scratch = cpu_threadpool_scratch(pool, ab * n_tok +
-						       job.panel_size * nth +
-						       sizeof(*job.left) * nth);
+	scratch = cpu_threadpool_scratch(
+		pool, ab * n_tok + job.panel_size * thread_count +
+			      sizeof(*job.left) * thread_count);
 	if (!scratch)
 		return -ENOMEM;
 	job.panels = scratch;
-	job.acts = scratch + job.panel_size * nth;
-	job.left = (struct gemm_part_left *)(scratch + job.panel_size * nth +
+	job.acts = scratch + job.panel_size * thread_count;
+	job.left = (struct gemm_part_left *)(scratch +
+					     job.panel_size * thread_count +
 					     ab * n_tok);
 	job.base = engine_tensor_data(w) + (uint64_t)e * rows * w->row_bytes;
-	parts = nth > 1 && n * rows * n_tok >= GEMM_PARALLEL_MIN ? nth : 1;
+	parts = thread_count > 1 && n * rows * n_tok >= GEMM_PARALLEL_MIN ?
+			thread_count :
+			1;
 	for (t = 0; t < parts; t++)
 		atomic_init(&job.left[t].range,
 			    gemm_range((uint32_t)(np * t / parts),
 				       (uint32_t)(np * (t + 1) / parts)));
 	for (t = 0; t < n_tok; t++)
 		k->act_pack(n, acts[t],
-			    scratch + job.panel_size * nth + ab * t);
+			    scratch + job.panel_size * thread_count + ab * t);
 	if (parts > 1)
 		cpu_threadpool_run(pool, gemm_part, &job);
 	else
@@ -277,14 +280,16 @@ struct gemm_pack_job {
 	uint8_t *data, *copies; /* a panel's copy per thread */
 };
 
-/* Thread ith's share of the panels, each through its own copy. */
-static void gemm_pack_part(void *arg, uint32_t ith, uint32_t nth)
+/* The share of thread thread_index of the panels, each through its own copy. */
+static void gemm_pack_part(void *arg, uint32_t thread_index,
+			   uint32_t thread_count)
 {
 	const struct gemm_pack_job *j = arg;
-	uint8_t *rows = j->copies + cpu_align64(j->panel) * ith;
+	uint8_t *rows = j->copies + cpu_align64(j->panel) * thread_index;
 	uint64_t p;
 
-	for (p = j->panels * ith / nth; p < j->panels * (ith + 1) / nth; p++) {
+	for (p = j->panels * thread_index / thread_count;
+	     p < j->panels * (thread_index + 1) / thread_count; p++) {
 		memcpy(rows, j->data + p * j->panel, j->panel);
 		j->kp->pack(j->n, rows, j->row_bytes, j->data + p * j->panel);
 	}
@@ -299,14 +304,15 @@ int cpu_gemm_pack(struct cpu_threadpool *pool, const struct engine_tensor *w)
 		.panel = CPU_GEMM_ROWS * w->row_bytes,
 		.data = w->place->data,
 	};
-	const uint32_t nth = cpu_threadpool_size(pool);
+	const uint32_t thread_count = cpu_threadpool_size(pool);
 
 	/* one panel at a time through a copy: the panel replaces its rows */
 	j.panels = w->place->bytes / j.panel;
-	j.copies = cpu_threadpool_scratch(pool, cpu_align64(j.panel) * nth);
+	j.copies = cpu_threadpool_scratch(pool,
+					  cpu_align64(j.panel) * thread_count);
 	if (!j.copies)
 		return -ENOMEM;
-	if (nth > 1 && j.panels >= nth)
+	if (thread_count > 1 && j.panels >= thread_count)
 		cpu_threadpool_run(pool, gemm_pack_part, &j);
 	else
 		gemm_pack_part(&j, 0, 1);

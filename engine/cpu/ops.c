@@ -221,12 +221,14 @@ static void ops_matmul_rows(const struct ops_matmul_job *j, int64_t r0,
 	}
 }
 
-static void ops_matmul_part(void *arg, uint32_t ith, uint32_t nth)
+static void ops_matmul_part(void *arg, uint32_t thread_index,
+			    uint32_t thread_count)
 {
 	const struct ops_matmul_job *j = arg;
 	int64_t rows = j->w->info->ne[1];
 
-	ops_matmul_rows(j, rows * ith / nth, rows * (ith + 1) / nth);
+	ops_matmul_rows(j, rows * thread_index / thread_count,
+			rows * (thread_index + 1) / thread_count);
 }
 
 void ops_matmul(struct cpu_threadpool *pool, float *const *ys,

@@ -25,11 +25,13 @@ struct cpu_rows_job {
 	uint32_t n;
 };
 
-static void cpu_rows_part(void *varg, uint32_t ith, uint32_t nth)
+static void cpu_rows_part(void *varg, uint32_t thread_index,
+			  uint32_t thread_count)
 {
 	const struct cpu_rows_job *job = varg;
-	uint32_t j = (uint32_t)((uint64_t)job->n * ith / nth);
-	uint32_t end = (uint32_t)((uint64_t)job->n * (ith + 1) / nth);
+	uint32_t j = (uint32_t)((uint64_t)job->n * thread_index / thread_count);
+	uint32_t end = (uint32_t)((uint64_t)job->n * (thread_index + 1) /
+				  thread_count);
 
 	for (; j < end; j++)
 		job->row(job->op, job->idx ? job->idx[j] : j);

@@ -58,7 +58,7 @@ struct cpu_threadpool {
 
 struct pool_worker {
 	struct cpu_threadpool *p;
-	uint32_t ith;
+	uint32_t thread_index;
 };
 
 static void pool_futex_wait(_Atomic uint32_t *word, uint32_t val)
@@ -121,8 +121,11 @@ static bool pool_spin(_Atomic uint32_t *word, uint32_t val, bool ne)
 	}
 }
 
-/* Worker ith's CPU: the ith allowed one, where there are enough. */
-static void pool_pin(uint32_t ith, uint32_t n_threads)
+/*
+ * The CPU of worker thread_index: the allowed CPU of that rank, when
+ * enough are allowed for the pool.
+ */
+static void pool_pin(uint32_t thread_index, uint32_t n_threads)
 {
 	cpu_set_t allowed, one;
 	uint32_t seen = 0;
@@ -135,7 +138,7 @@ static void pool_pin(uint32_t ith, uint32_t n_threads)
 	    (uint32_t)CPU_COUNT(&allowed) < n_threads)
 		return;
 	for (c = 0; c < CPU_SETSIZE; c++) {
-		if (!CPU_ISSET(c, &allowed) || seen++ != ith)
+		if (!CPU_ISSET(c, &allowed) || seen++ != thread_index)
 			continue;
 		CPU_ZERO(&one);
 		CPU_SET(c, &one);
@@ -148,11 +151,11 @@ static void pool_pin(uint32_t ith, uint32_t n_threads)
 static void *pool_main(void *varg)
 {
 	struct cpu_threadpool *p = ((struct pool_worker *)varg)->p;
-	uint32_t ith = ((struct pool_worker *)varg)->ith;
+	uint32_t thread_index = ((struct pool_worker *)varg)->thread_index;
 	uint32_t seen = 0;
 
 	free(varg);
-	pool_pin(ith, p->n_threads);
+	pool_pin(thread_index, p->n_threads);
 	for (;;) {
 		if (!pool_spin(&p->generation, seen, true)) {
 			atomic_fetch_add(&p->sleepers, 1);
@@ -164,7 +167,7 @@ static void *pool_main(void *varg)
 					    memory_order_acquire);
 		if (atomic_load(&p->stop))
 			break;
-		p->fn(p->arg, ith, p->n_threads);
+		p->fn(p->arg, thread_index, p->n_threads);
 		if (atomic_fetch_sub(&p->pending, 1) == 1 &&
 		    atomic_load(&p->waiting))
 			pool_futex_wake(&p->pending);
@@ -201,7 +204,7 @@ int cpu_threadpool_new(struct cpu_threadpool **out, uint32_t threads,
 			return err_set(err, ENOMEM, "out of memory");
 		}
 		w->p = p;
-		w->ith = i;
+		w->thread_index = i;
 		ret = pthread_create(&p->workers[i - 1], NULL, pool_main, w);
 		if (ret) {
 			free(w);

@@ -16,8 +16,12 @@
 
 struct cpu_threadpool;
 
-/* fn(arg, ith, nth) is called once for each ith in [0, nth). */
-typedef void (*cpu_threadpool_fn)(void *arg, uint32_t ith, uint32_t nth);
+/*
+ * fn(arg, thread_index, thread_count) is called once for each
+ * thread_index in [0, thread_count), thread_count being the pool's size.
+ */
+typedef void (*cpu_threadpool_fn)(void *arg, uint32_t thread_index,
+				  uint32_t thread_count);
 
 /* threads in all, the caller included; 0 or 1 starts no worker. */
 int cpu_threadpool_new(struct cpu_threadpool **out, uint32_t threads,
