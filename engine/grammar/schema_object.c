@@ -211,106 +211,101 @@ static void conv_optional_chain(struct conv *c, struct sb *out,
 	}
 }
 
-/* _build_object_rule; additional: the schema of other keys, or NULL. */
-static char *conv_object_rule(struct conv *c, struct conv_prop *props, size_t n,
-			      const char *name, json_t *additional,
-			      bool additional_any, const char *path)
+/*
+ * The "NAME-PROP-kv" rule of property p: its key as a JSON string, then
+ * its schema's rule. 0, or -1 (an error set, or none when a name did not
+ * fit in memory: the caller's result is NULL either way).
+ */
+static int conv_prop_kv(struct conv *c, struct conv_prop *p, const char *name,
+			const char *path)
 {
-	struct conv_prop **req = calloc(n + 1, sizeof(*req));
-	struct conv_prop **opt = calloc(n + 1, sizeof(*opt));
-	struct conv_prop star = { .name = "*" };
-	size_t n_req = 0, n_opt = 0;
+	char *sub = name_cat(name, p->name), *val, *kvn;
+	struct sb kv = { 0 }, key = { 0 };
+	char *ppath = path_cat(path, "/properties/", p->name);
+
+	val = sub && ppath ? conv_visit(c, p->schema, sub, ppath) : NULL;
+	free(ppath);
+	if (!val) {
+		free(sub);
+		return -1;
+	}
+	conv_dump_string(&key, p->name, strlen(p->name));
+	conv_literal(&kv, key.p ? key.p : "", key.n);
+	sb_add(&kv, " space \":\" space ");
+	sb_add(&kv, val);
+	kvn = str_cat(sub, "-kv");
+	free(p->kv);
+	p->kv = kvn && !kv.oom && !key.oom ? conv_add(c, kvn, kv.p) : NULL;
+	free(kvn);
+	free(sub);
+	free(val);
+	sb_free(&kv);
+	sb_free(&key);
+	return p->kv ? 0 : -1;
+}
+
+/*
+ * The "NAME-additional-kv" rule: a key that is none of props[0..n) (any
+ * string when n is 0), then a value of additional (any value when NULL).
+ * Its name (malloc'ed), or NULL.
+ */
+static char *conv_additional_kv(struct conv *c, const struct conv_prop *props,
+				size_t n, const char *name, json_t *additional,
+				const char *path)
+{
+	char *sub = name_cat(name, "additional"), *val = NULL, *key, *kvn,
+	     *vn = NULL, *rule;
+	struct sb kv = { 0 };
+
+	if (!sub)
+		return conv_nomem(c), NULL;
+	if (additional) {
+		char *apath = path_cat(path, "/additionalProperties", NULL);
+
+		vn = str_cat(sub, "-value");
+		val = vn && apath ? conv_visit(c, additional, vn, apath) : NULL;
+		free(apath);
+	} else {
+		val = conv_primitive(c, "value", "value");
+	}
+	free(vn);
+	if (n) {
+		char *notk = conv_not_strings(c, props, n);
+		char *kn = str_cat(sub, "-k");
+
+		key = notk && kn ? conv_add(c, kn, notk) : NULL;
+		free(notk);
+		free(kn);
+	} else {
+		key = conv_primitive(c, "string", "string");
+	}
+	if (val && key) {
+		sb_add(&kv, key);
+		sb_add(&kv, " \":\" space ");
+		sb_add(&kv, val);
+	}
+	kvn = str_cat(sub, "-kv");
+	rule = val && key && kvn && !kv.oom ? conv_add(c, kvn, kv.p) : NULL;
+	free(kvn);
+	free(key);
+	free(val);
+	free(sub);
+	sb_free(&kv);
+	return rule;
+}
+
+/*
+ * The object's own rule: "{", the required key-values in order, then the
+ * optional ones (opt, each the head of a chain of *-rest rules), "}".
+ */
+static char *conv_object_body(struct conv *c, struct conv_prop *const *req,
+			      size_t n_req, struct conv_prop **opt,
+			      size_t n_opt, const char *name)
+{
 	struct sb r = { 0 };
 
-	if (!req || !opt)
-		goto nomem;
-	for (size_t i = 0; i < n && !c->rc; i++) {
-		char *sub = name_cat(name, props[i].name), *val, *kvn;
-		struct sb kv = { 0 }, key = { 0 };
-		char *ppath = path_cat(path, "/properties/", props[i].name);
-
-		val = sub && ppath ?
-			      conv_visit(c, props[i].schema, sub, ppath) :
-			      NULL;
-		free(ppath);
-		if (!val) {
-			free(sub);
-			goto fail;
-		}
-		conv_dump_string(&key, props[i].name, strlen(props[i].name));
-		conv_literal(&kv, key.p ? key.p : "", key.n);
-		sb_add(&kv, " space \":\" space ");
-		sb_add(&kv, val);
-		kvn = str_cat(sub, "-kv");
-		free(props[i].kv);
-		props[i].kv = kvn && !kv.oom && !key.oom ?
-				      conv_add(c, kvn, kv.p) :
-				      NULL;
-		free(kvn);
-		free(sub);
-		free(val);
-		sb_free(&kv);
-		sb_free(&key);
-		if (!props[i].kv)
-			goto fail;
-		if (props[i].required)
-			req[n_req++] = &props[i];
-		else
-			opt[n_opt++] = &props[i];
-	}
-	if (additional || additional_any) {
-		char *sub = name_cat(name, "additional"), *val = NULL, *key,
-		     *kvn, *vn = NULL;
-		struct sb kv = { 0 };
-
-		if (!sub)
-			goto nomem;
-		if (additional) {
-			char *apath = path_cat(path, "/additionalProperties",
-					       NULL);
-
-			vn = str_cat(sub, "-value");
-			val = vn && apath ?
-				      conv_visit(c, additional, vn, apath) :
-				      NULL;
-			free(apath);
-		} else {
-			val = conv_primitive(c, "value", "value");
-		}
-		free(vn);
-		if (n) {
-			char *notk = conv_not_strings(c, props, n);
-			char *kn = str_cat(sub, "-k");
-
-			key = notk && kn ? conv_add(c, kn, notk) : NULL;
-			free(notk);
-			free(kn);
-		} else {
-			key = conv_primitive(c, "string", "string");
-		}
-		if (val && key) {
-			sb_add(&kv, key);
-			sb_add(&kv, " \":\" space ");
-			sb_add(&kv, val);
-		}
-		kvn = str_cat(sub, "-kv");
-		star.kv = val && key && kvn && !kv.oom ?
-				  conv_add(c, kvn, kv.p) :
-				  NULL;
-		free(kvn);
-		free(key);
-		free(val);
-		free(sub);
-		sb_free(&kv);
-		if (!star.kv)
-			goto fail;
-		opt[n_opt++] = &star;
-	}
-	if (!n_req && !n_opt) {
-		free(req);
-		free(opt);
+	if (!n_req && !n_opt)
 		return strdup("\"{\" space \"}\"");
-	}
 	sb_add(&r, "\"{\" space ");
 	for (size_t i = 0; i < n_req; i++) {
 		if (i)
@@ -332,9 +327,6 @@ static char *conv_object_rule(struct conv *c, struct conv_prop *props, size_t n,
 		sb_add(&r, " )?");
 	}
 	sb_add(&r, " space \"}\"");
-	free(star.kv);
-	free(req);
-	free(opt);
 	if (c->rc || r.oom) {
 		sb_free(&r);
 		if (!c->rc)
@@ -342,14 +334,44 @@ static char *conv_object_rule(struct conv *c, struct conv_prop *props, size_t n,
 		return NULL;
 	}
 	return sb_take(&r);
-nomem:
-	conv_nomem(c);
-fail:
+}
+
+/* _build_object_rule; additional: the schema of other keys, or NULL. */
+static char *conv_object_rule(struct conv *c, struct conv_prop *props, size_t n,
+			      const char *name, json_t *additional,
+			      bool additional_any, const char *path)
+{
+	struct conv_prop **req = calloc(n + 1, sizeof(*req));
+	struct conv_prop **opt = calloc(n + 1, sizeof(*opt));
+	struct conv_prop star = { .name = "*" };
+	size_t n_req = 0, n_opt = 0;
+	char *r = NULL;
+
+	if (!req || !opt) {
+		conv_nomem(c);
+		goto out;
+	}
+	for (size_t i = 0; i < n && !c->rc; i++) {
+		if (conv_prop_kv(c, &props[i], name, path))
+			goto out;
+		if (props[i].required)
+			req[n_req++] = &props[i];
+		else
+			opt[n_opt++] = &props[i];
+	}
+	if (additional || additional_any) {
+		star.kv = conv_additional_kv(c, props, n, name, additional,
+					     path);
+		if (!star.kv)
+			goto out;
+		opt[n_opt++] = &star;
+	}
+	r = conv_object_body(c, req, n_req, opt, n_opt, name);
+out:
 	free(star.kv);
 	free(req);
 	free(opt);
-	sb_free(&r);
-	return NULL;
+	return r;
 }
 
 static void conv_props_free(struct conv_prop *p, size_t n)
@@ -445,15 +467,165 @@ char *conv_object(struct conv *c, json_t *s, const char *name,
 	return r;
 }
 
+/* allOf's enum values (their JSON literals), each with how often listed. */
+struct conv_enums {
+	char **lit;
+	unsigned *count;
+	size_t n;
+};
+
+static void conv_enums_free(struct conv_enums *e)
+{
+	for (size_t i = 0; i < e->n; i++)
+		free(e->lit[i]);
+	free(e->lit);
+	free(e->count);
+}
+
+/* Count each value of the enum vals: 0, or -1 out of memory. */
+static int conv_enums_add(struct conv *c, struct conv_enums *e, json_t *vals)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(vals, i, v)
+	{
+		struct sb lit = { 0 };
+		size_t m;
+
+		conv_constant(&lit, v);
+		if (lit.oom)
+			return conv_nomem(c), -1;
+		for (m = 0; m < e->n; m++)
+			if (!strcmp(e->lit[m], lit.p))
+				break;
+		if (m == e->n) {
+			char **a = realloc(e->lit, (m + 1) * sizeof(*a));
+			unsigned *b;
+
+			if (a)
+				e->lit = a;
+			b = a ? realloc(e->count, (m + 1) * sizeof(*b)) : NULL;
+			if (b)
+				e->count = b;
+			if (!a || !b) {
+				sb_free(&lit);
+				return conv_nomem(c), -1;
+			}
+			e->lit[m] = sb_take(&lit);
+			e->count[m] = 0;
+			e->n++;
+		}
+		sb_free(&lit);
+		e->count[m]++;
+	}
+	return 0;
+}
+
+/*
+ * "(a | b)": the values listed members times (by every member), in
+ * std::map order (by the literal's bytes); NULL when none is, or out of
+ * memory.
+ */
+static char *conv_enums_common(struct conv_enums *e, size_t members)
+{
+	struct sb out = { 0 };
+	bool any = false;
+
+	for (size_t a = 0; a < e->n; a++)
+		for (size_t b = a + 1; b < e->n; b++)
+			if (strcmp(e->lit[b], e->lit[a]) < 0) {
+				char *t = e->lit[a];
+				unsigned u = e->count[a];
+
+				e->lit[a] = e->lit[b];
+				e->lit[b] = t;
+				e->count[a] = e->count[b];
+				e->count[b] = u;
+			}
+	sb_add(&out, "(");
+	for (size_t a = 0; a < e->n; a++)
+		if (e->count[a] == members) {
+			if (any)
+				sb_add(&out, " | ");
+			sb_add(&out, e->lit[a]);
+			any = true;
+		}
+	sb_add(&out, ")");
+	if (!any || out.oom) {
+		sb_free(&out);
+		return NULL;
+	}
+	return sb_take(&out);
+}
+
+/* What the $refs from s name, 32 hops at most; NULL when one is bad. */
+static json_t *conv_follow_refs(struct conv *c, json_t *s, const char *path)
+{
+	for (int hop = 0; hop < 32 && json_is_object(s) && conv_has(s, "$ref");
+	     hop++) {
+		json_t *v = json_object_get(s, "$ref");
+
+		s = json_is_string(v) ?
+			    conv_resolve(c, json_string_value(v), path) :
+			    NULL;
+	}
+	return s;
+}
+
+/*
+ * One member of allOf: an object's properties join props (required, or
+ * none required for the alternatives of an anyOf/oneOf member), an
+ * enum's values are counted. 0, or -1 (the result is NULL).
+ */
+static int conv_all_of_member(struct conv *c, json_t *child, const char *path,
+			      struct conv_prop **props, size_t *n,
+			      struct conv_enums *enums)
+{
+	json_t *list = NULL, *alt;
+	size_t na = 1, j;
+	bool required = true;
+	enum schema_kind k;
+
+	if (conv_kind(c, child, path, &k))
+		return -1;
+	if (k == KIND_ANY_OF &&
+	    !json_is_array(json_object_get(child, "type"))) {
+		list = json_object_get(child, "oneOf");
+		if (!list)
+			list = json_object_get(child, "anyOf");
+		required = false;
+		na = json_array_size(list);
+	}
+	for (j = 0; j < na; j++) {
+		alt = conv_follow_refs(
+			c, list ? json_array_get(list, j) : child, path);
+		if (c->rc)
+			return -1;
+		if (!alt || conv_kind(c, alt, path, &k))
+			return -1;
+		if (k == KIND_OBJECT) {
+			if (conv_props(c, alt, path, props, n,
+				       required ? CONV_REQUIRED_ALL :
+						  CONV_REQUIRED_NONE))
+				return -1;
+		} else if (k == KIND_ENUM) {
+			if (conv_enums_add(c, enums,
+					   json_object_get(alt, "enum")))
+				return -1;
+		}
+	}
+	return 0;
+}
+
 /* _visit_all_of: the objects merged, or the values every enum shares. */
 char *conv_all_of(struct conv *c, json_t *s, const char *name,
 		  const char *rule_name, const char *path)
 {
 	json_t *all = json_object_get(s, "allOf"), *child;
 	struct conv_prop *props = NULL;
-	size_t n = 0, i, n_enum = 0;
-	char **enum_lit = NULL;
-	unsigned *enum_count = NULL;
+	struct conv_enums enums = { 0 };
+	size_t n = 0, i;
 	char *body = NULL, *r = NULL;
 
 	if (!json_is_array(all))
@@ -462,130 +634,17 @@ char *conv_all_of(struct conv *c, json_t *s, const char *name,
 		return conv_fail(c, path, "must not be empty"), NULL;
 	json_array_foreach(all, i, child)
 	{
-		json_t *alts[1] = { child }, *list = NULL, *alt;
-		size_t na = 1, j;
-		bool required = true;
-		enum schema_kind k;
-
-		if (conv_kind(c, child, path, &k))
+		if (conv_all_of_member(c, child, path, &props, &n, &enums))
 			goto out;
-		if (k == KIND_ANY_OF &&
-		    !json_is_array(json_object_get(child, "type"))) {
-			list = json_object_get(child, "oneOf");
-			if (!list)
-				list = json_object_get(child, "anyOf");
-			required = false;
-			na = json_array_size(list);
-		}
-		for (j = 0; j < na; j++) {
-			alt = list ? json_array_get(list, j) : alts[0];
-			/* follow $refs to what they name */
-			for (int hop = 0; hop < 32 && json_is_object(alt) &&
-					  conv_has(alt, "$ref");
-			     hop++) {
-				json_t *v = json_object_get(alt, "$ref");
-
-				alt = json_is_string(v) ?
-					      conv_resolve(c,
-							   json_string_value(v),
-							   path) :
-					      NULL;
-			}
-			if (c->rc)
-				goto out;
-			if (!alt || conv_kind(c, alt, path, &k))
-				goto out;
-			if (k == KIND_OBJECT) {
-				if (conv_props(c, alt, path, &props, &n,
-					       required ? CONV_REQUIRED_ALL :
-							  CONV_REQUIRED_NONE))
-					goto out;
-			} else if (k == KIND_ENUM) {
-				json_t *vals = json_object_get(alt, "enum"), *v;
-				size_t e;
-
-				json_array_foreach(vals, e, v)
-				{
-					struct sb lit = { 0 };
-					size_t m;
-
-					conv_constant(&lit, v);
-					if (lit.oom) {
-						conv_nomem(c);
-						goto out;
-					}
-					for (m = 0; m < n_enum; m++)
-						if (!strcmp(enum_lit[m], lit.p))
-							break;
-					if (m == n_enum) {
-						char **a = realloc(
-							enum_lit,
-							(m + 1) * sizeof(*a));
-						unsigned *b;
-
-						if (a)
-							enum_lit = a;
-						b = a ? realloc(enum_count,
-								(m +
-								 1) * sizeof(*b)) :
-							NULL;
-						if (b)
-							enum_count = b;
-						if (!a || !b) {
-							sb_free(&lit);
-							conv_nomem(c);
-							goto out;
-						}
-						enum_lit[m] = sb_take(&lit);
-						enum_count[m] = 0;
-						n_enum++;
-					}
-					sb_free(&lit);
-					enum_count[m]++;
-				}
-			}
-		}
 	}
-	if (n_enum) {
-		struct sb e = { 0 };
-		bool any = false;
-
-		/* std::map order: by the literal's bytes */
-		for (size_t a = 0; a < n_enum; a++)
-			for (size_t b = a + 1; b < n_enum; b++)
-				if (strcmp(enum_lit[b], enum_lit[a]) < 0) {
-					char *t = enum_lit[a];
-					unsigned u = enum_count[a];
-
-					enum_lit[a] = enum_lit[b];
-					enum_lit[b] = t;
-					enum_count[a] = enum_count[b];
-					enum_count[b] = u;
-				}
-		sb_add(&e, "(");
-		for (size_t a = 0; a < n_enum; a++)
-			if (enum_count[a] == json_array_size(all)) {
-				if (any)
-					sb_add(&e, " | ");
-				sb_add(&e, enum_lit[a]);
-				any = true;
-			}
-		sb_add(&e, ")");
-		if (any && !e.oom) {
-			r = conv_add(c, rule_name, e.p);
-			sb_free(&e);
-			goto out;
-		}
-		sb_free(&e);
-	}
-	body = conv_object_rule(c, props, n, name, NULL, false, path);
+	if (enums.n)
+		body = conv_enums_common(&enums, json_array_size(all));
+	if (!body)
+		body = conv_object_rule(c, props, n, name, NULL, false, path);
 	if (body)
 		r = conv_add(c, rule_name, body);
 out:
-	for (i = 0; i < n_enum; i++)
-		free(enum_lit[i]);
-	free(enum_lit);
-	free(enum_count);
+	conv_enums_free(&enums);
 	free(body);
 	conv_props_free(props, n);
 	return r;
