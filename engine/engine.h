@@ -983,7 +983,11 @@ size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
  * already has by name (described with --devices) is left as described.
  * Returns the number added, or a negative errno with the reason: -ENOENT
  * (no module, or one that cannot load: no CUDA libraries), -ENODEV (no
- * driver or no device). Callers go on with the CPU either way.
+ * driver or no device), -EIO (the probe's process died). Callers go on
+ * with the CPU either way. The module probes in a child process, so the
+ * caller's process has not initialised CUDA and may still fork children
+ * that compute on the GPU (a daemon, Check's tests): CUDA works in no
+ * child of a process that initialised it.
  */
 int engine_gpu_probe(struct io_device_set *set, struct err *err);
 

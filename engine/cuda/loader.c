@@ -12,11 +12,14 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "loader.h"
@@ -112,6 +115,80 @@ const char *engine_cuda_module_path(void)
 	return loader_api ? loader_path : NULL;
 }
 
+/* What the probe's process sends back (plain data, through a pipe). */
+struct loader_answer {
+	int rc;
+	struct err err;
+	struct io_device_set found;
+};
+
+/*
+ * api->probe run in a child process. CUDA cannot be used in a child
+ * forked by a process that has initialised it, and the callers fork
+ * after probing: the mount's daemon (fuse_daemonize), Check's tests (one
+ * child per test). So the probe touches CUDA in a process of its own,
+ * and the first process to initialise it is the one that computes.
+ */
+static int loader_probe_child(const struct cuda_api *api,
+			      struct io_device_set *found, struct err *err)
+{
+	struct loader_answer a = { 0 };
+	size_t got = 0;
+	int fd[2], status = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe2(fd, O_CLOEXEC))
+		return err_set(err, errno, "GPU probe: pipe: %s",
+			       strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return err_set(err, errno, "GPU probe: fork: %s",
+			       strerror(errno));
+	}
+	if (pid == 0) {
+		close(fd[0]);
+		a.rc = api->probe(&a.found, &a.err);
+		while (got < sizeof(a)) {
+			n = write(fd[1], (const char *)&a + got,
+				  sizeof(a) - got);
+			if (n > 0)
+				got += (size_t)n;
+			else if (errno != EINTR)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(fd[1]);
+	while (got < sizeof(a)) {
+		n = read(fd[0], (char *)&a + got, sizeof(a) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (got != sizeof(a)) {
+		if (WIFSIGNALED(status))
+			return err_set(
+				err, EIO,
+				"GPU probe: its process died of signal %d (%s)",
+				WTERMSIG(status), strsignal(WTERMSIG(status)));
+		return err_set(
+			err, EIO,
+			"GPU probe: its process ended without an answer");
+	}
+	*found = a.found;
+	if (a.rc < 0 && err)
+		*err = a.err;
+	return a.rc;
+}
+
 int engine_gpu_probe(struct io_device_set *set, struct err *err)
 {
 	const struct cuda_api *api = engine_cuda_api(err);
@@ -121,7 +198,7 @@ int engine_gpu_probe(struct io_device_set *set, struct err *err)
 
 	if (!api)
 		return -ENOENT;
-	n = api->probe(&found, err);
+	n = loader_probe_child(api, &found, err);
 	if (n < 0)
 		return n;
 	/* a GPU described by --devices keeps its description */

@@ -472,7 +472,11 @@ static int md_setup(void)
 		struct io_device_set set = { 0 };
 		struct err err = { 0 };
 
-		/* a GPU: the CUDA module must find it (gpu0.sh names one) */
+		/*
+		 * a GPU: the CUDA module must find it (gpu0.sh names one);
+		 * the probe runs in a process of its own, so that this one,
+		 * whose forks run the tests, has not initialised CUDA
+		 */
 		if (engine_gpu_probe(&set, &err) <= 0) {
 			printf("MD_DEVICE=%s: no GPU: %s\n", dev, err.msg);
 			return CHECK_SKIP;

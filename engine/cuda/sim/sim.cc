@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "sim.h"
 
@@ -376,6 +377,30 @@ static cudaError_t sim_fail(cudaError_t e)
 	return e;
 }
 
+/*
+ * A rule of the real runtime that tests must meet here too, checked at
+ * the top of each call that would reach the device (sim_gate): a child
+ * of a process that initialised CUDA cannot use it
+ * (cudaErrorInitializationError). The first such call notes its
+ * process; the calls of any other are refused.
+ */
+static pid_t sim_owner;
+
+static cudaError_t sim_gate()
+{
+	pid_t me = getpid();
+
+	{
+		std::lock_guard<std::mutex> g(sim_mu);
+
+		if (!sim_owner)
+			sim_owner = me;
+		if (sim_owner != me)
+			return sim_fail(cudaErrorInitializationError);
+	}
+	return cudaSuccess;
+}
+
 static int sim_device_count()
 {
 	const char *s = getenv("LLMFS_SIM_DEVICES");
@@ -392,6 +417,9 @@ static size_t sim_vram()
 
 cudaError_t cudaGetDeviceCount(int *n)
 {
+	*n = 0;
+	if (sim_gate())
+		return sim_last;
 	*n = sim_device_count();
 	return *n > 0 ? cudaSuccess : sim_fail(cudaErrorNoDevice);
 }
@@ -400,6 +428,8 @@ static thread_local int sim_device;
 
 cudaError_t cudaSetDevice(int d)
 {
+	if (sim_gate())
+		return sim_last;
 	if (d < 0 || d >= sim_device_count())
 		return sim_fail(cudaErrorInvalidDevice);
 	sim_device = d;
@@ -475,7 +505,7 @@ cudaError_t cudaRuntimeGetVersion(int *v)
 
 cudaError_t cudaDeviceSynchronize()
 {
-	return cudaSuccess;
+	return sim_gate();
 }
 
 cudaError_t cudaGetLastError()
@@ -505,6 +535,7 @@ const char *cudaGetErrorString(cudaError_t e)
 		return "operation not permitted when stream is capturing";
 	case cudaErrorIllegalState:
 		return "the operation is not permitted in the current state";
+	case cudaErrorInitializationError: return "initialization error";
 	default: return "simulated CUDA error";
 	}
 }
@@ -536,10 +567,12 @@ static int sim_where(const void *p)
 
 cudaError_t cudaMalloc(void **p, size_t n)
 {
-	std::lock_guard<std::mutex> g(sim_mu);
 	size_t r = (n + 255) & ~(size_t)255;
 
 	*p = nullptr;
+	if (sim_gate())
+		return sim_last;
+	std::lock_guard<std::mutex> g(sim_mu);
 	if (r == 0)
 		r = 256;
 	if (sim_used + r > sim_vram())
@@ -579,10 +612,13 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags)
 {
-	std::lock_guard<std::mutex> g(sim_mu);
 	size_t r = (n + 4095) & ~(size_t)4095;
 
 	(void)flags;
+	*p = nullptr;
+	if (sim_gate())
+		return sim_last;
+	std::lock_guard<std::mutex> g(sim_mu);
 	*p = aligned_alloc(4096, r ? r : 4096);
 	if (!*p)
 		return sim_fail(cudaErrorMemoryAllocation);
@@ -686,6 +722,9 @@ static bool sim_capturing(cudaStream_t s)
 
 cudaError_t cudaStreamCreate(cudaStream_t *s)
 {
+	*s = nullptr;
+	if (sim_gate())
+		return sim_last;
 	*s = new CUstream_st();
 	return cudaSuccess;
 }
@@ -706,6 +745,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+	if (sim_gate())
+		return sim_last;
 	return sim_capturing(s) ? sim_fail(cudaErrorStreamCaptureUnsupported) :
 				  cudaSuccess;
 }
@@ -819,7 +860,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
 	(void)e;
-	return cudaSuccess;
+	return sim_gate();
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e)
@@ -844,6 +885,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *arg)
 static cudaError_t sim_copy(void *dst, const void *src, size_t n,
 			    cudaStream_t s)
 {
+	if (sim_gate())
+		return sim_last;
 	if (n == 0)
 		return cudaSuccess;
 	if (!dst || !src)
@@ -876,6 +919,8 @@ cudaError_t cudaMemset(void *p, int v, size_t n)
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
+	if (sim_gate())
+		return sim_last;
 	return sim_enqueue(s, [=] { memset(p, v, n); });
 }
 
@@ -956,6 +1001,8 @@ static void sim_run_grid(dim3 grid, dim3 block, size_t shmem,
 void sim_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
 		const void *kernel, std::function<void()> body)
 {
+	if (sim_gate())
+		return;
 	if (!sim_config_ok(grid, block, shmem, kernel)) {
 		sim_fail(cudaErrorInvalidConfiguration);
 		return;
