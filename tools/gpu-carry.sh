@@ -7,10 +7,12 @@
 # it names in `carry` (64 MiB in all); ../shared does not travel. So:
 #
 #   programs.tar.xz   bin/ and lib/: the programs built here (the CUDA
-#                module for every arch, the tests, the bench, the model
-#                writer, the mount) and the shared libraries they need that
-#                a CUDA image may lack (libnuma, libjansson, libfuse3,
-#                ...), without debug info; gpu-check.sh unpacks them, or
+#                module for every arch, the tests, both benches, the model
+#                writer, the mount), this machine's fusermount3 (the fs
+#                tests unmount with it; the CUDA image has none), and the
+#                shared libraries they need that a CUDA image may lack
+#                (libnuma, libjansson, libfuse3, ...), without debug info;
+#                gpu-check.sh unpacks them and puts bin/ on PATH, or
 #                builds on the device instead if they do not run there
 #   shared.tar.xz    ../shared/models and ../shared/golden (25 MB): the
 #                golden tests and the bench's 152k Qwen2 vocabulary
@@ -41,11 +43,13 @@ while [ $# -gt 0 ]; do
 done
 [ $build = 1 ] && nice make -j2 all tests
 
-bins="$BUILD/bin/llmfs-cuda-bench $BUILD/bin/llmfs-write-model
+fusermount=$(command -v fusermount3) ||
+	{ echo "no fusermount3 here to carry (Debian: fuse3)" >&2; exit 1; }
+bins="$BUILD/bin/llmfs-cuda-bench $BUILD/bin/llmfs-bench $BUILD/bin/llmfs-write-model
 	$BUILD/bin/llmfs-gpus $BUILD/bin/llmfs-run
 	$BUILD/tests/engine/test_cuda $BUILD/tests/engine/test_cuda_model
 	$BUILD/tests/engine/test_golden $BUILD/tests/engine/test_multidevice
-	$BUILD/bin/llmfs $BUILD/tests/io/test_stage"
+	$BUILD/bin/llmfs $BUILD/tests/io/test_stage $fusermount"
 for f in $bins $BUILD/lib/llmfs-cuda.so; do
 	[ -x "$f" ] || { echo "missing $f: make all tests (or --build)" >&2; exit 1; }
 done

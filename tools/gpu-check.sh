@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/gpu-check.sh: every GPU test and the GPU bench on a lent GPU
-# machine, in one run of under 5 minutes, a short table last, full logs
-# under $OUT. Exit 77 without a GPU (so it can sit in a test list).
+# machine, in one run of about 250 s (GPU_CHECK_SECONDS), a short table
+# last, full logs under $OUT (8 files at most: a device call brings back
+# no more). Exit 77 without a GPU (so it can sit in a test list).
 #
 # Prepare here, then make one device call from the repository root:
 #
@@ -36,13 +37,34 @@
 #             layer 0 on gpu0; test_multidevice: a model split with the
 #             CPU gives the CPU's tokens, placement moves mid-generation
 #             change none) and tests/fs/gpu0.sh (llmfs-run and the mount
-#             on gpu0, placement writes cpu <-> gpu0 mid-answer)
+#             on gpu0, placement writes cpu <-> gpu0 mid-answer; the
+#             carried fusermount3, and /dev/fuse, which the image must
+#             have: its row says so when it has not)
 #   bench     models of real shape written from random valid blocks
 #             (Qwen3-8B Q4_K_M and Q8_0, Qwen3-0.6B Q4_K_M, 152k
 #             vocabulary): llmfs-cuda-bench's load GB/s (beside disk and
 #             pinned h2d), pp512 (int8 and cuBLAS), tg128, tg64 at depth
 #             4096, 16 sequences, each beside the HBM roofline measured in
-#             the same run; and llama.cpp's llama-bench when carried
+#             the same run; and llama.cpp's llama-bench when carried.
+#             The Q8_0 model runs last, after gpu0bench, if time is left
+#   gpu0bench the engine's path on the card, the one the mount takes:
+#             llmfs-bench --placement 'all gpu0' (pp512, tg128, tg64 at
+#             depth 4096 if time is left) on the 8B and 0.6B Q4_K_M
+#             models, beside llmfs-cuda-bench's figures for the same
+#             model (the module's own path: step.cu, CUDA graphs)
+#   attention (not by default) llmfs-cuda-bench with the CPU-order
+#             attention's variants (libm's expf, CUDA's, no CPU order)
+#   profile   (not by default) nsys (or ncu) over 16 decode steps of
+#             llmfs-cuda-bench on the 0.6B model: the 12 kernels of the
+#             most total time into profile.log, the first 3 in the table
+#
+# GPU_CHECK_PARTS="tests gpu0 ..." picks the parts (default: tests gpu0
+# models sanitizer bench gpu0bench); GPU_CHECK_SECONDS the budget (250).
+#
+# Logs under $OUT: summary.txt (the table with the seconds so far),
+# env.log, tests.log (kernels, stage, the sanitizers), gpu0.log,
+# models.log, bench.log (both benches, llama-bench's errors), bench.json,
+# profile.log.
 #
 # With no carried programs (or if they do not run on this image) it
 # builds them here: make with NVCC_ARCH=-arch=sm_90 (needs the Makefile's
@@ -95,7 +117,7 @@ limited() { # seconds, log, command...
 	nproc
 	free -g
 	df -h /tmp "$ROOT"
-	command -v compute-sanitizer xz zstd python3
+	command -v compute-sanitizer xz zstd python3 nsys ncu
 } >"$OUT/env.log" 2>&1
 if ! nvidia-smi -L >/dev/null 2>&1; then
 	trap - EXIT
@@ -115,6 +137,8 @@ if [ -f "$CARRY/programs.tar.xz" ]; then
 		echo "cannot unpack programs.tar.xz" >>"$OUT/env.log"
 fi
 BIN=$PROG/bin
+# the carried fusermount3 (tests/fs's unmounts) and the programs
+export PATH=$BIN:$PATH
 export LD_LIBRARY_PATH=$PROG/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # GPU_CHECK_MODULE, GPU_CHECK_MODELS: a dry run of this script elsewhere
 # (the simulator's module with a stand-in nvidia-smi, no bench models)
@@ -149,6 +173,7 @@ if [ $gpus_rc != 0 ] && grep -qE 'error while loading shared libraries|version .
 			"$src"/build/tests/engine/test_multidevice \
 			"$src"/build/tests/io/test_stage "$WORK/bin/" 2>/dev/null
 		BIN=$WORK/bin
+		PATH=$BIN:$PATH
 		export LLMFS_CUDA_MODULE=$src/build/lib/llmfs-cuda.so
 	else
 		row build FAIL "carried programs do not run and make failed: env.log"
@@ -167,12 +192,12 @@ fi
 # ---- tests and bench, the most telling first --------------------------------
 # GPU_CHECK_PARTS: which parts run (a later call of a lease that wants
 # one figure again); all by default
-part() { [[ " ${GPU_CHECK_PARTS:-tests gpu0 models sanitizer bench attention} " == *" $1 "* ]]; }
+part() { [[ " ${GPU_CHECK_PARTS:-tests gpu0 models sanitizer bench gpu0bench} " == *" $1 "* ]]; }
 
 # Check's forked tests: the device is opened in each child (test_cuda*.c)
 checks() { grep -E '^[0-9]+%: Checks' "$1" | tail -n 1; }
-# whether s more seconds fit in the 5 minutes (the call's limit is later)
-fits() { [ $((SECONDS - T0 + $1)) -le ${GPU_CHECK_SECONDS:-290} ]; }
+# whether s more seconds fit in the budget (the call's limit is later)
+fits() { [ $((SECONDS - T0 + $1)) -le ${GPU_CHECK_SECONDS:-250} ]; }
 
 if part tests; then
 	limited 120 "$OUT/tests.log" "$BIN/test_cuda"
@@ -198,7 +223,13 @@ if part gpu0; then
 	while read -r l; do
 		row "" "" "$l"
 	done < <(grep -E 'matched prefixes|^  # ' "$OUT/gpu0.log" | sed 's/^ *//' | cut -c1-120)
-	if fits 60; then
+	# root may load the module; a kernel without FUSE has no /dev/fuse
+	[ -c /dev/fuse ] || modprobe fuse >/dev/null 2>&1
+	if ! [ -c /dev/fuse ]; then
+		row gpu0-mount skip "/dev/fuse is absent on this image (no FUSE in its kernel, or not passed in)"
+	elif ! command -v fusermount3 >/dev/null; then
+		row gpu0-mount skip "fusermount3 is not on this image and was not carried (gpu-carry.sh)"
+	elif fits 60; then
 		echo "== tests/fs/gpu0.sh" >>"$OUT/gpu0.log"
 		BUILD=$b GPU0_TOKENS=${GPU0_TOKENS:-200} limited 60 "$OUT/gpu0.log" bash "$src/tests/fs/gpu0.sh"
 		result gpu0-mount $? "$(grep -E "checks, [0-9]+ failed|^skip" "$OUT/gpu0.log" | tail -n 1 | cut -c1-100); gpu0.log"
@@ -220,12 +251,15 @@ else
 fi
 
 sanitize() { # tool, seconds, tests
-	CK_FORK=no LLMFS_CUDA_TESTS=$3 limited "$2" "$OUT/sanitizer.log" \
+	local log=$WORK/sanitizer-$1.log rc
+	: >"$log"
+	CK_FORK=no LLMFS_CUDA_TESTS=$3 limited "$2" "$log" \
 		compute-sanitizer --tool "$1" --error-exitcode 99 "$BIN/test_cuda"
-	local rc=$?
+	rc=$?
+	{ echo "== compute-sanitizer --tool $1"; cat "$log"; } >>"$OUT/tests.log"
 	# 99: the sanitizer's errors; another: a test failed under it
-	result "$1" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | tail -n 1 | sed 's/=* *//')$([ $rc != 0 ] && [ $rc != 99 ] && echo "; a test failed under it:" \
-		"$(grep -m 1 -oE '[a-z_0-9]+:[0-9]+: [^(]{0,60}' "$OUT/sanitizer.log" | tail -n 1)")"
+	result "$1" $rc "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1 | sed 's/=* *//')$([ $rc != 0 ] && [ $rc != 99 ] && echo "; a test failed under it:" \
+		"$(grep -m 1 -oE '[a-z_0-9]+:[0-9]+: [^(]{0,60}' "$log" | tail -n 1)")"
 }
 have_sanitizer=
 command -v compute-sanitizer >/dev/null && have_sanitizer=1
@@ -259,7 +293,7 @@ fi
 lb() { # model, args...
 	local m=$1
 	shift
-	timeout 60 "$llama" -m "$m" -ngl 99 -fa 1 -r 3 "$@" -o csv 2>>"$OUT/llama.log" |
+	timeout 60 "$llama" -m "$m" -ngl 99 -fa 1 -r 3 "$@" -o csv 2>>"$OUT/bench.log" |
 		awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "avg_ts") c = i }
 			NR == 2 { gsub(/"/, "", $c); print $c }'
 }
@@ -279,10 +313,11 @@ write_model() { # model
 bench() { # model
 	local m=$1 f=$WORK/$1.gguf j=$WORK/bench-$1.json a b k
 	write_model "$m" || return
-	# prefill through cuBLAS on dequantized halves (the faster: 3101
-	# against 550 t/s on the 8B, H100), so the depth fills are quick
+	# prefill through cuBLAS on dequantized halves (the faster: 2990
+	# against 549 t/s on the 8B, H100), so the depth fills are quick;
+	# 2 repetitions, not 3: room for gpu0bench in the budget
 	echo "== $m" >>"$OUT/bench.log"
-	limited 100 "$OUT/bench.log" "$BIN/llmfs-cuda-bench" -m "$f" -r 3 \
+	limited 100 "$OUT/bench.log" "$BIN/llmfs-cuda-bench" -m "$f" -r 2 \
 		--matmul cublas -j "$j"
 	a=$?
 	[ $a = 0 ] || { result "$m" $a "llmfs-cuda-bench: bench.log"; return; }
@@ -311,9 +346,63 @@ if ! part bench; then
 elif [ ! -f "$vocab" ]; then
 	row bench skip "no vocabulary carried"
 else
+	# the 8B Q8_0 last (after gpu0bench): the longest, the least new
 	for m in $models; do
-		if fits 90; then bench "$m"; else row "$m" skip "no time left"; fi
+		[ "$m" = 8b-q8_0 ] && continue
+		if fits 70; then bench "$m"; else row "$m" skip "no time left"; fi
 	done
+fi
+
+# ---- the engine's path on the card (gpu0bench) ----------------------------
+# llmfs-bench with every tensor on gpu0: the CUDA backend (engine/cuda/
+# backend.c, one module call per op) as the mount and llmfs-run compute,
+# beside llmfs-cuda-bench's figures of the same model (step.cu's whole
+# passes and CUDA graphs): what the backend's path costs. Weights in the
+# file's layout (--no-pack: the CPU's panels would be undone on the move).
+ebench() { # model, log key, llmfs-bench args...; prints t/s or nothing
+	local f=$WORK/$1.gguf key=$2 t=$SECONDS rc
+	shift 2
+	echo "== llmfs-bench -m $(basename "$f") --placement 'all gpu0' --no-pack $*" >>"$OUT/bench.log"
+	timeout --kill-after=5 60 "$BIN/llmfs-bench" -m "$f" --placement "all gpu0" \
+		--no-pack "$@" >"$WORK/ebench.out" 2>&1
+	rc=$?
+	cat "$WORK/ebench.out" >>"$OUT/bench.log"
+	echo "($key: exit $rc, $((SECONDS - t)) s)" >>"$OUT/bench.log"
+	# why there is no figure: the time limit, or the tool's one line
+	case $rc in
+	0) : >"$WORK/ebench.why" ;;
+	124 | 137) echo "time limit (60 s)" >"$WORK/ebench.why" ;;
+	*) grep -m 1 'llmfs-bench:' "$WORK/ebench.out" | cut -c1-70 >"$WORK/ebench.why" ;;
+	esac
+	awk '{ for (i = 1; i < NF; i++) if ($i == "t/s") { print $(i + 1); exit } }' "$WORK/ebench.out"
+}
+gpu0bench() { # model
+	local m=$1 j=$WORK/bench-$1.json k a b c why
+	write_model "$m" || return
+	row "$m" gpu0 "llmfs-bench --placement 'all gpu0' (the backend) beside llmfs-cuda-bench (the module's path)"
+	for k in pp512 tg128 tg64@d4096; do
+		case $k in
+		pp512) fits 30 && a=$(ebench "$m" $k -p 512 -r 2) ;;
+		tg128) fits 30 && a=$(ebench "$m" $k -n 128 -r 2) ;;
+		tg64@d4096) fits 45 && a=$(ebench "$m" $k -n 64 -d 4096 -r 1) ;;
+		esac || { row "" "" "$(printf '%-11s no time left' "$k")"; continue; }
+		b=$(fig "$j" "$k")
+		c=
+		[ $k = pp512 ] && c=" (cuBLAS), int8 $(fig "$j.int8" pp512)"
+		why=
+		[ -n "$a" ] || why="  failed: $(cat "$WORK/ebench.why")"
+		row "" "" "$(printf '%-11s backend %8s t/s  module %8s%s  %s%s' \
+			"$k" "${a:--}" "${b:--}" "$c" "$(ratio "$a" "$b")" "$why")"
+	done
+}
+if part gpu0bench && [ -f "$vocab" ]; then
+	for m in 8b-q4_k_m 0.6b-q4_k_m; do
+		[[ " $models " == *" $m "* ]] || continue
+		if fits 40; then gpu0bench "$m"; else row "$m" skip "gpu0bench: no time left"; fi
+	done
+fi
+if part bench && [ -f "$vocab" ] && [[ " $models " == *" 8b-q8_0 "* ]]; then
+	if fits 90; then bench 8b-q8_0; else row 8b-q8_0 skip "no time left"; fi
 fi
 # What the CPU's bits cost in the attention of rows below 256 positions
 # (attention.cu): libm's expf there, CUDA's, and no CPU order at all
@@ -325,6 +414,7 @@ variant() { # name, env...
 		-r 2 -d 0 -s 16 -g 32 --matmul cublas -j "$j" >>"$OUT/bench.log" 2>&1
 	result "att-$name" $? "8b-q4_k_m pp512 $(fig "$j" pp512), tg128 $(fig "$j" tg128) ($(fig "$j" tg128_roof_pct)%), tg32x16 $(fig "$j" tg32x16) t/s"
 }
+# not by default (GPU_CHECK_PARTS=attention): measured on the H100 already
 if part attention && [ -f "$vocab" ] && fits 80 && write_model 8b-q4_k_m; then
 	variant libm-exp LLMFS_CUDA_ATT_EXACT=256
 	fits 25 && variant cuda-exp LLMFS_CUDA_ATT_FAST_EXP=1
@@ -332,6 +422,80 @@ if part attention && [ -f "$vocab" ] && fits 80 && write_model 8b-q4_k_m; then
 fi
 if [ -n "$have_sanitizer" ]; then
 	if fits 45; then sanitize synccheck 45 attention,moe,quantize; else row synccheck skip "no time left"; fi
+fi
+
+# ---- where a decode step's time goes (profile; not by default) ---------------
+find_tool() { # name: on PATH, or where the toolkits put it
+	command -v "$1" 2>/dev/null && return
+	ls -d /usr/local/cuda/bin/"$1" /opt/nvidia/nsight-*/bin/"$1" \
+		/opt/nvidia/nsight-*/"$1" /usr/local/cuda/nsight-*/bin/"$1" \
+		/usr/local/cuda/nsight-*/"$1" 2>/dev/null | head -n 1
+}
+profile() {
+	local m=0.6b-q4_k_m p=$OUT/profile.log nsys ncu rc
+	# 16 decode steps (-n 16) after a 16-token prompt, warm-up and one
+	# repetition: 32 steps in all, every kernel of a step in the sums
+	local run=("$BIN/llmfs-cuda-bench" -m "$WORK/$m.gguf" -p 16 -n 16 -d 0 -s 0 -r 1)
+	nsys=$(find_tool nsys)
+	ncu=$(find_tool ncu)
+	if [ -z "$nsys" ] && [ -z "$ncu" ]; then
+		row profile skip "neither nsys nor ncu on this image"
+		return
+	fi
+	write_model "$m" || return
+	if [ -n "$nsys" ]; then
+		echo "== $nsys profile ${run[*]}" >>"$p"
+		rm -f "$WORK/prof.nsys-rep" "$WORK/prof.sqlite"
+		limited 90 "$p" "$nsys" profile --trace cuda --sample none \
+			--cpuctxsw none -o "$WORK/prof" --force-overwrite true "${run[@]}"
+		rc=$?
+		[ $rc = 0 ] || { result profile $rc "nsys profile: profile.log"; return; }
+		# the report's name before nsys 2023.4: gpukernsum
+		"$nsys" stats --report cuda_gpu_kern_sum --format csv \
+			"$WORK/prof.nsys-rep" >"$WORK/prof.csv" 2>>"$p"
+		grep -q '^"\{0,1\}Time' "$WORK/prof.csv" ||
+			"$nsys" stats --report gpukernsum --format csv \
+				"$WORK/prof.nsys-rep" >"$WORK/prof.csv" 2>>"$p"
+		# Time (%), Total Time (ns), Instances, Avg, Med, Min, Max, StdDev, Name
+		python3 - "$WORK/prof.csv" "$WORK/prof.top" <<'PY' >>"$p" 2>&1
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) >= 9]
+head = next(i for i, r in enumerate(rows) if r[0].startswith("Time"))
+top = rows[head + 1:head + 13]
+print("%6s %10s %8s %9s  %s" % ("time%", "total ms", "calls", "avg us", "kernel"))
+for r in top:
+    print("%6s %10.2f %8s %9.1f  %s" % (r[0], float(r[1]) / 1e6, r[2], float(r[3]) / 1e3, r[8][:100]))
+open(sys.argv[2], "w").write("; ".join("%s %s%%" % (r[8].split("(")[0].split("<")[0][:28], r[0]) for r in top[:3]))
+PY
+	elif [ -n "$ncu" ]; then
+		# ncu replays each kernel: the first 400 launches after the load
+		echo "== $ncu ${run[*]}" >>"$p"
+		limited 150 "$WORK/ncu.csv" "$ncu" --csv --metrics gpu__time_duration.sum \
+			--launch-skip 200 --launch-count 400 "${run[@]}"
+		rc=$?
+		[ $rc = 0 ] || { tail -n 20 "$WORK/ncu.csv" >>"$p"; result profile $rc "ncu: profile.log"; return; }
+		python3 - "$WORK/ncu.csv" "$WORK/prof.top" <<'PY' >>"$p" 2>&1
+import csv, sys, collections
+tot, cnt = collections.Counter(), collections.Counter()
+lines = [l for l in open(sys.argv[1]) if l.startswith('"')]
+for r in csv.DictReader(lines):
+    if r.get("Metric Name") == "gpu__time_duration.sum":
+        v = float(r["Metric Value"].replace(",", ""))
+        v *= {"nsecond": 1, "usecond": 1e3, "msecond": 1e6}.get(r.get("Metric Unit"), 1)
+        tot[r["Kernel Name"]] += v
+        cnt[r["Kernel Name"]] += 1
+s = sum(tot.values()) or 1
+print("%6s %10s %8s %9s  %s" % ("time%", "total ms", "calls", "avg us", "kernel"))
+top = tot.most_common(12)
+for k, v in top:
+    print("%6.1f %10.2f %8d %9.1f  %s" % (100 * v / s, v / 1e6, cnt[k], v / cnt[k] / 1e3, k[:100]))
+open(sys.argv[2], "w").write("; ".join("%s %.1f%%" % (k.split("(")[0][:28], 100 * v / s) for k, v in top[:3]))
+PY
+	fi
+	row profile ok "$(cat "$WORK/prof.top" 2>/dev/null | cut -c1-110); profile.log"
+}
+if part profile && [ -f "$vocab" ]; then
+	if fits 60; then profile; else row profile skip "no time left"; fi
 fi
 # one JSON of every bench (the call brings back at most 8 files)
 python3 - "$WORK" "$OUT/bench.json" <<'PY' 2>/dev/null

@@ -22,6 +22,10 @@
  * -s N with -n: N sequences decode together, one token each per forward
  * pass (what N sessions through the mount make of a step, without the
  * sampling and the file system); t/s is then their aggregate.
+ *
+ * --placement LINE: before the runs, move tensors as a line written to
+ * the mount's placement file does ("all gpu0": the CUDA backend, the
+ * path the mount computes on; tools/gpu-check.sh's gpu0bench).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -40,6 +44,7 @@
 
 struct bench_args {
 	const char *model;
+	const char *placement; /* a `placement` line, or NULL */
 	long n_prompt, n_gen, depth, reps, threads, membw_mib, seqs;
 	bool batch_exact;
 	bool no_pack;
@@ -58,6 +63,8 @@ static void bench_usage(FILE *f)
 	      "  -t, --threads N    threads (0: the engine's default)\n"
 	      "      --batch-exact  batches in the one-token path's order\n"
 	      "      --no-pack      weights as the file has them (no panels)\n"
+	      "      --placement LINE  move tensors first, as a line of the\n"
+	      "                     mount's placement file does ('all gpu0')\n"
 	      "      --membw MIB    memory read bandwidth, MIB per thread\n",
 	      f);
 }
@@ -91,6 +98,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		{ "membw", required_argument, NULL, 'M' },
 		{ "batch-exact", no_argument, NULL, 'E' },
 		{ "no-pack", no_argument, NULL, 'P' },
+		{ "placement", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -123,6 +131,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 			break;
 		case 'E': a->batch_exact = true; break;
 		case 'P': a->no_pack = true; break;
+		case 'L': a->placement = optarg; break;
 		case 'h': bench_usage(stdout); exit(0);
 		default: bench_usage(stderr); exit(2);
 		}
@@ -338,6 +347,8 @@ static int bench_model(const struct bench_args *a)
 	ret = engine_model_open(&b.m, a->model, &mopt, &err);
 	if (!ret)
 		ret = engine_ctx_new(&b.ctx, b.m, &copt, &err);
+	if (!ret && a->placement)
+		ret = engine_placement_apply(b.ctx, a->placement, &err);
 	/*
 	 * the weights as huge pages, as the daemon has them once idle and as
 	 * llama-bench's mapping of the page cache has them (loading.md);
