@@ -249,7 +249,7 @@ if [ "$BIG" = 1 ]; then
 	echo
 	awk -v p="$p" -v np="$np" -v l="$l" -v r="$ROUNDS" 'BEGIN {
 		printf "open to first token, 8B Q4_K_M, page cache warm (median of %d): llmfs-run %.2f s (packing as it loads; %.2f s with --no-pack: packing adds %.0f%%), llama.cpp (llama-bench: load, warm-up, pp4) %.2f s\n",
-			r, p, np, np > 0 ? 100 * (p - np) / np : 0, l }'
+			r, p, np, (np > 0 ? 100 * (p - np) / np : 0), l }'
 fi
 
 [ "${BENCH_CPU_MOUNT:-1}" = 1 ] || exit 0
