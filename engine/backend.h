@@ -28,8 +28,13 @@
  * device backend copies what its kernels need with the launch); every
  * float or byte operand is in the backend's memory.
  *
- * Ops may run asynchronously: synchronize waits for all of them. The
- * forward pass synchronizes before it reads anything back on the host.
+ * Ops may run asynchronously: synchronize waits for all of them. Ops
+ * return nothing: a backend whose op fails (a device's launch error, a
+ * lost GPU, no room for an op's parameters) keeps the first failure,
+ * skips the ops after it, and synchronize returns it. The forward pass
+ * synchronizes before it reads anything back on the host and leaving
+ * each stage, and fails the pass with that error (nothing is appended
+ * to any sequence), instead of going on with garbage.
  *
  * Bits. Each op computes every row as llama.cpp's one-token path does
  * (or within ../shared/README.md section 4's tolerance of it, where
@@ -147,13 +152,20 @@ struct engine_backend_i {
 			 size_t bytes);
 	void (*copy)(struct engine_backend *be, void *dst, const void *src,
 		     size_t bytes);
-	/* wait until every op called so far is done */
-	void (*synchronize)(struct engine_backend *be);
+	/*
+	 * Wait until every op called so far is done. 0, or the first
+	 * failure of an op or copy since the last synchronize: a negative
+	 * errno (-EIO for a device's error) and one message naming the
+	 * device ("gpu0: ...") in err; the failure is then forgotten (a
+	 * device whose failures persist fails the next pass again).
+	 */
+	int (*synchronize)(struct engine_backend *be, struct err *err);
 	/*
 	 * Get ready for batches of up to cap rows of a model of shape hp
 	 * (the work memory of its ops: attention's partials, the CPU's
 	 * pointer arrays), before the first such batch; 0 or -ENOMEM with
-	 * a message. The ops then cannot fail.
+	 * a message. The ops then fail only where a device does
+	 * (synchronize says so).
 	 */
 	int (*reserve)(struct engine_backend *be,
 		       const struct engine_hparams *hp, uint32_t cap,

@@ -27,7 +27,9 @@
  * Every op is one call of the backend over the whole batch (backend.h):
  * the pass names no device, holds its floats in the backend's memory and
  * copies the logits out once. Only the rows' bookkeeping (which rows,
- * their positions, their KV slots) is the host's.
+ * their positions, their KV slots) is the host's. A backend's failure
+ * (a GPU's) comes out of its synchronize, when the pass leaves its stage
+ * or reads its results: the pass fails with it and appends nothing.
  *
  * Async loading: each tensor is waited for (io_placement_wait) right
  * before its first use in a pass, so that a first pass runs layer by
@@ -378,6 +380,7 @@ static int forward_logits(struct forward_pass *p)
 	struct engine_matmul mm = forward_mm(p, NULL, nv, &m->output, s->act,
 					     h->live, p->n_live);
 	uint32_t j;
+	int ret;
 
 	/* live row j's logits: row j of the buffer, or ys[j] */
 	mm.y_idx = NULL;
@@ -386,8 +389,7 @@ static int forward_logits(struct forward_pass *p)
 			h->ys[j] = h->rows[h->live[j]].logits;
 		mm.ys = h->ys;
 		be->iface->matmul(be, &mm, 1);
-		be->iface->synchronize(be);
-		return 0;
+		return forward_sync(p);
 	}
 	if (s->logits_cap < p->n_live) {
 		if (s->logits)
@@ -403,12 +405,14 @@ static int forward_logits(struct forward_pass *p)
 	}
 	mm.y = s->logits;
 	be->iface->matmul(be, &mm, 1);
-	be->iface->synchronize(be);
+	if ((ret = forward_sync(p)))
+		return ret;
 	for (j = 0; j < p->n_live; j++)
 		be->iface->copy_out(be, h->rows[h->live[j]].logits,
 				    s->logits + (size_t)j * nv,
 				    nv * sizeof(float));
-	return 0;
+	/* a copy that failed leaves the logits unwritten */
+	return forward_sync(p);
 }
 
 /*
@@ -423,26 +427,31 @@ static int forward_embeddings(struct forward_pass *p)
 	const uint32_t E = p->m->hp.n_embd;
 	float *sum = NULL;
 	uint32_t j, e;
+	int ret = 0;
 
-	for (j = 0; j < p->n_live; j++) {
+	for (j = 0; j < p->n_live && !ret; j++) {
 		const struct forward_row *r = &h->rows[h->live[j]];
 		const float *x = p->s->xn + (size_t)h->live[j] * E;
 
-		if (!r->embd)
+		if (!r->embd || (ret = forward_sync(p)))
 			continue;
-		be->iface->synchronize(be);
 		if (!r->embd_add) {
 			be->iface->copy_out(be, r->embd, x, E * sizeof(*x));
 			continue;
 		}
-		if (!sum && !(sum = malloc(E * sizeof(*sum))))
-			return err_set(p->err, ENOMEM, "out of memory");
+		if (!sum && !(sum = malloc(E * sizeof(*sum)))) {
+			ret = err_set(p->err, ENOMEM, "out of memory");
+			break;
+		}
 		be->iface->copy_out(be, sum, x, E * sizeof(*x));
+		if ((ret = forward_sync(p)))
+			break;
 		for (e = 0; e < E; e++)
 			r->embd[e] += sum[e];
 	}
 	free(sum);
-	return 0;
+	/* the last copy_out's failure too */
+	return ret ? ret : forward_sync(p);
 }
 
 /* The rows h->rows[0..n) through the model; logits where wanted. */
@@ -467,7 +476,8 @@ static int forward_chunk(struct forward_pass *p)
 	for (b = 0; b < h->n_buf; b++)
 		h->buf[b].rope_ready = false;
 	p->s = NULL;
-	forward_use(p, p->embed_be, false);
+	if ((ret = forward_use(p, p->embed_be, false)))
+		return ret;
 	p->be->iface->get_rows(p->be, p->s->x, hp->n_embd, &m->tok_embd,
 			       h->tokens, p->n);
 	p->n_live = p->n;
@@ -476,7 +486,8 @@ static int forward_chunk(struct forward_pass *p)
 		const struct engine_layer *l = &m->layers[il];
 		struct forward_buffers *s;
 
-		forward_use(p, p->layer_be[il], true);
+		if ((ret = forward_use(p, p->layer_be[il], true)))
+			return ret;
 		s = p->s;
 		/*
 		 * The last layer's K and V are stored for every row; the rest
@@ -502,11 +513,10 @@ static int forward_chunk(struct forward_pass *p)
 			return ret;
 		forward_residual(p);
 	}
-	if (!p->n_live) {
-		p->be->iface->synchronize(p->be);
-		return 0;
-	}
-	forward_use(p, p->output_be, true);
+	if (!p->n_live)
+		return forward_sync(p);
+	if ((ret = forward_use(p, p->output_be, true)))
+		return ret;
 	if ((ret = forward_norm(p, p->s->xn, p->s->x, &m->output_norm, h->live,
 				p->n_live)) ||
 	    (ret = forward_wait(p, &m->output)))
@@ -518,10 +528,8 @@ static int forward_chunk(struct forward_pass *p)
 		if (h->rows[h->live[j]].logits)
 			h->live[n_out++] = h->live[j];
 	p->n_live = n_out;
-	if (!n_out) {
-		p->be->iface->synchronize(p->be);
-		return 0;
-	}
+	if (!n_out)
+		return forward_sync(p);
 	p->be->iface->convert_rows(p->be, forward_vdt(p, &m->output), p->s->xn,
 				   hp->n_embd, hp->n_embd, p->s->act,
 				   h->act_row, h->live, p->n_live);

@@ -109,8 +109,11 @@ int forward_reserve(struct engine_ctx *ctx, uint32_t cap, struct err *err);
  * Compute on backend b (the context's index) from now on: the residual
  * streams of the pass's rows move to its buffers if the last stage ran
  * elsewhere (copy, the first stage: none), and its rope cache is made
- * for this chunk. copy_x false: the stage makes x itself.
+ * for this chunk. copy_x false: the stage makes x itself. 0, or the
+ * error of the stage left (its backend's synchronize) in p->err.
  */
-void forward_use(struct forward_pass *p, uint32_t b, bool copy_x);
+int forward_use(struct forward_pass *p, uint32_t b, bool copy_x);
+/* p->be's synchronize: 0, or its error in p->err */
+int forward_sync(struct forward_pass *p);
 
 #endif

@@ -171,17 +171,27 @@ int forward_reserve(struct engine_ctx *ctx, uint32_t cap, struct err *err)
 	return 0;
 }
 
-void forward_use(struct forward_pass *p, uint32_t b, bool copy_x)
+int forward_sync(struct forward_pass *p)
+{
+	return p->be->iface->synchronize(p->be, p->err);
+}
+
+int forward_use(struct forward_pass *p, uint32_t b, bool copy_x)
 {
 	const struct engine_hparams *hp = &p->m->hp;
 	struct forward_buffers *to = &p->h->buf[b];
 	const size_t bytes = (size_t)p->n * hp->n_embd * sizeof(float);
+	int ret;
 
 	if (to == p->s)
-		return;
+		return 0;
+	/* the stage left is done, and went well, before x leaves it */
+	if (p->s && (ret = forward_sync(p)))
+		return ret;
 	if (copy_x && p->s) {
-		p->be->iface->synchronize(p->be);
 		p->be->iface->copy_out(p->be, p->h->x_host, p->s->x, bytes);
+		if ((ret = forward_sync(p)))
+			return ret;
 		to->be->iface->copy_in(to->be, to->x, p->h->x_host, bytes);
 	}
 	p->s = to;
@@ -195,4 +205,5 @@ void forward_use(struct forward_pass *p, uint32_t b, bool copy_x)
 				NULL);
 		to->rope_ready = true;
 	}
+	return 0;
 }

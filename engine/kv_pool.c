@@ -646,6 +646,9 @@ static uint32_t kv_chunks_live(const struct engine_kv_pool *p, size_t *largest)
  * Layer il of every chunk into to's memory (another backend's than the
  * layer's now): first all the new memory and a bounce buffer (or nothing
  * moves), then each chunk through the host, its old memory given back.
+ * A device's failure in the copies is the move's error (the layer is on
+ * to then, and what did not copy is garbage: a device that fails a copy
+ * is broken, and fails every pass after).
  */
 static int kv_layer_move(struct engine_kv_pool *p, uint32_t il,
 			 struct engine_backend *to, struct err *err)
@@ -658,6 +661,7 @@ static int kv_layer_move(struct engine_kv_pool *p, uint32_t il,
 	struct kv_shape *s;
 	uint32_t k = 0, c;
 	bool ok = mem && host;
+	int ret;
 
 	for (s = p->shapes; ok && s; s = s->next)
 		for (c = 0; ok && c < s->n_chunks; c++)
@@ -695,7 +699,8 @@ static int kv_layer_move(struct engine_kv_pool *p, uint32_t il,
 	p->layer_at[il] = to;
 	free(mem);
 	free(host);
-	return 0;
+	ret = from->iface->synchronize(from, err);
+	return ret ? ret : to->iface->synchronize(to, err);
 }
 
 int engine_kv_pool_follow(struct engine_kv_pool *p, struct err *err)

@@ -68,9 +68,10 @@ static void cpu_copy(struct engine_backend *be, void *dst, const void *src,
 	memcpy(dst, src, bytes);
 }
 
-/* every op ran on the caller's thread, to its end */
-static void cpu_synchronize(struct engine_backend *be)
+/* every op ran on the caller's thread, to its end, and cannot fail */
+static int cpu_synchronize(struct engine_backend *be, struct err *err)
 {
+	return 0;
 }
 
 /*

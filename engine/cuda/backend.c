@@ -22,10 +22,10 @@
  * (vec_dot_type is F32): the module quantizes them for its kernels as
  * the CPU does (Q8_1 for the legacy quants, Q8_K for the K-quants).
  *
- * Errors. The table's ops cannot return one; a failing call of the
- * module (a launch error, no room for the parameters) is said once on
- * stderr, kept as the backend's first error, and the pass computes
- * garbage from there (Documentation/gpu.md, "Missing").
+ * Errors. The table's ops return nothing: a failing call (a launch
+ * error, a lost device, no room for the parameters) is kept as the
+ * backend's first error, and synchronize returns it as "gpuN: ...",
+ * which fails the forward pass.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -131,7 +131,7 @@ void cuda_backend_weights_copy(const char *device, void *dst, const void *src,
 
 /* ---- errors and parameters ---------------------------------------------- */
 
-/* Keep and say a failed call's error (the first one only). */
+/* Keep a failed call's error (the first one only), for synchronize. */
 static void cb_check(struct engine_backend *be, int ret, const struct err *e)
 {
 	struct cuda_backend *cb = be->ctx;
@@ -139,9 +139,7 @@ static void cb_check(struct engine_backend *be, int ret, const struct err *e)
 	if (!ret || cb->err.code)
 		return;
 	cb->err = *e;
-	if (!cb->err.code)
-		cb->err.code = -ret;
-	fprintf(stderr, "llmfs: %s: %s\n", be->dev.name, e->msg);
+	cb->err.code = -ret;
 }
 
 /*
@@ -271,12 +269,23 @@ static void cb_copy(struct engine_backend *be, void *dst, const void *src,
 	cb_check(be, cb->api->copy(cb->dev, dst, src, bytes, &err), &err);
 }
 
-static void cb_synchronize(struct engine_backend *be)
+/*
+ * The device's work done, and the first failure since the last call
+ * said as the device's ("gpu0: ..."), then forgotten: a failure that
+ * stays (a broken context) fails the next call again.
+ */
+static int cb_synchronize(struct engine_backend *be, struct err *err)
 {
 	struct cuda_backend *cb = be->ctx;
-	struct err err = { 0 };
+	struct err e = { 0 };
+	int ret;
 
-	cb_check(be, cb->api->synchronize(cb->dev, &err), &err);
+	cb_check(be, cb->api->synchronize(cb->dev, &e), &e);
+	if (!cb->err.code)
+		return 0;
+	ret = err_set(err, cb->err.code, "%s: %s", be->dev.name, cb->err.msg);
+	memset(&cb->err, 0, sizeof(cb->err));
+	return ret;
 }
 
 /* The model's shape (the KV stores need it) and room for cap rows' lists. */

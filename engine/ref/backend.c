@@ -65,9 +65,10 @@ static void ref_copy(struct engine_backend *be, void *dst, const void *src,
 	ref_backend_copy(dst, src, bytes);
 }
 
-/* every op ran to its end on the caller's thread */
-static void ref_synchronize(struct engine_backend *be)
+/* every op ran to its end on the caller's thread, and cannot fail */
+static int ref_synchronize(struct engine_backend *be, struct err *err)
 {
+	return 0;
 }
 
 static int ref_reserve(struct engine_backend *be,

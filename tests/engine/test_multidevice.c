@@ -13,7 +13,8 @@
  *       build/tests/engine/test_multidevice
  *
  * MD_DEVICE=gpu0 runs the same on a GPU of the CUDA module (the
- * simulator in make check: tests/engine/gpu0.sh). The GPU's kernels add
+ * simulator in make check: tests/engine/gpu0.sh), and, on the simulator,
+ * a device failing mid-pass failing the pass. The GPU's kernels add
  * up in their own order (Documentation/gpu.md), so there the tokens are
  * the CPU's up to the first near-tie and the logits within
  * MD_GPU_REL_TOL of the CPU's, instead of the same bits. MD_MODELS=N
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../engine/cuda/loader.h"
 #include "../../engine/engine.h"
 #include "../common/check_main.h"
 
@@ -45,6 +47,7 @@ static const char *const md_models[] = {
 /* the device moved to: "ref0" (bits) or a GPU (tolerances) */
 static const char *md_dev = "ref0";
 static bool md_exact = true;
+static bool md_simulated; /* md_dev is the CUDA simulator's */
 static unsigned md_models_n = MD_MODELS;
 
 /* "blk.0 DEV" and the like, for md_dev */
@@ -440,6 +443,50 @@ START_TEST(test_unsupported_refused)
 }
 END_TEST
 
+/*
+ * A GPU whose kernel faults mid-pass (the simulator's
+ * LLMFS_SIM_FAIL_LAUNCH: that launch breaks the context, as a fault on a
+ * card does) fails the pass with -EIO and the device's words, and
+ * appends nothing; the next pass fails the same way, the context being
+ * broken for good. Never garbage logits.
+ */
+START_TEST(test_device_error_fails_pass)
+{
+	struct engine_ctx *ctx = md_open("stories260K", false);
+	const uint32_t nv = engine_model_info(engine_ctx_model(ctx))->n_vocab;
+	const int32_t tok[4] = { 1, 15, 27, 99 };
+	struct engine_seq *seq = NULL;
+	struct err err = { 0 };
+	float *lg = malloc(nv * sizeof(float));
+	struct engine_batch_item it = { NULL, tok, 4, lg };
+	int pass;
+
+	ck_assert_ptr_nonnull(lg);
+	md_place(ctx, md_cmd("all %s"));
+	ck_assert_int_eq(engine_seq_new(ctx, &seq, &err), 0);
+	it.seq = seq;
+	/* a pass is fine, then the 10th launch from here faults */
+	ck_assert_msg(engine_forward(ctx, &it, 1, &err) == 0, "%s", err.msg);
+	ck_assert_uint_eq(engine_seq_length(seq), 4);
+	setenv("LLMFS_SIM_FAIL_LAUNCH", "10", 1);
+	for (pass = 0; pass < 2; pass++) {
+		char want[64];
+
+		memset(&err, 0, sizeof(err));
+		ck_assert_int_eq(engine_forward(ctx, &it, 1, &err), -EIO);
+		snprintf(want, sizeof(want), "%s: ", md_dev);
+		ck_assert_msg(!strncmp(err.msg, want, strlen(want)) &&
+				      strstr(err.msg, "launch failure"),
+			      "pass %d: '%s'", pass, err.msg);
+		ck_assert_uint_eq(engine_seq_length(seq), 4);
+	}
+	unsetenv("LLMFS_SIM_FAIL_LAUNCH");
+	engine_seq_free(seq);
+	free(lg);
+	md_close(ctx);
+}
+END_TEST
+
 /* Without LLMFS_REF_DEVICE=1 there is no ref0. */
 START_TEST(test_ref0_only_when_asked)
 {
@@ -483,6 +530,9 @@ static int md_setup(void)
 		}
 		md_dev = dev;
 		md_exact = false;
+		/* loads the module, touches no device */
+		md_simulated = strstr(engine_cuda_api(NULL)->how,
+				      "simulator") != NULL;
 	}
 	return 0;
 }
@@ -497,6 +547,8 @@ static void md_tests(TCase *tc)
 		tcase_add_test(tc, test_ref0_only_when_asked);
 	else
 		tcase_add_test(tc, test_unsupported_refused);
+	if (md_simulated)
+		tcase_add_test(tc, test_device_error_fails_pass);
 }
 
 const struct check_main check_main = {

@@ -8,7 +8,9 @@
 #   - `cat prompt > generate` with the model on gpu0 streams llmfs-run's
 #     gpu0 text;
 #   - placement writes moving layers cpu <-> gpu0 while a session
-#     generates change no token; a move splitting a layer is EINVAL.
+#     generates change no token; a move splitting a layer is EINVAL;
+#   - on the simulator, a kernel that faults (LLMFS_SIM_FAIL_LAUNCH)
+#     makes llmfs-run fail with "gpu0: ..." instead of printing garbage.
 . "$(dirname "$0")/mount-lib.bash"
 
 SIM=$BUILD/lib/llmfs-cuda-sim.so
@@ -25,6 +27,16 @@ check "llmfs-run gave a reference text on the CPU" [ -s "$WORK/expect" ]
 	> "$WORK/gpu-run" 2>"$WORK/gpu-run.err" ||
 	fail "llmfs-run --placement 'all gpu0': $(tail -n 1 "$WORK/gpu-run.err")"
 same "$WORK/expect" "$WORK/gpu-run" "llmfs-run on gpu0: the CPU's text"
+if [ "$LLMFS_CUDA_MODULE" = "$SIM" ]; then
+	if LLMFS_SIM_FAIL_LAUNCH=200 "$RUN" -m "$STORIES" -p "$P" --temp 0 -n $N \
+		--placement "all gpu0" >"$WORK/fault" 2>"$WORK/fault.err"; then
+		fail "llmfs-run went on after the GPU's kernel faulted"
+	else
+		check "a faulting kernel: llmfs-run says gpu0's error" \
+			grep -q 'gpu0: .*launch failure' "$WORK/fault.err"
+		echo "# $(tail -n 1 "$WORK/fault.err")"
+	fi
+fi
 
 mount_llmfs --name stories="$STORIES"
 S=$MNT/stories

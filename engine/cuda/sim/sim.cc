@@ -378,13 +378,23 @@ static cudaError_t sim_fail(cudaError_t e)
 }
 
 /*
- * A rule of the real runtime that tests must meet here too, checked at
- * the top of each call that would reach the device (sim_gate): a child
- * of a process that initialised CUDA cannot use it
- * (cudaErrorInitializationError). The first such call notes its
- * process; the calls of any other are refused.
+ * Two rules of the real runtime that tests must meet here too, checked
+ * at the top of each call that would reach the device (sim_gate):
+ *
+ * - fork: a child of a process that initialised CUDA cannot use it
+ *   (cudaErrorInitializationError). The first such call notes its
+ *   process; the calls of any other are refused.
+ * - a kernel that faults leaves the context broken: the launch returns
+ *   at once, the fault shows at the next call, and every call from then
+ *   on returns it (a "sticky" error). LLMFS_SIM_FAIL_LAUNCH=N makes the
+ *   Nth launch since the variable was set (from 1; in the environment
+ *   at start: of the process) such a kernel: it does not run, and every
+ *   later call returns cudaErrorLaunchFailure. How the engine reports a
+ *   device's failure is tested so (test_multidevice, tests/fs/gpu0.sh).
  */
 static pid_t sim_owner;
+static cudaError_t sim_sticky = cudaSuccess;
+static unsigned long sim_launches;
 
 static cudaError_t sim_gate()
 {
@@ -398,7 +408,7 @@ static cudaError_t sim_gate()
 		if (sim_owner != me)
 			return sim_fail(cudaErrorInitializationError);
 	}
-	return cudaSuccess;
+	return sim_fail(sim_sticky);
 }
 
 static int sim_device_count()
@@ -536,6 +546,7 @@ const char *cudaGetErrorString(cudaError_t e)
 	case cudaErrorIllegalState:
 		return "the operation is not permitted in the current state";
 	case cudaErrorInitializationError: return "initialization error";
+	case cudaErrorLaunchFailure: return "unspecified launch failure";
 	default: return "simulated CUDA error";
 	}
 }
@@ -998,6 +1009,22 @@ static void sim_run_grid(dim3 grid, dim3 block, size_t shmem,
 	sim_ids = nullptr;
 }
 
+/* Whether this launch is LLMFS_SIM_FAIL_LAUNCH's (then the context breaks). */
+static bool sim_launch_faults()
+{
+	const char *s = getenv("LLMFS_SIM_FAIL_LAUNCH");
+	std::lock_guard<std::mutex> g(sim_mu);
+
+	if (!s) {
+		sim_launches = 0; /* counted from when it is set */
+		return false;
+	}
+	if (++sim_launches != strtoul(s, nullptr, 10))
+		return false;
+	sim_sticky = cudaErrorLaunchFailure;
+	return true;
+}
+
 void sim_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
 		const void *kernel, std::function<void()> body)
 {
@@ -1007,6 +1034,8 @@ void sim_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
 		sim_fail(cudaErrorInvalidConfiguration);
 		return;
 	}
+	if (sim_launch_faults())
+		return;
 	sim_enqueue(stream, [=] {
 		sim_block *outer = sim_b;
 
