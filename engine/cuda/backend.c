@@ -13,19 +13,21 @@
  * work memory.
  *
  * Ops. Each op of the table is one call of the module per run of
- * consecutive rows (a pass's rows are 0..n-1 but for the last layer's
- * rows that want logits, so a run is usually the whole batch). What the
- * table gives as host memory (tokens, positions, K/V slots, sequences)
- * is copied into a parameter area in VRAM with the call: block tables
- * of device addresses, as the engine's KV pool keeps each block of each
- * layer apart (the module's k_blocks/v_blocks). Activations stay floats
- * (vec_dot_type is F32): the module quantizes them for its kernels as
- * the CPU does (Q8_1 for the legacy quants, Q8_K for the K-quants).
+ * consecutive rows (cb_runs_next). What the table gives as host memory
+ * (tokens, positions, K/V slots, sequences) is built in a ring of pinned
+ * host memory and copied, on the backend's stream behind the ops before
+ * it, into a parameter area in VRAM (cb_lists, cb_send): nothing waits
+ * for the device within a pass but the reads back. The lists are block
+ * tables of device addresses, as the engine's KV pool keeps each block
+ * of each layer apart (the module's k_blocks/v_blocks). Activations
+ * stay floats (vec_dot_type is F32): the module quantizes them for its
+ * kernels as the CPU does (Q8_1 for the legacy quants, Q8_K for the
+ * K-quants).
  *
  * Errors. The table's ops return nothing: a failing call (a launch
  * error, a lost device, no room for the parameters) is kept as the
- * backend's first error, and synchronize returns it as "gpuN: ...",
- * which fails the forward pass.
+ * backend's first error, the ops after it are skipped, and synchronize
+ * returns it as "gpuN: ...", which fails the forward pass.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -33,25 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kv.h"
+#include "backend_internal.h"
 #include "cuda_backend.h"
 #include "loader.h"
 
 #define CB_DEVICES 16
-
-struct cuda_backend {
-	const struct cuda_api *api;
-	struct cuda_dev *dev;	  /* this backend's own handle */
-	struct engine_hparams hp; /* of the model, from reserve */
-	uint8_t *param;		  /* VRAM: the lists an op takes */
-	size_t param_cap;
-	uint8_t *host; /* where they are built first */
-	size_t host_cap;
-	float *rope_ff; /* VRAM: rope's frequency factors */
-	uint32_t rope_ff_cap;
-	bool rope_ff_set; /* the model has them */
-	struct err err;	  /* the first failure, if any */
-};
 
 /* ---- devices and the weights' memory ------------------------------------ */
 
@@ -129,88 +117,6 @@ void cuda_backend_weights_copy(const char *device, void *dst, const void *src,
 		fprintf(stderr, "llmfs: %s: %s\n", device, err.msg);
 }
 
-/* ---- errors and parameters ---------------------------------------------- */
-
-/* Keep a failed call's error (the first one only), for synchronize. */
-static void cb_check(struct engine_backend *be, int ret, const struct err *e)
-{
-	struct cuda_backend *cb = be->ctx;
-
-	if (!ret || cb->err.code)
-		return;
-	cb->err = *e;
-	cb->err.code = -ret;
-}
-
-/*
- * The host staging area and the VRAM parameter area, both of at least
- * bytes; the host one's contents are kept. 0, or -ENOMEM (kept).
- */
-static int cb_room(struct engine_backend *be, size_t bytes)
-{
-	struct cuda_backend *cb = be->ctx;
-	struct err err = { 0 };
-	void *p = NULL;
-	int ret;
-
-	bytes = (bytes + 4095) & ~(size_t)4095;
-	if (bytes > cb->host_cap) {
-		p = realloc(cb->host, bytes);
-		if (!p) {
-			err_set(&err, ENOMEM, "out of memory");
-			cb_check(be, -ENOMEM, &err);
-			return -ENOMEM;
-		}
-		cb->host = p;
-		cb->host_cap = bytes;
-	}
-	if (bytes <= cb->param_cap)
-		return 0;
-	/* free waits for the device: no queued op still reads the old area */
-	cb->api->free(cb->dev, cb->param);
-	cb->param = NULL;
-	cb->param_cap = 0;
-	if ((ret = cb->api->alloc(cb->dev, &p, bytes, &err))) {
-		cb_check(be, ret, &err);
-		return ret;
-	}
-	cb->param = p;
-	cb->param_cap = bytes;
-	return 0;
-}
-
-/*
- * The first bytes of the host area into the parameter area, ordered
- * after the ops already queued (which may still read the area).
- */
-static int cb_upload(struct engine_backend *be, size_t bytes)
-{
-	struct cuda_backend *cb = be->ctx;
-	struct err err = { 0 };
-	int ret = cb->api->copy_in(cb->dev, cb->param, cb->host, bytes, &err);
-
-	cb_check(be, ret, &err);
-	return ret;
-}
-
-/* Row j of an index list (NULL: j). */
-static uint32_t cb_row(const uint32_t *idx, uint32_t j)
-{
-	return idx ? idx[j] : j;
-}
-
-/* How many rows from j on go up by one in both lists (at least 1). */
-static uint32_t cb_run(const uint32_t *a, const uint32_t *b, uint32_t j,
-		       uint32_t n)
-{
-	uint32_t len = 1;
-
-	while (j + len < n && cb_row(a, j + len) == cb_row(a, j) + len &&
-	       cb_row(b, j + len) == cb_row(b, j) + len)
-		len++;
-	return len;
-}
-
 /* ---- memory --------------------------------------------------------------- */
 
 static void cb_destroy(struct engine_backend *be)
@@ -219,8 +125,10 @@ static void cb_destroy(struct engine_backend *be)
 
 	cb->api->free(cb->dev, cb->param);
 	cb->api->free(cb->dev, cb->rope_ff);
+	/* close waits for the stream: no copy still reads the ring */
 	cb->api->close(cb->dev);
-	free(cb->host);
+	cb->api->host_free(cb->ring);
+	free(cb->views);
 	free(cb);
 	free(be);
 }
@@ -242,13 +150,16 @@ static void cb_free(struct engine_backend *be, void *p)
 	cb->api->free(cb->dev, p);
 }
 
+/* blocking: the caller may reuse src when it returns (backend.h) */
 static void cb_copy_in(struct engine_backend *be, void *dst, const void *src,
 		       size_t bytes)
 {
 	struct cuda_backend *cb = be->ctx;
 	struct err err = { 0 };
 
-	cb_check(be, cb->api->copy_in(cb->dev, dst, src, bytes, &err), &err);
+	if (!cb->err.code)
+		cb_check(be, cb->api->copy_in(cb->dev, dst, src, bytes, &err),
+			 &err);
 }
 
 static void cb_copy_out(struct engine_backend *be, void *dst, const void *src,
@@ -257,7 +168,9 @@ static void cb_copy_out(struct engine_backend *be, void *dst, const void *src,
 	struct cuda_backend *cb = be->ctx;
 	struct err err = { 0 };
 
-	cb_check(be, cb->api->copy_out(cb->dev, dst, src, bytes, &err), &err);
+	if (!cb->err.code)
+		cb_check(be, cb->api->copy_out(cb->dev, dst, src, bytes, &err),
+			 &err);
 }
 
 static void cb_copy(struct engine_backend *be, void *dst, const void *src,
@@ -266,7 +179,9 @@ static void cb_copy(struct engine_backend *be, void *dst, const void *src,
 	struct cuda_backend *cb = be->ctx;
 	struct err err = { 0 };
 
-	cb_check(be, cb->api->copy(cb->dev, dst, src, bytes, &err), &err);
+	if (!cb->err.code)
+		cb_check(be, cb->api->copy(cb->dev, dst, src, bytes, &err),
+			 &err);
 }
 
 /*
@@ -288,17 +203,27 @@ static int cb_synchronize(struct engine_backend *be, struct err *err)
 	return ret;
 }
 
-/* The model's shape (the KV stores need it) and room for cap rows' lists. */
+/*
+ * The model's shape (the KV stores need it), and the ring and the
+ * parameter area sized for cap rows' lists (attention's grow with the
+ * depth, on demand).
+ */
 static int cb_reserve(struct engine_backend *be,
 		      const struct engine_hparams *hp, uint32_t cap,
 		      struct err *err)
 {
 	struct cuda_backend *cb = be->ctx;
+	size_t seg = (size_t)cap * 64 > CB_SEGMENT ? (size_t)cap * 64 :
+						     CB_SEGMENT;
 
 	cb->hp = *hp;
-	if (cb_room(be, (size_t)cap * 64))
-		return err_set(err, ENOMEM, "%s: no room for %u rows' lists",
-			       be->dev.name, cap);
+	if ((seg > cb->seg && cb_ring_grow(be, seg)) ||
+	    cb_param(be, (size_t)cap * 64)) {
+		err_set(err, cb->err.code, "%s: no room for %u rows' lists: %s",
+			be->dev.name, cap, cb->err.msg);
+		memset(&cb->err, 0, sizeof(cb->err));
+		return -err->code;
+	}
 	return 0;
 }
 
@@ -331,12 +256,14 @@ static void cb_get_rows(struct engine_backend *be, float *y, size_t y_ld,
 			uint32_t n)
 {
 	struct cuda_backend *cb = be->ctx;
+	const size_t bytes = (size_t)n * sizeof(*tokens);
 	struct err err = { 0 };
+	void *host;
 
-	if (!n || cb_room(be, (size_t)n * sizeof(*tokens)))
+	if (!n || !(host = cb_lists(be, bytes)))
 		return;
-	memcpy(cb->host, tokens, (size_t)n * sizeof(*tokens));
-	if (cb_upload(be, (size_t)n * sizeof(*tokens)))
+	memcpy(host, tokens, bytes);
+	if (cb_send(be, cb->param, host, bytes))
 		return;
 	cb_check(be,
 		 cb->api->get_rows(cb->dev, w->info->type,
@@ -349,7 +276,8 @@ static void cb_get_rows(struct engine_backend *be, float *y, size_t y_ld,
 /*
  * The positions of the pass's rows, as int32, where the CPU keeps its
  * cos/sin table (cache row j: position j's; rope_rows reads them), and
- * the frequency factors (wherever the model keeps them) in VRAM.
+ * the frequency factors (wherever the model keeps them) in VRAM, copied
+ * when they are first seen there.
  */
 static void cb_rope_cache(struct engine_backend *be, float *cache,
 			  size_t cache_ld, const uint32_t *pos, uint32_t n,
@@ -359,14 +287,16 @@ static void cb_rope_cache(struct engine_backend *be, float *cache,
 	struct cuda_backend *cb = be->ctx;
 	const uint32_t nf = hp->n_rot / 2;
 	struct err err = { 0 };
-	void *p = NULL;
+	void *p = NULL, *host;
 	int ret;
 
-	cb->rope_ff_set = freq_factors != NULL;
+	if (cb->err.code)
+		return;
 	if (freq_factors && nf > cb->rope_ff_cap) {
 		cb->api->free(cb->dev, cb->rope_ff);
 		cb->rope_ff = NULL;
 		cb->rope_ff_cap = 0;
+		cb->rope_ff_src = NULL;
 		if ((ret = cb->api->alloc(cb->dev, &p, nf * sizeof(float),
 					  &err))) {
 			cb_check(be, ret, &err);
@@ -375,16 +305,20 @@ static void cb_rope_cache(struct engine_backend *be, float *cache,
 		cb->rope_ff = p;
 		cb->rope_ff_cap = nf;
 	}
-	if (freq_factors &&
-	    (ret = cb->api->copy_any(cb->dev, cb->rope_ff, freq_factors,
-				     nf * sizeof(float), &err))) {
-		cb_check(be, ret, &err);
-		return;
+	/* the model's factors do not change: one copy (blocking) a place */
+	if (freq_factors && freq_factors != cb->rope_ff_src) {
+		if ((ret = cb->api->copy_any(cb->dev, cb->rope_ff, freq_factors,
+					     nf * sizeof(float), &err))) {
+			cb_check(be, ret, &err);
+			return;
+		}
+		cb->rope_ff_src = freq_factors;
 	}
-	if (!n || cb_room(be, (size_t)n * sizeof(int32_t)))
+	cb->rope_ff_set = freq_factors != NULL;
+	if (!n || !(host = cb_stage(be, (size_t)n * sizeof(int32_t))))
 		return;
-	memcpy(cb->host, pos, (size_t)n * sizeof(int32_t));
-	cb_copy_in(be, cache, cb->host, (size_t)n * sizeof(int32_t));
+	memcpy(host, pos, (size_t)n * sizeof(int32_t));
+	cb_send(be, cache, host, (size_t)n * sizeof(int32_t));
 }
 
 static void cb_rope_rows(struct engine_backend *be, float *x, size_t ld,
@@ -396,21 +330,18 @@ static void cb_rope_rows(struct engine_backend *be, float *x, size_t ld,
 	const enum cuda_rope_mode mode = hp->rope_mode == ENGINE_ROPE_NEOX ?
 						 CUDA_ROPE_NEOX :
 						 CUDA_ROPE_NORM;
+	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
-	uint32_t j, len, r;
 
-	for (j = 0; j < n; j += len) {
-		len = cb_run(idx, NULL, j, n);
-		r = cb_row(idx, j);
+	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->rope(cb->dev, x + (size_t)r * ld, ld, n_head,
-				       hp->head_dim, hp->n_rot, mode,
-				       (const int32_t *)cache + r,
+			 cb->api->rope(cb->dev, x + (size_t)it.r * ld, ld,
+				       n_head, hp->head_dim, hp->n_rot, mode,
+				       (const int32_t *)cache + it.r,
 				       hp->rope_freq_base, hp->rope_freq_scale,
 				       cb->rope_ff_set ? cb->rope_ff : NULL,
-				       len, &err),
+				       it.len, &err),
 			 &err);
-	}
 }
 
 static void cb_rms_norm_rows(struct engine_backend *be, float *y,
@@ -419,37 +350,35 @@ static void cb_rms_norm_rows(struct engine_backend *be, float *y,
 			     const uint32_t *idx, uint32_t n)
 {
 	struct cuda_backend *cb = be->ctx;
+	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
-	uint32_t j, len, r, i;
+	uint32_t i;
 
-	for (j = 0; j < n; j += len) {
-		len = cb_run(idx, NULL, j, n);
-		r = cb_row(idx, j);
-		if (per_row == 1) {
+	while (cb_runs_next(be, &it)) {
+		const size_t r = it.r;
+
+		if (per_row == 1)
 			cb_check(be,
-				 cb->api->rms_norm(cb->dev, x + (size_t)r * ld,
-						   ld, w, y + (size_t)r * ld,
-						   ld, width, len, eps, &err),
+				 cb->api->rms_norm(cb->dev, x + r * ld, ld, w,
+						   y + r * ld, ld, width,
+						   it.len, eps, &err),
 				 &err);
-			continue;
-		}
-		/* the heads of a row, as rows of their own */
-		if (ld == (size_t)per_row * width) {
+		else if (ld == (size_t)per_row * width)
+			/* the heads of a row, as rows of their own */
 			cb_check(be,
-				 cb->api->rms_norm(cb->dev, x + (size_t)r * ld,
-						   width, w, y + (size_t)r * ld,
-						   width, width, len * per_row,
-						   eps, &err),
+				 cb->api->rms_norm(cb->dev, x + r * ld, width,
+						   w, y + r * ld, width, width,
+						   it.len * per_row, eps, &err),
 				 &err);
-			continue;
-		}
-		for (i = 0; i < len; i++)
-			cb_check(be,
-				 cb->api->rms_norm(
-					 cb->dev, x + (size_t)(r + i) * ld,
-					 width, w, y + (size_t)(r + i) * ld,
-					 width, width, per_row, eps, &err),
-				 &err);
+		else
+			for (i = 0; i < it.len; i++)
+				cb_check(be,
+					 cb->api->rms_norm(
+						 cb->dev, x + (r + i) * ld,
+						 width, w, y + (r + i) * ld,
+						 width, width, per_row, eps,
+						 &err),
+					 &err);
 	}
 }
 
@@ -458,18 +387,15 @@ static void cb_add_rows(struct engine_backend *be, float *y, size_t y_ld,
 			const uint32_t *idx, uint32_t n)
 {
 	struct cuda_backend *cb = be->ctx;
+	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
-	uint32_t j, len, r;
 
-	for (j = 0; j < n; j += len) {
-		len = cb_run(idx, NULL, j, n);
-		r = cb_row(idx, j);
+	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->add(cb->dev, y + (size_t)r * y_ld, y_ld,
-				      x + (size_t)r * x_ld, x_ld, width, len,
-				      &err),
+			 cb->api->add(cb->dev, y + (size_t)it.r * y_ld, y_ld,
+				      x + (size_t)it.r * x_ld, x_ld, width,
+				      it.len, &err),
 			 &err);
-	}
 }
 
 /* F32 to F32 (cb_vec_dot_type): a copy of each row */
@@ -479,19 +405,16 @@ static void cb_convert_rows(struct engine_backend *be, uint32_t type,
 			    uint32_t n)
 {
 	struct cuda_backend *cb = be->ctx;
+	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
-	uint32_t j, len, r;
 
-	for (j = 0; j < n; j += len) {
-		len = cb_run(idx, NULL, j, n);
-		r = cb_row(idx, j);
+	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->quantize(cb->dev, type, x + (size_t)r * x_ld,
-					   x_ld,
-					   (uint8_t *)y + (size_t)r * y_ld,
-					   y_ld, width, len, &err),
+			 cb->api->quantize(cb->dev, type,
+					   x + (size_t)it.r * x_ld, x_ld,
+					   (uint8_t *)y + (size_t)it.r * y_ld,
+					   y_ld, width, it.len, &err),
 			 &err);
-	}
 }
 
 static void cb_swiglu_rows(struct engine_backend *be, float *g, const float *u,
@@ -499,70 +422,67 @@ static void cb_swiglu_rows(struct engine_backend *be, float *g, const float *u,
 			   uint32_t n)
 {
 	struct cuda_backend *cb = be->ctx;
+	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
-	uint32_t j, len, r;
 
-	for (j = 0; j < n; j += len) {
-		len = cb_run(idx, NULL, j, n);
-		r = cb_row(idx, j);
+	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->swiglu(cb->dev, g + (size_t)r * ld, ld,
-					 g + (size_t)r * ld, ld,
-					 u + (size_t)r * ld, ld, width, len,
-					 &err),
+			 cb->api->swiglu(cb->dev, g + (size_t)it.r * ld, ld,
+					 g + (size_t)it.r * ld, ld,
+					 u + (size_t)it.r * ld, ld, width,
+					 it.len, &err),
 			 &err);
-	}
 }
 
 /* ---- the KV cache ------------------------------------------------------ */
 
 /*
- * The lists a KV op takes, built in the host area for rows rows with mb
- * blocks each: K and V block addresses, then the rows' sequence slots
- * (row j's own: j) and positions; bytes of them (what is uploaded), and
- * extra bytes of the caller's after them (not uploaded).
+ * The lists a KV op takes, for rows rows with mb blocks each: K and V
+ * block addresses, then the rows' sequence slots (row j's own: j) and
+ * positions, built in the ring (host) and read by the module from the
+ * parameter area (dev), bytes of them.
  */
 struct cb_kv_lists {
 	const uint8_t **k_blocks, **v_blocks;
 	int32_t *seq_of, *pos;
 	size_t bytes;
-	void *extra;
+	void *host;
+	struct cuda_kv *kv; /* its k_blocks, v_blocks, max_blocks */
+	const int32_t *dev_seq, *dev_pos; /* the parameter area's */
 };
 
 static int cb_kv_lists(struct engine_backend *be, uint32_t rows, uint32_t mb,
-		       size_t extra, struct cb_kv_lists *l)
+		       struct cb_kv_lists *l)
 {
 	struct cuda_backend *cb = be->ctx;
 	const size_t nb = (size_t)rows * mb * sizeof(void *);
+	uint8_t *h;
 	uint32_t j;
 
 	l->bytes = 2 * nb + 2 * (size_t)rows * sizeof(int32_t);
-	if (cb_room(be, l->bytes + extra))
+	if (!(l->host = h = cb_lists(be, l->bytes)))
 		return -ENOMEM;
-	l->k_blocks = (const uint8_t **)cb->host;
-	l->v_blocks = (const uint8_t **)(cb->host + nb);
-	l->seq_of = (int32_t *)(cb->host + 2 * nb);
+	l->k_blocks = (const uint8_t **)h;
+	l->v_blocks = (const uint8_t **)(h + nb);
+	l->seq_of = (int32_t *)(h + 2 * nb);
 	l->pos = l->seq_of + rows;
-	l->extra = cb->host + l->bytes;
-	memset(cb->host, 0, 2 * nb);
+	memset(h, 0, 2 * nb);
 	for (j = 0; j < rows; j++)
 		l->seq_of[j] = (int32_t)j;
+	l->kv->k_blocks = (const uint8_t *const *)cb->param;
+	l->kv->v_blocks = (const uint8_t *const *)(cb->param + nb);
+	l->kv->max_blocks = mb;
+	l->dev_seq = (const int32_t *)(cb->param + 2 * nb);
+	l->dev_pos = l->dev_seq + rows;
 	return 0;
 }
 
-/* The same lists where the parameter area has them (after cb_upload). */
-static void cb_kv_device(struct engine_backend *be, uint32_t rows, uint32_t mb,
-			 struct cuda_kv *kv, const int32_t **seq_of,
-			 const int32_t **pos)
+/* whether slots i and j have the same cache types */
+static bool cb_slots_join(const void *arg, uint32_t i, uint32_t j)
 {
-	struct cuda_backend *cb = be->ctx;
-	const size_t nb = (size_t)rows * mb * sizeof(void *);
+	const struct engine_kv_slot *s = arg;
 
-	kv->k_blocks = (const uint8_t *const *)cb->param;
-	kv->v_blocks = (const uint8_t *const *)(cb->param + nb);
-	kv->max_blocks = mb;
-	*seq_of = (const int32_t *)(cb->param + 2 * nb);
-	*pos = *seq_of + rows;
+	return s[j].type_k == s[i].type_k && s[j].type_v == s[i].type_v;
 }
 
 /*
@@ -578,36 +498,40 @@ static void cb_kv_store_rows(struct engine_backend *be, const float *k,
 	struct cuda_kv kv = { .n_head_kv = cb->hp.n_head_kv,
 			      .head_dim = cb->hp.head_dim,
 			      .head_dim_v = cb->hp.head_dim_v };
-	const int32_t *seq_of, *pos;
-	struct cb_kv_lists l;
+	struct cb_kv_lists l = { .kv = &kv };
+	struct cb_runs it = { .n = n, .joins = cb_slots_join, .arg = slots };
 	struct err err = { 0 };
-	uint32_t j, len;
+	uint32_t j;
 
-	if (!n || cb_kv_lists(be, n, 1, 0, &l))
+	if (!n || cb_kv_lists(be, n, 1, &l))
 		return;
 	for (j = 0; j < n; j++) {
 		l.k_blocks[j] = slots[j].k;
 		l.v_blocks[j] = slots[j].v;
 		l.pos[j] = 0;
 	}
-	if (cb_upload(be, l.bytes))
+	if (cb_send(be, cb->param, l.host, l.bytes))
 		return;
-	cb_kv_device(be, n, 1, &kv, &seq_of, &pos);
-	for (j = 0; j < n; j += len) {
-		for (len = 1;
-		     j + len < n && slots[j + len].type_k == slots[j].type_k &&
-		     slots[j + len].type_v == slots[j].type_v;
-		     len++)
-			;
-		kv.type_k = slots[j].type_k;
-		kv.type_v = slots[j].type_v;
+	while (cb_runs_next(be, &it)) {
+		kv.type_k = slots[it.j].type_k;
+		kv.type_v = slots[it.j].type_v;
 		cb_check(be,
 			 cb->api->kv_store(cb->dev, &kv, 0,
-					   k + (size_t)j * k_ld, k_ld,
-					   v + (size_t)j * v_ld, v_ld,
-					   seq_of + j, pos + j, len, &err),
+					   k + (size_t)it.j * k_ld, k_ld,
+					   v + (size_t)it.j * v_ld, v_ld,
+					   l.dev_seq + it.j, l.dev_pos + it.j,
+					   it.len, &err),
 			 &err);
 	}
+}
+
+/* whether rows i and j see their caches in the same types and strides */
+static bool cb_views_join(const void *arg, uint32_t i, uint32_t j)
+{
+	const struct engine_kv_view *v = arg;
+
+	return v[j].type_k == v[i].type_k && v[j].type_v == v[i].type_v &&
+	       v[j].k_stride == v[i].k_stride && v[j].v_stride == v[i].v_stride;
 }
 
 /*
@@ -623,56 +547,61 @@ static void cb_attention(struct engine_backend *be,
 	struct cuda_kv kv = { .n_head_kv = hp->n_head_kv,
 			      .head_dim = hp->head_dim,
 			      .head_dim_v = hp->head_dim_v };
-	const int32_t *seq_of, *pos;
-	struct engine_kv_view view = { 0 }, *views;
-	uint32_t j, len, r, mb = 1, blk;
-	struct cb_kv_lists l;
+	struct cb_kv_lists l = { .kv = &kv };
+	struct engine_kv_view *views;
+	struct cb_runs it = { .idx = b->idx,
+			      .n = b->n,
+			      .joins = cb_views_join };
 	struct err err = { 0 };
+	uint32_t j, r, mb = 1, blk;
 
-	if (!b->n)
+	if (!b->n || cb->err.code)
 		return;
 	for (j = 0; j < b->n; j++) {
 		r = cb_row(b->idx, j);
 		if (b->pos[r] / CUDA_KV_BLOCK + 1 > mb)
 			mb = b->pos[r] / CUDA_KV_BLOCK + 1;
 	}
-	/* each row's last view after the lists: its types and strides */
-	if (cb_kv_lists(be, b->n, mb, (size_t)b->n * sizeof(view), &l))
+	/* each row's last view: its types and strides (host only) */
+	if (b->n > cb->views_cap) {
+		views = realloc(cb->views, (size_t)b->n * sizeof(*views));
+		if (!views) {
+			err_set(&err, ENOMEM, "out of memory");
+			cb_check(be, -ENOMEM, &err);
+			return;
+		}
+		cb->views = views;
+		cb->views_cap = b->n;
+	}
+	views = cb->views;
+	if (cb_kv_lists(be, b->n, mb, &l))
 		return;
-	views = l.extra;
 	for (j = 0; j < b->n; j++) {
 		r = cb_row(b->idx, j);
 		l.pos[j] = (int32_t)b->pos[r];
 		for (blk = 0; blk <= b->pos[r] / CUDA_KV_BLOCK; blk++) {
 			engine_kv_view(b->seq[r], b->il, blk * CUDA_KV_BLOCK,
-				       blk * CUDA_KV_BLOCK + 1, &view);
-			l.k_blocks[(size_t)j * mb + blk] = view.k;
-			l.v_blocks[(size_t)j * mb + blk] = view.v;
+				       blk * CUDA_KV_BLOCK + 1, &views[j]);
+			l.k_blocks[(size_t)j * mb + blk] = views[j].k;
+			l.v_blocks[(size_t)j * mb + blk] = views[j].v;
 		}
-		views[j] = view;
 	}
-	if (cb_upload(be, l.bytes))
+	if (cb_send(be, cb->param, l.host, l.bytes))
 		return;
-	cb_kv_device(be, b->n, mb, &kv, &seq_of, &pos);
-	for (j = 0; j < b->n; j += len) {
-		r = cb_row(b->idx, j);
-		for (len = 1;
-		     j + len < b->n && cb_row(b->idx, j + len) == r + len &&
-		     views[j + len].type_k == views[j].type_k &&
-		     views[j + len].type_v == views[j].type_v;
-		     len++)
-			;
-		kv.type_k = views[j].type_k;
-		kv.type_v = views[j].type_v;
-		kv.k_row = views[j].k_stride;
-		kv.v_row = views[j].v_stride;
+	it.arg = views;
+	while (cb_runs_next(be, &it)) {
+		kv.type_k = views[it.j].type_k;
+		kv.type_v = views[it.j].type_v;
+		kv.k_row = views[it.j].k_stride;
+		kv.v_row = views[it.j].v_stride;
 		cb_check(be,
 			 cb->api->attention(cb->dev, &kv, b->il,
-					    b->q + (size_t)r * b->q_ld, b->q_ld,
-					    hp->n_head, hp->kq_scale,
-					    seq_of + j, pos + j, b->n_ctx,
-					    b->out + (size_t)r * b->out_ld,
-					    b->out_ld, len, &err),
+					    b->q + (size_t)it.r * b->q_ld,
+					    b->q_ld, hp->n_head, hp->kq_scale,
+					    l.dev_seq + it.j, l.dev_pos + it.j,
+					    b->n_ctx,
+					    b->out + (size_t)it.r * b->out_ld,
+					    b->out_ld, it.len, &err),
 			 &err);
 	}
 }
@@ -702,16 +631,16 @@ static void cb_matmul_one(struct engine_backend *be,
 		.y_ld = mm->y_ld,
 		.mode = cb_mode(be),
 	};
+	struct cb_runs it = { .idx = mm->act_idx,
+			      .idx2 = mm->y_idx,
+			      .n = mm->n };
 	struct err err = { 0 };
-	uint32_t j, len;
 
-	for (j = 0; j < mm->n; j += len) {
-		len = cb_run(mm->act_idx, mm->y_idx, j, mm->n);
+	while (cb_runs_next(be, &it)) {
 		c.x = (const float *)((const uint8_t *)mm->act +
-				      (size_t)cb_row(mm->act_idx, j) *
-					      mm->act_ld);
-		c.y = mm->y + (size_t)cb_row(mm->y_idx, j) * mm->y_ld;
-		c.rows = len;
+				      (size_t)it.r * mm->act_ld);
+		c.y = mm->y + (size_t)it.r2 * mm->y_ld;
+		c.rows = it.len;
 		cb_check(be, cb->api->matmul(cb->dev, &c, &err), &err);
 	}
 }
@@ -745,18 +674,17 @@ static void cb_matmul_id(struct engine_backend *be,
 		.n_experts = (uint32_t)w->info->ne[2],
 		.mode = cb_mode(be),
 	};
+	struct cb_runs it = { .idx = m->idx, .n = m->n };
 	struct err err = { 0 };
-	uint32_t j, len, r;
 
-	for (j = 0; j < m->n; j += len) {
-		len = cb_run(m->idx, NULL, j, m->n);
-		r = cb_row(m->idx, j);
+	while (cb_runs_next(be, &it)) {
 		c.x = (const float *)((const uint8_t *)m->act +
-				      (size_t)r * (m->act_per_slot ? m->k : 1) *
+				      (size_t)it.r *
+					      (m->act_per_slot ? m->k : 1) *
 					      m->act_ld);
-		c.ids = (const int32_t *)m->sel + (size_t)r * m->k;
-		c.y = m->y + (size_t)r * m->k * m->y_ld;
-		c.rows = len;
+		c.ids = (const int32_t *)m->sel + (size_t)it.r * m->k;
+		c.y = m->y + (size_t)it.r * m->k * m->y_ld;
+		c.rows = it.len;
 		cb_check(be, cb->api->matmul(cb->dev, &c, &err), &err);
 	}
 }
@@ -768,20 +696,17 @@ static void cb_moe_route_rows(struct engine_backend *be,
 {
 	struct cuda_backend *cb = be->ctx;
 	const uint32_t k = hp->n_expert_used;
+	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
-	uint32_t j, len, r;
 
-	for (j = 0; j < n; j += len) {
-		len = cb_run(idx, NULL, j, n);
-		r = cb_row(idx, j);
+	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->moe_route(cb->dev, router + (size_t)r * ld,
-					    ld, hp->n_expert, k,
-					    hp->expert_weights_norm,
-					    (int32_t *)sel + (size_t)r * k,
-					    weights + (size_t)r * k, len, &err),
+			 cb->api->moe_route(
+				 cb->dev, router + (size_t)it.r * ld, ld,
+				 hp->n_expert, k, hp->expert_weights_norm,
+				 (int32_t *)sel + (size_t)it.r * k,
+				 weights + (size_t)it.r * k, it.len, &err),
 			 &err);
-	}
 }
 
 static void cb_moe_combine_rows(struct engine_backend *be, float *out,
@@ -790,19 +715,17 @@ static void cb_moe_combine_rows(struct engine_backend *be, float *out,
 				uint32_t width, const uint32_t *idx, uint32_t n)
 {
 	struct cuda_backend *cb = be->ctx;
+	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
-	uint32_t j, len, r;
 
-	for (j = 0; j < n; j += len) {
-		len = cb_run(idx, NULL, j, n);
-		r = cb_row(idx, j);
+	while (cb_runs_next(be, &it))
 		cb_check(be,
 			 cb->api->moe_combine(
-				 cb->dev, out + (size_t)r * out_ld, out_ld,
-				 eo + (size_t)r * k * width, width,
-				 weights + (size_t)r * k, k, width, len, &err),
+				 cb->dev, out + (size_t)it.r * out_ld, out_ld,
+				 eo + (size_t)it.r * k * width, width,
+				 weights + (size_t)it.r * k, k, width, it.len,
+				 &err),
 			 &err);
-	}
 }
 
 static const struct engine_backend_i cuda_backend_i = {
