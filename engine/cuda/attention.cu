@@ -37,6 +37,8 @@
 
 #define ATT_WARPS 4
 #define ATT_MAX_G 8 /* query heads per KV head */
+/* a warp's 32 positions lie in one block of the cache (att_v_sum) */
+static_assert(CUDA_KV_BLOCK % 32 == 0, "KV blocks of whole warps");
 
 /* ---- cache rows -------------------------------------------------------- */
 
@@ -154,6 +156,73 @@ __global__ void __launch_bounds__(128)
 		   kv.head_dim_v, threadIdx.x, blockDim.x);
 }
 
+/* ---- the step between the products and attention ------------------------- */
+
+/* elem.cu's block_sum: the same order, so the same norms */
+__device__ __forceinline__ float qkr_block_sum(float v, float *part)
+{
+	const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+	const int nw = blockDim.x / 32;
+
+	v = cuda_warp_sum(v);
+	if (lane == 0)
+		part[w] = v;
+	__syncthreads();
+	v = lane < nw ? part[lane] : 0.0f;
+	return cuda_warp_sum(v);
+}
+
+/*
+ * Row blockIdx.x, head blockIdx.y: a query head (below n_head) RMS-normed
+ * (with q_norm) and roped in place; a KV head K normed (k_norm), roped
+ * and stored into the cache with its V. One launch for what rms_norm,
+ * rope and kv_store did in five, each step as they compute it (a thread
+ * per dimension, blockDim.x = head_dim rounded up to 32): their bits.
+ */
+template <int KT, int VT>
+__global__ void __launch_bounds__(1024) qk_rope_store_k(qk_rope_args a)
+{
+	__shared__ float part[32];
+	__shared__ float h_s[1024];
+	const int r = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
+	const int hd = a.kv.head_dim, nt = blockDim.x;
+	const bool is_q = h < (int)a.n_head;
+	const int kvh = h - (int)a.n_head;
+	const float *nw = is_q ? a.q_norm : a.k_norm;
+	float *xr = is_q ? a.q + r * a.q_ld + (uint64_t)h * hd :
+			   a.k + r * a.k_ld + (uint64_t)kvh * hd;
+	const float x = t < hd ? xr[t] : 0.0f;
+
+	if (nw) {
+		const float s = qkr_block_sum(t < hd ? x * x : 0.0f, part);
+		const float scale = 1.0f / sqrtf(s / (float)hd + a.eps);
+
+		if (t < hd)
+			h_s[t] = (x * scale) * nw[t];
+	} else if (t < hd) {
+		h_s[t] = x;
+	}
+	__syncthreads();
+	if (2 * t < (int)a.n_rot)
+		cuda_rope_pair(h_s, t, a.n_rot, a.neox, a.pos[r], a.theta_scale,
+			       a.freq_scale, a.freq_factors);
+	__syncthreads();
+	if (is_q) {
+		if (t < hd)
+			xr[t] = h_s[t];
+		return;
+	}
+	const int32_t seq = a.seq_of[r], p = a.pos[r];
+	uint8_t *kr = (uint8_t *)kv_k_row(a.kv, seq, p) +
+		      kvh * kv_head_bytes<KT>(hd);
+	uint8_t *vr = (uint8_t *)kv_v_row(a.kv, seq, p) +
+		      kvh * kv_head_bytes<VT>(a.kv.head_dim_v);
+
+	kv_put<KT>(kr, h_s, hd, t, nt);
+	kv_put<VT>(vr, a.v + r * a.v_ld + (uint64_t)kvh * a.kv.head_dim_v,
+		   a.kv.head_dim_v, t, nt);
+}
+
 /* ---- attention ---------------------------------------------------------- */
 
 /*
@@ -238,6 +307,109 @@ __device__ float att_dot_q8_0_cpu(const int8_t *qq, const float *qd,
 }
 
 /*
+ * The G heads' dot products with one K row in any order, for the rows
+ * past exact_below: 16-byte loads, 8 elements at a time (F16, BF16, F32
+ * rows whose head starts 16-aligned); a Q8_0 row against Q in Q8_0, as
+ * the CPU multiplies them (integer sums; only the float sum's order
+ * differs). Q from shared memory (every lane reads the same word: a
+ * broadcast).
+ */
+template <int KT>
+__device__ __forceinline__ void att_dot_fast(const float *q_s, const int8_t *qq,
+					     const float *qd, const uint8_t *kr,
+					     int hd, int G, float *sc)
+{
+	if constexpr (KT == T_F16 || KT == T_BF16 || KT == T_F32) {
+		const int per = KT == T_F32 ? 4 : 8; /* elements in 16 bytes */
+
+		if (hd % 8 == 0 && ((uintptr_t)kr & 15) == 0) {
+			const uint4 *k4 = (const uint4 *)kr;
+
+#pragma unroll 4
+			for (int i = 0; i < hd / per; i++) {
+				const uint4 u = k4[i];
+				const uint32_t w[4] = { u.x, u.y, u.z, u.w };
+				float kf[8];
+
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					if (KT == T_F32) {
+						kf[e] = __uint_as_float(w[e]);
+					} else if (KT == T_F16) {
+						kf[2 * e] = cuda_h2f(
+							(uint16_t)w[e]);
+						kf[2 * e + 1] = cuda_h2f(
+							(uint16_t)(w[e] >> 16));
+					} else {
+						kf[2 * e] = cuda_bf2f(
+							(uint16_t)w[e]);
+						kf[2 * e + 1] = cuda_bf2f(
+							(uint16_t)(w[e] >> 16));
+					}
+				}
+#pragma unroll
+				for (int g = 0; g < ATT_MAX_G; g++) {
+					if (g >= G)
+						break;
+					const float *qg = q_s + g * hd +
+							  i * per;
+
+#pragma unroll
+					for (int e = 0; e < per; e++)
+						sc[g] = fmaf(qg[e], kf[e],
+							     sc[g]);
+				}
+			}
+			return;
+		}
+	} else if constexpr (KT == T_Q8_0) {
+		/* Q as Q8_0 (qq, qd), integer dots: the CPU's products */
+		const blk_q8_0 *kb = (const blk_q8_0 *)kr;
+
+		for (int b = 0; b < hd / 32; b++) {
+			const float dk = cuda_h2f(kb[b].d);
+			int dot[ATT_MAX_G];
+
+#pragma unroll
+			for (int g = 0; g < ATT_MAX_G; g++)
+				dot[g] = 0;
+#pragma unroll
+			for (int i = 0; i < 8; i++) {
+				const int kw = cuda_load_int_b2(kb[b].qs +
+								4 * i);
+
+#pragma unroll
+				for (int g = 0; g < ATT_MAX_G; g++) {
+					if (g >= G)
+						break;
+					dot[g] = __dp4a(kw,
+							cuda_load_int_b4(
+								qq + g * hd +
+								32 * b + 4 * i),
+							dot[g]);
+				}
+			}
+#pragma unroll
+			for (int g = 0; g < ATT_MAX_G; g++)
+				if (g < G)
+					sc[g] = fmaf(
+						__fmul_rn(dk,
+							  qd[g * hd / 32 + b]),
+						(float)dot[g], sc[g]);
+		}
+		return;
+	}
+	for (int d = 0; d < hd; d++) {
+		const float kd = kv_get<KT>(kr, d);
+
+#pragma unroll
+		for (int g = 0; g < ATT_MAX_G; g++)
+			if (g < G)
+				sc[g] = fmaf(q_s[g * hd + d], kd, sc[g]);
+	}
+}
+
+/*
  * The scores of positions t0 + lane for the G heads, scaled; -inf past
  * c1. in_order: each the CPU's dot (F16, F32 and Q8_0 keys; qq/qd hold
  * Q as Q8_0 for the last), else a plain float sum over the dimensions.
@@ -273,22 +445,60 @@ __device__ __forceinline__ void att_scores(const att_args &a, const float *q_s,
 #pragma unroll
 		for (int g = 0; g < ATT_MAX_G; g++)
 			if (g < G)
-				sc[g] = att_dot_q8_0_cpu(qq + g * hd,
-							 qd + g * hd / 32, kr,
-							 hd);
+				sc[g] = att_dot_q8_0_cpu(
+					qq + g * hd, qd + g * hd / 32, kr, hd);
 	} else {
-		for (int d = 0; d < hd; d++) {
-			const float kd = kv_get<KT>(kr, d);
-
-#pragma unroll
-			for (int g = 0; g < ATT_MAX_G; g++)
-				if (g < G)
-					sc[g] += q_s[g * hd + d] * kd;
-		}
+		att_dot_fast<KT>(q_s, qq, qd, kr, hd, G, sc);
 	}
 #pragma unroll
 	for (int g = 0; g < ATT_MAX_G; g++)
 		sc[g] *= a.scale;
+}
+
+/*
+ * acc[g][i] += p[g][j] V[t0 + j][lane + 32 i] for j < n (n <= 32): the
+ * 32 positions lie in one block of the cache (t0 is a multiple of 32),
+ * so one table lookup; 8 rows' loads in flight before their products.
+ */
+template <int VT, int DPL>
+__device__ __forceinline__ void
+att_v_sum(const cuda_kv_args &kv, int32_t seq, int kvh, int32_t t0, int n,
+	  const float *pw, int G, float (*acc)[DPL])
+{
+	const int lane = threadIdx.x % 32, hdv = kv.head_dim_v;
+	const uint8_t *v0 = kv_v_row(kv, seq, t0) +
+			    kvh * kv_head_bytes<VT>(hdv);
+
+	for (int j0 = 0; j0 < n; j0 += 8) {
+		float vd[8][DPL];
+
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+#pragma unroll
+			for (int i = 0; i < DPL; i++)
+				vd[j][i] =
+					j0 + j < n && lane + 32 * i < hdv ?
+						kv_get<VT>(
+							v0 + (uint64_t)(j0 +
+									j) *
+									kv.v_row,
+							lane + 32 * i) :
+						0.0f;
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+#pragma unroll
+			for (int g = 0; g < ATT_MAX_G; g++) {
+				if (g >= G)
+					break;
+				/* pw is 0 past n: the rows read as 0 too */
+				const float p = pw[g * 32 + ((j0 + j) & 31)];
+
+#pragma unroll
+				for (int i = 0; i < DPL; i++)
+					acc[g][i] = fmaf(p, vd[j][i],
+							 acc[g][i]);
+			}
+	}
 }
 
 /*
@@ -340,8 +550,7 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 		q_s[i] = KT == T_F16 ? cuda_h2f(cuda_f2h(x)) : x;
 	}
 	/* ... Q8_0 for a Q8_0 cache, rounded as the CPU rounds it */
-	for (int b = warp; KT == T_Q8_0 && exact && b < G * hd / 32;
-	     b += ATT_WARPS) {
+	for (int b = warp; KT == T_Q8_0 && b < G * hd / 32; b += ATT_WARPS) {
 		const float x = a.q[r * a.q_ld + (uint64_t)kvh * G * hd +
 				    32 * b + lane];
 		const float amax = cuda_warp_max(fabsf(x));
@@ -392,8 +601,9 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 				float ms = 1.0f, vs = 1.0f;
 
 				if (x > m[g]) {
-					ms = a.fast_exp ? expf(m[g] - x) :
-							 cuda_libm_expf(m[g] - x);
+					ms = a.fast_exp ?
+						     expf(m[g] - x) :
+						     cuda_libm_expf(m[g] - x);
 					m[g] = x;
 #pragma unroll
 					for (int i = 0; i < DPL; i++)
@@ -401,8 +611,9 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 							__fmul_rn(acc[g][i],
 								  ms));
 				} else {
-					vs = a.fast_exp ? expf(x - m[g]) :
-							 cuda_libm_expf(x - m[g]);
+					vs = a.fast_exp ?
+						     expf(x - m[g]) :
+						     cuda_libm_expf(x - m[g]);
 				}
 #pragma unroll
 				for (int i = 0; i < DPL; i++)
@@ -437,25 +648,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 			pw[g * 32 + lane] = pj;
 		}
 		__syncwarp();
-		for (int j = 0; j < 32 && t0 + j < c1; j++) {
-			const uint8_t *vr = kv_v_row(kv, seq, t0 + j) +
-					    kvh * kv_head_bytes<VT>(hdv);
-
-#pragma unroll
-			for (int i = 0; i < DPL; i++) {
-				const int d = lane + 32 * i;
-
-				if (d >= hdv)
-					break;
-				const float vd = kv_get<VT>(vr, d);
-
-#pragma unroll
-				for (int g = 0; g < ATT_MAX_G; g++)
-					if (g < G)
-						acc[g][i] = fmaf(pw[g * 32 + j],
-								 vd, acc[g][i]);
-			}
-		}
+		att_v_sum<VT, DPL>(kv, seq, kvh, t0,
+				   c1 - t0 < 32 ? c1 - t0 : 32, pw, G, acc);
 		__syncwarp();
 	}
 	/* the warps' states into shared memory, then merged per (g, d) */
@@ -550,6 +744,7 @@ typedef void (*kv_store_kernel)(cuda_kv_args, const float *, uint64_t,
 				const float *, uint64_t, const int32_t *,
 				const int32_t *);
 typedef void (*att_kernel)(att_args);
+typedef void (*qkr_kernel)(qk_rope_args);
 
 #define KV_TYPES(X) \
 	X(T_F16, T_F16) \
@@ -562,12 +757,14 @@ typedef void (*att_kernel)(att_args);
 static const struct {
 	uint32_t k, v;
 	kv_store_kernel store;
+	qkr_kernel qk_rope_store;
 	att_kernel att[4]; /* DPL 1, 2, 4, 8 */
 } att_table[] = {
 #define ATT_ENTRY(K, V) \
 	{ K, \
 	  V, \
 	  kv_store_k<K, V>, \
+	  qk_rope_store_k<K, V>, \
 	  { att_split<K, V, 1>, att_split<K, V, 2>, att_split<K, V, 4>, \
 	    att_split<K, V, 8> } },
 	KV_TYPES(ATT_ENTRY)
@@ -603,17 +800,37 @@ bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
 	return false;
 }
 
+/*
+ * Read at every enqueue (a graph keeps what it was captured with), so
+ * that a test can switch it: 0 by default, the fast path at every depth;
+ * 256 follows the CPU's order where the CPU's own attention is one
+ * chunk (it splits a row from 256 positions on). The order costs a
+ * serial walk: on an H100 the 8B's tg128 ran at 109 t/s with it and 153
+ * without.
+ */
+bool k_qk_rope_store(const qk_rope_args &a, uint32_t rows, cudaStream_t s)
+{
+	const uint32_t hd = a.kv.head_dim;
+
+	if (hd > 1024 || a.n_rot > hd)
+		return false;
+	for (const auto &e : att_table) {
+		if (e.k != a.kv.type_k || e.v != a.kv.type_v)
+			continue;
+		if (rows)
+			cuda_launch(e.qk_rope_store,
+				    dim3(rows, a.n_head + a.kv.n_head_kv),
+				    dim3(cuda_div_up(hd, 32) * 32), 0, s, a);
+		return true;
+	}
+	return false;
+}
+
 uint32_t k_att_exact_below(void)
 {
-	static int below = -1;
+	const char *e = getenv("LLMFS_CUDA_ATT_EXACT");
 
-	if (below < 0) {
-		const char *e = getenv("LLMFS_CUDA_ATT_EXACT");
-
-		/* the CPU splits a row's attention from 256 positions on */
-		below = e ? atoi(e) : 256;
-	}
-	return (uint32_t)below;
+	return e ? (uint32_t)atoi(e) : 0;
 }
 
 uint32_t k_att_fast_exp(void)
@@ -628,9 +845,14 @@ uint32_t k_att_fast_exp(void)
 	return (uint32_t)fast;
 }
 
+/*
+ * A chunk is what the block's warps take in one sweep (32 positions
+ * each), so that a decode row at depth d keeps d / 128 blocks per KV head
+ * busy; many rows (prefill) take longer chunks to bound the partials.
+ */
 uint32_t k_att_chunk(uint32_t n_ctx, uint32_t rows)
 {
-	uint32_t chunk = 256;
+	uint32_t chunk = 32 * ATT_WARPS;
 
 	while ((uint64_t)rows * cuda_div_up(n_ctx, chunk) > 2048 &&
 	       chunk < n_ctx)

@@ -129,8 +129,7 @@ __device__ __forceinline__ float cuda_v_expf(float x)
 	const float r = 0x1.8p23f;
 	const float z = fmaf(x, 0x1.715476p+0f, r);
 	const float n = __fsub_rn(z, r);
-	const float b =
-		fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+	const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
 	const float u = __fmul_rn(b, b);
 	const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
 				  fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
@@ -139,6 +138,31 @@ __device__ __forceinline__ float cuda_v_expf(float x)
 	if (fabsf(n) > 192.0f)
 		return n <= 0.0f ? 0.0f : INFINITY;
 	return ldexpf(j, (int)n);
+}
+
+/*
+ * RoPE of pair i of a head r (floats), as ops_rope_cache makes the angle
+ * (theta multiplied up pair by pair) and ops_rope rotates (one fused
+ * multiply-add, one rounded product); elem.cu's rope and attention.cu's
+ * fused kernel share it.
+ */
+__device__ __forceinline__ void
+cuda_rope_pair(float *r, uint32_t i, uint32_t n_rot, int neox, int32_t pos,
+	       float theta_scale, float freq_scale, const float *freq_factors)
+{
+	float theta = (float)pos;
+
+	for (uint32_t k = 0; k < i; k++)
+		theta *= theta_scale;
+	const float ff = freq_factors ? freq_factors[i] : 1.0f;
+	const float t = freq_scale * (theta / ff);
+	const float c = cuda_libm_cosf(t), sn = cuda_libm_sinf(t);
+	const uint32_t a = neox ? i : 2 * i;
+	const uint32_t b = neox ? i + n_rot / 2 : 2 * i + 1;
+	const float x0 = r[a], x1 = r[b];
+
+	r[a] = fmaf(x0, c, -__fmul_rn(x1, sn));
+	r[b] = fmaf(x0, sn, __fmul_rn(x1, c));
 }
 
 __device__ __forceinline__ float cuda_h2f(uint16_t h)

@@ -66,21 +66,10 @@ __global__ void rope_k(float *x, uint64_t x_ld, uint32_t head_dim,
 {
 	const uint32_t i = threadIdx.x; /* pair */
 	float *r = x + blockIdx.x * x_ld + (uint64_t)blockIdx.y * head_dim;
-	float theta = (float)pos[blockIdx.x];
 
-	if (2 * i >= n_rot)
-		return;
-	for (uint32_t k = 0; k < i; k++)
-		theta *= theta_scale;
-	const float ff = freq_factors ? freq_factors[i] : 1.0f;
-	const float t = freq_scale * (theta / ff);
-	const float c = cuda_libm_cosf(t), sn = cuda_libm_sinf(t);
-	const uint32_t a = neox ? i : 2 * i;
-	const uint32_t b = neox ? i + n_rot / 2 : 2 * i + 1;
-	const float x0 = r[a], x1 = r[b];
-
-	r[a] = fmaf(x0, c, -__fmul_rn(x1, sn));
-	r[b] = fmaf(x0, sn, __fmul_rn(x1, c));
+	if (2 * i < n_rot)
+		cuda_rope_pair(r, i, n_rot, neox, pos[blockIdx.x], theta_scale,
+			       freq_scale, freq_factors);
 }
 
 void k_rope(float *x, uint64_t x_ld, uint32_t n_head, uint32_t head_dim,
@@ -109,9 +98,8 @@ __global__ void swiglu_k(float *y, uint64_t y_ld, const float *g, uint64_t g_ld,
 	const float e = i < n - n % CUDA_CPU_LANES ? cuda_v_expf(0.0f - gv) :
 						     cuda_libm_expf(-gv);
 
-	y[blockIdx.y * y_ld + i] =
-		__fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, e)),
-			  u[blockIdx.y * u_ld + i]);
+	y[blockIdx.y * y_ld + i] = __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, e)),
+					     u[blockIdx.y * u_ld + i]);
 }
 
 void k_swiglu(float *y, uint64_t y_ld, const float *g, uint64_t g_ld,

@@ -21,6 +21,15 @@ uint32_t k_act_type(uint32_t w_type);
 /* rows of n floats into act rows; false for an act it cannot make */
 bool k_quantize(uint32_t act, const float *x, uint64_t x_ld, void *y,
 		uint64_t y_ld, int64_t n, uint32_t rows, cudaStream_t s);
+/*
+ * y = rms_norm(x) * w (w may be NULL) and y quantized as act into q, in
+ * one launch (the decode step's norms before their products); false,
+ * nothing launched, where act's blocks do not divide n.
+ */
+bool k_rms_norm_quantize(uint32_t act, const float *x, uint64_t x_ld,
+			 const float *w, float *y, uint64_t y_ld, void *q,
+			 uint64_t q_ld, int64_t n, uint32_t rows, float eps,
+			 cudaStream_t s);
 
 /* ---- mmv.cu: products with a few activation rows -------------------------- */
 
@@ -32,6 +41,8 @@ bool k_quantize(uint32_t act, const float *x, uint64_t x_ld, void *y,
  * items[3 i ..], for i < *n_items (device memory, at most max_items);
  * pair p reads x row pair_x[p], writes y row pair_y[p], with the expert's
  * matrix at w + expert * expert_bytes.
+ *
+ * accumulate: y += the product (a residual add fused into the product).
  */
 struct mmv_args {
 	const uint8_t *w;
@@ -45,6 +56,8 @@ struct mmv_args {
 	const int32_t *items, *n_items;
 	const int32_t *pair_x, *pair_y;
 	uint32_t max_items;
+	uint32_t accumulate;
+	uint32_t wpr; /* warps to a row: k_mmv sets it */
 };
 
 /* false for a weight type without a kernel */
@@ -121,8 +134,31 @@ bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
 		const float *v, uint64_t v_ld, const int32_t *seq_of,
 		const int32_t *pos, uint32_t rows, cudaStream_t s);
 /*
+ * The decode step between its products and attention, one launch: query
+ * heads RMS-normed (q_norm, if not NULL) and roped in place; K heads
+ * normed (k_norm) and roped, and stored with V into the cache at each
+ * row's position. The bits of rms_norm, rope and kv_store in sequence;
+ * false (nothing launched) for cache types or heads it does not take.
+ */
+struct qk_rope_args {
+	cuda_kv_args kv;
+	float *q, *k;
+	const float *v;
+	uint64_t q_ld, k_ld, v_ld;
+	const float *q_norm, *k_norm; /* head_dim weights, or NULL */
+	float eps;
+	uint32_t n_head, n_rot;
+	int neox;
+	float theta_scale; /* freq_base^(-2 / n_rot) */
+	float freq_scale;
+	const float *freq_factors;
+	const int32_t *seq_of, *pos;
+};
+bool k_qk_rope_store(const qk_rope_args &a, uint32_t rows, cudaStream_t s);
+/*
  * Rows below this position attend in the CPU's order (attention.cu):
- * 256, or $LLMFS_CUDA_ATT_EXACT (0: none).
+ * $LLMFS_CUDA_ATT_EXACT, read at each call (0, the default: none; 256
+ * where the CPU's bits are wanted).
  */
 uint32_t k_att_exact_below(void);
 /*

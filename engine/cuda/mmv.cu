@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: MIT
 /*
  * Matrix times a few activation rows, the decode step's product (ggml's
- * mul_mat_vec_q, written again): a warp per output row, its lanes
- * walking the row's blocks LPB lanes to a block (blocks.cuh), every
- * weight word read once for up to MMV_COLS activation rows, the lanes'
- * partial sums added by shuffles. Memory-bound: a warp reads
- * 32 / LPB blocks per step, consecutive warps consecutive rows.
+ * mul_mat_vec_q, written again): 1, 2 or 4 warps per output row (as
+ * many as the row has steps, mmv_warps_per_row), their lanes walking
+ * the row's blocks LPB lanes to a block (blocks.cuh), every weight word
+ * read once for up to MMV_COLS activation rows, the lanes' partial sums
+ * added by shuffles, the warps' in shared memory. Memory-bound: a warp
+ * reads 32 / LPB blocks per step; a 4096-wide Q4_K row is 4 warps' one
+ * step, so a matrix is one round of loads in flight, not four in series.
  *
  * The same kernel runs MoE experts: a block then serves one work item
  * (expert, run of up to MMV_COLS (token, slot) pairs that chose it),
  * read from device memory, so that the routing never comes back to the
  * host and the step can be one CUDA graph.
  */
+#include <cstdlib>
+#include <cstring>
+
 #include "blocks.cuh"
 #include "kernels.h"
 
@@ -51,88 +56,139 @@ __device__ __forceinline__ int mmv_columns(const mmv_args &a, int32_t *xr,
 	return cnt;
 }
 
+/* y = s, or the residual y + s (the CPU's separate add, the same bits) */
+__device__ __forceinline__ void mmv_store(const mmv_args &a, uint64_t i,
+					  float s)
+{
+	a.y[i] = a.accumulate ? a.y[i] + s : s;
+}
+
+/*
+ * The warps of a block share rows: a.wpr warps to a row (1, 2 or 4, so
+ * that a short row is not left to one warp walking it while the others
+ * idle, and a long one is walked by 4 at once: fewer steps in series,
+ * more loads in flight), 4 / a.wpr rows a block. Their partial sums meet
+ * in shared memory, added in warp order by the row's first warp.
+ */
+template <int NC>
+__device__ __forceinline__ void mmv_finish(const mmv_args &a, float *sum,
+					   const int32_t *yr, int cnt,
+					   int64_t row)
+{
+	__shared__ float part[MMV_WARPS][NC];
+	const int lane = threadIdx.x, warp = threadIdx.y;
+	const int wpr = (int)a.wpr, first = warp - warp % wpr;
+
+#pragma unroll
+	for (int j = 0; j < NC; j++)
+		sum[j] = cuda_warp_sum(sum[j]);
+	if (wpr > 1) {
+		if (lane == 0)
+#pragma unroll
+			for (int j = 0; j < NC; j++)
+				part[warp][j] = sum[j];
+		__syncthreads();
+		if (warp != first)
+			return;
+#pragma unroll
+		for (int j = 0; j < NC; j++) {
+			sum[j] = part[first][j];
+			for (int k = 1; k < wpr; k++)
+				sum[j] += part[first + k][j];
+		}
+	}
+	if (row >= a.n_out)
+		return;
+#pragma unroll
+	for (int j = 0; j < NC; j++)
+		if (lane == 0 && j < cnt)
+			mmv_store(a, yr[j] * a.y_ld + row, sum[j]);
+}
+
 template <int T, int NC, bool MOE>
 __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_q(mmv_args a)
 {
 	typedef wq<T> W;
 	typedef typename W::block block;
 	typedef typename W::act act;
-	const int64_t row = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
+	const int wpr = (int)a.wpr, warp = threadIdx.y;
+	const int64_t row = (int64_t)blockIdx.x * (MMV_WARPS / wpr) +
+			    warp / wpr;
 	const int lane = threadIdx.x, l = lane % W::LPB;
 	const uint8_t *w;
 	int32_t xr[NC], yr[NC];
 	float sum[NC];
 	const int cnt = mmv_columns<NC, MOE>(a, xr, yr, &w);
 
-	if (cnt <= 0 || row >= a.n_out)
+	/* whole blocks leave together: mmv_finish waits for every warp */
+	if (cnt <= 0)
 		return;
-	const block *wb = (const block *)(w + row * a.row_bytes);
-	const int64_t nb = a.n_in / W::QK;
-
 #pragma unroll
 	for (int j = 0; j < NC; j++)
 		sum[j] = 0.0f;
-	for (int64_t ib = lane / W::LPB; ib < nb; ib += 32 / W::LPB) {
+	if (row < a.n_out) {
+		const block *wb = (const block *)(w + row * a.row_bytes);
+		const int64_t nb = a.n_in / W::QK;
+		const int step = wpr * (32 / W::LPB);
+
+		for (int64_t ib = (warp % wpr) * (32 / W::LPB) + lane / W::LPB;
+		     ib < nb; ib += step) {
 #pragma unroll
-		for (int j = 0; j < NC; j++) {
-			if (j < cnt) {
-				const act *ab = (const act *)(a.x +
+			for (int j = 0; j < NC; j++) {
+				if (j < cnt) {
+					const act *ab =
+						(const act *)(a.x +
 							      xr[j] * a.x_ld) +
 						ib;
 
-				sum[j] += W::dot(wb + ib, ab, l);
+					sum[j] += W::dot(wb + ib, ab, l);
+				}
 			}
 		}
 	}
-#pragma unroll
-	for (int j = 0; j < NC; j++) {
-		float s = cuda_warp_sum(sum[j]);
-
-		if (lane == 0 && j < cnt)
-			a.y[yr[j] * a.y_ld + row] = s;
-	}
+	mmv_finish<NC>(a, sum, yr, cnt, row);
 }
 
-/* F32, F16, BF16 weights against F32 activations, two elements a lane */
+/* F32, F16, BF16 weights against F32 activations, an element a lane */
 template <int T, int NC, bool MOE>
 __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_f(mmv_args a)
 {
 	typedef wf<T> F;
-	const int64_t row = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
+	const int wpr = (int)a.wpr, warp = threadIdx.y;
+	const int64_t row = (int64_t)blockIdx.x * (MMV_WARPS / wpr) +
+			    warp / wpr;
 	const int lane = threadIdx.x;
 	const uint8_t *w;
 	int32_t xr[NC], yr[NC];
 	float sum[NC];
 	const int cnt = mmv_columns<NC, MOE>(a, xr, yr, &w);
 
-	if (cnt <= 0 || row >= a.n_out)
+	if (cnt <= 0)
 		return;
-	const typename F::elem *wr =
-		(const typename F::elem *)(w + row * a.row_bytes);
-
 #pragma unroll
 	for (int j = 0; j < NC; j++)
 		sum[j] = 0.0f;
-	for (int64_t i = lane; i < a.n_in; i += 32) {
-		const float wv = F::get(wr, i);
+	if (row < a.n_out) {
+		const typename F::elem *wr =
+			(const typename F::elem *)(w + row * a.row_bytes);
+
+		for (int64_t i = (warp % wpr) * 32 + lane; i < a.n_in;
+		     i += 32 * wpr) {
+			const float wv = F::get(wr, i);
 
 #pragma unroll
-		for (int j = 0; j < NC; j++) {
-			if (j < cnt) {
-				const float *x =
-					(const float *)(a.x + xr[j] * a.x_ld);
+			for (int j = 0; j < NC; j++) {
+				if (j < cnt) {
+					const float *x =
+						(const float *)(a.x +
+								xr[j] * a.x_ld);
 
-				sum[j] += wv * F::round_act(x[i]);
+					sum[j] += wv * F::round_act(x[i]);
+				}
 			}
 		}
 	}
-#pragma unroll
-	for (int j = 0; j < NC; j++) {
-		float s = cuda_warp_sum(sum[j]);
-
-		if (lane == 0 && j < cnt)
-			a.y[yr[j] * a.y_ld + row] = s;
-	}
+	mmv_finish<NC>(a, sum, yr, cnt, row);
 }
 
 typedef void (*mmv_kernel)(mmv_args);
@@ -176,12 +232,50 @@ static const struct {
 	{ T_Q6_K, mmv_make<T_Q6_K, true>() },
 };
 
-bool k_mmv(uint32_t w_type, const mmv_args &a, cudaStream_t s)
+/*
+ * Warps to a row: as many as the row has steps of a warp (a warp takes
+ * 32 elements of a float row, 32 / LPB blocks of a quantized one), at
+ * most MMV_WARPS, a power of two. $LLMFS_CUDA_MMV=old: one warp a row,
+ * as before (to compare on a card).
+ */
+static uint32_t mmv_warps_per_row(uint32_t w_type, int64_t n_in)
 {
-	const bool moe = a.items != nullptr;
-	const unsigned gx = cuda_div_up((uint64_t)a.n_out, MMV_WARPS);
+	static int old = -1;
+	int64_t steps;
+	uint32_t wpr = 1;
+
+	if (old < 0) {
+		const char *e = getenv("LLMFS_CUDA_MMV");
+
+		old = e && !strcmp(e, "old");
+	}
+	if (old)
+		return 1;
+	switch (w_type) {
+	case T_F32:
+	case T_F16:
+	case T_BF16: steps = n_in / 32; break;
+	case T_Q2_K:
+	case T_Q3_K: steps = n_in / QK_K * 16 / 32; break;
+	case T_Q4_K:
+	case T_Q5_K:
+	case T_Q6_K: steps = n_in / QK_K * 8 / 32; break;
+	default: steps = n_in / 32 * 4 / 32; break;
+	}
+	while (wpr < MMV_WARPS && (int64_t)wpr * 2 <= steps)
+		wpr *= 2;
+	return wpr;
+}
+
+bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
+{
+	const bool moe = args.items != nullptr;
+	mmv_args a = args;
+	unsigned gx;
 	int nc, k;
 
+	a.wpr = mmv_warps_per_row(w_type, a.n_in);
+	gx = cuda_div_up((uint64_t)a.n_out, MMV_WARPS / a.wpr);
 	for (const auto &t : mmv_table) {
 		if (t.type != w_type)
 			continue;

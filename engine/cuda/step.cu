@@ -79,6 +79,19 @@ struct cuda_ctx {
 	cuda_ctx_stats stats;
 };
 
+/*
+ * Whether a step fuses its small kernels (norm with quantization, Q/K
+ * norms with RoPE and the KV store, residual adds into the products):
+ * $LLMFS_CUDA_FUSE=0 runs them apart, to compare on a card (read when
+ * a pass is enqueued; a graph keeps what it was captured with).
+ */
+static bool step_fuse(void)
+{
+	const char *e = getenv("LLMFS_CUDA_FUSE");
+
+	return !e || atoi(e) != 0;
+}
+
 /* ---- buffers ------------------------------------------------------------- */
 
 static uint64_t step_align(uint64_t n)
@@ -189,6 +202,9 @@ static uint64_t step_carve(cuda_ctx *c, uint8_t *base)
 
 /* ---- products ------------------------------------------------------------ */
 
+static void step_bias(cuda_ctx *c, float *y, uint64_t ld, const cuda_tensor &b,
+		      uint32_t rows);
+
 /* rows of src (ld floats) quantized for w, reusing what xq holds */
 static const uint8_t *step_quantize(cuda_ctx *c, const cuda_tensor &w,
 				    const float *src, uint64_t ld,
@@ -206,6 +222,35 @@ static const uint8_t *step_quantize(cuda_ctx *c, const cuda_tensor &w,
 		c->xq_rows = rows;
 	}
 	return dst;
+}
+
+/*
+ * xn = rms_norm(src) * w for the product by next: on the mat-vec kernel,
+ * quantized for it in the same launch (xq then holds xn as next's
+ * activations, and the product reuses them).
+ */
+static bool step_use_blas(const cuda_ctx *c, const cuda_tensor &w,
+			  uint32_t rows);
+static void step_norm(cuda_ctx *c, const float *src, const cuda_tensor &w,
+		      uint32_t rows, const cuda_tensor &next)
+{
+	const cuda_model_desc &m = c->m;
+	const uint32_t act = k_act_type(next.type);
+
+	if (step_fuse() && !step_use_blas(c, next, rows) &&
+	    next.ne[0] == m.n_embd &&
+	    k_rms_norm_quantize(act, src, m.n_embd, (const float *)w.data,
+				c->xn, m.n_embd, c->xq, c->xq_bytes, m.n_embd,
+				rows, m.rms_norm_eps, c->d->stream)) {
+		c->xq_src = c->xn;
+		c->xq_act = act;
+		c->xq_rows = rows;
+		return;
+	}
+	k_rms_norm(src, m.n_embd, (const float *)w.data, c->xn, m.n_embd,
+		   m.n_embd, rows, m.rms_norm_eps, c->d->stream);
+	if (c->xq_src == c->xn)
+		c->xq_src = nullptr;
 }
 
 /* src is about to change: what xq holds of it is stale */
@@ -231,10 +276,10 @@ static bool step_use_blas(const cuda_ctx *c, const cuda_tensor &w,
 		w.type == T_BF16);
 }
 
-/* y rows (y_ld) = w . x rows (x_ld) */
-static void step_mm(cuda_ctx *c, const cuda_tensor &w, const float *x,
-		    uint64_t x_ld, float *y, uint64_t y_ld, uint32_t rows,
-		    struct err *err)
+/* y rows (y_ld) = w . x rows (x_ld), or y += it (accumulate, mat-vec) */
+static void step_mm_to(cuda_ctx *c, const cuda_tensor &w, const float *x,
+		       uint64_t x_ld, float *y, uint64_t y_ld, uint32_t rows,
+		       bool accumulate, struct err *err)
 {
 	cudaStream_t s = c->d->stream;
 
@@ -263,7 +308,36 @@ static void step_mm(cuda_ctx *c, const cuda_tensor &w, const float *x,
 	a.y = y;
 	a.y_ld = y_ld;
 	a.n_cols = rows;
+	a.accumulate = accumulate;
 	k_mmv(w.type, a, s);
+}
+
+static void step_mm(cuda_ctx *c, const cuda_tensor &w, const float *x,
+		    uint64_t x_ld, float *y, uint64_t y_ld, uint32_t rows,
+		    struct err *err)
+{
+	step_mm_to(c, w, x, x_ld, y, y_ld, rows, false, err);
+}
+
+/*
+ * The residual x += w . src: one launch on the mat-vec kernel (x + s is
+ * the separate add's sum, bit for bit); through tmp where cuBLAS takes
+ * the product or a bias comes between.
+ */
+static void step_mm_residual(cuda_ctx *c, const cuda_tensor &w,
+			     const float *src, uint64_t src_ld,
+			     const cuda_tensor &bias, uint32_t rows,
+			     struct err *err)
+{
+	const uint64_t n = c->m.n_embd;
+
+	if (!bias.data && step_fuse() && !step_use_blas(c, w, rows)) {
+		step_mm_to(c, w, src, src_ld, c->x, n, rows, true, err);
+		return;
+	}
+	step_mm(c, w, src, src_ld, c->tmp, n, rows, err);
+	step_bias(c, c->tmp, n, bias, rows);
+	k_add(c->x, n, c->tmp, n, n, rows, c->d->stream);
 }
 
 /* experts: pairs listed in lists (moe_group's layout) */
@@ -301,6 +375,40 @@ static void step_bias(cuda_ctx *c, float *y, uint64_t ld, const cuda_tensor &b,
 		      c->d->stream);
 }
 
+/*
+ * Q/K norms, RoPE and the KV store in one launch (attention.cu); false
+ * where that kernel does not take the shapes ($LLMFS_CUDA_FUSE=0: never,
+ * to compare). The same bits either way.
+ */
+static bool step_qk_rope_store(cuda_ctx *c, const cuda_layer &L,
+			       const cuda_kv_args &kv, uint32_t rows)
+{
+	const cuda_model_desc &m = c->m;
+	qk_rope_args a = {};
+
+	if (!step_fuse())
+		return false;
+	a.kv = kv;
+	a.q = c->q;
+	a.k = c->k;
+	a.v = c->v;
+	a.q_ld = (uint64_t)m.n_head * m.head_dim;
+	a.k_ld = (uint64_t)m.n_head_kv * m.head_dim;
+	a.v_ld = (uint64_t)m.n_head_kv * m.head_dim_v;
+	a.q_norm = m.qk_norm ? (const float *)L.q_norm.data : nullptr;
+	a.k_norm = m.qk_norm ? (const float *)L.k_norm.data : nullptr;
+	a.eps = m.rms_norm_eps;
+	a.n_head = m.n_head;
+	a.n_rot = m.n_rot;
+	a.neox = m.rope_mode == CUDA_ROPE_NEOX;
+	a.theta_scale = powf(m.rope_freq_base, -2.0f / (float)m.n_rot);
+	a.freq_scale = m.rope_freq_scale;
+	a.freq_factors = (const float *)m.rope_freqs.data;
+	a.seq_of = c->params + c->p.max_rows;
+	a.pos = c->params + 2 * c->p.max_rows;
+	return m.n_rot && k_qk_rope_store(a, rows, c->d->stream);
+}
+
 static void step_attention(cuda_ctx *c, uint32_t il, uint32_t rows,
 			   struct err *err)
 {
@@ -316,29 +424,13 @@ static void step_attention(cuda_ctx *c, uint32_t il, uint32_t rows,
 	const float *freqs = (const float *)m.rope_freqs.data;
 	att_args a = {};
 
-	k_rms_norm(c->x, m.n_embd, (const float *)L.attn_norm.data, c->xn,
-		   m.n_embd, m.n_embd, rows, m.rms_norm_eps, s);
-	step_dirty(c, c->xn);
+	step_norm(c, c->x, L.attn_norm, rows, L.wq);
 	step_mm(c, L.wq, c->xn, m.n_embd, c->q, nq, rows, err);
 	step_mm(c, L.wk, c->xn, m.n_embd, c->k, nk, rows, err);
 	step_mm(c, L.wv, c->xn, m.n_embd, c->v, nv, rows, err);
 	step_bias(c, c->q, nq, L.bq, rows);
 	step_bias(c, c->k, nk, L.bk, rows);
 	step_bias(c, c->v, nv, L.bv, rows);
-	if (m.qk_norm) {
-		k_rms_norm(c->q, m.head_dim, (const float *)L.q_norm.data, c->q,
-			   m.head_dim, m.head_dim, rows * m.n_head,
-			   m.rms_norm_eps, s);
-		k_rms_norm(c->k, m.head_dim, (const float *)L.k_norm.data, c->k,
-			   m.head_dim, m.head_dim, rows * m.n_head_kv,
-			   m.rms_norm_eps, s);
-	}
-	k_rope(c->q, nq, m.n_head, m.head_dim, m.n_rot,
-	       m.rope_mode == CUDA_ROPE_NEOX, pos, m.rope_freq_base,
-	       m.rope_freq_scale, freqs, rows, s);
-	k_rope(c->k, nk, m.n_head_kv, m.head_dim, m.n_rot,
-	       m.rope_mode == CUDA_ROPE_NEOX, pos, m.rope_freq_base,
-	       m.rope_freq_scale, freqs, rows, s);
 	a.kv.pool = c->kv.pool;
 	a.kv.block_bytes = c->kv.block_bytes;
 	a.kv.layer_off = (uint64_t)il * CUDA_KV_BLOCK *
@@ -352,7 +444,25 @@ static void step_attention(cuda_ctx *c, uint32_t il, uint32_t rows,
 	a.kv.n_head_kv = m.n_head_kv;
 	a.kv.head_dim = m.head_dim;
 	a.kv.head_dim_v = m.head_dim_v;
-	k_kv_store(a.kv, c->k, nk, c->v, nv, seq_of, pos, rows, s);
+	if (!step_qk_rope_store(c, L, a.kv, rows)) {
+		if (m.qk_norm) {
+			k_rms_norm(c->q, m.head_dim,
+				   (const float *)L.q_norm.data, c->q,
+				   m.head_dim, m.head_dim, rows * m.n_head,
+				   m.rms_norm_eps, s);
+			k_rms_norm(c->k, m.head_dim,
+				   (const float *)L.k_norm.data, c->k,
+				   m.head_dim, m.head_dim, rows * m.n_head_kv,
+				   m.rms_norm_eps, s);
+		}
+		k_rope(c->q, nq, m.n_head, m.head_dim, m.n_rot,
+		       m.rope_mode == CUDA_ROPE_NEOX, pos, m.rope_freq_base,
+		       m.rope_freq_scale, freqs, rows, s);
+		k_rope(c->k, nk, m.n_head_kv, m.head_dim, m.n_rot,
+		       m.rope_mode == CUDA_ROPE_NEOX, pos, m.rope_freq_base,
+		       m.rope_freq_scale, freqs, rows, s);
+		k_kv_store(a.kv, c->k, nk, c->v, nv, seq_of, pos, rows, s);
+	}
 	a.q = c->q;
 	a.q_ld = nq;
 	a.seq_of = seq_of;
@@ -369,9 +479,7 @@ static void step_attention(cuda_ctx *c, uint32_t il, uint32_t rows,
 	a.out_ld = natt;
 	k_attention(a, rows, s);
 	step_dirty(c, c->att);
-	step_mm(c, L.wo, c->att, natt, c->tmp, m.n_embd, rows, err);
-	step_bias(c, c->tmp, m.n_embd, L.bo, rows);
-	k_add(c->x, m.n_embd, c->tmp, m.n_embd, m.n_embd, rows, s);
+	step_mm_residual(c, L.wo, c->att, natt, L.bo, rows, err);
 }
 
 static void step_ffn_dense(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
@@ -384,7 +492,8 @@ static void step_ffn_dense(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
 	k_swiglu(c->gate, m.n_ff, c->gate, m.n_ff, c->up, m.n_ff, m.n_ff, rows,
 		 c->d->stream);
 	step_dirty(c, c->gate);
-	step_mm(c, L.ffn_down, c->gate, m.n_ff, c->tmp, m.n_embd, rows, err);
+	step_mm_residual(c, L.ffn_down, c->gate, m.n_ff, cuda_tensor{}, rows,
+			 err);
 }
 
 static void step_ffn_moe(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
@@ -452,14 +561,15 @@ static void step_enqueue(cuda_ctx *c, uint32_t rows, uint32_t n_out,
 		const cuda_layer &L = c->layers[il];
 
 		step_attention(c, il, rows, err);
-		k_rms_norm(c->x, m.n_embd, (const float *)L.ffn_norm.data,
-			   c->xn, m.n_embd, m.n_embd, rows, m.rms_norm_eps, s);
-		step_dirty(c, c->xn);
-		if (m.n_expert)
+		step_norm(c, c->x, L.ffn_norm, rows,
+			  m.n_expert ? L.ffn_gate_inp : L.ffn_up);
+		if (m.n_expert) {
 			step_ffn_moe(c, L, rows, err);
-		else
+			k_add(c->x, m.n_embd, c->tmp, m.n_embd, m.n_embd, rows,
+			      s);
+		} else {
 			step_ffn_dense(c, L, rows, err);
-		k_add(c->x, m.n_embd, c->tmp, m.n_embd, m.n_embd, rows, s);
+		}
 	}
 	if (!n_out)
 		return;
@@ -467,9 +577,7 @@ static void step_enqueue(cuda_ctx *c, uint32_t rows, uint32_t n_out,
 		    dim3(256), 0, s, (const float *)c->x, (uint64_t)m.n_embd,
 		    (const int32_t *)(c->params + 3 * c->p.max_rows), c->tmp,
 		    (int64_t)m.n_embd);
-	k_rms_norm(c->tmp, m.n_embd, (const float *)m.output_norm.data, c->xn,
-		   m.n_embd, m.n_embd, n_out, m.rms_norm_eps, s);
-	step_dirty(c, c->xn);
+	step_norm(c, c->tmp, m.output_norm, n_out, m.output);
 	step_mm(c, m.output, c->xn, m.n_embd, c->logits, m.n_vocab, n_out, err);
 	cudaMemcpyAsync(c->h_logits, c->logits,
 			(size_t)n_out * m.n_vocab * sizeof(float),
