@@ -5,8 +5,9 @@
  * include this header; the rest of fs/ reaches a local model through the
  * provider table and the few file operations internal.h names.
  *
- *   provider.c the table: load, free, info, placement text
- *   sched.c    start/step/cancel: generations batched over one forward
+ *   provider.c the table; free, placement text, and what the core asks
+ *              of this state (stats lines, engine model, KV figures)
+ *   sched.c    load/start/step/cancel: generations batched over one forward
  *              pass per step, chunked prefill, KV admission
  *   files.c    placement, kv, sessions/N/kv and weights/<tensor>
  *   kvcache.c  sessions' kept sequences, recent ones, prefix reuse
