@@ -399,13 +399,16 @@ __device__ __forceinline__ void att_dot_fast(const float *q_s, const int8_t *qq,
 		}
 		return;
 	}
-	for (int d = 0; d < hd; d++) {
-		const float kd = kv_get<KT>(kr, d);
+	if constexpr (KT != T_Q8_0) {
+		for (int d = 0; d < hd; d++) {
+			const float kd = kv_get<KT>(kr, d);
 
 #pragma unroll
-		for (int g = 0; g < ATT_MAX_G; g++)
-			if (g < G)
-				sc[g] = fmaf(q_s[g * hd + d], kd, sc[g]);
+			for (int g = 0; g < ATT_MAX_G; g++)
+				if (g < G)
+					sc[g] = fmaf(q_s[g * hd + d], kd,
+						     sc[g]);
+		}
 	}
 }
 

@@ -43,9 +43,15 @@ bool k_rms_norm_quantize(uint32_t act, const float *x, uint64_t x_ld,
  * matrix at w + expert * expert_bytes.
  *
  * accumulate: y += the product (a residual add fused into the product).
+ * w2 (not with MoE): a second matrix of w's type and shape; y is then
+ * SwiGLU(w . x, w2 . x), the CPU's SiLU (gate w, up w2).
+ * n_seg > 1 (not with MoE or w2): n_seg matrices of w's type and row
+ * width read as one of n_out = seg_end[n_seg - 1] rows: rows
+ * [seg_end[s - 1], seg_end[s]) are matrix seg_w[s]'s, written to
+ * seg_y[s] (seg_ld[s] apart); w, y and y_ld are then unused.
  */
 struct mmv_args {
-	const uint8_t *w;
+	const uint8_t *w, *w2;
 	uint64_t row_bytes, expert_bytes;
 	int64_t n_in, n_out;
 	const uint8_t *x;
@@ -58,6 +64,11 @@ struct mmv_args {
 	uint32_t max_items;
 	uint32_t accumulate;
 	uint32_t wpr; /* warps to a row: k_mmv sets it */
+	uint32_t n_seg;
+	const uint8_t *seg_w[3];
+	int64_t seg_end[3];
+	float *seg_y[3];
+	uint64_t seg_ld[3];
 };
 
 /* false for a weight type without a kernel */

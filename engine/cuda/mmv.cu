@@ -56,11 +56,42 @@ __device__ __forceinline__ int mmv_columns(const mmv_args &a, int32_t *xr,
 	return cnt;
 }
 
-/* y = s, or the residual y + s (the CPU's separate add, the same bits) */
-__device__ __forceinline__ void mmv_store(const mmv_args &a, uint64_t i,
-					  float s)
+/* y[i] = s, or the residual y + s (the CPU's separate add, its bits) */
+__device__ __forceinline__ void mmv_store(const mmv_args &a, float *y,
+					  uint64_t i, float s)
 {
-	a.y[i] = a.accumulate ? a.y[i] + s : s;
+	y[i] = a.accumulate ? y[i] + s : s;
+}
+
+/*
+ * Where row `row` of the launch lives: a.w's, or with segments (several
+ * matrices of one type and width after each other, a.n_seg > 1) the row
+ * row - seg_end[s - 1] of matrix s, its output seg_y[s].
+ */
+struct mmv_target {
+	const uint8_t *w; /* the matrix */
+	float *y;
+	uint64_t y_ld;
+	int64_t row; /* in that matrix */
+};
+
+template <bool MOE>
+__device__ __forceinline__ mmv_target mmv_locate(const mmv_args &a,
+						 const uint8_t *w, int64_t row)
+{
+	mmv_target t = { w, a.y, a.y_ld, row };
+
+	if (!MOE && a.n_seg > 1) {
+		uint32_t s = 0;
+
+		while (s + 1 < a.n_seg && row >= a.seg_end[s])
+			s++;
+		t.w = a.seg_w[s];
+		t.y = a.seg_y[s];
+		t.y_ld = a.seg_ld[s];
+		t.row = s ? row - a.seg_end[s - 1] : row;
+	}
+	return t;
 }
 
 /*
@@ -70,39 +101,66 @@ __device__ __forceinline__ void mmv_store(const mmv_args &a, uint64_t i,
  * more loads in flight), 4 / a.wpr rows a block. Their partial sums meet
  * in shared memory, added in warp order by the row's first warp.
  */
-template <int NC>
-__device__ __forceinline__ void mmv_finish(const mmv_args &a, float *sum,
-					   const int32_t *yr, int cnt,
-					   int64_t row)
+/*
+ * The CPU's SwiGLU of element i of n (elem.cu swiglu_k): ggml_v_expf on
+ * whole vectors of 16, libm on the rest, two roundings.
+ */
+__device__ __forceinline__ float mmv_swiglu(float g, float u, int64_t i,
+					    int64_t n)
 {
-	__shared__ float part[MMV_WARPS][NC];
+	const float e = i < n - n % CUDA_CPU_LANES ? cuda_v_expf(0.0f - g) :
+						     cuda_libm_expf(-g);
+
+	return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, e)), u);
+}
+
+/* the warps' sums of a row added, in warp order */
+template <int NC>
+__device__ __forceinline__ void mmv_reduce(float *sum, float (*part)[NC],
+					   int wpr)
+{
 	const int lane = threadIdx.x, warp = threadIdx.y;
-	const int wpr = (int)a.wpr, first = warp - warp % wpr;
+	const int first = warp - warp % wpr;
 
 #pragma unroll
 	for (int j = 0; j < NC; j++)
 		sum[j] = cuda_warp_sum(sum[j]);
-	if (wpr > 1) {
-		if (lane == 0)
+	if (wpr == 1)
+		return;
+	if (lane == 0)
 #pragma unroll
-			for (int j = 0; j < NC; j++)
-				part[warp][j] = sum[j];
-		__syncthreads();
-		if (warp != first)
-			return;
+		for (int j = 0; j < NC; j++)
+			part[warp][j] = sum[j];
+	__syncthreads();
 #pragma unroll
-		for (int j = 0; j < NC; j++) {
-			sum[j] = part[first][j];
-			for (int k = 1; k < wpr; k++)
-				sum[j] += part[first + k][j];
-		}
+	for (int j = 0; j < NC; j++) {
+		sum[j] = part[first][j];
+		for (int k = 1; k < wpr; k++)
+			sum[j] += part[first + k][j];
 	}
-	if (row >= a.n_out)
+}
+
+/* the row's sums (and its second matrix's, a.w2) out */
+template <int NC>
+__device__ __forceinline__ void
+mmv_finish(const mmv_args &a, float *sum, float *sum2, const int32_t *yr,
+	   int cnt, int64_t row, const mmv_target &t)
+{
+	__shared__ float part[2][MMV_WARPS][NC];
+	const int wpr = (int)a.wpr;
+
+	mmv_reduce<NC>(sum, part[0], wpr);
+	if (a.w2)
+		mmv_reduce<NC>(sum2, part[1], wpr);
+	if (threadIdx.y % wpr || threadIdx.x || row >= a.n_out)
 		return;
 #pragma unroll
 	for (int j = 0; j < NC; j++)
-		if (lane == 0 && j < cnt)
-			mmv_store(a, yr[j] * a.y_ld + row, sum[j]);
+		if (j < cnt)
+			mmv_store(a, t.y, yr[j] * t.y_ld + t.row,
+				  a.w2 ? mmv_swiglu(sum[j], sum2[j], row,
+						    a.n_out) :
+					 sum[j]);
 }
 
 template <int T, int NC, bool MOE>
@@ -115,19 +173,22 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_q(mmv_args a)
 	const int64_t row = (int64_t)blockIdx.x * (MMV_WARPS / wpr) +
 			    warp / wpr;
 	const int lane = threadIdx.x, l = lane % W::LPB;
+	const bool glu = !MOE && a.w2;
 	const uint8_t *w;
 	int32_t xr[NC], yr[NC];
-	float sum[NC];
+	float sum[NC], sum2[NC];
 	const int cnt = mmv_columns<NC, MOE>(a, xr, yr, &w);
+	const mmv_target t = mmv_locate<MOE>(a, w, row);
 
 	/* whole blocks leave together: mmv_finish waits for every warp */
 	if (cnt <= 0)
 		return;
 #pragma unroll
 	for (int j = 0; j < NC; j++)
-		sum[j] = 0.0f;
+		sum[j] = sum2[j] = 0.0f;
 	if (row < a.n_out) {
-		const block *wb = (const block *)(w + row * a.row_bytes);
+		const block *wb = (const block *)(t.w + t.row * a.row_bytes);
+		const block *wb2 = (const block *)(a.w2 + row * a.row_bytes);
 		const int64_t nb = a.n_in / W::QK;
 		const int step = wpr * (32 / W::LPB);
 
@@ -135,18 +196,19 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_q(mmv_args a)
 		     ib < nb; ib += step) {
 #pragma unroll
 			for (int j = 0; j < NC; j++) {
-				if (j < cnt) {
-					const act *ab =
-						(const act *)(a.x +
+				if (j >= cnt)
+					continue;
+				const act *ab = (const act *)(a.x +
 							      xr[j] * a.x_ld) +
 						ib;
 
-					sum[j] += W::dot(wb + ib, ab, l);
-				}
+				sum[j] += W::dot(wb + ib, ab, l);
+				if (glu)
+					sum2[j] += W::dot(wb2 + ib, ab, l);
 			}
 		}
 	}
-	mmv_finish<NC>(a, sum, yr, cnt, row);
+	mmv_finish<NC>(a, sum, sum2, yr, cnt, row, t);
 }
 
 /* F32, F16, BF16 weights against F32 activations, an element a lane */
@@ -158,37 +220,43 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_f(mmv_args a)
 	const int64_t row = (int64_t)blockIdx.x * (MMV_WARPS / wpr) +
 			    warp / wpr;
 	const int lane = threadIdx.x;
+	const bool glu = !MOE && a.w2;
 	const uint8_t *w;
 	int32_t xr[NC], yr[NC];
-	float sum[NC];
+	float sum[NC], sum2[NC];
 	const int cnt = mmv_columns<NC, MOE>(a, xr, yr, &w);
+	const mmv_target t = mmv_locate<MOE>(a, w, row);
 
 	if (cnt <= 0)
 		return;
 #pragma unroll
 	for (int j = 0; j < NC; j++)
-		sum[j] = 0.0f;
+		sum[j] = sum2[j] = 0.0f;
 	if (row < a.n_out) {
 		const typename F::elem *wr =
-			(const typename F::elem *)(w + row * a.row_bytes);
+			(const typename F::elem *)(t.w + t.row * a.row_bytes);
+		const typename F::elem *wr2 =
+			(const typename F::elem *)(a.w2 + row * a.row_bytes);
 
 		for (int64_t i = (warp % wpr) * 32 + lane; i < a.n_in;
 		     i += 32 * wpr) {
 			const float wv = F::get(wr, i);
+			const float wv2 = glu ? F::get(wr2, i) : 0.0f;
 
 #pragma unroll
 			for (int j = 0; j < NC; j++) {
-				if (j < cnt) {
-					const float *x =
-						(const float *)(a.x +
-								xr[j] * a.x_ld);
+				if (j >= cnt)
+					continue;
+				const float x = F::round_act(
+					((const float *)(a.x +
+							 xr[j] * a.x_ld))[i]);
 
-					sum[j] += wv * F::round_act(x[i]);
-				}
+				sum[j] += wv * x;
+				sum2[j] += wv2 * x;
 			}
 		}
 	}
-	mmv_finish<NC>(a, sum, yr, cnt, row);
+	mmv_finish<NC>(a, sum, sum2, yr, cnt, row, t);
 }
 
 typedef void (*mmv_kernel)(mmv_args);

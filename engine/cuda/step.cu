@@ -375,6 +375,61 @@ static void step_bias(cuda_ctx *c, float *y, uint64_t ld, const cuda_tensor &b,
 		      c->d->stream);
 }
 
+/* whether b can be read in one launch after a (same type and width) */
+static bool step_same_rows(const cuda_tensor &a, const cuda_tensor &b)
+{
+	return a.type == b.type && a.ne[0] == b.ne[0] &&
+	       a.row_bytes == b.row_bytes;
+}
+
+/*
+ * Q, K and V of the normed rows: one launch of the mat-vec kernel over
+ * the matrices that share a type (all three in a Q8_0 model; Q and K
+ * where V has Q6_K, as in Q4_K_M's use_more_bits layers), the rest
+ * alone; the same sums as three launches.
+ */
+static void step_mm_qkv(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
+			struct err *err)
+{
+	const cuda_model_desc &m = c->m;
+	const cuda_tensor *w[3] = { &L.wq, &L.wk, &L.wv };
+	float *y[3] = { c->q, c->k, c->v };
+	const uint64_t ld[3] = { (uint64_t)m.n_head * m.head_dim,
+				 (uint64_t)m.n_head_kv * m.head_dim,
+				 (uint64_t)m.n_head_kv * m.head_dim_v };
+	uint32_t n = 1;
+	mmv_args a = {};
+
+	if (step_fuse() && !step_use_blas(c, L.wq, rows) &&
+	    step_same_rows(L.wq, L.wk))
+		n = step_same_rows(L.wq, L.wv) ? 3 : 2;
+	if (n == 1) {
+		for (int i = 0; i < 3; i++)
+			step_mm(c, *w[i], c->xn, m.n_embd, y[i], ld[i], rows,
+				err);
+		return;
+	}
+	a.w = (const uint8_t *)L.wq.data;
+	a.row_bytes = L.wq.row_bytes;
+	a.n_in = L.wq.ne[0];
+	a.x = step_quantize(c, L.wq, c->xn, m.n_embd, rows, c->xq);
+	a.x_ld = c->xq_bytes;
+	a.y = c->q;
+	a.y_ld = ld[0];
+	a.n_cols = rows;
+	a.n_seg = n;
+	for (uint32_t i = 0; i < n; i++) {
+		a.seg_w[i] = (const uint8_t *)w[i]->data;
+		a.seg_end[i] = (i ? a.seg_end[i - 1] : 0) + w[i]->ne[1];
+		a.seg_y[i] = y[i];
+		a.seg_ld[i] = ld[i];
+	}
+	a.n_out = a.seg_end[n - 1];
+	k_mmv(L.wq.type, a, c->d->stream);
+	if (n == 2)
+		step_mm(c, L.wv, c->xn, m.n_embd, c->v, ld[2], rows, err);
+}
+
 /*
  * Q/K norms, RoPE and the KV store in one launch (attention.cu); false
  * where that kernel does not take the shapes ($LLMFS_CUDA_FUSE=0: never,
@@ -425,9 +480,7 @@ static void step_attention(cuda_ctx *c, uint32_t il, uint32_t rows,
 	att_args a = {};
 
 	step_norm(c, c->x, L.attn_norm, rows, L.wq);
-	step_mm(c, L.wq, c->xn, m.n_embd, c->q, nq, rows, err);
-	step_mm(c, L.wk, c->xn, m.n_embd, c->k, nk, rows, err);
-	step_mm(c, L.wv, c->xn, m.n_embd, c->v, nv, rows, err);
+	step_mm_qkv(c, L, rows, err);
 	step_bias(c, c->q, nq, L.bq, rows);
 	step_bias(c, c->k, nk, L.bk, rows);
 	step_bias(c, c->v, nv, L.bv, rows);
@@ -487,10 +540,33 @@ static void step_ffn_dense(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
 {
 	const cuda_model_desc &m = c->m;
 
-	step_mm(c, L.ffn_up, c->xn, m.n_embd, c->up, m.n_ff, rows, err);
-	step_mm(c, L.ffn_gate, c->xn, m.n_embd, c->gate, m.n_ff, rows, err);
-	k_swiglu(c->gate, m.n_ff, c->gate, m.n_ff, c->up, m.n_ff, m.n_ff, rows,
-		 c->d->stream);
+	if (step_fuse() && L.ffn_gate.type == L.ffn_up.type &&
+	    L.ffn_gate.ne[0] == L.ffn_up.ne[0] &&
+	    L.ffn_gate.ne[1] == L.ffn_up.ne[1] &&
+	    L.ffn_gate.row_bytes == L.ffn_up.row_bytes &&
+	    !step_use_blas(c, L.ffn_gate, rows)) {
+		/* gate and up in one pass over x, SwiGLU on the way out */
+		mmv_args a = {};
+
+		a.w = (const uint8_t *)L.ffn_gate.data;
+		a.w2 = (const uint8_t *)L.ffn_up.data;
+		a.row_bytes = L.ffn_gate.row_bytes;
+		a.n_in = L.ffn_gate.ne[0];
+		a.n_out = L.ffn_gate.ne[1];
+		a.x = step_quantize(c, L.ffn_gate, c->xn, m.n_embd, rows,
+				    c->xq);
+		a.x_ld = c->xq_bytes;
+		a.y = c->gate;
+		a.y_ld = m.n_ff;
+		a.n_cols = rows;
+		k_mmv(L.ffn_gate.type, a, c->d->stream);
+	} else {
+		step_mm(c, L.ffn_up, c->xn, m.n_embd, c->up, m.n_ff, rows, err);
+		step_mm(c, L.ffn_gate, c->xn, m.n_embd, c->gate, m.n_ff, rows,
+			err);
+		k_swiglu(c->gate, m.n_ff, c->gate, m.n_ff, c->up, m.n_ff,
+			 m.n_ff, rows, c->d->stream);
+	}
 	step_dirty(c, c->gate);
 	step_mm_residual(c, L.ffn_down, c->gate, m.n_ff, cuda_tensor{}, rows,
 			 err);
