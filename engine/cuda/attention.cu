@@ -143,6 +143,7 @@ __global__ void __launch_bounds__(128)
 		   const float *v, uint64_t v_ld, const int32_t *seq_of,
 		   const int32_t *pos)
 {
+	cuda_pdl_start();
 	const int r = blockIdx.x, h = blockIdx.y;
 	const int32_t seq = seq_of[r], p = pos[r];
 	uint8_t *kr = (uint8_t *)kv_k_row(kv, seq, p) +
@@ -182,6 +183,7 @@ __device__ __forceinline__ float qkr_block_sum(float v, float *part)
 template <int KT, int VT>
 __global__ void __launch_bounds__(1024) qk_rope_store_k(qk_rope_args a)
 {
+	cuda_pdl_start();
 	__shared__ float part[32];
 	__shared__ float h_s[1024];
 	const int r = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
@@ -525,6 +527,7 @@ att_v_sum(const cuda_kv_args &kv, int32_t seq, int kvh, int32_t t0, int n,
 template <int KT, int VT, int DPL>
 __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 {
+	cuda_pdl_start();
 	const cuda_kv_args &kv = a.kv;
 	const int r = blockIdx.x, kvh = blockIdx.y;
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -573,57 +576,94 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 			acc[g][i] = 0.0f;
 	}
 	/*
-	 * The exact order: warp 0 alone, position after position. (Head g
-	 * on warp g % 4 ran slower on an H100, 109.4 against 132.6 t/s for
-	 * the 8B's tg128; each warp computed every head's scores, likely
-	 * four times the uncoalesced K reads: untried, a warp's own only.)
+	 * The exact order: warp 0 alone, 32 positions at a time. What the
+	 * CPU's walk decides position after position does not depend on
+	 * the V sums, so it is worked out for the 32 at once, a lane a
+	 * position: the running maximum before each (a prefix maximum,
+	 * exact), whether the position raises it, and the one exp the CPU
+	 * takes there (ms, the old sum's scale, or vs, the row's weight).
+	 * What is left in series is the CPU's two roundings a position per
+	 * dimension, with the V rows of 8 positions loaded ahead. The same
+	 * bits as the walk that took the exps in series and each V row
+	 * after the last (109 against 153 t/s for the 8B's tg128 on an
+	 * H100, measured with that walk).
 	 */
 	for (int32_t t0 = c0; exact && warp == 0 && t0 < c1; t0 += 32) {
+		const int n = c1 - t0 < 32 ? c1 - t0 : 32;
+		float *pms = p_s + ATT_MAX_G * 32; /* warp 1's: idle here */
 		float sc[ATT_MAX_G];
 
 		att_scores<KT>(a, q_s, qq, qd, seq, kvh, t0, c1, true, sc);
 #pragma unroll
-		for (int g = 0; g < ATT_MAX_G; g++)
-			pw[g * 32 + lane] = sc[g];
+		for (int g = 0; g < ATT_MAX_G; g++) {
+			if (g >= G)
+				break;
+			const float x = sc[g];
+			float mx = x, mb, e;
+
+			for (int o = 1; o < 32; o *= 2) {
+				const float t = __shfl_up_sync(0xffffffffu, mx,
+							       o);
+
+				if (lane >= o)
+					mx = fmaxf(mx, t);
+			}
+			mx = fmaxf(mx, m[g]);
+			mb = __shfl_up_sync(0xffffffffu, mx, 1);
+			if (lane == 0)
+				mb = m[g];
+			/* past c1, x is -inf: never a raise, weight 0 */
+			e = x > mb ? mb - x : x - mb;
+			e = a.fast_exp ? expf(e) : cuda_libm_expf(e);
+			pms[g * 32 + lane] = x > mb ? e : 1.0f;
+			pw[g * 32 + lane] = x > mb ? 1.0f : e;
+			m[g] = __shfl_sync(0xffffffffu, mx, 31);
+		}
 		__syncwarp();
-		for (int j = 0; j < 32 && t0 + j < c1; j++) {
-			const uint8_t *vr = kv_v_row(kv, seq, t0 + j) +
-					    kvh * kv_head_bytes<VT>(hdv);
-			float vd[DPL];
+		const uint8_t *v0 = kv_v_row(kv, seq, t0) +
+				    kvh * kv_head_bytes<VT>(hdv);
+
+		for (int j0 = 0; j0 < n; j0 += 8) {
+			float vd[8][DPL];
 
 #pragma unroll
-			for (int i = 0; i < DPL; i++)
-				vd[i] = lane + 32 * i < hdv ?
-						kv_get<VT>(vr, lane + 32 * i) :
-						0.0f;
-#pragma unroll
-			for (int g = 0; g < ATT_MAX_G; g++) {
-				if (g >= G)
-					break;
-				const float x = pw[g * 32 + j];
-				float ms = 1.0f, vs = 1.0f;
-
-				if (x > m[g]) {
-					ms = a.fast_exp ?
-						     expf(m[g] - x) :
-						     cuda_libm_expf(m[g] - x);
-					m[g] = x;
-#pragma unroll
-					for (int i = 0; i < DPL; i++)
-						acc[g][i] = v_round<VT>(
-							__fmul_rn(acc[g][i],
-								  ms));
-				} else {
-					vs = a.fast_exp ?
-						     expf(x - m[g]) :
-						     cuda_libm_expf(x - m[g]);
-				}
+			for (int j = 0; j < 8; j++)
 #pragma unroll
 				for (int i = 0; i < DPL; i++)
-					acc[g][i] = v_round<VT>(
-						fmaf(vd[i], vs, acc[g][i]));
-				/* two roundings, as the CPU (no contraction) */
-				s[g] = __fadd_rn(__fmul_rn(s[g], ms), vs);
+					vd[j][i] =
+						j0 + j < n && lane + 32 * i <
+									hdv ?
+							kv_get<VT>(
+								v0 + (uint64_t)(j0 +
+										j) *
+										kv.v_row,
+								lane + 32 * i) :
+							0.0f;
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				if (j0 + j >= n)
+					break;
+#pragma unroll
+				for (int g = 0; g < ATT_MAX_G; g++) {
+					if (g >= G)
+						break;
+					const float ms = pms[g * 32 + j0 + j];
+					const float vs = pw[g * 32 + j0 + j];
+
+					/* ms is 1 where the maximum held: a
+					 * no-op on a sum already rounded */
+#pragma unroll
+					for (int i = 0; i < DPL; i++)
+						acc[g][i] = v_round<VT>(fmaf(
+							vd[j][i], vs,
+							v_round<VT>(__fmul_rn(
+								acc[g][i],
+								ms))));
+					/* two roundings, as the CPU (no
+					 * contraction) */
+					s[g] = __fadd_rn(__fmul_rn(s[g], ms),
+							 vs);
+				}
 			}
 		}
 		__syncwarp();
@@ -708,9 +748,10 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
  * normalized as att_merge and att_end do (a product by 1 / S). A chunk
  * merged alone comes out as it went in: expf(0) is 1.
  */
-__global__ void att_reduce(att_args a)
+/* element d of head h of row r: its chunks merged and normalized */
+__device__ __forceinline__ float att_merged(const att_args &a, int r, int h,
+					    int d)
 {
-	const int r = blockIdx.x, h = blockIdx.y;
 	const int hdv = a.kv.head_dim_v;
 	const int32_t p = a.pos[r];
 	/* chunks used: one for an exact row */
@@ -719,26 +760,57 @@ __global__ void att_reduce(att_args a)
 			      (int)((p + a.chunk) / a.chunk);
 	const float *part = a.part + ((uint64_t)r * a.n_head + h) * a.n_chunks *
 					     (2 + hdv);
+	float M = -INFINITY, S = 0.0f, A = 0.0f;
 
-	for (int d = threadIdx.x; d < hdv; d += blockDim.x) {
-		float M = -INFINITY, S = 0.0f, A = 0.0f;
+	for (int c = 0; c < n; c++) {
+		const float *pc = part + c * (2 + hdv);
+		float mn, so, sn;
 
-		for (int c = 0; c < n; c++) {
-			const float *pc = part + c * (2 + hdv);
-			float mn, so, sn;
-
-			if (pc[1] == 0.0f)
-				continue;
-			mn = fmaxf(M, pc[0]);
-			so = expf(M - mn);
-			sn = expf(pc[0] - mn);
-			A = fmaf(A, so, __fmul_rn(pc[2 + d], sn));
-			S = fmaf(S, so, __fmul_rn(pc[1], sn));
-			M = mn;
-		}
-		a.out[r * a.out_ld + (uint64_t)h * hdv + d] =
-			S != 0.0f ? __fmul_rn(A, 1.0f / S) : 0.0f;
+		if (pc[1] == 0.0f)
+			continue;
+		mn = fmaxf(M, pc[0]);
+		so = expf(M - mn);
+		sn = expf(pc[0] - mn);
+		A = fmaf(A, so, __fmul_rn(pc[2 + d], sn));
+		S = fmaf(S, so, __fmul_rn(pc[1], sn));
+		M = mn;
 	}
+	return S != 0.0f ? __fmul_rn(A, 1.0f / S) : 0.0f;
+}
+
+__global__ void att_reduce(att_args a)
+{
+	cuda_pdl_start();
+	const int r = blockIdx.x, h = blockIdx.y;
+	const int hdv = a.kv.head_dim_v;
+
+	for (int d = threadIdx.x; d < hdv; d += blockDim.x)
+		a.out[r * a.out_ld + (uint64_t)h * hdv + d] = att_merged(a, r,
+									 h, d);
+}
+
+/*
+ * The same merge, 256 elements of a row a block (blockIdx.x of row
+ * blockIdx.y), then those quantized as the product after attention
+ * reads them (a.act: Q8_K, one block; Q8_1, a warp a block) into a.xq:
+ * the merge and the quantize kernel in one launch.
+ */
+template <int ACT>
+__global__ void __launch_bounds__(QK_K) att_reduce_quant(att_args a)
+{
+	cuda_pdl_start();
+	__shared__ float vals[QK_K];
+	const int hdv = a.kv.head_dim_v, t = threadIdx.x;
+	const int r = blockIdx.y;
+	const uint64_t i = (uint64_t)blockIdx.x * QK_K + t;
+	const float v = att_merged(a, r, (int)(i / hdv), (int)(i % hdv));
+	uint8_t *q = a.xq + r * a.xq_ld;
+
+	a.out[r * a.out_ld + i] = v;
+	if (ACT == T_Q8_K)
+		q8_K_block(v, t, (blk_q8_K *)q + blockIdx.x, vals);
+	else
+		q8_1_block(v, t % 32, (blk_q8_1 *)q + i / 32);
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
@@ -795,9 +867,9 @@ bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
 		if (e.k != kv.type_k || e.v != kv.type_v)
 			continue;
 		if (rows)
-			cuda_launch(e.store, dim3(rows, kv.n_head_kv),
-				    dim3(128), 0, s, kv, k, k_ld, v, v_ld,
-				    seq_of, pos);
+			cuda_launch_pdl(e.store, dim3(rows, kv.n_head_kv),
+					dim3(128), 0, s, kv, k, k_ld, v, v_ld,
+					seq_of, pos);
 		return true;
 	}
 	return false;
@@ -811,6 +883,12 @@ bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
  * serial walk: on an H100 the 8B's tg128 ran at 109 t/s with it and 153
  * without.
  */
+bool k_att_quantizes(uint32_t act, uint32_t n_head, uint32_t head_dim_v)
+{
+	return (act == T_Q8_K || act == T_Q8_1) &&
+	       ((uint64_t)n_head * head_dim_v) % QK_K == 0;
+}
+
 bool k_qk_rope_store(const qk_rope_args &a, uint32_t rows, cudaStream_t s)
 {
 	const uint32_t hd = a.kv.head_dim;
@@ -821,9 +899,10 @@ bool k_qk_rope_store(const qk_rope_args &a, uint32_t rows, cudaStream_t s)
 		if (e.k != a.kv.type_k || e.v != a.kv.type_v)
 			continue;
 		if (rows)
-			cuda_launch(e.qk_rope_store,
-				    dim3(rows, a.n_head + a.kv.n_head_kv),
-				    dim3(cuda_div_up(hd, 32) * 32), 0, s, a);
+			cuda_launch_pdl(e.qk_rope_store,
+					dim3(rows, a.n_head + a.kv.n_head_kv),
+					dim3(cuda_div_up(hd, 32) * 32), 0, s,
+					a);
 		return true;
 	}
 	return false;
@@ -886,6 +965,8 @@ bool k_attention(const att_args &a, uint32_t rows, cudaStream_t s)
 
 	if (a.group < 1 || a.group > ATT_MAX_G)
 		return false;
+	if (a.xq && !k_att_quantizes(a.act, a.n_head, hdv))
+		return false;
 	for (const auto &e : att_table) {
 		if (e.k != a.kv.type_k || e.v != a.kv.type_v)
 			continue;
@@ -896,11 +977,22 @@ bool k_attention(const att_args &a, uint32_t rows, cudaStream_t s)
 				e.att[k],
 				cudaFuncAttributeMaxDynamicSharedMemorySize,
 				(int)shmem);
-		cuda_launch(e.att[k], dim3(rows, a.kv.n_head_kv, a.n_chunks),
-			    dim3(32 * ATT_WARPS), shmem, s, a);
-		cuda_launch(att_reduce, dim3(rows, a.n_head),
-			    dim3(hdv < 32 ? 32 : cuda_div_up(hdv, 32) * 32), 0,
-			    s, a);
+		cuda_launch_pdl(e.att[k],
+				dim3(rows, a.kv.n_head_kv, a.n_chunks),
+				dim3(32 * ATT_WARPS), shmem, s, a);
+		if (a.xq && a.act == T_Q8_K)
+			cuda_launch_pdl(att_reduce_quant<T_Q8_K>,
+					dim3(a.n_head * hdv / QK_K, rows),
+					dim3(QK_K), 0, s, a);
+		else if (a.xq)
+			cuda_launch_pdl(att_reduce_quant<T_Q8_1>,
+					dim3(a.n_head * hdv / QK_K, rows),
+					dim3(QK_K), 0, s, a);
+		else
+			cuda_launch_pdl(
+				att_reduce, dim3(rows, a.n_head),
+				dim3(hdv < 32 ? 32 : cuda_div_up(hdv, 32) * 32),
+				0, s, a);
 		return true;
 	}
 	return false;

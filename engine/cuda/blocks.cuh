@@ -549,6 +549,87 @@ template <> struct wq<T_Q6_K> {
 	}
 };
 
+/* ---- activations: quantizing a block (quantize.cu's rounding) --------------- */
+
+/* lane's value v into Q8_1 block b (a warp a block) */
+__device__ __forceinline__ void q8_1_block(float v, int lane, blk_q8_1 *b)
+{
+	const float amax = cuda_warp_max(fabsf(v));
+	const float d = amax / 127.f;
+	const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+	const int q = __float2int_rn(v * id);
+	const int sum = cuda_warp_sum_int(q);
+
+	b->qs[lane] = (int8_t)q;
+	if (lane == 0) {
+		b->d = cuda_f2h(d);
+		b->s = cuda_f2h(d * (float)sum);
+	}
+}
+
+/*
+ * Thread t's value v (of 256, a whole block of threads) into Q8_K block
+ * b. vals: 256 floats of shared memory.
+ */
+__device__ __forceinline__ void q8_K_block(float v, int t, blk_q8_K *b,
+					   float *vals)
+{
+	__shared__ float best_abs[QK_K / 32];
+	__shared__ int best_idx[QK_K / 32];
+	__shared__ float max_v;
+	const int lane = t % 32;
+	float a = fabsf(v);
+	int idx = t;
+
+	vals[t] = v;
+	/* the largest |x|, the lowest index among equals (the CPU's loop) */
+	for (int o = 16; o > 0; o >>= 1) {
+		float oa = __shfl_xor_sync(0xffffffffu, a, o);
+		int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+
+		if (oa > a || (oa == a && oi < idx)) {
+			a = oa;
+			idx = oi;
+		}
+	}
+	if (lane == 0) {
+		best_abs[t / 32] = a;
+		best_idx[t / 32] = idx;
+	}
+	__syncthreads();
+	if (t == 0) {
+		for (int w = 1; w < QK_K / 32; w++) {
+			if (best_abs[w] > a ||
+			    (best_abs[w] == a && best_idx[w] < idx)) {
+				a = best_abs[w];
+				idx = best_idx[w];
+			}
+		}
+		max_v = a != 0.0f ? vals[idx] : 0.0f;
+	}
+	__syncthreads();
+	const float max = max_v;
+	if (max == 0.0f) {
+		b->qs[t] = 0;
+		if (t < QK_K / 16)
+			b->bsums[t] = 0;
+		if (t == 0)
+			b->d = 0.0f;
+		return;
+	}
+	const float iscale = -127.f / max;
+	int q = __float2int_rn(iscale * v);
+
+	q = q < 127 ? q : 127;
+	b->qs[t] = (int8_t)q;
+	for (int o = 8; o > 0; o >>= 1)
+		q += __shfl_xor_sync(0xffffffffu, q, o, 16);
+	if (t % 16 == 0)
+		b->bsums[t / 16] = (int16_t)q;
+	if (t == 0)
+		b->d = 1 / iscale;
+}
+
 /* ---- float types: F32 activations, rounded as the CPU's vec_dot type ----- */
 
 template <int T> struct wf;

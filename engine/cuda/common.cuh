@@ -44,6 +44,62 @@ static inline void cuda_launch(void (*kernel)(P...), dim3 grid, dim3 block,
 }
 
 /*
+ * Programmatic dependent launch (Hopper): a kernel launched by
+ * cuda_launch_pdl may start while the kernel before it on the stream
+ * finishes, so that the launch latency between the many small kernels
+ * of a decode step (a graph of hundreds) overlaps the work. Every such
+ * kernel calls cuda_pdl_start() first: it lets the next kernel launch,
+ * then waits until the previous grid completed and its memory is
+ * visible, before this one reads or writes anything. No-ops before
+ * sm_90 and in the simulator. cuda_pdl_enable() says whether launches
+ * may ask for it (set by a probe launch, step.cu; $LLMFS_CUDA_PDL=0
+ * never).
+ */
+__device__ __forceinline__ void cuda_pdl_start()
+{
+#if !defined(LLMFS_CUDA_SIM) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;");
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* -1 not probed (off), 0 off, 1 on; written by cuda_pdl_probe() */
+extern int cuda_pdl_state;
+
+template <class... P, class... A>
+static inline void cuda_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block,
+				   size_t shmem, cudaStream_t stream, A... args)
+{
+#ifdef LLMFS_CUDA_SIM
+	cuda_launch(kernel, grid, block, shmem, stream, args...);
+#else
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute attr[1] = {};
+
+	if (cuda_pdl_state != 1) {
+		kernel<<<grid, block, shmem, stream>>>(args...);
+		return;
+	}
+	attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	attr[0].val.programmaticStreamSerializationAllowed = 1;
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = shmem;
+	cfg.stream = stream;
+	cfg.attrs = attr;
+	cfg.numAttrs = 1;
+	cudaLaunchKernelEx(&cfg, kernel, args...);
+#endif
+}
+
+/*
+ * Whether this device takes programmatic launches: one tiny launch with
+ * the attribute on stream s (not capturing), checked; sets
+ * cuda_pdl_state (step.cu, once a process, at its first context).
+ */
+int cuda_pdl_probe(cudaStream_t s);
+
+/*
  * The launch's dynamic shared memory as a T *name (16-aligned); the
  * simulator hands out a per-block buffer instead.
  */

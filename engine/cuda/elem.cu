@@ -28,6 +28,7 @@ __device__ float block_sum(float v)
 __global__ void rms_norm_k(const float *x, uint64_t x_ld, const float *w,
 			   float *y, uint64_t y_ld, int64_t n, float eps)
 {
+	cuda_pdl_start();
 	const float *xr = x + blockIdx.x * x_ld;
 	float *yr = y + blockIdx.x * y_ld;
 	float s = 0.0f;
@@ -50,8 +51,8 @@ void k_rms_norm(const float *x, uint64_t x_ld, const float *w, float *y,
 	unsigned threads = n >= 1024 ? 1024 : cuda_div_up((uint64_t)n, 32) * 32;
 
 	if (rows)
-		cuda_launch(rms_norm_k, dim3(rows), dim3(threads), 0, s, x,
-			    x_ld, w, y, y_ld, n, eps);
+		cuda_launch_pdl(rms_norm_k, dim3(rows), dim3(threads), 0, s, x,
+				x_ld, w, y, y_ld, n, eps);
 }
 
 /*
@@ -64,6 +65,7 @@ __global__ void rope_k(float *x, uint64_t x_ld, uint32_t head_dim,
 		       float theta_scale, float freq_scale,
 		       const float *freq_factors)
 {
+	cuda_pdl_start();
 	const uint32_t i = threadIdx.x; /* pair */
 	float *r = x + blockIdx.x * x_ld + (uint64_t)blockIdx.y * head_dim;
 
@@ -80,15 +82,16 @@ void k_rope(float *x, uint64_t x_ld, uint32_t n_head, uint32_t head_dim,
 	const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
 
 	if (rows && n_head && n_rot)
-		cuda_launch(rope_k, dim3(rows, n_head),
-			    dim3(cuda_div_up(n_rot / 2, 32) * 32), 0, s, x,
-			    x_ld, head_dim, n_rot, neox, pos, theta_scale,
-			    freq_scale, freq_factors);
+		cuda_launch_pdl(rope_k, dim3(rows, n_head),
+				dim3(cuda_div_up(n_rot / 2, 32) * 32), 0, s, x,
+				x_ld, head_dim, n_rot, neox, pos, theta_scale,
+				freq_scale, freq_factors);
 }
 
 __global__ void swiglu_k(float *y, uint64_t y_ld, const float *g, uint64_t g_ld,
 			 const float *u, uint64_t u_ld, int64_t n)
 {
+	cuda_pdl_start();
 	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i >= n)
@@ -107,13 +110,15 @@ void k_swiglu(float *y, uint64_t y_ld, const float *g, uint64_t g_ld,
 	      cudaStream_t s)
 {
 	if (rows && n)
-		cuda_launch(swiglu_k, dim3(cuda_div_up((uint64_t)n, 256), rows),
-			    dim3(256), 0, s, y, y_ld, g, g_ld, u, u_ld, n);
+		cuda_launch_pdl(swiglu_k,
+				dim3(cuda_div_up((uint64_t)n, 256), rows),
+				dim3(256), 0, s, y, y_ld, g, g_ld, u, u_ld, n);
 }
 
 __global__ void add_k(float *y, uint64_t y_ld, const float *x, uint64_t x_ld,
 		      int64_t n)
 {
+	cuda_pdl_start();
 	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
@@ -124,6 +129,7 @@ void k_add(float *y, uint64_t y_ld, const float *x, uint64_t x_ld, int64_t n,
 	   uint32_t rows, cudaStream_t s)
 {
 	if (rows && n)
-		cuda_launch(add_k, dim3(cuda_div_up((uint64_t)n, 256), rows),
-			    dim3(256), 0, s, y, y_ld, x, x_ld, n);
+		cuda_launch_pdl(add_k,
+				dim3(cuda_div_up((uint64_t)n, 256), rows),
+				dim3(256), 0, s, y, y_ld, x, x_ld, n);
 }

@@ -136,6 +136,11 @@ struct att_args {
 	float *part; /* k_att_part_floats(rows) */
 	float *out;  /* rows of n_head * head_dim_v */
 	uint64_t out_ld;
+	/* if not NULL: out quantized as act (Q8_K or Q8_1) too, rows xq_ld
+	 * bytes apart, in the merge's launch (k_att_quantizes) */
+	uint8_t *xq;
+	uint64_t xq_ld;
+	uint32_t act;
 };
 
 /* whether the kernels handle this pair of cache types and head sizes */
@@ -184,6 +189,8 @@ uint64_t k_att_part_floats(const att_args &a, uint32_t rows);
 size_t k_att_shared_bytes(uint32_t group, uint32_t head_dim,
 			  uint32_t head_dim_v);
 bool k_attention(const att_args &a, uint32_t rows, cudaStream_t s);
+/* whether attention can hand out its rows quantized as act (att_args.xq) */
+bool k_att_quantizes(uint32_t act, uint32_t n_head, uint32_t head_dim_v);
 
 /* ---- moe.cu ---------------------------------------------------------------- */
 

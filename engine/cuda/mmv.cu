@@ -166,6 +166,7 @@ mmv_finish(const mmv_args &a, float *sum, float *sum2, const int32_t *yr,
 template <int T, int NC, bool MOE>
 __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_q(mmv_args a)
 {
+	cuda_pdl_start();
 	typedef wq<T> W;
 	typedef typename W::block block;
 	typedef typename W::act act;
@@ -215,6 +216,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_q(mmv_args a)
 template <int T, int NC, bool MOE>
 __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_f(mmv_args a)
 {
+	cuda_pdl_start();
 	typedef wf<T> F;
 	const int wpr = (int)a.wpr, warp = threadIdx.y;
 	const int64_t row = (int64_t)blockIdx.x * (MMV_WARPS / wpr) +
@@ -349,8 +351,9 @@ bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
 			continue;
 		if (moe) {
 			if (a.max_items)
-				cuda_launch(t.e.k[3][1], dim3(gx, a.max_items),
-					    dim3(32, MMV_WARPS), 0, s, a);
+				cuda_launch_pdl(t.e.k[3][1],
+						dim3(gx, a.max_items),
+						dim3(32, MMV_WARPS), 0, s, a);
 			return true;
 		}
 		if (!a.n_cols)
@@ -358,8 +361,9 @@ bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
 		/* the fewest columns that cover n_cols, up to 8 a block */
 		for (k = 0, nc = 1; nc < (int)a.n_cols && k < 3; k++)
 			nc *= 2;
-		cuda_launch(t.e.k[k][0], dim3(gx, cuda_div_up(a.n_cols, nc)),
-			    dim3(32, MMV_WARPS), 0, s, a);
+		cuda_launch_pdl(t.e.k[k][0],
+				dim3(gx, cuda_div_up(a.n_cols, nc)),
+				dim3(32, MMV_WARPS), 0, s, a);
 		return true;
 	}
 	return false;

@@ -16,27 +16,12 @@
 
 #define Q8_1_WARPS 4
 
-/* lane's value v into Q8_1 block b (a warp a block) */
-__device__ __forceinline__ void q8_1_block(float v, int lane, blk_q8_1 *b)
-{
-	const float amax = cuda_warp_max(fabsf(v));
-	const float d = amax / 127.f;
-	const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-	const int q = __float2int_rn(v * id);
-	const int sum = cuda_warp_sum_int(q);
-
-	b->qs[lane] = (int8_t)q;
-	if (lane == 0) {
-		b->d = cuda_f2h(d);
-		b->s = cuda_f2h(d * (float)sum);
-	}
-}
-
 /* one warp a block of 32: grid (blocks / Q8_1_WARPS, rows) */
 __global__ void __launch_bounds__(32 * Q8_1_WARPS)
 	quant_q8_1(const float *x, uint64_t x_ld, uint8_t *y, uint64_t y_ld,
 		   int64_t n)
 {
+	cuda_pdl_start();
 	const int64_t ib = (int64_t)blockIdx.x * Q8_1_WARPS + threadIdx.y;
 
 	if (ib * 32 >= n)
@@ -45,73 +30,11 @@ __global__ void __launch_bounds__(32 * Q8_1_WARPS)
 		   (blk_q8_1 *)(y + blockIdx.y * y_ld) + ib);
 }
 
-/*
- * Thread t's value v (of 256, a whole block of threads) into Q8_K block
- * b. vals: 256 floats of shared memory.
- */
-__device__ __forceinline__ void q8_K_block(float v, int t, blk_q8_K *b,
-					   float *vals)
-{
-	__shared__ float best_abs[QK_K / 32];
-	__shared__ int best_idx[QK_K / 32];
-	__shared__ float max_v;
-	const int lane = t % 32;
-	float a = fabsf(v);
-	int idx = t;
-
-	vals[t] = v;
-	/* the largest |x|, the lowest index among equals (the CPU's loop) */
-	for (int o = 16; o > 0; o >>= 1) {
-		float oa = __shfl_xor_sync(0xffffffffu, a, o);
-		int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-
-		if (oa > a || (oa == a && oi < idx)) {
-			a = oa;
-			idx = oi;
-		}
-	}
-	if (lane == 0) {
-		best_abs[t / 32] = a;
-		best_idx[t / 32] = idx;
-	}
-	__syncthreads();
-	if (t == 0) {
-		for (int w = 1; w < QK_K / 32; w++) {
-			if (best_abs[w] > a ||
-			    (best_abs[w] == a && best_idx[w] < idx)) {
-				a = best_abs[w];
-				idx = best_idx[w];
-			}
-		}
-		max_v = a != 0.0f ? vals[idx] : 0.0f;
-	}
-	__syncthreads();
-	const float max = max_v;
-	if (max == 0.0f) {
-		b->qs[t] = 0;
-		if (t < QK_K / 16)
-			b->bsums[t] = 0;
-		if (t == 0)
-			b->d = 0.0f;
-		return;
-	}
-	const float iscale = -127.f / max;
-	int q = __float2int_rn(iscale * v);
-
-	q = q < 127 ? q : 127;
-	b->qs[t] = (int8_t)q;
-	for (int o = 8; o > 0; o >>= 1)
-		q += __shfl_xor_sync(0xffffffffu, q, o, 16);
-	if (t % 16 == 0)
-		b->bsums[t / 16] = (int16_t)q;
-	if (t == 0)
-		b->d = 1 / iscale;
-}
-
 /* 256 threads a block of 256: grid (blocks, rows) */
 __global__ void __launch_bounds__(QK_K)
 	quant_q8_K(const float *x, uint64_t x_ld, uint8_t *y, uint64_t y_ld)
 {
+	cuda_pdl_start();
 	__shared__ float vals[QK_K];
 	const int t = threadIdx.x;
 
@@ -134,6 +57,7 @@ __global__ void __launch_bounds__(QK_K)
 		     uint64_t y_ld, uint8_t *q, uint64_t q_ld, int64_t n,
 		     float eps)
 {
+	cuda_pdl_start();
 	__shared__ float part[QK_K / 32];
 	__shared__ float vals[QK_K];
 	const int t = threadIdx.x, lane = t % 32;
@@ -168,6 +92,7 @@ __global__ void __launch_bounds__(QK_K)
 __global__ void copy_f32(const float *x, uint64_t x_ld, uint8_t *y,
 			 uint64_t y_ld, int64_t n)
 {
+	cuda_pdl_start();
 	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
@@ -212,19 +137,20 @@ bool k_quantize(uint32_t act, const float *x, uint64_t x_ld, void *y,
 		return true;
 	switch (act) {
 	case T_Q8_1:
-		cuda_launch(
+		cuda_launch_pdl(
 			quant_q8_1,
 			dim3(cuda_div_up((uint64_t)n / 32, Q8_1_WARPS), rows),
 			dim3(32, Q8_1_WARPS), 0, s, x, x_ld, (uint8_t *)y, y_ld,
 			n);
 		return true;
 	case T_Q8_K:
-		cuda_launch(quant_q8_K, dim3((unsigned)(n / QK_K), rows),
-			    dim3(QK_K), 0, s, x, x_ld, (uint8_t *)y, y_ld);
+		cuda_launch_pdl(quant_q8_K, dim3((unsigned)(n / QK_K), rows),
+				dim3(QK_K), 0, s, x, x_ld, (uint8_t *)y, y_ld);
 		return true;
 	case T_F32:
-		cuda_launch(copy_f32, dim3(cuda_div_up((uint64_t)n, 256), rows),
-			    dim3(256), 0, s, x, x_ld, (uint8_t *)y, y_ld, n);
+		cuda_launch_pdl(
+			copy_f32, dim3(cuda_div_up((uint64_t)n, 256), rows),
+			dim3(256), 0, s, x, x_ld, (uint8_t *)y, y_ld, n);
 		return true;
 	default: return false;
 	}
@@ -244,18 +170,18 @@ bool k_rms_norm_quantize(uint32_t act, const float *x, uint64_t x_ld,
 	case T_Q8_K:
 		if (n % QK_K)
 			return false;
-		cuda_launch(norm_quant_k<T_Q8_K>, grid, dim3(QK_K), 0, s, x,
-			    x_ld, w, y, y_ld, qb, q_ld, n, eps);
+		cuda_launch_pdl(norm_quant_k<T_Q8_K>, grid, dim3(QK_K), 0, s, x,
+				x_ld, w, y, y_ld, qb, q_ld, n, eps);
 		return true;
 	case T_Q8_1:
 		if (n % 32)
 			return false;
-		cuda_launch(norm_quant_k<T_Q8_1>, grid, dim3(QK_K), 0, s, x,
-			    x_ld, w, y, y_ld, qb, q_ld, n, eps);
+		cuda_launch_pdl(norm_quant_k<T_Q8_1>, grid, dim3(QK_K), 0, s, x,
+				x_ld, w, y, y_ld, qb, q_ld, n, eps);
 		return true;
 	case T_F32:
-		cuda_launch(norm_quant_k<T_F32>, grid, dim3(QK_K), 0, s, x,
-			    x_ld, w, y, y_ld, qb, q_ld, n, eps);
+		cuda_launch_pdl(norm_quant_k<T_F32>, grid, dim3(QK_K), 0, s, x,
+				x_ld, w, y, y_ld, qb, q_ld, n, eps);
 		return true;
 	default: return false;
 	}

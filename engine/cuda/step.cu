@@ -92,6 +92,48 @@ static bool step_fuse(void)
 	return !e || atoi(e) != 0;
 }
 
+/* ---- programmatic launches (common.cuh) ----------------------------------- */
+
+int cuda_pdl_state = -1;
+
+__global__ void pdl_probe_k(int *x)
+{
+	cuda_pdl_start();
+	if (x)
+		*x = 1;
+}
+
+int cuda_pdl_probe(cudaStream_t s)
+{
+#ifdef LLMFS_CUDA_SIM
+	(void)s;
+	cuda_pdl_state = 0;
+#else
+	const char *e = getenv("LLMFS_CUDA_PDL");
+	int dev = 0, major = 0;
+
+	if (cuda_pdl_state >= 0)
+		return cuda_pdl_state;
+	if ((e && !atoi(e)) || cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+				   dev) != cudaSuccess ||
+	    major < 9) {
+		cuda_pdl_state = 0;
+		return 0;
+	}
+	/* two launches in a row, the second depending on the first */
+	cuda_pdl_state = 1;
+	cuda_launch_pdl(pdl_probe_k, dim3(1), dim3(32), 0, s, (int *)nullptr);
+	cuda_launch_pdl(pdl_probe_k, dim3(1), dim3(32), 0, s, (int *)nullptr);
+	if (cudaGetLastError() != cudaSuccess ||
+	    cudaStreamSynchronize(s) != cudaSuccess) {
+		cudaGetLastError();
+		cuda_pdl_state = 0;
+	}
+#endif
+	return cuda_pdl_state;
+}
+
 /* ---- buffers ------------------------------------------------------------- */
 
 static uint64_t step_align(uint64_t n)
@@ -530,8 +572,21 @@ static void step_attention(cuda_ctx *c, uint32_t il, uint32_t rows,
 	a.part = c->part;
 	a.out = c->att;
 	a.out_ld = natt;
-	k_attention(a, rows, s);
 	step_dirty(c, c->att);
+	/* the merge quantizes for wo (one launch fewer), where it can */
+	if (step_fuse() && !step_use_blas(c, L.wo, rows) &&
+	    k_att_quantizes(k_act_type(L.wo.type), m.n_head, m.head_dim_v) &&
+	    L.wo.ne[0] == (int64_t)natt) {
+		a.xq = c->xq;
+		a.xq_ld = c->xq_bytes;
+		a.act = k_act_type(L.wo.type);
+	}
+	k_attention(a, rows, s);
+	if (a.xq) {
+		c->xq_src = c->att;
+		c->xq_act = a.act;
+		c->xq_rows = rows;
+	}
 	step_mm_residual(c, L.wo, c->att, natt, L.bo, rows, err);
 }
 
@@ -611,6 +666,7 @@ static void step_ffn_moe(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
 __global__ void step_gather(const float *x, uint64_t ld,
 			    const int32_t *out_rows, float *y, int64_t n)
 {
+	cuda_pdl_start();
 	const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (c < n)
@@ -649,10 +705,11 @@ static void step_enqueue(cuda_ctx *c, uint32_t rows, uint32_t n_out,
 	}
 	if (!n_out)
 		return;
-	cuda_launch(step_gather, dim3(cuda_div_up(m.n_embd, 256), n_out),
-		    dim3(256), 0, s, (const float *)c->x, (uint64_t)m.n_embd,
-		    (const int32_t *)(c->params + 3 * c->p.max_rows), c->tmp,
-		    (int64_t)m.n_embd);
+	cuda_launch_pdl(step_gather, dim3(cuda_div_up(m.n_embd, 256), n_out),
+			dim3(256), 0, s, (const float *)c->x,
+			(uint64_t)m.n_embd,
+			(const int32_t *)(c->params + 3 * c->p.max_rows),
+			c->tmp, (int64_t)m.n_embd);
 	step_norm(c, c->tmp, m.output_norm, n_out, m.output);
 	step_mm(c, m.output, c->xn, m.n_embd, c->logits, m.n_vocab, n_out, err);
 	cudaMemcpyAsync(c->h_logits, c->logits,
@@ -1017,6 +1074,7 @@ static int step_ctx_new(cuda_dev *d, const cuda_model_desc *m,
 		c->free_blocks.push_back((int32_t)(b - 1));
 
 	cudaSetDevice(d->index);
+	cuda_pdl_probe(d->stream);
 	c->mem_bytes = step_carve(c, nullptr);
 	if ((ret = cuda_check(cudaMalloc(&c->mem, c->mem_bytes),
 			      "the GPU's forward buffers", err)) ||
