@@ -85,7 +85,8 @@
  *
  * Locks of other modules taken under ours: the engine's KV pool lock
  * (struct engine_kv_pool), inside fs_model.lock when a session's kept
- * sequence is copied, truncated or freed (kvcache.c, kvsnap.c);
+ * sequence is copied, truncated or freed (kvcache.c, kvsnap.c, the local
+ * provider's session_free);
  * libfuse's session lock, under fs_stream.lock and fs.wait_lock
  * (fuse_req_interrupted in fs_stream_read). The other way round: the
  * loader calls sched_progress() with its own lock (io/'s weights lock)
@@ -116,6 +117,7 @@
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -276,8 +278,6 @@ enum fs_stream_state {
 
 struct fs_model;
 struct fs_session;
-struct fs_chat_turn;
-struct fs_chat_history;
 
 /*
  * Who submitted an answer of the shell idiom: the process session and
@@ -327,18 +327,14 @@ struct fs_stream {
 	bool wake_queued; /* on fs.wake_head; by fs.wake_lock */
 	struct fs_stream *wake_next;
 
-	/* The scheduler's own. */
-	struct engine_seq *seq;
-	struct engine_generation *gen;
-	struct engine_batch_item prefill; /* the prompt, fed in chunks */
-	size_t prefill_done;		  /* its tokens already evaluated */
-	bool prefilling;
-	bool turn_started; /* it holds its session's turn_active */
-	char *text;	   /* a session turn's whole prompt */
-	char *turn;	   /* its new part, for the conversation */
-	size_t turn_len;
-	struct fs_chat_turn *chat; /* a chat answer, split (chat.c) */
-	struct fs_stream *next;	   /* in fs_model.queue or the active list */
+	struct fs_stream *next; /* in fs_model.queue or a provider's list */
+	/*
+	 * The provider's own state of this stream (struct fs_local_stream):
+	 * provider->stream_size bytes, zeroed by fs_stream_new, released by
+	 * provider->stream_free at the last reference, as alloc_netdev's
+	 * sizeof_priv and netdev_priv(); only its folder reads it.
+	 */
+	_Alignas(max_align_t) unsigned char provider_state[];
 };
 
 struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
@@ -380,23 +376,19 @@ struct fs_session {
 	struct fs_stream *pending[FS_GEN_KINDS]; /* submitted, not yet opened */
 	uint32_t kv_used; /* tokens of its last sequence */
 	/*
-	 * One turn at a time (by fm->lock): turns submitted and not ended
-	 * (a snapshot restore meanwhile is EBUSY), and whether the scheduler
-	 * runs one (the next waits in fs_model.turn_wait)
+	 * Turns submitted and not ended (by fm->lock): a snapshot restore
+	 * meanwhile is EBUSY.
 	 */
 	unsigned turns;
-	bool turn_active;
-	struct engine_seq *seq; /* kept between turns; by fs_model.lock */
-	struct fs_buf convo;	/* the conversation's text; by lock */
-	/*
-	 * Its chat messages (the scheduler thread's: chat.c), rendered as
-	 * the last chat_len bytes of convo
-	 */
-	struct fs_chat_history *chat;
-	size_t chat_len;
 	struct fs_buf reasoning; /* of the last chat answer; by lock */
-	double kv_atime;	 /* its last turn's end; by lock */
 	struct fs_session *next;
+	/*
+	 * The provider's own state of this session (struct
+	 * fs_local_session: its kept sequence, conversation, chat messages):
+	 * provider->session_size bytes, zeroed by fs_session_create,
+	 * released by provider->session_free; only its folder reads it.
+	 */
+	_Alignas(max_align_t) unsigned char provider_state[];
 };
 
 /* An answer submitted by `cat prompt > generate`, by process session. */
@@ -577,13 +569,6 @@ const char *fs_model_state_name(enum fs_model_state st);
 int fs_text_status(struct fs *fs, struct fs_buf *b);
 int fs_text_metrics(struct fs *fs, struct fs_buf *b);
 int fs_text_stats(struct fs_model *fm, struct fs_buf *b);
-/*
- * What a stream or a session holds of the local provider's chat (its
- * split answer, its messages: fs/local/chat.c), freed with them; NULL for
- * a remote model's.
- */
-void fs_chat_turn_free(struct fs_stream *s);
-void fs_chat_session_free(struct fs_session *ss);
 
 /* --kv-type-k/-v and --kv-mem for mount.c (fs/local/kvfile.c): 0, or
  * -EINVAL after a line. BYTES with an optional k, M or G suffix (powers

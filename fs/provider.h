@@ -21,11 +21,17 @@
  * (fs_provider_has), so that `ls` shows what works. Three more give the
  * core what it needs of the provider's state without reading it: its
  * lines of stats, the engine model (fs_model_engine), the KV figures.
+ *
+ * A provider's state per stream and per session sits in the tail of
+ * struct fs_stream and struct fs_session (provider_state): the core
+ * allocates stream_size and session_size bytes more, zeroed, with each,
+ * and calls stream_free and session_free when it frees them.
  */
 #ifndef LLMFS_FS_PROVIDER_H
 #define LLMFS_FS_PROVIDER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 struct engine_kv_stats;
@@ -33,6 +39,7 @@ struct engine_model;
 struct err;
 struct fs_buf;
 struct fs_model;
+struct fs_session;
 struct fs_stream;
 
 struct fs_provider {
@@ -89,6 +96,19 @@ struct fs_provider {
 	int (*models_line)(struct fs_model *fm, struct fs_buf *b);
 	/* Frees what the provider attached to fm (after its thread ended). */
 	void (*free)(struct fs_model *fm);
+
+	/*
+	 * Its state in each stream's and session's provider_state: the
+	 * bytes the core adds to each, zeroed. Optional frees of what that
+	 * state holds, called once, before the core frees the struct: a
+	 * stream's at its last fs_stream_put (any thread, no lock held), a
+	 * session's at its last fs_session_put or at the unmount (any
+	 * thread, fm->lock held; before free).
+	 */
+	size_t stream_size;
+	size_t session_size;
+	void (*stream_free)(struct fs_stream *s);
+	void (*session_free)(struct fs_model *fm, struct fs_session *ss);
 	/*
 	 * Optional, with fm->lock held: its own lines of the stats file
 	 * (the local weights' huge-page merge).

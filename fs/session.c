@@ -46,7 +46,7 @@ struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid, gid_t gid,
 			      fs_use_what(FS_USE_SESSIONS));
 		return NULL;
 	}
-	ss = calloc(1, sizeof(*ss));
+	ss = calloc(1, sizeof(*ss) + fm->provider->session_size);
 	if (!ss) {
 		fs_use_release(fm->fs, uid, FS_USE_SESSIONS, 1);
 		*rc = -ENOMEM;
@@ -62,14 +62,14 @@ struct fs_session *fs_session_create(struct fs_model *fm, uid_t uid, gid_t gid,
 	return ss;
 }
 
-static void session_free(struct fs_session *ss)
+static void session_free(struct fs_model *fm, struct fs_session *ss)
 {
 	fs_config_free(&ss->over);
 	fs_buf_free(&ss->history);
 	fs_buf_free(&ss->logprobs);
-	fs_buf_free(&ss->convo);
-	fs_chat_session_free(ss);
-	engine_seq_free(ss->seq);
+	fs_buf_free(&ss->reasoning);
+	if (fm->provider->session_free)
+		fm->provider->session_free(fm, ss);
 	free(ss);
 }
 
@@ -85,7 +85,7 @@ void fs_session_put(struct fs_model *fm, struct fs_session *ss)
 			break;
 		}
 	}
-	session_free(ss);
+	session_free(fm, ss);
 }
 
 /*
@@ -288,7 +288,7 @@ void fs_session_free_all(struct fs_model *fm)
 		}
 		/* Held by something that is gone at unmount: free anyway. */
 		fm->sessions = ss->next;
-		session_free(ss);
+		session_free(fm, ss);
 	}
 	pthread_mutex_unlock(&fm->lock);
 }

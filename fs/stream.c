@@ -38,7 +38,7 @@ struct fs_stream *fs_stream_new(struct fs_model *fm, struct fs_session *ss,
 				enum fs_gen_kind kind,
 				const struct fs_config *cfg)
 {
-	struct fs_stream *s = calloc(1, sizeof(*s));
+	struct fs_stream *s = calloc(1, sizeof(*s) + fm->provider->stream_size);
 
 	if (!s)
 		return NULL;
@@ -91,7 +91,8 @@ void fs_stream_put(struct fs_stream *s)
 	if (s->ph)
 		fuse_pollhandle_destroy(s->ph);
 	fs_budget_release(fm->fs, s->out_charged);
-	fs_chat_turn_free(s);
+	if (fm->provider->stream_free)
+		fm->provider->stream_free(s);
 	fs_buf_free(&s->out);
 	fs_config_free(&s->cfg);
 	pthread_mutex_destroy(&s->lock);

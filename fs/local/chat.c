@@ -10,9 +10,10 @@
  *                and the engine evaluates only the tokens that differ
  *                from what the session's sequence holds
  *
- * A session's conversation text (ss->convo, what its KV snapshot keeps)
- * is a base of raw text (generate turns, a restored snapshot) followed by
- * the rendering of its messages (the last ss->chat_len bytes). A generate
+ * A session's conversation text (convo of struct fs_local_session, what
+ * its KV snapshot keeps) is a base of raw text (generate turns, a restored
+ * snapshot) followed by the rendering of its messages (the last chat_len
+ * bytes). A generate
  * turn turns the messages into raw text (the conversation goes on as
  * text); a chat turn renders base + messages.
  *
@@ -68,22 +69,25 @@ static void chat_history_clear(struct fs_chat_history *h)
 
 void fs_chat_session_free(struct fs_session *ss)
 {
-	if (ss->chat) {
-		chat_history_clear(ss->chat);
-		free(ss->chat->v);
-		free(ss->chat);
+	struct fs_chat_history *h = fs_local_session(ss)->chat;
+
+	if (h) {
+		chat_history_clear(h);
+		free(h->v);
+		free(h);
 	}
-	fs_buf_free(&ss->reasoning);
 }
 
 void fs_chat_turn_free(struct fs_stream *s)
 {
-	if (!s->chat)
+	struct fs_local_stream *ls = fs_local_stream(s);
+
+	if (!ls->chat)
 		return;
-	fs_buf_free(&s->chat->answer);
-	fs_buf_free(&s->chat->reasoning);
-	free(s->chat);
-	s->chat = NULL;
+	fs_buf_free(&ls->chat->answer);
+	fs_buf_free(&ls->chat->reasoning);
+	free(ls->chat);
+	ls->chat = NULL;
 }
 
 static int chat_push(struct fs_chat_history *h, const char *role,
@@ -153,6 +157,9 @@ int fs_chat_prompt(struct fs_model *fm, struct fs_stream *s, const char *base,
 		   size_t base_len, char **text, size_t *len, struct err *err)
 {
 	struct fs_session *ss = s->session;
+	const struct fs_chat_history *h = ss ? fs_local_session(ss)->chat :
+					       NULL;
+	struct fs_chat_turn *t;
 	const char *system = s->cfg.system;
 	char *r = NULL, *all;
 	size_t n = 0;
@@ -163,27 +170,28 @@ int fs_chat_prompt(struct fs_model *fm, struct fs_stream *s, const char *base,
 	if (memchr(s->prompt, '\0', s->prompt_len))
 		return err_set(err, EINVAL, "a NUL byte in the message");
 	/* config's system= opens a conversation; later turns have it */
-	if (ss && ss->chat && ss->chat->n)
+	if (h && h->n)
 		system = NULL;
-	rc = chat_render(fm, ss ? ss->chat : NULL, system, s->prompt,
-			 chat_think(s), true, &r, &n, err);
+	rc = chat_render(fm, h, system, s->prompt, chat_think(s), true, &r, &n,
+			 err);
 	if (rc)
 		return rc;
 	/* the answer is split for a session's messages and for hide */
 	if (ss || chat_think(s) == ENGINE_THINK_HIDE) {
-		s->chat = calloc(1, sizeof(*s->chat));
-		if (!s->chat) {
+		t = calloc(1, sizeof(*t));
+		if (!t) {
 			free(r);
 			return err_set(err, ENOMEM, "out of memory");
 		}
-		s->chat->hide = chat_think(s) == ENGINE_THINK_HIDE;
-		s->chat->system = system != NULL;
+		t->hide = chat_think(s) == ENGINE_THINK_HIDE;
+		t->system = system != NULL;
 		/*
 		 * a grammar shapes the answer from its first token: after a
 		 * prompt that opened <think>, what comes is still the answer
 		 */
 		open = !s->cfg.compiled && engine_chat_opens_thinking(r, n);
-		engine_think_split_init(&s->chat->split, open);
+		engine_think_split_init(&t->split, open);
+		fs_local_stream(s)->chat = t;
 	}
 	all = malloc(base_len + n + 1);
 	if (!all) {
@@ -210,7 +218,7 @@ static void chat_reasoning(struct fs_model *fm, struct fs_stream *s,
 {
 	if (!n || !s->session)
 		return;
-	fs_buf_add(&s->chat->reasoning, p, n);
+	fs_buf_add(&fs_local_stream(s)->chat->reasoning, p, n);
 	pthread_mutex_lock(&fm->lock);
 	fs_buf_add(&s->session->reasoning, p, n);
 	pthread_mutex_unlock(&fm->lock);
@@ -220,20 +228,21 @@ static void chat_split(struct fs_model *fm, struct fs_stream *s,
 		       const char *text, size_t n, bool flush)
 {
 	char reason[4096 + ENGINE_THINK_HOLD], answer[4096 + ENGINE_THINK_HOLD];
+	struct fs_chat_turn *t = fs_local_stream(s)->chat;
 	size_t nr, na, k;
 
 	do {
 		k = n < 4096 ? n : 4096;
 		if (flush)
-			engine_think_split_flush(&s->chat->split, reason, &nr,
-						 answer, &na);
+			engine_think_split_flush(&t->split, reason, &nr, answer,
+						 &na);
 		else
-			engine_think_split_push(&s->chat->split, text, k,
-						reason, &nr, answer, &na);
+			engine_think_split_push(&t->split, text, k, reason, &nr,
+						answer, &na);
 		chat_reasoning(fm, s, reason, nr);
 		if (s->session)
-			fs_buf_add(&s->chat->answer, answer, na);
-		if (s->chat->hide)
+			fs_buf_add(&t->answer, answer, na);
+		if (t->hide)
 			fs_stream_append(s, answer, na);
 		text += k;
 		n -= k;
@@ -243,11 +252,13 @@ static void chat_split(struct fs_model *fm, struct fs_stream *s,
 void fs_chat_output(struct fs_model *fm, struct fs_stream *s, const char *text,
 		    size_t n)
 {
-	if (!s->chat) {
+	const struct fs_chat_turn *t = fs_local_stream(s)->chat;
+
+	if (!t) {
 		fs_stream_append(s, text, n);
 		return;
 	}
-	if (!s->chat->hide)
+	if (!t->hide)
 		fs_stream_append(s, text, n);
 	if (n)
 		chat_split(fm, s, text, n, false);
@@ -255,36 +266,37 @@ void fs_chat_output(struct fs_model *fm, struct fs_stream *s, const char *text,
 
 void fs_chat_output_end(struct fs_model *fm, struct fs_stream *s)
 {
-	if (s->chat)
+	if (fs_local_stream(s)->chat)
 		chat_split(fm, s, NULL, 0, true);
 }
 
 /* The conversation keeps the answer as written: the turn's prompt and it. */
 static int chat_keep_written(struct fs_model *fm, struct fs_stream *s)
 {
-	struct fs_session *ss = s->session;
-	struct fs_buf *convo = &ss->convo;
+	struct fs_local_session *lss = fs_local_session(s->session);
+	const char *text = fs_local_stream(s)->text;
+	struct fs_buf *convo = &lss->convo;
 	size_t base;
 	int rc;
 
 	pthread_mutex_lock(&fm->lock);
-	base = convo->len - ss->chat_len;
+	base = convo->len - lss->chat_len;
 	convo->len = base;
-	rc = fs_buf_add(convo, s->text + base, strlen(s->text + base));
+	rc = fs_buf_add(convo, text + base, strlen(text + base));
 	pthread_mutex_lock(&s->lock);
 	if (!rc)
 		rc = fs_buf_add(convo, s->out.p ? s->out.p : "", s->out.len);
 	pthread_mutex_unlock(&s->lock);
-	ss->chat_len = convo->len - base;
+	lss->chat_len = convo->len - base;
 	pthread_mutex_unlock(&fm->lock);
 	return rc;
 }
 
 int fs_chat_turn_end(struct fs_model *fm, struct fs_stream *s)
 {
-	struct fs_session *ss = s->session;
-	struct fs_chat_history *h = ss->chat;
-	struct fs_chat_turn *t = s->chat;
+	struct fs_local_session *lss = fs_local_session(s->session);
+	struct fs_chat_history *h = lss->chat;
+	struct fs_chat_turn *t = fs_local_stream(s)->chat;
 	struct err err = { 0 };
 	size_t n = 0, mark, base;
 	char *r = NULL;
@@ -294,7 +306,7 @@ int fs_chat_turn_end(struct fs_model *fm, struct fs_stream *s)
 		h = calloc(1, sizeof(*h));
 		if (!h)
 			return -ENOMEM;
-		ss->chat = h;
+		lss->chat = h;
 	}
 	mark = h->n;
 	rc = t->system && !mark ? chat_push(h, "system", s->cfg.system,
@@ -323,10 +335,10 @@ int fs_chat_turn_end(struct fs_model *fm, struct fs_stream *s)
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&fm->lock);
-	base = ss->convo.len - ss->chat_len;
-	ss->convo.len = base;
-	rc = fs_buf_add(&ss->convo, r, n); /* NUL-terminates at base + n */
-	ss->chat_len = rc ? 0 : n;
+	base = lss->convo.len - lss->chat_len;
+	lss->convo.len = base;
+	rc = fs_buf_add(&lss->convo, r, n); /* NUL-terminates at base + n */
+	lss->chat_len = rc ? 0 : n;
 	pthread_mutex_unlock(&fm->lock);
 	free(r);
 	return rc;
@@ -334,6 +346,8 @@ int fs_chat_turn_end(struct fs_model *fm, struct fs_stream *s)
 
 void fs_chat_turn_raw(struct fs_session *ss)
 {
-	chat_history_clear(ss->chat);
-	ss->chat_len = 0;
+	struct fs_local_session *lss = fs_local_session(ss);
+
+	chat_history_clear(lss->chat);
+	lss->chat_len = 0;
 }

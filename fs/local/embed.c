@@ -22,14 +22,15 @@
 
 void fs_embed_output(struct fs_model *fm, struct fs_stream *s)
 {
+	struct engine_generation *gen = fs_local_stream(s)->gen;
 	const float *v;
 	struct fs_buf b = { 0 };
 	size_t n = 0;
 	int rc = 0;
 
-	if (!fs_gen_is_embed(s->kind) || !s->gen)
+	if (!fs_gen_is_embed(s->kind) || !gen)
 		return;
-	v = engine_generation_embedding(s->gen, &n);
+	v = engine_generation_embedding(gen, &n);
 	if (!v)
 		return;
 	for (size_t i = 0; i < n && !rc; i++) {

@@ -19,8 +19,9 @@
  * conversation text on its next turn), then the cache a turn waiting in
  * line brought; another model's scheduler drops its own under the
  * daemon's pressure (budget.c). Everything here runs on the scheduler thread; a
- * session's seq and convo are also reached by session_free, so they are
- * touched under fm->lock.
+ * session's seq and convo (struct fs_local_session) are also reached by
+ * the provider's session_free on the thread that drops the session's last
+ * reference, so they are touched under fm->lock.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,7 +41,8 @@ static bool kv_is_turn(const struct fs_stream *s)
 int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 		     size_t *len, struct err *err)
 {
-	struct fs_session *ss = s->session;
+	struct fs_local_stream *ls = fs_local_stream(s);
+	struct fs_local_session *lss;
 	char *turn = NULL;
 	size_t turn_len = s->prompt_len, base;
 	struct fs_buf b = { 0 };
@@ -51,31 +53,32 @@ int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 	if (!kv_is_turn(s)) {
 		if (s->kind == FS_GEN_CHAT) {
 			/* one message, through the template */
-			rc = fs_chat_prompt(fm, s, "", 0, &s->text, len, err);
+			rc = fs_chat_prompt(fm, s, "", 0, &ls->text, len, err);
 			if (rc)
 				return rc;
-			*text = s->text;
+			*text = ls->text;
 		}
-		return engine_seq_new(fs_local(fm)->ctx, &s->seq, err);
+		return engine_seq_new(fs_local(fm)->ctx, &ls->seq, err);
 	}
+	lss = fs_local_session(s->session);
 	pthread_mutex_lock(&fm->lock);
-	s->seq = ss->seq;
-	ss->seq = NULL;
+	ls->seq = lss->seq;
+	lss->seq = NULL;
 	/* a chat turn renders the messages anew after the raw base */
-	base = s->kind == FS_GEN_CHAT ? ss->convo.len - ss->chat_len :
-					ss->convo.len;
-	rc = fs_buf_add(&b, ss->convo.p ? ss->convo.p : "", base);
+	base = s->kind == FS_GEN_CHAT ? lss->convo.len - lss->chat_len :
+					lss->convo.len;
+	rc = fs_buf_add(&b, lss->convo.p ? lss->convo.p : "", base);
 	pthread_mutex_unlock(&fm->lock);
 	if (rc) {
 		fs_buf_free(&b);
 		return err_set(err, -rc, "out of memory");
 	}
 	if (s->kind == FS_GEN_CHAT) {
-		rc = fs_chat_prompt(fm, s, b.p, b.len, &s->text, len, err);
+		rc = fs_chat_prompt(fm, s, b.p, b.len, &ls->text, len, err);
 		fs_buf_free(&b);
 		if (rc)
 			return rc;
-		*text = s->text;
+		*text = ls->text;
 	} else {
 		turn = malloc(s->prompt_len + 1);
 		rc = turn ? fs_buf_add(&b, s->prompt, s->prompt_len) : -ENOMEM;
@@ -85,14 +88,14 @@ int fs_kv_turn_begin(struct fs_model *fm, struct fs_stream *s, char **text,
 			return err_set(err, ENOMEM, "out of memory");
 		}
 		memcpy(turn, s->prompt, s->prompt_len + 1);
-		s->turn = turn;
-		s->turn_len = turn_len;
-		s->text = b.p;
+		ls->turn = turn;
+		ls->turn_len = turn_len;
+		ls->text = b.p;
 		*text = b.p;
 		*len = b.len;
 	}
-	if (!s->seq)
-		return engine_seq_new(fs_local(fm)->ctx, &s->seq, err);
+	if (!ls->seq)
+		return engine_seq_new(fs_local(fm)->ctx, &ls->seq, err);
 	return 0;
 }
 
@@ -125,54 +128,60 @@ static void kv_consider(const struct engine_seq *cand, const int32_t *tok,
 void fs_kv_prefix(struct fs_model *fm, struct fs_stream *s)
 {
 	struct fs_local *l = fs_local(fm);
+	struct fs_local_stream *ls = fs_local_stream(s);
 	const struct engine_seq *best = NULL;
 	const int32_t *tok;
 	struct err err = { 0 };
 	size_t np, nt, best_n = 0;
 	unsigned i;
 
-	if (engine_seq_length(s->seq) || fs_gen_is_embed(s->kind))
+	if (engine_seq_length(ls->seq) || fs_gen_is_embed(s->kind))
 		return; /* a session's own sequence; an embedding sees it all */
-	tok = engine_generation_tokens(s->gen, &np, &nt);
+	tok = engine_generation_tokens(ls->gen, &np, &nt);
 	if (np < 2)
 		return;
 	for (i = 0; i < FS_KV_RECENT; i++)
 		kv_consider(l->kv_recent[i], tok, np - 1, &best, &best_n);
 	for (struct fs_stream *a = l->active; a; a = a->next)
-		kv_consider(a->seq, tok, np - 1, &best, &best_n);
+		kv_consider(fs_local_stream(a)->seq, tok, np - 1, &best,
+			    &best_n);
 	pthread_mutex_lock(&fm->lock);
 	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next)
-		kv_consider(ss->seq, tok, np - 1, &best, &best_n);
+		kv_consider(fs_local_session(ss)->seq, tok, np - 1, &best,
+			    &best_n);
 	/* under the lock: a session's sequence cannot go meanwhile */
 	if (best && best_n >= KV_PREFIX_MIN &&
-	    engine_seq_copy_prefix(s->seq, best, (uint32_t)best_n, &err))
-		engine_seq_truncate(s->seq, 0); /* evaluate it all, then */
+	    engine_seq_copy_prefix(ls->seq, best, (uint32_t)best_n, &err))
+		engine_seq_truncate(ls->seq, 0); /* evaluate it all, then */
 	pthread_mutex_unlock(&fm->lock);
 }
 
 void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error)
 {
 	struct fs_local *l = fs_local(fm);
+	struct fs_local_stream *ls = fs_local_stream(s);
 	struct fs_session *ss = s->session;
+	struct fs_local_session *lss;
 	struct engine_seq *old = NULL;
 	bool removed;
 	unsigned i;
 	int rc = 0;
 
-	if (!s->seq)
+	if (!ls->seq)
 		goto out;
 	/* the sequence keeps only what it holds, no promise */
-	engine_seq_reserve(s->seq, engine_seq_length(s->seq), NULL);
+	engine_seq_reserve(ls->seq, engine_seq_length(ls->seq), NULL);
 	if (!kv_is_turn(s)) {
 		/* the oldest recent one makes room */
 		old = l->kv_recent[FS_KV_RECENT - 1];
 		for (i = FS_KV_RECENT - 1; i > 0; i--)
 			l->kv_recent[i] = l->kv_recent[i - 1];
-		l->kv_recent[0] = s->seq;
-		s->seq = NULL;
+		l->kv_recent[0] = ls->seq;
+		ls->seq = NULL;
 		engine_seq_free(old);
 		goto out;
 	}
+	lss = fs_local_session(ss);
 	pthread_mutex_lock(&fm->lock);
 	removed = ss->removed;
 	pthread_mutex_unlock(&fm->lock);
@@ -183,24 +192,24 @@ void fs_kv_turn_end(struct fs_model *fm, struct fs_stream *s, int error)
 	if (!ss->removed && !error && s->kind != FS_GEN_CHAT) {
 		fs_chat_turn_raw(ss);
 		pthread_mutex_lock(&s->lock);
-		rc = fs_buf_add(&ss->convo, s->turn, s->turn_len);
+		rc = fs_buf_add(&lss->convo, ls->turn, ls->turn_len);
 		if (!rc && s->out.len)
-			rc = fs_buf_add(&ss->convo, s->out.p, s->out.len);
+			rc = fs_buf_add(&lss->convo, s->out.p, s->out.len);
 		pthread_mutex_unlock(&s->lock);
 	}
-	if (!ss->removed && !rc && !ss->seq) {
-		ss->seq = s->seq;
-		s->seq = NULL;
+	if (!ss->removed && !rc && !lss->seq) {
+		lss->seq = ls->seq;
+		ls->seq = NULL;
 	}
-	ss->kv_atime = fs_now();
+	lss->kv_atime = fs_now();
 	pthread_mutex_unlock(&fm->lock);
-	engine_seq_free(s->seq); /* removed meanwhile, or out of memory */
-	s->seq = NULL;
+	engine_seq_free(ls->seq); /* removed meanwhile, or out of memory */
+	ls->seq = NULL;
 out:
-	free(s->text);
-	s->text = NULL;
-	free(s->turn);
-	s->turn = NULL;
+	free(ls->text);
+	ls->text = NULL;
+	free(ls->turn);
+	ls->turn = NULL;
 	fs_chat_turn_free(s);
 }
 
@@ -214,16 +223,20 @@ static struct fs_stream *kv_waiting_holder(struct fs_model *fm,
 	struct fs_local *l = fs_local(fm);
 	struct fs_stream *last = NULL;
 
-	for (struct fs_stream *w = l->kv_wait; w; w = w->next)
-		if (w != except && w->seq && engine_seq_length(w->seq))
+	const struct engine_seq *seq;
+
+	for (struct fs_stream *w = l->kv_wait; w; w = w->next) {
+		seq = fs_local_stream(w)->seq;
+		if (w != except && seq && engine_seq_length(seq))
 			last = w;
+	}
 	return last;
 }
 
 bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except)
 {
 	struct fs_local *l = fs_local(fm);
-	struct fs_session *lru = NULL;
+	struct fs_local_session *lru = NULL, *lss;
 	struct engine_seq *seq = NULL;
 	struct fs_stream *w;
 	int i;
@@ -236,9 +249,11 @@ bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except)
 		}
 	}
 	pthread_mutex_lock(&fm->lock);
-	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next)
-		if (ss->seq && (!lru || ss->kv_atime < lru->kv_atime))
-			lru = ss;
+	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next) {
+		lss = fs_local_session(ss);
+		if (lss->seq && (!lru || lss->kv_atime < lru->kv_atime))
+			lru = lss;
+	}
 	if (lru) {
 		seq = lru->seq;
 		lru->seq = NULL;
@@ -250,7 +265,7 @@ bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except)
 	}
 	/* it evaluates its conversation again when its turn comes */
 	if ((w = kv_waiting_holder(fm, except))) {
-		engine_seq_truncate(w->seq, 0);
+		engine_seq_truncate(fs_local_stream(w)->seq, 0);
 		return true;
 	}
 	return false;
@@ -259,14 +274,17 @@ bool fs_kv_drop_one(struct fs_model *fm, const struct fs_stream *except)
 bool fs_kv_has_kept(struct fs_model *fm)
 {
 	struct fs_local *l = fs_local(fm);
+	const struct engine_seq *seq;
 	unsigned i;
 
 	for (i = 0; i < FS_KV_RECENT; i++)
 		if (l->kv_recent[i])
 			return true;
-	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next)
-		if (ss->seq && engine_seq_length(ss->seq))
+	for (struct fs_session *ss = fm->sessions; ss; ss = ss->next) {
+		seq = fs_local_session(ss)->seq;
+		if (seq && engine_seq_length(seq))
 			return true;
+	}
 	return kv_waiting_holder(fm, NULL) != NULL;
 }
 

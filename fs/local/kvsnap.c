@@ -67,15 +67,17 @@ static int snap_put(void *arg, const void *p, size_t n)
 static int snap_build(struct fs_model *fm, struct fs_session *ss,
 		      struct fs_buf *b, struct err *err)
 {
+	struct fs_local_session *lss = fs_local_session(ss);
 	uint8_t model[ENGINE_SNAPSHOT_MODEL];
 	struct fs_buf text = { 0 };
 	struct engine_seq *s;
 	int rc;
 
 	pthread_mutex_lock(&fm->lock);
-	s = ss->seq;
-	ss->seq = NULL; /* ours while we read it */
-	rc = fs_buf_add(&text, ss->convo.p ? ss->convo.p : "", ss->convo.len);
+	s = lss->seq;
+	lss->seq = NULL; /* ours while we read it */
+	rc = fs_buf_add(&text, lss->convo.p ? lss->convo.p : "",
+			lss->convo.len);
 	pthread_mutex_unlock(&fm->lock);
 	if (rc)
 		goto out;
@@ -90,8 +92,8 @@ static int snap_build(struct fs_model *fm, struct fs_session *ss,
 		err_set(err, -rc, "out of memory for a snapshot");
 out:
 	pthread_mutex_lock(&fm->lock);
-	if (s && !ss->seq && !ss->removed) {
-		ss->seq = s;
+	if (s && !lss->seq && !ss->removed) {
+		lss->seq = s;
 		s = NULL;
 	}
 	pthread_mutex_unlock(&fm->lock);
@@ -157,13 +159,14 @@ static const char *snap_digest_why(struct fs_model *fm,
 /* Is the session one a snapshot may go to? 0, -EINVAL or -EBUSY. */
 static int snap_session_check(struct fs_model *fm, struct fs_session *ss)
 {
+	const struct fs_local_session *lss = fs_local_session(ss);
 	int rc = 0;
 
 	pthread_mutex_lock(&fm->lock);
 	if (ss->turns)
 		rc = -EBUSY;
-	else if (ss->convo.len || ss->history.len ||
-		 (ss->seq && engine_seq_length(ss->seq)))
+	else if (lss->convo.len || ss->history.len ||
+		 (lss->seq && engine_seq_length(lss->seq)))
 		rc = -EINVAL;
 	pthread_mutex_unlock(&fm->lock);
 	if (rc == -EBUSY)
@@ -369,6 +372,7 @@ void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
 {
 	struct fs_handle *h = job->h;
 	struct fs_session *ss = h->session;
+	struct fs_local_session *lss = fs_local_session(ss);
 	struct fs_snap_write *w;
 	const char *why = NULL;
 	bool checked;
@@ -387,15 +391,15 @@ void fs_kvsnap_restore_job(struct fs_model *fm, struct fs_job *job,
 		const char *text = engine_snapshot_load_extra(w->load, &len);
 
 		pthread_mutex_lock(&fm->lock);
-		engine_seq_free(ss->seq);
-		ss->seq = engine_snapshot_load_seq(w->load);
-		rc = fs_buf_add(&ss->convo, text, len);
+		engine_seq_free(lss->seq);
+		lss->seq = engine_snapshot_load_seq(w->load);
+		rc = fs_buf_add(&lss->convo, text, len);
 		if (!rc)
 			rc = fs_buf_printf(
 				&ss->history, "--- restored %u tokens\n%.*s\n",
-				engine_seq_length(ss->seq), (int)len, text);
-		ss->kv_used = engine_seq_length(ss->seq);
-		ss->kv_atime = fs_now();
+				engine_seq_length(lss->seq), (int)len, text);
+		ss->kv_used = engine_seq_length(lss->seq);
+		lss->kv_atime = fs_now();
 		pthread_mutex_unlock(&fm->lock);
 	}
 	/* taken or refused, it is done: a second close changes nothing */

@@ -5,8 +5,9 @@
  * include this header; the rest of fs/ reaches a local model through the
  * provider table and the few file operations internal.h names.
  *
- *   provider.c the table; free, placement text, and what the core asks
- *              of this state (stats lines, engine model, KV figures)
+ *   provider.c the table; free, placement text, what the core asks of
+ *              this state (stats lines, engine model, KV figures), and
+ *              the frees of a stream's and a session's state
  *   sched.c    load/start/step/cancel: generations batched over one forward
  *              pass per step, chunked prefill, KV admission
  *   files.c    placement, kv, sessions/N/kv and weights/<tensor>
@@ -90,6 +91,59 @@ static inline struct fs_local *fs_local(const struct fs_model *fm)
 	return fm->provider_data;
 }
 
+struct fs_chat_turn;
+struct fs_chat_history;
+
+/*
+ * A stream's provider_state (fs_local_stream): the scheduler's, on the
+ * model's thread, from start to the stream's end; the split chat answer
+ * is freed with the stream (stream_free).
+ */
+struct fs_local_stream {
+	struct engine_seq *seq;
+	struct engine_generation *gen;
+	struct engine_batch_item prefill; /* the prompt, fed in chunks */
+	size_t prefill_done;		  /* its tokens already evaluated */
+	bool prefilling;
+	bool turn_started; /* it holds its session's turn_active */
+	char *text;	   /* a session turn's whole prompt */
+	char *turn;	   /* its new part, for the conversation */
+	size_t turn_len;
+	struct fs_chat_turn *chat; /* a chat answer, split (chat.c) */
+};
+
+/*
+ * A session's provider_state (fs_local_session): what it keeps between
+ * its turns, by fm->lock unless said otherwise; freed with the session
+ * (session_free, fm->lock held).
+ */
+struct fs_local_session {
+	/*
+	 * whether the scheduler runs one of its turns: one at a time, the
+	 * next waits in fs_local.turn_wait
+	 */
+	bool turn_active;
+	struct engine_seq *seq; /* kept between turns */
+	struct fs_buf convo;	/* the conversation's text */
+	/*
+	 * Its chat messages (the scheduler thread's: chat.c), rendered as
+	 * the last chat_len bytes of convo
+	 */
+	struct fs_chat_history *chat;
+	size_t chat_len;
+	double kv_atime; /* its last turn's end */
+};
+
+static inline struct fs_local_stream *fs_local_stream(struct fs_stream *s)
+{
+	return (struct fs_local_stream *)s->provider_state;
+}
+
+static inline struct fs_local_session *fs_local_session(struct fs_session *ss)
+{
+	return (struct fs_local_session *)ss->provider_state;
+}
+
 /* sched.c: the provider's operations on the model's thread. */
 void fs_local_load(struct fs_model *fm);
 void fs_local_start(struct fs_model *fm, struct fs_stream *s);
@@ -147,6 +201,9 @@ void fs_chat_output_end(struct fs_model *fm, struct fs_stream *s);
 int fs_chat_turn_end(struct fs_model *fm, struct fs_stream *s);
 /* A generate turn: the messages become text of convo (fm->lock held). */
 void fs_chat_turn_raw(struct fs_session *ss);
+/* What a stream's split answer and a session's messages hold. */
+void fs_chat_turn_free(struct fs_stream *s);
+void fs_chat_session_free(struct fs_session *ss);
 
 /* embed.c: an embed stream's vector into its answer (scheduler thread). */
 static inline bool fs_gen_is_embed(enum fs_gen_kind k)

@@ -5,9 +5,12 @@
  * optional operation is there, so a local model's directory has every
  * file. Its state hangs off fm->provider_data (struct fs_local, local.h):
  * the engine's model, context and chat template, set once the load
- * succeeds, and the scheduler's queues. The core reaches what it needs of
- * it through the table: the engine model (fs_model_engine), the KV
- * figures for the budget, the merge's lines of stats.
+ * succeeds, and the scheduler's queues; what it keeps per stream and per
+ * session (a generation, a kept sequence, a conversation) sits in their
+ * provider_state (struct fs_local_stream, struct fs_local_session). The
+ * core reaches what it needs of it through the table: the engine model
+ * (fs_model_engine), the KV figures for the budget, the merge's lines of
+ * stats, the frees of a stream's and a session's state.
  */
 #include <stdlib.h>
 
@@ -70,6 +73,22 @@ static void provider_local_free(struct fs_model *fm)
 	fm->provider_data = NULL;
 }
 
+static void provider_local_stream_free(struct fs_stream *s)
+{
+	fs_chat_turn_free(s);
+}
+
+static void provider_local_session_free(struct fs_model *fm,
+					struct fs_session *ss)
+{
+	struct fs_local_session *lss = fs_local_session(ss);
+
+	(void)fm;
+	fs_buf_free(&lss->convo);
+	fs_chat_session_free(ss);
+	engine_seq_free(lss->seq);
+}
+
 const struct fs_provider fs_provider_local = {
 	.name = "local",
 	.load = fs_local_load,
@@ -79,6 +98,10 @@ const struct fs_provider fs_provider_local = {
 	.background = fs_local_merge_step,
 	.cancel = fs_local_cancel,
 	.free = provider_local_free,
+	.stream_size = sizeof(struct fs_local_stream),
+	.session_size = sizeof(struct fs_local_session),
+	.stream_free = provider_local_stream_free,
+	.session_free = provider_local_session_free,
 	.stats = provider_local_stats,
 	.engine_model = provider_local_engine_model,
 	.kv_stats = provider_local_kv_stats,

@@ -201,17 +201,18 @@ static const char *sched_what(const struct fs_stream *s)
 static void sched_history(struct fs_model *fm, struct fs_stream *s)
 {
 	struct fs_session *ss = s->session;
+	struct engine_generation *gen = fs_local_stream(s)->gen;
 	struct fs_buf lp = { 0 };
 	const struct engine_token_logprobs *r = NULL;
 	size_t n = 0;
 
 	/* the answer's log-probabilities, formatted outside the lock */
-	if (s->gen)
-		r = engine_generation_logprobs(s->gen, &n);
+	if (gen)
+		r = engine_generation_logprobs(gen, &n);
 	if (r && fs_logprobs_format(fs_local(fm)->m, r, n, &lp))
 		fs_buf_free(&lp);
 	pthread_mutex_lock(&fm->lock);
-	if (!ss->removed && s->gen) {
+	if (!ss->removed && gen) {
 		fs_buf_free(&ss->logprobs);
 		ss->logprobs = lp;
 		lp = (struct fs_buf){ 0 };
@@ -230,6 +231,7 @@ static void sched_history(struct fs_model *fm, struct fs_stream *s)
 
 static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 {
+	struct engine_generation *gen = fs_local_stream(s)->gen;
 	const struct engine_generation_stats *st;
 	struct fs_stats *x = &fm->stats;
 
@@ -241,8 +243,8 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 		x->cancelled++;
 	else if (error)
 		x->failed++;
-	if (s->gen) {
-		st = engine_generation_stats(s->gen);
+	if (gen) {
+		st = engine_generation_stats(gen);
 		x->tokens_in += st->prompt_tokens;
 		x->tokens_in_evaluated += st->prompt_evaluated;
 		x->tokens_out += st->gen_tokens;
@@ -271,21 +273,23 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 static bool sched_turn_wait(struct fs_model *fm, struct fs_stream *s)
 {
 	struct fs_local *l = fs_local(fm);
+	struct fs_local_session *lss;
 	struct fs_stream **pp;
 	bool wait = false;
 
 	if (!s->is_turn)
 		return false;
+	lss = fs_local_session(s->session);
 	pthread_mutex_lock(&fm->lock);
-	if (s->session->turn_active) {
+	if (lss->turn_active) {
 		for (pp = &l->turn_wait; *pp; pp = &(*pp)->next)
 			;
 		s->next = NULL;
 		*pp = s;
 		wait = true;
 	} else {
-		s->session->turn_active = true;
-		s->turn_started = true;
+		lss->turn_active = true;
+		fs_local_stream(s)->turn_started = true;
 	}
 	pthread_mutex_unlock(&fm->lock);
 	return wait;
@@ -298,13 +302,14 @@ static bool sched_turn_wait(struct fs_model *fm, struct fs_stream *s)
 static void sched_turn_next(struct fs_model *fm, struct fs_stream *s)
 {
 	struct fs_local *l = fs_local(fm);
+	struct fs_local_stream *ls = fs_local_stream(s);
 	struct fs_stream **pp, *next;
 
-	if (!s->turn_started)
+	if (!ls->turn_started)
 		return;
-	s->turn_started = false;
+	ls->turn_started = false;
 	pthread_mutex_lock(&fm->lock);
-	s->session->turn_active = false;
+	fs_local_session(s->session)->turn_active = false;
 	for (pp = &l->turn_wait; *pp && !fm->stop; pp = &(*pp)->next) {
 		next = *pp;
 		if (next->session == s->session) {
@@ -324,18 +329,20 @@ static void sched_turn_next(struct fs_model *fm, struct fs_stream *s)
  */
 static void sched_end(struct fs_model *fm, struct fs_stream *s, int error)
 {
+	struct fs_local_stream *ls = fs_local_stream(s);
+
 	fs_chat_output_end(fm, s);
 	if (!error)
 		fs_embed_output(fm, s);
 	sched_stats(fm, s, error);
 	if (s->session && s->kind != FS_GEN_TOKENIZE && !error)
 		sched_history(fm, s);
-	engine_generation_free(s->gen);
-	s->gen = NULL;
+	engine_generation_free(ls->gen);
+	ls->gen = NULL;
 	if (s->kind != FS_GEN_TOKENIZE)
 		fs_kv_turn_end(fm, s, error);
-	engine_seq_free(s->seq);
-	s->seq = NULL;
+	engine_seq_free(ls->seq);
+	ls->seq = NULL;
 	/* A cancelled stream has no reader left: EOF is as good as any. */
 	fs_stream_finish(s, error == -ECANCELED ? 0 : error);
 	sched_turn_next(fm, s);
@@ -376,23 +383,23 @@ static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 			 struct err *err)
 {
 	uint32_t cap = fs_local(fm)->info->n_ctx, most, need;
+	struct engine_seq *seq = fs_local_stream(s)->seq;
 	size_t np, nt;
 	int rc;
 
-	engine_generation_tokens(s->gen, &np, &nt);
+	engine_generation_tokens(fs_local_stream(s)->gen, &np, &nt);
 	need = s->cfg.max_tokens && np + s->cfg.max_tokens < cap ?
 		       (uint32_t)np + s->cfg.max_tokens :
 		       cap;
 	if (fs_gen_is_embed(s->kind))
 		need = (uint32_t)np; /* nothing is generated */
 	/* kept sequences give way, least recently used first */
-	while ((rc = engine_seq_reserve(s->seq, need, err)) == -EAGAIN &&
+	while ((rc = engine_seq_reserve(seq, need, err)) == -EAGAIN &&
 	       fs_kv_drop_one(fm, s))
 		;
-	most = engine_seq_budget_tokens(s->seq);
+	most = engine_seq_budget_tokens(seq);
 	if (rc == -ENOSPC && np < most)
-		while ((rc = engine_seq_reserve(s->seq, most, err)) ==
-			       -EAGAIN &&
+		while ((rc = engine_seq_reserve(seq, most, err)) == -EAGAIN &&
 		       fs_kv_drop_one(fm, s))
 			;
 	else if (rc == -ENOSPC) {
@@ -491,6 +498,7 @@ static void sched_kv_admit(struct fs_model *fm)
 static void sched_start(struct fs_model *fm, struct fs_stream *s)
 {
 	struct fs_local *l = fs_local(fm);
+	struct fs_local_stream *ls = fs_local_stream(s);
 	struct engine_generate_options opt = {
 		.sampling = s->cfg.sampling,
 		.max_tokens = s->cfg.max_tokens,
@@ -535,7 +543,7 @@ static void sched_start(struct fs_model *fm, struct fs_stream *s)
 		     err_set(&err, ENOMEM, "no chat template (out of memory)") :
 		     fs_kv_turn_begin(fm, s, &text, &len, &err);
 	if (!rc)
-		rc = engine_generation_new(&s->gen, l->m, s->seq, text, len,
+		rc = engine_generation_new(&ls->gen, l->m, ls->seq, text, len,
 					   &opt, &err);
 	/* After this, only a session's history needs the prompt. */
 	if (!s->session)
@@ -655,7 +663,8 @@ static int sched_check_logits(struct fs_model *fm, struct fs_stream *s,
 	fs_errors_add(&fm->errors,
 		      "%s: the logits are not finite (NaN or Inf) at token %u: "
 		      "the weights or the computation are broken",
-		      sched_what(s), engine_seq_length(s->seq));
+		      sched_what(s),
+		      engine_seq_length(fs_local_stream(s)->seq));
 	return -EIO;
 }
 
@@ -667,6 +676,7 @@ static int sched_check_logits(struct fs_model *fm, struct fs_stream *s,
 static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
 			 struct engine_batch_item *it, bool *ended)
 {
+	struct fs_local_stream *ls = fs_local_stream(s);
 	struct err err = { 0 };
 	char out[4096];
 	size_t len;
@@ -677,19 +687,19 @@ static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
 		*ended = true;
 		return -ECANCELED;
 	}
-	if (s->prefilling || sched_paused(fm, s))
+	if (ls->prefilling || sched_paused(fm, s))
 		return 0;
 	fs_errors_uid = s->uid;
-	rc = engine_generation_prepare(s->gen, it);
-	if (rc == 1 && engine_seq_length(s->seq) + it->n_tokens >
-			       engine_seq_capacity(s->seq)) {
+	rc = engine_generation_prepare(ls->gen, it);
+	if (rc == 1 && engine_seq_length(ls->seq) + it->n_tokens >
+			       engine_seq_capacity(ls->seq)) {
 		/*
 		 * The context is full: alone, the forward pass fails with
 		 * -ENOSPC and the generation ends as at n_ctx, its held-back
 		 * text flushed (it would fail the batch).
 		 */
 		len = 0;
-		rc = engine_generation_step(s->gen, out, sizeof(out), &len,
+		rc = engine_generation_step(ls->gen, out, sizeof(out), &len,
 					    &err);
 		fs_chat_output(fm, s, out, len);
 		if (rc < 0) {
@@ -701,9 +711,9 @@ static int sched_prepare(struct fs_model *fm, struct fs_stream *s,
 			return 0;
 	}
 	if (rc == 1 && it->n_tokens > fs_prefill_chunk(fm->fs)) {
-		s->prefill = *it;
-		s->prefill_done = 0;
-		s->prefilling = true;
+		ls->prefill = *it;
+		ls->prefill_done = 0;
+		ls->prefilling = true;
 		return 0;
 	}
 	if (rc != 1)
@@ -721,6 +731,14 @@ static bool sched_in_batch(const struct fs_local_batch *b, size_t from,
 	return false;
 }
 
+/* Tokens of s's prompt still to feed in chunks. */
+static size_t sched_prefill_left(struct fs_stream *s)
+{
+	const struct fs_local_stream *ls = fs_local_stream(s);
+
+	return ls->prefill.n_tokens - ls->prefill_done;
+}
+
 /* This step's prompt chunks, fewest tokens left first; returns new n. */
 static size_t sched_chunks(struct fs_model *fm, struct fs_local_batch *b,
 			   size_t n)
@@ -728,22 +746,24 @@ static size_t sched_chunks(struct fs_model *fm, struct fs_local_batch *b,
 	struct fs_local *l = fs_local(fm);
 	size_t budget = fs_prefill_chunk(fm->fs), from = n, take, left;
 	struct fs_stream *s, *best;
+	struct fs_local_stream *ls;
 
 	while (budget) {
 		best = NULL;
 		for (s = l->active; s; s = s->next)
-			if (s->prefilling && !fs_stream_cancelled(s) &&
+			if (fs_local_stream(s)->prefilling &&
+			    !fs_stream_cancelled(s) &&
 			    !sched_in_batch(b, from, n, s) &&
-			    (!best || s->prefill.n_tokens - s->prefill_done <
-					      best->prefill.n_tokens -
-						      best->prefill_done))
+			    (!best ||
+			     sched_prefill_left(s) < sched_prefill_left(best)))
 				best = s;
 		if (!best || (n == b->cap && sched_batch_grow(b)))
 			break;
-		left = best->prefill.n_tokens - best->prefill_done;
+		ls = fs_local_stream(best);
+		left = sched_prefill_left(best);
 		take = left < budget ? left : budget;
-		b->items[n] = best->prefill;
-		b->items[n].tokens += best->prefill_done;
+		b->items[n] = ls->prefill;
+		b->items[n].tokens += ls->prefill_done;
 		b->items[n].n_tokens = take;
 		if (take < left)
 			b->items[n].logits = NULL;
@@ -757,12 +777,14 @@ static size_t sched_chunks(struct fs_model *fm, struct fs_local_batch *b,
 static bool sched_chunk_done(struct fs_stream *s,
 			     const struct engine_batch_item *it)
 {
-	if (!s->prefilling)
+	struct fs_local_stream *ls = fs_local_stream(s);
+
+	if (!ls->prefilling)
 		return false;
-	s->prefill_done += it->n_tokens;
-	if (s->prefill_done < s->prefill.n_tokens)
+	ls->prefill_done += it->n_tokens;
+	if (ls->prefill_done < ls->prefill.n_tokens)
 		return true;
-	s->prefilling = false;
+	ls->prefilling = false;
 	return false;
 }
 
@@ -812,8 +834,9 @@ static size_t sched_step(struct fs_model *fm, struct fs_local_batch *b)
 			rc = sched_check_logits(fm, s, &b->items[i]);
 		if (!rc) {
 			len = 0;
-			rc = engine_generation_accept(s->gen, out, sizeof(out),
-						      &len, &err);
+			rc = engine_generation_accept(fs_local_stream(s)->gen,
+						      out, sizeof(out), &len,
+						      &err);
 			fs_chat_output(fm, s, out, len);
 			if (rc < 0) {
 				fs_errors_add(&fm->errors, "%s: %s",
@@ -827,7 +850,7 @@ static size_t sched_step(struct fs_model *fm, struct fs_local_batch *b)
 			sched_end(fm, s, rc);
 			continue;
 		}
-		engine_generation_tokens(s->gen, &np, &nt);
+		engine_generation_tokens(fs_local_stream(s)->gen, &np, &nt);
 		pthread_mutex_lock(&s->lock);
 		s->n_prompt = np;
 		s->n_total = nt;
