@@ -114,7 +114,8 @@ int cuda_pdl_probe(cudaStream_t s)
 
 	if (cuda_pdl_state >= 0)
 		return cuda_pdl_state;
-	if ((e && !atoi(e)) || cudaGetDevice(&dev) != cudaSuccess ||
+	/* off unless asked: on the H100 it gained nothing (gpu.md) */
+	if (!e || !atoi(e) || cudaGetDevice(&dev) != cudaSuccess ||
 	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
 				   dev) != cudaSuccess ||
 	    major < 9) {

@@ -198,10 +198,11 @@ static void md_compare(const char *what, const int32_t *tc, const float *lc,
 		for (k = 0; k < MD_TOP; k++) {
 			const double ref = a[top[k]], d = fabs(ref - b[top[k]]);
 
-			ck_assert_msg(d <= md_rel_tol * fmax(1.0, fabs(ref)),
-				      "%s: step %d: logit of %u is %.7g, the CPU's %.7g (rel %.3g > %.3g)",
-				      what, s, top[k], b[top[k]], ref,
-				      d / fmax(1.0, fabs(ref)), md_rel_tol);
+			ck_assert_msg(
+				d <= md_rel_tol * fmax(1.0, fabs(ref)),
+				"%s: step %d: logit of %u is %.7g, the CPU's %.7g (rel %.3g > %.3g)",
+				what, s, top[k], b[top[k]], ref,
+				d / fmax(1.0, fabs(ref)), md_rel_tol);
 			if (d / fmax(1.0, fabs(ref)) > worst)
 				worst = d / fmax(1.0, fabs(ref));
 		}
@@ -212,8 +213,8 @@ static void md_compare(const char *what, const int32_t *tc, const float *lc,
 			break;
 		}
 	}
-	printf("# %s: %d of %d tokens the CPU's, top-5 logits within %.2g (relative)\n", what, s,
-	       steps, worst);
+	printf("# %s: %d of %d tokens the CPU's, top-5 logits within %.2g (relative)\n",
+	       what, s, steps, worst);
 }
 
 /*
