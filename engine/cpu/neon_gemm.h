@@ -71,6 +71,26 @@
 		} \
 	} while (0)
 
+/*
+ * What every type's rows function does around its tile: the panel's
+ * quarters of four rows, each against the tokens in tiles of up to
+ * GEMM_TILE, tile(T, len, panel, q, acts of the tile, ab, y, row0, nr,
+ * ahead) with T constant; only the first tile runs the prefetch of
+ * what comes next (pf.bytes = 0 after it).
+ */
+#define GEMM_ROWS(tile, len, panel, nr, a, ab, nt, y, row0, pf) \
+	do { \
+		int q_, t_, c_; \
+		for (q_ = 0; q_ < 4 && 4 * q_ < (nr); q_++) \
+			for (t_ = 0; t_ < nt; t_ += c_, (pf).bytes = 0) { \
+				c_ = nt - t_ < GEMM_TILE ? nt - t_ : \
+							   GEMM_TILE; \
+				GEMM_TILES(tile, c_, len, panel, q_, \
+					   (a) + ab * t_, ab, (y) + t_, row0, \
+					   nr, &(pf)); \
+			} \
+	} while (0)
+
 /* Quarter q (rows 4q..4q + 3) of unit u at p. */
 static GEMM_INLINE int8x16_t gemm_quarter(const uint8_t *p, int u, int q)
 {
@@ -202,14 +222,8 @@ static void q80_rows(int64_t n, const void *panel, int nr, const void *acts,
 	const size_t ab = cpu_q80_act_bytes(n);
 	const uint8_t *a = acts;
 	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, n / 32);
-	int q, t, c;
 
-	for (q = 0; q < 4 && 4 * q < nr; q++)
-		for (t = 0; t < nt; t += c, pf.bytes = 0) {
-			c = nt - t < GEMM_TILE ? nt - t : GEMM_TILE;
-			GEMM_TILES(q80_tile, c, n, panel, q, a + ab * t, ab,
-				   y + t, row0, nr, &pf);
-		}
+	GEMM_ROWS(q80_tile, n, panel, nr, a, ab, nt, y, row0, pf);
 }
 
 /* acc[j] = fma(d, (float)(unit j's lane), acc[j]) for units j.. j + 3 */
@@ -418,14 +432,8 @@ static void q4k_rows(int64_t n, const void *panel, int nr, const void *acts,
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
 	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 4 * nb);
-	int q, t, c;
 
-	for (q = 0; q < 4 && 4 * q < nr; q++)
-		for (t = 0; t < nt; t += c, pf.bytes = 0) {
-			c = nt - t < GEMM_TILE ? nt - t : GEMM_TILE;
-			GEMM_TILES(q4k_tile, c, nb, panel, q, a + ab * t, ab,
-				   y + t, row0, nr, &pf);
-		}
+	GEMM_ROWS(q4k_tile, nb, panel, nr, a, ab, nt, y, row0, pf);
 }
 
 /* ---- Q6_K -------------------------------------------------------------- */
@@ -541,14 +549,8 @@ static void q6k_rows(int64_t n, const void *panel, int nr, const void *acts,
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
 	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 4 * nb);
-	int q, t, c;
 
-	for (q = 0; q < 4 && 4 * q < nr; q++)
-		for (t = 0; t < nt; t += c, pf.bytes = 0) {
-			c = nt - t < GEMM_TILE ? nt - t : GEMM_TILE;
-			GEMM_TILES(q6k_tile, c, nb, panel, q, a + ab * t, ab,
-				   y + t, row0, nr, &pf);
-		}
+	GEMM_ROWS(q6k_tile, nb, panel, nr, a, ab, nt, y, row0, pf);
 }
 
 /* L[4h + i] += sc * (unit i's products with dword i of a), i = 0..3 */
