@@ -36,12 +36,10 @@
 # (--no-pack), beside the whole llama-bench -p 4 -n 0 -r 1 process (its
 # load, which repacks Q4_K too, a warm-up and one 4-token prompt).
 #
-# Through the mount: aggregate decode tokens/s of 1, 4 and 16 concurrent
-# sessions on the Q4_K_M model (each a process session of its own, shell
-# idiom: write the prompt, read the answer), tokens after each reader's
-# first over the span from the earliest first byte to the last EOF; 128
-# tokens each (64 until the fourth round of issue 12: a longer span
-# leaves less to the steps in which the sessions join and end).
+# Through the mount (tools/bench-mount.sh): aggregate decode tokens/s of
+# 1, 4 and 16 concurrent sessions on the 0.6B Q4_K_M model, 128 tokens
+# each (64 until the fourth round of issue 12: a longer span leaves less
+# to the steps in which the sessions join and end).
 #
 # Environment: BENCH_CPU_ROUNDS (3), BENCH_THREADS (2), BENCH_CPU_MODELS (a
 # folder to keep the models in between runs; default: a temporary one),
@@ -253,82 +251,6 @@ if [ "$BIG" = 1 ]; then
 fi
 
 [ "${BENCH_CPU_MOUNT:-1}" = 1 ] || exit 0
-bench_have_fuse || bench_skip "mount part: no llmfs, /dev/fuse or fusermount3"
-f=$models/qwen3-0.6b-shape-q4_k_m.gguf
-bench_mount q4km --threads "$T" --name q4km="$f"
-NTOK=${BENCH_CPU_TOKENS:-128}
-printf 'temperature=0\nmax_tokens=%d\n' "$NTOK" > "$mnt/q4km/config"
-# One reader: prompt in, first byte and EOF times out. It starts when the
-# round's lock is released (flock $3): the readers are processes of their
-# own, and on 2 busy cores starting one takes milliseconds, so without the
-# lock the later sessions joined tens of milliseconds after the first.
-reader() {
-	setsid bash -c '
-		touch "$3.$4"
-		flock -s "$3" true
-		printf "%s" "$2" > "$1/q4km/generate"
-		{ IFS= read -r -n 1 _; t0=$(date +%s.%N); cat >/dev/null
-		  echo "$t0 $(date +%s.%N)"; } < "$1/q4km/generate"' _ \
-		"$mnt" "$1" "$work/go" "$2"
-}
-tokens_out() { grep '^tokens_out ' "$mnt/q4km/stats" | cut -d' ' -f2; }
-# an untimed generation first (llama-bench warms up too): the first one
-# after a load pays for page faults the others do not
-echo warm-up > "$mnt/q4km/generate" && cat "$mnt/q4km/generate" >/dev/null
-# and a quiet daemon: after a load it hashes the model file for info's
-# sha256 line, which took a core from the first round (at most a minute),
-# and merges the weights into huge pages while idle (stats:
-# weights_merge), without which the first rounds ran on 4 KiB pages: 4
-# sessions' panels then cost 37-47% more per token (engine.md)
-for w in $(seq 600); do
-	grep -q '^sha256 [0-9a-f]' "$mnt/q4km/info" &&
-		grep -qE '^weights_merge (done|unsupported)$' \
-			"$mnt/q4km/stats" && break
-	sleep 0.1
-done
-echo
-echo "through the mount (Q4_K_M, $NTOK tokens each, greedy, threads $T, $ROUNDS rounds, median):"
-# Rounds interleaved as above: round r runs every session count in turn,
-# so that a drift of the machine over the run (neighbours come and go)
-# weighs on every count alike.
-declare -A vals=()
-for r in $(seq "$ROUNDS"); do
-	for n in $SESSIONS; do
-		before=$(tokens_out)
-		readers=()
-		exec 9>"$work/go"
-		flock 9
-		for i in $(seq "$n"); do
-			reader "Story $i of round $r: once upon a time" "$i" 9>&- \
-				>"$work/t.$i" &
-			readers+=($!)
-		done
-		# every reader at the lock (a few ms after its mark; at most
-		# 10 s), then go
-		for w in $(seq 1000); do
-			[ "$(ls "$work" | grep -c '^go\.')" -ge "$n" ] && break
-			sleep 0.01
-		done
-		sleep 0.05
-		exec 9>&-
-		wait "${readers[@]}"
-		rm -f "$work"/go.*
-		sleep 0.2   # the stats line follows the last EOF
-		# tokens the engine made, less each reader's first one
-		got=$(( $(tokens_out) - before - n ))
-		vals[$n]+="$(cat "$work"/t.* | awk -v g="$got" '
-			NR == 1 || $1 < a { a = $1 } $2 > b { b = $2 }
-			END { printf "%.2f", g / (b - a) }') "
-		rm -f "$work"/t.*
-	done
-done
-one=
-for n in $SESSIONS; do
-	# shellcheck disable=SC2086 # the rounds' values, split on purpose
-	v=$(bench_median ${vals[$n]})
-	[ -n "$one" ] || one=$v
-	awk -v n="$n" -v v="$v" -v o="$one" -v all="${vals[$n]}" 'BEGIN {
-		printf "  %2d sessions: %.1f t/s aggregate, %.2fx one session " \
-			"(rounds: %s)\n", n, v, v / o, all }'
-done
-echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+BENCH_MOUNT_MODEL=$models/qwen3-0.6b-shape-q4_k_m.gguf \
+	BENCH_MOUNT_SESSIONS=$SESSIONS BENCH_MOUNT_TOKENS=${BENCH_CPU_TOKENS:-128} \
+	BENCH_MOUNT_ROUNDS=$ROUNDS BENCH_THREADS=$T tools/bench-mount.sh

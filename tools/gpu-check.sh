@@ -51,7 +51,9 @@
 #             llmfs-bench --placement 'all gpu0' (pp512, tg128, tg64 at
 #             depth 4096 if time is left) on the 8B and 0.6B Q4_K_M
 #             models, beside llmfs-cuda-bench's figures for the same
-#             model (the module's own path: step.cu, CUDA graphs)
+#             model (the module's own path: step.cu, CUDA graphs); and
+#             1 and 16 sessions through the mount with the model on gpu0
+#             (tools/bench-mount.sh)
 #   attention (not by default) llmfs-cuda-bench with the CPU-order
 #             attention's variants (libm's expf, CUDA's, no CPU order)
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
@@ -398,6 +400,22 @@ gpu0bench() { # model
 		row "" "" "$(printf '%-11s backend %8s t/s  module %8s%s  %s%s' \
 			"$k" "${a:--}" "${b:--}" "$c" "$(ratio "$a" "$b")" "$why")"
 	done
+	# 16 sessions through the mount, the model's placement 'all gpu0'
+	# (tools/bench-mount.sh: 128 tokens each, one round), beside the
+	# module's 16 sequences of 64 tokens
+	fits 60 || { row "" "" "$(printf '%-11s no time left' mount-x16)"; return; }
+	echo "== tools/bench-mount.sh $m, all gpu0, 1 and 16 sessions" >>"$OUT/bench.log"
+	BUILD=$(dirname "$BIN") BENCH_MOUNT_MODEL=$WORK/$m.gguf \
+		BENCH_MOUNT_PLACEMENT="all gpu0" BENCH_MOUNT_SESSIONS="1 16" \
+		BENCH_MOUNT_ROUNDS=1 BENCH_THREADS=4 \
+		timeout --kill-after=5 60 tools/bench-mount.sh >"$WORK/mount.out" 2>&1
+	cat "$WORK/mount.out" >>"$OUT/bench.log"
+	a=$(awk '$1 == "16" && $2 == "sessions:" { print $3 }' "$WORK/mount.out")
+	c=$(awk '$1 == "1" && $2 == "sessions:" { print $3 }' "$WORK/mount.out")
+	b=$(fig "$j" tg64x16)
+	row "" "" "$(printf '%-11s mount    %8s t/s  module %8s (tg64x16)  %s; one session %s t/s%s' \
+		mount-x16 "${a:--}" "${b:--}" "$(ratio "$a" "$b")" "${c:--}" \
+		"$([ -n "$a" ] || echo "  failed: $(tail -n 1 "$WORK/mount.out" | cut -c1-60)")")"
 }
 if part gpu0bench && [ -f "$vocab" ]; then
 	for m in 8b-q4_k_m 0.6b-q4_k_m; do
