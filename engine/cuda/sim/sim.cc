@@ -5,6 +5,7 @@
  * defined over host memory. Everything runs on the calling thread.
  */
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -392,6 +393,33 @@ static cudaError_t sim_fail(cudaError_t e)
  *   later call returns cudaErrorLaunchFailure. How the engine reports a
  *   device's failure is tested so (test_multidevice, tests/fs/gpu0.sh).
  */
+/*
+ * What the host asked of the "device", counted for LLMFS_SIM_STATS=1,
+ * which prints them to stderr when the process exits: calls that start
+ * work (kernel launches, copies and memsets, event records, graph
+ * launches; those made while capturing a graph are the graph's), waits
+ * (stream, event and device synchronizations), and the kernels that ran
+ * (a graph's included). Launches and waits per decode step are what
+ * decides a small model's speed on a card, and they are the same here.
+ */
+static struct {
+	std::atomic<unsigned long> launches, copies, records, graphs, waits,
+		kernels;
+} sim_counts;
+
+__attribute__((destructor)) static void sim_counts_print()
+{
+	const char *e = getenv("LLMFS_SIM_STATS");
+
+	if (!e || !atoi(e))
+		return;
+	fprintf(stderr,
+		"llmfs-cuda-sim: %lu kernel launches, %lu copies, %lu event records, %lu graph launches, %lu waits; %lu kernels ran\n",
+		sim_counts.launches.load(), sim_counts.copies.load(),
+		sim_counts.records.load(), sim_counts.graphs.load(),
+		sim_counts.waits.load(), sim_counts.kernels.load());
+}
+
 static pid_t sim_owner;
 static cudaError_t sim_sticky = cudaSuccess;
 static unsigned long sim_launches;
@@ -515,6 +543,7 @@ cudaError_t cudaRuntimeGetVersion(int *v)
 
 cudaError_t cudaDeviceSynchronize()
 {
+	sim_counts.waits++;
 	return sim_gate();
 }
 
@@ -731,6 +760,13 @@ static bool sim_capturing(cudaStream_t s)
 	       s->capture;
 }
 
+/* count a call that starts work, unless a capture records it */
+static void sim_count(std::atomic<unsigned long> *c, cudaStream_t s)
+{
+	if (!sim_capturing(s))
+		(*c)++;
+}
+
 cudaError_t cudaStreamCreate(cudaStream_t *s)
 {
 	*s = nullptr;
@@ -756,6 +792,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+	sim_counts.waits++;
 	if (sim_gate())
 		return sim_last;
 	return sim_capturing(s) ? sim_fail(cudaErrorStreamCaptureUnsupported) :
@@ -828,6 +865,7 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t e, cudaGraph_t g,
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s)
 {
 	(void)s;
+	sim_counts.graphs++;
 	for (auto &op : e->ops)
 		op();
 	return cudaSuccess;
@@ -865,12 +903,14 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
+	sim_count(&sim_counts.records, s);
 	return sim_enqueue(s, [e] { e->t = sim_now(); });
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
 	(void)e;
+	sim_counts.waits++;
 	return sim_gate();
 }
 
@@ -902,6 +942,7 @@ static cudaError_t sim_copy(void *dst, const void *src, size_t n,
 		return cudaSuccess;
 	if (!dst || !src)
 		return sim_fail(cudaErrorInvalidValue);
+	sim_count(&sim_counts.copies, s);
 	/* a capture records where to copy from, not what is there now */
 	return sim_enqueue(s, [=] { memmove(dst, src, n); });
 }
@@ -932,6 +973,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
 	if (sim_gate())
 		return sim_last;
+	sim_count(&sim_counts.copies, s);
 	return sim_enqueue(s, [=] { memset(p, v, n); });
 }
 
@@ -980,6 +1022,7 @@ static void sim_run_grid(dim3 grid, dim3 block, size_t shmem,
 	std::vector<unsigned char> dyn(shmem ? shmem : 1);
 	static thread_local uint64_t seed;
 
+	sim_counts.kernels++;
 	if (!seed) {
 		const char *s = getenv("LLMFS_SIM_SEED");
 
@@ -1036,6 +1079,7 @@ void sim_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
 	}
 	if (sim_launch_faults())
 		return;
+	sim_count(&sim_counts.launches, stream);
 	sim_enqueue(stream, [=] {
 		sim_block *outer = sim_b;
 
