@@ -136,6 +136,27 @@ struct engine_att_batch {
 	size_t out_ld;
 };
 
+/*
+ * The inputs of attention for rows 0..n-1 of a pass (qk_rope_store): K
+ * heads RMS-normed with k_norm (head_dim floats; NULL: no norm) and
+ * roped, K and V stored at slots[j] (kv_store_rows), Q heads normed with
+ * q_norm and roped; rope_rows with the pass's rope cache (rope_ld apart).
+ */
+struct engine_qk_batch {
+	const struct engine_hparams *hp;
+	uint32_t il; /* the layer */
+	uint32_t n;
+	struct engine_seq *const *seq; /* [j] the row's sequence */
+	const uint32_t *pos;	       /* [j] its position */
+	const struct engine_kv_slot *slots;
+	float *q, *k;
+	const float *v;
+	size_t q_ld, k_ld, v_ld;
+	const float *q_norm, *k_norm;
+	const float *rope;
+	size_t rope_ld;
+};
+
 struct engine_backend_i {
 	const char *name;
 	/* free the backend and everything it owns (engine_backend_free) */
@@ -261,6 +282,38 @@ struct engine_backend_i {
 				 uint32_t n);
 	void (*attention)(struct engine_backend *be,
 			  const struct engine_att_batch *b);
+
+	/*
+	 * ---- fused ops: optional (NULL: the forward pass runs the parts) ----
+	 * Each does what the ops it names do in sequence, in fewer launches
+	 * (a GPU's decode step is bound by them); the bits may differ from
+	 * the sequence's only within the backend's own tolerance.
+	 */
+	/*
+	 * rms_norm_rows (per_row 1, y and x ld apart) and then y converted
+	 * to type into act (act_ld bytes apart): convert_rows of the result.
+	 */
+	void (*rms_norm_convert_rows)(struct engine_backend *be, float *y,
+				      const float *x, size_t ld, uint32_t width,
+				      const float *w, float eps, uint32_t type,
+				      void *act, size_t act_ld,
+				      const uint32_t *idx, uint32_t n);
+	/* matmul of mm with y += the product: add_rows of it after */
+	void (*matmul_add)(struct engine_backend *be,
+			   const struct engine_matmul *mm);
+	/*
+	 * The matmuls gate and up (one batch, same rows) and swiglu_rows of
+	 * their results into gate->y; up->y may be left unwritten.
+	 */
+	void (*matmul_swiglu)(struct engine_backend *be,
+			      const struct engine_matmul *gate,
+			      const struct engine_matmul *up);
+	/*
+	 * rms_norm_rows of K's heads, rope_rows of K, kv_store_rows, then
+	 * rms_norm_rows and rope_rows of Q's heads (struct engine_qk_batch)
+	 */
+	void (*qk_rope_store)(struct engine_backend *be,
+			      const struct engine_qk_batch *b);
 };
 
 /* A device a backend computes on (ggml_backend_dev_props). */
@@ -282,6 +335,13 @@ struct engine_backend {
 	bool is_host;
 	/* engine_ctx_options.batch_exact: batches in the one-token order */
 	bool batch_exact;
+	/*
+	 * Token rows a pass should give its ops at once, at most (0: the
+	 * pass's own chunk): a GPU's fixed costs per op (a product's
+	 * weights converted for cuBLAS, the launches) are paid once per
+	 * chunk, so it asks for llama.cpp's n_ubatch.
+	 */
+	uint32_t batch_rows;
 };
 
 /* ---- the registry (engine/backend.c) ---- */

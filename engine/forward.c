@@ -11,7 +11,7 @@
  *   logits = output . rms_norm(x)    (rms_norm(x) is the embedding)
  *
  * Batched, with the one-token path's numbers. All tokens of all items (up
- * to FORWARD_CHUNK at a time) go through the model layer by layer, so
+ * to a chunk's rows at a time) go through the model layer by layer, so
  * that each weight matrix is read once per layer for the whole batch
  * (the backend's matmul). Yet nothing a token computes depends on the
  * others: each (weight row, token) dot product is the call the one-token
@@ -81,24 +81,45 @@ static const float *forward_floats(const struct engine_tensor *t)
 					  NULL;
 }
 
-/* y = rms_norm(x) * w for rows idx[0..n) of n_embd floats */
+/* w's vec_dot type on the context's backend */
+static uint32_t forward_vdt(struct forward_pass *p,
+			    const struct engine_tensor *w)
+{
+	return p->be->iface->vec_dot_type(p->be, w->info->type);
+}
+
+/*
+ * y = rms_norm(x) * w for rows idx[0..n) of n_embd floats; where y is xn
+ * and next (the product that reads it first, or NULL) is given, xn
+ * converted for next too, in one op where the backend fuses the two.
+ */
 static int forward_norm(struct forward_pass *p, float *y, const float *x,
 			const struct engine_tensor *w, const uint32_t *idx,
-			uint32_t n)
+			uint32_t n, const struct engine_tensor *next)
 {
 	const struct engine_hparams *hp = &p->m->hp;
+	const struct engine_backend_i *ops = p->be->iface;
 	struct forward_buffers *s = p->s;
 	int ret, k;
 
 	if ((ret = forward_wait(p, w)))
 		return ret;
-	p->be->iface->rms_norm_rows(p->be, y, x, hp->n_embd, hp->n_embd, 1,
-				    forward_floats(w), hp->rms_norm_eps, idx,
-				    n);
-	/* xn changed: its conversions are stale */
+	if (y == s->xn && next && ops->rms_norm_convert_rows) {
+		ops->rms_norm_convert_rows(p->be, y, x, hp->n_embd, hp->n_embd,
+					   forward_floats(w), hp->rms_norm_eps,
+					   forward_vdt(p, next), s->xn_act[0],
+					   p->h->act_row, idx, n);
+	} else {
+		ops->rms_norm_rows(p->be, y, x, hp->n_embd, hp->n_embd, 1,
+				   forward_floats(w), hp->rms_norm_eps, idx, n);
+		next = NULL;
+	}
+	/* xn changed: its conversions are stale, but next's */
 	if (y == s->xn) {
 		for (k = 0; k < FORWARD_XN_SLOTS; k++)
 			s->xn_type[k] = UINT32_MAX;
+		if (next)
+			s->xn_type[0] = forward_vdt(p, next);
 		s->xn_idx = idx;
 		s->xn_n = n;
 	}
@@ -119,13 +140,6 @@ static int forward_bias(struct forward_pass *p, float *y, size_t ld,
 	p->be->iface->add_rows(p->be, y, ld, forward_floats(b), 0,
 			       (uint32_t)b->info->ne[0], idx, n);
 	return 0;
-}
-
-/* w's vec_dot type on the context's backend */
-static uint32_t forward_vdt(struct forward_pass *p,
-			    const struct engine_tensor *w)
-{
-	return p->be->iface->vec_dot_type(p->be, w->info->type);
 }
 
 /*
@@ -171,6 +185,47 @@ static struct engine_matmul forward_mm(struct forward_pass *p, float *y,
 				       .n = n };
 }
 
+/* x += tmp for the live rows */
+static void forward_residual(struct forward_pass *p)
+{
+	const size_t E = p->m->hp.n_embd;
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
+
+	/* x + t rounds as t + x: the backend's add is the same bits */
+	p->be->iface->add_rows(p->be, s->x, E, s->tmp, E, (uint32_t)E, h->live,
+			       p->n_live);
+}
+
+/*
+ * A block's output added to the residual stream of the live rows: x +=
+ * w . act (+ b, NULL: none): in one op where the backend fuses the add (and no bias
+ * comes between), else through tmp.
+ */
+static int forward_out(struct forward_pass *p, const struct engine_tensor *w,
+		       const uint8_t *act, const struct engine_tensor *b)
+{
+	const size_t E = p->m->hp.n_embd;
+	const struct engine_backend_i *ops = p->be->iface;
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
+	const bool bias = b && engine_tensor_present(b);
+	struct engine_matmul mm;
+	int ret;
+
+	if (ops->matmul_add && !bias) {
+		mm = forward_mm(p, s->x, E, w, act, h->live, p->n_live);
+		ops->matmul_add(p->be, &mm);
+		return 0;
+	}
+	mm = forward_mm(p, s->tmp, E, w, act, h->live, p->n_live);
+	ops->matmul(p->be, &mm, 1);
+	if (bias && (ret = forward_bias(p, s->tmp, E, b, h->live, p->n_live)))
+		return ret;
+	forward_residual(p);
+	return 0;
+}
+
 /* Where each row's K and V go in its sequence's cache of layer il. */
 static void forward_kv_slots(struct forward_pass *p, uint32_t il)
 {
@@ -179,6 +234,65 @@ static void forward_kv_slots(struct forward_pass *p, uint32_t il)
 
 	for (j = 0; j < p->n; j++)
 		engine_kv_slot(h->rows[j].seq, il, h->rows[j].pos, &h->kv[j]);
+}
+
+/*
+ * Q and K of layer il normed (qwen3) and roped, K and V into the cache
+ * of each row's sequence (rounded to its type, F16): one op where the
+ * backend fuses them and every row is live (h->live is then h->all).
+ */
+static void forward_qk_rope_store(struct forward_pass *p, uint32_t il)
+{
+	const struct engine_backend_i *ops = p->be->iface;
+	const struct engine_hparams *hp = &p->m->hp;
+	const struct engine_layer *l = &p->m->layers[il];
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
+	const size_t nq = (size_t)hp->n_head * hp->head_dim;
+	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
+	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
+	const float *q_norm = hp->qk_norm ? forward_floats(&l->q_norm) : NULL;
+	const float *k_norm = hp->qk_norm ? forward_floats(&l->k_norm) : NULL;
+
+	forward_kv_slots(p, il);
+	if (ops->qk_rope_store && p->n_live == p->n &&
+	    (!hp->qk_norm || (q_norm && k_norm))) {
+		const struct engine_qk_batch qk = {
+			.hp = hp,
+			.il = il,
+			.n = p->n,
+			.seq = h->seqs,
+			.pos = h->pos,
+			.slots = h->kv,
+			.q = s->q,
+			.k = s->k,
+			.v = s->v,
+			.q_ld = nq,
+			.k_ld = nk,
+			.v_ld = nv,
+			.q_norm = q_norm,
+			.k_norm = k_norm,
+			.rope = s->rope,
+			.rope_ld = hp->n_rot,
+		};
+
+		ops->qk_rope_store(p->be, &qk);
+		return;
+	}
+	if (hp->qk_norm)
+		ops->rms_norm_rows(p->be, s->k, s->k, nk, hp->head_dim,
+				   hp->n_head_kv, k_norm, hp->rms_norm_eps,
+				   h->all, p->n);
+	ops->rope_rows(p->be, s->k, nk, hp->n_head_kv, hp, s->rope, hp->n_rot,
+		       h->all, p->n);
+	ops->kv_store_rows(p->be, s->k, nk, (uint32_t)nk, s->v, nv,
+			   (uint32_t)nv, h->kv, p->n);
+	if (hp->qk_norm)
+		ops->rms_norm_rows(p->be, s->q, s->q, nq, hp->head_dim,
+				   hp->n_head, q_norm, hp->rms_norm_eps,
+				   h->live, p->n_live);
+	ops->rope_rows(p->be, s->q, nq, hp->n_head, hp, s->rope, hp->n_rot,
+		       h->live, p->n_live);
 }
 
 /*
@@ -212,7 +326,7 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		.out = s->att,
 		.out_ld = natt,
 	};
-	struct engine_matmul mm[3], wo;
+	struct engine_matmul mm[3];
 	int ret;
 
 	if ((ret = forward_wait(p, &l->wq)) ||
@@ -233,21 +347,7 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	    (ret = forward_wait(p, &l->k_norm)))
 		return ret;
 
-	if (hp->qk_norm)
-		ops->rms_norm_rows(p->be, s->k, s->k, nk, hp->head_dim,
-				   hp->n_head_kv, forward_floats(&l->k_norm),
-				   hp->rms_norm_eps, h->all, p->n);
-	ops->rope_rows(p->be, s->k, nk, hp->n_head_kv, hp, s->rope, hp->n_rot,
-		       h->all, p->n);
-	forward_kv_slots(p, il);
-	ops->kv_store_rows(p->be, s->k, nk, (uint32_t)nk, s->v, nv,
-			   (uint32_t)nv, h->kv, p->n);
-	if (hp->qk_norm)
-		ops->rms_norm_rows(p->be, s->q, s->q, nq, hp->head_dim,
-				   hp->n_head, forward_floats(&l->q_norm),
-				   hp->rms_norm_eps, h->live, p->n_live);
-	ops->rope_rows(p->be, s->q, nq, hp->n_head, hp, s->rope, hp->n_rot,
-		       h->live, p->n_live);
+	forward_qk_rope_store(p, il);
 	ops->attention(p->be, &att);
 
 	if ((ret = forward_wait(p, &l->wo)))
@@ -255,10 +355,7 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	ops->convert_rows(p->be, forward_vdt(p, &l->wo), s->att, natt,
 			  (uint32_t)natt, s->act, h->act_row, h->live,
 			  p->n_live);
-	wo = forward_mm(p, s->tmp, hp->n_embd, &l->wo, s->act, h->live,
-			p->n_live);
-	ops->matmul(p->be, &wo, 1);
-	return forward_bias(p, s->tmp, hp->n_embd, &l->bo, h->live, p->n_live);
+	return forward_out(p, &l->wo, s->act, &l->bo);
 }
 
 static int forward_ffn_dense(struct forward_pass *p,
@@ -268,7 +365,7 @@ static int forward_ffn_dense(struct forward_pass *p,
 	const struct engine_hparams *hp = &p->m->hp;
 	struct forward_buffers *s = p->s;
 	struct forward_scratch *h = p->h;
-	struct engine_matmul mm[2], down;
+	struct engine_matmul mm[2];
 	int ret;
 
 	if ((ret = forward_wait(p, &l->ffn_up)) ||
@@ -279,16 +376,17 @@ static int forward_ffn_dense(struct forward_pass *p,
 			   forward_xn_act(p, &l->ffn_up), h->live, p->n_live);
 	mm[1] = forward_mm(p, s->gate, hp->n_ff, &l->ffn_gate,
 			   forward_xn_act(p, &l->ffn_gate), h->live, p->n_live);
-	ops->matmul(p->be, mm, 2);
-	ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff, h->live,
-			 p->n_live);
+	if (ops->matmul_swiglu) {
+		ops->matmul_swiglu(p->be, &mm[1], &mm[0]);
+	} else {
+		ops->matmul(p->be, mm, 2);
+		ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff,
+				 h->live, p->n_live);
+	}
 	ops->convert_rows(p->be, forward_vdt(p, &l->ffn_down), s->gate,
 			  hp->n_ff, hp->n_ff, s->act, h->act_row, h->live,
 			  p->n_live);
-	down = forward_mm(p, s->tmp, hp->n_embd, &l->ffn_down, s->act, h->live,
-			  p->n_live);
-	ops->matmul(p->be, &down, 1);
-	return 0;
+	return forward_out(p, &l->ffn_down, s->act, NULL);
 }
 
 /*
@@ -351,19 +449,8 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 	ops->matmul_id(p->be, &id);
 	ops->moe_combine_rows(p->be, s->tmp, hp->n_embd, s->expert_out,
 			      s->expert_w, k, hp->n_embd, h->live, p->n_live);
+	forward_residual(p);
 	return 0;
-}
-
-/* x += tmp for the live rows */
-static void forward_residual(struct forward_pass *p)
-{
-	const size_t E = p->m->hp.n_embd;
-	struct forward_buffers *s = p->s;
-	struct forward_scratch *h = p->h;
-
-	/* x + t rounds as t + x: the backend's add is the same bits */
-	p->be->iface->add_rows(p->be, s->x, E, s->tmp, E, (uint32_t)E, h->live,
-			       p->n_live);
 }
 
 /*
@@ -499,26 +586,25 @@ static int forward_chunk(struct forward_pass *p)
 					h->live[n_out++] = j;
 			p->n_live = n_out;
 		}
+		/* each block adds its output to x (forward_out) */
 		if ((ret = forward_norm(p, s->xn, s->x, &l->attn_norm, h->all,
-					p->n)) ||
-		    (ret = forward_attention(p, il)))
-			return ret;
-		forward_residual(p);
-		if ((ret = forward_norm(p, s->xn, s->x, &l->ffn_norm, h->live,
-					p->n_live)))
+					p->n, &l->wq)) ||
+		    (ret = forward_attention(p, il)) ||
+		    (ret = forward_norm(
+			     p, s->xn, s->x, &l->ffn_norm, h->live, p->n_live,
+			     hp->n_expert ? &l->ffn_gate_inp : &l->ffn_up)))
 			return ret;
 		ret = hp->n_expert ? forward_ffn_moe(p, l) :
 				     forward_ffn_dense(p, l);
 		if (ret)
 			return ret;
-		forward_residual(p);
 	}
 	if (!p->n_live)
 		return forward_sync(p);
 	if ((ret = forward_use(p, p->output_be, true)))
 		return ret;
 	if ((ret = forward_norm(p, p->s->xn, p->s->x, &m->output_norm, h->live,
-				p->n_live)) ||
+				p->n_live, NULL)) ||
 	    (ret = forward_wait(p, &m->output)))
 		return ret;
 	if ((ret = forward_embeddings(p)))
@@ -597,6 +683,25 @@ static int forward_stages(struct forward_pass *p)
 	return 0;
 }
 
+/*
+ * Rows of a chunk: FORWARD_CHUNK, or more where a stage's backend asks
+ * for more (batch_rows).
+ */
+static uint32_t forward_chunk_rows(const struct forward_pass *p)
+{
+	const struct engine_ctx *ctx = p->ctx;
+	uint32_t il, rows = FORWARD_CHUNK, b;
+
+	for (il = 0; il <= p->m->hp.n_layer + 1; il++) {
+		b = il < p->m->hp.n_layer  ? p->layer_be[il] :
+		    il == p->m->hp.n_layer ? p->embed_be :
+					     p->output_be;
+		if (ctx->backends[b]->batch_rows > rows)
+			rows = ctx->backends[b]->batch_rows;
+	}
+	return rows;
+}
+
 /* Tokens the items before item idx append to the same sequence. */
 static size_t forward_before(const struct engine_batch_item *items, size_t idx)
 {
@@ -643,7 +748,7 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 		   size_t n_items, struct err *err)
 {
 	struct forward_pass p = { .ctx = ctx, .m = ctx->model, .err = err };
-	size_t i, t, total = 0;
+	size_t i, t, total = 0, chunk;
 	int ret;
 
 	/* all or nothing: no sequence moves if any item is bad */
@@ -679,9 +784,9 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 			goto out_free;
 		}
 	}
-	ret = forward_reserve(
-		ctx, total < FORWARD_CHUNK ? (uint32_t)total : FORWARD_CHUNK,
-		err);
+	chunk = forward_chunk_rows(&p);
+	ret = forward_reserve(ctx, total < chunk ? (uint32_t)total : chunk,
+			      err);
 	if (ret)
 		goto out_shrink;
 	p.h = ctx->fwd;

@@ -18,7 +18,10 @@
 #include "backend.h"
 #include "context.h"
 
-/* Token rows of one pass; longer batches are split (bounded memory). */
+/*
+ * Token rows of one chunk of a pass; longer batches are split (bounded
+ * memory). A backend may ask for more (engine_backend.batch_rows).
+ */
 #define FORWARD_CHUNK 128
 /* xn converted to this many vec_dot types at once (Q, K and V may differ) */
 #define FORWARD_XN_SLOTS 3
@@ -64,7 +67,7 @@ struct forward_buffers {
 };
 
 /*
- * The pass's buffers for cap rows, grown up to FORWARD_CHUNK: the host's
+ * The pass's buffers for cap rows, grown up to a chunk's: the host's
  * bookkeeping and each backend's buffers (by the context's index).
  */
 struct forward_scratch {
