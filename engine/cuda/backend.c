@@ -40,6 +40,8 @@
 #include "loader.h"
 
 #define CB_DEVICES 16
+/* rows of a pass's chunk: llama.cpp's n_ubatch (engine_backend.batch_rows) */
+#define CB_BATCH_ROWS 512
 
 /* ---- devices and the weights' memory ------------------------------------ */
 
@@ -150,38 +152,40 @@ static void cb_free(struct engine_backend *be, void *p)
 	cb->api->free(cb->dev, p);
 }
 
-/* blocking: the caller may reuse src when it returns (backend.h) */
-static void cb_copy_in(struct engine_backend *be, void *dst, const void *src,
-		       size_t bytes)
+/* one of the module's copies (copy_in, copy_out, copy), its failure kept */
+typedef int (*cb_copy_fn)(struct cuda_dev *d, void *dst, const void *src,
+			  size_t n, struct err *err);
+
+static void cb_copy_with(struct engine_backend *be, cb_copy_fn copy, void *dst,
+			 const void *src, size_t bytes)
 {
 	struct cuda_backend *cb = be->ctx;
 	struct err err = { 0 };
 
 	if (!cb->err.code)
-		cb_check(be, cb->api->copy_in(cb->dev, dst, src, bytes, &err),
-			 &err);
+		cb_check(be, copy(cb->dev, dst, src, bytes, &err), &err);
+}
+
+/* blocking: the caller may reuse src when it returns (backend.h) */
+static void cb_copy_in(struct engine_backend *be, void *dst, const void *src,
+		       size_t bytes)
+{
+	cb_copy_with(be, ((struct cuda_backend *)be->ctx)->api->copy_in, dst,
+		     src, bytes);
 }
 
 static void cb_copy_out(struct engine_backend *be, void *dst, const void *src,
 			size_t bytes)
 {
-	struct cuda_backend *cb = be->ctx;
-	struct err err = { 0 };
-
-	if (!cb->err.code)
-		cb_check(be, cb->api->copy_out(cb->dev, dst, src, bytes, &err),
-			 &err);
+	cb_copy_with(be, ((struct cuda_backend *)be->ctx)->api->copy_out, dst,
+		     src, bytes);
 }
 
 static void cb_copy(struct engine_backend *be, void *dst, const void *src,
 		    size_t bytes)
 {
-	struct cuda_backend *cb = be->ctx;
-	struct err err = { 0 };
-
-	if (!cb->err.code)
-		cb_check(be, cb->api->copy(cb->dev, dst, src, bytes, &err),
-			 &err);
+	cb_copy_with(be, ((struct cuda_backend *)be->ctx)->api->copy, dst, src,
+		     bytes);
 }
 
 /*
@@ -235,7 +239,9 @@ static bool cb_supports(const struct engine_backend *be, enum engine_op op,
 	switch (op) {
 	case ENGINE_OP_GET_ROWS:
 	case ENGINE_OP_MATMUL: return cb->api->act_type(type) != IO_TYPE_COUNT;
-	case ENGINE_OP_CONVERT: return type == IO_TYPE_F32;
+	case ENGINE_OP_CONVERT:
+		return type == IO_TYPE_F32 || type == IO_TYPE_Q8_1 ||
+		       type == IO_TYPE_Q8_K;
 	case ENGINE_OP_ATTENTION:
 		return type == IO_TYPE_F16 || type == IO_TYPE_BF16 ||
 		       type == IO_TYPE_F32 || type == IO_TYPE_Q8_0;
@@ -243,10 +249,56 @@ static bool cb_supports(const struct engine_backend *be, enum engine_op op,
 	}
 }
 
-/* The module quantizes the floats for its kernels itself. */
+/*
+ * The module's activation type for w's (Q8_1 for the legacy quants, Q8_K
+ * for the K-quants, F32 for the float types): convert_rows quantizes a
+ * batch once for every product of the type (Q, K and V share it), and
+ * the products read the rows as they are.
+ */
 static uint32_t cb_vec_dot_type(const struct engine_backend *be, uint32_t type)
 {
-	return IO_TYPE_F32;
+	const struct cuda_backend *cb = be->ctx;
+	const uint32_t act = cb->api->act_type(type);
+
+	return act == IO_TYPE_COUNT || cb->plain ? IO_TYPE_F32 : act;
+}
+
+/* ---- activations: quantized rows, or floats for cuBLAS --------------------- */
+
+/*
+ * Whether n rows converted to type become the mat-vec kernel's rows of
+ * it (quantized; F32 for the float weights: then the kernel reads them
+ * without a copy of its own): a batch that kernel takes (any, with
+ * batch_exact). Larger ones stay floats for cuBLAS, whatever type the
+ * pass asked for.
+ */
+static bool cb_quantizes(const struct engine_backend *be, uint32_t n)
+{
+	return be->batch_exact || n <= CB_QUANT_ROWS;
+}
+
+/* buf now holds the kernel's rows or floats (a few buffers remembered) */
+static void cb_act_set(struct cuda_backend *cb, const void *buf, bool act)
+{
+	unsigned i;
+
+	for (i = 0; i < CB_ACTS && cb->acts[i].buf != buf; i++)
+		;
+	if (i == CB_ACTS)
+		i = cb->acts_next++ % CB_ACTS;
+	cb->acts[i].buf = buf;
+	cb->acts[i].act = act;
+}
+
+/* whether buf (a product's activations) holds the kernel's rows */
+static bool cb_act_rows(const struct cuda_backend *cb, const void *buf)
+{
+	unsigned i;
+
+	for (i = 0; i < CB_ACTS; i++)
+		if (cb->acts[i].buf == buf)
+			return cb->acts[i].act;
+	return false;
 }
 
 /* ---- row ops ------------------------------------------------------------- */
@@ -398,22 +450,61 @@ static void cb_add_rows(struct engine_backend *be, float *y, size_t y_ld,
 			 &err);
 }
 
-/* F32 to F32 (cb_vec_dot_type): a copy of each row */
+/*
+ * Floats to the module's activation type (cb_vec_dot_type), or copied as
+ * floats for a batch cuBLAS takes (cb_quantizes); the products read y
+ * by what it holds (cb_act_rows).
+ */
 static void cb_convert_rows(struct engine_backend *be, uint32_t type,
 			    const float *x, size_t x_ld, uint32_t width,
 			    void *y, size_t y_ld, const uint32_t *idx,
 			    uint32_t n)
 {
 	struct cuda_backend *cb = be->ctx;
+	const bool act = !cb->plain && cb_quantizes(be, n);
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
+	cb_act_set(cb, y, act);
+	if (!act)
+		type = IO_TYPE_F32;
 	while (cb_runs_next(be, &it))
 		cb_check(be,
 			 cb->api->quantize(cb->dev, type,
 					   x + (size_t)it.r * x_ld, x_ld,
 					   (uint8_t *)y + (size_t)it.r * y_ld,
 					   y_ld, width, it.len, &err),
+			 &err);
+}
+
+/*
+ * The norm and the conversion for the product after it: one launch a run
+ * where the rows are quantized (the module's rms_norm_quantize), the two
+ * ops where they stay floats.
+ */
+static void cb_rms_norm_convert_rows(struct engine_backend *be, float *y,
+				     const float *x, size_t ld, uint32_t width,
+				     const float *w, float eps, uint32_t type,
+				     void *act, size_t act_ld,
+				     const uint32_t *idx, uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cb_runs it = { .idx = idx, .n = n };
+	struct err err = { 0 };
+
+	if (!cb_quantizes(be, n)) {
+		cb_rms_norm_rows(be, y, x, ld, width, 1, w, eps, idx, n);
+		cb_convert_rows(be, type, y, ld, width, act, act_ld, idx, n);
+		return;
+	}
+	cb_act_set(cb, act, true);
+	while (cb_runs_next(be, &it))
+		cb_check(be,
+			 cb->api->rms_norm_quantize(
+				 cb->dev, type, x + (size_t)it.r * ld, ld, w,
+				 y + (size_t)it.r * ld, ld,
+				 (uint8_t *)act + (size_t)it.r * act_ld, act_ld,
+				 width, it.len, eps, &err),
 			 &err);
 }
 
@@ -606,6 +697,96 @@ static void cb_attention(struct engine_backend *be,
 	}
 }
 
+/*
+ * The heads normed and roped, K and V stored, in one launch: each row a
+ * sequence of its own whose table has only the block of its position
+ * (the kernel stores at the position in it and ropes with the position).
+ * The separate ops where the rows' caches differ in types or strides,
+ * or the module's kernel does not take them (-ENOTSUP).
+ */
+static void cb_qk_rope_store(struct engine_backend *be,
+			     const struct engine_qk_batch *b)
+{
+	struct cuda_backend *cb = be->ctx;
+	const struct engine_hparams *hp = b->hp;
+	struct cuda_kv kv = { .n_head_kv = hp->n_head_kv,
+			      .head_dim = hp->head_dim,
+			      .head_dim_v = hp->head_dim_v };
+	const struct cuda_qk_rope q = {
+		.q = b->q,
+		.k = b->k,
+		.v = b->v,
+		.q_ld = b->q_ld,
+		.k_ld = b->k_ld,
+		.v_ld = b->v_ld,
+		.q_norm = b->q_norm,
+		.k_norm = b->k_norm,
+		.eps = hp->rms_norm_eps,
+		.n_head = hp->n_head,
+		.n_rot = hp->n_rot,
+		.mode = hp->rope_mode == ENGINE_ROPE_NEOX ? CUDA_ROPE_NEOX :
+							    CUDA_ROPE_NORM,
+		.freq_base = hp->rope_freq_base,
+		.freq_scale = hp->rope_freq_scale,
+		.freq_factors = cb->rope_ff_set ? cb->rope_ff : NULL,
+	};
+	struct cb_kv_lists l = { .kv = &kv };
+	struct engine_kv_view view, first = { 0 };
+	struct err err = { 0 };
+	uint32_t j, blk, mb = 1;
+	int ret;
+
+	if (!b->n || cb->err.code)
+		return;
+	for (j = 0; j < b->n; j++)
+		if (b->pos[j] / CUDA_KV_BLOCK + 1 > mb)
+			mb = b->pos[j] / CUDA_KV_BLOCK + 1;
+	if (cb_kv_lists(be, b->n, mb, &l))
+		return;
+	for (j = 0; j < b->n; j++) {
+		blk = b->pos[j] / CUDA_KV_BLOCK;
+		engine_kv_view(b->seq[j], b->il, blk * CUDA_KV_BLOCK,
+			       blk * CUDA_KV_BLOCK + 1, &view);
+		if (!j)
+			first = view;
+		if (view.type_k != first.type_k ||
+		    view.type_v != first.type_v ||
+		    view.k_stride != first.k_stride ||
+		    view.v_stride != first.v_stride)
+			goto out_apart;
+		l.k_blocks[(size_t)j * mb + blk] = view.k;
+		l.v_blocks[(size_t)j * mb + blk] = view.v;
+		l.pos[j] = (int32_t)b->pos[j];
+	}
+	kv.type_k = first.type_k;
+	kv.type_v = first.type_v;
+	kv.k_row = first.k_stride;
+	kv.v_row = first.v_stride;
+	if (cb_send(be, cb->param, l.host, l.bytes))
+		return;
+	ret = cb->api->qk_rope_store(cb->dev, &kv, b->il, &q, l.dev_seq,
+				     l.dev_pos, b->n, &err);
+	if (ret != -ENOTSUP) {
+		cb_check(be, ret, &err);
+		return;
+	}
+out_apart:
+	if (b->k_norm)
+		cb_rms_norm_rows(be, b->k, b->k, b->k_ld, hp->head_dim,
+				 hp->n_head_kv, b->k_norm, hp->rms_norm_eps,
+				 NULL, b->n);
+	cb_rope_rows(be, b->k, b->k_ld, hp->n_head_kv, hp, b->rope, b->rope_ld,
+		     NULL, b->n);
+	cb_kv_store_rows(be, b->k, b->k_ld, (uint32_t)b->k_ld, b->v, b->v_ld,
+			 (uint32_t)b->v_ld, b->slots, b->n);
+	if (b->q_norm)
+		cb_rms_norm_rows(be, b->q, b->q, b->q_ld, hp->head_dim,
+				 hp->n_head, b->q_norm, hp->rms_norm_eps, NULL,
+				 b->n);
+	cb_rope_rows(be, b->q, b->q_ld, hp->n_head, hp, b->rope, b->rope_ld,
+		     NULL, b->n);
+}
+
 /* ---- products and experts ------------------------------------------------ */
 
 static enum cuda_matmul_mode cb_mode(const struct engine_backend *be)
@@ -614,44 +795,122 @@ static enum cuda_matmul_mode cb_mode(const struct engine_backend *be)
 	return be->batch_exact ? CUDA_MATMUL_MMV : CUDA_MATMUL_AUTO;
 }
 
-static void cb_matmul_one(struct engine_backend *be,
-			  const struct engine_matmul *mm)
+/* the module's product for mm (its rows set per run by cb_matmul_run) */
+static struct cuda_matmul cb_matmul_desc(struct engine_backend *be,
+					 const struct engine_matmul *mm)
 {
-	struct cuda_backend *cb = be->ctx;
+	const struct cuda_backend *cb = be->ctx;
 	const struct engine_tensor *w = mm->w;
 	const uint64_t expert_bytes = w->row_bytes * (uint64_t)w->info->ne[1];
-	struct cuda_matmul c = {
+	const bool act = cb_act_rows(cb, mm->act);
+
+	return (struct cuda_matmul){
 		.w_type = w->info->type,
 		.w = engine_tensor_data(w) +
 		     (uint64_t)mm->expert * expert_bytes,
 		.row_bytes = w->row_bytes,
 		.n_in = w->info->ne[0],
 		.n_out = w->info->ne[1],
-		.x_ld = mm->act_ld / sizeof(float),
+		.x_ld = act ? mm->act_ld : mm->act_ld / sizeof(float),
 		.y_ld = mm->y_ld,
 		.mode = cb_mode(be),
+		.x_act = act,
 	};
+}
+
+/* c's rows: the run of it */
+static void cb_matmul_run(const struct engine_matmul *mm,
+			  const struct cb_runs *it, struct cuda_matmul *c)
+{
+	c->x = (const float *)((const uint8_t *)mm->act +
+			       (size_t)it->r * mm->act_ld);
+	c->y = mm->y + (size_t)it->r2 * mm->y_ld;
+	c->rows = it->len;
+}
+
+/* mm, as c (cb_matmul_desc, with any fusion set), run by run */
+static void cb_matmul_with(struct engine_backend *be,
+			   const struct engine_matmul *mm, struct cuda_matmul c)
+{
+	struct cuda_backend *cb = be->ctx;
 	struct cb_runs it = { .idx = mm->act_idx,
 			      .idx2 = mm->y_idx,
 			      .n = mm->n };
 	struct err err = { 0 };
 
 	while (cb_runs_next(be, &it)) {
-		c.x = (const float *)((const uint8_t *)mm->act +
-				      (size_t)it.r * mm->act_ld);
-		c.y = mm->y + (size_t)it.r2 * mm->y_ld;
-		c.rows = it.len;
+		cb_matmul_run(mm, &it, &c);
 		cb_check(be, cb->api->matmul(cb->dev, &c, &err), &err);
 	}
 }
 
+/*
+ * Products of one batch: where each is one run of rows (a pass's usual
+ * case), one call of the module's matmul_group, which reads Q, K and V
+ * of one type in one launch; else each alone.
+ */
 static void cb_matmul(struct engine_backend *be, const struct engine_matmul *mm,
 		      uint32_t count)
 {
+	struct cuda_backend *cb = be->ctx;
+	struct cuda_matmul c[3];
+	struct err err = { 0 };
 	uint32_t i;
 
+	for (i = 0; count > 1 && count <= 3 && i < count; i++) {
+		struct cb_runs it = { .idx = mm[i].act_idx,
+				      .idx2 = mm[i].y_idx,
+				      .n = mm[i].n };
+
+		if (!cb_runs_next(be, &it) || it.len != mm[i].n)
+			break;
+		c[i] = cb_matmul_desc(be, &mm[i]);
+		cb_matmul_run(&mm[i], &it, &c[i]);
+	}
+	if (count > 1 && i == count) {
+		cb_check(be, cb->api->matmul_group(cb->dev, c, count, &err),
+			 &err);
+		return;
+	}
 	for (i = 0; i < count; i++)
-		cb_matmul_one(be, &mm[i]);
+		cb_matmul_with(be, &mm[i], cb_matmul_desc(be, &mm[i]));
+}
+
+/* y += the product, in the product's launch */
+static void cb_matmul_add(struct engine_backend *be,
+			  const struct engine_matmul *mm)
+{
+	struct cuda_matmul c = cb_matmul_desc(be, mm);
+
+	c.accumulate = true;
+	cb_matmul_with(be, mm, c);
+}
+
+/*
+ * gate = silu(gate's product) * up's, the two matrices read in one pass
+ * where they share a type, a shape and the activations.
+ */
+static void cb_matmul_swiglu(struct engine_backend *be,
+			     const struct engine_matmul *gate,
+			     const struct engine_matmul *up)
+{
+	const struct engine_tensor *g = gate->w, *u = up->w;
+	struct cuda_matmul c;
+
+	if (g->info->type == u->info->type &&
+	    g->info->ne[0] == u->info->ne[0] &&
+	    g->info->ne[1] == u->info->ne[1] && g->row_bytes == u->row_bytes &&
+	    gate->act == up->act && gate->act_idx == up->act_idx &&
+	    gate->n == up->n && !gate->expert && !up->expert) {
+		c = cb_matmul_desc(be, gate);
+		c.w2 = engine_tensor_data(u);
+		cb_matmul_with(be, gate, c);
+		return;
+	}
+	cb_matmul(be, gate, 1);
+	cb_matmul(be, up, 1);
+	be->iface->swiglu_rows(be, gate->y, up->y, gate->y_ld,
+			       (uint32_t)g->info->ne[1], gate->y_idx, gate->n);
 }
 
 static void cb_matmul_id(struct engine_backend *be,
@@ -665,7 +924,8 @@ static void cb_matmul_id(struct engine_backend *be,
 		.row_bytes = w->row_bytes,
 		.n_in = w->info->ne[0],
 		.n_out = w->info->ne[1],
-		.x_ld = m->act_ld / sizeof(float),
+		.x_ld = cb_act_rows(cb, m->act) ? m->act_ld :
+						  m->act_ld / sizeof(float),
 		.y_ld = m->y_ld,
 		.ids_ld = m->k,
 		.n_slots = m->k,
@@ -673,6 +933,7 @@ static void cb_matmul_id(struct engine_backend *be,
 		.expert_bytes = w->row_bytes * (uint64_t)w->info->ne[1],
 		.n_experts = (uint32_t)w->info->ne[2],
 		.mode = cb_mode(be),
+		.x_act = cb_act_rows(cb, m->act),
 	};
 	struct cb_runs it = { .idx = m->idx, .n = m->n };
 	struct err err = { 0 };
@@ -753,7 +1014,36 @@ static const struct engine_backend_i cuda_backend_i = {
 	.moe_route_rows = cb_moe_route_rows,
 	.moe_combine_rows = cb_moe_combine_rows,
 	.attention = cb_attention,
+	.rms_norm_convert_rows = cb_rms_norm_convert_rows,
+	.matmul_add = cb_matmul_add,
+	.matmul_swiglu = cb_matmul_swiglu,
+	.qk_rope_store = cb_qk_rope_store,
 };
+
+/*
+ * The backend without its fusions: each op its own module calls, floats
+ * as activations, chunks of the pass's size. LLMFS_CUDA_FUSE=0 (as for
+ * the module's own step) picks it, to compare on a card.
+ */
+static struct engine_backend_i cuda_backend_plain_i;
+static pthread_once_t cb_plain_once = PTHREAD_ONCE_INIT;
+
+static void cb_plain_init(void)
+{
+	cuda_backend_plain_i = cuda_backend_i;
+	cuda_backend_plain_i.name = "cuda-unfused";
+	cuda_backend_plain_i.rms_norm_convert_rows = NULL;
+	cuda_backend_plain_i.matmul_add = NULL;
+	cuda_backend_plain_i.matmul_swiglu = NULL;
+	cuda_backend_plain_i.qk_rope_store = NULL;
+}
+
+static bool cb_fuse(void)
+{
+	const char *e = getenv("LLMFS_CUDA_FUSE");
+
+	return !e || atoi(e) != 0;
+}
 
 int cuda_backend_new(struct engine_backend **out, const char *device,
 		     uint32_t threads, struct err *err)
@@ -787,10 +1077,14 @@ int cuda_backend_new(struct engine_backend **out, const char *device,
 		api->close(cb->dev);
 		goto out_free;
 	}
-	be->iface = &cuda_backend_i;
+	cb->plain = !cb_fuse();
+	pthread_once(&cb_plain_once, cb_plain_init);
+	be->iface = cb->plain ? &cuda_backend_plain_i : &cuda_backend_i;
 	be->ctx = cb;
 	be->threads = threads ? threads : 1;
 	be->is_host = false;
+	/* a prompt's products convert each weight for cuBLAS once a chunk */
+	be->batch_rows = cb->plain ? 0 : CB_BATCH_ROWS;
 	be->dev.kind = IO_DEVICE_GPU;
 	be->dev.index = index;
 	snprintf(be->dev.name, sizeof(be->dev.name), "gpu%d", index);

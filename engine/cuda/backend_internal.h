@@ -21,6 +21,20 @@
 #define CB_SEGMENT (64u << 10)
 /* of each op's lists in the ring (the parameter area's alignment too) */
 #define CB_ALIGN 256
+/*
+ * Batches of up to this many rows are converted to the mat-vec kernel's
+ * activations (the module's AUTO takes them there); larger ones stay
+ * floats, which cuBLAS takes.
+ */
+#define CB_QUANT_ROWS 32
+/* activation buffers whose format the backend remembers */
+#define CB_ACTS 8
+
+/* what convert_rows wrote into an activation buffer (cb_act_*) */
+struct cb_act {
+	const void *buf;
+	bool act; /* rows of the module's act type, else floats (x_act) */
+};
 
 struct cuda_backend {
 	const struct cuda_api *api;
@@ -39,6 +53,9 @@ struct cuda_backend {
 	const float *rope_ff_src; /* where they were copied from */
 	bool rope_ff_set;	  /* the model has them */
 	struct err err;		  /* the first failure since synchronize */
+	struct cb_act acts[CB_ACTS];
+	unsigned acts_next; /* the entry a new buffer takes */
+	bool plain;	    /* LLMFS_CUDA_FUSE=0: no fusions (backend.c) */
 };
 
 /*

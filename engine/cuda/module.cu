@@ -326,41 +326,74 @@ static enum cuda_matmul_mode mod_matmul_mode(const struct cuda_matmul *mm)
 	enum cuda_matmul_mode m = mm->mode != CUDA_MATMUL_AUTO ?
 					  mm->mode :
 					  (enum cuda_matmul_mode)forced;
-	/* experts and small batches: the mat-vec kernel */
-	if (mm->ids || m == CUDA_MATMUL_MMA)
+	/* experts, quantized rows and small batches: the mat-vec kernel */
+	if (mm->ids || mm->x_act || m == CUDA_MATMUL_MMA)
 		return CUDA_MATMUL_MMV;
 	if (m == CUDA_MATMUL_AUTO)
 		return mm->rows > 32 ? CUDA_MATMUL_CUBLAS : CUDA_MATMUL_MMV;
 	return m;
 }
 
-static int mod_matmul_cublas(struct cuda_dev *d, const struct cuda_matmul *mm,
-			     struct err *err)
+/* y (y_ld) = w . the halves of x at s + wbytes, w dequantized at s */
+static int mod_gemm(struct cuda_dev *d, const struct cuda_matmul *mm,
+		    const void *w, uint8_t *s, size_t wbytes, float *y,
+		    size_t y_ld, struct err *err)
 {
-	const size_t wbytes = (size_t)mm->n_out * mm->n_in * 2;
-	const size_t xbytes = (size_t)mm->rows * mm->n_in * 2;
-	uint8_t *s;
+	const bool bf16 = mm->w_type == T_BF16;
 	int ret;
 
-	if (!d->blas && (ret = blas_open(&d->blas, d->stream, err)))
-		return ret;
-	s = (uint8_t *)cuda_dev_scratch(d, wbytes + xbytes + 256, err);
-	if (!s)
-		return -err->code;
-	const bool bf16 = mm->w_type == T_BF16;
-
-	if (!k_dequant_half(mm->w_type, mm->w, mm->row_bytes, mm->n_in,
-			    mm->n_out, bf16, (uint16_t *)s, d->stream))
+	if (!k_dequant_half(mm->w_type, w, mm->row_bytes, mm->n_in, mm->n_out,
+			    bf16, (uint16_t *)s, d->stream))
 		return cuda_err(err, EINVAL, "no F16 conversion for type %u",
 				mm->w_type);
-	k_f32_to_half(mm->x, mm->x_ld, bf16, (uint16_t *)(s + wbytes), mm->n_in,
-		      mm->rows, d->stream);
 	if ((ret = cuda_check_launch("dequantize", err)))
 		return ret;
 	return blas_gemm_half(d->blas, d->stream, (int)mm->n_out, (int)mm->rows,
 			      (int)mm->n_in, (const uint16_t *)s, (int)mm->n_in,
 			      (const uint16_t *)(s + wbytes), (int)mm->n_in,
-			      bf16, mm->y, (int)mm->y_ld, err);
+			      bf16, y, (int)y_ld, err);
+}
+
+/*
+ * The weights dequantized to halves and cuBLAS; a fused add or SwiGLU
+ * through products in the scratch (its rows n_out floats apart).
+ */
+static int mod_matmul_cublas(struct cuda_dev *d, const struct cuda_matmul *mm,
+			     struct err *err)
+{
+	const size_t wbytes = (size_t)mm->n_out * mm->n_in * 2;
+	const size_t xbytes = ((size_t)mm->rows * mm->n_in * 2 + 255) &
+			      ~(size_t)255;
+	const size_t ybytes = (size_t)mm->rows * mm->n_out * 4;
+	const int n_tmp = mm->w2 ? 2 : mm->accumulate ? 1 : 0;
+	uint8_t *s;
+	float *t;
+	int ret;
+
+	if (!d->blas && (ret = blas_open(&d->blas, d->stream, err)))
+		return ret;
+	s = (uint8_t *)cuda_dev_scratch(
+		d, wbytes + xbytes + 256 + n_tmp * ybytes, err);
+	if (!s)
+		return -err->code;
+	t = (float *)(s + ((wbytes + 255) & ~(size_t)255) + xbytes);
+	k_f32_to_half(mm->x, mm->x_ld, mm->w_type == T_BF16,
+		      (uint16_t *)(s + wbytes), mm->n_in, mm->rows, d->stream);
+	if (!n_tmp)
+		return mod_gemm(d, mm, mm->w, s, wbytes, mm->y, mm->y_ld, err);
+	if ((ret = mod_gemm(d, mm, mm->w, s, wbytes, t, mm->n_out, err)))
+		return ret;
+	if (mm->accumulate) {
+		k_add(mm->y, mm->y_ld, t, mm->n_out, mm->n_out, mm->rows,
+		      d->stream);
+		return cuda_check_launch("add", err);
+	}
+	if ((ret = mod_gemm(d, mm, mm->w2, s, wbytes, t + mm->rows * mm->n_out,
+			    mm->n_out, err)))
+		return ret;
+	k_swiglu(mm->y, mm->y_ld, t, mm->n_out, t + mm->rows * mm->n_out,
+		 mm->n_out, mm->n_out, mm->rows, d->stream);
+	return cuda_check_launch("swiglu", err);
 }
 
 static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
@@ -382,14 +415,23 @@ static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
 	xq = (uint8_t *)cuda_dev_scratch(d, xbytes + lbytes, err);
 	if (!xq)
 		return -err->code;
-	k_quantize(act, mm->x, mm->x_ld, xq, xq_ld, mm->n_in, xrows, d->stream);
+	if (mm->x_act) {
+		/* the caller's rows are the kernel's already */
+		a.x = (const uint8_t *)mm->x;
+		a.x_ld = mm->x_ld;
+	} else {
+		k_quantize(act, mm->x, mm->x_ld, xq, xq_ld, mm->n_in, xrows,
+			   d->stream);
+		a.x = xq;
+		a.x_ld = xq_ld;
+	}
 	a.w = (const uint8_t *)mm->w;
+	a.w2 = (const uint8_t *)mm->w2;
+	a.accumulate = mm->accumulate;
 	a.row_bytes = mm->row_bytes;
 	a.expert_bytes = mm->expert_bytes;
 	a.n_in = mm->n_in;
 	a.n_out = mm->n_out;
-	a.x = xq;
-	a.x_ld = xq_ld;
 	a.y = mm->y;
 	a.y_ld = mm->y_ld;
 	a.n_cols = mm->rows;
@@ -411,23 +453,106 @@ static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
 	return cuda_check_launch("matrix product", err);
 }
 
-static int mod_matmul(struct cuda_dev *d, const struct cuda_matmul *mm,
-		      struct err *err)
+static int mod_matmul_check(const struct cuda_matmul *mm, struct err *err)
 {
 	const uint32_t act = k_act_type(mm->w_type);
 
 	if (act == IO_TYPE_COUNT || !mod_act_fits(act, mm->n_in) ||
 	    mm->n_out <= 0 || mm->n_out > INT32_MAX ||
 	    (mm->ids && (!mm->n_slots || mm->ids_ld < mm->n_slots ||
-			 !mm->n_experts || mm->n_experts > 4096)))
+			 !mm->n_experts || mm->n_experts > 4096 || mm->w2)))
 		return cuda_err(err, EINVAL,
 				"no product of type %u with rows of %lld",
 				mm->w_type, (long long)mm->n_in);
+	return 0;
+}
+
+static int mod_matmul(struct cuda_dev *d, const struct cuda_matmul *mm,
+		      struct err *err)
+{
+	int ret;
+
+	if ((ret = mod_matmul_check(mm, err)))
+		return ret;
 	if (!mm->rows)
 		return 0;
 	if (mod_matmul_mode(mm) == CUDA_MATMUL_CUBLAS)
 		return mod_matmul_cublas(d, mm, err);
 	return mod_matmul_mmv(d, mm, err);
+}
+
+/* whether b can run in a's launch (matmul_group) */
+static bool mod_matmul_joins(const struct cuda_matmul *a,
+			     const struct cuda_matmul *b)
+{
+	return b->x_act && b->w_type == a->w_type && b->n_in == a->n_in &&
+	       b->row_bytes == a->row_bytes && b->x == a->x &&
+	       b->x_ld == a->x_ld && b->rows == a->rows && !b->ids && !b->w2 &&
+	       !b->accumulate;
+}
+
+static int mod_matmul_group(struct cuda_dev *d, const struct cuda_matmul *mm,
+			    uint32_t count, struct err *err)
+{
+	uint32_t i, j, k;
+	int ret;
+
+	for (i = 0; i < count; i = j) {
+		mmv_args a = {};
+
+		if ((ret = mod_matmul_check(&mm[i], err)))
+			return ret;
+		for (j = i + 1; j < count && j - i < 3 && mm[i].rows &&
+				mod_matmul_joins(&mm[i], &mm[j]);
+		     j++)
+			if ((ret = mod_matmul_check(&mm[j], err)))
+				return ret;
+		if (j - i < 2 || !mod_matmul_joins(&mm[i], &mm[i])) {
+			j = i + 1;
+			if ((ret = mod_matmul(d, &mm[i], err)))
+				return ret;
+			continue;
+		}
+		a.row_bytes = mm[i].row_bytes;
+		a.n_in = mm[i].n_in;
+		a.x = (const uint8_t *)mm[i].x;
+		a.x_ld = mm[i].x_ld;
+		a.n_cols = mm[i].rows;
+		a.n_seg = j - i;
+		for (k = 0; k < a.n_seg; k++) {
+			a.seg_w[k] = (const uint8_t *)mm[i + k].w;
+			a.seg_end[k] = (k ? a.seg_end[k - 1] : 0) +
+				       mm[i + k].n_out;
+			a.seg_y[k] = mm[i + k].y;
+			a.seg_ld[k] = mm[i + k].y_ld;
+		}
+		a.w = a.seg_w[0];
+		a.y = a.seg_y[0];
+		a.y_ld = a.seg_ld[0];
+		a.n_out = a.seg_end[a.n_seg - 1];
+		k_mmv(mm[i].w_type, a, d->stream);
+		if ((ret = cuda_check_launch("matrix products", err)))
+			return ret;
+	}
+	return 0;
+}
+
+static int mod_rms_norm_quantize(struct cuda_dev *d, uint32_t act,
+				 const float *x, size_t x_ld, const float *w,
+				 float *y, size_t y_ld, void *q, size_t q_ld,
+				 int64_t n, uint32_t rows, float eps,
+				 struct err *err)
+{
+	if (!mod_act_fits(act, n))
+		return cuda_err(err, EINVAL,
+				"cannot quantize rows of %lld to type %u",
+				(long long)n, act);
+	if (!k_rms_norm_quantize(act, x, x_ld, w, y, y_ld, q, q_ld, n, rows,
+				 eps, d->stream)) {
+		k_rms_norm(x, x_ld, w, y, y_ld, n, rows, eps, d->stream);
+		k_quantize(act, y, y_ld, q, q_ld, n, rows, d->stream);
+	}
+	return cuda_check_launch("rms_norm", err);
 }
 
 static int mod_get_rows(struct cuda_dev *d, uint32_t w_type, const void *w,
@@ -519,6 +644,41 @@ static int mod_kv_store(struct cuda_dev *d, const struct cuda_kv *kv,
 			il);
 	k_kv_store(a, k, k_ld, v, v_ld, seq_of, pos, rows, d->stream);
 	return cuda_check_launch("kv_store", err);
+}
+
+static int mod_qk_rope_store(struct cuda_dev *d, const struct cuda_kv *kv,
+			     uint32_t il, const struct cuda_qk_rope *q,
+			     const int32_t *seq_of, const int32_t *pos,
+			     uint32_t rows, struct err *err)
+{
+	qk_rope_args a = {};
+
+	if (!mod_kv_args(kv, il, &a.kv) || !q->n_rot)
+		return cuda_err(err, ENOTSUP,
+				"no fused rope and KV store of types %u/%u",
+				kv->type_k, kv->type_v);
+	a.q = q->q;
+	a.k = q->k;
+	a.v = q->v;
+	a.q_ld = q->q_ld;
+	a.k_ld = q->k_ld;
+	a.v_ld = q->v_ld;
+	a.q_norm = q->q_norm;
+	a.k_norm = q->k_norm;
+	a.eps = q->eps;
+	a.n_head = q->n_head;
+	a.n_rot = q->n_rot;
+	a.neox = q->mode == CUDA_ROPE_NEOX;
+	a.theta_scale = powf(q->freq_base, -2.0f / (float)q->n_rot);
+	a.freq_scale = q->freq_scale;
+	a.freq_factors = q->freq_factors;
+	a.seq_of = seq_of;
+	a.pos = pos;
+	if (!k_qk_rope_store(a, rows, d->stream))
+		return cuda_err(err, ENOTSUP,
+				"no fused rope and KV store of heads of %u",
+				kv->head_dim);
+	return cuda_check_launch("qk_rope_store", err);
 }
 
 static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
@@ -625,6 +785,9 @@ static const struct cuda_api mod_api = {
 	.ctx_seq_truncate = cuda_ctx_seq_truncate,
 	.ctx_seq_length = cuda_ctx_seq_length,
 	.ctx_stats = cuda_ctx_stats_get,
+	.matmul_group = mod_matmul_group,
+	.rms_norm_quantize = mod_rms_norm_quantize,
+	.qk_rope_store = mod_qk_rope_store,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *

@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever the table below changes: the loader refuses others. */
-#define LLMFS_CUDA_ABI 2
+#define LLMFS_CUDA_ABI 3
 
 /* Positions per block of the paged KV cache (engine/kv.h's, too). */
 #define CUDA_KV_BLOCK 64
@@ -94,6 +94,16 @@ struct cuda_matmul {
 	uint64_t expert_bytes;
 	uint32_t n_experts; /* ids are below it */
 	enum cuda_matmul_mode mode;
+	/*
+	 * Fusions. x_act: x holds rows already of act_type(w_type)
+	 * (quantize's), x_ld bytes apart, which the mat-vec kernel reads
+	 * as they are, whatever the mode (cuBLAS takes floats).
+	 * accumulate: y += the product (the bits of a separate add). w2 (not
+	 * with ids): a second matrix of w's type and shape, and y =
+	 * silu(w . x) * (w2 . x) (gate w, up w2; the CPU's SiLU).
+	 */
+	bool x_act, accumulate;
+	const void *w2;
 };
 
 /*
@@ -119,6 +129,19 @@ struct cuda_kv {
 	const int32_t *tables;
 	uint32_t max_blocks;
 	const uint8_t *const *k_blocks, *const *v_blocks;
+};
+
+/* The inputs of attention of a batch, for cuda_api.qk_rope_store. */
+struct cuda_qk_rope {
+	float *q, *k; /* rows of n_head, n_head_kv heads of head_dim */
+	const float *v;
+	size_t q_ld, k_ld, v_ld;
+	const float *q_norm, *k_norm; /* head_dim weights, or NULL: none */
+	float eps;
+	uint32_t n_head, n_rot;
+	enum cuda_rope_mode mode;
+	float freq_base, freq_scale;
+	const float *freq_factors; /* or NULL */
 };
 
 /* ---- a model on the device (step.cu) ---- */
@@ -346,6 +369,38 @@ struct cuda_api {
 				struct err *err);
 	uint32_t (*ctx_seq_length)(const struct cuda_ctx *c, uint32_t seq);
 	void (*ctx_stats)(const struct cuda_ctx *c, struct cuda_ctx_stats *st);
+
+	/* ---- fused ops (the step's kernels, for the engine's backend) ---- */
+	/*
+	 * count products of the same rows of x (Q, K and V of a layer):
+	 * those next to each other of one weight type and width, taking
+	 * x_act rows without fusions of their own, in one launch of the
+	 * mat-vec kernel (up to 3); the same sums as one call each.
+	 */
+	int (*matmul_group)(struct cuda_dev *d, const struct cuda_matmul *mm,
+			    uint32_t count, struct err *err);
+	/*
+	 * y = x / rms(x) * w (rows of n) and y quantized to act_type into
+	 * q (q_ld bytes apart), in one launch where act_type's blocks
+	 * divide n (two otherwise): a product's activations with the norm.
+	 */
+	int (*rms_norm_quantize)(struct cuda_dev *d, uint32_t act_type,
+				 const float *x, size_t x_ld, const float *w,
+				 float *y, size_t y_ld, void *q, size_t q_ld,
+				 int64_t n, uint32_t rows, float eps,
+				 struct err *err);
+	/*
+	 * Row r's Q and K heads RMS-normed (where the weights are given)
+	 * and roped at pos[r], its K and V stored into layer il of the
+	 * cache at sequence seq_of[r], position pos[r]: rms_norm, rope and
+	 * kv_store in one launch, their bits (the norm's sum of squares in
+	 * another order). -ENOTSUP with nothing enqueued where the kernel
+	 * does not take the cache types or heads: the caller runs the three.
+	 */
+	int (*qk_rope_store)(struct cuda_dev *d, const struct cuda_kv *kv,
+			     uint32_t il, const struct cuda_qk_rope *a,
+			     const int32_t *seq_of, const int32_t *pos,
+			     uint32_t rows, struct err *err);
 };
 
 /* The module's one export (dlsym name "llmfs_cuda_api"). */
