@@ -7,8 +7,8 @@
 # it names in `carry` (64 MiB in all); ../shared does not travel. So:
 #
 #   programs.tar.xz   bin/ and lib/: the programs built here (the CUDA
-#                module for every arch, the tests, both benches, the model
-#                writer, the mount), this machine's fusermount3 (the fs
+#                module for every arch and its simulator, the tests, both
+#                benches, the model writer, the mount), this machine's fusermount3 (the fs
 #                tests unmount with it; the CUDA image has none), and the
 #                shared libraries they need that a CUDA image may lack
 #                (libnuma, libjansson, libfuse3, ...), without debug info;
@@ -57,6 +57,8 @@ rm -rf "$CARRY"
 mkdir -p "$CARRY/bin" "$CARRY/lib"
 cp $bins "$CARRY/bin/"
 cp "$BUILD/lib/llmfs-cuda.so" "$CARRY/lib/"
+# the simulator counts the backend's launches a step (tools/launch-count.sh)
+[ -f "$BUILD/lib/llmfs-cuda-sim.so" ] && cp "$BUILD/lib/llmfs-cuda-sim.so" "$CARRY/lib/"
 # the libraries beyond libc, libm, libstdc++, libgcc and the loader
 for f in $bins; do
 	ldd "$f" | awk '/=> \// {print $3}'

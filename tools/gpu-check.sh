@@ -51,9 +51,12 @@
 #             llmfs-bench --placement 'all gpu0' (pp512, tg128, tg64 at
 #             depth 4096 if time is left) on the 8B and 0.6B Q4_K_M
 #             models, beside llmfs-cuda-bench's figures for the same
-#             model (the module's own path: step.cu, CUDA graphs); and
+#             model (the module's own path: step.cu, CUDA graphs); tg128
+#             again without the backend's fusions (LLMFS_CUDA_FUSE=0);
 #             1 and 16 sessions through the mount with the model on gpu0
-#             (tools/bench-mount.sh)
+#             (tools/bench-mount.sh); the launches of the backend's
+#             decode step, counted by the simulator
+#             (tools/launch-count.sh, with and without the fusions)
 #   attention (not by default) llmfs-cuda-bench with the CPU-order
 #             attention's variants (libm's expf, CUDA's, no CPU order)
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
@@ -399,6 +402,11 @@ gpu0bench() { # model
 		[ -n "$a" ] || why="  failed: $(cat "$WORK/ebench.why")"
 		row "" "" "$(printf '%-11s backend %8s t/s  module %8s%s  %s%s' \
 			"$k" "${a:--}" "${b:--}" "$c" "$(ratio "$a" "$b")" "$why")"
+		# the backend's fusions on this card: decode without them
+		[ $k = tg128 ] && [ -n "$a" ] && fits 20 || continue
+		c=$(LLMFS_CUDA_FUSE=0 ebench "$m" tg128-unfused -n 128 -r 2)
+		row "" "" "$(printf '%-11s unfused %8s t/s  (LLMFS_CUDA_FUSE=0)  fused/unfused %s' \
+			"$k" "${c:--}" "$(ratio "$a" "$c")")"
 	done
 	# 16 sessions through the mount, the model's placement 'all gpu0'
 	# (tools/bench-mount.sh: 128 tokens each, one round), beside the
@@ -417,11 +425,34 @@ gpu0bench() { # model
 		mount-x16 "${a:--}" "${b:--}" "$(ratio "$a" "$b")" "${c:--}" \
 		"$([ -n "$a" ] || echo "  failed: $(tail -n 1 "$WORK/mount.out" | cut -c1-60)")")"
 }
+# Launches and copies per decode step of the backend, counted by the
+# simulator (tools/launch-count.sh; the same calls reach a card), with
+# and without its fusions: what the figures above are bound by
+launches() {
+	local src=$WORK/src b=$WORK/count-build f l
+	[ -f "$PROG/lib/llmfs-cuda-sim.so" ] || return
+	[ -f "$src/tools/launch-count.sh" ] || {
+		rm -rf "$src" && mkdir -p "$src" &&
+			tar -C "$src" -xzf "$CARRY/src.tar.gz"
+	}
+	mkdir -p "$b/bin" "$b/lib"
+	ln -sf "$BIN/llmfs-run" "$b/bin/llmfs-run"
+	ln -sf "$PROG/lib/llmfs-cuda-sim.so" "$b/lib/llmfs-cuda-sim.so"
+	for f in 1 0; do
+		l=$(LLMFS_CUDA_FUSE=$f BUILD=$b SHARED=$SHARED timeout 60 bash \
+			"$src/tools/launch-count.sh" \
+			"$SHARED/models/tiny-qwen3-bpe16k-mixq.gguf" 2>&1 | tail -n 1)
+		echo "launch-count LLMFS_CUDA_FUSE=$f: $l" >>"$OUT/bench.log"
+		row "" "" "$(printf 'fuse=%s %s' $f "$l" | cut -c1-110)"
+	done
+}
 if part gpu0bench && [ -f "$vocab" ]; then
 	for m in 8b-q4_k_m 0.6b-q4_k_m; do
 		[[ " $models " == *" $m "* ]] || continue
 		if fits 40; then gpu0bench "$m"; else row "$m" skip "gpu0bench: no time left"; fi
 	done
+	row launches gpu0 "the backend's decode step on the simulator (tools/launch-count.sh)"
+	if fits 20; then launches; else row "" "" "no time left"; fi
 fi
 if part bench && [ -f "$vocab" ] && [[ " $models " == *" 8b-q8_0 "* ]]; then
 	if fits 90; then bench 8b-q8_0; else row 8b-q8_0 skip "no time left"; fi
