@@ -314,6 +314,13 @@ struct engine_backend_i {
 	 */
 	void (*qk_rope_store)(struct engine_backend *be,
 			      const struct engine_qk_batch *b);
+	/*
+	 * attention of b, then its rows (b->out) converted to type into
+	 * act (act_ld bytes apart): convert_rows of the result, for wo
+	 */
+	void (*attention_convert)(struct engine_backend *be,
+				  const struct engine_att_batch *b,
+				  uint32_t type, void *act, size_t act_ld);
 };
 
 /* A device a backend computes on (ggml_backend_dev_props). */

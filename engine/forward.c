@@ -348,13 +348,18 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		return ret;
 
 	forward_qk_rope_store(p, il);
-	ops->attention(p->be, &att);
-
 	if ((ret = forward_wait(p, &l->wo)))
 		return ret;
-	ops->convert_rows(p->be, forward_vdt(p, &l->wo), s->att, natt,
-			  (uint32_t)natt, s->act, h->act_row, h->live,
-			  p->n_live);
+	/* wo's activations in attention's last launch where it can */
+	if (ops->attention_convert) {
+		ops->attention_convert(p->be, &att, forward_vdt(p, &l->wo),
+				       s->act, h->act_row);
+	} else {
+		ops->attention(p->be, &att);
+		ops->convert_rows(p->be, forward_vdt(p, &l->wo), s->att, natt,
+				  (uint32_t)natt, s->act, h->act_row, h->live,
+				  p->n_live);
+	}
 	return forward_out(p, &l->wo, s->act, &l->bo);
 }
 

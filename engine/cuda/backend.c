@@ -628,10 +628,13 @@ static bool cb_views_join(const void *arg, uint32_t i, uint32_t j)
 /*
  * Attention of each row over its sequence's blocks of layer il, by
  * address (engine_kv_view), in runs of consecutive rows of the same
- * cache types.
+ * cache types; with act, each run's rows quantized to type into act too
+ * by the merge, where the module can: false where a run was not (the
+ * caller converts them).
  */
-static void cb_attention(struct engine_backend *be,
-			 const struct engine_att_batch *b)
+static bool cb_attention_to(struct engine_backend *be,
+			    const struct engine_att_batch *b, uint32_t type,
+			    void *act, size_t act_ld)
 {
 	struct cuda_backend *cb = be->ctx;
 	const struct engine_hparams *hp = b->hp;
@@ -645,9 +648,11 @@ static void cb_attention(struct engine_backend *be,
 			      .joins = cb_views_join };
 	struct err err = { 0 };
 	uint32_t j, r, mb = 1, blk;
+	bool merged = act != NULL;
+	int ret;
 
 	if (!b->n || cb->err.code)
-		return;
+		return false;
 	for (j = 0; j < b->n; j++) {
 		r = cb_row(b->idx, j);
 		if (b->pos[r] / CUDA_KV_BLOCK + 1 > mb)
@@ -659,14 +664,14 @@ static void cb_attention(struct engine_backend *be,
 		if (!views) {
 			err_set(&err, ENOMEM, "out of memory");
 			cb_check(be, -ENOMEM, &err);
-			return;
+			return false;
 		}
 		cb->views = views;
 		cb->views_cap = b->n;
 	}
 	views = cb->views;
 	if (cb_kv_lists(be, b->n, mb, &l))
-		return;
+		return false;
 	for (j = 0; j < b->n; j++) {
 		r = cb_row(b->idx, j);
 		l.pos[j] = (int32_t)b->pos[r];
@@ -678,23 +683,65 @@ static void cb_attention(struct engine_backend *be,
 		}
 	}
 	if (cb_send(be, cb->param, l.host, l.bytes))
-		return;
+		return false;
 	it.arg = views;
 	while (cb_runs_next(be, &it)) {
+		const float *q = b->q + (size_t)it.r * b->q_ld;
+		float *out = b->out + (size_t)it.r * b->out_ld;
+
 		kv.type_k = views[it.j].type_k;
 		kv.type_v = views[it.j].type_v;
 		kv.k_row = views[it.j].k_stride;
 		kv.v_row = views[it.j].v_stride;
+		if (merged) {
+			ret = cb->api->attention_quantize(
+				cb->dev, &kv, b->il, q, b->q_ld, hp->n_head,
+				hp->kq_scale, l.dev_seq + it.j,
+				l.dev_pos + it.j, b->n_ctx, out, b->out_ld,
+				type, (uint8_t *)act + (size_t)it.r * act_ld,
+				act_ld, it.len, &err);
+			if (ret != -ENOTSUP) {
+				cb_check(be, ret, &err);
+				continue;
+			}
+			merged = false;
+		}
 		cb_check(be,
-			 cb->api->attention(cb->dev, &kv, b->il,
-					    b->q + (size_t)it.r * b->q_ld,
-					    b->q_ld, hp->n_head, hp->kq_scale,
+			 cb->api->attention(cb->dev, &kv, b->il, q, b->q_ld,
+					    hp->n_head, hp->kq_scale,
 					    l.dev_seq + it.j, l.dev_pos + it.j,
-					    b->n_ctx,
-					    b->out + (size_t)it.r * b->out_ld,
-					    b->out_ld, it.len, &err),
+					    b->n_ctx, out, b->out_ld, it.len,
+					    &err),
 			 &err);
 	}
+	return merged;
+}
+
+static void cb_attention(struct engine_backend *be,
+			 const struct engine_att_batch *b)
+{
+	cb_attention_to(be, b, IO_TYPE_F32, NULL, 0);
+}
+
+/*
+ * Attention, its rows quantized for wo by the merge's launch where they
+ * are quantized at all (cb_quantizes) and the module's merge can; else
+ * attention and convert_rows.
+ */
+static void cb_attention_convert(struct engine_backend *be,
+				 const struct engine_att_batch *b,
+				 uint32_t type, void *act, size_t act_ld)
+{
+	struct cuda_backend *cb = be->ctx;
+	const struct engine_hparams *hp = b->hp;
+	const bool quantize = type != IO_TYPE_F32 && cb_quantizes(be, b->n);
+
+	if (cb_attention_to(be, b, type, quantize ? act : NULL, act_ld)) {
+		cb_act_set(cb, act, true);
+		return;
+	}
+	cb_convert_rows(be, type, b->out, b->out_ld,
+			hp->n_head * hp->head_dim_v, act, act_ld, b->idx, b->n);
 }
 
 /*
@@ -1018,6 +1065,7 @@ static const struct engine_backend_i cuda_backend_i = {
 	.matmul_add = cb_matmul_add,
 	.matmul_swiglu = cb_matmul_swiglu,
 	.qk_rope_store = cb_qk_rope_store,
+	.attention_convert = cb_attention_convert,
 };
 
 /*
@@ -1036,6 +1084,7 @@ static void cb_plain_init(void)
 	cuda_backend_plain_i.matmul_add = NULL;
 	cuda_backend_plain_i.matmul_swiglu = NULL;
 	cuda_backend_plain_i.qk_rope_store = NULL;
+	cuda_backend_plain_i.attention_convert = NULL;
 }
 
 static bool cb_fuse(void)

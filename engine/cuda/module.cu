@@ -681,11 +681,13 @@ static int mod_qk_rope_store(struct cuda_dev *d, const struct cuda_kv *kv,
 	return cuda_check_launch("qk_rope_store", err);
 }
 
-static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
-			 uint32_t il, const float *q, size_t q_ld,
-			 uint32_t n_head, float scale, const int32_t *seq_of,
-			 const int32_t *pos, uint32_t n_ctx, float *out,
-			 size_t out_ld, uint32_t rows, struct err *err)
+static int mod_attention_quantize(struct cuda_dev *d, const struct cuda_kv *kv,
+				  uint32_t il, const float *q, size_t q_ld,
+				  uint32_t n_head, float scale,
+				  const int32_t *seq_of, const int32_t *pos,
+				  uint32_t n_ctx, float *out, size_t out_ld,
+				  uint32_t act, void *xq, size_t xq_ld,
+				  uint32_t rows, struct err *err)
 {
 	att_args a = {};
 
@@ -695,6 +697,13 @@ static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
 			err, EINVAL,
 			"no attention of %u heads over %u KV heads, types %u/%u",
 			n_head, kv->n_head_kv, kv->type_k, kv->type_v);
+	if (xq && !k_att_quantizes(act, n_head, kv->head_dim_v))
+		return cuda_err(err, ENOTSUP,
+				"no quantizing merge to type %u of %u heads",
+				act, n_head);
+	a.xq = (uint8_t *)xq;
+	a.xq_ld = xq_ld;
+	a.act = act;
 	a.q = q;
 	a.q_ld = q_ld;
 	a.seq_of = seq_of;
@@ -717,6 +726,17 @@ static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
 				"no attention for %u query heads a KV head",
 				a.group);
 	return cuda_check_launch("attention", err);
+}
+
+static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
+			 uint32_t il, const float *q, size_t q_ld,
+			 uint32_t n_head, float scale, const int32_t *seq_of,
+			 const int32_t *pos, uint32_t n_ctx, float *out,
+			 size_t out_ld, uint32_t rows, struct err *err)
+{
+	return mod_attention_quantize(d, kv, il, q, q_ld, n_head, scale,
+				      seq_of, pos, n_ctx, out, out_ld,
+				      IO_TYPE_COUNT, nullptr, 0, rows, err);
 }
 
 static int mod_moe_route(struct cuda_dev *d, const float *logits, size_t ld,
@@ -788,6 +808,7 @@ static const struct cuda_api mod_api = {
 	.matmul_group = mod_matmul_group,
 	.rms_norm_quantize = mod_rms_norm_quantize,
 	.qk_rope_store = mod_qk_rope_store,
+	.attention_quantize = mod_attention_quantize,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *

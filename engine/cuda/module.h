@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever the table below changes: the loader refuses others. */
-#define LLMFS_CUDA_ABI 3
+#define LLMFS_CUDA_ABI 4
 
 /* Positions per block of the paged KV cache (engine/kv.h's, too). */
 #define CUDA_KV_BLOCK 64
@@ -401,6 +401,19 @@ struct cuda_api {
 			     uint32_t il, const struct cuda_qk_rope *a,
 			     const int32_t *seq_of, const int32_t *pos,
 			     uint32_t rows, struct err *err);
+	/*
+	 * attention, with its rows also quantized to act_type (the
+	 * activations of the product after it, wo) into xq, xq_ld bytes
+	 * apart, in the launch that merges them; -ENOTSUP with nothing
+	 * enqueued where the merge cannot (the caller quantizes after).
+	 */
+	int (*attention_quantize)(struct cuda_dev *d, const struct cuda_kv *kv,
+				  uint32_t il, const float *q, size_t q_ld,
+				  uint32_t n_head, float scale,
+				  const int32_t *seq_of, const int32_t *pos,
+				  uint32_t n_ctx, float *out, size_t out_ld,
+				  uint32_t act_type, void *xq, size_t xq_ld,
+				  uint32_t rows, struct err *err);
 };
 
 /* The module's one export (dlsym name "llmfs_cuda_api"). */
