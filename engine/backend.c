@@ -72,6 +72,8 @@ static const struct backend_kind {
 	void (*free)(const char *device, void *p);
 	void (*copy)(const char *device, void *dst, const void *src,
 		     size_t bytes);
+	/* its cap on what is placed there, if any; NULL: none */
+	bool (*capped)(const char *device, uint64_t *cap, uint64_t *used);
 } backend_kinds[] = {
 	{ .prefix = "cpu",
 	  .host = true,
@@ -96,7 +98,8 @@ static const struct backend_kind {
 	  .create = cuda_backend_new,
 	  .alloc = cuda_backend_weights_alloc,
 	  .free = cuda_backend_weights_free,
-	  .copy = cuda_backend_weights_copy },
+	  .copy = cuda_backend_weights_copy,
+	  .capped = cuda_backend_capped },
 };
 
 #define BACKEND_KINDS (sizeof(backend_kinds) / sizeof(backend_kinds[0]))
@@ -174,6 +177,14 @@ void engine_backend_packed_read(uint32_t layout, const struct io_gguf_tensor *t,
 		}
 	}
 	memset(buf, 0, size); /* no backend of this build wrote it */
+}
+
+bool engine_backend_device_cap(const char *device, uint64_t *cap,
+			       uint64_t *used)
+{
+	const struct backend_kind *k = backend_kind_of(device);
+
+	return k && k->capped && k->capped(device, cap, used);
 }
 
 void *engine_backend_weights_alloc(const char *device, size_t bytes)

@@ -386,6 +386,12 @@ bool engine_backend_device_is_host(const char *device);
 /* Whether one backend computes on both devices (cpu and numa0: yes). */
 bool engine_backend_same_kind(const char *a, const char *b);
 /*
+ * Whether device has a cap on the memory placed there (a GPU's VRAM cap,
+ * --devices gpu0:vram=8G), with the cap and the bytes counted against it.
+ */
+bool engine_backend_device_cap(const char *device, uint64_t *cap,
+			       uint64_t *used);
+/*
  * The weights' memory of a device that is not the host's: bytes, NULL
  * when out of it (or for a host device); free; and a copy to, from or
  * within it (the device's own copy: memcpy for the host's).

@@ -36,6 +36,8 @@ struct engine_ctx {
 	struct engine_backend **layer_be;
 	struct forward_scratch *fwd; /* grown by engine_forward */
 	struct engine_kv_pool *kv;
+	/* decode tokens/s noted per placement (placement_plan.c's lock) */
+	double plan_measured[ENGINE_PLAN_N];
 };
 
 /*

@@ -944,14 +944,21 @@ struct engine_plan_alt {
 	uint32_t n_ctx;	     /* the context it gives */
 	uint32_t gpu_layers; /* split: blk.0 .. gpu_layers-1 on the GPU */
 	char why[256];	     /* one line */
+	/* decode tokens/s measured with this placement; 0: not measured */
+	double measured_tok_s;
 };
 
 struct engine_plan {
 	enum engine_plan_kind chosen;
 	char gpu[16];	/* the GPU planned for; "" if none */
 	char host[16];	/* host memory for what is not on the GPU */
+	char home[16];	/* all-cpu's device (the load's) */
+	char near[16];	/* the GPU plans' host memory (the GPU's node) */
 	uint32_t n_ctx; /* the context the chosen plan gives */
 	struct engine_plan_alt alt[ENGINE_PLAN_N];
+	/* the GPU plans' costs, and whether measured (else assumed) */
+	double step_s, cross_s;
+	bool step_measured, cross_measured;
 };
 
 /*
@@ -967,9 +974,11 @@ void engine_plan_input_of_ctx(struct engine_ctx *ctx,
 			      struct engine_plan_input *in);
 const char *engine_plan_kind_name(enum engine_plan_kind kind);
 /*
- * The plan as the placement file shows it: a "plan" line, then one
- * "estimate" line per alternative considered. Returns the length written
- * into buf (truncated at cap, as snprintf).
+ * The plan as the placement file shows it: a "plan" line, one "estimate"
+ * line per alternative considered, a "measured" line per alternative with
+ * a measured speed, and, with a GPU, a "costs" line (the step and
+ * crossing costs, measured or assumed). Returns the length written into
+ * buf (truncated at cap, as snprintf).
  */
 size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
 			    size_t cap);
@@ -1008,5 +1017,25 @@ int engine_placement_format(struct engine_ctx *ctx, char **text, size_t *len,
  */
 int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 			   struct err *err);
+/*
+ * Which alternative of the planner the model's placement is now: all-cpu
+ * (every layer and the output on the host), all-gpu (all of them on a
+ * GPU), experts-in-ram (all but the experts on a GPU), split (blk.0..g-1
+ * on a GPU, the rest and the output on the host); ENGINE_PLAN_N for none
+ * of them. token_embd is left out (every plan may keep it in RAM).
+ */
+enum engine_plan_kind engine_placement_plan_kind(struct engine_ctx *ctx);
+/*
+ * Note a decode speed (tokens/s) measured with the placement as it is
+ * now: the plan's text shows the last one of each alternative beside its
+ * estimate (placement_plan.c). Any thread.
+ */
+void engine_placement_note_decode(struct engine_ctx *ctx, double tok_s);
+/*
+ * The plan of ctx's model as `placement` ends: engine_plan_describe with
+ * the speeds noted. -EINVAL (one line) when no plan can be made.
+ */
+int engine_placement_plan_text(struct engine_ctx *ctx, char *buf, size_t cap,
+			       struct err *err);
 
 #endif

@@ -152,28 +152,22 @@ static void place_devices(struct place_buf *b, struct io_device_set *set)
 		place_printf(b, " bw %.1fGB/s %s", d->mem_bw / 1e9,
 			     io_device_bw_source_name(d->bw_source));
 		if (d->kind == IO_DEVICE_GPU)
-			place_printf(b, " pcie %.1fGB/s%s", d->link_bw / 1e9,
-				     d->simulated ? " simulated" : "");
+			place_printf(b, " pcie %.1fGB/s%s%s", d->link_bw / 1e9,
+				     d->simulated ? " simulated" : "",
+				     d->capped ? " capped" : "");
 		place_printf(b, "\n");
 	}
 }
 
 static void place_plan(struct place_buf *b, struct engine_ctx *ctx)
 {
-	struct engine_plan_input in;
-	struct engine_plan plan;
 	struct err err = { 0 };
-	char text[2048];
+	char text[3072];
 
-	engine_plan_input_of_ctx(ctx, &in);
-	if (engine_plan_make(&plan, &in,
-			     io_weights_devices(engine_model_weights(
-				     engine_ctx_model(ctx))),
-			     &err) < 0) {
+	if (engine_placement_plan_text(ctx, text, sizeof(text), &err) < 0) {
 		place_printf(b, "plan - %s\n", err.msg);
 		return;
 	}
-	engine_plan_describe(&plan, text, sizeof(text));
 	place_printf(b, "%s", text);
 }
 
@@ -273,7 +267,7 @@ static int place_usage(struct err *err, const char *command)
 {
 	return err_set(
 		err, EINVAL,
-		"bad placement command '%.60s': use 'blk.A-B DEVICE', 'experts DEVICE', 'output DEVICE', 'all DEVICE', 'TENSOR DEVICE' or 'auto'",
+		"bad placement command '%.60s': use 'blk.A-B DEVICE', 'experts DEVICE', 'output DEVICE', 'all DEVICE', 'TENSOR DEVICE', 'auto' or 'auto PLAN'",
 		command);
 }
 
@@ -296,11 +290,36 @@ static int place_move_but_experts(struct engine_model *m, const char *device,
 	return rc;
 }
 
+/* The alternative named (NULL: the chosen one); -EINVAL, -ENOSPC. */
+static int place_pick(struct engine_plan *plan, const char *name,
+		      struct err *err)
+{
+	enum engine_plan_kind k;
+
+	if (!name)
+		return 0;
+	for (k = 0; k < ENGINE_PLAN_N; k++)
+		if (!strcmp(name, engine_plan_kind_name(k)))
+			break;
+	if (k == ENGINE_PLAN_N || !plan->alt[k].considered)
+		return err_set(
+			err, EINVAL,
+			"no alternative '%.30s' in this model's plan (see the estimate lines of placement)",
+			name);
+	if (!plan->alt[k].fits)
+		return err_set(err, ENOSPC, "%s %s", name, plan->alt[k].why);
+	plan->chosen = k;
+	snprintf(plan->host, sizeof(plan->host), "%s",
+		 k == ENGINE_PLAN_ALL_CPU ? plan->home : plan->near);
+	return 0;
+}
+
 /*
- * "auto": apply the plan. Every device it names must be able to compute
- * before anything moves; a GPU without a backend is ENODEV, said as such.
+ * "auto" (or "auto NAME", an alternative by name): apply the plan. Every
+ * device it names must be able to compute before anything moves; a GPU
+ * without a backend is ENODEV, said as such.
  */
-static int place_auto(struct engine_ctx *ctx, struct err *err)
+static int place_auto(struct engine_ctx *ctx, const char *name, struct err *err)
 {
 	struct engine_model *m = engine_ctx_model(ctx);
 	struct io_weights *w = engine_model_weights(m);
@@ -314,6 +333,8 @@ static int place_auto(struct engine_ctx *ctx, struct err *err)
 	io_device_set_measure(set);
 	engine_plan_input_of_ctx(ctx, &in);
 	rc = engine_plan_make(&plan, &in, set, err);
+	if (rc == 0)
+		rc = place_pick(&plan, name, err);
 	if (rc < 0)
 		return rc;
 	if (plan.chosen != ENGINE_PLAN_ALL_CPU) {
@@ -334,6 +355,14 @@ static int place_auto(struct engine_ctx *ctx, struct err *err)
 	if (plan.chosen == ENGINE_PLAN_ALL_CPU) {
 		snprintf(cmd, sizeof(cmd), "all %s", plan.host);
 		return engine_placement_apply(ctx, cmd, err);
+	}
+	/* a split as the planner sized it: the rest on the host */
+	if (plan.chosen == ENGINE_PLAN_SPLIT) {
+		snprintf(cmd, sizeof(cmd), "all %s", plan.home);
+		rc = engine_placement_apply(ctx, cmd, err);
+		snprintf(cmd, sizeof(cmd), "blk.0-%u %s",
+			 plan.alt[ENGINE_PLAN_SPLIT].gpu_layers - 1, plan.gpu);
+		return rc < 0 ? rc : engine_placement_apply(ctx, cmd, err);
 	}
 	if (plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM) {
 		snprintf(cmd, sizeof(cmd), "experts %s", plan.host);
@@ -403,8 +432,8 @@ int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 	int fields, rc;
 
 	fields = sscanf(command, " %127s %31s %1s", sel, dev, extra);
-	if (fields == 1 && strcmp(sel, "auto") == 0)
-		return place_auto(ctx, err);
+	if (fields >= 1 && fields <= 2 && strcmp(sel, "auto") == 0)
+		return place_auto(ctx, fields == 2 ? dev : NULL, err);
 	if (fields != 2)
 		return place_usage(err, command);
 	idx = malloc((g->n_tensors + 1) * sizeof(*idx));

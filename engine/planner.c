@@ -33,10 +33,12 @@
 #define PLAN_CTX_STEP 256
 
 /*
- * Given, not measured (no GPU here): a decode step's fixed cost (kernel
- * launches with a graph, the CPU pool's wake-ups), one host<->GPU
- * hand-over besides its bytes (a small cudaMemcpyAsync and an event), and
- * the VRAM a CUDA context and cuBLAS workspace take.
+ * Assumed where not measured: a decode step's fixed cost (kernel
+ * launches, the CPU pool's wake-ups), one host<->GPU hand-over besides
+ * its bytes (a small cudaMemcpyAsync and an event), and the VRAM a CUDA
+ * context and cuBLAS workspace take. A GPU's measured step and crossing
+ * (--devices gpu0:step=...,cross=..., from tools/bench-placement.sh)
+ * replace the first two for the plans that compute on it.
  */
 static const double plan_overhead_s = 0.5e-3;
 static const double plan_crossing_s = 20e-6;
@@ -65,12 +67,13 @@ struct plan_env {
 	uint64_t weights;	      /* every tensor */
 	uint64_t scratch;	      /* GPU compute buffers + reserve */
 	uint64_t n_seq;
-	double active; /* share of the experts read per token */
-	double r_exp;  /* expert bytes read per token */
-	double r_out;  /* output matrix (+ norms) per token */
-	double r_in;   /* token_embd row per token (untied) */
-	double cross;  /* seconds per crossing */
-	double overhead;
+	double active;	     /* share of the experts read per token */
+	double r_exp;	     /* expert bytes read per token */
+	double r_out;	     /* output matrix (+ norms) per token */
+	double r_in;	     /* token_embd row per token (untied) */
+	double cross;	     /* seconds per crossing */
+	double overhead;     /* per token, all on the host */
+	double gpu_overhead; /* per token, plans that compute on the GPU */
 };
 
 static double gib(double bytes)
@@ -121,7 +124,9 @@ static int plan_env_make(struct plan_env *e, const struct engine_plan_input *in,
 	for (k = 0; k < devs->n; k++) {
 		d = &devs->dev[k];
 		n_numa += d->kind == IO_DEVICE_NUMA;
-		if (d->kind == IO_DEVICE_GPU &&
+		/* a cap no probe resolved has no bandwidth: not planned for */
+		if (d->kind == IO_DEVICE_GPU && d->mem_bw > 0 &&
+		    d->link_bw > 0 &&
 		    (!e->gpu || d->free_bytes > e->gpu->free_bytes))
 			e->gpu = d;
 	}
@@ -154,7 +159,12 @@ static int plan_env_make(struct plan_env *e, const struct engine_plan_input *in,
 	e->r_out = in->output_bytes + (in->has_output ? 0 : in->input_bytes);
 	e->r_in = in->has_output ? (double)in->input_bytes / in->n_vocab : 0;
 	e->overhead = in->overhead_s > 0 ? in->overhead_s : plan_overhead_s;
-	e->cross = (in->crossing_s > 0 ? in->crossing_s : plan_crossing_s) +
+	e->gpu_overhead = in->overhead_s > 0	       ? in->overhead_s :
+			  e->gpu && e->gpu->step_s > 0 ? e->gpu->step_s :
+							 plan_overhead_s;
+	e->cross = (in->crossing_s > 0		  ? in->crossing_s :
+		    e->gpu && e->gpu->cross_s > 0 ? e->gpu->cross_s :
+						    plan_crossing_s) +
 		   (e->gpu ? in->n_embd * 4.0 / e->gpu->link_bw : 0);
 	/*
 	 * ggml's compute buffer for a prompt batch: hidden states, the FFN's
@@ -182,7 +192,7 @@ static void plan_all_gpu(const struct plan_env *e, struct engine_plan_alt *a)
 	a->tok_s = 1 / ((in->layer_bytes + e->r_exp + e->r_out + e->r_in +
 			 plan_kv_read(e, in->n_ctx)) /
 				e->gpu->mem_bw +
-			e->overhead);
+			e->gpu_overhead);
 	if (!a->fits)
 		why(a,
 		    "does not fit: %.1f GiB (weights %.1f + KV %.1f + scratch %.1f) > %.1f GiB free on %s",
@@ -218,7 +228,7 @@ static void plan_all_gpu_ctx(const struct plan_env *e,
 	a->tok_s = 1 / ((in->layer_bytes + e->r_exp + e->r_out + e->r_in +
 			 plan_kv_read(e, a->n_ctx)) /
 				e->gpu->mem_bw +
-			e->overhead);
+			e->gpu_overhead);
 	if (in->ctx_given)
 		why(a,
 		    "not chosen: the context %u was asked for; --ctx %u would keep everything on %s",
@@ -254,7 +264,7 @@ static void plan_kv_in_ram(const struct plan_env *e, struct engine_plan_alt *a)
 	t = (in->layer_bytes + e->r_exp + e->r_out + e->r_in) / e->gpu->mem_bw +
 	    read * g / L / e->gpu->mem_bw +
 	    read * (L - g) / L / e->host->mem_bw + 2.0 * (L - g) * e->cross +
-	    e->overhead;
+	    e->gpu_overhead;
 	a->tok_s = 1 / t;
 	if (e->weights + e->scratch > e->gpu->free_bytes)
 		why(a,
@@ -285,7 +295,7 @@ static void plan_experts_in_ram(const struct plan_env *e,
 		  a->host_bytes <= plan_host_free(e, e->host);
 	base = (in->layer_bytes + e->r_out + plan_kv_read(e, in->n_ctx)) /
 		       e->gpu->mem_bw +
-	       e->r_in / e->host->mem_bw + e->overhead;
+	       e->r_in / e->host->mem_bw + e->gpu_overhead;
 	/* As llama.cpp's --cpu-moe: the CPUs of the GPU's node compute them. */
 	t_cpu = base + e->r_exp / e->host->mem_bw +
 		2.0 * in->n_layer * e->cross;
@@ -339,7 +349,8 @@ static void plan_split(const struct plan_env *e, bool all_fit,
 	read = in->layer_bytes + e->r_exp + plan_kv_read(e, in->n_ctx);
 	t = read * g / L / e->gpu->mem_bw +
 	    read * (L - g) / L / e->home->mem_bw +
-	    (e->r_out + e->r_in) / e->home->mem_bw + 2 * e->cross + e->overhead;
+	    (e->r_out + e->r_in) / e->home->mem_bw + 2 * e->cross +
+	    e->gpu_overhead;
 	a->tok_s = 1 / t;
 	snprintf(range, sizeof(range), g > 1 ? "blk.0-%u" : "blk.0", g - 1);
 	why(a,
@@ -491,6 +502,8 @@ int engine_plan_make(struct engine_plan *plan,
 			alt[k].tok_s = 0;
 	c = &alt[plan->chosen];
 	plan->n_ctx = c->n_ctx;
+	snprintf(plan->home, sizeof(plan->home), "%s", e.home->name);
+	snprintf(plan->near, sizeof(plan->near), "%s", e.host->name);
 	snprintf(plan->host, sizeof(plan->host), "%s",
 		 plan->chosen == ENGINE_PLAN_ALL_CPU ? e.home->name :
 						       e.host->name);
@@ -498,6 +511,13 @@ int engine_plan_make(struct engine_plan *plan,
 	    plan->chosen == ENGINE_PLAN_ALL_GPU_CTX)
 		plan->host[0] = '\0';
 	plan_why_chosen(&e, plan, shipped);
+	plan->step_s = e.gpu_overhead;
+	plan->cross_s = e.cross -
+			(e.gpu ? in->n_embd * 4.0 / e.gpu->link_bw : 0);
+	plan->step_measured = in->overhead_s > 0 ||
+			      (e.gpu && e.gpu->step_s > 0);
+	plan->cross_measured = in->crossing_s > 0 ||
+			       (e.gpu && e.gpu->cross_s > 0);
 	for (k = 0; k < ENGINE_PLAN_N; k++) {
 		if (!alt[k].considered || k == (int)plan->chosen ||
 		    alt[k].why[0])
@@ -570,7 +590,7 @@ size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
 		ENGINE_PLAN_SPLIT,     ENGINE_PLAN_ALL_CPU,
 	};
 	size_t len = 0;
-	char tok[32];
+	char tok[48];
 	int n;
 
 	n = snprintf(buf, cap, "plan %s gpu %s host %s ctx %u\n",
@@ -590,6 +610,33 @@ size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
 		n = snprintf(len < cap ? buf + len : NULL,
 			     len < cap ? cap - len : 0, "estimate %s %s %s\n",
 			     engine_plan_kind_name(order[i]), tok, a->why);
+		len += n > 0 ? (size_t)n : 0;
+	}
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		const struct engine_plan_alt *a = &plan->alt[order[i]];
+
+		if (a->measured_tok_s <= 0)
+			continue;
+		if (a->tok_s > 0)
+			snprintf(tok, sizeof(tok), "%.1f ratio %.2f", a->tok_s,
+				 a->measured_tok_s / a->tok_s);
+		else
+			snprintf(tok, sizeof(tok), "- ratio -");
+		n = snprintf(len < cap ? buf + len : NULL,
+			     len < cap ? cap - len : 0,
+			     "measured %s %.1f estimate %s\n",
+			     engine_plan_kind_name(order[i]), a->measured_tok_s,
+			     tok);
+		len += n > 0 ? (size_t)n : 0;
+	}
+	if (plan->gpu[0]) {
+		n = snprintf(len < cap ? buf + len : NULL,
+			     len < cap ? cap - len : 0,
+			     "costs %s step %.3fms %s cross %.1fus %s\n",
+			     plan->gpu, plan->step_s * 1e3,
+			     plan->step_measured ? "measured" : "assumed",
+			     plan->cross_s * 1e6,
+			     plan->cross_measured ? "measured" : "assumed");
 		len += n > 0 ? (size_t)n : 0;
 	}
 	return len;

@@ -98,15 +98,43 @@ out_free:
 	return ret;
 }
 
+/* -ENOSPC, nothing moved, when the tensors would pass device's cap. */
+static int move_check_cap(struct engine_model *m, const uint64_t *idx,
+			  uint64_t n, const char *device, struct err *err)
+{
+	uint64_t cap, used, need = 0, k;
+
+	if (!engine_backend_device_cap(device, &cap, &used))
+		return 0;
+	for (k = 0; k < n; k++) {
+		const struct io_placement *p = io_weights_placement(m->weights,
+								    idx[k]);
+
+		if (strcmp(p->device, device) != 0)
+			need += p->bytes;
+	}
+	if (used + need <= cap)
+		return 0;
+	return err_set(
+		err, ENOSPC,
+		"no room on %s: %llu MiB more would pass its cap of %llu MiB (--devices %s:vram=), %llu MiB placed there",
+		device, (unsigned long long)((need + (1 << 20) - 1) >> 20),
+		(unsigned long long)(cap >> 20), device,
+		(unsigned long long)(used >> 20));
+}
+
 /* Into a device's own memory: the file's bytes, then the records. */
 static int move_to_device(struct engine_model *m, const uint64_t *idx,
 			  uint64_t n, const char *device, struct err *err)
 {
-	void **bufs = calloc(n + 1, sizeof(*bufs));
+	void **bufs = NULL;
 	uint8_t *host = NULL;
 	uint64_t k;
-	int ret = 0;
+	int ret;
 
+	if ((ret = move_check_cap(m, idx, n, device, err)))
+		return ret;
+	bufs = calloc(n + 1, sizeof(*bufs));
 	if (!bufs)
 		return err_set(err, ENOMEM, "out of memory");
 	for (k = 0; k < n && !ret; k++) {

@@ -557,8 +557,10 @@ static int mount_option(struct mount_args *a, int c, char *arg,
 /* The machine's devices, with --devices (NULL: LLMFS_DEVICES). */
 static int mount_devices(struct mount_args *a, const char *devices)
 {
+	const struct io_device *capped;
 	struct err err = { 0 };
 	bool auto_gpus;
+	char name[16];
 
 	/* --devices auto, or nothing said: the GPUs the CUDA module finds */
 	/*
@@ -575,6 +577,18 @@ static int mount_devices(struct mount_args *a, const char *devices)
 			       devices && auto_gpus ? "" : devices, &err)) {
 		fprintf(stderr, "llmfs: %s\n", err.msg);
 		return -EINVAL;
+	}
+	/* a cap (gpu0:vram=8G) is on a card the probe must find */
+	capped = io_device_set_unprobed(&a->opt.devices);
+	if (capped) {
+		snprintf(name, sizeof(name), "%s", capped->name);
+		if (engine_gpu_probe(&a->opt.devices, &err) < 0) {
+			fprintf(stderr,
+				"llmfs: --devices: %s:vram= without bw= and pcie= caps a real GPU: %s\n",
+				name, err.msg);
+			return -ENODEV;
+		}
+		return 0;
 	}
 	/* none found is normal (no GPU, no CUDA): asked for, it is said */
 	if (auto_gpus && engine_gpu_probe(&a->opt.devices, &err) < 0 && devices)

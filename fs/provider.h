@@ -124,6 +124,12 @@ struct fs_provider {
 	struct engine_model *(*engine_model)(struct fs_model *fm);
 	/* Its KV cache's figures for the budget's lines; false: none. */
 	bool (*kv_stats)(struct fs_model *fm, struct engine_kv_stats *out);
+	/*
+	 * The planner's alternatives with their estimates and measured
+	 * speeds (engine_placement_plan_text), for status; NULL: none.
+	 */
+	int (*plan)(struct fs_model *fm, char *buf, size_t cap,
+		    struct err *err);
 
 	/* ---- optional: NULL and the file is absent ---- */
 	/* the model's thread; another uid's sequences shown as "other" */

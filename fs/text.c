@@ -90,11 +90,42 @@ static int text_gpus(const struct io_device_set *set, struct fs_buf *b)
 		if (!rc)
 			rc = fs_buf_printf(b,
 					   " memory_total_bytes=%llu "
-					   "memory_free_bytes=%llu%s%s\n",
+					   "memory_free_bytes=%llu%s%s%s\n",
 					   (unsigned long long)d->total_bytes,
 					   (unsigned long long)d->free_bytes,
 					   d->simulated ? " simulated" : "",
+					   d->capped ? " capped" : "",
 					   d->compute ? "" : " no-backend");
+	}
+	return rc;
+}
+
+/*
+ * Each ready model's plan: "model NAME " before each line of it (the
+ * estimate of every alternative, the measured speeds, the costs).
+ */
+static int text_plans(struct fs *fs, struct fs_buf *b)
+{
+	struct fs_model *fm;
+	struct err err = { 0 };
+	char text[3072], *line, *save;
+	bool ready;
+	int rc = 0;
+
+	for (unsigned i = 0; i < fs->n_models && !rc; i++) {
+		if (!(fm = fs_model_get(fs, i, false)))
+			continue;
+		pthread_mutex_lock(&fm->lock);
+		ready = fm->state == FS_MODEL_READY;
+		pthread_mutex_unlock(&fm->lock);
+		if (ready && fm->provider->plan &&
+		    fm->provider->plan(fm, text, sizeof(text), &err) == 0) {
+			for (line = strtok_r(text, "\n", &save); line && !rc;
+			     line = strtok_r(NULL, "\n", &save))
+				rc = fs_buf_printf(b, "model %s %s\n", fm->name,
+						   line);
+		}
+		fs_model_put(fm);
 	}
 	return rc;
 }
@@ -138,6 +169,8 @@ int fs_text_status(struct fs *fs, struct fs_buf *b)
 		pthread_mutex_unlock(&fm->lock);
 		fs_model_put(fm);
 	}
+	if (!rc)
+		rc = text_plans(fs, b);
 	if (!rc)
 		rc = fs_buf_printf(
 			b,

@@ -18,6 +18,14 @@
  * them as powers of 1000 (bw=272G is 272 GB/s, as data sheets write it).
  * A described GPU is "simulated": it is listed and planned for, and every
  * attempt to move weights onto it fails with ENODEV.
+ *
+ * A GPU given only vram= (gpu0:vram=8G) is a cap on a real card: the
+ * probe (engine_gpu_probe) fills in what it measures, with total and free
+ * memory at most the cap, and the CUDA backend refuses to place more
+ * there (ENOSPC). Until a probe finds it, it has no bandwidth. A real
+ * card's measured costs can be given too: step=0.4ms (a decode step's
+ * fixed cost), cross=30us (one host <-> GPU hand-over); the planner takes
+ * them over its defaults (tools/bench-placement.sh measures them).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -138,6 +146,33 @@ static int device_number(const char *s, double unit, double *out)
 	return *end ? -EINVAL : 0;
 }
 
+/* "30us", "0.4ms", "0.0004" (seconds): a time under a second. */
+static int device_seconds(const char *s, double *out)
+{
+	static const struct {
+		const char *suffix;
+		double unit;
+	} units[] = { { "", 1 },
+		      { "s", 1 },
+		      { "ms", 1e-3 },
+		      { "us", 1e-6 },
+		      { "ns", 1e-9 } };
+	char *end;
+	double v;
+
+	v = strtod(s, &end);
+	if (end == s || !(v > 0))
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].suffix) == 0 &&
+		    v * units[i].unit < 1) {
+			*out = v * units[i].unit;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 static int device_key(struct io_device *d, const char *key, const char *val,
 		      struct err *err)
 {
@@ -161,6 +196,12 @@ static int device_key(struct io_device *d, const char *key, const char *val,
 		if (sscanf(val, "%d.%d", &d->cc_major, &d->cc_minor) != 2 ||
 		    d->cc_major < 1 || d->cc_minor < 0)
 			goto bad;
+		return 0;
+	}
+	if ((strcmp(key, "step") == 0 || strcmp(key, "cross") == 0) && gpu) {
+		if (device_seconds(val, &v) < 0)
+			goto bad;
+		*(key[0] == 's' ? &d->step_s : &d->cross_s) = v;
 		return 0;
 	}
 	if (strcmp(key, "bw") == 0 || (strcmp(key, "pcie") == 0 && gpu)) {
@@ -188,7 +229,7 @@ static int device_key(struct io_device *d, const char *key, const char *val,
 	return err_set(
 		err, EINVAL, "--devices: %s has no key '%.20s' (%s)", d->name,
 		key,
-		gpu ? "gpuN takes vram, free, bw, pcie, node, cc, model" :
+		gpu ? "gpuN takes vram, free, bw, pcie, node, cc, model, step, cross" :
 		      "cpu and numaN take bw, ram, free");
 bad:
 	return err_set(err, EINVAL, "--devices: bad %s value '%.30s' for %s",
@@ -224,10 +265,17 @@ bad:
 		w);
 }
 
-static int device_check(const struct io_device *d, struct err *err)
+static int device_check(struct io_device *d, struct err *err)
 {
 	if (d->kind != IO_DEVICE_GPU)
 		return 0;
+	/* vram= alone: a cap on the real card of that name */
+	if (d->total_bytes && d->mem_bw <= 0 && d->link_bw <= 0 &&
+	    !d->cc_major && !d->model[0] && d->node < 0) {
+		d->capped = true;
+		d->simulated = false;
+		return 0;
+	}
 	if (!d->total_bytes || d->mem_bw <= 0 || d->link_bw <= 0)
 		return err_set(
 			err, EINVAL,
@@ -331,6 +379,16 @@ int io_device_lookup(const struct io_device_set *set, const char *name,
 	io_device_set_names(set, list, sizeof(list));
 	return err_set(err, EINVAL, "no such device %.32s (devices: %s)", name,
 		       list);
+}
+
+const struct io_device *io_device_set_unprobed(const struct io_device_set *set)
+{
+	uint32_t k;
+
+	for (k = 0; k < set->n; k++)
+		if (set->dev[k].capped && set->dev[k].mem_bw <= 0)
+			return &set->dev[k];
+	return NULL;
 }
 
 int io_device_usable(const struct io_device *d, struct err *err)

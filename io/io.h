@@ -494,9 +494,11 @@ int io_stage_file(const char *path, const struct io_stage_range *ranges,
 /*
  * What the machine has to hold and compute weights: "cpu" (all host memory,
  * the kernel's first touch), one "numaN" per NUMA node, and "gpuN". Host
- * devices are read from the machine; GPUs are described (io/device.c has
- * the syntax), since no CUDA backend is built yet: such a GPU is
- * `simulated`, listed and planned for, and cannot take weights (ENODEV).
+ * devices are read from the machine; GPUs are found by the CUDA module's
+ * probe (engine_gpu_probe) or described (io/device.c has the syntax): a
+ * described GPU is `simulated`, listed and planned for, and takes weights
+ * only where the CUDA backend opens a GPU of that name. A description
+ * with only vram= caps a real card instead (`capped`).
  */
 enum io_device_kind {
 	IO_DEVICE_CPU,
@@ -526,6 +528,15 @@ struct io_device {
 	int cc_major, cc_minor; /* gpu: compute capability if given */
 	bool simulated;		/* described, not found on the machine */
 	bool compute;		/* a backend can compute here (false: gpu) */
+	/*
+	 * gpu: total_bytes is a cap on a real card (`gpu0:vram=8G` without
+	 * bw= and pcie=): what llmfs may place there. Until a probe finds
+	 * the card (engine_gpu_probe) it has no bandwidths and no compute.
+	 */
+	bool capped;
+	/* gpu: measured costs the planner takes over its defaults; 0: none */
+	double step_s;	/* fixed cost of a decode step (launches) */
+	double cross_s; /* one host <-> GPU hand-over besides its bytes */
 };
 
 #define IO_DEVICE_MAX 16
@@ -551,6 +562,8 @@ const struct io_device *io_device_find(const struct io_device_set *set,
 /* The same, or -EINVAL naming the devices there are. */
 int io_device_lookup(const struct io_device_set *set, const char *name,
 		     const struct io_device **out, struct err *err);
+/* A capped GPU no probe has found yet (bandwidths unknown), or NULL. */
+const struct io_device *io_device_set_unprobed(const struct io_device_set *set);
 /* 0 if weights can be computed on d, -ENODEV (a GPU without backend). */
 int io_device_usable(const struct io_device *d, struct err *err);
 /* "cpu numa0 gpu0" into buf; returns its length. */

@@ -19,13 +19,23 @@
  * each of -t threads, summed with 32-byte loads, best of -r passes (the
  * roofline tools/bench-cpu.sh compares decode with).
  *
+ * -p and -n together: the prompt's test, then the decode's, one load.
+ *
  * -s N with -n: N sequences decode together, one token each per forward
  * pass (what N sessions through the mount make of a step, without the
  * sampling and the file system); t/s is then their aggregate.
  *
  * --placement LINE: before the runs, move tensors as a line written to
  * the mount's placement file does ("all gpu0": the CUDA backend, the
- * path the mount computes on; tools/gpu-check.sh's gpu0bench).
+ * path the mount computes on; tools/gpu-check.sh's gpu0bench; "auto
+ * split": the planner's split, tools/bench-placement.sh).
+ *
+ * --devices SPEC: the devices the planner plans for, as llmfs's option
+ * ("auto": the CUDA module's GPUs; "gpu0:vram=8G": the card capped).
+ * --plan: print the planner's alternatives (the end of `placement`)
+ * after the placement, and after a -n run once more with the measured
+ * decode speed beside the estimate of the placement it ran; without -p
+ * and -n only the first.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -45,6 +55,8 @@
 struct bench_args {
 	const char *model;
 	const char *placement; /* a `placement` line, or NULL */
+	const char *devices;   /* --devices, or NULL */
+	bool plan;
 	long n_prompt, n_gen, depth, reps, threads, membw_mib, seqs;
 	bool batch_exact;
 	bool no_pack;
@@ -65,6 +77,9 @@ static void bench_usage(FILE *f)
 	      "      --no-pack      weights as the file has them (no panels)\n"
 	      "      --placement LINE  move tensors first, as a line of the\n"
 	      "                     mount's placement file does ('all gpu0')\n"
+	      "      --devices SPEC  devices as llmfs --devices ('auto',\n"
+	      "                     'gpu0:vram=8G': a capped card)\n"
+	      "      --plan         print the planner's alternatives\n"
 	      "      --membw MIB    memory read bandwidth, MIB per thread\n",
 	      f);
 }
@@ -99,6 +114,8 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		{ "batch-exact", no_argument, NULL, 'E' },
 		{ "no-pack", no_argument, NULL, 'P' },
 		{ "placement", required_argument, NULL, 'L' },
+		{ "devices", required_argument, NULL, 'D' },
+		{ "plan", no_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -132,15 +149,18 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		case 'E': a->batch_exact = true; break;
 		case 'P': a->no_pack = true; break;
 		case 'L': a->placement = optarg; break;
+		case 'D': a->devices = optarg; break;
+		case 'A': a->plan = true; break;
 		case 'h': bench_usage(stdout); exit(0);
 		default: bench_usage(stderr); exit(2);
 		}
 	}
 	if (optind < argc ||
-	    (!a->membw_mib && (!a->model || !a->n_prompt == !a->n_gen ||
+	    (!a->membw_mib && (!a->model || (a->n_prompt && a->seqs > 1) ||
+			       (!a->n_prompt && !a->n_gen && !a->plan) ||
 			       (a->seqs > 1 && !a->n_gen)))) {
-		fputs("llmfs-bench: need -m and one of -p or -n (-s only with "
-		      "-n), or --membw\n",
+		fputs("llmfs-bench: need -m and -p or -n or both (-s only with "
+		      "-n alone), or --plan, or --membw\n",
 		      stderr);
 		bench_usage(stderr);
 		exit(2);
@@ -326,15 +346,82 @@ static int bench_once(struct bench *b, const struct bench_args *a, double *secs,
 	return ret;
 }
 
+/*
+ * --devices: the host's devices and the spec's, with the CUDA module's
+ * GPUs for "auto" and for a cap (gpu0:vram=8G), as the mount reads them.
+ */
+static int bench_devices(struct io_device_set *set, const char *spec,
+			 struct err *err)
+{
+	bool auto_gpus = !strcmp(spec, "auto");
+	int rc;
+
+	rc = io_device_set_read(set, auto_gpus ? "" : spec, err);
+	if (rc < 0)
+		return rc;
+	if (auto_gpus || io_device_set_unprobed(set)) {
+		rc = engine_gpu_probe(set, err);
+		if (rc < 0 && io_device_set_unprobed(set))
+			return rc;
+	}
+	/* none found is normal for "auto": the CPU plans alone */
+	return 0;
+}
+
+static void bench_plan(struct engine_ctx *ctx)
+{
+	struct err err = { 0 };
+	char text[3072];
+
+	if (engine_placement_plan_text(ctx, text, sizeof(text), &err) < 0)
+		printf("plan - %s\n", err.msg);
+	else
+		fputs(text, stdout);
+	fflush(stdout);
+}
+
+/* One test of t (-p or -n): a warm-up, then t->reps timed; prints it. */
+static int bench_test(struct bench *b, const struct bench_args *t, double *mean,
+		      struct err *err)
+{
+	long n = t->n_prompt ? t->n_prompt : t->n_gen, r;
+	double sum = 0.0, sq = 0.0, sd, secs;
+	struct engine_kv_stats kv;
+	int ret;
+
+	/* the warm-up: pages in, caches and the pool awake */
+	if ((ret = bench_once(b, t, &secs, err)))
+		return ret;
+	for (r = 0; r < t->reps; r++) {
+		if ((ret = bench_once(b, t, &secs, err)))
+			return ret;
+		sum += n * b->n_seqs / secs;
+		sq += (n * b->n_seqs / secs) * (n * b->n_seqs / secs);
+	}
+	*mean = sum / t->reps;
+	engine_kv_stats(b->ctx, &kv);
+	sd = t->reps > 1 ? sqrt(fmax(0.0, (sq - sum * *mean) / (t->reps - 1))) :
+			   0.0;
+	printf("%s%ld d%ld%s t/s %.2f sd %.2f (%ld reps, %s, tensor_bytes %" PRIu64
+	       ", kv_bytes_per_token %" PRIu64 ")\n",
+	       t->n_prompt ? "pp" : "tg", n, t->depth,
+	       b->n_seqs > 1 ? " x seqs" : "", *mean, sd, t->reps,
+	       b->info->name, b->info->tensor_bytes,
+	       kv.k_bytes_per_token + kv.v_bytes_per_token);
+	fflush(stdout);
+	return 0;
+}
+
 static int bench_model(const struct bench_args *a)
 {
 	struct engine_model_options mopt = { 0 };
 	struct engine_ctx_options copt = { 0 };
-	struct engine_kv_stats kv;
+	struct io_device_set devs;
 	struct bench b = { .rng = 0x9e3779b97f4a7c15ull };
+	struct bench_args t = *a;
 	struct err err = { 0 };
-	long n = a->n_prompt ? a->n_prompt : a->n_gen, r, s;
-	double sum = 0.0, sq = 0.0, mean, sd, secs;
+	long n = a->n_prompt > a->n_gen ? a->n_prompt : a->n_gen, s;
+	double mean;
 	size_t merged;
 	int ret;
 
@@ -344,7 +431,11 @@ static int bench_model(const struct bench_args *a)
 	mopt.no_pack = a->no_pack;
 	mopt.n_ctx = (uint32_t)(a->depth + n);
 	b.n_seqs = a->seqs;
-	ret = engine_model_open(&b.m, a->model, &mopt, &err);
+	ret = a->devices ? bench_devices(&devs, a->devices, &err) : 0;
+	if (a->devices)
+		mopt.load.devices = &devs;
+	if (!ret)
+		ret = engine_model_open(&b.m, a->model, &mopt, &err);
 	if (!ret)
 		ret = engine_ctx_new(&b.ctx, b.m, &copt, &err);
 	if (!ret && a->placement)
@@ -357,6 +448,10 @@ static int bench_model(const struct bench_args *a)
 	while (!ret && io_weights_collapse_step(engine_model_weights(b.m),
 						32u << 20, &merged) > 0)
 		;
+	if (!ret && a->plan)
+		bench_plan(b.ctx);
+	if (!ret && !n)
+		goto out;
 	for (s = 0; !ret && s < b.n_seqs; s++)
 		ret = engine_seq_new(b.ctx, &b.seq[s], &err);
 	if (ret)
@@ -369,25 +464,20 @@ static int bench_model(const struct bench_args *a)
 		ret = err_set(&err, ENOMEM, "out of memory");
 		goto out;
 	}
-	/* the warm-up: pages in, caches and the pool awake */
-	if ((ret = bench_once(&b, a, &secs, &err)))
+	/* -p and -n both: the prompt's test, then the decode's */
+	t.n_gen = 0;
+	if (a->n_prompt && (ret = bench_test(&b, &t, &mean, &err)))
 		goto out;
-	for (r = 0; r < a->reps; r++) {
-		if ((ret = bench_once(&b, a, &secs, &err)))
-			goto out;
-		sum += n * b.n_seqs / secs;
-		sq += (n * b.n_seqs / secs) * (n * b.n_seqs / secs);
+	t.n_prompt = 0;
+	t.n_gen = a->n_gen;
+	if (a->n_gen && (ret = bench_test(&b, &t, &mean, &err)))
+		goto out;
+	/* one sequence's decode: what the planner estimates */
+	if (a->n_gen && b.n_seqs == 1) {
+		engine_placement_note_decode(b.ctx, mean);
+		if (a->plan)
+			bench_plan(b.ctx);
 	}
-	mean = sum / a->reps;
-	engine_kv_stats(b.ctx, &kv);
-	sd = a->reps > 1 ? sqrt(fmax(0.0, (sq - sum * mean) / (a->reps - 1))) :
-			   0.0;
-	printf("%s%ld d%ld%s t/s %.2f sd %.2f (%ld reps, %s, tensor_bytes %" PRIu64
-	       ", kv_bytes_per_token %" PRIu64 ")\n",
-	       a->n_prompt ? "pp" : "tg", n, a->depth,
-	       b.n_seqs > 1 ? " x seqs" : "", mean, sd, a->reps, b.info->name,
-	       b.info->tensor_bytes,
-	       kv.k_bytes_per_token + kv.v_bytes_per_token);
 out:
 	if (ret)
 		fprintf(stderr, "llmfs-bench: %s\n", err.msg);

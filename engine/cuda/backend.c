@@ -94,7 +94,7 @@ void *cuda_backend_weights_alloc(const char *device, size_t bytes)
 	struct cuda_dev *d = cb_shared(device, &api);
 	void *p = NULL;
 
-	if (!d || api->alloc(d, &p, bytes, NULL))
+	if (!d || cuda_cap_alloc(device, api, d, &p, bytes))
 		return NULL;
 	return p;
 }
@@ -105,7 +105,7 @@ void cuda_backend_weights_free(const char *device, void *p)
 	struct cuda_dev *d = cb_shared(device, &api);
 
 	if (d)
-		api->free(d, p);
+		cuda_cap_free(api, d, p);
 }
 
 void cuda_backend_weights_copy(const char *device, void *dst, const void *src,
@@ -140,7 +140,8 @@ static void *cb_alloc(struct engine_backend *be, size_t bytes)
 	struct cuda_backend *cb = be->ctx;
 	void *p = NULL;
 
-	if (cb->api->alloc(cb->dev, &p, bytes, NULL))
+	/* the passes' buffers and the KV blocks count against a cap */
+	if (cuda_cap_alloc(be->dev.name, cb->api, cb->dev, &p, bytes))
 		return NULL;
 	return p;
 }
@@ -149,7 +150,7 @@ static void cb_free(struct engine_backend *be, void *p)
 {
 	struct cuda_backend *cb = be->ctx;
 
-	cb->api->free(cb->dev, p);
+	cuda_cap_free(cb->api, cb->dev, p);
 }
 
 /* one of the module's copies (copy_in, copy_out, copy), its failure kept */

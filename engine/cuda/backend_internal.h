@@ -124,4 +124,12 @@ uint32_t cb_row(const uint32_t *idx, uint32_t j);
  */
 bool cb_runs_next(struct engine_backend *be, struct cb_runs *it);
 
+/*
+ * VRAM through the cap of device (vram_cap.c): the module's alloc, or
+ * -ENOSPC past the cap without asking it; the free of such memory.
+ */
+int cuda_cap_alloc(const char *device, const struct cuda_api *api,
+		   struct cuda_dev *d, void **p, size_t bytes);
+void cuda_cap_free(const struct cuda_api *api, struct cuda_dev *d, void *p);
+
 #endif

@@ -43,4 +43,13 @@ void cuda_backend_weights_free(const char *device, void *p);
 void cuda_backend_weights_copy(const char *device, void *dst, const void *src,
 			       size_t bytes);
 
+/*
+ * The VRAM cap of device (vram_cap.c; --devices gpu0:vram=8G on a real
+ * card, set by engine_gpu_probe): the bytes the backend may place there,
+ * 0 for none. capped: whether device has one, with it and the bytes
+ * counted against it now.
+ */
+void cuda_backend_cap_set(const char *device, uint64_t cap);
+bool cuda_backend_capped(const char *device, uint64_t *cap, uint64_t *used);
+
 #endif

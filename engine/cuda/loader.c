@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cuda_backend.h"
 #include "loader.h"
 
 static pthread_once_t loader_once = PTHREAD_ONCE_INIT;
@@ -189,10 +190,32 @@ static int loader_probe_child(const struct cuda_api *api,
 	return a.rc;
 }
 
+/*
+ * A capped GPU takes what the probe found of its card, its memory at most
+ * the cap, and the CUDA backend enforces the cap on what is placed there.
+ */
+static void loader_cap(struct io_device *d, const struct io_device *card)
+{
+	uint64_t cap = d->total_bytes;
+	double step = d->step_s, cross = d->cross_s;
+
+	*d = *card;
+	d->capped = true;
+	d->compute = true;
+	d->step_s = step;
+	d->cross_s = cross;
+	if (d->total_bytes > cap)
+		d->total_bytes = cap;
+	if (d->free_bytes > cap)
+		d->free_bytes = cap;
+	cuda_backend_cap_set(d->name, cap);
+}
+
 int engine_gpu_probe(struct io_device_set *set, struct err *err)
 {
 	const struct cuda_api *api = engine_cuda_api(err);
 	struct io_device_set found = { 0 };
+	const struct io_device *had;
 	uint32_t i;
 	int n;
 
@@ -201,9 +224,18 @@ int engine_gpu_probe(struct io_device_set *set, struct err *err)
 	n = loader_probe_child(api, &found, err);
 	if (n < 0)
 		return n;
-	/* a GPU described by --devices keeps its description */
 	for (i = 0, n = 0; i < found.n; i++) {
-		if (io_device_find(set, found.dev[i].name))
+		struct io_device *known = (struct io_device *)io_device_find(
+			set, found.dev[i].name);
+
+		/* capped (--devices gpu0:vram=8G): the card, at most the cap */
+		if (known && known->capped && known->mem_bw <= 0) {
+			loader_cap(known, &found.dev[i]);
+			n++;
+			continue;
+		}
+		/* a GPU described by --devices keeps its description */
+		if (known)
 			continue;
 		if (set->n == IO_DEVICE_MAX)
 			return err_set(err, ENOSPC, "more than %d devices",
@@ -213,5 +245,11 @@ int engine_gpu_probe(struct io_device_set *set, struct err *err)
 		set->dev[set->n++] = found.dev[i];
 		n++;
 	}
+	had = io_device_set_unprobed(set);
+	if (had)
+		return err_set(
+			err, ENODEV,
+			"the CUDA module found no %s (a simulated %s needs bw= and pcie= too)",
+			had->name, had->name);
 	return n;
 }

@@ -29,6 +29,12 @@ static int provider_local_placement(struct fs_model *fm, struct fs_buf *b,
 	return rc;
 }
 
+static int provider_local_plan(struct fs_model *fm, char *buf, size_t cap,
+			       struct err *err)
+{
+	return engine_placement_plan_text(fs_local(fm)->ctx, buf, cap, err);
+}
+
 /* fm->lock held: the idle merge's progress, once the load succeeded. */
 static int provider_local_stats(struct fs_model *fm, struct fs_buf *b)
 {
@@ -105,6 +111,7 @@ const struct fs_provider fs_provider_local = {
 	.stats = provider_local_stats,
 	.engine_model = provider_local_engine_model,
 	.kv_stats = provider_local_kv_stats,
+	.plan = provider_local_plan,
 	.info = fs_text_info,
 	.models_line = fs_text_models_line,
 	.kv = fs_text_kv,

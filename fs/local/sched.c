@@ -258,6 +258,9 @@ static void sched_stats(struct fs_model *fm, struct fs_stream *s, int error)
 		if (st->gen_tokens > 1 && st->decode_ms > 0) {
 			x->decode_tps = (st->gen_tokens - 1) * 1e3 /
 					st->decode_ms;
+			/* beside the planner's estimate of this placement */
+			engine_placement_note_decode(fs_local(fm)->ctx,
+						     x->decode_tps);
 			x->decode_tokens += st->gen_tokens - 1;
 			x->decode_secs += st->decode_ms / 1e3;
 		}

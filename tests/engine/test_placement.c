@@ -257,6 +257,58 @@ START_TEST(test_placement_shows_devices_and_plan)
 END_TEST
 
 /*
+ * Which of the planner's alternatives the placement is (a device with
+ * memory of its own, ref0, stands for the GPU), and a decode speed noted
+ * with it shown beside that alternative's estimate.
+ */
+START_TEST(test_placement_plan_kind_and_measured)
+{
+	struct engine_ctx *m;
+	struct err err = { 0 };
+	char text[4096], want[96];
+	double est = 0;
+	char *p;
+
+	setenv("LLMFS_REF_DEVICE", "1", 1);
+	m = open_model("stories260K.gguf");
+	ck_assert_int_eq(engine_placement_plan_kind(m), ENGINE_PLAN_ALL_CPU);
+	ck_assert_int_eq(engine_placement_apply(m, "blk.0-1 ref0", &err), 0);
+	ck_assert_int_eq(engine_placement_plan_kind(m), ENGINE_PLAN_SPLIT);
+	ck_assert_int_eq(engine_placement_apply(m, "blk.3 ref0", &err), 0);
+	ck_assert_int_eq(engine_placement_plan_kind(m), ENGINE_PLAN_N);
+	ck_assert_int_eq(engine_placement_apply(m, "all ref0", &err), 0);
+	ck_assert_int_eq(engine_placement_plan_kind(m), ENGINE_PLAN_ALL_GPU);
+	ck_assert_int_eq(engine_placement_apply(m, "output cpu", &err), 0);
+	ck_assert_int_eq(engine_placement_plan_kind(m), ENGINE_PLAN_SPLIT);
+	ck_assert_int_eq(engine_placement_apply(m, "all cpu", &err), 0);
+	ck_assert_int_eq(engine_placement_plan_kind(m), ENGINE_PLAN_ALL_CPU);
+	ck_assert_int_eq(
+		engine_placement_plan_text(m, text, sizeof(text), &err), 0);
+	ck_assert_ptr_null(strstr(text, "\nmeasured "));
+	engine_placement_note_decode(m, 123.4);
+	ck_assert_int_eq(
+		engine_placement_plan_text(m, text, sizeof(text), &err), 0);
+	p = strstr(text, "\nestimate all-cpu ");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(sscanf(p, "\nestimate all-cpu %lf", &est), 1);
+	snprintf(want, sizeof(want),
+		 "\nmeasured all-cpu 123.4 estimate %.1f ratio %.2f\n", est,
+		 123.4 / est);
+	ck_assert_msg(strstr(text, want), "%s", text);
+	/* no GPU in the plan: no costs line, and no alternative to pick */
+	ck_assert_ptr_null(strstr(text, "\ncosts "));
+	ck_assert_int_eq(engine_placement_apply(m, "auto split", &err),
+			 -EINVAL);
+	ck_assert_str_eq(
+		err.msg,
+		"no alternative 'split' in this model's plan (see the estimate lines of placement)");
+	ck_assert_int_eq(engine_placement_apply(m, "auto all-cpu", &err), 0);
+	unsetenv("LLMFS_REF_DEVICE");
+	place_close(m);
+}
+END_TEST
+
+/*
  * Simulated GPUs are listed and planned for; every command that would put
  * weights on one is refused with ENODEV, and nothing moves.
  */
@@ -329,6 +381,7 @@ static Suite *placement_suite(void)
 	tcase_add_test(tc, test_placement_round_trip_same_logits);
 	tcase_add_test(tc, test_placement_shows_devices_and_plan);
 	tcase_add_test(tc, test_placement_simulated_gpu_refused);
+	tcase_add_test(tc, test_placement_plan_kind_and_measured);
 	suite_add_tcase(s, tc);
 	return s;
 }

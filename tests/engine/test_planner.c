@@ -699,6 +699,68 @@ START_TEST(test_planner_no_gpu_and_bad_input)
 }
 END_TEST
 
+/*
+ * A real 80 GB card capped at 4 GiB (--devices gpu0:vram=4G: the probe
+ * gives total and free at most the cap) plans as a 4 GB card: the 8B
+ * (4.9 GB) does not fit and the plan is all-cpu; capped at 16 GiB it is
+ * all-gpu.
+ * A cap no probe resolved (no bandwidths) is not planned for. Measured
+ * costs of the card (step=, cross=) replace the assumed ones, and the
+ * costs line says which.
+ */
+START_TEST(test_planner_capped_card_and_measured_costs)
+{
+	static struct shape_model m;
+	struct io_device_set set;
+	struct engine_plan p;
+	char text[4096], want[128];
+	double r;
+
+	shape_make(&m, &llama3_8b);
+	desktop(&set, 80 * GIB, 2850e9);
+	set.dev[2].simulated = false;
+	set.dev[2].capped = true;
+	set.dev[2].total_bytes = set.dev[2].free_bytes = 4 * GIB;
+	plan_of(&p, &m, &set);
+	ck_assert_int_eq(p.chosen, ENGINE_PLAN_ALL_CPU);
+	ck_assert(!p.alt[ENGINE_PLAN_ALL_GPU].fits);
+	set.dev[2].total_bytes = set.dev[2].free_bytes = 16 * GIB;
+	plan_of(&p, &m, &set);
+	ck_assert_int_eq(p.chosen, ENGINE_PLAN_ALL_GPU);
+	engine_plan_describe(&p, text, sizeof(text));
+	ck_assert_ptr_nonnull(strstr(
+		text,
+		"\ncosts gpu0 step 0.500ms assumed cross 20.0us assumed\n"));
+	ck_assert_ptr_null(strstr(text, "\nmeasured "));
+	/* measured: 0.3 ms a step, 45 us a crossing */
+	set.dev[2].step_s = 0.3e-3;
+	set.dev[2].cross_s = 45e-6;
+	plan_of(&p, &m, &set);
+	r = m.bytes - m.in.input_bytes + (double)m.in.input_bytes / 128256 +
+	    2048.0 * m.in.kv_bytes_per_token;
+	near(p.alt[ENGINE_PLAN_ALL_GPU].tok_s, 1 / (r / 2850e9 + 0.3e-3));
+	/* all-cpu keeps the host's assumed step */
+	near(p.alt[ENGINE_PLAN_ALL_CPU].tok_s, toks(r / 60e9));
+	p.alt[ENGINE_PLAN_ALL_CPU].measured_tok_s = 10.0;
+	engine_plan_describe(&p, text, sizeof(text));
+	ck_assert_ptr_nonnull(strstr(
+		text,
+		"\ncosts gpu0 step 0.300ms measured cross 45.0us measured\n"));
+	snprintf(want, sizeof(want),
+		 "\nmeasured all-cpu 10.0 estimate %.1f ratio %.2f\n",
+		 p.alt[ENGINE_PLAN_ALL_CPU].tok_s,
+		 10.0 / p.alt[ENGINE_PLAN_ALL_CPU].tok_s);
+	ck_assert_msg(strstr(text, want), "%s", text);
+	/* a cap that no probe resolved: no GPU to plan for */
+	set.dev[2].mem_bw = 0;
+	set.dev[2].link_bw = 0;
+	plan_of(&p, &m, &set);
+	ck_assert_int_eq(p.chosen, ENGINE_PLAN_ALL_CPU);
+	ck_assert_str_eq(p.gpu, "");
+	ck_assert(!p.alt[ENGINE_PLAN_ALL_GPU].considered);
+}
+END_TEST
+
 static Suite *planner_suite(void)
 {
 	Suite *s = suite_create("engine_planner");
@@ -714,6 +776,7 @@ static Suite *planner_suite(void)
 	tcase_add_test(tc, test_planner_two_numa_nodes_gpu_on_node1);
 	tcase_add_test(tc, test_planner_two_numa_nodes_moe_stays_on_cpus);
 	tcase_add_test(tc, test_planner_no_gpu_and_bad_input);
+	tcase_add_test(tc, test_planner_capped_card_and_measured_costs);
 	suite_add_tcase(s, tc);
 	return s;
 }

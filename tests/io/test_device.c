@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <sys/sysinfo.h>
 
 #include "weights_fake.h"
@@ -109,12 +110,52 @@ START_TEST(test_device_gpu_described)
 }
 END_TEST
 
+/*
+ * vram= alone caps a real card: parsed as capped, without bandwidths and
+ * without compute until a probe finds the card (engine_gpu_probe).
+ * step= and cross= are the card's measured costs.
+ */
+START_TEST(test_device_cap_on_a_real_card)
+{
+	struct io_device_set set;
+	const struct io_device *g;
+	struct err err = { 0 };
+
+	ck_assert_msg(io_device_set_read(&set,
+					 "gpu0:vram=8G,step=0.4ms,cross=30us",
+					 &err) == 0,
+		      "%s", err.msg);
+	g = io_device_find(&set, "gpu0");
+	ck_assert_ptr_nonnull(g);
+	ck_assert(g->capped && !g->simulated && !g->compute);
+	ck_assert_uint_eq(g->total_bytes, 8ull << 30);
+	ck_assert(g->mem_bw == 0 && g->link_bw == 0);
+	ck_assert(fabs(g->step_s - 0.4e-3) < 1e-12);
+	ck_assert(fabs(g->cross_s - 30e-6) < 1e-12);
+	ck_assert_ptr_eq(io_device_set_unprobed(&set), g);
+	/* described in full, it is a simulated card, not a cap */
+	ck_assert_int_eq(
+		io_device_set_read(
+			&set, "gpu0:vram=8G,bw=272G,pcie=25G,cross=25us", &err),
+		0);
+	g = io_device_find(&set, "gpu0");
+	ck_assert(!g->capped && g->simulated);
+	ck_assert(fabs(g->cross_s - 25e-6) < 1e-12);
+	ck_assert_ptr_null(io_device_set_unprobed(&set));
+}
+END_TEST
+
 START_TEST(test_device_bad_descriptions)
 {
 	static const char *const bad[] = {
 		"gpu0",
-		"gpu0:vram=8G",
 		"gpu0:vram=8G,bw=272G",
+		"gpu0:vram=8G,pcie=25G",
+		"gpu0:bw=272G,pcie=25G",
+		"gpu0:vram=8G,step=2s",
+		"gpu0:vram=8G,cross=fast",
+		"gpu0:vram=8G,step=-1ms",
+		"cpu:step=1ms",
 		"vram=8G",
 		"gpu0:vram=8G,bw=272G,pcie=25G,gpu0:vram=8G,bw=1G,pcie=1G",
 		"gpu0:vram=8X,bw=272G,pcie=25G",
@@ -159,7 +200,7 @@ START_TEST(test_device_environment)
 	/* An explicit description replaces the environment's. */
 	ck_assert_int_eq(io_device_set_read(&set, "", &err), 0);
 	ck_assert_ptr_null(io_device_find(&set, "gpu3"));
-	setenv("LLMFS_DEVICES", "gpu0:vram=2G", 1);
+	setenv("LLMFS_DEVICES", "gpu0:bw=2G", 1);
 	ck_assert_int_eq(io_device_set_read(&set, NULL, &err), -EINVAL);
 	unsetenv("LLMFS_DEVICES");
 }
@@ -208,6 +249,7 @@ static Suite *device_suite(void)
 	tcase_add_test(tc, test_device_host_from_machine);
 	tcase_add_test(tc, test_device_gpu_described);
 	tcase_add_test(tc, test_device_bad_descriptions);
+	tcase_add_test(tc, test_device_cap_on_a_real_card);
 	tcase_add_test(tc, test_device_environment);
 	tcase_add_test(tc, test_device_move_to_simulated_gpu);
 	suite_add_tcase(s, tc);
