@@ -62,6 +62,14 @@
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
 #             llmfs-cuda-bench on the 0.6B model: the 12 kernels of the
 #             most total time into profile.log, the first 3 in the table
+#   placement (not by default: about 5 minutes) tools/bench-placement.sh
+#             from the carried source: issue 27's cases (Qwen3-8B shape
+#             Q4_K_M capped at 16G and 6G, a 14B-class dense shape at 8G,
+#             a Qwen3-30B-A3B shape at 8G; --devices gpu0:vram=CAP), every
+#             alternative the planner lists run and timed (pp512, tg64)
+#             beside its estimate; the table into placement.log and the
+#             summary. Alone in a call of its own:
+#             GPU_CHECK_PARTS="placement" GPU_CHECK_SECONDS=540
 #
 # GPU_CHECK_PARTS="tests gpu0 ..." picks the parts (default: tests gpu0
 # models sanitizer bench gpu0bench); GPU_CHECK_SECONDS the budget (250).
@@ -69,7 +77,8 @@
 # Logs under $OUT: summary.txt (the table with the seconds so far),
 # env.log, tests.log (kernels, stage, the sanitizers), gpu0.log,
 # models.log, bench.log (both benches, llama-bench's errors), bench.json,
-# profile.log.
+# profile.log, placement.log (bench-placement's runs and table; with
+# profile.log, a ninth file: the two parts are not asked for together).
 #
 # With no carried programs (or if they do not run on this image) it
 # builds them here: make with NVCC_ARCH=-arch=sm_90 (needs the Makefile's
@@ -550,6 +559,30 @@ PY
 if part profile && [ -f "$vocab" ]; then
 	if fits 60; then profile; else row profile skip "no time left"; fi
 fi
+# ---- the planner's alternatives measured (placement; not by default) --------
+if part placement; then
+	src=$WORK/src
+	[ -f "$src/tools/bench-placement.sh" ] || {
+		rm -rf "$src" && mkdir -p "$src" &&
+			tar -C "$src" -xzf "$CARRY/src.tar.gz"
+	}
+	left=$((${GPU_CHECK_SECONDS:-250} - (SECONDS - T0)))
+	if [ ! -f "$src/tools/bench-placement.sh" ]; then
+		row placement skip "no tools/bench-placement.sh in the carried source"
+	elif [ $left -lt 60 ]; then
+		row placement skip "no time left"
+	else
+		BIN=$BIN WORK=$WORK OUT=$WORK/placement VOCAB=$vocab \
+			PLACEMENT_SECONDS=$((left - 20)) \
+			limited $left "$OUT/placement.log" bash "$src/tools/bench-placement.sh"
+		result placement $? "issue 27's cases: placement.log"
+		while read -r l; do
+			row "" "" "$l"
+		done < <(sed -n '/^==== bench-placement/,$p' "$WORK/placement/placement.txt" 2>/dev/null | cut -c1-130)
+		cat "$WORK/placement/placement.log" >>"$OUT/placement.log" 2>/dev/null
+	fi
+fi
+
 # one JSON of every bench (the call brings back at most 8 files)
 python3 - "$WORK" "$OUT/bench.json" <<'PY' 2>/dev/null
 import glob, json, os, sys

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# tools/bench-placement.sh: the planner's estimates against measurements.
+# For each case (a model of real shape and a VRAM cap on the GPU,
+# --devices gpu0:vram=CAP), every alternative the planner lists is run
+# with llmfs-bench --placement 'auto ALTERNATIVE' (the planner's own
+# placement of it: all-gpu, the split by layers as it sizes it, all-cpu,
+# experts-in-ram) and timed, pp512 and tg64 from an empty context in one
+# load; then a table: case, alternative, the planner's estimate of
+# decode (t/s), tg64 measured, their ratio, pp512 measured, and which
+# alternative the planner picks. An alternative that does not fit, or
+# that the engine cannot place yet, says "not run: <why>" (the estimate
+# line's reason, or llmfs-bench's error), never a figure.
+#
+# Last, the costs the estimate assumes, from what was measured:
+#   step  = assumed step + (1/measured - 1/estimate) of all-gpu (the
+#           per-token time the bytes / bandwidth part does not explain)
+#   cross = assumed cross + (1/measured - 1/estimate of split, corrected
+#           for the new step) / 2 (a split crosses twice a token)
+# each the median over the cases, printed as the --devices words that
+# give them to the planner (gpu0:...,step=...,cross=...).
+#
+#   tools/bench-placement.sh                # the four cases of issue 27
+#   PLACEMENT_CASES="8b-6g" tools/bench-placement.sh
+#   # a dry run on the simulator (tiny model, tiny tests):
+#   LLMFS_CUDA_MODULE=build/lib/llmfs-cuda-sim.so PLACEMENT_PP=8 \
+#     PLACEMENT_TG=4 PLACEMENT_CASES="file:../shared/models/stories260K.gguf@1G \
+#     file:../shared/models/stories260K.gguf@1M" tools/bench-placement.sh
+#
+# Environment: BIN (programs: build/bin), WORK (models are written
+# there: .gpu-work), VOCAB (a GGUF whose vocabulary the models take: the
+# 152k Qwen2 one), OUT (logs: /tmp/bench-placement), PLACEMENT_REPS (1;
+# each test also has an untimed warm-up), PLACEMENT_PP (512),
+# PLACEMENT_TG (64), PLACEMENT_SECONDS (budget: a case starts only if
+# its estimated time fits; 480).
+#
+# Time on the lent machine (16 cores, NVMe, 1.1-1.5 GB/s O_DIRECT
+# loads): the models are written from random valid blocks (the 8B in 3 s
+# there; 14B about 6 s, the 30B-A3B about 12-20 s: disk-bound), 33 GB of
+# disk in all; each llmfs-bench run loads its model (8B 4-5 s, 14B 7-8 s,
+# 30B-A3B 13-16 s) and packs it for the CPU. Estimated: 8b-16g 60 s,
+# 8b-6g 45 s, 14b-8g 80 s, moe-8g 100 s (experts-in-ram adds one run once
+# the engine places it): about 5 minutes with the writing, inside one
+# device call of 600 s.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+BIN=${BIN:-build/bin}
+WORK=${WORK:-.gpu-work}
+OUT=${OUT:-/tmp/bench-placement}
+REPS=${PLACEMENT_REPS:-1}
+PP=${PLACEMENT_PP:-512}
+TG=${PLACEMENT_TG:-64}
+BUDGET=${PLACEMENT_SECONDS:-480}
+mkdir -p "$WORK" "$OUT"
+LOG=$OUT/placement.log
+T0=$SECONDS
+
+declare -A shape=(
+	[8b]="--arch qwen3 --embd 4096 --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --ff 12288 --type q4_k_m"
+	[14b]="--arch qwen3 --embd 5120 --layers 40 --heads 40 --kv-heads 8 --head-dim 128 --ff 17408 --type q4_k_m"
+	[30b-a3b]="--arch qwen3moe --embd 2048 --layers 48 --heads 32 --kv-heads 4 --head-dim 128 --ff 768 --experts 128 --experts-used 8 --type q4_k_m"
+)
+# case: shape@cap, and its estimated seconds (the header's figures)
+declare -A cases=([8b-16g]=8b@16G [8b-6g]=8b@6G [14b-8g]=14b@8G [moe-8g]=30b-a3b@8G)
+declare -A secs=([8b-16g]=60 [8b-6g]=45 [14b-8g]=80 [moe-8g]=100)
+
+write_model() { # shape; prints the file
+	local s=$1 f=$WORK/placement-$1-q4_k_m.gguf t=$SECONDS
+	if [ ! -s "$f" ]; then
+		# shellcheck disable=SC2086
+		timeout 240 "$BIN/llmfs-write-model" -o "$f" ${shape[$s]} \
+			${VOCAB:+--vocab-from "$VOCAB"} --random-blocks >>"$LOG" 2>&1 ||
+			{ rm -f "$f"; return 1; }
+		echo "wrote $f in $((SECONDS - t)) s ($(du -h "$f" | cut -f1))" >>"$LOG"
+	fi
+	echo "$f"
+}
+
+# one run: alternative, model, cap; its output in $WORK/run.out
+run_alt() {
+	local alt=$1 model=$2 cap=$3 pack=
+	# all on the GPU: the CPU's panels would only be undone by the move
+	[ "$alt" = all-gpu ] && pack=--no-pack
+	echo "== $alt: llmfs-bench -m $model --devices gpu0:vram=$cap --placement 'auto $alt' $pack -p $PP -n $TG -r $REPS --plan" >>"$LOG"
+	timeout --kill-after=5 300 "$BIN/llmfs-bench" -m "$model" \
+		--devices "gpu0:vram=$cap" --placement "auto $alt" $pack \
+		-p "$PP" -n "$TG" -r "$REPS" --plan >"$WORK/run.out" 2>&1
+	local rc=$?
+	cat "$WORK/run.out" >>"$LOG"
+	return $rc
+}
+
+ts() { awk -v k="$1" '$1 == k && $3 == "t/s" { print $4; exit }' "$WORK/run.out"; }
+rows=()
+row() { rows+=("$(printf '%-8s %-15s %9s %9s %6s %9s  %s' "$@")"); }
+
+one_case() { # name, shape, cap, model
+	local name=$1 cap=$3 model=$4 alts alt est why tg pp ratio pick first
+	local plan=$WORK/plan-$name.txt
+	# all-cpu first (it always fits in 128 GiB): its --plan lists the rest
+	first=all-cpu
+	run_alt $first "$model" "$cap"
+	cp "$WORK/run.out" "$plan"
+	pick=$(awk '$1 == "plan" { print $2; exit }' "$plan")
+	[ -n "$pick" ] || { row "$name" - - - - - "failed: $(grep -m 1 'llmfs-bench:' "$WORK/run.out" | cut -c1-90)"; return; }
+	alts=$(awk '$1 == "estimate" && !seen[$2]++ { print $2 }' "$plan")
+	best='' best_tg=0 pick_tg=''
+	for alt in $alts; do
+		est=$(awk -v a="$alt" '$1 == "estimate" && $2 == a { print $3; exit }' "$plan")
+		why=$(awk -v a="$alt" '$1 == "estimate" && $2 == a { $1 = $2 = $3 = ""; sub(/^ +/, ""); print; exit }' "$plan")
+		if [ "$est" = - ]; then
+			row "$name" "$alt" - - - - "not run: ${why:0:80}"
+			continue
+		fi
+		case $alt in
+		all-gpu-ctx | kv-in-ram)
+			row "$name" "$alt" "$est" - - - "not run: the engine does not apply a plan's context or KV placement yet (it would run as all-gpu)"
+			continue
+			;;
+		esac
+		if [ "$alt" = $first ]; then
+			cp "$plan" "$WORK/run.out"
+		else
+			run_alt "$alt" "$model" "$cap"
+		fi
+		tg=$(ts "tg$TG")
+		pp=$(ts "pp$PP")
+		if [ -z "$tg" ]; then
+			row "$name" "$alt" "$est" - - - "not run: $(grep -m 1 'llmfs-bench:' "$WORK/run.out" | sed 's/^llmfs-bench: //' | cut -c1-90)"
+			continue
+		fi
+		ratio=$(awk -v m="$tg" -v e="$est" 'BEGIN { printf "%.2f", m / e }')
+		row "$name" "$alt" "$est" "$tg" "$ratio" "${pp:--}" "$([ "$alt" = "$pick" ] && echo "<- the planner's pick")"
+		echo "measured $name $alt $est $tg ${pp:--}" >>"$OUT/measured.txt"
+		[ "$alt" = "$pick" ] && pick_tg=$tg
+		if awk -v a="$tg" -v b="$best_tg" 'BEGIN { exit !(a > b) }'; then
+			best=$alt best_tg=$tg
+		fi
+		# the costs this run's plan assumed (its costs line)
+		awk '$1 == "costs" { sub(/ms$/, "", $4); sub(/us$/, "", $6); print $4 / 1e3, $6 / 1e6; exit }' \
+			"$WORK/run.out" >"$WORK/costs"
+	done
+	# the issue's rule: the pick within 10% of the fastest measured
+	if [ -n "$pick_tg" ] && [ -n "$best" ]; then
+		row "$name" "(pick)" - - - - "$(awk -v p="$pick" -v pt="$pick_tg" -v b="$best" -v bt="$best_tg" \
+			'BEGIN { w = pt >= 0.9 * bt ? "within 10%" : "NOT within 10%"; printf "%s at %.2fx of the fastest measured (%s %.1f t/s): %s", p, pt / bt, b, bt, w }')"
+	else
+		row "$name" "(pick)" - - - - "$pick: not measured, no comparison"
+	fi
+}
+
+: >"$OUT/measured.txt"
+: >"$LOG"
+for c in ${PLACEMENT_CASES:-8b-16g 8b-6g 14b-8g moe-8g}; do
+	case $c in
+	file:*@*) spec=${c#file:} && model=${spec%@*} && cap=${spec##*@} && name=$(basename "$model" .gguf | cut -c1-8)-$cap && est=30 ;;
+	*) spec=${cases[$c]:-} && name=$c && est=${secs[$c]:-60} ;;
+	esac
+	[ -n "$spec" ] || { row "$c" - - - - - "no such case (8b-16g 8b-6g 14b-8g moe-8g, or file:PATH@CAP)"; continue; }
+	if [ $((SECONDS - T0 + est)) -gt "$BUDGET" ]; then
+		row "$name" - - - - - "not run: no time left (about $est s; PLACEMENT_SECONDS=$BUDGET)"
+		continue
+	fi
+	if [[ $c != file:* ]]; then
+		cap=${spec##*@}
+		model=$(write_model "${spec%@*}") || { row "$name" - - - - - "not run: the model was not written ($LOG)"; continue; }
+	fi
+	one_case "$name" "${spec%@*}" "$cap" "$model"
+done
+
+# The costs from the measurements: all-gpu's residue is the step, the
+# split's (after the step) over its two crossings the crossing.
+read -r step0 cross0 < <(cat "$WORK/costs" 2>/dev/null || echo "0.0005 0.00002")
+costs=$(awk -v s0="$step0" -v c0="$cross0" '
+	function median(a, n,   i, j, t) {
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	$3 == "all-gpu" { ds[++ns] = 1 / $5 - 1 / $4 }
+	$3 == "split" { sp[++nc] = 1 / $5 - 1 / $4 }
+	END {
+		step = ns ? s0 + median(ds, ns) : s0
+		if (step < 1e-6) step = 1e-6
+		for (i = 1; i <= nc; i++) sp[i] = (sp[i] - (step - s0)) / 2
+		cross = nc ? c0 + median(sp, nc) : c0
+		if (cross < 1e-7) cross = 1e-7
+		printf "step=%.3fms,cross=%.1fus %s %s\n", step * 1e3, cross * 1e6,
+			ns ? "measured" : "assumed", nc ? "measured" : "assumed"
+	}' "$OUT/measured.txt")
+{
+	echo
+	echo "==== bench-placement: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1), reps $REPS, pp$PP tg$TG, $((SECONDS - T0)) s ===="
+	printf '%-8s %-15s %9s %9s %6s %9s  %s\n' case alternative "est t/s" "tg$TG t/s" ratio "pp$PP t/s" ""
+	for r in "${rows[@]}"; do echo "$r"; done
+	read -r words sm cm <<<"$costs"
+	echo "costs from these runs: step $sm, crossing $cm: --devices gpu0:vram=CAP,$words"
+} | tee "$OUT/placement.txt"
