@@ -7,6 +7,10 @@
  *   gpu0 NVIDIA-H100-80GB-HBM3 cc 9.0 total 85029158912 free 84466466816 node 0 vram_read 2900.0GB/s pcie_h2d 52.0GB/s
  *   devices gpu0:vram=85029158912,free=84466466816,bw=2900000000000,pcie=52000000000,node=0,cc=9.0,model=NVIDIA-H100-80GB-HBM3
  *
+ * With LLMFS_DEVICES=gpu0:vram=8G (a cap on the card, as llmfs --devices
+ * takes it) gpu0's total and free are the cap's and its line ends in
+ * "capped".
+ *
  * (Figures illustrative.) Exit 0, or 1 with the reason on stderr ("no CUDA
  * device: ...", "no CUDA module ..."). It links no CUDA library: the
  * engine loads the CUDA module (engine/cuda/loader.c), which measures.
@@ -24,6 +28,11 @@ int main(void)
 	uint32_t k;
 	int n;
 
+	/* LLMFS_DEVICES: the caps (and simulated GPUs) llmfs would see */
+	if (io_device_set_read(&set, NULL, &err) < 0) {
+		fprintf(stderr, "llmfs-gpus: %s\n", err.msg);
+		return 1;
+	}
 	n = engine_gpu_probe(&set, &err);
 	if (n < 0) {
 		fprintf(stderr, "llmfs-gpus: %s\n", err.msg);
@@ -32,18 +41,24 @@ int main(void)
 	for (k = 0; k < set.n; k++) {
 		const struct io_device *d = &set.dev[k];
 
-		printf("%s %s cc %d.%d total %llu free %llu node %d vram_read %.1fGB/s pcie_h2d %.1fGB/s\n",
+		if (d->kind != IO_DEVICE_GPU)
+			continue;
+		printf("%s %s cc %d.%d total %llu free %llu node %d vram_read %.1fGB/s pcie_h2d %.1fGB/s%s%s\n",
 		       d->name, d->model, d->cc_major, d->cc_minor,
 		       (unsigned long long)d->total_bytes,
 		       (unsigned long long)d->free_bytes, d->node,
-		       d->mem_bw / 1e9, d->link_bw / 1e9);
+		       d->mem_bw / 1e9, d->link_bw / 1e9,
+		       d->capped ? " capped" : "",
+		       d->simulated ? " simulated" : "");
 	}
 	printf("devices");
-	for (k = 0; k < set.n; k++) {
+	for (k = 0, n = 0; k < set.n; k++) {
 		const struct io_device *d = &set.dev[k];
 
+		if (d->kind != IO_DEVICE_GPU)
+			continue;
 		printf("%s%s:vram=%llu,free=%llu,bw=%.0f,pcie=%.0f,cc=%d.%d,model=%s",
-		       k ? "," : " ", d->name,
+		       n++ ? "," : " ", d->name,
 		       (unsigned long long)d->total_bytes,
 		       (unsigned long long)d->free_bytes, d->mem_bw, d->link_bw,
 		       d->cc_major, d->cc_minor, d->model);

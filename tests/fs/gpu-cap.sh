@@ -2,6 +2,7 @@
 # A VRAM cap on a GPU (--devices gpu0:vram=SIZE without bw= and pcie=: the
 # card the CUDA module's probe finds, capped), on the module's simulator
 # (build/lib/llmfs-cuda-sim.so, a 2 GiB "card"), stories260K (1.1 MiB):
+#   - llmfs-gpus (the probe) shows the card's memory as the cap;
 #   - llmfs-bench: a cap smaller than the model refuses 'all gpu0' with
 #     ENOSPC in one line; the planner's auto pick under it is all-cpu;
 #     a cap that fits gives all-gpu, which runs, and its decode speed is
@@ -19,6 +20,13 @@ BENCH=$BUILD/bin/llmfs-bench
 [ -f "$SIM" ] || skip "no CUDA simulator ($SIM: a build without nvcc)"
 export LLMFS_CUDA_MODULE=$SIM
 
+# ---- the probe: llmfs-gpus with the cap ----
+LLMFS_DEVICES=gpu0:vram=1G "$BUILD/bin/llmfs-gpus" >"$WORK/gpus" 2>&1 ||
+	fail "llmfs-gpus with a cap: $(tail -n 1 "$WORK/gpus")"
+check "llmfs-gpus: the capped card's memory is the cap" grep -qE \
+	'^gpu0 .* total 1073741824 free 1073741824 node -?[0-9]+ vram_read [0-9.]+GB/s pcie_h2d [0-9.]+GB/s capped$' \
+	"$WORK/gpus"
+
 # ---- llmfs-bench: the engine's placement under the cap ----
 if "$BENCH" -m "$STORIES" --devices gpu0:vram=1M --placement 'all gpu0' \
 	-n 2 -r 1 >"$WORK/b1" 2>&1; then
@@ -27,6 +35,14 @@ else
 	check "over the cap: ENOSPC, one line naming the cap" grep -qx \
 		'llmfs-bench: no room on gpu0: [0-9]* MiB more would pass its cap of 1 MiB (--devices gpu0:vram=), 0 MiB placed there' \
 		"$WORK/b1"
+fi
+# 1200 KiB: the weights (1171200 bytes) fit, the KV pool's blocks do not
+if "$BENCH" -m "$STORIES" --devices gpu0:vram=1200K --placement 'all gpu0' \
+	-n 2 -r 1 >"$WORK/b0" 2>&1; then
+	fail "the KV blocks passed a cap the weights filled"
+else
+	check "the KV pool counts against the cap" grep -qx \
+		'llmfs-bench: out of memory for KV blocks of [0-9]* bytes' "$WORK/b0"
 fi
 "$BENCH" -m "$STORIES" --devices gpu0:vram=1M --placement auto --plan \
 	>"$WORK/b2" 2>&1 || fail "auto under a 1 MiB cap: $(tail -n 1 "$WORK/b2")"
