@@ -395,18 +395,43 @@ static int forward_ffn_dense(struct forward_pass *p,
 }
 
 /*
- * Route every live row on the backend, then each expert's rows through
- * it (matmul_id: the backend groups the rows by expert), and add each
- * row's expert outputs, scaled by their weights, in its selection order.
+ * Route every live row on the layer's backend: the router's logits,
+ * softmax, top k, into expert_sel and expert_w.
  */
-static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
+static int forward_moe_route(struct forward_pass *p,
+			     const struct engine_layer *l)
+{
+	const struct engine_hparams *hp = &p->m->hp;
+	struct forward_buffers *s = p->s;
+	struct engine_matmul router;
+	int ret;
+
+	if ((ret = forward_wait(p, &l->ffn_gate_inp)))
+		return ret;
+	router = forward_mm(p, s->router, hp->n_expert, &l->ffn_gate_inp,
+			    forward_xn_act(p, &l->ffn_gate_inp), p->h->live,
+			    p->n_live);
+	p->be->iface->matmul(p->be, &router, 1);
+	p->be->iface->moe_route_rows(p->be, hp, s->router, hp->n_expert,
+				     s->expert_sel, s->expert_w, p->h->live,
+				     p->n_live);
+	return 0;
+}
+
+/*
+ * Each routed row through its experts (matmul_id: the backend groups the
+ * rows by expert), and each row's expert outputs added up into tmp,
+ * scaled by their weights, in its selection order; on p->s, which holds
+ * xn and the routing.
+ */
+static int forward_moe_experts(struct forward_pass *p,
+			       const struct engine_layer *l)
 {
 	const struct engine_backend_i *ops = p->be->iface;
 	const struct engine_hparams *hp = &p->m->hp;
 	struct forward_buffers *s = p->s;
 	struct forward_scratch *h = p->h;
 	const uint32_t k = hp->n_expert_used;
-	struct engine_matmul router;
 	struct engine_matmul_id id = { .sel = s->expert_sel,
 				       .k = k,
 				       .act_ld = h->act_row,
@@ -415,18 +440,10 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 	uint32_t j, i;
 	int ret;
 
-	if ((ret = forward_wait(p, &l->ffn_gate_inp)) ||
-	    (ret = forward_wait(p, &l->ffn_up_exps)) ||
+	if ((ret = forward_wait(p, &l->ffn_up_exps)) ||
 	    (ret = forward_wait(p, &l->ffn_gate_exps)) ||
 	    (ret = forward_wait(p, &l->ffn_down_exps)))
 		return ret;
-	router = forward_mm(p, s->router, hp->n_expert, &l->ffn_gate_inp,
-			    forward_xn_act(p, &l->ffn_gate_inp), h->live,
-			    p->n_live);
-	ops->matmul(p->be, &router, 1);
-	ops->moe_route_rows(p->be, hp, s->router, hp->n_expert, s->expert_sel,
-			    s->expert_w, h->live, p->n_live);
-
 	id.w = &l->ffn_up_exps;
 	id.y = s->up;
 	id.y_ld = hp->n_ff;
@@ -454,6 +471,100 @@ static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l)
 	ops->matmul_id(p->be, &id);
 	ops->moe_combine_rows(p->be, s->tmp, hp->n_embd, s->expert_out,
 			      s->expert_w, k, hp->n_embd, h->live, p->n_live);
+	return 0;
+}
+
+/*
+ * bytes at src, in the memory of backend from, to dst in to's: once
+ * from's ops are done, straight where either memory is the host's, else
+ * through stage (host memory, as forward_use moves x).
+ */
+static int forward_cross(struct forward_pass *p, struct engine_backend *to,
+			 void *dst, struct engine_backend *from,
+			 const void *src, size_t bytes, void *stage)
+{
+	int ret;
+
+	if ((ret = from->iface->synchronize(from, p->err)))
+		return ret;
+	if (from->is_host) {
+		to->iface->copy_in(to, dst, src, bytes);
+		return 0;
+	}
+	from->iface->copy_out(from, to->is_host ? dst : stage, src, bytes);
+	if ((ret = from->iface->synchronize(from, p->err)) || to->is_host)
+		return ret;
+	to->iface->copy_in(to, dst, stage, bytes);
+	return 0;
+}
+
+/*
+ * The layer's experts on backend ex (placement 'experts cpu', the rest
+ * of the layer on a GPU: llama.cpp's --cpu-moe): the live rows' normed
+ * input, experts and weights cross to ex, the experts compute there,
+ * and their combined output crosses back into the layer's tmp. Rows r0
+ * .. r0 + nr cross, the span of the live rows (all of the pass's but
+ * in the last layer): (2 n_embd + 2 k) x 4 bytes a row.
+ */
+static int forward_moe_elsewhere(struct forward_pass *p,
+				 const struct engine_layer *l,
+				 struct forward_buffers *ex)
+{
+	struct forward_buffers *home = p->s;
+	struct forward_scratch *h = p->h;
+	const size_t E = p->m->hp.n_embd, k = p->m->hp.n_expert_used;
+	uint32_t *sel_stage = h->route_host;
+	float *w_stage = (float *)(sel_stage + (size_t)h->cap * k);
+	size_t r0, nr;
+	int ret, i;
+
+	if (!p->n_live)
+		return 0;
+	r0 = h->live[0];
+	nr = h->live[p->n_live - 1] + 1 - r0;
+	if ((ret = forward_cross(p, ex->be, ex->xn + r0 * E, home->be,
+				 home->xn + r0 * E, nr * E * sizeof(float),
+				 h->x_host)) ||
+	    (ret = forward_cross(p, ex->be, ex->expert_sel + r0 * k, home->be,
+				 home->expert_sel + r0 * k,
+				 nr * k * sizeof(uint32_t), sel_stage)) ||
+	    (ret = forward_cross(p, ex->be, ex->expert_w + r0 * k, home->be,
+				 home->expert_w + r0 * k,
+				 nr * k * sizeof(float), w_stage)))
+		return ret;
+	/* ex's xn is new: its conversions are stale */
+	for (i = 0; i < FORWARD_XN_SLOTS; i++)
+		ex->xn_type[i] = UINT32_MAX;
+	ex->xn_idx = h->live;
+	ex->xn_n = p->n_live;
+	p->s = ex;
+	p->be = ex->be;
+	ret = forward_moe_experts(p, l);
+	p->s = home;
+	p->be = home->be;
+	if (ret)
+		return ret;
+	/* ex's failure, if any, comes out of this crossing's synchronize */
+	return forward_cross(p, home->be, home->tmp + r0 * E, ex->be,
+			     ex->tmp + r0 * E, nr * E * sizeof(float),
+			     h->x_host);
+}
+
+/* The MoE FFN of layer il: routed where the layer is, experts where they are. */
+static int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l,
+			   uint32_t il)
+{
+	int ret;
+
+	if ((ret = forward_moe_route(p, l)))
+		return ret;
+	ret = p->experts_be[il] == p->layer_be[il] ?
+		      forward_moe_experts(p, l) :
+		      forward_moe_elsewhere(p, l,
+					    &p->h->buf[p->experts_be[il]]);
+	if (ret)
+		return ret;
+	/* x += tmp, where the layer is */
 	forward_residual(p);
 	return 0;
 }
@@ -599,7 +710,7 @@ static int forward_chunk(struct forward_pass *p)
 			     p, s->xn, s->x, &l->ffn_norm, h->live, p->n_live,
 			     hp->n_expert ? &l->ffn_gate_inp : &l->ffn_up)))
 			return ret;
-		ret = hp->n_expert ? forward_ffn_moe(p, l) :
+		ret = hp->n_expert ? forward_ffn_moe(p, l, il) :
 				     forward_ffn_dense(p, l);
 		if (ret)
 			return ret;
@@ -666,9 +777,9 @@ static int forward_stage(struct forward_pass *p, const struct engine_tensor *t,
 }
 
 /*
- * Which backend computes each stage (the embedding, each layer, the
- * output), by where its weights are (placement keeps a stage's tensors on
- * one backend); the KV pool's layers follow.
+ * Which backend computes each stage (the embedding, each layer, each
+ * layer's experts, the output), by where its weights are (placement
+ * keeps a stage's tensors on one backend); the KV pool's layers follow.
  */
 static int forward_stages(struct forward_pass *p)
 {
@@ -684,6 +795,11 @@ static int forward_stages(struct forward_pass *p)
 					 &p->layer_be[il])))
 			return ret;
 		p->ctx->layer_be[il] = p->ctx->backends[p->layer_be[il]];
+		p->experts_be[il] = p->layer_be[il];
+		if (m->hp.n_expert &&
+		    (ret = forward_stage(p, &m->layers[il].ffn_up_exps,
+					 &p->experts_be[il])))
+			return ret;
 	}
 	return 0;
 }
@@ -764,9 +880,10 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 	}
 	if (!total)
 		return 0;
-	p.layer_be = malloc(ctx->model->hp.n_layer * sizeof(*p.layer_be));
+	p.layer_be = malloc(2 * ctx->model->hp.n_layer * sizeof(*p.layer_be));
 	if (!p.layer_be)
 		return err_set(err, ENOMEM, "out of memory");
+	p.experts_be = p.layer_be + ctx->model->hp.n_layer;
 	if ((ret = forward_stages(&p)))
 		goto out_free;
 	/* the cache where its layers compute now */

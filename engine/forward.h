@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Inside the forward pass (forward.c, the graph; forward_buffers.c, its
- * buffers). A pass computes each stage (the embedding, each layer, the
- * output) on the backend of the device the stage's weights are on: the
- * host keeps the rows' bookkeeping, each backend its own buffers, and the
- * residual stream is copied from one backend's buffers to the next's
- * where a stage changes backend, as ggml's scheduler copies a tensor
- * between backends.
+ * buffers). A pass computes each stage (the embedding, each layer, a MoE
+ * layer's experts, the output) on the backend of the device the stage's
+ * weights are on: the host keeps the rows' bookkeeping, each backend
+ * its own buffers, and the residual stream is copied from one backend's
+ * buffers to the next's where a stage changes backend, as ggml's
+ * scheduler copies a tensor between backends (experts elsewhere: their
+ * input and routing there, their sum back).
  */
 #ifndef LLMFS_ENGINE_FORWARD_H
 #define LLMFS_ENGINE_FORWARD_H
@@ -84,6 +85,7 @@ struct forward_scratch {
 	struct engine_kv_slot *kv; /* [cap] where each row's K/V go */
 	float **ys;		   /* [cap] the logits, for a host backend */
 	float *x_host;		   /* [cap][n_embd] x between backends */
+	void *route_host; /* [cap][k] sel, then [cap][k] weights, likewise */
 	void *host;
 	uint32_t n_buf;
 	struct forward_buffers buf[ENGINE_CTX_BACKENDS];
@@ -98,6 +100,8 @@ struct forward_pass {
 	struct engine_backend *be;    /* s->be */
 	uint32_t embed_be, output_be; /* the stages' backends (indices) */
 	uint32_t *layer_be;	      /* [n_layer] */
+	/* [n_layer] the backend of each layer's experts (its own, dense) */
+	uint32_t *experts_be;
 	uint32_t n;
 	uint32_t n_live;
 	struct err *err;

@@ -41,6 +41,7 @@ static size_t forward_carve_host(struct forward_scratch *h,
 	h->kv = forward_take(&p, c * sizeof(*h->kv));
 	h->ys = forward_take(&p, c * sizeof(*h->ys));
 	h->x_host = forward_take(&p, c * hp->n_embd * sizeof(float));
+	h->route_host = forward_take(&p, 2 * c * h->slots_per_row * 4);
 	return (size_t)(p - base);
 }
 

@@ -21,11 +21,17 @@
  *
  * Commands: "blk.A-B DEVICE" (or "blk.A"), "experts DEVICE" (the MoE expert
  * tensors, *_exps), "output DEVICE" (output.weight, output_norm.weight),
- * "TENSOR DEVICE" (one tensor by name), "all DEVICE", and "auto" (what the
- * planner, engine/planner.c, chooses). The bytes are moved by io/; engine
- * views reach the new bytes through their placement records.
+ * "TENSOR DEVICE" (one tensor by name), "PATTERN DEVICE" (a shell pattern
+ * over the names, with or without their ".weight": 'blk.*.ffn_*_exps
+ * cpu' is 'experts cpu'), "all DEVICE", "all-but-experts DEVICE" (every
+ * tensor but the *_exps), and "auto" (what the planner, engine/planner.c,
+ * chooses). The bytes are moved by io/; engine views reach the new bytes
+ * through their placement records. A MoE layer's experts may stay on the
+ * CPU while the rest of the layer is on a GPU ('all-but-experts gpu0',
+ * as llama.cpp's --cpu-moe; the planner's experts-in-ram).
  */
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -230,6 +236,21 @@ int engine_placement_format(struct engine_ctx *ctx, char **text, size_t *len,
 	return 0;
 }
 
+/* Does name, or name without its ".weight", match the shell pattern? */
+static int place_glob(const char *pattern, const char *name)
+{
+	const size_t n = strlen(name), w = strlen(".weight");
+	char base[256];
+
+	if (fnmatch(pattern, name, 0) == 0)
+		return 1;
+	if (n <= w || n - w >= sizeof(base) || strcmp(name + n - w, ".weight"))
+		return 0;
+	memcpy(base, name, n - w);
+	base[n - w] = '\0';
+	return fnmatch(pattern, base, 0) == 0;
+}
+
 /* Does tensor name match the selector word? -EINVAL for a bad selector. */
 static int place_match(const char *sel, const char *name, uint32_t n_layer,
 		       struct err *err)
@@ -241,6 +262,10 @@ static int place_match(const char *sel, const char *name, uint32_t n_layer,
 		return 1;
 	if (strcmp(sel, "experts") == 0)
 		return strstr(name, "_exps.") != NULL;
+	if (strcmp(sel, "all-but-experts") == 0)
+		return strstr(name, "_exps.") == NULL;
+	if (strpbrk(sel, "*?["))
+		return place_glob(sel, name);
 	if (strcmp(sel, "output") == 0)
 		return strcmp(name, "output.weight") == 0 ||
 		       strncmp(name, "output_norm.", 12) == 0;
@@ -267,27 +292,8 @@ static int place_usage(struct err *err, const char *command)
 {
 	return err_set(
 		err, EINVAL,
-		"bad placement command '%.60s': use 'blk.A-B DEVICE', 'experts DEVICE', 'output DEVICE', 'all DEVICE', 'TENSOR DEVICE', 'auto' or 'auto PLAN'",
+		"bad placement command '%.60s': use 'blk.A-B DEVICE', 'experts DEVICE', 'output DEVICE', 'all DEVICE', 'all-but-experts DEVICE', 'TENSOR DEVICE', 'PATTERN DEVICE', 'auto' or 'auto PLAN'",
 		command);
-}
-
-/* Every tensor (but the experts, if asked) to device, all or none. */
-static int place_move_but_experts(struct engine_model *m, const char *device,
-				  bool keep_experts, struct err *err)
-{
-	const struct io_gguf *g = engine_model_gguf(m);
-	uint64_t *idx, n = 0, i;
-	int rc;
-
-	idx = malloc((g->n_tensors + 1) * sizeof(*idx));
-	if (!idx)
-		return err_set(err, ENOMEM, "out of memory");
-	for (i = 0; i < g->n_tensors; i++)
-		if (!keep_experts || !strstr(g->tensors[i].name, "_exps."))
-			idx[n++] = i;
-	rc = engine_weights_move(m, idx, n, device, err);
-	free(idx);
-	return rc;
 }
 
 /* The alternative named (NULL: the chosen one); -EINVAL, -ENOSPC. */
@@ -371,8 +377,11 @@ static int place_auto(struct engine_ctx *ctx, const char *name, struct err *err)
 			return rc;
 	}
 	/* The rest on the GPU; tensors already there stay. */
-	return place_move_but_experts(
-		m, plan.gpu, plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM, err);
+	snprintf(cmd, sizeof(cmd), "%s %s",
+		 plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM ? "all-but-experts" :
+							     "all",
+		 plan.gpu);
+	return engine_placement_apply(ctx, cmd, err);
 }
 
 /*

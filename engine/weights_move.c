@@ -7,10 +7,12 @@
  * which the model then owns until the tensor moves on or the model is
  * freed; back to the host, io/ takes them in again. All or nothing.
  *
- * A stage of the forward pass (the embedding, each layer, the output)
- * computes on one backend, reading its tensors where that backend can:
- * a move that would leave a stage's tensors with two backends is refused
- * (a layer moves as a whole: 'blk.N ref0').
+ * A stage of the forward pass (the embedding, each layer, each MoE
+ * layer's experts, the output) computes on one backend, reading its
+ * tensors where that backend can: a move that would leave a stage's
+ * tensors with two backends is refused (a layer moves as a whole: 'blk.N
+ * ref0'; its three expert matrices too: 'experts cpu', which keeps them
+ * in host RAM while the rest of the layer is on a GPU).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,8 +36,9 @@ static long move_layer_of(const char *name)
 
 /*
  * The stages of tensor i into st[] (at most two: a tied token_embd is
- * the embedding's and the output's); how many. Stage il is layer il,
- * n_layer the embedding, n_layer + 1 the output.
+ * the embedding's and the output's); how many. Stage il is layer il but
+ * its experts (*_exps), n_layer the embedding, n_layer + 1 the output,
+ * n_layer + 2 + il layer il's experts.
  */
 static int move_stages_of(const struct engine_model *m, uint64_t i,
 			  uint32_t st[2])
@@ -46,7 +49,7 @@ static int move_stages_of(const struct engine_model *m, uint64_t i,
 	int n = 0;
 
 	if (l >= 0 && (uint32_t)l < L)
-		st[n++] = (uint32_t)l;
+		st[n++] = (uint32_t)l + (strstr(t->name, "_exps.") ? L + 2 : 0);
 	else if (t == m->tok_embd.info) {
 		st[n++] = L;
 		if (m->output.info == m->tok_embd.info)
@@ -62,7 +65,7 @@ static int move_check_stages(const struct engine_model *m, const uint64_t *idx,
 			     uint64_t n, const char *device, struct err *err)
 {
 	const uint32_t L = m->hp.n_layer;
-	const char **dev = calloc(L + 2, sizeof(*dev));
+	const char **dev = calloc(2 * L + 2, sizeof(*dev));
 	bool *moved = calloc(m->gguf->n_tensors, sizeof(*moved));
 	uint32_t st[2];
 	uint64_t i, k;
@@ -86,9 +89,11 @@ static int move_check_stages(const struct engine_model *m, const uint64_t *idx,
 			else if (!engine_backend_same_kind(dev[st[c]], d))
 				ret = err_set(
 					err, EINVAL,
-					"%s would be on %s, the rest of its %s on %s: a stage computes on one device (move 'blk.N', 'output' or 'all')",
+					"%s would be on %s, the rest of its %s on %s: a stage computes on one device (move 'blk.N', 'experts', 'output' or 'all')",
 					m->gguf->tensors[i].name, d,
-					st[c] < L ? "layer" : "stage",
+					st[c] < L     ? "layer" :
+					st[c] < L + 2 ? "stage" :
+							"experts",
 					dev[st[c]]);
 		}
 	}

@@ -28,7 +28,9 @@
  * --placement LINE: before the runs, move tensors as a line written to
  * the mount's placement file does ("all gpu0": the CUDA backend, the
  * path the mount computes on; tools/gpu-check.sh's gpu0bench; "auto
- * split": the planner's split, tools/bench-placement.sh).
+ * split": the planner's split, tools/bench-placement.sh); --cpu-moe
+ * keeps a MoE's experts on the CPU ('all-but-experts gpu0': attention on
+ * the GPU, the experts in host RAM).
  *
  * --devices SPEC: the devices the planner plans for, as llmfs's option
  * ("auto": the CUDA module's GPUs; "gpu0:vram=8G": the card capped).
@@ -60,6 +62,7 @@ struct bench_args {
 	long n_prompt, n_gen, depth, reps, threads, membw_mib, seqs;
 	bool batch_exact;
 	bool no_pack;
+	bool cpu_moe; /* after placement: 'experts cpu' */
 };
 
 static void bench_usage(FILE *f)
@@ -80,6 +83,7 @@ static void bench_usage(FILE *f)
 	      "      --devices SPEC  devices as llmfs --devices ('auto',\n"
 	      "                     'gpu0:vram=8G': a capped card)\n"
 	      "      --plan         print the planner's alternatives\n"
+	      "      --cpu-moe      a MoE's experts stay on the CPU\n"
 	      "      --membw MIB    memory read bandwidth, MIB per thread\n",
 	      f);
 }
@@ -116,6 +120,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		{ "placement", required_argument, NULL, 'L' },
 		{ "devices", required_argument, NULL, 'D' },
 		{ "plan", no_argument, NULL, 'A' },
+		{ "cpu-moe", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -151,6 +156,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		case 'L': a->placement = optarg; break;
 		case 'D': a->devices = optarg; break;
 		case 'A': a->plan = true; break;
+		case 'C': a->cpu_moe = true; break;
 		case 'h': bench_usage(stdout); exit(0);
 		default: bench_usage(stderr); exit(2);
 		}
@@ -326,6 +332,28 @@ static int bench_gen(struct bench *b, long n, struct err *err)
 	return 0;
 }
 
+/*
+ * --placement LINE, then with --cpu-moe a MoE's experts to the CPU: an
+ * 'all DEV' line leaves them where they are ('all-but-experts DEV'), so
+ * that they never pass through DEV's memory.
+ */
+static int bench_place(struct engine_ctx *ctx, const char *line, bool cpu_moe,
+		       struct err *err)
+{
+	char cmd[128];
+	int rc = 0;
+
+	if (line && cpu_moe && !strncmp(line, "all ", 4)) {
+		snprintf(cmd, sizeof(cmd), "all-but-experts %s", line + 4);
+		line = cmd;
+	}
+	if (line)
+		rc = engine_placement_apply(ctx, line, err);
+	if (!rc && cpu_moe)
+		rc = engine_placement_apply(ctx, "experts cpu", err);
+	return rc;
+}
+
 /* One repetition: empty the sequence, fill the depth, time the test. */
 static int bench_once(struct bench *b, const struct bench_args *a, double *secs,
 		      struct err *err)
@@ -438,8 +466,8 @@ static int bench_model(const struct bench_args *a)
 		ret = engine_model_open(&b.m, a->model, &mopt, &err);
 	if (!ret)
 		ret = engine_ctx_new(&b.ctx, b.m, &copt, &err);
-	if (!ret && a->placement)
-		ret = engine_placement_apply(b.ctx, a->placement, &err);
+	if (!ret)
+		ret = bench_place(b.ctx, a->placement, a->cpu_moe, &err);
 	/*
 	 * the weights as huge pages, as the daemon has them once idle and as
 	 * llama-bench's mapping of the page cache has them (loading.md);

@@ -43,6 +43,7 @@ struct run_args {
 	bool json, print_tokens;
 	long logprobs;	       /* -1: none */
 	const char *placement; /* a `placement` line, e.g. "all gpu0" */
+	bool cpu_moe;	       /* then 'experts cpu' */
 };
 
 static void run_usage(FILE *f)
@@ -85,6 +86,8 @@ static void run_usage(FILE *f)
 	      "      --placement LINE    move tensors as a line of the mount's"
 	      " placement file does\n"
 	      "                          ('all gpu0', 'blk.0-13 gpu0')\n"
+	      "      --cpu-moe           a MoE's experts stay on the CPU"
+	      " ('all-but-experts gpu0')\n"
 	      "  -v, --verbose           model figures on stderr\n"
 	      "  -h, --help\n",
 	      f);
@@ -177,6 +180,7 @@ enum {
 	OPT_PRINT_TOKENS,
 	OPT_LOGPROBS,
 	OPT_PLACEMENT,
+	OPT_CPU_MOE,
 };
 
 static const struct option run_options[] = {
@@ -209,6 +213,7 @@ static const struct option run_options[] = {
 	{ "print-tokens", no_argument, NULL, OPT_PRINT_TOKENS },
 	{ "logprobs", required_argument, NULL, OPT_LOGPROBS },
 	{ "placement", required_argument, NULL, OPT_PLACEMENT },
+	{ "cpu-moe", no_argument, NULL, OPT_CPU_MOE },
 	{ 0 },
 };
 
@@ -308,6 +313,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		case OPT_JSON_SCHEMA: a->json_schema = optarg; break;
 		case OPT_PRINT_TOKENS: a->print_tokens = true; break;
 		case OPT_PLACEMENT: a->placement = optarg; break;
+		case OPT_CPU_MOE: a->cpu_moe = true; break;
 		case OPT_LOGPROBS:
 			a->logprobs = run_long("--logprobs", optarg, 0,
 					       ENGINE_LOGPROBS_MAX);
@@ -497,6 +503,28 @@ static void run_print_stats(const struct engine_generation_stats *st)
 	fputc('\n', stderr);
 }
 
+/*
+ * --placement LINE, then with --cpu-moe a MoE's experts to the CPU: an
+ * 'all DEV' line leaves them where they are ('all-but-experts DEV'), so
+ * that they never pass through DEV's memory.
+ */
+static int run_place(struct engine_ctx *ctx, const char *line, bool cpu_moe,
+		     struct err *err)
+{
+	char cmd[128];
+	int rc = 0;
+
+	if (line && cpu_moe && !strncmp(line, "all ", 4)) {
+		snprintf(cmd, sizeof(cmd), "all-but-experts %s", line + 4);
+		line = cmd;
+	}
+	if (line)
+		rc = engine_placement_apply(ctx, line, err);
+	if (!rc && cpu_moe)
+		rc = engine_placement_apply(ctx, "experts cpu", err);
+	return rc;
+}
+
 /* The model, loading behind the first pass, and a context on it. */
 static int run_open(const struct run_args *a, struct engine_model **m,
 		    struct engine_ctx **ctx, struct err *err)
@@ -524,8 +552,8 @@ static int run_open(const struct run_args *a, struct engine_model **m,
 	if (!rc)
 		rc = engine_ctx_new(ctx, *m, &copt, err);
 	/* where the weights compute: the mount's placement file's words */
-	if (!rc && a->placement)
-		rc = engine_placement_apply(*ctx, a->placement, err);
+	if (!rc)
+		rc = run_place(*ctx, a->placement, a->cpu_moe, err);
 	return rc;
 }
 

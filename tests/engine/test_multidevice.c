@@ -7,7 +7,9 @@
  * kernels only reorder it where batch_exact is off. A `placement` write
  * that moves layers there and back between the steps of a generation
  * changes no token, the layers' KV cache following them. A move that
- * would leave a layer on two backends is refused, and nothing moves.
+ * would leave a layer on two backends is refused, and nothing moves, but
+ * for a MoE layer's experts, a stage of their own: on the CPU while the
+ * rest is on ref0 (hybrid MoE, --cpu-moe) they give the CPU's bits too.
  *
  *   make build/tests/engine/test_multidevice && \
  *       build/tests/engine/test_multidevice
@@ -21,7 +23,8 @@
  * ../shared/README.md section 4 with golden/thresholds.json's numbers
  * (the CPU's 5 largest logits each within rel_tol x max(1, |logit|), a
  * near-tie a top-2 gap under margin). MD_MODELS=N
- * takes the first N models only (the simulator is slow).
+ * takes the first N models only (the simulator is slow), MD_HYBRID=N
+ * the first N variants of test_experts_in_ram.
  */
 #include <errno.h>
 #include <math.h>
@@ -53,6 +56,8 @@ static const char *md_dev = "ref0";
 static bool md_exact = true;
 static bool md_simulated; /* md_dev is the CUDA simulator's */
 static unsigned md_models_n = MD_MODELS;
+/* the variants of test_experts_in_ram run (md_hybrid; MD_HYBRID=N) */
+static unsigned md_hybrid_n = 3;
 
 /* "blk.0 DEV" and the like, for md_dev */
 static const char *md_cmd(const char *fmt)
@@ -91,12 +96,18 @@ static void md_close(struct engine_ctx *ctx)
 	engine_model_free(m);
 }
 
+/* Apply command, several where ';' parts them ("all ref0;experts cpu"). */
 static void md_place(struct engine_ctx *ctx, const char *command)
 {
+	char *copy = strdup(command), *one, *save = NULL;
 	struct err err = { 0 };
 
-	ck_assert_msg(engine_placement_apply(ctx, command, &err) == 0,
-		      "placement '%s': %s", command, err.msg);
+	ck_assert(copy != NULL);
+	for (one = strtok_r(copy, ";", &save); one;
+	     one = strtok_r(NULL, ";", &save))
+		ck_assert_msg(engine_placement_apply(ctx, one, &err) == 0,
+			      "placement '%s': %s", one, err.msg);
+	free(copy);
 }
 
 /* The device the placement file gives tensor name (malloc'ed). */
@@ -217,39 +228,56 @@ static void md_compare(const char *what, const int32_t *tc, const float *lc,
 	       what, s, steps, worst);
 }
 
+/* A placement command applied before step `at` of md_generate. */
+struct md_move {
+	int at;
+	const char *cmd;
+};
+
 /*
- * Greedy tokens of a prompt on ctx, the logits of every step into lg
- * (MD_STEPS rows of n_vocab); placement at_cmd (if any) applied before
- * step `at`, back_cmd before step `back`.
+ * Greedy tokens of prompt number `prompt` on ctx, the logits of every
+ * step into lg (MD_STEPS rows of n_vocab); the moves (up to one with a
+ * NULL cmd) applied before their steps.
  */
-static void md_generate(struct engine_ctx *ctx, int32_t *out, float *lg,
-			const char *at_cmd, int at, const char *back_cmd,
-			int back)
+static void md_generate_moves(struct engine_ctx *ctx, int prompt, int32_t *out,
+			      float *lg, const struct md_move *moves)
 {
 	const uint32_t nv = engine_model_info(engine_ctx_model(ctx))->n_vocab;
-	const int32_t prompt[] = { 1, 15, 27, 99, 130, 7, 211, 3, 64, 200 };
+	const int32_t words[] = { 1, 15, 27, 99, 130, 7, 211, 3, 64, 200 };
 	struct engine_seq *seq = NULL;
 	struct err err = { 0 };
+	const struct md_move *mv;
 	int32_t tok[16];
 	int s;
 
 	for (s = 0; s < 10; s++)
-		tok[s] = prompt[s] % (int32_t)nv;
+		tok[s] = (words[s] * (prompt + 1) + 37 * prompt) % (int32_t)nv;
 	ck_assert_int_eq(engine_seq_new(ctx, &seq, &err), 0);
 	for (s = 0; s < MD_STEPS; s++) {
 		struct engine_batch_item it = { seq, tok, s ? 1 : 10,
 						lg + (size_t)s * nv };
 
-		if (at_cmd && s == at)
-			md_place(ctx, at_cmd);
-		if (back_cmd && s == back)
-			md_place(ctx, back_cmd);
+		for (mv = moves; mv && mv->cmd; mv++)
+			if (mv->at == s)
+				md_place(ctx, mv->cmd);
 		ck_assert_msg(engine_forward(ctx, &it, 1, &err) == 0, "%s",
 			      err.msg);
 		out[s] = md_argmax(lg + (size_t)s * nv, nv);
 		tok[0] = out[s];
 	}
 	engine_seq_free(seq);
+}
+
+/* The first prompt; at_cmd before step `at`, back_cmd before `back`. */
+static void md_generate(struct engine_ctx *ctx, int32_t *out, float *lg,
+			const char *at_cmd, int at, const char *back_cmd,
+			int back)
+{
+	const struct md_move moves[] = { { at, at_cmd },
+					 { back, at_cmd ? back_cmd : NULL },
+					 { 0, NULL } };
+
+	md_generate_moves(ctx, 0, out, lg, moves);
 }
 
 /*
@@ -413,14 +441,16 @@ START_TEST(test_shared_prefix_moves)
 END_TEST
 
 /*
- * A tensor alone, or the experts, to ref0 would split a layer: refused
- * with EINVAL, nothing moved; and a stage moves as a whole.
+ * A tensor alone, or one of a layer's three expert matrices, to ref0
+ * would split a stage: refused with EINVAL, nothing moved; and a stage
+ * moves as a whole.
  */
 START_TEST(test_stage_split_refused)
 {
 	struct engine_ctx *ctx = md_open("tiny-qwen3moe-bpe16k-q4km", false);
 	const char *bad[] = { md_cmd("blk.0.attn_q.weight %s"),
-			      md_cmd("experts %s"), md_cmd("output %s") };
+			      md_cmd("blk.1.ffn_up_exps.weight %s"),
+			      md_cmd("output %s") };
 	struct err err = { 0 };
 	char *dev;
 	size_t i;
@@ -433,6 +463,9 @@ START_TEST(test_stage_split_refused)
 		dev = md_device_of(ctx, "blk.0.attn_q.weight");
 		ck_assert_str_eq(dev, "cpu");
 		free(dev);
+		dev = md_device_of(ctx, "blk.1.ffn_up_exps.weight");
+		ck_assert_str_eq(dev, "cpu");
+		free(dev);
 	}
 	/* the model is tied: the output stage is token_embd's too */
 	md_place(ctx, md_cmd("all %s"));
@@ -440,6 +473,101 @@ START_TEST(test_stage_split_refused)
 	ck_assert_str_eq(dev, md_dev);
 	free(dev);
 	md_close(ctx);
+}
+END_TEST
+
+/*
+ * Hybrid MoE (llama.cpp's --cpu-moe): every tensor on the device but the
+ * experts, which stay in host RAM and compute on the CPU; each layer's
+ * normed FFN input and routing cross to the CPU and the experts' sum
+ * comes back (forward.c, forward_moe_elsewhere). Written either way:
+ * everything there and the experts back (a shell pattern), or all but
+ * the experts there. batch_exact: the CPU's tokens and logits,
+ * bit for bit on ref0, prompt and decode; on a GPU within tolerance.
+ * The last variant is the other way round: the experts on the device.
+ */
+static const char *const md_hybrid[] = {
+	"all %s;blk.*.ffn_*_exps cpu",
+	"all-but-experts %s",
+	"experts %s",
+};
+
+START_TEST(test_experts_in_ram)
+{
+	const char *stem = "tiny-qwen3moe-bpe16k-q4km";
+	struct engine_ctx *cpu = md_open(stem, true);
+	struct engine_ctx *hybrid = md_open(stem, true);
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(cpu));
+	const size_t bytes = (size_t)MD_STEPS * in->n_vocab * sizeof(float);
+	const char *cmd = md_cmd(md_hybrid[_i]);
+	const bool experts_there = _i == 2;
+	float *lc = malloc(bytes), *lh = malloc(bytes);
+	int32_t tc[MD_STEPS], th[MD_STEPS];
+	char what[128], *dev;
+
+	ck_assert(lc && lh);
+	md_place(hybrid, cmd);
+	dev = md_device_of(hybrid, "blk.1.attn_q.weight");
+	ck_assert_str_eq(dev, experts_there ? "cpu" : md_dev);
+	free(dev);
+	dev = md_device_of(hybrid, "blk.1.ffn_gate_inp.weight");
+	ck_assert_str_eq(dev, experts_there ? "cpu" : md_dev);
+	free(dev);
+	dev = md_device_of(hybrid, "blk.1.ffn_down_exps.weight");
+	ck_assert_str_eq(dev, experts_there ? md_dev : "cpu");
+	free(dev);
+	md_generate_moves(cpu, _i, tc, lc, NULL);
+	md_generate_moves(hybrid, _i, th, lh, NULL);
+	snprintf(what, sizeof(what), "%s, '%s', prompt %d", stem, cmd, _i);
+	md_compare(what, tc, lc, th, lh, MD_STEPS, in->n_vocab);
+	free(lc);
+	free(lh);
+	md_close(cpu);
+	md_close(hybrid);
+}
+END_TEST
+
+/*
+ * The default mode, greedy, one generation: the attention to the
+ * device with the experts left on the CPU after the prompt, the experts
+ * to the device too, back to the CPU, everything back: the tokens and
+ * logits of the CPU alone (the same bits on ref0: the steps after the
+ * prompt are one-token steps; on a GPU up to the first near-tie).
+ */
+START_TEST(test_experts_move_mid_generation)
+{
+	const char *stem = "tiny-qwen3moe-bpe16k-q4km";
+	struct engine_ctx *cpu = md_open(stem, false);
+	struct engine_ctx *moved = md_open(stem, false);
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(cpu));
+	const size_t bytes = (size_t)MD_STEPS * in->n_vocab * sizeof(float);
+	const struct md_move moves[] = {
+		{ 3, md_cmd("all %s;experts cpu") },
+		{ 8, md_cmd("experts %s") },
+		{ 12, "blk.*.ffn_*_exps cpu" },
+		{ 17, "all cpu" },
+		{ 0, NULL },
+	};
+	float *lc = malloc(bytes), *lm = malloc(bytes);
+	int32_t tc[MD_STEPS], tm[MD_STEPS];
+	char what[128], *dev;
+
+	ck_assert(lc && lm);
+	md_generate_moves(cpu, 1, tc, lc, NULL);
+	md_generate_moves(moved, 1, tm, lm, moves);
+	/* decode steps are the one-token path in either mode: ref0's bits */
+	snprintf(what, sizeof(what), "%s, experts cpu <-> %s mid-generation",
+		 stem, md_dev);
+	md_compare(what, tc, lc, tm, lm, MD_STEPS, in->n_vocab);
+	dev = md_device_of(moved, "blk.0.ffn_up_exps.weight");
+	ck_assert_str_eq(dev, "cpu");
+	free(dev);
+	free(lc);
+	free(lm);
+	md_close(cpu);
+	md_close(moved);
 }
 END_TEST
 
@@ -534,6 +662,9 @@ static int md_setup(void)
 
 	if (n && atoi(n) > 0 && (unsigned)atoi(n) < MD_MODELS)
 		md_models_n = (unsigned)atoi(n);
+	if (getenv("MD_HYBRID") && atoi(getenv("MD_HYBRID")) >= 0 &&
+	    atoi(getenv("MD_HYBRID")) < 3)
+		md_hybrid_n = (unsigned)atoi(getenv("MD_HYBRID"));
 	for (i = 0; i < MD_MODELS; i++)
 		if (check_need_model(md_models[i]))
 			return CHECK_SKIP;
@@ -575,6 +706,8 @@ static void md_tests(TCase *tc)
 	tcase_add_loop_test(tc, test_move_mid_generation, 0, md_models_n);
 	tcase_add_test(tc, test_shared_prefix_moves);
 	tcase_add_test(tc, test_stage_split_refused);
+	tcase_add_loop_test(tc, test_experts_in_ram, 0, md_hybrid_n);
+	tcase_add_test(tc, test_experts_move_mid_generation);
 	if (md_exact)
 		tcase_add_test(tc, test_ref0_only_when_asked);
 	else

@@ -173,6 +173,7 @@ START_TEST(test_placement_refusals_move_nothing)
 		"blk.x cpu",
 		"nosuchtensor cpu",
 		"experts cpu",
+		"blk.*.ffn_*_exps cpu",
 	};
 	struct engine_ctx *m = open_model("stories260K.gguf");
 	uint64_t n = engine_model_gguf(engine_ctx_model(m))->n_tensors;
@@ -223,6 +224,14 @@ START_TEST(test_placement_round_trip_same_logits)
 	free(after);
 	ck_assert_int_eq(engine_placement_apply(m, "all numa0", &err), 0);
 	ck_assert_uint_eq(check_text(m, "numa0"), n);
+	/* a shell pattern: the experts alone; then all but them */
+	ck_assert_int_eq(
+		engine_placement_apply(m, "blk.*.ffn_*_exps cpu", &err), 0);
+	ck_assert_str_eq(device_of(m, "blk.1.ffn_gate_exps.weight"), "cpu");
+	ck_assert_str_eq(device_of(m, "blk.1.ffn_gate_inp.weight"), "numa0");
+	ck_assert_int_eq(engine_placement_apply(m, "all-but-experts cpu", &err),
+			 0);
+	ck_assert_uint_eq(check_text(m, "cpu"), n);
 	ck_assert_int_eq(engine_placement_apply(m, "auto", &err), 0);
 	ck_assert_uint_eq(check_text(m, "cpu"), n);
 	after = logits_of(m);
