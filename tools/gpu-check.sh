@@ -56,7 +56,10 @@
 #             1 and 16 sessions through the mount with the model on gpu0
 #             (tools/bench-mount.sh); the launches of the backend's
 #             decode step, counted by the simulator
-#             (tools/launch-count.sh, with and without the fusions)
+#             (tools/launch-count.sh, with and without the fusions); then
+#             hybrid MoE on the 8-layer Qwen3-30B-A3B shape (tg128,
+#             pp512): all on gpu0, the experts in RAM on the CPU
+#             (--cpu-moe), all on the CPU (GPU_CHECK_MOE picks the model)
 #   attention (not by default) llmfs-cuda-bench with the CPU-order
 #             attention's variants (libm's expf, CUDA's, no CPU order)
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
@@ -296,6 +299,10 @@ declare -A shape=(
 	[8b-q4_k_m]="--arch qwen3 --embd 4096 --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --ff 12288 --type q4_k_m"
 	[8b-q8_0]="--arch qwen3 --embd 4096 --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --ff 12288 --type q8_0"
 	[0.6b-q4_k_m]="--arch qwen3 --embd 1024 --layers 28 --heads 16 --kv-heads 8 --head-dim 128 --ff 3072 --type q4_k_m"
+	# tools/bench-cpu.sh's moe: Qwen3-30B-A3B's layer, 8 of its 48 layers
+	[moe-q4_k_m]="--arch qwen3moe --embd 2048 --layers 8 --heads 32 --kv-heads 4 --head-dim 128 --ff 768 --experts 128 --experts-used 8 --type q4_k_m"
+	# a dry run's (the simulator): the same graph, tiny
+	[moe-tiny]="--arch qwen3moe --embd 256 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 --ff 256 --experts 8 --experts-used 2 --type q4_k_m"
 )
 models=${GPU_CHECK_MODELS-8b-q4_k_m 0.6b-q4_k_m 8b-q8_0}
 llama=
@@ -377,12 +384,23 @@ fi
 # beside llmfs-cuda-bench's figures of the same model (step.cu's whole
 # passes and CUDA graphs): what the backend's path costs. Weights in the
 # file's layout (--no-pack: the CPU's panels would be undone on the move).
-ebench() { # model, log key, llmfs-bench args...; prints t/s or nothing
-	local f=$WORK/$1.gguf key=$2 t=$SECONDS rc
-	shift 2
-	echo "== llmfs-bench -m $(basename "$f") --placement 'all gpu0' --no-pack $*" >>"$OUT/bench.log"
-	timeout --kill-after=5 60 "$BIN/llmfs-bench" -m "$f" --placement "all gpu0" \
-		--no-pack "$@" >"$WORK/ebench.out" 2>&1
+# Where the weights are (ebench's mode): gpu every tensor on gpu0, in the
+# file's layout; hybrid a MoE's experts in RAM on the CPU (--cpu-moe,
+# packed), the rest on gpu0; cpu all on the CPU.
+ebench_place() { # mode
+	case $1 in
+	gpu) echo "--placement|all gpu0|--no-pack" ;;
+	hybrid) echo "--placement|all gpu0|--cpu-moe" ;;
+	cpu) echo "" ;;
+	esac
+}
+ebench() { # model, log key, mode, llmfs-bench args...; prints t/s or nothing
+	local f=$WORK/$1.gguf key=$2 t=$SECONDS rc place
+	IFS='|' read -r -a place <<<"$(ebench_place "$3")"
+	shift 3
+	echo "== llmfs-bench -m $(basename "$f") ${place[*]} $*" >>"$OUT/bench.log"
+	timeout --kill-after=5 60 "$BIN/llmfs-bench" -m "$f" "${place[@]}" \
+		"$@" >"$WORK/ebench.out" 2>&1
 	rc=$?
 	cat "$WORK/ebench.out" >>"$OUT/bench.log"
 	echo "($key: exit $rc, $((SECONDS - t)) s)" >>"$OUT/bench.log"
@@ -400,9 +418,9 @@ gpu0bench() { # model
 	row "$m" gpu0 "llmfs-bench --placement 'all gpu0' (the backend) beside llmfs-cuda-bench (the module's path)"
 	for k in pp512 tg128 tg64@d4096; do
 		case $k in
-		pp512) fits 30 && a=$(ebench "$m" $k -p 512 -r 2) ;;
-		tg128) fits 30 && a=$(ebench "$m" $k -n 128 -r 2) ;;
-		tg64@d4096) fits 45 && a=$(ebench "$m" $k -n 64 -d 4096 -r 1) ;;
+		pp512) fits 30 && a=$(ebench "$m" $k gpu -p 512 -r 2) ;;
+		tg128) fits 30 && a=$(ebench "$m" $k gpu -n 128 -r 2) ;;
+		tg64@d4096) fits 45 && a=$(ebench "$m" $k gpu -n 64 -d 4096 -r 1) ;;
 		esac || { row "" "" "$(printf '%-11s no time left' "$k")"; continue; }
 		b=$(fig "$j" "$k")
 		c=
@@ -413,7 +431,7 @@ gpu0bench() { # model
 			"$k" "${a:--}" "${b:--}" "$c" "$(ratio "$a" "$b")" "$why")"
 		# the backend's fusions on this card: decode without them
 		[ $k = tg128 ] && [ -n "$a" ] && fits 20 || continue
-		c=$(LLMFS_CUDA_FUSE=0 ebench "$m" tg128-unfused -n 128 -r 2)
+		c=$(LLMFS_CUDA_FUSE=0 ebench "$m" tg128-unfused gpu -n 128 -r 2)
 		row "" "" "$(printf '%-11s unfused %8s t/s  (LLMFS_CUDA_FUSE=0)  fused/unfused %s' \
 			"$k" "${c:--}" "$(ratio "$a" "$c")")"
 	done
@@ -455,6 +473,33 @@ launches() {
 		row "" "" "$(printf 'fuse=%s %s' $f "$l" | cut -c1-110)"
 	done
 }
+# Hybrid MoE (Documentation/engine.md): the MoE bench model with every
+# tensor on gpu0, with its experts in RAM computed by the CPU (attention,
+# norms, router on gpu0: the planner's experts-in-ram), and all on the
+# CPU, decode then prefill
+moebench() { # model
+	local m=$1 k mode a why line
+	local -A runs=([tg]=${GPU_CHECK_MOE_TG:--n 128 -r 2} [pp]=${GPU_CHECK_MOE_PP:--p 512 -r 2})
+	write_model "$m" || return
+	row "$m" gpu0 "llmfs-bench: all gpu0 | experts in RAM (--cpu-moe) | all cpu"
+	# GPU_CHECK_MOE_TG, _PP: llmfs-bench's runs (a dry run's are short)
+	for k in tg pp; do
+		line=$(printf '%-11s' "$k $(tr -d ' ' <<<"${runs[$k]}")")
+		for mode in gpu hybrid cpu; do
+			a=
+			why=
+			if fits 25; then
+				# shellcheck disable=SC2086
+				a=$(ebench "$m" "$k-$mode" $mode ${runs[$k]})
+				[ -n "$a" ] || why=" ($(cat "$WORK/ebench.why"))"
+			else
+				why=" (no time left)"
+			fi
+			line="$line $(printf '%s %s t/s%s' "$mode" "${a:--}" "$why")"
+		done
+		row "" "" "$line"
+	done
+}
 if part gpu0bench && [ -f "$vocab" ]; then
 	for m in 8b-q4_k_m 0.6b-q4_k_m; do
 		[[ " $models " == *" $m "* ]] || continue
@@ -462,6 +507,11 @@ if part gpu0bench && [ -f "$vocab" ]; then
 	done
 	row launches gpu0 "the backend's decode step on the simulator (tools/launch-count.sh)"
 	if fits 20; then launches; else row "" "" "no time left"; fi
+	# GPU_CHECK_MOE: the model (moe-tiny in a dry run; empty: none)
+	m=${GPU_CHECK_MOE-moe-q4_k_m}
+	if [ -z "$m" ]; then
+		:
+	elif fits 60; then moebench "$m"; else row "$m" skip "moe: no time left"; fi
 fi
 if part bench && [ -f "$vocab" ] && [[ " $models " == *" 8b-q8_0 "* ]]; then
 	if fits 90; then bench 8b-q8_0; else row 8b-q8_0 skip "no time left"; fi

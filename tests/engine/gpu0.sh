@@ -5,7 +5,8 @@
 # weights on gpu0 and with layer 0 on gpu0, the rest on the CPU; then
 # test_multidevice on gpu0 (a model split with the CPU gives the CPU's
 # tokens, placement moves mid-generation change none, moves splitting a
-# layer are refused).
+# layer are refused, a MoE's experts on the CPU with the rest on gpu0
+# give the CPU's tokens).
 #
 # The GPU is the module's simulator here (build/lib/llmfs-cuda-sim.so),
 # a card's module where LLMFS_CUDA_MODULE names it (tools/gpu-check.sh).
@@ -26,6 +27,8 @@ if [ -z "${LLMFS_CUDA_MODULE:-}" ]; then
 	export GOLDEN_MODELS=${GOLDEN_MODELS:-stories260K}
 	export GOLDEN_PROMPTS=${GOLDEN_PROMPTS:-2}
 	export MD_MODELS=${MD_MODELS:-1}
+	# hybrid MoE: experts on the CPU, two prompts (not the experts alone)
+	export MD_HYBRID=${MD_HYBRID:-2}
 fi
 fails=0
 for place in "all gpu0" "blk.0 gpu0"; do
