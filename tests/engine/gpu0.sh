@@ -2,7 +2,8 @@
 # The CUDA backend (engine/cuda/backend.c, device gpu0) through whole
 # models, as ref0.sh runs the reference backend: the golden prompts
 # (test_golden, the rule of ../shared/README.md section 4) with all
-# weights on gpu0 and with layer 0 on gpu0, the rest on the CPU; then
+# weights on gpu0 and with layer 0 on gpu0, the rest on the CPU (on a
+# card also the MoE model with all but its experts on gpu0); then
 # test_multidevice on gpu0 (a model split with the CPU gives the CPU's
 # tokens, placement moves mid-generation change none, moves splitting a
 # layer are refused, a MoE's experts on the CPU with the rest on gpu0
@@ -31,9 +32,16 @@ if [ -z "${LLMFS_CUDA_MODULE:-}" ]; then
 	export MD_HYBRID=${MD_HYBRID:-2}
 fi
 fails=0
-for place in "all gpu0" "blk.0 gpu0"; do
+places=("all gpu0" "blk.0 gpu0")
+# hybrid MoE, the MoE model with its experts on the CPU: on a card (the
+# simulator takes minutes a prompt of it; test_multidevice covers it there)
+[ "$LLMFS_CUDA_MODULE" != "$SIM" ] && places+=("all-but-experts gpu0")
+for place in "${places[@]}"; do
 	start=$SECONDS
-	out=$(GOLDEN_PLACEMENT="$place" "$golden" 2>&1)
+	models=
+	[ "$place" = "all-but-experts gpu0" ] && models=tiny-qwen3moe-bpe16k-q4km
+	out=$(env ${models:+GOLDEN_MODELS=$models} GOLDEN_PLACEMENT="$place" \
+		"$golden" 2>&1)
 	rc=$?
 	[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
 	if [ $rc -ne 0 ]; then
