@@ -414,8 +414,14 @@ static struct kv_shape *kv_shape_of(const struct engine_kv_shape *sh)
 	return (struct kv_shape *)sh; /* pub is the first member */
 }
 
-/* A chunk in an empty slot of s, its blocks on the free stack; false: none. */
-static bool kv_chunk_add(struct engine_kv_pool *p, struct kv_shape *s)
+/*
+ * A chunk in an empty slot of s, its blocks on the free stack. False
+ * when there is no slot or no memory: *full is then the layer's backend
+ * when a device with memory of its own had no room (a GPU's VRAM, or
+ * its --devices cap), else left alone (the host's memory).
+ */
+static bool kv_chunk_add(struct engine_kv_pool *p, struct kv_shape *s,
+			 const struct engine_backend **full)
 {
 	const uint32_t n = 1u << s->chunk_shift;
 	struct kv_chunk *ch;
@@ -445,6 +451,8 @@ static bool kv_chunk_add(struct engine_kv_pool *p, struct kv_shape *s)
 
 		ch->layer[il] = be->iface->alloc(be, s->pub.layer_bytes * n);
 		if (!ch->layer[il]) {
+			if (!be->is_host)
+				*full = be;
 			kv_chunk_release(p, s, c);
 			return false;
 		}
@@ -499,11 +507,15 @@ int engine_kv_pool_take(struct engine_kv_pool *p,
 		return ret;
 	}
 	for (i = 0; i < n; i++) {
-		if (!s->n_free && !kv_chunk_add(p, s)) {
-			ret = err_set(
-				err, ENOMEM,
-				"out of memory for KV blocks of %zu bytes",
-				sh->block_bytes);
+		const struct engine_backend *full = NULL;
+
+		if (!s->n_free && !kv_chunk_add(p, s, &full)) {
+			ret = full ? err_set(err, ENOSPC,
+					     "no room on %s for KV blocks of %zu bytes",
+					     full->dev.name, sh->block_bytes) :
+				     err_set(err, ENOMEM,
+					     "out of memory for KV blocks of %zu bytes",
+					     sh->block_bytes);
 			break;
 		}
 		ids[i] = s->free[--s->n_free];
