@@ -632,41 +632,209 @@ __device__ __forceinline__ void q8_K_block(float v, int t, blk_q8_K *b,
 
 /* ---- float types: F32 activations, rounded as the CPU's vec_dot type ----- */
 
+/*
+ * The float products in the CPU's order (engine/quant/dot.c, the AVX-512
+ * build): the row walked in steps of 64 elements by MMV_FLANES lanes, 4
+ * elements a lane, each of a lane's accumulators taking its element of
+ * every step in turn, as the CPU's lane of a vector register does; then
+ * the CPU's reduction tree (fold, its sum in the tail's type sum_t) and
+ * its tail (tail_add, in order, by one lane). ACC: accumulators a lane;
+ * step: one step's 4 elements into them; ALIGN: the bytes a lane's load
+ * of 4 weights wants.
+ *
+ * F32 and F16 (ggml_vec_dot_f32/f16): element e of a step into
+ * accumulator e mod 64 with an FMA (lane g holds 4g..4g+3); the 64
+ * folded at distances 32, 16 (GGML_F32_VEC_REDUCE), 8, 4, 2, 1
+ * (_mm512_reduce_add_ps). The F32 tail: products rounded and added in
+ * float, the last (n mod 8) contracted; the F16 tail: the float
+ * products added in double.
+ */
 template <int T> struct wf;
 
 template <> struct wf<T_F32> {
 	typedef float elem;
+	typedef float sum_t;
+	enum { ALIGN = 16, ACC = 4 };
 	static __device__ __forceinline__ float get(const elem *w, int64_t i)
 	{
 		return w[i];
+	}
+	static __device__ __forceinline__ void get4(const elem *w, int64_t i,
+						    bool aligned, float *v)
+	{
+		if (aligned) {
+			const float4 u = *(const float4 *)(w + i);
+
+			v[0] = u.x;
+			v[1] = u.y;
+			v[2] = u.z;
+			v[3] = u.w;
+		} else {
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				v[k] = w[i + k];
+		}
 	}
 	static __device__ __forceinline__ float round_act(float x)
 	{
 		return x;
 	}
+	static __device__ __forceinline__ void step(float *acc, const float *w,
+						    const float *x)
+	{
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			acc[k] = fmaf(w[k], x[k], acc[k]);
+	}
+	/* lane 0 of the 16 gets the 64 accumulators' sum */
+	static __device__ __forceinline__ float fold(float *acc)
+	{
+#pragma unroll
+		for (int d = 8; d > 0; d >>= 1)
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				acc[k] = __fadd_rn(acc[k],
+						   __shfl_down_sync(0xffffffffu,
+								    acc[k], d,
+								    16));
+		return __fadd_rn(__fadd_rn(acc[0], acc[2]),
+				 __fadd_rn(acc[1], acc[3]));
+	}
+	/* element i of the tail [np, n) */
+	static __device__ __forceinline__ sum_t tail_add(sum_t s, float w,
+							 float x, int64_t i,
+							 int64_t np, int64_t n)
+	{
+		return i < np + ((n - np) & ~(int64_t)7) ?
+			       __fadd_rn(s, __fmul_rn(w, x)) :
+			       fmaf(w, x, s);
+	}
+	static __device__ __forceinline__ float end(sum_t s)
+	{
+		return s;
+	}
 };
 
 template <> struct wf<T_F16> {
 	typedef uint16_t elem;
+	typedef double sum_t;
+	enum { ALIGN = 8, ACC = 4 };
 	static __device__ __forceinline__ float get(const elem *w, int64_t i)
 	{
 		return cuda_h2f(w[i]);
+	}
+	static __device__ __forceinline__ void get4(const elem *w, int64_t i,
+						    bool aligned, float *v)
+	{
+		if (aligned) {
+			const uint2 u = *(const uint2 *)(w + i);
+
+			v[0] = cuda_h2f((uint16_t)(u.x & 0xffffu));
+			v[1] = cuda_h2f((uint16_t)(u.x >> 16));
+			v[2] = cuda_h2f((uint16_t)(u.y & 0xffffu));
+			v[3] = cuda_h2f((uint16_t)(u.y >> 16));
+		} else {
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				v[k] = cuda_h2f(w[i + k]);
+		}
 	}
 	static __device__ __forceinline__ float round_act(float x)
 	{
 		return cuda_h2f(cuda_f2h(x));
 	}
+	static __device__ __forceinline__ void step(float *acc, const float *w,
+						    const float *x)
+	{
+		wf<T_F32>::step(acc, w, x);
+	}
+	static __device__ __forceinline__ sum_t fold(float *acc)
+	{
+		return (double)wf<T_F32>::fold(acc);
+	}
+	static __device__ __forceinline__ sum_t tail_add(sum_t s, float w,
+							 float x, int64_t i,
+							 int64_t np, int64_t n)
+	{
+		return s + (double)__fmul_rn(w, x);
+	}
+	static __device__ __forceinline__ float end(sum_t s)
+	{
+		return (float)s;
+	}
 };
 
+/*
+ * BF16 (ggml_vec_dot_bf16, vdpbf16ps): a step's 32 pairs into 2 x 16
+ * accumulators, pair p into accumulator p (lane g holds pairs 2g and
+ * 2g + 1), the odd element first, each product exact; each 16 folded at
+ * distances 8, 4, 2, 1 and added in double with the tail.
+ */
 template <> struct wf<T_BF16> {
 	typedef uint16_t elem;
+	typedef double sum_t;
+	enum { ALIGN = 8, ACC = 2 };
 	static __device__ __forceinline__ float get(const elem *w, int64_t i)
 	{
 		return cuda_bf2f(w[i]);
 	}
+	static __device__ __forceinline__ void get4(const elem *w, int64_t i,
+						    bool aligned, float *v)
+	{
+		if (aligned) {
+			const uint2 u = *(const uint2 *)(w + i);
+
+			v[0] = __uint_as_float(u.x << 16);
+			v[1] = __uint_as_float(u.x & 0xffff0000u);
+			v[2] = __uint_as_float(u.y << 16);
+			v[3] = __uint_as_float(u.y & 0xffff0000u);
+		} else {
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				v[k] = cuda_bf2f(w[i + k]);
+		}
+	}
 	static __device__ __forceinline__ float round_act(float x)
 	{
 		return cuda_bf2f(cuda_f2bf(x));
+	}
+	static __device__ __forceinline__ void step(float *acc, const float *w,
+						    const float *x)
+	{
+#pragma unroll
+		for (int q = 0; q < 2; q++) {
+			acc[q] = fmaf(w[2 * q + 1], x[2 * q + 1], acc[q]);
+			acc[q] = fmaf(w[2 * q], x[2 * q], acc[q]);
+		}
+	}
+	/* lane 0 of the 16: the two halves' sums added in double */
+	static __device__ __forceinline__ sum_t fold(float *acc)
+	{
+#pragma unroll
+		for (int d = 4; d > 0; d >>= 1)
+#pragma unroll
+			for (int q = 0; q < 2; q++)
+				acc[q] = __fadd_rn(acc[q],
+						   __shfl_down_sync(0xffffffffu,
+								    acc[q], d,
+								    16));
+		const float f0 = __fadd_rn(acc[0], acc[1]);
+		const float f1 = __shfl_down_sync(0xffffffffu, f0, 8, 16);
+		double s = 0.0;
+
+		s += (double)f0;
+		s += (double)f1;
+		return s;
+	}
+	static __device__ __forceinline__ sum_t tail_add(sum_t s, float w,
+							 float x, int64_t i,
+							 int64_t np, int64_t n)
+	{
+		return s + (double)__fmul_rn(w, x);
+	}
+	static __device__ __forceinline__ float end(sum_t s)
+	{
+		return (float)s;
 	}
 };
 

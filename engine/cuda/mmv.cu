@@ -8,6 +8,8 @@
  * added by shuffles, the warps' in shared memory. Memory-bound: a warp
  * reads 32 / LPB blocks per step; a 4096-wide Q4_K row is 4 warps' one
  * step, so a matrix is one round of loads in flight, not four in series.
+ * Float matrices (mmv_f) are summed in the CPU's order instead: 16 lanes
+ * to a row, each row walked by its lanes alone.
  *
  * The same kernel runs MoE experts: a block then serves one work item
  * (expert, run of up to MMV_COLS (token, slot) pairs that chose it),
@@ -22,6 +24,8 @@
 
 #define MMV_WARPS 4
 #define MMV_COLS 8
+#define MMV_FLANES 16 /* lanes of a float row (mmv_f) */
+#define MMV_FROWS (MMV_WARPS * 32 / MMV_FLANES)
 
 /* The columns of this block: how many, and their x and y rows. */
 template <int NC, bool MOE>
@@ -212,53 +216,127 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_q(mmv_args a)
 	mmv_finish<NC>(a, sum, sum2, yr, cnt, row, t);
 }
 
-/* F32, F16, BF16 weights against F32 activations, an element a lane */
+/*
+ * A float row's steps of 64 (mmv_f), ALIGNED: 16-byte activation and
+ * ALIGN-byte weight loads (one test a row, outside the loop).
+ */
+template <int T, int NC, bool ALIGNED>
+__device__ __forceinline__ void
+mmv_f_steps(const mmv_args &a, const typename wf<T>::elem *wr,
+	    const typename wf<T>::elem *wr2, bool glu, const int32_t *xr,
+	    int cnt, int g, int64_t np, float (*acc)[wf<T>::ACC],
+	    float (*acc2)[wf<T>::ACC])
+{
+	typedef wf<T> F;
+
+	for (int64_t i = 4 * g; i < np; i += 64) {
+		float wv[4], wv2[4];
+
+		F::get4(wr, i, ALIGNED, wv);
+		if (glu)
+			F::get4(wr2, i, ALIGNED, wv2);
+#pragma unroll
+		for (int j = 0; j < NC; j++) {
+			if (j >= cnt)
+				continue;
+			const float *xp = (const float *)(a.x +
+							  xr[j] * a.x_ld) +
+					  i;
+			float xv[4];
+
+			if (ALIGNED) {
+				const float4 u = *(const float4 *)xp;
+
+				xv[0] = u.x;
+				xv[1] = u.y;
+				xv[2] = u.z;
+				xv[3] = u.w;
+			} else {
+#pragma unroll
+				for (int k = 0; k < 4; k++)
+					xv[k] = xp[k];
+			}
+#pragma unroll
+			for (int k = 0; k < 4; k++)
+				xv[k] = F::round_act(xv[k]);
+			F::step(acc[j], wv, xv);
+			if (glu)
+				F::step(acc2[j], wv2, xv);
+		}
+	}
+}
+
+/*
+ * F32, F16, BF16 weights against F32 activations (rounded to the
+ * weight's vec_dot type as they are read), in the CPU's order
+ * (blocks.cuh wf): MMV_FLANES lanes to a row, walking it alone in steps
+ * of 64 elements, so that every accumulator sees its elements in the
+ * CPU's sequence; MMV_FROWS rows a block. Lane 0 of a row adds the tail
+ * (n_in mod 64 elements; none in the usual shapes) in order.
+ */
 template <int T, int NC, bool MOE>
 __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_f(mmv_args a)
 {
 	cuda_pdl_start();
 	typedef wf<T> F;
-	const int wpr = (int)a.wpr, warp = threadIdx.y;
-	const int64_t row = (int64_t)blockIdx.x * (MMV_WARPS / wpr) +
-			    warp / wpr;
-	const int lane = threadIdx.x;
+	typedef typename F::elem elem;
+	const int lane = threadIdx.x, g = lane % MMV_FLANES;
+	const int64_t row = (int64_t)blockIdx.x * MMV_FROWS +
+			    threadIdx.y * (32 / MMV_FLANES) + lane / MMV_FLANES;
 	const bool glu = !MOE && a.w2;
 	const uint8_t *w;
 	int32_t xr[NC], yr[NC];
-	float sum[NC], sum2[NC];
+	float acc[NC][F::ACC], acc2[NC][F::ACC];
 	const int cnt = mmv_columns<NC, MOE>(a, xr, yr, &w);
 	const mmv_target t = mmv_locate<MOE>(a, w, row);
+	const bool in = row < a.n_out;
+	const int64_t n = a.n_in, np = n & ~(int64_t)63;
 
 	if (cnt <= 0)
 		return;
 #pragma unroll
 	for (int j = 0; j < NC; j++)
-		sum[j] = sum2[j] = 0.0f;
-	if (row < a.n_out) {
-		const typename F::elem *wr =
-			(const typename F::elem *)(t.w + t.row * a.row_bytes);
-		const typename F::elem *wr2 =
-			(const typename F::elem *)(a.w2 + row * a.row_bytes);
-
-		for (int64_t i = (warp % wpr) * 32 + lane; i < a.n_in;
-		     i += 32 * wpr) {
-			const float wv = F::get(wr, i);
-			const float wv2 = glu ? F::get(wr2, i) : 0.0f;
-
 #pragma unroll
-			for (int j = 0; j < NC; j++) {
-				if (j >= cnt)
-					continue;
-				const float x = F::round_act(
-					((const float *)(a.x +
-							 xr[j] * a.x_ld))[i]);
+		for (int k = 0; k < F::ACC; k++)
+			acc[j][k] = acc2[j][k] = 0.0f;
+	const elem *wr = (const elem *)(t.w + (in ? t.row : 0) * a.row_bytes);
+	const elem *wr2 = glu ? (const elem *)(a.w2 +
+					       (in ? row : 0) * a.row_bytes) :
+				wr;
+	/* one test a row: 16-byte activation loads, ALIGN-byte weights */
+	const bool aligned = !(((uintptr_t)wr | (uintptr_t)wr2) % F::ALIGN) &&
+			     !(((uintptr_t)a.x | a.x_ld) % 16);
 
-				sum[j] += wv * x;
-				sum2[j] += wv2 * x;
-			}
+	if (in && aligned)
+		mmv_f_steps<T, NC, true>(a, wr, wr2, glu, xr, cnt, g, np, acc,
+					 acc2);
+	else if (in)
+		mmv_f_steps<T, NC, false>(a, wr, wr2, glu, xr, cnt, g, np, acc,
+					  acc2);
+		/* every lane folds (the shuffles want them all), lane 0 of a row ends */
+#pragma unroll
+	for (int j = 0; j < NC; j++) {
+		typename F::sum_t s = F::fold(acc[j]), s2 = 0;
+
+		if (glu)
+			s2 = F::fold(acc2[j]);
+		if (g || !in || j >= cnt)
+			continue;
+		const float *x = (const float *)(a.x + xr[j] * a.x_ld);
+
+		for (int64_t i = np; i < n; i++) {
+			const float xi = F::round_act(x[i]);
+
+			s = F::tail_add(s, F::get(wr, i), xi, i, np, n);
+			if (glu)
+				s2 = F::tail_add(s2, F::get(wr2, i), xi, i, np,
+						 n);
 		}
+		mmv_store(
+			a, t.y, yr[j] * t.y_ld + t.row,
+			glu ? mmv_swiglu(F::end(s), F::end(s2), row, a.n_out) :
+			      F::end(s));
 	}
-	mmv_finish<NC>(a, sum, sum2, yr, cnt, row, t);
 }
 
 typedef void (*mmv_kernel)(mmv_args);
@@ -303,10 +381,10 @@ static const struct {
 };
 
 /*
- * Warps to a row: as many as the row has steps of a warp (a warp takes
- * 32 elements of a float row, 32 / LPB blocks of a quantized one), at
- * most MMV_WARPS, a power of two. $LLMFS_CUDA_MMV=old: one warp a row,
- * as before (to compare on a card).
+ * Warps to a row of a quantized matrix: as many as the row has steps of
+ * a warp (32 / LPB blocks), at most MMV_WARPS, a power of two.
+ * $LLMFS_CUDA_MMV=old: one warp a row, as before (to compare on a card).
+ * 0 for the float types: mmv_f gives a row MMV_FLANES lanes.
  */
 static uint32_t mmv_warps_per_row(uint32_t w_type, int64_t n_in)
 {
@@ -319,12 +397,11 @@ static uint32_t mmv_warps_per_row(uint32_t w_type, int64_t n_in)
 
 		old = e && !strcmp(e, "old");
 	}
+	if (w_type == T_F32 || w_type == T_F16 || w_type == T_BF16)
+		return 0;
 	if (old)
 		return 1;
 	switch (w_type) {
-	case T_F32:
-	case T_F16:
-	case T_BF16: steps = n_in / 32; break;
 	case T_Q2_K:
 	case T_Q3_K: steps = n_in / QK_K * 16 / 32; break;
 	case T_Q4_K:
@@ -345,7 +422,8 @@ bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
 	int nc, k;
 
 	a.wpr = mmv_warps_per_row(w_type, a.n_in);
-	gx = cuda_div_up((uint64_t)a.n_out, MMV_WARPS / a.wpr);
+	gx = cuda_div_up((uint64_t)a.n_out,
+			 a.wpr ? MMV_WARPS / a.wpr : MMV_FROWS);
 	for (const auto &t : mmv_table) {
 		if (t.type != w_type)
 			continue;

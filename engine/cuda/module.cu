@@ -326,11 +326,17 @@ static enum cuda_matmul_mode mod_matmul_mode(const struct cuda_matmul *mm)
 	enum cuda_matmul_mode m = mm->mode != CUDA_MATMUL_AUTO ?
 					  mm->mode :
 					  (enum cuda_matmul_mode)forced;
-	/* experts, quantized rows and small batches: the mat-vec kernel */
+	/*
+	 * experts, quantized rows and small batches: the mat-vec kernel;
+	 * F32 weights too (the MoE router, small matrices): halves would
+	 * round them, and the mat-vec kernel gives the CPU's bits
+	 */
 	if (mm->ids || mm->x_act || m == CUDA_MATMUL_MMA)
 		return CUDA_MATMUL_MMV;
 	if (m == CUDA_MATMUL_AUTO)
-		return mm->rows > 32 ? CUDA_MATMUL_CUBLAS : CUDA_MATMUL_MMV;
+		return mm->rows > 32 && mm->w_type != T_F32 ?
+			       CUDA_MATMUL_CUBLAS :
+			       CUDA_MATMUL_MMV;
 	return m;
 }
 

@@ -296,6 +296,79 @@ START_TEST(test_matmul_cublas)
 END_TEST
 
 /*
+ * The float types' mat-vec products are the CPU's bits: the AVX-512
+ * order of engine/quant/dot.c (quant_traits' vec_dot, the scalar
+ * emulation of the CPU backend's SIMD), on lengths with and without the
+ * 64-element steps, with tails of every kind (F32: groups of 16 and 8,
+ * the last contracted), rows that start unaligned (odd lengths), and
+ * activations that round to F16/BF16.
+ */
+static void check_matmul_float_bits(uint32_t type, int64_t n_in, uint32_t cols)
+{
+	const int64_t n_out = 37;
+	uint32_t vdt = quant_vec_dot_type(type);
+	uint64_t rb, ab;
+	uint8_t *w = rand_matrix(type, n_out, n_in, &rb), *act;
+	float *x = malloc(n_in * cols * sizeof(float));
+	float *got = malloc(n_out * cols * sizeof(float));
+	float *want = malloc(n_out * cols * sizeof(float));
+	struct err err = { 0 };
+	struct cuda_matmul mm = { 0 };
+
+	ck_assert(io_type_row_bytes(vdt, n_in, &ab) == 0);
+	act = malloc(ab);
+	rand_floats(x, n_in * cols, 2.0f);
+	mm.w_type = type;
+	mm.w = dev_from(w, rb * n_out);
+	mm.row_bytes = rb;
+	mm.n_in = n_in;
+	mm.n_out = n_out;
+	mm.x = dev_from(x, n_in * cols * sizeof(float));
+	mm.x_ld = n_in;
+	mm.y = dev_alloc(n_out * cols * sizeof(float));
+	mm.y_ld = n_out;
+	mm.rows = cols;
+	mm.mode = CUDA_MATMUL_MMV;
+	ck_assert_msg(api->matmul(dev, &mm, &err) == 0, "type %u: %s", type,
+		      err.msg);
+	host_from(got, mm.y, n_out * cols * sizeof(float));
+	for (uint32_t c = 0; c < cols; c++) {
+		quant_from_float(vdt, x + c * n_in, act, n_in);
+		for (int64_t r = 0; r < n_out; r++)
+			want[c * n_out + r] = quant_traits(type)->vec_dot(
+				n_in, w + r * rb, act);
+	}
+	for (int64_t i = 0; i < n_out * (int64_t)cols; i++)
+		ck_assert_msg(!memcmp(&got[i], &want[i], sizeof(float)),
+			      "%s n %lld column %lld row %lld: %.9g, CPU %.9g "
+			      "(seed %llu)",
+			      quant_type_name(type), (long long)n_in,
+			      (long long)(i / n_out), (long long)(i % n_out),
+			      got[i], want[i], (unsigned long long)seed);
+	api->free(dev, (void *)mm.w);
+	api->free(dev, (void *)mm.x);
+	api->free(dev, mm.y);
+	free(w);
+	free(act);
+	free(x);
+	free(got);
+	free(want);
+}
+
+START_TEST(test_matmul_float_bits)
+{
+	/* tail only; steps only; steps and tails of 16 + 8 + 7, 9, 1 */
+	static const int64_t lens[] = { 32, 33, 256, 64 + 31, 128 + 9, 513 };
+	static const uint32_t cols[] = { 1, 3, 8 };
+
+	for (size_t n = 0; n < sizeof(lens) / sizeof(lens[0]); n++)
+		for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++)
+			check_matmul_float_bits(weight_types[_i], lens[n],
+						cols[c]);
+}
+END_TEST
+
+/*
  * Experts: rows pick n_slots distinct experts each; up/gate read one x
  * row per token, down one per (token, slot).
  */
@@ -1108,6 +1181,8 @@ static void cuda_add_tests(TCase *tc)
 	CUDA_ADD(tc, test_quantize_q8_K);
 	CUDA_ADD_LOOP(tc, test_matmul_mmv, N_WEIGHT_TYPES);
 	CUDA_ADD_LOOP(tc, test_matmul_cublas, N_WEIGHT_TYPES);
+	/* F32, F16, BF16: the first three weight types */
+	CUDA_ADD_LOOP(tc, test_matmul_float_bits, 3);
 	CUDA_ADD(tc, test_matmul_experts);
 	CUDA_ADD_LOOP(tc, test_get_rows, N_WEIGHT_TYPES);
 	CUDA_ADD(tc, test_rms_norm);
