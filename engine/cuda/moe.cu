@@ -24,8 +24,9 @@ __global__ void moe_route_k(const float *logits, uint64_t ld, uint32_t n_exp,
 	const uint64_t r = (uint64_t)blockIdx.x * (blockDim.x / 32) +
 			   threadIdx.x / 32;
 	const float *x = logits + r * ld;
-	float v[MOE_MAX_PER_LANE], mx = -INFINITY, wsum = 0.0f;
-	double sum = 0.0;
+	const uint32_t n_vec = n_exp - n_exp % CUDA_CPU_LANES;
+	float v[MOE_MAX_PER_LANE], mx = -INFINITY;
+	double sum = 0.0, wsum = 0.0;
 
 #pragma unroll
 	for (int i = 0; i < MOE_MAX_PER_LANE; i++) {
@@ -35,20 +36,40 @@ __global__ void moe_route_k(const float *logits, uint64_t ld, uint32_t n_exp,
 		mx = fmaxf(mx, v[i]);
 	}
 	mx = cuda_warp_max(mx);
+	/*
+	 * The CPU's softmax (ops_softmax): ggml_v_expf on whole vectors of
+	 * 16, each vector summed in float as _mm512_reduce_add_ps folds it
+	 * and added in double, in order; libm on the rest, added in double
+	 * one by one. Every lane keeps the same sum.
+	 */
 #pragma unroll
 	for (int i = 0; i < MOE_MAX_PER_LANE; i++) {
 		const uint32_t j = lane + 32 * i;
+		float h;
 
-		/* the CPU's softmax: ggml_v_expf on whole vectors of 16,
-		 * libm on the rest, the sum in double */
 		v[i] = j >= n_exp ? 0.0f :
-		       j < n_exp - n_exp % CUDA_CPU_LANES ?
-				    cuda_v_expf(v[i] - mx) :
+		       j < n_vec  ? cuda_v_expf(v[i] - mx) :
 				    cuda_libm_expf(v[i] - mx);
-		sum += (double)v[i];
+		h = j < n_vec ? v[i] : 0.0f;
+		for (int o = 8; o > 0; o >>= 1)
+			h = __fadd_rn(h,
+				      __shfl_down_sync(0xffffffffu, h, o, 16));
+		for (int half = 0; half < 2; half++) {
+			const float hs = __shfl_sync(0xffffffffu, h, 16 * half);
+
+			if (32 * (uint32_t)i + 16 * half + 16 <= n_vec)
+				sum += (double)hs;
+		}
 	}
-	for (int o = 16; o > 0; o >>= 1)
-		sum += __shfl_xor_sync(0xffffffffu, sum, o);
+	for (uint32_t j = n_vec; j < n_exp; j++) {
+		float t = 0.0f;
+
+#pragma unroll
+		for (int i = 0; i < MOE_MAX_PER_LANE; i++)
+			if ((uint32_t)i == j / 32)
+				t = __shfl_sync(0xffffffffu, v[i], j % 32);
+		sum += (double)t;
+	}
 	const float scale = (float)(1.0 / sum);
 #pragma unroll
 	for (int i = 0; i < MOE_MAX_PER_LANE; i++)
@@ -83,11 +104,13 @@ __global__ void moe_route_k(const float *logits, uint64_t ld, uint32_t n_exp,
 			sel[r * k + t] = bi;
 			w[r * k + t] = best;
 		}
-		wsum += best;
+		wsum += (double)best; /* the CPU's sum: in double, in order */
 	}
 	if (norm) {
 		__syncwarp();
-		const float f = wsum < 6.103515625e-5f ? 6.103515625e-5f : wsum;
+		float f = (float)wsum;
+
+		f = f < 6.103515625e-5f ? 6.103515625e-5f : f;
 
 		if (lane < (int)k)
 			w[r * k + lane] = w[r * k + lane] / f;
