@@ -461,14 +461,15 @@ __device__ __forceinline__ void att_scores(const att_args &a, const float *q_s,
 }
 
 /*
- * acc[g][i] += p[g][j] V[t0 + j][lane + 32 i] for j < n (n <= 32): the
- * 32 positions lie in one block of the cache (t0 is a multiple of 32),
- * so one table lookup; 8 rows' loads in flight before their products.
+ * The V rows of positions t0 + j, j < n (n <= 32): the 32 positions lie
+ * in one block of the cache (t0 is a multiple of 32), so one table
+ * lookup; 8 rows' loads in flight before their use. use(j, v) for every
+ * j below n rounded up to 8, in order, v[i] the row's element lane +
+ * 32 i (0 past n and past the head).
  */
-template <int VT, int DPL>
-__device__ __forceinline__ void
-att_v_sum(const cuda_kv_args &kv, int32_t seq, int kvh, int32_t t0, int n,
-	  const float *pw, int G, float (*acc)[DPL])
+template <int VT, int DPL, class U>
+__device__ __forceinline__ void att_v_sum(const cuda_kv_args &kv, int32_t seq,
+					  int kvh, int32_t t0, int n, U use)
 {
 	const int lane = threadIdx.x % 32, hdv = kv.head_dim_v;
 	const uint8_t *v0 = kv_v_row(kv, seq, t0) +
@@ -491,18 +492,7 @@ att_v_sum(const cuda_kv_args &kv, int32_t seq, int kvh, int32_t t0, int n,
 						0.0f;
 #pragma unroll
 		for (int j = 0; j < 8; j++)
-#pragma unroll
-			for (int g = 0; g < ATT_MAX_G; g++) {
-				if (g >= G)
-					break;
-				/* pw is 0 past n: the rows read as 0 too */
-				const float p = pw[g * 32 + ((j0 + j) & 31)];
-
-#pragma unroll
-				for (int i = 0; i < DPL; i++)
-					acc[g][i] = fmaf(p, vd[j][i],
-							 acc[g][i]);
-			}
+			use(j0 + j, vd[j]);
 	}
 }
 
@@ -620,52 +610,31 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 			m[g] = __shfl_sync(0xffffffffu, mx, 31);
 		}
 		__syncwarp();
-		const uint8_t *v0 = kv_v_row(kv, seq, t0) +
-				    kvh * kv_head_bytes<VT>(hdv);
-
-		for (int j0 = 0; j0 < n; j0 += 8) {
-			float vd[8][DPL];
-
-#pragma unroll
-			for (int j = 0; j < 8; j++)
-#pragma unroll
-				for (int i = 0; i < DPL; i++)
-					vd[j][i] =
-						j0 + j < n && lane + 32 * i <
-									hdv ?
-							kv_get<VT>(
-								v0 + (uint64_t)(j0 +
-										j) *
-										kv.v_row,
-								lane + 32 * i) :
-							0.0f;
-#pragma unroll
-			for (int j = 0; j < 8; j++) {
-				if (j0 + j >= n)
-					break;
+		att_v_sum<VT, DPL>(
+			kv, seq, kvh, t0, n, [&](int j, const float *v) {
+				if (j >= n)
+					return;
 #pragma unroll
 				for (int g = 0; g < ATT_MAX_G; g++) {
 					if (g >= G)
 						break;
-					const float ms = pms[g * 32 + j0 + j];
-					const float vs = pw[g * 32 + j0 + j];
-
+					const float ms = pms[g * 32 + j];
 					/* ms is 1 where the maximum held: a
 					 * no-op on a sum already rounded */
+					const float vs = pw[g * 32 + j];
+
 #pragma unroll
 					for (int i = 0; i < DPL; i++)
 						acc[g][i] = v_round<VT>(fmaf(
-							vd[j][i], vs,
+							v[i], vs,
 							v_round<VT>(__fmul_rn(
 								acc[g][i],
 								ms))));
-					/* two roundings, as the CPU (no
-					 * contraction) */
+					/* two roundings, as the CPU (no contraction) */
 					s[g] = __fadd_rn(__fmul_rn(s[g], ms),
 							 vs);
 				}
-			}
-		}
+			});
 		__syncwarp();
 	}
 	/* deeper rows: the warps 32 positions at a time */
@@ -691,8 +660,23 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 			pw[g * 32 + lane] = pj;
 		}
 		__syncwarp();
-		att_v_sum<VT, DPL>(kv, seq, kvh, t0,
-				   c1 - t0 < 32 ? c1 - t0 : 32, pw, G, acc);
+		/* acc[g][i] += p[g][j] V[t0 + j][i]; pw is 0 past c1, the
+		 * rows read as 0 too */
+		att_v_sum<VT, DPL>(
+			kv, seq, kvh, t0, c1 - t0 < 32 ? c1 - t0 : 32,
+			[&](int j, const float *v) {
+#pragma unroll
+				for (int g = 0; g < ATT_MAX_G; g++) {
+					if (g >= G)
+						break;
+					const float p = pw[g * 32 + (j & 31)];
+
+#pragma unroll
+					for (int i = 0; i < DPL; i++)
+						acc[g][i] = fmaf(p, v[i],
+								 acc[g][i]);
+				}
+			});
 		__syncwarp();
 	}
 	/* the warps' states into shared memory, then merged per (g, d) */
