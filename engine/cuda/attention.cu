@@ -159,20 +159,6 @@ __global__ void __launch_bounds__(128)
 
 /* ---- the step between the products and attention ------------------------- */
 
-/* elem.cu's block_sum: the same order, so the same norms */
-__device__ __forceinline__ float qkr_block_sum(float v, float *part)
-{
-	const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-	const int nw = blockDim.x / 32;
-
-	v = cuda_warp_sum(v);
-	if (lane == 0)
-		part[w] = v;
-	__syncthreads();
-	v = lane < nw ? part[lane] : 0.0f;
-	return cuda_warp_sum(v);
-}
-
 /*
  * Row blockIdx.x, head blockIdx.y: a query head (below n_head) RMS-normed
  * (with q_norm) and roped in place; a KV head K normed (k_norm), roped
@@ -184,7 +170,7 @@ template <int KT, int VT>
 __global__ void __launch_bounds__(1024) qk_rope_store_k(qk_rope_args a)
 {
 	cuda_pdl_start();
-	__shared__ float part[32];
+	__shared__ double part_d[32];
 	__shared__ float h_s[1024];
 	const int r = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
 	const int hd = a.kv.head_dim, nt = blockDim.x;
@@ -196,8 +182,9 @@ __global__ void __launch_bounds__(1024) qk_rope_store_k(qk_rope_args a)
 	const float x = t < hd ? xr[t] : 0.0f;
 
 	if (nw) {
-		const float s = qkr_block_sum(t < hd ? x * x : 0.0f, part);
-		const float scale = 1.0f / sqrtf(s / (float)hd + a.eps);
+		const float scale = cuda_rms_scale(
+			t < hd ? (double)__fmul_rn(x, x) : 0.0, hd, a.eps,
+			part_d);
 
 		if (t < hd)
 			h_s[t] = (x * scale) * nw[t];

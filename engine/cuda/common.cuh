@@ -138,6 +138,33 @@ __device__ __forceinline__ float cuda_warp_sum(float v)
 	return v;
 }
 
+/*
+ * The RMS norm's scale as the CPU's ops_rms_scale takes it: the squares
+ * rounded in float, summed in double (here per thread, then over the
+ * block: another order, but a double sum of floats of one row is exact
+ * unless their magnitudes span some 2^29, so the same sum), the mean
+ * rounded to float, 1 / sqrtf(mean + eps). part: 32 doubles of shared
+ * memory; every thread of the block calls it once.
+ */
+__device__ __forceinline__ float cuda_rms_scale(double sq, int64_t n, float eps,
+						double *part)
+{
+	const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+	const int nw = blockDim.x / 32;
+
+	for (int o = 16; o > 0; o >>= 1)
+		sq += __shfl_xor_sync(0xffffffffu, sq, o);
+	if (lane == 0)
+		part[w] = sq;
+	__syncthreads();
+	sq = lane < nw ? part[lane] : 0.0;
+	for (int o = 16; o > 0; o >>= 1)
+		sq += __shfl_xor_sync(0xffffffffu, sq, o);
+	const float mean = (float)(sq / (double)n);
+
+	return 1.0f / sqrtf(mean + eps);
+}
+
 __device__ __forceinline__ float cuda_warp_max(float v)
 {
 	for (int o = 16; o > 0; o >>= 1)

@@ -9,34 +9,18 @@
 #include "blocks.cuh"
 #include "kernels.h"
 
-/* the sum of v over the block (blockDim.x a multiple of 32, <= 1024) */
-__device__ float block_sum(float v)
-{
-	__shared__ float part[32];
-	const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-	const int nw = blockDim.x / 32;
-
-	v = cuda_warp_sum(v);
-	__syncthreads(); /* part[] may still be read by a previous call */
-	if (lane == 0)
-		part[w] = v;
-	__syncthreads();
-	v = lane < nw ? part[lane] : 0.0f;
-	return cuda_warp_sum(v);
-}
-
 __global__ void rms_norm_k(const float *x, uint64_t x_ld, const float *w,
 			   float *y, uint64_t y_ld, int64_t n, float eps)
 {
 	cuda_pdl_start();
 	const float *xr = x + blockIdx.x * x_ld;
 	float *yr = y + blockIdx.x * y_ld;
-	float s = 0.0f;
+	__shared__ double part[32];
+	double s = 0.0;
 
 	for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-		s += xr[i] * xr[i];
-	s = block_sum(s);
-	const float scale = 1.0f / sqrtf(s / (float)n + eps);
+		s += (double)__fmul_rn(xr[i], xr[i]);
+	const float scale = cuda_rms_scale(s, n, eps, part);
 	for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
 		float v = xr[i] * scale;
 

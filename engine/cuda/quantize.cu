@@ -58,23 +58,17 @@ __global__ void __launch_bounds__(QK_K)
 		     float eps)
 {
 	cuda_pdl_start();
-	__shared__ float part[QK_K / 32];
+	__shared__ double part[32];
 	__shared__ float vals[QK_K];
 	const int t = threadIdx.x, lane = t % 32;
 	const float *xr = x + blockIdx.y * x_ld;
 	const int64_t i = (int64_t)blockIdx.x * QK_K + t;
 	uint8_t *qr = q + blockIdx.y * q_ld;
-	float s = 0.0f;
+	double s = 0.0;
 
 	for (int64_t k = t; k < n; k += QK_K)
-		s = fmaf(xr[k], xr[k], s);
-	s = cuda_warp_sum(s);
-	if (lane == 0)
-		part[t / 32] = s;
-	__syncthreads();
-	s = lane < QK_K / 32 ? part[lane] : 0.0f;
-	s = cuda_warp_sum(s);
-	const float scale = 1.0f / sqrtf(s / (float)n + eps);
+		s += (double)__fmul_rn(xr[k], xr[k]);
+	const float scale = cuda_rms_scale(s, n, eps, part);
 	float v = i < n ? xr[i] * scale : 0.0f;
 
 	if (w && i < n)
