@@ -883,7 +883,7 @@ uint32_t k_att_exact_below(void)
 {
 	const char *e = getenv("LLMFS_CUDA_ATT_EXACT");
 
-	return e ? (uint32_t)atoi(e) : 0;
+	return e ? (uint32_t)atoi(e) : 256;
 }
 
 uint32_t k_att_fast_exp(void)

@@ -173,8 +173,8 @@ struct qk_rope_args {
 bool k_qk_rope_store(const qk_rope_args &a, uint32_t rows, cudaStream_t s);
 /*
  * Rows below this position attend in the CPU's order (attention.cu):
- * $LLMFS_CUDA_ATT_EXACT, read at each call (0, the default: none; 256
- * where the CPU's bits are wanted).
+ * $LLMFS_CUDA_ATT_EXACT, read at each call (256 by default, where the
+ * CPU's own attention stops being one chunk; 0: none).
  */
 uint32_t k_att_exact_below(void);
 /*

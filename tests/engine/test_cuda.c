@@ -695,7 +695,7 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 	const uint32_t n_layer = 2, il = 1, len[2] = { 70, 300 };
 	const uint32_t n_head = n_head_kv * group, max_blocks = 8;
 	const char *ex = getenv("LLMFS_CUDA_ATT_EXACT");
-	const int32_t exact_below = ex ? atoi(ex) : 0;
+	const int32_t exact_below = ex ? atoi(ex) : 256; /* the module's */
 	const uint32_t n_blocks = 2 * max_blocks;
 	const size_t nk = (size_t)n_head_kv * head_dim;
 	uint64_t k_head, v_head;
@@ -882,7 +882,7 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 }
 
 /*
- * Rows below LLMFS_CUDA_ATT_EXACT (none by default; 256 in the _order
+ * Rows below LLMFS_CUDA_ATT_EXACT (256 by default and in the _order
  * tests) take the CPU's order, V summed in F16 for an F16 cache, Q8_0
  * keys against a Q8_0 query: the CPU's within ORDER_REL, the exact
  * sum's within tol; the others sum in F32 with a float query: the exact
@@ -906,9 +906,18 @@ static void attention_q8_0(void)
 
 START_TEST(test_attention_f16)
 {
+	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+
 	attention_f16();
 	/* BF16 has no CPU-order path: its bits are not the CPU's */
+	was = was ? strdup(was) : NULL;
+	setenv("LLMFS_CUDA_ATT_EXACT", "0", 1);
 	check_attention(IO_TYPE_BF16, IO_TYPE_BF16, 128, 2, 4, 2e-2);
+	if (was)
+		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
+	else
+		unsetenv("LLMFS_CUDA_ATT_EXACT");
+	free(was);
 }
 END_TEST
 
