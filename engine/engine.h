@@ -1033,9 +1033,13 @@ enum engine_plan_kind engine_placement_plan_kind(struct engine_ctx *ctx);
 void engine_placement_note_decode(struct engine_ctx *ctx, double tok_s);
 /*
  * The plan of ctx's model as `placement` ends: engine_plan_describe with
- * the speeds noted. -EINVAL (one line) when no plan can be made.
+ * the speeds noted. measure: measure the host's memory bandwidth first
+ * if it is unknown (io_device_set_measure: 128 MiB read, a tenth of a
+ * second), as `placement` and llmfs-bench --plan do; status does not,
+ * so that reading it costs neither memory nor time. -EINVAL (one line)
+ * when no plan can be made (a bandwidth unknown, among others).
  */
 int engine_placement_plan_text(struct engine_ctx *ctx, char *buf, size_t cap,
-			       struct err *err);
+			       bool measure, struct err *err);
 
 #endif

@@ -170,7 +170,8 @@ static void place_plan(struct place_buf *b, struct engine_ctx *ctx)
 	struct err err = { 0 };
 	char text[3072];
 
-	if (engine_placement_plan_text(ctx, text, sizeof(text), &err) < 0) {
+	if (engine_placement_plan_text(ctx, text, sizeof(text), true, &err) <
+	    0) {
 		place_printf(b, "plan - %s\n", err.msg);
 		return;
 	}

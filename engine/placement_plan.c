@@ -111,7 +111,7 @@ void engine_placement_note_decode(struct engine_ctx *ctx, double tok_s)
 }
 
 int engine_placement_plan_text(struct engine_ctx *ctx, char *buf, size_t cap,
-			       struct err *err)
+			       bool measure, struct err *err)
 {
 	struct io_weights *w = engine_model_weights(ctx->model);
 	struct io_device_set *set = io_weights_devices(w);
@@ -120,7 +120,8 @@ int engine_placement_plan_text(struct engine_ctx *ctx, char *buf, size_t cap,
 	enum engine_plan_kind k;
 	int rc;
 
-	io_device_set_measure(set);
+	if (measure)
+		io_device_set_measure(set);
 	engine_plan_input_of_ctx(ctx, &in);
 	rc = engine_plan_make(&plan, &in, set, err);
 	if (rc < 0)

@@ -126,7 +126,8 @@ struct fs_provider {
 	bool (*kv_stats)(struct fs_model *fm, struct engine_kv_stats *out);
 	/*
 	 * The planner's alternatives with their estimates and measured
-	 * speeds (engine_placement_plan_text), for status; NULL: none.
+	 * speeds (engine_placement_plan_text), for status, once the host's
+	 * bandwidth is known (a read of placement measures it); NULL: none.
 	 */
 	int (*plan)(struct fs_model *fm, char *buf, size_t cap,
 		    struct err *err);

@@ -401,7 +401,7 @@ static void bench_plan(struct engine_ctx *ctx)
 	struct err err = { 0 };
 	char text[3072];
 
-	if (engine_placement_plan_text(ctx, text, sizeof(text), &err) < 0)
+	if (engine_placement_plan_text(ctx, text, sizeof(text), true, &err) < 0)
 		printf("plan - %s\n", err.msg);
 	else
 		fputs(text, stdout);

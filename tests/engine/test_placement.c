@@ -292,11 +292,13 @@ START_TEST(test_placement_plan_kind_and_measured)
 	ck_assert_int_eq(engine_placement_apply(m, "all cpu", &err), 0);
 	ck_assert_int_eq(engine_placement_plan_kind(m), ENGINE_PLAN_ALL_CPU);
 	ck_assert_int_eq(
-		engine_placement_plan_text(m, text, sizeof(text), &err), 0);
+		engine_placement_plan_text(m, text, sizeof(text), true, &err),
+		0);
 	ck_assert_ptr_null(strstr(text, "\nmeasured "));
 	engine_placement_note_decode(m, 123.4);
 	ck_assert_int_eq(
-		engine_placement_plan_text(m, text, sizeof(text), &err), 0);
+		engine_placement_plan_text(m, text, sizeof(text), true, &err),
+		0);
 	p = strstr(text, "\nestimate all-cpu ");
 	ck_assert_ptr_nonnull(p);
 	ck_assert_int_eq(sscanf(p, "\nestimate all-cpu %lf", &est), 1);
