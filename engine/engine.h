@@ -1018,6 +1018,14 @@ int engine_placement_format(struct engine_ctx *ctx, char **text, size_t *len,
 int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 			   struct err *err);
 /*
+ * A tool's --placement LINE (NULL: none), then with cpu_moe a MoE's
+ * experts to the CPU (llama.cpp's --cpu-moe): an 'all DEV' line becomes
+ * 'all-but-experts DEV', so that the experts never pass through DEV's
+ * memory. As engine_placement_apply.
+ */
+int engine_placement_apply_cpu_moe(struct engine_ctx *ctx, const char *line,
+				   bool cpu_moe, struct err *err);
+/*
  * Which alternative of the planner the model's placement is now: all-cpu
  * (every layer and the output on the host), all-gpu (all of them on a
  * GPU), experts-in-ram (all but the experts on a GPU), split (blk.0..g-1

@@ -573,6 +573,17 @@ static void model_place(void *arg, struct engine_tensor *t)
 _Static_assert(sizeof(struct engine_layer) % sizeof(struct engine_tensor) == 0,
 	       "struct engine_layer holds only struct engine_tensor");
 
+long engine_tensor_layer(const char *name)
+{
+	char *end;
+	long l;
+
+	if (strncmp(name, "blk.", 4) != 0 || name[4] < '0' || name[4] > '9')
+		return -1;
+	l = strtol(name + 4, &end, 10);
+	return *end == '.' ? l : -1;
+}
+
 void engine_model_each_view(struct engine_model *m,
 			    void (*fn)(void *arg, struct engine_tensor *t),
 			    void *arg)

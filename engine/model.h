@@ -70,6 +70,9 @@ int engine_weights_move(struct engine_model *m, const uint64_t *idx, uint64_t n,
 /* Free the device memory of m's tensors placed on devices (model free). */
 void engine_weights_release(struct engine_model *m);
 
+/* The layer of a "blk.N." tensor name, or -1 (the model's own tensors). */
+long engine_tensor_layer(const char *name);
+
 /* fn(arg, t) on every tensor view of m, the model's own then each layer's. */
 void engine_model_each_view(struct engine_model *m,
 			    void (*fn)(void *arg, struct engine_tensor *t),

@@ -85,18 +85,6 @@ static void place_printf(struct place_buf *b, const char *fmt, ...)
 	}
 }
 
-/* The layer of a "blk.N." tensor, or -1. */
-static long place_layer_of(const char *name)
-{
-	char *end;
-	long l;
-
-	if (strncmp(name, "blk.", 4) != 0 || name[4] < '0' || name[4] > '9')
-		return -1;
-	l = strtol(name + 4, &end, 10);
-	return *end == '.' ? l : -1;
-}
-
 /* Up to 8 distinct devices, in order of appearance. */
 struct place_devs {
 	char name[8][16];
@@ -202,7 +190,7 @@ int engine_placement_format(struct engine_ctx *ctx, char **text, size_t *len,
 			place_printf(&b, "%s%" PRId64, k ? "x" : "", t->ne[k]);
 		place_printf(&b, " %" PRIu64 " %s\n", p->bytes, p->device);
 		place_devs_add(&all, p->device, p->bytes);
-		if (place_layer_of(t->name) < 0)
+		if (engine_tensor_layer(t->name) < 0)
 			place_devs_add(&other, p->device, p->bytes);
 	}
 	for (l = 0; l < n_layer; l++) {
@@ -210,7 +198,7 @@ int engine_placement_format(struct engine_ctx *ctx, char **text, size_t *len,
 
 		memset(&layer, 0, sizeof(layer));
 		for (i = 0; i < g->n_tensors; i++)
-			if (place_layer_of(g->tensors[i].name) == (long)l)
+			if (engine_tensor_layer(g->tensors[i].name) == (long)l)
 				place_devs_add(
 					&layer,
 					io_weights_placement(w, i)->device,
@@ -283,7 +271,7 @@ static int place_match(const char *sel, const char *name, uint32_t n_layer,
 				err, EINVAL,
 				"bad layer range %.40s (the model has blk.0-%u)",
 				sel, n_layer ? n_layer - 1 : 0);
-		l = place_layer_of(name);
+		l = engine_tensor_layer(name);
 		return l >= a && l <= z;
 	}
 	return strcmp(sel, name) == 0;
@@ -466,4 +454,21 @@ int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 out_free:
 	free(idx);
 	return rc < 0 ? rc : 0;
+}
+
+int engine_placement_apply_cpu_moe(struct engine_ctx *ctx, const char *line,
+				   bool cpu_moe, struct err *err)
+{
+	char cmd[128];
+	int rc = 0;
+
+	if (line && cpu_moe && !strncmp(line, "all ", 4)) {
+		snprintf(cmd, sizeof(cmd), "all-but-experts %s", line + 4);
+		line = cmd;
+	}
+	if (line)
+		rc = engine_placement_apply(ctx, line, err);
+	if (!rc && cpu_moe)
+		rc = engine_placement_apply(ctx, "experts cpu", err);
+	return rc;
 }

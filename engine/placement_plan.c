@@ -24,18 +24,6 @@
 /* ctx->plan_measured of every context */
 static pthread_mutex_t plan_measured_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The layer of a "blk.N." tensor, or -1. */
-static long plan_layer_of(const char *name)
-{
-	char *end;
-	long l;
-
-	if (strncmp(name, "blk.", 4) != 0 || name[4] < '0' || name[4] > '9')
-		return -1;
-	l = strtol(name + 4, &end, 10);
-	return *end == '.' ? l : -1;
-}
-
 /* v: 2 nothing seen yet, 1 all on a GPU, 0 all on the host, -1 mixed */
 static void plan_where_add(signed char *v, bool gpu)
 {
@@ -59,7 +47,7 @@ static enum engine_plan_kind plan_kind_of(const struct engine_model *m,
 		const char *name = g->tensors[i].name;
 		bool gpu = !engine_backend_device_is_host(
 			io_weights_placement(m->weights, i)->device);
-		long li = plan_layer_of(name);
+		long li = engine_tensor_layer(name);
 
 		if (li >= 0 && (uint32_t)li < L) {
 			plan_where_add(&layer[li], gpu);

@@ -22,18 +22,6 @@
 #include "backend.h"
 #include "model.h"
 
-/* The layer of a "blk.N." tensor, or -1. */
-static long move_layer_of(const char *name)
-{
-	char *end;
-	long l;
-
-	if (strncmp(name, "blk.", 4) != 0 || name[4] < '0' || name[4] > '9')
-		return -1;
-	l = strtol(name + 4, &end, 10);
-	return *end == '.' ? l : -1;
-}
-
 /*
  * The stages of tensor i into st[] (at most two: a tied token_embd is
  * the embedding's and the output's); how many. Stage il is layer il but
@@ -45,7 +33,7 @@ static int move_stages_of(const struct engine_model *m, uint64_t i,
 {
 	const struct io_gguf_tensor *t = &m->gguf->tensors[i];
 	const uint32_t L = m->hp.n_layer;
-	long l = move_layer_of(t->name);
+	long l = engine_tensor_layer(t->name);
 	int n = 0;
 
 	if (l >= 0 && (uint32_t)l < L)

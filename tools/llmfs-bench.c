@@ -332,28 +332,6 @@ static int bench_gen(struct bench *b, long n, struct err *err)
 	return 0;
 }
 
-/*
- * --placement LINE, then with --cpu-moe a MoE's experts to the CPU: an
- * 'all DEV' line leaves them where they are ('all-but-experts DEV'), so
- * that they never pass through DEV's memory.
- */
-static int bench_place(struct engine_ctx *ctx, const char *line, bool cpu_moe,
-		       struct err *err)
-{
-	char cmd[128];
-	int rc = 0;
-
-	if (line && cpu_moe && !strncmp(line, "all ", 4)) {
-		snprintf(cmd, sizeof(cmd), "all-but-experts %s", line + 4);
-		line = cmd;
-	}
-	if (line)
-		rc = engine_placement_apply(ctx, line, err);
-	if (!rc && cpu_moe)
-		rc = engine_placement_apply(ctx, "experts cpu", err);
-	return rc;
-}
-
 /* One repetition: empty the sequence, fill the depth, time the test. */
 static int bench_once(struct bench *b, const struct bench_args *a, double *secs,
 		      struct err *err)
@@ -467,7 +445,8 @@ static int bench_model(const struct bench_args *a)
 	if (!ret)
 		ret = engine_ctx_new(&b.ctx, b.m, &copt, &err);
 	if (!ret)
-		ret = bench_place(b.ctx, a->placement, a->cpu_moe, &err);
+		ret = engine_placement_apply_cpu_moe(b.ctx, a->placement,
+						     a->cpu_moe, &err);
 	/*
 	 * the weights as huge pages, as the daemon has them once idle and as
 	 * llama-bench's mapping of the page cache has them (loading.md);

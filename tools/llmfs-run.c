@@ -503,28 +503,6 @@ static void run_print_stats(const struct engine_generation_stats *st)
 	fputc('\n', stderr);
 }
 
-/*
- * --placement LINE, then with --cpu-moe a MoE's experts to the CPU: an
- * 'all DEV' line leaves them where they are ('all-but-experts DEV'), so
- * that they never pass through DEV's memory.
- */
-static int run_place(struct engine_ctx *ctx, const char *line, bool cpu_moe,
-		     struct err *err)
-{
-	char cmd[128];
-	int rc = 0;
-
-	if (line && cpu_moe && !strncmp(line, "all ", 4)) {
-		snprintf(cmd, sizeof(cmd), "all-but-experts %s", line + 4);
-		line = cmd;
-	}
-	if (line)
-		rc = engine_placement_apply(ctx, line, err);
-	if (!rc && cpu_moe)
-		rc = engine_placement_apply(ctx, "experts cpu", err);
-	return rc;
-}
-
 /* The model, loading behind the first pass, and a context on it. */
 static int run_open(const struct run_args *a, struct engine_model **m,
 		    struct engine_ctx **ctx, struct err *err)
@@ -553,7 +531,8 @@ static int run_open(const struct run_args *a, struct engine_model **m,
 		rc = engine_ctx_new(ctx, *m, &copt, err);
 	/* where the weights compute: the mount's placement file's words */
 	if (!rc)
-		rc = run_place(*ctx, a->placement, a->cpu_moe, err);
+		rc = engine_placement_apply_cpu_moe(*ctx, a->placement,
+						    a->cpu_moe, err);
 	return rc;
 }
 

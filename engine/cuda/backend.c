@@ -39,7 +39,6 @@
 #include "cuda_backend.h"
 #include "loader.h"
 
-#define CB_DEVICES 16
 /* rows of a pass's chunk: llama.cpp's n_ubatch (engine_backend.batch_rows) */
 #define CB_BATCH_ROWS 512
 
@@ -50,8 +49,7 @@ static pthread_mutex_t cb_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cuda_dev *cb_devs[CB_DEVICES];
 static signed char cb_state[CB_DEVICES]; /* 0: untried, 1: open, -1: none */
 
-/* N of "gpuN", or -1 */
-static int cb_index(const char *device)
+int cb_index(const char *device)
 {
 	char *end;
 	long i;

@@ -58,6 +58,11 @@ struct cuda_backend {
 	bool plain;	    /* LLMFS_CUDA_FUSE=0: no fusions (backend.c) */
 };
 
+/* GPUs a process addresses: gpu0 .. gpu15 */
+#define CB_DEVICES 16
+/* N of "gpuN" (N < CB_DEVICES), or -1 */
+int cb_index(const char *device);
+
 /*
  * Keep a failed call's error (ret < 0, e its message): the first one
  * only, for synchronize to return; the ops after it are skipped.

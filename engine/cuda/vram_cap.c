@@ -22,8 +22,6 @@
 #include "backend_internal.h"
 #include "cuda_backend.h"
 
-#define CAP_DEVICES 16
-
 struct cap_slot {
 	const void *p; /* NULL: empty; cap_gone: deleted */
 	size_t bytes;
@@ -31,25 +29,13 @@ struct cap_slot {
 };
 
 static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t cap_limit[CAP_DEVICES]; /* 0: no cap */
-static uint64_t cap_used[CAP_DEVICES];
+static uint64_t cap_limit[CB_DEVICES]; /* 0: no cap */
+static uint64_t cap_used[CB_DEVICES];
 static struct cap_slot *cap_table; /* cap_size slots, a power of 2 */
 static size_t cap_size;
 static size_t cap_live, cap_filled; /* entries; entries and deleted ones */
 static const char cap_gone_mark;
 #define cap_gone ((const void *)&cap_gone_mark)
-
-/* N of "gpuN", or -1 */
-static int cap_index(const char *device)
-{
-	char *end;
-	long i;
-
-	if (strncmp(device, "gpu", 3) || device[3] < '0' || device[3] > '9')
-		return -1;
-	i = strtol(device + 3, &end, 10);
-	return *end || i >= CAP_DEVICES ? -1 : (int)i;
-}
 
 static size_t cap_hash(const void *p)
 {
@@ -107,7 +93,7 @@ static int cap_grow(void)
 
 void cuda_backend_cap_set(const char *device, uint64_t cap)
 {
-	int i = cap_index(device);
+	int i = cb_index(device);
 
 	if (i < 0)
 		return;
@@ -118,7 +104,7 @@ void cuda_backend_cap_set(const char *device, uint64_t cap)
 
 bool cuda_backend_capped(const char *device, uint64_t *cap, uint64_t *used)
 {
-	int i = cap_index(device);
+	int i = cb_index(device);
 	bool capped;
 
 	if (i < 0)
@@ -134,7 +120,7 @@ bool cuda_backend_capped(const char *device, uint64_t *cap, uint64_t *used)
 int cuda_cap_alloc(const char *device, const struct cuda_api *api,
 		   struct cuda_dev *d, void **p, size_t bytes)
 {
-	int i = cap_index(device), rc;
+	int i = cb_index(device), rc;
 	struct cap_slot *s;
 
 	*p = NULL;
