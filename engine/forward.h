@@ -123,4 +123,59 @@ int forward_use(struct forward_pass *p, uint32_t b, bool copy_x);
 /* p->be's synchronize: 0, or its error in p->err */
 int forward_sync(struct forward_pass *p);
 
+/*
+ * The steps of a pass (forward_ops.c) and a layer's feed-forward half
+ * (forward_ffn.c), on the backend computing now (p->be, p->s). Each
+ * returns 0 or the error of a weight's load (in p->err); the backends'
+ * ops fail at their synchronize (forward_sync).
+ */
+/*
+ * Wait until t's bytes are loaded (at once unless the model loads
+ * asynchronously), and pack them then if the model packs as it loads; a
+ * failed load gives its own message.
+ */
+int forward_wait(struct forward_pass *p, const struct engine_tensor *t);
+/* A vector weight (norm, bias) as floats in the backend's memory. */
+const float *forward_floats(const struct engine_tensor *t);
+/* w's vec_dot type on the backend computing now */
+uint32_t forward_vdt(struct forward_pass *p, const struct engine_tensor *w);
+/*
+ * y = rms_norm(x) * w for rows idx[0..n) of n_embd floats; where y is xn
+ * and next (the product that reads it first, or NULL) is given, xn
+ * converted for next too, in one op where the backend fuses the two.
+ */
+int forward_norm(struct forward_pass *p, float *y, const float *x,
+		 const struct engine_tensor *w, const uint32_t *idx, uint32_t n,
+		 const struct engine_tensor *next);
+/* y += b, an optional F32 bias (ggml_add), for rows idx[0..n) */
+int forward_bias(struct forward_pass *p, float *y, size_t ld,
+		 const struct engine_tensor *b, const uint32_t *idx,
+		 uint32_t n);
+/*
+ * The rows of xn in w's vec_dot type. The conversions since the last
+ * norm are kept, as the one-token path converted once per run of
+ * same-type matmuls (the result is the same either way).
+ */
+const uint8_t *forward_xn_act(struct forward_pass *p,
+			      const struct engine_tensor *w);
+/* y rows idx[] (ld floats) = w . rows idx[] of act: one matmul */
+struct engine_matmul forward_mm(struct forward_pass *p, float *y, size_t ld,
+				const struct engine_tensor *w,
+				const uint8_t *act, const uint32_t *idx,
+				uint32_t n);
+/* x += tmp for the live rows */
+void forward_residual(struct forward_pass *p);
+/*
+ * A block's output added to the residual stream of the live rows: x +=
+ * w . act (+ b, NULL: none): in one op where the backend fuses the add (and no bias
+ * comes between), else through tmp.
+ */
+int forward_out(struct forward_pass *p, const struct engine_tensor *w,
+		const uint8_t *act, const struct engine_tensor *b);
+/* The dense FFN of layer l: x += down . (silu(gate . xn) * (up . xn)) */
+int forward_ffn_dense(struct forward_pass *p, const struct engine_layer *l);
+/* The MoE FFN of layer il: routed where the layer is, experts where they are. */
+int forward_ffn_moe(struct forward_pass *p, const struct engine_layer *l,
+		    uint32_t il);
+
 #endif
