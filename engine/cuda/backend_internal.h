@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inside the CUDA backend (backend.c, backend_lists.c): its state, and
- * the helpers its ops share. One backend is one context's: its ops run
+ * Inside the CUDA backend: its state, the helpers its ops share, and the
+ * ops each file implements for backend.c's table (backend_ops.c: rows,
+ * products and experts; backend_kv.c: the KV cache and attention;
+ * backend_lists.c: the lists, runs and errors). One backend is one context's: its ops run
  * on one thread at a time, so nothing here locks.
  */
 #ifndef LLMFS_ENGINE_CUDA_BACKEND_INTERNAL_H
@@ -136,5 +138,69 @@ bool cb_runs_next(struct engine_backend *be, struct cb_runs *it);
 int cuda_cap_alloc(const char *device, const struct cuda_api *api,
 		   struct cuda_dev *d, void **p, size_t bytes);
 void cuda_cap_free(const struct cuda_api *api, struct cuda_dev *d, void *p);
+
+/*
+ * Activations (backend_ops.c). cb_quantizes: whether n rows converted
+ * for a product become the mat-vec kernel's rows (else floats, which
+ * cuBLAS takes). cb_act_set: buf now holds the kernel's rows (act) or
+ * floats; the products read it by what it holds.
+ */
+bool cb_quantizes(const struct engine_backend *be, uint32_t n);
+void cb_act_set(struct cuda_backend *cb, const void *buf, bool act);
+
+/* The table's ops on rows (backend_ops.c); engine/backend.h says each. */
+void cb_get_rows(struct engine_backend *be, float *y, size_t y_ld,
+		 const struct engine_tensor *w, const int32_t *tokens,
+		 uint32_t n);
+void cb_rope_cache(struct engine_backend *be, float *cache, size_t cache_ld,
+		   const uint32_t *pos, uint32_t n,
+		   const struct engine_hparams *hp, const float *freq_factors);
+void cb_rope_rows(struct engine_backend *be, float *x, size_t ld,
+		  uint32_t n_head, const struct engine_hparams *hp,
+		  const float *cache, size_t cache_ld, const uint32_t *idx,
+		  uint32_t n);
+void cb_rms_norm_rows(struct engine_backend *be, float *y, const float *x,
+		      size_t ld, uint32_t width, uint32_t per_row,
+		      const float *w, float eps, const uint32_t *idx,
+		      uint32_t n);
+void cb_add_rows(struct engine_backend *be, float *y, size_t y_ld,
+		 const float *x, size_t x_ld, uint32_t width,
+		 const uint32_t *idx, uint32_t n);
+void cb_convert_rows(struct engine_backend *be, uint32_t type, const float *x,
+		     size_t x_ld, uint32_t width, void *y, size_t y_ld,
+		     const uint32_t *idx, uint32_t n);
+void cb_rms_norm_convert_rows(struct engine_backend *be, float *y,
+			      const float *x, size_t ld, uint32_t width,
+			      const float *w, float eps, uint32_t type,
+			      void *act, size_t act_ld, const uint32_t *idx,
+			      uint32_t n);
+void cb_swiglu_rows(struct engine_backend *be, float *g, const float *u,
+		    size_t ld, uint32_t width, const uint32_t *idx, uint32_t n);
+void cb_matmul(struct engine_backend *be, const struct engine_matmul *mm,
+	       uint32_t count);
+void cb_matmul_add(struct engine_backend *be, const struct engine_matmul *mm);
+void cb_matmul_swiglu(struct engine_backend *be,
+		      const struct engine_matmul *gate,
+		      const struct engine_matmul *up);
+void cb_matmul_id(struct engine_backend *be, const struct engine_matmul_id *m);
+void cb_moe_route_rows(struct engine_backend *be,
+		       const struct engine_hparams *hp, float *router,
+		       size_t ld, uint32_t *sel, float *weights,
+		       const uint32_t *idx, uint32_t n);
+void cb_moe_combine_rows(struct engine_backend *be, float *out, size_t out_ld,
+			 const float *eo, const float *weights, uint32_t k,
+			 uint32_t width, const uint32_t *idx, uint32_t n);
+
+/* The table's ops on the KV cache (backend_kv.c). */
+void cb_kv_store_rows(struct engine_backend *be, const float *k, size_t k_ld,
+		      uint32_t k_width, const float *v, size_t v_ld,
+		      uint32_t v_width, const struct engine_kv_slot *slots,
+		      uint32_t n);
+void cb_attention(struct engine_backend *be, const struct engine_att_batch *b);
+void cb_attention_convert(struct engine_backend *be,
+			  const struct engine_att_batch *b, uint32_t type,
+			  void *act, size_t act_ld);
+void cb_qk_rope_store(struct engine_backend *be,
+		      const struct engine_qk_batch *b);
 
 #endif

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The CUDA backend's ops on the KV cache (backend_internal.h): K and V
+ * stored at their slots, attention over a sequence's blocks (with its
+ * rows quantized for wo in the same launch where the module can), and
+ * the fused norm, rope and store of the heads (qk_rope_store). Each op
+ * sends its block tables of device addresses (the engine's KV pool keeps
+ * each block of each layer apart) into the parameter area first.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_internal.h"
+
+/* ---- the KV cache ------------------------------------------------------ */
+
+/*
+ * The lists a KV op takes, for rows rows with mb blocks each: K and V
+ * block addresses, then the rows' sequence slots (row j's own: j) and
+ * positions, built in the ring (host) and read by the module from the
+ * parameter area (dev), bytes of them.
+ */
+struct cb_kv_lists {
+	const uint8_t **k_blocks, **v_blocks;
+	int32_t *seq_of, *pos;
+	size_t bytes;
+	void *host;
+	struct cuda_kv *kv; /* its k_blocks, v_blocks, max_blocks */
+	const int32_t *dev_seq, *dev_pos; /* the parameter area's */
+};
+
+static int cb_kv_lists(struct engine_backend *be, uint32_t rows, uint32_t mb,
+		       struct cb_kv_lists *l)
+{
+	struct cuda_backend *cb = be->ctx;
+	const size_t nb = (size_t)rows * mb * sizeof(void *);
+	uint8_t *h;
+	uint32_t j;
+
+	l->bytes = 2 * nb + 2 * (size_t)rows * sizeof(int32_t);
+	if (!(l->host = h = cb_lists(be, l->bytes)))
+		return -ENOMEM;
+	l->k_blocks = (const uint8_t **)h;
+	l->v_blocks = (const uint8_t **)(h + nb);
+	l->seq_of = (int32_t *)(h + 2 * nb);
+	l->pos = l->seq_of + rows;
+	memset(h, 0, 2 * nb);
+	for (j = 0; j < rows; j++)
+		l->seq_of[j] = (int32_t)j;
+	l->kv->k_blocks = (const uint8_t *const *)cb->param;
+	l->kv->v_blocks = (const uint8_t *const *)(cb->param + nb);
+	l->kv->max_blocks = mb;
+	l->dev_seq = (const int32_t *)(cb->param + 2 * nb);
+	l->dev_pos = l->dev_seq + rows;
+	return 0;
+}
+
+/* whether slots i and j have the same cache types */
+static bool cb_slots_join(const void *arg, uint32_t i, uint32_t j)
+{
+	const struct engine_kv_slot *s = arg;
+
+	return s[j].type_k == s[i].type_k && s[j].type_v == s[i].type_v;
+}
+
+/*
+ * Each row's K and V at its slot: row j a sequence of one block that
+ * starts at the slot (position 0), in runs of the same cache types.
+ */
+void cb_kv_store_rows(struct engine_backend *be, const float *k, size_t k_ld,
+		      uint32_t k_width, const float *v, size_t v_ld,
+		      uint32_t v_width, const struct engine_kv_slot *slots,
+		      uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cuda_kv kv = { .n_head_kv = cb->hp.n_head_kv,
+			      .head_dim = cb->hp.head_dim,
+			      .head_dim_v = cb->hp.head_dim_v };
+	struct cb_kv_lists l = { .kv = &kv };
+	struct cb_runs it = { .n = n, .joins = cb_slots_join, .arg = slots };
+	struct err err = { 0 };
+	uint32_t j;
+
+	if (!n || cb_kv_lists(be, n, 1, &l))
+		return;
+	for (j = 0; j < n; j++) {
+		l.k_blocks[j] = slots[j].k;
+		l.v_blocks[j] = slots[j].v;
+		l.pos[j] = 0;
+	}
+	if (cb_send(be, cb->param, l.host, l.bytes))
+		return;
+	while (cb_runs_next(be, &it)) {
+		kv.type_k = slots[it.j].type_k;
+		kv.type_v = slots[it.j].type_v;
+		cb_check(be,
+			 cb->api->kv_store(cb->dev, &kv, 0,
+					   k + (size_t)it.j * k_ld, k_ld,
+					   v + (size_t)it.j * v_ld, v_ld,
+					   l.dev_seq + it.j, l.dev_pos + it.j,
+					   it.len, &err),
+			 &err);
+	}
+}
+
+/* whether rows i and j see their caches in the same types and strides */
+static bool cb_views_join(const void *arg, uint32_t i, uint32_t j)
+{
+	const struct engine_kv_view *v = arg;
+
+	return v[j].type_k == v[i].type_k && v[j].type_v == v[i].type_v &&
+	       v[j].k_stride == v[i].k_stride && v[j].v_stride == v[i].v_stride;
+}
+
+/*
+ * Attention of each row over its sequence's blocks of layer il, by
+ * address (engine_kv_view), in runs of consecutive rows of the same
+ * cache types; with act, each run's rows quantized to type into act too
+ * by the merge, where the module can: false where a run was not (the
+ * caller converts them).
+ */
+static bool cb_attention_to(struct engine_backend *be,
+			    const struct engine_att_batch *b, uint32_t type,
+			    void *act, size_t act_ld)
+{
+	struct cuda_backend *cb = be->ctx;
+	const struct engine_hparams *hp = b->hp;
+	struct cuda_kv kv = { .n_head_kv = hp->n_head_kv,
+			      .head_dim = hp->head_dim,
+			      .head_dim_v = hp->head_dim_v };
+	struct cb_kv_lists l = { .kv = &kv };
+	struct engine_kv_view *views;
+	struct cb_runs it = { .idx = b->idx,
+			      .n = b->n,
+			      .joins = cb_views_join };
+	struct err err = { 0 };
+	uint32_t j, r, mb = 1, blk;
+	bool merged = act != NULL;
+	int ret;
+
+	if (!b->n || cb->err.code)
+		return false;
+	for (j = 0; j < b->n; j++) {
+		r = cb_row(b->idx, j);
+		if (b->pos[r] / CUDA_KV_BLOCK + 1 > mb)
+			mb = b->pos[r] / CUDA_KV_BLOCK + 1;
+	}
+	/* each row's last view: its types and strides (host only) */
+	if (b->n > cb->views_cap) {
+		views = realloc(cb->views, (size_t)b->n * sizeof(*views));
+		if (!views) {
+			err_set(&err, ENOMEM, "out of memory");
+			cb_check(be, -ENOMEM, &err);
+			return false;
+		}
+		cb->views = views;
+		cb->views_cap = b->n;
+	}
+	views = cb->views;
+	if (cb_kv_lists(be, b->n, mb, &l))
+		return false;
+	for (j = 0; j < b->n; j++) {
+		r = cb_row(b->idx, j);
+		l.pos[j] = (int32_t)b->pos[r];
+		for (blk = 0; blk <= b->pos[r] / CUDA_KV_BLOCK; blk++) {
+			engine_kv_view(b->seq[r], b->il, blk * CUDA_KV_BLOCK,
+				       blk * CUDA_KV_BLOCK + 1, &views[j]);
+			l.k_blocks[(size_t)j * mb + blk] = views[j].k;
+			l.v_blocks[(size_t)j * mb + blk] = views[j].v;
+		}
+	}
+	if (cb_send(be, cb->param, l.host, l.bytes))
+		return false;
+	it.arg = views;
+	while (cb_runs_next(be, &it)) {
+		const float *q = b->q + (size_t)it.r * b->q_ld;
+		float *out = b->out + (size_t)it.r * b->out_ld;
+
+		kv.type_k = views[it.j].type_k;
+		kv.type_v = views[it.j].type_v;
+		kv.k_row = views[it.j].k_stride;
+		kv.v_row = views[it.j].v_stride;
+		if (merged) {
+			ret = cb->api->attention_quantize(
+				cb->dev, &kv, b->il, q, b->q_ld, hp->n_head,
+				hp->kq_scale, l.dev_seq + it.j,
+				l.dev_pos + it.j, b->n_ctx, out, b->out_ld,
+				type, (uint8_t *)act + (size_t)it.r * act_ld,
+				act_ld, it.len, &err);
+			if (ret != -ENOTSUP) {
+				cb_check(be, ret, &err);
+				continue;
+			}
+			merged = false;
+		}
+		cb_check(be,
+			 cb->api->attention(cb->dev, &kv, b->il, q, b->q_ld,
+					    hp->n_head, hp->kq_scale,
+					    l.dev_seq + it.j, l.dev_pos + it.j,
+					    b->n_ctx, out, b->out_ld, it.len,
+					    &err),
+			 &err);
+	}
+	return merged;
+}
+
+void cb_attention(struct engine_backend *be, const struct engine_att_batch *b)
+{
+	cb_attention_to(be, b, IO_TYPE_F32, NULL, 0);
+}
+
+/*
+ * Attention, its rows quantized for wo by the merge's launch where they
+ * are quantized at all (cb_quantizes) and the module's merge can; else
+ * attention and convert_rows.
+ */
+void cb_attention_convert(struct engine_backend *be,
+			  const struct engine_att_batch *b, uint32_t type,
+			  void *act, size_t act_ld)
+{
+	struct cuda_backend *cb = be->ctx;
+	const struct engine_hparams *hp = b->hp;
+	const bool quantize = type != IO_TYPE_F32 && cb_quantizes(be, b->n);
+
+	if (cb_attention_to(be, b, type, quantize ? act : NULL, act_ld)) {
+		cb_act_set(cb, act, true);
+		return;
+	}
+	cb_convert_rows(be, type, b->out, b->out_ld,
+			hp->n_head * hp->head_dim_v, act, act_ld, b->idx, b->n);
+}
+
+/*
+ * The heads normed and roped, K and V stored, in one launch: each row a
+ * sequence of its own whose table has only the block of its position
+ * (the kernel stores at the position in it and ropes with the position).
+ * The separate ops where the rows' caches differ in types or strides,
+ * or the module's kernel does not take them (-ENOTSUP).
+ */
+void cb_qk_rope_store(struct engine_backend *be,
+		      const struct engine_qk_batch *b)
+{
+	struct cuda_backend *cb = be->ctx;
+	const struct engine_hparams *hp = b->hp;
+	struct cuda_kv kv = { .n_head_kv = hp->n_head_kv,
+			      .head_dim = hp->head_dim,
+			      .head_dim_v = hp->head_dim_v };
+	const struct cuda_qk_rope q = {
+		.q = b->q,
+		.k = b->k,
+		.v = b->v,
+		.q_ld = b->q_ld,
+		.k_ld = b->k_ld,
+		.v_ld = b->v_ld,
+		.q_norm = b->q_norm,
+		.k_norm = b->k_norm,
+		.eps = hp->rms_norm_eps,
+		.n_head = hp->n_head,
+		.n_rot = hp->n_rot,
+		.mode = hp->rope_mode == ENGINE_ROPE_NEOX ? CUDA_ROPE_NEOX :
+							    CUDA_ROPE_NORM,
+		.freq_base = hp->rope_freq_base,
+		.freq_scale = hp->rope_freq_scale,
+		.freq_factors = cb->rope_ff_set ? cb->rope_ff : NULL,
+	};
+	struct cb_kv_lists l = { .kv = &kv };
+	struct engine_kv_view view, first = { 0 };
+	struct err err = { 0 };
+	uint32_t j, blk, mb = 1;
+	int ret;
+
+	if (!b->n || cb->err.code)
+		return;
+	for (j = 0; j < b->n; j++)
+		if (b->pos[j] / CUDA_KV_BLOCK + 1 > mb)
+			mb = b->pos[j] / CUDA_KV_BLOCK + 1;
+	if (cb_kv_lists(be, b->n, mb, &l))
+		return;
+	for (j = 0; j < b->n; j++) {
+		blk = b->pos[j] / CUDA_KV_BLOCK;
+		engine_kv_view(b->seq[j], b->il, blk * CUDA_KV_BLOCK,
+			       blk * CUDA_KV_BLOCK + 1, &view);
+		if (!j)
+			first = view;
+		if (view.type_k != first.type_k ||
+		    view.type_v != first.type_v ||
+		    view.k_stride != first.k_stride ||
+		    view.v_stride != first.v_stride)
+			goto out_apart;
+		l.k_blocks[(size_t)j * mb + blk] = view.k;
+		l.v_blocks[(size_t)j * mb + blk] = view.v;
+		l.pos[j] = (int32_t)b->pos[j];
+	}
+	kv.type_k = first.type_k;
+	kv.type_v = first.type_v;
+	kv.k_row = first.k_stride;
+	kv.v_row = first.v_stride;
+	if (cb_send(be, cb->param, l.host, l.bytes))
+		return;
+	ret = cb->api->qk_rope_store(cb->dev, &kv, b->il, &q, l.dev_seq,
+				     l.dev_pos, b->n, &err);
+	if (ret != -ENOTSUP) {
+		cb_check(be, ret, &err);
+		return;
+	}
+out_apart:
+	if (b->k_norm)
+		cb_rms_norm_rows(be, b->k, b->k, b->k_ld, hp->head_dim,
+				 hp->n_head_kv, b->k_norm, hp->rms_norm_eps,
+				 NULL, b->n);
+	cb_rope_rows(be, b->k, b->k_ld, hp->n_head_kv, hp, b->rope, b->rope_ld,
+		     NULL, b->n);
+	cb_kv_store_rows(be, b->k, b->k_ld, (uint32_t)b->k_ld, b->v, b->v_ld,
+			 (uint32_t)b->v_ld, b->slots, b->n);
+	if (b->q_norm)
+		cb_rms_norm_rows(be, b->q, b->q, b->q_ld, hp->head_dim,
+				 hp->n_head, b->q_norm, hp->rms_norm_eps, NULL,
+				 b->n);
+	cb_rope_rows(be, b->q, b->q_ld, hp->n_head, hp, b->rope, b->rope_ld,
+		     NULL, b->n);
+}
