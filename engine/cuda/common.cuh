@@ -181,15 +181,66 @@ __device__ __forceinline__ int cuda_warp_sum_int(int v)
 
 /*
  * The CPU's transcendentals, bit for bit. Its expf, sinf and cosf are
- * glibc's, correctly rounded but in rare cases; CUDA's are within 2 ulp,
- * and one ulp is enough to flip an F16 or int8 rounding downstream (seen
- * on an H100: attention rows 1e-4 off the CPU's, logits 1.6e-3 off
- * llama.cpp's). In double, then rounded once: the correctly rounded
- * float. Used where the CPU calls libm; the speed paths keep expf.
+ * glibc's; CUDA's are within 2 ulp, and one ulp is enough to flip an F16
+ * or int8 rounding downstream (seen on an H100: attention rows 1e-4 off
+ * the CPU's, logits 1.6e-3 off llama.cpp's). Used where the CPU calls
+ * libm; the speed paths keep expf.
+ *
+ * expf is glibc's algorithm (sysdeps/ieee754/flt-32/e_expf.c) with the
+ * four FMAs of __expf_fma, the variant libm picks on a CPU with FMA, as
+ * engine/cpu/attention_avx512.c's att_expf8 does it: in double, x 32/ln2
+ * = k + r, 2^(k/32) from a 32-entry table, a cubic in r. glibc's expf is
+ * not correctly rounded: 97,052 of the floats in [-104, 0] come out one
+ * ulp from the correctly rounded exp, the float of exp((double)x) this
+ * was before, and one of them flipped an F16 rounding of the CPU-order
+ * attention walk (seed 1795725396 of test_cuda, 1.4e-4 off the CPU).
+ * tests/engine/test_cuda.c's test_libm_expf compares every float with
+ * the host's expf where the host's libm is glibc's FMA variant.
  */
+static __device__ const uint64_t cuda_exp2f_table[32] = {
+	0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f,
+	0x3fef9301d0125b51, 0x3fef72b83c7d517b, 0x3fef54873168b9aa,
+	0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715,
+	0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+	0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+	0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74,
+	0x3feea11473eb0187, 0x3feea589994cce13, 0x3feeace5422aa0db,
+	0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+	0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c,
+	0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+	0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+};
+
 __device__ __forceinline__ float cuda_libm_expf(float x)
 {
-	return (float)exp((double)x);
+	const uint32_t top = __float_as_uint(x) >> 20 & 0x7ff;
+	const double xd = (double)x, shift = 0x1.8p+52;
+	const double inv_ln2_n = 0x1.71547652b82fep+5;
+	double kd, r, z, y;
+	uint64_t ki, t;
+
+	if (top >= 0x42b) { /* |x| >= 88, infinities, NaN: libm's cases */
+		if (__float_as_uint(x) == 0xff800000u)
+			return 0.0f;
+		if (top >= 0x7f8)
+			return x + x;
+		if (x > 0x1.62e42ep6f)
+			return INFINITY;
+		if (x < -0x1.9fe368p6f)
+			return 0.0f;
+		if (x < -0x1.9d1d9ep6f) /* __math_may_uflowf */
+			return __fmul_rn(0x1.4p-75f, 0x1.4p-75f);
+	}
+	/* each step one rounding: no contraction beyond the four FMAs */
+	kd = fma(inv_ln2_n, xd, shift);
+	ki = (uint64_t)__double_as_longlong(kd);
+	kd = __dsub_rn(kd, shift);
+	r = fma(inv_ln2_n, xd, -kd);
+	t = cuda_exp2f_table[ki % 32] + (ki << 47);
+	z = fma(0x1.c6af84b912394p-20, r, 0x1.ebfce50fac4f3p-13);
+	y = fma(r, 0x1.62e42ff0c52d6p-6, 1.0);
+	y = fma(z, __dmul_rn(r, r), y);
+	return (float)__dmul_rn(y, __longlong_as_double((long long)t));
 }
 
 __device__ __forceinline__ float cuda_libm_sinf(float x)

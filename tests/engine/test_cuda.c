@@ -927,6 +927,160 @@ START_TEST(test_attention_q8_0)
 }
 END_TEST
 
+/*
+ * One sequence of n positions (K, V: n rows of n_head_kv heads of hd
+ * floats) in a cache of one layer, its blocks in order; rows of Q
+ * (n_head_kv * group heads) at positions pos attend. Each row's heads
+ * must be the CPU's att_run over the same positions, bit for bit.
+ */
+static void check_attention_bits(uint32_t type_k, uint32_t type_v, uint32_t hd,
+				 uint32_t n_head_kv, uint32_t group, uint32_t n,
+				 const float *k, const float *v, const float *q,
+				 const int32_t *pos, uint32_t rows)
+{
+	const uint32_t n_head = n_head_kv * group;
+	const uint32_t n_blocks = (n + CUDA_KV_BLOCK - 1) / CUDA_KV_BLOCK;
+	const size_t nk = (size_t)n_head_kv * hd, nq = (size_t)n_head * hd;
+	struct att_shape sh = { type_k, type_v, hd, hd, 1.0f / sqrtf(hd) };
+	void *scratch = aligned_alloc(64, (att_scratch_bytes(&sh) + 63) & ~63);
+	float *got = malloc(nq * rows * 4), *want = malloc(hd * 4);
+	int32_t *tables = malloc(n_blocks * 4), *seq_of = calloc(rows, 4);
+	int32_t *all = malloc(n * 4), *zeros = calloc(n, 4);
+	uint64_t k_head, v_head;
+	struct cuda_kv kv = { 0 };
+	struct err err = { 0 };
+	uint8_t *pool;
+	float *dk, *dv, *dq, *dout;
+	int32_t *ds, *dp;
+
+	ck_assert(io_type_row_bytes(type_k, hd, &k_head) == 0);
+	ck_assert(io_type_row_bytes(type_v, hd, &v_head) == 0);
+	kv.k_row = k_head * n_head_kv;
+	kv.v_row = v_head * n_head_kv;
+	kv.block_bytes = CUDA_KV_BLOCK * (kv.k_row + kv.v_row);
+	kv.type_k = type_k;
+	kv.type_v = type_v;
+	kv.n_head_kv = n_head_kv;
+	kv.head_dim = kv.head_dim_v = hd;
+	kv.max_blocks = n_blocks;
+	for (uint32_t b = 0; b < n_blocks; b++)
+		tables[b] = (int32_t)b;
+	for (uint32_t p = 0; p < n; p++)
+		all[p] = (int32_t)p;
+	kv.pool = dev_alloc(kv.block_bytes * n_blocks);
+	kv.tables = dev_from(tables, n_blocks * 4);
+	dk = dev_from(k, nk * n * 4);
+	dv = dev_from(v, nk * n * 4);
+	ds = dev_from(zeros, n * 4);
+	dp = dev_from(all, n * 4);
+	ck_assert_msg(api->kv_store(dev, &kv, 0, dk, nk, dv, nk, ds, dp, n,
+				    &err) == 0,
+		      "%s", err.msg);
+	api->free(dev, ds);
+	api->free(dev, dp);
+	pool = malloc(kv.block_bytes * n_blocks);
+	host_from(pool, kv.pool, kv.block_bytes * n_blocks);
+	dq = dev_from(q, nq * rows * 4);
+	ds = dev_from(seq_of, rows * 4);
+	dp = dev_from(pos, rows * 4);
+	dout = dev_alloc(nq * rows * 4);
+	ck_assert_msg(api->attention(dev, &kv, 0, dq, nq, n_head, sh.scale, ds,
+				     dp, n_blocks * CUDA_KV_BLOCK, dout, nq,
+				     rows, &err) == 0,
+		      "%s", err.msg);
+	host_from(got, dout, nq * rows * 4);
+	for (uint32_t r = 0; r < rows; r++) {
+		for (uint32_t h = 0; h < n_head; h++) {
+			const float *g = got + r * nq + h * hd;
+			struct att_state st;
+			uint32_t d;
+
+			att_begin(&st, &sh, q + r * nq + h * hd, scratch);
+			for (int32_t p = 0; p <= pos[r]; p += CUDA_KV_BLOCK) {
+				const uint8_t *blk = pool +
+						     (p / CUDA_KV_BLOCK) *
+							     kv.block_bytes;
+				uint32_t m = pos[r] + 1 - p;
+
+				att_run(&st, blk + (h / group) * k_head,
+					kv.k_row,
+					blk + CUDA_KV_BLOCK * kv.k_row +
+						(h / group) * v_head,
+					kv.v_row,
+					m < CUDA_KV_BLOCK ? m : CUDA_KV_BLOCK);
+			}
+			att_end(&st, want);
+			for (d = 0; d < hd && !memcmp(&g[d], &want[d], 4); d++)
+				;
+			ck_assert_msg(
+				d == hd,
+				"%s/%s row %u (position %d) head %u element %u: %a, the CPU's %a",
+				quant_type_name(type_k),
+				quant_type_name(type_v), r, pos[r], h, d,
+				d < hd ? g[d] : 0.0f, d < hd ? want[d] : 0.0f);
+		}
+	}
+	api->free(dev, kv.pool);
+	api->free(dev, (void *)kv.tables);
+	api->free(dev, dk);
+	api->free(dev, dv);
+	api->free(dev, dq);
+	api->free(dev, ds);
+	api->free(dev, dp);
+	api->free(dev, dout);
+	free(pool);
+	free(scratch);
+	free(got);
+	free(want);
+	free(tables);
+	free(seq_of);
+	free(all);
+	free(zeros);
+}
+
+/*
+ * glibc's expf is not correctly rounded: expf(-0x1.9cp-4f) is
+ * 0x1.cf0162p-1, one ulp above exp's value (0x1.cf016p-1). Position 0
+ * scores 0, position 1 scores x = -0x1.9cp-4 (K 8x, Q a unit vector,
+ * scale 1/8), so its weight is expf(x): V rows 0x1.eap-13 and 1 sum to
+ * 0x1.cf4p-1 in F16 with libm's weight, 0x1.cfp-1 with the correctly
+ * rounded one (a seed of test_attention_f16 met such a case by chance);
+ * an F32 cache carries the ulp to the result.
+ */
+START_TEST(test_attention_expf)
+{
+	/* volatile: GCC would fold expf(x) correctly rounded */
+	volatile float x = -0x1.9cp-4f;
+	const uint32_t hd = 64;
+	const int32_t pos = 1;
+	float k[2 * 64] = { 0 }, v[2 * 64], q[64] = { 1.0f };
+	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+
+	/* this libm is glibc's, FMA variant: what the module's expf follows */
+	ck_assert_msg(
+		expf(x) == 0x1.cf0162p-1f,
+		"expf(%a) is %a here, not glibc's 0x1.cf0162p-1: the module follows glibc",
+		(double)x, expf(x));
+	k[hd] = 8 * x;
+	for (uint32_t d = 0; d < hd; d++) {
+		v[d] = 0x1.eap-13f;
+		v[hd + d] = 1.0f;
+	}
+	/* the CPU's order whatever the environment asks */
+	was = was ? strdup(was) : NULL;
+	setenv("LLMFS_CUDA_ATT_EXACT", "256", 1);
+	check_attention_bits(IO_TYPE_F16, IO_TYPE_F16, hd, 1, 1, 2, k, v, q,
+			     &pos, 1);
+	check_attention_bits(IO_TYPE_F32, IO_TYPE_F32, hd, 1, 1, 2, k, v, q,
+			     &pos, 1);
+	if (was)
+		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
+	else
+		unsetenv("LLMFS_CUDA_ATT_EXACT");
+	free(was);
+}
+END_TEST
+
 /* the module reads LLMFS_CUDA_ATT_EXACT at each call */
 START_TEST(test_attention_f16_order)
 {
@@ -1202,6 +1356,7 @@ static void cuda_add_tests(TCase *tc)
 	CUDA_ADD(tc, test_attention_q8_0);
 	CUDA_ADD(tc, test_attention_f16_order);
 	CUDA_ADD(tc, test_attention_q8_0_order);
+	CUDA_ADD(tc, test_attention_expf);
 	CUDA_ADD(tc, test_moe_route);
 	CUDA_ADD(tc, test_moe_combine);
 }

@@ -231,6 +231,32 @@ inline float __fadd_rn(float a, float b)
 	return a + b;
 }
 
+inline double __dmul_rn(double a, double b)
+{
+	return a * b;
+}
+
+inline double __dsub_rn(double a, double b)
+{
+	return a - b;
+}
+
+inline long long __double_as_longlong(double d)
+{
+	long long i;
+
+	memcpy(&i, &d, 8);
+	return i;
+}
+
+inline double __longlong_as_double(long long i)
+{
+	double d;
+
+	memcpy(&d, &i, 8);
+	return d;
+}
+
 inline float __fsub_rn(float a, float b)
 {
 	return a - b;
