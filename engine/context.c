@@ -95,7 +95,8 @@ int engine_ctx_new(struct engine_ctx **out, struct engine_model *m,
 	ctx->backend->batch_exact = opt->batch_exact;
 	ctx->backends[ctx->n_backends++] = ctx->backend;
 	ctx->layer_be = calloc(m->hp.n_layer, sizeof(*ctx->layer_be));
-	if (!ctx->layer_be) {
+	ctx->kv_in_ram = calloc(m->hp.n_layer + 1, sizeof(*ctx->kv_in_ram));
+	if (!ctx->layer_be || !ctx->kv_in_ram) {
 		ret = err_set(err, ENOMEM, "out of memory");
 		goto out_free;
 	}
@@ -124,6 +125,7 @@ void engine_ctx_free(struct engine_ctx *ctx)
 	for (i = 0; i < ctx->n_backends; i++)
 		engine_backend_free(ctx->backends[i]);
 	free(ctx->layer_be);
+	free(ctx->kv_in_ram);
 	free(ctx);
 }
 
@@ -161,6 +163,14 @@ int engine_ctx_backend(struct engine_ctx *ctx, const char *device,
 struct engine_model *engine_ctx_model(const struct engine_ctx *ctx)
 {
 	return ctx->model;
+}
+
+uint32_t engine_ctx_n_ctx(const struct engine_ctx *ctx)
+{
+	const uint32_t n_ctx = ctx->model->info.n_ctx;
+
+	return ctx->n_ctx_max && ctx->n_ctx_max < n_ctx ? ctx->n_ctx_max :
+							  n_ctx;
 }
 
 /* ---- the KV cache's pool, kv.c's ---------------------------------------- */

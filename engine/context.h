@@ -32,8 +32,21 @@ struct engine_ctx {
 	uint32_t n_backends;
 	struct engine_backend *backend; /* backends[0] */
 	bool batch_exact;
-	/* [n_layer] the backend of each layer now; the KV pool follows it */
+	/*
+	 * [n_layer] the backend of each layer's attention now (the layer's,
+	 * or the home one where kv_in_ram): the KV pool follows it
+	 */
 	struct engine_backend **layer_be;
+	/*
+	 * [n_layer] the layer's KV cache in host RAM and its attention on
+	 * the home backend while the rest of the layer computes elsewhere
+	 * (placement 'kv blk.A-B cpu', llama.cpp's --no-kv-offload per
+	 * layer; the planner's kv-in-ram). Written by placement commands,
+	 * read by passes: as the weights, never while a pass runs.
+	 */
+	bool *kv_in_ram;
+	/* positions new sequences may reach; 0: the model's n_ctx */
+	uint32_t n_ctx_max;
 	struct forward_scratch *fwd; /* grown by engine_forward */
 	struct engine_kv_pool *kv;
 	/* decode tokens/s noted per placement (placement_plan.c's lock) */

@@ -201,6 +201,12 @@ int engine_ctx_new(struct engine_ctx **out, struct engine_model *m,
 void engine_ctx_free(struct engine_ctx *ctx);
 /* The model the context computes with. */
 struct engine_model *engine_ctx_model(const struct engine_ctx *ctx);
+/*
+ * Positions the sequences ctx starts from now on may reach: the model's
+ * n_ctx, or fewer where a plan shrank it so that everything fits on a
+ * GPU ('auto all-gpu-ctx'; any other 'auto' gives the model's back).
+ */
+uint32_t engine_ctx_n_ctx(const struct engine_ctx *ctx);
 
 const struct engine_model_info *engine_model_info(const struct engine_model *m);
 /* The parsed file and the loaded bytes (borrowed; owned by the model). */
@@ -1010,8 +1016,9 @@ int engine_placement_format(struct engine_ctx *ctx, char **text, size_t *len,
 			    struct err *err);
 /*
  * Apply one placement command ("blk.0-13 gpu0", "experts cpu",
- * "output numa1", "auto"). -EINVAL for a bad command or an unknown
- * device, -ENOSPC when the device has no room; nothing moves then.
+ * "output numa1", "kv blk.20-35 cpu", "auto", "auto kv-in-ram"; the
+ * grammar is engine/placement.c's). -EINVAL for a bad command or an
+ * unknown device, -ENOSPC when the device has no room; nothing moves then.
  * The weights are the model's: no forward pass of any context of it may
  * run meanwhile.
  */
@@ -1028,9 +1035,11 @@ int engine_placement_apply_cpu_moe(struct engine_ctx *ctx, const char *line,
 /*
  * Which alternative of the planner the model's placement is now: all-cpu
  * (every layer and the output on the host), all-gpu (all of them on a
- * GPU), experts-in-ram (all but the experts on a GPU), split (blk.0..g-1
- * on a GPU, the rest and the output on the host); ENGINE_PLAN_N for none
- * of them. token_embd is left out (every plan may keep it in RAM).
+ * GPU), all-gpu-ctx (so, with the context shrunk: engine_ctx_n_ctx),
+ * kv-in-ram (so, with some layers' KV cache in RAM: 'kv ... cpu'),
+ * experts-in-ram (all but the experts on a GPU), split (blk.0..g-1 on a
+ * GPU, the rest and the output on the host); ENGINE_PLAN_N for none of
+ * them. token_embd is left out (every plan may keep it in RAM).
  */
 enum engine_plan_kind engine_placement_plan_kind(struct engine_ctx *ctx);
 /*

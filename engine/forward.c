@@ -41,6 +41,7 @@
 
 #include "forward.h"
 #include "kv.h"
+
 /* Where each row's K and V go in its sequence's cache of layer il. */
 static void forward_kv_slots(struct forward_pass *p, uint32_t il)
 {
@@ -49,6 +50,31 @@ static void forward_kv_slots(struct forward_pass *p, uint32_t il)
 
 	for (j = 0; j < p->n; j++)
 		engine_kv_slot(h->rows[j].seq, il, h->rows[j].pos, &h->kv[j]);
+}
+
+/* Q and K of layer il normed (qwen3) and roped, in place. */
+static void forward_qk_rope(struct forward_pass *p, uint32_t il)
+{
+	const struct engine_backend_i *ops = p->be->iface;
+	const struct engine_hparams *hp = &p->m->hp;
+	const struct engine_layer *l = &p->m->layers[il];
+	struct forward_buffers *s = p->s;
+	struct forward_scratch *h = p->h;
+	const size_t nq = (size_t)hp->n_head * hp->head_dim;
+	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
+
+	if (hp->qk_norm)
+		ops->rms_norm_rows(p->be, s->k, s->k, nk, hp->head_dim,
+				   hp->n_head_kv, forward_floats(&l->k_norm),
+				   hp->rms_norm_eps, h->all, p->n);
+	ops->rope_rows(p->be, s->k, nk, hp->n_head_kv, hp, s->rope, hp->n_rot,
+		       h->all, p->n);
+	if (hp->qk_norm)
+		ops->rms_norm_rows(p->be, s->q, s->q, nq, hp->head_dim,
+				   hp->n_head, forward_floats(&l->q_norm),
+				   hp->rms_norm_eps, h->live, p->n_live);
+	ops->rope_rows(p->be, s->q, nq, hp->n_head, hp, s->rope, hp->n_rot,
+		       h->live, p->n_live);
 }
 
 /*
@@ -94,20 +120,64 @@ static void forward_qk_rope_store(struct forward_pass *p, uint32_t il)
 		ops->qk_rope_store(p->be, &qk);
 		return;
 	}
-	if (hp->qk_norm)
-		ops->rms_norm_rows(p->be, s->k, s->k, nk, hp->head_dim,
-				   hp->n_head_kv, k_norm, hp->rms_norm_eps,
-				   h->all, p->n);
-	ops->rope_rows(p->be, s->k, nk, hp->n_head_kv, hp, s->rope, hp->n_rot,
-		       h->all, p->n);
+	forward_qk_rope(p, il);
 	ops->kv_store_rows(p->be, s->k, nk, (uint32_t)nk, s->v, nv,
 			   (uint32_t)nv, h->kv, p->n);
-	if (hp->qk_norm)
-		ops->rms_norm_rows(p->be, s->q, s->q, nq, hp->head_dim,
-				   hp->n_head, q_norm, hp->rms_norm_eps,
-				   h->live, p->n_live);
-	ops->rope_rows(p->be, s->q, nq, hp->n_head, hp, s->rope, hp->n_rot,
-		       h->live, p->n_live);
+}
+
+/*
+ * Layer il's attention on the backend its KV cache is with, the home
+ * (host) one (placement 'kv blk.N cpu', the planner's kv-in-ram: as
+ * llama.cpp's --no-kv-offload, the ops that touch the cache run where it
+ * is): Q and K normed and roped where the layer is (its norms' weights
+ * are there), Q, K and V of the pass's rows cross to the host, K and V
+ * go into the cache and the live rows attend there; their output crosses
+ * back into the layer's att. (nq + nk + nv + natt) x 4 bytes a row.
+ */
+static int forward_attention_elsewhere(struct forward_pass *p, uint32_t il,
+				       const struct engine_att_batch *att_home)
+{
+	const struct engine_hparams *hp = &p->m->hp;
+	struct forward_buffers *home = p->s, *at = &p->h->buf[p->att_be[il]];
+	struct forward_scratch *h = p->h;
+	const size_t nq = (size_t)hp->n_head * hp->head_dim;
+	const size_t nk = (size_t)hp->n_head_kv * hp->head_dim;
+	const size_t nv = (size_t)hp->n_head_kv * hp->head_dim_v;
+	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
+	const size_t f = sizeof(float);
+	struct engine_att_batch att = *att_home;
+	size_t r0, nr;
+	int ret;
+
+	/* straight into host memory: no stage */
+	if (!at->be->is_host)
+		return err_set(p->err, ENOTSUP,
+			       "blk.%u: its KV cache is on %s, not in RAM", il,
+			       at->be->dev.name);
+	forward_qk_rope(p, il);
+	if ((ret = forward_cross(p, at->be, at->q, home->be, home->q,
+				 p->n * nq * f, NULL)) ||
+	    (ret = forward_cross(p, at->be, at->k, home->be, home->k,
+				 p->n * nk * f, NULL)) ||
+	    (ret = forward_cross(p, at->be, at->v, home->be, home->v,
+				 p->n * nv * f, NULL)) ||
+	    (ret = forward_use(p, p->att_be[il], false)))
+		return ret;
+	forward_kv_slots(p, il);
+	p->be->iface->kv_store_rows(p->be, at->k, nk, (uint32_t)nk, at->v, nv,
+				    (uint32_t)nv, h->kv, p->n);
+	att.q = at->q;
+	att.out = at->att;
+	p->be->iface->attention(p->be, &att);
+	if (p->n_live) {
+		r0 = h->live[0];
+		nr = h->live[p->n_live - 1] + 1 - r0;
+		if ((ret = forward_cross(p, home->be, home->att + r0 * natt,
+					 at->be, at->att + r0 * natt,
+					 nr * natt * f, NULL)))
+			return ret;
+	}
+	return forward_use(p, p->layer_be[il], false);
 }
 
 /*
@@ -162,6 +232,15 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	    (ret = forward_wait(p, &l->k_norm)))
 		return ret;
 
+	if (p->att_be[il] != p->layer_be[il]) {
+		if ((ret = forward_attention_elsewhere(p, il, &att)) ||
+		    (ret = forward_wait(p, &l->wo)))
+			return ret;
+		ops->convert_rows(p->be, forward_vdt(p, &l->wo), s->att, natt,
+				  (uint32_t)natt, s->act, h->act_row, h->live,
+				  p->n_live);
+		return forward_out(p, &l->wo, s->act, &l->bo);
+	}
 	forward_qk_rope_store(p, il);
 	if ((ret = forward_wait(p, &l->wo)))
 		return ret;
@@ -388,7 +467,9 @@ static int forward_stage(struct forward_pass *p, const struct engine_tensor *t,
 /*
  * Which backend computes each stage (the embedding, each layer, each
  * layer's experts, the output), by where its weights are (placement
- * keeps a stage's tensors on one backend); the KV pool's layers follow.
+ * keeps a stage's tensors on one backend), and each layer's attention
+ * (the layer's, or the host's where its KV cache is in RAM); the KV
+ * pool's layers follow the attention.
  */
 static int forward_stages(struct forward_pass *p)
 {
@@ -403,7 +484,9 @@ static int forward_stages(struct forward_pass *p)
 		if ((ret = forward_stage(p, &m->layers[il].attn_norm,
 					 &p->layer_be[il])))
 			return ret;
-		p->ctx->layer_be[il] = p->ctx->backends[p->layer_be[il]];
+		/* a layer's KV in RAM: its attention on the home backend */
+		p->att_be[il] = p->ctx->kv_in_ram[il] ? 0 : p->layer_be[il];
+		p->ctx->layer_be[il] = p->ctx->backends[p->att_be[il]];
 		p->experts_be[il] = p->layer_be[il];
 		if (m->hp.n_expert &&
 		    (ret = forward_stage(p, &m->layers[il].ffn_up_exps,
@@ -489,10 +572,11 @@ int engine_forward(struct engine_ctx *ctx, struct engine_batch_item *items,
 	}
 	if (!total)
 		return 0;
-	p.layer_be = malloc(2 * ctx->model->hp.n_layer * sizeof(*p.layer_be));
+	p.layer_be = malloc(3 * ctx->model->hp.n_layer * sizeof(*p.layer_be));
 	if (!p.layer_be)
 		return err_set(err, ENOMEM, "out of memory");
 	p.experts_be = p.layer_be + ctx->model->hp.n_layer;
+	p.att_be = p.experts_be + ctx->model->hp.n_layer;
 	if ((ret = forward_stages(&p)))
 		goto out_free;
 	/* the cache where its layers compute now */

@@ -7,7 +7,8 @@
  * its own buffers, and the residual stream is copied from one backend's
  * buffers to the next's where a stage changes backend, as ggml's
  * scheduler copies a tensor between backends (experts elsewhere: their
- * input and routing there, their sum back).
+ * input and routing there, their sum back; attention where the layer's
+ * KV cache is in RAM: Q, K, V there, its output back).
  */
 #ifndef LLMFS_ENGINE_FORWARD_H
 #define LLMFS_ENGINE_FORWARD_H
@@ -102,6 +103,8 @@ struct forward_pass {
 	uint32_t *layer_be;	      /* [n_layer] */
 	/* [n_layer] the backend of each layer's experts (its own, dense) */
 	uint32_t *experts_be;
+	/* [n_layer] the backend of each layer's attention, where its KV is */
+	uint32_t *att_be;
 	uint32_t n;
 	uint32_t n_live;
 	struct err *err;
@@ -172,6 +175,17 @@ void forward_residual(struct forward_pass *p);
  */
 int forward_out(struct forward_pass *p, const struct engine_tensor *w,
 		const uint8_t *act, const struct engine_tensor *b);
+/*
+ * bytes at src, in the memory of backend from, to dst in to's: once
+ * from's ops are done (its synchronize: 0 or its error), straight where
+ * either memory is the host's, else through stage (host memory of bytes,
+ * as forward_use moves x; NULL where to or from is the host's). A stage
+ * that runs elsewhere (a MoE's experts, attention over a cache in RAM)
+ * crosses so.
+ */
+int forward_cross(struct forward_pass *p, struct engine_backend *to, void *dst,
+		  struct engine_backend *from, const void *src, size_t bytes,
+		  void *stage);
 /* The dense FFN of layer l: x += down . (silu(gate . xn) * (up . xn)) */
 int forward_ffn_dense(struct forward_pass *p, const struct engine_layer *l);
 /* The MoE FFN of layer il: routed where the layer is, experts where they are. */

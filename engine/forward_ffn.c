@@ -119,30 +119,6 @@ static int forward_moe_experts(struct forward_pass *p,
 }
 
 /*
- * bytes at src, in the memory of backend from, to dst in to's: once
- * from's ops are done, straight where either memory is the host's, else
- * through stage (host memory, as forward_use moves x).
- */
-static int forward_cross(struct forward_pass *p, struct engine_backend *to,
-			 void *dst, struct engine_backend *from,
-			 const void *src, size_t bytes, void *stage)
-{
-	int ret;
-
-	if ((ret = from->iface->synchronize(from, p->err)))
-		return ret;
-	if (from->is_host) {
-		to->iface->copy_in(to, dst, src, bytes);
-		return 0;
-	}
-	from->iface->copy_out(from, to->is_host ? dst : stage, src, bytes);
-	if ((ret = from->iface->synchronize(from, p->err)) || to->is_host)
-		return ret;
-	to->iface->copy_in(to, dst, stage, bytes);
-	return 0;
-}
-
-/*
  * The layer's experts on backend ex (placement 'experts cpu', the rest
  * of the layer on a GPU: llama.cpp's --cpu-moe): the live rows' normed
  * input, experts and weights cross to ex, the experts compute there,

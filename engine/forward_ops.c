@@ -2,7 +2,8 @@
 /*
  * The forward pass's steps that every block uses (forward.h): waiting
  * for a weight, norms, the converted activations, the products and the
- * residual add, each one backend op or two.
+ * residual add, each one backend op or two; the crossing of a stage's
+ * bytes between backends.
  */
 #include "forward.h"
 
@@ -160,5 +161,24 @@ int forward_out(struct forward_pass *p, const struct engine_tensor *w,
 	if (bias && (ret = forward_bias(p, s->tmp, E, b, h->live, p->n_live)))
 		return ret;
 	forward_residual(p);
+	return 0;
+}
+
+int forward_cross(struct forward_pass *p, struct engine_backend *to, void *dst,
+		  struct engine_backend *from, const void *src, size_t bytes,
+		  void *stage)
+{
+	int ret;
+
+	if ((ret = from->iface->synchronize(from, p->err)))
+		return ret;
+	if (from->is_host) {
+		to->iface->copy_in(to, dst, src, bytes);
+		return 0;
+	}
+	from->iface->copy_out(from, to->is_host ? dst : stage, src, bytes);
+	if ((ret = from->iface->synchronize(from, p->err)) || to->is_host)
+		return ret;
+	to->iface->copy_in(to, dst, stage, bytes);
 	return 0;
 }

@@ -238,7 +238,7 @@ int engine_generation_new(struct engine_generation **out,
 	g->model = m;
 	g->seq = seq;
 	g->max_tokens = opt->max_tokens;
-	g->n_ctx = info->n_ctx;
+	g->n_ctx = engine_ctx_n_ctx(engine_seq_ctx(seq));
 	rc = gen_copy_stops(g, opt, err);
 	if (rc)
 		goto out_free;

@@ -31,8 +31,9 @@ struct engine_seq {
 	struct engine_kv_pool *pool;
 	struct engine_ctx *ctx; /* the pool's owner, for engine_seq_ctx */
 	const struct engine_kv_shape *sh; /* its types' blocks */
-	uint32_t n_ctx;	 /* positions it may reach (its ceiling) */
-	uint32_t n_past; /* positions filled: the sequence's length */
+	uint32_t n_ctx;	  /* positions it may reach (its ceiling) */
+	uint32_t ceiling; /* its context's when it started (engine_ctx_n_ctx) */
+	uint32_t n_past;  /* positions filled: the sequence's length */
 	uint32_t n_head_kv;
 	uint32_t n_layer;
 	uint32_t n_blocks;   /* blocks held */
@@ -45,6 +46,14 @@ struct engine_seq {
 	float *embd; /* engine_seq_set_embedding: where passes write it */
 	enum engine_pooling pooling;
 };
+
+/* The most a sequence may hold: its context's ceiling when it started. */
+static uint32_t kv_seq_ceiling(const struct engine_seq *s)
+{
+	const uint32_t n_ctx = engine_kv_pool_model(s->pool)->info.n_ctx;
+
+	return s->ceiling && s->ceiling < n_ctx ? s->ceiling : n_ctx;
+}
 
 void engine_seq_set_embedding(struct engine_seq *s, float *embd,
 			      enum engine_pooling pooling)
@@ -110,7 +119,8 @@ int engine_kv_seq_new(struct engine_kv_pool *p, struct engine_ctx *ctx,
 	}
 	s->pool = p;
 	s->ctx = ctx;
-	s->n_ctx = m->info.n_ctx;
+	s->n_ctx = ctx ? engine_ctx_n_ctx(ctx) : m->info.n_ctx;
+	s->ceiling = s->n_ctx;
 	s->n_head_kv = m->hp.n_head_kv;
 	s->n_layer = m->hp.n_layer;
 	*out = s;
@@ -172,7 +182,7 @@ void engine_seq_truncate(struct engine_seq *s, uint32_t n)
 int engine_seq_reserve(struct engine_seq *s, uint32_t n_tokens, struct err *err)
 {
 	const uint64_t limit = engine_kv_pool_limit(s->pool);
-	const uint32_t n_ctx = engine_kv_pool_model(s->pool)->info.n_ctx;
+	const uint32_t n_ctx = kv_seq_ceiling(s);
 	uint32_t want = kv_blocks_for(n_tokens), had = s->n_reserved;
 	int ret;
 
@@ -389,7 +399,7 @@ void engine_seq_block_write(struct engine_seq *s, uint32_t b, const void *in)
 int engine_seq_set_tokens(struct engine_seq *s, const int32_t *tokens,
 			  uint32_t n, struct err *err)
 {
-	const uint32_t n_ctx = engine_kv_pool_model(s->pool)->info.n_ctx;
+	const uint32_t n_ctx = kv_seq_ceiling(s);
 	int ret;
 
 	if (n > n_ctx)

@@ -24,8 +24,11 @@
  * "TENSOR DEVICE" (one tensor by name), "PATTERN DEVICE" (a shell pattern
  * over the names, with or without their ".weight": 'blk.*.ffn_*_exps
  * cpu' is 'experts cpu'), "all DEVICE", "all-but-experts DEVICE" (every
- * tensor but the *_exps), and "auto" (what the planner, engine/planner.c,
- * chooses). The bytes are moved by io/; engine views reach the new bytes
+ * tensor but the *_exps), "kv [blk.A-B] cpu" (those layers' KV cache in
+ * RAM, their attention on the CPU: --no-kv-offload; "kv ... layer" gives
+ * it back to the layer's device), and "auto" or "auto PLAN" (what the
+ * planner, engine/planner.c, chooses, or an alternative it lists, with
+ * its context and KV placement). The bytes are moved by io/; engine views reach the new bytes
  * through their placement records. A MoE layer's experts may stay on the
  * CPU while the rest of the layer is on a GPU ('all-but-experts gpu0',
  * as llama.cpp's --cpu-moe; the planner's experts-in-ram).
@@ -153,6 +156,26 @@ static void place_devices(struct place_buf *b, struct io_device_set *set)
 	}
 }
 
+/* "kv blk.A-B DEVICE" per run of layers whose KV cache is in RAM. */
+static void place_kv_lines(struct place_buf *b, const struct engine_ctx *ctx)
+{
+	const uint32_t n_layer = engine_model_info(ctx->model)->n_layer;
+	uint32_t l, a;
+
+	for (l = 0; l < n_layer; l++) {
+		if (!ctx->kv_in_ram[l])
+			continue;
+		for (a = l; l + 1 < n_layer && ctx->kv_in_ram[l + 1]; l++)
+			;
+		if (a == l)
+			place_printf(b, "kv blk.%u %s\n", a,
+				     ctx->backend->dev.name);
+		else
+			place_printf(b, "kv blk.%u-%u %s\n", a, l,
+				     ctx->backend->dev.name);
+	}
+}
+
 static void place_plan(struct place_buf *b, struct engine_ctx *ctx)
 {
 	struct err err = { 0 };
@@ -207,6 +230,7 @@ int engine_placement_format(struct engine_ctx *ctx, char **text, size_t *len,
 		place_layer_line(&b, what, &layer);
 	}
 	place_layer_line(&b, "other", &other);
+	place_kv_lines(&b, ctx);
 	for (d = 0; d < all.n; d++)
 		place_printf(
 			&b, "device %s %" PRIu64 " tensors %" PRIu64 " bytes\n",
@@ -281,7 +305,7 @@ static int place_usage(struct err *err, const char *command)
 {
 	return err_set(
 		err, EINVAL,
-		"bad placement command '%.60s': use 'blk.A-B DEVICE', 'experts DEVICE', 'output DEVICE', 'all DEVICE', 'all-but-experts DEVICE', 'TENSOR DEVICE', 'PATTERN DEVICE', 'auto' or 'auto PLAN'",
+		"bad placement command '%.60s': use 'blk.A-B DEVICE', 'experts DEVICE', 'output DEVICE', 'all DEVICE', 'all-but-experts DEVICE', 'TENSOR DEVICE', 'PATTERN DEVICE', 'kv [blk.A-B] DEVICE', 'auto' or 'auto PLAN'",
 		command);
 }
 
@@ -309,6 +333,61 @@ static int place_pick(struct engine_plan *plan, const char *name,
 	return 0;
 }
 
+/* The weights where the chosen alternative of plan puts them. */
+static int place_auto_weights(struct engine_ctx *ctx,
+			      const struct engine_plan *plan, struct err *err)
+{
+	char cmd[64];
+	int rc;
+
+	if (plan->chosen == ENGINE_PLAN_ALL_CPU) {
+		snprintf(cmd, sizeof(cmd), "all %s", plan->host);
+		return engine_placement_apply(ctx, cmd, err);
+	}
+	/* a split as the planner sized it: the rest on the host */
+	if (plan->chosen == ENGINE_PLAN_SPLIT) {
+		snprintf(cmd, sizeof(cmd), "all %s", plan->home);
+		rc = engine_placement_apply(ctx, cmd, err);
+		snprintf(cmd, sizeof(cmd), "blk.0-%u %s",
+			 plan->alt[ENGINE_PLAN_SPLIT].gpu_layers - 1,
+			 plan->gpu);
+		return rc < 0 ? rc : engine_placement_apply(ctx, cmd, err);
+	}
+	if (plan->chosen == ENGINE_PLAN_EXPERTS_IN_RAM) {
+		snprintf(cmd, sizeof(cmd), "experts %s", plan->host);
+		rc = engine_placement_apply(ctx, cmd, err);
+		if (rc < 0)
+			return rc;
+	}
+	/* The rest on the GPU; tensors already there stay. */
+	snprintf(cmd, sizeof(cmd), "%s %s",
+		 plan->chosen == ENGINE_PLAN_EXPERTS_IN_RAM ?
+			 "all-but-experts" :
+			 "all",
+		 plan->gpu);
+	return engine_placement_apply(ctx, cmd, err);
+}
+
+/*
+ * The cache where the chosen alternative puts it: all-gpu-ctx's context
+ * for sequences started from now on (those already there keep theirs),
+ * kv-in-ram's layers past the ones whose KV fits on the GPU with their
+ * KV in RAM; every other plan gives the model's context back and the KV
+ * to its layers.
+ */
+static void place_auto_cache(struct engine_ctx *ctx,
+			     const struct engine_plan *plan)
+{
+	const struct engine_plan_alt *a = &plan->alt[plan->chosen];
+	const uint32_t n_layer = engine_model_info(ctx->model)->n_layer;
+	uint32_t l;
+
+	ctx->n_ctx_max = plan->chosen == ENGINE_PLAN_ALL_GPU_CTX ? a->n_ctx : 0;
+	for (l = 0; l < n_layer; l++)
+		ctx->kv_in_ram[l] = plan->chosen == ENGINE_PLAN_KV_IN_RAM &&
+				    l >= a->gpu_layers;
+}
+
 /*
  * "auto" (or "auto NAME", an alternative by name): apply the plan. Every
  * device it names must be able to compute before anything moves; a GPU
@@ -322,7 +401,6 @@ static int place_auto(struct engine_ctx *ctx, const char *name, struct err *err)
 	struct engine_plan_input in;
 	struct engine_plan plan;
 	const struct io_device *d;
-	char cmd[64];
 	int rc;
 
 	io_device_set_measure(set);
@@ -347,30 +425,58 @@ static int place_auto(struct engine_ctx *ctx, const char *name, struct err *err)
 				why);
 		}
 	}
-	if (plan.chosen == ENGINE_PLAN_ALL_CPU) {
-		snprintf(cmd, sizeof(cmd), "all %s", plan.host);
-		return engine_placement_apply(ctx, cmd, err);
+	rc = place_auto_weights(ctx, &plan, err);
+	if (rc == 0)
+		place_auto_cache(ctx, &plan);
+	return rc;
+}
+
+/*
+ * "kv [blk.A-B] DEVICE": the KV cache of those layers (all without a
+ * range) in host RAM with their attention on the CPU where DEVICE is a
+ * host device (llama.cpp's --no-kv-offload, per layer), or with their
+ * layer again where DEVICE is "layer" (the default). The blocks move
+ * before the next pass (engine_kv_pool_follow). -EINVAL for a bad range
+ * or device, -ENOTSUP where the context's home backend is not the host's.
+ */
+static int place_kv(struct engine_ctx *ctx, const char *command,
+		    struct err *err)
+{
+	const uint32_t n_layer = engine_model_info(ctx->model)->n_layer;
+	char a[32], b[32], extra[2], name[48];
+	const char *range = "all", *dev = a;
+	const struct io_device *d;
+	bool ram;
+	uint32_t l;
+	int fields, rc;
+
+	fields = sscanf(command, " kv %31s %31s %1s", a, b, extra);
+	if (fields == 2) {
+		range = a;
+		dev = b;
+	} else if (fields != 1) {
+		return place_usage(err, command);
 	}
-	/* a split as the planner sized it: the rest on the host */
-	if (plan.chosen == ENGINE_PLAN_SPLIT) {
-		snprintf(cmd, sizeof(cmd), "all %s", plan.home);
-		rc = engine_placement_apply(ctx, cmd, err);
-		snprintf(cmd, sizeof(cmd), "blk.0-%u %s",
-			 plan.alt[ENGINE_PLAN_SPLIT].gpu_layers - 1, plan.gpu);
-		return rc < 0 ? rc : engine_placement_apply(ctx, cmd, err);
-	}
-	if (plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM) {
-		snprintf(cmd, sizeof(cmd), "experts %s", plan.host);
-		rc = engine_placement_apply(ctx, cmd, err);
-		if (rc < 0)
+	d = io_device_find(io_weights_devices(engine_model_weights(ctx->model)),
+			   dev);
+	ram = d && d->kind != IO_DEVICE_GPU;
+	if (!ram && strcmp(dev, "layer"))
+		return err_set(
+			err, EINVAL,
+			"kv %s %s: the KV cache is in RAM (a host device: cpu, numaN) or with its layer ('layer')",
+			range, dev);
+	if (ram && !ctx->backend->is_host)
+		return err_set(err, ENOTSUP,
+			       "kv: the home backend (%s) is not the host's",
+			       ctx->backend->dev.name);
+	for (l = 0; l < n_layer; l++) {
+		snprintf(name, sizeof(name), "blk.%u.attn_norm.weight", l);
+		if ((rc = place_match(range, name, n_layer, err)) < 0)
 			return rc;
+		if (rc)
+			ctx->kv_in_ram[l] = ram;
 	}
-	/* The rest on the GPU; tensors already there stay. */
-	snprintf(cmd, sizeof(cmd), "%s %s",
-		 plan.chosen == ENGINE_PLAN_EXPERTS_IN_RAM ? "all-but-experts" :
-							     "all",
-		 plan.gpu);
-	return engine_placement_apply(ctx, cmd, err);
+	return 0;
 }
 
 /*
@@ -432,6 +538,8 @@ int engine_placement_apply(struct engine_ctx *ctx, const char *command,
 	fields = sscanf(command, " %127s %31s %1s", sel, dev, extra);
 	if (fields >= 1 && fields <= 2 && strcmp(sel, "auto") == 0)
 		return place_auto(ctx, fields == 2 ? dev : NULL, err);
+	if (fields >= 2 && strcmp(sel, "kv") == 0)
+		return place_kv(ctx, command, err);
 	if (fields != 2)
 		return place_usage(err, command);
 	idx = malloc((g->n_tensors + 1) * sizeof(*idx));

@@ -10,6 +10,10 @@
  *   estimate all-cpu 12.2 fits; 4.4x slower than all-gpu
  *   measured all-cpu 9.8 estimate 12.2 ratio 0.80
  *   costs gpu0 step 0.500ms assumed cross 20.0us assumed
+ *   placed all-cpu ctx 4096 kv-in-ram 0/24
+ *
+ * The last line is what is applied now: the alternative the tensors'
+ * devices, the KV cache's place and the context's ceiling make.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -74,6 +78,16 @@ static enum engine_plan_kind plan_kind_of(const struct engine_model *m,
 	return ENGINE_PLAN_SPLIT;
 }
 
+/* Layers whose KV cache is in RAM (placement 'kv ... cpu'). */
+static uint32_t plan_kv_in_ram(const struct engine_ctx *ctx)
+{
+	uint32_t l, n = 0;
+
+	for (l = 0; l < ctx->model->hp.n_layer; l++)
+		n += ctx->kv_in_ram[l];
+	return n;
+}
+
 enum engine_plan_kind engine_placement_plan_kind(struct engine_ctx *ctx)
 {
 	const struct engine_model *m = ctx->model;
@@ -84,6 +98,11 @@ enum engine_plan_kind engine_placement_plan_kind(struct engine_ctx *ctx)
 		return ENGINE_PLAN_N;
 	k = plan_kind_of(m, layer);
 	free(layer);
+	/* everything on a GPU: where its cache is, how long a context */
+	if (k == ENGINE_PLAN_ALL_GPU && plan_kv_in_ram(ctx))
+		return ENGINE_PLAN_KV_IN_RAM;
+	if (k == ENGINE_PLAN_ALL_GPU && engine_ctx_n_ctx(ctx) < m->info.n_ctx)
+		return ENGINE_PLAN_ALL_GPU_CTX;
 	return k;
 }
 
@@ -106,6 +125,7 @@ int engine_placement_plan_text(struct engine_ctx *ctx, char *buf, size_t cap,
 	struct engine_plan_input in;
 	struct engine_plan plan;
 	enum engine_plan_kind k;
+	size_t n;
 	int rc;
 
 	if (measure)
@@ -118,14 +138,13 @@ int engine_placement_plan_text(struct engine_ctx *ctx, char *buf, size_t cap,
 	for (k = 0; k < ENGINE_PLAN_N; k++)
 		plan.alt[k].measured_tok_s = ctx->plan_measured[k];
 	pthread_mutex_unlock(&plan_measured_lock);
-	/* the all-gpu placement is the chosen one of a plan that shrinks */
-	if ((plan.chosen == ENGINE_PLAN_ALL_GPU_CTX ||
-	     plan.chosen == ENGINE_PLAN_KV_IN_RAM) &&
-	    !plan.alt[ENGINE_PLAN_ALL_GPU].fits) {
-		plan.alt[plan.chosen].measured_tok_s =
-			plan.alt[ENGINE_PLAN_ALL_GPU].measured_tok_s;
-		plan.alt[ENGINE_PLAN_ALL_GPU].measured_tok_s = 0;
-	}
-	engine_plan_describe(&plan, buf, cap);
+	n = engine_plan_describe(&plan, buf, cap);
+	/* what is applied now, whichever plan made it */
+	k = engine_placement_plan_kind(ctx);
+	snprintf(n < cap ? buf + n : NULL, n < cap ? cap - n : 0,
+		 "placed %s ctx %u kv-in-ram %u/%u\n",
+		 k == ENGINE_PLAN_N ? "other" : engine_plan_kind_name(k),
+		 engine_ctx_n_ctx(ctx), plan_kv_in_ram(ctx),
+		 ctx->model->hp.n_layer);
 	return 0;
 }

@@ -33,10 +33,12 @@
 #             4 sequences batched == each alone; cuBLAS prefill
 #   stage     test_stage (the staging ring, host side)
 #   gpu0      the engine's CUDA backend (device gpu0): tests/engine/gpu0.sh
-#             (every shared model's golden prompts with all of it and with
-#             layer 0 on gpu0; test_multidevice: a model split with the
-#             CPU gives the CPU's tokens, placement moves mid-generation
-#             change none) and tests/fs/gpu0.sh (llmfs-run and the mount
+#             (every shared model's golden prompts with all of it, with
+#             layer 0 on gpu0, and with all of it but the KV cache, in
+#             RAM and attended by the CPU ('kv cpu'); test_multidevice: a
+#             model split with the CPU gives the CPU's tokens, placement
+#             moves mid-generation change none, 'auto all-gpu-ctx' and
+#             'auto kv-in-ram' give the CPU's tokens) and tests/fs/gpu0.sh (llmfs-run and the mount
 #             on gpu0, placement writes cpu <-> gpu0 mid-answer; the
 #             carried fusermount3, and /dev/fuse, which the image must
 #             have: its row says so when it has not)

@@ -86,11 +86,14 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 	const struct engine_model_info *in = l->info;
 	struct engine_kv_stats st;
 	uint64_t bpt;
+	uint32_t n_ctx;
 	unsigned n = 0;
 	int rc;
 
 	engine_kv_stats(l->ctx, &st);
 	bpt = st.k_bytes_per_token + st.v_bytes_per_token;
+	/* the context new sequences get (a plan may have shrunk it) */
+	n_ctx = engine_ctx_n_ctx(l->ctx);
 	for (struct fs_stream *s = l->active; s; s = s->next)
 		n++;
 	rc = fs_buf_printf(
@@ -105,13 +108,12 @@ int fs_text_kv(struct fs_model *fm, uid_t uid, struct fs_buf *b)
 		engine_kv_type_name(st.type_k), engine_kv_type_name(st.type_k),
 		engine_kv_type_name(st.type_v), (unsigned long long)bpt,
 		(unsigned long long)st.k_bytes_per_token,
-		(unsigned long long)st.v_bytes_per_token, in->n_ctx,
-		(unsigned long long)bpt * in->n_ctx,
-		(unsigned long long)st.budget, (unsigned long long)st.used,
-		(unsigned long long)st.committed, (unsigned long long)st.free,
-		(unsigned long long)st.blocks, (unsigned long long)st.shared,
-		(unsigned long long)st.memory, st.block_tokens,
-		(unsigned long long)st.block_bytes,
+		(unsigned long long)st.v_bytes_per_token, n_ctx,
+		(unsigned long long)bpt * n_ctx, (unsigned long long)st.budget,
+		(unsigned long long)st.used, (unsigned long long)st.committed,
+		(unsigned long long)st.free, (unsigned long long)st.blocks,
+		(unsigned long long)st.shared, (unsigned long long)st.memory,
+		st.block_tokens, (unsigned long long)st.block_bytes,
 		(unsigned long long)kv_ceiling(st.budget, bpt, st.block_tokens),
 		n);
 	if (!rc)

@@ -385,7 +385,7 @@ static int sched_tokenize(struct fs_model *fm, struct fs_stream *s)
 static int sched_reserve(struct fs_model *fm, struct fs_stream *s,
 			 struct err *err)
 {
-	uint32_t cap = fs_local(fm)->info->n_ctx, most, need;
+	uint32_t cap = engine_ctx_n_ctx(fs_local(fm)->ctx), most, need;
 	struct engine_seq *seq = fs_local_stream(s)->seq;
 	size_t np, nt;
 	int rc;

@@ -32,7 +32,9 @@ if [ -z "${LLMFS_CUDA_MODULE:-}" ]; then
 	export MD_HYBRID=${MD_HYBRID:-2}
 fi
 fails=0
-places=("all gpu0" "blk.0 gpu0")
+# and all on gpu0 with the KV cache of every layer in RAM, attended by
+# the CPU (the planner's kv-in-ram, llama.cpp's --no-kv-offload)
+places=("all gpu0" "blk.0 gpu0" "all gpu0;kv cpu")
 # hybrid MoE, the MoE model with its experts on the CPU: on a card (the
 # simulator takes minutes a prompt of it; test_multidevice covers it there)
 [ "$LLMFS_CUDA_MODULE" != "$SIM" ] && places+=("all-but-experts gpu0")
@@ -40,7 +42,9 @@ for place in "${places[@]}"; do
 	start=$SECONDS
 	models=
 	[ "$place" = "all-but-experts gpu0" ] && models=tiny-qwen3moe-bpe16k-q4km
-	out=$(env ${models:+GOLDEN_MODELS=$models} GOLDEN_PLACEMENT="$place" \
+	out=$(env ${models:+GOLDEN_MODELS=$models} \
+		GOLDEN_PLACEMENT="${place%%;*}" \
+		GOLDEN_PLACEMENT_THEN="$([[ $place == *\;* ]] && echo "${place#*;}")" \
 		"$golden" 2>&1)
 	rc=$?
 	[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }

@@ -3,8 +3,10 @@
 # the golden prompts of every shared model (test_golden, the rule of
 # ../shared/README.md section 4) with all weights on ref0, and with layer
 # 0 on ref0 and the rest on the CPU (the residual stream and the KV cache
-# of that layer in ref0's memory); and the MoE model with all but its
-# experts on ref0 (hybrid MoE: the experts on the CPU).
+# of that layer in ref0's memory); all on ref0 with the KV cache of
+# every layer in RAM, attended by the CPU ('kv cpu', the planner's
+# kv-in-ram); and the MoE model with all but its experts on ref0 (hybrid
+# MoE: the experts on the CPU).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -12,12 +14,14 @@ test=$BUILD/tests/engine/test_golden
 [ -x "$test" ] || { echo "FAIL: $test is not built"; exit 1; }
 fails=0
 moe=tiny-qwen3moe-bpe16k-q4km
-for place in "all ref0" "blk.0 ref0" "all-but-experts ref0"; do
+for place in "all ref0" "blk.0 ref0" "all ref0;kv cpu" "all-but-experts ref0"; do
 	# hybrid MoE: only the MoE model has experts to leave on the CPU
 	models=
 	[ "$place" = "all-but-experts ref0" ] && models=$moe
 	out=$(env ${models:+GOLDEN_MODELS=$models} LLMFS_REF_DEVICE=1 \
-		GOLDEN_PLACEMENT="$place" "$test" 2>&1)
+		GOLDEN_PLACEMENT="${place%%;*}" \
+		GOLDEN_PLACEMENT_THEN="$([[ $place == *\;* ]] && echo "${place#*;}")" \
+		"$test" 2>&1)
 	rc=$?
 	[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
 	if [ $rc -ne 0 ]; then

@@ -24,7 +24,8 @@
  * made by the same llama.cpp with the same cache types
  * (tools/golden-kv.mjs; tests/engine/golden-kv.sh runs this); models
  * without such a file are left out. GOLDEN_PLACEMENT="all ref0" runs each
- * model where that placement command puts it (tests/engine/ref0.sh).
+ * model where that placement command puts it (tests/engine/ref0.sh),
+ * GOLDEN_PLACEMENT_THEN a second command after it ("kv cpu").
  * GOLDEN_THREADS=N runs the engine with
  * N threads (the reference's 2 matter past 256 positions: kv.md).
  */
@@ -252,8 +253,11 @@ START_TEST(test_golden_model)
 	struct err err = { 0 };
 	char path[1600], line_buf[1 << 17];
 	double rel_tol, margin;
+	static const char *const place_vars[] = { "GOLDEN_PLACEMENT",
+						  "GOLDEN_PLACEMENT_THEN" };
 	size_t max_prompts = SIZE_MAX;
 	FILE *f;
+	int k;
 
 	check_golden_thresholds(stem, &rel_tol, &margin);
 	check_shared_model(path, sizeof(path), stem);
@@ -261,13 +265,17 @@ START_TEST(test_golden_model)
 		      path, err.msg);
 	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
 		      err.msg);
-	/* GOLDEN_PLACEMENT: where the weights compute ("all ref0") */
-	if (getenv("GOLDEN_PLACEMENT"))
-		ck_assert_msg(engine_placement_apply(ctx,
-						     getenv("GOLDEN_PLACEMENT"),
-						     &err) == 0,
-			      "%s: placement '%s': %s", path,
-			      getenv("GOLDEN_PLACEMENT"), err.msg);
+	/*
+	 * GOLDEN_PLACEMENT: where the weights compute ("all ref0"), then
+	 * GOLDEN_PLACEMENT_THEN ("kv cpu")
+	 */
+	for (k = 0; k < 2; k++)
+		if (getenv(place_vars[k]) && *getenv(place_vars[k]))
+			ck_assert_msg(
+				engine_placement_apply(
+					ctx, getenv(place_vars[k]), &err) == 0,
+				"%s: placement '%s': %s", path,
+				getenv(place_vars[k]), err.msg);
 	snprintf(path, sizeof(path), "%s/%s%s", golden_dir, stem,
 		 golden_suffix);
 	f = fopen(path, "r");

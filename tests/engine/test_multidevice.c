@@ -32,8 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../engine/context.h"
 #include "../../engine/cuda/loader.h"
 #include "../../engine/engine.h"
+#include "../../engine/kv_pool.h"
 #include "../common/check_main.h"
 
 static const char *const md_models[] = {
@@ -70,9 +72,11 @@ static const char *md_cmd(const char *fmt)
 	return cmd[k];
 }
 
-static struct engine_ctx *md_open(const char *stem, bool exact)
+/* n_ctx 0: the model's default (its training context, 4096 at most) */
+static struct engine_ctx *md_open_ctx(const char *stem, bool exact,
+				      uint32_t n_ctx)
 {
-	struct engine_model_options opt = { .n_ctx = 256 };
+	struct engine_model_options opt = { .n_ctx = n_ctx };
 	struct engine_ctx_options copt = { .threads = 2, .batch_exact = exact };
 	struct engine_model *m = NULL;
 	struct engine_ctx *ctx = NULL;
@@ -86,6 +90,11 @@ static struct engine_ctx *md_open(const char *stem, bool exact)
 	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
 		      err.msg);
 	return ctx;
+}
+
+static struct engine_ctx *md_open(const char *stem, bool exact)
+{
+	return md_open_ctx(stem, exact, 256);
 }
 
 static void md_close(struct engine_ctx *ctx)
@@ -529,6 +538,206 @@ START_TEST(test_experts_in_ram)
 END_TEST
 
 /*
+ * Layers on md_dev with the KV cache of some in RAM ('kv blk.A-B cpu',
+ * llama.cpp's --no-kv-offload per layer): their attention runs on the
+ * CPU, the rest of the layer on md_dev. The CPU's tokens and logits (its
+ * bits on ref0), the cache moved to RAM and back between the steps of
+ * one generation too; the placement file lists where the KV is.
+ */
+START_TEST(test_kv_in_ram)
+{
+	const char *stem = "tiny-qwen3-bpe16k-mixq";
+	struct engine_ctx *cpu = md_open(stem, true);
+	struct engine_ctx *ram = md_open(stem, true);
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(cpu));
+	const size_t bytes = (size_t)MD_STEPS * in->n_vocab * sizeof(float);
+	float *lc = malloc(bytes), *lr = malloc(bytes);
+	int32_t tc[MD_STEPS], tr[MD_STEPS];
+	struct err err = { 0 };
+	char what[128], cmd[64], kv[64], *text;
+	size_t len;
+
+	ck_assert(lc && lr && in->n_layer >= 2);
+	snprintf(cmd, sizeof(cmd), "all %s;kv blk.1-%u cpu", md_dev,
+		 in->n_layer - 1);
+	md_place(ram, cmd);
+	ck_assert_int_eq(engine_placement_plan_kind(ram),
+			 ENGINE_PLAN_KV_IN_RAM);
+	ck_assert_int_eq(engine_placement_format(ram, &text, &len, &err), 0);
+	/* a run of one layer is named as one */
+	if (in->n_layer > 2)
+		snprintf(kv, sizeof(kv), "\nkv blk.1-%u cpu\n",
+			 in->n_layer - 1);
+	else
+		snprintf(kv, sizeof(kv), "\nkv blk.1 cpu\n");
+	ck_assert_msg(strstr(text, kv), "no '%s' in:\n%s", kv + 1, text);
+	free(text);
+	md_generate(cpu, tc, lc, NULL, 0, NULL, 0);
+	md_generate(ram, tr, lr, NULL, 0, NULL, 0);
+	snprintf(what, sizeof(what), "%s, '%s'", stem, cmd);
+	md_compare(what, tc, lc, tr, lr, MD_STEPS, in->n_vocab);
+	/* the pool's blocks of layer 0 on md_dev, of the others in RAM */
+	ck_assert(!engine_kv_pool_layer_backend(ram->kv, 0)->is_host);
+	ck_assert(engine_kv_pool_layer_backend(ram->kv, 1)->is_host);
+	/* every layer's cache to RAM after the prompt, back at step 9 */
+	md_place(ram, "kv layer");
+	ck_assert_int_eq(engine_placement_plan_kind(ram), ENGINE_PLAN_ALL_GPU);
+	md_generate(ram, tr, lr, "kv cpu", 1, "kv layer", 9);
+	snprintf(what, sizeof(what), "%s, all %s, 'kv cpu' at 1, back at 9",
+		 stem, md_dev);
+	md_compare(what, tc, lc, tr, lr, MD_STEPS, in->n_vocab);
+	ck_assert_int_eq(engine_placement_apply(ram, "kv gpu9", &err), -EINVAL);
+	ck_assert_int_eq(engine_placement_apply(ram, "kv blk.99 cpu", &err),
+			 -EINVAL);
+	free(lc);
+	free(lr);
+	md_close(cpu);
+	md_close(ram);
+}
+END_TEST
+
+/*
+ * md_dev described to the planner as a GPU (fast, its memory as below),
+ * in the device set of ctx's model; io_device_set_measure has measured
+ * the host. Returns the plan with memory enough for everything.
+ */
+static struct io_device *md_plan_gpu(struct engine_ctx *ctx,
+				     struct engine_plan *plan)
+{
+	struct engine_model *m = engine_ctx_model(ctx);
+	struct io_device_set *set = io_weights_devices(engine_model_weights(m));
+	struct engine_plan_input in;
+	struct err err = { 0 };
+	struct io_device *d;
+	uint32_t k;
+
+	for (k = 0; k < set->n && strcmp(set->dev[k].name, md_dev); k++)
+		;
+	if (k == set->n) {
+		ck_assert_uint_lt(set->n, IO_DEVICE_MAX);
+		set->n++;
+	}
+	d = &set->dev[k];
+	memset(d, 0, sizeof(*d));
+	d->kind = IO_DEVICE_GPU;
+	snprintf(d->name, sizeof(d->name), "%s", md_dev);
+	d->node = -1;
+	d->mem_bw = 1000e9;
+	d->bw_source = IO_BW_GIVEN;
+	d->link_bw = 25e9;
+	d->compute = true;
+	/* described: its backend's free memory is not the planner's */
+	d->simulated = true;
+	d->total_bytes = d->free_bytes = 1ull << 40;
+	io_device_set_measure(set);
+	engine_plan_input_of_ctx(ctx, &in);
+	ck_assert_int_eq(engine_plan_make(plan, &in, set, &err), 0);
+	ck_assert_int_eq(plan->chosen, ENGINE_PLAN_ALL_GPU);
+	return d;
+}
+
+/*
+ * The planner's alternatives applied, on a GPU (md_dev) whose memory
+ * holds the weights and the scratch and half the KV cache of the
+ * default context (4096): 'auto' picks all-gpu-ctx (the context was not
+ * asked for), everything on md_dev, sequences started after it holding
+ * 2048 positions and refused a 2049th; 'auto kv-in-ram' puts everything
+ * on md_dev with the cache of the layers past those whose KV fits in
+ * RAM. Both give the CPU's tokens and logits; 'auto all-cpu' gives the
+ * model's context back.
+ */
+START_TEST(test_plan_applied)
+{
+	const char *stem = "tiny-qwen3-bpe16k-mixq";
+	struct engine_ctx *cpu = md_open_ctx(stem, true, 0);
+	struct engine_ctx *gpu = md_open_ctx(stem, true, 0);
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(cpu));
+	const size_t bytes = (size_t)MD_STEPS * in->n_vocab * sizeof(float);
+	float *lc = malloc(bytes), *lg = malloc(bytes);
+	int32_t tc[MD_STEPS], tg[MD_STEPS], *tok;
+	struct engine_plan plan;
+	struct engine_kv_stats st;
+	struct engine_seq *seq = NULL;
+	struct err err = { 0 };
+	struct io_device *d;
+	uint64_t kv;
+	uint32_t n, g, l;
+	char what[128], want[64], *text, *dev;
+	size_t len;
+
+	ck_assert(lc && lg);
+	ck_assert_uint_eq(in->n_ctx, 4096);
+	d = md_plan_gpu(gpu, &plan);
+	engine_kv_stats(gpu, &st);
+	/* the KV cache of the whole context, of one sequence */
+	kv = (uint64_t)(st.k_bytes_per_token + st.v_bytes_per_token) *
+	     in->n_ctx;
+	d->total_bytes = d->free_bytes =
+		plan.alt[ENGINE_PLAN_ALL_GPU].gpu_bytes - kv / 2;
+	md_generate(cpu, tc, lc, NULL, 0, NULL, 0);
+
+	/* all-gpu-ctx: half the context */
+	md_place(gpu, "auto");
+	ck_assert_int_eq(engine_placement_plan_kind(gpu),
+			 ENGINE_PLAN_ALL_GPU_CTX);
+	n = engine_ctx_n_ctx(gpu);
+	ck_assert_uint_eq(n, 2048);
+	dev = md_device_of(gpu, "output_norm.weight");
+	ck_assert_str_eq(dev, md_dev);
+	free(dev);
+	ck_assert_int_eq(engine_placement_format(gpu, &text, &len, &err), 0);
+	snprintf(want, sizeof(want), "\nplaced all-gpu-ctx ctx %u kv-in-ram 0/",
+		 n);
+	ck_assert_msg(strstr(text, want), "no '%s' in:\n%s", want + 1, text);
+	free(text);
+	ck_assert_int_eq(engine_seq_new(gpu, &seq, &err), 0);
+	ck_assert_uint_eq(engine_seq_capacity(seq), n);
+	tok = calloc(n + 1, sizeof(*tok));
+	ck_assert(tok != NULL);
+	{
+		struct engine_batch_item it = { seq, tok, n + 1, NULL };
+
+		ck_assert_int_eq(engine_forward(gpu, &it, 1, &err), -ENOSPC);
+	}
+	free(tok);
+	engine_seq_free(seq);
+	md_generate(gpu, tg, lg, NULL, 0, NULL, 0);
+	snprintf(what, sizeof(what), "%s, auto all-gpu-ctx (%u)", stem, n);
+	md_compare(what, tc, lc, tg, lg, MD_STEPS, in->n_vocab);
+
+	/* kv-in-ram: the context asked for, the later layers' KV in RAM */
+	md_place(gpu, "auto kv-in-ram");
+	ck_assert_int_eq(engine_placement_plan_kind(gpu),
+			 ENGINE_PLAN_KV_IN_RAM);
+	ck_assert_uint_eq(engine_ctx_n_ctx(gpu), in->n_ctx);
+	ck_assert_int_eq(engine_placement_format(gpu, &text, &len, &err), 0);
+	for (g = 0, l = 0; l < in->n_layer; l++) {
+		snprintf(want, sizeof(want), "\nkv blk.%u", l);
+		if (!strstr(text, want))
+			g++;
+	}
+	ck_assert_msg(
+		g > 0 && g < in->n_layer &&
+			strstr(text, "\nplaced kv-in-ram ctx 4096 kv-in-ram "),
+		"%s", text);
+	free(text);
+	md_generate(gpu, tg, lg, NULL, 0, NULL, 0);
+	snprintf(what, sizeof(what), "%s, auto kv-in-ram", stem);
+	md_compare(what, tc, lc, tg, lg, MD_STEPS, in->n_vocab);
+
+	md_place(gpu, "auto all-cpu");
+	ck_assert_int_eq(engine_placement_plan_kind(gpu), ENGINE_PLAN_ALL_CPU);
+	ck_assert_uint_eq(engine_ctx_n_ctx(gpu), in->n_ctx);
+	free(lc);
+	free(lg);
+	md_close(cpu);
+	md_close(gpu);
+}
+END_TEST
+
+/*
  * The default mode, greedy, one generation: the attention to the
  * device with the experts left on the CPU after the prompt, the experts
  * to the device too, back to the CPU, everything back: the tokens and
@@ -708,6 +917,8 @@ static void md_tests(TCase *tc)
 	tcase_add_test(tc, test_stage_split_refused);
 	tcase_add_loop_test(tc, test_experts_in_ram, 0, md_hybrid_n);
 	tcase_add_test(tc, test_experts_move_mid_generation);
+	tcase_add_test(tc, test_kv_in_ram);
+	tcase_add_test(tc, test_plan_applied);
 	if (md_exact)
 		tcase_add_test(tc, test_ref0_only_when_asked);
 	else
