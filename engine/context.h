@@ -61,6 +61,15 @@ struct engine_ctx {
 int engine_ctx_backend(struct engine_ctx *ctx, const char *device,
 		       uint32_t *index, struct err *err);
 
+/*
+ * The planner's input for ctx (engine_plan_input_of_ctx) with what ctx
+ * has measured: all-cpu's decode speed (the host's step), and into the
+ * model's device set the VRAM each GPU's backend took at its open (the
+ * reserve). placement_plan.c.
+ */
+void engine_placement_plan_input(struct engine_ctx *ctx,
+				 struct engine_plan_input *in);
+
 /* Free the forward pass's buffers (engine_ctx_free). */
 void engine_forward_release(struct engine_ctx *ctx);
 

@@ -935,6 +935,8 @@ struct engine_plan_input {
 	double overhead_s;    /* fixed, per token */
 	double crossing_s;    /* per hand-over between host and GPU */
 	uint64_t gpu_reserve; /* VRAM the runtime keeps (context, workspace) */
+	/* all-cpu's measured decode tokens/s: the host's step from it */
+	double host_tok_s;
 };
 
 /* Sort n tensors into the byte counts of in (added to what is there). */
@@ -962,9 +964,15 @@ struct engine_plan {
 	char near[16];	/* the GPU plans' host memory (the GPU's node) */
 	uint32_t n_ctx; /* the context the chosen plan gives */
 	struct engine_plan_alt alt[ENGINE_PLAN_N];
-	/* the GPU plans' costs, and whether measured (else assumed) */
-	double step_s, cross_s;
-	bool step_measured, cross_measured;
+	/*
+	 * The costs, and whether measured (else assumed): the GPU plans'
+	 * step and crossing, the GPU's reserve (io_device.reserve_bytes and
+	 * what comes after the open), all-cpu's step.
+	 */
+	double step_s, cross_s, host_step_s;
+	uint64_t reserve;
+	bool step_measured, cross_measured, reserve_measured;
+	bool host_step_measured;
 };
 
 /*

@@ -404,7 +404,7 @@ static int place_auto(struct engine_ctx *ctx, const char *name, struct err *err)
 	int rc;
 
 	io_device_set_measure(set);
-	engine_plan_input_of_ctx(ctx, &in);
+	engine_placement_plan_input(ctx, &in);
 	rc = engine_plan_make(&plan, &in, set, err);
 	if (rc == 0)
 		rc = place_pick(&plan, name, err);

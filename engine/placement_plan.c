@@ -117,6 +117,47 @@ void engine_placement_note_decode(struct engine_ctx *ctx, double tok_s)
 	pthread_mutex_unlock(&plan_measured_lock);
 }
 
+/*
+ * The reserve of each GPU a backend of ctx has opened, into set: what
+ * the card's free memory lost to the open beyond what set's free already
+ * left out, from where it started: the probe's free (its process had a
+ * context too), or for a capped card, whose cap stands for a whole card
+ * with its context, the card's total.
+ */
+static void plan_reserve_note(struct engine_ctx *ctx, struct io_device_set *set)
+{
+	uint32_t b, k;
+
+	for (b = 1; b < ctx->n_backends; b++) {
+		const struct engine_device *opened = &ctx->backends[b]->dev;
+
+		for (k = 0; k < set->n; k++) {
+			struct io_device *d = &set->dev[k];
+			uint64_t from = d->capped ? opened->total_bytes :
+						    d->free_bytes;
+
+			if (opened->kind != IO_DEVICE_GPU ||
+			    strcmp(d->name, opened->name) || d->simulated ||
+			    !opened->total_bytes)
+				continue;
+			d->reserve_bytes = from > opened->free_bytes ?
+						   from - opened->free_bytes :
+						   0;
+			d->reserve_measured = true;
+		}
+	}
+}
+
+void engine_placement_plan_input(struct engine_ctx *ctx,
+				 struct engine_plan_input *in)
+{
+	plan_reserve_note(ctx, io_weights_devices(ctx->model->weights));
+	engine_plan_input_of_ctx(ctx, in);
+	pthread_mutex_lock(&plan_measured_lock);
+	in->host_tok_s = ctx->plan_measured[ENGINE_PLAN_ALL_CPU];
+	pthread_mutex_unlock(&plan_measured_lock);
+}
+
 int engine_placement_plan_text(struct engine_ctx *ctx, char *buf, size_t cap,
 			       bool measure, struct err *err)
 {
@@ -130,7 +171,7 @@ int engine_placement_plan_text(struct engine_ctx *ctx, char *buf, size_t cap,
 
 	if (measure)
 		io_device_set_measure(set);
-	engine_plan_input_of_ctx(ctx, &in);
+	engine_placement_plan_input(ctx, &in);
 	rc = engine_plan_make(&plan, &in, set, err);
 	if (rc < 0)
 		return rc;

@@ -43,6 +43,16 @@
 static const double plan_overhead_s = 0.5e-3;
 static const double plan_crossing_s = 20e-6;
 static const uint64_t plan_gpu_reserve = 512ull << 20;
+/*
+ * Beside a measured reserve (a GPU's backend open: its context, the
+ * module's code and buffers; io_device.reserve_bytes), what comes later
+ * and is not counted against a cap: cuBLAS's handle and workspace, made
+ * with the first prompt (32 MiB of workspace on Hopper), and kernels
+ * loaded lazily.
+ */
+static const uint64_t plan_after_open = 64ull << 20;
+/* A host step derived from a measurement is never taken below this. */
+static const double plan_min_step_s = 1e-6;
 
 static const char *const plan_kind_names[] = {
 	[ENGINE_PLAN_ALL_GPU] = "all-gpu",
@@ -66,6 +76,7 @@ struct plan_env {
 	const struct io_device *home; /* where all-cpu puts everything */
 	uint64_t weights;	      /* every tensor */
 	uint64_t scratch;	      /* GPU compute buffers + reserve */
+	uint64_t reserve;	      /* the runtime's VRAM (context, ...) */
 	uint64_t n_seq;
 	double active;	     /* share of the experts read per token */
 	double r_exp;	     /* expert bytes read per token */
@@ -104,6 +115,28 @@ static double plan_kv_read(const struct plan_env *e, uint32_t ctx)
 	uint32_t t = e->in->est_tokens ? e->in->est_tokens : ctx / 2;
 
 	return (double)e->in->kv_bytes_per_token * (t < ctx ? t : ctx);
+}
+
+/*
+ * The host's fixed cost of a decode step: given, or what all-cpu's
+ * measured speed leaves after its bytes at the home's bandwidth (the
+ * estimate is then the measurement; on few cores the residue is the
+ * cores' compute, Documentation/gpu.md), or the home device's measured
+ * one (cpu:step=, tools/bench-placement.sh), or assumed.
+ */
+static double plan_host_step(const struct plan_env *e)
+{
+	const struct engine_plan_input *in = e->in;
+	double t;
+
+	if (in->overhead_s > 0)
+		return in->overhead_s;
+	if (!(in->host_tok_s > 0))
+		return e->home->step_s > 0 ? e->home->step_s : plan_overhead_s;
+	t = 1 / in->host_tok_s - (in->layer_bytes + e->r_exp + e->r_out +
+				  e->r_in + plan_kv_read(e, in->n_ctx)) /
+					 e->home->mem_bw;
+	return t > plan_min_step_s ? t : plan_min_step_s;
 }
 
 static uint64_t plan_host_free(const struct plan_env *e,
@@ -158,7 +191,7 @@ static int plan_env_make(struct plan_env *e, const struct engine_plan_input *in,
 	e->r_exp = e->active * in->expert_bytes;
 	e->r_out = in->output_bytes + (in->has_output ? 0 : in->input_bytes);
 	e->r_in = in->has_output ? (double)in->input_bytes / in->n_vocab : 0;
-	e->overhead = in->overhead_s > 0 ? in->overhead_s : plan_overhead_s;
+	e->overhead = plan_host_step(e);
 	e->gpu_overhead = in->overhead_s > 0	       ? in->overhead_s :
 			  e->gpu && e->gpu->step_s > 0 ? e->gpu->step_s :
 							 plan_overhead_s;
@@ -170,7 +203,11 @@ static int plan_env_make(struct plan_env *e, const struct engine_plan_input *in,
 	 * ggml's compute buffer for a prompt batch: hidden states, the FFN's
 	 * (the used experts') intermediates, the logits, in F32.
 	 */
-	e->scratch = (in->gpu_reserve ? in->gpu_reserve : plan_gpu_reserve) +
+	e->reserve = in->gpu_reserve ? in->gpu_reserve :
+		     e->gpu && e->gpu->reserve_measured ?
+				       e->gpu->reserve_bytes + plan_after_open :
+				       plan_gpu_reserve;
+	e->scratch = e->reserve +
 		     (uint64_t)PLAN_UBATCH * 4 *
 			     (4ull * in->n_embd +
 			      2ull * in->n_ff *
@@ -518,6 +555,12 @@ int engine_plan_make(struct engine_plan *plan,
 			      (e.gpu && e.gpu->step_s > 0);
 	plan->cross_measured = in->crossing_s > 0 ||
 			       (e.gpu && e.gpu->cross_s > 0);
+	plan->reserve = e.reserve;
+	plan->reserve_measured = in->gpu_reserve ||
+				 (e.gpu && e.gpu->reserve_measured);
+	plan->host_step_s = e.overhead;
+	plan->host_step_measured = in->overhead_s > 0 || in->host_tok_s > 0 ||
+				   e.home->step_s > 0;
 	for (k = 0; k < ENGINE_PLAN_N; k++) {
 		if (!alt[k].considered || k == (int)plan->chosen ||
 		    alt[k].why[0])
@@ -630,14 +673,21 @@ size_t engine_plan_describe(const struct engine_plan *plan, char *buf,
 		len += n > 0 ? (size_t)n : 0;
 	}
 	if (plan->gpu[0]) {
-		n = snprintf(len < cap ? buf + len : NULL,
-			     len < cap ? cap - len : 0,
-			     "costs %s step %.3fms %s cross %.1fus %s\n",
-			     plan->gpu, plan->step_s * 1e3,
-			     plan->step_measured ? "measured" : "assumed",
-			     plan->cross_s * 1e6,
-			     plan->cross_measured ? "measured" : "assumed");
+		n = snprintf(
+			len < cap ? buf + len : NULL, len < cap ? cap - len : 0,
+			"costs %s step %.3fms %s cross %.1fus %s reserve %lluMiB %s\n",
+			plan->gpu, plan->step_s * 1e3,
+			plan->step_measured ? "measured" : "assumed",
+			plan->cross_s * 1e6,
+			plan->cross_measured ? "measured" : "assumed",
+			(unsigned long long)(plan->reserve >> 20),
+			plan->reserve_measured ? "measured" : "assumed");
 		len += n > 0 ? (size_t)n : 0;
 	}
+	n = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0,
+		     "costs %s step %.3fms %s\n", plan->home,
+		     plan->host_step_s * 1e3,
+		     plan->host_step_measured ? "measured" : "assumed");
+	len += n > 0 ? (size_t)n : 0;
 	return len;
 }

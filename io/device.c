@@ -24,8 +24,9 @@
  * memory at most the cap, and the CUDA backend refuses to place more
  * there (ENOSPC). Until a probe finds it, it has no bandwidth. A real
  * card's measured costs can be given too: step=0.4ms (a decode step's
- * fixed cost), cross=30us (one host <-> GPU hand-over); the planner takes
- * them over its defaults (tools/bench-placement.sh measures them).
+ * fixed cost), cross=30us (one host <-> GPU hand-over), and the host's
+ * step (cpu:step=2ms, all-cpu's); the planner takes them over its
+ * defaults (tools/bench-placement.sh measures them).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -198,7 +199,7 @@ static int device_key(struct io_device *d, const char *key, const char *val,
 			goto bad;
 		return 0;
 	}
-	if ((strcmp(key, "step") == 0 || strcmp(key, "cross") == 0) && gpu) {
+	if (strcmp(key, "step") == 0 || (strcmp(key, "cross") == 0 && gpu)) {
 		if (device_seconds(val, &v) < 0)
 			goto bad;
 		*(key[0] == 's' ? &d->step_s : &d->cross_s) = v;

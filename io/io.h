@@ -534,9 +534,19 @@ struct io_device {
 	 * the card (engine_gpu_probe) it has no bandwidths and no compute.
 	 */
 	bool capped;
-	/* gpu: measured costs the planner takes over its defaults; 0: none */
+	/*
+	 * Measured costs the planner takes over its defaults; 0: none. A
+	 * host device's step_s is all-cpu's (cpu:step=).
+	 */
 	double step_s;	/* fixed cost of a decode step (launches) */
 	double cross_s; /* one host <-> GPU hand-over besides its bytes */
+	/*
+	 * gpu: the VRAM the runtime took when a backend opened it (its CUDA
+	 * context, the module's code and buffers), beyond what free_bytes
+	 * already leaves out; the planner's reserve where reserve_measured
+	 */
+	uint64_t reserve_bytes;
+	bool reserve_measured;
 };
 
 #define IO_DEVICE_MAX 16

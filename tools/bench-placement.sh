@@ -3,8 +3,9 @@
 # For each case (a model of real shape and a VRAM cap on the GPU,
 # --devices gpu0:vram=CAP), every alternative the planner lists is run
 # with llmfs-bench --placement 'auto ALTERNATIVE' (the planner's own
-# placement of it: all-gpu, the split by layers as it sizes it, all-cpu,
-# experts-in-ram) and timed, pp512 and tg64 from an empty context in one
+# placement of it: all-gpu, all-gpu-ctx with its context, kv-in-ram with
+# the later layers' KV cache in RAM, the split by layers as it sizes it,
+# all-cpu, experts-in-ram) and timed, pp512 and tg64 from an empty context in one
 # load; then a table: case, alternative, the planner's estimate of
 # decode (t/s), tg64 measured, their ratio, pp512 measured, and which
 # alternative the planner picks. An alternative that does not fit, or
@@ -16,8 +17,12 @@
 #           per-token time the bytes / bandwidth part does not explain)
 #   cross = assumed cross + (1/measured - 1/estimate of split, corrected
 #           for the new step) / 2 (a split crosses twice a token)
+#   host step = assumed + (1/measured - 1/estimate) of all-cpu
 # each the median over the cases, printed as the --devices words that
-# give them to the planner (gpu0:...,step=...,cross=...).
+# give them to the planner (gpu0:...,step=...,cross=...,cpu:step=...).
+# The GPU's VRAM reserve needs no run of its own: each run's plan is
+# made after its backend opened the card, and its costs line says
+# `reserve NMiB measured` (Documentation/gpu.md).
 #
 #   tools/bench-placement.sh                # the four cases of issue 27
 #   PLACEMENT_CASES="8b-6g" tools/bench-placement.sh
@@ -38,9 +43,9 @@
 # there; 14B about 6 s, the 30B-A3B about 12-20 s: disk-bound), 33 GB of
 # disk in all; each llmfs-bench run loads its model (8B 4-5 s, 14B 7-8 s,
 # 30B-A3B 13-16 s) and packs it for the CPU. Estimated: 8b-16g 60 s,
-# 8b-6g 45 s, 14b-8g 80 s, moe-8g 100 s (experts-in-ram adds one run once
-# the engine places it): about 5 minutes with the writing, inside one
-# device call of 600 s.
+# 8b-6g 70 s (all-gpu-ctx and kv-in-ram run there: the weights fit, the
+# 4096 context's KV does not), 14b-8g 80 s, moe-8g 100 s: about 5.5
+# minutes with the writing, inside one device call of 600 s.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BIN=${BIN:-build/bin}
@@ -61,7 +66,7 @@ declare -A shape=(
 )
 # case: shape@cap, and its estimated seconds (the header's figures)
 declare -A cases=([8b-16g]=8b@16G [8b-6g]=8b@6G [14b-8g]=14b@8G [moe-8g]=30b-a3b@8G)
-declare -A secs=([8b-16g]=60 [8b-6g]=45 [14b-8g]=80 [moe-8g]=100)
+declare -A secs=([8b-16g]=60 [8b-6g]=70 [14b-8g]=80 [moe-8g]=100)
 
 write_model() { # shape; prints the file
 	local s=$1 f=$WORK/placement-$1-q4_k_m.gguf t=$SECONDS
@@ -79,7 +84,7 @@ write_model() { # shape; prints the file
 run_alt() {
 	local alt=$1 model=$2 cap=$3 pack=
 	# all on the GPU: the CPU's panels would only be undone by the move
-	[ "$alt" = all-gpu ] && pack=--no-pack
+	case $alt in all-gpu | all-gpu-ctx | kv-in-ram) pack=--no-pack ;; esac
 	echo "== $alt: llmfs-bench -m $model --devices gpu0:vram=$cap --placement 'auto $alt' $pack -p $PP -n $TG -r $REPS --plan" >>"$LOG"
 	timeout --kill-after=5 300 "$BIN/llmfs-bench" -m "$model" \
 		--devices "gpu0:vram=$cap" --placement "auto $alt" $pack \
@@ -111,12 +116,6 @@ one_case() { # name, shape, cap, model
 			row "$name" "$alt" - - - - "not run: ${why:0:80}"
 			continue
 		fi
-		case $alt in
-		all-gpu-ctx | kv-in-ram)
-			row "$name" "$alt" "$est" - - - "not run: the engine does not apply a plan's context or KV placement yet (it would run as all-gpu)"
-			continue
-			;;
-		esac
 		if [ "$alt" = $first ]; then
 			cp "$plan" "$WORK/run.out"
 		else
@@ -135,8 +134,12 @@ one_case() { # name, shape, cap, model
 		if awk -v a="$tg" -v b="$best_tg" 'BEGIN { exit !(a > b) }'; then
 			best=$alt best_tg=$tg
 		fi
-		# the costs this run's plan assumed (its costs line)
-		awk '$1 == "costs" { sub(/ms$/, "", $4); sub(/us$/, "", $6); print $4 / 1e3, $6 / 1e6; exit }' \
+		# the costs this run's plan assumed (its costs lines: the GPU's,
+		# then the host's)
+		awk '$1 == "costs" && $2 ~ /^gpu/ { sub(/ms$/, "", $4); sub(/us$/, "", $6); g = $4 / 1e3 " " $6 / 1e6 }
+			$1 == "costs" && $2 !~ /^gpu/ { sub(/ms$/, "", $4); h = $4 / 1e3 }
+			$1 == "plan" && n++ { exit }
+			END { if (g != "") print g, (h != "" ? h : 0.0005) }' \
 			"$WORK/run.out" >"$WORK/costs"
 	done
 	# the issue's rule: the pick within 10% of the fastest measured
@@ -168,29 +171,34 @@ for c in ${PLACEMENT_CASES:-8b-16g 8b-6g 14b-8g moe-8g}; do
 done
 
 # The costs from the measurements: all-gpu's residue is the step, the
-# split's (after the step) over its two crossings the crossing.
-read -r step0 cross0 < <(cat "$WORK/costs" 2>/dev/null || echo "0.0005 0.00002")
-costs=$(awk -v s0="$step0" -v c0="$cross0" '
+# split's (after the step) over its two crossings the crossing, all-cpu's
+# the host's step.
+read -r step0 cross0 host0 < <(cat "$WORK/costs" 2>/dev/null || echo "0.0005 0.00002 0.0005")
+costs=$(awk -v s0="$step0" -v c0="$cross0" -v h0="${host0:-0.0005}" '
 	function median(a, n,   i, j, t) {
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 	}
 	$3 == "all-gpu" { ds[++ns] = 1 / $5 - 1 / $4 }
 	$3 == "split" { sp[++nc] = 1 / $5 - 1 / $4 }
+	$3 == "all-cpu" { dh[++nh] = 1 / $5 - 1 / $4 }
 	END {
 		step = ns ? s0 + median(ds, ns) : s0
 		if (step < 1e-6) step = 1e-6
 		for (i = 1; i <= nc; i++) sp[i] = (sp[i] - (step - s0)) / 2
 		cross = nc ? c0 + median(sp, nc) : c0
 		if (cross < 1e-7) cross = 1e-7
-		printf "step=%.3fms,cross=%.1fus %s %s\n", step * 1e3, cross * 1e6,
-			ns ? "measured" : "assumed", nc ? "measured" : "assumed"
+		host = nh ? h0 + median(dh, nh) : h0
+		if (host < 1e-6) host = 1e-6
+		printf "step=%.3fms,cross=%.1fus %s %s %.3fms %s\n", step * 1e3, cross * 1e6,
+			ns ? "measured" : "assumed", nc ? "measured" : "assumed",
+			host * 1e3, nh ? "measured" : "assumed"
 	}' "$OUT/measured.txt")
 {
 	echo
 	echo "==== bench-placement: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1), reps $REPS, pp$PP tg$TG, $((SECONDS - T0)) s ===="
 	printf '%-8s %-15s %9s %9s %6s %9s  %s\n' case alternative "est t/s" "tg$TG t/s" ratio "pp$PP t/s" ""
 	for r in "${rows[@]}"; do echo "$r"; done
-	read -r words sm cm <<<"$costs"
-	echo "costs from these runs: step $sm, crossing $cm: --devices gpu0:vram=CAP,$words"
+	read -r words sm cm host hm <<<"$costs"
+	echo "costs from these runs: step $sm, crossing $cm, host step $hm: --devices gpu0:vram=CAP,$words,cpu:step=$host"
 } | tee "$OUT/placement.txt"

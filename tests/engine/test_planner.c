@@ -678,6 +678,8 @@ START_TEST(test_planner_no_gpu_and_bad_input)
 			 "plan all-cpu gpu - host cpu ctx 4096");
 	ck_assert_int_eq(strncmp(strtok(NULL, "\n"), "estimate all-cpu ", 17),
 			 0);
+	/* the host's step: all-cpu's estimate has it with or without a GPU */
+	ck_assert_str_eq(strtok(NULL, "\n"), "costs cpu step 0.500ms assumed");
 	ck_assert_ptr_null(strtok(NULL, "\n"));
 	/* A bandwidth nobody measured or gave cannot be estimated with. */
 	set.dev[0].mem_bw = 0;
@@ -705,8 +707,9 @@ END_TEST
  * (4.9 GB) does not fit and the plan is all-cpu; capped at 16 GiB it is
  * all-gpu.
  * A cap no probe resolved (no bandwidths) is not planned for. Measured
- * costs of the card (step=, cross=) replace the assumed ones, and the
- * costs line says which.
+ * costs of the card (step=, cross=, the reserve its backend's open took)
+ * and of the host (all-cpu's measured speed) replace the assumed ones,
+ * and the costs lines say which.
  */
 START_TEST(test_planner_capped_card_and_measured_costs)
 {
@@ -714,6 +717,7 @@ START_TEST(test_planner_capped_card_and_measured_costs)
 	struct io_device_set set;
 	struct engine_plan p;
 	char text[4096], want[128];
+	uint64_t gpu_bytes;
 	double r;
 
 	shape_make(&m, &llama3_8b);
@@ -730,8 +734,36 @@ START_TEST(test_planner_capped_card_and_measured_costs)
 	engine_plan_describe(&p, text, sizeof(text));
 	ck_assert_ptr_nonnull(strstr(
 		text,
-		"\ncosts gpu0 step 0.500ms assumed cross 20.0us assumed\n"));
+		"\ncosts gpu0 step 0.500ms assumed cross 20.0us assumed reserve 512MiB assumed\n"));
+	ck_assert_ptr_nonnull(
+		strstr(text, "\ncosts cpu step 0.500ms assumed\n"));
 	ck_assert_ptr_null(strstr(text, "\nmeasured "));
+	/*
+	 * the reserve measured at the backend's open (100 MiB), and what
+	 * comes after it (64 MiB): 348 MiB less than assumed on the card
+	 */
+	gpu_bytes = p.alt[ENGINE_PLAN_ALL_GPU].gpu_bytes;
+	set.dev[2].reserve_bytes = 100ull << 20;
+	set.dev[2].reserve_measured = true;
+	plan_of(&p, &m, &set);
+	ck_assert_uint_eq(p.reserve, 164ull << 20);
+	ck_assert_uint_eq(p.alt[ENGINE_PLAN_ALL_GPU].gpu_bytes,
+			  gpu_bytes - (348ull << 20));
+	engine_plan_describe(&p, text, sizeof(text));
+	ck_assert_msg(strstr(text, " reserve 164MiB measured\n"), "%s", text);
+	set.dev[2].reserve_measured = false;
+	/* all-cpu measured at 4 t/s: the host's step is what it leaves */
+	m.in.host_tok_s = 4.0;
+	plan_of(&p, &m, &set);
+	near(p.alt[ENGINE_PLAN_ALL_CPU].tok_s, 4.0);
+	r = m.bytes - m.in.input_bytes + (double)m.in.input_bytes / 128256 +
+	    2048.0 * m.in.kv_bytes_per_token;
+	near(p.host_step_s, 0.25 - r / 60e9);
+	engine_plan_describe(&p, text, sizeof(text));
+	snprintf(want, sizeof(want), "\ncosts cpu step %.3fms measured\n",
+		 (0.25 - r / 60e9) * 1e3);
+	ck_assert_msg(strstr(text, want), "%s", text);
+	m.in.host_tok_s = 0;
 	/* measured: 0.3 ms a step, 45 us a crossing */
 	set.dev[2].step_s = 0.3e-3;
 	set.dev[2].cross_s = 45e-6;
@@ -745,7 +777,7 @@ START_TEST(test_planner_capped_card_and_measured_costs)
 	engine_plan_describe(&p, text, sizeof(text));
 	ck_assert_ptr_nonnull(strstr(
 		text,
-		"\ncosts gpu0 step 0.300ms measured cross 45.0us measured\n"));
+		"\ncosts gpu0 step 0.300ms measured cross 45.0us measured reserve 512MiB assumed\n"));
 	snprintf(want, sizeof(want),
 		 "\nmeasured all-cpu 10.0 estimate %.1f ratio %.2f\n",
 		 p.alt[ENGINE_PLAN_ALL_CPU].tok_s,

@@ -7,6 +7,10 @@
 #     ENOSPC in one line; the planner's auto pick under it is all-cpu;
 #     a cap that fits gives all-gpu, which runs, and its decode speed is
 #     shown beside the estimate; 'auto split' applies the planner's split;
+#     the costs lines say the VRAM reserve assumed until a backend opens
+#     gpu0, then measured (the simulator's context, LLMFS_SIM_CONTEXT's
+#     128 MiB, + 64 MiB for what comes after the open), and the host's
+#     step assumed until a decode all on the CPU measures it;
 #   - the mount: status and placement say the cap (total = the cap,
 #     "capped"), status lists the plan's estimates per model and, after an
 #     answer, the measured speed of the placement that gave it; over the
@@ -50,6 +54,14 @@ check "under a small cap the planner picks all-cpu" \
 	grep -qE '^plan all-cpu gpu gpu0 host cpu ctx [0-9]+$' "$WORK/b2"
 check "... saying all-gpu does not fit the cap" \
 	grep -qE '^estimate all-gpu - does not fit: .* > 0\.0 GiB free on gpu0$' "$WORK/b2"
+check "... with the reserve assumed (no backend opened gpu0)" \
+	grep -qx 'costs gpu0 step 0.500ms assumed cross 20.0us assumed reserve 512MiB assumed' "$WORK/b2"
+check "... and the host's step assumed" \
+	grep -qx 'costs cpu step 0.500ms assumed' "$WORK/b2"
+"$BENCH" -m "$STORIES" --devices gpu0:vram=1M --placement 'auto all-cpu' --plan \
+	-n 4 -r 1 >"$WORK/b6" 2>&1 || fail "auto all-cpu: $(tail -n 1 "$WORK/b6")"
+check "the host's step measured after a decode all on the CPU" \
+	grep -qE '^costs cpu step [0-9.]+ms measured$' "$WORK/b6"
 "$BENCH" -m "$STORIES" --devices gpu0:vram=1G --placement auto --plan \
 	-n 4 -r 1 >"$WORK/b3" 2>&1 || fail "auto under a 1 GiB cap: $(tail -n 1 "$WORK/b3")"
 check "under a cap that fits the planner picks all-gpu" \
@@ -57,15 +69,15 @@ check "under a cap that fits the planner picks all-gpu" \
 check "... which runs" grep -qE '^tg4 d0 t/s [0-9.]+ ' "$WORK/b3"
 check "... and its speed is shown beside its estimate" \
 	grep -qE '^measured all-gpu [0-9.]+ estimate [0-9.]+ ratio [0-9.]+$' "$WORK/b3"
-check "... with the costs the estimate assumed" \
-	grep -qx 'costs gpu0 step 0.500ms assumed cross 20.0us assumed' "$WORK/b3"
+check "... with the costs the estimate assumed, the reserve measured at gpu0's open" \
+	grep -qx 'costs gpu0 step 0.500ms assumed cross 20.0us assumed reserve 192MiB measured' "$WORK/b3"
 "$BENCH" -m "$STORIES" --devices gpu0:vram=1G,step=0.2ms,cross=40us \
 	--placement 'auto split' --plan -n 2 -r 1 >"$WORK/b4" 2>&1 ||
 	fail "auto split: $(tail -n 1 "$WORK/b4")"
 check "'auto split' runs the planner's split" \
 	grep -qE '^measured split [0-9.]+ estimate [0-9.]+ ratio [0-9.]+$' "$WORK/b4"
 check "measured costs given: the estimate says so" \
-	grep -qx 'costs gpu0 step 0.200ms measured cross 40.0us measured' "$WORK/b4"
+	grep -qx 'costs gpu0 step 0.200ms measured cross 40.0us measured reserve 192MiB measured' "$WORK/b4"
 if "$BENCH" -m "$STORIES" --devices gpu0:vram=1G --placement 'auto experts-in-ram' \
 	--plan >"$WORK/b5" 2>&1; then
 	fail "a dense model took 'auto experts-in-ram'"

@@ -113,7 +113,7 @@ END_TEST
 /*
  * vram= alone caps a real card: parsed as capped, without bandwidths and
  * without compute until a probe finds the card (engine_gpu_probe).
- * step= and cross= are the card's measured costs.
+ * step= and cross= are the card's measured costs, cpu:step= the host's.
  */
 START_TEST(test_device_cap_on_a_real_card)
 {
@@ -142,6 +142,9 @@ START_TEST(test_device_cap_on_a_real_card)
 	ck_assert(!g->capped && g->simulated);
 	ck_assert(fabs(g->cross_s - 25e-6) < 1e-12);
 	ck_assert_ptr_null(io_device_set_unprobed(&set));
+	/* the host's measured step (all-cpu's) */
+	ck_assert_int_eq(io_device_set_read(&set, "cpu:step=2.5ms", &err), 0);
+	ck_assert(fabs(io_device_find(&set, "cpu")->step_s - 2.5e-3) < 1e-12);
 }
 END_TEST
 
@@ -155,7 +158,7 @@ START_TEST(test_device_bad_descriptions)
 		"gpu0:vram=8G,step=2s",
 		"gpu0:vram=8G,cross=fast",
 		"gpu0:vram=8G,step=-1ms",
-		"cpu:step=1ms",
+		"cpu:cross=1ms",
 		"vram=8G",
 		"gpu0:vram=8G,bw=272G,pcie=25G,gpu0:vram=8G,bw=1G,pcie=1G",
 		"gpu0:vram=8X,bw=272G,pcie=25G",

@@ -605,6 +605,20 @@ static int sim_where(const void *p)
 	return 0;
 }
 
+/*
+ * What a process's CUDA context takes of the card once it has one
+ * (LLMFS_SIM_CONTEXT bytes, 128 MiB by default; a card's is 300-600
+ * MiB): cudaMemGetInfo's free leaves it out, as a card's does, so that
+ * the planner's measured reserve (engine/placement_plan.c) has a figure.
+ */
+static size_t sim_context_bytes()
+{
+	const char *s = getenv("LLMFS_SIM_CONTEXT");
+	size_t n = s ? strtoull(s, nullptr, 0) : (size_t)128 << 20;
+
+	return n < sim_vram() / 2 ? n : sim_vram() / 2;
+}
+
 cudaError_t cudaMalloc(void **p, size_t n)
 {
 	size_t r = (n + 255) & ~(size_t)255;
@@ -615,7 +629,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
 	std::lock_guard<std::mutex> g(sim_mu);
 	if (r == 0)
 		r = 256;
-	if (sim_used + r > sim_vram())
+	if (sim_used + r > sim_vram() - sim_context_bytes())
 		return sim_fail(cudaErrorMemoryAllocation);
 	*p = aligned_alloc(256, r);
 	if (!*p)
@@ -644,9 +658,10 @@ cudaError_t cudaFree(void *p)
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 {
 	std::lock_guard<std::mutex> g(sim_mu);
+	size_t taken = sim_used + sim_context_bytes();
 
 	*total = sim_vram();
-	*free_b = *total - sim_used;
+	*free_b = taken < *total ? *total - taken : 0;
 	return cudaSuccess;
 }
 
