@@ -13,7 +13,9 @@
 #     step assumed until a decode all on the CPU measures it;
 #   - the mount: status and placement say the cap (total = the cap,
 #     "capped"), status lists the plan's estimates per model and, after an
-#     answer, the measured speed of the placement that gave it; over the
+#     answer, the measured speed of the placement that gave it, and what
+#     is applied ('placed'); 'all gpu0' then 'kv cpu' (the KV cache in
+#     RAM) answers, its speed noted as kv-in-ram's; over the
 #     cap a placement write is ENOSPC and moves nothing, 'auto' keeps the
 #     model on the CPU;
 #   - a cap with no GPU to find stops the mount with one line.
@@ -110,6 +112,18 @@ check "status: the CPU's decode speed beside all-cpu's estimate" grep -qE \
 	'^model stories measured all-cpu [0-9.]+ estimate [0-9.]+ ratio [0-9.]+$' "$MNT/status"
 check "placement: the same" grep -qE \
 	'^measured all-cpu [0-9.]+ estimate [0-9.]+ ratio [0-9.]+$' "$S/placement"
+check "status: what is applied" grep -qx \
+	'model stories placed all-cpu ctx 512 kv-in-ram 0/5' "$MNT/status"
+# all on gpu0 with the KV cache in RAM (--no-kv-offload): an answer
+check "placement: all gpu0, then the KV cache in RAM" sh -c \
+	"echo 'all gpu0' > '$S/placement' && echo 'kv cpu' > '$S/placement'"
+check "placement: the KV cache's place" grep -qx 'kv blk.0-4 cpu' "$S/placement"
+check "placement: kv-in-ram applied" grep -qx \
+	'placed kv-in-ram ctx 512 kv-in-ram 5/5' "$S/placement"
+printf 'Once upon a time' >"$S/generate"
+check "an answer with the KV cache in RAM" sh -c "[ -n \"\$(cat '$S/generate')\" ]"
+check "status: its speed noted as kv-in-ram's" grep -qE \
+	'^model stories measured kv-in-ram [0-9.]+ estimate' "$MNT/status"
 unmount_llmfs
 
 mount_llmfs --devices gpu0:vram=1M --name stories="$STORIES"
