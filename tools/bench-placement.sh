@@ -2,7 +2,8 @@
 # tools/bench-placement.sh: the planner's estimates against measurements.
 # For each case (a model of real shape and a VRAM cap on the GPU,
 # --devices gpu0:vram=CAP), every alternative the planner lists is run
-# with llmfs-bench --placement 'auto ALTERNATIVE' (the planner's own
+# with llmfs-bench -c 0 --placement 'auto ALTERNATIVE' (the model's
+# default context, 4096, as a mount plans for it; the planner's own
 # placement of it: all-gpu, all-gpu-ctx with its context, kv-in-ram with
 # the later layers' KV cache in RAM, the split by layers as it sizes it,
 # all-cpu, experts-in-ram) and timed, pp512 and tg64 from an empty context in one
@@ -85,8 +86,9 @@ run_alt() {
 	local alt=$1 model=$2 cap=$3 pack=
 	# all on the GPU: the CPU's panels would only be undone by the move
 	case $alt in all-gpu | all-gpu-ctx | kv-in-ram) pack=--no-pack ;; esac
-	echo "== $alt: llmfs-bench -m $model --devices gpu0:vram=$cap --placement 'auto $alt' $pack -p $PP -n $TG -r $REPS --plan" >>"$LOG"
-	timeout --kill-after=5 300 "$BIN/llmfs-bench" -m "$model" \
+	# -c 0: the model's default context (4096), as a mount plans for
+	echo "== $alt: llmfs-bench -m $model -c 0 --devices gpu0:vram=$cap --placement 'auto $alt' $pack -p $PP -n $TG -r $REPS --plan" >>"$LOG"
+	timeout --kill-after=5 300 "$BIN/llmfs-bench" -m "$model" -c 0 \
 		--devices "gpu0:vram=$cap" --placement "auto $alt" $pack \
 		-p "$PP" -n "$TG" -r "$REPS" --plan >"$WORK/run.out" 2>&1
 	local rc=$?
@@ -130,6 +132,9 @@ one_case() { # name, shape, cap, model
 		ratio=$(awk -v m="$tg" -v e="$est" 'BEGIN { printf "%.2f", m / e }')
 		row "$name" "$alt" "$est" "$tg" "$ratio" "${pp:--}" "$([ "$alt" = "$pick" ] && echo "<- the planner's pick")"
 		echo "measured $name $alt $est $tg ${pp:--}" >>"$OUT/measured.txt"
+		# the VRAM reserve measured at gpu0's open (a GPU run's plan)
+		awk -v c="$name" -v a="$alt" '$1 == "costs" && $2 ~ /^gpu/ && $NF == "measured" && $(NF - 2) == "reserve" { print c, a, $(NF - 1); exit }' \
+			"$WORK/run.out" >>"$OUT/reserve.txt"
 		[ "$alt" = "$pick" ] && pick_tg=$tg
 		if awk -v a="$tg" -v b="$best_tg" 'BEGIN { exit !(a > b) }'; then
 			best=$alt best_tg=$tg
@@ -152,6 +157,7 @@ one_case() { # name, shape, cap, model
 }
 
 : >"$OUT/measured.txt"
+: >"$OUT/reserve.txt"
 : >"$LOG"
 for c in ${PLACEMENT_CASES:-8b-16g 8b-6g 14b-8g moe-8g}; do
 	case $c in
@@ -201,4 +207,8 @@ costs=$(awk -v s0="$step0" -v c0="$cross0" -v h0="${host0:-0.0005}" '
 	for r in "${rows[@]}"; do echo "$r"; done
 	read -r words sm cm host hm <<<"$costs"
 	echo "costs from these runs: step $sm, crossing $cm, host step $hm: --devices gpu0:vram=CAP,$words,cpu:step=$host"
+	# the planner assumes 512 MiB until a backend has opened the card
+	awk 'NF == 3 { n++; sub(/MiB$/, "", $3); if ($3 > m) m = $3; if (!lo || $3 < lo) lo = $3 }
+		END { if (n) printf "VRAM reserve measured at gpu0'"'"'s open (+64 MiB after it): %d-%d MiB over %d runs (assumed before: 512 MiB)\n", lo, m, n
+		      else print "VRAM reserve: not measured (no run opened gpu0)" }' "$OUT/reserve.txt"
 } | tee "$OUT/placement.txt"

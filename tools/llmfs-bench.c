@@ -32,6 +32,11 @@
  * keeps a MoE's experts on the CPU ('all-but-experts gpu0': attention on
  * the GPU, the experts in host RAM).
  *
+ * -c N: the model's context (0: its default, as the mount's: the
+ * training context, 4096 at most, which the planner may shrink to fit a
+ * GPU, 'auto all-gpu-ctx'); without it the tests' own, depth + the
+ * longer test, as llama-bench's.
+ *
  * --devices SPEC: the devices the planner plans for, as llmfs's option
  * ("auto": the CUDA module's GPUs; "gpu0:vram=8G": the card capped).
  * --plan: print the planner's alternatives (the end of `placement`)
@@ -60,6 +65,7 @@ struct bench_args {
 	const char *devices;   /* --devices, or NULL */
 	bool plan;
 	long n_prompt, n_gen, depth, reps, threads, membw_mib, seqs;
+	long ctx; /* -c; -1: depth + the longer test */
 	bool batch_exact;
 	bool no_pack;
 	bool cpu_moe; /* after placement: 'experts cpu' */
@@ -73,6 +79,7 @@ static void bench_usage(FILE *f)
 	      "  -p, --n-prompt N   time a prompt of N tokens (pp)\n"
 	      "  -n, --n-gen N      time N decoded tokens (tg)\n"
 	      "  -d, --depth N      tokens in the context before (untimed)\n"
+	      "  -c, --ctx N        the model's context (0: its default)\n"
 	      "  -r, --reps N       repetitions (5)\n"
 	      "  -s, --seqs N       with -n: N sequences decoding together\n"
 	      "  -t, --threads N    threads (0: the engine's default)\n"
@@ -111,6 +118,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		{ "n-prompt", required_argument, NULL, 'p' },
 		{ "n-gen", required_argument, NULL, 'n' },
 		{ "depth", required_argument, NULL, 'd' },
+		{ "ctx", required_argument, NULL, 'c' },
 		{ "reps", required_argument, NULL, 'r' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "seqs", required_argument, NULL, 's' },
@@ -129,7 +137,8 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 	memset(a, 0, sizeof(*a));
 	a->reps = 5;
 	a->seqs = 1;
-	while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:s:h", opts, NULL)) !=
+	a->ctx = -1;
+	while ((c = getopt_long(argc, argv, "m:p:n:d:c:r:t:s:h", opts, NULL)) !=
 	       -1) {
 		switch (c) {
 		case 'm': a->model = optarg; break;
@@ -142,6 +151,7 @@ static void bench_parse(int argc, char **argv, struct bench_args *a)
 		case 'd':
 			a->depth = bench_long("-d", optarg, 0, 1 << 20);
 			break;
+		case 'c': a->ctx = bench_long("-c", optarg, 0, 1 << 24); break;
 		case 'r': a->reps = bench_long("-r", optarg, 1, 1000); break;
 		case 't': a->threads = bench_long("-t", optarg, 0, 4096); break;
 		case 's':
@@ -435,7 +445,7 @@ static int bench_model(const struct bench_args *a)
 	copt.batch_exact = a->batch_exact;
 	mopt.threads = copt.threads;
 	mopt.no_pack = a->no_pack;
-	mopt.n_ctx = (uint32_t)(a->depth + n);
+	mopt.n_ctx = (uint32_t)(a->ctx >= 0 ? a->ctx : a->depth + n);
 	b.n_seqs = a->seqs;
 	ret = a->devices ? bench_devices(&devs, a->devices, &err) : 0;
 	if (a->devices)
