@@ -106,24 +106,12 @@ static bool arrival_pending_add(struct io_weights *w, uint64_t s, uint64_t e)
 	return true;
 }
 
-void io_arrival_done(void *arg, uint64_t off, uint64_t n)
+/* The mark after it moved: merge what waits, wake the tensors below it. */
+static void arrival_advance(struct io_weights *w)
 {
-	struct io_weights *w = arg;
 	const struct io_gguf_tensor *t;
-	uint64_t total = w->stats.tensor_bytes, done;
 	bool woke = false;
 
-	pthread_mutex_lock(&w->mu);
-	w->stats.bytes += n;
-	done = w->stats.bytes < total ? w->stats.bytes : total;
-	if (w->opt.progress)
-		w->opt.progress(w->opt.progress_arg, done, total);
-	if (off > w->mark) {
-		/* Out of memory: the tensors are marked ready at the end. */
-		arrival_pending_add(w, off, off + n);
-	} else if (off + n > w->mark) {
-		w->mark = off + n;
-	}
 	while (w->n_pending && w->pending[0].start <= w->mark) {
 		if (w->pending[0].end > w->mark)
 			w->mark = w->pending[0].end;
@@ -142,6 +130,35 @@ void io_arrival_done(void *arg, uint64_t off, uint64_t n)
 	}
 	if (woke)
 		pthread_cond_broadcast(&w->cv);
+}
+
+void io_arrival_skip(struct io_weights *w, uint64_t to)
+{
+	pthread_mutex_lock(&w->mu);
+	if (to > w->mark) {
+		w->mark = to;
+		arrival_advance(w);
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+void io_arrival_done(void *arg, uint64_t off, uint64_t n)
+{
+	struct io_weights *w = arg;
+	uint64_t total = w->stats.tensor_bytes, done;
+
+	pthread_mutex_lock(&w->mu);
+	w->stats.bytes += n;
+	done = w->stats.bytes < total ? w->stats.bytes : total;
+	if (w->opt.progress)
+		w->opt.progress(w->opt.progress_arg, done, total);
+	if (off > w->mark) {
+		/* Out of memory: the tensors are marked ready at the end. */
+		arrival_pending_add(w, off, off + n);
+	} else if (off + n > w->mark) {
+		w->mark = off + n;
+	}
+	arrival_advance(w);
 	pthread_mutex_unlock(&w->mu);
 }
 
@@ -181,6 +198,9 @@ int io_weights_wait(struct io_weights *w, struct err *err)
 {
 	int rc;
 
+	/* a deferred load not started: nothing is being read */
+	if (!w->started)
+		return 0;
 	pthread_mutex_lock(&w->mu);
 	while (!w->finished)
 		pthread_cond_wait(&w->cv, &w->mu);

@@ -362,6 +362,13 @@ struct io_load_options {
 	 * NULL: the machine's, with LLMFS_DEVICES.
 	 */
 	const struct io_device_set *devices;
+	/*
+	 * Read nothing yet: io_weights_load makes the records (data NULL)
+	 * and returns; the caller may then give tensors memory of another
+	 * device (io_weights_detach) and starts the reading with
+	 * io_weights_start, which reads those straight into it.
+	 */
+	bool defer;
 };
 /*
  * The environment overrides the options, for tests and benchmarks of the
@@ -381,6 +388,32 @@ struct io_weights;
 int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		    const struct io_load_options *opt, struct err *err);
 void io_weights_free(struct io_weights *w);
+
+/*
+ * Where a deferred load (io_load_options.defer) gets the bytes of a tensor
+ * detached to another device: a staging sink for device (its page-locked
+ * buffers and copies, io_stage_file), filled into *sink; its arg must stay
+ * valid until io_weights_start returns. 0 or a negative errno with err.
+ */
+struct io_stage_sink;
+typedef int (*io_weights_sink_fn)(void *arg, const char *device,
+				  struct io_stage_sink *sink, struct err *err);
+
+/*
+ * Start a deferred load. First the tensors detached to other devices
+ * (io_weights_detach before the start) are read from the file straight
+ * into their memory through sink_of's staging ring, ready when this
+ * returns; then the rest is read into io/'s memory as io_weights_load
+ * reads it (behind, with opt->async), leaving out the file ranges the
+ * detached tensors occupy. Progress counts both. 0, or a negative errno
+ * (a short read is -EINVAL naming the file) with err; the load has then
+ * failed as a whole (io_weights_wait says so) and the caller frees w and
+ * its own memory. -EINVAL if w was not deferred or was started.
+ */
+int io_weights_start(struct io_weights *w, io_weights_sink_fn sink_of,
+		     void *arg, struct err *err);
+/* Whether w's reading has begun (always, unless deferred and not started). */
+bool io_weights_started(const struct io_weights *w);
 
 /* The placement record of g->tensors[i]; owned by w. */
 struct io_placement *io_weights_placement(struct io_weights *w, uint64_t i);
@@ -420,6 +453,13 @@ struct io_load_stats {
 	uint32_t queue_depth; /* reads in flight at most */
 	uint32_t n_copies;    /* 1, or the node count with IO_NUMA_REPLICATE */
 	bool cuda_pinned;     /* page-locked for CUDA (-DLLMFS_CUDA builds) */
+	/* tensors read straight into another device's memory (deferred) */
+	uint64_t staged_bytes;	    /* their bytes */
+	uint64_t stage_ring_bytes;  /* the staging ring's host buffers */
+	double stage_seconds;	    /* all of the staging */
+	double stage_read_seconds;  /* ... waiting for the disk */
+	double stage_wait_seconds;  /* ... waiting for the device's copies */
+	uint64_t host_region_bytes; /* io/'s memory the load mapped */
 };
 const struct io_load_stats *io_weights_stats(const struct io_weights *w);
 
@@ -610,7 +650,9 @@ int io_weights_move(struct io_weights *w, uint64_t i, const char *device,
  * the file's), and io/'s copy is freed once no tensor is resident in its
  * region. The caller frees data once the tensor has moved on (a later
  * detach, or a move, which copies from data) or the weights are freed.
- * -EINVAL for no such tensor or replicated weights.
+ * Before a deferred load starts, nothing is copied: io_weights_start
+ * reads the file's bytes into data. -EINVAL for no such tensor or
+ * replicated weights.
  */
 int io_weights_detach(struct io_weights *w, uint64_t i, void *data,
 		      const char *device, struct err *err);
@@ -618,6 +660,9 @@ int io_weights_detach(struct io_weights *w, uint64_t i, void *data,
  * io_weights_move_many with each tensor's bytes copied from src[k] (host
  * memory; NULL: from where it is), for tensors coming back from memory
  * the caller owned (io_weights_detach), which it frees afterwards.
+ * Before a deferred load starts, src is not read: the tensors go back to
+ * being read into io/'s memory, on the load's own device only (-EINVAL
+ * for another).
  */
 int io_weights_attach_many(struct io_weights *w, const uint64_t *idx,
 			   uint64_t n, const char *device,

@@ -51,6 +51,37 @@ static int move_device(struct io_weights *w, const char *device, int *node,
 }
 
 /*
+ * Before a deferred load starts nothing is in memory: tensors detached
+ * to another device come back to be read with the rest, into the
+ * regions of the load's device (home), the only one they can go to then.
+ */
+static int move_unread(struct io_weights *w, const uint64_t *idx, uint64_t n,
+		       const char *device, struct err *err)
+{
+	uint64_t k;
+
+	if (strcmp(device, w->home))
+		return err_set(
+			err, EINVAL,
+			"%s: before the load ends, tensors can go back to %s only",
+			device, w->home);
+	for (k = 0; k < n; k++)
+		if (idx[k] >= w->g->n_tensors)
+			return err_set(err, EINVAL, "no tensor %llu",
+				       (unsigned long long)idx[k]);
+	for (k = 0; k < n; k++) {
+		struct io_placement *p = &w->pl[idx[k]];
+
+		if (!w->staged[idx[k]])
+			continue;
+		w->staged[idx[k]] = false;
+		p->data = NULL;
+		snprintf(p->device, sizeof(p->device), "%s", w->home);
+	}
+	return 0;
+}
+
+/*
  * Move n tensors to device, each copied from src[k] (NULL: from where it
  * is): io_weights_move_many and io_weights_attach_many.
  */
@@ -76,6 +107,8 @@ static int move_many(struct io_weights *w, const uint64_t *idx, uint64_t n,
 			err, EINVAL,
 			"the weights are replicated on every NUMA node (--numa=replicate): nothing to move");
 	snprintf(name, sizeof(name), "%s", device);
+	if (!w->started)
+		return move_unread(w, idx, n, name, err);
 	for (k = 0; k < n; k++) {
 		if (idx[k] >= w->g->n_tensors)
 			return err_set(err, EINVAL, "no tensor %llu",
@@ -160,6 +193,9 @@ int io_weights_detach(struct io_weights *w, uint64_t i, void *data,
 			err, EINVAL,
 			"the weights are replicated on every NUMA node (--numa=replicate): nothing to move");
 	p = &w->pl[i];
+	/* not read yet: io_weights_start reads the file's bytes into data */
+	if (!w->started)
+		w->staged[i] = true;
 	io_weights_region_put(w, w->region_of[i]);
 	w->region_of[i] = IO_REGION_NONE;
 	p->data = data;

@@ -63,17 +63,21 @@ void io_weights_region_put(struct io_weights *w, uint32_t idx)
 		io_mem_free(&r->mem);
 }
 
-/* The file range [start, end) that the tensors of file f occupy. */
-static int weights_file_span(const struct io_gguf *g, uint32_t f,
-			     uint64_t *start, uint64_t *end, uint64_t *n,
-			     struct err *err)
+/*
+ * The file range [start, end) that the tensors of file f read into io/'s
+ * memory occupy (those staged to another device are left out), how many
+ * tensors the file has (*n) and how many of them are read here (*n_read).
+ */
+static int weights_file_span(const struct io_weights *w, uint32_t f,
+			     struct load_file *l, struct err *err)
 {
+	const struct io_gguf *g = w->g;
 	const struct io_gguf_file *file = &g->files[f];
 	const struct io_gguf_tensor *t;
-	uint64_t i, e = file->data_offset;
+	uint64_t i, s = UINT64_MAX, e = file->data_offset;
+	bool staged = false;
 
-	*n = 0;
-	*start = *end = file->data_offset;
+	l->n = l->n_read = 0;
 	for (i = 0; i < g->n_tensors; i++) {
 		t = &g->tensors[i];
 		if (t->file != f)
@@ -84,12 +88,20 @@ static int weights_file_span(const struct io_gguf *g, uint32_t f,
 				err, EINVAL,
 				"%s: tensor %s lies outside the data section",
 				file->path, t->name);
+		l->n++;
+		if (w->staged && w->staged[i]) {
+			staged = true;
+			continue;
+		}
+		if (t->offset < s)
+			s = t->offset;
 		if (t->offset + t->bytes > e)
 			e = t->offset + t->bytes;
-		(*n)++;
+		l->n_read++;
 	}
-	*start = file->data_offset;
-	*end = e;
+	/* a file all of whose tensors are staged maps nothing */
+	l->start = staged && l->n_read ? s : file->data_offset;
+	l->end = l->n_read ? e : l->start;
 	return 0;
 }
 
@@ -148,8 +160,7 @@ static int weights_spans(struct io_weights *w, struct load_file *lf,
 	int rc;
 
 	for (f = 0; f < w->g->n_files; f++) {
-		rc = weights_file_span(w->g, f, &lf[f].start, &lf[f].end,
-				       &lf[f].n, err);
+		rc = weights_file_span(w, f, &lf[f], err);
 		if (rc < 0)
 			return rc;
 		lf[f].base_off = lf[f].start & ~(uint64_t)(IO_PAGE - 1);
@@ -178,7 +189,7 @@ static int weights_regions_make(struct io_weights *w, struct load_file *lf,
 	int rc;
 
 	for (f = 0; f < g->n_files; f++) {
-		if (!lf[f].n)
+		if (!lf[f].n_read)
 			continue;
 		rc = io_weights_region_add(w, &idx, err);
 		if (rc < 0)
@@ -191,12 +202,16 @@ static int weights_regions_make(struct io_weights *w, struct load_file *lf,
 				  err);
 		if (rc < 0)
 			return rc;
+		w->stats.host_region_bytes += w->regions[idx].mem.size;
 	}
 	for (i = 0; i < n; i++) {
 		const struct io_gguf_tensor *t = &g->tensors[i];
 		struct load_file *l = &lf[t->file];
 		struct io_region *r = &w->regions[l->region[c]];
 		struct io_placement *p = &w->pl[c * n + i];
+
+		if (w->staged && w->staged[i])
+			continue;
 
 		p->data = (uint8_t *)r->mem.base + (t->offset - l->base_off);
 		p->bytes = t->bytes;
@@ -234,7 +249,7 @@ static void weights_ring_start(struct io_weights *w, const struct load_file *lf,
 		return;
 	}
 	for (f = 0; f < w->g->n_files; f++)
-		if (lf[f].n)
+		if (lf[f].n_read)
 			mem[n++] = &w->regions[lf[f].region[0]].mem;
 	if (weights_env("LLMFS_IO_NO_FIXED"))
 		;
@@ -306,6 +321,68 @@ static int weights_open(const char *path, bool direct, struct err *err)
 }
 
 /*
+ * Tensors read into io/'s memory closer than this are read as one run,
+ * the bytes between them too: staged tensors (another device's) further
+ * apart are stepped over, so that their bytes take no host memory.
+ */
+#define WEIGHTS_RUN_GAP (1u << 20)
+
+/*
+ * The next run of file l's tensors to read, from position *at of
+ * by_offset on: [*start, *end). false when none is left.
+ */
+static bool weights_next_run(const struct io_weights *w,
+			     const struct load_file *l, uint64_t *at,
+			     uint64_t *start, uint64_t *end)
+{
+	const uint64_t last = l->first + l->n;
+	bool any = false;
+
+	for (; *at < last; (*at)++) {
+		const uint64_t i = w->by_offset[*at];
+		const struct io_gguf_tensor *t = &w->g->tensors[i];
+
+		if (w->staged && w->staged[i])
+			continue;
+		if (any && t->offset > *end + WEIGHTS_RUN_GAP)
+			break;
+		if (!any)
+			*start = t->offset, *end = t->offset;
+		any = true;
+		if (t->offset + t->bytes > *end)
+			*end = t->offset + t->bytes;
+	}
+	return any;
+}
+
+/*
+ * Read file f's runs into its region through fd: with O_DIRECT the
+ * aligned superset of each (the region's layout allows it), else the
+ * exact bytes. Returns 0 or the negative errno (-ENODATA: the file ends
+ * early).
+ */
+static int weights_read_runs(struct io_weights *w, struct io_ring *ring, int fd,
+			     const struct load_file *l, uint32_t f, bool direct,
+			     struct err *err)
+{
+	const struct io_gguf_file *file = &w->g->files[f];
+	uint8_t *base = w->regions[l->region[0]].mem.base;
+	uint64_t at = l->first, start, end, s, e;
+	int rc = 0;
+
+	io_arrival_file_begin(w, f, direct ? l->base_off : l->start);
+	while (rc == 0 && weights_next_run(w, l, &at, &start, &end)) {
+		s = direct ? start & ~(uint64_t)(IO_PAGE - 1) : start;
+		e = direct ? (end + IO_PAGE - 1) & ~(uint64_t)(IO_PAGE - 1) :
+			     end;
+		io_arrival_skip(w, s);
+		rc = weights_read_range(w, ring, fd, file, s, e - s,
+					base + (s - l->base_off), end, err);
+	}
+	return rc;
+}
+
+/*
  * Read file f into its region: O_DIRECT when the filesystem allows it and
  * the file is not already cached, else through the page cache; with the
  * ring, or pread. Returns 0 or the negative errno.
@@ -315,9 +392,8 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 			     struct err *err)
 {
 	const struct io_gguf_file *file = &w->g->files[f];
-	uint8_t *base = w->regions[l->region[0]].mem.base;
 	bool direct = !w->opt.no_direct && !weights_env("LLMFS_NO_DIRECT");
-	uint64_t done0 = w->stats.bytes, end;
+	uint64_t done0 = w->stats.bytes;
 	struct err e = { 0 };
 	int fd, rc;
 
@@ -343,11 +419,7 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 			*err = e;
 			return fd;
 		} else {
-			end = (l->end + IO_PAGE - 1) & ~(uint64_t)(IO_PAGE - 1);
-			io_arrival_file_begin(w, f, l->base_off);
-			rc = weights_read_range(w, ring, fd, file, l->base_off,
-						end - l->base_off, base, l->end,
-						err);
+			rc = weights_read_runs(w, ring, fd, l, f, true, err);
 			close(fd);
 			if (rc != -EINVAL) {
 				w->stats.direct |= rc == 0;
@@ -368,9 +440,7 @@ static int weights_read_file(struct io_weights *w, struct io_ring *ring,
 		return fd;
 	posix_fadvise(fd, (off_t)l->start, (off_t)(l->end - l->start),
 		      POSIX_FADV_SEQUENTIAL);
-	io_arrival_file_begin(w, f, l->start);
-	rc = weights_read_range(w, ring, fd, file, l->start, l->end - l->start,
-				base + (l->start - l->base_off), l->end, err);
+	rc = weights_read_runs(w, ring, fd, l, f, false, err);
 	close(fd);
 	return rc == -ENODATA ? -EINVAL : rc;
 }
@@ -400,7 +470,7 @@ static void weights_replicate(struct io_weights *w, const struct load_file *lf)
 		for (f = 0; f < g->n_files; f++) {
 			const struct io_region *src, *dst;
 
-			if (!lf[f].n)
+			if (!lf[f].n_read)
 				continue;
 			src = &w->regions[lf[f].region[0]];
 			dst = &w->regions[lf[f].region[c]];
@@ -455,14 +525,18 @@ static int weights_run(struct io_weights *w, struct err *err)
 {
 	const struct io_gguf *g = w->g;
 	struct io_ring *ring = NULL;
-	uint32_t f;
+	uint32_t f, n_read = 0;
 	int rc = 0;
 
-	weights_ring_start(w, w->lf, &ring);
+	for (f = 0; f < g->n_files; f++)
+		n_read += w->lf[f].n_read > 0;
+	/* all staged to other devices: nothing for a ring to read here */
+	if (n_read)
+		weights_ring_start(w, w->lf, &ring);
 	w->stats.register_seconds = weights_now() - w->t0 -
 				    w->stats.alloc_seconds;
 	for (f = 0; f < g->n_files && rc == 0; f++)
-		if (w->lf[f].n)
+		if (w->lf[f].n_read)
 			rc = weights_read_file(w, ring, &w->lf[f], f, err);
 	/* The ring goes first: nothing may still write into the regions. */
 	io_ring_close(ring);
@@ -499,12 +573,11 @@ static void *weights_loader_main(void *arg)
 	return NULL;
 }
 
-/* Everything before the reading: checks, plan, regions, placements. */
-static int weights_prepare(struct io_weights *w, struct err *err)
+/* Everything before the regions: checks, plan, placement records. */
+static int weights_records(struct io_weights *w, struct err *err)
 {
 	const struct io_gguf *g = w->g;
 	uint64_t i, n = g->n_tensors;
-	uint32_t c;
 	int rc;
 
 	for (i = 0; i < n; i++) {
@@ -531,18 +604,49 @@ static int weights_prepare(struct io_weights *w, struct err *err)
 		return rc;
 	for (i = n; i-- > 0;)
 		w->lf[g->tensors[w->by_offset[i]].file].first = i;
+	weights_device_name(w->home, sizeof(w->home),
+			    weights_copy_node(w->plan, 0));
+	for (i = 0; i < n * w->n_copies; i++) {
+		w->pl[i].owner = w;
+		w->pl[i].bytes = g->tensors[i % (n ? n : 1)].bytes;
+		snprintf(w->pl[i].device, sizeof(w->pl[i].device), "%s",
+			 w->home);
+		w->region_of[i] = IO_REGION_NONE;
+	}
+	w->stats.n_copies = w->n_copies;
+	return 0;
+}
+
+/* The regions of what io/ reads, and the placements into them. */
+static int weights_regions(struct io_weights *w, struct err *err)
+{
+	uint32_t c;
+	int rc;
+
 	rc = weights_spans(w, w->lf, err);
 	for (c = 0; c < w->n_copies && rc == 0; c++)
 		rc = weights_regions_make(w, w->lf, c,
 					  weights_copy_node(w->plan, c), err);
 	if (rc < 0)
 		return rc;
-	for (i = 0; i < n * w->n_copies; i++)
-		w->pl[i].owner = w;
 	weights_lock(w);
-	w->stats.n_copies = w->n_copies;
-	snprintf(w->home, sizeof(w->home), "%s", n ? w->pl[0].device : "cpu");
-	weights_progress(w, 0);
+	weights_progress(w, w->stats.bytes);
+	return 0;
+}
+
+/* Read (on a loader thread with async) what the regions hold. */
+static int weights_begin(struct io_weights *w, struct err *err)
+{
+	int rc;
+
+	w->stats.alloc_seconds = weights_now() - w->t0;
+	if (!w->opt.async)
+		return weights_run(w, err);
+	rc = pthread_create(&w->loader, NULL, weights_loader_main, w);
+	if (rc)
+		return err_set(err, rc, "cannot start the loader thread: %s",
+			       strerror(rc));
+	w->async = true;
 	return 0;
 }
 
@@ -570,30 +674,193 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 	w->opt.devices = NULL;
 	if (rc < 0)
 		goto out_free;
-	rc = weights_prepare(w, err);
+	rc = weights_records(w, err);
 	if (rc < 0)
 		goto out_free;
-	w->stats.alloc_seconds = weights_now() - w->t0;
-	if (w->opt.async) {
-		rc = pthread_create(&w->loader, NULL, weights_loader_main, w);
-		if (rc) {
-			rc = err_set(err, rc,
-				     "cannot start the loader thread: %s",
-				     strerror(rc));
+	if (w->opt.defer) {
+		w->deferred = true;
+		w->staged = calloc(g->n_tensors + 1, sizeof(*w->staged));
+		if (!w->staged) {
+			rc = err_set(err, ENOMEM, "out of memory");
 			goto out_free;
 		}
-		w->async = true;
-	} else {
-		rc = weights_run(w, err);
-		if (rc < 0)
-			goto out_free;
+		*out = w;
+		return 0;
 	}
+	w->started = true;
+	rc = weights_regions(w, err);
+	if (rc == 0)
+		rc = weights_begin(w, err);
+	if (rc < 0)
+		goto out_free;
 	*out = w;
 	return 0;
 
 out_free:
 	io_weights_free(w);
 	return rc;
+}
+
+/* ---- a deferred load's start: staged tensors first ---------------------- */
+
+struct weights_stage_at {
+	struct io_weights *w;
+	uint64_t base; /* bytes in before this file's staging */
+};
+
+static void weights_stage_progress(void *arg, uint64_t done, uint64_t total)
+{
+	struct weights_stage_at *at = arg;
+
+	pthread_mutex_lock(&at->w->mu);
+	at->w->stats.bytes = at->base + done;
+	pthread_mutex_unlock(&at->w->mu);
+	weights_progress(at->w, at->base + done);
+}
+
+/*
+ * The ring's buffers for total bytes: four of a quarter each, 1 to 64
+ * MiB (io/stage.c's default), so that a small model pins little.
+ */
+static size_t weights_stage_buf(uint64_t total)
+{
+	uint64_t b = ((total / 4) + (1u << 20) - 1) &
+		     ~(uint64_t)((1u << 20) - 1);
+
+	return b < (1u << 20) ? 1u << 20 : b > (64u << 20) ? 64u << 20 : b;
+}
+
+/* The staged tensors of file f on device into r[]; how many, their bytes. */
+static size_t weights_stage_ranges(const struct io_weights *w, uint32_t f,
+				   const char *device, struct io_stage_range *r,
+				   uint64_t *total)
+{
+	size_t nr = 0;
+	uint64_t i;
+
+	*total = 0;
+	for (i = 0; i < w->g->n_tensors; i++) {
+		const struct io_gguf_tensor *t = &w->g->tensors[i];
+
+		if (!w->staged[i] || t->file != f || !t->bytes ||
+		    strcmp(w->pl[i].device, device))
+			continue;
+		r[nr++] = (struct io_stage_range){ t->offset, t->bytes,
+						   w->pl[i].data };
+		*total += t->bytes;
+	}
+	return nr;
+}
+
+/* Every file's staged tensors of one device through its ring. */
+static int weights_stage_device(struct io_weights *w, const char *device,
+				const struct io_stage_sink *sink,
+				struct io_stage_range *r, struct err *err)
+{
+	struct io_stage_options opt = { .n_bufs = 4,
+					.no_uring = w->opt.no_uring,
+					.no_direct = w->opt.no_direct,
+					.progress = weights_stage_progress };
+	struct weights_stage_at at = { w, 0 };
+	struct io_stage_stats st;
+	uint64_t total;
+	uint32_t f;
+	size_t nr;
+	int rc = 0;
+
+	opt.progress_arg = &at;
+	for (f = 0; f < w->g->n_files && rc == 0; f++) {
+		nr = weights_stage_ranges(w, f, device, r, &total);
+		if (!nr)
+			continue;
+		opt.buf_bytes = weights_stage_buf(total);
+		if (opt.n_bufs * opt.buf_bytes > w->stats.stage_ring_bytes)
+			w->stats.stage_ring_bytes = opt.n_bufs * opt.buf_bytes;
+		at.base = w->stats.bytes;
+		rc = io_stage_file(w->g->files[f].path, r, nr, sink, &opt, &st,
+				   err);
+		w->stats.staged_bytes += st.bytes_copied;
+		w->stats.stage_read_seconds += st.read_seconds;
+		w->stats.stage_wait_seconds += st.wait_seconds;
+		w->stats.uring |= st.uring;
+		w->stats.direct |= st.direct;
+		pthread_mutex_lock(&w->mu);
+		w->stats.bytes = at.base + st.bytes_copied;
+		pthread_mutex_unlock(&w->mu);
+	}
+	return rc;
+}
+
+/* The tensors detached before the start, into their devices' memory. */
+static int weights_stage(struct io_weights *w, io_weights_sink_fn sink_of,
+			 void *arg, struct err *err)
+{
+	const uint64_t n = w->g->n_tensors;
+	struct io_stage_range *r = malloc((n + 1) * sizeof(*r));
+	bool *done = calloc(n + 1, sizeof(*done));
+	double t0 = weights_now();
+	struct io_stage_sink sink;
+	uint64_t i, k;
+	int rc = 0;
+
+	if (!r || !done) {
+		rc = err_set(err, ENOMEM, "out of memory");
+		goto out_free;
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		const char *device = w->pl[i].device;
+
+		if (!w->staged[i] || done[i])
+			continue;
+		rc = sink_of ? sink_of(arg, device, &sink, err) :
+			       err_set(err, EINVAL, "%s: no way to reach %s",
+				       w->g->tensors[i].name, device);
+		if (rc == 0)
+			rc = weights_stage_device(w, device, &sink, r, err);
+		for (k = i; k < n; k++) {
+			if (!w->staged[k] || strcmp(w->pl[k].device, device))
+				continue;
+			done[k] = true;
+			if (rc == 0)
+				__atomic_store_n(&w->pl[k].ready, 1,
+						 __ATOMIC_RELEASE);
+		}
+	}
+out_free:
+	free(r);
+	free(done);
+	w->stats.stage_seconds = weights_now() - t0;
+	return rc;
+}
+
+int io_weights_start(struct io_weights *w, io_weights_sink_fn sink_of,
+		     void *arg, struct err *err)
+{
+	int rc;
+
+	if (!w->deferred || w->started)
+		return err_set(
+			err, EINVAL,
+			"the weights' load was not deferred or has begun");
+	w->started = true;
+	rc = weights_stage(w, sink_of, arg, err);
+	w->t0 = weights_now();
+	if (rc == 0)
+		rc = weights_regions(w, err);
+	if (rc == 0) {
+		rc = weights_begin(w, err);
+		/* a read's failure ended the load; a thread's did not */
+		if (rc < 0 && w->opt.async)
+			io_arrival_finish(w, rc, err);
+	} else {
+		io_arrival_finish(w, rc, err);
+	}
+	return rc;
+}
+
+bool io_weights_started(const struct io_weights *w)
+{
+	return w->started;
 }
 
 void io_weights_free(struct io_weights *w)
@@ -614,6 +881,7 @@ void io_weights_free(struct io_weights *w)
 	free(w->lf);
 	free(w->regions);
 	free(w->region_of);
+	free(w->staged);
 	free(w->pl);
 	free(w);
 }

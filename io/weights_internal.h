@@ -83,6 +83,7 @@ struct load_file {
 	uint64_t start, end; /* the span its tensors occupy */
 	uint64_t base_off;   /* start rounded down to IO_PAGE: held at base */
 	uint64_t n;	     /* its tensors */
+	uint64_t n_read;     /* ... read into io/'s memory (not staged) */
 	uint64_t first;	     /* its first tensor in io_weights.by_offset */
 	uint32_t region[IO_NUMA_MAX_NODES]; /* of each copy */
 };
@@ -104,6 +105,14 @@ struct io_weights {
 	bool collapse_done;
 	struct io_load_stats stats;
 	double t0; /* when the load began */
+
+	/*
+	 * A deferred load (io_load_options.defer) before io_weights_start:
+	 * no region, nothing read. staged[i]: tensor i was detached to
+	 * another device's memory then, and the start reads it there.
+	 */
+	bool deferred, started;
+	bool *staged;
 
 	/* The reading, on this thread or (async) the loader thread. */
 	struct load_file *lf; /* n_files, until the load ends */
@@ -134,6 +143,11 @@ int io_arrival_init(struct io_weights *w, struct err *err);
 void io_arrival_destroy(struct io_weights *w);
 /* Reading of file f begins (again) with bytes before mark counted in. */
 void io_arrival_file_begin(struct io_weights *w, uint32_t f, uint64_t mark);
+/*
+ * The current file's bytes before `to` count as in without being read
+ * (the ranges of staged tensors the reading steps over).
+ */
+void io_arrival_skip(struct io_weights *w, uint64_t to);
 /* done callback of the read paths: [off, off + n) of the current file. */
 void io_arrival_done(void *arg, uint64_t off, uint64_t n);
 /* The reading ended with rc: everything is ready, or waiters get rc. */
