@@ -74,6 +74,9 @@ static const struct backend_kind {
 		     size_t bytes);
 	/* its cap on what is placed there, if any; NULL: none */
 	bool (*capped)(const char *device, uint64_t *cap, uint64_t *used);
+	/* a deferred load's way into its memory; NULL: host buffers, copy */
+	int (*stage_sink)(const char *device, struct io_stage_sink *sink,
+			  struct err *err);
 } backend_kinds[] = {
 	{ .prefix = "cpu",
 	  .host = true,
@@ -99,7 +102,8 @@ static const struct backend_kind {
 	  .alloc = cuda_backend_weights_alloc,
 	  .free = cuda_backend_weights_free,
 	  .copy = cuda_backend_weights_copy,
-	  .capped = cuda_backend_capped },
+	  .capped = cuda_backend_capped,
+	  .stage_sink = cuda_backend_stage_sink },
 };
 
 #define BACKEND_KINDS (sizeof(backend_kinds) / sizeof(backend_kinds[0]))
@@ -160,6 +164,10 @@ int engine_backend_pack(struct engine_backend *be,
 {
 	const struct backend_kind *k = backend_kind_of(be->dev.name);
 
+	/* a tensor placed at open on another device is not this one's */
+	if (w->place &&
+	    !engine_backend_same_kind(be->dev.name, w->place->device))
+		return 0;
 	return k && k->pack ? k->pack(be, w) : 0;
 }
 
@@ -211,4 +219,51 @@ void engine_backend_weights_copy(const char *device, void *dst, const void *src,
 		k->copy(device, dst, src, bytes);
 	else
 		memcpy(dst, src, bytes);
+}
+
+/* ---- a deferred load's sink for a device without one of its own -------- */
+
+static int backend_sink_host_alloc(void *arg, void **p, size_t n,
+				   struct err *err)
+{
+	if (posix_memalign(p, 4096, n))
+		return err_set(err, ENOMEM,
+			       "%s: no memory for a %zu-byte buffer",
+			       (const char *)arg, n);
+	return 0;
+}
+
+static void backend_sink_host_free(void *arg, void *p)
+{
+	free(p);
+}
+
+/* the device's copy returns when it is done: nothing to wait for after */
+static int backend_sink_copy(void *arg, void *dst, const void *src, size_t n,
+			     unsigned slot, struct err *err)
+{
+	engine_backend_weights_copy(arg, dst, src, n);
+	return 0;
+}
+
+static int backend_sink_wait(void *arg, unsigned slot, struct err *err)
+{
+	return 0;
+}
+
+int engine_backend_stage_sink(void *arg, const char *device,
+			      struct io_stage_sink *sink, struct err *err)
+{
+	const struct backend_kind *k = backend_kind_of(device);
+
+	if (!k || k->host)
+		return err_set(err, ENODEV,
+			       "%s: no backend has memory of its own there",
+			       device);
+	if (k->stage_sink)
+		return k->stage_sink(device, sink, err);
+	*sink = (struct io_stage_sink){ (void *)device, backend_sink_host_alloc,
+					backend_sink_host_free,
+					backend_sink_copy, backend_sink_wait };
+	return 0;
 }

@@ -401,6 +401,15 @@ void engine_backend_weights_free(const char *device, void *p);
 void engine_backend_weights_copy(const char *device, void *dst, const void *src,
 				 size_t bytes);
 /*
+ * io_weights_start's sink_of (arg unused): how a deferred load reads a
+ * tensor placed on device straight into its memory. A GPU: the CUDA
+ * module's page-locked buffers and asynchronous copies; another device
+ * of memory of its own (ref0): plain host buffers and its copy. -ENODEV
+ * for a device no backend has memory on.
+ */
+int engine_backend_stage_sink(void *arg, const char *device,
+			      struct io_stage_sink *sink, struct err *err);
+/*
  * size bytes from off of tensor t's file bytes into buf, from data in
  * layout (io_placement.layout, not 0): engine_tensor_read.
  */

@@ -184,6 +184,18 @@ struct engine_model_info {
  */
 int engine_model_open(struct engine_model **out, const char *path,
 		      const struct engine_model_options *opt, struct err *err);
+/*
+ * Read the weights of a model opened with opt->load.defer: the tensors
+ * placed meanwhile (engine_placement_apply on a context of m) on a device
+ * with memory of its own, a GPU, straight from the file into it through
+ * the staging ring (Documentation/loading.md), the rest into host memory
+ * as a plain open reads them, then packed as it packs them. Until then
+ * nothing may compute with m. A placement onto a host device other than
+ * the load's (numaN) starts the load itself; this is then a no-op. 0, or
+ * a negative errno with err (a short read: -EINVAL naming the file); m
+ * is then only to be freed.
+ */
+int engine_model_load(struct engine_model *m, struct err *err);
 void engine_model_free(struct engine_model *m);
 
 /* ---- context ----------------------------------------------------------- */

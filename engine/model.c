@@ -702,6 +702,31 @@ void engine_tensor_read(struct engine_model *m, uint64_t i, uint64_t off,
 		memcpy(buf, (const uint8_t *)p->data + off, size);
 }
 
+/*
+ * Packed now, or, loading in the background, as each tensor arrives
+ * (model_pack.c).
+ */
+static int model_pack(struct engine_model *m, struct err *err)
+{
+	if (m->no_pack)
+		return 0;
+	if (!m->load_async)
+		return engine_model_pack_all(m, m->pack_threads, err);
+	return engine_model_packer_start(m, err);
+}
+
+int engine_model_load(struct engine_model *m, struct err *err)
+{
+	int ret;
+
+	/* started by a move that needed the bytes (weights_move.c) */
+	if (io_weights_started(m->weights))
+		return 0;
+	ret = io_weights_start(m->weights, engine_backend_stage_sink, NULL,
+			       err);
+	return ret ? ret : model_pack(m, err);
+}
+
 int engine_model_open(struct engine_model **out, const char *path,
 		      const struct engine_model_options *opt, struct err *err)
 {
@@ -761,15 +786,10 @@ int engine_model_open(struct engine_model **out, const char *path,
 	m->info.add_bos = engine_vocab_add_bos(m->vocab);
 	m->info.tokenizer_model = engine_vocab_model_name(m->vocab);
 	m->info.tokenizer_pre = engine_vocab_pre_name(m->vocab);
-	/*
-	 * packed now, or, loading in the background, as each tensor arrives
-	 * (model_pack.c)
-	 */
-	if (!opt->no_pack && !opt->load.async)
-		ret = engine_model_pack_all(m, opt->threads, err);
-	else if (!opt->no_pack)
-		ret = engine_model_packer_start(m, err);
-	if (ret)
+	m->pack_threads = opt->threads;
+	m->no_pack = opt->no_pack;
+	m->load_async = opt->load.async;
+	if (!opt->load.defer && (ret = model_pack(m, err)))
 		goto out_free;
 	*out = m;
 	return 0;

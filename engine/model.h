@@ -51,6 +51,9 @@ struct engine_model {
 	 */
 	struct model_packer *packer;
 	pthread_mutex_t pack_lock;
+	/* how the open asked for packing, for a deferred load's start */
+	uint32_t pack_threads;
+	bool no_pack, load_async;
 
 	struct engine_tensor tok_embd;	  /* [n_embd, n_vocab] */
 	struct engine_tensor output_norm; /* [n_embd] */

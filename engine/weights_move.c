@@ -116,10 +116,15 @@ static int move_check_cap(struct engine_model *m, const uint64_t *idx,
 		(unsigned long long)(used >> 20));
 }
 
-/* Into a device's own memory: the file's bytes, then the records. */
+/*
+ * Into a device's own memory: the file's bytes, then the records. Before
+ * a deferred load starts, only the memory: the load reads the file into
+ * it (engine_model_load).
+ */
 static int move_to_device(struct engine_model *m, const uint64_t *idx,
 			  uint64_t n, const char *device, struct err *err)
 {
+	const bool unread = !io_weights_started(m->weights);
 	void **bufs = NULL;
 	uint8_t *host = NULL;
 	uint64_t k;
@@ -144,8 +149,8 @@ static int move_to_device(struct engine_model *m, const uint64_t *idx,
 		    !move_stages_of(m, idx[k], st))
 			continue;
 		bufs[k] = engine_backend_weights_alloc(device, p->bytes);
-		tmp = realloc(host, p->bytes ? p->bytes : 1);
-		if (!bufs[k] || !tmp) {
+		tmp = unread ? host : realloc(host, p->bytes ? p->bytes : 1);
+		if (!bufs[k] || (!tmp && !unread)) {
 			ret = err_set(err, ENOSPC,
 				      "no room on %s for %s (%llu bytes)",
 				      device, m->gguf->tensors[idx[k]].name,
@@ -155,6 +160,8 @@ static int move_to_device(struct engine_model *m, const uint64_t *idx,
 			break;
 		}
 		host = tmp;
+		if (unread)
+			continue;
 		engine_tensor_read(m, idx[k], 0, p->bytes, host);
 		engine_backend_weights_copy(device, bufs[k], host, p->bytes);
 	}
@@ -180,10 +187,14 @@ static int move_to_device(struct engine_model *m, const uint64_t *idx,
 	return ret;
 }
 
-/* Into io/'s memory on a host device, from wherever they are. */
+/*
+ * Into io/'s memory on a host device, from wherever they are (before a
+ * deferred load starts, from nowhere: io/ reads them with the rest).
+ */
 static int move_to_host(struct engine_model *m, const uint64_t *idx, uint64_t n,
 			const char *device, struct err *err)
 {
+	const bool unread = !io_weights_started(m->weights);
 	const void **src = calloc(n + 1, sizeof(*src));
 	void **old = calloc(n + 1, sizeof(*old));
 	char(*old_dev)[16] = calloc(n + 1, sizeof(*old_dev));
@@ -201,6 +212,10 @@ static int move_to_host(struct engine_model *m, const uint64_t *idx, uint64_t n,
 
 		if (engine_backend_device_is_host(p->device))
 			continue;
+		old[k] = p->data;
+		snprintf(old_dev[k], sizeof(old_dev[k]), "%s", p->device);
+		if (unread)
+			continue;
 		copy = malloc(p->bytes ? p->bytes : 1);
 		if (!copy) {
 			ret = err_set(err, ENOMEM, "out of memory");
@@ -208,8 +223,6 @@ static int move_to_host(struct engine_model *m, const uint64_t *idx, uint64_t n,
 		}
 		engine_backend_weights_copy(p->device, copy, p->data, p->bytes);
 		src[k] = copy;
-		old[k] = p->data;
-		snprintf(old_dev[k], sizeof(old_dev[k]), "%s", p->device);
 	}
 	if (!ret)
 		ret = io_weights_attach_many(m->weights, idx, n, device, src,
@@ -231,6 +244,16 @@ int engine_weights_move(struct engine_model *m, const uint64_t *idx, uint64_t n,
 {
 	int ret;
 
+	/*
+	 * Before a deferred load, a host device other than the load's own
+	 * takes copies of what is read: the load starts now (the tensors
+	 * placed on devices so far go there straight), then they move.
+	 */
+	if (!io_weights_started(m->weights) &&
+	    engine_backend_device_is_host(device) &&
+	    strcmp(device, io_weights_home(m->weights)) &&
+	    (ret = engine_model_load(m, err)))
+		return ret;
 	if ((ret = io_weights_wait(m->weights, err)) < 0)
 		return ret;
 	/* no packing in place while the bytes move */

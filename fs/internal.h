@@ -606,6 +606,8 @@ struct fs_options {
 	unsigned prefill_chunk;	   /* --prefill-chunk: tokens per step */
 	bool shared_config;	   /* --shared-config: anyone may write */
 	bool batch_exact;	   /* --batch-exact: engine_model_options */
+	/* --placement: a placement line for each local model at its load */
+	const char *placement;
 };
 
 /* ---- per-uid limits (limits.c) ------------------------------------------ */

@@ -76,6 +76,9 @@ static void mount_usage(FILE *f)
 		"  --shared-config   anyone may write config and placement\n"
 		"  --batch-exact     a batch gives each session the bits it\n"
 		"                    would get alone (slower prefill)\n"
+		"  --placement LINE  where each model's weights go, as a line\n"
+		"                    of its placement file ('all gpu0'), before\n"
+		"                    they are read: a GPU's straight from disk\n"
 		"See llmfs(1) and Documentation/ABI.md.\n");
 }
 
@@ -443,6 +446,7 @@ enum {
 	OPT_PREFILL_CHUNK,
 	OPT_SHARED_CONFIG,
 	OPT_BATCH_EXACT,
+	OPT_PLACEMENT,
 	OPT_STORE
 };
 
@@ -465,6 +469,7 @@ static const struct option mount_long_opts[] = {
 	{ "prefill-chunk", required_argument, NULL, OPT_PREFILL_CHUNK },
 	{ "shared-config", no_argument, NULL, OPT_SHARED_CONFIG },
 	{ "batch-exact", no_argument, NULL, OPT_BATCH_EXACT },
+	{ "placement", required_argument, NULL, OPT_PLACEMENT },
 	{ "store", required_argument, NULL, OPT_STORE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
@@ -539,6 +544,7 @@ static int mount_option(struct mount_args *a, int c, char *arg,
 		return mount_limit(&a->opt, c - OPT_MAX_SESSIONS, arg);
 	case OPT_SHARED_CONFIG: a->opt.shared_config = true; return 0;
 	case OPT_BATCH_EXACT: a->opt.batch_exact = true; return 0;
+	case OPT_PLACEMENT: a->opt.placement = arg; return 0;
 	case OPT_NUMA: return mount_numa_option(a, arg);
 	case OPT_KV_TYPE_K:
 	case OPT_KV_TYPE_V:

@@ -446,6 +446,7 @@ static int bench_model(const struct bench_args *a)
 	mopt.threads = copt.threads;
 	mopt.no_pack = a->no_pack;
 	mopt.n_ctx = (uint32_t)(a->ctx >= 0 ? a->ctx : a->depth + n);
+	mopt.load.defer = a->placement || a->cpu_moe;
 	b.n_seqs = a->seqs;
 	ret = a->devices ? bench_devices(&devs, a->devices, &err) : 0;
 	if (a->devices)
@@ -457,6 +458,9 @@ static int bench_model(const struct bench_args *a)
 	if (!ret)
 		ret = engine_placement_apply_cpu_moe(b.ctx, a->placement,
 						     a->cpu_moe, &err);
+	/* the placement's GPU tensors read from the file straight there */
+	if (!ret && mopt.load.defer)
+		ret = engine_model_load(b.m, &err);
 	/*
 	 * the weights as huge pages, as the daemon has them once idle and as
 	 * llama-bench's mapping of the page cache has them (loading.md);

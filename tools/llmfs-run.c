@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../engine/engine.h"
 
@@ -44,6 +45,7 @@ struct run_args {
 	long logprobs;	       /* -1: none */
 	const char *placement; /* a `placement` line, e.g. "all gpu0" */
 	bool cpu_moe;	       /* then 'experts cpu' */
+	bool move_after_load;  /* --move-after-load: the host first */
 };
 
 static void run_usage(FILE *f)
@@ -88,7 +90,11 @@ static void run_usage(FILE *f)
 	      "                          ('all gpu0', 'blk.0-13 gpu0')\n"
 	      "      --cpu-moe           a MoE's experts stay on the CPU"
 	      " ('all-but-experts gpu0')\n"
-	      "  -v, --verbose           model figures on stderr\n"
+	      "      --move-after-load   read all weights into host memory,"
+	      " then move the placed\n"
+	      "                          ones (not straight to the GPU; to"
+	      " compare)\n"
+	      "  -v, --verbose           model and load figures on stderr\n"
 	      "  -h, --help\n",
 	      f);
 }
@@ -181,6 +187,7 @@ enum {
 	OPT_LOGPROBS,
 	OPT_PLACEMENT,
 	OPT_CPU_MOE,
+	OPT_MOVE_AFTER_LOAD,
 };
 
 static const struct option run_options[] = {
@@ -214,6 +221,7 @@ static const struct option run_options[] = {
 	{ "logprobs", required_argument, NULL, OPT_LOGPROBS },
 	{ "placement", required_argument, NULL, OPT_PLACEMENT },
 	{ "cpu-moe", no_argument, NULL, OPT_CPU_MOE },
+	{ "move-after-load", no_argument, NULL, OPT_MOVE_AFTER_LOAD },
 	{ 0 },
 };
 
@@ -314,6 +322,7 @@ static void run_parse(int argc, char **argv, struct run_args *a)
 		case OPT_PRINT_TOKENS: a->print_tokens = true; break;
 		case OPT_PLACEMENT: a->placement = optarg; break;
 		case OPT_CPU_MOE: a->cpu_moe = true; break;
+		case OPT_MOVE_AFTER_LOAD: a->move_after_load = true; break;
 		case OPT_LOGPROBS:
 			a->logprobs = run_long("--logprobs", optarg, 0,
 					       ENGINE_LOGPROBS_MAX);
@@ -389,6 +398,14 @@ static void run_notice(void *arg, const char *msg)
 	fprintf(stderr, "llmfs-run: %s\n", msg);
 }
 
+static double run_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 static void run_print_model(struct engine_ctx *ctx)
 {
 	const struct engine_model_info *info = engine_model_info(
@@ -404,6 +421,34 @@ static void run_print_model(struct engine_ctx *ctx)
 		" kv_bytes %" PRIu64 "\n",
 		info->name, info->arch_name, info->n_ctx, info->tensor_bytes,
 		bpt, bpt * info->n_ctx);
+}
+
+/*
+ * -v: how the weights came in (once the load is over): into host memory
+ * (io/'s regions) and straight to other devices through the staging
+ * ring, and the time from the open to the first token.
+ */
+static void run_print_load(struct engine_model *m, double open_ms,
+			   const struct engine_generation_stats *gs)
+{
+	const struct io_load_stats *st = io_weights_stats(
+		engine_model_weights(m));
+
+	if (io_weights_wait(engine_model_weights(m), NULL))
+		return;
+	fprintf(stderr,
+		"llmfs-run: load tensor_bytes %" PRIu64
+		" host_region_bytes %" PRIu64 " staged_bytes %" PRIu64
+		" stage_s %.3f stage_gbs %.2f"
+		" stage_ring_bytes %" PRIu64 " host_read_s %.3f"
+		" open_ms %.1f open_to_first_token_ms %.1f\n",
+		st->tensor_bytes, st->host_region_bytes, st->staged_bytes,
+		st->stage_seconds,
+		st->stage_seconds > 0 ?
+			st->staged_bytes / st->stage_seconds / 1e9 :
+			0.0,
+		st->stage_ring_bytes, st->seconds, open_ms,
+		open_ms + gs->ttft_ms);
 }
 
 /* prepare/forward/accept until the end, streaming to stdout. */
@@ -516,7 +561,15 @@ static int run_open(const struct run_args *a, struct engine_model **m,
 		 * tensor as it needs it, and a failed read is that pass's
 		 * error (exit 1).
 		 */
-		.load = { .notice = run_notice, .async = true },
+		/*
+		 * A placement naming a device with memory of its own (a
+		 * GPU) is applied before the weights are read, so that its
+		 * tensors go from the file straight there
+		 */
+		.load = { .notice = run_notice,
+			  .async = true,
+			  .defer = (a->placement || a->cpu_moe) &&
+				   !a->move_after_load },
 	};
 	struct engine_ctx_options copt = {
 		.threads = a->threads,
@@ -533,6 +586,8 @@ static int run_open(const struct run_args *a, struct engine_model **m,
 	if (!rc)
 		rc = engine_placement_apply_cpu_moe(*ctx, a->placement,
 						    a->cpu_moe, err);
+	if (!rc && mopt.load.defer)
+		rc = engine_model_load(*m, err);
 	return rc;
 }
 
@@ -568,6 +623,7 @@ int main(int argc, char **argv)
 	char *file_text = NULL;
 	const char *prompt;
 	size_t len = 0;
+	double t0, open_ms;
 	int rc;
 
 	run_parse(argc, argv, &a);
@@ -581,7 +637,9 @@ int main(int argc, char **argv)
 		len = strlen(prompt);
 	}
 
+	t0 = run_now_ms();
 	rc = run_open(&a, &m, &ctx, &err);
+	open_ms = run_now_ms() - t0;
 	if (!rc && a.verbose)
 		run_print_model(ctx);
 	if (!rc && a.chat)
@@ -616,6 +674,8 @@ int main(int argc, char **argv)
 		run_print_logprobs(g);
 	if (!rc)
 		run_print_stats(engine_generation_stats(g));
+	if (!rc && a.verbose && a.n_predict != 0)
+		run_print_load(m, open_ms, engine_generation_stats(g));
 out:
 	if (rc)
 		fprintf(stderr, "llmfs-run: %s\n", err.msg);

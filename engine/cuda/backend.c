@@ -66,8 +66,7 @@ int cb_index(const char *device)
 }
 
 /* device's shared handle (opened on first use), or NULL */
-static struct cuda_dev *cb_shared(const char *device,
-				  const struct cuda_api **api)
+struct cuda_dev *cb_shared(const char *device, const struct cuda_api **api)
 {
 	const int i = cb_index(device);
 	struct cuda_dev *d = NULL;

@@ -64,6 +64,11 @@ struct cuda_backend {
 #define CB_DEVICES 16
 /* N of "gpuN" (N < CB_DEVICES), or -1 */
 int cb_index(const char *device);
+/*
+ * device's shared handle, the one its weights' memory goes through
+ * (opened on first use), with the module's table; NULL if none.
+ */
+struct cuda_dev *cb_shared(const char *device, const struct cuda_api **api);
 
 /*
  * Keep a failed call's error (ret < 0, e its message): the first one

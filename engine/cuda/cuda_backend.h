@@ -44,6 +44,16 @@ void cuda_backend_weights_copy(const char *device, void *dst, const void *src,
 			       size_t bytes);
 
 /*
+ * How a deferred load reads weights placed on device straight into its
+ * VRAM (engine_backend_stage_sink): the module's pinned buffers
+ * (cudaHostAlloc) and asynchronous copies on the weights' handle, one
+ * copy slot per ring buffer. -ENODEV where device is not present.
+ */
+struct io_stage_sink;
+int cuda_backend_stage_sink(const char *device, struct io_stage_sink *sink,
+			    struct err *err);
+
+/*
  * The VRAM cap of device (vram_cap.c; --devices gpu0:vram=8G on a real
  * card, set by engine_gpu_probe): the bytes the backend may place there,
  * 0 for none. capped: whether device has one, with it and the bytes

@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "../model.h"
+#include "backend_internal.h"
+#include "cuda_backend.h"
 #include "loader.h"
 
 struct engine_cuda_model {
@@ -66,6 +68,46 @@ static int sink_wait(void *arg, unsigned slot, struct err *err)
 	const struct upload_sink *s = arg;
 
 	return s->api->slot_wait(s->dev, slot, err);
+}
+
+/*
+ * The engine's deferred loads (cuda_backend_stage_sink): the same ring on
+ * the device's shared handle, the one its weights are allocated through.
+ * The arg is the handle; the module's table is the process's.
+ */
+static int stage_host_alloc(void *arg, void **p, size_t n, struct err *err)
+{
+	return engine_cuda_api(NULL)->host_alloc(p, n, err);
+}
+
+static void stage_host_free(void *arg, void *p)
+{
+	engine_cuda_api(NULL)->host_free(p);
+}
+
+static int stage_copy(void *arg, void *dst, const void *src, size_t n,
+		      unsigned slot, struct err *err)
+{
+	return engine_cuda_api(NULL)->copy_in_async(arg, dst, src, n, slot,
+						    err);
+}
+
+static int stage_wait(void *arg, unsigned slot, struct err *err)
+{
+	return engine_cuda_api(NULL)->slot_wait(arg, slot, err);
+}
+
+int cuda_backend_stage_sink(const char *device, struct io_stage_sink *sink,
+			    struct err *err)
+{
+	const struct cuda_api *api;
+	struct cuda_dev *dev = cb_shared(device, &api);
+
+	if (!dev)
+		return err_set(err, ENODEV, "%s: no such GPU", device);
+	*sink = (struct io_stage_sink){ dev, stage_host_alloc, stage_host_free,
+					stage_copy, stage_wait };
+	return 0;
 }
 
 int engine_cuda_stage(const struct cuda_api *api, struct cuda_dev *dev,

@@ -144,6 +144,8 @@ static void sched_load(struct fs_model *fm)
 			.numa = fm->fs->opt.numa,
 			.numa_node = fm->fs->opt.numa_node,
 			.devices = &fm->fs->opt.devices,
+			/* placed before the reading: a GPU's from the file */
+			.defer = fm->fs->opt.placement != NULL,
 		},
 	};
 	struct engine_model *m = NULL;
@@ -164,11 +166,15 @@ static void sched_load(struct fs_model *fm)
 		return;
 	}
 	rc = engine_model_open(&m, fm->path, &opt, &err);
-	if (!rc && (rc = engine_ctx_new(&ctx, m, &copt, &err))) {
-		engine_model_free(m);
-		m = NULL;
-	}
+	if (!rc)
+		rc = engine_ctx_new(&ctx, m, &copt, &err);
+	if (!rc && opt.load.defer)
+		rc = engine_placement_apply(ctx, fm->fs->opt.placement, &err);
+	if (!rc && opt.load.defer)
+		rc = engine_model_load(m, &err);
 	if (rc) {
+		engine_ctx_free(ctx);
+		engine_model_free(m);
 		sched_fail(fm, "load", err.msg);
 		return;
 	}

@@ -25,7 +25,9 @@
  * (tools/golden-kv.mjs; tests/engine/golden-kv.sh runs this); models
  * without such a file are left out. GOLDEN_PLACEMENT="all ref0" runs each
  * model where that placement command puts it (tests/engine/ref0.sh),
- * GOLDEN_PLACEMENT_THEN a second command after it ("kv cpu").
+ * applied before the weights are read (load.defer: the device's tensors
+ * go from the file straight there, as llmfs-run --placement loads them),
+ * GOLDEN_PLACEMENT_THEN a second command after the load ("kv cpu").
  * GOLDEN_THREADS=N runs the engine with
  * N threads (the reference's 2 matter past 256 positions: kv.md).
  */
@@ -261,6 +263,8 @@ START_TEST(test_golden_model)
 
 	check_golden_thresholds(stem, &rel_tol, &margin);
 	check_shared_model(path, sizeof(path), stem);
+	/* placed before the weights are read, as llmfs-run --placement does */
+	opt.load.defer = getenv("GOLDEN_PLACEMENT") != NULL;
 	ck_assert_msg(engine_model_open(&m, path, &opt, &err) == 0, "%s: %s",
 		      path, err.msg);
 	ck_assert_msg(engine_ctx_new(&ctx, m, &copt, &err) == 0, "%s: %s", path,
@@ -269,13 +273,17 @@ START_TEST(test_golden_model)
 	 * GOLDEN_PLACEMENT: where the weights compute ("all ref0"), then
 	 * GOLDEN_PLACEMENT_THEN ("kv cpu")
 	 */
-	for (k = 0; k < 2; k++)
+	for (k = 0; k < 2; k++) {
 		if (getenv(place_vars[k]) && *getenv(place_vars[k]))
 			ck_assert_msg(
 				engine_placement_apply(
 					ctx, getenv(place_vars[k]), &err) == 0,
 				"%s: placement '%s': %s", path,
 				getenv(place_vars[k]), err.msg);
+		if (k == 0 && opt.load.defer)
+			ck_assert_msg(engine_model_load(m, &err) == 0, "%s: %s",
+				      path, err.msg);
+	}
 	snprintf(path, sizeof(path), "%s/%s%s", golden_dir, stem,
 		 golden_suffix);
 	f = fopen(path, "r");
