@@ -7,7 +7,12 @@
 # test_multidevice on gpu0 (a model split with the CPU gives the CPU's
 # tokens, placement moves mid-generation change none, moves splitting a
 # layer are refused, a MoE's experts on the CPU with the rest on gpu0
-# give the CPU's tokens).
+# give the CPU's tokens); then test_load_device on gpu0 (a model loaded
+# from the file straight into VRAM gives the bits of one loaded on the
+# host and moved, reads back as the file, moves to the CPU and back
+# change no token, a short read and a capped gpu0 fail cleanly). The
+# golden prompts load that way too (GOLDEN_PLACEMENT: placed before the
+# weights are read).
 #
 # The GPU is the module's simulator here (build/lib/llmfs-cuda-sim.so),
 # a card's module where LLMFS_CUDA_MODULE names it (tools/gpu-check.sh).
@@ -20,8 +25,9 @@ BUILD=${BUILD:-build}
 SIM=$BUILD/lib/llmfs-cuda-sim.so
 golden=$BUILD/tests/engine/test_golden
 multi=$BUILD/tests/engine/test_multidevice
-[ -x "$golden" ] && [ -x "$multi" ] ||
-	{ echo "FAIL: $golden or $multi is not built"; exit 1; }
+load=$BUILD/tests/engine/test_load_device
+[ -x "$golden" ] && [ -x "$multi" ] && [ -x "$load" ] ||
+	{ echo "FAIL: $golden, $multi or $load is not built"; exit 1; }
 if [ -z "${LLMFS_CUDA_MODULE:-}" ]; then
 	[ -f "$SIM" ] || { echo "no CUDA simulator ($SIM: a build without nvcc)"; exit 77; }
 	export LLMFS_CUDA_MODULE=$SIM
@@ -67,6 +73,18 @@ if [ $rc -ne 0 ]; then
 	fails=$((fails + 1))
 else
 	echo "test_multidevice on gpu0 ($((SECONDS - start)) s):"
+	echo "$out" | grep '^#\|Checks' | sed 's/^/  /'
+fi
+start=$SECONDS
+out=$(LD_DEVICE=gpu0 "$load" 2>&1)
+rc=$?
+[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
+if [ $rc -ne 0 ]; then
+	echo "FAIL: test_load_device on gpu0"
+	echo "$out" | tail -n 20
+	fails=$((fails + 1))
+else
+	echo "test_load_device on gpu0 ($((SECONDS - start)) s):"
 	echo "$out" | grep '^#\|Checks' | sed 's/^/  /'
 fi
 [ $fails -eq 0 ]

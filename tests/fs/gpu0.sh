@@ -9,6 +9,11 @@
 #     gpu0 text;
 #   - placement writes moving layers cpu <-> gpu0 while a session
 #     generates change no token; a move splitting a layer is EINVAL;
+#   - mounted with --placement 'all gpu0' (the weights read from the
+#     file straight into VRAM): stats counts every byte loaded, weights/
+#     of every tensor reads back the CPU mount's (the file's) bytes, the
+#     answer is llmfs-run's gpu0 text, and after 'all cpu' the CPU's;
+#     a capped gpu0 too small fails the load with errors saying why;
 #   - on the simulator, a kernel that faults (LLMFS_SIM_FAIL_LAUNCH)
 #     makes llmfs-run fail with "gpu0: ..." instead of printing garbage.
 . "$(dirname "$0")/mount-lib.bash"
@@ -46,6 +51,8 @@ check "status shows gpu0 with a backend" \
 printf 'temperature=0\nmax_tokens=%d\n' $N > "$S/config"
 
 cat "$S/weights/blk.0.attn_q.weight" > "$WORK/w-cpu"
+mkdir -p "$WORK/wcpu"
+for f in "$S"/weights/*; do cat "$f" > "$WORK/wcpu/${f##*/}"; done
 echo "all gpu0" > "$S/placement" || fail "placement write 'all gpu0'"
 check "the placement file shows tensors on gpu0" \
 	grep -q '^blk.0.attn_q.weight .* gpu0$' "$S/placement"
@@ -83,5 +90,40 @@ else
 fi
 check "nothing moved" grep -q '^blk.0.attn_q.weight .* gpu0$' "$S/placement"
 echo "all cpu" > "$S/placement"
+unmount_llmfs
+
+# ---- placed before the load: the weights straight into VRAM ----
+mount_llmfs --placement "all gpu0" --name stories="$STORIES"
+wait_loaded || fail "model loaded in 120 s"
+check "--placement 'all gpu0': the model is ready" \
+	grep -q '^stories .* ready ' "$MNT/models"
+total=$(awk '$1 == "total" { print $4 }' "$S/placement")
+check "stats: load_bytes counts every tensor byte ($total)" \
+	grep -qx "load_bytes $total" "$S/stats"
+check "--placement 'all gpu0': the tensors are on gpu0" \
+	grep -q '^blk.0.attn_q.weight .* gpu0$' "$S/placement"
+bad=0 n=0
+for f in "$WORK"/wcpu/*; do
+	[ "${f##*/}" = index ] && continue # the list, devices in it
+	n=$((n + 1))
+	cmp -s "$f" "$S/weights/${f##*/}" || { bad=$((bad + 1)); echo "# differs: ${f##*/}"; }
+done
+check "weights/ of the $n tensors loaded straight to gpu0: the file's bytes" [ $bad = 0 ] && [ $n -gt 10 ]
+printf 'temperature=0\nmax_tokens=%d\n' $N > "$S/config"
+printf '%s' "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/straight"
+same "$WORK/gpu-run" "$WORK/straight" "loaded straight to gpu0: llmfs-run's gpu0 text"
+echo "all cpu" > "$S/placement" || fail "placement write 'all cpu' after a straight load"
+printf '%s' "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/back"
+same "$WORK/expect" "$WORK/back" "then moved to the CPU: the CPU's text"
+unmount_llmfs
+
+mount_llmfs --devices gpu0:vram=1M --placement "all gpu0" --name stories="$STORIES"
+wait_loaded
+check "a 1 MiB gpu0 and --placement 'all gpu0': the model failed" \
+	grep -q '^stories .* failed ' "$MNT/models"
+check "errors says there is no room ($(cat "$S/errors"))" \
+	grep -q 'load: no room on gpu0: .* cap of 1 MiB' "$S/errors"
 unmount_llmfs
 finish
