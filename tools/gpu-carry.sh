@@ -49,6 +49,7 @@ bins="$BUILD/bin/llmfs-cuda-bench $BUILD/bin/llmfs-bench $BUILD/bin/llmfs-write-
 	$BUILD/bin/llmfs-gpus $BUILD/bin/llmfs-run
 	$BUILD/tests/engine/test_cuda $BUILD/tests/engine/test_cuda_model
 	$BUILD/tests/engine/test_golden $BUILD/tests/engine/test_multidevice
+	$BUILD/tests/engine/test_load_device
 	$BUILD/bin/llmfs $BUILD/tests/io/test_stage $fusermount"
 for f in $bins $BUILD/lib/llmfs-cuda.so; do
 	[ -x "$f" ] || { echo "missing $f: make all tests (or --build)" >&2; exit 1; }

@@ -50,6 +50,13 @@
 #             the same run; and llama.cpp's llama-bench when carried.
 #             The Q8_0 model runs last, after gpu0bench, if time is left
 #   gpu0bench the engine's path on the card, the one the mount takes:
+#             first the load of the 8B Q4_K_M with every tensor on gpu0
+#             (llmfs-run -n 1, cold cache): straight from the file into
+#             VRAM through the staging ring, and host first then moved
+#             (--move-after-load): open -> first token, the ring's GB/s
+#             beside the disk alone and the pinned copy, the host's
+#             peak RSS (GPU_CHECK_LOAD_MODEL=FILE: that model instead);
+#             then
 #             llmfs-bench --placement 'all gpu0' (pp512, tg128, tg64 at
 #             depth 4096 if time is left) on the 8B and 0.6B Q4_K_M
 #             models, beside llmfs-cuda-bench's figures for the same
@@ -190,6 +197,7 @@ if [ $gpus_rc != 0 ] && grep -qE 'error while loading shared libraries|version .
 			"$src"/build/tests/engine/test_cuda_model \
 			"$src"/build/tests/engine/test_golden \
 			"$src"/build/tests/engine/test_multidevice \
+			"$src"/build/tests/engine/test_load_device \
 			"$src"/build/tests/io/test_stage "$WORK/bin/" 2>/dev/null
 		BIN=$WORK/bin
 		PATH=$BIN:$PATH
@@ -235,7 +243,7 @@ if part gpu0; then
 	}
 	b=$WORK/gpu0-build
 	mkdir -p "$b/bin" "$b/tests/engine"
-	for f in test_golden test_multidevice; do ln -sf "$BIN/$f" "$b/tests/engine/$f"; done
+	for f in test_golden test_multidevice test_load_device; do ln -sf "$BIN/$f" "$b/tests/engine/$f"; done
 	for f in llmfs llmfs-run; do ln -sf "$BIN/$f" "$b/bin/$f"; done
 	BUILD=$b limited 100 "$OUT/gpu0.log" bash "$src/tests/engine/gpu0.sh"
 	result gpu0-engine $? "golden all/blk.0 on gpu0, split, moves: gpu0.log"
@@ -502,6 +510,56 @@ moebench() { # model
 		row "" "" "$line"
 	done
 }
+# Loading straight into VRAM: llmfs-run -n 1 with every tensor on gpu0,
+# the page cache dropped before each run, the weights from the file
+# through the staging ring into VRAM (the default) and, to compare, read
+# into host memory first and moved (--move-after-load): open -> first
+# token, the ring's GB/s beside the disk alone and the pinned copy
+# (llmfs-cuda-bench's, the bench part, same model), the host's peak RSS
+# (the card's memory is not in it; the ring is 256 MiB of it). Packed as
+# users get it: the straight load packs nothing (a GPU keeps the file's
+# layout), the host-first one packs and the move unpacks
+dropcache() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; }
+loadrun() { # gguf, llmfs-run args...: "RSS_KB RC KEY VALUE ..." (-v's load line)
+	local f=$1
+	shift
+	dropcache
+	echo "== llmfs-run -m $(basename "$f") -n 1 -v $*" >>"$OUT/bench.log"
+	timeout --kill-after=5 90 python3 -c '
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.PIPE, text=True)
+sys.stderr.write(r.stderr)
+load = [l[len("llmfs-run: load "):] for l in r.stderr.splitlines()
+        if l.startswith("llmfs-run: load ")]
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode,
+      load[-1] if load else "")
+' "$BIN/llmfs-run" -m "$f" -p "Once upon a time" --temp 0 -n 1 -v \
+		"$@" 2>>"$OUT/bench.log"
+}
+loadbench() { # gguf, name
+	local f=$1 j=$WORK/bench-$2.json k a
+	row "$2" load "llmfs-run -n 1 --placement 'all gpu0', cold: straight | host first (--move-after-load); disk alone $(fig "$j" disk_gbs), pinned h2d $(fig "$j" h2d_gbs) GB/s"
+	for k in straight moved; do
+		fits 40 || { row "" "" "$k: no time left"; continue; }
+		a=$(loadrun "$f" --placement "all gpu0" \
+			$([ $k = moved ] && echo --move-after-load))
+		row "" "" "$(awk -v k=$k '{ for (i = 3; i < NF; i += 2) v[$i] = $(i + 1)
+			printf "%-8s open->first token %s ms, ring %s GB/s (%s s), host read %s s, host RSS peak %.0f MiB%s",
+				k, v["open_to_first_token_ms"], v["stage_gbs"], v["stage_s"],
+				v["host_read_s"], $1 / 1024, ($2 != 0 ? " (exit " $2 ")" : "") }' <<<"$a")"
+	done
+}
+if part gpu0bench && [ -n "${GPU_CHECK_LOAD_MODEL:-}" ]; then
+	# a dry run's (the simulator): any model file
+	loadbench "$GPU_CHECK_LOAD_MODEL" "$(basename "$GPU_CHECK_LOAD_MODEL" .gguf)"
+elif part gpu0bench && [ -f "$vocab" ] && [[ " $models " == *" 8b-q4_k_m "* ]]; then
+	if fits 60 && write_model 8b-q4_k_m; then
+		loadbench "$WORK/8b-q4_k_m.gguf" 8b-q4_k_m
+	else
+		row 8b-q4_k_m skip "load: no time left"
+	fi
+fi
 if part gpu0bench && [ -f "$vocab" ]; then
 	for m in 8b-q4_k_m 0.6b-q4_k_m; do
 		[[ " $models " == *" $m "* ]] || continue
