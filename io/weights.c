@@ -617,13 +617,15 @@ static int weights_records(struct io_weights *w, struct err *err)
 	return 0;
 }
 
-/* The regions of what io/ reads, and the placements into them. */
+/*
+ * The regions of what io/ reads, and the placements into them (the
+ * spans known: weights_spans, which checked every tensor's range).
+ */
 static int weights_regions(struct io_weights *w, struct err *err)
 {
 	uint32_t c;
-	int rc;
+	int rc = 0;
 
-	rc = weights_spans(w, w->lf, err);
 	for (c = 0; c < w->n_copies && rc == 0; c++)
 		rc = weights_regions_make(w, w->lf, c,
 					  weights_copy_node(w->plan, c), err);
@@ -688,7 +690,9 @@ int io_weights_load(struct io_weights **out, const struct io_gguf *g,
 		return 0;
 	}
 	w->started = true;
-	rc = weights_regions(w, err);
+	rc = weights_spans(w, w->lf, err);
+	if (rc == 0)
+		rc = weights_regions(w, err);
 	if (rc == 0)
 		rc = weights_begin(w, err);
 	if (rc < 0)
@@ -843,7 +847,10 @@ int io_weights_start(struct io_weights *w, io_weights_sink_fn sink_of,
 			err, EINVAL,
 			"the weights' load was not deferred or has begun");
 	w->started = true;
-	rc = weights_stage(w, sink_of, arg, err);
+	/* every tensor's range in its file, the staged ones too, first */
+	rc = weights_spans(w, w->lf, err);
+	if (rc == 0)
+		rc = weights_stage(w, sink_of, arg, err);
 	w->t0 = weights_now();
 	if (rc == 0)
 		rc = weights_regions(w, err);

@@ -361,6 +361,37 @@ START_TEST(test_weights_defer_short_file)
 }
 END_TEST
 
+/*
+ * A staged tensor whose range passes the file's end (a malformed
+ * offset): the start fails before any read or buffer, naming it.
+ */
+START_TEST(test_weights_defer_bad_offset)
+{
+	struct progress pr = { 0 };
+	struct io_load_options opt = defer_opt(0, &pr);
+	struct late_dev *d = calloc(1, sizeof(*d));
+	struct io_weights *w = NULL;
+	struct err err = { 0 };
+	uint8_t *m2;
+	struct fake f;
+
+	ck_assert_ptr_nonnull(d);
+	defer_fake(&f);
+	ck_assert_int_eq(io_weights_load(&w, &f.g, &opt, &err), 0);
+	m2 = defer_detach(w, &f, 2);
+	f.t[2].offset = f.file.size - 10;
+	ck_assert_int_eq(io_weights_start(w, late_sink_of, d, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "tensor t2 lies outside") != NULL, "%s",
+		      err.msg);
+	ck_assert_uint_eq(d->allocs, 0);
+	ck_assert_int_eq(io_weights_wait(w, &err), -EINVAL);
+	io_weights_free(w);
+	free(m2);
+	free(d);
+	unlink(f.path);
+}
+END_TEST
+
 static Suite *weights_defer_suite(void)
 {
 	Suite *s = suite_create("io_weights_defer");
@@ -372,6 +403,7 @@ static Suite *weights_defer_suite(void)
 	tcase_add_loop_test(tc, test_weights_defer_all_or_none, 0, n);
 	tcase_add_test(tc, test_weights_defer_attach_back);
 	tcase_add_loop_test(tc, test_weights_defer_short_file, 0, n);
+	tcase_add_test(tc, test_weights_defer_bad_offset);
 	suite_add_tcase(s, tc);
 	return s;
 }
