@@ -538,8 +538,10 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode,
 		"$@" 2>>"$OUT/bench.log"
 }
 loadbench() { # gguf, name
-	local f=$1 j=$WORK/bench-$2.json k a
-	row "$2" load "llmfs-run -n 1 --placement 'all gpu0', cold: straight | host first (--move-after-load); disk alone $(fig "$j" disk_gbs), pinned h2d $(fig "$j" h2d_gbs) GB/s"
+	local f=$1 j=$WORK/bench-$2.json k a d h
+	d=$(fig "$j" disk_gbs)
+	h=$(fig "$j" h2d_gbs)
+	row "$2" load "llmfs-run -n 1 --placement 'all gpu0', cold: straight | host first (--move-after-load); disk alone ${d:--}, pinned h2d ${h:--} GB/s (bench)"
 	for k in straight moved; do
 		fits 40 || { row "" "" "$k: no time left"; continue; }
 		a=$(loadrun "$f" --placement "all gpu0" \
