@@ -60,6 +60,15 @@ int cuda_ctx_seq_truncate(struct cuda_ctx *c, uint32_t seq, uint32_t n,
 uint32_t cuda_ctx_seq_length(const struct cuda_ctx *c, uint32_t seq);
 void cuda_ctx_stats_get(const struct cuda_ctx *c, struct cuda_ctx_stats *st);
 
+/* ---- graph.cu ------------------------------------------------------------ */
+
+int cuda_graph_begin(struct cuda_dev *d, struct err *err);
+int cuda_graph_end(struct cuda_dev *d, struct cuda_graph **g, bool *updated,
+		   struct err *err);
+int cuda_graph_launch(struct cuda_dev *d, struct cuda_graph *g,
+		      struct err *err);
+void cuda_graph_free(struct cuda_graph *g);
+
 /* ---- probe.cu ------------------------------------------------------------ */
 
 int cuda_probe(struct io_device_set *set, struct err *err);

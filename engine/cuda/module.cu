@@ -815,6 +815,10 @@ static const struct cuda_api mod_api = {
 	.rms_norm_quantize = mod_rms_norm_quantize,
 	.qk_rope_store = mod_qk_rope_store,
 	.attention_quantize = mod_attention_quantize,
+	.graph_begin = cuda_graph_begin,
+	.graph_end = cuda_graph_end,
+	.graph_launch = cuda_graph_launch,
+	.graph_free = cuda_graph_free,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct cuda_api *

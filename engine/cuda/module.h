@@ -39,13 +39,15 @@ extern "C" {
 #endif
 
 /* Bumped whenever the table below changes: the loader refuses others. */
-#define LLMFS_CUDA_ABI 4
+#define LLMFS_CUDA_ABI 5
 
 /* Positions per block of the paged KV cache (engine/kv.h's, too). */
 #define CUDA_KV_BLOCK 64
 
 /* One GPU in use: its stream, events, cuBLAS handle and scratch. */
 struct cuda_dev;
+/* An executable CUDA graph of a device's ops (graph_begin .. graph_end). */
+struct cuda_graph;
 
 enum cuda_rope_mode {
 	CUDA_ROPE_NORM, /* pairs (2i, 2i+1): llama */
@@ -414,6 +416,27 @@ struct cuda_api {
 				  uint32_t n_ctx, float *out, size_t out_ld,
 				  uint32_t act_type, void *xq, size_t xq_ld,
 				  uint32_t rows, struct err *err);
+
+	/* ---- graphs (graph.cu) ---- */
+	/*
+	 * Record the ops enqueued on d from now on instead of running them,
+	 * until graph_end (stream capture, this thread's: calls that wait
+	 * for the device or allocate fail meanwhile, and so do copies from
+	 * host memory that is not pinned).
+	 */
+	int (*graph_begin)(struct cuda_dev *d, struct err *err);
+	/*
+	 * End the recording into *g: a new executable graph where *g is
+	 * NULL, else *g updated in place (the same ops with other
+	 * arguments: *updated true) or, where that cannot be, made again.
+	 * g NULL: the ops recorded are dropped. *g is NULL on failure.
+	 */
+	int (*graph_end)(struct cuda_dev *d, struct cuda_graph **g,
+			 bool *updated, struct err *err);
+	/* Enqueue g's ops on d's stream, as one launch. */
+	int (*graph_launch)(struct cuda_dev *d, struct cuda_graph *g,
+			    struct err *err);
+	void (*graph_free)(struct cuda_graph *g); /* NULL: nothing */
 };
 
 /* The module's one export (dlsym name "llmfs_cuda_api"). */
