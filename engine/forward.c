@@ -319,6 +319,7 @@ static int forward_embeddings(struct forward_pass *p)
 	float *sum = NULL;
 	uint32_t j, e;
 	int ret = 0;
+	bool copied = false;
 
 	for (j = 0; j < p->n_live && !ret; j++) {
 		const struct forward_row *r = &h->rows[h->live[j]];
@@ -326,6 +327,7 @@ static int forward_embeddings(struct forward_pass *p)
 
 		if (!r->embd || (ret = forward_sync(p)))
 			continue;
+		copied = true;
 		if (!r->embd_add) {
 			be->iface->copy_out(be, r->embd, x, E * sizeof(*x));
 			continue;
@@ -341,8 +343,11 @@ static int forward_embeddings(struct forward_pass *p)
 			r->embd[e] += sum[e];
 	}
 	free(sum);
-	/* the last copy_out's failure too */
-	return ret ? ret : forward_sync(p);
+	/*
+	 * the last copy_out's failure too; none, no wait (a GPU's decode
+	 * step, one graph up to the logits, is not cut in two)
+	 */
+	return ret || !copied ? ret : forward_sync(p);
 }
 
 /* The rows h->rows[0..n) through the model; logits where wanted. */
