@@ -126,7 +126,11 @@ void cuda_backend_weights_copy(const char *device, void *dst, const void *src,
 static void cb_destroy(struct engine_backend *be)
 {
 	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
 
+	cb_graph_flush(be);
+	cb->api->synchronize(cb->dev, &err);
+	cb_graphs_free(be);
 	cb->api->free(cb->dev, cb->param);
 	cb->api->free(cb->dev, cb->rope_ff);
 	/* close waits for the stream: no copy still reads the ring */
@@ -142,6 +146,7 @@ static void *cb_alloc(struct engine_backend *be, size_t bytes)
 	struct cuda_backend *cb = be->ctx;
 	void *p = NULL;
 
+	cb_graph_flush(be);
 	/* the passes' buffers and the KV blocks count against a cap */
 	if (cuda_cap_alloc(be->dev.name, cb->api, cb->dev, &p, bytes))
 		return NULL;
@@ -152,6 +157,7 @@ static void cb_free(struct engine_backend *be, void *p)
 {
 	struct cuda_backend *cb = be->ctx;
 
+	cb_graph_flush(be);
 	cuda_cap_free(cb->api, cb->dev, p);
 }
 
@@ -165,6 +171,7 @@ static void cb_copy_with(struct engine_backend *be, cb_copy_fn copy, void *dst,
 	struct cuda_backend *cb = be->ctx;
 	struct err err = { 0 };
 
+	cb_graph_flush(be);
 	if (!cb->err.code)
 		cb_check(be, copy(cb->dev, dst, src, bytes, &err), &err);
 }
@@ -202,6 +209,7 @@ static int cb_synchronize(struct engine_backend *be, struct err *err)
 	struct err e = { 0 };
 	int ret;
 
+	cb_graph_flush(be);
 	cb_check(be, cb->api->synchronize(cb->dev, &e), &e);
 	if (!cb->err.code)
 		return 0;
@@ -223,6 +231,7 @@ static int cb_reserve(struct engine_backend *be,
 	size_t seg = (size_t)cap * 64 > CB_SEGMENT ? (size_t)cap * 64 :
 						     CB_SEGMENT;
 
+	cb_graph_flush(be);
 	cb->hp = *hp;
 	if ((seg > cb->seg && cb_ring_grow(be, seg)) ||
 	    cb_param(be, (size_t)cap * 64)) {
@@ -357,6 +366,12 @@ int cuda_backend_new(struct engine_backend **out, const char *device,
 		goto out_free;
 	}
 	cb->plain = !cb_fuse();
+	be->ctx = cb;
+	if ((ret = cb_graphs_new(be))) {
+		api->close(cb->dev);
+		ret = err_set(err, ENOMEM, "out of memory");
+		goto out_free;
+	}
 	pthread_once(&cb_plain_once, cb_plain_init);
 	be->iface = cb->plain ? &cuda_backend_plain_i : &cuda_backend_i;
 	be->ctx = cb;

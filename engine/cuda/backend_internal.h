@@ -31,12 +31,32 @@
 #define CB_QUANT_ROWS 32
 /* activation buffers whose format the backend remembers */
 #define CB_ACTS 8
+/* segments of up to this many rows are recorded as graphs (decode) */
+#define CB_GRAPH_ROWS CB_QUANT_ROWS
 
 /* what convert_rows wrote into an activation buffer (cb_act_*) */
 struct cb_act {
 	const void *buf;
 	bool act; /* rows of the module's act type, else floats (x_act) */
 };
+
+/*
+ * The KV lists qk_rope_store sent last (backend_kv.c): attention of the
+ * same layer and rows reads them again instead of sending its own, so a
+ * layer's lists are sent once.
+ */
+struct cb_kv_last {
+	bool valid;
+	bool recorded; /* into a graph's arena (cb_graph_lists) */
+	uint32_t il, n, mb;
+	const void *seq, *pos;	/* the batch's arrays */
+	unsigned long lists_no; /* cb_lists calls then: none since */
+	const uint8_t *const *k_blocks, *const *v_blocks; /* VRAM */
+	const int32_t *dev_seq, *dev_pos;
+	struct engine_kv_view view; /* every row's types and strides */
+};
+
+struct cb_graphs;
 
 struct cuda_backend {
 	const struct cuda_api *api;
@@ -56,8 +76,11 @@ struct cuda_backend {
 	bool rope_ff_set;	  /* the model has them */
 	struct err err;		  /* the first failure since synchronize */
 	struct cb_act acts[CB_ACTS];
-	unsigned acts_next; /* the entry a new buffer takes */
-	bool plain;	    /* LLMFS_CUDA_FUSE=0: no fusions (backend.c) */
+	unsigned acts_next;	/* the entry a new buffer takes */
+	bool plain;		/* LLMFS_CUDA_FUSE=0: no fusions (backend.c) */
+	unsigned long lists_no; /* cb_lists calls so far */
+	struct cb_kv_last kv_last;
+	struct cb_graphs *graphs; /* NULL: LLMFS_CUDA_GRAPH=0 */
 };
 
 /* GPUs a process addresses: gpu0 .. gpu15 */
@@ -100,11 +123,12 @@ int cb_send(struct engine_backend *be, void *dst, const void *host,
  */
 int cb_param(struct engine_backend *be, size_t bytes);
 /*
- * Where an op's lists of bytes are built (cb_stage), with room for them
- * in the parameter area; NULL after a failure (this one's or an earlier
- * op's).
+ * Where an op's lists of bytes are built (host), and *dev where its
+ * kernels read them once cb_send copied them: the ring and the
+ * parameter area, or while a graph records, its arena (cb_graph_lists).
+ * NULL after a failure (this one's or an earlier op's).
  */
-void *cb_lists(struct engine_backend *be, size_t bytes);
+void *cb_lists(struct engine_backend *be, size_t bytes, void **dev);
 
 /*
  * Runs of rows. A batch's rows are an index list (backend.h), and the
@@ -143,6 +167,27 @@ bool cb_runs_next(struct engine_backend *be, struct cb_runs *it);
 int cuda_cap_alloc(const char *device, const struct cuda_api *api,
 		   struct cuda_dev *d, void **p, size_t bytes);
 void cuda_cap_free(const struct cuda_api *api, struct cuda_dev *d, void *p);
+
+/*
+ * Graphs (backend_graph.c: what is recorded and when). cb_graphs_new:
+ * the backend's graphs, unless LLMFS_CUDA_GRAPH=0 (-ENOMEM);
+ * cb_graphs_free: them and what they hold (the device idle).
+ * cb_graph_op: an op named op (its __func__) of rows rows over tag (its
+ * weights or output) is about to enqueue: it is recorded, or what was
+ * recorded runs first and it runs plainly. cb_graph_flush: what was
+ * recorded runs (every call that waits for the device, copies, or
+ * allocates calls it first). cb_graph_lists and cb_graph_send: cb_lists
+ * and cb_send while recording.
+ */
+int cb_graphs_new(struct engine_backend *be);
+void cb_graphs_free(struct engine_backend *be);
+void cb_graph_op(struct engine_backend *be, const char *op, uint32_t rows,
+		 const void *tag);
+void cb_graph_flush(struct engine_backend *be);
+bool cb_graph_recording(const struct engine_backend *be);
+void *cb_graph_lists(struct engine_backend *be, size_t bytes, void **dev);
+int cb_graph_send(struct engine_backend *be, void *dst, const void *host,
+		  size_t bytes);
 
 /*
  * Activations (backend_ops.c). cb_quantizes: whether n rows converted

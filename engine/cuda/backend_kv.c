@@ -18,29 +18,29 @@
 /*
  * The lists a KV op takes, for rows rows with mb blocks each: K and V
  * block addresses, then the rows' sequence slots (row j's own: j) and
- * positions, built in the ring (host) and read by the module from the
- * parameter area (dev), bytes of them.
+ * positions, built in host memory and read by the module from dev
+ * (cb_lists), bytes of them.
  */
 struct cb_kv_lists {
 	const uint8_t **k_blocks, **v_blocks;
 	int32_t *seq_of, *pos;
 	size_t bytes;
-	void *host;
+	void *host, *dev;
 	struct cuda_kv *kv; /* its k_blocks, v_blocks, max_blocks */
-	const int32_t *dev_seq, *dev_pos; /* the parameter area's */
+	const int32_t *dev_seq, *dev_pos; /* dev's */
 };
 
 static int cb_kv_lists(struct engine_backend *be, uint32_t rows, uint32_t mb,
 		       struct cb_kv_lists *l)
 {
-	struct cuda_backend *cb = be->ctx;
 	const size_t nb = (size_t)rows * mb * sizeof(void *);
-	uint8_t *h;
+	uint8_t *h, *d;
 	uint32_t j;
 
 	l->bytes = 2 * nb + 2 * (size_t)rows * sizeof(int32_t);
-	if (!(l->host = h = cb_lists(be, l->bytes)))
+	if (!(l->host = h = cb_lists(be, l->bytes, &l->dev)))
 		return -ENOMEM;
+	d = l->dev;
 	l->k_blocks = (const uint8_t **)h;
 	l->v_blocks = (const uint8_t **)(h + nb);
 	l->seq_of = (int32_t *)(h + 2 * nb);
@@ -48,10 +48,10 @@ static int cb_kv_lists(struct engine_backend *be, uint32_t rows, uint32_t mb,
 	memset(h, 0, 2 * nb);
 	for (j = 0; j < rows; j++)
 		l->seq_of[j] = (int32_t)j;
-	l->kv->k_blocks = (const uint8_t *const *)cb->param;
-	l->kv->v_blocks = (const uint8_t *const *)(cb->param + nb);
+	l->kv->k_blocks = (const uint8_t *const *)d;
+	l->kv->v_blocks = (const uint8_t *const *)(d + nb);
 	l->kv->max_blocks = mb;
-	l->dev_seq = (const int32_t *)(cb->param + 2 * nb);
+	l->dev_seq = (const int32_t *)(d + 2 * nb);
 	l->dev_pos = l->dev_seq + rows;
 	return 0;
 }
@@ -82,6 +82,7 @@ void cb_kv_store_rows(struct engine_backend *be, const float *k, size_t k_ld,
 	struct err err = { 0 };
 	uint32_t j;
 
+	cb_graph_op(be, __func__, n, k);
 	if (!n || cb_kv_lists(be, n, 1, &l))
 		return;
 	for (j = 0; j < n; j++) {
@@ -89,7 +90,7 @@ void cb_kv_store_rows(struct engine_backend *be, const float *k, size_t k_ld,
 		l.v_blocks[j] = slots[j].v;
 		l.pos[j] = 0;
 	}
-	if (cb_send(be, cb->param, l.host, l.bytes))
+	if (cb_send(be, l.dev, l.host, l.bytes))
 		return;
 	while (cb_runs_next(be, &it)) {
 		kv.type_k = slots[it.j].type_k;
@@ -114,6 +115,84 @@ static bool cb_views_join(const void *arg, uint32_t i, uint32_t j)
 }
 
 /*
+ * Whether b's rows are those of the lists qk_rope_store sent last, for
+ * the same layer, and nothing was sent since: then attention reads them.
+ */
+static bool cb_kv_again(struct engine_backend *be,
+			const struct engine_att_batch *b)
+{
+	const struct cuda_backend *cb = be->ctx;
+	const struct cb_kv_last *k = &cb->kv_last;
+	uint32_t j;
+
+	if (!k->valid || k->il != b->il || k->n != b->n ||
+	    k->seq != (const void *)b->seq || k->pos != (const void *)b->pos ||
+	    k->lists_no != cb->lists_no ||
+	    k->recorded != cb_graph_recording(be))
+		return false;
+	for (j = 0; b->idx && j < b->n; j++)
+		if (b->idx[j] != j)
+			return false;
+	return true;
+}
+
+/*
+ * Each row's lists for attention: block addresses of its sequence's
+ * blocks of layer il (engine_kv_view) and its position; each row's last
+ * view, its types and strides, into cb->views. Or those qk_rope_store
+ * sent (cb_kv_again), every row's view k->view. 0, or the failure.
+ */
+static int cb_attention_lists(struct engine_backend *be,
+			      const struct engine_att_batch *b,
+			      struct cb_kv_lists *l, bool *again)
+{
+	struct cuda_backend *cb = be->ctx;
+	const struct cb_kv_last *k = &cb->kv_last;
+	struct engine_kv_view *views;
+	struct err err = { 0 };
+	uint32_t j, r, mb = 1, blk;
+
+	if ((*again = cb_kv_again(be, b))) {
+		l->kv->k_blocks = k->k_blocks;
+		l->kv->v_blocks = k->v_blocks;
+		l->kv->max_blocks = k->mb;
+		l->dev_seq = k->dev_seq;
+		l->dev_pos = k->dev_pos;
+		return 0;
+	}
+	for (j = 0; j < b->n; j++) {
+		r = cb_row(b->idx, j);
+		if (b->pos[r] / CUDA_KV_BLOCK + 1 > mb)
+			mb = b->pos[r] / CUDA_KV_BLOCK + 1;
+	}
+	/* each row's last view: its types and strides (host only) */
+	if (b->n > cb->views_cap) {
+		views = realloc(cb->views, (size_t)b->n * sizeof(*views));
+		if (!views) {
+			err_set(&err, ENOMEM, "out of memory");
+			cb_check(be, -ENOMEM, &err);
+			return -ENOMEM;
+		}
+		cb->views = views;
+		cb->views_cap = b->n;
+	}
+	views = cb->views;
+	if (cb_kv_lists(be, b->n, mb, l))
+		return -ENOMEM;
+	for (j = 0; j < b->n; j++) {
+		r = cb_row(b->idx, j);
+		l->pos[j] = (int32_t)b->pos[r];
+		for (blk = 0; blk <= b->pos[r] / CUDA_KV_BLOCK; blk++) {
+			engine_kv_view(b->seq[r], b->il, blk * CUDA_KV_BLOCK,
+				       blk * CUDA_KV_BLOCK + 1, &views[j]);
+			l->k_blocks[(size_t)j * mb + blk] = views[j].k;
+			l->v_blocks[(size_t)j * mb + blk] = views[j].v;
+		}
+	}
+	return cb_send(be, l->dev, l->host, l->bytes);
+}
+
+/*
  * Attention of each row over its sequence's blocks of layer il, by
  * address (engine_kv_view), in runs of consecutive rows of the same
  * cache types; with act, each run's rows quantized to type into act too
@@ -130,57 +209,30 @@ static bool cb_attention_to(struct engine_backend *be,
 			      .head_dim = hp->head_dim,
 			      .head_dim_v = hp->head_dim_v };
 	struct cb_kv_lists l = { .kv = &kv };
-	struct engine_kv_view *views;
 	struct cb_runs it = { .idx = b->idx,
 			      .n = b->n,
 			      .joins = cb_views_join };
+	const struct engine_kv_view *view;
 	struct err err = { 0 };
-	uint32_t j, r, mb = 1, blk;
-	bool merged = act != NULL;
+	bool merged = act != NULL, again;
 	int ret;
 
-	if (!b->n || cb->err.code)
+	cb_graph_op(be, __func__, b->n, b->out);
+	if (!b->n || cb->err.code || cb_attention_lists(be, b, &l, &again))
 		return false;
-	for (j = 0; j < b->n; j++) {
-		r = cb_row(b->idx, j);
-		if (b->pos[r] / CUDA_KV_BLOCK + 1 > mb)
-			mb = b->pos[r] / CUDA_KV_BLOCK + 1;
-	}
-	/* each row's last view: its types and strides (host only) */
-	if (b->n > cb->views_cap) {
-		views = realloc(cb->views, (size_t)b->n * sizeof(*views));
-		if (!views) {
-			err_set(&err, ENOMEM, "out of memory");
-			cb_check(be, -ENOMEM, &err);
-			return false;
-		}
-		cb->views = views;
-		cb->views_cap = b->n;
-	}
-	views = cb->views;
-	if (cb_kv_lists(be, b->n, mb, &l))
-		return false;
-	for (j = 0; j < b->n; j++) {
-		r = cb_row(b->idx, j);
-		l.pos[j] = (int32_t)b->pos[r];
-		for (blk = 0; blk <= b->pos[r] / CUDA_KV_BLOCK; blk++) {
-			engine_kv_view(b->seq[r], b->il, blk * CUDA_KV_BLOCK,
-				       blk * CUDA_KV_BLOCK + 1, &views[j]);
-			l.k_blocks[(size_t)j * mb + blk] = views[j].k;
-			l.v_blocks[(size_t)j * mb + blk] = views[j].v;
-		}
-	}
-	if (cb_send(be, cb->param, l.host, l.bytes))
-		return false;
-	it.arg = views;
+	it.arg = cb->views;
+	/* qk_rope_store's rows share one view: one run */
+	if (again)
+		it.joins = NULL;
 	while (cb_runs_next(be, &it)) {
 		const float *q = b->q + (size_t)it.r * b->q_ld;
 		float *out = b->out + (size_t)it.r * b->out_ld;
 
-		kv.type_k = views[it.j].type_k;
-		kv.type_v = views[it.j].type_v;
-		kv.k_row = views[it.j].k_stride;
-		kv.v_row = views[it.j].v_stride;
+		view = again ? &cb->kv_last.view : &cb->views[it.j];
+		kv.type_k = view->type_k;
+		kv.type_v = view->type_v;
+		kv.k_row = view->k_stride;
+		kv.v_row = view->v_stride;
 		if (merged) {
 			ret = cb->api->attention_quantize(
 				cb->dev, &kv, b->il, q, b->q_ld, hp->n_head,
@@ -270,6 +322,8 @@ void cb_qk_rope_store(struct engine_backend *be,
 	uint32_t j, blk, mb = 1;
 	int ret;
 
+	cb_graph_op(be, __func__, b->n, b->q);
+	cb->kv_last.valid = false;
 	if (!b->n || cb->err.code)
 		return;
 	for (j = 0; j < b->n; j++)
@@ -277,10 +331,14 @@ void cb_qk_rope_store(struct engine_backend *be,
 			mb = b->pos[j] / CUDA_KV_BLOCK + 1;
 	if (cb_kv_lists(be, b->n, mb, &l))
 		return;
+	/* every block, as attention's: it reads these lists again */
 	for (j = 0; j < b->n; j++) {
-		blk = b->pos[j] / CUDA_KV_BLOCK;
-		engine_kv_view(b->seq[j], b->il, blk * CUDA_KV_BLOCK,
-			       blk * CUDA_KV_BLOCK + 1, &view);
+		for (blk = 0; blk <= b->pos[j] / CUDA_KV_BLOCK; blk++) {
+			engine_kv_view(b->seq[j], b->il, blk * CUDA_KV_BLOCK,
+				       blk * CUDA_KV_BLOCK + 1, &view);
+			l.k_blocks[(size_t)j * mb + blk] = view.k;
+			l.v_blocks[(size_t)j * mb + blk] = view.v;
+		}
 		if (!j)
 			first = view;
 		if (view.type_k != first.type_k ||
@@ -288,20 +346,33 @@ void cb_qk_rope_store(struct engine_backend *be,
 		    view.k_stride != first.k_stride ||
 		    view.v_stride != first.v_stride)
 			goto out_apart;
-		l.k_blocks[(size_t)j * mb + blk] = view.k;
-		l.v_blocks[(size_t)j * mb + blk] = view.v;
 		l.pos[j] = (int32_t)b->pos[j];
 	}
 	kv.type_k = first.type_k;
 	kv.type_v = first.type_v;
 	kv.k_row = first.k_stride;
 	kv.v_row = first.v_stride;
-	if (cb_send(be, cb->param, l.host, l.bytes))
+	if (cb_send(be, l.dev, l.host, l.bytes))
 		return;
 	ret = cb->api->qk_rope_store(cb->dev, &kv, b->il, &q, l.dev_seq,
 				     l.dev_pos, b->n, &err);
 	if (ret != -ENOTSUP) {
 		cb_check(be, ret, &err);
+		cb->kv_last = (struct cb_kv_last){
+			.valid = !ret,
+			.recorded = cb_graph_recording(be),
+			.il = b->il,
+			.n = b->n,
+			.mb = mb,
+			.seq = b->seq,
+			.pos = b->pos,
+			.lists_no = cb->lists_no,
+			.k_blocks = kv.k_blocks,
+			.v_blocks = kv.v_blocks,
+			.dev_seq = l.dev_seq,
+			.dev_pos = l.dev_pos,
+			.view = first,
+		};
 		return;
 	}
 out_apart:

@@ -76,9 +76,11 @@ int cb_send(struct engine_backend *be, void *dst, const void *host,
 {
 	struct cuda_backend *cb = be->ctx;
 	struct err err = { 0 };
-	int ret = cb->api->copy_in_async(cb->dev, dst, host, bytes, cb->cur,
-					 &err);
+	int ret;
 
+	if (cb_graph_recording(be))
+		return cb_graph_send(be, dst, host, bytes);
+	ret = cb->api->copy_in_async(cb->dev, dst, host, bytes, cb->cur, &err);
 	cb_check(be, ret, &err);
 	return ret;
 }
@@ -110,12 +112,18 @@ int cb_param(struct engine_backend *be, size_t bytes)
 	return 0;
 }
 
-void *cb_lists(struct engine_backend *be, size_t bytes)
+void *cb_lists(struct engine_backend *be, size_t bytes, void **dev)
 {
 	struct cuda_backend *cb = be->ctx;
 
-	if (cb->err.code || cb_param(be, bytes))
+	if (cb->err.code)
 		return NULL;
+	cb->lists_no++;
+	if (cb_graph_recording(be))
+		return cb_graph_lists(be, bytes, dev);
+	if (cb_param(be, bytes))
+		return NULL;
+	*dev = cb->param;
 	return cb_stage(be, bytes);
 }
 

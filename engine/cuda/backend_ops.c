@@ -59,18 +59,19 @@ void cb_get_rows(struct engine_backend *be, float *y, size_t y_ld,
 	struct cuda_backend *cb = be->ctx;
 	const size_t bytes = (size_t)n * sizeof(*tokens);
 	struct err err = { 0 };
-	void *host;
+	void *host, *dev = NULL;
 
-	if (!n || !(host = cb_lists(be, bytes)))
+	cb_graph_op(be, __func__, n, y);
+	if (!n || !(host = cb_lists(be, bytes, &dev)))
 		return;
 	memcpy(host, tokens, bytes);
-	if (cb_send(be, cb->param, host, bytes))
+	if (cb_send(be, dev, host, bytes))
 		return;
 	cb_check(be,
 		 cb->api->get_rows(cb->dev, w->info->type,
 				   engine_tensor_data(w), w->row_bytes,
-				   w->info->ne[0], (const int32_t *)cb->param,
-				   y, y_ld, n, &err),
+				   w->info->ne[0], (const int32_t *)dev, y,
+				   y_ld, n, &err),
 		 &err);
 }
 
@@ -87,11 +88,15 @@ void cb_rope_cache(struct engine_backend *be, float *cache, size_t cache_ld,
 	struct cuda_backend *cb = be->ctx;
 	const uint32_t nf = hp->n_rot / 2;
 	struct err err = { 0 };
-	void *p = NULL, *host;
+	void *p = NULL, *host, *dev;
 	int ret;
 
 	if (cb->err.code)
 		return;
+	/* an allocation and a blocking copy: not in a graph */
+	if (freq_factors &&
+	    (nf > cb->rope_ff_cap || freq_factors != cb->rope_ff_src))
+		cb_graph_flush(be);
 	if (freq_factors && nf > cb->rope_ff_cap) {
 		cb->api->free(cb->dev, cb->rope_ff);
 		cb->rope_ff = NULL;
@@ -115,7 +120,8 @@ void cb_rope_cache(struct engine_backend *be, float *cache, size_t cache_ld,
 		cb->rope_ff_src = freq_factors;
 	}
 	cb->rope_ff_set = freq_factors != NULL;
-	if (!n || !(host = cb_stage(be, (size_t)n * sizeof(int32_t))))
+	cb_graph_op(be, __func__, n, cache);
+	if (!n || !(host = cb_lists(be, (size_t)n * sizeof(int32_t), &dev)))
 		return;
 	memcpy(host, pos, (size_t)n * sizeof(int32_t));
 	cb_send(be, cache, host, (size_t)n * sizeof(int32_t));
@@ -133,6 +139,7 @@ void cb_rope_rows(struct engine_backend *be, float *x, size_t ld,
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
+	cb_graph_op(be, __func__, n, x);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
 			 cb->api->rope(cb->dev, x + (size_t)it.r * ld, ld,
@@ -154,6 +161,7 @@ void cb_rms_norm_rows(struct engine_backend *be, float *y, const float *x,
 	struct err err = { 0 };
 	uint32_t i;
 
+	cb_graph_op(be, __func__, n, y);
 	while (cb_runs_next(be, &it)) {
 		const size_t r = it.r;
 
@@ -190,6 +198,7 @@ void cb_add_rows(struct engine_backend *be, float *y, size_t y_ld,
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
+	cb_graph_op(be, __func__, n, y);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
 			 cb->api->add(cb->dev, y + (size_t)it.r * y_ld, y_ld,
@@ -212,6 +221,7 @@ void cb_convert_rows(struct engine_backend *be, uint32_t type, const float *x,
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
+	cb_graph_op(be, __func__, n, y);
 	cb_act_set(cb, y, act);
 	if (!act)
 		type = IO_TYPE_F32;
@@ -239,6 +249,7 @@ void cb_rms_norm_convert_rows(struct engine_backend *be, float *y,
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
+	cb_graph_op(be, __func__, n, act);
 	if (!cb_quantizes(be, n)) {
 		cb_rms_norm_rows(be, y, x, ld, width, 1, w, eps, idx, n);
 		cb_convert_rows(be, type, y, ld, width, act, act_ld, idx, n);
@@ -262,6 +273,7 @@ void cb_swiglu_rows(struct engine_backend *be, float *g, const float *u,
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
+	cb_graph_op(be, __func__, n, g);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
 			 cb->api->swiglu(cb->dev, g + (size_t)it.r * ld, ld,
@@ -341,6 +353,7 @@ void cb_matmul(struct engine_backend *be, const struct engine_matmul *mm,
 	struct err err = { 0 };
 	uint32_t i;
 
+	cb_graph_op(be, __func__, mm[0].n, mm[0].w);
 	for (i = 0; count > 1 && count <= 3 && i < count; i++) {
 		struct cb_runs it = { .idx = mm[i].act_idx,
 				      .idx2 = mm[i].y_idx,
@@ -365,6 +378,7 @@ void cb_matmul_add(struct engine_backend *be, const struct engine_matmul *mm)
 {
 	struct cuda_matmul c = cb_matmul_desc(be, mm);
 
+	cb_graph_op(be, __func__, mm->n, mm->w);
 	c.accumulate = true;
 	cb_matmul_with(be, mm, c);
 }
@@ -380,6 +394,7 @@ void cb_matmul_swiglu(struct engine_backend *be,
 	const struct engine_tensor *g = gate->w, *u = up->w;
 	struct cuda_matmul c;
 
+	cb_graph_op(be, __func__, gate->n, gate->w);
 	if (g->info->type == u->info->type &&
 	    g->info->ne[0] == u->info->ne[0] &&
 	    g->info->ne[1] == u->info->ne[1] && g->row_bytes == u->row_bytes &&
@@ -420,6 +435,7 @@ void cb_matmul_id(struct engine_backend *be, const struct engine_matmul_id *m)
 	struct cb_runs it = { .idx = m->idx, .n = m->n };
 	struct err err = { 0 };
 
+	cb_graph_op(be, __func__, m->n, m->w);
 	while (cb_runs_next(be, &it)) {
 		c.x = (const float *)((const uint8_t *)m->act +
 				      (size_t)it.r *
@@ -442,6 +458,7 @@ void cb_moe_route_rows(struct engine_backend *be,
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
+	cb_graph_op(be, __func__, n, router);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
 			 cb->api->moe_route(
@@ -460,6 +477,7 @@ void cb_moe_combine_rows(struct engine_backend *be, float *out, size_t out_ld,
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
+	cb_graph_op(be, __func__, n, out);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
 			 cb->api->moe_combine(

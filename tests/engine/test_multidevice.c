@@ -16,7 +16,10 @@
  *
  * MD_DEVICE=gpu0 runs the same on a GPU of the CUDA module (the
  * simulator in make check: tests/engine/gpu0.sh), and, on the simulator,
- * a device failing mid-pass failing the pass. The GPU's kernels add
+ * a device failing mid-pass failing the pass; and the backend's decode
+ * steps as CUDA graphs: the bits of the same steps launch by launch
+ * (LLMFS_CUDA_GRAPH=0) through placement moves, 4 sequences in one
+ * batch those of each alone. The GPU's kernels add
  * up in their own order (Documentation/gpu.md), so there the tokens are
  * the CPU's up to the first near-tie and the logits within the model's
  * tolerance of the CPU's, instead of the same bits: the rule of
@@ -847,6 +850,111 @@ START_TEST(test_device_error_fails_pass)
 }
 END_TEST
 
+/*
+ * On a GPU: the backend's decode steps recorded as CUDA graphs (the
+ * default) against the same steps launch by launch (LLMFS_CUDA_GRAPH=0):
+ * the same bits, through placement moves that split the model between
+ * the GPU and the CPU (each segment on the GPU a graph of its own) and
+ * bring it back, between the steps of one generation.
+ */
+START_TEST(test_graph_same_bits)
+{
+	const char *stem = md_models[_i];
+	struct engine_ctx *on = md_open(stem, false);
+	struct engine_ctx *off = md_open(stem, false);
+	const struct engine_model_info *in = engine_model_info(
+		engine_ctx_model(on));
+	const size_t bytes = (size_t)MD_STEPS * in->n_vocab * sizeof(float);
+	const uint32_t last = in->n_layer > 2 ? in->n_layer - 2 : 0;
+	float *lon = malloc(bytes), *loff = malloc(bytes);
+	int32_t ton[MD_STEPS], toff[MD_STEPS];
+	char split[64];
+	struct md_move moves[] = { { 0, md_cmd("all %s") },  { 6, split },
+				   { 12, md_cmd("all %s") }, { 17, "all cpu" },
+				   { 19, md_cmd("all %s") }, { 0, NULL } };
+
+	ck_assert(lon && loff);
+	/* a layer in the middle on the CPU: the GPU's step in two segments */
+	snprintf(split, sizeof(split), "blk.%u cpu", last);
+	md_generate_moves(on, 0, ton, lon, moves);
+	setenv("LLMFS_CUDA_GRAPH", "0", 1);
+	md_generate_moves(off, 0, toff, loff, moves);
+	unsetenv("LLMFS_CUDA_GRAPH");
+	ck_assert_mem_eq(ton, toff, sizeof(ton));
+	ck_assert_msg(memcmp(lon, loff, bytes) == 0,
+		      "%s: logits with graphs differ from without", stem);
+	free(lon);
+	free(loff);
+	md_close(on);
+	md_close(off);
+}
+END_TEST
+
+/*
+ * On a GPU, with graphs: 4 sequences decoding in one batch (one graph
+ * of 4 rows a step) give each the logits of it decoding alone (a graph
+ * of 1 row, on a copy of its prompt's cache), bit for bit; their
+ * positions cross a KV block's end (64) at different steps, which
+ * changes the graphs' block tables.
+ */
+START_TEST(test_graph_batch_of_four)
+{
+	struct engine_ctx *ctx = md_open(md_models[_i], false);
+	const uint32_t nv = engine_model_info(engine_ctx_model(ctx))->n_vocab;
+	struct engine_seq *s[4], *r[4];
+	struct engine_batch_item items[4];
+	float *lb = malloc((size_t)8 * nv * sizeof(float)), *la = lb + 4 * nv;
+	struct err err = { 0 };
+	int32_t prompt[4][64], next[4];
+	int i, j, step;
+
+	ck_assert(lb);
+	md_place(ctx, md_cmd("all %s"));
+	for (i = 0; i < 4; i++) {
+		for (j = 0; j < 64; j++)
+			prompt[i][j] = (int32_t)((i * 97 + j * 31 + 5) % nv);
+		ck_assert_int_eq(engine_seq_new(ctx, &s[i], &err), 0);
+		ck_assert_int_eq(engine_seq_new(ctx, &r[i], &err), 0);
+		/* prompts of 59 to 62 tokens: the rows at other positions */
+		items[0] = (struct engine_batch_item){ s[i], prompt[i], 59 + i,
+						       lb };
+		ck_assert_msg(engine_forward(ctx, items, 1, &err) == 0, "%s",
+			      err.msg);
+		/* the same cache, its last block copied on its first write */
+		ck_assert_int_eq(
+			engine_seq_copy_prefix(r[i], s[i], 59 + i, &err), 0);
+		next[i] = md_argmax(lb, nv);
+	}
+	for (step = 0; step < 6; step++) {
+		for (i = 0; i < 4; i++)
+			items[i] = (struct engine_batch_item){
+				s[i], &next[i], 1, lb + (size_t)i * nv
+			};
+		ck_assert_msg(engine_forward(ctx, items, 4, &err) == 0, "%s",
+			      err.msg);
+		for (i = 0; i < 4; i++) {
+			items[0] = (struct engine_batch_item){
+				r[i], &next[i], 1, la + (size_t)i * nv
+			};
+			ck_assert_msg(engine_forward(ctx, items, 1, &err) == 0,
+				      "%s", err.msg);
+			ck_assert_msg(
+				memcmp(lb + (size_t)i * nv, la + (size_t)i * nv,
+				       nv * sizeof(float)) == 0,
+				"%s: step %d: sequence %d in a batch of 4 differs from alone",
+				md_models[_i], step, i);
+			next[i] = md_argmax(la + (size_t)i * nv, nv);
+		}
+	}
+	for (i = 0; i < 4; i++) {
+		engine_seq_free(s[i]);
+		engine_seq_free(r[i]);
+	}
+	free(lb);
+	md_close(ctx);
+}
+END_TEST
+
 /* Without LLMFS_REF_DEVICE=1 there is no ref0. */
 START_TEST(test_ref0_only_when_asked)
 {
@@ -919,10 +1027,14 @@ static void md_tests(TCase *tc)
 	tcase_add_test(tc, test_experts_move_mid_generation);
 	tcase_add_test(tc, test_kv_in_ram);
 	tcase_add_test(tc, test_plan_applied);
-	if (md_exact)
+	if (md_exact) {
 		tcase_add_test(tc, test_ref0_only_when_asked);
-	else
+	} else {
 		tcase_add_test(tc, test_unsupported_refused);
+		tcase_add_loop_test(tc, test_graph_same_bits, 0, md_models_n);
+		tcase_add_loop_test(tc, test_graph_batch_of_four, 0,
+				    md_models_n);
+	}
 	if (md_simulated)
 		tcase_add_test(tc, test_device_error_fails_pass);
 }
