@@ -61,11 +61,13 @@
 #             depth 4096 if time is left) on the 8B and 0.6B Q4_K_M
 #             models, beside llmfs-cuda-bench's figures for the same
 #             model (the module's own path: step.cu, CUDA graphs); tg128
-#             again without the backend's fusions (LLMFS_CUDA_FUSE=0);
+#             again without the backend's fusions (LLMFS_CUDA_FUSE=0)
+#             and without its graphs (LLMFS_CUDA_GRAPH=0), beside
+#             llama.cpp's tg128 of the bench part;
 #             1 and 16 sessions through the mount with the model on gpu0
 #             (tools/bench-mount.sh); the launches of the backend's
 #             decode step, counted by the simulator
-#             (tools/launch-count.sh, with and without the fusions); then
+#             (tools/launch-count.sh: with graphs, without, unfused); then
 #             hybrid MoE on the 8-layer Qwen3-30B-A3B shape (tg128,
 #             pp512): all on gpu0, the experts in RAM on the CPU
 #             (--cpu-moe), all on the CPU (GPU_CHECK_MOE picks the model)
@@ -370,6 +372,8 @@ bench() { # model
 			tg64@d4096) b=$(lb "$f" -p 0 -n 64 -d 4096) ;;
 			esac
 		fi
+		# for gpu0bench's rows
+		[ -n "$b" ] && echo "$b" >"$WORK/llama-$m.$k"
 		row "" "" "$(printf '%-11s llmfs %8s t/s  llama.cpp %8s  %-6s roofline %s%%%s' \
 			"$k" "$a" "${b:--}" "$(ratio "$a" "$b")" \
 			"$(fig "$j" "$k"_roof_pct)" \
@@ -444,6 +448,14 @@ gpu0bench() { # model
 		c=$(LLMFS_CUDA_FUSE=0 ebench "$m" tg128-unfused gpu -n 128 -r 2)
 		row "" "" "$(printf '%-11s unfused %8s t/s  (LLMFS_CUDA_FUSE=0)  fused/unfused %s' \
 			"$k" "${c:--}" "$(ratio "$a" "$c")")"
+		# the decode step as CUDA graphs (the default) against launch
+		# by launch, beside the module's step and llama.cpp
+		fits 20 || continue
+		c=$(LLMFS_CUDA_GRAPH=0 ebench "$m" tg128-nograph gpu -n 128 -r 2)
+		row "" "" "$(printf '%-11s nograph %8s t/s  (LLMFS_CUDA_GRAPH=0)  graph/nograph %s; llama.cpp %s, backend/llama.cpp %s' \
+			"$k" "${c:--}" "$(ratio "$a" "$c")" \
+			"$(cat "$WORK/llama-$m.$k" 2>/dev/null || echo -)" \
+			"$(ratio "$a" "$(cat "$WORK/llama-$m.$k" 2>/dev/null)")")"
 	done
 	# 16 sessions through the mount, the model's placement 'all gpu0'
 	# (tools/bench-mount.sh: 128 tokens each, one round), beside the
@@ -475,12 +487,14 @@ launches() {
 	mkdir -p "$b/bin" "$b/lib"
 	ln -sf "$BIN/llmfs-run" "$b/bin/llmfs-run"
 	ln -sf "$PROG/lib/llmfs-cuda-sim.so" "$b/lib/llmfs-cuda-sim.so"
-	for f in 1 0; do
-		l=$(LLMFS_CUDA_FUSE=$f BUILD=$b SHARED=$SHARED timeout 60 bash \
+	# fused with graphs (the default), fused launch by launch, unfused
+	for f in 1/1 1/0 0/0; do
+		l=$(LLMFS_CUDA_FUSE=${f%/*} LLMFS_CUDA_GRAPH=${f#*/} BUILD=$b \
+			SHARED=$SHARED timeout 60 bash \
 			"$src/tools/launch-count.sh" \
 			"$SHARED/models/tiny-qwen3-bpe16k-mixq.gguf" 2>&1 | tail -n 1)
-		echo "launch-count LLMFS_CUDA_FUSE=$f: $l" >>"$OUT/bench.log"
-		row "" "" "$(printf 'fuse=%s %s' $f "$l" | cut -c1-110)"
+		echo "launch-count LLMFS_CUDA_FUSE=${f%/*} LLMFS_CUDA_GRAPH=${f#*/}: $l" >>"$OUT/bench.log"
+		row "" "" "$(printf 'fuse=%s graph=%s %s' ${f%/*} ${f#*/} "$l" | cut -c1-110)"
 	done
 }
 # Hybrid MoE (Documentation/engine.md): the MoE bench model with every
