@@ -40,8 +40,11 @@
 
 #include "backend_internal.h"
 
-/* segments' graphs kept, by signature */
-#define CB_GRAPHS 16
+/*
+ * segments' graphs kept, by signature: a step with the experts or the KV
+ * cache of every layer in RAM is a segment or two a layer
+ */
+#define CB_GRAPHS 256
 /* op signatures that ran plainly (a set, emptied when it fills up) */
 #define CB_WARM 4096
 /* the arena's bytes at first (it grows when a segment needs more) */
