@@ -71,8 +71,11 @@
 #             hybrid MoE on the 8-layer Qwen3-30B-A3B shape (tg128,
 #             pp512): all on gpu0, the experts in RAM on the CPU
 #             (--cpu-moe), all on the CPU (GPU_CHECK_MOE picks the model)
-#   attention (not by default) llmfs-cuda-bench with the CPU-order
-#             attention's variants (libm's expf, CUDA's, no CPU order)
+#   attention (not by default) llmfs-cuda-bench on the 0.6B and 8B
+#             shapes, tg128 and tg32 at depth 4096, with the CPU-order
+#             attention walk (below 256 positions; at every depth), the
+#             walk before it (warp 0 alone), split-K in no CPU order,
+#             CUDA's expf in the walk
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
 #             llmfs-cuda-bench on the 0.6B model: the 12 kernels of the
 #             most total time into profile.log, the first 3 in the table
@@ -592,21 +595,33 @@ fi
 if part bench && [ -f "$vocab" ] && [[ " $models " == *" 8b-q8_0 "* ]]; then
 	if fits 90; then bench 8b-q8_0; else row 8b-q8_0 skip "no time left"; fi
 fi
-# What the CPU's bits cost in the attention of rows below 256 positions
-# (attention.cu): libm's expf there, CUDA's, and no CPU order at all
-variant() { # name, env...
-	local name=$1 j=$WORK/bench-att-$1.json
-	shift
-	echo "== attention $name: $*" >>"$OUT/bench.log"
-	env "$@" timeout 60 "$BIN/llmfs-cuda-bench" -m "$WORK/8b-q4_k_m.gguf" \
-		-r 2 -d 0 -s 16 -g 32 --matmul cublas -j "$j" >>"$OUT/bench.log" 2>&1
-	result "att-$name" $? "8b-q4_k_m pp512 $(fig "$j" pp512), tg128 $(fig "$j" tg128) ($(fig "$j" tg128_roof_pct)%), tg32x16 $(fig "$j" tg32x16) t/s"
+# What the CPU's bits cost in attention (attention.cu), per model: tg128
+# from an empty context and tg32 at depth 4096, for the CPU-order walk
+# (att_walk_cpu: rows below 256 positions by default; every row with
+# LLMFS_CUDA_ATT_EXACT=65536), the walk before it (warp 0 alone,
+# LLMFS_CUDA_ATT_WALK=warp0), and split-K in no CPU order
+# (LLMFS_CUDA_ATT_EXACT=0); libm's expf against CUDA's in the walk
+variant() { # model, name, env...
+	local m=$1 name=$2 j=$WORK/bench-att-$1-$2.json
+	shift 2
+	echo "== attention $m $name: $*" >>"$OUT/bench.log"
+	env "$@" timeout 90 "$BIN/llmfs-cuda-bench" -m "$WORK/$m.gguf" \
+		-r 1 -p 64 -n 128 -d 4096 -g 32 -s 0 --matmul cublas -j "$j" \
+		>>"$OUT/bench.log" 2>&1
+	result "att-$name" $? "$m tg128 $(fig "$j" tg128), tg32@d4096 $(fig "$j" tg32@d4096) t/s"
 }
-# not by default (GPU_CHECK_PARTS=attention): measured on the H100 already
-if part attention && [ -f "$vocab" ] && fits 80 && write_model 8b-q4_k_m; then
-	variant libm-exp LLMFS_CUDA_ATT_EXACT=256
-	fits 25 && variant cuda-exp LLMFS_CUDA_ATT_FAST_EXP=1
-	fits 25 && variant no-cpu-order LLMFS_CUDA_ATT_EXACT=0
+# not by default (GPU_CHECK_PARTS=attention): about 20 s a variant
+if part attention && [ -f "$vocab" ]; then
+	for m in 0.6b-q4_k_m 8b-q4_k_m; do
+		fits 100 && write_model "$m" || continue
+		variant "$m" walk
+		fits 40 && variant "$m" walk-all LLMFS_CUDA_ATT_EXACT=65536
+		fits 40 && variant "$m" warp0 LLMFS_CUDA_ATT_WALK=warp0
+		fits 40 && variant "$m" warp0-all LLMFS_CUDA_ATT_WALK=warp0 \
+			LLMFS_CUDA_ATT_EXACT=65536
+		fits 40 && variant "$m" split-k LLMFS_CUDA_ATT_EXACT=0
+		fits 40 && variant "$m" cuda-exp LLMFS_CUDA_ATT_FAST_EXP=1
+	done
 fi
 if [ -n "$have_sanitizer" ]; then
 	if fits 45; then sanitize synccheck 45 attention,moe,quantize; else row synccheck skip "no time left"; fi

@@ -27,10 +27,14 @@
  * graph replays at every depth: chunks past a row's position return.
  *
  * Numbers: Q rounded to F16 for an F16 cache (the CPU's vec_dot type),
- * scores and V sums in F32 (the CPU sums V in F16 for an F16 cache:
- * the difference is within the golden tolerance, not bit for bit).
+ * to Q8_0 for a Q8_0 cache. Rows below LLMFS_CUDA_ATT_EXACT positions
+ * (256 by default) take the CPU's order (att_walk_cpu): its bits. The
+ * others sum scores and V in F32 in no CPU order, within the golden
+ * tolerances (Documentation/gpu.md, Attention, says why split-K cannot
+ * give the CPU's bits yet).
  */
 #include <cstdlib>
+#include <cstring>
 
 #include "blocks.cuh"
 #include "kernels.h"
@@ -484,19 +488,208 @@ __device__ __forceinline__ void att_v_sum(const cuda_kv_args &kv, int32_t seq,
 }
 
 /*
+ * One step of the merge of partials (M, S, unnormalized sums) in order,
+ * as att_merge takes them: a partial with S 0 (no positions) is left
+ * out; M = -inf at first, so the first partial comes in as it is.
+ * CUDA's expf, not libm's bits: one partial (a walked row) comes out as
+ * it went in either way, and libm's bits would cost the deep rows'
+ * merge double precision (1/64 of the float rate on sm_86 and sm_89).
+ */
+__device__ __forceinline__ void att_merge_step(float &M, float &S, float &A,
+					       float mc, float sc, float ac)
+{
+	float mn, so, sn;
+
+	if (sc == 0.0f)
+		return;
+	mn = fmaxf(M, mc);
+	so = expf(M - mn);
+	sn = expf(mc - mn);
+	A = fmaf(A, so, __fmul_rn(ac, sn));
+	S = fmaf(S, so, __fmul_rn(sc, sn));
+	M = mn;
+}
+
+/*
+ * The CPU's walk over positions 0..c1 of row r (ggml_compute_forward_
+ * flash_attn_ext_f16_one_chunk, engine/cpu/attention.c's att_step), the
+ * block's 128 threads at once, 128 positions a sweep:
+ *
+ * - each warp scores 32 of them, a lane a position, each dot product
+ *   added up as the CPU's kernel adds it (att_dot_cpu, att_dot_q8_0_cpu);
+ * - warp g % 4 takes head g through the sweep's 4 groups of 32: what the
+ *   walk decides position after position does not depend on the V sums,
+ *   so it is worked out a lane a position: the running maximum before
+ *   each (a prefix maximum, exact), whether the position raises it, and
+ *   the one exp the CPU takes there (into ms_s where it raises: the old
+ *   sums' scale; else into p_s: the position's weight);
+ * - then the sums themselves, the only part in series: the CPU's vector
+ *   lanes are independent until its horizontal reduction, so each thread
+ *   owns (head, dimension) pairs i = t + 128 c and steps its own sums
+ *   through the positions: rescaled where the maximum rose (a no-op
+ *   elsewhere, skipped), the V element times the weight fused in, both
+ *   rounded to F16 for an F16 cache as ggml_vec_scale_f16 and
+ *   ggml_vec_mad_f16 store them; thread g keeps head g's S.
+ *
+ * The result goes to the row's partial 0 (M, S, sums): att_merged takes
+ * it alone. Before, warp 0 alone walked with the other 3 idle: on an
+ * H100 it cost the 0.6B's tg128 505 -> 299 t/s (gpu.md).
+ */
+template <int KT, int VT, int DPL>
+__device__ void att_walk_cpu(const att_args &a, const float *q_s,
+			     const int8_t *qq, const float *qd, float *p_s,
+			     float *ms_s, float *m_s, int r, int32_t seq,
+			     int kvh, int32_t c1)
+{
+	constexpr int SWEEP = 32 * ATT_WARPS;
+	/* (head, dimension) pairs a thread: ATT_MAX_G * 32 DPL / SWEEP */
+	constexpr int CPT = ATT_MAX_G * 32 * DPL / SWEEP;
+	/* V elements loaded ahead of their use */
+	constexpr int AHEAD = CPT <= 4 ? 8 : CPT <= 8 ? 4 : 2;
+	const cuda_kv_args &kv = a.kv;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int hdv = kv.head_dim_v, G = a.group;
+	const uint64_t v_head = kvh * kv_head_bytes<VT>(hdv);
+	/* s: thread g's, head g's S */
+	float acc[CPT], s = 0.0f, m[ATT_MAX_G / ATT_WARPS];
+	int g_of[CPT], d_of[CPT];
+
+#pragma unroll
+	for (int c = 0; c < CPT; c++) {
+		const int i = threadIdx.x + SWEEP * c;
+
+		g_of[c] = i / hdv;
+		d_of[c] = i % hdv;
+		acc[c] = 0.0f;
+	}
+#pragma unroll
+	for (int k = 0; k < ATT_MAX_G / ATT_WARPS; k++)
+		m[k] = -INFINITY;
+	for (int32_t t0 = 0; t0 < c1; t0 += SWEEP) {
+		const int n = c1 - t0 < SWEEP ? c1 - t0 : SWEEP;
+		float sc[ATT_MAX_G];
+
+		att_scores<KT>(a, q_s, qq, qd, seq, kvh, t0 + 32 * warp, c1,
+			       true, sc);
+#pragma unroll
+		for (int g = 0; g < ATT_MAX_G; g++)
+			if (g < G)
+				p_s[g * SWEEP + 32 * warp + lane] = sc[g];
+		__syncthreads();
+#pragma unroll
+		for (int k = 0; k < ATT_MAX_G / ATT_WARPS; k++) {
+			const int g = warp + ATT_WARPS * k;
+
+			if (g >= G)
+				break;
+			for (int w = 0; w < ATT_WARPS; w++) {
+				float *xp = p_s + g * SWEEP + 32 * w + lane;
+				const float x = *xp;
+				float mx = x, mb, e;
+
+				for (int o = 1; o < 32; o *= 2) {
+					const float t = __shfl_up_sync(
+						0xffffffffu, mx, o);
+
+					if (lane >= o)
+						mx = fmaxf(mx, t);
+				}
+				mx = fmaxf(mx, m[k]);
+				mb = __shfl_up_sync(0xffffffffu, mx, 1);
+				if (lane == 0)
+					mb = m[k];
+				/* past c1, x is -inf: never a raise, weight 0 */
+				e = x > mb ? mb - x : x - mb;
+				e = a.fast_exp ? expf(e) : cuda_libm_expf(e);
+				ms_s[g * SWEEP + 32 * w + lane] = x > mb ? e :
+									   1.0f;
+				*xp = x > mb ? 1.0f : e;
+				m[k] = __shfl_sync(0xffffffffu, mx, 31);
+			}
+			if (lane == 0)
+				m_s[g] = m[k];
+		}
+		__syncthreads();
+		for (int j0 = 0; j0 < n; j0 += AHEAD) {
+			float v[AHEAD][CPT];
+
+#pragma unroll
+			for (int j = 0; j < AHEAD; j++) {
+				const uint8_t *vr =
+					j0 + j < n ? kv_v_row(kv, seq,
+							      t0 + j0 + j) +
+							     v_head :
+						     nullptr;
+
+#pragma unroll
+				for (int c = 0; c < CPT; c++)
+					v[j][c] = vr && g_of[c] < G ?
+							  kv_get<VT>(vr,
+								     d_of[c]) :
+							  0.0f;
+			}
+#pragma unroll
+			for (int j = 0; j < AHEAD; j++) {
+				const int h = threadIdx.x * SWEEP + j0 + j;
+
+				if (j0 + j >= n)
+					break;
+				/* two roundings, as the CPU (no contraction) */
+				if ((int)threadIdx.x < G)
+					s = __fadd_rn(__fmul_rn(s, ms_s[h]),
+						      p_s[h]);
+#pragma unroll
+				for (int c = 0; c < CPT; c++) {
+					const int g = g_of[c];
+
+					if (g >= G)
+						break;
+					const float ms = ms_s[g * SWEEP + j0 +
+							      j];
+					const float vs = p_s[g * SWEEP + j0 +
+							     j];
+
+					if (ms != 1.0f)
+						acc[c] = v_round<VT>(
+							__fmul_rn(acc[c], ms));
+					acc[c] = v_round<VT>(
+						fmaf(v[j][c], vs, acc[c]));
+				}
+			}
+		}
+		__syncthreads();
+	}
+#pragma unroll
+	for (int c = 0; c < CPT; c++) {
+		const int g = g_of[c], d = d_of[c];
+
+		if (g >= G)
+			break;
+		float *part = a.part +
+			      ((uint64_t)r * a.n_head + kvh * G + g) *
+				      a.n_chunks * (2 + hdv);
+
+		if (d == 0)
+			part[0] = m_s[g];
+		part[2 + d] = acc[c];
+	}
+	if ((int)threadIdx.x < G)
+		a.part[((uint64_t)r * a.n_head + kvh * G + threadIdx.x) *
+			       a.n_chunks * (2 + hdv) +
+		       1] = s;
+}
+
+/*
  * Row blockIdx.x, KV head blockIdx.y, chunk blockIdx.z. Dynamic shared
  * memory: Q [G][hd], the warps' scores or probabilities
- * [ATT_WARPS][G][32], and their states for the merge
- * [ATT_WARPS][G][2 + hd_v].
+ * [ATT_WARPS][G][32] (the walk's weights [G][128]), the warps' states
+ * for the merge [ATT_WARPS][G][2 + hd_v], the walk's old sums' scales
+ * [G][128] and maxima [G], Q as Q8_0 (scales, quants).
  *
  * Two ways through it. A row whose position is below a.exact_below
- * (the contexts the golden tests reach) is one chunk that warp 0 walks
- * in the CPU's order: the scores of 32 positions at once, each dot
- * product added up as the CPU's kernel adds it, then position after
- * position the online softmax as ggml_compute_forward_flash_attn_ext_
- * f16_one_chunk updates it (a new maximum rescales the sum, the V sum
- * rounded to F16 after every step for an F16 cache): the CPU's bits for
- * F16, F32 and Q8_0 caches. Deeper rows are cut
+ * (the contexts the golden tests reach) is one chunk that the block
+ * walks in the CPU's order (att_walk_cpu): the CPU's bits for F16, F32
+ * and Q8_0 caches. Deeper rows are cut
  * into chunks of a.chunk positions that the warps take 32 at a time,
  * with one rescale per 32 and the V sum in F32: faster, and as exact as
  * the CPU's own split there (which depends on its thread count).
@@ -515,7 +708,10 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 	CUDA_DYNAMIC_SHARED(float, q_s);
 	float *p_s = q_s + G * hd;
 	float *st_s = p_s + ATT_WARPS * ATT_MAX_G * 32;
-	float *qd = st_s + ATT_WARPS * ATT_MAX_G * (2 + hdv); /* [G][hd/32] */
+	/* the walk's: [ATT_MAX_G][128] old sums' scales, [ATT_MAX_G] maxima */
+	float *ms_s = st_s + ATT_WARPS * ATT_MAX_G * (2 + hdv);
+	float *m_s = ms_s + ATT_WARPS * ATT_MAX_G * 32;
+	float *qd = m_s + ATT_MAX_G; /* [G][hd/32] */
 	int8_t *qq = (int8_t *)(qd + G * hd / 32);	      /* [G][hd] */
 	float *pw = p_s + warp * ATT_MAX_G * 32;	      /* this warp's */
 	float m[ATT_MAX_G], s[ATT_MAX_G], acc[ATT_MAX_G][DPL];
@@ -552,18 +748,16 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 		for (int i = 0; i < DPL; i++)
 			acc[g][i] = 0.0f;
 	}
+	if (exact && !a.walk_warp0) {
+		att_walk_cpu<KT, VT, DPL>(a, q_s, qq, qd, p_s, ms_s, m_s, r,
+					  seq, kvh, c1);
+		return;
+	}
 	/*
-	 * The exact order: warp 0 alone, 32 positions at a time. What the
-	 * CPU's walk decides position after position does not depend on
-	 * the V sums, so it is worked out for the 32 at once, a lane a
-	 * position: the running maximum before each (a prefix maximum,
-	 * exact), whether the position raises it, and the one exp the CPU
-	 * takes there (ms, the old sum's scale, or vs, the row's weight).
-	 * What is left in series is the CPU's two roundings a position per
-	 * dimension, with the V rows of 8 positions loaded ahead. The same
-	 * bits as the walk that took the exps in series and each V row
-	 * after the last (109 against 153 t/s for the 8B's tg128 on an
-	 * H100, measured with that walk).
+	 * The walk before att_walk_cpu, kept to be measured against it
+	 * (LLMFS_CUDA_ATT_WALK=warp0, tools/gpu-check.sh's attention part):
+	 * warp 0 alone, 32 positions at a time, the other warps idle; the
+	 * same bits. On an H100 it cost the 0.6B's tg128 505 -> 299 t/s.
 	 */
 	for (int32_t t0 = c0; exact && warp == 0 && t0 < c1; t0 += 32) {
 		const int n = c1 - t0 < 32 ? c1 - t0 : 32;
@@ -691,16 +885,8 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 		for (int w = 0; w < ATT_WARPS; w++) {
 			const float *st = st_s +
 					  (w * ATT_MAX_G + g) * (2 + hdv);
-			float mn, so, sn;
 
-			if (st[1] == 0.0f)
-				continue;
-			mn = fmaxf(M, st[0]);
-			so = expf(M - mn);
-			sn = expf(st[0] - mn);
-			A = fmaf(A, so, __fmul_rn(st[2 + d], sn));
-			S = fmaf(S, so, __fmul_rn(st[1], sn));
-			M = mn;
+			att_merge_step(M, S, A, st[0], st[1], st[2 + d]);
 		}
 		float *part = a.part + (((uint64_t)r * a.n_head + kvh * G + g) *
 						a.n_chunks +
@@ -735,16 +921,8 @@ __device__ __forceinline__ float att_merged(const att_args &a, int r, int h,
 
 	for (int c = 0; c < n; c++) {
 		const float *pc = part + c * (2 + hdv);
-		float mn, so, sn;
 
-		if (pc[1] == 0.0f)
-			continue;
-		mn = fmaxf(M, pc[0]);
-		so = expf(M - mn);
-		sn = expf(pc[0] - mn);
-		A = fmaf(A, so, __fmul_rn(pc[2 + d], sn));
-		S = fmaf(S, so, __fmul_rn(pc[1], sn));
-		M = mn;
+		att_merge_step(M, S, A, pc[0], pc[1], pc[2 + d]);
 	}
 	return S != 0.0f ? __fmul_rn(A, 1.0f / S) : 0.0f;
 }
@@ -846,14 +1024,6 @@ bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
 	return false;
 }
 
-/*
- * Read at every enqueue (a graph keeps what it was captured with), so
- * that a test can switch it: 0 by default, the fast path at every depth;
- * 256 follows the CPU's order where the CPU's own attention is one
- * chunk (it splits a row from 256 positions on). The order costs a
- * serial walk: on an H100 the 8B's tg128 ran at 109 t/s with it and 153
- * without.
- */
 bool k_att_quantizes(uint32_t act, uint32_t n_head, uint32_t head_dim_v)
 {
 	return (act == T_Q8_K || act == T_Q8_1) &&
@@ -879,6 +1049,12 @@ bool k_qk_rope_store(const qk_rope_args &a, uint32_t rows, cudaStream_t s)
 	return false;
 }
 
+/*
+ * Read at every enqueue (a graph keeps what it was captured with), so
+ * that a test can switch it: 256 by default, the CPU's order where the
+ * CPU's own attention is one chunk (it splits a row from 256 positions
+ * on, by its thread count); 0 the split path at every depth.
+ */
 uint32_t k_att_exact_below(void)
 {
 	const char *e = getenv("LLMFS_CUDA_ATT_EXACT");
@@ -922,20 +1098,34 @@ size_t k_att_shared_bytes(uint32_t group, uint32_t head_dim,
 			  uint32_t head_dim_v)
 {
 	return sizeof(float) *
-		       ((size_t)group * head_dim + ATT_WARPS * ATT_MAX_G * 32 +
+		       ((size_t)group * head_dim + 2 * ATT_WARPS * ATT_MAX_G * 32 +
 			(size_t)ATT_WARPS * ATT_MAX_G * (2 + head_dim_v) +
-			(size_t)group * head_dim / 32) +
+			ATT_MAX_G + (size_t)group * head_dim / 32) +
 	       (size_t)group * head_dim;
 }
 
-bool k_attention(const att_args &a, uint32_t rows, cudaStream_t s)
+/*
+ * LLMFS_CUDA_ATT_WALK=warp0: the CPU-order walk as it was before
+ * att_walk_cpu (warp 0 alone), to measure one against the other; read at
+ * every enqueue, as LLMFS_CUDA_ATT_EXACT.
+ */
+static uint32_t k_att_walk_warp0(void)
 {
+	const char *e = getenv("LLMFS_CUDA_ATT_WALK");
+
+	return e && !strcmp(e, "warp0");
+}
+
+bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
+{
+	att_args a = args;
 	const uint32_t hdv = a.kv.head_dim_v;
 	const int k = hdv <= 32 ? 0 : hdv <= 64 ? 1 : hdv <= 128 ? 2 : 3;
 	const size_t shmem = k_att_shared_bytes(a.group, a.kv.head_dim, hdv);
 
 	if (a.group < 1 || a.group > ATT_MAX_G)
 		return false;
+	a.walk_warp0 = k_att_walk_warp0();
 	if (a.xq && !k_att_quantizes(a.act, a.n_head, hdv))
 		return false;
 	for (const auto &e : att_table) {

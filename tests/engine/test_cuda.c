@@ -1081,6 +1081,48 @@ START_TEST(test_attention_expf)
 }
 END_TEST
 
+/*
+ * The CPU's order at depth: rows at positions past 256 walk it too when
+ * LLMFS_CUDA_ATT_EXACT asks (the CPU's own attention with one thread);
+ * below 256, the default. A sequence of 4096 positions, 2 KV heads of 4
+ * query heads (the 8B's group), 128 dimensions; F16 and Q8_0 caches.
+ */
+START_TEST(test_attention_depth_bits)
+{
+	const uint32_t n = 4096, hd = 128, n_head_kv = 2, group = 4;
+	const size_t nk = (size_t)n_head_kv * hd, nq = nk * group;
+	const int32_t pos[6] = { 0, 1, 255, 1000, 2047, 4095 };
+	static const uint32_t types[][2] = { { IO_TYPE_F16, IO_TYPE_F16 },
+					     { IO_TYPE_Q8_0, IO_TYPE_Q8_0 },
+					     { IO_TYPE_F16, IO_TYPE_Q8_0 } };
+	float *k = malloc(nk * n * 4), *v = malloc(nk * n * 4);
+	float *q = malloc(nq * 6 * 4);
+	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+
+	rand_floats(k, nk * n, 2.0f);
+	rand_floats(v, nk * n, 2.0f);
+	rand_floats(q, nq * 6, 1.5f);
+	was = was ? strdup(was) : NULL;
+	/* the default: rows below 256 in the CPU's order */
+	unsetenv("LLMFS_CUDA_ATT_EXACT");
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+		check_attention_bits(types[t][0], types[t][1], hd, n_head_kv,
+				     group, 256, k, v, q, pos, 3);
+	setenv("LLMFS_CUDA_ATT_EXACT", "4096", 1);
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+		check_attention_bits(types[t][0], types[t][1], hd, n_head_kv,
+				     group, n, k, v, q, pos, 6);
+	if (was)
+		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
+	else
+		unsetenv("LLMFS_CUDA_ATT_EXACT");
+	free(was);
+	free(k);
+	free(v);
+	free(q);
+}
+END_TEST
+
 /* the module reads LLMFS_CUDA_ATT_EXACT at each call */
 START_TEST(test_attention_f16_order)
 {
@@ -1357,6 +1399,7 @@ static void cuda_add_tests(TCase *tc)
 	CUDA_ADD(tc, test_attention_f16_order);
 	CUDA_ADD(tc, test_attention_q8_0_order);
 	CUDA_ADD(tc, test_attention_expf);
+	CUDA_ADD(tc, test_attention_depth_bits);
 	CUDA_ADD(tc, test_moe_route);
 	CUDA_ADD(tc, test_moe_combine);
 }
