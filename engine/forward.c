@@ -231,6 +231,9 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 	    (ret = forward_wait(p, &l->q_norm)) ||
 	    (ret = forward_wait(p, &l->k_norm)))
 		return ret;
+	forward_dump(p, l->wq.info->name, s->q, nq, nq, h->live, p->n_live, 1);
+	forward_dump(p, l->wk.info->name, s->k, nk, nk, h->all, p->n, 1);
+	forward_dump(p, l->wv.info->name, s->v, nv, nv, h->all, p->n, 1);
 
 	if (p->att_be[il] != p->layer_be[il]) {
 		if ((ret = forward_attention_elsewhere(p, il, &att)) ||
@@ -242,6 +245,8 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		return forward_out(p, &l->wo, s->act, &l->bo);
 	}
 	forward_qk_rope_store(p, il);
+	forward_dump_layer(p, il, "q_rope", s->q, nq, nq, h->live, p->n_live, 1);
+	forward_dump_layer(p, il, "k_rope", s->k, nk, nk, h->all, p->n, 1);
 	if ((ret = forward_wait(p, &l->wo)))
 		return ret;
 	/* wo's activations in attention's last launch where it can */
@@ -250,11 +255,17 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 				       s->act, h->act_row);
 	} else {
 		ops->attention(p->be, &att);
+		forward_dump_layer(p, il, "att", s->att, natt, natt, h->live,
+				   p->n_live, 1);
 		ops->convert_rows(p->be, forward_vdt(p, &l->wo), s->att, natt,
 				  (uint32_t)natt, s->act, h->act_row, h->live,
 				  p->n_live);
 	}
-	return forward_out(p, &l->wo, s->act, &l->bo);
+	if ((ret = forward_out(p, &l->wo, s->act, &l->bo)))
+		return ret;
+	forward_dump_layer(p, il, "attn_x", s->x, hp->n_embd, hp->n_embd,
+			   h->live, p->n_live, 1);
+	return 0;
 }
 
 /*
@@ -280,7 +291,9 @@ static int forward_logits(struct forward_pass *p)
 			h->ys[j] = h->rows[h->live[j]].logits;
 		mm.ys = h->ys;
 		be->iface->matmul(be, &mm, 1);
-		return forward_sync(p);
+		ret = forward_sync(p);
+		forward_dump_logits(p, nv, h->live, p->n_live);
+		return ret;
 	}
 	if (s->logits_cap < p->n_live) {
 		if (s->logits)
@@ -303,7 +316,9 @@ static int forward_logits(struct forward_pass *p)
 				    s->logits + (size_t)j * nv,
 				    nv * sizeof(float));
 	/* a copy that failed leaves the logits unwritten */
-	return forward_sync(p);
+	ret = forward_sync(p);
+	forward_dump_logits(p, nv, h->live, p->n_live);
+	return ret;
 }
 
 /*
@@ -376,6 +391,9 @@ static int forward_chunk(struct forward_pass *p)
 		return ret;
 	p->be->iface->get_rows(p->be, p->s->x, hp->n_embd, &m->tok_embd,
 			       h->tokens, p->n);
+	if (forward_dump_next())
+		forward_dump(p, m->tok_embd.info->name, p->s->x, hp->n_embd,
+			     hp->n_embd, NULL, p->n, 1);
 	p->n_live = p->n;
 
 	for (il = 0; il < hp->n_layer; il++) {
@@ -407,6 +425,8 @@ static int forward_chunk(struct forward_pass *p)
 				     forward_ffn_dense(p, l);
 		if (ret)
 			return ret;
+		forward_dump_layer(p, il, "ffn_x", s->x, hp->n_embd,
+				   hp->n_embd, h->live, p->n_live, 1);
 	}
 	if (!p->n_live)
 		return forward_sync(p);

@@ -127,6 +127,25 @@ int forward_use(struct forward_pass *p, uint32_t b, bool copy_x);
 int forward_sync(struct forward_pass *p);
 
 /*
+ * The trace of LLMFS_FORWARD_DUMP (forward_dump.c): forward_dump_next
+ * at each chunk (whether this one is traced), then the rows an op wrote:
+ * rows idx[0..n) (NULL: 0..n) of buf, ld floats apart, width floats
+ * each; k > 1: buf's rows are expert slots, row r the slot r % k of
+ * token row r / k. forward_dump_layer names the op blk.IL.WHAT;
+ * forward_dump_logits writes the host's logits of rows idx[0..n).
+ * Nothing is written, nor synchronized, when the trace is off.
+ */
+bool forward_dump_next(void);
+void forward_dump(struct forward_pass *p, const char *op, const float *buf,
+		  size_t ld, uint32_t width, const uint32_t *idx, uint32_t n,
+		  uint32_t k);
+void forward_dump_layer(struct forward_pass *p, uint32_t il, const char *what,
+			const float *buf, size_t ld, uint32_t width,
+			const uint32_t *idx, uint32_t n, uint32_t k);
+void forward_dump_logits(struct forward_pass *p, uint32_t width,
+			 const uint32_t *idx, uint32_t n);
+
+/*
  * The steps of a pass (forward_ops.c) and a layer's feed-forward half
  * (forward_ffn.c), on the backend computing now (p->be, p->s). Each
  * returns 0 or the error of a weight's load (in p->err); the backends'

@@ -29,9 +29,15 @@ int forward_ffn_dense(struct forward_pass *p, const struct engine_layer *l)
 		ops->matmul_swiglu(p->be, &mm[1], &mm[0]);
 	} else {
 		ops->matmul(p->be, mm, 2);
+		forward_dump(p, l->ffn_up.info->name, s->up, hp->n_ff, hp->n_ff,
+			     h->live, p->n_live, 1);
+		forward_dump(p, l->ffn_gate.info->name, s->gate, hp->n_ff,
+			     hp->n_ff, h->live, p->n_live, 1);
 		ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff,
 				 h->live, p->n_live);
 	}
+	forward_dump(p, "swiglu", s->gate, hp->n_ff, hp->n_ff, h->live,
+		     p->n_live, 1);
 	ops->convert_rows(p->be, forward_vdt(p, &l->ffn_down), s->gate,
 			  hp->n_ff, hp->n_ff, s->act, h->act_row, h->live,
 			  p->n_live);
@@ -56,9 +62,13 @@ static int forward_moe_route(struct forward_pass *p,
 			    forward_xn_act(p, &l->ffn_gate_inp), p->h->live,
 			    p->n_live);
 	p->be->iface->matmul(p->be, &router, 1);
+	forward_dump(p, l->ffn_gate_inp.info->name, s->router, hp->n_expert,
+		     hp->n_expert, p->h->live, p->n_live, 1);
 	p->be->iface->moe_route_rows(p->be, hp, s->router, hp->n_expert,
 				     s->expert_sel, s->expert_w, p->h->live,
 				     p->n_live);
+	forward_dump(p, "expert_w", s->expert_w, hp->n_expert_used,
+		     hp->n_expert_used, p->h->live, p->n_live, 1);
 	return 0;
 }
 
@@ -102,8 +112,14 @@ static int forward_moe_experts(struct forward_pass *p,
 	for (j = 0; j < p->n_live; j++)
 		for (i = 0; i < k; i++)
 			h->slots[j * k + i] = h->live[j] * k + i;
+	forward_dump(p, l->ffn_up_exps.info->name, s->up, hp->n_ff, hp->n_ff,
+		     h->slots, p->n_live * k, k);
+	forward_dump(p, l->ffn_gate_exps.info->name, s->gate, hp->n_ff,
+		     hp->n_ff, h->slots, p->n_live * k, k);
 	ops->swiglu_rows(p->be, s->gate, s->up, hp->n_ff, hp->n_ff, h->slots,
 			 p->n_live * k);
+	forward_dump(p, "swiglu", s->gate, hp->n_ff, hp->n_ff, h->slots,
+		     p->n_live * k, k);
 	ops->convert_rows(p->be, forward_vdt(p, &l->ffn_down_exps), s->gate,
 			  hp->n_ff, hp->n_ff, s->act, h->act_row, h->slots,
 			  p->n_live * k);
@@ -113,8 +129,12 @@ static int forward_moe_experts(struct forward_pass *p,
 	id.act = s->act;
 	id.act_per_slot = true;
 	ops->matmul_id(p->be, &id);
+	forward_dump(p, l->ffn_down_exps.info->name, s->expert_out, hp->n_embd,
+		     hp->n_embd, h->slots, p->n_live * k, k);
 	ops->moe_combine_rows(p->be, s->tmp, hp->n_embd, s->expert_out,
 			      s->expert_w, k, hp->n_embd, h->live, p->n_live);
+	forward_dump(p, "moe_combine", s->tmp, hp->n_embd, hp->n_embd, h->live,
+		     p->n_live, 1);
 	return 0;
 }
 

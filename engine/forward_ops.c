@@ -66,6 +66,7 @@ int forward_norm(struct forward_pass *p, float *y, const float *x,
 				   forward_floats(w), hp->rms_norm_eps, idx, n);
 		next = NULL;
 	}
+	forward_dump(p, w->info->name, y, hp->n_embd, hp->n_embd, idx, n, 1);
 	/* xn changed: its conversions are stale, but next's */
 	if (y == s->xn) {
 		for (k = 0; k < FORWARD_XN_SLOTS; k++)
@@ -158,6 +159,8 @@ int forward_out(struct forward_pass *p, const struct engine_tensor *w,
 	}
 	mm = forward_mm(p, s->tmp, E, w, act, h->live, p->n_live);
 	ops->matmul(p->be, &mm, 1);
+	forward_dump(p, w->info->name, s->tmp, E, (uint32_t)E, h->live,
+		     p->n_live, 1);
 	if (bias && (ret = forward_bias(p, s->tmp, E, b, h->live, p->n_live)))
 		return ret;
 	forward_residual(p);

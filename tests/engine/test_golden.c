@@ -250,6 +250,9 @@ START_TEST(test_golden_model)
 	/* llama.cpp's split of long attention depends on its thread count */
 	if (threads)
 		copt.threads = (uint32_t)atoi(threads);
+	/* GOLDEN_BATCH_EXACT=1: a prompt's rows in the one-token order too */
+	copt.batch_exact = getenv("GOLDEN_BATCH_EXACT") &&
+			   atoi(getenv("GOLDEN_BATCH_EXACT"));
 	struct engine_model *m = NULL;
 	struct engine_ctx *ctx = NULL;
 	struct err err = { 0 };
