@@ -305,6 +305,7 @@ static struct cuda_matmul cb_matmul_desc(struct engine_backend *be,
 		.w = engine_tensor_data(w) +
 		     (uint64_t)mm->expert * expert_bytes,
 		.row_bytes = w->row_bytes,
+		.repacked = w->llama_repacked,
 		.n_in = w->info->ne[0],
 		.n_out = w->info->ne[1],
 		.x_ld = act ? mm->act_ld : mm->act_ld / sizeof(float),
@@ -419,6 +420,7 @@ void cb_matmul_id(struct engine_backend *be, const struct engine_matmul_id *m)
 		.w_type = w->info->type,
 		.w = engine_tensor_data(w),
 		.row_bytes = w->row_bytes,
+		.repacked = w->llama_repacked,
 		.n_in = w->info->ne[0],
 		.n_out = w->info->ne[1],
 		.x_ld = cb_act_rows(cb, m->act) ? m->act_ld :

@@ -63,6 +63,8 @@ struct mmv_args {
 	const int32_t *pair_x, *pair_y;
 	uint32_t max_items;
 	uint32_t accumulate;
+	/* the order of llama.cpp's repacked gemv (engine_tensor.llama_repacked) */
+	uint32_t repacked;
 	uint32_t wpr; /* warps to a row: k_mmv sets it */
 	uint32_t n_seg;
 	const uint8_t *seg_w[3];

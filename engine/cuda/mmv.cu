@@ -20,12 +20,15 @@
 #include <cstring>
 
 #include "blocks.cuh"
+#include "blocks_x86.cuh"
 #include "kernels.h"
 
 #define MMV_WARPS 4
 #define MMV_COLS 8
 #define MMV_FLANES 16 /* lanes of a float row (mmv_f) */
 #define MMV_FROWS (MMV_WARPS * 32 / MMV_FLANES)
+#define MMV_XLANES 8 /* lanes of a quantized row in the CPU's order (mmv_x) */
+#define MMV_XROWS (MMV_WARPS * 32 / MMV_XLANES)
 
 /* The columns of this block: how many, and their x and y rows. */
 template <int NC, bool MOE>
@@ -339,25 +342,126 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_f(mmv_args a)
 	}
 }
 
+/*
+ * A quantized matrix in the CPU's order, bit for bit (blocks_x86.cuh):
+ * MMV_XLANES lanes to a row, lane l the CPU's float lane l, each walking
+ * the row's blocks in order; MMV_XROWS rows a block. REPACKED: the
+ * order of llama.cpp's repacked gemv (mmv_args.repacked). Against
+ * mmv_q, a row's blocks are walked by 8 lanes in series instead of 32 to
+ * 128 at once: the loads of a block do not wait for the sum before them,
+ * so the loop keeps as many in flight; a row's sums of 8 lanes meet in
+ * 3 shuffles instead of 5 and a shared-memory round.
+ */
+template <int T, int NC, bool MOE, bool REPACKED>
+__global__ void __launch_bounds__(32 * MMV_WARPS) mmv_x(mmv_args a)
+{
+	cuda_pdl_start();
+	typedef wx<T> X;
+	typedef typename X::block block;
+	typedef typename X::act act;
+	const int lane = threadIdx.x, l = lane % MMV_XLANES;
+	const int64_t row = (int64_t)blockIdx.x * MMV_XROWS +
+			    threadIdx.y * (32 / MMV_XLANES) + lane / MMV_XLANES;
+	const bool glu = !MOE && a.w2;
+	const uint8_t *w;
+	int32_t xr[NC], yr[NC];
+	float acc[NC], accm[NC], acc2[NC], accm2[NC];
+	const int cnt = mmv_columns<NC, MOE>(a, xr, yr, &w);
+	const mmv_target t = mmv_locate<MOE>(a, w, row);
+	const bool in = row < a.n_out;
+	const int64_t nb = a.n_in / X::QK;
+
+	if (cnt <= 0)
+		return;
+#pragma unroll
+	for (int j = 0; j < NC; j++)
+		acc[j] = accm[j] = acc2[j] = accm2[j] = 0.0f;
+	/* a lane without a row walks row 0: the shuffles want every lane */
+	const block *wb = (const block *)(t.w + (in ? t.row : 0) * a.row_bytes);
+	const block *wb2 =
+		glu ? (const block *)(a.w2 + (in ? row : 0) * a.row_bytes) : wb;
+
+	for (int64_t ib = 0; ib < nb; ib++) {
+#pragma unroll
+		for (int j = 0; j < NC; j++) {
+			if (j >= cnt)
+				continue;
+			const act *ab = (const act *)(a.x + xr[j] * a.x_ld) +
+					ib;
+
+			X::template step<REPACKED>(wb + ib, ab, l, acc[j],
+						   accm[j]);
+			if (glu)
+				X::template step<REPACKED>(wb2 + ib, ab, l,
+							   acc2[j], accm2[j]);
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < NC; j++) {
+		if (j >= cnt)
+			continue;
+		const float s = wx_end<T, REPACKED>(acc[j], accm[j]);
+		const float s2 = glu ? wx_end<T, REPACKED>(acc2[j], accm2[j]) :
+				       0.0f;
+
+		if (l || !in)
+			continue;
+		mmv_store(a, t.y, yr[j] * t.y_ld + t.row,
+			  glu ? mmv_swiglu(s, s2, row, a.n_out) : s);
+	}
+}
+
 typedef void (*mmv_kernel)(mmv_args);
 
-/* one weight type's kernels: [column count 1, 2, 4, 8][dense, MoE] */
+/*
+ * one weight type's kernels: [column count 1, 2, 4, 8][dense, MoE];
+ * x: the CPU's order, [0] its own, [1] repacked (the same kernels where
+ * the type has no repacked order); none for the float types
+ */
 struct mmv_entry {
 	mmv_kernel k[4][2];
+	mmv_kernel x[2][4][2];
 };
+
+template <int T, bool R>
+static constexpr void mmv_make_x(mmv_kernel (*x)[2])
+{
+	x[0][0] = mmv_x<T, 1, false, R>;
+	x[0][1] = mmv_x<T, 1, true, R>;
+	x[1][0] = mmv_x<T, 2, false, R>;
+	x[1][1] = mmv_x<T, 2, true, R>;
+	x[2][0] = mmv_x<T, 4, false, R>;
+	x[2][1] = mmv_x<T, 4, true, R>;
+	x[3][0] = mmv_x<T, 8, false, R>;
+	x[3][1] = mmv_x<T, 8, true, R>;
+}
+
+/* the types with a repacked order (engine/quant/traits.c vec_dot_repacked) */
+static constexpr bool mmv_repacks(int t)
+{
+	return t == T_Q4_0 || t == T_Q4_K || t == T_Q2_K;
+}
 
 template <int T, bool Q> static constexpr mmv_entry mmv_make()
 {
-	if constexpr (Q)
-		return { { { mmv_q<T, 1, false>, mmv_q<T, 1, true> },
-			   { mmv_q<T, 2, false>, mmv_q<T, 2, true> },
-			   { mmv_q<T, 4, false>, mmv_q<T, 4, true> },
-			   { mmv_q<T, 8, false>, mmv_q<T, 8, true> } } };
-	else
-		return { { { mmv_f<T, 1, false>, mmv_f<T, 1, true> },
-			   { mmv_f<T, 2, false>, mmv_f<T, 2, true> },
-			   { mmv_f<T, 4, false>, mmv_f<T, 4, true> },
-			   { mmv_f<T, 8, false>, mmv_f<T, 8, true> } } };
+	mmv_entry e = {};
+
+	if constexpr (Q) {
+		e = { { { mmv_q<T, 1, false>, mmv_q<T, 1, true> },
+			{ mmv_q<T, 2, false>, mmv_q<T, 2, true> },
+			{ mmv_q<T, 4, false>, mmv_q<T, 4, true> },
+			{ mmv_q<T, 8, false>, mmv_q<T, 8, true> } },
+		      {} };
+		mmv_make_x<T, false>(e.x[0]);
+		mmv_make_x<T, mmv_repacks(T)>(e.x[1]);
+	} else {
+		e = { { { mmv_f<T, 1, false>, mmv_f<T, 1, true> },
+			{ mmv_f<T, 2, false>, mmv_f<T, 2, true> },
+			{ mmv_f<T, 4, false>, mmv_f<T, 4, true> },
+			{ mmv_f<T, 8, false>, mmv_f<T, 8, true> } },
+		      {} };
+	}
+	return e;
 }
 
 /* indexed by io_type; a type without kernels has none */
@@ -381,25 +485,43 @@ static const struct {
 };
 
 /*
- * Warps to a row of a quantized matrix: as many as the row has steps of
- * a warp (32 / LPB blocks), at most MMV_WARPS, a power of two.
- * $LLMFS_CUDA_MMV=old: one warp a row, as before (to compare on a card).
- * 0 for the float types: mmv_f gives a row MMV_FLANES lanes.
+ * Which kernel a quantized matrix gets, by $LLMFS_CUDA_MMV: unset or
+ * "cpu", mmv_x (the CPU's order, its bits); "lanes", mmv_q (a block's
+ * sum split over LPB lanes, the lanes' and warps' sums added in another
+ * order: within 2e-5 of the CPU's, not its bits); "old", mmv_q with one
+ * warp a row (to compare the three on a card).
+ */
+enum mmv_choice { MMV_CPU_ORDER, MMV_LANES, MMV_OLD };
+
+static enum mmv_choice mmv_choice(void)
+{
+	static int choice = -1;
+
+	if (choice < 0) {
+		const char *e = getenv("LLMFS_CUDA_MMV");
+
+		choice = !e || !strcmp(e, "cpu") ? MMV_CPU_ORDER :
+			 !strcmp(e, "old")	 ? MMV_OLD :
+						   MMV_LANES;
+	}
+	return (enum mmv_choice)choice;
+}
+
+/*
+ * Warps to a row of a quantized matrix for mmv_q: as many as the row has
+ * steps of a warp (32 / LPB blocks), at most MMV_WARPS, a power of two;
+ * one with LLMFS_CUDA_MMV=old. 0 for the float types (mmv_f gives a row
+ * MMV_FLANES lanes) and for mmv_x (MMV_XLANES).
  */
 static uint32_t mmv_warps_per_row(uint32_t w_type, int64_t n_in)
 {
-	static int old = -1;
 	int64_t steps;
 	uint32_t wpr = 1;
 
-	if (old < 0) {
-		const char *e = getenv("LLMFS_CUDA_MMV");
-
-		old = e && !strcmp(e, "old");
-	}
-	if (w_type == T_F32 || w_type == T_F16 || w_type == T_BF16)
+	if (w_type == T_F32 || w_type == T_F16 || w_type == T_BF16 ||
+	    mmv_choice() == MMV_CPU_ORDER)
 		return 0;
-	if (old)
+	if (mmv_choice() == MMV_OLD)
 		return 1;
 	switch (w_type) {
 	case T_Q2_K:
@@ -422,14 +544,20 @@ bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
 	int nc, k;
 
 	a.wpr = mmv_warps_per_row(w_type, a.n_in);
-	gx = cuda_div_up((uint64_t)a.n_out,
-			 a.wpr ? MMV_WARPS / a.wpr : MMV_FROWS);
 	for (const auto &t : mmv_table) {
 		if (t.type != w_type)
 			continue;
+		/* the CPU's order: mmv_x, repacked or not */
+		const bool x = t.e.x[0][0][0] && mmv_choice() == MMV_CPU_ORDER;
+		const mmv_kernel(*ks)[2] = x ? t.e.x[a.repacked ? 1 : 0] :
+					       t.e.k;
+
+		gx = cuda_div_up((uint64_t)a.n_out, x	  ? MMV_XROWS :
+						    a.wpr ? MMV_WARPS / a.wpr :
+							    MMV_FROWS);
 		if (moe) {
 			if (a.max_items)
-				cuda_launch_pdl(t.e.k[3][1],
+				cuda_launch_pdl(ks[3][1],
 						dim3(gx, a.max_items),
 						dim3(32, MMV_WARPS), 0, s, a);
 			return true;
@@ -439,7 +567,7 @@ bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
 		/* the fewest columns that cover n_cols, up to 8 a block */
 		for (k = 0, nc = 1; nc < (int)a.n_cols && k < 3; k++)
 			nc *= 2;
-		cuda_launch_pdl(t.e.k[k][0],
+		cuda_launch_pdl(ks[k][0],
 				dim3(gx, cuda_div_up(a.n_cols, nc)),
 				dim3(32, MMV_WARPS), 0, s, a);
 		return true;

@@ -433,6 +433,7 @@ static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
 	}
 	a.w = (const uint8_t *)mm->w;
 	a.w2 = (const uint8_t *)mm->w2;
+	a.repacked = mm->repacked;
 	a.accumulate = mm->accumulate;
 	a.row_bytes = mm->row_bytes;
 	a.expert_bytes = mm->expert_bytes;
@@ -491,7 +492,8 @@ static int mod_matmul(struct cuda_dev *d, const struct cuda_matmul *mm,
 static bool mod_matmul_joins(const struct cuda_matmul *a,
 			     const struct cuda_matmul *b)
 {
-	return b->x_act && b->w_type == a->w_type && b->n_in == a->n_in &&
+	return b->x_act && b->w_type == a->w_type &&
+	       b->repacked == a->repacked && b->n_in == a->n_in &&
 	       b->row_bytes == a->row_bytes && b->x == a->x &&
 	       b->x_ld == a->x_ld && b->rows == a->rows && !b->ids && !b->w2 &&
 	       !b->accumulate;
@@ -520,6 +522,7 @@ static int mod_matmul_group(struct cuda_dev *d, const struct cuda_matmul *mm,
 			continue;
 		}
 		a.row_bytes = mm[i].row_bytes;
+		a.repacked = mm[i].repacked;
 		a.n_in = mm[i].n_in;
 		a.x = (const uint8_t *)mm[i].x;
 		a.x_ld = mm[i].x_ld;

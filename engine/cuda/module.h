@@ -78,6 +78,11 @@ struct cuda_matmul {
 	uint32_t w_type;
 	const void *w;
 	uint64_t row_bytes;
+	/*
+	 * the order of llama.cpp's repacked gemv, as the CPU adds up this
+	 * matrix (engine_tensor.llama_repacked), else its vec_dot's
+	 */
+	bool repacked;
 	int64_t n_in, n_out;
 	const float *x;
 	size_t x_ld;
@@ -154,6 +159,7 @@ struct cuda_tensor {
 	uint32_t type;
 	int64_t ne[3];	    /* ne[0] the row, ne[1] rows, ne[2] experts */
 	uint64_t row_bytes; /* of ne[0] elements */
+	bool repacked;	    /* engine_tensor.llama_repacked */
 };
 
 struct cuda_layer {

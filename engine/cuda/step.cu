@@ -344,6 +344,7 @@ static void step_mm_to(cuda_ctx *c, const cuda_tensor &w, const float *x,
 
 	a.w = (const uint8_t *)w.data;
 	a.row_bytes = w.row_bytes;
+	a.repacked = w.repacked;
 	a.n_in = w.ne[0];
 	a.n_out = w.ne[1];
 	a.x = step_quantize(c, w, x, x_ld, rows, c->xq);
@@ -393,6 +394,7 @@ static void step_mm_experts(cuda_ctx *c, const cuda_tensor &w,
 
 	a.w = (const uint8_t *)w.data;
 	a.row_bytes = w.row_bytes;
+	a.repacked = w.repacked;
 	a.expert_bytes = w.row_bytes * (uint64_t)w.ne[1];
 	a.n_in = w.ne[0];
 	a.n_out = w.ne[1];
@@ -422,7 +424,7 @@ static void step_bias(cuda_ctx *c, float *y, uint64_t ld, const cuda_tensor &b,
 static bool step_same_rows(const cuda_tensor &a, const cuda_tensor &b)
 {
 	return a.type == b.type && a.ne[0] == b.ne[0] &&
-	       a.row_bytes == b.row_bytes;
+	       a.row_bytes == b.row_bytes && a.repacked == b.repacked;
 }
 
 /*
@@ -454,6 +456,7 @@ static void step_mm_qkv(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
 	}
 	a.w = (const uint8_t *)L.wq.data;
 	a.row_bytes = L.wq.row_bytes;
+	a.repacked = L.wq.repacked;
 	a.n_in = L.wq.ne[0];
 	a.x = step_quantize(c, L.wq, c->xn, m.n_embd, rows, c->xq);
 	a.x_ld = c->xq_bytes;
@@ -600,6 +603,7 @@ static void step_ffn_dense(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
 	    L.ffn_gate.ne[0] == L.ffn_up.ne[0] &&
 	    L.ffn_gate.ne[1] == L.ffn_up.ne[1] &&
 	    L.ffn_gate.row_bytes == L.ffn_up.row_bytes &&
+	    L.ffn_gate.repacked == L.ffn_up.repacked &&
 	    !step_use_blas(c, L.ffn_gate, rows)) {
 		/* gate and up in one pass over x, SwiGLU on the way out */
 		mmv_args a = {};
@@ -607,6 +611,7 @@ static void step_ffn_dense(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
 		a.w = (const uint8_t *)L.ffn_gate.data;
 		a.w2 = (const uint8_t *)L.ffn_up.data;
 		a.row_bytes = L.ffn_gate.row_bytes;
+		a.repacked = L.ffn_gate.repacked;
 		a.n_in = L.ffn_gate.ne[0];
 		a.n_out = L.ffn_gate.ne[1];
 		a.x = step_quantize(c, L.ffn_gate, c->xn, m.n_embd, rows,

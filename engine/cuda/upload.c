@@ -182,6 +182,7 @@ static int upload_tensor(struct engine_cuda_model *cm, struct engine_model *m,
 	out->ne[1] = info->ne[1];
 	out->ne[2] = info->ne[2];
 	out->row_bytes = t->row_bytes;
+	out->repacked = t->llama_repacked;
 	return 0;
 }
 

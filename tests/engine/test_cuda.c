@@ -296,14 +296,17 @@ START_TEST(test_matmul_cublas)
 END_TEST
 
 /*
- * The float types' mat-vec products are the CPU's bits: the AVX-512
- * order of engine/quant/dot.c (quant_traits' vec_dot, the scalar
+ * The mat-vec products are the CPU's bits: for the float types the
+ * AVX-512 order of engine/quant/dot.c (quant_traits' vec_dot, the scalar
  * emulation of the CPU backend's SIMD), on lengths with and without the
  * 64-element steps, with tails of every kind (F32: groups of 16 and 8,
  * the last contracted), rows that start unaligned (odd lengths), and
- * activations that round to F16/BF16.
+ * activations that round to F16/BF16; for the quantized types the AVX2
+ * order of engine/quant/quant_x86.c, or with repacked the order of
+ * llama.cpp's repacked gemv (vec_dot_repacked).
  */
-static void check_matmul_float_bits(uint32_t type, int64_t n_in, uint32_t cols)
+static void check_matmul_bits(uint32_t type, int64_t n_in, uint32_t cols,
+			      bool repacked)
 {
 	const int64_t n_out = 37;
 	uint32_t vdt = quant_vec_dot_type(type);
@@ -329,20 +332,25 @@ static void check_matmul_float_bits(uint32_t type, int64_t n_in, uint32_t cols)
 	mm.y_ld = n_out;
 	mm.rows = cols;
 	mm.mode = CUDA_MATMUL_MMV;
+	mm.repacked = repacked;
 	ck_assert_msg(api->matmul(dev, &mm, &err) == 0, "type %u: %s", type,
 		      err.msg);
 	host_from(got, mm.y, n_out * cols * sizeof(float));
 	for (uint32_t c = 0; c < cols; c++) {
 		quant_from_float(vdt, x + c * n_in, act, n_in);
 		for (int64_t r = 0; r < n_out; r++)
-			want[c * n_out + r] = quant_traits(type)->vec_dot(
-				n_in, w + r * rb, act);
+			want[c * n_out + r] =
+				repacked ? quant_traits(type)->vec_dot_repacked(
+						   n_in, w + r * rb, act) :
+					   quant_traits(type)->vec_dot(
+						   n_in, w + r * rb, act);
 	}
 	for (int64_t i = 0; i < n_out * (int64_t)cols; i++)
 		ck_assert_msg(!memcmp(&got[i], &want[i], sizeof(float)),
-			      "%s n %lld column %lld row %lld: %.9g, CPU %.9g "
+			      "%s%s n %lld column %lld row %lld: %.9g, CPU %.9g "
 			      "(seed %llu)",
-			      quant_type_name(type), (long long)n_in,
+			      quant_type_name(type),
+			      repacked ? " repacked" : "", (long long)n_in,
 			      (long long)(i / n_out), (long long)(i % n_out),
 			      got[i], want[i], (unsigned long long)seed);
 	api->free(dev, (void *)mm.w);
@@ -363,8 +371,32 @@ START_TEST(test_matmul_float_bits)
 
 	for (size_t n = 0; n < sizeof(lens) / sizeof(lens[0]); n++)
 		for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++)
-			check_matmul_float_bits(weight_types[_i], lens[n],
-						cols[c]);
+			check_matmul_bits(weight_types[_i], lens[n], cols[c],
+					  false);
+}
+END_TEST
+
+/*
+ * The quantized types likewise (weight_types[3..]): one to 8 blocks
+ * (one block: the CPU's lanes alone; more: their FMAs in block order),
+ * in the CPU's own order and, for the types llama.cpp repacks, in its
+ * repacked gemv's.
+ */
+START_TEST(test_matmul_quant_bits)
+{
+	const uint32_t type = weight_types[3 + _i];
+	const int64_t block = io_type_info(type)->block_elems;
+	static const int64_t blocks[] = { 1, 2, 3, 8 };
+	static const uint32_t cols[] = { 1, 3, 8 };
+
+	for (size_t n = 0; n < sizeof(blocks) / sizeof(blocks[0]); n++)
+		for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
+			check_matmul_bits(type, blocks[n] * block, cols[c],
+					  false);
+			if (quant_traits(type)->vec_dot_repacked)
+				check_matmul_bits(type, blocks[n] * block,
+						  cols[c], true);
+		}
 }
 END_TEST
 
@@ -1389,6 +1421,7 @@ static void cuda_add_tests(TCase *tc)
 	CUDA_ADD_LOOP(tc, test_matmul_cublas, N_WEIGHT_TYPES);
 	/* F32, F16, BF16: the first three weight types */
 	CUDA_ADD_LOOP(tc, test_matmul_float_bits, 3);
+	CUDA_ADD_LOOP(tc, test_matmul_quant_bits, N_WEIGHT_TYPES - 3);
 	CUDA_ADD(tc, test_matmul_experts);
 	CUDA_ADD_LOOP(tc, test_get_rows, N_WEIGHT_TYPES);
 	CUDA_ADD(tc, test_rms_norm);
