@@ -245,7 +245,8 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		return forward_out(p, &l->wo, s->act, &l->bo);
 	}
 	forward_qk_rope_store(p, il);
-	forward_dump_layer(p, il, "q_rope", s->q, nq, nq, h->live, p->n_live, 1);
+	forward_dump_layer(p, il, "q_rope", s->q, nq, nq, h->live, p->n_live,
+			   1);
 	forward_dump_layer(p, il, "k_rope", s->k, nk, nk, h->all, p->n, 1);
 	if ((ret = forward_wait(p, &l->wo)))
 		return ret;
@@ -387,13 +388,13 @@ static int forward_chunk(struct forward_pass *p)
 	for (b = 0; b < h->n_buf; b++)
 		h->buf[b].rope_ready = false;
 	p->s = NULL;
+	forward_dump_next();
 	if ((ret = forward_use(p, p->embed_be, false)))
 		return ret;
 	p->be->iface->get_rows(p->be, p->s->x, hp->n_embd, &m->tok_embd,
 			       h->tokens, p->n);
-	if (forward_dump_next())
-		forward_dump(p, m->tok_embd.info->name, p->s->x, hp->n_embd,
-			     hp->n_embd, NULL, p->n, 1);
+	forward_dump(p, m->tok_embd.info->name, p->s->x, hp->n_embd, hp->n_embd,
+		     NULL, p->n, 1);
 	p->n_live = p->n;
 
 	for (il = 0; il < hp->n_layer; il++) {
@@ -425,8 +426,8 @@ static int forward_chunk(struct forward_pass *p)
 				     forward_ffn_dense(p, l);
 		if (ret)
 			return ret;
-		forward_dump_layer(p, il, "ffn_x", s->x, hp->n_embd,
-				   hp->n_embd, h->live, p->n_live, 1);
+		forward_dump_layer(p, il, "ffn_x", s->x, hp->n_embd, hp->n_embd,
+				   h->live, p->n_live, 1);
 	}
 	if (!p->n_live)
 		return forward_sync(p);

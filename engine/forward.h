@@ -128,14 +128,14 @@ int forward_sync(struct forward_pass *p);
 
 /*
  * The trace of LLMFS_FORWARD_DUMP (forward_dump.c): forward_dump_next
- * at each chunk (whether this one is traced), then the rows an op wrote:
+ * as each chunk starts, then the rows an op wrote:
  * rows idx[0..n) (NULL: 0..n) of buf, ld floats apart, width floats
  * each; k > 1: buf's rows are expert slots, row r the slot r % k of
  * token row r / k. forward_dump_layer names the op blk.IL.WHAT;
  * forward_dump_logits writes the host's logits of rows idx[0..n).
  * Nothing is written, nor synchronized, when the trace is off.
  */
-bool forward_dump_next(void);
+void forward_dump_next(void);
 void forward_dump(struct forward_pass *p, const char *op, const float *buf,
 		  size_t ld, uint32_t width, const uint32_t *idx, uint32_t n,
 		  uint32_t k);

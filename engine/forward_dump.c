@@ -46,13 +46,11 @@ static void forward_dump_open(void)
 		forward_dump_passes = strtoul(passes, NULL, 10);
 }
 
-bool forward_dump_next(void)
+void forward_dump_next(void)
 {
 	pthread_once(&forward_dump_once, forward_dump_open);
-	if (!forward_dump_file)
-		return false;
-	forward_dump_pass++;
-	return forward_dump_pass < forward_dump_passes;
+	if (forward_dump_file)
+		forward_dump_pass++;
 }
 
 static bool forward_dump_on(void)
