@@ -651,6 +651,40 @@ __device__ __forceinline__ void q8_K_block(float v, int t, blk_q8_K *b,
  */
 template <int T> struct wf;
 
+/* 4 floats at p: one 16-byte load where p is 16-aligned */
+__device__ __forceinline__ void wf_load4(const float *p, bool aligned, float *v)
+{
+	if (aligned) {
+		const float4 u = *(const float4 *)p;
+
+		v[0] = u.x;
+		v[1] = u.y;
+		v[2] = u.z;
+		v[3] = u.w;
+	} else {
+#pragma unroll
+		for (int k = 0; k < 4; k++)
+			v[k] = p[k];
+	}
+}
+
+/*
+ * A lane's ACC accumulators folded with those of the lanes `from`,
+ * from / 2, ... 1 above it (of 16), element by element: the CPU's
+ * reduction of its vector registers, lane 0 of the 16 ends with it.
+ */
+template <int ACC>
+__device__ __forceinline__ void wf_fold_lanes(float *acc, int from)
+{
+#pragma unroll
+	for (int d = from; d > 0; d >>= 1)
+#pragma unroll
+		for (int k = 0; k < ACC; k++)
+			acc[k] = __fadd_rn(
+				acc[k],
+				__shfl_down_sync(0xffffffffu, acc[k], d, 16));
+}
+
 template <> struct wf<T_F32> {
 	typedef float elem;
 	typedef float sum_t;
@@ -662,18 +696,7 @@ template <> struct wf<T_F32> {
 	static __device__ __forceinline__ void get4(const elem *w, int64_t i,
 						    bool aligned, float *v)
 	{
-		if (aligned) {
-			const float4 u = *(const float4 *)(w + i);
-
-			v[0] = u.x;
-			v[1] = u.y;
-			v[2] = u.z;
-			v[3] = u.w;
-		} else {
-#pragma unroll
-			for (int k = 0; k < 4; k++)
-				v[k] = w[i + k];
-		}
+		wf_load4(w + i, aligned, v);
 	}
 	static __device__ __forceinline__ float round_act(float x)
 	{
@@ -689,14 +712,7 @@ template <> struct wf<T_F32> {
 	/* lane 0 of the 16 gets the 64 accumulators' sum */
 	static __device__ __forceinline__ float fold(float *acc)
 	{
-#pragma unroll
-		for (int d = 8; d > 0; d >>= 1)
-#pragma unroll
-			for (int k = 0; k < 4; k++)
-				acc[k] = __fadd_rn(acc[k],
-						   __shfl_down_sync(0xffffffffu,
-								    acc[k], d,
-								    16));
+		wf_fold_lanes<4>(acc, 8);
 		return __fadd_rn(__fadd_rn(acc[0], acc[2]),
 				 __fadd_rn(acc[1], acc[3]));
 	}
@@ -810,14 +826,7 @@ template <> struct wf<T_BF16> {
 	/* lane 0 of the 16: the two halves' sums added in double */
 	static __device__ __forceinline__ sum_t fold(float *acc)
 	{
-#pragma unroll
-		for (int d = 4; d > 0; d >>= 1)
-#pragma unroll
-			for (int q = 0; q < 2; q++)
-				acc[q] = __fadd_rn(acc[q],
-						   __shfl_down_sync(0xffffffffu,
-								    acc[q], d,
-								    16));
+		wf_fold_lanes<2>(acc, 4);
 		const float f0 = __fadd_rn(acc[0], acc[1]);
 		const float f1 = __shfl_down_sync(0xffffffffu, f0, 8, 16);
 		double s = 0.0;

@@ -89,9 +89,8 @@ template <int T> struct wx_legacy {
 	typedef blk_q8_1 act;
 	enum { QK = 32 };
 	template <bool REPACKED>
-	static __device__ __forceinline__ void step(const block *w,
-						    const act *a, int l,
-						    float &acc, float &summs)
+	static __device__ __forceinline__ void
+	step(const block *w, const act *a, int l, float &acc, float &summs)
 	{
 		const float d = __fmul_rn(cuda_h2f(w->d), cuda_h2f(a->d));
 
@@ -110,8 +109,8 @@ template <int T> struct wx_legacy {
 
 template <> struct wx<T_Q4_0> : wx_legacy<T_Q4_0> {
 	static constexpr int END = WX_PLAIN;
-	static __device__ __forceinline__ int lane(const block *w,
-						   const act *a, int l)
+	static __device__ __forceinline__ int lane(const block *w, const act *a,
+						   int l)
 	{
 		const int av = cuda_load_int_b4(a->qs + 4 * l);
 
@@ -126,8 +125,8 @@ template <> struct wx<T_Q4_0> : wx_legacy<T_Q4_0> {
 
 template <> struct wx<T_Q4_1> : wx_legacy<T_Q4_1> {
 	static constexpr int END = WX_SUMMS;
-	static __device__ __forceinline__ int lane(const block *w,
-						   const act *a, int l)
+	static __device__ __forceinline__ int lane(const block *w, const act *a,
+						   int l)
 	{
 		return __dp4a(wx_nibbles(w->qs, l, true),
 			      cuda_load_int_b4(a->qs + 4 * l), 0);
@@ -140,8 +139,8 @@ template <> struct wx<T_Q4_1> : wx_legacy<T_Q4_1> {
 
 template <> struct wx<T_Q5_0> : wx_legacy<T_Q5_0> {
 	static constexpr int END = WX_PLAIN;
-	static __device__ __forceinline__ int lane(const block *w,
-						   const act *a, int l)
+	static __device__ __forceinline__ int lane(const block *w, const act *a,
+						   int l)
 	{
 		const uint32_t qh = (uint32_t)cuda_load_int_b2(w->qh);
 		const int av = cuda_load_int_b4(a->qs + 4 * l);
@@ -158,8 +157,8 @@ template <> struct wx<T_Q5_0> : wx_legacy<T_Q5_0> {
 
 template <> struct wx<T_Q5_1> : wx_legacy<T_Q5_1> {
 	static constexpr int END = WX_SUMMS;
-	static __device__ __forceinline__ int lane(const block *w,
-						   const act *a, int l)
+	static __device__ __forceinline__ int lane(const block *w, const act *a,
+						   int l)
 	{
 		const uint32_t qh = (uint32_t)cuda_load_int_b4(w->qh);
 
@@ -174,8 +173,8 @@ template <> struct wx<T_Q5_1> : wx_legacy<T_Q5_1> {
 
 template <> struct wx<T_Q8_0> : wx_legacy<T_Q8_0> {
 	static constexpr int END = WX_PLAIN;
-	static __device__ __forceinline__ int lane(const block *w,
-						   const act *a, int l)
+	static __device__ __forceinline__ int lane(const block *w, const act *a,
+						   int l)
 	{
 		return __dp4a(cuda_load_int_b2(w->qs + 4 * l),
 			      cuda_load_int_b4(a->qs + 4 * l), 0);
@@ -201,9 +200,8 @@ template <> struct wx<T_Q2_K> {
 	enum { QK = QK_K };
 	static constexpr int END = WX_PLAIN;
 	template <bool REPACKED>
-	static __device__ __forceinline__ void step(const block *w,
-						    const act *a, int l,
-						    float &acc, float &accm)
+	static __device__ __forceinline__ void
+	step(const block *w, const act *a, int l, float &acc, float &accm)
 	{
 		const int mins = (w->scales[2 * l] >> 4) * a->bsums[2 * l] +
 				 (w->scales[2 * l + 1] >> 4) *
@@ -221,7 +219,8 @@ template <> struct wx<T_Q2_K> {
 				    0);
 		}
 		if (REPACKED) {
-			const int sum = wx_sum8_int(s), smin = wx_sum8_int(mins);
+			const int sum = wx_sum8_int(s),
+				  smin = wx_sum8_int(mins);
 
 			acc = fmaf((float)sum, __fmul_rn(cuda_h2f(w->d), a->d),
 				   acc);
@@ -242,9 +241,8 @@ template <> struct wx<T_Q3_K> {
 	enum { QK = QK_K };
 	static constexpr int END = WX_PLAIN;
 	template <bool REPACKED>
-	static __device__ __forceinline__ void step(const block *w,
-						    const act *a, int l,
-						    float &acc, float &)
+	static __device__ __forceinline__ void
+	step(const block *w, const act *a, int l, float &acc, float &)
 	{
 		const int hm = cuda_load_int_b2(w->hmask + 4 * l);
 		int s = 0;
@@ -274,8 +272,8 @@ template <bool FIVE> struct wx_q45_K {
 	typedef blk_q8_K act;
 	enum { QK = QK_K };
 	static constexpr int END = FIVE ? WX_SUMMS : WX_FOLD4;
-	static __device__ __forceinline__ int prod(const block *w,
-						   const act *a, int k)
+	static __device__ __forceinline__ int prod(const block *w, const act *a,
+						   int k)
 	{
 		int sc0, m0, sc1, m1;
 
@@ -285,15 +283,15 @@ template <bool FIVE> struct wx_q45_K {
 		       m1 * (a->bsums[4 * k + 2] + a->bsums[4 * k + 3]);
 	}
 	template <bool REPACKED>
-	static __device__ __forceinline__ void step(const block *w,
-						    const act *a, int l,
-						    float &acc, float &accm)
+	static __device__ __forceinline__ void
+	step(const block *w, const act *a, int l, float &acc, float &accm)
 	{
 		int s = 0;
 
 		for (int c = 0; c < 8; c++) {
 			int sc, m;
-			int q = (cuda_load_int_b4(w->qs + 32 * (c / 2) + 4 * l) >>
+			int q = (cuda_load_int_b4(w->qs + 32 * (c / 2) +
+						  4 * l) >>
 				 (4 * (c % 2))) &
 				0x0f0f0f0f;
 
@@ -305,10 +303,9 @@ template <bool FIVE> struct wx_q45_K {
 				      0x01010101)
 				     << 4;
 			scale_min_k4(c, w->scales, &sc, &m);
-			s += sc * __dp4a(q,
-					 cuda_load_int_b4(a->qs + 32 * c +
-							  4 * l),
-					 0);
+			s += sc *
+			     __dp4a(q, cuda_load_int_b4(a->qs + 32 * c + 4 * l),
+				    0);
 		}
 		if (REPACKED) {
 			/* Q4_K only: threads 0-3 bring prod[l] */
@@ -334,8 +331,10 @@ template <bool FIVE> struct wx_q45_K {
 	}
 };
 
-template <> struct wx<T_Q4_K> : wx_q45_K<false> {};
-template <> struct wx<T_Q5_K> : wx_q45_K<true> {};
+template <> struct wx<T_Q4_K> : wx_q45_K<false> {
+};
+template <> struct wx<T_Q5_K> : wx_q45_K<true> {
+};
 
 /*
  * Q6_K: chunk c in half h = c / 4, r = c % 4: low (r < 2) or high
@@ -349,9 +348,8 @@ template <> struct wx<T_Q6_K> {
 	enum { QK = QK_K };
 	static constexpr int END = WX_PLAIN;
 	template <bool REPACKED>
-	static __device__ __forceinline__ void step(const block *w,
-						    const act *a, int l,
-						    float &acc, float &)
+	static __device__ __forceinline__ void
+	step(const block *w, const act *a, int l, float &acc, float &)
 	{
 		int s = 0;
 
@@ -364,8 +362,7 @@ template <> struct wx<T_Q6_K> {
 				      (((qh >> (2 * r)) & 0x03030303) << 4);
 
 			s += w->scales[2 * c + l / 4] *
-			     __dp4a(q,
-				    cuda_load_int_b4(a->qs + 32 * c + 4 * l),
+			     __dp4a(q, cuda_load_int_b4(a->qs + 32 * c + 4 * l),
 				    0);
 		}
 		s -= 32 * (a->bsums[2 * l] * w->scales[2 * l] +

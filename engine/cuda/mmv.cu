@@ -247,18 +247,7 @@ mmv_f_steps(const mmv_args &a, const typename wf<T>::elem *wr,
 					  i;
 			float xv[4];
 
-			if (ALIGNED) {
-				const float4 u = *(const float4 *)xp;
-
-				xv[0] = u.x;
-				xv[1] = u.y;
-				xv[2] = u.z;
-				xv[3] = u.w;
-			} else {
-#pragma unroll
-				for (int k = 0; k < 4; k++)
-					xv[k] = xp[k];
-			}
+			wf_load4(xp, ALIGNED, xv);
 #pragma unroll
 			for (int k = 0; k < 4; k++)
 				xv[k] = F::round_act(xv[k]);
@@ -378,8 +367,9 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_x(mmv_args a)
 		acc[j] = accm[j] = acc2[j] = accm2[j] = 0.0f;
 	/* a lane without a row walks row 0: the shuffles want every lane */
 	const block *wb = (const block *)(t.w + (in ? t.row : 0) * a.row_bytes);
-	const block *wb2 =
-		glu ? (const block *)(a.w2 + (in ? row : 0) * a.row_bytes) : wb;
+	const block *wb2 = glu ? (const block *)(a.w2 +
+						 (in ? row : 0) * a.row_bytes) :
+				 wb;
 
 	for (int64_t ib = 0; ib < nb; ib++) {
 #pragma unroll
@@ -423,8 +413,7 @@ struct mmv_entry {
 	mmv_kernel x[2][4][2];
 };
 
-template <int T, bool R>
-static constexpr void mmv_make_x(mmv_kernel (*x)[2])
+template <int T, bool R> static constexpr void mmv_make_x(mmv_kernel (*x)[2])
 {
 	x[0][0] = mmv_x<T, 1, false, R>;
 	x[0][1] = mmv_x<T, 1, true, R>;
@@ -557,8 +546,7 @@ bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
 							    MMV_FROWS);
 		if (moe) {
 			if (a.max_items)
-				cuda_launch_pdl(ks[3][1],
-						dim3(gx, a.max_items),
+				cuda_launch_pdl(ks[3][1], dim3(gx, a.max_items),
 						dim3(32, MMV_WARPS), 0, s, a);
 			return true;
 		}
@@ -567,8 +555,7 @@ bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
 		/* the fewest columns that cover n_cols, up to 8 a block */
 		for (k = 0, nc = 1; nc < (int)a.n_cols && k < 3; k++)
 			nc *= 2;
-		cuda_launch_pdl(ks[k][0],
-				dim3(gx, cuda_div_up(a.n_cols, nc)),
+		cuda_launch_pdl(ks[k][0], dim3(gx, cuda_div_up(a.n_cols, nc)),
 				dim3(32, MMV_WARPS), 0, s, a);
 		return true;
 	}

@@ -190,9 +190,9 @@ static int mod_copy_any(struct cuda_dev *d, void *dst, const void *src,
 	int ret;
 
 	cudaSetDevice(d->index);
-	if ((ret = cuda_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault,
-					      d->stream),
-			      "copy", err)))
+	if ((ret = cuda_check(
+		     cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, d->stream),
+		     "copy", err)))
 		return ret;
 	return cuda_check(cudaStreamSynchronize(d->stream), "copy", err);
 }
@@ -743,9 +743,9 @@ static int mod_attention(struct cuda_dev *d, const struct cuda_kv *kv,
 			 const int32_t *pos, uint32_t n_ctx, float *out,
 			 size_t out_ld, uint32_t rows, struct err *err)
 {
-	return mod_attention_quantize(d, kv, il, q, q_ld, n_head, scale,
-				      seq_of, pos, n_ctx, out, out_ld,
-				      IO_TYPE_COUNT, nullptr, 0, rows, err);
+	return mod_attention_quantize(d, kv, il, q, q_ld, n_head, scale, seq_of,
+				      pos, n_ctx, out, out_ld, IO_TYPE_COUNT,
+				      nullptr, 0, rows, err);
 }
 
 static int mod_moe_route(struct cuda_dev *d, const float *logits, size_t ld,

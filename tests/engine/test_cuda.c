@@ -346,13 +346,14 @@ static void check_matmul_bits(uint32_t type, int64_t n_in, uint32_t cols,
 						   n_in, w + r * rb, act);
 	}
 	for (int64_t i = 0; i < n_out * (int64_t)cols; i++)
-		ck_assert_msg(!memcmp(&got[i], &want[i], sizeof(float)),
-			      "%s%s n %lld column %lld row %lld: %.9g, CPU %.9g "
-			      "(seed %llu)",
-			      quant_type_name(type),
-			      repacked ? " repacked" : "", (long long)n_in,
-			      (long long)(i / n_out), (long long)(i % n_out),
-			      got[i], want[i], (unsigned long long)seed);
+		ck_assert_msg(
+			!memcmp(&got[i], &want[i], sizeof(float)),
+			"%s%s n %lld column %lld row %lld: %.9g, CPU %.9g "
+			"(seed %llu)",
+			quant_type_name(type), repacked ? " repacked" : "",
+			(long long)n_in, (long long)(i / n_out),
+			(long long)(i % n_out), got[i], want[i],
+			(unsigned long long)seed);
 	api->free(dev, (void *)mm.w);
 	api->free(dev, (void *)mm.x);
 	api->free(dev, mm.y);
