@@ -76,6 +76,9 @@
 #             attention walk (below 256 positions; at every depth), the
 #             walk before it (warp 0 alone), split-K in no CPU order,
 #             CUDA's expf in the walk
+#   mmv       what the quantized products in the CPU's order (mmv_x, the
+#             default) cost: llmfs-cuda-bench on the 8B and 0.6B Q4_K_M
+#             with them and with LLMFS_CUDA_MMV=lanes (mmv_q), in turn
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
 #             llmfs-cuda-bench on the 0.6B model: the 12 kernels of the
 #             most total time into profile.log, the first 3 in the table
@@ -89,7 +92,7 @@
 #             GPU_CHECK_PARTS="placement" GPU_CHECK_SECONDS=540
 #
 # GPU_CHECK_PARTS="tests gpu0 ..." picks the parts (default: tests gpu0
-# models sanitizer bench gpu0bench); GPU_CHECK_SECONDS the budget (250).
+# models sanitizer bench gpu0bench mmv); GPU_CHECK_SECONDS the budget (250).
 #
 # Logs under $OUT: summary.txt (the table with the seconds so far),
 # env.log, tests.log (kernels, stage, the sanitizers), gpu0.log,
@@ -224,7 +227,7 @@ fi
 # ---- tests and bench, the most telling first --------------------------------
 # GPU_CHECK_PARTS: which parts run (a later call of a lease that wants
 # one figure again); all by default
-part() { [[ " ${GPU_CHECK_PARTS:-tests gpu0 models sanitizer bench gpu0bench} " == *" $1 "* ]]; }
+part() { [[ " ${GPU_CHECK_PARTS:-tests gpu0 models sanitizer bench gpu0bench mmv} " == *" $1 "* ]]; }
 
 # Check's forked tests: the device is opened in each child (test_cuda*.c)
 checks() { grep -E '^[0-9]+%: Checks' "$1" | tail -n 1; }
@@ -621,6 +624,24 @@ if part attention && [ -f "$vocab" ]; then
 			LLMFS_CUDA_ATT_EXACT=65536
 		fits 40 && variant "$m" split-k LLMFS_CUDA_ATT_EXACT=0
 		fits 40 && variant "$m" cuda-exp LLMFS_CUDA_ATT_FAST_EXP=1
+	done
+fi
+# What the quantized products' CPU order costs (mmv.cu mmv_x, 8 lanes
+# a row walking its blocks in order) against mmv_q (a block over 4-16
+# lanes, 1-4 warps a row): the 8B and the 0.6B, each way in turn
+mmv_variant() { # model, name, env...
+	local m=$1 name=$2 j=$WORK/bench-mmv-$1-$2.json
+	shift 2
+	echo "== mmv $m $name: $*" >>"$OUT/bench.log"
+	env "$@" timeout 60 "$BIN/llmfs-cuda-bench" -m "$WORK/$m.gguf" \
+		-r 2 -d 0 -s 16 -g 32 --matmul cublas -j "$j" >>"$OUT/bench.log" 2>&1
+	result "mmv-$name" $? "$m tg128 $(fig "$j" tg128) ($(fig "$j" tg128_roof_pct)%), tg32x16 $(fig "$j" tg32x16) t/s"
+}
+if part mmv && [ -f "$vocab" ]; then
+	for m in 8b-q4_k_m 0.6b-q4_k_m; do
+		fits 50 && write_model "$m" || continue
+		mmv_variant "$m" cpu-order LLMFS_CUDA_MMV=cpu
+		fits 25 && mmv_variant "$m" lanes LLMFS_CUDA_MMV=lanes
 	done
 fi
 if [ -n "$have_sanitizer" ]; then

@@ -17,8 +17,11 @@
 # The GPU is the module's simulator here (build/lib/llmfs-cuda-sim.so),
 # a card's module where LLMFS_CUDA_MODULE names it (tools/gpu-check.sh).
 # The simulator runs a pass thousands of times slower than a card: there
-# one model, two prompts and the first model of test_multidevice; on a
-# card every model (GOLDEN_MODELS, GOLDEN_PROMPTS, MD_MODELS override).
+# every shared model with its first prompt (48 steps teacher-forced and
+# 48 free-running each) all on gpu0, stories260K alone in the other
+# placements, and the first model of test_multidevice; on a
+# card every model, every prompt (GOLDEN_MODELS, GOLDEN_PROMPTS,
+# MD_MODELS override).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -31,13 +34,14 @@ load=$BUILD/tests/engine/test_load_device
 if [ -z "${LLMFS_CUDA_MODULE:-}" ]; then
 	[ -f "$SIM" ] || { echo "no CUDA simulator ($SIM: a build without nvcc)"; exit 77; }
 	export LLMFS_CUDA_MODULE=$SIM
-	export GOLDEN_MODELS=${GOLDEN_MODELS:-stories260K}
-	export GOLDEN_PROMPTS=${GOLDEN_PROMPTS:-2}
+	export GOLDEN_PROMPTS=${GOLDEN_PROMPTS:-1}
+	[ -z "${GOLDEN_MODELS:-}" ] && others=stories260K
 	export MD_MODELS=${MD_MODELS:-1}
 	# hybrid MoE: experts on the CPU, two prompts (not the experts alone)
 	export MD_HYBRID=${MD_HYBRID:-2}
 fi
 fails=0
+others=${others:-}
 # and all on gpu0 with the KV cache of every layer in RAM, attended by
 # the CPU (the planner's kv-in-ram, llama.cpp's --no-kv-offload)
 places=("all gpu0" "blk.0 gpu0" "all gpu0;kv cpu")
@@ -47,6 +51,7 @@ places=("all gpu0" "blk.0 gpu0" "all gpu0;kv cpu")
 for place in "${places[@]}"; do
 	start=$SECONDS
 	models=
+	[ "$place" != "all gpu0" ] && models=$others
 	[ "$place" = "all-but-experts gpu0" ] && models=tiny-qwen3moe-bpe16k-q4km
 	out=$(env ${models:+GOLDEN_MODELS=$models} \
 		GOLDEN_PLACEMENT="${place%%;*}" \
