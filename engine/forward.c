@@ -75,6 +75,9 @@ static void forward_qk_rope(struct forward_pass *p, uint32_t il)
 				   hp->rms_norm_eps, h->live, p->n_live);
 	ops->rope_rows(p->be, s->q, nq, hp->n_head, hp, s->rope, hp->n_rot,
 		       h->live, p->n_live);
+	forward_dump_layer(p, il, "q_rope", s->q, nq, nq, h->live, p->n_live,
+			   1);
+	forward_dump_layer(p, il, "k_rope", s->k, nk, nk, h->all, p->n, 1);
 }
 
 /*
@@ -118,6 +121,9 @@ static void forward_qk_rope_store(struct forward_pass *p, uint32_t il)
 		};
 
 		ops->qk_rope_store(p->be, &qk);
+		/* K went into the cache only */
+		forward_dump_layer(p, il, "q_rope", s->q, nq, nq, h->live,
+				   p->n_live, 1);
 		return;
 	}
 	forward_qk_rope(p, il);
@@ -245,9 +251,6 @@ static int forward_attention(struct forward_pass *p, uint32_t il)
 		return forward_out(p, &l->wo, s->act, &l->bo);
 	}
 	forward_qk_rope_store(p, il);
-	forward_dump_layer(p, il, "q_rope", s->q, nq, nq, h->live, p->n_live,
-			   1);
-	forward_dump_layer(p, il, "k_rope", s->k, nk, nk, h->all, p->n, 1);
 	if ((ret = forward_wait(p, &l->wo)))
 		return ret;
 	/* wo's activations in attention's last launch where it can */

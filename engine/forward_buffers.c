@@ -205,8 +205,6 @@ int forward_use(struct forward_pass *p, uint32_t b, bool copy_x)
 					&p->m->rope_freqs) :
 				NULL);
 		to->rope_ready = true;
-		forward_dump(p, "rope_cache", to->rope, hp->n_rot, hp->n_rot,
-			     NULL, p->n, 1);
 	}
 	return 0;
 }
