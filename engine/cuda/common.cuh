@@ -243,14 +243,110 @@ __device__ __forceinline__ float cuda_libm_expf(float x)
 	return (float)__dmul_rn(y, __longlong_as_double((long long)t));
 }
 
+/*
+ * sinf and cosf as glibc computes them (sysdeps/ieee754/flt-32/s_sinf.c,
+ * s_cosf.c, the variant libm picks on a CPU with FMA): in double, the
+ * angle reduced by pi/2 (below 120 with 2/pi times 2^24, above through
+ * 4/pi's 192 bits), a polynomial of x^2 with its FMAs, rounded once to
+ * float. glibc's are not correctly rounded: 18,617 of 1,638,400 RoPE
+ * angles (positions 0-4095, bases 1e4 and 1e6) are one ulp from the
+ * float of sin/cos in double this was before, and those moved Q and K
+ * one ulp off the CPU's rope cache. Checked on the host against glibc's
+ * sinf/cosf on every 7th positive float: 0 differ.
+ */
+struct cuda_sincos_poly {
+	double c0, c1, c2, c3, c4, s1, s2, s3;
+};
+
+/* [0]: sin and cos; [1]: the same with -cos (quadrants 2 and 3) */
+static __device__ const cuda_sincos_poly cuda_sincos_table[2] = {
+	{ 0x1p0, -0x1.ffffffd0c621cp-2, 0x1.55553e1068f19p-5,
+	  -0x1.6c087e89a359dp-10, 0x1.99343027bf8c3p-16, -0x1.555545995a603p-3,
+	  0x1.1107605230bc4p-7, -0x1.994eb3774cf24p-13 },
+	{ -0x1p0, 0x1.ffffffd0c621cp-2, -0x1.55553e1068f19p-5,
+	  0x1.6c087e89a359dp-10, -0x1.99343027bf8c3p-16, -0x1.555545995a603p-3,
+	  0x1.1107605230bc4p-7, -0x1.994eb3774cf24p-13 },
+};
+
+/* 4/pi, 8 bits further at each entry */
+static __device__ const uint32_t cuda_inv_pio4[24] = {
+	0xa2,	    0xa2f9,	0xa2f983,   0xa2f9836e, 0xf9836e4e, 0x836e4e44,
+	0x6e4e4415, 0x4e441529, 0x441529fc, 0x1529fc27, 0x29fc2757, 0xfc2757d1,
+	0x2757d1f5, 0x57d1f534, 0xd1f534dd, 0xf534ddc0, 0x34ddc0db, 0xddc0db62,
+	0xc0db6295, 0xdb629599, 0x6295993c, 0x95993c43, 0x993c4390, 0x3c439041,
+};
+
+/* n even: sin(x); odd: cos(x) (x2 = x * x) */
+__device__ __forceinline__ float
+cuda_sincos_poly_of(double x, double x2, const cuda_sincos_poly &p, int n)
+{
+	if ((n & 1) == 0) {
+		const double x3 = __dmul_rn(x, x2);
+		const double s1 = fma(x2, p.s3, p.s2);
+		const double x7 = __dmul_rn(x3, x2);
+
+		return (float)fma(x7, s1, fma(x3, p.s1, x));
+	}
+	const double x4 = __dmul_rn(x2, x2);
+	const double c2 = fma(x2, p.c4, p.c3);
+	const double c1 = fma(x2, p.c1, p.c0);
+	const double x6 = __dmul_rn(x4, x2);
+
+	return (float)fma(x6, c2, fma(x4, p.c2, c1));
+}
+
+/* sin(y) (cosine 0) or cos(y) (cosine 1), glibc's bits */
+__device__ __forceinline__ float cuda_libm_sincosf(float y, int cosine)
+{
+	const uint32_t u = __float_as_uint(y), top = u >> 20 & 0x7ff;
+	const cuda_sincos_poly *p = &cuda_sincos_table[0];
+	const double x = (double)y;
+	double r, s;
+	int n, q;
+
+	if (top < 0x3f4) {	 /* |y| < pi/4 */
+		if (top < 0x398) /* |y| < 2^-12 */
+			return cosine ? 1.0f : y;
+		return cuda_sincos_poly_of(x, __dmul_rn(x, x), *p, cosine);
+	}
+	if (top < 0x42f) { /* |y| < 120: 2/pi 2^24, the quadrant by shifts */
+		const double t = __dmul_rn(x, 0x1.45f306dc9c883p+23);
+
+		n = ((int32_t)t + 0x800000) >> 24;
+		q = n;
+		r = fma(-(double)n, 0x1.921fb54442d18p0, x);
+	} else if (top < 0x7f8) { /* 4/pi to 192 bits */
+		const uint32_t *arr = &cuda_inv_pio4[(u >> 26) & 15];
+		const uint32_t xi = ((u & 0xffffff) | 0x800000)
+				    << ((u >> 23) & 7);
+		uint64_t r0 = xi * arr[0], r1 = (uint64_t)xi * arr[4];
+		const uint64_t r2 = (uint64_t)xi * arr[8];
+		uint64_t k;
+
+		r0 = ((r2 >> 32) | (r0 << 32)) + r1;
+		k = (r0 + (1ull << 61)) >> 62;
+		r0 -= k << 62;
+		n = (int)k;
+		q = n + (int)(u >> 31);
+		r = __dmul_rn((double)(int64_t)r0, 0x1.921fb54442d18p-62);
+	} else {
+		return __fdiv_rn(__fsub_rn(y, y), __fsub_rn(y, y));
+	}
+	s = (q & 3) == 1 || (q & 3) == 2 ? -1.0 : 1.0;
+	if (q & 2)
+		p = &cuda_sincos_table[1];
+	return cuda_sincos_poly_of(__dmul_rn(r, s), __dmul_rn(r, r), *p,
+				   n ^ cosine);
+}
+
 __device__ __forceinline__ float cuda_libm_sinf(float x)
 {
-	return (float)sin((double)x);
+	return cuda_libm_sincosf(x, 0);
 }
 
 __device__ __forceinline__ float cuda_libm_cosf(float x)
 {
-	return (float)cos((double)x);
+	return cuda_libm_sincosf(x, 1);
 }
 
 /*
