@@ -67,7 +67,7 @@ CC ?= cc
 CFLAGS ?= -O2 -g
 # x86-64-v3 (AVX2, FMA, F16C) lets the compiler vectorize the scalar
 # reference kernels; -std=c11 keeps -ffp-contract=off, so no float result
-# changes. Not -march=native: on this Zen 4 machine GCC 12.2 turns the
+# changes. Not -march=native: on an AVX-512 VNNI machine GCC 12.2 turns the
 # plain Q4_0 block sum into an AVX-512 VNNI instruction of the wrong
 # signedness (see Documentation/quantization.md). The SIMD kernels
 # (engine/cpu/*_avx512.c, *_avx2.c, *_neon_dotprod.c) carry their own
