@@ -1,23 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The KV cache in VRAM and attention over it.
+ * Attention over the KV cache in VRAM (kv_cache.cuh: its layout).
  *
- * The cache is paged as the CPU's (engine/kv.h): blocks of
- * CUDA_KV_BLOCK positions from one pool, each holding, layer after
- * layer, the K rows of its positions and then their V rows; a sequence
- * is a row of block ids (struct cuda_kv's tables), so sequences grow,
- * share nothing and are freed block by block, and a block's bytes are
- * the CPU's for the same types. The engine's backend (cuda/backend.c)
- * gives each block's rows by address instead (k_blocks, v_blocks).
- *
- * kv_store: rows of K and V (floats) into the cache at their sequence's
- * position, converted to the cache's types (F16, BF16, F32, or Q8_0
- * rounded as the CPU rounds it).
- *
- * attention: split-K ("flash decoding"). A block takes one query row,
+ * Split-K ("flash decoding"). A block takes one query row,
  * one KV head (the G query heads that share it) and one chunk of
  * positions; a warp scores 32 positions at once, a lane a position, Q
- * in shared memory, an online softmax per head; the lanes then own
+ * in shared memory, an online softmax per head (attention_scores.cuh);
+ * the lanes then own
  * dimensions and add up V rows. The chunk's (max, sum, unnormalized
  * output) per head go to a buffer that att_reduce merges, as ggml's
  * flash_attn_ext_reduce_partials does. Every row attends to its own
@@ -36,69 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "blocks.cuh"
-#include "kernels.h"
-
-#define ATT_WARPS 4
-#define ATT_MAX_G 8 /* query heads per KV head */
-/* a warp's 32 positions lie in one block of the cache (att_v_sum) */
-static_assert(CUDA_KV_BLOCK % 32 == 0, "KV blocks of whole warps");
-
-/* ---- cache rows -------------------------------------------------------- */
-
-/* element d of a cache row of type T */
-template <int T>
-__device__ __forceinline__ float kv_get(const uint8_t *row, int d)
-{
-	if (T == T_F16)
-		return cuda_h2f(((const uint16_t *)row)[d]);
-	if (T == T_BF16)
-		return cuda_bf2f(((const uint16_t *)row)[d]);
-	if (T == T_F32)
-		return ((const float *)row)[d];
-	/* Q8_0 */
-	const blk_q8_0 *b = (const blk_q8_0 *)row + d / 32;
-
-	return cuda_h2f(b->d) * (float)b->qs[d % 32];
-}
-
-/* bytes of head h's part of a row (the heads of a row are contiguous) */
-template <int T> __device__ __forceinline__ uint64_t kv_head_bytes(int hd)
-{
-	return T == T_F32  ? 4u * hd :
-	       T == T_Q8_0 ? (uint64_t)hd / 32 * 34 :
-			     2u * hd;
-}
-
-__device__ __forceinline__ const uint8_t *kv_block(const cuda_kv_args &kv,
-						   int32_t seq, int32_t p)
-{
-	const int32_t b =
-		kv.tables[(uint64_t)seq * kv.max_blocks + p / CUDA_KV_BLOCK];
-
-	return kv.pool + (uint64_t)b * kv.block_bytes + kv.layer_off;
-}
-
-__device__ __forceinline__ const uint8_t *kv_k_row(const cuda_kv_args &kv,
-						   int32_t seq, int32_t p)
-{
-	if (kv.k_blocks)
-		return kv.k_blocks[(uint64_t)seq * kv.max_blocks +
-				   p / CUDA_KV_BLOCK] +
-		       (uint64_t)(p % CUDA_KV_BLOCK) * kv.k_row;
-	return kv_block(kv, seq, p) + (uint64_t)(p % CUDA_KV_BLOCK) * kv.k_row;
-}
-
-__device__ __forceinline__ const uint8_t *kv_v_row(const cuda_kv_args &kv,
-						   int32_t seq, int32_t p)
-{
-	if (kv.v_blocks)
-		return kv.v_blocks[(uint64_t)seq * kv.max_blocks +
-				   p / CUDA_KV_BLOCK] +
-		       (uint64_t)(p % CUDA_KV_BLOCK) * kv.v_row;
-	return kv_block(kv, seq, p) + (uint64_t)CUDA_KV_BLOCK * kv.k_row +
-	       (uint64_t)(p % CUDA_KV_BLOCK) * kv.v_row;
-}
+#include "attention_scores.cuh"
 
 /*
  * The V sum as the CPU keeps it: in F16 for an F16 cache, rounded after
@@ -107,348 +34,6 @@ __device__ __forceinline__ const uint8_t *kv_v_row(const cuda_kv_args &kv,
 template <int T> __device__ __forceinline__ float v_round(float x)
 {
 	return T == T_F16 ? cuda_h2f(cuda_f2h(x)) : x;
-}
-
-/* ---- storing ------------------------------------------------------------ */
-
-/* n floats into a row of type T: a warp per 32 elements for Q8_0 */
-template <int T>
-__device__ void kv_put(uint8_t *row, const float *x, int n, int tid, int nt)
-{
-	if constexpr (T == T_Q8_0) {
-		const int lane = tid % 32;
-
-		for (int b = tid / 32; b < n / 32; b += nt / 32) {
-			const float v = x[32 * b + lane];
-			const float amax = cuda_warp_max(fabsf(v));
-			const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-			blk_q8_0 *blk = (blk_q8_0 *)row + b;
-
-			blk->qs[lane] = (int8_t)__float2int_rn(v * id);
-			if (lane == 0)
-				blk->d = cuda_f2h(amax / 127.f);
-		}
-	} else {
-		for (int d = tid; d < n; d += nt) {
-			if (T == T_F16)
-				((uint16_t *)row)[d] = cuda_f2h(x[d]);
-			else if (T == T_BF16)
-				((uint16_t *)row)[d] = cuda_f2bf(x[d]);
-			else
-				((float *)row)[d] = x[d];
-		}
-	}
-}
-
-/* row blockIdx.x, KV head blockIdx.y; 128 threads */
-template <int KT, int VT>
-__global__ void __launch_bounds__(128)
-	kv_store_k(cuda_kv_args kv, const float *k, uint64_t k_ld,
-		   const float *v, uint64_t v_ld, const int32_t *seq_of,
-		   const int32_t *pos)
-{
-	cuda_pdl_start();
-	const int r = blockIdx.x, h = blockIdx.y;
-	const int32_t seq = seq_of[r], p = pos[r];
-	uint8_t *kr = (uint8_t *)kv_k_row(kv, seq, p) +
-		      h * kv_head_bytes<KT>(kv.head_dim);
-	uint8_t *vr = (uint8_t *)kv_v_row(kv, seq, p) +
-		      h * kv_head_bytes<VT>(kv.head_dim_v);
-
-	kv_put<KT>(kr, k + r * k_ld + (uint64_t)h * kv.head_dim, kv.head_dim,
-		   threadIdx.x, blockDim.x);
-	kv_put<VT>(vr, v + r * v_ld + (uint64_t)h * kv.head_dim_v,
-		   kv.head_dim_v, threadIdx.x, blockDim.x);
-}
-
-/* ---- the step between the products and attention ------------------------- */
-
-/*
- * Row blockIdx.x, head blockIdx.y: a query head (below n_head) RMS-normed
- * (with q_norm) and roped in place; a KV head K normed (k_norm), roped
- * and stored into the cache with its V. One launch for what rms_norm,
- * rope and kv_store did in five, each step as they compute it (a thread
- * per dimension, blockDim.x = head_dim rounded up to 32): their bits.
- */
-template <int KT, int VT>
-__global__ void __launch_bounds__(1024) qk_rope_store_k(qk_rope_args a)
-{
-	cuda_pdl_start();
-	__shared__ double part_d[32];
-	__shared__ float h_s[1024];
-	const int r = blockIdx.x, h = blockIdx.y, t = threadIdx.x;
-	const int hd = a.kv.head_dim, nt = blockDim.x;
-	const bool is_q = h < (int)a.n_head;
-	const int kvh = h - (int)a.n_head;
-	const float *nw = is_q ? a.q_norm : a.k_norm;
-	float *xr = is_q ? a.q + r * a.q_ld + (uint64_t)h * hd :
-			   a.k + r * a.k_ld + (uint64_t)kvh * hd;
-	const float x = t < hd ? xr[t] : 0.0f;
-
-	if (nw) {
-		const float scale = cuda_rms_scale(
-			t < hd ? (double)__fmul_rn(x, x) : 0.0, hd, a.eps,
-			part_d);
-
-		if (t < hd)
-			h_s[t] = (x * scale) * nw[t];
-	} else if (t < hd) {
-		h_s[t] = x;
-	}
-	__syncthreads();
-	if (2 * t < (int)a.n_rot)
-		cuda_rope_pair(h_s, t, a.n_rot, a.neox, a.pos[r], a.theta_scale,
-			       a.freq_scale, a.freq_factors);
-	__syncthreads();
-	if (is_q) {
-		if (t < hd)
-			xr[t] = h_s[t];
-		return;
-	}
-	const int32_t seq = a.seq_of[r], p = a.pos[r];
-	uint8_t *kr = (uint8_t *)kv_k_row(a.kv, seq, p) +
-		      kvh * kv_head_bytes<KT>(hd);
-	uint8_t *vr = (uint8_t *)kv_v_row(a.kv, seq, p) +
-		      kvh * kv_head_bytes<VT>(a.kv.head_dim_v);
-
-	kv_put<KT>(kr, h_s, hd, t, nt);
-	kv_put<VT>(vr, a.v + r * a.v_ld + (uint64_t)kvh * a.kv.head_dim_v,
-		   a.kv.head_dim_v, t, nt);
-}
-
-/* ---- attention ---------------------------------------------------------- */
-
-/*
- * A K row . Q as the CPU's ggml_vec_dot_f16 / ggml_vec_dot_f32 add it up
- * (engine/quant/dot.c): 64 FMA lanes over steps of 64, reduced 4 x 16
- * then halves, the tail of an F16 row in double, of an F32 row in
- * groups of 16 and 8 as GCC compiled it. One thread per row; registers
- * for the 64 lanes.
- */
-template <int KT>
-__device__ float att_dot_cpu(const float *q, const uint8_t *kr, int n)
-{
-	const int np = n & ~63;
-	float acc[64], t[16];
-	int i = np;
-
-#pragma unroll
-	for (int l = 0; l < 64; l++)
-		acc[l] = 0.0f;
-	for (int b = 0; b < np; b += 64)
-#pragma unroll
-		for (int l = 0; l < 64; l++)
-			acc[l] = fmaf(kv_get<KT>(kr, b + l), q[b + l], acc[l]);
-#pragma unroll
-	for (int l = 0; l < 16; l++)
-		t[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
-#pragma unroll
-	for (int w = 8; w >= 1; w /= 2)
-#pragma unroll
-		for (int l = 0; l < w; l++)
-			t[l] = t[l] + t[l + w];
-	if (KT == T_F16) {
-		double sum = (double)t[0];
-
-		for (; i < n; i++)
-			sum += (double)(__fmul_rn(kv_get<KT>(kr, i), q[i]));
-		return (float)sum;
-	}
-	float sum = t[0];
-
-	for (; i < np + ((n - np) & ~15); i++)
-		sum = __fadd_rn(sum, __fmul_rn(kv_get<KT>(kr, i), q[i]));
-	if (n - i >= 8)
-		for (int j = 0; j < 8; j++, i++)
-			sum = __fadd_rn(sum,
-					__fmul_rn(kv_get<KT>(kr, i), q[i]));
-	for (; i < n; i++)
-		sum = fmaf(kv_get<KT>(kr, i), q[i], sum);
-	return sum;
-}
-
-/*
- * A Q8_0 K row . Q as the CPU adds it up (quant_q8_0_dot_x86): Q in Q8_0
- * (qq, qd: quants and block scales), per block 8 lanes of 4 products,
- * each lane's sum times dk * dq fused into its accumulator, then
- * hsum_float_8.
- */
-__device__ float att_dot_q8_0_cpu(const int8_t *qq, const float *qd,
-				  const uint8_t *kr, int n)
-{
-	float acc[8];
-
-#pragma unroll
-	for (int l = 0; l < 8; l++)
-		acc[l] = 0.0f;
-	for (int b = 0; b < n / 32; b++) {
-		const blk_q8_0 *kb = (const blk_q8_0 *)kr + b;
-		const float dd = __fmul_rn(cuda_h2f(kb->d), qd[b]);
-
-#pragma unroll
-		for (int l = 0; l < 8; l++) {
-			int lane = 0;
-
-			for (int t = 0; t < 4; t++)
-				lane += (int)kb->qs[4 * l + t] *
-					(int)qq[32 * b + 4 * l + t];
-			acc[l] = fmaf(dd, (float)lane, acc[l]);
-		}
-	}
-	return __fadd_rn(__fadd_rn(acc[4] + acc[0], acc[6] + acc[2]),
-			 __fadd_rn(acc[5] + acc[1], acc[7] + acc[3]));
-}
-
-/*
- * The G heads' dot products with one K row in any order, for the rows
- * past exact_below: 16-byte loads, 8 elements at a time (F16, BF16, F32
- * rows whose head starts 16-aligned); a Q8_0 row against Q in Q8_0, as
- * the CPU multiplies them (integer sums; only the float sum's order
- * differs). Q from shared memory (every lane reads the same word: a
- * broadcast).
- */
-template <int KT>
-__device__ __forceinline__ void att_dot_fast(const float *q_s, const int8_t *qq,
-					     const float *qd, const uint8_t *kr,
-					     int hd, int G, float *sc)
-{
-	if constexpr (KT == T_F16 || KT == T_BF16 || KT == T_F32) {
-		const int per = KT == T_F32 ? 4 : 8; /* elements in 16 bytes */
-
-		if (hd % 8 == 0 && ((uintptr_t)kr & 15) == 0) {
-			const uint4 *k4 = (const uint4 *)kr;
-
-#pragma unroll 4
-			for (int i = 0; i < hd / per; i++) {
-				const uint4 u = k4[i];
-				const uint32_t w[4] = { u.x, u.y, u.z, u.w };
-				float kf[8];
-
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					if (KT == T_F32) {
-						kf[e] = __uint_as_float(w[e]);
-					} else if (KT == T_F16) {
-						kf[2 * e] = cuda_h2f(
-							(uint16_t)w[e]);
-						kf[2 * e + 1] = cuda_h2f(
-							(uint16_t)(w[e] >> 16));
-					} else {
-						kf[2 * e] = cuda_bf2f(
-							(uint16_t)w[e]);
-						kf[2 * e + 1] = cuda_bf2f(
-							(uint16_t)(w[e] >> 16));
-					}
-				}
-#pragma unroll
-				for (int g = 0; g < ATT_MAX_G; g++) {
-					if (g >= G)
-						break;
-					const float *qg = q_s + g * hd +
-							  i * per;
-
-#pragma unroll
-					for (int e = 0; e < per; e++)
-						sc[g] = fmaf(qg[e], kf[e],
-							     sc[g]);
-				}
-			}
-			return;
-		}
-	} else if constexpr (KT == T_Q8_0) {
-		/* Q as Q8_0 (qq, qd), integer dots: the CPU's products */
-		const blk_q8_0 *kb = (const blk_q8_0 *)kr;
-
-		for (int b = 0; b < hd / 32; b++) {
-			const float dk = cuda_h2f(kb[b].d);
-			int dot[ATT_MAX_G];
-
-#pragma unroll
-			for (int g = 0; g < ATT_MAX_G; g++)
-				dot[g] = 0;
-#pragma unroll
-			for (int i = 0; i < 8; i++) {
-				const int kw = cuda_load_int_b2(kb[b].qs +
-								4 * i);
-
-#pragma unroll
-				for (int g = 0; g < ATT_MAX_G; g++) {
-					if (g >= G)
-						break;
-					dot[g] = __dp4a(kw,
-							cuda_load_int_b4(
-								qq + g * hd +
-								32 * b + 4 * i),
-							dot[g]);
-				}
-			}
-#pragma unroll
-			for (int g = 0; g < ATT_MAX_G; g++)
-				if (g < G)
-					sc[g] = fmaf(
-						__fmul_rn(dk,
-							  qd[g * hd / 32 + b]),
-						(float)dot[g], sc[g]);
-		}
-		return;
-	}
-	if constexpr (KT != T_Q8_0) {
-		for (int d = 0; d < hd; d++) {
-			const float kd = kv_get<KT>(kr, d);
-
-#pragma unroll
-			for (int g = 0; g < ATT_MAX_G; g++)
-				if (g < G)
-					sc[g] = fmaf(q_s[g * hd + d], kd,
-						     sc[g]);
-		}
-	}
-}
-
-/*
- * The scores of positions t0 + lane for the G heads, scaled; -inf past
- * c1. in_order: each the CPU's dot (F16, F32 and Q8_0 keys; qq/qd hold
- * Q as Q8_0 for the last), else a plain float sum over the dimensions.
- */
-template <int KT>
-__device__ __forceinline__ void att_scores(const att_args &a, const float *q_s,
-					   const int8_t *qq, const float *qd,
-					   int32_t seq, int kvh, int32_t t0,
-					   int32_t c1, bool in_order, float *sc)
-{
-	const cuda_kv_args &kv = a.kv;
-	const int hd = kv.head_dim, G = a.group;
-	const int32_t p = t0 + (int32_t)(threadIdx.x % 32);
-
-#pragma unroll
-	for (int g = 0; g < ATT_MAX_G; g++)
-		sc[g] = 0.0f;
-	if (p >= c1) {
-#pragma unroll
-		for (int g = 0; g < ATT_MAX_G; g++)
-			sc[g] = -INFINITY;
-		return;
-	}
-	const uint8_t *kr = kv_k_row(kv, seq, p) + kvh * kv_head_bytes<KT>(hd);
-
-	/* arrays indexed by constants only: registers, not local memory */
-	if ((KT == T_F16 || KT == T_F32) && in_order) {
-#pragma unroll
-		for (int g = 0; g < ATT_MAX_G; g++)
-			if (g < G)
-				sc[g] = att_dot_cpu<KT>(q_s + g * hd, kr, hd);
-	} else if (KT == T_Q8_0 && in_order) {
-#pragma unroll
-		for (int g = 0; g < ATT_MAX_G; g++)
-			if (g < G)
-				sc[g] = att_dot_q8_0_cpu(
-					qq + g * hd, qd + g * hd / 32, kr, hd);
-	} else {
-		att_dot_fast<KT>(q_s, qq, qd, kr, hd, G, sc);
-	}
-#pragma unroll
-	for (int g = 0; g < ATT_MAX_G; g++)
-		sc[g] *= a.scale;
 }
 
 /*
@@ -616,10 +201,10 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 #pragma unroll
 			for (int j = 0; j < AHEAD; j++) {
 				const uint8_t *vr =
-					j0 + j < n ? kv_v_row(kv, seq,
-							      t0 + j0 + j) +
-							     v_head :
-						     nullptr;
+					j0 + j < n ?
+						kv_v_row(kv, seq, t0 + j0 + j) +
+							v_head :
+						nullptr;
 
 #pragma unroll
 				for (int c = 0; c < CPT; c++)
@@ -644,10 +229,10 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 
 					if (g >= G)
 						break;
-					const float ms = ms_s[g * SWEEP + j0 +
-							      j];
-					const float vs = p_s[g * SWEEP + j0 +
-							     j];
+					const float ms =
+						ms_s[g * SWEEP + j0 + j];
+					const float vs =
+						p_s[g * SWEEP + j0 + j];
 
 					if (ms != 1.0f)
 						acc[c] = v_round<VT>(
@@ -665,9 +250,8 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 
 		if (g >= G)
 			break;
-		float *part = a.part +
-			      ((uint64_t)r * a.n_head + kvh * G + g) *
-				      a.n_chunks * (2 + hdv);
+		float *part = a.part + ((uint64_t)r * a.n_head + kvh * G + g) *
+					       a.n_chunks * (2 + hdv);
 
 		if (d == 0)
 			part[0] = m_s[g];
@@ -711,9 +295,9 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 	/* the walk's: [ATT_MAX_G][128] old sums' scales, [ATT_MAX_G] maxima */
 	float *ms_s = st_s + ATT_WARPS * ATT_MAX_G * (2 + hdv);
 	float *m_s = ms_s + ATT_WARPS * ATT_MAX_G * 32;
-	float *qd = m_s + ATT_MAX_G; /* [G][hd/32] */
-	int8_t *qq = (int8_t *)(qd + G * hd / 32);	      /* [G][hd] */
-	float *pw = p_s + warp * ATT_MAX_G * 32;	      /* this warp's */
+	float *qd = m_s + ATT_MAX_G;		   /* [G][hd/32] */
+	int8_t *qq = (int8_t *)(qd + G * hd / 32); /* [G][hd] */
+	float *pw = p_s + warp * ATT_MAX_G * 32;   /* this warp's */
 	float m[ATT_MAX_G], s[ATT_MAX_G], acc[ATT_MAX_G][DPL];
 
 	if (c0 > p_max || (exact && blockIdx.z))
@@ -964,31 +548,15 @@ __global__ void __launch_bounds__(QK_K) att_reduce_quant(att_args a)
 
 /* ---- dispatch ------------------------------------------------------------ */
 
-typedef void (*kv_store_kernel)(cuda_kv_args, const float *, uint64_t,
-				const float *, uint64_t, const int32_t *,
-				const int32_t *);
 typedef void (*att_kernel)(att_args);
-typedef void (*qkr_kernel)(qk_rope_args);
-
-#define KV_TYPES(X) \
-	X(T_F16, T_F16) \
-	X(T_F16, T_Q8_0) \
-	X(T_Q8_0, T_F16) \
-	X(T_Q8_0, T_Q8_0) \
-	X(T_F32, T_F32) \
-	X(T_BF16, T_BF16)
 
 static const struct {
 	uint32_t k, v;
-	kv_store_kernel store;
-	qkr_kernel qk_rope_store;
 	att_kernel att[4]; /* DPL 1, 2, 4, 8 */
 } att_table[] = {
 #define ATT_ENTRY(K, V) \
 	{ K, \
 	  V, \
-	  kv_store_k<K, V>, \
-	  qk_rope_store_k<K, V>, \
 	  { att_split<K, V, 1>, att_split<K, V, 2>, att_split<K, V, 4>, \
 	    att_split<K, V, 8> } },
 	KV_TYPES(ATT_ENTRY)
@@ -1008,45 +576,10 @@ bool k_kv_types_ok(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 	return false;
 }
 
-bool k_kv_store(const cuda_kv_args &kv, const float *k, uint64_t k_ld,
-		const float *v, uint64_t v_ld, const int32_t *seq_of,
-		const int32_t *pos, uint32_t rows, cudaStream_t s)
-{
-	for (const auto &e : att_table) {
-		if (e.k != kv.type_k || e.v != kv.type_v)
-			continue;
-		if (rows)
-			cuda_launch_pdl(e.store, dim3(rows, kv.n_head_kv),
-					dim3(128), 0, s, kv, k, k_ld, v, v_ld,
-					seq_of, pos);
-		return true;
-	}
-	return false;
-}
-
 bool k_att_quantizes(uint32_t act, uint32_t n_head, uint32_t head_dim_v)
 {
 	return (act == T_Q8_K || act == T_Q8_1) &&
 	       ((uint64_t)n_head * head_dim_v) % QK_K == 0;
-}
-
-bool k_qk_rope_store(const qk_rope_args &a, uint32_t rows, cudaStream_t s)
-{
-	const uint32_t hd = a.kv.head_dim;
-
-	if (hd > 1024 || a.n_rot > hd)
-		return false;
-	for (const auto &e : att_table) {
-		if (e.k != a.kv.type_k || e.v != a.kv.type_v)
-			continue;
-		if (rows)
-			cuda_launch_pdl(e.qk_rope_store,
-					dim3(rows, a.n_head + a.kv.n_head_kv),
-					dim3(cuda_div_up(hd, 32) * 32), 0, s,
-					a);
-		return true;
-	}
-	return false;
 }
 
 /*
@@ -1098,7 +631,8 @@ size_t k_att_shared_bytes(uint32_t group, uint32_t head_dim,
 			  uint32_t head_dim_v)
 {
 	return sizeof(float) *
-		       ((size_t)group * head_dim + 2 * ATT_WARPS * ATT_MAX_G * 32 +
+		       ((size_t)group * head_dim +
+			2 * ATT_WARPS * ATT_MAX_G * 32 +
 			(size_t)ATT_WARPS * ATT_MAX_G * (2 + head_dim_v) +
 			ATT_MAX_G + (size_t)group * head_dim / 32) +
 	       (size_t)group * head_dim;

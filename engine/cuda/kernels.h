@@ -108,7 +108,7 @@ void k_swiglu(float *y, uint64_t y_ld, const float *g, uint64_t g_ld,
 void k_add(float *y, uint64_t y_ld, const float *x, uint64_t x_ld, int64_t n,
 	   uint32_t rows, cudaStream_t s);
 
-/* ---- attention.cu: the KV cache and attention ----------------------------- */
+/* ---- kv_store.cu and attention.cu: the KV cache and attention ------------- */
 
 /* a layer of struct cuda_kv (module.h), as the kernels take it */
 struct cuda_kv_args {

@@ -477,7 +477,7 @@ static void step_mm_qkv(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
 }
 
 /*
- * Q/K norms, RoPE and the KV store in one launch (attention.cu); false
+ * Q/K norms, RoPE and the KV store in one launch (kv_store.cu); false
  * where that kernel does not take the shapes ($LLMFS_CUDA_FUSE=0: never,
  * to compare). The same bits either way.
  */
