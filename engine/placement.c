@@ -148,6 +148,10 @@ static void place_devices(struct place_buf *b, struct io_device_set *set)
 			place_printf(b, " node -");
 		place_printf(b, " bw %.1fGB/s %s", d->mem_bw / 1e9,
 			     io_device_bw_source_name(d->bw_source));
+		if (d->product_bw > 0)
+			place_printf(
+				b, " product %.1fGB/s %s", d->product_bw / 1e9,
+				io_device_bw_source_name(d->product_source));
 		if (d->kind == IO_DEVICE_GPU)
 			place_printf(b, " pcie %.1fGB/s%s%s", d->link_bw / 1e9,
 				     d->simulated ? " simulated" : "",

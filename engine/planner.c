@@ -12,7 +12,9 @@
  *     + crossings x (hidden state bytes / PCIe bandwidth + crossing_s)
  *     + overhead_s
  *
- * and tok/s = 1 / t. Bytes read per token: every non-expert weight, the
+ * and tok/s = 1 / t, a GPU's bandwidth the rate its decode product reads
+ * weights at where that is known (io_device.product_bw), its memory's
+ * otherwise. Bytes read per token: every non-expert weight, the
  * n_expert_used / n_expert share of the experts, the output matrix, one
  * row of token_embd, and the KV cache of est_tokens positions. Compute is
  * assumed to keep up with memory (true of decode on a GPU and on a CPU with
@@ -82,6 +84,7 @@ struct plan_env {
 	double r_exp;	     /* expert bytes read per token */
 	double r_out;	     /* output matrix (+ norms) per token */
 	double r_in;	     /* token_embd row per token (untied) */
+	double gpu_bw;	     /* bytes/s a GPU step reads weights at */
 	double cross;	     /* seconds per crossing */
 	double overhead;     /* per token, all on the host */
 	double gpu_overhead; /* per token, plans that compute on the GPU */
@@ -191,6 +194,14 @@ static int plan_env_make(struct plan_env *e, const struct engine_plan_input *in,
 	e->r_exp = e->active * in->expert_bytes;
 	e->r_out = in->output_bytes + (in->has_output ? 0 : in->input_bytes);
 	e->r_in = in->has_output ? (double)in->input_bytes / in->n_vocab : 0;
+	/*
+	 * What its decode product reads at where the probe measured it (on
+	 * an H100 well below the memory's rate: a kernel that computes),
+	 * else the memory's rate (a described GPU).
+	 */
+	if (e->gpu)
+		e->gpu_bw = e->gpu->product_bw > 0 ? e->gpu->product_bw :
+						     e->gpu->mem_bw;
 	e->overhead = plan_host_step(e);
 	e->gpu_overhead = in->overhead_s > 0	       ? in->overhead_s :
 			  e->gpu && e->gpu->step_s > 0 ? e->gpu->step_s :
@@ -228,7 +239,7 @@ static void plan_all_gpu(const struct plan_env *e, struct engine_plan_alt *a)
 	a->fits = a->gpu_bytes <= e->gpu->free_bytes;
 	a->tok_s = 1 / ((in->layer_bytes + e->r_exp + e->r_out + e->r_in +
 			 plan_kv_read(e, in->n_ctx)) /
-				e->gpu->mem_bw +
+				e->gpu_bw +
 			e->gpu_overhead);
 	if (!a->fits)
 		why(a,
@@ -264,7 +275,7 @@ static void plan_all_gpu_ctx(const struct plan_env *e,
 	}
 	a->tok_s = 1 / ((in->layer_bytes + e->r_exp + e->r_out + e->r_in +
 			 plan_kv_read(e, a->n_ctx)) /
-				e->gpu->mem_bw +
+				e->gpu_bw +
 			e->gpu_overhead);
 	if (in->ctx_given)
 		why(a,
@@ -298,10 +309,9 @@ static void plan_kv_in_ram(const struct plan_env *e, struct engine_plan_alt *a)
 	a->fits = e->weights + e->scratch <= e->gpu->free_bytes &&
 		  a->host_bytes <= plan_host_free(e, e->host);
 	/* Each layer whose cache is in RAM: q, k, v go down, the output up. */
-	t = (in->layer_bytes + e->r_exp + e->r_out + e->r_in) / e->gpu->mem_bw +
-	    read * g / L / e->gpu->mem_bw +
-	    read * (L - g) / L / e->host->mem_bw + 2.0 * (L - g) * e->cross +
-	    e->gpu_overhead;
+	t = (in->layer_bytes + e->r_exp + e->r_out + e->r_in) / e->gpu_bw +
+	    read * g / L / e->gpu_bw + read * (L - g) / L / e->host->mem_bw +
+	    2.0 * (L - g) * e->cross + e->gpu_overhead;
 	a->tok_s = 1 / t;
 	if (e->weights + e->scratch > e->gpu->free_bytes)
 		why(a,
@@ -331,13 +341,13 @@ static void plan_experts_in_ram(const struct plan_env *e,
 	a->fits = a->gpu_bytes <= e->gpu->free_bytes &&
 		  a->host_bytes <= plan_host_free(e, e->host);
 	base = (in->layer_bytes + e->r_out + plan_kv_read(e, in->n_ctx)) /
-		       e->gpu->mem_bw +
+		       e->gpu_bw +
 	       e->r_in / e->host->mem_bw + e->gpu_overhead;
 	/* As llama.cpp's --cpu-moe: the CPUs of the GPU's node compute them. */
 	t_cpu = base + e->r_exp / e->host->mem_bw +
 		2.0 * in->n_layer * e->cross;
 	/* Or the routed experts cross PCIe each token (ids come up first). */
-	t_ship = base + e->r_exp / e->gpu->link_bw + e->r_exp / e->gpu->mem_bw +
+	t_ship = base + e->r_exp / e->gpu->link_bw + e->r_exp / e->gpu_bw +
 		 1.0 * in->n_layer * e->cross;
 	*shipped = t_ship < t_cpu;
 	a->tok_s = 1 / (*shipped ? t_ship : t_cpu);
@@ -384,8 +394,7 @@ static void plan_split(const struct plan_env *e, bool all_fit,
 	}
 	/* Layers run where they live; the hidden state goes down and up once. */
 	read = in->layer_bytes + e->r_exp + plan_kv_read(e, in->n_ctx);
-	t = read * g / L / e->gpu->mem_bw +
-	    read * (L - g) / L / e->home->mem_bw +
+	t = read * g / L / e->gpu_bw + read * (L - g) / L / e->home->mem_bw +
 	    (e->r_out + e->r_in) / e->home->mem_bw + 2 * e->cross +
 	    e->gpu_overhead;
 	a->tok_s = 1 / t;

@@ -26,7 +26,9 @@
  * card's measured costs can be given too: step=0.4ms (a decode step's
  * fixed cost), cross=30us (one host <-> GPU hand-over), and the host's
  * step (cpu:step=2ms, all-cpu's); the planner takes them over its
- * defaults (tools/bench-placement.sh measures them).
+ * defaults (tools/bench-placement.sh measures them). product=1.2T is the
+ * rate at which a GPU's decode product reads weights (the probe measures
+ * it on a card; a simulated GPU without it is planned at bw=).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -205,12 +207,17 @@ static int device_key(struct io_device *d, const char *key, const char *val,
 		*(key[0] == 's' ? &d->step_s : &d->cross_s) = v;
 		return 0;
 	}
-	if (strcmp(key, "bw") == 0 || (strcmp(key, "pcie") == 0 && gpu)) {
+	if (strcmp(key, "bw") == 0 ||
+	    ((strcmp(key, "pcie") == 0 || strcmp(key, "product") == 0) &&
+	     gpu)) {
 		if (device_number(val, 1000, &v) < 0 || v < 1e6)
 			goto bad;
 		if (key[0] == 'b') {
 			d->mem_bw = v;
 			d->bw_source = IO_BW_GIVEN;
+		} else if (key[1] == 'r') {
+			d->product_bw = v;
+			d->product_source = IO_BW_GIVEN;
 		} else {
 			d->link_bw = v;
 		}

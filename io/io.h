@@ -564,7 +564,15 @@ struct io_device {
 	uint32_t n_cpus;      /* host devices: CPUs that compute there */
 	double mem_bw;	      /* bytes/s reading its memory; 0 unknown */
 	enum io_bw_source bw_source;
-	double link_bw;		/* gpu: host <-> device bytes/s (PCIe) */
+	double link_bw; /* gpu: host <-> device bytes/s (PCIe) */
+	/*
+	 * gpu: bytes/s of weights its decode product reads (a Q4_K matrix
+	 * times one row, the mat-vec kernel a step spends most of its time
+	 * in); 0 unknown. What the planner divides a GPU's bytes by: a
+	 * kernel that computes reads slower than one that only reads.
+	 */
+	double product_bw;
+	enum io_bw_source product_source;
 	int cc_major, cc_minor; /* gpu: compute capability if given */
 	bool simulated;		/* described, not found on the machine */
 	bool compute;		/* a backend can compute here (false: gpu) */

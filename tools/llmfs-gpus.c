@@ -4,8 +4,8 @@
  * that describes them to llmfs (whose planner then plans for them).
  *
  *   $ build/bin/llmfs-gpus
- *   gpu0 NVIDIA-H100-80GB-HBM3 cc 9.0 total 85029158912 free 84466466816 node 0 vram_read 2900.0GB/s pcie_h2d 52.0GB/s
- *   devices gpu0:vram=85029158912,free=84466466816,bw=2900000000000,pcie=52000000000,node=0,cc=9.0,model=NVIDIA-H100-80GB-HBM3
+ *   gpu0 NVIDIA-H100-80GB-HBM3 cc 9.0 total 85029158912 free 84466466816 node 0 vram_read 2900.0GB/s pcie_h2d 52.0GB/s product_q4k 1500.0GB/s
+ *   devices gpu0:vram=85029158912,free=84466466816,bw=2900000000000,pcie=52000000000,cc=9.0,model=NVIDIA-H100-80GB-HBM3,product=1500000000000,node=0
  *
  * With LLMFS_DEVICES=gpu0:vram=8G (a cap on the card, as llmfs --devices
  * takes it) gpu0's total and free are the cap's and its line ends in
@@ -15,7 +15,8 @@
  * device: ...", "no CUDA module ..."). It links no CUDA library: the
  * engine loads the CUDA module (engine/cuda/loader.c), which measures.
  * Seen on an H100 (tools/gpu-check.sh): vram_read 2830-2860 GB/s,
- * pcie_h2d 55 GB/s.
+ * pcie_h2d 55 GB/s. product_q4k: the rate the decode product reads
+ * Q4_K weights at (engine/cuda/probe.cu), 0 where not measured.
  */
 #include <stdio.h>
 
@@ -43,11 +44,11 @@ int main(void)
 
 		if (d->kind != IO_DEVICE_GPU)
 			continue;
-		printf("%s %s cc %d.%d total %llu free %llu node %d vram_read %.1fGB/s pcie_h2d %.1fGB/s%s%s\n",
+		printf("%s %s cc %d.%d total %llu free %llu node %d vram_read %.1fGB/s pcie_h2d %.1fGB/s product_q4k %.1fGB/s%s%s\n",
 		       d->name, d->model, d->cc_major, d->cc_minor,
 		       (unsigned long long)d->total_bytes,
 		       (unsigned long long)d->free_bytes, d->node,
-		       d->mem_bw / 1e9, d->link_bw / 1e9,
+		       d->mem_bw / 1e9, d->link_bw / 1e9, d->product_bw / 1e9,
 		       d->capped ? " capped" : "",
 		       d->simulated ? " simulated" : "");
 	}
@@ -62,6 +63,8 @@ int main(void)
 		       (unsigned long long)d->total_bytes,
 		       (unsigned long long)d->free_bytes, d->mem_bw, d->link_bw,
 		       d->cc_major, d->cc_minor, d->model);
+		if (d->product_bw > 0)
+			printf(",product=%.0f", d->product_bw);
 		if (d->node >= 0)
 			printf(",node=%d", d->node);
 	}

@@ -192,18 +192,23 @@ static int loader_probe_child(const struct cuda_api *api,
 
 /*
  * A capped GPU takes what the probe found of its card, its memory at most
- * the cap, and the CUDA backend enforces the cap on what is placed there.
+ * the cap, and the CUDA backend enforces the cap on what is placed there;
+ * the costs given with the cap (step=, cross=, product=) stay.
  */
 static void loader_cap(struct io_device *d, const struct io_device *card)
 {
+	const struct io_device given = *d;
 	uint64_t cap = d->total_bytes;
-	double step = d->step_s, cross = d->cross_s;
 
 	*d = *card;
 	d->capped = true;
 	d->compute = true;
-	d->step_s = step;
-	d->cross_s = cross;
+	d->step_s = given.step_s;
+	d->cross_s = given.cross_s;
+	if (given.product_source == IO_BW_GIVEN) {
+		d->product_bw = given.product_bw;
+		d->product_source = IO_BW_GIVEN;
+	}
 	if (d->total_bytes > cap)
 		d->total_bytes = cap;
 	if (d->free_bytes > cap)

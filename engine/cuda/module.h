@@ -38,8 +38,11 @@
 extern "C" {
 #endif
 
-/* Bumped whenever the table below changes: the loader refuses others. */
-#define LLMFS_CUDA_ABI 5
+/*
+ * Bumped whenever the table below or a struct it passes (io.h's
+ * io_device: the probe fills it) changes: the loader refuses others.
+ */
+#define LLMFS_CUDA_ABI 6
 
 /* Positions per block of the paged KV cache (engine/kv.h's, too). */
 #define CUDA_KV_BLOCK 64

@@ -4,22 +4,38 @@
  * needs of each. Bandwidths are measured, not taken from data sheets:
  * VRAM by a kernel that reads every byte once (16-byte loads,
  * grid-stride, one sum per block so that nothing is optimised away),
- * PCIe by cudaMemcpy from page-locked host memory.
+ * PCIe by cudaMemcpy from page-locked host memory, and the rate at which
+ * the decode product reads weights (probe_product) by that kernel itself.
  *
  * The simulator runs it in `make check`; tools/gpu-check.sh on a card
  * (an H100: 2.85 TB/s VRAM read, 55 GB/s host to device).
  */
 #include <cstring>
 
+#include "blocks.cuh"
 #include "internal.h"
 
-/* bytes read to measure VRAM, copied to measure PCIe (small simulated) */
+/*
+ * Bytes read to measure VRAM, copied to measure PCIe; the product's
+ * matrices: PROBE_MATRICES of each shape, the width and the two heights
+ * of a Qwen3-8B layer's products (attention's 4096 x 4096, the FFN's
+ * 12288 x 4096), 302 MB in all: well past the L2 cache (50 MB on an
+ * H100), so that every round reads VRAM. All small simulated.
+ */
 #ifdef LLMFS_CUDA_SIM
 #define PROBE_VRAM (1ull << 20)
 #define PROBE_PCIE (1u << 20)
+#define PROBE_WIDTH 256
+#define PROBE_ROWS_A 32
+#define PROBE_ROWS_B 64
+#define PROBE_MATRICES 1
 #else
 #define PROBE_VRAM (1ull << 30)
 #define PROBE_PCIE (256u << 20)
+#define PROBE_WIDTH 4096
+#define PROBE_ROWS_A 4096
+#define PROBE_ROWS_B 12288
+#define PROBE_MATRICES 8
 #endif
 
 __global__ void probe_read(const uint4 *p, size_t n, unsigned long long *out)
@@ -89,6 +105,76 @@ static double probe_vram(const cudaDeviceProp *prop, size_t bytes)
 	cudaEventDestroy(b);
 	cudaFree(buf);
 	cudaFree(sum);
+	return best;
+}
+
+/*
+ * Bytes/s of weights the decode product reads: the mat-vec kernel a
+ * decode step spends most of its time in (on an H100, 70% of a 0.6B
+ * step), Q4_K (the type most of a Q4_K_M model is) in the repacked
+ * order such matrices take, times one Q8_K row, launched back to back
+ * as a step's products are: what a weight's byte costs a step, launch
+ * gaps and partial waves included, where probe_vram is the memory's
+ * rate. The weights are zeros: the kernel's time does not depend on
+ * the values. 0 on any failure.
+ */
+static double probe_product(size_t free_b)
+{
+	const uint64_t row = PROBE_WIDTH / QK_K * sizeof(blk_q4_K);
+	const uint64_t a_bytes = (uint64_t)PROBE_ROWS_A * row;
+	const uint64_t b_bytes = (uint64_t)PROBE_ROWS_B * row;
+	const uint64_t bytes = PROBE_MATRICES * (a_bytes + b_bytes);
+	const uint64_t x_bytes = k_act_row_bytes(T_Q8_K, PROBE_WIDTH);
+	uint8_t *w = NULL, *x = NULL;
+	float *y = NULL;
+	cudaEvent_t a, b;
+	double best = 0, t;
+	bool ok = true;
+
+	if (bytes > free_b / 4 || cudaMalloc(&w, bytes) != cudaSuccess ||
+	    cudaMalloc(&x, x_bytes) != cudaSuccess ||
+	    cudaMalloc(&y, PROBE_ROWS_B * sizeof(float)) != cudaSuccess ||
+	    cudaMemset(w, 0, bytes) != cudaSuccess ||
+	    cudaMemset(x, 0, x_bytes) != cudaSuccess) {
+		cudaFree(w);
+		cudaFree(x);
+		cudaFree(y);
+		return 0;
+	}
+	cudaEventCreate(&a);
+	cudaEventCreate(&b);
+	for (int r = 0; r < 4 && ok; r++) { /* the first round warms up */
+		const uint8_t *m = w;
+
+		cudaEventRecord(a);
+		for (int k = 0; k < 2 * PROBE_MATRICES && ok; k++) {
+			mmv_args p = {};
+
+			p.w = m;
+			p.row_bytes = row;
+			p.n_in = PROBE_WIDTH;
+			p.n_out = k % 2 ? PROBE_ROWS_B : PROBE_ROWS_A;
+			p.x = x;
+			p.x_ld = x_bytes;
+			p.y = y;
+			p.y_ld = (uint64_t)p.n_out;
+			p.n_cols = 1;
+			p.repacked = 1;
+			ok = k_mmv(T_Q4_K, p, (cudaStream_t)0);
+			m += (uint64_t)p.n_out * row;
+		}
+		cudaEventRecord(b);
+		t = probe_elapsed(a, b);
+		if (r && t > 0 && bytes / t > best)
+			best = bytes / t;
+	}
+	if (!ok || cudaGetLastError() != cudaSuccess)
+		best = 0;
+	cudaEventDestroy(a);
+	cudaEventDestroy(b);
+	cudaFree(w);
+	cudaFree(x);
+	cudaFree(y);
 	return best;
 }
 
@@ -185,6 +271,9 @@ int cuda_probe(struct io_device_set *set, struct err *err)
 		io->mem_bw = probe_vram(&prop, bytes);
 		io->bw_source = io->mem_bw > 0 ? IO_BW_MEASURED : IO_BW_UNKNOWN;
 		io->link_bw = probe_pcie(PROBE_PCIE);
+		io->product_bw = probe_product(free_b);
+		io->product_source = io->product_bw > 0 ? IO_BW_MEASURED :
+							  IO_BW_UNKNOWN;
 		added++;
 	}
 	if (!added)

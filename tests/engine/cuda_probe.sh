@@ -26,7 +26,7 @@ check() {
 }
 echo "$out"
 check "one line per GPU with measured bandwidths" \
-	"echo \"\$out\" | grep -qE '^gpu0 [^ ]+ cc [0-9]+\\.[0-9]+ total [0-9]+ free [0-9]+ node -?[0-9]+ vram_read [1-9][0-9.]*GB/s pcie_h2d [1-9][0-9.]*GB/s\$'"
+	"echo \"\$out\" | grep -qE '^gpu0 [^ ]+ cc [0-9]+\\.[0-9]+ total [0-9]+ free [0-9]+ node -?[0-9]+ vram_read [1-9][0-9.]*GB/s pcie_h2d [1-9][0-9.]*GB/s product_q4k [1-9][0-9.]*GB/s\$'"
 spec=$(echo "$out" | sed -n 's/^devices //p')
 check "a devices line" "[ -n \"\$spec\" ]"
 # llmfs-run loads with LLMFS_DEVICES: a description it refuses fails the load.

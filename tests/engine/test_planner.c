@@ -783,6 +783,16 @@ START_TEST(test_planner_capped_card_and_measured_costs)
 		 p.alt[ENGINE_PLAN_ALL_CPU].tok_s,
 		 10.0 / p.alt[ENGINE_PLAN_ALL_CPU].tok_s);
 	ck_assert_msg(strstr(text, want), "%s", text);
+	/*
+	 * the probe's decode product reads at 1.2 TB/s, not the memory's
+	 * 2.85: the GPU's bytes at that rate, the host's unchanged
+	 */
+	set.dev[2].product_bw = 1200e9;
+	set.dev[2].product_source = IO_BW_MEASURED;
+	plan_of(&p, &m, &set);
+	near(p.alt[ENGINE_PLAN_ALL_GPU].tok_s, 1 / (r / 1200e9 + 0.3e-3));
+	near(p.alt[ENGINE_PLAN_ALL_CPU].tok_s, toks(r / 60e9));
+	set.dev[2].product_bw = 0;
 	/* a cap that no probe resolved: no GPU to plan for */
 	set.dev[2].mem_bw = 0;
 	set.dev[2].link_bw = 0;

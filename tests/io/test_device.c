@@ -113,7 +113,8 @@ END_TEST
 /*
  * vram= alone caps a real card: parsed as capped, without bandwidths and
  * without compute until a probe finds the card (engine_gpu_probe).
- * step= and cross= are the card's measured costs, cpu:step= the host's.
+ * step=, cross= and product= are the card's measured costs, cpu:step=
+ * the host's.
  */
 START_TEST(test_device_cap_on_a_real_card)
 {
@@ -121,9 +122,10 @@ START_TEST(test_device_cap_on_a_real_card)
 	const struct io_device *g;
 	struct err err = { 0 };
 
-	ck_assert_msg(io_device_set_read(&set,
-					 "gpu0:vram=8G,step=0.4ms,cross=30us",
-					 &err) == 0,
+	ck_assert_msg(io_device_set_read(
+			      &set,
+			      "gpu0:vram=8G,step=0.4ms,cross=30us,product=1.2T",
+			      &err) == 0,
 		      "%s", err.msg);
 	g = io_device_find(&set, "gpu0");
 	ck_assert_ptr_nonnull(g);
@@ -132,6 +134,8 @@ START_TEST(test_device_cap_on_a_real_card)
 	ck_assert(g->mem_bw == 0 && g->link_bw == 0);
 	ck_assert(fabs(g->step_s - 0.4e-3) < 1e-12);
 	ck_assert(fabs(g->cross_s - 30e-6) < 1e-12);
+	ck_assert(fabs(g->product_bw - 1.2e12) < 1 &&
+		  g->product_source == IO_BW_GIVEN);
 	ck_assert_ptr_eq(io_device_set_unprobed(&set), g);
 	/* described in full, it is a simulated card, not a cap */
 	ck_assert_int_eq(
@@ -159,6 +163,8 @@ START_TEST(test_device_bad_descriptions)
 		"gpu0:vram=8G,cross=fast",
 		"gpu0:vram=8G,step=-1ms",
 		"cpu:cross=1ms",
+		"cpu:product=10G",
+		"gpu0:vram=8G,product=0",
 		"vram=8G",
 		"gpu0:vram=8G,bw=272G,pcie=25G,gpu0:vram=8G,bw=1G,pcie=1G",
 		"gpu0:vram=8X,bw=272G,pcie=25G",
