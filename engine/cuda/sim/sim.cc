@@ -10,10 +10,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include <cxxabi.h>
+#include <dlfcn.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -948,6 +951,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *arg)
 
 /* ---- copies -------------------------------------------------------------- */
 
+static FILE *sim_trace_file();
+
 static cudaError_t sim_copy(void *dst, const void *src, size_t n,
 			    cudaStream_t s)
 {
@@ -959,7 +964,13 @@ static cudaError_t sim_copy(void *dst, const void *src, size_t n,
 		return sim_fail(cudaErrorInvalidValue);
 	sim_count(&sim_counts.copies, s);
 	/* a capture records where to copy from, not what is there now */
-	return sim_enqueue(s, [=] { memmove(dst, src, n); });
+	return sim_enqueue(s, [=] {
+		FILE *f = sim_trace_file();
+
+		if (f)
+			fprintf(f, "copy %zu\n", n);
+		memmove(dst, src, n);
+	});
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
@@ -1083,6 +1094,48 @@ static bool sim_launch_faults()
 	return true;
 }
 
+/*
+ * LLMFS_SIM_TRACE=FILE (read at the first kernel or copy): a line for
+ * every kernel that runs (a graph's too: its grid, block, dynamic shared
+ * memory and name) and every copy (its bytes), appended to FILE ("-":
+ * stderr) as they run: which kernels a step launches and how wide, the
+ * same on a card (tools/step-trace.sh cuts a decode step out of it).
+ */
+static FILE *sim_trace_file()
+{
+	static FILE *f = [] {
+		const char *path = getenv("LLMFS_SIM_TRACE");
+
+		if (!path || !*path)
+			return (FILE *)nullptr;
+		return strcmp(path, "-") ? fopen(path, "a") : stderr;
+	}();
+
+	return f;
+}
+
+static void sim_trace(const void *kernel, dim3 grid, dim3 block, size_t shmem)
+{
+	FILE *f = sim_trace_file();
+	const char *name = "?";
+	char *demangled = nullptr;
+	Dl_info info;
+	int st = 0;
+
+	if (!f)
+		return;
+	if (dladdr(kernel, &info) && info.dli_sname) {
+		name = info.dli_sname;
+		demangled = abi::__cxa_demangle(name, nullptr, nullptr, &st);
+		if (demangled && !st)
+			name = demangled;
+	}
+	fprintf(f, "kernel %u %u %u  %u %u %u  %zu  %s\n", grid.x, grid.y,
+		grid.z, block.x, block.y, block.z, shmem, name);
+	fflush(f);
+	free(demangled);
+}
+
 void sim_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
 		const void *kernel, std::function<void()> body)
 {
@@ -1098,6 +1151,7 @@ void sim_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
 	sim_enqueue(stream, [=] {
 		sim_block *outer = sim_b;
 
+		sim_trace(kernel, grid, block, shmem);
 		sim_run_grid(grid, block, shmem, body);
 		sim_b = outer;
 	});

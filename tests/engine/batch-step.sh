@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sequences decoding together share every kernel of a step: a decode
+# step of 9 sequences on the engine's CUDA backend (the mount's path:
+# llmfs-bench -s, every tensor on gpu0) launches the very kernels a step
+# of one sequence launches, each over all 9 rows, none per sequence
+# (tools/step-trace.sh over the module's simulator). 9: past the 8 rows
+# the mat-vec kernel takes a weight read. Documentation/gpu.md, "Many
+# sequences a step", says what a card then spends on them.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+SHARED=${SHARED:-../shared}
+[ -f "$BUILD/lib/llmfs-cuda-sim.so" ] ||
+	{ echo "no CUDA simulator ($BUILD/lib/llmfs-cuda-sim.so: a build without nvcc)"; exit 77; }
+[ -x "$BUILD/bin/llmfs-bench" ] || { echo "FAIL: $BUILD/bin/llmfs-bench is not built"; exit 1; }
+failed=0
+kernels() { # model, sequences: the kernels of the last decode step
+	BUILD=$BUILD tools/step-trace.sh --backend "$1" "$2" |
+		awk '$1 == "step" { print $6 }'
+}
+for m in stories260K tiny-qwen3-bpe16k-mixq; do
+	f=$SHARED/models/$m.gguf
+	one=$(kernels "$f" 1)
+	nine=$(kernels "$f" 9)
+	if [ -z "$one" ] || [ "$one" != "$nine" ]; then
+		echo "FAIL: $m: a step of 1 sequence launches ${one:-?} kernels, of 9 ${nine:-?}"
+		failed=1
+	else
+		echo "ok: $m: $one kernels a step, for 1 sequence and for 9"
+	fi
+done
+exit $failed
