@@ -78,7 +78,17 @@
 #             CUDA's expf in the walk
 #   mmv       what the quantized products in the CPU's order (mmv_x, the
 #             default) cost: llmfs-cuda-bench on the 8B and 0.6B Q4_K_M
-#             with them and with LLMFS_CUDA_MMV=lanes (mmv_q), in turn
+#             with them and with LLMFS_CUDA_MMV=lanes (mmv_q), in turn;
+#             tg128, and a step's time for 1, 4 and 16 sequences together
+#   batch     (not by default: about 2 minutes) what a step of many
+#             sequences costs against one: on the 0.6B and 8B Q4_K_M, a
+#             step's time for 1, 4 and 16 sequences 32 deep, on the
+#             module's path (llmfs-cuda-bench -s 1,4,16) with each
+#             product kernel in turn (GPU_CHECK_BATCH_VARIANTS: lines of
+#             NAME ENV...), and on the engine's backend (llmfs-bench -s,
+#             all gpu0: the mount's path). 16 sequences read the weights
+#             twice (8 rows a read): about 2x one sequence's step where
+#             the products are bound by memory, ~7x measured (gpu.md)
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
 #             llmfs-cuda-bench on the 0.6B model: the 12 kernels of the
 #             most total time into profile.log, the first 3 in the table
@@ -93,6 +103,8 @@
 #
 # GPU_CHECK_PARTS="tests gpu0 ..." picks the parts (default: tests gpu0
 # models sanitizer bench gpu0bench mmv); GPU_CHECK_SECONDS the budget (250).
+# A call of its own for the batch part:
+#   GPU_CHECK_PARTS="batch" GPU_CHECK_SECONDS=250
 #
 # Logs under $OUT: summary.txt (the table with the seconds so far),
 # env.log, tests.log (kernels, stage, the sanitizers), gpu0.log,
@@ -320,7 +332,8 @@ declare -A shape=(
 	[0.6b-q4_k_m]="--arch qwen3 --embd 1024 --layers 28 --heads 16 --kv-heads 8 --head-dim 128 --ff 3072 --type q4_k_m"
 	# tools/bench-cpu.sh's moe: Qwen3-30B-A3B's layer, 8 of its 48 layers
 	[moe-q4_k_m]="--arch qwen3moe --embd 2048 --layers 8 --heads 32 --kv-heads 4 --head-dim 128 --ff 768 --experts 128 --experts-used 8 --type q4_k_m"
-	# a dry run's (the simulator): the same graph, tiny
+	# a dry run's (the simulator): the same graphs, tiny
+	[dense-tiny]="--arch qwen3 --embd 256 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 --ff 512 --type q4_k_m"
 	[moe-tiny]="--arch qwen3moe --embd 256 --layers 2 --heads 4 --kv-heads 2 --head-dim 64 --ff 256 --experts 8 --experts-used 2 --type q4_k_m"
 )
 models=${GPU_CHECK_MODELS-8b-q4_k_m 0.6b-q4_k_m 8b-q8_0}
@@ -635,14 +648,59 @@ mmv_variant() { # model, name, env...
 	shift 2
 	echo "== mmv $m $name: $*" >>"$OUT/bench.log"
 	env "$@" timeout 60 "$BIN/llmfs-cuda-bench" -m "$WORK/$m.gguf" \
-		-r 2 -d 0 -s 16 -g 32 --matmul cublas -j "$j" >>"$OUT/bench.log" 2>&1
-	result "mmv-$name" $? "$m tg128 $(fig "$j" tg128) ($(fig "$j" tg128_roof_pct)%), tg32x16 $(fig "$j" tg32x16) t/s"
+		-r 2 -d 0 -s 1,4,16 -g 32 --matmul cublas -j "$j" >>"$OUT/bench.log" 2>&1
+	result "mmv-$name" $? "$m tg128 $(fig "$j" tg128) ($(fig "$j" tg128_roof_pct)%), tg32x16 $(fig "$j" tg32x16) t/s; $(steps "$j" 32)"
+}
+# a step's ms for 1, 4 and 16 sequences (llmfs-cuda-bench -s 1,4,16 -g G)
+steps() { # json, G
+	printf 'ms a step x1 %s x4 %s x16 %s (x16/x1 %s)' "$(fig "$1" tg$2x1_step_ms)" \
+		"$(fig "$1" tg$2x4_step_ms)" "$(fig "$1" tg$2x16_step_ms)" \
+		"$(ratio "$(fig "$1" tg$2x16_step_ms)" "$(fig "$1" tg$2x1_step_ms)")"
 }
 if part mmv && [ -f "$vocab" ]; then
 	for m in 8b-q4_k_m 0.6b-q4_k_m; do
 		fits 50 && write_model "$m" || continue
 		mmv_variant "$m" cpu-order LLMFS_CUDA_MMV=cpu
 		fits 25 && mmv_variant "$m" lanes LLMFS_CUDA_MMV=lanes
+	done
+fi
+# Many sequences a step (not by default): the module's step for 1, 4 and
+# 16 sequences with each product kernel, then the backend's (the mount's
+# path), each beside one sequence's step
+batch_variant() { # model, name, env...
+	local m=$1 name=$2 j=$WORK/bench-batch-$1-$2.json
+	shift 2
+	echo "== batch $m $name: $*" >>"$OUT/bench.log"
+	env "$@" timeout 60 "$BIN/llmfs-cuda-bench" -m "$WORK/$m.gguf" \
+		-r 2 -p 16 -n 1 -d 0 -s 1,4,16 -g 32 --matmul cublas -j "$j" \
+		>>"$OUT/bench.log" 2>&1
+	result "" $? "$(printf '%-12s %s' "$name" "$(steps "$j" 32)")"
+}
+batch_backend() { # model
+	local m=$1 s a line="backend     ms a step"
+	local -A ms=()
+	for s in 1 4 16; do
+		fits 25 || break
+		a=$(ebench "$m" "batch-x$s" gpu -n 32 -s $s -r 2)
+		# t/s of s sequences -> ms a step
+		[ -n "$a" ] && ms[$s]=$(awk -v t="$a" -v s=$s 'BEGIN { printf "%.2f", 1e3 * s / t }')
+		line="$line x$s ${ms[$s]:--}"
+	done
+	row "" "" "$line (x16/x1 $(ratio "${ms[16]:-}" "${ms[1]:-}"))"
+}
+if part batch && [ -f "$vocab" ]; then
+	# GPU_CHECK_BATCH_MODELS: dense-tiny in a dry run
+	for m in ${GPU_CHECK_BATCH_MODELS:-0.6b-q4_k_m 8b-q4_k_m}; do
+		fits 60 && write_model "$m" || continue
+		row "$m" batch "a step of 1, 4, 16 sequences 32 deep: module (llmfs-cuda-bench), then backend (llmfs-bench)"
+		while read -r name env; do
+			[ -n "$name" ] || continue
+			# shellcheck disable=SC2086
+			fits 30 && batch_variant "$m" "$name" $env
+		done <<<"${GPU_CHECK_BATCH_VARIANTS:-cpu-order LLMFS_CUDA_MMV=cpu
+lanes LLMFS_CUDA_MMV=lanes
+old LLMFS_CUDA_MMV=old}"
+		fits 40 && batch_backend "$m"
 	done
 fi
 if [ -n "$have_sanitizer" ]; then

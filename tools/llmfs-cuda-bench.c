@@ -11,7 +11,7 @@
  *   pp512    8123.4 t/s
  *   tg128    151.2 t/s  roofline 641.0 t/s (4.70 GB a token): 23.6 %
  *   tg64@d4096 ...
- *   tg64x16  ... (16 sequences)
+ *   tg64x16  ... (16 sequences; -s 1,4,16: 1, 4 and 16 in turn)
  *
  * (Figures illustrative.) The weights come from the file through the
  * staging ring (io_stage_file: O_DIRECT reads into pinned buffers,
@@ -33,9 +33,15 @@
 #include "../engine/cuda/loader.h"
 #include "../engine/model.h"
 
+/* -s takes up to this many sequence counts */
+#define BENCH_SEQ_RUNS 8
+
 struct args {
 	const char *model, *json, *kv;
-	long n_prompt, n_gen, depth, n_depth_gen, seqs, reps;
+	long n_prompt, n_gen, depth, n_depth_gen, reps;
+	long seqs[BENCH_SEQ_RUNS]; /* -s: the batches of sequences, in turn */
+	int n_seq_runs;
+	long max_seqs; /* the largest of them (1 if none) */
 	enum cuda_matmul_mode matmul;
 	bool no_graphs;
 };
@@ -331,13 +337,39 @@ static void usage(FILE *f)
 	      "  -n N        decoded tokens from an empty context (128)\n"
 	      "  -d N        depth of the deep decode (4096; 0: none)\n"
 	      "  -g N        decoded tokens at that depth (64)\n"
-	      "  -s N        sequences decoding together (16; 0: none)\n"
+	      "  -s N[,N..]  sequences decoding together, each count in turn,\n"
+	      "              32 deep each (16; 0: none)\n"
 	      "  -r N        repetitions (3)\n"
 	      "  --kv TYPE   K and V cache type (f16)\n"
 	      "  --matmul auto|mmv|cublas  prefill products (auto)\n"
 	      "  --no-graphs decode launch by launch\n"
 	      "  -j FILE     the figures as JSON\n",
 	      f);
+}
+
+/* -s: "16", "1,4,16", or "0" (none); each 1..64 */
+static int parse_seqs(const char *arg, struct args *a)
+{
+	char *end;
+
+	a->n_seq_runs = 0;
+	if (!strcmp(arg, "0"))
+		return 0;
+	for (;;) {
+		long n = strtol(arg, &end, 10);
+
+		if (end == arg || n < 1 || n > 64 ||
+		    a->n_seq_runs == BENCH_SEQ_RUNS || (*end && *end != ',')) {
+			fprintf(stderr,
+				"llmfs-cuda-bench: -s wants up to %d counts of 1 to 64 sequences, comma-separated (or 0)\n",
+				BENCH_SEQ_RUNS);
+			return -1;
+		}
+		a->seqs[a->n_seq_runs++] = n;
+		if (!*end)
+			return 0;
+		arg = end + 1;
+	}
 }
 
 static int parse(int argc, char **argv, struct args *a)
@@ -355,7 +387,8 @@ static int parse(int argc, char **argv, struct args *a)
 			    .n_gen = 128,
 			    .depth = 4096,
 			    .n_depth_gen = 64,
-			    .seqs = 16,
+			    .seqs = { 16 },
+			    .n_seq_runs = 1,
 			    .reps = 3,
 			    .kv = "f16" };
 	while ((c = getopt_long(argc, argv, "m:p:n:d:g:s:r:j:h", opts, NULL)) !=
@@ -366,7 +399,10 @@ static int parse(int argc, char **argv, struct args *a)
 		case 'n': a->n_gen = atol(optarg); break;
 		case 'd': a->depth = atol(optarg); break;
 		case 'g': a->n_depth_gen = atol(optarg); break;
-		case 's': a->seqs = atol(optarg); break;
+		case 's':
+			if (parse_seqs(optarg, a))
+				return -1;
+			break;
 		case 'r': a->reps = atol(optarg); break;
 		case 'j': a->json = optarg; break;
 		case 'K': a->kv = optarg; break;
@@ -382,8 +418,11 @@ static int parse(int argc, char **argv, struct args *a)
 		default: usage(stderr); return -1;
 		}
 	}
-	if (!a->model || a->reps < 1 || a->seqs < 0 || a->seqs > 64 ||
-	    a->n_prompt < 1 || a->n_gen < 1) {
+	a->max_seqs = 1;
+	for (int i = 0; i < a->n_seq_runs; i++)
+		if (a->seqs[i] > a->max_seqs)
+			a->max_seqs = a->seqs[i];
+	if (!a->model || a->reps < 1 || a->n_prompt < 1 || a->n_gen < 1) {
 		usage(stderr);
 		return -1;
 	}
@@ -436,7 +475,7 @@ static int open_all(struct bench *b, const struct args *a)
 	json_num(b, "disk_gbs", disk / 1e9);
 	json_num(b, "h2d_gbs", h2d / 1e9);
 	p.n_ctx = mo.n_ctx;
-	p.max_seqs = a->seqs > 1 ? (uint32_t)a->seqs : 1;
+	p.max_seqs = (uint32_t)a->max_seqs;
 	p.max_rows = 512;
 	p.type_k = p.type_v = type;
 	p.matmul = a->matmul;
@@ -456,12 +495,15 @@ static void report_tg(struct bench *b, const char *name, double ts,
 
 	char key[80];
 
-	printf("%-10s %8.1f t/s  roofline %.1f steps/s (%.2f GB a step): %.1f %%%s\n",
-	       name, ts, roof, bytes / 1e9, 100.0 * ts / seqs / roof,
-	       seqs > 1 ? " of the steps" : "");
+	printf("%-10s %8.1f t/s  %.2f ms a step  roofline %.1f steps/s (%.2f GB a step): %.1f %%%s\n",
+	       name, ts, ts > 0 ? 1e3 * seqs / ts : 0.0, roof, bytes / 1e9,
+	       100.0 * ts / seqs / roof, seqs > 1 ? " of the steps" : "");
 	json_num(b, name, ts);
 	snprintf(key, sizeof(key), "%s_roof_pct", name);
 	json_num(b, key, 100.0 * ts / seqs / roof);
+	/* what batching costs: a step's time against one sequence's */
+	snprintf(key, sizeof(key), "%s_step_ms", name);
+	json_num(b, key, ts > 0 ? 1e3 * seqs / ts : 0.0);
 }
 
 int main(int argc, char **argv)
@@ -501,16 +543,18 @@ int main(int argc, char **argv)
 		report_tg(&b, name, ts, step_bytes(&b, (uint64_t)a.depth), hbm,
 			  1);
 	}
-	if (a.seqs > 1) {
+	for (int i = 0; i < a.n_seq_runs; i++) {
+		const long n_seqs = a.seqs[i];
+
 		/* each sequence 32 deep: a short prompt, as a session's */
-		ts = bench_tg(&b, &a, a.n_depth_gen, 32, (uint32_t)a.seqs);
+		ts = bench_tg(&b, &a, a.n_depth_gen, 32, (uint32_t)n_seqs);
 		snprintf(name, sizeof(name), "tg%ldx%ld", a.n_depth_gen,
-			 a.seqs);
+			 n_seqs);
 		report_tg(&b, name, ts,
 			  step_bytes(&b, 0) +
 				  (step_bytes(&b, 64) - step_bytes(&b, 0)) *
-					  a.seqs,
-			  hbm, (uint32_t)a.seqs);
+					  n_seqs,
+			  hbm, (uint32_t)n_seqs);
 	}
 	rc = 0;
 out:
