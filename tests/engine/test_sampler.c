@@ -349,6 +349,83 @@ START_TEST(test_sampler_top_k_large_vocab)
 }
 END_TEST
 
+/*
+ * top_k keeps the k best by (logit, then the lower id), whatever the
+ * groups of 16 it passes over at once hold: coarse logits (many ties at
+ * the cut), a vocabulary that is no multiple of 16, several k; each draw
+ * (a huge temperature: near uniform over the kept) is one of the k a
+ * sort keeps, and all k come out.
+ */
+static int cand_cmp(const void *pa, const void *pb)
+{
+	const float *a = pa, *b = pb; /* { logit, id } */
+
+	if (a[0] != b[0])
+		return a[0] > b[0] ? -1 : 1;
+	return a[1] < b[1] ? -1 : a[1] > b[1];
+}
+
+START_TEST(test_sampler_top_k_matches_sort)
+{
+	static const int ks[] = { 1, 7, 40, 100 };
+	const uint32_t n = 4093;
+	float *l = malloc(n * sizeof(*l)), *buf = malloc(n * sizeof(*buf));
+	float(*sorted)[2] = malloc(n * sizeof(*sorted));
+	char *kept = malloc(n), *seen = malloc(n);
+	uint64_t x = 99;
+	uint32_t i;
+
+	ck_assert(l && buf && sorted && kept && seen);
+	for (size_t c = 0; c < sizeof(ks) / sizeof(ks[0]); c++) {
+		struct engine_sampling p = sampling_plain(1e6f, 3 + c);
+		struct engine_sampler *s;
+		int k = ks[c], n_seen = 0, bad = -1;
+
+		for (i = 0; i < n; i++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			/* 8 values, rising through the vocabulary (the cut
+			 * moves up as the pass goes), ties at the cut */
+			l[i] = 0.25f * (float)((x >> 33) % 8) +
+			       0.5f * (float)(i / 512);
+			/* half of them off the grid, a little */
+			if ((x >> 40) & 1)
+				l[i] += 1e-4f * (float)((x >> 44) % 1000);
+			sorted[i][0] = l[i];
+			sorted[i][1] = (float)i;
+		}
+		qsort(sorted, n, sizeof(*sorted), cand_cmp);
+		memset(kept, 0, n);
+		memset(seen, 0, n);
+		for (i = 0; i < (uint32_t)k; i++)
+			kept[(uint32_t)sorted[i][1]] = 1;
+		p.top_k = k;
+		s = sampler_make(&p, n);
+		for (i = 0; i < 60u * (uint32_t)k; i++) {
+			int32_t t;
+
+			memcpy(buf, l, n * sizeof(*l));
+			t = engine_sampler_sample(s, buf, NULL, 0);
+			if (t < 0 || (uint32_t)t >= n || !kept[t]) {
+				bad = t;
+				break;
+			}
+			if (!seen[t]++)
+				n_seen++;
+		}
+		ck_assert_msg(bad < 0,
+			      "top_k %d drew %d, not among the %d best", k, bad,
+			      k);
+		ck_assert_int_eq(n_seen, k);
+		engine_sampler_free(s);
+	}
+	free(l);
+	free(buf);
+	free(sorted);
+	free(kept);
+	free(seen);
+}
+END_TEST
+
 START_TEST(test_sampler_penalty)
 {
 	struct engine_sampling p = sampling_plain(0.0f, 1);
@@ -501,6 +578,7 @@ static void sampler_tests(TCase *tc)
 	tcase_add_test(tc, test_sampler_top_p_large_vocab);
 	tcase_add_test(tc, test_sampler_min_p_cuts);
 	tcase_add_test(tc, test_sampler_top_k_large_vocab);
+	tcase_add_test(tc, test_sampler_top_k_matches_sort);
 	tcase_add_test(tc, test_sampler_penalty);
 	tcase_add_test(tc, test_sampler_same_seed_same_tokens);
 	tcase_add_test(tc, test_sampler_temperature_matches_softmax);
