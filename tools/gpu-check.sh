@@ -63,11 +63,14 @@
 #             model (the module's own path: step.cu, CUDA graphs); tg128
 #             again without the backend's fusions (LLMFS_CUDA_FUSE=0)
 #             and without its graphs (LLMFS_CUDA_GRAPH=0), beside
-#             llama.cpp's tg128 of the bench part;
+#             llama.cpp's tg128 of the bench part; on the 0.6B also
+#             with its graphs captured each step instead of replayed
+#             (LLMFS_CUDA_GRAPH=capture);
 #             1 and 16 sessions through the mount with the model on gpu0
 #             (tools/bench-mount.sh); the launches of the backend's
 #             decode step, counted by the simulator
-#             (tools/launch-count.sh: with graphs, without, unfused); then
+#             (tools/launch-count.sh: with graphs replayed, captured
+#             each step, without, unfused); then
 #             hybrid MoE on the 8-layer Qwen3-30B-A3B shape (tg128,
 #             pp512): all on gpu0, the experts in RAM on the CPU
 #             (--cpu-moe), all on the CPU (GPU_CHECK_MOE picks the model)
@@ -476,6 +479,13 @@ gpu0bench() { # model
 			"$k" "${c:--}" "$(ratio "$a" "$c")" \
 			"$(cat "$WORK/llama-$m.$k" 2>/dev/null || echo -)" \
 			"$(ratio "$a" "$(cat "$WORK/llama-$m.$k" 2>/dev/null)")")"
+		# kept graphs replayed (the default) against each step
+		# captured again (the backend before replay): the host's
+		# capture and update, where a step is shortest (the 0.6B)
+		[ "$m" = 0.6b-q4_k_m ] && fits 20 || continue
+		c=$(LLMFS_CUDA_GRAPH=capture ebench "$m" tg128-capture gpu -n 128 -r 2)
+		row "" "" "$(printf '%-11s capture %8s t/s  (LLMFS_CUDA_GRAPH=capture)  replay/capture %s' \
+			"$k" "${c:--}" "$(ratio "$a" "$c")")"
 	done
 	# 16 sessions through the mount, the model's placement 'all gpu0'
 	# (tools/bench-mount.sh: 128 tokens each, one round), beside the
@@ -507,14 +517,15 @@ launches() {
 	mkdir -p "$b/bin" "$b/lib"
 	ln -sf "$BIN/llmfs-run" "$b/bin/llmfs-run"
 	ln -sf "$PROG/lib/llmfs-cuda-sim.so" "$b/lib/llmfs-cuda-sim.so"
-	# fused with graphs (the default), fused launch by launch, unfused
-	for f in 1/1 1/0 0/0; do
+	# fused with graphs replayed (the default), captured each step,
+	# fused launch by launch, unfused
+	for f in 1/1 1/capture 1/0 0/0; do
 		l=$(LLMFS_CUDA_FUSE=${f%/*} LLMFS_CUDA_GRAPH=${f#*/} BUILD=$b \
 			SHARED=$SHARED timeout 60 bash \
 			"$src/tools/launch-count.sh" \
 			"$SHARED/models/tiny-qwen3-bpe16k-mixq.gguf" 2>&1 | tail -n 1)
 		echo "launch-count LLMFS_CUDA_FUSE=${f%/*} LLMFS_CUDA_GRAPH=${f#*/}: $l" >>"$OUT/bench.log"
-		row "" "" "$(printf 'fuse=%s graph=%s %s' ${f%/*} ${f#*/} "$l" | cut -c1-110)"
+		row "" "" "$(printf 'fuse=%s graph=%-7s a step: %s' ${f%/*} ${f#*/} "${l#*per decode step }" | cut -c1-130)"
 	done
 }
 # Hybrid MoE (Documentation/engine.md): the MoE bench model with every

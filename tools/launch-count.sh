@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # What one decode step of the engine's CUDA backend asks of the GPU:
-# kernel launches, copies, event records and waits, counted by the
+# kernel launches, copies, event records and waits, and the calls its
+# graphs' captures recorded and the captures (LLMFS_CUDA_GRAPH=capture:
+# each step's; the default replays kept graphs), counted by the
 # module's simulator (LLMFS_SIM_STATS=1, engine/cuda/sim/sim.cc) over
 # llmfs-run --placement 'all gpu0' with A and then B generated tokens:
 # the difference over B - A steps (the prompt, the start and the probe
@@ -9,6 +11,7 @@
 #
 #   tools/launch-count.sh [MODEL [PLACEMENT]]
 #   LLMFS_CUDA_FUSE=0 tools/launch-count.sh   # the backend unfused
+#   LLMFS_CUDA_GRAPH=capture tools/launch-count.sh   # captured each step
 #
 # Prints one line:
 #   stories260K all gpu0: per decode step 142.0 launches 10.0 copies ...
@@ -36,10 +39,10 @@ a=$(counts "$A") && b=$(counts "$B") || exit 1
 awk -v a="$a" -v b="$b" -v n=$((B - A)) -v name="$(basename "$model" .gguf) $place" '
 BEGIN {
 	split(a, x, " "); split(b, y, " ")
-	split("launches copies records graphs waits kernels", k, " ")
+	split("launches copies records graphs waits kernels captured captures", k, " ")
 	# in the order sim.cc prints them
 	line = name ": per decode step"
-	for (i = 1; i <= 6; i++)
+	for (i = 1; i <= 8; i++)
 		line = line sprintf(" %.1f %s", (y[i] - x[i]) / n, k[i])
 	print line
 }'

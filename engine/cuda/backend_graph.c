@@ -6,11 +6,29 @@
  * a layer): each costs the host a call and the device a gap. So the ops
  * of a segment (what the backend computes between two points where the
  * host waits for it or moves memory: a synchronize, a copy in or out, an
- * allocation) are recorded as one graph (the module's graph_begin ..
- * graph_end, stream capture) and launched as one at the segment's end.
- * A step with layers on the CPU is several segments, each a graph of its
- * own; a prompt's segments (over CB_GRAPH_ROWS rows) run launch by
- * launch.
+ * allocation) run as one graph launched at the segment's end. A step
+ * with layers on the CPU is several segments, each a graph of its own;
+ * a prompt's segments (over CB_GRAPH_ROWS rows) run launch by launch.
+ *
+ * Replayed, not captured again. While a segment records, the module's
+ * calls its ops make are not made: each is written, with its arguments
+ * by value, into the segment's log (backend_calls.c). At the segment's
+ * end the log is compared with the one the kept graph of its signature
+ * was captured from: equal (the same calls with the same arguments, so
+ * the same graph), the kept graph is launched as it is; else the log is
+ * issued into a capture (the module's graph_begin .. graph_end) that
+ * updates the kept graph in place (cudaGraphExecUpdate) or makes a new
+ * one. What changes from step to step lives in memory the graph reads
+ * (the lists below), so a decode step's log is the last one's: the
+ * positions, tokens and block addresses are the lists' contents; what
+ * a kernel takes by value (a buffer's or weight's address, the block
+ * tables' width, the rows, the arena's address) is in the log, and a
+ * change there is a capture. The module's own state a graph bakes in
+ * (its scratch's address, grown by a call that runs outside a graph) is
+ * covered by an epoch: a kept graph replays only if no module call ran
+ * outside a graph since its capture. LLMFS_CUDA_GRAPH=capture captures
+ * each segment as it records (the calls made at once, into the capture)
+ * and never replays: the behaviour before, to compare on a card.
  *
  * The lists an op takes (block tables, positions, tokens) are built,
  * while recording, in a pinned arena at the offsets where the kernels
@@ -20,10 +38,9 @@
  * too, from the arena.
  *
  * Graphs are kept by the segment's signature (its ops, their rows, their
- * weights and buffers): the next step's segment, the same ops at other
- * positions, updates its graph in place (cudaGraphExecUpdate) instead of
- * instantiating a new one. A placement move gives the ops other weights
- * and buffers, so other signatures, and new graphs.
+ * weights and buffers), 256 of them, least recently used out. A
+ * placement move gives the ops other weights and buffers, so other
+ * signatures, and new graphs.
  *
  * What is not recorded: a segment whose first op never ran launch by
  * launch with its signature (the module grows its scratch, and loads
@@ -39,6 +56,7 @@
 #include <string.h>
 
 #include "backend_internal.h"
+#include "cuda_backend.h"
 
 /*
  * segments' graphs kept, by signature: a step with the experts or the KV
@@ -51,11 +69,32 @@
 #define CB_ARENA (256u << 10)
 /* the module's copy slot of the arena's copies (the ring's are below) */
 #define CB_ARENA_SLOT CB_SLOTS
+/* answers of calls that answer (cb_graph_memo), by their hash */
+#define CB_MEMO 4096
+
+enum cb_graph_mode {
+	CB_GRAPH_REPLAY,  /* a segment's kept graph launched as it is */
+	CB_GRAPH_CAPTURE, /* each segment captured (and the graph updated) */
+};
+
+/* a call in a log, its arguments after it (8-byte words) */
+struct cb_log_head {
+	uint32_t fn, bytes;
+	int32_t answer; /* what it returned (0, or -ENOTSUP) */
+	uint32_t zero;
+};
+
+struct cb_log {
+	uint8_t *p;
+	size_t len, cap;
+};
 
 struct cb_graph_entry {
 	uint64_t key;
 	struct cuda_graph *g; /* NULL: free */
 	uint64_t used;	      /* when it last ran (cb_graphs.tick) */
+	uint64_t epoch;	      /* cb_graphs.epoch at its capture */
+	struct cb_log log;    /* the calls it was captured from */
 };
 
 /* a list copied at the launch to a place of its own (not the arena's) */
@@ -65,9 +104,14 @@ struct cb_graph_send {
 };
 
 struct cb_graphs {
+	enum cb_graph_mode mode;
 	bool recording;
+	bool live;    /* the capture runs: calls go to the module */
 	bool plain;   /* an op of this segment ran plainly: the rest does too */
 	uint64_t key; /* the recorded ops' signature, so far */
+	/* module calls made outside a graph so far (the scratch may move) */
+	uint64_t epoch;
+	struct cb_log log;   /* the segment's calls */
 	uint8_t *host, *dev; /* the arena: pinned and VRAM, cap bytes */
 	size_t cap, used;
 	struct cb_graph_send *sends;
@@ -76,7 +120,30 @@ struct cb_graphs {
 	uint64_t tick;
 	uint64_t warm[CB_WARM]; /* 0: empty */
 	uint32_t n_warm;
+	struct {
+		uint64_t hash; /* 0: empty */
+		int answer;
+	} memo[CB_MEMO]; /* a set, emptied when it fills up */
+	uint32_t n_memo;
+	uint64_t segments; /* segments recorded so far */
+	/* rope_cache's positions not sent yet (cb_rope_send) */
+	struct {
+		const float *cache; /* NULL: none */
+		const int32_t *dev; /* in the arena of segment */
+		uint64_t segment;
+		int32_t *host; /* a copy, n of cap */
+		uint32_t n, cap;
+	} rope;
 };
+
+/* segments replayed and captured, by every backend of the process */
+static uint64_t cb_replays, cb_captures;
+
+void cuda_backend_graph_counts(uint64_t *replays, uint64_t *captures)
+{
+	*replays = __atomic_load_n(&cb_replays, __ATOMIC_RELAXED);
+	*captures = __atomic_load_n(&cb_captures, __ATOMIC_RELAXED);
+}
 
 /* FNV-1a over the 8 bytes of v */
 static uint64_t cb_mix(uint64_t h, uint64_t v)
@@ -88,21 +155,30 @@ static uint64_t cb_mix(uint64_t h, uint64_t v)
 	return h;
 }
 
-static bool cb_graph_env(void)
+/* LLMFS_CUDA_GRAPH: 0 (off), capture, or (unset, 1) replay; -1: off */
+static int cb_graph_env(void)
 {
 	const char *e = getenv("LLMFS_CUDA_GRAPH");
 
-	return !e || atoi(e) != 0;
+	if (!e)
+		return CB_GRAPH_REPLAY;
+	if (!strcmp(e, "capture"))
+		return CB_GRAPH_CAPTURE;
+	return atoi(e) != 0 ? CB_GRAPH_REPLAY : -1;
 }
 
 int cb_graphs_new(struct engine_backend *be)
 {
 	struct cuda_backend *cb = be->ctx;
+	const int mode = cb_graph_env();
 
-	if (!cb_graph_env() || !cb->api->graph_begin)
+	if (mode < 0 || !cb->api->graph_begin)
 		return 0;
 	cb->graphs = calloc(1, sizeof(*cb->graphs));
-	return cb->graphs ? 0 : -ENOMEM;
+	if (!cb->graphs)
+		return -ENOMEM;
+	cb->graphs->mode = (enum cb_graph_mode)mode;
+	return 0;
 }
 
 static void cb_arena_free(struct cuda_backend *cb)
@@ -123,12 +199,16 @@ void cb_graphs_free(struct engine_backend *be)
 
 	if (!g)
 		return;
-	if (g->recording)
+	if (g->live)
 		cb->api->graph_end(cb->dev, NULL, NULL, &(struct err){ 0 });
-	for (i = 0; i < CB_GRAPHS; i++)
+	for (i = 0; i < CB_GRAPHS; i++) {
 		cb->api->graph_free(g->cache[i].g);
+		free(g->cache[i].log.p);
+	}
 	/* the device is idle: cb_destroy synchronized */
 	cb_arena_free(cb);
+	free(g->log.p);
+	free(g->rope.host);
 	free(g->sends);
 	free(g);
 	cb->graphs = NULL;
@@ -140,6 +220,151 @@ bool cb_graph_recording(const struct engine_backend *be)
 
 	return cb->graphs && cb->graphs->recording;
 }
+
+bool cb_graph_live(const struct engine_backend *be)
+{
+	const struct cuda_backend *cb = be->ctx;
+
+	return cb->graphs && cb->graphs->live;
+}
+
+void cb_graph_plain_call(struct engine_backend *be)
+{
+	struct cuda_backend *cb = be->ctx;
+
+	if (cb->graphs)
+		cb->graphs->epoch++;
+}
+
+/* ---- the log of a segment's calls ------------------------------------------ */
+
+/* a hash of call p (fn's arguments, bytes), never 0 */
+static uint64_t cb_call_hash(uint32_t fn, const void *p, size_t bytes)
+{
+	const uint8_t *b = p;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ fn, w;
+	size_t i;
+
+	for (i = 0; i < bytes; i += 8) {
+		w = 0;
+		memcpy(&w, b + i, bytes - i < 8 ? bytes - i : 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	return h | 1;
+}
+
+/* the memo's slot of hash h: its own, or the empty one where it goes */
+static uint32_t cb_memo_slot(const struct cb_graphs *g, uint64_t h)
+{
+	uint32_t i = (uint32_t)(h % CB_MEMO);
+
+	while (g->memo[i].hash && g->memo[i].hash != h)
+		i = (i + 1) % CB_MEMO;
+	return i;
+}
+
+bool cb_graph_memo(struct engine_backend *be, uint32_t fn, const void *p,
+		   size_t bytes, int *answer)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cb_graphs *g = cb->graphs;
+	const uint64_t h = cb_call_hash(fn, p, bytes);
+	const uint32_t i = cb_memo_slot(g, h);
+
+	if (g->memo[i].hash != h)
+		return false;
+	*answer = g->memo[i].answer;
+	return true;
+}
+
+void cb_graph_memo_set(struct engine_backend *be, uint32_t fn, const void *p,
+		       size_t bytes, int answer)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cb_graphs *g = cb->graphs;
+	const uint64_t h = cb_call_hash(fn, p, bytes);
+	uint32_t i = cb_memo_slot(g, h);
+
+	if (g->memo[i].hash != h && g->n_memo >= CB_MEMO * 3 / 4) {
+		/* the calls of steps long gone: all answer again */
+		memset(g->memo, 0, sizeof(g->memo));
+		g->n_memo = 0;
+		i = cb_memo_slot(g, h);
+	}
+	if (g->memo[i].hash != h)
+		g->n_memo++;
+	g->memo[i].hash = h;
+	g->memo[i].answer = answer;
+}
+
+int cb_graph_log(struct engine_backend *be, uint32_t fn, const void *p,
+		 size_t bytes, int answer, int ret)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cb_log *l = &cb->graphs->log;
+	const size_t padded = (bytes + 7) & ~(size_t)7;
+	const struct cb_log_head h = { .fn = fn,
+				       .bytes = (uint32_t)bytes,
+				       .answer = answer };
+	struct err err = { 0 };
+	size_t cap;
+	uint8_t *n;
+
+	if (cb->graphs->mode == CB_GRAPH_CAPTURE)
+		return ret; /* never compared */
+	if (l->len + sizeof(h) + padded > l->cap) {
+		cap = l->cap ? 2 * l->cap : 16384;
+		while (cap < l->len + sizeof(h) + padded)
+			cap *= 2;
+		if (!(n = realloc(l->p, cap))) {
+			err_set(&err, ENOMEM, "out of memory");
+			cb_check(be, -ENOMEM, &err);
+			return -ENOMEM;
+		}
+		l->p = n;
+		l->cap = cap;
+	}
+	memcpy(l->p + l->len, &h, sizeof(h));
+	memcpy(l->p + l->len + sizeof(h), p, bytes);
+	memset(l->p + l->len + sizeof(h) + bytes, 0, padded - bytes);
+	l->len += sizeof(h) + padded;
+	return ret;
+}
+
+/* the calls of log, each the module's now (into the capture): 0 or why not */
+static int cb_log_issue(struct engine_backend *be, const struct cb_log *l)
+{
+	struct cb_log_head h;
+	size_t off;
+	int ret;
+
+	for (off = 0; off < l->len;
+	     off += sizeof(h) + (((size_t)h.bytes + 7) & ~(size_t)7)) {
+		memcpy(&h, l->p + off, sizeof(h));
+		if ((ret = cb_calls_issue(be, h.fn, l->p + off + sizeof(h),
+					  h.answer)))
+			return ret;
+	}
+	return 0;
+}
+
+int cb_graph_go_live(struct engine_backend *be)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cb_graphs *g = cb->graphs;
+	struct err err = { 0 };
+	int ret;
+
+	if ((ret = cb->api->graph_begin(cb->dev, &err))) {
+		cb_check(be, ret, &err);
+		return ret;
+	}
+	g->live = true;
+	return cb_log_issue(be, &g->log);
+}
+
+/* ---- segments ---------------------------------------------------------------- */
 
 /* whether sig ran plainly; with add, it now has */
 static bool cb_warm(struct cb_graphs *g, uint64_t sig, bool add)
@@ -204,12 +429,15 @@ static void cb_graph_begin(struct engine_backend *be)
 
 	if (!g->cap && cb_arena_grow(be, CB_ARENA))
 		return;
-	if ((ret = cb->api->slot_wait(cb->dev, CB_ARENA_SLOT, &err)) ||
-	    (ret = cb->api->graph_begin(cb->dev, &err))) {
+	if ((ret = cb->api->slot_wait(cb->dev, CB_ARENA_SLOT, &err))) {
 		cb_check(be, ret, &err);
 		return;
 	}
+	g->log.len = 0;
+	if (g->mode == CB_GRAPH_CAPTURE && cb_graph_go_live(be))
+		return;
 	g->recording = true;
+	g->segments++;
 	g->key = 0xcbf29ce484222325ull;
 	g->used = 0;
 	g->n_sends = 0;
@@ -232,7 +460,46 @@ static struct cb_graph_entry *cb_graph_slot(struct cuda_backend *cb,
 	cb->api->graph_free(e->g);
 	e->g = NULL;
 	e->key = key;
+	e->log.len = 0;
 	return e;
+}
+
+/* whether e's graph is the one the segment's log would capture */
+static bool cb_graph_same(const struct cb_graphs *g,
+			  const struct cb_graph_entry *e)
+{
+	return g->mode == CB_GRAPH_REPLAY && e->g && e->epoch == g->epoch &&
+	       e->log.len == g->log.len &&
+	       !memcmp(e->log.p, g->log.p, g->log.len);
+}
+
+/* e's graph made from the segment's calls (captured now, or live) */
+static int cb_graph_capture(struct engine_backend *be, struct cb_graph_entry *e)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cb_graphs *g = cb->graphs;
+	struct cb_log swap;
+	struct err err = { 0 };
+	int ret;
+
+	if (!g->live && (ret = cb_graph_go_live(be))) {
+		if (g->live)
+			cb->api->graph_end(cb->dev, NULL, NULL, &err);
+		g->live = false;
+		return ret;
+	}
+	g->live = false;
+	if ((ret = cb->api->graph_end(cb->dev, &e->g, NULL, &err))) {
+		cb_check(be, ret, &err);
+		return ret;
+	}
+	/* the log it was captured from, kept with it (the buffers swapped) */
+	swap = e->log;
+	e->log = g->log;
+	g->log = swap;
+	e->epoch = g->epoch;
+	__atomic_fetch_add(&cb_captures, 1, __ATOMIC_RELAXED);
+	return 0;
 }
 
 void cb_graph_flush(struct engine_backend *be)
@@ -242,7 +509,7 @@ void cb_graph_flush(struct engine_backend *be)
 	struct cb_graph_entry *e;
 	struct err err = { 0 };
 	uint32_t i;
-	int ret;
+	int ret = 0;
 
 	if (!g)
 		return;
@@ -253,15 +520,17 @@ void cb_graph_flush(struct engine_backend *be)
 	cb->kv_last.valid = false;
 	if (cb->err.code) {
 		/* the pass fails: what was recorded is dropped */
-		cb->api->graph_end(cb->dev, NULL, NULL, &err);
+		if (g->live)
+			cb->api->graph_end(cb->dev, NULL, NULL, &err);
+		g->live = false;
 		return;
 	}
 	e = cb_graph_slot(cb, g->key);
 	e->used = ++g->tick;
-	if ((ret = cb->api->graph_end(cb->dev, &e->g, NULL, &err))) {
-		cb_check(be, ret, &err);
+	if (!g->live && cb_graph_same(g, e))
+		__atomic_fetch_add(&cb_replays, 1, __ATOMIC_RELAXED);
+	else if (cb_graph_capture(be, e))
 		return;
-	}
 	/* the segment's lists, then the graph, behind the ops before it */
 	if (g->used)
 		ret = cb->api->copy_in_async(cb->dev, g->dev, g->host, g->used,
@@ -353,4 +622,54 @@ int cb_graph_send(struct engine_backend *be, void *dst, const void *host,
 							 .off = off,
 							 .bytes = bytes };
 	return 0;
+}
+
+void cb_rope_send(struct engine_backend *be, float *cache, const void *host,
+		  void *dev, uint32_t n)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cb_graphs *g = cb->graphs;
+	struct err err = { 0 };
+	int32_t *p;
+
+	if (g)
+		g->rope.cache = NULL;
+	if (!cb_graph_recording(be)) {
+		cb_send(be, cache, host, (size_t)n * sizeof(int32_t));
+		return;
+	}
+	if (n > g->rope.cap) {
+		if (!(p = realloc(g->rope.host, (size_t)n * sizeof(*p)))) {
+			err_set(&err, ENOMEM, "out of memory");
+			cb_check(be, -ENOMEM, &err);
+			return;
+		}
+		g->rope.host = p;
+		g->rope.cap = n;
+	}
+	memcpy(g->rope.host, host, (size_t)n * sizeof(int32_t));
+	g->rope.cache = cache;
+	g->rope.dev = dev;
+	g->rope.segment = g->segments;
+	g->rope.n = n;
+}
+
+const int32_t *cb_rope_positions(struct engine_backend *be, const float *cache)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct cb_graphs *g = cb->graphs;
+	const size_t bytes = g ? (size_t)g->rope.n * sizeof(int32_t) : 0;
+	void *host, *dev;
+
+	if (!g || !g->rope.cache || g->rope.cache != cache)
+		return (const int32_t *)cache;
+	if (g->recording && g->rope.segment == g->segments)
+		return g->rope.dev;
+	/* a later segment, or launch by launch: into cache at last */
+	if ((host = cb_lists(be, bytes, &dev))) {
+		memcpy(host, g->rope.host, bytes);
+		cb_send(be, (float *)cache, host, bytes);
+	}
+	g->rope.cache = NULL;
+	return (const int32_t *)cache;
 }

@@ -169,8 +169,9 @@ int cuda_cap_alloc(const char *device, const struct cuda_api *api,
 void cuda_cap_free(const struct cuda_api *api, struct cuda_dev *d, void *p);
 
 /*
- * Graphs (backend_graph.c: what is recorded and when). cb_graphs_new:
- * the backend's graphs, unless LLMFS_CUDA_GRAPH=0 (-ENOMEM);
+ * Graphs (backend_graph.c: what is recorded, replayed and captured, and
+ * when). cb_graphs_new: the backend's graphs, unless LLMFS_CUDA_GRAPH=0
+ * (-ENOMEM);
  * cb_graphs_free: them and what they hold (the device idle).
  * cb_graph_op: an op named op (its __func__) of rows rows over tag (its
  * weights or output) is about to enqueue: it is recorded, or what was
@@ -188,6 +189,105 @@ bool cb_graph_recording(const struct engine_backend *be);
 void *cb_graph_lists(struct engine_backend *be, size_t bytes, void **dev);
 int cb_graph_send(struct engine_backend *be, void *dst, const void *host,
 		  size_t bytes);
+/*
+ * The log of a recording segment's module calls (backend_calls.c writes
+ * it, backend_graph.c compares and issues it). cb_graph_live: whether
+ * the segment's capture runs (calls are made, into it) rather than
+ * logged only. cb_graph_log: call p (fn's arguments, bytes; answer what
+ * it returned) appended; ret, or the log's failure. cb_graph_go_live:
+ * the capture begun, the calls logged so far made into it. cb_graph_memo
+ * and _set: the answer the same call gave before (calls that answer
+ * -ENOTSUP). cb_graph_plain_call: a module call ran outside a graph
+ * (kept graphs may bake in what it changed). cb_calls_issue: the
+ * module's op of a logged call, made now; one whose answer is not
+ * expect fails the backend.
+ */
+bool cb_graph_live(const struct engine_backend *be);
+int cb_graph_log(struct engine_backend *be, uint32_t fn, const void *p,
+		 size_t bytes, int answer, int ret);
+int cb_graph_go_live(struct engine_backend *be);
+bool cb_graph_memo(struct engine_backend *be, uint32_t fn, const void *p,
+		   size_t bytes, int *answer);
+void cb_graph_memo_set(struct engine_backend *be, uint32_t fn, const void *p,
+		       size_t bytes, int answer);
+void cb_graph_plain_call(struct engine_backend *be);
+int cb_calls_issue(struct engine_backend *be, uint32_t fn, const void *p,
+		   int expect);
+/*
+ * rope_cache's positions (n int32 at host, read at dev once sent: the
+ * arena while recording) for cache: sent into cache now outside a
+ * graph; while recording, only where rope_rows reads them in a later
+ * segment, as the fused step reads its positions from its KV lists
+ * instead. cb_rope_positions: where the rows of cache are read (cache,
+ * or the arena's copy in the segment that built it).
+ */
+void cb_rope_send(struct engine_backend *be, float *cache, const void *host,
+		  void *dev, uint32_t n);
+const int32_t *cb_rope_positions(struct engine_backend *be, const float *cache);
+
+/*
+ * The module's ops as the backend's ops call them (backend_calls.c): the
+ * module's arguments without the device. Outside a recording segment,
+ * the module's op now; inside one, logged (0), or made into the live
+ * capture. qk_rope_store and attention_quantize may answer -ENOTSUP
+ * (nothing enqueued) as the module's do.
+ */
+int cb_call_quantize(struct engine_backend *be, uint32_t act, const float *x,
+		     size_t x_ld, void *y, size_t y_ld, int64_t n,
+		     uint32_t rows, struct err *err);
+int cb_call_matmul(struct engine_backend *be, const struct cuda_matmul *mm,
+		   struct err *err);
+int cb_call_matmul_group(struct engine_backend *be,
+			 const struct cuda_matmul *mm, uint32_t count,
+			 struct err *err);
+int cb_call_get_rows(struct engine_backend *be, uint32_t w_type, const void *w,
+		     uint64_t row_bytes, int64_t n, const int32_t *ids,
+		     float *y, size_t y_ld, uint32_t rows, struct err *err);
+int cb_call_rms_norm(struct engine_backend *be, const float *x, size_t x_ld,
+		     const float *w, float *y, size_t y_ld, int64_t n,
+		     uint32_t rows, float eps, struct err *err);
+int cb_call_rope(struct engine_backend *be, float *x, size_t x_ld,
+		 uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
+		 enum cuda_rope_mode mode, const int32_t *pos, float freq_base,
+		 float freq_scale, const float *freq_factors, uint32_t rows,
+		 struct err *err);
+int cb_call_swiglu(struct engine_backend *be, float *y, size_t y_ld,
+		   const float *g, size_t g_ld, const float *u, size_t u_ld,
+		   int64_t n, uint32_t rows, struct err *err);
+int cb_call_add(struct engine_backend *be, float *y, size_t y_ld,
+		const float *x, size_t x_ld, int64_t n, uint32_t rows,
+		struct err *err);
+int cb_call_kv_store(struct engine_backend *be, const struct cuda_kv *kv,
+		     uint32_t il, const float *k, size_t k_ld, const float *v,
+		     size_t v_ld, const int32_t *seq_of, const int32_t *pos,
+		     uint32_t rows, struct err *err);
+int cb_call_attention(struct engine_backend *be, const struct cuda_kv *kv,
+		      uint32_t il, const float *q, size_t q_ld, uint32_t n_head,
+		      float scale, const int32_t *seq_of, const int32_t *pos,
+		      uint32_t n_ctx, float *out, size_t out_ld, uint32_t rows,
+		      struct err *err);
+int cb_call_attention_quantize(struct engine_backend *be,
+			       const struct cuda_kv *kv, uint32_t il,
+			       const float *q, size_t q_ld, uint32_t n_head,
+			       float scale, const int32_t *seq_of,
+			       const int32_t *pos, uint32_t n_ctx, float *out,
+			       size_t out_ld, uint32_t act, void *xq,
+			       size_t xq_ld, uint32_t rows, struct err *err);
+int cb_call_moe_route(struct engine_backend *be, const float *logits, size_t ld,
+		      uint32_t n_exp, uint32_t k, bool norm, int32_t *sel,
+		      float *w, uint32_t rows, struct err *err);
+int cb_call_moe_combine(struct engine_backend *be, float *out, size_t out_ld,
+			const float *eo, size_t eo_ld, const float *w,
+			uint32_t k, int64_t n, uint32_t rows, struct err *err);
+int cb_call_rms_norm_quantize(struct engine_backend *be, uint32_t act,
+			      const float *x, size_t x_ld, const float *w,
+			      float *y, size_t y_ld, void *q, size_t q_ld,
+			      int64_t n, uint32_t rows, float eps,
+			      struct err *err);
+int cb_call_qk_rope_store(struct engine_backend *be, const struct cuda_kv *kv,
+			  uint32_t il, const struct cuda_qk_rope *q,
+			  const int32_t *seq_of, const int32_t *pos,
+			  uint32_t rows, struct err *err);
 
 /*
  * Activations (backend_ops.c). cb_quantizes: whether n rows converted

@@ -96,11 +96,10 @@ void cb_kv_store_rows(struct engine_backend *be, const float *k, size_t k_ld,
 		kv.type_k = slots[it.j].type_k;
 		kv.type_v = slots[it.j].type_v;
 		cb_check(be,
-			 cb->api->kv_store(cb->dev, &kv, 0,
-					   k + (size_t)it.j * k_ld, k_ld,
-					   v + (size_t)it.j * v_ld, v_ld,
-					   l.dev_seq + it.j, l.dev_pos + it.j,
-					   it.len, &err),
+			 cb_call_kv_store(be, &kv, 0, k + (size_t)it.j * k_ld,
+					  k_ld, v + (size_t)it.j * v_ld, v_ld,
+					  l.dev_seq + it.j, l.dev_pos + it.j,
+					  it.len, &err),
 			 &err);
 	}
 }
@@ -234,8 +233,8 @@ static bool cb_attention_to(struct engine_backend *be,
 		kv.k_row = view->k_stride;
 		kv.v_row = view->v_stride;
 		if (merged) {
-			ret = cb->api->attention_quantize(
-				cb->dev, &kv, b->il, q, b->q_ld, hp->n_head,
+			ret = cb_call_attention_quantize(
+				be, &kv, b->il, q, b->q_ld, hp->n_head,
 				hp->kq_scale, l.dev_seq + it.j,
 				l.dev_pos + it.j, b->n_ctx, out, b->out_ld,
 				type, (uint8_t *)act + (size_t)it.r * act_ld,
@@ -247,11 +246,11 @@ static bool cb_attention_to(struct engine_backend *be,
 			merged = false;
 		}
 		cb_check(be,
-			 cb->api->attention(cb->dev, &kv, b->il, q, b->q_ld,
-					    hp->n_head, hp->kq_scale,
-					    l.dev_seq + it.j, l.dev_pos + it.j,
-					    b->n_ctx, out, b->out_ld, it.len,
-					    &err),
+			 cb_call_attention(be, &kv, b->il, q, b->q_ld,
+					   hp->n_head, hp->kq_scale,
+					   l.dev_seq + it.j, l.dev_pos + it.j,
+					   b->n_ctx, out, b->out_ld, it.len,
+					   &err),
 			 &err);
 	}
 	return merged;
@@ -354,8 +353,8 @@ void cb_qk_rope_store(struct engine_backend *be,
 	kv.v_row = first.v_stride;
 	if (cb_send(be, l.dev, l.host, l.bytes))
 		return;
-	ret = cb->api->qk_rope_store(cb->dev, &kv, b->il, &q, l.dev_seq,
-				     l.dev_pos, b->n, &err);
+	ret = cb_call_qk_rope_store(be, &kv, b->il, &q, l.dev_seq, l.dev_pos,
+				    b->n, &err);
 	if (ret != -ENOTSUP) {
 		cb_check(be, ret, &err);
 		cb->kv_last = (struct cb_kv_last){

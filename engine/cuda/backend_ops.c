@@ -56,7 +56,6 @@ void cb_get_rows(struct engine_backend *be, float *y, size_t y_ld,
 		 const struct engine_tensor *w, const int32_t *tokens,
 		 uint32_t n)
 {
-	struct cuda_backend *cb = be->ctx;
 	const size_t bytes = (size_t)n * sizeof(*tokens);
 	struct err err = { 0 };
 	void *host, *dev = NULL;
@@ -68,16 +67,16 @@ void cb_get_rows(struct engine_backend *be, float *y, size_t y_ld,
 	if (cb_send(be, dev, host, bytes))
 		return;
 	cb_check(be,
-		 cb->api->get_rows(cb->dev, w->info->type,
-				   engine_tensor_data(w), w->row_bytes,
-				   w->info->ne[0], (const int32_t *)dev, y,
-				   y_ld, n, &err),
+		 cb_call_get_rows(be, w->info->type, engine_tensor_data(w),
+				  w->row_bytes, w->info->ne[0],
+				  (const int32_t *)dev, y, y_ld, n, &err),
 		 &err);
 }
 
 /*
  * The positions of the pass's rows, as int32, where the CPU keeps its
- * cos/sin table (cache row j: position j's; rope_rows reads them), and
+ * cos/sin table (cache row j: position j's; rope_rows reads them, and
+ * in a graph's segment from its arena: cb_rope_send), and
  * the frequency factors (wherever the model keeps them) in VRAM, copied
  * when they are first seen there.
  */
@@ -124,7 +123,7 @@ void cb_rope_cache(struct engine_backend *be, float *cache, size_t cache_ld,
 	if (!n || !(host = cb_lists(be, (size_t)n * sizeof(int32_t), &dev)))
 		return;
 	memcpy(host, pos, (size_t)n * sizeof(int32_t));
-	cb_send(be, cache, host, (size_t)n * sizeof(int32_t));
+	cb_rope_send(be, cache, host, dev, n);
 }
 
 void cb_rope_rows(struct engine_backend *be, float *x, size_t ld,
@@ -138,16 +137,17 @@ void cb_rope_rows(struct engine_backend *be, float *x, size_t ld,
 						 CUDA_ROPE_NORM;
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
+	const int32_t *pos;
 
 	cb_graph_op(be, __func__, n, x);
+	pos = cb_rope_positions(be, cache);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->rope(cb->dev, x + (size_t)it.r * ld, ld,
-				       n_head, hp->head_dim, hp->n_rot, mode,
-				       (const int32_t *)cache + it.r,
-				       hp->rope_freq_base, hp->rope_freq_scale,
-				       cb->rope_ff_set ? cb->rope_ff : NULL,
-				       it.len, &err),
+			 cb_call_rope(be, x + (size_t)it.r * ld, ld, n_head,
+				      hp->head_dim, hp->n_rot, mode, pos + it.r,
+				      hp->rope_freq_base, hp->rope_freq_scale,
+				      cb->rope_ff_set ? cb->rope_ff : NULL,
+				      it.len, &err),
 			 &err);
 }
 
@@ -156,7 +156,6 @@ void cb_rms_norm_rows(struct engine_backend *be, float *y, const float *x,
 		      const float *w, float eps, const uint32_t *idx,
 		      uint32_t n)
 {
-	struct cuda_backend *cb = be->ctx;
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 	uint32_t i;
@@ -167,25 +166,24 @@ void cb_rms_norm_rows(struct engine_backend *be, float *y, const float *x,
 
 		if (per_row == 1)
 			cb_check(be,
-				 cb->api->rms_norm(cb->dev, x + r * ld, ld, w,
-						   y + r * ld, ld, width,
-						   it.len, eps, &err),
+				 cb_call_rms_norm(be, x + r * ld, ld, w,
+						  y + r * ld, ld, width, it.len,
+						  eps, &err),
 				 &err);
 		else if (ld == (size_t)per_row * width)
 			/* the heads of a row, as rows of their own */
 			cb_check(be,
-				 cb->api->rms_norm(cb->dev, x + r * ld, width,
-						   w, y + r * ld, width, width,
-						   it.len * per_row, eps, &err),
+				 cb_call_rms_norm(be, x + r * ld, width, w,
+						  y + r * ld, width, width,
+						  it.len * per_row, eps, &err),
 				 &err);
 		else
 			for (i = 0; i < it.len; i++)
 				cb_check(be,
-					 cb->api->rms_norm(
-						 cb->dev, x + (r + i) * ld,
-						 width, w, y + (r + i) * ld,
-						 width, width, per_row, eps,
-						 &err),
+					 cb_call_rms_norm(
+						 be, x + (r + i) * ld, width, w,
+						 y + (r + i) * ld, width, width,
+						 per_row, eps, &err),
 					 &err);
 	}
 }
@@ -194,16 +192,15 @@ void cb_add_rows(struct engine_backend *be, float *y, size_t y_ld,
 		 const float *x, size_t x_ld, uint32_t width,
 		 const uint32_t *idx, uint32_t n)
 {
-	struct cuda_backend *cb = be->ctx;
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
 	cb_graph_op(be, __func__, n, y);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->add(cb->dev, y + (size_t)it.r * y_ld, y_ld,
-				      x + (size_t)it.r * x_ld, x_ld, width,
-				      it.len, &err),
+			 cb_call_add(be, y + (size_t)it.r * y_ld, y_ld,
+				     x + (size_t)it.r * x_ld, x_ld, width,
+				     it.len, &err),
 			 &err);
 }
 
@@ -227,10 +224,10 @@ void cb_convert_rows(struct engine_backend *be, uint32_t type, const float *x,
 		type = IO_TYPE_F32;
 	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->quantize(cb->dev, type,
-					   x + (size_t)it.r * x_ld, x_ld,
-					   (uint8_t *)y + (size_t)it.r * y_ld,
-					   y_ld, width, it.len, &err),
+			 cb_call_quantize(be, type, x + (size_t)it.r * x_ld,
+					  x_ld,
+					  (uint8_t *)y + (size_t)it.r * y_ld,
+					  y_ld, width, it.len, &err),
 			 &err);
 }
 
@@ -258,8 +255,8 @@ void cb_rms_norm_convert_rows(struct engine_backend *be, float *y,
 	cb_act_set(cb, act, true);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->rms_norm_quantize(
-				 cb->dev, type, x + (size_t)it.r * ld, ld, w,
+			 cb_call_rms_norm_quantize(
+				 be, type, x + (size_t)it.r * ld, ld, w,
 				 y + (size_t)it.r * ld, ld,
 				 (uint8_t *)act + (size_t)it.r * act_ld, act_ld,
 				 width, it.len, eps, &err),
@@ -269,17 +266,16 @@ void cb_rms_norm_convert_rows(struct engine_backend *be, float *y,
 void cb_swiglu_rows(struct engine_backend *be, float *g, const float *u,
 		    size_t ld, uint32_t width, const uint32_t *idx, uint32_t n)
 {
-	struct cuda_backend *cb = be->ctx;
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
 	cb_graph_op(be, __func__, n, g);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->swiglu(cb->dev, g + (size_t)it.r * ld, ld,
-					 g + (size_t)it.r * ld, ld,
-					 u + (size_t)it.r * ld, ld, width,
-					 it.len, &err),
+			 cb_call_swiglu(be, g + (size_t)it.r * ld, ld,
+					g + (size_t)it.r * ld, ld,
+					u + (size_t)it.r * ld, ld, width,
+					it.len, &err),
 			 &err);
 }
 
@@ -329,7 +325,6 @@ static void cb_matmul_run(const struct engine_matmul *mm,
 static void cb_matmul_with(struct engine_backend *be,
 			   const struct engine_matmul *mm, struct cuda_matmul c)
 {
-	struct cuda_backend *cb = be->ctx;
 	struct cb_runs it = { .idx = mm->act_idx,
 			      .idx2 = mm->y_idx,
 			      .n = mm->n };
@@ -337,7 +332,7 @@ static void cb_matmul_with(struct engine_backend *be,
 
 	while (cb_runs_next(be, &it)) {
 		cb_matmul_run(mm, &it, &c);
-		cb_check(be, cb->api->matmul(cb->dev, &c, &err), &err);
+		cb_check(be, cb_call_matmul(be, &c, &err), &err);
 	}
 }
 
@@ -349,7 +344,6 @@ static void cb_matmul_with(struct engine_backend *be,
 void cb_matmul(struct engine_backend *be, const struct engine_matmul *mm,
 	       uint32_t count)
 {
-	struct cuda_backend *cb = be->ctx;
 	struct cuda_matmul c[3];
 	struct err err = { 0 };
 	uint32_t i;
@@ -366,8 +360,7 @@ void cb_matmul(struct engine_backend *be, const struct engine_matmul *mm,
 		cb_matmul_run(&mm[i], &it, &c[i]);
 	}
 	if (count > 1 && i == count) {
-		cb_check(be, cb->api->matmul_group(cb->dev, c, count, &err),
-			 &err);
+		cb_check(be, cb_call_matmul_group(be, c, count, &err), &err);
 		return;
 	}
 	for (i = 0; i < count; i++)
@@ -446,7 +439,7 @@ void cb_matmul_id(struct engine_backend *be, const struct engine_matmul_id *m)
 		c.ids = (const int32_t *)m->sel + (size_t)it.r * m->k;
 		c.y = m->y + (size_t)it.r * m->k * m->y_ld;
 		c.rows = it.len;
-		cb_check(be, cb->api->matmul(cb->dev, &c, &err), &err);
+		cb_check(be, cb_call_matmul(be, &c, &err), &err);
 	}
 }
 
@@ -455,7 +448,6 @@ void cb_moe_route_rows(struct engine_backend *be,
 		       size_t ld, uint32_t *sel, float *weights,
 		       const uint32_t *idx, uint32_t n)
 {
-	struct cuda_backend *cb = be->ctx;
 	const uint32_t k = hp->n_expert_used;
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
@@ -463,8 +455,8 @@ void cb_moe_route_rows(struct engine_backend *be,
 	cb_graph_op(be, __func__, n, router);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->moe_route(
-				 cb->dev, router + (size_t)it.r * ld, ld,
+			 cb_call_moe_route(
+				 be, router + (size_t)it.r * ld, ld,
 				 hp->n_expert, k, hp->expert_weights_norm,
 				 (int32_t *)sel + (size_t)it.r * k,
 				 weights + (size_t)it.r * k, it.len, &err),
@@ -475,17 +467,16 @@ void cb_moe_combine_rows(struct engine_backend *be, float *out, size_t out_ld,
 			 const float *eo, const float *weights, uint32_t k,
 			 uint32_t width, const uint32_t *idx, uint32_t n)
 {
-	struct cuda_backend *cb = be->ctx;
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
 	cb_graph_op(be, __func__, n, out);
 	while (cb_runs_next(be, &it))
 		cb_check(be,
-			 cb->api->moe_combine(
-				 cb->dev, out + (size_t)it.r * out_ld, out_ld,
-				 eo + (size_t)it.r * k * width, width,
-				 weights + (size_t)it.r * k, k, width, it.len,
-				 &err),
+			 cb_call_moe_combine(be, out + (size_t)it.r * out_ld,
+					     out_ld,
+					     eo + (size_t)it.r * k * width,
+					     width, weights + (size_t)it.r * k,
+					     k, width, it.len, &err),
 			 &err);
 }

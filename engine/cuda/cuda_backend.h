@@ -62,4 +62,12 @@ int cuda_backend_stage_sink(const char *device, struct io_stage_sink *sink,
 void cuda_backend_cap_set(const char *device, uint64_t cap);
 bool cuda_backend_capped(const char *device, uint64_t *cap, uint64_t *used);
 
+/*
+ * Decode segments the backends of this process launched as graphs:
+ * replayed as kept (no capture), and captured (a graph made or updated
+ * from the segment's calls). LLMFS_CUDA_GRAPH (backend_graph.c) picks
+ * how: unset or 1 replays, "capture" captures each, 0 neither.
+ */
+void cuda_backend_graph_counts(uint64_t *replays, uint64_t *captures);
+
 #endif

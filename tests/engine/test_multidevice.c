@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "../../engine/context.h"
+#include "../../engine/cuda/cuda_backend.h"
 #include "../../engine/cuda/loader.h"
 #include "../../engine/engine.h"
 #include "../../engine/kv_pool.h"
@@ -955,6 +956,153 @@ START_TEST(test_graph_batch_of_four)
 }
 END_TEST
 
+/*
+ * The steps of md_replay_run: the sequences that decode (bit i:
+ * sequence i), a placement command before the step, and whether
+ * sequence 1 is freed and a new one prefilled in its place first.
+ */
+static const struct md_replay_step {
+	unsigned mask;
+	const char *cmd; /* "%s": md_dev */
+	bool renew;
+} md_replay_steps[] = {
+	/* alone, its position crossing a block's end (64) at step 4 */
+	{ .mask = 1 },
+	{ .mask = 1 },
+	{ .mask = 1 },
+	{ .mask = 1 },
+	{ .mask = 1 },
+	{ .mask = 1 },
+	/* sequences joining, one crossing 64 at step 11 */
+	{ .mask = 3 },
+	{ .mask = 3 },
+	{ .mask = 3 },
+	{ .mask = 7 },
+	{ .mask = 7 },
+	/* one leaving; another in its row, the batch the same size */
+	{ .mask = 5 },
+	{ .mask = 5 },
+	{ .mask = 6 },
+	/* a layer to the CPU and back: its weights elsewhere in VRAM */
+	{ .mask = 5, .cmd = "blk.0 cpu" },
+	{ .mask = 5, .cmd = "all %s" },
+	{ .mask = 5 },
+	{ .mask = 5 },
+	/* a sequence freed and another in its blocks */
+	{ .mask = 3, .renew = true },
+	{ .mask = 3 },
+	{ .mask = 3 },
+};
+
+#define MD_REPLAY_STEPS (sizeof(md_replay_steps) / sizeof(md_replay_steps[0]))
+
+/*
+ * md_replay_steps on ctx (all on md_dev): each step's logits, 3 rows of
+ * n_vocab (the sequences' order; a row that did not decode stays 0)
+ * into lg.
+ */
+static void md_replay_run(struct engine_ctx *ctx, float *lg)
+{
+	const uint32_t nv = engine_model_info(engine_ctx_model(ctx))->n_vocab;
+	static const int len[3] = { 60, 30, 62 };
+	struct engine_batch_item items[3];
+	struct engine_seq *s[3];
+	struct err err = { 0 };
+	int32_t prompt[64], next[3];
+	unsigned step, i, n;
+	int j;
+
+	md_place(ctx, md_cmd("all %s"));
+	for (i = 0; i < 3; i++) {
+		for (j = 0; j < len[i]; j++)
+			prompt[j] = (int32_t)((i * 89 + (unsigned)j * 13 + 3) %
+					      nv);
+		ck_assert_int_eq(engine_seq_new(ctx, &s[i], &err), 0);
+		items[0] = (struct engine_batch_item){ s[i], prompt, len[i],
+						       lg };
+		ck_assert_msg(engine_forward(ctx, items, 1, &err) == 0, "%s",
+			      err.msg);
+		next[i] = md_argmax(lg, nv);
+	}
+	memset(lg, 0, (size_t)MD_REPLAY_STEPS * 3 * nv * sizeof(float));
+	for (step = 0; step < MD_REPLAY_STEPS; step++) {
+		const struct md_replay_step *st = &md_replay_steps[step];
+		float *row = lg + (size_t)step * 3 * nv;
+
+		if (st->cmd)
+			md_place(ctx, md_cmd(st->cmd));
+		if (st->renew) {
+			engine_seq_free(s[1]);
+			ck_assert_int_eq(engine_seq_new(ctx, &s[1], &err), 0);
+			items[0] = (struct engine_batch_item){ s[1], prompt, 7,
+							       row + nv };
+			ck_assert_msg(engine_forward(ctx, items, 1, &err) == 0,
+				      "%s", err.msg);
+			next[1] = md_argmax(row + nv, nv);
+		}
+		for (i = n = 0; i < 3; i++)
+			if (st->mask & (1u << i))
+				items[n++] = (struct engine_batch_item){
+					s[i], &next[i], 1, row + (size_t)i * nv
+				};
+		ck_assert_msg(engine_forward(ctx, items, n, &err) == 0,
+			      "step %u: %s", step, err.msg);
+		for (i = 0; i < 3; i++)
+			if (st->mask & (1u << i))
+				next[i] = md_argmax(row + (size_t)i * nv, nv);
+	}
+	for (i = 0; i < 3; i++)
+		engine_seq_free(s[i]);
+}
+
+/*
+ * On a GPU: kept graphs launched without a capture (the default) give
+ * the bits of the same steps launch by launch, where what a graph takes
+ * by value changes between steps: positions crossing a KV block's end
+ * (the block tables' width, the lists' places in the arena), sequences
+ * joining and leaving the batch, another sequence in a row of the same
+ * batch size, a layer's weights moved away and back (other addresses,
+ * the same ops), a sequence freed and another in its blocks. And graphs
+ * were replayed, not only captured.
+ */
+START_TEST(test_graph_replay_same_bits)
+{
+	const char *stem = md_models[_i];
+	struct engine_ctx *on = md_open(stem, false);
+	struct engine_ctx *off = md_open(stem, false);
+	const uint32_t nv = engine_model_info(engine_ctx_model(on))->n_vocab;
+	const size_t bytes = (size_t)MD_REPLAY_STEPS * 3 * nv * sizeof(float);
+	float *lon = malloc(bytes), *loff = malloc(bytes);
+	uint64_t r0, c0, r1, c1;
+	unsigned step;
+
+	ck_assert(lon && loff);
+	cuda_backend_graph_counts(&r0, &c0);
+	md_replay_run(on, lon);
+	cuda_backend_graph_counts(&r1, &c1);
+	printf("# %s: %u steps: %llu segments replayed, %llu captured\n", stem,
+	       (unsigned)MD_REPLAY_STEPS, (unsigned long long)(r1 - r0),
+	       (unsigned long long)(c1 - c0));
+	setenv("LLMFS_CUDA_GRAPH", "0", 1);
+	md_replay_run(off, loff);
+	unsetenv("LLMFS_CUDA_GRAPH");
+	for (step = 0; step < MD_REPLAY_STEPS; step++)
+		ck_assert_msg(
+			memcmp(lon + (size_t)step * 3 * nv,
+			       loff + (size_t)step * 3 * nv,
+			       (size_t)3 * nv * sizeof(float)) == 0,
+			"%s: step %u: logits replayed differ from without graphs",
+			stem, step);
+	/* most steps replay; the first of each shape and each move capture */
+	ck_assert_uint_ge(r1 - r0, MD_REPLAY_STEPS / 3);
+	ck_assert_uint_gt(c1 - c0, 0);
+	free(lon);
+	free(loff);
+	md_close(on);
+	md_close(off);
+}
+END_TEST
+
 /* Without LLMFS_REF_DEVICE=1 there is no ref0. */
 START_TEST(test_ref0_only_when_asked)
 {
@@ -1033,6 +1181,8 @@ static void md_tests(TCase *tc)
 		tcase_add_test(tc, test_unsupported_refused);
 		tcase_add_loop_test(tc, test_graph_same_bits, 0, md_models_n);
 		tcase_add_loop_test(tc, test_graph_batch_of_four, 0,
+				    md_models_n);
+		tcase_add_loop_test(tc, test_graph_replay_same_bits, 0,
 				    md_models_n);
 	}
 	if (md_simulated)

@@ -402,12 +402,14 @@ static cudaError_t sim_fail(cudaError_t e)
  * work (kernel launches, copies and memsets, event records, graph
  * launches; those made while capturing a graph are the graph's), waits
  * (stream, event and device synchronizations), and the kernels that ran
- * (a graph's included). Launches and waits per decode step are what
- * decides a small model's speed on a card, and they are the same here.
+ * (a graph's included); and the calls a capture recorded, and the
+ * captures. Launches and waits per decode step are what decides a small
+ * model's speed on a card, and they are the same here; a capture costs
+ * the host about a launch call a call it records.
  */
 static struct {
 	std::atomic<unsigned long> launches, copies, records, graphs, waits,
-		kernels;
+		kernels, captured, captures;
 } sim_counts;
 
 __attribute__((destructor)) static void sim_counts_print()
@@ -417,10 +419,11 @@ __attribute__((destructor)) static void sim_counts_print()
 	if (!e || !atoi(e))
 		return;
 	fprintf(stderr,
-		"llmfs-cuda-sim: %lu kernel launches, %lu copies, %lu event records, %lu graph launches, %lu waits; %lu kernels ran\n",
+		"llmfs-cuda-sim: %lu kernel launches, %lu copies, %lu event records, %lu graph launches, %lu waits; %lu kernels ran; %lu calls captured, %lu captures\n",
 		sim_counts.launches.load(), sim_counts.copies.load(),
 		sim_counts.records.load(), sim_counts.graphs.load(),
-		sim_counts.waits.load(), sim_counts.kernels.load());
+		sim_counts.waits.load(), sim_counts.kernels.load(),
+		sim_counts.captured.load(), sim_counts.captures.load());
 }
 
 static pid_t sim_owner;
@@ -778,11 +781,13 @@ static bool sim_capturing(cudaStream_t s)
 	       s->capture;
 }
 
-/* count a call that starts work, unless a capture records it */
+/* count a call that starts work, or one a capture records */
 static void sim_count(std::atomic<unsigned long> *c, cudaStream_t s)
 {
 	if (!sim_capturing(s))
 		(*c)++;
+	else
+		sim_counts.captured++;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *s)
@@ -838,6 +843,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
 	if (s->capture)
 		return sim_fail(cudaErrorIllegalState);
 	s->capture = new CUgraph_st();
+	sim_counts.captures++;
 	return cudaSuccess;
 }
 
