@@ -341,7 +341,7 @@ static void usage(FILE *f)
 	      "              32 deep each (16; 0: none)\n"
 	      "  -r N        repetitions (3)\n"
 	      "  --kv TYPE   K and V cache type (f16)\n"
-	      "  --matmul auto|mmv|cublas  prefill products (auto)\n"
+	      "  --matmul auto|mmv|cublas|mma  prefill products (auto)\n"
 	      "  --no-graphs decode launch by launch\n"
 	      "  -j FILE     the figures as JSON\n",
 	      f);
@@ -412,7 +412,8 @@ static int parse(int argc, char **argv, struct args *a)
 					    CUDA_MATMUL_MMV :
 				    !strcmp(optarg, "cublas") ?
 					    CUDA_MATMUL_CUBLAS :
-					    CUDA_MATMUL_AUTO;
+				    !strcmp(optarg, "mma") ? CUDA_MATMUL_MMA :
+							     CUDA_MATMUL_AUTO;
 			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -1;

@@ -76,6 +76,29 @@ struct mmv_args {
 /* false for a weight type without a kernel */
 bool k_mmv(uint32_t w_type, const mmv_args &a, cudaStream_t s);
 
+/* ---- mmq.cu: prompt products on int8 tensor cores -------------------------- */
+
+/*
+ * y rows (y_ld floats apart) = w . x rows for rows of x: Q8_1 rows
+ * (x_ld bytes apart, 4-aligned) of n_in elements; accumulate: y += it.
+ */
+struct mmq_args {
+	const uint8_t *w;
+	uint64_t row_bytes;
+	int64_t n_in, n_out;
+	const uint8_t *x;
+	uint64_t x_ld;
+	float *y;
+	uint64_t y_ld;
+	uint32_t rows;
+	uint32_t accumulate;
+};
+
+/* whether the kernel takes this weight type with rows of n_in */
+bool k_mmq_takes(uint32_t w_type, int64_t n_in);
+/* false, nothing launched, where it does not (or no rows) */
+bool k_mmq(uint32_t w_type, const mmq_args &a, cudaStream_t s);
+
 /* ---- dequant.cu: weights as floats or halves ------------------------------ */
 
 /* y[r] = row ids[r] of w as floats */

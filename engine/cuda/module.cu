@@ -331,9 +331,13 @@ static enum cuda_matmul_mode mod_matmul_mode(const struct cuda_matmul *mm)
 	 * F32 weights too (the MoE router, small matrices): halves would
 	 * round them, and the mat-vec kernel gives the CPU's bits
 	 */
-	if (mm->ids || mm->x_act || m == CUDA_MATMUL_MMA)
+	if (mm->ids || mm->x_act)
 		return CUDA_MATMUL_MMV;
-	if (m == CUDA_MATMUL_AUTO)
+	/* int8 tensor cores (mmq.cu) where they take the type, else AUTO */
+	if (m == CUDA_MATMUL_MMA && mm->rows > 32 &&
+	    k_mmq_takes(mm->w_type, mm->n_in))
+		return CUDA_MATMUL_MMA;
+	if (m == CUDA_MATMUL_AUTO || m == CUDA_MATMUL_MMA)
 		return mm->rows > 32 && mm->w_type != T_F32 ?
 			       CUDA_MATMUL_CUBLAS :
 			       CUDA_MATMUL_MMV;
@@ -460,6 +464,62 @@ static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
 	return cuda_check_launch("matrix product", err);
 }
 
+/* y (y_ld) = w . xq's Q8_1 rows, or y += it */
+static int mod_mmq(struct cuda_dev *d, const struct cuda_matmul *mm,
+		   const void *w, const uint8_t *xq, uint64_t xq_ld, float *y,
+		   size_t y_ld, bool accumulate, struct err *err)
+{
+	mmq_args a = {};
+
+	a.w = (const uint8_t *)w;
+	a.row_bytes = mm->row_bytes;
+	a.n_in = mm->n_in;
+	a.n_out = mm->n_out;
+	a.x = xq;
+	a.x_ld = xq_ld;
+	a.y = y;
+	a.y_ld = y_ld;
+	a.rows = mm->rows;
+	a.accumulate = accumulate;
+	k_mmq(mm->w_type, a, d->stream);
+	return cuda_check_launch("matrix product (mma)", err);
+}
+
+/*
+ * The int8 tensor-core kernel on the rows quantized to Q8_1; SwiGLU
+ * through the two products in the scratch (rows n_out floats apart).
+ */
+static int mod_matmul_mma(struct cuda_dev *d, const struct cuda_matmul *mm,
+			  struct err *err)
+{
+	const uint64_t xq_ld = (k_act_row_bytes(T_Q8_1, mm->n_in) + 15) &
+			       ~(uint64_t)15;
+	const size_t xbytes = (xq_ld * mm->rows + 255) & ~(size_t)255;
+	const size_t ybytes = (size_t)mm->rows * mm->n_out * 4;
+	uint8_t *xq;
+	float *t;
+	int ret;
+
+	xq = (uint8_t *)cuda_dev_scratch(d, xbytes + (mm->w2 ? 2 * ybytes : 0),
+					 err);
+	if (!xq)
+		return -err->code;
+	k_quantize(T_Q8_1, mm->x, mm->x_ld, xq, xq_ld, mm->n_in, mm->rows,
+		   d->stream);
+	if (!mm->w2)
+		return mod_mmq(d, mm, mm->w, xq, xq_ld, mm->y, mm->y_ld,
+			       mm->accumulate, err);
+	t = (float *)(xq + xbytes);
+	if ((ret = mod_mmq(d, mm, mm->w, xq, xq_ld, t, mm->n_out, false,
+			   err)) ||
+	    (ret = mod_mmq(d, mm, mm->w2, xq, xq_ld, t + mm->rows * mm->n_out,
+			   mm->n_out, false, err)))
+		return ret;
+	k_swiglu(mm->y, mm->y_ld, t, mm->n_out, t + mm->rows * mm->n_out,
+		 mm->n_out, mm->n_out, mm->rows, d->stream);
+	return cuda_check_launch("swiglu", err);
+}
+
 static int mod_matmul_check(const struct cuda_matmul *mm, struct err *err)
 {
 	const uint32_t act = k_act_type(mm->w_type);
@@ -483,9 +543,11 @@ static int mod_matmul(struct cuda_dev *d, const struct cuda_matmul *mm,
 		return ret;
 	if (!mm->rows)
 		return 0;
-	if (mod_matmul_mode(mm) == CUDA_MATMUL_CUBLAS)
-		return mod_matmul_cublas(d, mm, err);
-	return mod_matmul_mmv(d, mm, err);
+	switch (mod_matmul_mode(mm)) {
+	case CUDA_MATMUL_CUBLAS: return mod_matmul_cublas(d, mm, err);
+	case CUDA_MATMUL_MMA: return mod_matmul_mma(d, mm, err);
+	default: return mod_matmul_mmv(d, mm, err);
+	}
 }
 
 /* whether b can run in a's launch (matmul_group) */

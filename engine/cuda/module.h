@@ -61,8 +61,10 @@ enum cuda_rope_mode {
  * How a batch of activation rows meets a weight matrix (cuda_api.matmul):
  * the int8 mat-vec kernel a few rows at a time (exact: the CPU's integer
  * sums), the weights dequantized to F16 and multiplied by cuBLAS (tensor
- * cores, F32 accumulation), or int8 tensor-core tiles. AUTO picks by
- * batch size; LLMFS_CUDA_MATMUL=mmv|cublas|mma forces one.
+ * cores, F32 accumulation), or int8 tensor-core tiles (engine/cuda/
+ * mmq.cu: Q4_0, Q8_0, Q4_K, Q6_K weights, batches past 32 rows; other
+ * products as AUTO). AUTO picks by batch size; LLMFS_CUDA_MATMUL=
+ * mmv|cublas|mma forces one.
  */
 enum cuda_matmul_mode {
 	CUDA_MATMUL_AUTO,
@@ -448,8 +450,16 @@ struct cuda_api {
 	void (*graph_free)(struct cuda_graph *g); /* NULL: nothing */
 };
 
-/* The module's one export (dlsym name "llmfs_cuda_api"). */
+/* The module's export (dlsym name "llmfs_cuda_api"). */
 const struct cuda_api *llmfs_cuda_api(void);
+
+/*
+ * For tests only (dlsym name "llmfs_cuda_mma_fragments"): one warp runs
+ * mma.sync.m16n8k32.s32.s8.s8.s32 (engine/cuda/mma.cuh) on device,
+ * lane l's registers taken from regs[10 l ..]: A's 4, B's 2, C's 4; C's
+ * are replaced by the D the lane gets. 0, or -EIO.
+ */
+int llmfs_cuda_mma_fragments(int device, int32_t regs[32 * 10]);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,8 @@
  *
  * Products: decode rows (and prefill, with CUDA_MATMUL_MMV) through the
  * int8 mat-vec kernel, 8 rows a weight read; prefill rows past 32
- * through cuBLAS on F16 weights (CUDA_MATMUL_AUTO / CUBLAS).
+ * through cuBLAS on F16 weights (CUDA_MATMUL_AUTO / CUBLAS), or on int8
+ * tensor cores (mmq.cu, CUDA_MATMUL_MMA: Q4_0, Q8_0, Q4_K, Q6_K).
  */
 #include <algorithm>
 #include <cstdlib>
@@ -248,12 +249,32 @@ static uint64_t step_carve(cuda_ctx *c, uint8_t *base)
 static void step_bias(cuda_ctx *c, float *y, uint64_t ld, const cuda_tensor &b,
 		      uint32_t rows);
 
+/*
+ * Whether the int8 tensor-core kernel (mmq.cu) takes this product:
+ * CUDA_MATMUL_MMA, batches past mmv_rows, the types it has (not
+ * experts: they stay on the mat-vec kernel), Q8_1 rows that fit xq.
+ */
+static bool step_use_mmq(const cuda_ctx *c, const cuda_tensor &w,
+			 uint32_t rows)
+{
+	return c->p.matmul == CUDA_MATMUL_MMA && rows > c->mmv_rows &&
+	       w.ne[2] <= 1 && k_mmq_takes(w.type, w.ne[0]) &&
+	       k_act_row_bytes(T_Q8_1, w.ne[0]) <= c->xq_bytes;
+}
+
+/* the activations' type for w's product of rows */
+static uint32_t step_act(const cuda_ctx *c, const cuda_tensor &w,
+			 uint32_t rows)
+{
+	return step_use_mmq(c, w, rows) ? (uint32_t)T_Q8_1 : k_act_type(w.type);
+}
+
 /* rows of src (ld floats) quantized for w, reusing what xq holds */
 static const uint8_t *step_quantize(cuda_ctx *c, const cuda_tensor &w,
 				    const float *src, uint64_t ld,
 				    uint32_t rows, uint8_t *dst)
 {
-	const uint32_t act = k_act_type(w.type);
+	const uint32_t act = step_act(c, w, rows);
 
 	if (dst == c->xq && c->xq_src == src && c->xq_act == act &&
 	    c->xq_rows == rows)
@@ -278,7 +299,7 @@ static void step_norm(cuda_ctx *c, const float *src, const cuda_tensor &w,
 		      uint32_t rows, const cuda_tensor &next)
 {
 	const cuda_model_desc &m = c->m;
-	const uint32_t act = k_act_type(next.type);
+	const uint32_t act = step_act(c, next, rows);
 
 	if (step_fuse() && !step_use_blas(c, next, rows) &&
 	    next.ne[0] == m.n_embd &&
@@ -305,9 +326,10 @@ static void step_dirty(cuda_ctx *c, const float *src)
 
 /*
  * Whether cuBLAS takes this product: batches past mmv_rows, outside a
- * graph, of F16 and BF16 weights (AUTO), or of any but F32 (CUBLAS: F32
- * weights, the router among them, lose too much as halves). Quantized
- * weights stay on the int8 kernel under AUTO: it is the CPU's numbers.
+ * graph, of F16 and BF16 weights (AUTO), or of any but F32 (CUBLAS, and
+ * MMA where mmq.cu does not take the type: F32 weights, the router
+ * among them, lose too much as halves). Quantized weights stay on the
+ * int8 kernel under AUTO: it is the CPU's numbers.
  */
 static bool step_use_blas(const cuda_ctx *c, const cuda_tensor &w,
 			  uint32_t rows)
@@ -316,10 +338,18 @@ static bool step_use_blas(const cuda_ctx *c, const cuda_tensor &w,
 	       w.type != T_F32 &&
 	       (uint64_t)w.ne[0] * w.ne[1] <= c->f16w_elems &&
 	       (c->p.matmul == CUDA_MATMUL_CUBLAS || w.type == T_F16 ||
-		w.type == T_BF16);
+		w.type == T_BF16 ||
+		(c->p.matmul == CUDA_MATMUL_MMA && !step_use_mmq(c, w, rows)));
 }
 
-/* y rows (y_ld) = w . x rows (x_ld), or y += it (accumulate, mat-vec) */
+/* whether the mat-vec kernel takes it (its fusions) */
+static bool step_use_mmv(const cuda_ctx *c, const cuda_tensor &w,
+			 uint32_t rows)
+{
+	return !step_use_blas(c, w, rows) && !step_use_mmq(c, w, rows);
+}
+
+/* y rows (y_ld) = w . x rows (x_ld), or y += it (accumulate: not cuBLAS) */
 static void step_mm_to(cuda_ctx *c, const cuda_tensor &w, const float *x,
 		       uint64_t x_ld, float *y, uint64_t y_ld, uint32_t rows,
 		       bool accumulate, struct err *err)
@@ -338,6 +368,22 @@ static void step_mm_to(cuda_ctx *c, const cuda_tensor &w, const float *x,
 		blas_gemm_half(c->d->blas, s, (int)w.ne[1], (int)rows,
 			       (int)w.ne[0], c->f16w, (int)w.ne[0], c->f16x,
 			       (int)w.ne[0], bf16, y, (int)y_ld, err);
+		return;
+	}
+	if (step_use_mmq(c, w, rows)) {
+		mmq_args q = {};
+
+		q.w = (const uint8_t *)w.data;
+		q.row_bytes = w.row_bytes;
+		q.n_in = w.ne[0];
+		q.n_out = w.ne[1];
+		q.x = step_quantize(c, w, x, x_ld, rows, c->xq);
+		q.x_ld = c->xq_bytes;
+		q.y = y;
+		q.y_ld = y_ld;
+		q.rows = rows;
+		q.accumulate = accumulate;
+		k_mmq(w.type, q, s);
 		return;
 	}
 	mmv_args a = {};
@@ -445,7 +491,7 @@ static void step_mm_qkv(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
 	uint32_t n = 1;
 	mmv_args a = {};
 
-	if (step_fuse() && !step_use_blas(c, L.wq, rows) &&
+	if (step_fuse() && step_use_mmv(c, L.wq, rows) &&
 	    step_same_rows(L.wq, L.wk))
 		n = step_same_rows(L.wq, L.wv) ? 3 : 2;
 	if (n == 1) {
@@ -579,11 +625,11 @@ static void step_attention(cuda_ctx *c, uint32_t il, uint32_t rows,
 	step_dirty(c, c->att);
 	/* the merge quantizes for wo (one launch fewer), where it can */
 	if (step_fuse() && !step_use_blas(c, L.wo, rows) &&
-	    k_att_quantizes(k_act_type(L.wo.type), m.n_head, m.head_dim_v) &&
+	    k_att_quantizes(step_act(c, L.wo, rows), m.n_head, m.head_dim_v) &&
 	    L.wo.ne[0] == (int64_t)natt) {
 		a.xq = c->xq;
 		a.xq_ld = c->xq_bytes;
-		a.act = k_act_type(L.wo.type);
+		a.act = step_act(c, L.wo, rows);
 	}
 	k_attention(a, rows, s);
 	if (a.xq) {
@@ -604,7 +650,7 @@ static void step_ffn_dense(cuda_ctx *c, const cuda_layer &L, uint32_t rows,
 	    L.ffn_gate.ne[1] == L.ffn_up.ne[1] &&
 	    L.ffn_gate.row_bytes == L.ffn_up.row_bytes &&
 	    L.ffn_gate.repacked == L.ffn_up.repacked &&
-	    !step_use_blas(c, L.ffn_gate, rows)) {
+	    step_use_mmv(c, L.ffn_gate, rows)) {
 		/* gate and up in one pass over x, SwiGLU on the way out */
 		mmv_args a = {};
 

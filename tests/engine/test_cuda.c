@@ -13,10 +13,13 @@
  * What must hold: activation quantization byte for byte the CPU's; the
  * int8 mat-vec products the CPU's dot products up to the order floats
  * are added (MMV_REL); the F16 cuBLAS products within F16 rounding of
- * the float product (CUBLAS_REL); the row operations the CPU's within
- * float rounding.
+ * the float product (CUBLAS_REL); the int8 tensor-core products (mmq.cu)
+ * the product of the Q8_1-rounded activations up to float sums
+ * (MMQ_REL), the mma instruction's fragments as the PTX ISA lays them
+ * out; the row operations the CPU's within float rounding.
  */
 #include <check.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +39,12 @@
 #define MMV_REL 2e-5
 /* activations rounded to F16 (2^-11), weights as dequantized */
 #define CUBLAS_REL 4e-3
+/*
+ * the int8 tensor-core products (mmq.cu) against the double product of
+ * the weights and the activations as Q8_1 rounds them: integer sums
+ * exact, then float sums in another order (seen: 3e-7)
+ */
+#define MMQ_REL 1e-5
 
 static const struct cuda_api *api;
 static struct cuda_dev *dev;
@@ -292,6 +301,211 @@ END_TEST
 START_TEST(test_matmul_cublas)
 {
 	check_matmul(weight_types[_i], 5, CUDA_MATMUL_CUBLAS);
+}
+END_TEST
+
+/* ---- int8 tensor cores (mmq.cu, mma.cuh) ---------------------------------- */
+
+/* rows of n floats as Q8_1 rounds them (the CPU's quantizer: the module's) */
+static void q8_1_round(float *x, int64_t n, uint32_t rows)
+{
+	uint64_t rb;
+	uint8_t *q;
+
+	ck_assert(io_type_row_bytes(IO_TYPE_Q8_1, n, &rb) == 0);
+	q = malloc(rb);
+	for (uint32_t r = 0; r < rows; r++) {
+		quant_from_float(IO_TYPE_Q8_1, x + r * n, q, n);
+		for (int64_t b = 0; b < n / 32; b++) {
+			const uint8_t *blk = q + 36 * b;
+			const float d = quant_fp16_to_fp32(
+				(uint16_t)(blk[0] | blk[1] << 8));
+
+			for (int i = 0; i < 32; i++)
+				x[r * n + 32 * b + i] = d * (float)(int8_t)
+								    blk[4 + i];
+		}
+	}
+	free(q);
+}
+
+enum mma_fusion { MMA_PLAIN, MMA_ACCUMULATE, MMA_SWIGLU };
+
+/*
+ * y = w . x (or y += it, or SwiGLU of w . x and w2 . x) for cols rows of
+ * x on the tensor-core kernel (mode MMA; more than 32 rows). The result
+ * must be far closer to the product with Q8_1-rounded activations than
+ * to the float product (1e-7 against 4e-3 seen): a fallback to cuBLAS
+ * (F16 activations) or to the mat-vec kernel (Q8_K for the K-quants)
+ * fails it.
+ */
+static void check_mma(uint32_t type, int64_t n_in, int64_t n_out, uint32_t cols,
+		      enum mma_fusion fusion)
+{
+	const size_t ld = n_out + 8, ny = n_out * cols;
+	uint64_t rb;
+	uint8_t *w = rand_matrix(type, n_out, n_in, &rb);
+	uint8_t *w2 = fusion == MMA_SWIGLU ?
+			      rand_matrix(type, n_out, n_in, &rb) :
+			      NULL;
+	float *x = malloc(n_in * cols * sizeof(float));
+	float *xr = malloc(n_in * cols * sizeof(float));
+	float *y0 = malloc(ny * sizeof(float));
+	float *got = malloc(ny * sizeof(float));
+	float *want = malloc(ny * sizeof(float));
+	float *want_f = malloc(ny * sizeof(float));
+	float *up = malloc(ny * sizeof(float));
+	struct err err = { 0 };
+	struct cuda_matmul mm = { 0 };
+	double e, e_f;
+
+	rand_floats(x, n_in * cols, 2.0f);
+	rand_floats(y0, ny, 4.0f);
+	memcpy(xr, x, n_in * cols * sizeof(float));
+	q8_1_round(xr, n_in, cols);
+	mm.w_type = type;
+	mm.w = dev_from(w, rb * n_out);
+	mm.w2 = w2 ? dev_from(w2, rb * n_out) : NULL;
+	mm.row_bytes = rb;
+	mm.n_in = n_in;
+	mm.n_out = n_out;
+	mm.x = dev_from(x, n_in * cols * sizeof(float));
+	mm.x_ld = n_in;
+	mm.y = dev_alloc(ld * cols * sizeof(float));
+	mm.y_ld = ld;
+	mm.rows = cols;
+	mm.mode = CUDA_MATMUL_MMA;
+	mm.accumulate = fusion == MMA_ACCUMULATE;
+	for (uint32_t c = 0; mm.accumulate && c < cols; c++)
+		ck_assert(api->copy_in(dev, mm.y + c * ld, y0 + c * n_out,
+				       n_out * sizeof(float), &err) == 0);
+	ck_assert_msg(api->matmul(dev, &mm, &err) == 0, "%s", err.msg);
+	for (uint32_t c = 0; c < cols; c++)
+		host_from(got + c * n_out, mm.y + c * ld,
+			  n_out * sizeof(float));
+	float_matmul(type, w, rb, n_in, n_out, xr, cols, want);
+	float_matmul(type, w, rb, n_in, n_out, x, cols, want_f);
+	for (size_t i = 0; fusion == MMA_ACCUMULATE && i < ny; i++) {
+		want[i] += y0[i];
+		want_f[i] += y0[i];
+	}
+	if (fusion == MMA_SWIGLU) {
+		float_matmul(type, w2, rb, n_in, n_out, xr, cols, up);
+		for (size_t i = 0; i < ny; i++)
+			want[i] = want[i] / (1.0f + expf(-want[i])) * up[i];
+		float_matmul(type, w2, rb, n_in, n_out, x, cols, up);
+		for (size_t i = 0; i < ny; i++)
+			want_f[i] = want_f[i] / (1.0f + expf(-want_f[i])) *
+				    up[i];
+	}
+	e = rel_err(got, want, ny);
+	e_f = rel_err(got, want_f, ny);
+	ck_assert_msg(
+		e <= MMQ_REL && e < e_f / 20,
+		"%s %lld x %lld, %u rows, fusion %d: error %.3g (> %.3g), %.3g against the float product (seed %llu)",
+		quant_type_name(type), (long long)n_out, (long long)n_in, cols,
+		fusion, e, MMQ_REL, e_f, (unsigned long long)seed);
+	api->free(dev, (void *)mm.w);
+	if (mm.w2)
+		api->free(dev, (void *)mm.w2);
+	api->free(dev, (void *)mm.x);
+	api->free(dev, mm.y);
+	free(w);
+	free(w2);
+	free(x);
+	free(xr);
+	free(y0);
+	free(got);
+	free(want);
+	free(want_f);
+	free(up);
+}
+
+static const uint32_t mma_types[] = { IO_TYPE_Q8_0, IO_TYPE_Q4_0, IO_TYPE_Q4_K,
+				      IO_TYPE_Q6_K };
+#define N_MMA_TYPES (sizeof(mma_types) / sizeof(mma_types[0]))
+
+/*
+ * each type: tiles cut at both edges (rows and columns not multiples of
+ * 64), one stage and several, a stage cut short (the 32-element types'
+ * K not a multiple of 256), the fusions
+ */
+START_TEST(test_matmul_mma)
+{
+	const uint32_t type = mma_types[_i];
+	const bool k_quant = type == IO_TYPE_Q4_K || type == IO_TYPE_Q6_K;
+
+	check_mma(type, 256, 72, 33, MMA_PLAIN);
+	check_mma(type, k_quant ? 768 : 544, 130, 70, MMA_PLAIN);
+	check_mma(type, k_quant ? 512 : 96, 64, 129, MMA_ACCUMULATE);
+	check_mma(type, 512, 40, 40, MMA_SWIGLU);
+}
+END_TEST
+
+/*
+ * The instruction's fragment layout, transcribed here from the PTX ISA
+ * (section 9.7.14.5, "Matrix Fragments for mma.m16n8k32", .s8 A and B,
+ * .s32 C and D) apart from engine/cuda/mma.cuh's: every lane's registers
+ * built from known A, B, C by the ISA's element tables, the D each lane
+ * gets checked element by element. On the simulator it checks the
+ * emulation; on a card (tools/gpu-check.sh), the hardware against the
+ * same tables.
+ */
+START_TEST(test_mma_fragments)
+{
+	int (*run)(int, int32_t *);
+	int8_t a[16][32], b[32][8];
+	int32_t c[16][8], regs[32 * 10] = { 0 };
+	void *h = dlopen(engine_cuda_module_path(), RTLD_NOW | RTLD_NOLOAD);
+
+	ck_assert_msg(h, "%s", dlerror());
+	*(void **)&run = dlsym(h, "llmfs_cuda_mma_fragments");
+	ck_assert_msg(run, "%s", dlerror());
+	/* the extremes of int8 among random values */
+	for (int i = 0; i < 16 * 32; i++)
+		a[i / 32][i % 32] = i == 0 ? -128 :
+				    i == 1 ? 127 :
+					     (int8_t)(rng_next() >> 56);
+	for (int i = 0; i < 32 * 8; i++)
+		b[i / 8][i % 8] = i == 0 ? -128 : (int8_t)(rng_next() >> 56);
+	for (int i = 0; i < 16 * 8; i++)
+		c[i / 8][i % 8] = (int32_t)(rng_next() >> 44) - (1 << 19);
+	for (int lane = 0; lane < 32; lane++) {
+		const int group = lane >> 2, tig = lane % 4;
+		uint32_t *r = (uint32_t *)regs + 10 * lane;
+
+		for (int i = 0; i < 16; i++) { /* a0..a15, 4 to a register */
+			const int row = i < 4 || (i >= 8 && i < 12) ? group :
+								      group + 8;
+			const int col = tig * 4 + (i & 3) + (i >= 8 ? 16 : 0);
+
+			r[i / 4] |= (uint32_t)(uint8_t)a[row][col]
+				    << (8 * (i % 4));
+		}
+		for (int i = 0; i < 8; i++) { /* b0..b7 */
+			const int row = tig * 4 + (i & 3) + (i >= 4 ? 16 : 0);
+
+			r[4 + i / 4] |= (uint32_t)(uint8_t)b[row][group]
+					<< (8 * (i % 4));
+		}
+		for (int i = 0; i < 4; i++) /* c0..c3 */
+			r[6 + i] = (uint32_t)
+				c[i < 2 ? group : group + 8][tig * 2 + (i & 1)];
+	}
+	ck_assert_int_eq(run(0, regs), 0);
+	for (int lane = 0; lane < 32; lane++)
+		for (int i = 0; i < 4; i++) {
+			const int row = i < 2 ? lane / 4 : lane / 4 + 8;
+			const int col = lane % 4 * 2 + (i & 1);
+			int32_t want = c[row][col];
+
+			for (int k = 0; k < 32; k++)
+				want += (int32_t)a[row][k] * b[k][col];
+			ck_assert_msg(regs[10 * lane + 6 + i] == want,
+				      "lane %d d%d (D[%d][%d]): %d, want %d",
+				      lane, i, row, col,
+				      regs[10 * lane + 6 + i], want);
+		}
 }
 END_TEST
 
@@ -1423,6 +1637,8 @@ static void cuda_add_tests(TCase *tc)
 	CUDA_ADD(tc, test_quantize_q8_K);
 	CUDA_ADD_LOOP(tc, test_matmul_mmv, N_WEIGHT_TYPES);
 	CUDA_ADD_LOOP(tc, test_matmul_cublas, N_WEIGHT_TYPES);
+	CUDA_ADD_LOOP(tc, test_matmul_mma, N_MMA_TYPES);
+	CUDA_ADD(tc, test_mma_fragments);
 	/* F32, F16, BF16: the first three weight types */
 	CUDA_ADD_LOOP(tc, test_matmul_float_bits, 3);
 	CUDA_ADD_LOOP(tc, test_matmul_quant_bits, N_WEIGHT_TYPES - 3);

@@ -15,7 +15,9 @@
  *   batch      4 sequences decoding in one pass give each one's logits
  *              bit for bit as decoding alone
  *   prefill    the prompt through cuBLAS (F16) against the int8 kernels,
- *              dense models (F16 activations flip MoE expert choices)
+ *              dense models (F16 activations flip MoE expert choices);
+ *              and a prompt of more than 32 rows on the int8 tensor
+ *              cores (mmq.cu) against cuBLAS
  *
  * Module: $LLMFS_CUDA_MODULE, else build/lib/llmfs-cuda-sim.so. On a GPU
  * (tools/gpu-check.sh) every prompt of every model, 48 steps. The
@@ -40,6 +42,8 @@
 #include "../common/check_main.h"
 
 #define STEPS 48
+/* the int8 tensor cores' prefill against cuBLAS's */
+#define MMA_PREFILL_REL 0.05
 #define MAX_MODELS 16
 
 /* golden steps checked: all 48 on a GPU, fewer on the simulator */
@@ -50,6 +54,13 @@ static bool simulated;
 static int n_prompts_max;
 static char *stems[MAX_MODELS];
 static int n_stems;
+/*
+ * test_prefill_mma's: the stems; on the simulator, unless models are
+ * named, the one with Q8_0, Q4_K and Q6_K products (the three models
+ * the others take have none that mmq.cu takes)
+ */
+static const char *mma_stems[MAX_MODELS];
+static int n_mma_stems;
 
 struct run {
 	struct engine_model *m;
@@ -563,6 +574,72 @@ START_TEST(test_prefill_cublas)
 }
 END_TEST
 
+/*
+ * Prompts past 32 rows on the int8 tensor cores (CUDA_MATMUL_MMA, mmq.cu)
+ * against cuBLAS on F16 activations, the nearest of the prefill paths to
+ * the exact product: the golden prompt and its 48 golden tokens as one
+ * pass (past the 32 rows the mat-vec kernel keeps), the last row's
+ * logits, within a share of their scale. Int8 activations drift these
+ * tiny random models' logits by percents (on the simulator, the mixed
+ * model: mma 0.016 from cuBLAS, the mat-vec kernel 0.024 from it, the
+ * two 0.028 apart); a wrong product is off by the whole scale.
+ */
+START_TEST(test_prefill_mma)
+{
+	const char *stem = mma_stems[_i];
+	struct run a, b;
+	int n;
+	json_t **lines;
+	double max_rel = 0;
+
+	if (strstr(stem, "moe") || !strcmp(stem, "stories260K")) {
+		/* experts stay on the mat-vec kernel; F32 has no mmq */
+		printf("gpu %-28s prefill on int8 tensor cores: left out (%s)\n",
+		       stem, strstr(stem, "moe") ? "MoE" : "all F32");
+		return;
+	}
+	run_open(&a, stem, IO_TYPE_F16, IO_TYPE_F16, CUDA_MATMUL_CUBLAS);
+	run_open(&b, stem, IO_TYPE_F16, IO_TYPE_F16, CUDA_MATMUL_MMA);
+	lines = golden_lines(stem, &n);
+	float *la = malloc(a.n_vocab * 4), *lb = malloc(a.n_vocab * 4);
+	for (int li = 0; li < n; li++) {
+		size_t n_prompt, n_tok;
+		int32_t *prompt = json_ids(
+			json_object_get(lines[li], "prompt_tokens"), &n_prompt);
+		int32_t *tokens = json_ids(json_object_get(lines[li], "tokens"),
+					   &n_tok);
+		int32_t *all = malloc((n_prompt + n_tok) * sizeof(*all));
+		struct err err = { 0 };
+		double scale = 1.0, diff = 0;
+
+		memcpy(all, prompt, n_prompt * sizeof(*all));
+		memcpy(all + n_prompt, tokens, n_tok * sizeof(*all));
+		ck_assert_uint_gt(n_prompt + n_tok, 32);
+		run_forward(&a, 0, all, (uint32_t)(n_prompt + n_tok), la);
+		run_forward(&b, 0, all, (uint32_t)(n_prompt + n_tok), lb);
+		for (uint32_t i = 0; i < a.n_vocab; i++) {
+			scale = fmax(scale, fabs(la[i]));
+			diff = fmax(diff, fabs(lb[i] - la[i]));
+		}
+		max_rel = fmax(max_rel, diff / scale);
+		ck_assert(api->ctx_seq_truncate(a.ctx, 0, 0, &err) == 0);
+		ck_assert(api->ctx_seq_truncate(b.ctx, 0, 0, &err) == 0);
+		free(prompt);
+		free(tokens);
+		free(all);
+	}
+	printf("gpu %-28s prefill on int8 tensor cores against cuBLAS: max err %.3g of the logits' scale\n",
+	       stem, max_rel);
+	ck_assert_msg(max_rel < MMA_PREFILL_REL, "%s: mma prefill off by %.3g",
+		      stem, max_rel);
+	free(la);
+	free(lb);
+	golden_free(lines, n);
+	run_close(&a);
+	run_close(&b);
+}
+END_TEST
+
 /* ---- setup --------------------------------------------------------------- */
 
 static int device_opens(char *why, size_t cap)
@@ -656,6 +733,12 @@ static int model_setup(void)
 		n_stems++;
 	}
 	closedir(d);
+	if (simulated && !getenv("LLMFS_CUDA_MODELS")) {
+		mma_stems[n_mma_stems++] = "tiny-qwen3-bpe16k-mixq";
+	} else {
+		for (int i = 0; i < n_stems; i++)
+			mma_stems[n_mma_stems++] = stems[i];
+	}
 	printf("module %s (%s), %d models, %d prompts each\n",
 	       engine_cuda_module_path(), api->how, n_stems, n_prompts_max);
 	return n_stems ? 0 : CHECK_SKIP;
@@ -668,6 +751,7 @@ static void model_add_tests(TCase *tc)
 	tcase_add_loop_test(tc, test_vs_cpu_q8_0, 0, n_stems);
 	tcase_add_loop_test(tc, test_batch, 0, n_stems);
 	tcase_add_loop_test(tc, test_prefill_cublas, 0, n_stems);
+	tcase_add_loop_test(tc, test_prefill_mma, 0, n_mma_stems);
 }
 
 const struct check_main check_main = {
