@@ -92,6 +92,13 @@
 #             all gpu0: the mount's path). 16 sequences read the weights
 #             twice (8 rows a read): about 2x one sequence's step where
 #             the products are bound by memory, ~7x measured (gpu.md)
+#   mmq       (not by default) the int8 tensor-core prefill (mmq.cu,
+#             opt-in) against cuBLAS: test_cuda_model's prompts past 32
+#             rows on it (the K-quant model), then pp512 of
+#             llmfs-cuda-bench --matmul mma and --matmul cublas on the
+#             0.6B and 8B Q4_K_M (8B Q8_0 if written), and llmfs-bench's
+#             pp512 with LLMFS_CUDA_MATMUL=mma (the backend's path):
+#             GPU_CHECK_PARTS="tests mmq"
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
 #             llmfs-cuda-bench on the 0.6B model: the 12 kernels of the
 #             most total time into profile.log, the first 3 in the table
@@ -712,6 +719,40 @@ if part batch && [ -f "$vocab" ]; then
 lanes LLMFS_CUDA_MMV=lanes
 old LLMFS_CUDA_MMV=old}"
 		fits 40 && batch_backend "$m"
+	done
+fi
+# The int8 tensor-core prefill (mmq.cu; opt-in: --matmul mma, and
+# LLMFS_CUDA_MATMUL=mma for the engine's backend) against cuBLAS on
+# dequantized halves: pp512 of llmfs-cuda-bench each way on the 0.6B and
+# 8B Q4_K_M (and the 8B Q8_0 where the bench part wrote it), then the
+# backend's pp512 (llmfs-bench, all on gpu0) with it; correctness first:
+# test_cuda_model's prompts past 32 rows on it against cuBLAS
+# (test_cuda's mma tests ran in the tests part). Not by default:
+# GPU_CHECK_PARTS="mmq" (about 150 s with the models written)
+mmq_pp() { # model
+	local m=$1 j=$WORK/bench-mmq-$1 a b e
+	for k in cublas mma; do
+		echo "== mmq $m --matmul $k" >>"$OUT/bench.log"
+		limited 45 "$OUT/bench.log" "$BIN/llmfs-cuda-bench" \
+			-m "$WORK/$m.gguf" -r 2 -n 1 -d 0 -s 0 --matmul $k \
+			-j "$j.$k.json"
+	done
+	a=$(fig "$j.mma.json" pp512)
+	b=$(fig "$j.cublas.json" pp512)
+	e=
+	fits 30 && e=$(LLMFS_CUDA_MATMUL=mma ebench "$m" pp512-mma gpu -p 512 -r 2)
+	row "mmq" "" "$(printf '%-11s %-12s mma %8s t/s  cuBLAS %8s  %-6s backend mma %s' \
+		pp512 "$m" "${a:--}" "${b:--}" "$(ratio "$a" "$b")" "${e:--}")"
+}
+if part mmq; then
+	LLMFS_CUDA_MODELS=kquant limited 90 "$OUT/tests.log" \
+		"$BIN/test_cuda_model"
+	result mmq-model $? "$(grep -E 'int8 tensor cores' "$OUT/tests.log" | tail -n 1 | sed 's/^gpu *//' | cut -c1-90)"
+	for m in 0.6b-q4_k_m 8b-q4_k_m 8b-q8_0; do
+		[ -f "$vocab" ] || break
+		[ $m = 8b-q8_0 ] && [ ! -s "$WORK/$m.gguf" ] && continue
+		fits 60 && write_model "$m" || continue
+		fits 40 && mmq_pp "$m"
 	done
 fi
 if [ -n "$have_sanitizer" ]; then
