@@ -122,13 +122,12 @@ __device__ __forceinline__ void mma_s8_16832(int d[4], const mma_s8_frag &f,
 					     const int c[4])
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-		     "{%10, %11, %12, %13};"
-		     : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-		     : "r"(f.a[0]), "r"(f.a[1]), "r"(f.a[2]), "r"(f.a[3]),
-		       "r"(f.b[0]), "r"(f.b[1]), "r"(c[0]), "r"(c[1]),
-		       "r"(c[2]), "r"(c[3]));
+	asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+	    "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+	    "{%10, %11, %12, %13};"
+	    : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+	    : "r"(f.a[0]), "r"(f.a[1]), "r"(f.a[2]), "r"(f.a[3]), "r"(f.b[0]),
+	      "r"(f.b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
 #else
 	/* no int8 tensor cores before sm_80: never launched there */
 	(void)f;

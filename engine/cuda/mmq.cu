@@ -171,6 +171,7 @@ __device__ __forceinline__ void mmq_load_w(mmq_shared &sh, const mmq_args &a,
 }
 
 /* the same for the activations: Q8_1 blocks, copied, d and d sum(q) */
+template <int T>
 __device__ __forceinline__ void mmq_load_x(mmq_shared &sh, const mmq_args &a,
 					   int64_t col0, int64_t k0)
 {
@@ -188,7 +189,8 @@ __device__ __forceinline__ void mmq_load_x(mmq_shared &sh, const mmq_args &a,
 			const int q = b ? cuda_load_int_b4(b->qs + 4 * k) : 0;
 
 			*(int *)&sh.x[c][32 * kb + 4 * k] = q;
-			sum += byte_sum(q);
+			if (mmq_type<T>::MINS)
+				sum += byte_sum(q);
 		}
 		/* d * sum(q) in float: the block's half s is 2^-11 off it */
 		sh.xd[c][kb] = b ? cuda_h2f(b->d) : 0.0f;
@@ -273,7 +275,7 @@ __global__ void __launch_bounds__(32 * MMQ_WARPS) mmq_kernel(mmq_args a)
 	for (int64_t k0 = 0; k0 < a.n_in / 32; k0 += MMQ_KB) {
 		__syncthreads(); /* the last stage's reads are done */
 		mmq_load_w<T>(sh, a, row0, k0);
-		mmq_load_x(sh, a, col0, k0);
+		mmq_load_x<T>(sh, a, col0, k0);
 		__syncthreads();
 		mmq_stage<T>(sh, w, lane, acc);
 	}
