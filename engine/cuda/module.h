@@ -63,7 +63,7 @@ enum cuda_rope_mode {
  * sums), the weights dequantized to F16 and multiplied by cuBLAS (tensor
  * cores, F32 accumulation), or int8 tensor-core tiles (engine/cuda/
  * mmq.cu: Q4_0, Q8_0, Q4_K, Q6_K weights, batches past 32 rows; other
- * products as AUTO). AUTO picks by batch size; LLMFS_CUDA_MATMUL=
+ * types to cuBLAS). AUTO picks by batch size; LLMFS_CUDA_MATMUL=
  * mmv|cublas|mma forces one.
  */
 enum cuda_matmul_mode {
