@@ -391,9 +391,10 @@ static cudaError_t sim_fail(cudaError_t e)
  * - a kernel that faults leaves the context broken: the launch returns
  *   at once, the fault shows at the next call, and every call from then
  *   on returns it (a "sticky" error). LLMFS_SIM_FAIL_LAUNCH=N makes the
- *   Nth launch since the variable was set (from 1; in the environment
- *   at start: of the process) such a kernel: it does not run, and every
- *   later call returns cudaErrorLaunchFailure. How the engine reports a
+ *   Nth kernel to run since the variable was set (from 1; in the
+ *   environment at start: of the process; a graph's kernels count as
+ *   they run, each launch of it) such a kernel: it does not run, and
+ *   every later call returns cudaErrorLaunchFailure. How the engine reports a
  *   device's failure is tested so (test_multidevice, tests/fs/gpu0.sh).
  */
 /*
@@ -889,9 +890,13 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t e, cudaGraph_t g,
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s)
 {
 	(void)s;
+	if (sim_gate())
+		return sim_last;
 	sim_counts.graphs++;
+	/* a kernel that faults stops the rest, as the context breaks */
 	for (auto &op : e->ops)
-		op();
+		if (sim_sticky == cudaSuccess)
+			op();
 	return cudaSuccess;
 }
 
@@ -1084,7 +1089,7 @@ static void sim_run_grid(dim3 grid, dim3 block, size_t shmem,
 	sim_ids = nullptr;
 }
 
-/* Whether this launch is LLMFS_SIM_FAIL_LAUNCH's (then the context breaks). */
+/* Whether this kernel is LLMFS_SIM_FAIL_LAUNCH's (then the context breaks). */
 static bool sim_launch_faults()
 {
 	const char *s = getenv("LLMFS_SIM_FAIL_LAUNCH");
@@ -1151,12 +1156,13 @@ void sim_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
 		sim_fail(cudaErrorInvalidConfiguration);
 		return;
 	}
-	if (sim_launch_faults())
-		return;
 	sim_count(&sim_counts.launches, stream);
 	sim_enqueue(stream, [=] {
 		sim_block *outer = sim_b;
 
+		/* where it runs: a kept graph's kernels fault too */
+		if (sim_launch_faults())
+			return;
 		sim_trace(kernel, grid, block, shmem);
 		sim_run_grid(grid, block, shmem, body);
 		sim_b = outer;
