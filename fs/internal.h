@@ -608,6 +608,12 @@ struct fs_options {
 	bool batch_exact;	   /* --batch-exact: engine_model_options */
 	/* --placement: a placement line for each local model at its load */
 	const char *placement;
+	/*
+	 * --devices auto found a GPU: without --placement, each local
+	 * model's load applies the planner's pick ("auto") before its
+	 * weights are read, a failure leaving it on the CPU
+	 */
+	bool place_auto;
 };
 
 /* ---- per-uid limits (limits.c) ------------------------------------------ */

@@ -567,6 +567,7 @@ static int mount_devices(struct mount_args *a, const char *devices)
 	struct err err = { 0 };
 	bool auto_gpus;
 	char name[16];
+	int found;
 
 	/* --devices auto, or nothing said: the GPUs the CUDA module finds */
 	/*
@@ -597,8 +598,13 @@ static int mount_devices(struct mount_args *a, const char *devices)
 		return 0;
 	}
 	/* none found is normal (no GPU, no CUDA): asked for, it is said */
-	if (auto_gpus && engine_gpu_probe(&a->opt.devices, &err) < 0 && devices)
+	if (!auto_gpus)
+		return 0;
+	found = engine_gpu_probe(&a->opt.devices, &err);
+	if (found < 0 && devices)
 		fprintf(stderr, "llmfs: --devices auto: %s\n", err.msg);
+	/* asked for by name: the models go where the planner says */
+	a->opt.place_auto = devices && found > 0;
 	return 0;
 }
 

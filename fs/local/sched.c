@@ -126,8 +126,21 @@ static void sched_fail(struct fs_model *fm, const char *what, const char *msg)
 	pthread_mutex_unlock(&fm->lock);
 }
 
+/*
+ * What the load places before reading the weights: --placement, else
+ * the planner's pick where --devices auto found a GPU (fs_options
+ * place_auto), else nothing (all on the host, as the file is read).
+ */
+static const char *sched_placement(const struct fs_model *fm)
+{
+	return fm->fs->opt.placement  ? fm->fs->opt.placement :
+	       fm->fs->opt.place_auto ? "auto" :
+					NULL;
+}
+
 static void sched_load(struct fs_model *fm)
 {
+	const char *place = sched_placement(fm);
 	const struct engine_ctx_options copt = {
 		.threads = fm->fs->opt.threads,
 		.kv_mem = fm->fs->opt.kv_mem,
@@ -145,7 +158,7 @@ static void sched_load(struct fs_model *fm)
 			.numa_node = fm->fs->opt.numa_node,
 			.devices = &fm->fs->opt.devices,
 			/* placed before the reading: a GPU's from the file */
-			.defer = fm->fs->opt.placement != NULL,
+			.defer = place != NULL,
 		},
 	};
 	struct engine_model *m = NULL;
@@ -168,8 +181,12 @@ static void sched_load(struct fs_model *fm)
 	rc = engine_model_open(&m, fm->path, &opt, &err);
 	if (!rc)
 		rc = engine_ctx_new(&ctx, m, &copt, &err);
-	if (!rc && opt.load.defer)
-		rc = engine_placement_apply(ctx, fm->fs->opt.placement, &err);
+	if (!rc && place && (rc = engine_placement_apply(ctx, place, &err)) &&
+	    !fm->fs->opt.placement) {
+		/* the plan could not be placed: on the host, as without */
+		fs_errors_add(&fm->errors, "load: placement auto: %s", err.msg);
+		rc = 0;
+	}
 	if (!rc && opt.load.defer)
 		rc = engine_model_load(m, &err);
 	if (rc) {

@@ -14,6 +14,9 @@
 #     of every tensor reads back the CPU mount's (the file's) bytes, the
 #     answer is llmfs-run's gpu0 text, and after 'all cpu' the CPU's;
 #     a capped gpu0 too small fails the load with errors saying why;
+#   - mounted with --devices auto: the planner's pick applied before the
+#     load (all-gpu: straight into VRAM, llmfs-run's gpu0 text; on the
+#     simulator with too little VRAM, all-cpu);
 #   - on the simulator, a kernel that faults (LLMFS_SIM_FAIL_LAUNCH)
 #     makes llmfs-run fail with "gpu0: ..." instead of printing garbage.
 . "$(dirname "$0")/mount-lib.bash"
@@ -118,6 +121,37 @@ printf '%s' "$P" > "$S/generate"
 cat "$S/generate" > "$WORK/back"
 same "$WORK/expect" "$WORK/back" "then moved to the CPU: the CPU's text"
 unmount_llmfs
+
+# ---- --devices auto: the planner's pick applied before the load ----
+mount_llmfs --devices auto --name stories="$STORIES"
+wait_loaded || fail "model loaded in 120 s"
+check "--devices auto: the model is ready" \
+	grep -q '^stories .* ready ' "$MNT/models"
+check "--devices auto: what is placed is the plan's all-gpu" \
+	grep -q '^placed all-gpu ' "$S/placement"
+check "--devices auto: the tensors are on gpu0, no placement written" \
+	grep -q '^blk.0.attn_q.weight .* gpu0$' "$S/placement"
+check "--devices auto: the plan was placed ($(cat "$S/errors"))" \
+	eval '! grep -q "placement auto" "$S/errors"'
+check "--devices auto: stats counts every tensor byte loaded" \
+	grep -qx "load_bytes $total" "$S/stats"
+printf 'temperature=0\nmax_tokens=%d\n' $N > "$S/config"
+printf '%s' "$P" > "$S/generate"
+cat "$S/generate" > "$WORK/auto"
+same "$WORK/gpu-run" "$WORK/auto" "placed by the planner at open: llmfs-run's gpu0 text"
+unmount_llmfs
+if [ "$LLMFS_CUDA_MODULE" = "$SIM" ]; then
+	# a GPU too small for all-gpu (160 MiB, the simulated context's 128
+	# in it): the planner's pick at open is the CPU
+	LLMFS_SIM_VRAM=$((160 << 20)) mount_llmfs --devices auto --name stories="$STORIES"
+	wait_loaded
+	check "--devices auto, a small gpu0: the model is ready" \
+		grep -q '^stories .* ready ' "$MNT/models"
+	check "... placed all-cpu, by the plan" grep -q '^placed all-cpu ' "$S/placement"
+	check "... its tensors on the CPU" \
+		grep -q '^blk.0.attn_q.weight .* cpu$' "$S/placement"
+	unmount_llmfs
+fi
 
 mount_llmfs --devices gpu0:vram=1M --placement "all gpu0" --name stories="$STORIES"
 wait_loaded
