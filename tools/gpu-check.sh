@@ -88,7 +88,9 @@
 #             step's time for 1, 4 and 16 sequences 32 deep, on the
 #             module's path (llmfs-cuda-bench -s 1,4,16) with each
 #             product kernel in turn (GPU_CHECK_BATCH_VARIANTS: lines of
-#             NAME ENV...), and on the engine's backend (llmfs-bench -s,
+#             NAME ENV... [-- BENCH ARGS]; with int8 tensor cores in the
+#             build, batches past 8 rows on them too: LLMFS_CUDA_MMV_ROWS=8
+#             --matmul mma), and on the engine's backend (llmfs-bench -s,
 #             all gpu0: the mount's path). 16 sequences read the weights
 #             twice (8 rows a read): about 2x one sequence's step where
 #             the products are bound by memory, ~7x measured (gpu.md)
@@ -685,15 +687,23 @@ fi
 # Many sequences a step (not by default): the module's step for 1, 4 and
 # 16 sequences with each product kernel, then the backend's (the mount's
 # path), each beside one sequence's step
-batch_variant() { # model, name, env...
-	local m=$1 name=$2 j=$WORK/bench-batch-$1-$2.json
+batch_variant() { # model, name, env... [-- llmfs-cuda-bench args (--matmul cublas)]
+	local m=$1 name=$2 j=$WORK/bench-batch-$1-$2.json env=() args=()
 	shift 2
-	echo "== batch $m $name: $*" >>"$OUT/bench.log"
-	env "$@" timeout 60 "$BIN/llmfs-cuda-bench" -m "$WORK/$m.gguf" \
-		-r 2 -p 16 -n 1 -d 0 -s 1,4,16 -g 32 --matmul cublas -j "$j" \
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do env+=("$1") && shift; done
+	[ $# -gt 0 ] && shift && args=("$@")
+	[ ${#args[@]} -gt 0 ] || args=(--matmul cublas)
+	echo "== batch $m $name: ${env[*]} -- ${args[*]}" >>"$OUT/bench.log"
+	env "${env[@]}" timeout 60 "$BIN/llmfs-cuda-bench" -m "$WORK/$m.gguf" \
+		-r 2 -p 16 -n 1 -d 0 -s 1,4,16 -g 32 "${args[@]}" -j "$j" \
 		>>"$OUT/bench.log" 2>&1
 	result "" $? "$(printf '%-12s %s' "$name" "$(steps "$j" 32)")"
 }
+# past 8 rows on int8 tensor cores (mmq.cu), where this build has them
+batch_mma=
+"$BIN/llmfs-cuda-bench" --help 2>&1 | grep -q 'mma' &&
+	batch_mma="
+mma-past-8 LLMFS_CUDA_MMV_ROWS=8 -- --matmul mma"
 batch_backend() { # model
 	local m=$1 s a line="backend     ms a step"
 	local -A ms=()
@@ -717,7 +727,7 @@ if part batch && [ -f "$vocab" ]; then
 			fits 30 && batch_variant "$m" "$name" $env
 		done <<<"${GPU_CHECK_BATCH_VARIANTS:-cpu-order LLMFS_CUDA_MMV=cpu
 lanes LLMFS_CUDA_MMV=lanes
-old LLMFS_CUDA_MMV=old}"
+old LLMFS_CUDA_MMV=old$batch_mma}"
 		fits 40 && batch_backend "$m"
 	done
 fi

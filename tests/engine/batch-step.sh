@@ -5,7 +5,10 @@
 # of one sequence launches, each over all 9 rows, none per sequence
 # (tools/step-trace.sh over the module's simulator). 9: past the 8 rows
 # the mat-vec kernel takes a weight read. Documentation/gpu.md, "Many
-# sequences a step", says what a card then spends on them.
+# sequences a step", says what a card then spends on them. Then the
+# module's LLMFS_CUDA_MMV_ROWS: with 4, an 8-row prompt of F16 weights
+# leaves the mat-vec kernel (for cuBLAS: its F16 conversions run), with
+# the default 32 it stays.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -29,4 +32,22 @@ for m in stories260K tiny-qwen3-bpe16k-mixq; do
 		echo "ok: $m: $one kernels a step, for 1 sequence and for 9"
 	fi
 done
+# the kernels of llmfs-cuda-bench's 8-row prompt named like $2
+count() { # LLMFS_CUDA_MMV_ROWS, pattern
+	local t
+	t=$(mktemp)
+	LLMFS_CUDA_MMV_ROWS=$1 LLMFS_CUDA_MODULE=$BUILD/lib/llmfs-cuda-sim.so \
+		LLMFS_SIM_TRACE=$t "$BUILD/bin/llmfs-cuda-bench" \
+		-m "$SHARED/models/tiny-qwen3-bpe16k-f16.gguf" -p 8 -n 1 -d 0 \
+		-s 0 -r 1 >/dev/null && grep -c "$2" "$t"
+	rm -f "$t"
+}
+plain=$(count "" half)
+four=$(count 4 half)
+if [ "$plain" = 0 ] && [ "${four:-0}" -gt 0 ]; then
+	echo "ok: LLMFS_CUDA_MMV_ROWS=4 sends an 8-row prompt to cuBLAS ($four F16 conversions), 32 keeps it on the mat-vec kernel"
+else
+	echo "FAIL: F16 conversions of an 8-row prompt: ${plain:-?} by default, ${four:-?} with LLMFS_CUDA_MMV_ROWS=4"
+	failed=1
+fi
 exit $failed
