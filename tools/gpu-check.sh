@@ -79,10 +79,12 @@
 #             attention walk (below 256 positions; at every depth), the
 #             walk before it (warp 0 alone), split-K in no CPU order,
 #             CUDA's expf in the walk
-#   mmv       what the quantized products in the CPU's order (mmv_x, the
-#             default) cost: llmfs-cuda-bench on the 8B and 0.6B Q4_K_M
-#             with them and with LLMFS_CUDA_MMV=lanes (mmv_q), in turn;
-#             tg128, and a step's time for 1, 4 and 16 sequences together
+#   mmv       what the quantized products in the CPU's order cost:
+#             llmfs-cuda-bench on the 8B and 0.6B Q4_K_M with the
+#             default (mmv_xw; mmv_x at 8 columns), LLMFS_CUDA_MMV=walk
+#             (mmv_x, the one before), =warp (mmv_xw always) and =lanes
+#             (mmv_q, not the CPU's bits), in turn; tg128, and a step's
+#             time for 1, 4 and 16 sequences together
 #   batch     (not by default: about 2 minutes) what a step of many
 #             sequences costs against one: on the 0.6B and 8B Q4_K_M, a
 #             step's time for 1, 4 and 16 sequences 32 deep, on the
@@ -660,9 +662,14 @@ if part attention && [ -f "$vocab" ]; then
 		fits 40 && variant "$m" cuda-exp LLMFS_CUDA_ATT_FAST_EXP=1
 	done
 fi
-# What the quantized products' CPU order costs (mmv.cu mmv_x, 8 lanes
-# a row walking its blocks in order) against mmv_q (a block over 4-16
-# lanes, 1-4 warps a row): the 8B and the 0.6B, each way in turn
+# What the quantized products' CPU order costs: the default (mmv.cu
+# mmv_xw, a warp a row, its blocks gathered 4U at once, the FMAs applied
+# in order; mmv_x for 8 columns) against mmv_x everywhere
+# (LLMFS_CUDA_MMV=walk: 8 lanes a row walking its blocks), mmv_xw
+# everywhere (warp: its x16 steps are the 8 columns' comparison) and
+# mmv_q (lanes: a block over 4-16 lanes, 1-4 warps a row, not the CPU's
+# bits): the 8B and the 0.6B, each way in turn, the 0.6B's warp and
+# lanes only if time is left
 mmv_variant() { # model, name, env...
 	local m=$1 name=$2 j=$WORK/bench-mmv-$1-$2.json
 	shift 2
@@ -681,6 +688,9 @@ if part mmv && [ -f "$vocab" ]; then
 	for m in 8b-q4_k_m 0.6b-q4_k_m; do
 		fits 50 && write_model "$m" || continue
 		mmv_variant "$m" cpu-order LLMFS_CUDA_MMV=cpu
+		fits 25 && mmv_variant "$m" walk LLMFS_CUDA_MMV=walk
+		[ "$m" = 8b-q4_k_m ] || fits 70 || continue
+		fits 25 && mmv_variant "$m" warp LLMFS_CUDA_MMV=warp
 		fits 25 && mmv_variant "$m" lanes LLMFS_CUDA_MMV=lanes
 	done
 fi
@@ -726,6 +736,8 @@ if part batch && [ -f "$vocab" ]; then
 			# shellcheck disable=SC2086
 			fits 30 && batch_variant "$m" "$name" $env
 		done <<<"${GPU_CHECK_BATCH_VARIANTS:-cpu-order LLMFS_CUDA_MMV=cpu
+walk LLMFS_CUDA_MMV=walk
+warp LLMFS_CUDA_MMV=warp
 lanes LLMFS_CUDA_MMV=lanes
 old LLMFS_CUDA_MMV=old$batch_mma}"
 		fits 40 && batch_backend "$m"

@@ -4,7 +4,7 @@
  * of engine/quant/quant_x86.c (ggml's AVX2 kernels, which the AVX-512
  * build shares) and, for a matrix llama.cpp would repack
  * (engine_tensor.llama_repacked), of engine/quant/dot.c's repacked gemv
- * (ggml_gemv_*_8x8). mmv.cu's mmv_x runs them.
+ * (ggml_gemv_*_8x8). mmv.cu's mmv_xw (and mmv_x, to compare) run them.
  *
  * The CPU holds eight float lanes a row. Lane l of a block's 32-element
  * load collects the integer products of elements 4l..4l+3 (of each 32
@@ -13,7 +13,7 @@
  * lane's accumulator with an FMA, block after block; the eight are
  * folded at the end by hsum_float_8's tree. So here 8 threads hold a
  * row, thread l the CPU's lane l, each walking the row's blocks in order
- * (wx<T>::step), and the row's fold is the same tree over shuffles
+ * (wx_step), and the row's fold is the same tree over shuffles
  * (wx_hsum8). The mins of Q4_1/Q5_1/Q5_K go into one float of their own
  * (summs, every thread the same), Q4_K's into four (acc_m, threads 0-3),
  * Q2_K's into the lanes before the scales, as the CPU adds them.
@@ -22,7 +22,16 @@
  * sum (the eight lanes added, exactly, by shuffles) scaled with one FMA,
  * the mins likewise in a second float subtracted at the end.
  *
- * Every thread of a warp calls step and end the same number of times
+ * A block's float work is split in two (wx<T>): gather, the exact part
+ * (the lane's integer sums, the block's scales and the products of its
+ * and the activation's halves, __fmul_rn: the same bits whoever computes
+ * them) into a few words (wx<T>::part); apply, the lane's FMAs with them,
+ * which alone must run in block order. mmv_x gathers and applies on the
+ * same thread (wx_step); mmv_xw gathers a row's blocks on 32 threads at
+ * once and hands the parts by shuffles (wx_shfl) to the thread of their
+ * CPU lane, which applies them in order.
+ *
+ * Every thread of a warp calls gather and end the same number of times
  * (the shuffles want them all): a thread without a row walks row 0.
  */
 #ifndef LLMFS_ENGINE_CUDA_BLOCKS_X86_CUH
@@ -74,6 +83,49 @@ __device__ __forceinline__ int wx_nibbles(const uint8_t *qs, int l, bool b4)
 	return (v >> (4 * (l / 4))) & 0x0f0f0f0f;
 }
 
+/*
+ * What gather hands to apply: NI integers (exact sums) and NF floats
+ * (products of scales), 32-bit words that a shuffle moves whole.
+ */
+template <int NI, int NF> struct wx_part {
+	int i[NI];
+	float f[NF];
+};
+
+/* p as thread src of the warp has it */
+template <int NI, int NF>
+__device__ __forceinline__ wx_part<NI, NF> wx_shfl(const wx_part<NI, NF> &p,
+						   int src)
+{
+	wx_part<NI, NF> r;
+
+#pragma unroll
+	for (int n = 0; n < NI; n++)
+		r.i[n] = __shfl_sync(0xffffffffu, p.i[n], src);
+#pragma unroll
+	for (int n = 0; n < NF; n++)
+		r.f[n] = __shfl_sync(0xffffffffu, p.f[n], src);
+	return r;
+}
+
+/* two halves in one word: lo | hi << 16, and back (cuda_h2f) */
+__device__ __forceinline__ int wx_pack2(uint16_t lo, uint16_t hi)
+{
+	return (int)((uint32_t)lo | (uint32_t)hi << 16);
+}
+
+/*
+ * blocks.cuh scale_q3_K without its branch on g (here a thread's, not a
+ * constant): scale bytes g % 8, nibble g / 8, and 8 + g % 4's bits
+ */
+__device__ __forceinline__ int wx_scale_q3_K(const uint8_t *s, int g)
+{
+	const int low = (s[g & 7] >> (4 * (g >> 3))) & 0xF;
+	const int high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+
+	return (low | high << 4) - 32;
+}
+
 template <int T> struct wx;
 
 /* ---- 32-element blocks ---------------------------------------------------- */
@@ -83,27 +135,42 @@ template <int T> struct wx;
  * activation's; acc = fma(dw * da, lane, acc); Q4_1/Q5_1 also summs =
  * fma(m, s, summs) (quant_x86.c x86_dot_legacy). Repacked (Q4_0 only):
  * acc = fma(block sum, dw * da, acc) (dot.c dot_q4_0_repacked).
+ * part: i[0] the lane (repacked: the block's sum), f[0] dw * da, i[1]
+ * the halves m and s (Q4_1, Q5_1).
  */
 template <int T> struct wx_legacy {
 	typedef typename wq<T>::block block;
 	typedef blk_q8_1 act;
-	enum { QK = 32 };
+	/* blocks a thread gathers at once in mmv_xw: 18-34 bytes of weights */
+	enum { QK = 32, U = T == T_Q8_0 ? 4 : 8 };
+	typedef wx_part<T == T_Q4_1 || T == T_Q5_1 ? 2 : 1, 1> part;
 	template <bool REPACKED>
-	static __device__ __forceinline__ void
-	step(const block *w, const act *a, int l, float &acc, float &summs)
+	static __device__ __forceinline__ part gather(const block *w,
+						      const act *a, int l)
 	{
-		const float d = __fmul_rn(cuda_h2f(w->d), cuda_h2f(a->d));
+		const int v = wx<T>::lane(w, a, l);
+		part p;
 
+		p.f[0] = __fmul_rn(cuda_h2f(w->d), cuda_h2f(a->d));
+		p.i[0] = REPACKED ? wx_sum8_int(v) : v;
+		if constexpr (wx<T>::END == WX_SUMMS)
+			p.i[1] = wx_pack2(wx<T>::min(w), a->s);
+		return p;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ void apply(const part &p, int,
+						     float &acc, float &summs)
+	{
 		if (REPACKED) {
-			const int s = wx_sum8_int(wx<T>::lane(w, a, l));
-
-			acc = fmaf((float)s, d, acc);
+			acc = fmaf((float)p.i[0], p.f[0], acc);
 			return;
 		}
-		acc = fmaf(d, (float)wx<T>::lane(w, a, l), acc);
-		if (wx<T>::END == WX_SUMMS)
-			summs = fmaf(cuda_h2f(wx<T>::min(w)), cuda_h2f(a->s),
-				     summs);
+		acc = fmaf(p.f[0], (float)p.i[0], acc);
+		if constexpr (wx<T>::END == WX_SUMMS)
+			summs = fmaf(
+				cuda_h2f((uint16_t)p.i[1]),
+				cuda_h2f((uint16_t)((uint32_t)p.i[1] >> 16)),
+				summs);
 	}
 };
 
@@ -193,20 +260,26 @@ template <> struct wx<T_Q8_0> : wx_legacy<T_Q8_0> {
  * (quant_x86.c x86_lanes_k).
  */
 
-/* Q2_K: quants (qs[32 (c / 4) + t] >> 2 (c % 4)) & 3; mins first */
+/*
+ * Q2_K: quants (qs[32 (c / 4) + t] >> 2 (c % 4)) & 3; mins first. part:
+ * i[0] the lane's sum, i[1] its mins (repacked: the block's), f[0] da *
+ * d, f[1] -da * dmin (repacked: dmin * da, subtracted at the end).
+ */
 template <> struct wx<T_Q2_K> {
 	typedef blk_q2_K block;
 	typedef blk_q8_K act;
-	enum { QK = QK_K };
+	enum { QK = QK_K, U = 2 };
 	static constexpr int END = WX_PLAIN;
+	typedef wx_part<2, 2> part;
 	template <bool REPACKED>
-	static __device__ __forceinline__ void
-	step(const block *w, const act *a, int l, float &acc, float &accm)
+	static __device__ __forceinline__ part gather(const block *w,
+						      const act *a, int l)
 	{
 		const int mins = (w->scales[2 * l] >> 4) * a->bsums[2 * l] +
 				 (w->scales[2 * l + 1] >> 4) *
 					 a->bsums[2 * l + 1];
 		int s = 0;
+		part p;
 
 		for (int c = 0; c < 8; c++) {
 			const int q = (cuda_load_int_b4(w->qs + 32 * (c / 4) +
@@ -219,33 +292,49 @@ template <> struct wx<T_Q2_K> {
 				    0);
 		}
 		if (REPACKED) {
-			const int sum = wx_sum8_int(s),
-				  smin = wx_sum8_int(mins);
-
-			acc = fmaf((float)sum, __fmul_rn(cuda_h2f(w->d), a->d),
-				   acc);
-			accm = fmaf((float)smin,
-				    __fmul_rn(cuda_h2f(w->dmin), a->d), accm);
+			p.i[0] = wx_sum8_int(s);
+			p.i[1] = wx_sum8_int(mins);
+			p.f[0] = __fmul_rn(cuda_h2f(w->d), a->d);
+			p.f[1] = __fmul_rn(cuda_h2f(w->dmin), a->d);
+			return p;
+		}
+		p.i[0] = s;
+		p.i[1] = mins;
+		p.f[0] = __fmul_rn(a->d, cuda_h2f(w->d));
+		p.f[1] = __fmul_rn(-a->d, cuda_h2f(w->dmin));
+		return p;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ void apply(const part &p, int,
+						     float &acc, float &accm)
+	{
+		if (REPACKED) {
+			acc = fmaf((float)p.i[0], p.f[0], acc);
+			accm = fmaf((float)p.i[1], p.f[1], accm);
 			return;
 		}
-		acc = fmaf(__fmul_rn(-a->d, cuda_h2f(w->dmin)), (float)mins,
-			   acc);
-		acc = fmaf(__fmul_rn(a->d, cuda_h2f(w->d)), (float)s, acc);
+		acc = fmaf(p.f[1], (float)p.i[1], acc);
+		acc = fmaf(p.f[0], (float)p.i[0], acc);
 	}
 };
 
-/* Q3_K: low 2 bits from qs, 4 less where the hmask bit (c) is clear */
+/*
+ * Q3_K: low 2 bits from qs, 4 less where the hmask bit (c) is clear.
+ * part: i[0] the lane's sum, f[0] da * d.
+ */
 template <> struct wx<T_Q3_K> {
 	typedef blk_q3_K block;
 	typedef blk_q8_K act;
-	enum { QK = QK_K };
+	enum { QK = QK_K, U = 2 };
 	static constexpr int END = WX_PLAIN;
+	typedef wx_part<1, 1> part;
 	template <bool REPACKED>
-	static __device__ __forceinline__ void
-	step(const block *w, const act *a, int l, float &acc, float &)
+	static __device__ __forceinline__ part gather(const block *w,
+						      const act *a, int l)
 	{
 		const int hm = cuda_load_int_b2(w->hmask + 4 * l);
 		int s = 0;
+		part p;
 
 		for (int c = 0; c < 8; c++) {
 			const int av = cuda_load_int_b4(a->qs + 32 * c + 4 * l);
@@ -255,10 +344,18 @@ template <> struct wx<T_Q3_K> {
 				       0x03030303) |
 				      (((hm >> c) & 0x01010101) << 2);
 
-			s += scale_q3_K(w->scales, 2 * c + l / 4) *
+			s += wx_scale_q3_K(w->scales, 2 * c + l / 4) *
 			     (__dp4a(q, av, 0) - 4 * byte_sum(av));
 		}
-		acc = fmaf(__fmul_rn(a->d, cuda_h2f(w->d)), (float)s, acc);
+		p.i[0] = s;
+		p.f[0] = __fmul_rn(a->d, cuda_h2f(w->d));
+		return p;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ void apply(const part &p, int,
+						     float &acc, float &)
+	{
+		acc = fmaf(p.f[0], (float)p.i[0], acc);
 	}
 };
 
@@ -266,30 +363,77 @@ template <> struct wx<T_Q3_K> {
  * Q4_K and Q5_K: chunk c is the low (c even) or high nibbles of qs[32
  * (c / 2) ..], Q5_K's fifth bit qh bit c; scale and min of chunk c.
  * prod[k] = m[2k] (b[4k] + b[4k+1]) + m[2k+1] (b[4k+2] + b[4k+3]).
+ * part: i[0] the lane's sum (repacked: the block's), i[1] Q4_K's prod[l]
+ * (lanes 0-3, 0 on 4-7; repacked: their sum), Q5_K's four summed, f[0] da * d,
+ * f[1] -da * dmin (repacked: dmin * da, subtracted at the end).
  */
 template <bool FIVE> struct wx_q45_K {
 	typedef typename std::conditional<FIVE, blk_q5_K, blk_q4_K>::type block;
 	typedef blk_q8_K act;
-	enum { QK = QK_K };
+	enum { QK = QK_K, U = 2 };
 	static constexpr int END = FIVE ? WX_SUMMS : WX_FOLD4;
-	static __device__ __forceinline__ int prod(const block *w, const act *a,
-						   int k)
+	typedef wx_part<2, 2> part;
+	/*
+	 * byte i of the 12 scale bytes held as 3 words (read whole: 3 loads
+	 * and registers instead of 12; the block and its scales at offset 4
+	 * are 4-aligned, as its qs); selects, not an index into the words
+	 * (that would put them in local memory where i is not constant)
+	 */
+	static __device__ __forceinline__ int sbyte(const uint32_t *sc, int i)
 	{
-		int sc0, m0, sc1, m1;
+		const uint32_t v = i < 4 ? sc[0] : i < 8 ? sc[1] : sc[2];
 
-		scale_min_k4(2 * k, w->scales, &sc0, &m0);
-		scale_min_k4(2 * k + 1, w->scales, &sc1, &m1);
-		return m0 * (a->bsums[4 * k] + a->bsums[4 * k + 1]) +
-		       m1 * (a->bsums[4 * k + 2] + a->bsums[4 * k + 3]);
+		return (int)(v >> (8 * (i % 4))) & 0xff;
+	}
+	/* ggml's get_scale_min_k4 over those words */
+	static __device__ __forceinline__ void
+	scale_min(int j, const uint32_t *sc, int *d, int *m)
+	{
+		if (j < 4) {
+			*d = sbyte(sc, j) & 63;
+			*m = sbyte(sc, j + 4) & 63;
+		} else {
+			*d = (sbyte(sc, j + 4) & 0xF) |
+			     ((sbyte(sc, j - 4) >> 6) << 4);
+			*m = (sbyte(sc, j + 4) >> 4) |
+			     ((sbyte(sc, j) >> 6) << 4);
+		}
+	}
+	/*
+	 * min j (0-7) alone, shifts and a select, for a j not known at
+	 * compile time (Q4_K's prod[l]) without a branch: bytes j + 4 (word
+	 * 1) and, from j = 4 on, j + 4 and j (words 2 and 1, byte j - 4)
+	 */
+	static __device__ __forceinline__ int min_k4(const uint32_t *sc, int j)
+	{
+		const int sh = 8 * (j & 3);
+		const int lo = (int)(sc[1] >> sh) & 63;
+		const int hi = ((int)(sc[2] >> (sh + 4)) & 0xf) |
+			       (((int)(sc[1] >> (sh + 6)) & 3) << 4);
+
+		return j < 4 ? lo : hi;
+	}
+	static __device__ __forceinline__ int prod(const uint32_t *sc,
+						   const act *a, int k)
+	{
+		return min_k4(sc, 2 * k) *
+			       (a->bsums[4 * k] + a->bsums[4 * k + 1]) +
+		       min_k4(sc, 2 * k + 1) *
+			       (a->bsums[4 * k + 2] + a->bsums[4 * k + 3]);
 	}
 	template <bool REPACKED>
-	static __device__ __forceinline__ void
-	step(const block *w, const act *a, int l, float &acc, float &accm)
+	static __device__ __forceinline__ part gather(const block *w,
+						      const act *a, int l)
 	{
+		const uint32_t dm = (uint32_t)cuda_load_int_b4(&w->d);
+		uint32_t sc[3];
 		int s = 0;
+		part p;
 
+		for (int n = 0; n < 3; n++)
+			sc[n] = (uint32_t)cuda_load_int_b4(w->scales + 4 * n);
 		for (int c = 0; c < 8; c++) {
-			int sc, m;
+			int d, m;
 			int q = (cuda_load_int_b4(w->qs + 32 * (c / 2) +
 						  4 * l) >>
 				 (4 * (c % 2))) &
@@ -302,32 +446,50 @@ template <bool FIVE> struct wx_q45_K {
 				       c) &
 				      0x01010101)
 				     << 4;
-			scale_min_k4(c, w->scales, &sc, &m);
-			s += sc *
+			scale_min(c, sc, &d, &m);
+			s += d *
 			     __dp4a(q, cuda_load_int_b4(a->qs + 32 * c + 4 * l),
 				    0);
 		}
-		if (REPACKED) {
-			/* Q4_K only: threads 0-3 bring prod[l] */
-			const int sum = wx_sum8_int(s);
-			const int smin = wx_sum8_int(l < 4 ? prod(w, a, l) : 0);
+		/*
+		 * Q4_K: every thread computes a prod (l & 3: no branch around
+		 * loads), threads 0-3 keep theirs
+		 */
+		const int own = FIVE ? 0 : prod(sc, a, l & 3) * (l < 4);
+		const float d = cuda_h2f((uint16_t)dm),
+			    dmin = cuda_h2f((uint16_t)(dm >> 16));
 
-			acc = fmaf((float)sum, __fmul_rn(cuda_h2f(w->d), a->d),
-				   acc);
-			accm = fmaf((float)smin,
-				    __fmul_rn(cuda_h2f(w->dmin), a->d), accm);
+		if (REPACKED) {
+			/* Q4_K only */
+			p.i[0] = wx_sum8_int(s);
+			p.i[1] = wx_sum8_int(own);
+			p.f[0] = __fmul_rn(d, a->d);
+			p.f[1] = __fmul_rn(dmin, a->d);
+			return p;
+		}
+		p.i[0] = s;
+		p.i[1] = FIVE ? prod(sc, a, 0) + prod(sc, a, 1) +
+					 prod(sc, a, 2) + prod(sc, a, 3) :
+				own;
+		p.f[0] = __fmul_rn(a->d, d);
+		p.f[1] = __fmul_rn(-a->d, dmin);
+		return p;
+	}
+	/*
+	 * Q4_K's threads 4-7 add f[1] * 0 to an accm that no fold reads
+	 * (wx_fold4 takes threads 0-3): no branch
+	 */
+	template <bool REPACKED>
+	static __device__ __forceinline__ void apply(const part &p, int,
+						     float &acc, float &accm)
+	{
+		if (REPACKED) {
+			acc = fmaf((float)p.i[0], p.f[0], acc);
+			accm = fmaf((float)p.i[1], p.f[1], accm);
 			return;
 		}
-		const float dmin = __fmul_rn(-a->d, cuda_h2f(w->dmin));
-
-		if (FIVE)
-			accm = fmaf(dmin,
-				    (float)(prod(w, a, 0) + prod(w, a, 1) +
-					    prod(w, a, 2) + prod(w, a, 3)),
-				    accm);
-		else if (l < 4)
-			accm = fmaf(dmin, (float)prod(w, a, l), accm);
-		acc = fmaf(__fmul_rn(a->d, cuda_h2f(w->d)), (float)s, acc);
+		accm = fmaf(p.f[1], (float)p.i[1], accm);
+		acc = fmaf(p.f[0], (float)p.i[0], acc);
 	}
 };
 
@@ -345,13 +507,15 @@ template <> struct wx<T_Q5_K> : wx_q45_K<true> {
 template <> struct wx<T_Q6_K> {
 	typedef blk_q6_K block;
 	typedef blk_q8_K act;
-	enum { QK = QK_K };
+	enum { QK = QK_K, U = 2 };
 	static constexpr int END = WX_PLAIN;
+	typedef wx_part<1, 1> part; /* the lane's sum, da * d */
 	template <bool REPACKED>
-	static __device__ __forceinline__ void
-	step(const block *w, const act *a, int l, float &acc, float &)
+	static __device__ __forceinline__ part gather(const block *w,
+						      const act *a, int l)
 	{
 		int s = 0;
+		part p;
 
 		for (int c = 0; c < 8; c++) {
 			const int h = c / 4, r = c % 4;
@@ -367,9 +531,27 @@ template <> struct wx<T_Q6_K> {
 		}
 		s -= 32 * (a->bsums[2 * l] * w->scales[2 * l] +
 			   a->bsums[2 * l + 1] * w->scales[2 * l + 1]);
-		acc = fmaf(__fmul_rn(a->d, cuda_h2f(w->d)), (float)s, acc);
+		p.i[0] = s;
+		p.f[0] = __fmul_rn(a->d, cuda_h2f(w->d));
+		return p;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ void apply(const part &p, int,
+						     float &acc, float &)
+	{
+		acc = fmaf(p.f[0], (float)p.i[0], acc);
 	}
 };
+
+/* one block's FMAs on the thread that gathered them (mmv_x) */
+template <int T, bool REPACKED>
+__device__ __forceinline__ void wx_step(const typename wx<T>::block *w,
+					const typename wx<T>::act *a, int l,
+					float &acc, float &accm)
+{
+	wx<T>::template apply<REPACKED>(
+		wx<T>::template gather<REPACKED>(w, a, l), l, acc, accm);
+}
 
 /*
  * The row's float from its 8 threads' acc and accm, at thread 0 of the

@@ -332,14 +332,38 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_f(mmv_args a)
 }
 
 /*
+ * The rows' floats folded (wx_end, every thread) and stored by the
+ * threads not told to skip (thread 0 of a row's 8).
+ */
+template <int T, int NC, bool REPACKED>
+__device__ __forceinline__ void
+mmv_x_store(const mmv_args &a, const mmv_target &t, const float *acc,
+	    const float *accm, const float *acc2, const float *accm2, bool glu,
+	    const int32_t *yr, int cnt, bool skip, int64_t row)
+{
+#pragma unroll
+	for (int j = 0; j < NC; j++) {
+		if (j >= cnt)
+			continue;
+		const float s = wx_end<T, REPACKED>(acc[j], accm[j]);
+		const float s2 = glu ? wx_end<T, REPACKED>(acc2[j], accm2[j]) :
+				       0.0f;
+
+		if (skip)
+			continue;
+		mmv_store(a, t.y, yr[j] * t.y_ld + t.row,
+			  glu ? mmv_swiglu(s, s2, row, a.n_out) : s);
+	}
+}
+
+/*
  * A quantized matrix in the CPU's order, bit for bit (blocks_x86.cuh):
  * MMV_XLANES lanes to a row, lane l the CPU's float lane l, each walking
  * the row's blocks in order; MMV_XROWS rows a block. REPACKED: the
- * order of llama.cpp's repacked gemv (mmv_args.repacked). Against
- * mmv_q, a row's blocks are walked by 8 lanes in series instead of 32 to
- * 128 at once: the loads of a block do not wait for the sum before them,
- * so the loop keeps as many in flight; a row's sums of 8 lanes meet in
- * 3 shuffles instead of 5 and a shared-memory round.
+ * order of llama.cpp's repacked gemv (mmv_args.repacked). The default
+ * before mmv_xw, kept to compare (LLMFS_CUDA_MMV=walk): a row's blocks
+ * are walked by its 8 lanes one block at a time, 4 rows a warp, so a
+ * warp has about one block of each of its rows in flight.
  */
 template <int T, int NC, bool MOE, bool REPACKED>
 __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_x(mmv_args a)
@@ -379,50 +403,206 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_x(mmv_args a)
 			const act *ab = (const act *)(a.x + xr[j] * a.x_ld) +
 					ib;
 
-			X::template step<REPACKED>(wb + ib, ab, l, acc[j],
-						   accm[j]);
+			wx_step<T, REPACKED>(wb + ib, ab, l, acc[j], accm[j]);
 			if (glu)
-				X::template step<REPACKED>(wb2 + ib, ab, l,
-							   acc2[j], accm2[j]);
+				wx_step<T, REPACKED>(wb2 + ib, ab, l, acc2[j],
+						     accm2[j]);
 		}
 	}
+	mmv_x_store<T, NC, REPACKED>(a, t, acc, accm, acc2, accm2, glu, yr, cnt,
+				     l || !in, row);
+}
+
+/* the parts p of blocks b..b+3 (threads 8k + l: block b + k) applied */
+template <int T, int NC, bool GLU, bool REPACKED, bool TAIL>
+__device__ __forceinline__ void
+mmv_xw_apply(const typename wx<T>::part *p, const typename wx<T>::part *p2,
+	     int64_t b, int64_t nb, float *acc, float *accm, float *acc2,
+	     float *accm2)
+{
+	const int l = threadIdx.x % 8;
+
+#pragma unroll
+	for (int kk = 0; kk < 4; kk++) {
+		if (TAIL && b + kk >= nb)
+			return;
+#pragma unroll
+		for (int j = 0; j < NC; j++) {
+			wx<T>::template apply<REPACKED>(
+				wx_shfl(p[j], 8 * kk + l), l, acc[j], accm[j]);
+			if (GLU)
+				wx<T>::template apply<REPACKED>(
+					wx_shfl(p2[j], 8 * kk + l), l, acc2[j],
+					accm2[j]);
+		}
+	}
+}
+
+/*
+ * One round of mmv_xw: the 4U blocks from ib, U a thread, gathered for
+ * every column (and the second matrix, GLU) before any is applied, so
+ * that all their loads are in flight at once (no branch between them;
+ * columns past cnt read column 0's activations and are not stored),
+ * then applied in block order. TAIL: the round that ends the row, its
+ * blocks past nb not applied.
+ */
+template <int T, int NC, bool GLU, bool REPACKED, int U, bool TAIL>
+__device__ __forceinline__ void
+mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
+	     const typename wx<T>::block *wb2, const int32_t *xr, int64_t ib,
+	     int64_t nb, float *acc, float *accm, float *acc2, float *accm2)
+{
+	typedef wx<T> X;
+	typedef typename X::act act;
+	typedef typename X::part part;
+	const int lane = threadIdx.x, l = lane % 8, k = lane / 8;
+	/*
+	 * 8 columns, a block a thread: each column applied as soon as it
+	 * is gathered (fewer registers; the weights' loads are the first
+	 * column's)
+	 */
+	constexpr bool EAGER = NC >= 8 && U == 1;
+	part p[U][NC], p2[GLU ? U : 1][NC];
+
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		/* past the row's end: the last block, not applied */
+		const int64_t b = !TAIL || ib + 4 * u + k < nb ?
+					  ib + 4 * u + k :
+					  nb - 1;
+
+#pragma unroll
+		for (int j = 0; j < NC; j++) {
+			const act *ab = (const act *)(a.x + xr[j] * a.x_ld) + b;
+
+			p[u][j] = X::template gather<REPACKED>(wb + b, ab, l);
+			if (GLU)
+				p2[u][j] = X::template gather<REPACKED>(wb2 + b,
+									ab, l);
+			if (EAGER)
+				mmv_xw_apply<T, 1, GLU, REPACKED, TAIL>(
+					&p[u][j], &p2[u][j], ib + 4 * u, nb,
+					acc + j, accm + j, acc2 + j, accm2 + j);
+		}
+	}
+	if (!EAGER)
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			mmv_xw_apply<T, NC, GLU, REPACKED, TAIL>(
+				p[u], p2[GLU ? u : 0], ib + 4 * u, nb, acc,
+				accm, acc2, accm2);
+}
+
+/* a row's rounds (GLU: both matrices', wb and wb2, at once) */
+template <int T, int NC, bool GLU, bool REPACKED, int U>
+__device__ __forceinline__ void
+mmv_xw_row(const mmv_args &a, const typename wx<T>::block *wb,
+	   const typename wx<T>::block *wb2, const int32_t *xr, int64_t nb,
+	   float *acc, float *accm, float *acc2, float *accm2)
+{
+	int64_t ib;
+
+	for (ib = 0; ib + 4 * U <= nb; ib += 4 * U)
+		mmv_xw_round<T, NC, GLU, REPACKED, U, false>(
+			a, wb, wb2, xr, ib, nb, acc, accm, acc2, accm2);
+	if (ib < nb)
+		mmv_xw_round<T, NC, GLU, REPACKED, U, true>(
+			a, wb, wb2, xr, ib, nb, acc, accm, acc2, accm2);
+}
+
+/*
+ * The CPU's order with a warp to a row (the default): thread 8k + l
+ * gathers CPU lane l's part of blocks k, k + 4, ... k + 4 (U - 1) of
+ * each round of 4U (wx<T>::gather: the integer sums, scales, their
+ * loads, all exact, all in flight at once), then every thread takes
+ * its lane's parts of the round's blocks in order by shuffles and
+ * applies them (the FMAs, the only work in series), so all 32 threads
+ * end with the 8 lanes' floats, which threads 0-7 fold. Against mmv_x,
+ * 4 times the warps (one row each instead of 4), each thread's U
+ * blocks requested before any is used: about 4U times the bytes of a
+ * matrix in flight (Documentation/gpu.md); the price, every thread
+ * applying every block (4 times the FMAs) and 2-4 shuffles a block and
+ * column. GLU: a.w2 read beside a.w (gate and up, SwiGLU on the way
+ * out).
+ */
+template <int T, int NC, bool MOE, bool GLU, bool REPACKED>
+__global__ void __launch_bounds__(32 * MMV_WARPS) mmv_xw(mmv_args a)
+{
+	cuda_pdl_start();
+	typedef wx<T> X;
+	typedef typename X::block block;
+	/*
+	 * Blocks a thread gathers at once: fewer with more columns (more
+	 * work a block, the parts of every column held) or a second matrix
+	 * (twice the bytes); from 4 columns on, the second matrix's rounds
+	 * come after the first's (half the parts held).
+	 */
+	constexpr bool BOTH = GLU && NC <= 2;
+	constexpr int U0 = X::U * 2 / ((NC > 2 ? NC : 2) * (BOTH ? 2 : 1));
+	constexpr int U = U0 ? U0 : 1;
+	const int64_t row = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
+	const uint8_t *w;
+	int32_t xr[NC], yr[NC];
+	float acc[NC], accm[NC], acc2[NC], accm2[NC];
+	const int cnt = mmv_columns<NC, MOE>(a, xr, yr, &w);
+	const mmv_target t = mmv_locate<MOE>(a, w, row);
+	const int64_t nb = a.n_in / X::QK;
+
+	/* a warp is a row: no other warp waits for this one */
+	if (cnt <= 0 || row >= a.n_out)
+		return;
 #pragma unroll
 	for (int j = 0; j < NC; j++) {
+		acc[j] = accm[j] = acc2[j] = accm2[j] = 0.0f;
 		if (j >= cnt)
-			continue;
-		const float s = wx_end<T, REPACKED>(acc[j], accm[j]);
-		const float s2 = glu ? wx_end<T, REPACKED>(acc2[j], accm2[j]) :
-				       0.0f;
-
-		if (l || !in)
-			continue;
-		mmv_store(a, t.y, yr[j] * t.y_ld + t.row,
-			  glu ? mmv_swiglu(s, s2, row, a.n_out) : s);
+			xr[j] = xr[0];
 	}
+	const block *wb = (const block *)(t.w + t.row * a.row_bytes);
+	const block *wb2 = (const block *)(a.w2 +
+					   (GLU ? row : 0) * a.row_bytes);
+
+	mmv_xw_row<T, NC, BOTH, REPACKED, U>(a, wb, wb2, xr, nb, acc, accm,
+					     acc2, accm2);
+	/* the second matrix after the first: one's parts held at a time */
+	if (GLU && !BOTH)
+		mmv_xw_row<T, NC, false, REPACKED, U>(a, wb2, wb2, xr, nb, acc2,
+						      accm2, acc2, accm2);
+	mmv_x_store<T, NC, REPACKED>(a, t, acc, accm, acc2, accm2, GLU, yr, cnt,
+				     threadIdx.x != 0, row);
 }
 
 typedef void (*mmv_kernel)(mmv_args);
 
 /*
- * one weight type's kernels: [column count 1, 2, 4, 8][dense, MoE];
- * x: the CPU's order, [0] its own, [1] repacked (the same kernels where
- * the type has no repacked order); none for the float types
+ * one weight type's kernels: k, [column count 1, 2, 4, 8][dense, MoE];
+ * x, the CPU's order: [mmv_xw, mmv_x][its own, repacked (the same
+ * kernels where the type has no repacked order)][column count 1, 2, 4,
+ * 8, then MoE (8 columns: k_mmv launches no other), then 1, 2, 4, 8
+ * with a second matrix (a.w2)]; none for the float types
  */
 struct mmv_entry {
 	mmv_kernel k[4][2];
-	mmv_kernel x[2][4][2];
+	mmv_kernel x[2][2][9];
 };
 
-template <int T, bool R> static constexpr void mmv_make_x(mmv_kernel (*x)[2])
+template <int T, bool R> static constexpr void mmv_make_x(mmv_kernel (*x)[9])
 {
-	x[0][0] = mmv_x<T, 1, false, R>;
-	x[0][1] = mmv_x<T, 1, true, R>;
-	x[1][0] = mmv_x<T, 2, false, R>;
-	x[1][1] = mmv_x<T, 2, true, R>;
-	x[2][0] = mmv_x<T, 4, false, R>;
-	x[2][1] = mmv_x<T, 4, true, R>;
-	x[3][0] = mmv_x<T, 8, false, R>;
-	x[3][1] = mmv_x<T, 8, true, R>;
+	x[0][0] = mmv_xw<T, 1, false, false, R>;
+	x[0][1] = mmv_xw<T, 2, false, false, R>;
+	x[0][2] = mmv_xw<T, 4, false, false, R>;
+	x[0][3] = mmv_xw<T, 8, false, false, R>;
+	x[0][4] = mmv_xw<T, 8, true, false, R>;
+	x[0][5] = mmv_xw<T, 1, false, true, R>;
+	x[0][6] = mmv_xw<T, 2, false, true, R>;
+	x[0][7] = mmv_xw<T, 4, false, true, R>;
+	x[0][8] = mmv_xw<T, 8, false, true, R>;
+	x[1][0] = mmv_x<T, 1, false, R>;
+	x[1][1] = mmv_x<T, 2, false, R>;
+	x[1][2] = mmv_x<T, 4, false, R>;
+	x[1][3] = mmv_x<T, 8, false, R>;
+	x[1][4] = mmv_x<T, 8, true, R>;
+	for (int n = 5; n < 9; n++)
+		x[1][n] = x[1][n - 5]; /* mmv_x reads a.w2 where it is set */
 }
 
 /* the types with a repacked order (engine/quant/traits.c vec_dot_repacked) */
@@ -441,8 +621,15 @@ template <int T, bool Q> static constexpr mmv_entry mmv_make()
 			{ mmv_q<T, 4, false>, mmv_q<T, 4, true> },
 			{ mmv_q<T, 8, false>, mmv_q<T, 8, true> } },
 		      {} };
-		mmv_make_x<T, false>(e.x[0]);
-		mmv_make_x<T, mmv_repacks(T)>(e.x[1]);
+		mmv_kernel own[2][9], rep[2][9];
+
+		mmv_make_x<T, false>(own);
+		mmv_make_x<T, mmv_repacks(T)>(rep);
+		for (int v = 0; v < 2; v++)
+			for (int n = 0; n < 9; n++) {
+				e.x[v][0][n] = own[v][n];
+				e.x[v][1][n] = rep[v][n];
+			}
 	} else {
 		e = { { { mmv_f<T, 1, false>, mmv_f<T, 1, true> },
 			{ mmv_f<T, 2, false>, mmv_f<T, 2, true> },
@@ -475,42 +662,41 @@ static const struct {
 
 /*
  * Which kernel a quantized matrix gets, by $LLMFS_CUDA_MMV: unset or
- * "cpu", mmv_x (the CPU's order, its bits); "lanes", mmv_q (a block's
- * sum split over LPB lanes, the lanes' and warps' sums added in another
- * order: within 2e-5 of the CPU's, not its bits); "old", mmv_q with one
- * warp a row (to compare the three on a card).
+ * "cpu", mmv_xw (the CPU's order, its bits, a warp a row); "walk",
+ * mmv_x (the same bits, 8 threads a row walking its blocks); "lanes",
+ * mmv_q (a block's sum split over LPB lanes, the lanes' and warps' sums
+ * added in another order: within 2e-5 of the CPU's, not its bits);
+ * "old", mmv_q with one warp a row (to compare them on a card).
  */
-enum mmv_choice { MMV_CPU_ORDER, MMV_LANES, MMV_OLD };
+enum mmv_choice { MMV_CPU_ORDER, MMV_CPU_WALK, MMV_LANES, MMV_OLD };
 
 static enum mmv_choice mmv_choice(void)
 {
-	static int choice = -1;
+	/* read at each launch (test_cuda switches it; a graph's once) */
+	const char *e = getenv("LLMFS_CUDA_MMV");
 
-	if (choice < 0) {
-		const char *e = getenv("LLMFS_CUDA_MMV");
-
-		choice = !e || !strcmp(e, "cpu") ? MMV_CPU_ORDER :
-			 !strcmp(e, "old")	 ? MMV_OLD :
-						   MMV_LANES;
-	}
-	return (enum mmv_choice)choice;
+	return !e || !strcmp(e, "cpu") ? MMV_CPU_ORDER :
+	       !strcmp(e, "walk")      ? MMV_CPU_WALK :
+	       !strcmp(e, "old")       ? MMV_OLD :
+					 MMV_LANES;
 }
 
 /*
  * Warps to a row of a quantized matrix for mmv_q: as many as the row has
  * steps of a warp (32 / LPB blocks), at most MMV_WARPS, a power of two;
  * one with LLMFS_CUDA_MMV=old. 0 for the float types (mmv_f gives a row
- * MMV_FLANES lanes) and for mmv_x (MMV_XLANES).
+ * MMV_FLANES lanes) and for the CPU's order (mmv_xw, mmv_x).
  */
-static uint32_t mmv_warps_per_row(uint32_t w_type, int64_t n_in)
+static uint32_t mmv_warps_per_row(uint32_t w_type, int64_t n_in,
+				  enum mmv_choice c)
 {
 	int64_t steps;
 	uint32_t wpr = 1;
 
 	if (w_type == T_F32 || w_type == T_F16 || w_type == T_BF16 ||
-	    mmv_choice() == MMV_CPU_ORDER)
+	    c == MMV_CPU_ORDER || c == MMV_CPU_WALK)
 		return 0;
-	if (mmv_choice() == MMV_OLD)
+	if (c == MMV_OLD)
 		return 1;
 	switch (w_type) {
 	case T_Q2_K:
@@ -525,38 +711,58 @@ static uint32_t mmv_warps_per_row(uint32_t w_type, int64_t n_in)
 	return wpr;
 }
 
-bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
+/*
+ * One launch: the MoE kernel over the work items, or the dense kernel of
+ * the fewest columns that cover n_cols (up to 8 a block), gx blocks of
+ * rows.
+ */
+static void mmv_launch(mmv_kernel const *dense, mmv_kernel moe, unsigned gx,
+		       const mmv_args &a, cudaStream_t s)
 {
-	const bool moe = args.items != nullptr;
-	mmv_args a = args;
-	unsigned gx;
 	int nc, k;
 
-	a.wpr = mmv_warps_per_row(w_type, a.n_in);
+	if (a.items) {
+		if (a.max_items)
+			cuda_launch_pdl(moe, dim3(gx, a.max_items),
+					dim3(32, MMV_WARPS), 0, s, a);
+		return;
+	}
+	if (!a.n_cols)
+		return;
+	for (k = 0, nc = 1; nc < (int)a.n_cols && k < 3; k++)
+		nc *= 2;
+	cuda_launch_pdl(dense[k], dim3(gx, cuda_div_up(a.n_cols, nc)),
+			dim3(32, MMV_WARPS), 0, s, a);
+}
+
+bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
+{
+	const enum mmv_choice c = mmv_choice();
+	mmv_args a = args;
+
+	a.wpr = mmv_warps_per_row(w_type, a.n_in, c);
 	for (const auto &t : mmv_table) {
 		if (t.type != w_type)
 			continue;
-		/* the CPU's order: mmv_x, repacked or not */
-		const bool x = t.e.x[0][0][0] && mmv_choice() == MMV_CPU_ORDER;
-		const mmv_kernel(*ks)[2] = x ? t.e.x[a.repacked ? 1 : 0] :
-					       t.e.k;
+		if (t.e.x[0][0][0] &&
+		    (c == MMV_CPU_ORDER || c == MMV_CPU_WALK)) {
+			/* the CPU's order: a warp a row, or MMV_XROWS a block */
+			const bool walk = c == MMV_CPU_WALK;
+			mmv_kernel const *ks = t.e.x[walk][a.repacked ? 1 : 0];
 
-		gx = cuda_div_up((uint64_t)a.n_out, x	  ? MMV_XROWS :
-						    a.wpr ? MMV_WARPS / a.wpr :
-							    MMV_FROWS);
-		if (moe) {
-			if (a.max_items)
-				cuda_launch_pdl(ks[3][1], dim3(gx, a.max_items),
-						dim3(32, MMV_WARPS), 0, s, a);
+			mmv_launch(a.w2 ? ks + 5 : ks, ks[4],
+				   cuda_div_up((uint64_t)a.n_out,
+					       walk ? MMV_XROWS : MMV_WARPS),
+				   a, s);
 			return true;
 		}
-		if (!a.n_cols)
-			return true;
-		/* the fewest columns that cover n_cols, up to 8 a block */
-		for (k = 0, nc = 1; nc < (int)a.n_cols && k < 3; k++)
-			nc *= 2;
-		cuda_launch_pdl(ks[k][0], dim3(gx, cuda_div_up(a.n_cols, nc)),
-				dim3(32, MMV_WARPS), 0, s, a);
+		const mmv_kernel ks[4] = { t.e.k[0][0], t.e.k[1][0],
+					   t.e.k[2][0], t.e.k[3][0] };
+
+		mmv_launch(ks, t.e.k[3][1],
+			   cuda_div_up((uint64_t)a.n_out,
+				       a.wpr ? MMV_WARPS / a.wpr : MMV_FROWS),
+			   a, s);
 		return true;
 	}
 	return false;

@@ -562,9 +562,11 @@ static void check_matmul_bits(uint32_t type, int64_t n_in, uint32_t cols,
 	for (int64_t i = 0; i < n_out * (int64_t)cols; i++)
 		ck_assert_msg(
 			!memcmp(&got[i], &want[i], sizeof(float)),
-			"%s%s n %lld column %lld row %lld: %.9g, CPU %.9g "
-			"(seed %llu)",
+			"%s%s (LLMFS_CUDA_MMV=%s) n %lld column %lld row %lld: "
+			"%.9g, CPU %.9g (seed %llu)",
 			quant_type_name(type), repacked ? " repacked" : "",
+			getenv("LLMFS_CUDA_MMV") ? getenv("LLMFS_CUDA_MMV") :
+						   "",
 			(long long)n_in, (long long)(i / n_out),
 			(long long)(i % n_out), got[i], want[i],
 			(unsigned long long)seed);
@@ -597,21 +599,39 @@ END_TEST
  * in the CPU's own order and, for the types llama.cpp repacks, in its
  * repacked gemv's.
  */
+/*
+ * Both kernels of the CPU's order (mmv.cu: mmv_xw, a warp a row, and
+ * mmv_x, LLMFS_CUDA_MMV=walk); 37 blocks: more than mmv_xw's 32 blocks
+ * a round at most, and a partial round after whole ones.
+ */
 START_TEST(test_matmul_quant_bits)
 {
 	const uint32_t type = weight_types[3 + _i];
 	const int64_t block = io_type_info(type)->block_elems;
-	static const int64_t blocks[] = { 1, 2, 3, 8 };
-	static const uint32_t cols[] = { 1, 3, 8 };
+	static const int64_t blocks[] = { 1, 2, 3, 8, 37 };
+	static const uint32_t cols[] = { 1, 2, 3, 8 };
+	static const char *const kernels[] = { "cpu", "walk" };
+	char *was = getenv("LLMFS_CUDA_MMV");
 
-	for (size_t n = 0; n < sizeof(blocks) / sizeof(blocks[0]); n++)
-		for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
-			check_matmul_bits(type, blocks[n] * block, cols[c],
-					  false);
-			if (quant_traits(type)->vec_dot_repacked)
+	was = was ? strdup(was) : NULL;
+	for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
+		setenv("LLMFS_CUDA_MMV", kernels[k], 1);
+		for (size_t n = 0; n < sizeof(blocks) / sizeof(blocks[0]); n++)
+			for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]);
+			     c++) {
 				check_matmul_bits(type, blocks[n] * block,
-						  cols[c], true);
-		}
+						  cols[c], false);
+				if (quant_traits(type)->vec_dot_repacked)
+					check_matmul_bits(type,
+							  blocks[n] * block,
+							  cols[c], true);
+			}
+	}
+	if (was)
+		setenv("LLMFS_CUDA_MMV", was, 1);
+	else
+		unsetenv("LLMFS_CUDA_MMV");
+	free(was);
 }
 END_TEST
 
