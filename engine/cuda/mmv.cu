@@ -417,8 +417,8 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_x(mmv_args a)
 template <int T, int NC, bool GLU, bool REPACKED, bool TAIL>
 __device__ __forceinline__ void
 mmv_xw_apply(const typename wx<T>::part *p, const typename wx<T>::part *p2,
-	     int64_t b, int64_t nb, float *acc, float *accm, float *acc2,
-	     float *accm2)
+	     int64_t b, int64_t nb, int lim, float *acc, float *accm,
+	     float *acc2, float *accm2)
 {
 	const int l = threadIdx.x % 8;
 
@@ -428,6 +428,8 @@ mmv_xw_apply(const typename wx<T>::part *p, const typename wx<T>::part *p2,
 			return;
 #pragma unroll
 		for (int j = 0; j < NC; j++) {
+			if (j >= lim)
+				break;
 			wx<T>::template apply<REPACKED>(
 				wx_shfl(p[j], 8 * kk + l), l, acc[j], accm[j]);
 			if (GLU)
@@ -440,17 +442,17 @@ mmv_xw_apply(const typename wx<T>::part *p, const typename wx<T>::part *p2,
 
 /*
  * One round of mmv_xw: the 4U blocks from ib, U a thread, gathered for
- * every column (and the second matrix, GLU) before any is applied, so
- * that all their loads are in flight at once (no branch between them;
- * columns past cnt read column 0's activations and are not stored),
- * then applied in block order. TAIL: the round that ends the row, its
+ * the first lim columns (and the second matrix, GLU) before any is
+ * applied, so that all their loads are in flight at once (no branch
+ * between them where lim is NC), then applied in block order. TAIL: the round that ends the row, its
  * blocks past nb not applied.
  */
 template <int T, int NC, bool GLU, bool REPACKED, int U, bool TAIL>
 __device__ __forceinline__ void
 mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
-	     const typename wx<T>::block *wb2, const int32_t *xr, int64_t ib,
-	     int64_t nb, float *acc, float *accm, float *acc2, float *accm2)
+	     const typename wx<T>::block *wb2, const int32_t *xr, int lim,
+	     int64_t ib, int64_t nb, float *acc, float *accm, float *acc2,
+	     float *accm2)
 {
 	typedef wx<T> X;
 	typedef typename X::act act;
@@ -473,6 +475,8 @@ mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
 
 #pragma unroll
 		for (int j = 0; j < NC; j++) {
+			if (j >= lim)
+				break;
 			const act *ab = (const act *)(a.x + xr[j] * a.x_ld) + b;
 
 			p[u][j] = X::template gather<REPACKED>(wb + b, ab, l);
@@ -481,7 +485,7 @@ mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
 									ab, l);
 			if (EAGER)
 				mmv_xw_apply<T, 1, GLU, REPACKED, TAIL>(
-					&p[u][j], &p2[u][j], ib + 4 * u, nb,
+					&p[u][j], &p2[u][j], ib + 4 * u, nb, 1,
 					acc + j, accm + j, acc2 + j, accm2 + j);
 		}
 	}
@@ -489,7 +493,7 @@ mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
 #pragma unroll
 		for (int u = 0; u < U; u++)
 			mmv_xw_apply<T, NC, GLU, REPACKED, TAIL>(
-				p[u], p2[GLU ? u : 0], ib + 4 * u, nb, acc,
+				p[u], p2[GLU ? u : 0], ib + 4 * u, nb, lim, acc,
 				accm, acc2, accm2);
 }
 
@@ -497,17 +501,17 @@ mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
 template <int T, int NC, bool GLU, bool REPACKED, int U>
 __device__ __forceinline__ void
 mmv_xw_row(const mmv_args &a, const typename wx<T>::block *wb,
-	   const typename wx<T>::block *wb2, const int32_t *xr, int64_t nb,
-	   float *acc, float *accm, float *acc2, float *accm2)
+	   const typename wx<T>::block *wb2, const int32_t *xr, int lim,
+	   int64_t nb, float *acc, float *accm, float *acc2, float *accm2)
 {
 	int64_t ib;
 
 	for (ib = 0; ib + 4 * U <= nb; ib += 4 * U)
 		mmv_xw_round<T, NC, GLU, REPACKED, U, false>(
-			a, wb, wb2, xr, ib, nb, acc, accm, acc2, accm2);
+			a, wb, wb2, xr, lim, ib, nb, acc, accm, acc2, accm2);
 	if (ib < nb)
 		mmv_xw_round<T, NC, GLU, REPACKED, U, true>(
-			a, wb, wb2, xr, ib, nb, acc, accm, acc2, accm2);
+			a, wb, wb2, xr, lim, ib, nb, acc, accm, acc2, accm2);
 }
 
 /*
@@ -547,6 +551,11 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_xw(mmv_args a)
 	const int cnt = mmv_columns<NC, MOE>(a, xr, yr, &w);
 	const mmv_target t = mmv_locate<MOE>(a, w, row);
 	const int64_t nb = a.n_in / X::QK;
+	/*
+	 * the columns gathered: all NC in a dense launch (no branch; past
+	 * cnt, column 0 again, not stored), an expert's cnt (often 1 of 8)
+	 */
+	const int lim = MOE ? cnt : NC;
 
 	/* a warp is a row: no other warp waits for this one */
 	if (cnt <= 0 || row >= a.n_out)
@@ -561,12 +570,12 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_xw(mmv_args a)
 	const block *wb2 = (const block *)(a.w2 +
 					   (GLU ? row : 0) * a.row_bytes);
 
-	mmv_xw_row<T, NC, BOTH, REPACKED, U>(a, wb, wb2, xr, nb, acc, accm,
+	mmv_xw_row<T, NC, BOTH, REPACKED, U>(a, wb, wb2, xr, lim, nb, acc, accm,
 					     acc2, accm2);
 	/* the second matrix after the first: one's parts held at a time */
 	if (GLU && !BOTH)
-		mmv_xw_row<T, NC, false, REPACKED, U>(a, wb2, wb2, xr, nb, acc2,
-						      accm2, acc2, accm2);
+		mmv_xw_row<T, NC, false, REPACKED, U>(a, wb2, wb2, xr, lim, nb,
+						      acc2, accm2, acc2, accm2);
 	mmv_x_store<T, NC, REPACKED>(a, t, acc, accm, acc2, accm2, GLU, yr, cnt,
 				     threadIdx.x != 0, row);
 }
@@ -662,13 +671,22 @@ static const struct {
 
 /*
  * Which kernel a quantized matrix gets, by $LLMFS_CUDA_MMV: unset or
- * "cpu", mmv_xw (the CPU's order, its bits, a warp a row); "walk",
- * mmv_x (the same bits, 8 threads a row walking its blocks); "lanes",
- * mmv_q (a block's sum split over LPB lanes, the lanes' and warps' sums
- * added in another order: within 2e-5 of the CPU's, not its bits);
- * "old", mmv_q with one warp a row (to compare them on a card).
+ * "cpu", the CPU's order, its bits: mmv_xw (a warp a row), but mmv_x
+ * for a dense launch of more than 4 columns (there both are bound by
+ * instruction issue, not by loads in flight, and mmv_x issues fewer:
+ * expected, Documentation/gpu.md); "warp", mmv_xw always; "walk", mmv_x
+ * always (8 threads a row walking its blocks); "lanes", mmv_q (a
+ * block's sum split over LPB lanes, the lanes' and warps' sums added in
+ * another order: within 2e-5 of the CPU's, not its bits); "old", mmv_q
+ * with one warp a row (to compare them on a card).
  */
-enum mmv_choice { MMV_CPU_ORDER, MMV_CPU_WALK, MMV_LANES, MMV_OLD };
+enum mmv_choice {
+	MMV_CPU_ORDER,
+	MMV_CPU_WARP,
+	MMV_CPU_WALK,
+	MMV_LANES,
+	MMV_OLD
+};
 
 static enum mmv_choice mmv_choice(void)
 {
@@ -676,6 +694,7 @@ static enum mmv_choice mmv_choice(void)
 	const char *e = getenv("LLMFS_CUDA_MMV");
 
 	return !e || !strcmp(e, "cpu") ? MMV_CPU_ORDER :
+	       !strcmp(e, "warp")      ? MMV_CPU_WARP :
 	       !strcmp(e, "walk")      ? MMV_CPU_WALK :
 	       !strcmp(e, "old")       ? MMV_OLD :
 					 MMV_LANES;
@@ -694,7 +713,7 @@ static uint32_t mmv_warps_per_row(uint32_t w_type, int64_t n_in,
 	uint32_t wpr = 1;
 
 	if (w_type == T_F32 || w_type == T_F16 || w_type == T_BF16 ||
-	    c == MMV_CPU_ORDER || c == MMV_CPU_WALK)
+	    c == MMV_CPU_ORDER || c == MMV_CPU_WARP || c == MMV_CPU_WALK)
 		return 0;
 	if (c == MMV_OLD)
 		return 1;
@@ -745,9 +764,12 @@ bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
 		if (t.type != w_type)
 			continue;
 		if (t.e.x[0][0][0] &&
-		    (c == MMV_CPU_ORDER || c == MMV_CPU_WALK)) {
+		    (c == MMV_CPU_ORDER || c == MMV_CPU_WARP ||
+		     c == MMV_CPU_WALK)) {
 			/* the CPU's order: a warp a row, or MMV_XROWS a block */
-			const bool walk = c == MMV_CPU_WALK;
+			const bool walk = c == MMV_CPU_WALK ||
+					  (c == MMV_CPU_ORDER && !a.items &&
+					   a.n_cols > 4);
 			mmv_kernel const *ks = t.e.x[walk][a.repacked ? 1 : 0];
 
 			mmv_launch(a.w2 ? ks + 5 : ks, ks[4],

@@ -600,9 +600,11 @@ END_TEST
  * repacked gemv's.
  */
 /*
- * Both kernels of the CPU's order (mmv.cu: mmv_xw, a warp a row, and
- * mmv_x, LLMFS_CUDA_MMV=walk); 37 blocks: more than mmv_xw's 32 blocks
- * a round at most, and a partial round after whole ones.
+ * Both kernels of the CPU's order at every column count (mmv.cu:
+ * mmv_xw, LLMFS_CUDA_MMV=warp, a warp a row; mmv_x, =walk; the default
+ * takes one or the other by column count); 37 blocks: more than
+ * mmv_xw's 32 blocks a round at most, and a partial round after whole
+ * ones.
  */
 START_TEST(test_matmul_quant_bits)
 {
@@ -610,7 +612,7 @@ START_TEST(test_matmul_quant_bits)
 	const int64_t block = io_type_info(type)->block_elems;
 	static const int64_t blocks[] = { 1, 2, 3, 8, 37 };
 	static const uint32_t cols[] = { 1, 2, 3, 8 };
-	static const char *const kernels[] = { "cpu", "walk" };
+	static const char *const kernels[] = { "warp", "walk" };
 	char *was = getenv("LLMFS_CUDA_MMV");
 
 	was = was ? strdup(was) : NULL;
