@@ -898,7 +898,7 @@ size_t engine_token_piece(const struct engine_model *m, int32_t token,
 /*
  * Where a model should live, as a pure function of the model's byte counts,
  * the devices and their bandwidths (engine/planner.c; the model behind the
- * estimates is in Documentation/gpu.md). Every alternative gets an
+ * estimates is in Documentation/placement.md). Every alternative gets an
  * estimated decode speed and a one-line reason. The choice:
  *
  *   all-gpu          everything (weights, KV for the context, scratch) fits

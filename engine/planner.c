@@ -19,7 +19,8 @@
  * row of token_embd, and the KV cache of est_tokens positions. Compute is
  * assumed to keep up with memory (true of decode on a GPU and on a CPU with
  * enough cores; with few cores the CPU figures are optimistic).
- * Documentation/gpu.md has the rules, the constants and worked examples.
+ * Documentation/placement.md has the rules, the constants and worked
+ * examples.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -124,7 +125,7 @@ static double plan_kv_read(const struct plan_env *e, uint32_t ctx)
  * The host's fixed cost of a decode step: given, or what all-cpu's
  * measured speed leaves after its bytes at the home's bandwidth (the
  * estimate is then the measurement; on few cores the residue is the
- * cores' compute, Documentation/gpu.md), or the home device's measured
+ * cores' compute, Documentation/placement.md), or the home device's measured
  * one (cpu:step=, tools/bench-placement.sh), or assumed.
  */
 static double plan_host_step(const struct plan_env *e)
@@ -580,7 +581,7 @@ int engine_plan_make(struct engine_plan *plan,
 			    engine_plan_kind_name(plan->chosen));
 		else
 			why(&alt[k],
-			    "fits; not chosen: %s comes first (Documentation/gpu.md)",
+			    "fits; not chosen: %s comes first (Documentation/placement.md)",
 			    engine_plan_kind_name(plan->chosen));
 	}
 	return 0;

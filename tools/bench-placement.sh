@@ -23,7 +23,7 @@
 # give them to the planner (gpu0:...,step=...,cross=...,cpu:step=...).
 # The GPU's VRAM reserve needs no run of its own: each run's plan is
 # made after its backend opened the card, and its costs line says
-# `reserve NMiB measured` (Documentation/gpu.md).
+# `reserve NMiB measured` (Documentation/placement.md).
 #
 #   tools/bench-placement.sh                # the four cases of issue 27
 #   PLACEMENT_CASES="8b-6g" tools/bench-placement.sh

@@ -5,7 +5,7 @@
  * computed here from shape x type size with llama.cpp's Q4_K_M recipe,
  * against simulated 8 GB and 24 GB cards, a desktop host and a two-node
  * server. Each case checks the choice, the reasons and the estimates
- * against the bandwidth model written out in Documentation/gpu.md.
+ * against the bandwidth model written out in Documentation/placement.md.
  *
  *   $ build/tests/engine/test_planner    (CK_VERBOSE prints each plan)
  */
@@ -245,7 +245,7 @@ static const struct engine_plan_alt *alt(const struct engine_plan *p,
 	return &p->alt[k];
 }
 
-/* The decode time the model in gpu.md gives: bytes / bandwidth + costs. */
+/* The decode time placement.md's model gives: bytes / bandwidth + costs. */
 static double toks(double seconds)
 {
 	return 1 / (seconds + 0.5e-3);
