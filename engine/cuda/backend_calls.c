@@ -544,6 +544,29 @@ int cb_call_kv_store(struct engine_backend *be, const struct cuda_kv *kv,
 	return cb_call(be, CB_FN_KV_STORE, &a, sizeof(a), err);
 }
 
+/* the members attention and attention_quantize share; the rest zero */
+static void cb_attention_args(struct cb_a_attention *a,
+			      const struct cuda_kv *kv, uint32_t il,
+			      const float *q, size_t q_ld, uint32_t n_head,
+			      float scale, const int32_t *seq_of,
+			      const int32_t *pos, uint32_t n_ctx, float *out,
+			      size_t out_ld, uint32_t rows)
+{
+	memset(a, 0, sizeof(*a));
+	cb_copy_kv(&a->kv, kv);
+	a->il = il;
+	a->q = q;
+	a->q_ld = q_ld;
+	a->n_head = n_head;
+	a->scale = scale;
+	a->seq_of = seq_of;
+	a->pos = pos;
+	a->n_ctx = n_ctx;
+	a->out = out;
+	a->out_ld = out_ld;
+	a->rows = rows;
+}
+
 int cb_call_attention_quantize(struct engine_backend *be,
 			       const struct cuda_kv *kv, uint32_t il,
 			       const float *q, size_t q_ld, uint32_t n_head,
@@ -554,22 +577,11 @@ int cb_call_attention_quantize(struct engine_backend *be,
 {
 	struct cb_a_attention a;
 
-	memset(&a, 0, sizeof(a));
-	cb_copy_kv(&a.kv, kv);
-	a.il = il;
-	a.q = q;
-	a.q_ld = q_ld;
-	a.n_head = n_head;
-	a.scale = scale;
-	a.seq_of = seq_of;
-	a.pos = pos;
-	a.n_ctx = n_ctx;
-	a.out = out;
-	a.out_ld = out_ld;
+	cb_attention_args(&a, kv, il, q, q_ld, n_head, scale, seq_of, pos,
+			  n_ctx, out, out_ld, rows);
 	a.act = act;
 	a.xq = xq;
 	a.xq_ld = xq_ld;
-	a.rows = rows;
 	a.quantize = true;
 	return cb_call(be, CB_FN_ATTENTION, &a, sizeof(a), err);
 }
@@ -582,19 +594,8 @@ int cb_call_attention(struct engine_backend *be, const struct cuda_kv *kv,
 {
 	struct cb_a_attention a;
 
-	memset(&a, 0, sizeof(a));
-	cb_copy_kv(&a.kv, kv);
-	a.il = il;
-	a.q = q;
-	a.q_ld = q_ld;
-	a.n_head = n_head;
-	a.scale = scale;
-	a.seq_of = seq_of;
-	a.pos = pos;
-	a.n_ctx = n_ctx;
-	a.out = out;
-	a.out_ld = out_ld;
-	a.rows = rows;
+	cb_attention_args(&a, kv, il, q, q_ld, n_head, scale, seq_of, pos,
+			  n_ctx, out, out_ld, rows);
 	return cb_call(be, CB_FN_ATTENTION, &a, sizeof(a), err);
 }
 
