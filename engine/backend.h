@@ -174,6 +174,14 @@ struct engine_backend_i {
 	void (*copy)(struct engine_backend *be, void *dst, const void *src,
 		     size_t bytes);
 	/*
+	 * Optional (NULL: malloc and free serve): host memory that
+	 * copy_out writes into fastest (a GPU's page-locked memory: one
+	 * DMA, where the driver stages a copy into pageable memory through
+	 * its own buffer, a piece at a time); NULL when out of it.
+	 */
+	void *(*host_alloc)(struct engine_backend *be, size_t bytes);
+	void (*host_free)(struct engine_backend *be, void *p);
+	/*
 	 * Wait until every op called so far is done. 0, or the first
 	 * failure of an op or copy since the last synchronize: a negative
 	 * errno (-EIO for a device's error) and one message naming the

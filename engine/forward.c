@@ -299,28 +299,19 @@ static int forward_logits(struct forward_pass *p)
 		forward_dump_logits(p, nv, h->live, p->n_live);
 		return ret;
 	}
-	if (s->logits_cap < p->n_live) {
-		if (s->logits)
-			be->iface->free(be, s->logits);
-		s->logits_cap = 0;
-		s->logits = be->iface->alloc(be, (size_t)h->cap * nv *
-							 sizeof(float));
-		if (!s->logits)
-			return err_set(p->err, ENOMEM,
-				       "out of memory for the logits on %s",
-				       be->dev.name);
-		s->logits_cap = h->cap;
-	}
+	if ((ret = forward_logits_reserve(p, p->n_live)))
+		return ret;
 	mm.y = s->logits;
 	be->iface->matmul(be, &mm, 1);
+	/* one copy of every row, one wait: not a copy and a wait a row */
+	be->iface->copy_out(be, s->logits_host, s->logits,
+			    (size_t)p->n_live * nv * sizeof(float));
+	/* a failure leaves the logits unwritten */
 	if ((ret = forward_sync(p)))
 		return ret;
 	for (j = 0; j < p->n_live; j++)
-		be->iface->copy_out(be, h->rows[h->live[j]].logits,
-				    s->logits + (size_t)j * nv,
-				    nv * sizeof(float));
-	/* a copy that failed leaves the logits unwritten */
-	ret = forward_sync(p);
+		memcpy(h->rows[h->live[j]].logits,
+		       s->logits_host + (size_t)j * nv, nv * sizeof(float));
 	forward_dump_logits(p, nv, h->live, p->n_live);
 	return ret;
 }

@@ -64,6 +64,8 @@ struct forward_buffers {
 	uint8_t *act; /* [k] other converted inputs (att, swiglu) */
 	void *mem;
 	float *logits; /* [logits_cap][n_vocab], where not is_host */
+	/* [logits_cap][n_vocab] host memory (be's host_alloc, or malloc) */
+	float *logits_host;
 	uint32_t logits_cap;
 	bool rope_ready; /* this chunk's rope cache is in */
 };
@@ -123,6 +125,12 @@ int forward_reserve(struct engine_ctx *ctx, uint32_t cap, struct err *err);
  * error of the stage left (its backend's synchronize) in p->err.
  */
 int forward_use(struct forward_pass *p, uint32_t b, bool copy_x);
+/*
+ * The logits' buffers of the backend computing now (p->s; not one whose
+ * memory is the host's) for n rows, on it and on the host; 0 or -ENOMEM
+ * with a message in p->err.
+ */
+int forward_logits_reserve(struct forward_pass *p, uint32_t n);
 /* p->be's synchronize: 0, or its error in p->err */
 int forward_sync(struct forward_pass *p);
 

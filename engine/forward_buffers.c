@@ -80,6 +80,54 @@ static size_t forward_carve_dev(struct forward_buffers *s,
 	return (size_t)(p - base);
 }
 
+/* The logits' buffers of s, on its backend and on the host. */
+static void forward_logits_free(struct forward_buffers *s)
+{
+	const struct engine_backend_i *ops = s->be->iface;
+
+	if (s->logits)
+		ops->free(s->be, s->logits);
+	if (s->logits_host && ops->host_free)
+		ops->host_free(s->be, s->logits_host);
+	else
+		free(s->logits_host);
+	s->logits = s->logits_host = NULL;
+	s->logits_cap = 0;
+}
+
+int forward_logits_reserve(struct forward_pass *p, uint32_t n)
+{
+	struct forward_buffers *s = p->s;
+	struct engine_backend *be = s->be;
+	const size_t row = (size_t)p->m->hp.n_vocab * sizeof(float);
+	uint32_t cap = 1;
+
+	if (s->logits_cap >= n)
+		return 0;
+	/*
+	 * Powers of two up to the chunk's rows: a step of 16 sessions
+	 * keeps 16 rows of 152k logits (9.7 MB) on each side, not a
+	 * chunk's 512 (311 MB)
+	 */
+	while (cap < n)
+		cap *= 2;
+	if (cap > p->h->cap)
+		cap = p->h->cap;
+	forward_logits_free(s);
+	s->logits = be->iface->alloc(be, cap * row);
+	s->logits_host = be->iface->host_alloc ?
+				 be->iface->host_alloc(be, cap * row) :
+				 malloc(cap * row);
+	if (!s->logits || !s->logits_host) {
+		forward_logits_free(s);
+		return err_set(p->err, ENOMEM,
+			       "out of memory for %u rows of logits on %s", cap,
+			       be->dev.name);
+	}
+	s->logits_cap = cap;
+	return 0;
+}
+
 /* Free the buffers of h (forward_scratch) and h itself. */
 static void forward_free(struct forward_scratch *h)
 {
@@ -90,8 +138,7 @@ static void forward_free(struct forward_scratch *h)
 
 		if (s->mem)
 			s->be->iface->free(s->be, s->mem);
-		if (s->logits)
-			s->be->iface->free(s->be, s->logits);
+		forward_logits_free(s);
 	}
 	free(h->host);
 	free(h);

@@ -191,6 +191,24 @@ static void cb_copy_out(struct engine_backend *be, void *dst, const void *src,
 		     src, bytes);
 }
 
+/* page-locked, so that the logits' copy is one DMA (backend.h) */
+static void *cb_host_alloc(struct engine_backend *be, size_t bytes)
+{
+	struct cuda_backend *cb = be->ctx;
+	struct err err = { 0 };
+	void *p = NULL;
+
+	return cb->api->host_alloc(&p, bytes, &err) ? NULL : p;
+}
+
+static void cb_host_free(struct engine_backend *be, void *p)
+{
+	struct cuda_backend *cb = be->ctx;
+
+	cb_graph_flush(be);
+	cb->api->host_free(p);
+}
+
 static void cb_copy(struct engine_backend *be, void *dst, const void *src,
 		    size_t bytes)
 {
@@ -283,6 +301,8 @@ static const struct engine_backend_i cuda_backend_i = {
 	.copy_in = cb_copy_in,
 	.copy_out = cb_copy_out,
 	.copy = cb_copy,
+	.host_alloc = cb_host_alloc,
+	.host_free = cb_host_free,
 	.synchronize = cb_synchronize,
 	.reserve = cb_reserve,
 	.supports = cb_supports,
