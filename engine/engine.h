@@ -924,6 +924,15 @@ enum engine_plan_kind {
 	ENGINE_PLAN_N,
 };
 
+/* The model's bytes as the planner sorts them. */
+enum engine_plan_group {
+	ENGINE_PLAN_LAYERS,  /* blk.N tensors but the experts */
+	ENGINE_PLAN_EXPERTS, /* blk.N.*_exps */
+	ENGINE_PLAN_INPUT,   /* token_embd */
+	ENGINE_PLAN_OUTPUT,  /* output.weight, output_norm, the rest */
+	ENGINE_PLAN_GROUPS
+};
+
 struct engine_plan_input {
 	/* The model, bytes as stored (engine_plan_input_add_tensors). */
 	uint32_t n_layer, n_embd, n_ff, n_vocab;
@@ -933,6 +942,12 @@ struct engine_plan_input {
 	uint64_t input_bytes;		  /* token_embd */
 	uint64_t output_bytes; /* output.weight, output_norm, the rest */
 	bool has_output;       /* false: token_embd is the output matrix too */
+	/*
+	 * The same bytes by weight type (io_type): a GPU reads each type at
+	 * its decode product's rate (io_device_product_rate). A group's bytes
+	 * not broken down here are read at the rate of a type without one.
+	 */
+	uint64_t type_bytes[ENGINE_PLAN_GROUPS][IO_TYPE_COUNT];
 	/* The cache. */
 	uint64_t kv_bytes_per_token; /* all layers, K + V, chosen types */
 	uint32_t n_ctx;

@@ -152,6 +152,14 @@ static void place_devices(struct place_buf *b, struct io_device_set *set)
 			place_printf(
 				b, " product %.1fGB/s %s", d->product_bw / 1e9,
 				io_device_bw_source_name(d->product_source));
+		for (uint32_t t = 0; t < IO_TYPE_COUNT; t++)
+			if (d->product_type[t].bw > 0)
+				place_printf(
+					b, " product.%s %.1fGB/s %s",
+					io_type_info(t)->name,
+					d->product_type[t].bw / 1e9,
+					io_device_bw_source_name(
+						d->product_type[t].source));
 		if (d->kind == IO_DEVICE_GPU)
 			place_printf(b, " pcie %.1fGB/s%s%s", d->link_bw / 1e9,
 				     d->simulated ? " simulated" : "",

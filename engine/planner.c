@@ -12,9 +12,10 @@
  *     + crossings x (hidden state bytes / PCIe bandwidth + crossing_s)
  *     + overhead_s
  *
- * and tok/s = 1 / t, a GPU's bandwidth the rate its decode product reads
- * weights at where that is known (io_device.product_bw), its memory's
- * otherwise. Bytes read per token: every non-expert weight, the
+ * and tok/s = 1 / t, a GPU's weights read at the rate its decode product
+ * reads each weight type at where that is known (io_device_product_rate),
+ * its memory's otherwise; its KV cache at its memory's rate. Bytes read
+ * per token: every non-expert weight, the
  * n_expert_used / n_expert share of the experts, the output matrix, one
  * row of token_embd, and the KV cache of est_tokens positions. Compute is
  * assumed to keep up with memory (true of decode on a GPU and on a CPU with
@@ -81,11 +82,18 @@ struct plan_env {
 	uint64_t scratch;	      /* GPU compute buffers + reserve */
 	uint64_t reserve;	      /* the runtime's VRAM (context, ...) */
 	uint64_t n_seq;
-	double active;	     /* share of the experts read per token */
-	double r_exp;	     /* expert bytes read per token */
-	double r_out;	     /* output matrix (+ norms) per token */
-	double r_in;	     /* token_embd row per token (untied) */
-	double gpu_bw;	     /* bytes/s a GPU step reads weights at */
+	double active; /* share of the experts read per token */
+	double r_exp;  /* expert bytes read per token */
+	double r_out;  /* output matrix (+ norms) per token */
+	double r_in;   /* token_embd row per token (untied) */
+	/*
+	 * Seconds a GPU step takes to read weights (each type at its
+	 * product's rate): all layer weights, the experts read per token,
+	 * the output (r_out), the token_embd row (r_in); and the bytes/s it
+	 * reads the KV cache at.
+	 */
+	double g_layer, g_exp, g_out, g_in;
+	double gpu_kv_bw;
 	double cross;	     /* seconds per crossing */
 	double overhead;     /* per token, all on the host */
 	double gpu_overhead; /* per token, plans that compute on the GPU */
@@ -143,6 +151,38 @@ static double plan_host_step(const struct plan_env *e)
 	return t > plan_min_step_s ? t : plan_min_step_s;
 }
 
+/*
+ * Seconds the GPU's decode products take to read `share` of group's
+ * bytes (total of them): each type broken down in the input at its own
+ * rate, the rest at the rate of a type without one.
+ */
+static double plan_gpu_read(const struct plan_env *e,
+			    enum engine_plan_group group, uint64_t total,
+			    double share)
+{
+	const uint64_t *by_type = e->in->type_bytes[group];
+	uint64_t typed = 0;
+	double s = 0;
+	uint32_t t;
+
+	for (t = 0; t < IO_TYPE_COUNT; t++) {
+		if (!by_type[t])
+			continue;
+		s += by_type[t] / io_device_product_rate(e->gpu, t, NULL);
+		typed += by_type[t];
+	}
+	if (total > typed)
+		s += (total - typed) /
+		     io_device_product_rate(e->gpu, IO_TYPE_COUNT, NULL);
+	return s * share;
+}
+
+/* The GPU's seconds to read a token's weights, all of them there. */
+static double plan_gpu_weights(const struct plan_env *e)
+{
+	return e->g_layer + e->g_exp + e->g_out + e->g_in;
+}
+
 static uint64_t plan_host_free(const struct plan_env *e,
 			       const struct io_device *d)
 {
@@ -196,13 +236,28 @@ static int plan_env_make(struct plan_env *e, const struct engine_plan_input *in,
 	e->r_out = in->output_bytes + (in->has_output ? 0 : in->input_bytes);
 	e->r_in = in->has_output ? (double)in->input_bytes / in->n_vocab : 0;
 	/*
-	 * What its decode product reads at where the probe measured it (on
-	 * an H100 well below the memory's rate: a kernel that computes),
-	 * else the memory's rate (a described GPU).
+	 * Weights at what each type's decode product reads at where the
+	 * probe measured it or it was given (on an H100 well below the
+	 * memory's rate: a kernel that computes), else the memory's rate
+	 * (a described GPU); the KV cache at the memory's (attention is
+	 * not a product, and its rate is not measured).
 	 */
-	if (e->gpu)
-		e->gpu_bw = e->gpu->product_bw > 0 ? e->gpu->product_bw :
-						     e->gpu->mem_bw;
+	if (e->gpu) {
+		e->g_layer = plan_gpu_read(e, ENGINE_PLAN_LAYERS,
+					   in->layer_bytes, 1);
+		e->g_exp = plan_gpu_read(e, ENGINE_PLAN_EXPERTS,
+					 in->expert_bytes, e->active);
+		e->g_out = plan_gpu_read(e, ENGINE_PLAN_OUTPUT,
+					 in->output_bytes, 1) +
+			   (in->has_output ? 0 :
+					     plan_gpu_read(e, ENGINE_PLAN_INPUT,
+							   in->input_bytes, 1));
+		e->g_in = in->has_output ? plan_gpu_read(e, ENGINE_PLAN_INPUT,
+							 in->input_bytes,
+							 1.0 / in->n_vocab) :
+					   0;
+		e->gpu_kv_bw = e->gpu->mem_bw;
+	}
 	e->overhead = plan_host_step(e);
 	e->gpu_overhead = in->overhead_s > 0	       ? in->overhead_s :
 			  e->gpu && e->gpu->step_s > 0 ? e->gpu->step_s :
@@ -238,9 +293,8 @@ static void plan_all_gpu(const struct plan_env *e, struct engine_plan_alt *a)
 	a->n_ctx = in->n_ctx;
 	a->gpu_bytes = e->weights + kv + e->scratch;
 	a->fits = a->gpu_bytes <= e->gpu->free_bytes;
-	a->tok_s = 1 / ((in->layer_bytes + e->r_exp + e->r_out + e->r_in +
-			 plan_kv_read(e, in->n_ctx)) /
-				e->gpu_bw +
+	a->tok_s = 1 / (plan_gpu_weights(e) +
+			plan_kv_read(e, in->n_ctx) / e->gpu_kv_bw +
 			e->gpu_overhead);
 	if (!a->fits)
 		why(a,
@@ -274,10 +328,9 @@ static void plan_all_gpu_ctx(const struct plan_env *e,
 		    e->gpu->name, PLAN_MIN_CTX);
 		return;
 	}
-	a->tok_s = 1 / ((in->layer_bytes + e->r_exp + e->r_out + e->r_in +
-			 plan_kv_read(e, a->n_ctx)) /
-				e->gpu_bw +
-			e->gpu_overhead);
+	a->tok_s = 1 /
+		   (plan_gpu_weights(e) +
+		    plan_kv_read(e, a->n_ctx) / e->gpu_kv_bw + e->gpu_overhead);
 	if (in->ctx_given)
 		why(a,
 		    "not chosen: the context %u was asked for; --ctx %u would keep everything on %s",
@@ -310,9 +363,9 @@ static void plan_kv_in_ram(const struct plan_env *e, struct engine_plan_alt *a)
 	a->fits = e->weights + e->scratch <= e->gpu->free_bytes &&
 		  a->host_bytes <= plan_host_free(e, e->host);
 	/* Each layer whose cache is in RAM: q, k, v go down, the output up. */
-	t = (in->layer_bytes + e->r_exp + e->r_out + e->r_in) / e->gpu_bw +
-	    read * g / L / e->gpu_bw + read * (L - g) / L / e->host->mem_bw +
-	    2.0 * (L - g) * e->cross + e->gpu_overhead;
+	t = plan_gpu_weights(e) + read * g / L / e->gpu_kv_bw +
+	    read * (L - g) / L / e->host->mem_bw + 2.0 * (L - g) * e->cross +
+	    e->gpu_overhead;
 	a->tok_s = 1 / t;
 	if (e->weights + e->scratch > e->gpu->free_bytes)
 		why(a,
@@ -341,14 +394,14 @@ static void plan_experts_in_ram(const struct plan_env *e,
 			(in->has_output ? in->input_bytes : 0);
 	a->fits = a->gpu_bytes <= e->gpu->free_bytes &&
 		  a->host_bytes <= plan_host_free(e, e->host);
-	base = (in->layer_bytes + e->r_out + plan_kv_read(e, in->n_ctx)) /
-		       e->gpu_bw +
+	base = e->g_layer + e->g_out +
+	       plan_kv_read(e, in->n_ctx) / e->gpu_kv_bw +
 	       e->r_in / e->host->mem_bw + e->gpu_overhead;
 	/* As llama.cpp's --cpu-moe: the CPUs of the GPU's node compute them. */
 	t_cpu = base + e->r_exp / e->host->mem_bw +
 		2.0 * in->n_layer * e->cross;
 	/* Or the routed experts cross PCIe each token (ids come up first). */
-	t_ship = base + e->r_exp / e->gpu->link_bw + e->r_exp / e->gpu_bw +
+	t_ship = base + e->r_exp / e->gpu->link_bw + e->g_exp +
 		 1.0 * in->n_layer * e->cross;
 	*shipped = t_ship < t_cpu;
 	a->tok_s = 1 / (*shipped ? t_ship : t_cpu);
@@ -367,7 +420,7 @@ static void plan_split(const struct plan_env *e, bool all_fit,
 {
 	const struct engine_plan_input *in = e->in;
 	uint32_t L = in->n_layer, g;
-	double layer, read, t;
+	double layer, read, g_read, t;
 	char range[32];
 
 	a->considered = true;
@@ -395,7 +448,9 @@ static void plan_split(const struct plan_env *e, bool all_fit,
 	}
 	/* Layers run where they live; the hidden state goes down and up once. */
 	read = in->layer_bytes + e->r_exp + plan_kv_read(e, in->n_ctx);
-	t = read * g / L / e->gpu_bw + read * (L - g) / L / e->home->mem_bw +
+	g_read = e->g_layer + e->g_exp +
+		 plan_kv_read(e, in->n_ctx) / e->gpu_kv_bw;
+	t = g_read * g / L + read * (L - g) / L / e->home->mem_bw +
 	    (e->r_out + e->r_in) / e->home->mem_bw + 2 * e->cross +
 	    e->gpu_overhead;
 	a->tok_s = 1 / t;
@@ -590,19 +645,28 @@ int engine_plan_make(struct engine_plan *plan,
 void engine_plan_input_add_tensors(struct engine_plan_input *in,
 				   const struct io_gguf_tensor *t, uint64_t n)
 {
+	uint64_t *const total[ENGINE_PLAN_GROUPS] = {
+		[ENGINE_PLAN_LAYERS] = &in->layer_bytes,
+		[ENGINE_PLAN_EXPERTS] = &in->expert_bytes,
+		[ENGINE_PLAN_INPUT] = &in->input_bytes,
+		[ENGINE_PLAN_OUTPUT] = &in->output_bytes,
+	};
+	enum engine_plan_group g;
 	uint64_t i;
 
 	for (i = 0; i < n; i++) {
 		const char *name = t[i].name;
 
 		if (strncmp(name, "blk.", 4) == 0)
-			*(strstr(name, "_exps.") ?
-				  &in->expert_bytes :
-				  &in->layer_bytes) += t[i].bytes;
+			g = strstr(name, "_exps.") ? ENGINE_PLAN_EXPERTS :
+						     ENGINE_PLAN_LAYERS;
 		else if (strcmp(name, "token_embd.weight") == 0)
-			in->input_bytes += t[i].bytes;
+			g = ENGINE_PLAN_INPUT;
 		else
-			in->output_bytes += t[i].bytes;
+			g = ENGINE_PLAN_OUTPUT;
+		*total[g] += t[i].bytes;
+		if (t[i].type < IO_TYPE_COUNT)
+			in->type_bytes[g][t[i].type] += t[i].bytes;
 		if (strcmp(name, "output.weight") == 0)
 			in->has_output = true;
 	}

@@ -27,8 +27,10 @@
  * fixed cost), cross=30us (one host <-> GPU hand-over), and the host's
  * step (cpu:step=2ms, all-cpu's); the planner takes them over its
  * defaults (tools/bench-placement.sh measures them). product=1.2T is the
- * rate at which a GPU's decode product reads weights (the probe measures
- * it on a card; a simulated GPU without it is planned at bw=).
+ * rate at which a GPU's decode product reads weights of every type,
+ * product.q8_0=900G one type's (the probe measures Q4_K, Q6_K, Q8_0, F16
+ * and BF16 on a card; a simulated GPU without them is planned at bw=).
+ * Given ones win over measured ones, a type's own over product=.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -36,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
@@ -176,6 +179,33 @@ static int device_seconds(const char *s, double *out)
 	return -EINVAL;
 }
 
+/* product.q8_0=900G: the rate of one weight type's decode product */
+static int device_product_type(struct io_device *d, const char *type,
+			       const char *val, struct err *err)
+{
+	const struct io_type_info *ti;
+	double v;
+	uint32_t t;
+
+	for (t = 0; t < IO_TYPE_COUNT; t++) {
+		ti = io_type_info(t);
+		if (ti && strcasecmp(ti->name, type) == 0)
+			break;
+	}
+	if (t == IO_TYPE_COUNT)
+		return err_set(
+			err, EINVAL,
+			"--devices: %s: no weight type '%.20s' (product.q4_K=, product.q8_0=, product.f16=, ...)",
+			d->name, type);
+	if (device_number(val, 1000, &v) < 0 || v < 1e6)
+		return err_set(err, EINVAL,
+			       "--devices: bad product.%s value '%.30s' for %s",
+			       type, val, d->name);
+	d->product_type[t].bw = v;
+	d->product_type[t].source = IO_BW_GIVEN;
+	return 0;
+}
+
 static int device_key(struct io_device *d, const char *key, const char *val,
 		      struct err *err)
 {
@@ -207,6 +237,8 @@ static int device_key(struct io_device *d, const char *key, const char *val,
 		*(key[0] == 's' ? &d->step_s : &d->cross_s) = v;
 		return 0;
 	}
+	if (strncmp(key, "product.", 8) == 0 && gpu)
+		return device_product_type(d, key + 8, val, err);
 	if (strcmp(key, "bw") == 0 ||
 	    ((strcmp(key, "pcie") == 0 || strcmp(key, "product") == 0) &&
 	     gpu)) {
@@ -237,7 +269,7 @@ static int device_key(struct io_device *d, const char *key, const char *val,
 	return err_set(
 		err, EINVAL, "--devices: %s has no key '%.20s' (%s)", d->name,
 		key,
-		gpu ? "gpuN takes vram, free, bw, pcie, node, cc, model, step, cross" :
+		gpu ? "gpuN takes vram, free, bw, pcie, node, cc, model, step, cross, product, product.TYPE" :
 		      "cpu and numaN take bw, ram, free");
 bad:
 	return err_set(err, EINVAL, "--devices: bad %s value '%.30s' for %s",
@@ -397,6 +429,44 @@ const struct io_device *io_device_set_unprobed(const struct io_device_set *set)
 		if (set->dev[k].capped && set->dev[k].mem_bw <= 0)
 			return &set->dev[k];
 	return NULL;
+}
+
+double io_device_product_rate(const struct io_device *d, uint32_t type,
+			      enum io_bw_source *source)
+{
+	const struct io_device_rate *r = type < IO_TYPE_COUNT ?
+						 &d->product_type[type] :
+						 NULL;
+	enum io_bw_source unused;
+
+	if (!source)
+		source = &unused;
+	if (r && r->bw > 0) {
+		*source = r->source;
+		return r->bw;
+	}
+	if (d->product_bw > 0) {
+		*source = d->product_source;
+		return d->product_bw;
+	}
+	*source = d->bw_source;
+	return d->mem_bw;
+}
+
+void io_device_product_give(struct io_device *d, const struct io_device *given)
+{
+	uint32_t t;
+
+	if (given->product_source == IO_BW_GIVEN) {
+		d->product_bw = given->product_bw;
+		d->product_source = IO_BW_GIVEN;
+	}
+	for (t = 0; t < IO_TYPE_COUNT; t++) {
+		if (given->product_type[t].source == IO_BW_GIVEN)
+			d->product_type[t] = given->product_type[t];
+		else if (given->product_source == IO_BW_GIVEN)
+			d->product_type[t] = (struct io_device_rate){ 0 };
+	}
 }
 
 int io_device_usable(const struct io_device *d, struct err *err)

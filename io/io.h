@@ -553,6 +553,12 @@ enum io_bw_source {
 	IO_BW_DERIVED,	/* a node's share of the measured machine figure */
 };
 
+/* A rate and where it came from (C++ sees it outside io_device too). */
+struct io_device_rate {
+	double bw; /* bytes/s; 0 unknown */
+	enum io_bw_source source;
+};
+
 struct io_device {
 	enum io_device_kind kind;
 	int index;	      /* numa: the node id; gpu: N of gpuN; cpu: -1 */
@@ -566,13 +572,19 @@ struct io_device {
 	enum io_bw_source bw_source;
 	double link_bw; /* gpu: host <-> device bytes/s (PCIe) */
 	/*
-	 * gpu: bytes/s of weights its decode product reads (a Q4_K matrix
-	 * times one row, the mat-vec kernel a step spends most of its time
-	 * in); 0 unknown. What the planner divides a GPU's bytes by: a
-	 * kernel that computes reads slower than one that only reads.
+	 * gpu: bytes/s of weights its decode product reads (a matrix times
+	 * one row, the mat-vec kernel a step spends most of its time in);
+	 * 0 unknown. What the planner divides a GPU's bytes by: a kernel
+	 * that computes reads slower than one that only reads, and each
+	 * weight type's kernel at its own rate. product_type[t]: type t's
+	 * (the probe times Q4_K, Q6_K, Q8_0, F16, BF16; product.q8_0=
+	 * gives one); product_bw: every other type's (the probe's Q4_K
+	 * rate; product= gives it, and then stands for every type not given
+	 * its own). io_device_product_rate() picks.
 	 */
 	double product_bw;
 	enum io_bw_source product_source;
+	struct io_device_rate product_type[IO_TYPE_COUNT];
 	int cc_major, cc_minor; /* gpu: compute capability if given */
 	bool simulated;		/* described, not found on the machine */
 	bool compute;		/* a backend can compute here (false: gpu) */
@@ -620,6 +632,20 @@ const struct io_device *io_device_find(const struct io_device_set *set,
 /* The same, or -EINVAL naming the devices there are. */
 int io_device_lookup(const struct io_device_set *set, const char *name,
 		     const struct io_device **out, struct err *err);
+/*
+ * Bytes/s at which d's decode product reads weights of type (an io_type):
+ * that type's rate if known, else product_bw, else the memory's (mem_bw;
+ * 0 when that is unknown too). *source (may be NULL) says where it came
+ * from.
+ */
+double io_device_product_rate(const struct io_device *d, uint32_t type,
+			      enum io_bw_source *source);
+/*
+ * A given product rate (--devices product=, product.TYPE=) over measured
+ * ones: given product=, it is every type's rate but those given their own.
+ * d takes given's given rates; what given leaves unknown stays d's.
+ */
+void io_device_product_give(struct io_device *d, const struct io_device *given);
 /* A capped GPU no probe has found yet (bandwidths unknown), or NULL. */
 const struct io_device *io_device_set_unprobed(const struct io_device_set *set);
 /* 0 if weights can be computed on d, -ENODEV (a GPU without backend). */

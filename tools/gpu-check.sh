@@ -242,8 +242,10 @@ if [ $gpus_rc != 0 ] && grep -qE 'error while loading shared libraries|version .
 	fi
 fi
 gpus=$("$BIN/llmfs-gpus" 2>&1)
-# the rates the planner takes (vram_read, pcie_h2d, product_q4k), not the byte counts
-result env $? "$(head -n 1 <<<"$gpus" | sed -E 's/ total [0-9]+ free [0-9]+//' | cut -c1-140)"
+# the rates the planner takes (vram_read, pcie_h2d, the decode product's
+# of each weight type), not the byte counts
+result env $? "$(head -n 1 <<<"$gpus" | sed -E 's/ total [0-9]+ free [0-9]+//; s/ product .*//' | cut -c1-140)"
+row rates "" "$(head -n 1 <<<"$gpus" | grep -o 'product .*' | cut -c1-200)"
 
 # ---- the shared test data ----------------------------------------------------
 export SHARED=$WORK/shared

@@ -193,7 +193,8 @@ static int loader_probe_child(const struct cuda_api *api,
 /*
  * A capped GPU takes what the probe found of its card, its memory at most
  * the cap, and the CUDA backend enforces the cap on what is placed there;
- * the costs given with the cap (step=, cross=, product=) stay.
+ * the costs given with the cap (step=, cross=, product=, product.TYPE=)
+ * stay.
  */
 static void loader_cap(struct io_device *d, const struct io_device *card)
 {
@@ -205,10 +206,7 @@ static void loader_cap(struct io_device *d, const struct io_device *card)
 	d->compute = true;
 	d->step_s = given.step_s;
 	d->cross_s = given.cross_s;
-	if (given.product_source == IO_BW_GIVEN) {
-		d->product_bw = given.product_bw;
-		d->product_source = IO_BW_GIVEN;
-	}
+	io_device_product_give(d, &given);
 	if (d->total_bytes > cap)
 		d->total_bytes = cap;
 	if (d->free_bytes > cap)

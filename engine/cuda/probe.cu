@@ -5,7 +5,8 @@
  * VRAM by a kernel that reads every byte once (16-byte loads,
  * grid-stride, one sum per block so that nothing is optimised away),
  * PCIe by cudaMemcpy from page-locked host memory, and the rate at which
- * the decode product reads weights (probe_product) by that kernel itself.
+ * the decode product reads weights of each type that matters
+ * (probe_products) by that kernel itself.
  *
  * The simulator runs it in `make check`; tools/gpu-check.sh on a card
  * (an H100: 2.85 TB/s VRAM read, 55 GB/s host to device).
@@ -19,8 +20,9 @@
  * Bytes read to measure VRAM, copied to measure PCIe; the product's
  * matrices: PROBE_MATRICES of each shape, the width and the two heights
  * of a Qwen3-8B layer's products (attention's 4096 x 4096, the FFN's
- * 12288 x 4096), 302 MB in all: well past the L2 cache (50 MB on an
- * H100), so that every round reads VRAM. All small simulated.
+ * 12288 x 4096), 302 MB in all at Q4_K (1.07 GB at F16): well past the
+ * L2 cache (50 MB on an H100), so that every round reads VRAM. All
+ * small simulated.
  */
 #ifdef LLMFS_CUDA_SIM
 #define PROBE_VRAM (1ull << 20)
@@ -109,45 +111,56 @@ static double probe_vram(const cudaDeviceProp *prop, size_t bytes)
 }
 
 /*
- * Bytes/s of weights the decode product reads: the mat-vec kernel a
- * decode step spends most of its time in (on an H100, 70% of a 0.6B
- * step), Q4_K (the type most of a Q4_K_M model is) in the repacked
- * order such matrices take, times one Q8_K row, launched back to back
- * as a step's products are: what a weight's byte costs a step, launch
- * gaps and partial waves included, where probe_vram is the memory's
- * rate. The weights are zeros: the kernel's time does not depend on
- * the values. 0 on any failure.
+ * The weight types whose decode product the probe times: a Q4_K_M
+ * model's (Q4_K, Q6_K), Q8_0's and the float ones'. Q4_K in the repacked
+ * order its matrices take (the other types have none, or keep their own:
+ * engine/quant/traits.c). Every other type is planned at Q4_K's rate.
  */
-static double probe_product(size_t free_b)
+static const struct probe_type {
+	uint32_t type;
+	uint32_t block_elems, block_bytes;
+	uint32_t repacked;
+} probe_types[] = {
+	{ T_Q4_K, QK_K, sizeof(blk_q4_K), 1 },
+	{ T_Q6_K, QK_K, sizeof(blk_q6_K), 0 },
+	{ T_Q8_0, 32, sizeof(blk_q8_0), 0 },
+	{ T_F16, 1, 2, 0 },
+	{ T_BF16, 1, 2, 0 },
+};
+
+/* Bytes of a row of the probe's matrices of one type. */
+static uint64_t probe_row_bytes(const struct probe_type *pt)
 {
-	const uint64_t row = PROBE_WIDTH / QK_K * sizeof(blk_q4_K);
-	const uint64_t a_bytes = (uint64_t)PROBE_ROWS_A * row;
-	const uint64_t b_bytes = (uint64_t)PROBE_ROWS_B * row;
-	const uint64_t bytes = PROBE_MATRICES * (a_bytes + b_bytes);
-	const uint64_t x_bytes = k_act_row_bytes(T_Q8_K, PROBE_WIDTH);
-	uint8_t *w = NULL, *x = NULL;
-	float *y = NULL;
+	return PROBE_WIDTH / pt->block_elems * (uint64_t)pt->block_bytes;
+}
+
+/*
+ * Bytes/s of weights of one type the decode product reads: the mat-vec
+ * kernel a decode step spends most of its time in (on an H100, 70% of a
+ * 0.6B step), times one activation row of the type's kind, over `pairs`
+ * pairs of matrices in w (zeros: the kernel's time does not depend on
+ * the values), launched back to back as a step's products are: what a
+ * weight's byte costs a step, launch gaps and partial waves included,
+ * where probe_vram is the memory's rate. 0 on any failure.
+ */
+static double probe_product(const struct probe_type *pt, const uint8_t *w,
+			    uint32_t pairs, const uint8_t *x, float *y)
+{
+	const uint64_t row = probe_row_bytes(pt);
+	const uint64_t bytes =
+		pairs * (uint64_t)(PROBE_ROWS_A + PROBE_ROWS_B) * row;
+	const uint32_t act = k_act_type(pt->type);
 	cudaEvent_t a, b;
 	double best = 0, t;
 	bool ok = true;
 
-	if (bytes > free_b / 4 || cudaMalloc(&w, bytes) != cudaSuccess ||
-	    cudaMalloc(&x, x_bytes) != cudaSuccess ||
-	    cudaMalloc(&y, PROBE_ROWS_B * sizeof(float)) != cudaSuccess ||
-	    cudaMemset(w, 0, bytes) != cudaSuccess ||
-	    cudaMemset(x, 0, x_bytes) != cudaSuccess) {
-		cudaFree(w);
-		cudaFree(x);
-		cudaFree(y);
-		return 0;
-	}
 	cudaEventCreate(&a);
 	cudaEventCreate(&b);
 	for (int r = 0; r < 4 && ok; r++) { /* the first round warms up */
 		const uint8_t *m = w;
 
 		cudaEventRecord(a);
-		for (int k = 0; k < 2 * PROBE_MATRICES && ok; k++) {
+		for (uint32_t k = 0; k < 2 * pairs && ok; k++) {
 			mmv_args p = {};
 
 			p.w = m;
@@ -155,12 +168,12 @@ static double probe_product(size_t free_b)
 			p.n_in = PROBE_WIDTH;
 			p.n_out = k % 2 ? PROBE_ROWS_B : PROBE_ROWS_A;
 			p.x = x;
-			p.x_ld = x_bytes;
+			p.x_ld = k_act_row_bytes(act, PROBE_WIDTH);
 			p.y = y;
 			p.y_ld = (uint64_t)p.n_out;
 			p.n_cols = 1;
-			p.repacked = 1;
-			ok = k_mmv(T_Q4_K, p, (cudaStream_t)0);
+			p.repacked = pt->repacked;
+			ok = k_mmv(pt->type, p, (cudaStream_t)0);
 			m += (uint64_t)p.n_out * row;
 		}
 		cudaEventRecord(b);
@@ -172,10 +185,56 @@ static double probe_product(size_t free_b)
 		best = 0;
 	cudaEventDestroy(a);
 	cudaEventDestroy(b);
+	return best;
+}
+
+/*
+ * Each type's product rate into io->product_type[], Q4_K's also into
+ * io->product_bw (every other type's). One buffer of zeros, sized for
+ * the widest type, serves all: PROBE_MATRICES pairs where a quarter of
+ * the free memory holds them (the float types' 1.07 GB on an H100),
+ * fewer otherwise. The time: each type's bytes read 4 times, 13.7 GB,
+ * about 6-9 ms on an H100 at 1.5-2.5 TB/s (expected), plus the
+ * buffer's memset.
+ */
+static void probe_products(struct io_device *io, size_t free_b)
+{
+	uint64_t widest = 0, pair, x_bytes = 0;
+	uint8_t *w = NULL, *x = NULL;
+	float *y = NULL;
+	uint32_t pairs;
+
+	for (const auto &pt : probe_types) {
+		if (probe_row_bytes(&pt) > widest)
+			widest = probe_row_bytes(&pt);
+		if (k_act_row_bytes(k_act_type(pt.type), PROBE_WIDTH) > x_bytes)
+			x_bytes = k_act_row_bytes(k_act_type(pt.type),
+						  PROBE_WIDTH);
+	}
+	pair = (uint64_t)(PROBE_ROWS_A + PROBE_ROWS_B) * widest;
+	pairs = free_b / 4 / pair < PROBE_MATRICES ?
+			(uint32_t)(free_b / 4 / pair) :
+			PROBE_MATRICES;
+	if (!pairs || cudaMalloc(&w, pairs * pair) != cudaSuccess ||
+	    cudaMalloc(&x, x_bytes) != cudaSuccess ||
+	    cudaMalloc(&y, PROBE_ROWS_B * sizeof(float)) != cudaSuccess ||
+	    cudaMemset(w, 0, pairs * pair) != cudaSuccess ||
+	    cudaMemset(x, 0, x_bytes) != cudaSuccess)
+		goto out;
+	for (const auto &pt : probe_types) {
+		struct io_device_rate *r = &io->product_type[pt.type];
+
+		r->bw = probe_product(&pt, w, pairs, x, y);
+		r->source = r->bw > 0 ? IO_BW_MEASURED : IO_BW_UNKNOWN;
+		if (pt.type == T_Q4_K) {
+			io->product_bw = r->bw;
+			io->product_source = r->source;
+		}
+	}
+out:
 	cudaFree(w);
 	cudaFree(x);
 	cudaFree(y);
-	return best;
 }
 
 /* Bytes/s host -> device from page-locked memory; 0 on any failure. */
@@ -271,9 +330,7 @@ int cuda_probe(struct io_device_set *set, struct err *err)
 		io->mem_bw = probe_vram(&prop, bytes);
 		io->bw_source = io->mem_bw > 0 ? IO_BW_MEASURED : IO_BW_UNKNOWN;
 		io->link_bw = probe_pcie(PROBE_PCIE);
-		io->product_bw = probe_product(free_b);
-		io->product_source = io->product_bw > 0 ? IO_BW_MEASURED :
-							  IO_BW_UNKNOWN;
+		probe_products(io, free_b);
 		added++;
 	}
 	if (!added)

@@ -25,8 +25,8 @@ check() {
 	if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi
 }
 echo "$out"
-check "one line per GPU with measured bandwidths" \
-	"echo \"\$out\" | grep -qE '^gpu0 [^ ]+ cc [0-9]+\\.[0-9]+ total [0-9]+ free [0-9]+ node -?[0-9]+ vram_read [1-9][0-9.]*GB/s pcie_h2d [1-9][0-9.]*GB/s product_q4k [1-9][0-9.]*GB/s\$'"
+check "one line per GPU with measured bandwidths, each type's product rate" \
+	"echo \"\$out\" | grep -qE '^gpu0 [^ ]+ cc [0-9]+\\.[0-9]+ total [0-9]+ free [0-9]+ node -?[0-9]+ vram_read [1-9][0-9.]*GB/s pcie_h2d [1-9][0-9.]*GB/s product [1-9][0-9.]*GB/s product.f16 [1-9][0-9.]*GB/s product.q8_0 [1-9][0-9.]*GB/s product.q4_K [1-9][0-9.]*GB/s product.q6_K [1-9][0-9.]*GB/s product.bf16 [1-9][0-9.]*GB/s\$'"
 spec=$(echo "$out" | sed -n 's/^devices //p')
 check "a devices line" "[ -n \"\$spec\" ]"
 # llmfs-run loads with LLMFS_DEVICES: a description it refuses fails the load.

@@ -790,7 +790,10 @@ START_TEST(test_planner_capped_card_and_measured_costs)
 	set.dev[2].product_bw = 1200e9;
 	set.dev[2].product_source = IO_BW_MEASURED;
 	plan_of(&p, &m, &set);
-	near(p.alt[ENGINE_PLAN_ALL_GPU].tok_s, 1 / (r / 1200e9 + 0.3e-3));
+	/* the KV cache at the memory's rate: attention is not a product */
+	near(p.alt[ENGINE_PLAN_ALL_GPU].tok_s,
+	     1 / ((r - 2048.0 * m.in.kv_bytes_per_token) / 1200e9 +
+		  2048.0 * m.in.kv_bytes_per_token / 2850e9 + 0.3e-3));
 	near(p.alt[ENGINE_PLAN_ALL_CPU].tok_s, toks(r / 60e9));
 	set.dev[2].product_bw = 0;
 	/* a cap that no probe resolved: no GPU to plan for */
@@ -800,6 +803,98 @@ START_TEST(test_planner_capped_card_and_measured_costs)
 	ck_assert_int_eq(p.chosen, ENGINE_PLAN_ALL_CPU);
 	ck_assert_str_eq(p.gpu, "");
 	ck_assert(!p.alt[ENGINE_PLAN_ALL_GPU].considered);
+}
+END_TEST
+
+/* A GPU's rate for a weight type, as the test gives them below. */
+static double rate_of(uint32_t type)
+{
+	return type == IO_TYPE_Q4_K ? 1000e9 :
+	       type == IO_TYPE_Q6_K ? 700e9 :
+				      1200e9; /* product=: F32 */
+}
+
+/*
+ * Seconds the GPU's products read what one token reads of m's tensors,
+ * each at its type's rate: of a group (layers, experts, token_embd, the
+ * rest) the share share[group] of its bytes; written out from the tensor
+ * list, not from the planner's byte counts.
+ */
+static double gpu_seconds(const struct shape_model *m, const double share[4])
+{
+	double s = 0;
+	int g;
+
+	for (uint64_t i = 0; i < m->n; i++) {
+		const struct io_gguf_tensor *t = &m->t[i];
+
+		g = strncmp(t->name, "blk.", 4) != 0 ?
+			    (strcmp(t->name, "token_embd.weight") == 0 ? 2 :
+									 3) :
+		    strstr(t->name, "_exps.") ? 1 :
+						0;
+		s += t->bytes * share[g] / rate_of(t->type);
+	}
+	return s;
+}
+
+/*
+ * Each weight type at its own product's rate (the probe's per-type
+ * measurement, or product.TYPE=): a Q4_K_M model's Q4_K and Q6_K bytes
+ * at different rates, F32 at product='s, the KV cache at the memory's;
+ * all-gpu, the split and experts-in-ram (the MoE's shared weights on
+ * the GPU) written out term by term.
+ */
+START_TEST(test_planner_product_rate_per_type)
+{
+	static struct shape_model m;
+	struct io_device_set set;
+	struct engine_plan p;
+	double kv, t, layer_share;
+	uint32_t g, L;
+
+	shape_make(&m, &llama3_8b);
+	desktop(&set, 80 * GIB, 2850e9);
+	set.dev[2].product_bw = 1200e9;
+	set.dev[2].product_source = IO_BW_GIVEN;
+	set.dev[2].product_type[IO_TYPE_Q4_K] = (struct io_device_rate){
+		1000e9, IO_BW_MEASURED
+	};
+	set.dev[2].product_type[IO_TYPE_Q6_K] = (struct io_device_rate){
+		700e9, IO_BW_MEASURED
+	};
+	plan_of(&p, &m, &set);
+	ck_assert_int_eq(p.chosen, ENGINE_PLAN_ALL_GPU);
+	kv = 2048.0 * m.in.kv_bytes_per_token;
+	t = gpu_seconds(&m, (const double[4]){ 1, 1, 1.0 / 128256, 1 });
+	near(p.alt[ENGINE_PLAN_ALL_GPU].tok_s, 1 / (t + kv / 2850e9 + 0.5e-3));
+	/* Q6_K slower than Q4_K: slower than all at Q4_K's rate */
+	ck_assert(t > (m.bytes - m.in.input_bytes +
+		       (double)m.in.input_bytes / 128256) /
+			      1000e9);
+	/* the split: its GPU layers' share of the layers and their KV */
+	L = m.in.n_layer;
+	g = p.alt[ENGINE_PLAN_SPLIT].gpu_layers;
+	ck_assert_uint_eq(g, L / 2);
+	layer_share = (double)g / L;
+	t = gpu_seconds(&m, (const double[4]){ layer_share, 0, 0, 0 }) +
+	    kv * layer_share / 2850e9 +
+	    (m.in.layer_bytes + kv) * (1 - layer_share) / 60e9 +
+	    (m.in.output_bytes + (double)m.in.input_bytes / 128256) / 60e9 +
+	    2 * (20e-6 + 4096 * 4.0 / 25e9) + 0.5e-3;
+	near(p.alt[ENGINE_PLAN_SPLIT].tok_s, 1 / t);
+
+	/* the MoE's experts in RAM: the GPU reads its shared weights only */
+	shape_make(&m, &qwen3_30b_a3b);
+	set.dev[2].total_bytes = set.dev[2].free_bytes = 8 * GIB;
+	plan_of(&p, &m, &set);
+	ck_assert_int_eq(p.chosen, ENGINE_PLAN_EXPERTS_IN_RAM);
+	kv = 2048.0 * m.in.kv_bytes_per_token;
+	t = gpu_seconds(&m, (const double[4]){ 1, 0, 0, 1 }) + kv / 2850e9 +
+	    (double)m.in.input_bytes / 151936 / 60e9 + 0.5e-3 +
+	    8.0 / 128 * m.in.expert_bytes / 60e9 +
+	    2.0 * 48 * (20e-6 + 2048 * 4.0 / 25e9);
+	near(p.alt[ENGINE_PLAN_EXPERTS_IN_RAM].tok_s, 1 / t);
 }
 END_TEST
 
@@ -819,6 +914,7 @@ static Suite *planner_suite(void)
 	tcase_add_test(tc, test_planner_two_numa_nodes_moe_stays_on_cpus);
 	tcase_add_test(tc, test_planner_no_gpu_and_bad_input);
 	tcase_add_test(tc, test_planner_capped_card_and_measured_costs);
+	tcase_add_test(tc, test_planner_product_rate_per_type);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -16,7 +16,7 @@ else
 		grep -q '^llmfs: --devices: gpu0:vram= without bw= and pcie= caps a real GPU: ' "$WORK/bad"
 fi
 
-mount_llmfs --devices 'gpu0:vram=8G,bw=272G,pcie=25G,cc=8.9,model=RTX-4060,cpu:bw=60G' \
+mount_llmfs --devices 'gpu0:vram=8G,bw=272G,pcie=25G,cc=8.9,model=RTX-4060,product.q6_K=150G,cpu:bw=60G' \
 	--name stories="$STORIES"
 wait_loaded || fail "model loaded in 10 s"
 M=$MNT/stories
@@ -25,8 +25,8 @@ check "status: the simulated GPU" grep -qx \
 	'device gpu0 name=RTX-4060 cc=8.9 memory_total_bytes=8589934592 memory_free_bytes=8589934592 simulated no-backend' \
 	"$MNT/status"
 cat "$M/placement" > "$WORK/placement"
-check "placement: gpu0's memory" grep -qx \
-	'memory gpu0 total 8589934592 free 8589934592 node - bw 272.0GB/s given pcie 25.0GB/s simulated' \
+check "placement: gpu0's memory, a type's product rate" grep -qx \
+	'memory gpu0 total 8589934592 free 8589934592 node - bw 272.0GB/s given product.q6_K 150.0GB/s given pcie 25.0GB/s simulated' \
 	"$WORK/placement"
 check "placement: the host's given bandwidth" \
 	grep -qE '^memory cpu total [0-9]+ free [0-9]+ node - bw 60.0GB/s given$' "$WORK/placement"

@@ -30,13 +30,14 @@ export LLMFS_CUDA_MODULE=$SIM
 LLMFS_DEVICES=gpu0:vram=1G "$BUILD/bin/llmfs-gpus" >"$WORK/gpus" 2>&1 ||
 	fail "llmfs-gpus with a cap: $(tail -n 1 "$WORK/gpus")"
 check "llmfs-gpus: the capped card's memory is the cap" grep -qE \
-	'^gpu0 .* total 1073741824 free 1073741824 node -?[0-9]+ vram_read [0-9.]+GB/s pcie_h2d [0-9.]+GB/s product_q4k [0-9.]+GB/s capped$' \
+	'^gpu0 .* total 1073741824 free 1073741824 node -?[0-9]+ vram_read [0-9.]+GB/s pcie_h2d [0-9.]+GB/s product [0-9.]+GB/s( product\.[a-zA-Z0-9_]+ [0-9.]+GB/s){5} capped$' \
 	"$WORK/gpus"
-# a product rate given with the cap stays (the probe's is the simulator's)
-LLMFS_DEVICES=gpu0:vram=1G,product=1.5T "$BUILD/bin/llmfs-gpus" >"$WORK/gpus" 2>&1 ||
+# product rates given with the cap stay (the probe's are the simulator's):
+# product= for every type but one given its own
+LLMFS_DEVICES=gpu0:vram=1G,product=1.5T,product.q8_0=1.7T "$BUILD/bin/llmfs-gpus" >"$WORK/gpus" 2>&1 ||
 	fail "llmfs-gpus with a cap and product=: $(tail -n 1 "$WORK/gpus")"
-check "llmfs-gpus: a product rate given with the cap stays" grep -qE \
-	'^gpu0 .* product_q4k 1500\.0GB/s capped$' "$WORK/gpus"
+check "llmfs-gpus: product rates given with the cap stay" grep -qE \
+	'^gpu0 .* product 1500\.0GB/s product\.q8_0 1700\.0GB/s capped$' "$WORK/gpus"
 
 # ---- llmfs-bench: the engine's placement under the cap ----
 if "$BENCH" -m "$STORIES" --devices gpu0:vram=1M --placement 'all gpu0' \
@@ -103,7 +104,7 @@ check "status: gpu0's memory is the cap, said capped" grep -qE \
 	"$MNT/status"
 cat "$S/placement" >"$WORK/placement"
 check "placement: gpu0's memory is the cap, said capped" grep -qE \
-	'^memory gpu0 total 1073741824 free [0-9]+ node -?[0-9-]* bw [0-9.]+GB/s measured product [0-9.]+GB/s measured pcie [0-9.]+GB/s capped$' \
+	'^memory gpu0 total 1073741824 free [0-9]+ node -?[0-9-]* bw [0-9.]+GB/s measured product [0-9.]+GB/s measured( product\.[a-zA-Z0-9_]+ [0-9.]+GB/s measured){5} pcie [0-9.]+GB/s capped$' \
 	"$WORK/placement"
 check "status: the plan's estimates per model" \
 	grep -qE '^model stories estimate all-gpu [0-9.]+ chosen: ' "$MNT/status"

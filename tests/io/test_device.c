@@ -152,6 +152,96 @@ START_TEST(test_device_cap_on_a_real_card)
 }
 END_TEST
 
+/*
+ * The decode product's rates: product.TYPE= one type's, product= every
+ * other type's; io_device_product_rate picks a type's own, else
+ * product=, else the memory's. Given over measured (a capped card's
+ * probe): a type's own given rate stays, product= given replaces every
+ * measured one it does not.
+ */
+START_TEST(test_device_product_rates)
+{
+	struct io_device_set set;
+	struct io_device probed, given;
+	const struct io_device *g;
+	enum io_bw_source src;
+	struct err err = { 0 };
+
+	ck_assert_msg(
+		io_device_set_read(
+			&set,
+			"gpu0:vram=8G,bw=272G,pcie=25G,product.q8_0=200G,product.F16=150G",
+			&err) == 0,
+		"%s", err.msg);
+	g = io_device_find(&set, "gpu0");
+	ck_assert(fabs(io_device_product_rate(g, IO_TYPE_Q8_0, &src) - 200e9) <
+			  1 &&
+		  src == IO_BW_GIVEN);
+	ck_assert(fabs(io_device_product_rate(g, IO_TYPE_F16, NULL) - 150e9) <
+		  1);
+	/* no rate of its own, no product=: the memory's */
+	ck_assert(fabs(io_device_product_rate(g, IO_TYPE_Q4_K, &src) - 272e9) <
+			  1 &&
+		  src == IO_BW_GIVEN);
+	ck_assert(fabs(io_device_product_rate(g, IO_TYPE_COUNT, NULL) - 272e9) <
+		  1);
+	ck_assert_int_eq(
+		io_device_set_read(
+			&set,
+			"gpu0:vram=8G,bw=272G,pcie=25G,product=100G,product.q6_K=90G",
+			&err),
+		0);
+	g = io_device_find(&set, "gpu0");
+	ck_assert(fabs(io_device_product_rate(g, IO_TYPE_Q4_K, NULL) - 100e9) <
+		  1);
+	ck_assert(fabs(io_device_product_rate(g, IO_TYPE_Q6_K, NULL) - 90e9) <
+		  1);
+
+	/* a probe's measurements under a cap's given rates */
+	memset(&probed, 0, sizeof(probed));
+	probed.mem_bw = 2850e9;
+	probed.product_bw = 1500e9;
+	probed.product_source = IO_BW_MEASURED;
+	probed.product_type[IO_TYPE_Q4_K] = (struct io_device_rate){
+		1500e9, IO_BW_MEASURED
+	};
+	probed.product_type[IO_TYPE_Q8_0] = (struct io_device_rate){
+		1800e9, IO_BW_MEASURED
+	};
+	probed.product_type[IO_TYPE_F16] = (struct io_device_rate){
+		2000e9, IO_BW_MEASURED
+	};
+	ck_assert_int_eq(
+		io_device_set_read(&set, "gpu0:vram=8G,product.f16=2.2T", &err),
+		0);
+	given = *io_device_find(&set, "gpu0");
+	io_device_product_give(&probed, &given);
+	ck_assert(fabs(io_device_product_rate(&probed, IO_TYPE_F16, &src) -
+		       2.2e12) < 1 &&
+		  src == IO_BW_GIVEN);
+	ck_assert(fabs(io_device_product_rate(&probed, IO_TYPE_Q8_0, &src) -
+		       1800e9) < 1 &&
+		  src == IO_BW_MEASURED);
+	ck_assert(fabs(io_device_product_rate(&probed, IO_TYPE_Q5_K, NULL) -
+		       1500e9) < 1);
+	/* product= given: every type's but those given their own */
+	ck_assert_int_eq(
+		io_device_set_read(&set,
+				   "gpu0:vram=8G,product=1.2T,product.q6_K=1T",
+				   &err),
+		0);
+	given = *io_device_find(&set, "gpu0");
+	io_device_product_give(&probed, &given);
+	ck_assert(fabs(io_device_product_rate(&probed, IO_TYPE_Q8_0, &src) -
+		       1.2e12) < 1 &&
+		  src == IO_BW_GIVEN);
+	ck_assert(fabs(io_device_product_rate(&probed, IO_TYPE_F16, NULL) -
+		       1.2e12) < 1);
+	ck_assert(fabs(io_device_product_rate(&probed, IO_TYPE_Q6_K, NULL) -
+		       1e12) < 1);
+}
+END_TEST
+
 START_TEST(test_device_bad_descriptions)
 {
 	static const char *const bad[] = {
@@ -165,6 +255,10 @@ START_TEST(test_device_bad_descriptions)
 		"cpu:cross=1ms",
 		"cpu:product=10G",
 		"gpu0:vram=8G,product=0",
+		"gpu0:vram=8G,product.q9_K=1T",
+		"gpu0:vram=8G,product.q8_0=fast",
+		"gpu0:vram=8G,product.=1T",
+		"cpu:product.q8_0=10G",
 		"vram=8G",
 		"gpu0:vram=8G,bw=272G,pcie=25G,gpu0:vram=8G,bw=1G,pcie=1G",
 		"gpu0:vram=8X,bw=272G,pcie=25G",
@@ -259,6 +353,7 @@ static Suite *device_suite(void)
 	tcase_add_test(tc, test_device_gpu_described);
 	tcase_add_test(tc, test_device_bad_descriptions);
 	tcase_add_test(tc, test_device_cap_on_a_real_card);
+	tcase_add_test(tc, test_device_product_rates);
 	tcase_add_test(tc, test_device_environment);
 	tcase_add_test(tc, test_device_move_to_simulated_gpu);
 	suite_add_tcase(s, tc);
