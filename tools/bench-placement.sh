@@ -13,14 +13,24 @@
 # that the engine cannot place yet, says "not run: <why>" (the estimate
 # line's reason, or llmfs-bench's error), never a figure.
 #
+# The table's head has the rates the estimates divide by (llmfs-gpus:
+# the VRAM read, PCIe, the decode product's rate of each weight type).
 # Last, the costs the estimate assumes, from what was measured:
-#   step  = assumed step + (1/measured - 1/estimate) of all-gpu (the
-#           per-token time the bytes / bandwidth part does not explain)
+#   step  = assumed step + (1/measured - 1/estimate) of all-gpu and
+#           all-gpu-ctx (the per-token time the bytes / rates part does
+#           not explain, on plans without a crossing)
 #   cross = assumed cross + (1/measured - 1/estimate of split, corrected
 #           for the new step) / 2 (a split crosses twice a token)
 #   host step = assumed + (1/measured - 1/estimate) of all-cpu
 # each the median over the cases, printed as the --devices words that
 # give them to the planner (gpu0:...,step=...,cross=...,cpu:step=...).
+# Then they are fed back: each case is planned again (llmfs-bench --plan,
+# a load and no run, about as long as the load) with the costs fitted
+# from the other cases' runs (leave one case out: a case's own residue
+# would make its estimate its measurement by construction), and a second
+# table gives those estimates beside the same measurements: how well a
+# step measured on some models predicts another (PLACEMENT_REFIT= (empty)
+# skips it).
 # The GPU's VRAM reserve needs no run of its own: each run's plan is
 # made after its backend opened the card, and its costs line says
 # `reserve NMiB measured` (Documentation/placement.md).
@@ -45,8 +55,9 @@
 # disk in all; each llmfs-bench run loads its model (8B 4-5 s, 14B 7-8 s,
 # 30B-A3B 13-16 s) and packs it for the CPU. Estimated: 8b-16g 60 s,
 # 8b-6g 70 s (all-gpu-ctx and kv-in-ram run there: the weights fit, the
-# 4096 context's KV does not), 14b-8g 80 s, moe-8g 100 s: about 5.5
-# minutes with the writing, inside one device call of 600 s.
+# 4096 context's KV does not), 14b-8g 80 s, moe-8g 100 s, and the four
+# plans again with the fitted costs about 40 s: about 6 minutes with the
+# writing, inside one device call of 600 s.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BIN=${BIN:-build/bin}
@@ -159,6 +170,10 @@ one_case() { # name, shape, cap, model
 : >"$OUT/measured.txt"
 : >"$OUT/reserve.txt"
 : >"$LOG"
+declare -A case_model=() case_cap=()
+case_names=()
+# the rates the estimates divide by: the probe's, per weight type
+rates=$("$BIN/llmfs-gpus" 2>&1 | sed -n 's/^gpu0 .* vram_read /vram_read /p')
 for c in ${PLACEMENT_CASES:-8b-16g 8b-6g 14b-8g moe-8g}; do
 	case $c in
 	file:*@*) spec=${c#file:} && model=${spec%@*} && cap=${spec##*@} && name=$(basename "$model" .gguf | cut -c1-8)-$cap && est=30 ;;
@@ -174,18 +189,24 @@ for c in ${PLACEMENT_CASES:-8b-16g 8b-6g 14b-8g moe-8g}; do
 		model=$(write_model "${spec%@*}") || { row "$name" - - - - - "not run: the model was not written ($LOG)"; continue; }
 	fi
 	one_case "$name" "${spec%@*}" "$cap" "$model"
+	case_model[$name]=$model case_cap[$name]=$cap
+	case_names+=("$name")
 done
 
-# The costs from the measurements: all-gpu's residue is the step, the
-# split's (after the step) over its two crossings the crossing, all-cpu's
-# the host's step.
+# The costs from the measurements: the GPU plans' residue without a
+# crossing (all-gpu, all-gpu-ctx) is the step, the split's (after the
+# step) over its two crossings the crossing, all-cpu's the host's step;
+# each the median over the cases but the one named (leave it out: "" for
+# none). Prints "words step-source cross-source host host-source".
 read -r step0 cross0 host0 < <(cat "$WORK/costs" 2>/dev/null || echo "0.0005 0.00002 0.0005")
-costs=$(awk -v s0="$step0" -v c0="$cross0" -v h0="${host0:-0.0005}" '
+fit_costs() {
+	awk -v s0="$step0" -v c0="$cross0" -v h0="${host0:-0.0005}" -v skip="$1" '
 	function median(a, n,   i, j, t) {
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 	}
-	$3 == "all-gpu" { ds[++ns] = 1 / $5 - 1 / $4 }
+	$2 == skip { next }
+	$3 == "all-gpu" || $3 == "all-gpu-ctx" { ds[++ns] = 1 / $5 - 1 / $4 }
 	$3 == "split" { sp[++nc] = 1 / $5 - 1 / $4 }
 	$3 == "all-cpu" { dh[++nh] = 1 / $5 - 1 / $4 }
 	END {
@@ -199,14 +220,49 @@ costs=$(awk -v s0="$step0" -v c0="$cross0" -v h0="${host0:-0.0005}" '
 		printf "step=%.3fms,cross=%.1fus %s %s %.3fms %s\n", step * 1e3, cross * 1e6,
 			ns ? "measured" : "assumed", nc ? "measured" : "assumed",
 			host * 1e3, nh ? "measured" : "assumed"
-	}' "$OUT/measured.txt")
+	}' "$OUT/measured.txt"
+}
+costs=$(fit_costs "")
+
+# The costs fed back: each case planned again (llmfs-bench --plan: a
+# load, no run) with the costs fitted from the other cases' runs, never
+# its own (a constant fitted on a case would explain that case by
+# construction), its estimates beside the same measurements.
+refit=()
+if [ -s "$OUT/measured.txt" ] && [ -n "${PLACEMENT_REFIT-1}" ]; then
+	for name in "${case_names[@]}"; do
+		grep -q "^measured $name " "$OUT/measured.txt" || continue
+		if [ $((SECONDS - T0 + 20)) -gt "$BUDGET" ]; then
+			refit+=("$(printf '%-8s %-15s  %s' "$name" - "not planned again: no time left")")
+			continue
+		fi
+		read -r words sm cm host hm <<<"$(fit_costs "$name")"
+		echo "== $name planned again: --devices gpu0:vram=${case_cap[$name]},$words,cpu:step=$host ($sm $cm $hm)" >>"$LOG"
+		timeout --kill-after=5 120 "$BIN/llmfs-bench" -m "${case_model[$name]}" -c 0 \
+			--devices "gpu0:vram=${case_cap[$name]},$words,cpu:step=$host" --plan \
+			>"$WORK/refit.out" 2>&1
+		cat "$WORK/refit.out" >>"$LOG"
+		while read -r _ _ alt _ tg _; do
+			e=$(awk -v a="$alt" '$1 == "estimate" && $2 == a { print $3; exit }' "$WORK/refit.out")
+			ratio=$(awk -v m="$tg" -v e="${e:--}" 'BEGIN { if (e + 0 > 0) printf "%.2f", m / e; else print "-" }')
+			refit+=("$(printf '%-8s %-15s %9s %9s %6s  %s' "$name" "$alt" "${e:--}" "$tg" "$ratio" "$words,cpu:step=$host ($sm, $cm, $hm)")")
+		done < <(awk -v c="$name" '$2 == c' "$OUT/measured.txt")
+	done
+fi
+
 {
 	echo
 	echo "==== bench-placement: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1), reps $REPS, pp$PP tg$TG, $((SECONDS - T0)) s ===="
+	echo "gpu0 rates (llmfs-gpus): ${rates:-none: $("$BIN/llmfs-gpus" 2>&1 | head -n 1)}"
 	printf '%-8s %-15s %9s %9s %6s %9s  %s\n' case alternative "est t/s" "tg$TG t/s" ratio "pp$PP t/s" ""
 	for r in "${rows[@]}"; do echo "$r"; done
 	read -r words sm cm host hm <<<"$costs"
 	echo "costs from these runs: step $sm, crossing $cm, host step $hm: --devices gpu0:vram=CAP,$words,cpu:step=$host"
+	if [ ${#refit[@]} -gt 0 ]; then
+		echo "planned again with the costs of the other cases' runs (leave one case out):"
+		printf '%-8s %-15s %9s %9s %6s  %s\n' case alternative "est t/s" "tg$TG t/s" ratio "costs (of the other cases)"
+		for r in "${refit[@]}"; do echo "$r"; done
+	fi
 	# the planner assumes 512 MiB until a backend has opened the card
 	awk 'NF == 3 { n++; sub(/MiB$/, "", $3); if ($3 > m) m = $3; if (!lo || $3 < lo) lo = $3 }
 		END { if (n) printf "VRAM reserve measured at gpu0'"'"'s open (+64 MiB after it): %d-%d MiB over %d runs (assumed before: 512 MiB)\n", lo, m, n

@@ -111,8 +111,10 @@
 #             Q4_K_M capped at 16G and 6G, a 14B-class dense shape at 8G,
 #             a Qwen3-30B-A3B shape at 8G; --devices gpu0:vram=CAP), every
 #             alternative the planner lists run and timed (pp512, tg64)
-#             beside its estimate; the table into placement.log and the
-#             summary. Alone in a call of its own:
+#             beside its estimate, under the probe's rates per weight
+#             type; the costs fitted from the runs and each case planned
+#             again with the other cases' costs; the table into
+#             placement.log and the summary. Alone in a call of its own:
 #             GPU_CHECK_PARTS="placement" GPU_CHECK_SECONDS=540
 #
 # GPU_CHECK_PARTS="tests gpu0 ..." picks the parts (default: tests gpu0
@@ -875,7 +877,7 @@ if part placement; then
 		result placement $? "issue 27's cases: placement.log"
 		while read -r l; do
 			row "" "" "$l"
-		done < <(sed -n '/^==== bench-placement/,$p' "$WORK/placement/placement.txt" 2>/dev/null | cut -c1-130)
+		done < <(sed -n '/^==== bench-placement/,$p' "$WORK/placement/placement.txt" 2>/dev/null | cut -c1-200)
 		cat "$WORK/placement/placement.log" >>"$OUT/placement.log" 2>/dev/null
 	fi
 fi
