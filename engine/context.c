@@ -23,7 +23,8 @@ static int context_kv_init(struct engine_ctx *ctx,
 	int ret;
 
 	if ((ret = engine_kv_pool_new(&ctx->kv, ctx->model, ctx->layer_be,
-				      opt->kv_mem, opt->budget, err)))
+				      ctx->kv_node, opt->kv_mem, opt->budget,
+				      err)))
 		return ret;
 	if (opt->kv_type_k && engine_kv_type_parse(opt->kv_type_k, &tk))
 		return err_set(
@@ -96,12 +97,15 @@ int engine_ctx_new(struct engine_ctx **out, struct engine_model *m,
 	ctx->backends[ctx->n_backends++] = ctx->backend;
 	ctx->layer_be = calloc(m->hp.n_layer, sizeof(*ctx->layer_be));
 	ctx->kv_in_ram = calloc(m->hp.n_layer + 1, sizeof(*ctx->kv_in_ram));
-	if (!ctx->layer_be || !ctx->kv_in_ram) {
+	ctx->kv_node = calloc(m->hp.n_layer + 1, sizeof(*ctx->kv_node));
+	if (!ctx->layer_be || !ctx->kv_in_ram || !ctx->kv_node) {
 		ret = err_set(err, ENOMEM, "out of memory");
 		goto out_free;
 	}
-	for (uint32_t il = 0; il < m->hp.n_layer; il++)
+	for (uint32_t il = 0; il < m->hp.n_layer; il++) {
 		ctx->layer_be[il] = ctx->backend;
+		ctx->kv_node[il] = -1;
+	}
 	if ((ret = context_check(ctx, err)) ||
 	    (ret = context_kv_init(ctx, opt, err)))
 		goto out_free;
@@ -126,6 +130,7 @@ void engine_ctx_free(struct engine_ctx *ctx)
 		engine_backend_free(ctx->backends[i]);
 	free(ctx->layer_be);
 	free(ctx->kv_in_ram);
+	free(ctx->kv_node);
 	free(ctx);
 }
 

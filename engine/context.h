@@ -45,6 +45,12 @@ struct engine_ctx {
 	 * read by passes: as the weights, never while a pass runs.
 	 */
 	bool *kv_in_ram;
+	/*
+	 * [n_layer] the NUMA node of a kv_in_ram layer's cache (`kv blk.A-B
+	 * numaN`, kv-in-ram's host beside the GPU); -1: the home backend's
+	 * memory as it allocates it. The KV pool binds the blocks there.
+	 */
+	int *kv_node;
 	/* positions new sequences may reach; 0: the model's n_ctx */
 	uint32_t n_ctx_max;
 	struct forward_scratch *fwd; /* grown by engine_forward */

@@ -47,6 +47,9 @@ struct engine_kv_pool {
 	struct engine_backend *const *layer_be;
 	/* [n_layer] the backend whose memory holds each layer's blocks */
 	struct engine_backend **layer_at;
+	/* [n_layer] the NUMA node wanted (the context's; NULL: none), had */
+	const int *layer_node;
+	int *node_at;
 	uint64_t cap;		      /* bytes it may commit (--kv-mem) */
 	struct engine_budget *budget; /* shared, also charged; borrowed */
 	uint64_t used;		      /* bytes of blocks held */
@@ -157,11 +160,42 @@ uint64_t engine_kv_bytes_per_token(const struct engine_model *m,
 	       hp->n_layer;
 }
 
+/* The node layer il's blocks are to be on: a host backend's only. */
+static int kv_node_wanted(const struct engine_kv_pool *p, uint32_t il)
+{
+	return p->layer_node && p->layer_be[il]->is_host ? p->layer_node[il] :
+							   -1;
+}
+
+/*
+ * A layer's memory of bytes from be, bound to node where node >= 0 (be
+ * is then the host's, whose copies are memcpy's: any host memory is
+ * its); NULL on failure. Given back by kv_mem_free with the same.
+ */
+static void *kv_mem_alloc(struct engine_backend *be, int node, size_t bytes)
+{
+	void *mem = NULL;
+
+	if (node < 0)
+		return be->iface->alloc(be, bytes);
+	return io_node_alloc(&mem, bytes, node, NULL) == 0 ? mem : NULL;
+}
+
+static void kv_mem_free(struct engine_backend *be, int node, void *mem,
+			size_t bytes)
+{
+	if (node < 0)
+		be->iface->free(be, mem);
+	else
+		io_node_free(mem, bytes);
+}
+
 /* ---- the pool ---------------------------------------------------------- */
 
 int engine_kv_pool_new(struct engine_kv_pool **out,
 		       const struct engine_model *m,
-		       struct engine_backend *const *layer_be, uint64_t cap,
+		       struct engine_backend *const *layer_be,
+		       const int *layer_node, uint64_t cap,
 		       struct engine_budget *shared, struct err *err)
 {
 	struct engine_kv_pool *p;
@@ -178,20 +212,27 @@ int engine_kv_pool_new(struct engine_kv_pool **out,
 	if (!p)
 		return err_set(err, ENOMEM, "out of memory");
 	p->layer_at = calloc(m->hp.n_layer, sizeof(*p->layer_at));
-	if (!p->layer_at) {
+	p->node_at = calloc(m->hp.n_layer, sizeof(*p->node_at));
+	if (!p->layer_at || !p->node_at) {
+		free(p->layer_at);
+		free(p->node_at);
 		free(p);
 		return err_set(err, ENOMEM, "out of memory");
 	}
 	if ((ret = pthread_mutex_init(&p->lock, NULL))) {
 		free(p->layer_at);
+		free(p->node_at);
 		free(p);
 		return err_set(err, ret, "KV pool: %s", strerror(ret));
 	}
 	p->model = m;
 	p->n_layer = m->hp.n_layer;
 	p->layer_be = layer_be;
-	for (il = 0; il < p->n_layer; il++)
+	p->layer_node = layer_node;
+	for (il = 0; il < p->n_layer; il++) {
 		p->layer_at[il] = layer_be[il];
+		p->node_at[il] = kv_node_wanted(p, il);
+	}
 	p->cap = cap;
 	p->budget = shared;
 	p->type_k = p->type_v = IO_TYPE_F16;
@@ -208,8 +249,9 @@ static void kv_chunk_release(struct engine_kv_pool *p, struct kv_shape *s,
 
 	for (il = 0; il < p->n_layer; il++)
 		if (ch->layer[il])
-			p->layer_at[il]->iface->free(p->layer_at[il],
-						     ch->layer[il]);
+			kv_mem_free(p->layer_at[il], p->node_at[il],
+				    ch->layer[il],
+				    s->pub.layer_bytes << s->chunk_shift);
 	/* its blocks leave the free stack */
 	for (i = 0; i < s->n_free; i++)
 		if (s->free[i] >> s->chunk_shift != c)
@@ -240,6 +282,7 @@ void engine_kv_pool_free(struct engine_kv_pool *p)
 	}
 	pthread_mutex_destroy(&p->lock);
 	free(p->layer_at);
+	free(p->node_at);
 	free(p);
 }
 
@@ -449,7 +492,8 @@ static bool kv_chunk_add(struct engine_kv_pool *p, struct kv_shape *s,
 	for (il = 0; il < p->n_layer; il++) {
 		struct engine_backend *be = p->layer_at[il];
 
-		ch->layer[il] = be->iface->alloc(be, s->pub.layer_bytes * n);
+		ch->layer[il] = kv_mem_alloc(be, p->node_at[il],
+					     s->pub.layer_bytes * n);
 		if (!ch->layer[il]) {
 			if (!be->is_host)
 				*full = be;
@@ -654,18 +698,35 @@ static uint32_t kv_chunks_live(const struct engine_kv_pool *p, size_t *largest)
 	return n;
 }
 
+/* Give back the first n of a move's new memory, taken in chunk order. */
+static void kv_move_undo(struct engine_kv_pool *p, struct engine_backend *to,
+			 int node, uint8_t **mem, uint32_t n)
+{
+	struct kv_shape *s;
+	uint32_t k = 0, c;
+
+	for (s = p->shapes; mem && s; s = s->next)
+		for (c = 0; c < s->n_chunks; c++)
+			if (s->chunks[c] && k < n && mem[k])
+				kv_mem_free(to, node, mem[k++],
+					    s->pub.layer_bytes
+						    << s->chunk_shift);
+}
+
 /*
- * Layer il of every chunk into to's memory (another backend's than the
- * layer's now): first all the new memory and a bounce buffer (or nothing
- * moves), then each chunk through the host, its old memory given back.
+ * Layer il of every chunk into to's memory on node (another backend's
+ * than the layer's now, or another node): first all the new memory and
+ * a bounce buffer (or nothing moves), then each chunk through the host,
+ * its old memory given back.
  * A device's failure in the copies is the move's error (the layer is on
  * to then, and what did not copy is garbage: a device that fails a copy
  * is broken, and fails every pass after).
  */
 static int kv_layer_move(struct engine_kv_pool *p, uint32_t il,
-			 struct engine_backend *to, struct err *err)
+			 struct engine_backend *to, int node, struct err *err)
 {
 	struct engine_backend *from = p->layer_at[il];
+	const int from_node = p->node_at[il];
 	size_t largest;
 	const uint32_t n = kv_chunks_live(p, &largest);
 	uint8_t **mem = calloc(n + 1, sizeof(*mem));
@@ -678,13 +739,12 @@ static int kv_layer_move(struct engine_kv_pool *p, uint32_t il,
 	for (s = p->shapes; ok && s; s = s->next)
 		for (c = 0; ok && c < s->n_chunks; c++)
 			if (s->chunks[c])
-				ok = (mem[k++] = to->iface->alloc(
-					      to, s->pub.layer_bytes
-							  << s->chunk_shift));
+				ok = (mem[k++] = kv_mem_alloc(
+					      to, node,
+					      s->pub.layer_bytes
+						      << s->chunk_shift));
 	if (!ok) {
-		while (mem && k-- > 0)
-			if (mem[k])
-				to->iface->free(to, mem[k]);
+		kv_move_undo(p, to, node, mem, k);
 		free(mem);
 		free(host);
 		return err_set(
@@ -704,15 +764,21 @@ static int kv_layer_move(struct engine_kv_pool *p, uint32_t il,
 			l = &s->chunks[c]->layer[il];
 			from->iface->copy_out(from, host, *l, bytes);
 			to->iface->copy_in(to, mem[k], host, bytes);
-			from->iface->free(from, *l);
+			kv_mem_free(from, from_node, *l, bytes);
 			*l = mem[k++];
 		}
 	}
 	p->layer_at[il] = to;
+	p->node_at[il] = node;
 	free(mem);
 	free(host);
 	ret = from->iface->synchronize(from, err);
 	return ret ? ret : to->iface->synchronize(to, err);
+}
+
+int engine_kv_pool_layer_node(const struct engine_kv_pool *p, uint32_t il)
+{
+	return p->node_at[il];
 }
 
 int engine_kv_pool_follow(struct engine_kv_pool *p, struct err *err)
@@ -722,8 +788,10 @@ int engine_kv_pool_follow(struct engine_kv_pool *p, struct err *err)
 
 	pthread_mutex_lock(&p->lock);
 	for (il = 0; il < p->n_layer && !ret; il++)
-		if (p->layer_at[il] != p->layer_be[il])
-			ret = kv_layer_move(p, il, p->layer_be[il], err);
+		if (p->layer_at[il] != p->layer_be[il] ||
+		    p->node_at[il] != kv_node_wanted(p, il))
+			ret = kv_layer_move(p, il, p->layer_be[il],
+					    kv_node_wanted(p, il), err);
 	pthread_mutex_unlock(&p->lock);
 	return ret;
 }

@@ -58,7 +58,10 @@ struct engine_kv_shape {
 /*
  * A pool for model m in *out (engine_ctx_new), its blocks' layers in the
  * memory of layer_be[il] (borrowed, the context's: it may change between
- * passes, engine_kv_pool_follow moves the blocks after it), cap bytes at
+ * passes, engine_kv_pool_follow moves the blocks after it), on NUMA node
+ * layer_node[il] where that is >= 0 and the backend is the host's
+ * (borrowed too, may be NULL: -1 for all; memory bound with
+ * io_node_alloc: kv-in-ram's cache on the GPU's node), cap bytes at
  * most (0: the shared budget's KV limit, or without one the default
  * budget of the memory left after the weights), also charged to shared
  * (borrowed) if not NULL. Types of new sequences f16/f16. 0, -ENOMEM.
@@ -66,7 +69,8 @@ struct engine_kv_shape {
  */
 int engine_kv_pool_new(struct engine_kv_pool **out,
 		       const struct engine_model *m,
-		       struct engine_backend *const *layer_be, uint64_t cap,
+		       struct engine_backend *const *layer_be,
+		       const int *layer_node, uint64_t cap,
 		       struct engine_budget *shared, struct err *err);
 void engine_kv_pool_free(struct engine_kv_pool *p);
 
@@ -138,14 +142,17 @@ uint8_t *engine_kv_pool_layer(const struct engine_kv_pool *p,
 			      uint32_t il);
 struct engine_backend *
 engine_kv_pool_layer_backend(const struct engine_kv_pool *p, uint32_t il);
+/* The NUMA node layer il's blocks are bound to now; -1: none. */
+int engine_kv_pool_layer_node(const struct engine_kv_pool *p, uint32_t il);
 /* Copy layer il of block from into block to (both of sh). */
 void engine_kv_pool_copy_layer(struct engine_kv_pool *p,
 			       const struct engine_kv_shape *sh, uint32_t to,
 			       uint32_t from, uint32_t il);
 
 /*
- * Move every block's layer il to the memory of layer_be[il] where it
- * changed (a placement write; before a pass). Per layer all or nothing:
+ * Move every block's layer il to the memory of layer_be[il] (and node
+ * layer_node[il]) where it changed (a placement write; before a pass).
+ * Per layer all or nothing:
  * -ENOMEM (a message) leaves that layer where it was, the ones before it
  * moved.
  */

@@ -168,23 +168,32 @@ static void place_devices(struct place_buf *b, struct io_device_set *set)
 	}
 }
 
-/* "kv blk.A-B DEVICE" per run of layers whose KV cache is in RAM. */
+/*
+ * "kv blk.A-B DEVICE" per run of layers whose KV cache is in RAM on one
+ * device: numaN where bound to node N, else the home backend's.
+ */
 static void place_kv_lines(struct place_buf *b, const struct engine_ctx *ctx)
 {
 	const uint32_t n_layer = engine_model_info(ctx->model)->n_layer;
+	char dev[16];
 	uint32_t l, a;
 
 	for (l = 0; l < n_layer; l++) {
 		if (!ctx->kv_in_ram[l])
 			continue;
-		for (a = l; l + 1 < n_layer && ctx->kv_in_ram[l + 1]; l++)
+		for (a = l; l + 1 < n_layer && ctx->kv_in_ram[l + 1] &&
+			    ctx->kv_node[l + 1] == ctx->kv_node[a];
+		     l++)
 			;
-		if (a == l)
-			place_printf(b, "kv blk.%u %s\n", a,
-				     ctx->backend->dev.name);
+		if (ctx->kv_node[a] >= 0)
+			snprintf(dev, sizeof(dev), "numa%d", ctx->kv_node[a]);
 		else
-			place_printf(b, "kv blk.%u-%u %s\n", a, l,
-				     ctx->backend->dev.name);
+			snprintf(dev, sizeof(dev), "%s",
+				 ctx->backend->dev.name);
+		if (a == l)
+			place_printf(b, "kv blk.%u %s\n", a, dev);
+		else
+			place_printf(b, "kv blk.%u-%u %s\n", a, l, dev);
 	}
 }
 
@@ -384,20 +393,29 @@ static int place_auto_weights(struct engine_ctx *ctx,
  * The cache where the chosen alternative puts it: all-gpu-ctx's context
  * for sequences started from now on (those already there keep theirs),
  * kv-in-ram's layers past the ones whose KV fits on the GPU with their
- * KV in RAM; every other plan gives the model's context back and the KV
+ * KV in RAM, on the plan's host memory (numaN of the GPU's node where
+ * the machine has two nodes or more, bound there; else the home
+ * backend's); every other plan gives the model's context back and the KV
  * to its layers.
  */
 static void place_auto_cache(struct engine_ctx *ctx,
-			     const struct engine_plan *plan)
+			     const struct engine_plan *plan,
+			     const struct io_device_set *set)
 {
 	const struct engine_plan_alt *a = &plan->alt[plan->chosen];
 	const uint32_t n_layer = engine_model_info(ctx->model)->n_layer;
+	const struct io_device *host = io_device_find(set, plan->host);
+	/* the plan's host memory beside the GPU, where it is a node */
+	const int node = host && host->kind == IO_DEVICE_NUMA ? host->index :
+								-1;
 	uint32_t l;
 
 	ctx->n_ctx_max = plan->chosen == ENGINE_PLAN_ALL_GPU_CTX ? a->n_ctx : 0;
-	for (l = 0; l < n_layer; l++)
+	for (l = 0; l < n_layer; l++) {
 		ctx->kv_in_ram[l] = plan->chosen == ENGINE_PLAN_KV_IN_RAM &&
 				    l >= a->gpu_layers;
+		ctx->kv_node[l] = ctx->kv_in_ram[l] ? node : -1;
+	}
 }
 
 /*
@@ -439,7 +457,7 @@ static int place_auto(struct engine_ctx *ctx, const char *name, struct err *err)
 	}
 	rc = place_auto_weights(ctx, &plan, err);
 	if (rc == 0)
-		place_auto_cache(ctx, &plan);
+		place_auto_cache(ctx, &plan, set);
 	return rc;
 }
 
@@ -485,8 +503,12 @@ static int place_kv(struct engine_ctx *ctx, const char *command,
 		snprintf(name, sizeof(name), "blk.%u.attn_norm.weight", l);
 		if ((rc = place_match(range, name, n_layer, err)) < 0)
 			return rc;
-		if (rc)
+		if (rc) {
 			ctx->kv_in_ram[l] = ram;
+			ctx->kv_node[l] = ram && d->kind == IO_DEVICE_NUMA ?
+						  d->index :
+						  -1;
+		}
 	}
 	return 0;
 }

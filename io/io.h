@@ -706,6 +706,15 @@ const char *io_weights_home(const struct io_weights *w);
 /* The devices of io_load_options.devices (or the machine's); owned by w. */
 struct io_device_set *io_weights_devices(struct io_weights *w);
 
+/*
+ * Host memory of bytes bound to NUMA node before its first touch (mmap and
+ * mbind MPOL_BIND; unbound where libnuma finds no NUMA), page aligned: a
+ * buffer a plan puts on numaN (kv-in-ram's KV cache beside the GPU's
+ * node). 0, -EINVAL (no such node), -ENOMEM; one message. The caller
+ * frees it with io_node_free(p, bytes).
+ */
+int io_node_alloc(void **out, size_t bytes, int node, struct err *err);
+void io_node_free(void *p, size_t bytes);
 /* Pin the calling thread to the CPUs of NUMA node (no-op without NUMA). */
 int io_numa_thread_pin(int node, struct err *err);
 /* The NUMA node of a CPU (0 without NUMA). */

@@ -57,6 +57,35 @@ static int mem_bind(void *p, size_t size, int node, struct err *err)
 	return rc;
 }
 
+int io_node_alloc(void **out, size_t bytes, int node, struct err *err)
+{
+	const size_t len = mem_round_up(bytes ? bytes : 1, IO_PAGE);
+	void *p;
+	int rc;
+
+	*out = NULL;
+	if (node < 0)
+		return err_set(err, EINVAL, "no NUMA node %d", node);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return err_set(err, ENOMEM, "cannot map %zu KiB on node %d: %s",
+			       len >> 10, node, strerror(errno));
+	rc = mem_bind(p, len, node, err);
+	if (rc < 0) {
+		munmap(p, len);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+void io_node_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, mem_round_up(bytes ? bytes : 1, IO_PAGE));
+}
+
 /*
  * A refused mlock is no error: the weights just may be paged out under
  * memory pressure, which the user is told once. The limit is not checked

@@ -665,6 +665,7 @@ START_TEST(test_plan_applied)
 	struct engine_kv_stats st;
 	struct engine_seq *seq = NULL;
 	struct err err = { 0 };
+	struct io_device_set *set;
 	struct io_device *d;
 	uint64_t kv;
 	uint32_t n, g, l;
@@ -711,25 +712,46 @@ START_TEST(test_plan_applied)
 	snprintf(what, sizeof(what), "%s, auto all-gpu-ctx (%u)", stem, n);
 	md_compare(what, tc, lc, tg, lg, MD_STEPS, in->n_vocab);
 
-	/* kv-in-ram: the context asked for, the later layers' KV in RAM */
+	/*
+	 * kv-in-ram: the context asked for, the later layers' KV in RAM; on
+	 * a machine of two nodes (a second one described here) with the GPU
+	 * on node 0, in numa0's memory, its blocks bound there
+	 */
+	set = io_weights_devices(engine_model_weights(engine_ctx_model(gpu)));
+	ck_assert_uint_lt(set->n, IO_DEVICE_MAX);
+	ck_assert_ptr_nonnull(io_device_find(set, "numa0"));
+	set->dev[set->n] = *io_device_find(set, "numa0");
+	set->dev[set->n].index = set->dev[set->n].node = 1;
+	snprintf(set->dev[set->n].name, sizeof(set->dev[0].name), "numa1");
+	set->n++;
+	d->node = 0;
 	md_place(gpu, "auto kv-in-ram");
 	ck_assert_int_eq(engine_placement_plan_kind(gpu),
 			 ENGINE_PLAN_KV_IN_RAM);
 	ck_assert_uint_eq(engine_ctx_n_ctx(gpu), in->n_ctx);
 	ck_assert_int_eq(engine_placement_format(gpu, &text, &len, &err), 0);
-	for (g = 0, l = 0; l < in->n_layer; l++) {
-		snprintf(want, sizeof(want), "\nkv blk.%u", l);
-		if (!strstr(text, want))
-			g++;
-	}
+	/* the layers from g on have their cache in RAM */
+	for (g = 0; g < in->n_layer && !gpu->kv_in_ram[g]; g++)
+		;
+	for (l = g; l < in->n_layer; l++)
+		ck_assert(gpu->kv_in_ram[l]);
+	snprintf(want, sizeof(want),
+		 g + 1 < in->n_layer ? "\nkv blk.%u-%u numa0\n" :
+				       "\nkv blk.%u numa0\n",
+		 g, in->n_layer - 1);
 	ck_assert_msg(
-		g > 0 && g < in->n_layer &&
+		g < in->n_layer && strstr(text, want) &&
 			strstr(text, "\nplaced kv-in-ram ctx 4096 kv-in-ram "),
-		"%s", text);
+		"no '%s' in:\n%s", want + 1, text);
 	free(text);
 	md_generate(gpu, tg, lg, NULL, 0, NULL, 0);
 	snprintf(what, sizeof(what), "%s, auto kv-in-ram", stem);
 	md_compare(what, tc, lc, tg, lg, MD_STEPS, in->n_vocab);
+	for (l = 0; l < in->n_layer; l++)
+		ck_assert_int_eq(engine_kv_pool_layer_node(gpu->kv, l),
+				 l < g ? -1 : 0);
+	set->n--;
+	d->node = -1;
 
 	md_place(gpu, "auto all-cpu");
 	ck_assert_int_eq(engine_placement_plan_kind(gpu), ENGINE_PLAN_ALL_CPU);

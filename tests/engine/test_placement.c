@@ -7,11 +7,14 @@
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <numaif.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../engine/context.h"
 #include "../../engine/engine.h"
+#include "../../engine/kv.h"
 #include "../common/check_main.h"
 
 /* A one-thread context on a shared model loaded with these devices. */
@@ -387,6 +390,74 @@ START_TEST(test_placement_simulated_gpu_refused)
 }
 END_TEST
 
+/*
+ * The memory policy of the page at p: MPOL_BIND to node 0 (and no other)
+ * returns 0, the default policy 1, anything else 2.
+ */
+static int policy_of(const void *p)
+{
+	unsigned long mask[16] = { 0 };
+	int mode = -1;
+
+	ck_assert_int_eq(get_mempolicy(&mode, mask, sizeof(mask) * 8, (void *)p,
+				       MPOL_F_ADDR),
+			 0);
+	if (mode == MPOL_BIND && mask[0] == 1)
+		return 0;
+	return mode == MPOL_DEFAULT ? 1 : 2;
+}
+
+/*
+ * `kv blk.1 numa0`: layer 1's KV cache in RAM on node 0, its blocks bound
+ * there (MPOL_BIND, as get_mempolicy reads the pages back), the other
+ * layers' in the home backend's memory (the default policy); `kv blk.1
+ * layer` gives it back. The logits stay the CPU's bits.
+ */
+START_TEST(test_placement_kv_on_a_node)
+{
+	struct engine_ctx *m = open_model("stories260K.gguf");
+	float *before = logits_of(m), *after;
+	uint32_t n_vocab = engine_model_info(engine_ctx_model(m))->n_vocab;
+	struct engine_seq *s = NULL;
+	struct engine_kv_slot slot;
+	struct err err = { 0 };
+	char *text;
+
+	ck_assert_int_eq(engine_placement_apply(m, "kv blk.1 numa0", &err), 0);
+	text = text_of(m);
+	ck_assert_msg(strstr(text, "\nkv blk.1 numa0\n"), "%s", text);
+	free(text);
+	after = logits_of(m);
+	ck_assert_mem_eq(before, after, n_vocab * sizeof(float));
+	free(after);
+	ck_assert_int_eq(engine_kv_pool_layer_node(m->kv, 1), 0);
+	ck_assert_int_eq(engine_kv_pool_layer_node(m->kv, 0), -1);
+	ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
+	ck_assert_int_eq(engine_seq_grow(s, 1, &err), 0);
+	engine_kv_slot(s, 1, 0, &slot);
+	ck_assert_int_eq(policy_of(slot.k), 0);
+	engine_kv_slot(s, 0, 0, &slot);
+	ck_assert_int_eq(policy_of(slot.k), 1);
+	engine_seq_free(s);
+	/* back with its layer: unbound memory again */
+	ck_assert_int_eq(engine_placement_apply(m, "kv blk.1 layer", &err), 0);
+	text = text_of(m);
+	ck_assert_ptr_null(strstr(text, "\nkv blk."));
+	free(text);
+	after = logits_of(m);
+	ck_assert_mem_eq(before, after, n_vocab * sizeof(float));
+	free(after);
+	ck_assert_int_eq(engine_kv_pool_layer_node(m->kv, 1), -1);
+	ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
+	ck_assert_int_eq(engine_seq_grow(s, 1, &err), 0);
+	engine_kv_slot(s, 1, 0, &slot);
+	ck_assert_int_eq(policy_of(slot.k), 1);
+	engine_seq_free(s);
+	free(before);
+	place_close(m);
+}
+END_TEST
+
 static Suite *placement_suite(void)
 {
 	Suite *s = suite_create("engine_placement");
@@ -399,6 +470,7 @@ static Suite *placement_suite(void)
 	tcase_add_test(tc, test_placement_shows_devices_and_plan);
 	tcase_add_test(tc, test_placement_simulated_gpu_refused);
 	tcase_add_test(tc, test_placement_plan_kind_and_measured);
+	tcase_add_test(tc, test_placement_kv_on_a_node);
 	suite_add_tcase(s, tc);
 	return s;
 }
