@@ -152,7 +152,7 @@ one_case() { # name, shape, cap, model
 		fi
 		# the costs this run's plan assumed (its costs lines: the GPU's,
 		# then the host's)
-		awk '$1 == "costs" && $2 ~ /^gpu/ { sub(/ms$/, "", $4); sub(/us$/, "", $6); g = $4 / 1e3 " " $6 / 1e6 }
+		awk '$1 == "costs" && $2 ~ /^gpu/ { sub(/ms$/, "", $4); sub(/us$/, "", $7); g = $4 / 1e3 " " $7 / 1e6 }
 			$1 == "costs" && $2 !~ /^gpu/ { sub(/ms$/, "", $4); h = $4 / 1e3 }
 			$1 == "plan" && n++ { exit }
 			END { if (g != "") print g, (h != "" ? h : 0.0005) }' \
