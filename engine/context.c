@@ -155,7 +155,7 @@ int engine_ctx_backend(struct engine_ctx *ctx, const char *device,
 		return err_set(err, ENOSPC,
 			       "%s: a context computes on %d devices at most",
 			       device, ENGINE_CTX_BACKENDS);
-	/* llama.cpp's thread count, for the split of long attention rows */
+	/* the home backend's thread count */
 	ret = engine_backend_new(&be, device, ctx->backend->threads, err);
 	if (ret)
 		return ret;

@@ -271,27 +271,40 @@ void att_end(struct att_state *st, float *out)
  * The reduction is C++ built with contraction: GCC fuses the first
  * product of a*b + c*d and rounds the second.
  */
+void att_merge_step(float *out, float *M, float *S, float mc, float sc,
+		    const float *vkq, uint32_t head_dim_v)
+{
+	float mn, so, sn;
+	uint32_t d;
+
+	if (sc == 0.0f)
+		return;
+	mn = fmaxf(*M, mc);
+	so = expf(*M - mn);
+	sn = expf(mc - mn);
+	for (d = 0; d < head_dim_v; d++)
+		out[d] = fmaf(out[d], so, vkq[d] * sn);
+	*S = fmaf(*S, so, sc * sn);
+	*M = mn;
+}
+
+void att_merge_end(float *out, float S, uint32_t head_dim_v)
+{
+	if (S != 0.0f)
+		att_scale_f32(out, 1.0f / S, head_dim_v);
+}
+
 void att_merge(float *out, const float *partials, size_t stride, uint32_t n,
 	       uint32_t head_dim_v)
 {
 	float M = -INFINITY, S = 0.0f;
-	uint32_t c, d;
+	uint32_t c;
 
 	memset(out, 0, head_dim_v * sizeof(*out));
 	for (c = 0; c < n; c++) {
 		const float *p = partials + c * stride;
-		float mc = p[0], sc = p[1], mn, so, sn;
 
-		if (sc == 0.0f)
-			continue;
-		mn = fmaxf(M, mc);
-		so = expf(M - mn);
-		sn = expf(mc - mn);
-		for (d = 0; d < head_dim_v; d++)
-			out[d] = fmaf(out[d], so, p[2 + d] * sn);
-		S = fmaf(S, so, sc * sn);
-		M = mn;
+		att_merge_step(out, &M, &S, p[0], p[1], p + 2, head_dim_v);
 	}
-	if (S != 0.0f)
-		att_scale_f32(out, 1.0f / S, head_dim_v);
+	att_merge_end(out, S, head_dim_v);
 }

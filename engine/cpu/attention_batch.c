@@ -2,14 +2,17 @@
 /*
  * The CPU backend's attention of a batch (backend.h's attention op),
  * planned as ggml plans flash_attn_ext for llama.cpp's one-token path:
- * every (row, head) is a task, and a row over a long F32/F16 cache is
- * split into KV chunks whose partials are merged (use_split_kv_path), so
- * any split over our threads gives the same bits. Unless the context asks
+ * every (row, head) is a task. A row over more than ATT_CHUNK positions
+ * is walked in fixed chunks whose partials are merged in order
+ * (attention.h): each chunk a task of its own while the partials' memory
+ * lasts, else one task walks and merges a head's chunks in turn. Either
+ * way, and over any number of threads, the same bits. Unless the context asks
  * for the one-token bits (batch_exact), the rows of a prompt (two or more
  * rows of one sequence) take the tiled path instead (attention_tiled.h):
  * tiles of (query, head) rows of one KV head, handed out to the threads
  * as they come free. One head's arithmetic is attention.c's.
  */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,18 +39,22 @@ struct cpu_att_unit {
 };
 
 /*
- * The work memory: per thread, att_begin's and att_tile_begin's scratch;
- * per row and head, the partials of its KV chunks; the task plan (first
- * task, chunks) per row; the tiles.
+ * The work memory: per thread, att_begin's and att_tile_begin's scratch
+ * and one chunk's result; the partials of the split rows' chunks; the
+ * task plan (first task, chunks, first partial) per row; the tiles.
  */
 struct cpu_att_work {
 	uint8_t *tmp; /* [threads][tmp_bytes] */
 	size_t tmp_bytes;
 	uint8_t *tile; /* [threads][tile_bytes] */
 	size_t tile_bytes;
-	float *partials; /* [cap][n_head][threads][2 + head_dim_v] */
-	uint32_t *off;	 /* [cap + 1] first task of row j */
-	uint32_t *nc;	 /* [cap] KV chunks of row j (1: not split) */
+	/* [n_partials][2 + head_dim_v]: split row j's chunk c of head h at
+	 * poff[j] + h * nc[j] + c */
+	float *partials;
+	size_t n_partials;
+	uint32_t *off; /* [cap + 1] first task of row j */
+	uint32_t *nc;  /* [cap] chunk tasks of row j's heads (1: not split) */
+	size_t *poff;  /* [cap] row j's first partial */
 	struct cpu_att_unit *units; /* [cap * n_head_kv] */
 	uint32_t n_units;
 };
@@ -57,14 +64,22 @@ static size_t cpu_att_tmp_bytes(const struct engine_hparams *hp)
 	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
 				      hp->head_dim_v, hp->kq_scale };
 
-	return cpu_align64(att_scratch_bytes(&sh));
+	return cpu_align64(att_scratch_bytes(&sh)) +
+	       cpu_align64((size_t)hp->head_dim_v * sizeof(float));
 }
 
-/* Carve the work memory at base (or only count it, base 0). */
+/*
+ * Carve the work memory for cap rows at base, the partials in what is
+ * left of its bytes; or only count it (base NULL), with as many partials
+ * as llama.cpp's split kept (a chunk per thread and head of each row):
+ * a batch of fewer rows than reserved has room for deeper rows' chunks.
+ */
 static size_t cpu_att_layout(const struct engine_backend *be,
 			     const struct engine_hparams *hp, uint32_t cap,
-			     uint8_t *base, struct cpu_att_work *w)
+			     uint8_t *base, size_t bytes,
+			     struct cpu_att_work *w)
 {
+	const size_t part_bytes = (2 + hp->head_dim_v) * sizeof(float);
 	const size_t threads = cpu_threadpool_size(cpu_pool(be));
 	const struct att_shape sh = { IO_TYPE_F32, IO_TYPE_F32, hp->head_dim,
 				      hp->head_dim_v, hp->kq_scale };
@@ -76,17 +91,19 @@ static size_t cpu_att_layout(const struct engine_backend *be,
 	w->tile_bytes = cpu_align64(att_tile_scratch_bytes(&sh));
 	w->tile = base + at;
 	at += cpu_align64(threads * w->tile_bytes);
-	w->partials = (float *)(base + at);
-	at += cpu_align64((size_t)cap * hp->n_head * threads *
-			  (2 + hp->head_dim_v) * sizeof(float));
 	w->off = (uint32_t *)(base + at);
 	at += cpu_align64(((size_t)cap + 1) * sizeof(uint32_t));
 	w->nc = (uint32_t *)(base + at);
 	at += cpu_align64((size_t)cap * sizeof(uint32_t));
+	w->poff = (size_t *)(base + at);
+	at += cpu_align64((size_t)cap * sizeof(size_t));
 	w->units = (struct cpu_att_unit *)(base + at);
 	at += cpu_align64((size_t)cap * hp->n_head_kv * sizeof(*w->units));
 	w->n_units = 0;
-	return at;
+	w->partials = (float *)(base + at);
+	w->n_partials = base ? (bytes > at ? (bytes - at) / part_bytes : 0) :
+			       (size_t)cap * hp->n_head * threads;
+	return at + w->n_partials * part_bytes;
 }
 
 size_t cpu_attention_work_bytes(const struct engine_backend *be,
@@ -94,7 +111,7 @@ size_t cpu_attention_work_bytes(const struct engine_backend *be,
 {
 	struct cpu_att_work w;
 
-	return cpu_att_layout(be, hp, cap, NULL, &w);
+	return cpu_att_layout(be, hp, cap, NULL, 0, &w);
 }
 
 struct cpu_att_job {
@@ -103,37 +120,6 @@ struct cpu_att_job {
 	struct cpu_att_work w;
 	atomic_uint next_unit; /* the next tile a free thread takes */
 };
-
-/*
- * Cells llama.cpp's flash attention sees for a token at pos: the cache
- * view is padded to 256 cells (llama_kv_cache::get_n_kv), the cells past
- * pos masked.
- */
-static uint32_t cpu_att_n_kv(uint32_t pos, uint32_t n_ctx)
-{
-	uint32_t n = (pos + 1 + 255) / 256 * 256;
-
-	return n < n_ctx ? n : n_ctx;
-}
-
-/*
- * KV chunks of a row: llama.cpp splits one-token attention over F32/F16
- * K and V of one type by ranges of cells, one per thread, once the view
- * has 512 cells (use_split_kv_path); with one thread the split changes
- * nothing.
- */
-static uint32_t cpu_att_chunks(const struct engine_seq *seq, uint32_t pos,
-			       uint32_t n_ctx, uint32_t thread_count)
-{
-	uint32_t type_k, type_v;
-
-	engine_seq_types(seq, &type_k, &type_v);
-	if (thread_count < 2 || type_k != type_v ||
-	    quant_traits(type_k)->kv_elem == QUANT_KV_CONVERT ||
-	    cpu_att_n_kv(pos, n_ctx) < 512)
-		return 1;
-	return thread_count;
-}
 
 /* Positions [c0, c1) of KV head kvh, one run of the cache at a time. */
 static void cpu_att_range(struct att_state *st, const struct engine_seq *seq,
@@ -150,8 +136,9 @@ static void cpu_att_range(struct att_state *st, const struct engine_seq *seq,
 }
 
 /*
- * One attention task: head h of row j, whole (one chunk) or KV chunk c
- * of nc into its partial.
+ * One attention task: head h of row j, whole (nc 1: one chunk, or its
+ * chunks in turn, each merged as it comes) or chunk c of nc into its
+ * partial.
  */
 static void cpu_att_task(const struct cpu_att_job *job, uint32_t thread_index,
 			 uint32_t j, uint32_t h, uint32_t c, uint32_t nc)
@@ -163,28 +150,45 @@ static void cpu_att_task(const struct cpu_att_job *job, uint32_t thread_index,
 	struct att_shape sh = { 0, 0, hp->head_dim, hp->head_dim_v,
 				hp->kq_scale };
 	const uint32_t kvh = h / (hp->n_head / hp->n_head_kv);
+	const uint32_t chunks = att_chunks(pos + 1);
 	const float *q = ab->q + (size_t)b * ab->q_ld +
 			 (size_t)h * hp->head_dim;
+	float *out = ab->out + (size_t)b * ab->out_ld +
+		     (size_t)h * hp->head_dim_v;
+	uint8_t *tmp = job->w.tmp + (size_t)thread_index * job->w.tmp_bytes;
+	float *vkq = (float *)(tmp + job->w.tmp_bytes -
+			       cpu_align64(hp->head_dim_v * sizeof(float)));
+	float M = -INFINITY, S = 0.0f;
 	struct att_state st;
+	uint32_t k, c1;
 
 	engine_seq_types(seq, &sh.type_k, &sh.type_v);
-	att_begin(&st, &sh, q,
-		  job->w.tmp + (size_t)thread_index * job->w.tmp_bytes);
-	if (nc == 1) {
+	if (chunks == 1) {
+		att_begin(&st, &sh, q, tmp);
 		cpu_att_range(&st, seq, ab->il, kvh, 0, pos + 1);
-		att_end(&st, ab->out + (size_t)b * ab->out_ld +
-				     (size_t)h * hp->head_dim_v);
+		att_end(&st, out);
+	} else if (nc == 1) {
+		memset(out, 0, hp->head_dim_v * sizeof(*out));
+		for (k = 0; k < chunks; k++) {
+			c1 = (k + 1) * ATT_CHUNK < pos + 1 ?
+				     (k + 1) * ATT_CHUNK :
+				     pos + 1;
+			att_begin(&st, &sh, q, tmp);
+			cpu_att_range(&st, seq, ab->il, kvh, k * ATT_CHUNK, c1);
+			att_vkq(&st, vkq);
+			att_merge_step(out, &M, &S, st.M, st.S, vkq,
+				       hp->head_dim_v);
+		}
+		att_merge_end(out, S, hp->head_dim_v);
 	} else {
-		uint32_t n_kv = cpu_att_n_kv(pos, ab->n_ctx);
-		uint32_t cs = (n_kv + nc - 1) / nc, c0 = c * cs, c1 = c0 + cs;
 		float *part = job->w.partials +
-			      (((size_t)j * hp->n_head + h) * nc + c) *
+			      ((size_t)job->w.poff[j] + (size_t)h * nc + c) *
 				      (2 + hp->head_dim_v);
 
-		/* the masked cells past pos are skipped, as ggml does */
-		c1 = c1 < pos + 1 ? c1 : pos + 1;
-		if (c0 < c1)
-			cpu_att_range(&st, seq, ab->il, kvh, c0, c1);
+		c1 = (c + 1) * ATT_CHUNK < pos + 1 ? (c + 1) * ATT_CHUNK :
+						     pos + 1;
+		att_begin(&st, &sh, q, tmp);
+		cpu_att_range(&st, seq, ab->il, kvh, c * ATT_CHUNK, c1);
 		part[0] = st.M;
 		part[1] = st.S;
 		att_vkq(&st, part + 2);
@@ -332,9 +336,9 @@ static void cpu_att_merge(const struct cpu_att_job *job)
 		for (h = 0; h < hp->n_head; h++)
 			att_merge(ab->out + (size_t)b * ab->out_ld +
 					  (size_t)h * hp->head_dim_v,
-				  job->w.partials +
-					  ((size_t)j * hp->n_head + h) * nc *
-						  stride,
+				  job->w.partials + ((size_t)job->w.poff[j] +
+						     (size_t)h * nc) *
+							    stride,
 				  stride, nc, hp->head_dim_v);
 	}
 }
@@ -343,10 +347,13 @@ void cpu_attention(struct engine_backend *be, const struct engine_att_batch *ab)
 {
 	const struct engine_hparams *hp = ab->hp;
 	struct cpu_att_job job = { be, ab, { 0 }, 0 };
+	const bool split = cpu_threads(be) > 1;
+	size_t partials = 0;
 	uint64_t work = 0;
 	uint32_t j, j1;
 
-	cpu_att_layout(be, hp, ab->n, cpu_state(be)->att_work, &job.w);
+	cpu_att_layout(be, hp, ab->n, cpu_state(be)->att_work,
+		       cpu_state(be)->att_work_cap, &job.w);
 	job.w.off[0] = 0;
 	for (j = 0; j < ab->n; j = j1) {
 		/* the run of rows of one sequence from j */
@@ -368,16 +375,26 @@ void cpu_attention(struct engine_backend *be, const struct engine_att_batch *ab)
 
 			work += (uint64_t)(ab->pos[b] + 1) * hp->n_head *
 				(hp->head_dim + hp->head_dim_v);
-			job.w.nc[j] = cpu_att_chunks(ab->seq[b], ab->pos[b],
-						     ab->n_ctx,
-						     cpu_threads(be));
+			/*
+			 * a chunk a task while their partials fit (their
+			 * sizes even out the threads' shares), else a head
+			 * a task: the same bits
+			 */
+			job.w.nc[j] = att_chunks(ab->pos[b] + 1);
+			job.w.poff[j] = partials;
+			if (job.w.nc[j] > 1 && split &&
+			    partials + (size_t)hp->n_head * job.w.nc[j] <=
+				    job.w.n_partials)
+				partials += (size_t)hp->n_head * job.w.nc[j];
+			else
+				job.w.nc[j] = 1;
 			job.w.off[j + 1] = job.w.off[j] +
 					   hp->n_head * job.w.nc[j];
 		}
 	}
 	/*
-	 * Each task (row, head, KV chunk) is what one ggml thread computes:
-	 * any split over our threads gives the same bits. A tile's rows too:
+	 * Each task (row, head, chunk) computes the same whatever thread
+	 * takes it: any split over our threads gives the same bits. A tile's rows too:
 	 * each row's sums do not depend on the thread or on the other rows.
 	 */
 	if (work >= CPU_ATT_PARALLEL_MIN)

@@ -34,7 +34,7 @@ static inline struct cpu_threadpool *cpu_pool(const struct engine_backend *be)
 	return cpu_state(be)->pool;
 }
 
-/* llama.cpp's thread count, which splits one-token attention (KV chunks) */
+/* the pool's threads */
 static inline uint32_t cpu_threads(const struct engine_backend *be)
 {
 	return cpu_threadpool_size(cpu_pool(be));

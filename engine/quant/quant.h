@@ -70,8 +70,7 @@ struct quant_type_traits {
 	quant_dot_fn vec_dot_repacked;
 	/*
 	 * How ggml's one-token flash attention reads a K/V cache of this
-	 * type: as halves (V accumulated in F16), as floats (both: long rows
-	 * split into chunks over the threads, use_split_kv_path), or each row
+	 * type: as halves (V accumulated in F16), as floats, or each row
 	 * through the type's dot and to_float.
 	 */
 	enum quant_kv_elem {

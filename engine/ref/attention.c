@@ -6,11 +6,12 @@
  * type, each cached K row dotted with it by K's dot (the type table's
  * vec_dot: the reference build's order), scaled; an online softmax with
  * libm's expf; V accumulated in an F16 vector for an F16 cache (one FMA
- * and a rounding to F16 per element and step), in F32 otherwise. A long
- * row over an F16/F32 cache of one type is split into llama.cpp's KV
- * chunks, one per thread of the context, and the partials merged
- * (ggml_flash_attn_ext_reduce_partials), so that the bits are those of
- * the same thread count on the CPU.
+ * and a rounding to F16 per element and step), in F32 otherwise. A row
+ * over more than REF_ATT_CHUNK positions is walked in chunks of that
+ * many, each from a fresh state, and their partials merged in order as
+ * ggml_flash_attn_ext_reduce_partials merges llama.cpp's: the CPU
+ * backend's fixed order (engine/cpu/attention.h, ATT_CHUNK), whatever
+ * its thread count.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,6 +24,9 @@
 #ifdef __clang__
 #pragma clang fp contract(off)
 #endif
+
+/* positions a chunk: the CPU backend's ATT_CHUNK */
+#define REF_ATT_CHUNK 256
 
 /* The running state of one head over a range of positions. */
 struct ref_att {
@@ -44,9 +48,10 @@ static size_t ref_att_head_floats(const struct engine_hparams *hp)
 size_t ref_attention_floats(const struct engine_hparams *hp, uint32_t cap,
 			    uint32_t threads)
 {
-	/* one head at a time: its state and its chunks' partials */
-	return ref_att_head_floats(hp) +
-	       (size_t)(threads ? threads : 1) * (2 + hp->head_dim_v);
+	/* one head at a time: its state and its chunk's result */
+	(void)cap;
+	(void)threads;
+	return ref_att_head_floats(hp) + hp->head_dim_v;
 }
 
 static void ref_att_begin(struct ref_att *st, const struct engine_hparams *hp,
@@ -135,51 +140,28 @@ static void ref_att_vkq(const struct ref_att *st, float *vkq)
 }
 
 /*
- * ggml_flash_attn_ext_reduce_partials for one head: n partials (M, S,
- * vkq) in position order into out, normalized. C++ built with
- * contraction: GCC fuses the first product of a*b + c*d.
+ * ggml_flash_attn_ext_reduce_partials's step: a chunk's (mc, sc, vkq)
+ * merged into the running out, *M, *S. C++ built with contraction: GCC
+ * fuses the first product of a*b + c*d.
  */
-static void ref_att_merge(float *out, const float *partials, size_t stride,
-			  uint32_t n, uint32_t dv)
+static void ref_att_merge_step(float *out, float *M, float *S, float mc,
+			       float sc, const float *vkq, uint32_t dv)
 {
-	float M = -INFINITY, S = 0.0f;
-	uint32_t c, d;
+	float mn, so, sn;
+	uint32_t d;
 
-	memset(out, 0, dv * sizeof(*out));
-	for (c = 0; c < n; c++) {
-		const float *p = partials + c * stride;
-		float mc = p[0], sc = p[1], mn, so, sn;
-
-		if (sc == 0.0f)
-			continue;
-		mn = fmaxf(M, mc);
-		so = expf(M - mn);
-		sn = expf(mc - mn);
-		for (d = 0; d < dv; d++)
-			out[d] = fmaf(out[d], so, p[2 + d] * sn);
-		S = fmaf(S, so, sc * sn);
-		M = mn;
-	}
-	if (S != 0.0f)
-		for (d = 0; d < dv; d++)
-			out[d] = out[d] * (1.0f / S);
+	if (sc == 0.0f)
+		return;
+	mn = fmaxf(*M, mc);
+	so = expf(*M - mn);
+	sn = expf(mc - mn);
+	for (d = 0; d < dv; d++)
+		out[d] = fmaf(out[d], so, vkq[d] * sn);
+	*S = fmaf(*S, so, sc * sn);
+	*M = mn;
 }
 
-/*
- * KV chunks of a row: llama.cpp splits one-token attention over F16/F32
- * K and V of one type by ranges of cells, one per thread, once the view
- * (padded to 256 cells) has 512; otherwise one.
- */
-static uint32_t ref_att_chunks(uint32_t type_k, uint32_t type_v, uint32_t n_kv,
-			       uint32_t threads)
-{
-	if (threads < 2 || type_k != type_v ||
-	    quant_traits(type_k)->kv_elem == QUANT_KV_CONVERT || n_kv < 512)
-		return 1;
-	return threads;
-}
-
-/* Head h of row b: whole, or in chunks merged. */
+/* Head h of row b: one walk, or its chunks walked and merged in order. */
 static void ref_att_head(struct engine_backend *be,
 			 const struct engine_att_batch *ab, uint32_t b,
 			 uint32_t h)
@@ -193,38 +175,33 @@ static void ref_att_head(struct engine_backend *be,
 			 (size_t)h * hp->head_dim;
 	float *out = ab->out + (size_t)b * ab->out_ld +
 		     (size_t)h * hp->head_dim_v;
-	float *partials = rb->vkq + ref_att_head_floats(hp);
-	const size_t stride = 2 + hp->head_dim_v;
-	uint32_t type_k, type_v, n_kv, nc, cs, c;
+	float *vkq = rb->vkq + ref_att_head_floats(hp);
+	float M = -INFINITY, S = 0.0f;
+	uint32_t type_k, type_v, c0, c1, d;
 	struct ref_att st;
 
 	engine_seq_types(seq, &type_k, &type_v);
-	n_kv = (pos + 1 + 255) / 256 * 256;
-	n_kv = n_kv < ab->n_ctx ? n_kv : ab->n_ctx;
-	nc = ref_att_chunks(type_k, type_v, n_kv, rb->threads);
-	if (nc == 1) {
+	if (pos + 1 <= REF_ATT_CHUNK) {
 		ref_att_begin(&st, hp, type_k, type_v, q, rb->vkq);
 		ref_att_range(&st, seq, ab->il, kvh, 0, pos + 1);
 		ref_att_vkq(&st, out);
-		for (c = 0; c < hp->head_dim_v; c++)
-			out[c] = out[c] * (st.S == 0.0f ? 0.0f : 1.0f / st.S);
+		for (d = 0; d < hp->head_dim_v; d++)
+			out[d] = out[d] * (st.S == 0.0f ? 0.0f : 1.0f / st.S);
 		return;
 	}
-	cs = (n_kv + nc - 1) / nc;
-	for (c = 0; c < nc; c++) {
-		uint32_t c0 = c * cs, c1 = c0 + cs;
-		float *part = partials + c * stride;
-
-		/* the masked cells past pos are skipped, as ggml does */
-		c1 = c1 < pos + 1 ? c1 : pos + 1;
+	memset(out, 0, hp->head_dim_v * sizeof(*out));
+	for (c0 = 0; c0 < pos + 1; c0 += REF_ATT_CHUNK) {
+		c1 = c0 + REF_ATT_CHUNK < pos + 1 ? c0 + REF_ATT_CHUNK :
+						    pos + 1;
 		ref_att_begin(&st, hp, type_k, type_v, q, rb->vkq);
-		if (c0 < c1)
-			ref_att_range(&st, seq, ab->il, kvh, c0, c1);
-		part[0] = st.M;
-		part[1] = st.S;
-		ref_att_vkq(&st, part + 2);
+		ref_att_range(&st, seq, ab->il, kvh, c0, c1);
+		ref_att_vkq(&st, vkq);
+		ref_att_merge_step(out, &M, &S, st.M, st.S, vkq,
+				   hp->head_dim_v);
 	}
-	ref_att_merge(out, partials, stride, nc, hp->head_dim_v);
+	if (S != 0.0f)
+		for (d = 0; d < hp->head_dim_v; d++)
+			out[d] = out[d] * (1.0f / S);
 }
 
 void ref_attention(struct engine_backend *be, const struct engine_att_batch *ab)

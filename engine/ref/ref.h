@@ -14,8 +14,8 @@
 
 /* engine_backend.ctx of a reference backend */
 struct ref_backend {
-	uint32_t threads; /* whose split of attention rows it reproduces */
-	float *vkq;	  /* attention's partials: reserve's */
+	uint32_t threads; /* what it reports as its threads */
+	float *vkq;	  /* attention's state and chunk result: reserve's */
 	size_t vkq_cap;	  /* floats */
 };
 

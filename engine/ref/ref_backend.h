@@ -20,9 +20,9 @@ struct engine_backend;
 struct err;
 
 /*
- * A reference backend; threads is only the thread count whose split of
- * long attention rows it reproduces (llama.cpp's use_split_kv_path), it
- * computes on the caller's thread. -ENOMEM with a message.
+ * A reference backend; threads is only the thread count it reports (it
+ * computes on the caller's thread, and no result depends on a thread
+ * count). -ENOMEM with a message.
  */
 int ref_backend_new(struct engine_backend **out, uint32_t threads,
 		    struct err *err);

@@ -414,6 +414,46 @@ START_TEST(test_forward_threads_agree)
 END_TEST
 
 /*
+ * Attention past 256 positions is cut into fixed chunks of 256
+ * (engine/cpu/attention.h): one thread walks a head's chunks in turn,
+ * more take a chunk a task. A token at position 600 (3 chunks), after a
+ * prompt, gives the same bits with 1, 2 and 3 threads; llama.cpp's
+ * split by the thread count did not.
+ */
+START_TEST(test_forward_attention_threads)
+{
+	const uint32_t threads[] = { 1, 2, 3 }, n = 601;
+	int32_t *tok = malloc(n * sizeof(*tok));
+	float *l[3];
+	uint32_t nv = 0, i, t;
+
+	for (i = 0; i < n; i++)
+		tok[i] = (int32_t)(i * 2654435761u % 15000);
+	for (t = 0; t < 3; t++) {
+		struct engine_ctx *m = model_open_threads(
+			"tiny-qwen3-bpe16k-mixq", 640, threads[t]);
+		struct engine_seq *s = NULL;
+		struct err err = { 0 };
+
+		nv = engine_model_info(engine_ctx_model(m))->n_vocab;
+		l[t] = malloc(nv * sizeof(float));
+		ck_assert_int_eq(engine_seq_new(m, &s, &err), 0);
+		forward1(m, s, tok, n - 1, NULL);
+		forward1(m, s, tok + n - 1, 1, l[t]);
+		engine_seq_free(s);
+		model_close(m);
+	}
+	for (t = 1; t < 3; t++)
+		ck_assert_msg(!memcmp(l[0], l[t], nv * sizeof(float)),
+			      "%u threads: other logits than 1 thread's",
+			      threads[t]);
+	for (t = 0; t < 3; t++)
+		free(l[t]);
+	free(tok);
+}
+END_TEST
+
+/*
  * The CPU backend packs mixq's Q8_0, Q4_K and Q6_K matrices into panels at load
  * (engine/cpu/gemm.h): every tensor still reads back as the file's bytes,
  * and the logits of a prompt, then of one token at a time, are the bits
@@ -592,6 +632,7 @@ static void model_tests(TCase *tc)
 	tcase_add_test(tc, test_forward_errors_leave_sequences_alone);
 	tcase_add_test(tc, test_forward_truncate_and_batch_agree);
 	tcase_add_test(tc, test_forward_threads_agree);
+	tcase_add_test(tc, test_forward_attention_threads);
 	tcase_add_test(tc, test_model_packed_weights);
 	tcase_add_test(tc, test_model_contexts_share_model);
 }
