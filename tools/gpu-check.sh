@@ -75,10 +75,11 @@
 #             pp512): all on gpu0, the experts in RAM on the CPU
 #             (--cpu-moe), all on the CPU (GPU_CHECK_MOE picks the model)
 #   attention (not by default) llmfs-cuda-bench on the 0.6B and 8B
-#             shapes, tg128 and tg32 at depth 4096, with the CPU-order
-#             attention walk (below 256 positions; at every depth), the
-#             walk before it (warp 0 alone), split-K in no CPU order,
-#             CUDA's expf in the walk
+#             shapes, tg128 and tg64 at depth 4096, with the default
+#             (the CPU's order below 256 positions, split-K deeper), the
+#             CPU's order at every depth a block a chunk of 256 (chunks),
+#             a block a row (row: the walk), warp 0 alone a chunk,
+#             split-K everywhere, CUDA's expf in the walk
 #   mmv       what the quantized products in the CPU's order cost:
 #             llmfs-cuda-bench on the 8B and 0.6B Q4_K_M with the
 #             default (mmv_xw; mmv_x at 8 columns), LLMFS_CUDA_MMV=walk
@@ -639,29 +640,32 @@ if part bench && [ -f "$vocab" ] && [[ " $models " == *" 8b-q8_0 "* ]]; then
 	if fits 90; then bench 8b-q8_0; else row 8b-q8_0 skip "no time left"; fi
 fi
 # What the CPU's bits cost in attention (attention.cu), per model: tg128
-# from an empty context and tg32 at depth 4096, for the CPU-order walk
-# (att_walk_cpu: rows below 256 positions by default; every row with
-# LLMFS_CUDA_ATT_EXACT=65536), the walk before it (warp 0 alone,
-# LLMFS_CUDA_ATT_WALK=warp0), and split-K in no CPU order
+# from an empty context and tg64 at depth 4096, for the default (the
+# CPU's order below 256 positions, split-K deeper: walk), the CPU's
+# order at every depth (LLMFS_CUDA_ATT_EXACT=1000000) a block a chunk of
+# 256 (chunks), a block a row walking its chunks in turn (row: the cost
+# of the whole-row walk, LLMFS_CUDA_ATT_WALK=row), warp 0 alone a chunk
+# (warp0-all, the walk before att_walk_cpu), split-K everywhere
 # (LLMFS_CUDA_ATT_EXACT=0); libm's expf against CUDA's in the walk
 variant() { # model, name, env...
 	local m=$1 name=$2 j=$WORK/bench-att-$1-$2.json
 	shift 2
 	echo "== attention $m $name: $*" >>"$OUT/bench.log"
 	env "$@" timeout 90 "$BIN/llmfs-cuda-bench" -m "$WORK/$m.gguf" \
-		-r 1 -p 64 -n 128 -d 4096 -g 32 -s 0 --matmul cublas -j "$j" \
+		-r 1 -p 64 -n 128 -d 4096 -g 64 -s 0 --matmul cublas -j "$j" \
 		>>"$OUT/bench.log" 2>&1
-	result "att-$name" $? "$m tg128 $(fig "$j" tg128), tg32@d4096 $(fig "$j" tg32@d4096) t/s"
+	result "att-$name" $? "$m tg128 $(fig "$j" tg128), tg64@d4096 $(fig "$j" tg64@d4096) t/s"
 }
 # not by default (GPU_CHECK_PARTS=attention): about 20 s a variant
 if part attention && [ -f "$vocab" ]; then
 	for m in 0.6b-q4_k_m 8b-q4_k_m; do
 		fits 100 && write_model "$m" || continue
 		variant "$m" walk
-		fits 40 && variant "$m" walk-all LLMFS_CUDA_ATT_EXACT=65536
-		fits 40 && variant "$m" warp0 LLMFS_CUDA_ATT_WALK=warp0
+		fits 40 && variant "$m" chunks LLMFS_CUDA_ATT_EXACT=1000000
+		fits 40 && variant "$m" row LLMFS_CUDA_ATT_WALK=row \
+			LLMFS_CUDA_ATT_EXACT=1000000
 		fits 40 && variant "$m" warp0-all LLMFS_CUDA_ATT_WALK=warp0 \
-			LLMFS_CUDA_ATT_EXACT=65536
+			LLMFS_CUDA_ATT_EXACT=1000000
 		fits 40 && variant "$m" split-k LLMFS_CUDA_ATT_EXACT=0
 		fits 40 && variant "$m" cuda-exp LLMFS_CUDA_ATT_FAST_EXP=1
 	done

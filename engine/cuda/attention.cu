@@ -17,15 +17,33 @@
  *
  * Numbers: Q rounded to F16 for an F16 cache (the CPU's vec_dot type),
  * to Q8_0 for a Q8_0 cache. Rows below LLMFS_CUDA_ATT_EXACT positions
- * (256 by default) take the CPU's order (att_walk_cpu): its bits. The
- * others sum scores and V in F32 in no CPU order, within the golden
- * tolerances (Documentation/gpu.md, Attention, says why split-K cannot
- * give the CPU's bits yet).
+ * (256 by default) take the CPU's order: its bits. The CPU walks a row
+ * in fixed chunks of ATT_CPU_CHUNK positions and merges their partials
+ * in order (engine/cpu/attention.h), so a block walks one chunk in its
+ * order (att_walk_cpu) and att_reduce merges them as the CPU does. The
+ * other rows sum scores and V in F32 in no CPU order, within the golden
+ * tolerances.
  */
 #include <cstdlib>
 #include <cstring>
 
 #include "attention_scores.cuh"
+
+/*
+ * The CPU's chunk of a row's positions (engine/cpu/attention.h,
+ * ATT_CHUNK): its walk starts afresh every 256 positions.
+ */
+#define ATT_CPU_CHUNK 256
+/* a chunk is whole sweeps of att_walk_cpu */
+static_assert(ATT_CPU_CHUNK % (32 * ATT_WARPS) == 0, "whole sweeps");
+
+/*
+ * How the CPU-order rows are walked (LLMFS_CUDA_ATT_WALK, to measure one
+ * against another): a block a chunk (the default), warp 0 alone (warp0:
+ * the walk before att_walk_cpu), a block a row (row: the chunks in
+ * turn, the cost of one walk over the whole row). The same bits.
+ */
+enum { ATT_WALK_CHUNKS, ATT_WALK_WARP0, ATT_WALK_ROW };
 
 /*
  * The V sum as the CPU keeps it: in F16 for an F16 cache, rounded after
@@ -76,29 +94,32 @@ __device__ __forceinline__ void att_v_sum(const cuda_kv_args &kv, int32_t seq,
  * One step of the merge of partials (M, S, unnormalized sums) in order,
  * as att_merge takes them: a partial with S 0 (no positions) is left
  * out; M = -inf at first, so the first partial comes in as it is.
- * CUDA's expf, not libm's bits: one partial (a walked row) comes out as
- * it went in either way, and libm's bits would cost the deep rows'
- * merge double precision (1/64 of the float rate on sm_86 and sm_89).
+ * libm's bits (cuda_libm_expf) where the partials are the CPU's chunks,
+ * CUDA's expf for split-K's: libm's would cost the deep rows' merge
+ * double precision (1/64 of the float rate on sm_86 and sm_89) for
+ * nothing there.
  */
 __device__ __forceinline__ void att_merge_step(float &M, float &S, float &A,
-					       float mc, float sc, float ac)
+					       float mc, float sc, float ac,
+					       bool libm = false)
 {
 	float mn, so, sn;
 
 	if (sc == 0.0f)
 		return;
 	mn = fmaxf(M, mc);
-	so = expf(M - mn);
-	sn = expf(mc - mn);
+	so = libm ? cuda_libm_expf(M - mn) : expf(M - mn);
+	sn = libm ? cuda_libm_expf(mc - mn) : expf(mc - mn);
 	A = fmaf(A, so, __fmul_rn(ac, sn));
 	S = fmaf(S, so, __fmul_rn(sc, sn));
 	M = mn;
 }
 
 /*
- * The CPU's walk over positions 0..c1 of row r (ggml_compute_forward_
- * flash_attn_ext_f16_one_chunk, engine/cpu/attention.c's att_step), the
- * block's 128 threads at once, 128 positions a sweep:
+ * The CPU's walk over positions c0..c1 of row r, one of its chunks
+ * (ggml_compute_forward_flash_attn_ext_f16_one_chunk, engine/cpu/
+ * attention.c's att_step), the block's 128 threads at once, 128
+ * positions a sweep:
  *
  * - each warp scores 32 of them, a lane a position, each dot product
  *   added up as the CPU's kernel adds it (att_dot_cpu, att_dot_q8_0_cpu);
@@ -116,15 +137,21 @@ __device__ __forceinline__ void att_merge_step(float &M, float &S, float &A,
  *   rounded to F16 for an F16 cache as ggml_vec_scale_f16 and
  *   ggml_vec_mad_f16 store them; thread g keeps head g's S.
  *
- * The result goes to the row's partial 0 (M, S, sums): att_merged takes
- * it alone. Before, warp 0 alone walked with the other 3 idle: on an
- * H100 it cost the 0.6B's tg128 505 -> 299 t/s (gpu.md).
+ * The result goes to the row's partial slot (M, S, sums), which
+ * att_merged merges with the row's other chunks' as the CPU's att_merge
+ * does. With fold, the block walks every chunk of c0..c1 in turn and
+ * merges each into the slot as it comes (att_merge_step's order, libm's
+ * expf): the same bits where there are fewer slots than chunks (many
+ * rows). m_s: [ATT_MAX_G] the chunk's maxima, [ATT_MAX_G] the merged.
+ * Before, warp 0 alone walked with the other 3 idle: on an H100 it cost
+ * the 0.6B's tg128 505 -> 299 t/s (gpu.md).
  */
 template <int KT, int VT, int DPL>
 __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 			     const int8_t *qq, const float *qd, float *p_s,
 			     float *ms_s, float *m_s, int r, int32_t seq,
-			     int kvh, int32_t c1)
+			     int kvh, int32_t c0, int32_t c1, int slot,
+			     bool fold)
 {
 	constexpr int SWEEP = 32 * ATT_WARPS;
 	/* (head, dimension) pairs a thread: ATT_MAX_G * 32 DPL / SWEEP */
@@ -135,9 +162,14 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int hdv = kv.head_dim_v, G = a.group;
 	const uint64_t v_head = kvh * kv_head_bytes<VT>(hdv);
-	/* s: thread g's, head g's S */
-	float acc[CPT], s = 0.0f, m[ATT_MAX_G / ATT_WARPS];
+	const uint64_t h_stride = (uint64_t)a.n_chunks * (2 + hdv);
+	/* head g's partial: + g * h_stride */
+	float *part = a.part + ((uint64_t)r * a.n_head + kvh * G) * h_stride +
+		      (uint64_t)slot * (2 + hdv);
+	/* s: thread g's, head g's S; s_all: the merged chunks' */
+	float acc[CPT], s, s_all = 0.0f, m[ATT_MAX_G / ATT_WARPS];
 	int g_of[CPT], d_of[CPT];
+	int32_t k1;
 
 #pragma unroll
 	for (int c = 0; c < CPT; c++) {
@@ -145,16 +177,21 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 
 		g_of[c] = i / hdv;
 		d_of[c] = i % hdv;
-		acc[c] = 0.0f;
 	}
+	for (int32_t k0 = c0; k0 < c1; k0 = k1) {
+	k1 = fold && c1 - k0 > ATT_CPU_CHUNK ? k0 + ATT_CPU_CHUNK : c1;
+	s = 0.0f;
+#pragma unroll
+	for (int c = 0; c < CPT; c++)
+		acc[c] = 0.0f;
 #pragma unroll
 	for (int k = 0; k < ATT_MAX_G / ATT_WARPS; k++)
 		m[k] = -INFINITY;
-	for (int32_t t0 = 0; t0 < c1; t0 += SWEEP) {
-		const int n = c1 - t0 < SWEEP ? c1 - t0 : SWEEP;
+	for (int32_t t0 = k0; t0 < k1; t0 += SWEEP) {
+		const int n = k1 - t0 < SWEEP ? k1 - t0 : SWEEP;
 		float sc[ATT_MAX_G];
 
-		att_scores<KT>(a, q_s, qq, qd, seq, kvh, t0 + 32 * warp, c1,
+		att_scores<KT>(a, q_s, qq, qd, seq, kvh, t0 + 32 * warp, k1,
 			       true, sc);
 #pragma unroll
 		for (int g = 0; g < ATT_MAX_G; g++)
@@ -183,7 +220,7 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 				mb = __shfl_up_sync(0xffffffffu, mx, 1);
 				if (lane == 0)
 					mb = m[k];
-				/* past c1, x is -inf: never a raise, weight 0 */
+				/* past k1, x is -inf: never a raise, weight 0 */
 				e = x > mb ? mb - x : x - mb;
 				e = a.fast_exp ? expf(e) : cuda_libm_expf(e);
 				ms_s[g * SWEEP + 32 * w + lane] = x > mb ? e :
@@ -244,23 +281,69 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 		}
 		__syncthreads();
 	}
+	if (!fold) {
+#pragma unroll
+		for (int c = 0; c < CPT; c++) {
+			const int g = g_of[c], d = d_of[c];
+
+			if (g >= G)
+				break;
+			if (d == 0)
+				part[g * h_stride] = m_s[g];
+			part[g * h_stride + 2 + d] = acc[c];
+		}
+		if ((int)threadIdx.x < G)
+			part[threadIdx.x * h_stride + 1] = s;
+		return;
+	}
+	/*
+	 * the chunk merged into the slot (att_merge_step); each thread
+	 * reads back only the sums it wrote
+	 */
+	const bool first = k0 == c0;
+	float mn;
 #pragma unroll
 	for (int c = 0; c < CPT; c++) {
 		const int g = g_of[c], d = d_of[c];
 
 		if (g >= G)
 			break;
-		float *part = a.part + ((uint64_t)r * a.n_head + kvh * G + g) *
-					       a.n_chunks * (2 + hdv);
+		const float mo = first ? -INFINITY : m_s[ATT_MAX_G + g];
+		const float mc = m_s[g];
+		float *pa = part + g * h_stride + 2 + d;
 
+		mn = fmaxf(mo, mc);
+		*pa = fmaf(first ? 0.0f : *pa, cuda_libm_expf(mo - mn),
+			   __fmul_rn(acc[c], cuda_libm_expf(mc - mn)));
+	}
+	mn = 0.0f;
+	if ((int)threadIdx.x < G) {
+		const float mo = first ? -INFINITY :
+					 m_s[ATT_MAX_G + threadIdx.x];
+		const float mc = m_s[threadIdx.x];
+
+		mn = fmaxf(mo, mc);
+		s_all = fmaf(s_all, cuda_libm_expf(mo - mn),
+			     __fmul_rn(s, cuda_libm_expf(mc - mn)));
+	}
+	__syncthreads();
+	if ((int)threadIdx.x < G)
+		m_s[ATT_MAX_G + threadIdx.x] = mn;
+	}
+	if (!fold)
+		return;
+	__syncthreads();
+#pragma unroll
+	for (int c = 0; c < CPT; c++) {
+		const int g = g_of[c], d = d_of[c];
+
+		if (g >= G)
+			break;
 		if (d == 0)
-			part[0] = m_s[g];
-		part[2 + d] = acc[c];
+			part[g * h_stride] = m_s[ATT_MAX_G + g];
 	}
 	if ((int)threadIdx.x < G)
-		a.part[((uint64_t)r * a.n_head + kvh * G + threadIdx.x) *
-			       a.n_chunks * (2 + hdv) +
-		       1] = s;
+		part[threadIdx.x * h_stride + 1] = s_all;
 }
 
 /*
@@ -268,15 +351,16 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
  * memory: Q [G][hd], the warps' scores or probabilities
  * [ATT_WARPS][G][32] (the walk's weights [G][128]), the warps' states
  * for the merge [ATT_WARPS][G][2 + hd_v], the walk's old sums' scales
- * [G][128] and maxima [G], Q as Q8_0 (scales, quants).
+ * [G][128] and maxima [2][G], Q as Q8_0 (scales, quants).
  *
  * Two ways through it. A row whose position is below a.exact_below
- * (the contexts the golden tests reach) is one chunk that the block
- * walks in the CPU's order (att_walk_cpu): the CPU's bits for F16, F32
- * and Q8_0 caches. Deeper rows are cut
- * into chunks of a.chunk positions that the warps take 32 at a time,
- * with one rescale per 32 and the V sum in F32: faster, and as exact as
- * the CPU's own split there (which depends on its thread count).
+ * (256 by default: the contexts the golden tests reach) is cut as the
+ * CPU cuts it, into chunks of ATT_CPU_CHUNK positions, block z walking
+ * chunk z in the CPU's order (att_walk_cpu; one block walks them all in
+ * turn where a.chunk is longer, i.e. there are fewer partials than
+ * chunks): the CPU's bits for F16, F32 and Q8_0 caches at any depth.
+ * Other rows are cut into chunks of a.chunk positions that the warps
+ * take 32 at a time, with one rescale per 32 and the V sum in F32.
  */
 template <int KT, int VT, int DPL>
 __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
@@ -288,23 +372,30 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 	const int hd = kv.head_dim, hdv = kv.head_dim_v, G = a.group;
 	const int32_t seq = a.seq_of[r], p_max = a.pos[r];
 	const bool exact = p_max < (int32_t)a.exact_below;
-	const int32_t c0 = (int32_t)(blockIdx.z * a.chunk);
 	CUDA_DYNAMIC_SHARED(float, q_s);
 	float *p_s = q_s + G * hd;
 	float *st_s = p_s + ATT_WARPS * ATT_MAX_G * 32;
 	/* the walk's: [ATT_MAX_G][128] old sums' scales, [ATT_MAX_G] maxima */
 	float *ms_s = st_s + ATT_WARPS * ATT_MAX_G * (2 + hdv);
 	float *m_s = ms_s + ATT_WARPS * ATT_MAX_G * 32;
-	float *qd = m_s + ATT_MAX_G;		   /* [G][hd/32] */
+	float *qd = m_s + 2 * ATT_MAX_G;	   /* [G][hd/32] */
 	int8_t *qq = (int8_t *)(qd + G * hd / 32); /* [G][hd] */
 	float *pw = p_s + warp * ATT_MAX_G * 32;   /* this warp's */
 	float m[ATT_MAX_G], s[ATT_MAX_G], acc[ATT_MAX_G][DPL];
 
-	if (c0 > p_max || (exact && blockIdx.z))
+	/* an exact row: one CPU chunk a block, or all in block 0 */
+	const bool fold = exact && p_max >= ATT_CPU_CHUNK &&
+			  (a.chunk > ATT_CPU_CHUNK || a.walk == ATT_WALK_ROW);
+	const int32_t c0 = !exact ? (int32_t)(blockIdx.z * a.chunk) :
+			   fold	  ? 0 :
+				    (int32_t)(blockIdx.z * ATT_CPU_CHUNK);
+	const int32_t len = !exact ? (int32_t)a.chunk :
+			    fold   ? p_max + 1 :
+				     ATT_CPU_CHUNK;
+
+	if (c0 > p_max || (fold && blockIdx.z))
 		return;
-	const int32_t c1 = exact || c0 + (int32_t)a.chunk > p_max + 1 ?
-				   p_max + 1 :
-				   c0 + (int32_t)a.chunk;
+	const int32_t c1 = c0 + len > p_max + 1 ? p_max + 1 : c0 + len;
 
 	for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
 		float x = a.q[r * a.q_ld + (uint64_t)kvh * G * hd + i];
@@ -332,16 +423,17 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 		for (int i = 0; i < DPL; i++)
 			acc[g][i] = 0.0f;
 	}
-	if (exact && !a.walk_warp0) {
+	if (exact && (a.walk != ATT_WALK_WARP0 || fold)) {
 		att_walk_cpu<KT, VT, DPL>(a, q_s, qq, qd, p_s, ms_s, m_s, r,
-					  seq, kvh, c1);
+					  seq, kvh, c0, c1, blockIdx.z, fold);
 		return;
 	}
 	/*
 	 * The walk before att_walk_cpu, kept to be measured against it
 	 * (LLMFS_CUDA_ATT_WALK=warp0, tools/gpu-check.sh's attention part):
-	 * warp 0 alone, 32 positions at a time, the other warps idle; the
-	 * same bits. On an H100 it cost the 0.6B's tg128 505 -> 299 t/s.
+	 * warp 0 alone, 32 positions of the chunk at a time, the other warps
+	 * idle; the same bits (its state merged alone below passes through).
+	 * On an H100 it cost the 0.6B's tg128 505 -> 299 t/s.
 	 */
 	for (int32_t t0 = c0; exact && warp == 0 && t0 < c1; t0 += 32) {
 		const int n = c1 - t0 < 32 ? c1 - t0 : 32;
@@ -495,10 +587,12 @@ __device__ __forceinline__ float att_merged(const att_args &a, int r, int h,
 {
 	const int hdv = a.kv.head_dim_v;
 	const int32_t p = a.pos[r];
-	/* chunks used: one for an exact row */
-	const int n = p < (int32_t)a.exact_below ?
-			      1 :
-			      (int)((p + a.chunk) / a.chunk);
+	const bool exact = p < (int32_t)a.exact_below;
+	/* chunks used: an exact row's CPU chunks, or one folded */
+	const int n = !exact ? (int)((p + a.chunk) / a.chunk) :
+		      a.chunk > ATT_CPU_CHUNK || a.walk == ATT_WALK_ROW ?
+			       1 :
+			       (p + ATT_CPU_CHUNK) / ATT_CPU_CHUNK;
 	const float *part = a.part + ((uint64_t)r * a.n_head + h) * a.n_chunks *
 					     (2 + hdv);
 	float M = -INFINITY, S = 0.0f, A = 0.0f;
@@ -506,7 +600,8 @@ __device__ __forceinline__ float att_merged(const att_args &a, int r, int h,
 	for (int c = 0; c < n; c++) {
 		const float *pc = part + c * (2 + hdv);
 
-		att_merge_step(M, S, A, pc[0], pc[1], pc[2 + d]);
+		att_merge_step(M, S, A, pc[0], pc[1], pc[2 + d],
+			       exact && !a.fast_exp);
 	}
 	return S != 0.0f ? __fmul_rn(A, 1.0f / S) : 0.0f;
 }
@@ -585,8 +680,9 @@ bool k_att_quantizes(uint32_t act, uint32_t n_head, uint32_t head_dim_v)
 /*
  * Read at every enqueue (a graph keeps what it was captured with), so
  * that a test can switch it: 256 by default, the CPU's order where the
- * CPU's own attention is one chunk (it splits a row from 256 positions
- * on, by its thread count); 0 the split path at every depth.
+ * CPU's attention is one chunk (the walk the order cost before); a
+ * larger number takes it deeper, a CPU chunk a block (its cost against
+ * split-K is unmeasured); 0 the split path at every depth.
  */
 uint32_t k_att_exact_below(void)
 {
@@ -634,20 +730,19 @@ size_t k_att_shared_bytes(uint32_t group, uint32_t head_dim,
 		       ((size_t)group * head_dim +
 			2 * ATT_WARPS * ATT_MAX_G * 32 +
 			(size_t)ATT_WARPS * ATT_MAX_G * (2 + head_dim_v) +
-			ATT_MAX_G + (size_t)group * head_dim / 32) +
+			2 * ATT_MAX_G + (size_t)group * head_dim / 32) +
 	       (size_t)group * head_dim;
 }
 
-/*
- * LLMFS_CUDA_ATT_WALK=warp0: the CPU-order walk as it was before
- * att_walk_cpu (warp 0 alone), to measure one against the other; read at
- * every enqueue, as LLMFS_CUDA_ATT_EXACT.
- */
-static uint32_t k_att_walk_warp0(void)
+/* LLMFS_CUDA_ATT_WALK, read at every enqueue as LLMFS_CUDA_ATT_EXACT */
+static uint32_t k_att_walk(void)
 {
 	const char *e = getenv("LLMFS_CUDA_ATT_WALK");
 
-	return e && !strcmp(e, "warp0");
+	return !e		    ? ATT_WALK_CHUNKS :
+	       !strcmp(e, "warp0") ? ATT_WALK_WARP0 :
+	       !strcmp(e, "row")   ? ATT_WALK_ROW :
+				     ATT_WALK_CHUNKS;
 }
 
 bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
@@ -659,7 +754,7 @@ bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
 
 	if (a.group < 1 || a.group > ATT_MAX_G)
 		return false;
-	a.walk_warp0 = k_att_walk_warp0();
+	a.walk = k_att_walk();
 	if (a.xq && !k_att_quantizes(a.act, a.n_head, hdv))
 		return false;
 	for (const auto &e : att_table) {

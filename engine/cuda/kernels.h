@@ -157,7 +157,7 @@ struct att_args {
 	uint32_t chunk;	      /* positions a block takes */
 	uint32_t exact_below; /* rows at lower positions: the CPU's order */
 	uint32_t fast_exp;    /* there, CUDA's expf instead of libm's bits */
-	uint32_t walk_warp0;  /* there, the walk before (k_attention sets it) */
+	uint32_t walk;	      /* there, how: ATT_WALK_* (k_attention sets it) */
 	uint32_t n_chunks;
 	float *part; /* k_att_part_floats(rows) */
 	float *out;  /* rows of n_head * head_dim_v */

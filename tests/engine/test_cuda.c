@@ -956,6 +956,62 @@ static void exact_attention(const struct cuda_kv *kv, const uint8_t *pool,
 }
 
 /*
+ * The CPU's attention of head h (KV head kvh) of a row at position pos
+ * over a host copy of the pool (sequence seq, layer il), in its order
+ * (engine/cpu/attention.h): chunks of ATT_CHUNK positions walked by
+ * att_run a cache block at a time, merged in order; a row of one chunk
+ * ends as the CPU's one-chunk task ends it (att_end).
+ */
+static void cpu_order_head(const struct cuda_kv *kv, const uint8_t *pool,
+			   const int32_t *tables, uint32_t max_blocks,
+			   uint32_t il, int32_t seq, int32_t pos, uint32_t kvh,
+			   const struct att_shape *sh, const float *q,
+			   void *scratch, float *out)
+{
+	const uint32_t dv = kv->head_dim_v;
+	float *vkq = malloc(dv * 4), M = -INFINITY, S = 0.0f;
+	uint64_t k_head, v_head;
+	struct att_state st;
+
+	ck_assert(io_type_row_bytes(kv->type_k, kv->head_dim, &k_head) == 0);
+	ck_assert(io_type_row_bytes(kv->type_v, dv, &v_head) == 0);
+	memset(out, 0, dv * 4);
+	for (int32_t c0 = 0; c0 <= pos; c0 += ATT_CHUNK) {
+		const int32_t c1 = c0 + ATT_CHUNK < pos + 1 ? c0 + ATT_CHUNK :
+							      pos + 1;
+
+		att_begin(&st, sh, q, scratch);
+		for (int32_t p = c0; p < c1;) {
+			const uint8_t *blk =
+				pool +
+				tables[seq * max_blocks + p / CUDA_KV_BLOCK] *
+					kv->block_bytes +
+				il * CUDA_KV_BLOCK * (kv->k_row + kv->v_row);
+			uint32_t off = p % CUDA_KV_BLOCK;
+			uint32_t n = CUDA_KV_BLOCK - off;
+
+			if ((int32_t)n > c1 - p)
+				n = c1 - p;
+			att_run(&st, blk + off * kv->k_row + kvh * k_head,
+				kv->k_row,
+				blk + CUDA_KV_BLOCK * kv->k_row +
+					off * kv->v_row + kvh * v_head,
+				kv->v_row, n);
+			p += n;
+		}
+		if (pos + 1 <= ATT_CHUNK) {
+			att_end(&st, out);
+			break;
+		}
+		att_vkq(&st, vkq);
+		att_merge_step(out, &M, &S, st.M, st.S, vkq, dv);
+	}
+	if (pos + 1 > ATT_CHUNK)
+		att_merge_end(out, S, dv);
+	free(vkq);
+}
+
+/*
  * Two sequences in a cache of 2 layers, their blocks scattered over the
  * pool; every position stored through kv_store, the bytes compared with
  * the CPU's conversion, then rows attend and are compared with the CPU's
@@ -1077,33 +1133,13 @@ static void check_attention(uint32_t type_k, uint32_t type_v, uint32_t head_dim,
 	host_from(got, dout, nq * rows * 4);
 	for (uint32_t r = 0; r < rows; r++) {
 		for (uint32_t h = 0; h < n_head; h++) {
-			struct att_state st;
 			const uint32_t kvh = h / group;
 			double e;
 
-			att_begin(&st, &sh, q + r * nq + h * head_dim, scratch);
-			for (int32_t p = 0; p <= pos[r];) {
-				const uint8_t *blk =
-					pool +
-					tables[seq_of[r] * max_blocks +
-					       p / CUDA_KV_BLOCK] *
-						kv.block_bytes +
-					il * CUDA_KV_BLOCK *
-						(kv.k_row + kv.v_row);
-				uint32_t off = p % CUDA_KV_BLOCK;
-				uint32_t n = CUDA_KV_BLOCK - off;
-
-				if ((int32_t)n > pos[r] + 1 - p)
-					n = pos[r] + 1 - p;
-				att_run(&st,
-					blk + off * kv.k_row + kvh * k_head,
-					kv.k_row,
-					blk + CUDA_KV_BLOCK * kv.k_row +
-						off * kv.v_row + kvh * v_head,
-					kv.v_row, n);
-				p += n;
-			}
-			att_end(&st, want);
+			cpu_order_head(&kv, pool, tables, max_blocks, il,
+				       seq_of[r], pos[r], kvh, &sh,
+				       q + r * nq + h * head_dim, scratch,
+				       want);
 			/*
 			 * A row below exact_below follows the CPU's order:
 			 * it must be the CPU's (its scores' last bits
@@ -1202,13 +1238,16 @@ END_TEST
 /*
  * One sequence of n positions (K, V: n rows of n_head_kv heads of hd
  * floats) in a cache of one layer, its blocks in order; rows of Q
- * (n_head_kv * group heads) at positions pos attend. Each row's heads
- * must be the CPU's att_run over the same positions, bit for bit.
+ * (n_head_kv * group heads) at positions pos attend, in a context of
+ * n_ctx positions (0: n rounded up to blocks; more: fewer partials a
+ * row). Each row's heads must be the CPU's attention over the same
+ * positions (cpu_order_head), bit for bit.
  */
 static void check_attention_bits(uint32_t type_k, uint32_t type_v, uint32_t hd,
 				 uint32_t n_head_kv, uint32_t group, uint32_t n,
 				 const float *k, const float *v, const float *q,
-				 const int32_t *pos, uint32_t rows)
+				 const int32_t *pos, uint32_t rows,
+				 uint32_t n_ctx)
 {
 	const uint32_t n_head = n_head_kv * group;
 	const uint32_t n_blocks = (n + CUDA_KV_BLOCK - 1) / CUDA_KV_BLOCK;
@@ -1257,31 +1296,19 @@ static void check_attention_bits(uint32_t type_k, uint32_t type_v, uint32_t hd,
 	dp = dev_from(pos, rows * 4);
 	dout = dev_alloc(nq * rows * 4);
 	ck_assert_msg(api->attention(dev, &kv, 0, dq, nq, n_head, sh.scale, ds,
-				     dp, n_blocks * CUDA_KV_BLOCK, dout, nq,
-				     rows, &err) == 0,
+				     dp,
+				     n_ctx ? n_ctx : n_blocks * CUDA_KV_BLOCK,
+				     dout, nq, rows, &err) == 0,
 		      "%s", err.msg);
 	host_from(got, dout, nq * rows * 4);
 	for (uint32_t r = 0; r < rows; r++) {
 		for (uint32_t h = 0; h < n_head; h++) {
 			const float *g = got + r * nq + h * hd;
-			struct att_state st;
 			uint32_t d;
 
-			att_begin(&st, &sh, q + r * nq + h * hd, scratch);
-			for (int32_t p = 0; p <= pos[r]; p += CUDA_KV_BLOCK) {
-				const uint8_t *blk = pool +
-						     (p / CUDA_KV_BLOCK) *
-							     kv.block_bytes;
-				uint32_t m = pos[r] + 1 - p;
-
-				att_run(&st, blk + (h / group) * k_head,
-					kv.k_row,
-					blk + CUDA_KV_BLOCK * kv.k_row +
-						(h / group) * v_head,
-					kv.v_row,
-					m < CUDA_KV_BLOCK ? m : CUDA_KV_BLOCK);
-			}
-			att_end(&st, want);
+			cpu_order_head(&kv, pool, tables, n_blocks, 0, 0,
+				       pos[r], h / group, &sh,
+				       q + r * nq + h * hd, scratch, want);
 			for (d = 0; d < hd && !memcmp(&g[d], &want[d], 4); d++)
 				;
 			ck_assert_msg(
@@ -1342,9 +1369,9 @@ START_TEST(test_attention_expf)
 	was = was ? strdup(was) : NULL;
 	setenv("LLMFS_CUDA_ATT_EXACT", "256", 1);
 	check_attention_bits(IO_TYPE_F16, IO_TYPE_F16, hd, 1, 1, 2, k, v, q,
-			     &pos, 1);
+			     &pos, 1, 0);
 	check_attention_bits(IO_TYPE_F32, IO_TYPE_F32, hd, 1, 1, 2, k, v, q,
-			     &pos, 1);
+			     &pos, 1, 0);
 	if (was)
 		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
 	else
@@ -1354,36 +1381,51 @@ START_TEST(test_attention_expf)
 END_TEST
 
 /*
- * The CPU's order at depth: rows at positions past 256 walk it too when
- * LLMFS_CUDA_ATT_EXACT asks (the CPU's own attention with one thread);
- * below 256, the default. A sequence of 4096 positions, 2 KV heads of 4
- * query heads (the 8B's group), 128 dimensions; F16 and Q8_0 caches.
+ * The CPU's order at depth: rows past 256 positions take it too when
+ * LLMFS_CUDA_ATT_EXACT asks, cut into the CPU's chunks of 256 (a block
+ * a chunk, merged in att_reduce); below 256, the default. A sequence of
+ * 4096 positions, 2 KV heads of 4 query heads (the 8B's group), 128
+ * dimensions; F16 and Q8_0 caches, and K and V of different types.
+ * Then 34 rows in a context of 16384: fewer partials a row than chunks,
+ * so one block walks a row's chunks in turn and merges them as it goes.
+ * The CPU's own attention is the same at any thread count
+ * (test_model's test_forward_attention_threads).
  */
 START_TEST(test_attention_depth_bits)
 {
 	const uint32_t n = 4096, hd = 128, n_head_kv = 2, group = 4;
 	const size_t nk = (size_t)n_head_kv * hd, nq = nk * group;
-	const int32_t pos[6] = { 0, 1, 255, 1000, 2047, 4095 };
+	enum { ROWS = 10, MANY = 34 };
+	const int32_t pos[ROWS] = { 0,	 1,   255,  256,  257,
+				    511, 512, 1000, 2047, 4095 };
 	static const uint32_t types[][2] = { { IO_TYPE_F16, IO_TYPE_F16 },
 					     { IO_TYPE_Q8_0, IO_TYPE_Q8_0 },
 					     { IO_TYPE_F16, IO_TYPE_Q8_0 } };
 	float *k = malloc(nk * n * 4), *v = malloc(nk * n * 4);
-	float *q = malloc(nq * 6 * 4);
+	float *q = malloc(nq * MANY * 4);
+	int32_t many[MANY];
 	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
 
 	rand_floats(k, nk * n, 2.0f);
 	rand_floats(v, nk * n, 2.0f);
-	rand_floats(q, nq * 6, 1.5f);
+	rand_floats(q, nq * MANY, 1.5f);
+	for (uint32_t i = 0; i < MANY; i++)
+		many[i] = i < 4 ? 255 + (int32_t)i :
+				  256 + (int32_t)(i * 2654435761u % 800);
 	was = was ? strdup(was) : NULL;
 	/* the default: rows below 256 in the CPU's order */
 	unsetenv("LLMFS_CUDA_ATT_EXACT");
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 		check_attention_bits(types[t][0], types[t][1], hd, n_head_kv,
-				     group, 256, k, v, q, pos, 3);
-	setenv("LLMFS_CUDA_ATT_EXACT", "4096", 1);
+				     group, 256, k, v, q, pos, 3, 0);
+	setenv("LLMFS_CUDA_ATT_EXACT", "1000000", 1);
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 		check_attention_bits(types[t][0], types[t][1], hd, n_head_kv,
-				     group, n, k, v, q, pos, 6);
+				     group, n, k, v, q, pos, ROWS, 0);
+	check_attention_bits(IO_TYPE_F16, IO_TYPE_F16, hd, n_head_kv, group, n,
+			     k, v, q, many, MANY, 16384);
+	check_attention_bits(IO_TYPE_Q8_0, IO_TYPE_F16, hd, n_head_kv, group, n,
+			     k, v, q, many, MANY, 16384);
 	if (was)
 		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
 	else
