@@ -4,9 +4,12 @@
  * engine/quant/quant_internal.h), and per weight type the two things the
  * kernels need of it, as one table of templates (struct wq<TYPE>):
  *
- *   dot(w, a, lane)   the part of a block's dot product with an
- *                     activation block that lane `lane` of the block's
- *                     LPB lanes computes, every scale applied: Q8_1
+ *   unpack(w, lane)   lane `lane`'s part of the block (of its LPB
+ *                     lanes): its words of quants unpacked to bytes,
+ *                     its scales and halves (wq<T>::bits), once for all
+ *                     the columns a kernel has.
+ *   dot(u, a, lane)   that lane's part of the block's dot product with
+ *                     an activation block, every scale applied: Q8_1
  *                     activations for the 32-element types, Q8_K for
  *                     the K-quants. The integer sums are exact, so a
  *                     block's dot is the CPU's up to the order in which
@@ -119,7 +122,7 @@ enum {
 /* sum of the 4 signed bytes of a */
 __device__ __forceinline__ int byte_sum(int a)
 {
-	return __dp4a(a, 0x01010101, 0);
+	return cuda_dp4a(a, 0x01010101, 0);
 }
 
 /* ggml's get_scale_min_k4: 6-bit scale and min j of a Q4_K/Q5_K block */
@@ -152,17 +155,26 @@ template <> struct wq<T_Q4_0> {
 	typedef blk_q4_0 block;
 	typedef blk_q8_1 act;
 	enum { QK = 32, LPB = 4 };
-	static __device__ __forceinline__ float dot(const block *w,
+	struct bits {
+		int lo, hi; /* elements 4l.. and 16 + 4l.. */
+		float d;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
+	{
+		const int v = cuda_load_int_b2(w->qs + 4 * l);
+
+		return { v & 0x0f0f0f0f, (v >> 4) & 0x0f0f0f0f, cuda_h2f(w->d) };
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
 						    const act *a, int l)
 	{
-		int v = cuda_load_int_b2(w->qs + 4 * l);
 		int a0 = cuda_load_int_b4(a->qs + 4 * l);
 		int a1 = cuda_load_int_b4(a->qs + 16 + 4 * l);
-		int s = __dp4a(v & 0x0f0f0f0f, a0, 0);
+		int s = cuda_dp4a(u.lo, a0, 0);
 
-		s = __dp4a((v >> 4) & 0x0f0f0f0f, a1, s);
+		s = cuda_dp4a(u.hi, a1, s);
 		s -= 8 * (byte_sum(a0) + byte_sum(a1));
-		return cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+		return u.d * cuda_h2f(a->d) * (float)s;
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
 						       float *y)
@@ -180,20 +192,30 @@ template <> struct wq<T_Q4_1> {
 	typedef blk_q4_1 block;
 	typedef blk_q8_1 act;
 	enum { QK = 32, LPB = 4 };
-	static __device__ __forceinline__ float dot(const block *w,
+	struct bits {
+		int lo, hi;
+		float d, m;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
+	{
+		const int v = cuda_load_int_b4(w->qs + 4 * l);
+
+		return { v & 0x0f0f0f0f, (v >> 4) & 0x0f0f0f0f, cuda_h2f(w->d),
+			 cuda_h2f(w->m) };
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
 						    const act *a, int l)
 	{
-		int v = cuda_load_int_b4(w->qs + 4 * l);
 		int a0 = cuda_load_int_b4(a->qs + 4 * l);
 		int a1 = cuda_load_int_b4(a->qs + 16 + 4 * l);
-		int s = __dp4a(v & 0x0f0f0f0f, a0, 0);
+		int s = cuda_dp4a(u.lo, a0, 0);
 		float r;
 
-		s = __dp4a((v >> 4) & 0x0f0f0f0f, a1, s);
-		r = cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+		s = cuda_dp4a(u.hi, a1, s);
+		r = u.d * cuda_h2f(a->d) * (float)s;
 		/* the minimum times the block's sum, once a block */
 		if (l == 0)
-			r += cuda_h2f(w->m) * cuda_h2f(a->s);
+			r += u.m * cuda_h2f(a->s);
 		return r;
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
@@ -220,19 +242,28 @@ template <> struct wq<T_Q5_0> {
 	typedef blk_q5_0 block;
 	typedef blk_q8_1 act;
 	enum { QK = 32, LPB = 4 };
-	static __device__ __forceinline__ float dot(const block *w,
-						    const act *a, int l)
+	struct bits {
+		int lo, hi;
+		float d;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
 	{
 		uint32_t qh = (uint32_t)cuda_load_int_b2(w->qh);
 		int v = cuda_load_int_b2(w->qs + 4 * l);
+
+		return { (v & 0x0f0f0f0f) | q5_high(qh, 4 * l),
+			 ((v >> 4) & 0x0f0f0f0f) | q5_high(qh, 16 + 4 * l),
+			 cuda_h2f(w->d) };
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
+						    const act *a, int l)
+	{
 		int a0 = cuda_load_int_b4(a->qs + 4 * l);
 		int a1 = cuda_load_int_b4(a->qs + 16 + 4 * l);
-		int lo = (v & 0x0f0f0f0f) | q5_high(qh, 4 * l);
-		int hi = ((v >> 4) & 0x0f0f0f0f) | q5_high(qh, 16 + 4 * l);
-		int s = __dp4a(lo, a0, __dp4a(hi, a1, 0));
+		int s = cuda_dp4a(u.lo, a0, cuda_dp4a(u.hi, a1, 0));
 
 		s -= 16 * (byte_sum(a0) + byte_sum(a1));
-		return cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+		return u.d * cuda_h2f(a->d) * (float)s;
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
 						       float *y)
@@ -253,20 +284,29 @@ template <> struct wq<T_Q5_1> {
 	typedef blk_q5_1 block;
 	typedef blk_q8_1 act;
 	enum { QK = 32, LPB = 4 };
-	static __device__ __forceinline__ float dot(const block *w,
-						    const act *a, int l)
+	struct bits {
+		int lo, hi;
+		float d, m;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
 	{
 		uint32_t qh = (uint32_t)cuda_load_int_b4(w->qh);
 		int v = cuda_load_int_b4(w->qs + 4 * l);
+
+		return { (v & 0x0f0f0f0f) | q5_high(qh, 4 * l),
+			 ((v >> 4) & 0x0f0f0f0f) | q5_high(qh, 16 + 4 * l),
+			 cuda_h2f(w->d), cuda_h2f(w->m) };
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
+						    const act *a, int l)
+	{
 		int a0 = cuda_load_int_b4(a->qs + 4 * l);
 		int a1 = cuda_load_int_b4(a->qs + 16 + 4 * l);
-		int lo = (v & 0x0f0f0f0f) | q5_high(qh, 4 * l);
-		int hi = ((v >> 4) & 0x0f0f0f0f) | q5_high(qh, 16 + 4 * l);
-		int s = __dp4a(lo, a0, __dp4a(hi, a1, 0));
-		float r = cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+		int s = cuda_dp4a(u.lo, a0, cuda_dp4a(u.hi, a1, 0));
+		float r = u.d * cuda_h2f(a->d) * (float)s;
 
 		if (l == 0)
-			r += cuda_h2f(w->m) * cuda_h2f(a->s);
+			r += u.m * cuda_h2f(a->s);
 		return r;
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
@@ -288,15 +328,22 @@ template <> struct wq<T_Q8_0> {
 	typedef blk_q8_0 block;
 	typedef blk_q8_1 act;
 	enum { QK = 32, LPB = 4 };
-	static __device__ __forceinline__ float dot(const block *w,
+	struct bits {
+		int q0, q1; /* elements 8l.., 8l + 4.. */
+		float d;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
+	{
+		return { cuda_load_int_b2(w->qs + 8 * l),
+			 cuda_load_int_b2(w->qs + 8 * l + 4), cuda_h2f(w->d) };
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
 						    const act *a, int l)
 	{
-		int s = __dp4a(cuda_load_int_b2(w->qs + 8 * l),
-			       cuda_load_int_b4(a->qs + 8 * l), 0);
+		int s = cuda_dp4a(u.q0, cuda_load_int_b4(a->qs + 8 * l), 0);
 
-		s = __dp4a(cuda_load_int_b2(w->qs + 8 * l + 4),
-			   cuda_load_int_b4(a->qs + 8 * l + 4), s);
-		return cuda_h2f(w->d) * cuda_h2f(a->d) * (float)s;
+		s = cuda_dp4a(u.q1, cuda_load_int_b4(a->qs + 8 * l + 4), s);
+		return u.d * cuda_h2f(a->d) * (float)s;
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
 						       float *y)
@@ -318,20 +365,36 @@ template <> struct wq<T_Q2_K> {
 	typedef blk_q2_K block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, LPB = 16 };
-	static __device__ __forceinline__ float dot(const block *w,
-						    const act *a, int g)
+	struct bits {
+		int q[4], sc, m;
+		float d, dmin;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int g)
 	{
 		const uint8_t *q = w->qs + 32 * (g / 8) + 16 * (g % 2);
 		const int shift = 2 * ((g % 8) / 2);
-		const int sc = w->scales[g] & 0xF, m = w->scales[g] >> 4;
+		bits u;
+
+		for (int i = 0; i < 4; i++)
+			u.q[i] = (cuda_load_int_b4(q + 4 * i) >> shift) &
+				 0x03030303;
+		u.sc = w->scales[g] & 0xF;
+		u.m = w->scales[g] >> 4;
+		u.d = cuda_h2f(w->d);
+		u.dmin = cuda_h2f(w->dmin);
+		return u;
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
+						    const act *a, int g)
+	{
 		int s = 0;
 
 		for (int i = 0; i < 4; i++)
-			s = __dp4a((cuda_load_int_b4(q + 4 * i) >> shift) &
-					   0x03030303,
-				   cuda_load_int_b4(a->qs + 16 * g + 4 * i), s);
-		return a->d * (cuda_h2f(w->d) * (float)(sc * s) -
-			       cuda_h2f(w->dmin) * (float)(m * a->bsums[g]));
+			s = cuda_dp4a(u.q[i],
+				      cuda_load_int_b4(a->qs + 16 * g + 4 * i),
+				      s);
+		return a->d * (u.d * (float)(u.sc * s) -
+			       u.dmin * (float)(u.m * a->bsums[g]));
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
 						       float *y)
@@ -350,29 +413,43 @@ template <> struct wq<T_Q3_K> {
 	typedef blk_q3_K block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, LPB = 16 };
-	static __device__ __forceinline__ float dot(const block *w,
-						    const act *a, int g)
+	/* q: the low 2 bits; nh: 1 where the high bit is clear */
+	struct bits {
+		int q[4], nh[4], sc;
+		float d;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int g)
 	{
 		const uint8_t *q = w->qs + 32 * (g / 8) + 16 * (g % 2);
 		const uint8_t *hm = w->hmask + 16 * (g % 2);
 		const int shift = 2 * ((g % 8) / 2), bit = g / 2;
+		bits u;
+
+		for (int i = 0; i < 4; i++) {
+			u.nh[i] = ((cuda_load_int_b2(hm + 4 * i) >> bit) &
+				   0x01010101) ^
+				  0x01010101;
+			u.q[i] = (cuda_load_int_b2(q + 4 * i) >> shift) &
+				 0x03030303;
+		}
+		u.sc = scale_q3_K(w->scales, g);
+		u.d = cuda_h2f(w->d);
+		return u;
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
+						    const act *a, int g)
+	{
 		int s = 0, low = 0;
 
 		for (int i = 0; i < 4; i++) {
 			int av = cuda_load_int_b4(a->qs + 16 * g + 4 * i);
-			int nh = ((cuda_load_int_b2(hm + 4 * i) >> bit) &
-				  0x01010101) ^
-				 0x01010101;
 
-			s = __dp4a((cuda_load_int_b2(q + 4 * i) >> shift) &
-					   0x03030303,
-				   av, s);
-			low = __dp4a(nh, av, low);
+			s = cuda_dp4a(u.q[i], av, s);
+			low = cuda_dp4a(u.nh[i], av, low);
 		}
 		/* a quant without its high bit is 4 less */
 		s -= 4 * low;
-		return a->d * cuda_h2f(w->d) *
-		       (float)(scale_q3_K(w->scales, g) * s);
+		return a->d * u.d * (float)(u.sc * s);
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
 						       float *y)
@@ -398,29 +475,46 @@ template <> struct wq<T_Q4_K> {
 	typedef blk_q4_K block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, LPB = 8 };
-	static __device__ __forceinline__ float dot(const block *w,
-						    const act *a, int l)
+	/* lo, hi: sub-blocks 2 (l / 2) and 2 (l / 2) + 1, their scales, mins */
+	struct bits {
+		int lo[4], hi[4], sc0, m0, sc1, m1;
+		float d, dmin;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
 	{
 		const int j = l / 2, h = l % 2;
-		const int e = 64 * j + 16 * h; /* first low-nibble element */
-		int sc0, m0, sc1, m1, s0 = 0, s1 = 0;
+		bits u;
 
 		for (int i = 0; i < 4; i++) {
 			int v = cuda_load_int_b4(w->qs + 32 * j + 16 * h +
 						 4 * i);
 
-			s0 = __dp4a(v & 0x0f0f0f0f,
-				    cuda_load_int_b4(a->qs + e + 4 * i), s0);
-			s1 = __dp4a((v >> 4) & 0x0f0f0f0f,
-				    cuda_load_int_b4(a->qs + e + 32 + 4 * i),
-				    s1);
+			u.lo[i] = v & 0x0f0f0f0f;
+			u.hi[i] = (v >> 4) & 0x0f0f0f0f;
 		}
-		scale_min_k4(2 * j, w->scales, &sc0, &m0);
-		scale_min_k4(2 * j + 1, w->scales, &sc1, &m1);
+		scale_min_k4(2 * j, w->scales, &u.sc0, &u.m0);
+		scale_min_k4(2 * j + 1, w->scales, &u.sc1, &u.m1);
+		u.d = cuda_h2f(w->d);
+		u.dmin = cuda_h2f(w->dmin);
+		return u;
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
+						    const act *a, int l)
+	{
+		const int e = 64 * (l / 2) + 16 * (l % 2); /* first low element */
+		int s0 = 0, s1 = 0;
+
+		for (int i = 0; i < 4; i++) {
+			s0 = cuda_dp4a(u.lo[i],
+				       cuda_load_int_b4(a->qs + e + 4 * i), s0);
+			s1 = cuda_dp4a(u.hi[i],
+				       cuda_load_int_b4(a->qs + e + 32 + 4 * i),
+				       s1);
+		}
 		return a->d *
-		       (cuda_h2f(w->d) * (float)(sc0 * s0 + sc1 * s1) -
-			cuda_h2f(w->dmin) * (float)(m0 * a->bsums[e / 16] +
-						    m1 * a->bsums[e / 16 + 2]));
+		       (u.d * (float)(u.sc0 * s0 + u.sc1 * s1) -
+			u.dmin * (float)(u.m0 * a->bsums[e / 16] +
+					 u.m1 * a->bsums[e / 16 + 2]));
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
 						       float *y)
@@ -443,34 +537,49 @@ template <> struct wq<T_Q5_K> {
 	typedef blk_q5_K block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, LPB = 8 };
-	static __device__ __forceinline__ float dot(const block *w,
-						    const act *a, int l)
+	/* lo, hi: sub-blocks 2 (l / 2) and 2 (l / 2) + 1, their scales, mins */
+	struct bits {
+		int lo[4], hi[4], sc0, m0, sc1, m1;
+		float d, dmin;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
 	{
 		const int j = l / 2, h = l % 2;
-		const int e = 64 * j + 16 * h;
-		int sc0, m0, sc1, m1, s0 = 0, s1 = 0;
+		bits u;
 
 		for (int i = 0; i < 4; i++) {
 			int v = cuda_load_int_b4(w->qs + 32 * j + 16 * h +
 						 4 * i);
 			int qh = cuda_load_int_b4(w->qh + 16 * h + 4 * i);
-			int lo = (v & 0x0f0f0f0f) |
-				 (((qh >> (2 * j)) & 0x01010101) << 4);
-			int hi = ((v >> 4) & 0x0f0f0f0f) |
-				 (((qh >> (2 * j + 1)) & 0x01010101) << 4);
 
-			s0 = __dp4a(lo, cuda_load_int_b4(a->qs + e + 4 * i),
-				    s0);
-			s1 = __dp4a(hi,
-				    cuda_load_int_b4(a->qs + e + 32 + 4 * i),
-				    s1);
+			u.lo[i] = (v & 0x0f0f0f0f) |
+				  (((qh >> (2 * j)) & 0x01010101) << 4);
+			u.hi[i] = ((v >> 4) & 0x0f0f0f0f) |
+				  (((qh >> (2 * j + 1)) & 0x01010101) << 4);
 		}
-		scale_min_k4(2 * j, w->scales, &sc0, &m0);
-		scale_min_k4(2 * j + 1, w->scales, &sc1, &m1);
+		scale_min_k4(2 * j, w->scales, &u.sc0, &u.m0);
+		scale_min_k4(2 * j + 1, w->scales, &u.sc1, &u.m1);
+		u.d = cuda_h2f(w->d);
+		u.dmin = cuda_h2f(w->dmin);
+		return u;
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
+						    const act *a, int l)
+	{
+		const int e = 64 * (l / 2) + 16 * (l % 2); /* first low element */
+		int s0 = 0, s1 = 0;
+
+		for (int i = 0; i < 4; i++) {
+			s0 = cuda_dp4a(u.lo[i],
+				       cuda_load_int_b4(a->qs + e + 4 * i), s0);
+			s1 = cuda_dp4a(u.hi[i],
+				       cuda_load_int_b4(a->qs + e + 32 + 4 * i),
+				       s1);
+		}
 		return a->d *
-		       (cuda_h2f(w->d) * (float)(sc0 * s0 + sc1 * s1) -
-			cuda_h2f(w->dmin) * (float)(m0 * a->bsums[e / 16] +
-						    m1 * a->bsums[e / 16 + 2]));
+		       (u.d * (float)(u.sc0 * s0 + u.sc1 * s1) -
+			u.dmin * (float)(u.m0 * a->bsums[e / 16] +
+					 u.m1 * a->bsums[e / 16 + 2]));
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
 						       float *y)
@@ -502,7 +611,32 @@ template <> struct wq<T_Q6_K> {
 	typedef blk_q6_K block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, LPB = 8 };
-	static __device__ __forceinline__ float dot(const block *w,
+	struct bits {
+		int lo[4], hi[4], sc0, sc1;
+		float d;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
+	{
+		const int n = l / 4, p = (l % 4) / 2, L = 16 * (l % 2);
+		const int g0 = (128 * n + 32 * p + L) / 16;
+		bits u;
+
+		for (int i = 0; i < 4; i++) {
+			int ql = cuda_load_int_b2(w->ql + 64 * n + 32 * p + L +
+						  4 * i);
+			int qh = cuda_load_int_b2(w->qh + 32 * n + L + 4 * i);
+
+			u.lo[i] = (ql & 0x0f0f0f0f) |
+				  (((qh >> (2 * p)) & 0x03030303) << 4);
+			u.hi[i] = ((ql >> 4) & 0x0f0f0f0f) |
+				  (((qh >> (4 + 2 * p)) & 0x03030303) << 4);
+		}
+		u.sc0 = w->scales[g0];
+		u.sc1 = w->scales[g0 + 4];
+		u.d = cuda_h2f(w->d);
+		return u;
+	}
+	static __device__ __forceinline__ float dot(const bits &u,
 						    const act *a, int l)
 	{
 		const int n = l / 4, p = (l % 4) / 2, L = 16 * (l % 2);
@@ -511,24 +645,15 @@ template <> struct wq<T_Q6_K> {
 		int s0 = 0, s1 = 0;
 
 		for (int i = 0; i < 4; i++) {
-			int ql = cuda_load_int_b2(w->ql + 64 * n + 32 * p + L +
-						  4 * i);
-			int qh = cuda_load_int_b2(w->qh + 32 * n + L + 4 * i);
-			int lo = (ql & 0x0f0f0f0f) |
-				 (((qh >> (2 * p)) & 0x03030303) << 4);
-			int hi = ((ql >> 4) & 0x0f0f0f0f) |
-				 (((qh >> (4 + 2 * p)) & 0x03030303) << 4);
-
-			s0 = __dp4a(lo, cuda_load_int_b4(a->qs + e + 4 * i),
-				    s0);
-			s1 = __dp4a(hi,
-				    cuda_load_int_b4(a->qs + e + 64 + 4 * i),
-				    s1);
+			s0 = cuda_dp4a(u.lo[i],
+				       cuda_load_int_b4(a->qs + e + 4 * i), s0);
+			s1 = cuda_dp4a(u.hi[i],
+				       cuda_load_int_b4(a->qs + e + 64 + 4 * i),
+				       s1);
 		}
 		s0 -= 32 * a->bsums[g0];
 		s1 -= 32 * a->bsums[g1];
-		return a->d * cuda_h2f(w->d) *
-		       (float)(w->scales[g0] * s0 + w->scales[g1] * s1);
+		return a->d * u.d * (float)(u.sc0 * s0 + u.sc1 * s1);
 	}
 	static __device__ __forceinline__ void dequant(const block *w, int g,
 						       float *y)

@@ -22,16 +22,19 @@
  * sum (the eight lanes added, exactly, by shuffles) scaled with one FMA,
  * the mins likewise in a second float subtracted at the end.
  *
- * A block's float work is split in two (wx<T>): gather, the exact part
- * (the lane's integer sums, the block's scales and the products of its
- * and the activation's halves, __fmul_rn: the same bits whoever computes
- * them) into a few words (wx<T>::part); apply, the lane's FMAs with them,
- * which alone must run in block order. mmv_x gathers and applies on the
- * same thread (wx_step); mmv_xw gathers a row's blocks on 32 threads at
- * once and hands the parts by shuffles (wx_shfl) to the thread of their
- * CPU lane, which applies them in order.
+ * A block's work is split in three (wx<T>): unpack, the weight's part
+ * alone (the lane's words of quants loaded and unpacked to bytes, its
+ * scales and halves as integers and floats: wx<T>::bits), done once for
+ * all the columns of a launch; gather (dot), the exact part for one
+ * column (the integer sums against its activations, the products of the
+ * weight's and the activation's halves, __fmul_rn: the same bits
+ * whoever computes them) into a few words (wx<T>::part); apply, the
+ * lane's FMAs with them, which alone must run in block order. mmv_x
+ * gathers and applies on the same thread (wx_step); mmv_xw gathers a
+ * row's blocks on 32 threads at once and hands the parts by shuffles
+ * (wx_shfl) to the thread of their CPU lane, which applies them in order.
  *
- * Every thread of a warp calls gather and end the same number of times
+ * Every thread of a warp calls dot and end the same number of times
  * (the shuffles want them all): a thread without a row walks row 0.
  */
 #ifndef LLMFS_ENGINE_CUDA_BLOCKS_X86_CUH
@@ -135,6 +138,8 @@ template <int T> struct wx;
  * activation's; acc = fma(dw * da, lane, acc); Q4_1/Q5_1 also summs =
  * fma(m, s, summs) (quant_x86.c x86_dot_legacy). Repacked (Q4_0 only):
  * acc = fma(block sum, dw * da, acc) (dot.c dot_q4_0_repacked).
+ * bits: the lane's 4 quants as bytes (Q4_0/Q5_0 unsigned, their offset
+ * subtracted as OFFSET times the activation's byte sum), dw, the min.
  * part: i[0] the lane (repacked: the block's sum), f[0] dw * da, i[1]
  * the halves m and s (Q4_1, Q5_1).
  */
@@ -144,17 +149,29 @@ template <int T> struct wx_legacy {
 	/* blocks a thread gathers at once in mmv_xw: 18-34 bytes of weights */
 	enum { QK = 32, U = T == T_Q8_0 ? 4 : 8 };
 	typedef wx_part<T == T_Q4_1 || T == T_Q5_1 ? 2 : 1, 1> part;
-	template <bool REPACKED>
-	static __device__ __forceinline__ part gather(const block *w,
-						      const act *a, int l)
+	struct bits {
+		int q;
+		float d;
+		uint16_t m;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
 	{
-		const int v = wx<T>::lane(w, a, l);
+		return { wx<T>::quants(w, l), cuda_h2f(w->d), wx<T>::min(w) };
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ part dot(const bits &u, const act *a,
+						   int l)
+	{
+		const int av = cuda_load_int_b4(a->qs + 4 * l);
+		int v = cuda_dp4a(u.q, av, 0);
 		part p;
 
-		p.f[0] = __fmul_rn(cuda_h2f(w->d), cuda_h2f(a->d));
+		if (wx<T>::OFFSET)
+			v -= wx<T>::OFFSET * byte_sum(av);
+		p.f[0] = __fmul_rn(u.d, cuda_h2f(a->d));
 		p.i[0] = REPACKED ? wx_sum8_int(v) : v;
 		if constexpr (wx<T>::END == WX_SUMMS)
-			p.i[1] = wx_pack2(wx<T>::min(w), a->s);
+			p.i[1] = wx_pack2(u.m, a->s);
 		return p;
 	}
 	template <bool REPACKED>
@@ -175,14 +192,10 @@ template <int T> struct wx_legacy {
 };
 
 template <> struct wx<T_Q4_0> : wx_legacy<T_Q4_0> {
-	static constexpr int END = WX_PLAIN;
-	static __device__ __forceinline__ int lane(const block *w, const act *a,
-						   int l)
+	static constexpr int END = WX_PLAIN, OFFSET = 8;
+	static __device__ __forceinline__ int quants(const block *w, int l)
 	{
-		const int av = cuda_load_int_b4(a->qs + 4 * l);
-
-		return __dp4a(wx_nibbles(w->qs, l, false), av, 0) -
-		       8 * byte_sum(av);
+		return wx_nibbles(w->qs, l, false);
 	}
 	static __device__ __forceinline__ uint16_t min(const block *)
 	{
@@ -191,12 +204,10 @@ template <> struct wx<T_Q4_0> : wx_legacy<T_Q4_0> {
 };
 
 template <> struct wx<T_Q4_1> : wx_legacy<T_Q4_1> {
-	static constexpr int END = WX_SUMMS;
-	static __device__ __forceinline__ int lane(const block *w, const act *a,
-						   int l)
+	static constexpr int END = WX_SUMMS, OFFSET = 0;
+	static __device__ __forceinline__ int quants(const block *w, int l)
 	{
-		return __dp4a(wx_nibbles(w->qs, l, true),
-			      cuda_load_int_b4(a->qs + 4 * l), 0);
+		return wx_nibbles(w->qs, l, true);
 	}
 	static __device__ __forceinline__ uint16_t min(const block *w)
 	{
@@ -205,16 +216,12 @@ template <> struct wx<T_Q4_1> : wx_legacy<T_Q4_1> {
 };
 
 template <> struct wx<T_Q5_0> : wx_legacy<T_Q5_0> {
-	static constexpr int END = WX_PLAIN;
-	static __device__ __forceinline__ int lane(const block *w, const act *a,
-						   int l)
+	static constexpr int END = WX_PLAIN, OFFSET = 16;
+	static __device__ __forceinline__ int quants(const block *w, int l)
 	{
 		const uint32_t qh = (uint32_t)cuda_load_int_b2(w->qh);
-		const int av = cuda_load_int_b4(a->qs + 4 * l);
 
-		return __dp4a(wx_nibbles(w->qs, l, false) | q5_high(qh, 4 * l),
-			      av, 0) -
-		       16 * byte_sum(av);
+		return wx_nibbles(w->qs, l, false) | q5_high(qh, 4 * l);
 	}
 	static __device__ __forceinline__ uint16_t min(const block *)
 	{
@@ -223,14 +230,12 @@ template <> struct wx<T_Q5_0> : wx_legacy<T_Q5_0> {
 };
 
 template <> struct wx<T_Q5_1> : wx_legacy<T_Q5_1> {
-	static constexpr int END = WX_SUMMS;
-	static __device__ __forceinline__ int lane(const block *w, const act *a,
-						   int l)
+	static constexpr int END = WX_SUMMS, OFFSET = 0;
+	static __device__ __forceinline__ int quants(const block *w, int l)
 	{
 		const uint32_t qh = (uint32_t)cuda_load_int_b4(w->qh);
 
-		return __dp4a(wx_nibbles(w->qs, l, true) | q5_high(qh, 4 * l),
-			      cuda_load_int_b4(a->qs + 4 * l), 0);
+		return wx_nibbles(w->qs, l, true) | q5_high(qh, 4 * l);
 	}
 	static __device__ __forceinline__ uint16_t min(const block *w)
 	{
@@ -239,12 +244,10 @@ template <> struct wx<T_Q5_1> : wx_legacy<T_Q5_1> {
 };
 
 template <> struct wx<T_Q8_0> : wx_legacy<T_Q8_0> {
-	static constexpr int END = WX_PLAIN;
-	static __device__ __forceinline__ int lane(const block *w, const act *a,
-						   int l)
+	static constexpr int END = WX_PLAIN, OFFSET = 0;
+	static __device__ __forceinline__ int quants(const block *w, int l)
 	{
-		return __dp4a(cuda_load_int_b2(w->qs + 4 * l),
-			      cuda_load_int_b4(a->qs + 4 * l), 0);
+		return cuda_load_int_b2(w->qs + 4 * l);
 	}
 	static __device__ __forceinline__ uint16_t min(const block *)
 	{
@@ -257,7 +260,9 @@ template <> struct wx<T_Q8_0> : wx_legacy<T_Q8_0> {
 /*
  * Lane l of a super-block: over its 8 chunks of 32, the chunk's
  * elements 4l..4l+3 (word 4l of the chunk) times the scale of their 16
- * (quant_x86.c x86_lanes_k).
+ * (quant_x86.c x86_lanes_k). bits: those 8 words of quants, unpacked to
+ * bytes, and their 8 scales; what a column adds is its activations'
+ * words, the dp4a and the scale's multiply.
  */
 
 /*
@@ -271,37 +276,52 @@ template <> struct wx<T_Q2_K> {
 	enum { QK = QK_K, U = 2 };
 	static constexpr int END = WX_PLAIN;
 	typedef wx_part<2, 2> part;
-	template <bool REPACKED>
-	static __device__ __forceinline__ part gather(const block *w,
-						      const act *a, int l)
+	struct bits {
+		int q[8], sc[8], m[2]; /* m: the mins of sub-blocks 2l, 2l + 1 */
+		float d, dmin;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
 	{
-		const int mins = (w->scales[2 * l] >> 4) * a->bsums[2 * l] +
-				 (w->scales[2 * l + 1] >> 4) *
-					 a->bsums[2 * l + 1];
+		bits u;
+
+		for (int c = 0; c < 8; c++) {
+			u.q[c] = (cuda_load_int_b4(w->qs + 32 * (c / 4) +
+						   4 * l) >>
+				  (2 * (c % 4))) &
+				 0x03030303;
+			u.sc[c] = w->scales[2 * c + l / 4] & 0xF;
+		}
+		u.m[0] = w->scales[2 * l] >> 4;
+		u.m[1] = w->scales[2 * l + 1] >> 4;
+		u.d = cuda_h2f(w->d);
+		u.dmin = cuda_h2f(w->dmin);
+		return u;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ part dot(const bits &u, const act *a,
+						   int l)
+	{
+		const int mins = u.m[0] * a->bsums[2 * l] +
+				 u.m[1] * a->bsums[2 * l + 1];
 		int s = 0;
 		part p;
 
-		for (int c = 0; c < 8; c++) {
-			const int q = (cuda_load_int_b4(w->qs + 32 * (c / 4) +
-							4 * l) >>
-				       (2 * (c % 4))) &
-				      0x03030303;
-
-			s += (w->scales[2 * c + l / 4] & 0xF) *
-			     __dp4a(q, cuda_load_int_b4(a->qs + 32 * c + 4 * l),
-				    0);
-		}
+		for (int c = 0; c < 8; c++)
+			s += u.sc[c] *
+			     cuda_dp4a(u.q[c],
+				       cuda_load_int_b4(a->qs + 32 * c + 4 * l),
+				       0);
 		if (REPACKED) {
 			p.i[0] = wx_sum8_int(s);
 			p.i[1] = wx_sum8_int(mins);
-			p.f[0] = __fmul_rn(cuda_h2f(w->d), a->d);
-			p.f[1] = __fmul_rn(cuda_h2f(w->dmin), a->d);
+			p.f[0] = __fmul_rn(u.d, a->d);
+			p.f[1] = __fmul_rn(u.dmin, a->d);
 			return p;
 		}
 		p.i[0] = s;
 		p.i[1] = mins;
-		p.f[0] = __fmul_rn(a->d, cuda_h2f(w->d));
-		p.f[1] = __fmul_rn(-a->d, cuda_h2f(w->dmin));
+		p.f[0] = __fmul_rn(a->d, u.d);
+		p.f[1] = __fmul_rn(-a->d, u.dmin);
 		return p;
 	}
 	template <bool REPACKED>
@@ -319,8 +339,10 @@ template <> struct wx<T_Q2_K> {
 };
 
 /*
- * Q3_K: low 2 bits from qs, 4 less where the hmask bit (c) is clear.
- * part: i[0] the lane's sum, f[0] da * d.
+ * Q3_K: low 2 bits from qs, 4 less where the hmask bit (c) is clear
+ * (bits: the quants with the hmask bit as bit 2, unsigned; the 4 taken
+ * off as 4 times the activation's byte sum). part: i[0] the lane's sum,
+ * f[0] da * d.
  */
 template <> struct wx<T_Q3_K> {
 	typedef blk_q3_K block;
@@ -328,27 +350,41 @@ template <> struct wx<T_Q3_K> {
 	enum { QK = QK_K, U = 2 };
 	static constexpr int END = WX_PLAIN;
 	typedef wx_part<1, 1> part;
-	template <bool REPACKED>
-	static __device__ __forceinline__ part gather(const block *w,
-						      const act *a, int l)
+	struct bits {
+		int q[8], sc[8];
+		float d;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
 	{
 		const int hm = cuda_load_int_b2(w->hmask + 4 * l);
+		bits u;
+
+		for (int c = 0; c < 8; c++) {
+			u.q[c] = ((cuda_load_int_b2(w->qs + 32 * (c / 4) +
+						    4 * l) >>
+				   (2 * (c % 4))) &
+				  0x03030303) |
+				 (((hm >> c) & 0x01010101) << 2);
+			u.sc[c] = wx_scale_q3_K(w->scales, 2 * c + l / 4);
+		}
+		u.d = cuda_h2f(w->d);
+		return u;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ part dot(const bits &u, const act *a,
+						   int l)
+	{
 		int s = 0;
 		part p;
 
 		for (int c = 0; c < 8; c++) {
 			const int av = cuda_load_int_b4(a->qs + 32 * c + 4 * l);
-			const int q = ((cuda_load_int_b2(w->qs + 32 * (c / 4) +
-							 4 * l) >>
-					(2 * (c % 4))) &
-				       0x03030303) |
-				      (((hm >> c) & 0x01010101) << 2);
 
-			s += wx_scale_q3_K(w->scales, 2 * c + l / 4) *
-			     (__dp4a(q, av, 0) - 4 * byte_sum(av));
+			s += u.sc[c] *
+			     (cuda_dp4a(u.q[c], av, 0) - 4 * byte_sum(av));
 		}
 		p.i[0] = s;
-		p.f[0] = __fmul_rn(a->d, cuda_h2f(w->d));
+		p.f[0] = __fmul_rn(a->d, u.d);
 		return p;
 	}
 	template <bool REPACKED>
@@ -374,6 +410,14 @@ template <bool FIVE> struct wx_q45_K {
 	static constexpr int END = FIVE ? WX_SUMMS : WX_FOLD4;
 	typedef wx_part<2, 2> part;
 	/*
+	 * q, sc: chunk c's quants and scale; mn: the mins of prod (Q5_K:
+	 * all 8; Q4_K: those of prod[l & 3], zero on threads 4-7)
+	 */
+	struct bits {
+		int q[8], sc[8], mn[FIVE ? 8 : 2];
+		float d, dmin;
+	};
+	/*
 	 * byte i of the 12 scale bytes held as 3 words (read whole: 3 loads
 	 * and registers instead of 12; the block and its scales at offset 4
 	 * are 4-aligned, as its qs); selects, not an index into the words
@@ -385,19 +429,12 @@ template <bool FIVE> struct wx_q45_K {
 
 		return (int)(v >> (8 * (i % 4))) & 0xff;
 	}
-	/* ggml's get_scale_min_k4 over those words */
-	static __device__ __forceinline__ void
-	scale_min(int j, const uint32_t *sc, int *d, int *m)
+	/* ggml's get_scale_min_k4's scale over those words */
+	static __device__ __forceinline__ int scale_k4(int j, const uint32_t *sc)
 	{
-		if (j < 4) {
-			*d = sbyte(sc, j) & 63;
-			*m = sbyte(sc, j + 4) & 63;
-		} else {
-			*d = (sbyte(sc, j + 4) & 0xF) |
-			     ((sbyte(sc, j - 4) >> 6) << 4);
-			*m = (sbyte(sc, j + 4) >> 4) |
-			     ((sbyte(sc, j) >> 6) << 4);
-		}
+		if (j < 4)
+			return sbyte(sc, j) & 63;
+		return (sbyte(sc, j + 4) & 0xF) | ((sbyte(sc, j - 4) >> 6) << 4);
 	}
 	/*
 	 * min j (0-7) alone, shifts and a select, for a j not known at
@@ -413,66 +450,74 @@ template <bool FIVE> struct wx_q45_K {
 
 		return j < 4 ? lo : hi;
 	}
-	static __device__ __forceinline__ int prod(const uint32_t *sc,
-						   const act *a, int k)
+	static __device__ __forceinline__ int prod(const int *mn, const act *a,
+						   int k)
 	{
-		return min_k4(sc, 2 * k) *
-			       (a->bsums[4 * k] + a->bsums[4 * k + 1]) +
-		       min_k4(sc, 2 * k + 1) *
-			       (a->bsums[4 * k + 2] + a->bsums[4 * k + 3]);
+		return mn[0] * (a->bsums[4 * k] + a->bsums[4 * k + 1]) +
+		       mn[1] * (a->bsums[4 * k + 2] + a->bsums[4 * k + 3]);
 	}
-	template <bool REPACKED>
-	static __device__ __forceinline__ part gather(const block *w,
-						      const act *a, int l)
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
 	{
 		const uint32_t dm = (uint32_t)cuda_load_int_b4(&w->d);
 		uint32_t sc[3];
-		int s = 0;
-		part p;
+		bits u;
 
 		for (int n = 0; n < 3; n++)
 			sc[n] = (uint32_t)cuda_load_int_b4(w->scales + 4 * n);
 		for (int c = 0; c < 8; c++) {
-			int d, m;
-			int q = (cuda_load_int_b4(w->qs + 32 * (c / 2) +
-						  4 * l) >>
-				 (4 * (c % 2))) &
-				0x0f0f0f0f;
-
+			u.q[c] = (cuda_load_int_b4(w->qs + 32 * (c / 2) +
+						   4 * l) >>
+				  (4 * (c % 2))) &
+				 0x0f0f0f0f;
 			if (FIVE)
-				q |= ((cuda_load_int_b4(
-					       ((const blk_q5_K *)w)->qh +
-					       4 * l) >>
-				       c) &
-				      0x01010101)
-				     << 4;
-			scale_min(c, sc, &d, &m);
-			s += d *
-			     __dp4a(q, cuda_load_int_b4(a->qs + 32 * c + 4 * l),
-				    0);
+				u.q[c] |= ((cuda_load_int_b4(
+						    ((const blk_q5_K *)w)->qh +
+						    4 * l) >>
+					    c) &
+					   0x01010101)
+					  << 4;
+			u.sc[c] = scale_k4(c, sc);
 		}
 		/*
-		 * Q4_K: every thread computes a prod (l & 3: no branch around
-		 * loads), threads 0-3 keep theirs
+		 * Q4_K: every thread takes the mins of a prod (l & 3: no
+		 * branch around loads), threads 0-3 keep them
 		 */
-		const int own = FIVE ? 0 : prod(sc, a, l & 3) * (l < 4);
-		const float d = cuda_h2f((uint16_t)dm),
-			    dmin = cuda_h2f((uint16_t)(dm >> 16));
+		for (int j = 0; j < (FIVE ? 8 : 2); j++)
+			u.mn[j] = FIVE ? min_k4(sc, j) :
+					 min_k4(sc, 2 * (l & 3) + j) * (l < 4);
+		u.d = cuda_h2f((uint16_t)dm);
+		u.dmin = cuda_h2f((uint16_t)(dm >> 16));
+		return u;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ part dot(const bits &u, const act *a,
+						   int l)
+	{
+		int s = 0;
+		part p;
+
+		for (int c = 0; c < 8; c++)
+			s += u.sc[c] *
+			     cuda_dp4a(u.q[c],
+				       cuda_load_int_b4(a->qs + 32 * c + 4 * l),
+				       0);
+		const int own = FIVE ? 0 : prod(u.mn, a, l & 3);
 
 		if (REPACKED) {
 			/* Q4_K only */
 			p.i[0] = wx_sum8_int(s);
 			p.i[1] = wx_sum8_int(own);
-			p.f[0] = __fmul_rn(d, a->d);
-			p.f[1] = __fmul_rn(dmin, a->d);
+			p.f[0] = __fmul_rn(u.d, a->d);
+			p.f[1] = __fmul_rn(u.dmin, a->d);
 			return p;
 		}
 		p.i[0] = s;
-		p.i[1] = FIVE ? prod(sc, a, 0) + prod(sc, a, 1) +
-					 prod(sc, a, 2) + prod(sc, a, 3) :
+		p.i[1] = FIVE ? prod(u.mn, a, 0) + prod(u.mn + 2, a, 1) +
+					 prod(u.mn + 4, a, 2) +
+					 prod(u.mn + 6, a, 3) :
 				own;
-		p.f[0] = __fmul_rn(a->d, d);
-		p.f[1] = __fmul_rn(-a->d, dmin);
+		p.f[0] = __fmul_rn(a->d, u.d);
+		p.f[1] = __fmul_rn(-a->d, u.dmin);
 		return p;
 	}
 	/*
@@ -510,29 +555,45 @@ template <> struct wx<T_Q6_K> {
 	enum { QK = QK_K, U = 2 };
 	static constexpr int END = WX_PLAIN;
 	typedef wx_part<1, 1> part; /* the lane's sum, da * d */
-	template <bool REPACKED>
-	static __device__ __forceinline__ part gather(const block *w,
-						      const act *a, int l)
+	struct bits {
+		int q[8], sc[8], off[2]; /* off: scales 2l, 2l + 1 */
+		float d;
+	};
+	static __device__ __forceinline__ bits unpack(const block *w, int l)
 	{
-		int s = 0;
-		part p;
+		bits u;
 
 		for (int c = 0; c < 8; c++) {
 			const int h = c / 4, r = c % 4;
 			const int ql = cuda_load_int_b2(w->ql + 64 * h +
 							32 * (r % 2) + 4 * l);
 			const int qh = cuda_load_int_b2(w->qh + 32 * h + 4 * l);
-			const int q = ((ql >> (4 * (r / 2))) & 0x0f0f0f0f) |
-				      (((qh >> (2 * r)) & 0x03030303) << 4);
 
-			s += w->scales[2 * c + l / 4] *
-			     __dp4a(q, cuda_load_int_b4(a->qs + 32 * c + 4 * l),
-				    0);
+			u.q[c] = ((ql >> (4 * (r / 2))) & 0x0f0f0f0f) |
+				 (((qh >> (2 * r)) & 0x03030303) << 4);
+			u.sc[c] = w->scales[2 * c + l / 4];
 		}
-		s -= 32 * (a->bsums[2 * l] * w->scales[2 * l] +
-			   a->bsums[2 * l + 1] * w->scales[2 * l + 1]);
+		u.off[0] = w->scales[2 * l];
+		u.off[1] = w->scales[2 * l + 1];
+		u.d = cuda_h2f(w->d);
+		return u;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ part dot(const bits &u, const act *a,
+						   int l)
+	{
+		int s = 0;
+		part p;
+
+		for (int c = 0; c < 8; c++)
+			s += u.sc[c] *
+			     cuda_dp4a(u.q[c],
+				       cuda_load_int_b4(a->qs + 32 * c + 4 * l),
+				       0);
+		s -= 32 * (a->bsums[2 * l] * u.off[0] +
+			   a->bsums[2 * l + 1] * u.off[1]);
 		p.i[0] = s;
-		p.f[0] = __fmul_rn(a->d, cuda_h2f(w->d));
+		p.f[0] = __fmul_rn(a->d, u.d);
 		return p;
 	}
 	template <bool REPACKED>
@@ -543,14 +604,14 @@ template <> struct wx<T_Q6_K> {
 	}
 };
 
-/* one block's FMAs on the thread that gathered them (mmv_x) */
+/* one block's FMAs on the thread that unpacked them (mmv_x) */
 template <int T, bool REPACKED>
-__device__ __forceinline__ void wx_step(const typename wx<T>::block *w,
+__device__ __forceinline__ void wx_step(const typename wx<T>::bits &u,
 					const typename wx<T>::act *a, int l,
 					float &acc, float &accm)
 {
 	wx<T>::template apply<REPACKED>(
-		wx<T>::template gather<REPACKED>(w, a, l), l, acc, accm);
+		wx<T>::template dot<REPACKED>(u, a, l), l, acc, accm);
 }
 
 /*

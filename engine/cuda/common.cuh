@@ -425,6 +425,25 @@ __device__ __forceinline__ uint16_t cuda_f2bf(float f)
 	return (uint16_t)((u + (0x7fffu + ((u >> 16) & 1))) >> 16);
 }
 
+/*
+ * c plus the dot product of a's and b's 4 signed bytes: __dp4a's
+ * instruction without its `asm volatile` (sm_61_intrinsics.hpp), across
+ * which NVVM neither merges nor moves loads (a weight word loaded again
+ * for each column, and within one column for each nibble); as a pure
+ * function of its operands the compiler shares and schedules around it.
+ */
+__device__ __forceinline__ int cuda_dp4a(int a, int b, int c)
+{
+#ifdef LLMFS_CUDA_SIM
+	return __dp4a(a, b, c);
+#else
+	int r;
+
+	asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+	return r;
+#endif
+}
+
 /* 4 bytes at p (2-aligned): blocks whose size is 2 mod 4 */
 __device__ __forceinline__ int cuda_load_int_b2(const void *p)
 {

@@ -4,7 +4,9 @@
  * mul_mat_vec_q, written again): 1, 2 or 4 warps per output row (as
  * many as the row has steps, mmv_warps_per_row), their lanes walking
  * the row's blocks LPB lanes to a block (blocks.cuh), every weight word
- * read once for up to MMV_COLS activation rows, the lanes' partial sums
+ * read and unpacked once for up to MMV_COLS activation rows (a column
+ * adds its activations' loads, the dp4a and the scales' products: the
+ * same for mmv_x and mmv_xw), the lanes' partial sums
  * added by shuffles, the warps' in shared memory. Memory-bound: a warp
  * reads 32 / LPB blocks per step; a 4096-wide Q4_K row is 4 warps' one
  * step, so a matrix is one round of loads in flight, not four in series.
@@ -177,6 +179,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_q(mmv_args a)
 	typedef wq<T> W;
 	typedef typename W::block block;
 	typedef typename W::act act;
+	typedef typename W::bits bits;
 	const int wpr = (int)a.wpr, warp = threadIdx.y;
 	const int64_t row = (int64_t)blockIdx.x * (MMV_WARPS / wpr) +
 			    warp / wpr;
@@ -202,6 +205,10 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_q(mmv_args a)
 
 		for (int64_t ib = (warp % wpr) * (32 / W::LPB) + lane / W::LPB;
 		     ib < nb; ib += step) {
+			/* the block's weights unpacked once for the columns */
+			const bits u = W::unpack(wb + ib, l);
+			const bits u2 = glu ? W::unpack(wb2 + ib, l) : u;
+
 #pragma unroll
 			for (int j = 0; j < NC; j++) {
 				if (j >= cnt)
@@ -210,9 +217,9 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_q(mmv_args a)
 							      xr[j] * a.x_ld) +
 						ib;
 
-				sum[j] += W::dot(wb + ib, ab, l);
+				sum[j] += W::dot(u, ab, l);
 				if (glu)
-					sum2[j] += W::dot(wb2 + ib, ab, l);
+					sum2[j] += W::dot(u2, ab, l);
 			}
 		}
 	}
@@ -372,6 +379,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_x(mmv_args a)
 	typedef wx<T> X;
 	typedef typename X::block block;
 	typedef typename X::act act;
+	typedef typename X::bits bits;
 	const int lane = threadIdx.x, l = lane % MMV_XLANES;
 	const int64_t row = (int64_t)blockIdx.x * MMV_XROWS +
 			    threadIdx.y * (32 / MMV_XLANES) + lane / MMV_XLANES;
@@ -395,7 +403,11 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_x(mmv_args a)
 						 (in ? row : 0) * a.row_bytes) :
 				 wb;
 
+	/* each block's weights loaded and unpacked once for the NC columns */
 	for (int64_t ib = 0; ib < nb; ib++) {
+		const bits u = X::unpack(wb + ib, l);
+		const bits u2 = glu ? X::unpack(wb2 + ib, l) : u;
+
 #pragma unroll
 		for (int j = 0; j < NC; j++) {
 			if (j >= cnt)
@@ -403,9 +415,9 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_x(mmv_args a)
 			const act *ab = (const act *)(a.x + xr[j] * a.x_ld) +
 					ib;
 
-			wx_step<T, REPACKED>(wb + ib, ab, l, acc[j], accm[j]);
+			wx_step<T, REPACKED>(u, ab, l, acc[j], accm[j]);
 			if (glu)
-				wx_step<T, REPACKED>(wb2 + ib, ab, l, acc2[j],
+				wx_step<T, REPACKED>(u2, ab, l, acc2[j],
 						     accm2[j]);
 		}
 	}
@@ -447,7 +459,8 @@ mmv_xw_apply(const typename wx<T>::part *p, const typename wx<T>::part *p2,
  * between them where lim is NC), then applied in block order. TAIL: the round that ends the row, its
  * blocks past nb not applied.
  */
-template <int T, int NC, bool GLU, bool REPACKED, int U, bool TAIL>
+template <int T, int NC, bool GLU, bool REPACKED, int U, bool EAGER,
+	  bool TAIL>
 __device__ __forceinline__ void
 mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
 	     const typename wx<T>::block *wb2, const int32_t *xr, int lim,
@@ -457,13 +470,8 @@ mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
 	typedef wx<T> X;
 	typedef typename X::act act;
 	typedef typename X::part part;
+	typedef typename X::bits bits;
 	const int lane = threadIdx.x, l = lane % 8, k = lane / 8;
-	/*
-	 * 8 columns, a block a thread: each column applied as soon as it
-	 * is gathered (fewer registers; the weights' loads are the first
-	 * column's)
-	 */
-	constexpr bool EAGER = NC >= 8 && U == 1;
 	part p[U][NC], p2[GLU ? U : 1][NC];
 
 #pragma unroll
@@ -472,6 +480,9 @@ mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
 		const int64_t b = !TAIL || ib + 4 * u + k < nb ?
 					  ib + 4 * u + k :
 					  nb - 1;
+		/* the block's weights loaded and unpacked once for its columns */
+		const bits wu = X::unpack(wb + b, l);
+		const bits wu2 = GLU ? X::unpack(wb2 + b, l) : wu;
 
 #pragma unroll
 		for (int j = 0; j < NC; j++) {
@@ -479,10 +490,10 @@ mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
 				break;
 			const act *ab = (const act *)(a.x + xr[j] * a.x_ld) + b;
 
-			p[u][j] = X::template gather<REPACKED>(wb + b, ab, l);
+			p[u][j] = X::template dot<REPACKED>(wu, ab, l);
 			if (GLU)
-				p2[u][j] = X::template gather<REPACKED>(wb2 + b,
-									ab, l);
+				p2[u][j] = X::template dot<REPACKED>(wu2, ab,
+								     l);
 			if (EAGER)
 				mmv_xw_apply<T, 1, GLU, REPACKED, TAIL>(
 					&p[u][j], &p2[u][j], ib + 4 * u, nb, 1,
@@ -498,7 +509,7 @@ mmv_xw_round(const mmv_args &a, const typename wx<T>::block *wb,
 }
 
 /* a row's rounds (GLU: both matrices', wb and wb2, at once) */
-template <int T, int NC, bool GLU, bool REPACKED, int U>
+template <int T, int NC, bool GLU, bool REPACKED, int U, bool EAGER>
 __device__ __forceinline__ void
 mmv_xw_row(const mmv_args &a, const typename wx<T>::block *wb,
 	   const typename wx<T>::block *wb2, const int32_t *xr, int lim,
@@ -507,18 +518,19 @@ mmv_xw_row(const mmv_args &a, const typename wx<T>::block *wb,
 	int64_t ib;
 
 	for (ib = 0; ib + 4 * U <= nb; ib += 4 * U)
-		mmv_xw_round<T, NC, GLU, REPACKED, U, false>(
+		mmv_xw_round<T, NC, GLU, REPACKED, U, EAGER, false>(
 			a, wb, wb2, xr, lim, ib, nb, acc, accm, acc2, accm2);
 	if (ib < nb)
-		mmv_xw_round<T, NC, GLU, REPACKED, U, true>(
+		mmv_xw_round<T, NC, GLU, REPACKED, U, EAGER, true>(
 			a, wb, wb2, xr, lim, ib, nb, acc, accm, acc2, accm2);
 }
 
 /*
  * The CPU's order with a warp to a row (the default): thread 8k + l
  * gathers CPU lane l's part of blocks k, k + 4, ... k + 4 (U - 1) of
- * each round of 4U (wx<T>::gather: the integer sums, scales, their
- * loads, all exact, all in flight at once), then every thread takes
+ * each round of 4U (wx<T>::unpack, once, then wx<T>::dot for each
+ * column: the integer sums, scales, their loads, all exact, all in
+ * flight at once), then every thread takes
  * its lane's parts of the round's blocks in order by shuffles and
  * applies them (the FMAs, the only work in series), so all 32 threads
  * end with the 8 lanes' floats, which threads 0-7 fold. Against mmv_x,
@@ -544,6 +556,14 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_xw(mmv_args a)
 	constexpr bool BOTH = GLU && NC <= 2;
 	constexpr int U0 = X::U * 2 / ((NC > 2 ? NC : 2) * (BOTH ? 2 : 1));
 	constexpr int U = U0 ? U0 : 1;
+	/*
+	 * each column applied as soon as it is gathered, not all gathered
+	 * first (fewer registers: no parts of 8 columns held; the loads are
+	 * the blocks' unpack and each column's activations, which the
+	 * compiler still issues early): 8 columns a block a thread, and an
+	 * expert's (lim = cnt, most often 1)
+	 */
+	constexpr bool EAGER = NC >= 8 && (U == 1 || MOE);
 	const int64_t row = (int64_t)blockIdx.x * MMV_WARPS + threadIdx.y;
 	const uint8_t *w;
 	int32_t xr[NC], yr[NC];
@@ -570,11 +590,11 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_xw(mmv_args a)
 	const block *wb2 = (const block *)(a.w2 +
 					   (GLU ? row : 0) * a.row_bytes);
 
-	mmv_xw_row<T, NC, BOTH, REPACKED, U>(a, wb, wb2, xr, lim, nb, acc, accm,
+	mmv_xw_row<T, NC, BOTH, REPACKED, U, EAGER>(a, wb, wb2, xr, lim, nb, acc, accm,
 					     acc2, accm2);
 	/* the second matrix after the first: one's parts held at a time */
 	if (GLU && !BOTH)
-		mmv_xw_row<T, NC, false, REPACKED, U>(a, wb2, wb2, xr, lim, nb,
+		mmv_xw_row<T, NC, false, REPACKED, U, EAGER>(a, wb2, wb2, xr, lim, nb,
 						      acc2, accm2, acc2, accm2);
 	mmv_x_store<T, NC, REPACKED>(a, t, acc, accm, acc2, accm2, GLU, yr, cnt,
 				     threadIdx.x != 0, row);
