@@ -386,6 +386,7 @@ int cuda_backend_new(struct engine_backend **out, const char *device,
 		goto out_free;
 	}
 	cb->plain = !cb_fuse();
+	cb->mmv_rows = cb_mmv_rows();
 	be->ctx = cb;
 	if ((ret = cb_graphs_new(be))) {
 		api->close(cb->dev);

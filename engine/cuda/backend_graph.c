@@ -46,7 +46,8 @@
  * launch with its signature (the module grows its scratch, and loads
  * cuBLAS, at an op's first calls, which a recording cannot do: so the
  * first pass of each shape runs plainly, and the next is recorded); the
- * ops of more than CB_GRAPH_ROWS rows (the products then go to cuBLAS).
+ * ops of more than CB_GRAPH_ROWS rows, or than LLMFS_CUDA_MMV_ROWS
+ * (cb_graph_rows: the products then go to cuBLAS).
  * Where such an op comes while recording, the ops recorded so far are
  * launched first, so the stream keeps its order, and the rest of the
  * segment runs plainly. LLMFS_CUDA_GRAPH=0 records nothing.
@@ -544,6 +545,19 @@ void cb_graph_flush(struct engine_backend *be)
 	cb_check(be, ret, &err);
 }
 
+/*
+ * Rows a recorded op may have: CB_GRAPH_ROWS, fewer where
+ * LLMFS_CUDA_MMV_ROWS sends smaller batches off the mat-vec kernel (to
+ * cuBLAS, which a recording does not take; batch_exact keeps them on it)
+ */
+static uint32_t cb_graph_rows(const struct engine_backend *be)
+{
+	const struct cuda_backend *cb = be->ctx;
+
+	return !be->batch_exact && cb->mmv_rows < CB_GRAPH_ROWS ? cb->mmv_rows :
+								  CB_GRAPH_ROWS;
+}
+
 void cb_graph_op(struct engine_backend *be, const char *op, uint32_t rows,
 		 const void *tag)
 {
@@ -558,12 +572,12 @@ void cb_graph_op(struct engine_backend *be, const char *op, uint32_t rows,
 	if (!g->recording) {
 		/* a graph starts at a segment's first op, one that ran before */
 		if (!cb_warm(g, sig, true) || g->plain ||
-		    rows > CB_GRAPH_ROWS) {
+		    rows > cb_graph_rows(be)) {
 			g->plain = true;
 			return;
 		}
 		cb_graph_begin(be);
-	} else if (rows > CB_GRAPH_ROWS || !cb_warm(g, sig, false)) {
+	} else if (rows > cb_graph_rows(be) || !cb_warm(g, sig, false)) {
 		/* it runs plainly, after what was recorded; the rest too */
 		cb_graph_flush(be);
 		cb_warm(g, sig, true);

@@ -26,7 +26,8 @@
 /*
  * Batches of up to this many rows are converted to the mat-vec kernel's
  * activations (the module's AUTO takes them there); larger ones stay
- * floats, which cuBLAS takes.
+ * floats, which cuBLAS takes. $LLMFS_CUDA_MMV_ROWS moves the line
+ * (cb_mmv_rows), as it does the module's.
  */
 #define CB_QUANT_ROWS 32
 /* activation buffers whose format the backend remembers */
@@ -81,6 +82,7 @@ struct cuda_backend {
 	unsigned long lists_no; /* cb_lists calls so far */
 	struct cb_kv_last kv_last;
 	struct cb_graphs *graphs; /* NULL: LLMFS_CUDA_GRAPH=0 */
+	uint32_t mmv_rows; /* rows a product keeps the mat-vec kernel for */
 };
 
 /* GPUs a process addresses: gpu0 .. gpu15 */
@@ -296,6 +298,12 @@ int cb_call_qk_rope_store(struct engine_backend *be, const struct cuda_kv *kv,
  * floats; the products read it by what it holds.
  */
 bool cb_quantizes(const struct engine_backend *be, uint32_t n);
+/*
+ * CB_QUANT_ROWS, or $LLMFS_CUDA_MMV_ROWS (1 to 512, the module's rule:
+ * step.cu cuda_mmv_rows): the rows a product may have on the mat-vec
+ * kernel; a segment past it (or past CB_GRAPH_ROWS) is not recorded.
+ */
+uint32_t cb_mmv_rows(void);
 void cb_act_set(struct cuda_backend *cb, const void *buf, bool act);
 
 /* The table's ops on rows (backend_ops.c); engine/backend.h says each. */

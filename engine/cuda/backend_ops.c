@@ -8,6 +8,7 @@
  * in one launch). backend.c holds the table, backend_kv.c the ops on the
  * KV cache.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend_internal.h"
@@ -23,7 +24,17 @@
  */
 bool cb_quantizes(const struct engine_backend *be, uint32_t n)
 {
-	return be->batch_exact || n <= CB_QUANT_ROWS;
+	const struct cuda_backend *cb = be->ctx;
+
+	return be->batch_exact || n <= cb->mmv_rows;
+}
+
+uint32_t cb_mmv_rows(void)
+{
+	const char *e = getenv("LLMFS_CUDA_MMV_ROWS");
+	const long n = e ? atol(e) : 0;
+
+	return n >= 1 && n <= 512 ? (uint32_t)n : CB_QUANT_ROWS;
 }
 
 /* buf now holds the kernel's rows or floats (a few buffers remembered) */

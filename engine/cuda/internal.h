@@ -49,6 +49,9 @@ int blas_gemm_half(cuda_blas *b, cudaStream_t s, int m, int n, int k,
 
 /* ---- step.cu ------------------------------------------------------------- */
 
+/* rows a product may have on the mat-vec kernel ($LLMFS_CUDA_MMV_ROWS, 32) */
+uint32_t cuda_mmv_rows(void);
+
 int cuda_ctx_new(struct cuda_dev *d, const struct cuda_model_desc *m,
 		 const struct cuda_ctx_params *p, struct cuda_ctx **out,
 		 struct err *err);

@@ -313,6 +313,7 @@ static int mod_quantize(struct cuda_dev *d, uint32_t act, const float *x,
 static enum cuda_matmul_mode mod_matmul_mode(const struct cuda_matmul *mm)
 {
 	static int forced = -1;
+	static uint32_t mmv_rows;
 
 	if (forced < 0) {
 		const char *s = getenv("LLMFS_CUDA_MATMUL");
@@ -323,6 +324,8 @@ static enum cuda_matmul_mode mod_matmul_mode(const struct cuda_matmul *mm)
 			 !strcmp(s, "mma")    ? CUDA_MATMUL_MMA :
 						CUDA_MATMUL_AUTO;
 	}
+	if (!mmv_rows)
+		mmv_rows = cuda_mmv_rows();
 	enum cuda_matmul_mode m = mm->mode != CUDA_MATMUL_AUTO ?
 					  mm->mode :
 					  (enum cuda_matmul_mode)forced;
@@ -334,11 +337,11 @@ static enum cuda_matmul_mode mod_matmul_mode(const struct cuda_matmul *mm)
 	if (mm->ids || mm->x_act)
 		return CUDA_MATMUL_MMV;
 	/* int8 tensor cores (mmq.cu) where they take the type, else AUTO */
-	if (m == CUDA_MATMUL_MMA && mm->rows > 32 &&
+	if (m == CUDA_MATMUL_MMA && mm->rows > mmv_rows &&
 	    k_mmq_takes(mm->w_type, mm->n_in))
 		return CUDA_MATMUL_MMA;
 	if (m == CUDA_MATMUL_AUTO || m == CUDA_MATMUL_MMA)
-		return mm->rows > 32 && mm->w_type != T_F32 ?
+		return mm->rows > mmv_rows && mm->w_type != T_F32 ?
 			       CUDA_MATMUL_CUBLAS :
 			       CUDA_MATMUL_MMV;
 	return m;

@@ -34,14 +34,15 @@
 #define STEP_MMV_ROWS 32
 
 /*
- * STEP_MMV_ROWS, or $LLMFS_CUDA_MMV_ROWS (1 to 512; read when a context
- * is made): a decode batch past 8 rows costs the mat-vec kernel its work
- * again for each 8 (gpu.md, "Many sequences a step"), so that a card can
- * measure such batches on another kernel (the int8 tensor cores where
- * the pass asks for them; cuBLAS only outside a graph). Not a default
- * until a card measures it.
+ * STEP_MMV_ROWS, or $LLMFS_CUDA_MMV_ROWS (1 to 512): the line past
+ * which a product leaves the mat-vec kernel, so that a card can measure
+ * decode batches on another kernel (the int8 tensor cores where the
+ * pass asks for them; cuBLAS only outside a graph). The step reads it
+ * when a context is made, module.cu's products and the engine's backend
+ * (backend_ops.c cb_mmv_rows, the same rule) once. Not a default until a
+ * card measures it.
  */
-static uint32_t step_mmv_rows(void)
+uint32_t cuda_mmv_rows(void)
 {
 	const char *e = getenv("LLMFS_CUDA_MMV_ROWS");
 	const long n = e ? atol(e) : 0;
@@ -61,7 +62,7 @@ struct cuda_ctx {
 	cuda_ctx_params p;
 	uint32_t n_out_max; /* rows with logits a pass: max_seqs */
 	uint32_t
-		mmv_rows; /* products of more rows go to cuBLAS (step_mmv_rows) */
+		mmv_rows; /* products of more rows go to cuBLAS (cuda_mmv_rows) */
 
 	/* device buffers: one allocation, carved */
 	void *mem;
@@ -1114,7 +1115,7 @@ static int step_ctx_new(cuda_dev *d, const cuda_model_desc *m,
 	c->m.layers = c->layers.data();
 	c->p = *p;
 	c->n_out_max = p->max_seqs;
-	c->mmv_rows = p->matmul == CUDA_MATMUL_CUBLAS ? 1 : step_mmv_rows();
+	c->mmv_rows = p->matmul == CUDA_MATMUL_CUBLAS ? 1 : cuda_mmv_rows();
 	c->f16w_elems = step_f16_elems(*m);
 	c->seqs.assign(p->max_seqs, step_seq());
 	c->graphs.assign(p->max_rows + 1, nullptr);

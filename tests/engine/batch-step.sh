@@ -8,7 +8,7 @@
 # sequences a step", says what a card then spends on them. Then the
 # module's LLMFS_CUDA_MMV_ROWS: with 4, an 8-row prompt of F16 weights
 # leaves the mat-vec kernel (for cuBLAS: its F16 conversions run), with
-# the default 32 it stays.
+# the default 32 it stays; the backend's 9-row decode step likewise.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -48,6 +48,21 @@ if [ "$plain" = 0 ] && [ "${four:-0}" -gt 0 ]; then
 	echo "ok: LLMFS_CUDA_MMV_ROWS=4 sends an 8-row prompt to cuBLAS ($four F16 conversions), 32 keeps it on the mat-vec kernel"
 else
 	echo "FAIL: F16 conversions of an 8-row prompt: ${plain:-?} by default, ${four:-?} with LLMFS_CUDA_MMV_ROWS=4"
+	failed=1
+fi
+# the backend's decode step of 9 sequences of F16 weights: its kernels
+# named like $2
+step_count() { # LLMFS_CUDA_MMV_ROWS, pattern
+	LLMFS_CUDA_MMV_ROWS=$1 BUILD=$BUILD tools/step-trace.sh --backend \
+		"$SHARED/models/tiny-qwen3-bpe16k-f16.gguf" 9 |
+		awk -v p="$2" '$3 ~ p { n += $1 } END { print n + 0 }'
+}
+plain=$(step_count "" f32_to_half)
+four=$(step_count 4 f32_to_half)
+if [ "$plain" = 0 ] && [ "${four:-0}" -gt 0 ]; then
+	echo "ok: the backend's 9-row step: LLMFS_CUDA_MMV_ROWS=4 sends it to cuBLAS ($four F16 conversions), 32 keeps it on the mat-vec kernel"
+else
+	echo "FAIL: the backend's 9-row step, F16 conversions: ${plain:-?} by default, ${four:-?} with LLMFS_CUDA_MMV_ROWS=4"
 	failed=1
 fi
 exit $failed
