@@ -85,7 +85,9 @@
 #             default (mmv_xw; mmv_x at 8 columns), LLMFS_CUDA_MMV=walk
 #             (mmv_x, the one before), =warp (mmv_xw always) and =lanes
 #             (mmv_q, not the CPU's bits), in turn; tg128, and a step's
-#             time for 1, 4 and 16 sequences together
+#             time for 1, 4 and 16 sequences together (8B: 5.5 and 39 ms
+#             for 1 and 16 on the H100 before each weight block was
+#             unpacked once for all the columns of a launch)
 #   batch     (not by default: about 2 minutes) what a step of many
 #             sequences costs against one: on the 0.6B and 8B Q4_K_M, a
 #             step's time for 1, 4 and 16 sequences 32 deep, on the
@@ -94,9 +96,14 @@
 #             NAME ENV... [-- BENCH ARGS]; with int8 tensor cores in the
 #             build, batches past 8 rows on them too: LLMFS_CUDA_MMV_ROWS=8
 #             --matmul mma), and on the engine's backend (llmfs-bench -s,
-#             all gpu0: the mount's path). 16 sequences read the weights
-#             twice (8 rows a read): about 2x one sequence's step where
-#             the products are bound by memory, ~7x measured (gpu.md)
+#             all gpu0: the mount's path), by default and with its
+#             products past 8 rows off the mat-vec kernel
+#             (LLMFS_CUDA_MMV_ROWS=8: cuBLAS, and LLMFS_CUDA_MATMUL=mma
+#             where the build has int8 tensor cores). 16 sequences read
+#             the weights twice (8 rows a read): about 2x one sequence's
+#             step where the products are bound by memory; 7.1x measured
+#             before a weight block was unpacked once for all its
+#             columns (gpu.md)
 #   mmq       (not by default) the int8 tensor-core prefill (mmq.cu,
 #             opt-in) against cuBLAS: test_cuda_model's prompts past 32
 #             rows on it (the K-quant model), then pp512 of
@@ -722,12 +729,16 @@ batch_mma=
 "$BIN/llmfs-cuda-bench" --help 2>&1 | grep -q 'mma' &&
 	batch_mma="
 mma-past-8 LLMFS_CUDA_MMV_ROWS=8 -- --matmul mma"
-batch_backend() { # model
-	local m=$1 s a line="backend     ms a step"
+batch_backend() { # model, name, env...
+	local m=$1 s a line
 	local -A ms=()
+	line=$(printf '%-12s ms a step' "$2")
+	shift 2
 	for s in 1 4 16; do
 		fits 25 || break
-		a=$(ebench "$m" "batch-x$s" gpu -n 32 -s $s -r 2)
+		# the environment in the substitution's subshell alone
+		a=$(for e in "$@"; do export "${e?}"; done
+			ebench "$m" "batch-x$s" gpu -n 32 -s $s -r 2)
 		# t/s of s sequences -> ms a step
 		[ -n "$a" ] && ms[$s]=$(awk -v t="$a" -v s=$s 'BEGIN { printf "%.2f", 1e3 * s / t }')
 		line="$line x$s ${ms[$s]:--}"
@@ -748,7 +759,14 @@ walk LLMFS_CUDA_MMV=walk
 warp LLMFS_CUDA_MMV=warp
 lanes LLMFS_CUDA_MMV=lanes
 old LLMFS_CUDA_MMV=old$batch_mma}"
-		fits 40 && batch_backend "$m"
+		# the backend's line past which products leave the mat-vec
+		# kernel (LLMFS_CUDA_MMV_ROWS, as the module's): 16 rows then run
+		# launch by launch on cuBLAS, or on the int8 tensor cores
+		fits 40 && batch_backend "$m" backend
+		fits 40 && batch_backend "$m" be-rows-8 LLMFS_CUDA_MMV_ROWS=8
+		[ -n "$batch_mma" ] && fits 40 &&
+			batch_backend "$m" be-rows-8-mma LLMFS_CUDA_MMV_ROWS=8 \
+				LLMFS_CUDA_MATMUL=mma
 	done
 fi
 # The int8 tensor-core prefill (mmq.cu; opt-in: --matmul mma, and
