@@ -80,7 +80,8 @@ bool k_mmv(uint32_t w_type, const mmv_args &a, cudaStream_t s);
 
 /*
  * y rows (y_ld floats apart) = w . x rows for rows of x: Q8_1 rows
- * (x_ld bytes apart, 4-aligned) of n_in elements; accumulate: y += it.
+ * (x and x_ld 16-aligned) of n_in elements; accumulate: y += it. The
+ * weights 4-aligned (a device allocation's offset in GGUF alignment).
  */
 struct mmq_args {
 	const uint8_t *w;

@@ -62,7 +62,7 @@ enum cuda_rope_mode {
  * the int8 mat-vec kernel a few rows at a time (exact: the CPU's integer
  * sums), the weights dequantized to F16 and multiplied by cuBLAS (tensor
  * cores, F32 accumulation), or int8 tensor-core tiles (engine/cuda/
- * mmq.cu: Q4_0, Q8_0, Q4_K, Q6_K weights, batches past 32 rows; other
+ * mmq.cu: quantized weights (Q4_0..Q8_0, Q2_K..Q6_K), past 32 rows; other
  * types to cuBLAS). AUTO picks by batch size; LLMFS_CUDA_MATMUL=
  * mmv|cublas|mma forces one.
  */

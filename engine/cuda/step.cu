@@ -20,7 +20,7 @@
  * Products: decode rows (and prefill, with CUDA_MATMUL_MMV) through the
  * int8 mat-vec kernel, 8 rows a weight read; prefill rows past 32
  * through cuBLAS on F16 weights (CUDA_MATMUL_AUTO / CUBLAS), or on int8
- * tensor cores (mmq.cu, CUDA_MATMUL_MMA: Q4_0, Q8_0, Q4_K, Q6_K).
+ * tensor cores (mmq.cu, CUDA_MATMUL_MMA: the 32-element and K-quants).
  */
 #include <algorithm>
 #include <cstdlib>

@@ -421,8 +421,11 @@ static void check_mma(uint32_t type, int64_t n_in, int64_t n_out, uint32_t cols,
 	free(up);
 }
 
-static const uint32_t mma_types[] = { IO_TYPE_Q8_0, IO_TYPE_Q4_0, IO_TYPE_Q4_K,
-				      IO_TYPE_Q6_K };
+/* the first four on every size below, the others on two (seconds each) */
+static const uint32_t mma_types[] = {
+	IO_TYPE_Q8_0, IO_TYPE_Q4_0, IO_TYPE_Q4_K, IO_TYPE_Q6_K, IO_TYPE_Q5_K,
+	IO_TYPE_Q4_1, IO_TYPE_Q5_0, IO_TYPE_Q5_1, IO_TYPE_Q2_K, IO_TYPE_Q3_K,
+};
 #define N_MMA_TYPES (sizeof(mma_types) / sizeof(mma_types[0]))
 
 /*
@@ -433,11 +436,13 @@ static const uint32_t mma_types[] = { IO_TYPE_Q8_0, IO_TYPE_Q4_0, IO_TYPE_Q4_K,
 START_TEST(test_matmul_mma)
 {
 	const uint32_t type = mma_types[_i];
-	const bool k_quant = type == IO_TYPE_Q4_K || type == IO_TYPE_Q6_K;
+	const bool k_quant = type >= IO_TYPE_Q2_K && type <= IO_TYPE_Q6_K;
 
-	check_mma(type, 256, 72, 33, MMA_PLAIN);
 	check_mma(type, k_quant ? 768 : 544, 130, 70, MMA_PLAIN);
 	check_mma(type, k_quant ? 512 : 96, 64, 129, MMA_ACCUMULATE);
+	if (_i >= 4)
+		return;
+	check_mma(type, 256, 72, 33, MMA_PLAIN);
 	check_mma(type, 512, 40, 40, MMA_SWIGLU);
 }
 END_TEST

@@ -87,8 +87,18 @@ struct sim_context {
 #endif
 };
 
+/* a cp.async not landed yet, of the thread's group `group` */
+struct sim_copy {
+	void *dst;
+	const void *src;
+	size_t n, src_n;
+	unsigned group;
+};
+
 struct sim_fiber {
 	sim_context ctx;
+	std::vector<sim_copy> copies; /* cp.async in flight, oldest first */
+	unsigned groups;	      /* committed cp.async groups */
 	sim_thread_ids ids;
 	sim_state state;
 	void *fake_stack; /* ASan's, across a switch */
@@ -262,6 +272,43 @@ void *sim_dynamic_shared()
 	return sim_b->dynamic;
 }
 
+static void sim_copy_land(const sim_copy &c)
+{
+	memcpy(c.dst, c.src, c.src_n);
+	memset((char *)c.dst + c.src_n, 0, c.n - c.src_n);
+}
+
+void sim_cp_async(void *dst, const void *src, size_t n, size_t src_n)
+{
+	sim_block *b = sim_b;
+	const sim_copy c = { dst, src, n, src_n < n ? src_n : n,
+			     b->cur->groups };
+
+	if (sim_next(&b->rng) & 1)
+		sim_copy_land(c);
+	else
+		b->cur->copies.push_back(c);
+}
+
+void sim_cp_async_commit()
+{
+	sim_b->cur->groups++;
+}
+
+void sim_cp_async_wait(unsigned pending)
+{
+	sim_fiber *f = sim_b->cur;
+	size_t kept = 0;
+
+	for (const sim_copy &c : f->copies) {
+		if (c.group + pending < f->groups)
+			sim_copy_land(c);
+		else
+			f->copies[kept++] = c;
+	}
+	f->copies.resize(kept);
+}
+
 static void sim_fiber_main()
 {
 	sim_block *b = sim_b;
@@ -325,6 +372,8 @@ static void sim_run_block(sim_block *b, unsigned n)
 		f->ids.lane = i % 32;
 		f->ids.warp = i / 32;
 		f->state = SIM_RUN;
+		f->copies.clear();
+		f->groups = 0;
 		f->fake_stack = nullptr;
 		f->stack = sim_stacks[i];
 		b->warps[i / 32].live++;

@@ -91,6 +91,20 @@ void sim_warp_get(unsigned lane, void *v, size_t n);
 /* the block's dynamic shared memory (the launch's shmem bytes) */
 void *sim_dynamic_shared();
 
+/*
+ * cp.async (cp_async.cuh): n bytes into dst, the first src_n of them
+ * from src, the rest zeros. A copy lands at once or only when a
+ * cp.async.wait_group of its thread waits for its group (a coin of the
+ * block's seeded generator decides), so that code which reads it before
+ * the wait and the barrier after it, or which starts it while another
+ * thread still reads dst, tends to see the wrong bytes. commit closes
+ * the thread's open group; wait(pending) lands all but the newest
+ * `pending` committed groups (never the open one), as the PTX ISA says.
+ */
+void sim_cp_async(void *dst, const void *src, size_t n, size_t src_n);
+void sim_cp_async_commit();
+void sim_cp_async_wait(unsigned pending);
+
 inline void __syncthreads()
 {
 	sim_sync_block();
