@@ -105,12 +105,13 @@
 #             before a weight block was unpacked once for all its
 #             columns (gpu.md)
 #   mmq       (not by default) the int8 tensor-core prefill (mmq.cu,
-#             opt-in) against cuBLAS: test_cuda_model's prompts past 32
-#             rows on it (the K-quant model), then pp512 of
+#             opt-in) against cuBLAS: its products (test_cuda's mma
+#             tests, under racecheck too) and test_cuda_model's prompts
+#             past 32 rows on it (the K-quant model), then pp512 of
 #             llmfs-cuda-bench --matmul mma and --matmul cublas on the
-#             0.6B and 8B Q4_K_M (8B Q8_0 if written), and llmfs-bench's
-#             pp512 with LLMFS_CUDA_MATMUL=mma (the backend's path):
-#             GPU_CHECK_PARTS="tests mmq"
+#             0.6B and 8B Q4_K_M and the 8B Q8_0, beside llama.cpp's,
+#             and llmfs-bench's pp512 with LLMFS_CUDA_MATMUL=mma (the
+#             backend's path): GPU_CHECK_PARTS="mmq" GPU_CHECK_SECONDS=300
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
 #             llmfs-cuda-bench on the 0.6B model: the 12 kernels of the
 #             most total time into profile.log, the first 3 in the table
@@ -771,14 +772,19 @@ old LLMFS_CUDA_MMV=old$batch_mma}"
 fi
 # The int8 tensor-core prefill (mmq.cu; opt-in: --matmul mma, and
 # LLMFS_CUDA_MATMUL=mma for the engine's backend) against cuBLAS on
-# dequantized halves: pp512 of llmfs-cuda-bench each way on the 0.6B and
-# 8B Q4_K_M (and the 8B Q8_0 where the bench part wrote it), then the
-# backend's pp512 (llmfs-bench, all on gpu0) with it; correctness first:
-# test_cuda_model's prompts past 32 rows on it against cuBLAS
-# (test_cuda's mma tests ran in the tests part). Not by default:
-# GPU_CHECK_PARTS="mmq" (about 150 s with the models written)
+# dequantized halves, what deciding the default takes: pp512 of
+# llmfs-cuda-bench each way on the 0.6B and 8B Q4_K_M and the 8B Q8_0
+# (written here if the bench part did not), beside llama.cpp's pp512
+# (the bench part's figure, else measured here), then the backend's
+# pp512 (llmfs-bench, all on gpu0) with it; correctness first: its
+# products of every type against the Q8_1-rounded double product
+# (test_cuda's mma tests) under racecheck where the sanitizer is (the
+# cp.async stages share shared memory across warps), and
+# test_cuda_model's prompts past 32 rows on it against cuBLAS. Not by
+# default: GPU_CHECK_PARTS="mmq" GPU_CHECK_SECONDS=300 (about 250 s with
+# the three models to write)
 mmq_pp() { # model
-	local m=$1 j=$WORK/bench-mmq-$1 a b e
+	local m=$1 j=$WORK/bench-mmq-$1 a b c e
 	for k in cublas mma; do
 		echo "== mmq $m --matmul $k" >>"$OUT/bench.log"
 		limited 45 "$OUT/bench.log" "$BIN/llmfs-cuda-bench" \
@@ -787,18 +793,31 @@ mmq_pp() { # model
 	done
 	a=$(fig "$j.mma.json" pp512)
 	b=$(fig "$j.cublas.json" pp512)
+	c=
+	[ -s "$WORK/llama-$m.pp512" ] && c=$(cat "$WORK/llama-$m.pp512")
+	[ -z "$c" ] && [ -n "$llama" ] && fits 40 &&
+		c=$(lb "$WORK/$m.gguf" -p 512 -n 0)
 	e=
 	fits 30 && e=$(LLMFS_CUDA_MATMUL=mma ebench "$m" pp512-mma gpu -p 512 -r 2)
-	row "mmq" "" "$(printf '%-11s %-12s mma %8s t/s  cuBLAS %8s  %-6s backend mma %s' \
-		pp512 "$m" "${a:--}" "${b:--}" "$(ratio "$a" "$b")" "${e:--}")"
+	row "mmq" "" "$(printf '%-11s %-12s mma %8s t/s  cuBLAS %8s  %-6s llama.cpp %8s  %-6s backend mma %s' \
+		pp512 "$m" "${a:--}" "${b:--}" "$(ratio "$a" "$b")" "${c:--}" \
+		"$(ratio "$a" "$c")" "${e:--}")"
 }
 if part mmq; then
+	if ! part tests; then
+		LLMFS_CUDA_TESTS=mma limited 60 "$OUT/tests.log" "$BIN/test_cuda"
+		result mmq-kernel $? "$(checks "$OUT/tests.log")"
+	fi
+	command -v compute-sanitizer >/dev/null && fits 60 &&
+		sanitize racecheck 60 matmul_mma
 	LLMFS_CUDA_MODELS=kquant limited 90 "$OUT/tests.log" \
 		"$BIN/test_cuda_model"
 	result mmq-model $? "$(grep -E 'int8 tensor cores' "$OUT/tests.log" | tail -n 1 | sed 's/^gpu *//' | cut -c1-90)"
 	for m in 0.6b-q4_k_m 8b-q4_k_m 8b-q8_0; do
 		[ -f "$vocab" ] || break
-		[ $m = 8b-q8_0 ] && [ ! -s "$WORK/$m.gguf" ] && continue
+		if [ $m = 8b-q8_0 ] && [ ! -s "$WORK/$m.gguf" ]; then
+			fits 150 && write_model "$m" || continue
+		fi
 		fits 60 && write_model "$m" || continue
 		fits 40 && mmq_pp "$m"
 	done
