@@ -56,7 +56,7 @@ static char *stems[MAX_MODELS];
 static int n_stems;
 /*
  * test_prefill_mma's: the stems; on the simulator, unless models are
- * named, the one with Q8_0, Q4_K and Q6_K products (the three models
+ * named, the one with Q2_K to Q6_K and Q8_0 products (the three models
  * the others take have none that mmq.cu takes)
  */
 static const char *mma_stems[MAX_MODELS];
