@@ -43,7 +43,7 @@ if [ -z "${LLMFS_CUDA_MODULE:-}" ]; then
 	# mmv_xw (a card's default) has too, type by type (test_cuda's
 	# test_matmul_quant_bits runs both). mmv_xw's 32 threads a row meet
 	# at a shuffle every few blocks, each a switch of the simulator's
-	# fibers: 5.5x mmv_x's time (mixq: 60 s against 11), past make
+	# fibers: 5x mmv_x's time (mixq: 28 s of CPU against 5.7), past make
 	# check's limit over every model. One model below takes the default.
 	export LLMFS_CUDA_MMV=${LLMFS_CUDA_MMV:-walk}
 	xw_model=tiny-qwen3-bpe16k-mixq

@@ -101,6 +101,7 @@ struct sim_fiber {
 	unsigned groups;	      /* committed cp.async groups */
 	sim_thread_ids ids;
 	sim_state state;
+	unsigned exchanges; /* warp exchanges passed: the parity picks a page */
 	void *fake_stack; /* ASan's, across a switch */
 	void *stack;
 };
@@ -108,6 +109,13 @@ struct sim_fiber {
 struct sim_warp {
 	unsigned live, arrived;
 	unsigned char slot[32][16];
+	/*
+	 * A shuffle's or vote's values, on two pages used in turn: a lane
+	 * reads page p after the barrier, and no lane writes p again
+	 * before the next exchange's barrier, which waits for every lane
+	 * to have read it. One barrier an exchange, not two.
+	 */
+	unsigned char page[2][32][16];
 };
 
 struct sim_block {
@@ -122,6 +130,8 @@ struct sim_block {
 	uint64_t rng;
 	const void *sched_bottom; /* the scheduler's stack, for ASan */
 	size_t sched_size;
+	const void *from_bottom; /* where a fiber started from, for ASan */
+	size_t from_size;
 	void *sched_fake;
 };
 
@@ -170,16 +180,57 @@ static void sim_swap(sim_context *from, sim_context *to)
 #endif
 }
 
-/* From a fiber to the scheduler; returns when the fiber runs again. */
+/* A random runnable fiber, taken off the ready list: no order may be
+ * relied on. */
+static sim_fiber *sim_pick(sim_block *b)
+{
+	/* (the high half of a 64x64-bit product: no division) */
+	unsigned k = (unsigned)(((unsigned __int128)sim_next(&b->rng) *
+				 b->ready.size()) >> 64);
+	unsigned i = b->ready[k];
+
+	b->ready[k] = b->ready.back();
+	b->ready.pop_back();
+	b->cur = &b->f[i];
+	sim_ids = &b->f[i].ids;
+	return b->cur;
+}
+
+/*
+ * From a fiber that waits or has finished to a runnable one, directly (a
+ * switch through the scheduler would be two), or to the scheduler when
+ * none is (the block is done, or deadlocked); returns when the fiber
+ * runs again.
+ */
 static void sim_yield(sim_block *b, bool exiting)
 {
 	sim_fiber *f = b->cur;
+	sim_context *to = &b->sched;
+	const void *bottom = b->sched_bottom;
+	size_t size = b->sched_size;
 
+#ifndef SIM_ASAN
+	/* (under ASan through the scheduler, as before: switched fiber to
+	 * fiber, test_cuda's dequant kernels drew stack-buffer-overflow
+	 * reports on their own arrays) */
+	if (!b->ready.empty()) {
+#else
+	if (false) {
+#endif
+		sim_fiber *next = sim_pick(b);
+
+		to = &next->ctx;
+		bottom = next->stack;
+		size = SIM_STACK;
+	}
 #ifdef SIM_ASAN
 	__sanitizer_start_switch_fiber(exiting ? nullptr : &f->fake_stack,
-				       b->sched_bottom, b->sched_size);
+				       bottom, size);
+#else
+	(void)bottom;
+	(void)size;
 #endif
-	sim_swap(&f->ctx, &b->sched);
+	sim_swap(&f->ctx, to);
 	if (exiting)
 		abort(); /* a finished fiber is never resumed */
 #ifdef SIM_ASAN
@@ -247,23 +298,34 @@ void sim_warp_get(unsigned lane, void *v, size_t n)
 	memcpy(v, b->warps[b->cur->ids.warp].slot[lane & 31], n);
 }
 
+const unsigned char (*sim_warp_exchange(const void *v, size_t n,
+					unsigned *lane))[16]
+{
+	sim_block *b = sim_b;
+	sim_fiber *f = b->cur;
+	sim_warp *w = &b->warps[f->ids.warp];
+	unsigned p = f->exchanges++ & 1;
+
+	memcpy(w->page[p][f->ids.lane], v, n);
+	*lane = f->ids.lane;
+	sim_sync_warp();
+	return w->page[p];
+}
+
 unsigned sim_ballot(int pred)
 {
-	unsigned r = 0, v = pred != 0;
+	unsigned r = 0, v = pred != 0, lane;
+	const unsigned char(*page)[16] = sim_warp_exchange(&v, sizeof(v), &lane);
 	sim_block *b = sim_b;
-	sim_warp *w = &b->warps[b->cur->ids.warp];
 
-	sim_warp_put(&v, sizeof(v));
-	sim_sync_warp();
 	for (unsigned l = 0; l < 32; l++) {
 		unsigned x;
 
-		memcpy(&x, w->slot[l], sizeof(x));
+		memcpy(&x, page[l], sizeof(x));
 		/* lanes past the block's end never wrote: count them out */
 		if (l + b->cur->ids.warp * 32 < b->f.size() && x == 1)
 			r |= 1u << l;
 	}
-	sim_sync_warp();
 	return r;
 }
 
@@ -315,8 +377,15 @@ static void sim_fiber_main()
 	sim_fiber *f = b->cur;
 
 #ifdef SIM_ASAN
-	__sanitizer_finish_switch_fiber(nullptr, &b->sched_bottom,
-					&b->sched_size);
+	/* the block's first fiber starts from the scheduler, others may
+	 * start from a fiber (no locals here: this frame never returns,
+	 * and ASan's marks on the stack would outlive it) */
+	__sanitizer_finish_switch_fiber(nullptr, &b->from_bottom,
+					&b->from_size);
+	if (!b->sched_size) {
+		b->sched_bottom = b->from_bottom;
+		b->sched_size = b->from_size;
+	}
 #endif
 	(*b->body)();
 	f->state = SIM_DONE;
@@ -365,6 +434,7 @@ static void sim_run_block(sim_block *b, unsigned n)
 	b->live = n;
 	b->arrived = b->done = 0;
 	b->cur = nullptr;
+	b->sched_size = 0;
 	for (unsigned i = 0; i < n; i++) {
 		sim_fiber *f = &b->f[i];
 
@@ -374,6 +444,7 @@ static void sim_run_block(sim_block *b, unsigned n)
 		f->state = SIM_RUN;
 		f->copies.clear();
 		f->groups = 0;
+		f->exchanges = 0;
 		f->fake_stack = nullptr;
 		f->stack = sim_stacks[i];
 		b->warps[i / 32].live++;
@@ -381,7 +452,7 @@ static void sim_run_block(sim_block *b, unsigned n)
 		b->ready.push_back(i);
 	}
 	while (b->done < n) {
-		unsigned k, i;
+		sim_fiber *f;
 
 		if (b->ready.empty()) {
 			fprintf(stderr,
@@ -395,25 +466,18 @@ static void sim_run_block(sim_block *b, unsigned n)
 				b->warps[0].live);
 			abort();
 		}
-		/* a random runnable fiber: no order may be relied on */
-		k = (unsigned)(sim_next(&b->rng) % b->ready.size());
-		i = b->ready[k];
-		b->ready[k] = b->ready.back();
-		b->ready.pop_back();
-		b->cur = &b->f[i];
-		sim_ids = &b->f[i].ids;
+		/* the fibers switch among themselves (sim_yield) and come
+		 * back here when none can run */
+		f = sim_pick(b);
 #ifdef SIM_ASAN
-		__sanitizer_start_switch_fiber(&b->sched_fake, b->f[i].stack,
+		__sanitizer_start_switch_fiber(&b->sched_fake, f->stack,
 					       SIM_STACK);
 #endif
-		sim_swap(&b->sched, &b->f[i].ctx);
+		sim_swap(&b->sched, &f->ctx);
 #ifdef SIM_ASAN
 		__sanitizer_finish_switch_fiber(b->sched_fake, nullptr,
 						nullptr);
 #endif
-		/* back from it: it waits, finished, or ... */
-		if (b->f[i].state == SIM_RUN)
-			b->ready.push_back(i);
 	}
 	b->cur = nullptr;
 }

@@ -17,13 +17,16 @@
  * How it runs a kernel: one block after the other (in a shuffled order);
  * inside a block every thread is a fiber (ucontext) on the calling
  * thread. A fiber runs until it reaches a barrier (__syncthreads, a warp
- * shuffle or vote, __syncwarp), then the next runnable one runs; a
- * barrier opens when every live thread of its block (or warp) reached
- * it. The order in which runnable threads run is pseudo-random (seeded),
- * so code that reads shared memory before the barrier that orders it
- * tends to see stale values and fail. A barrier no thread can leave is
- * reported as a deadlock. __shared__ variables are static: they keep the
- * previous block's values, as real shared memory keeps garbage.
+ * shuffle or vote, __syncwarp), then switches straight to the next
+ * runnable one; a barrier opens when every live thread of its block (or
+ * warp) reached it. A shuffle or vote is one barrier of its warp (the
+ * lanes' values on two pages used in turn): the switches are what the
+ * simulator spends its time on. The order in which runnable threads run
+ * is pseudo-random (seeded), so code that reads shared memory before the
+ * barrier that orders it tends to see stale values and fail. A barrier
+ * no thread can leave is reported as a deadlock. __shared__ variables
+ * are static: they keep the previous block's values, as real shared
+ * memory keeps garbage.
  *
  * The runtime API functions (cudaMalloc, cudaMemcpyAsync, streams,
  * events, graph capture) are defined by sim.cc with the real headers'
@@ -88,6 +91,13 @@ void sim_sync_warp();
 void sim_warp_put(const void *v, size_t n);
 /* n bytes of lane's slot (after a sim_sync_warp) */
 void sim_warp_get(unsigned lane, void *v, size_t n);
+/*
+ * A shuffle's or vote's exchange: puts n bytes as this lane's, waits for
+ * the warp, and returns every lane's 16-byte slot (valid until this
+ * lane's next exchange); *lane is this lane.
+ */
+const unsigned char (*sim_warp_exchange(const void *v, size_t n,
+					unsigned *lane))[16];
 /* the block's dynamic shared memory (the launch's shmem bytes) */
 void *sim_dynamic_shared();
 
@@ -129,13 +139,11 @@ template <class T, class F> inline T sim_shfl(T v, F src)
 {
 	static_assert(sizeof(T) <= 16, "shuffle of more than 16 bytes");
 	T r;
-	unsigned s;
+	unsigned lane;
+	const unsigned char(*slot)[16] = sim_warp_exchange(&v, sizeof(T),
+							   &lane);
 
-	sim_warp_put(&v, sizeof(T));
-	sim_sync_warp();
-	s = src(sim_ids->lane);
-	sim_warp_get(s, &r, sizeof(T));
-	sim_sync_warp();
+	memcpy(&r, slot[src(lane) & 31], sizeof(T));
 	return r;
 }
 
