@@ -222,6 +222,8 @@ $(IO_LIB) $(ENGINE_LIB) $(FS_LIB):
 	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
 
+# The dependency file is written aside and renamed: make check builds
+# these beside tests that run make in $(BUILD), which reads every *.d.
 $(BUILD)/cuda/%.o: %.cu
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
@@ -229,7 +231,8 @@ $(BUILD)/cuda/%.o: %.cu
 		-DLLMFS_CUDA_ARCHS='"$(NVCC_ARCH_NAMES)"' \
 		$(if $(CUDA_VERBOSE),-Xptxas -v) \
 		-Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter \
-		-MMD -MP -c -o $@ $<
+		-MMD -MP -MF $(@:.o=.d.part) -c -o $@ $< && \
+		mv -f $(@:.o=.d.part) $(@:.o=.d)
 
 $(CUDA_MODULE): $(CUDA_OBJ)
 	@mkdir -p $(dir $@)
@@ -355,7 +358,11 @@ $(REF_STAMP):
 	exit 1
 ref: $(REF_STAMP)
 
-tests: $(TESTS) $(TEST_CLIENTS) $(TEST_SHIMS) $(TOOLS) $(CUDA_MODULES)
+# What the tests run (the simulator, not the CUDA module: see check-run).
+TESTS_RUN := $(TESTS) $(TEST_CLIENTS) $(TEST_SHIMS) $(TOOLS) \
+	$(filter-out $(CUDA_MODULE),$(CUDA_MODULES))
+tests: $(TESTS_RUN) $(CUDA_MODULES)
+tests-run: $(TESTS_RUN)
 
 # Every Check binary and tests/*/*.sh; tests/run prints the skipped tests
 # with their reasons and the closing "N passed, N failed, N skipped" line;
@@ -363,14 +370,23 @@ tests: $(TESTS) $(TEST_CLIENTS) $(TEST_SHIMS) $(TOOLS) $(CUDA_MODULES)
 # testing.md).
 # The tests compare with the reference install (make ref). check-run is a
 # second make so that what make deps installed (fuse3) is seen.
+# It builds with CHECK_JOBS jobs (a plain `make check`, as CI runs it,
+# would build one file at a time), and the CUDA module for every arch
+# beside the tests (tests/run BESIDE): nvcc spends about nine minutes of
+# one core on it, which only the tests of tests/run's AFTER_BESIDE need,
+# while most tests keep one of CI's two cores busy (Documentation/
+# testing.md has the figures).
+CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check: deps $(REF_STAMP)
 	$(Q)$(MAKE) --no-print-directory check-run
 
 check-run:
 	@[ "$(have_fuse)" = 1 ] || { echo "pkg-config finds no fuse3 (make deps):" \
 		"cannot build llmfs, $(notdir $(TEST_FS)) or the mount tests"; exit 1; }
-	$(Q)$(MAKE) --no-print-directory tests
-	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) tests/run $(TESTS)
+	$(Q)$(MAKE) --no-print-directory -j$(CHECK_JOBS) tests-run
+	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) \
+		$(if $(filter $(CUDA_MODULE),$(CUDA_MODULES)),BESIDE='$(MAKE) --no-print-directory -j$(CHECK_JOBS) $(CUDA_MODULE)') \
+		tests/run $(TESTS)
 
 # The aarch64 tests make check runs under qemu-user, and the two that only
 # the shared models cover there besides (test_attention, test_gemm):
@@ -460,7 +476,7 @@ format-check: format-tool
 clean:
 	rm -rf build
 
-.PHONY: all aarch64 check-aarch64 deps build-deps tests check check-run demo fuzz stress bench ref clean install uninstall deb \
+.PHONY: all aarch64 check-aarch64 deps build-deps tests tests-run check check-run demo fuzz stress bench ref clean install uninstall deb \
 	format format-check format-tool
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
