@@ -146,13 +146,14 @@ __device__ __forceinline__ void att_merge_step(float &M, float &S, float &A,
  * Before, warp 0 alone walked with the other 3 idle: on an H100 it cost
  * the 0.6B's tg128 505 -> 299 t/s (gpu.md).
  */
-template <int KT, int VT, int DPL>
+template <int KT, int VT, int DPL, bool FOLD>
 __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 			     const int8_t *qq, const float *qd, float *p_s,
 			     float *ms_s, float *m_s, int r, int32_t seq,
 			     int kvh, int32_t c0, int32_t c1, int slot,
-			     bool fold)
+			     bool fold_row)
 {
+	const bool fold = FOLD && fold_row;
 	constexpr int SWEEP = 32 * ATT_WARPS;
 	/* (head, dimension) pairs a thread: ATT_MAX_G * 32 DPL / SWEEP */
 	constexpr int CPT = ATT_MAX_G * 32 * DPL / SWEEP;
@@ -362,7 +363,7 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
  * Other rows are cut into chunks of a.chunk positions that the warps
  * take 32 at a time, with one rescale per 32 and the V sum in F32.
  */
-template <int KT, int VT, int DPL>
+template <int KT, int VT, int DPL, bool FOLD>
 __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 {
 	cuda_pdl_start();
@@ -384,7 +385,7 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 	float m[ATT_MAX_G], s[ATT_MAX_G], acc[ATT_MAX_G][DPL];
 
 	/* an exact row: one CPU chunk a block, or all in block 0 */
-	const bool fold = exact && p_max >= ATT_CPU_CHUNK &&
+	const bool fold = FOLD && exact && p_max >= ATT_CPU_CHUNK &&
 			  (a.chunk > ATT_CPU_CHUNK || a.walk == ATT_WALK_ROW);
 	const int32_t c0 = !exact ? (int32_t)(blockIdx.z * a.chunk) :
 			   fold	  ? 0 :
@@ -424,7 +425,7 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 			acc[g][i] = 0.0f;
 	}
 	if (exact && (a.walk != ATT_WALK_WARP0 || fold)) {
-		att_walk_cpu<KT, VT, DPL>(a, q_s, qq, qd, p_s, ms_s, m_s, r,
+		att_walk_cpu<KT, VT, DPL, FOLD>(a, q_s, qq, qd, p_s, ms_s, m_s, r,
 					  seq, kvh, c0, c1, blockIdx.z, fold);
 		return;
 	}
@@ -647,13 +648,16 @@ typedef void (*att_kernel)(att_args);
 
 static const struct {
 	uint32_t k, v;
-	att_kernel att[4]; /* DPL 1, 2, 4, 8 */
+	/* DPL 1, 2, 4, 8; [1]: with the fold (att_split_folds) */
+	att_kernel att[2][4];
 } att_table[] = {
 #define ATT_ENTRY(K, V) \
 	{ K, \
 	  V, \
-	  { att_split<K, V, 1>, att_split<K, V, 2>, att_split<K, V, 4>, \
-	    att_split<K, V, 8> } },
+	  { { att_split<K, V, 1, false>, att_split<K, V, 2, false>, \
+	      att_split<K, V, 4, false>, att_split<K, V, 8, false> }, \
+	    { att_split<K, V, 1, true>, att_split<K, V, 2, true>, \
+	      att_split<K, V, 4, true>, att_split<K, V, 8, true> } } },
 	KV_TYPES(ATT_ENTRY)
 #undef ATT_ENTRY
 };
@@ -745,6 +749,19 @@ static uint32_t k_att_walk(void)
 				     ATT_WALK_CHUNKS;
 }
 
+/*
+ * Whether a launch may have a row that one block walks chunk by chunk
+ * (att_split's fold): only past the default LLMFS_CUDA_ATT_EXACT, so the
+ * kernel a default launch takes is built without the fold's registers
+ * (with both in one kernel, 13 of its 24 instantiations spilled, up to
+ * 384 bytes).
+ */
+static bool att_split_folds(const att_args &a)
+{
+	return a.exact_below > ATT_CPU_CHUNK &&
+	       (a.chunk > ATT_CPU_CHUNK || a.walk == ATT_WALK_ROW);
+}
+
 bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
 {
 	att_args a = args;
@@ -762,12 +779,14 @@ bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
 			continue;
 		if (!rows)
 			return true;
+		const att_kernel kernel = e.att[att_split_folds(a)][k];
+
 		if (shmem > (48u << 10))
 			cudaFuncSetAttribute(
-				e.att[k],
+				kernel,
 				cudaFuncAttributeMaxDynamicSharedMemorySize,
 				(int)shmem);
-		cuda_launch_pdl(e.att[k],
+		cuda_launch_pdl(kernel,
 				dim3(rows, a.kv.n_head_kv, a.n_chunks),
 				dim3(32 * ATT_WARPS), shmem, s, a);
 		if (a.xq && a.act == T_Q8_K)
