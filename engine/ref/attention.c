@@ -10,7 +10,7 @@
  * over more than REF_ATT_CHUNK positions is walked in chunks of that
  * many, each from a fresh state, and their partials merged in order as
  * ggml_flash_attn_ext_reduce_partials merges llama.cpp's: the CPU
- * backend's fixed order (engine/cpu/attention.h, ATT_CHUNK), whatever
+ * backend's fixed order (its attention.h, ATT_CHUNK), whatever
  * its thread count.
  */
 #include <math.h>
