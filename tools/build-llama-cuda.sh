@@ -20,8 +20,15 @@
 # bundle, cmake, nvcc or xz.
 #
 #   tools/build-llama-cuda.sh [ARCH]     -> prints .../llama-bench.xz
+#   tools/build-llama-cuda.sh --cached [ARCH]: the same, but only where
+#       it is built already: exit 77 otherwise, building nothing (a
+#       fresh machine has no cache; its build takes longer than a
+#       session's helpers can wait: gpu-carry.sh --llama then carries
+#       without it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cached=0
+[ "${1:-}" = --cached ] && cached=1 && shift
 ARCH=${1:-90}
 REF=${LLAMA_REF_DIR:-$PWD/ref}
 BUNDLE=$REF/node_modules/node-llama-cpp/llama/gitRelease.bundle
@@ -37,6 +44,10 @@ commit=$(git bundle list-heads "$BUNDLE" | awk 'NR == 1 {print $1}')
 [ -n "$commit" ] || { echo "cannot read $BUNDLE" >&2; exit 77; }
 dir=$CACHE/llama.cpp-$commit-cuda-sm$ARCH
 out=$dir/llama-bench.xz
+if [ $cached = 1 ] && [ ! -s "$out" ]; then
+	echo "not built yet: $out (tools/build-llama-cuda.sh $ARCH builds it)" >&2
+	exit 77
+fi
 mkdir -p "$CACHE"
 exec 9>"$dir.lock"
 flock 9

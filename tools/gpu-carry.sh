@@ -75,14 +75,20 @@ done
 strip --strip-debug "$CARRY"/bin/* "$CARRY"/lib/*
 tar -C "$CARRY" -cf - bin lib | xz -6 -T2 >"$CARRY/programs.tar.xz"
 rm -rf "$CARRY/bin" "$CARRY/lib"
-if [ $llama = 1 ]; then
-	lb=$(tools/build-llama-cuda.sh 90) || {
-		echo "no llama-bench (tools/build-llama-cuda.sh failed)" >&2
-		exit 1
-	}
+# llama-bench only where built already: its build takes hours of this
+# machine's two busy cores (gpu.md), and every session starts without it
+lb=
+if [ $llama = 1 ] && ! lb=$(tools/build-llama-cuda.sh --cached 90); then
+	echo "carrying no llama-bench (call 2 runs without llama.cpp's figures):" \
+		"build it first, hours on 2 cores: tools/build-llama-cuda.sh 90" >&2
+	lb=
+fi
+if [ -n "$lb" ]; then
 	cp "$lb" "$CARRY/llama-bench.xz"
-	# the vocabulary the bench's models take: the 152k Qwen2 model only
-	tar -C "$SHARED" -cf - models/tiny-qwen2-bpe152k-legacyq.gguf |
+	# the vocabulary the bench's models take (the 152k Qwen2 model), and
+	# the K-quant model with the golden files (the mmq part's prompts)
+	tar -C "$SHARED" -cf - models/tiny-qwen2-bpe152k-legacyq.gguf \
+		models/tiny-llama-spm32k-kquant.gguf golden |
 		xz -9 -T2 >"$CARRY/shared.tar.xz"
 else
 	tar -C "$SHARED" -cf - models golden | xz -9 -T2 >"$CARRY/shared.tar.xz"
@@ -98,8 +104,14 @@ for d in "${to[@]}"; do
 		echo "warning: $d/.gpu-carry is not git-ignored there" >&2
 done
 size=$(du -sb "$CARRY" | cut -f1)
-tree=$(git -C "$ROOT" ls-files -z | xargs -0 du -cb 2>/dev/null | tail -n 1 | cut -f1)
-echo "$CARRY: $((size / 1048576)) MiB, the tracked tree $((tree / 1048576)) MiB (64 MiB in all)"
+# what travels beside it: tracked files and untracked ones not ignored
+tree=$(git -C "$ROOT" ls-files -z -co --exclude-standard |
+	du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1)
+echo "$CARRY: $((size / 1048576)) MiB, the tree $((tree / 1048576)) MiB (64 MiB in all)"
 [ $((size + tree)) -lt $((64 * 1048576)) ] ||
 	{ echo "too large for one device call" >&2; exit 1; }
-echo "device call: run(command=\"bash .gpu-carry/gpu-check.sh\", carry=[\".gpu-carry\"], timeout_s=330)"
+# the call: the default parts, or with llama-bench the bench beside
+# llama.cpp's and the int8 prefill against it (Documentation/gpu.md)
+parts=
+[ -n "$lb" ] && parts='GPU_CHECK_PARTS=\"bench mmq\" '
+echo "device call: run(command=\"${parts}bash .gpu-carry/gpu-check.sh\", carry=[\".gpu-carry\"], timeout_s=330)"
