@@ -128,6 +128,10 @@
 #
 # GPU_CHECK_PARTS="tests gpu0 ..." picks the parts (default: tests gpu0
 # models sanitizer bench gpu0bench mmv); GPU_CHECK_SECONDS the budget (250).
+# A dry run elsewhere (tools/gpu-dry-run.sh: the simulator, tiny models)
+# sets GPU_CHECK_PART_MODELS (the models of attention, mmv, mmq and
+# profile), GPU_CHECK_VOCAB (the bench models' vocabulary, a file of
+# the carried models) and GPU_CHECK_PROMPTS (test_cuda_model's, 8).
 # A call of its own for the batch part:
 #   GPU_CHECK_PARTS="batch" GPU_CHECK_SECONDS=250
 #
@@ -319,7 +323,7 @@ if ! part models; then
 elif ! fits 30; then
 	row models skip "no time left"
 elif [ -d "$SHARED/golden" ]; then
-	LLMFS_CUDA_PROMPTS=8 limited 150 "$OUT/models.log" "$BIN/test_cuda_model"
+	LLMFS_CUDA_PROMPTS=${GPU_CHECK_PROMPTS:-8} limited 150 "$OUT/models.log" "$BIN/test_cuda_model"
 	result models $? "$(checks "$OUT/models.log")"
 	while read -r l; do
 		row "" "" "$l"
@@ -352,7 +356,7 @@ else
 	row sanitizer skip "compute-sanitizer not on this image"
 fi
 
-vocab=$SHARED/models/tiny-qwen2-bpe152k-legacyq.gguf
+vocab=$SHARED/models/${GPU_CHECK_VOCAB:-tiny-qwen2-bpe152k-legacyq.gguf}
 declare -A shape=(
 	[8b-q4_k_m]="--arch qwen3 --embd 4096 --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --ff 12288 --type q4_k_m"
 	[8b-q8_0]="--arch qwen3 --embd 4096 --layers 36 --heads 32 --kv-heads 8 --head-dim 128 --ff 12288 --type q8_0"
@@ -666,7 +670,7 @@ variant() { # model, name, env...
 }
 # not by default (GPU_CHECK_PARTS=attention): about 20 s a variant
 if part attention && [ -f "$vocab" ]; then
-	for m in 0.6b-q4_k_m 8b-q4_k_m; do
+	for m in ${GPU_CHECK_PART_MODELS:-0.6b-q4_k_m 8b-q4_k_m}; do
 		fits 100 && write_model "$m" || continue
 		variant "$m" walk
 		fits 40 && variant "$m" chunks LLMFS_CUDA_ATT_EXACT=1000000
@@ -701,7 +705,7 @@ steps() { # json, G
 		"$(ratio "$(fig "$1" tg$2x16_step_ms)" "$(fig "$1" tg$2x1_step_ms)")"
 }
 if part mmv && [ -f "$vocab" ]; then
-	for m in 8b-q4_k_m 0.6b-q4_k_m; do
+	for m in ${GPU_CHECK_PART_MODELS:-8b-q4_k_m 0.6b-q4_k_m}; do
 		fits 50 && write_model "$m" || continue
 		mmv_variant "$m" cpu-order LLMFS_CUDA_MMV=cpu
 		fits 25 && mmv_variant "$m" walk LLMFS_CUDA_MMV=walk
@@ -813,7 +817,7 @@ if part mmq; then
 	LLMFS_CUDA_MODELS=kquant limited 90 "$OUT/tests.log" \
 		"$BIN/test_cuda_model"
 	result mmq-model $? "$(grep -E 'int8 tensor cores' "$OUT/tests.log" | tail -n 1 | sed 's/^gpu *//' | cut -c1-90)"
-	for m in 0.6b-q4_k_m 8b-q4_k_m 8b-q8_0; do
+	for m in ${GPU_CHECK_PART_MODELS:-0.6b-q4_k_m 8b-q4_k_m 8b-q8_0}; do
 		[ -f "$vocab" ] || break
 		if [ $m = 8b-q8_0 ] && [ ! -s "$WORK/$m.gguf" ]; then
 			fits 150 && write_model "$m" || continue
@@ -834,7 +838,8 @@ find_tool() { # name: on PATH, or where the toolkits put it
 		/usr/local/cuda/nsight-*/"$1" 2>/dev/null | head -n 1
 }
 profile() {
-	local m=0.6b-q4_k_m p=$OUT/profile.log nsys ncu rc
+	local m=${GPU_CHECK_PART_MODELS:-0.6b-q4_k_m} p=$OUT/profile.log nsys ncu rc
+	m=${m%% *}
 	# 16 decode steps (-n 16) after a 16-token prompt, warm-up and one
 	# repetition: 32 steps in all, every kernel of a step in the sums
 	local run=("$BIN/llmfs-cuda-bench" -m "$WORK/$m.gguf" -p 16 -n 16 -d 0 -s 0 -r 1)
