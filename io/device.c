@@ -197,7 +197,7 @@ static int device_product_type(struct io_device *d, const char *type,
 			err, EINVAL,
 			"--devices: %s: no weight type '%.20s' (product.q4_K=, product.q8_0=, product.f16=, ...)",
 			d->name, type);
-	if (device_number(val, 1000, &v) < 0 || v < 1e6)
+	if (device_number(val, 1000, &v) < 0 || v < IO_DEVICE_RATE_MIN)
 		return err_set(err, EINVAL,
 			       "--devices: bad product.%s value '%.30s' for %s",
 			       type, val, d->name);
@@ -242,7 +242,7 @@ static int device_key(struct io_device *d, const char *key, const char *val,
 	if (strcmp(key, "bw") == 0 ||
 	    ((strcmp(key, "pcie") == 0 || strcmp(key, "product") == 0) &&
 	     gpu)) {
-		if (device_number(val, 1000, &v) < 0 || v < 1e6)
+		if (device_number(val, 1000, &v) < 0 || v < IO_DEVICE_RATE_MIN)
 			goto bad;
 		if (key[0] == 'b') {
 			d->mem_bw = v;

@@ -532,6 +532,14 @@ int io_stage_file(const char *path, const struct io_stage_range *ranges,
 /* ---- devices ----------------------------------------------------------- */
 
 /*
+ * The least rate (bytes/s) a description gives (bw=, pcie=, product=):
+ * below it a value is taken for a slip of the unit (product=900 meant
+ * 900G). A rate measured under it (the module's simulator measures kB/s
+ * products) is no description's: llmfs-gpus leaves it out of its text.
+ */
+#define IO_DEVICE_RATE_MIN 1e6
+
+/*
  * What the machine has to hold and compute weights: "cpu" (all host memory,
  * the kernel's first touch), one "numaN" per NUMA node, and "gpuN". Host
  * devices are read from the machine; GPUs are found by the CUDA module's

@@ -70,10 +70,11 @@ int main(void)
 		       (unsigned long long)d->total_bytes,
 		       (unsigned long long)d->free_bytes, d->mem_bw, d->link_bw,
 		       d->cc_major, d->cc_minor, d->model);
-		if (d->product_bw > 0)
+		/* a simulator's kB/s: left out, as llmfs would refuse them */
+		if (d->product_bw >= IO_DEVICE_RATE_MIN)
 			printf(",product=%.0f", d->product_bw);
 		for (uint32_t t = 0; t < IO_TYPE_COUNT; t++)
-			if (d->product_type[t].bw > 0)
+			if (d->product_type[t].bw >= IO_DEVICE_RATE_MIN)
 				printf(",product.%s=%.0f",
 				       io_type_info(t)->name,
 				       d->product_type[t].bw);
