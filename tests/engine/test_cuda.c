@@ -72,6 +72,33 @@ static void rand_floats(float *x, size_t n, float scale)
 		       ((float)(rng_next() >> 40) / (float)(1 << 23) - 1.0f);
 }
 
+/*
+ * Environment variable name set to value (NULL: unset) for a test that
+ * asks the module for another path; returns what it was (a copy, or
+ * NULL) for env_restore: with CK_FORK=no the tests share one process.
+ */
+static char *env_swap(const char *name, const char *value)
+{
+	const char *was = getenv(name);
+	char *copy = was ? strdup(was) : NULL;
+
+	if (value)
+		setenv(name, value, 1);
+	else
+		unsetenv(name);
+	return copy;
+}
+
+/* name back to was (env_swap's answer), which it frees */
+static void env_restore(const char *name, char *was)
+{
+	if (was)
+		setenv(name, was, 1);
+	else
+		unsetenv(name);
+	free(was);
+}
+
 static void *dev_alloc(size_t n)
 {
 	struct err err = { 0 };
@@ -618,9 +645,8 @@ START_TEST(test_matmul_quant_bits)
 	static const int64_t blocks[] = { 1, 2, 3, 8, 37 };
 	static const uint32_t cols[] = { 1, 2, 3, 8 };
 	static const char *const kernels[] = { "warp", "walk" };
-	char *was = getenv("LLMFS_CUDA_MMV");
+	char *was = env_swap("LLMFS_CUDA_MMV", kernels[0]);
 
-	was = was ? strdup(was) : NULL;
 	for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
 		setenv("LLMFS_CUDA_MMV", kernels[k], 1);
 		for (size_t n = 0; n < sizeof(blocks) / sizeof(blocks[0]); n++)
@@ -634,11 +660,7 @@ START_TEST(test_matmul_quant_bits)
 							  cols[c], true);
 			}
 	}
-	if (was)
-		setenv("LLMFS_CUDA_MMV", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_MMV");
-	free(was);
+	env_restore("LLMFS_CUDA_MMV", was);
 }
 END_TEST
 
@@ -1219,18 +1241,13 @@ static void attention_q8_0(void)
 
 START_TEST(test_attention_f16)
 {
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was;
 
 	attention_f16();
 	/* BF16 has no CPU-order path: its bits are not the CPU's */
-	was = was ? strdup(was) : NULL;
-	setenv("LLMFS_CUDA_ATT_EXACT", "0", 1);
+	was = env_swap("LLMFS_CUDA_ATT_EXACT", "0");
 	check_attention(IO_TYPE_BF16, IO_TYPE_BF16, 128, 2, 4, 2e-2);
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 }
 END_TEST
 
@@ -1358,7 +1375,7 @@ START_TEST(test_attention_expf)
 	const uint32_t hd = 64;
 	const int32_t pos = 1;
 	float k[2 * 64] = { 0 }, v[2 * 64], q[64] = { 1.0f };
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was;
 
 	/* this libm is glibc's, FMA variant: what the module's expf follows */
 	ck_assert_msg(
@@ -1371,17 +1388,12 @@ START_TEST(test_attention_expf)
 		v[hd + d] = 1.0f;
 	}
 	/* the CPU's order whatever the environment asks */
-	was = was ? strdup(was) : NULL;
-	setenv("LLMFS_CUDA_ATT_EXACT", "256", 1);
+	was = env_swap("LLMFS_CUDA_ATT_EXACT", "256");
 	check_attention_bits(IO_TYPE_F16, IO_TYPE_F16, hd, 1, 1, 2, k, v, q,
 			     &pos, 1, 0);
 	check_attention_bits(IO_TYPE_F32, IO_TYPE_F32, hd, 1, 1, 2, k, v, q,
 			     &pos, 1, 0);
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 }
 END_TEST
 
@@ -1409,7 +1421,7 @@ START_TEST(test_attention_depth_bits)
 	float *k = malloc(nk * n * 4), *v = malloc(nk * n * 4);
 	float *q = malloc(nq * MANY * 4);
 	int32_t many[MANY];
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was;
 
 	rand_floats(k, nk * n, 2.0f);
 	rand_floats(v, nk * n, 2.0f);
@@ -1417,9 +1429,8 @@ START_TEST(test_attention_depth_bits)
 	for (uint32_t i = 0; i < MANY; i++)
 		many[i] = i < 4 ? 255 + (int32_t)i :
 				  256 + (int32_t)(i * 2654435761u % 800);
-	was = was ? strdup(was) : NULL;
 	/* the default: rows below 256 in the CPU's order */
-	unsetenv("LLMFS_CUDA_ATT_EXACT");
+	was = env_swap("LLMFS_CUDA_ATT_EXACT", NULL);
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 		check_attention_bits(types[t][0], types[t][1], hd, n_head_kv,
 				     group, 256, k, v, q, pos, 3, 0);
@@ -1431,11 +1442,7 @@ START_TEST(test_attention_depth_bits)
 			     k, v, q, many, MANY, 16384);
 	check_attention_bits(IO_TYPE_Q8_0, IO_TYPE_F16, hd, n_head_kv, group, n,
 			     k, v, q, many, MANY, 16384);
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 	free(k);
 	free(v);
 	free(q);
@@ -1445,31 +1452,19 @@ END_TEST
 /* the module reads LLMFS_CUDA_ATT_EXACT at each call */
 START_TEST(test_attention_f16_order)
 {
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was = env_swap("LLMFS_CUDA_ATT_EXACT", "256");
 
-	was = was ? strdup(was) : NULL;
-	setenv("LLMFS_CUDA_ATT_EXACT", "256", 1);
 	attention_f16();
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 }
 END_TEST
 
 START_TEST(test_attention_q8_0_order)
 {
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was = env_swap("LLMFS_CUDA_ATT_EXACT", "256");
 
-	was = was ? strdup(was) : NULL;
-	setenv("LLMFS_CUDA_ATT_EXACT", "256", 1);
 	attention_q8_0();
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 }
 END_TEST
 
