@@ -34,6 +34,7 @@
 #include "../../engine/cpu/ops.h"
 #include "../../engine/quant/quant.h"
 #include "../common/check_main.h"
+#include "cuda_setup.h"
 
 /* relative to the largest |y|: integer sums exact, floats reordered */
 #define MMV_REL 2e-5
@@ -1584,66 +1585,13 @@ END_TEST
 
 /* ---- setup --------------------------------------------------------------- */
 
-/*
- * Whether a device opens, asked in a child process: a process that
- * touched CUDA cannot fork children that use it, and Check forks every
- * test, so the parent only loads the module.
- */
-static int cuda_device_check(char *why, size_t cap)
-{
-	int fd[2], status = 0;
-	ssize_t n;
-	pid_t pid;
-
-	if (pipe(fd))
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		struct err err = { 0 };
-		struct cuda_dev *d = NULL;
-		int rc = api->open(&d, 0, &err);
-
-		if (rc == 0)
-			api->close(d);
-		else if (write(fd[1], err.msg, strlen(err.msg)) < 0)
-			_exit(2);
-		_exit(rc == 0 ? 0 : 1);
-	}
-	close(fd[1]);
-	n = read(fd[0], why, cap - 1);
-	why[n > 0 ? n : 0] = '\0';
-	close(fd[0]);
-	if (pid < 0 || waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static int cuda_setup(void)
 {
-	struct err err = { 0 };
 	const char *s = getenv("LLMFS_TEST_SEED");
-	char path[4096], why[512];
-	int rc;
+	int rc = cuda_setup_module(&api);
 
-	if (!getenv("LLMFS_CUDA_MODULE")) {
-		snprintf(path, sizeof(path), "%s/lib/llmfs-cuda-sim.so",
-			 getenv("BUILD") ? getenv("BUILD") : "build");
-		setenv("LLMFS_CUDA_MODULE", path, 1);
-	}
-	api = engine_cuda_api(&err);
-	if (!api) {
-		printf("skip: %s\n", err.msg);
-		return CHECK_SKIP;
-	}
-	rc = cuda_device_check(why, sizeof(why));
-	if (rc == 1) {
-		printf("skip: %s (module %s)\n", why, api->how);
-		return CHECK_SKIP;
-	}
-	if (rc) {
-		printf("the device check failed (%d): %s\n", rc, why);
-		return 1;
-	}
+	if (rc)
+		return rc;
 	seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
 	printf("module %s (%s), seed %llu\n", engine_cuda_module_path(),
 	       api->how, (unsigned long long)seed);

@@ -40,6 +40,7 @@
 #include "../../engine/cuda/loader.h"
 #include "../../engine/model.h"
 #include "../common/check_main.h"
+#include "cuda_setup.h"
 
 #define STEPS 48
 /* the int8 tensor cores' prefill against cuBLAS's */
@@ -642,61 +643,16 @@ END_TEST
 
 /* ---- setup --------------------------------------------------------------- */
 
-static int device_opens(char *why, size_t cap)
-{
-	int fd[2], status = 0;
-	ssize_t n;
-	pid_t pid;
-
-	if (pipe(fd))
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		struct err err = { 0 };
-		struct cuda_dev *d = NULL;
-		int rc = api->open(&d, 0, &err);
-
-		if (rc == 0)
-			api->close(d);
-		else if (write(fd[1], err.msg, strlen(err.msg)) < 0)
-			_exit(2);
-		_exit(rc == 0 ? 0 : 1);
-	}
-	close(fd[1]);
-	n = read(fd[0], why, cap - 1);
-	why[n > 0 ? n : 0] = '\0';
-	close(fd[0]);
-	if (pid < 0 || waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static int model_setup(void)
 {
-	struct err err = { 0 };
-	char path[4096], why[512];
+	char path[4096];
 	const char *np = getenv("LLMFS_CUDA_PROMPTS");
 	DIR *d;
 	struct dirent *e;
-	int rc;
+	int rc = cuda_setup_module(&api);
 
-	if (!getenv("LLMFS_CUDA_MODULE")) {
-		snprintf(path, sizeof(path), "%s/lib/llmfs-cuda-sim.so",
-			 getenv("BUILD") ? getenv("BUILD") : "build");
-		setenv("LLMFS_CUDA_MODULE", path, 1);
-	}
-	api = engine_cuda_api(&err);
-	if (!api) {
-		printf("skip: %s\n", err.msg);
-		return CHECK_SKIP;
-	}
-	rc = device_opens(why, sizeof(why));
-	if (rc == 1) {
-		printf("skip: %s (module %s)\n", why, api->how);
-		return CHECK_SKIP;
-	}
 	if (rc)
-		return 1;
+		return rc;
 	simulated = strstr(api->how, "simulator") != NULL;
 	n_prompts_max = np ? atoi(np) : simulated ? 1 : 16;
 	if (getenv("LLMFS_CUDA_STEPS"))
