@@ -810,9 +810,26 @@ template <> struct wf<T_F32> {
 	}
 };
 
-template <> struct wf<T_F16> {
+/*
+ * F16 and BF16: 16-bit elements; the tail's float products added in
+ * double to the folded sum
+ */
+struct wf_half {
 	typedef uint16_t elem;
 	typedef double sum_t;
+	static __device__ __forceinline__ sum_t tail_add(sum_t s, float w,
+							 float x, int64_t i,
+							 int64_t np, int64_t n)
+	{
+		return s + (double)__fmul_rn(w, x);
+	}
+	static __device__ __forceinline__ float end(sum_t s)
+	{
+		return (float)s;
+	}
+};
+
+template <> struct wf<T_F16> : wf_half {
 	enum { ALIGN = 8, ACC = 4 };
 	static __device__ __forceinline__ float get(const elem *w, int64_t i)
 	{
@@ -847,16 +864,6 @@ template <> struct wf<T_F16> {
 	{
 		return (double)wf<T_F32>::fold(acc);
 	}
-	static __device__ __forceinline__ sum_t tail_add(sum_t s, float w,
-							 float x, int64_t i,
-							 int64_t np, int64_t n)
-	{
-		return s + (double)__fmul_rn(w, x);
-	}
-	static __device__ __forceinline__ float end(sum_t s)
-	{
-		return (float)s;
-	}
 };
 
 /*
@@ -865,9 +872,7 @@ template <> struct wf<T_F16> {
  * 2g + 1), the odd element first, each product exact; each 16 folded at
  * distances 8, 4, 2, 1 and added in double with the tail.
  */
-template <> struct wf<T_BF16> {
-	typedef uint16_t elem;
-	typedef double sum_t;
+template <> struct wf<T_BF16> : wf_half {
 	enum { ALIGN = 8, ACC = 2 };
 	static __device__ __forceinline__ float get(const elem *w, int64_t i)
 	{
@@ -913,16 +918,6 @@ template <> struct wf<T_BF16> {
 		s += (double)f0;
 		s += (double)f1;
 		return s;
-	}
-	static __device__ __forceinline__ sum_t tail_add(sum_t s, float w,
-							 float x, int64_t i,
-							 int64_t np, int64_t n)
-	{
-		return s + (double)__fmul_rn(w, x);
-	}
-	static __device__ __forceinline__ float end(sum_t s)
-	{
-		return (float)s;
 	}
 };
 
