@@ -91,6 +91,26 @@ __device__ __forceinline__ void att_v_sum(const cuda_kv_args &kv, int32_t seq,
 }
 
 /*
+ * The arithmetic of a merge step: sums under the maximum mo and a
+ * partial's under mc, both brought to their maximum mn; add(x, xc) is
+ * the merged sum of x and the partial's xc.
+ */
+struct att_rescale {
+	float mn, so, sn;
+
+	__device__ __forceinline__ att_rescale(float mo, float mc, bool libm)
+		: mn(fmaxf(mo, mc)),
+		  so(libm ? cuda_libm_expf(mo - mn) : expf(mo - mn)),
+		  sn(libm ? cuda_libm_expf(mc - mn) : expf(mc - mn))
+	{
+	}
+	__device__ __forceinline__ float add(float x, float xc) const
+	{
+		return fmaf(x, so, __fmul_rn(xc, sn));
+	}
+};
+
+/*
  * One step of the merge of partials (M, S, unnormalized sums) in order,
  * as att_merge takes them: a partial with S 0 (no positions) is left
  * out; M = -inf at first, so the first partial comes in as it is.
@@ -103,16 +123,70 @@ __device__ __forceinline__ void att_merge_step(float &M, float &S, float &A,
 					       float mc, float sc, float ac,
 					       bool libm = false)
 {
-	float mn, so, sn;
-
 	if (sc == 0.0f)
 		return;
-	mn = fmaxf(M, mc);
-	so = libm ? cuda_libm_expf(M - mn) : expf(M - mn);
-	sn = libm ? cuda_libm_expf(mc - mn) : expf(mc - mn);
-	A = fmaf(A, so, __fmul_rn(ac, sn));
-	S = fmaf(S, so, __fmul_rn(sc, sn));
-	M = mn;
+	const att_rescale k(M, mc, libm);
+
+	A = k.add(A, ac);
+	S = k.add(S, sc);
+	M = k.mn;
+}
+
+/*
+ * The CPU's walk decided a lane a position (att_walk_cpu): x the lane's
+ * score, m the running maximum before the warp's 32 positions (theirs
+ * after). Where x raises the maximum, *ms gets the old sums' scale exp(mb
+ * - x) and *p 1; elsewhere *ms 1 and *p the position's weight exp(x -
+ * mb): the one exp the CPU takes there. Past the row's end, x is -inf:
+ * never a raise, weight 0.
+ */
+__device__ __forceinline__ void att_walk_weights(float x, float &m, int lane,
+						 bool fast_exp, float *ms,
+						 float *p)
+{
+	float mx = x, mb, e;
+
+	/* the maximum before each position: a prefix maximum, exact */
+	for (int o = 1; o < 32; o *= 2) {
+		const float t = __shfl_up_sync(0xffffffffu, mx, o);
+
+		if (lane >= o)
+			mx = fmaxf(mx, t);
+	}
+	mx = fmaxf(mx, m);
+	mb = __shfl_up_sync(0xffffffffu, mx, 1);
+	if (lane == 0)
+		mb = m;
+	e = x > mb ? mb - x : x - mb;
+	e = fast_exp ? expf(e) : cuda_libm_expf(e);
+	*ms = x > mb ? e : 1.0f;
+	*p = x > mb ? 1.0f : e;
+	m = __shfl_sync(0xffffffffu, mx, 31);
+}
+
+/*
+ * att_walk_cpu's partial slot: head g's maximum m[g] by the thread of
+ * its dimension 0, S (s) by thread g, with SUMS the thread's sums (acc)
+ */
+template <int CPT, bool SUMS>
+__device__ __forceinline__ void att_part_store(float *part, uint64_t h_stride,
+					       const int *g_of, const int *d_of,
+					       int G, const float *m,
+					       const float *acc, float s)
+{
+#pragma unroll
+	for (int c = 0; c < CPT; c++) {
+		const int g = g_of[c], d = d_of[c];
+
+		if (g >= G)
+			break;
+		if (d == 0)
+			part[g * h_stride] = m[g];
+		if (SUMS)
+			part[g * h_stride + 2 + d] = acc[c];
+	}
+	if ((int)threadIdx.x < G)
+		part[threadIdx.x * h_stride + 1] = s;
 }
 
 /*
@@ -206,28 +280,10 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 			if (g >= G)
 				break;
 			for (int w = 0; w < ATT_WARPS; w++) {
-				float *xp = p_s + g * SWEEP + 32 * w + lane;
-				const float x = *xp;
-				float mx = x, mb, e;
+				const int i = g * SWEEP + 32 * w + lane;
 
-				for (int o = 1; o < 32; o *= 2) {
-					const float t = __shfl_up_sync(
-						0xffffffffu, mx, o);
-
-					if (lane >= o)
-						mx = fmaxf(mx, t);
-				}
-				mx = fmaxf(mx, m[k]);
-				mb = __shfl_up_sync(0xffffffffu, mx, 1);
-				if (lane == 0)
-					mb = m[k];
-				/* past k1, x is -inf: never a raise, weight 0 */
-				e = x > mb ? mb - x : x - mb;
-				e = a.fast_exp ? expf(e) : cuda_libm_expf(e);
-				ms_s[g * SWEEP + 32 * w + lane] = x > mb ? e :
-									   1.0f;
-				*xp = x > mb ? 1.0f : e;
-				m[k] = __shfl_sync(0xffffffffu, mx, 31);
+				att_walk_weights(p_s[i], m[k], lane, a.fast_exp,
+						 ms_s + i, p_s + i);
 			}
 			if (lane == 0)
 				m_s[g] = m[k];
@@ -283,18 +339,8 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 		__syncthreads();
 	}
 	if (!fold) {
-#pragma unroll
-		for (int c = 0; c < CPT; c++) {
-			const int g = g_of[c], d = d_of[c];
-
-			if (g >= G)
-				break;
-			if (d == 0)
-				part[g * h_stride] = m_s[g];
-			part[g * h_stride + 2 + d] = acc[c];
-		}
-		if ((int)threadIdx.x < G)
-			part[threadIdx.x * h_stride + 1] = s;
+		att_part_store<CPT, true>(part, h_stride, g_of, d_of, G, m_s,
+					  acc, s);
 		return;
 	}
 	/*
@@ -302,30 +348,26 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 	 * reads back only the sums it wrote
 	 */
 	const bool first = k0 == c0;
-	float mn;
+	float mn = 0.0f;
 #pragma unroll
 	for (int c = 0; c < CPT; c++) {
 		const int g = g_of[c], d = d_of[c];
 
 		if (g >= G)
 			break;
-		const float mo = first ? -INFINITY : m_s[ATT_MAX_G + g];
-		const float mc = m_s[g];
+		const att_rescale k(first ? -INFINITY : m_s[ATT_MAX_G + g],
+				    m_s[g], true);
 		float *pa = part + g * h_stride + 2 + d;
 
-		mn = fmaxf(mo, mc);
-		*pa = fmaf(first ? 0.0f : *pa, cuda_libm_expf(mo - mn),
-			   __fmul_rn(acc[c], cuda_libm_expf(mc - mn)));
+		*pa = k.add(first ? 0.0f : *pa, acc[c]);
 	}
-	mn = 0.0f;
 	if ((int)threadIdx.x < G) {
-		const float mo = first ? -INFINITY :
-					 m_s[ATT_MAX_G + threadIdx.x];
-		const float mc = m_s[threadIdx.x];
+		const att_rescale k(first ? -INFINITY :
+					    m_s[ATT_MAX_G + threadIdx.x],
+				    m_s[threadIdx.x], true);
 
-		mn = fmaxf(mo, mc);
-		s_all = fmaf(s_all, cuda_libm_expf(mo - mn),
-			     __fmul_rn(s, cuda_libm_expf(mc - mn)));
+		s_all = k.add(s_all, s);
+		mn = k.mn;
 	}
 	__syncthreads();
 	if ((int)threadIdx.x < G)
@@ -334,17 +376,8 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 	if (!fold)
 		return;
 	__syncthreads();
-#pragma unroll
-	for (int c = 0; c < CPT; c++) {
-		const int g = g_of[c], d = d_of[c];
-
-		if (g >= G)
-			break;
-		if (d == 0)
-			part[g * h_stride] = m_s[ATT_MAX_G + g];
-	}
-	if ((int)threadIdx.x < G)
-		part[threadIdx.x * h_stride + 1] = s_all;
+	att_part_store<CPT, false>(part, h_stride, g_of, d_of, G,
+				   m_s + ATT_MAX_G, acc, s_all);
 }
 
 /*
@@ -446,26 +479,9 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 		for (int g = 0; g < ATT_MAX_G; g++) {
 			if (g >= G)
 				break;
-			const float x = sc[g];
-			float mx = x, mb, e;
-
-			for (int o = 1; o < 32; o *= 2) {
-				const float t = __shfl_up_sync(0xffffffffu, mx,
-							       o);
-
-				if (lane >= o)
-					mx = fmaxf(mx, t);
-			}
-			mx = fmaxf(mx, m[g]);
-			mb = __shfl_up_sync(0xffffffffu, mx, 1);
-			if (lane == 0)
-				mb = m[g];
-			/* past c1, x is -inf: never a raise, weight 0 */
-			e = x > mb ? mb - x : x - mb;
-			e = a.fast_exp ? expf(e) : cuda_libm_expf(e);
-			pms[g * 32 + lane] = x > mb ? e : 1.0f;
-			pw[g * 32 + lane] = x > mb ? 1.0f : e;
-			m[g] = __shfl_sync(0xffffffffu, mx, 31);
+			att_walk_weights(sc[g], m[g], lane, a.fast_exp,
+					 pms + g * 32 + lane,
+					 pw + g * 32 + lane);
 		}
 		__syncwarp();
 		att_v_sum<VT, DPL>(

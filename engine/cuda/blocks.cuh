@@ -23,6 +23,8 @@
 #ifndef LLMFS_ENGINE_CUDA_BLOCKS_CUH
 #define LLMFS_ENGINE_CUDA_BLOCKS_CUH
 
+#include <type_traits>
+
 #include "common.cuh"
 
 #define QK_K 256
@@ -469,10 +471,12 @@ template <> struct wq<T_Q3_K> {
 /*
  * Q4_K and Q5_K: 8 lanes a block; lane l reads 16 bytes of qs at
  * 32 (l / 2) + 16 (l % 2): its low nibbles are 16 elements of sub-block
- * 2 (l / 2), its high nibbles 16 of sub-block 2 (l / 2) + 1.
+ * 2 (l / 2), its high nibbles 16 of sub-block 2 (l / 2) + 1. Q5_K's
+ * fifth bits, bit s of qh[16 (l % 2) ..] for sub-block s, join them as
+ * bit 4: the rest is the same.
  */
-template <> struct wq<T_Q4_K> {
-	typedef blk_q4_K block;
+template <bool FIVE> struct wq_q45_K {
+	typedef typename std::conditional<FIVE, blk_q5_K, blk_q4_K>::type block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, LPB = 8 };
 	/* lo, hi: sub-blocks 2 (l / 2) and 2 (l / 2) + 1, their scales, mins */
@@ -491,6 +495,14 @@ template <> struct wq<T_Q4_K> {
 
 			u.lo[i] = v & 0x0f0f0f0f;
 			u.hi[i] = (v >> 4) & 0x0f0f0f0f;
+			if constexpr (FIVE) {
+				int qh = cuda_load_int_b4(w->qh + 16 * h +
+							  4 * i);
+
+				u.lo[i] |= ((qh >> (2 * j)) & 0x01010101) << 4;
+				u.hi[i] |= ((qh >> (2 * j + 1)) & 0x01010101)
+					   << 4;
+			}
 		}
 		scale_min_k4(2 * j, w->scales, &u.sc0, &u.m0);
 		scale_min_k4(2 * j + 1, w->scales, &u.sc1, &u.m1);
@@ -527,78 +539,20 @@ template <> struct wq<T_Q4_K> {
 		scale_min_k4(sub, w->scales, &sc, &m);
 		const float d = cuda_h2f(w->d) * (float)sc;
 		const float mn = cuda_h2f(w->dmin) * (float)m;
-		for (int i = 0; i < 16; i++)
-			y[i] = d * (float)(sub % 2 ? q[i] >> 4 : q[i] & 0xF) -
-			       mn;
-	}
-};
-
-template <> struct wq<T_Q5_K> {
-	typedef blk_q5_K block;
-	typedef blk_q8_K act;
-	enum { QK = QK_K, LPB = 8 };
-	/* lo, hi: sub-blocks 2 (l / 2) and 2 (l / 2) + 1, their scales, mins */
-	struct bits {
-		int lo[4], hi[4], sc0, m0, sc1, m1;
-		float d, dmin;
-	};
-	static __device__ __forceinline__ bits unpack(const block *w, int l)
-	{
-		const int j = l / 2, h = l % 2;
-		bits u;
-
-		for (int i = 0; i < 4; i++) {
-			int v = cuda_load_int_b4(w->qs + 32 * j + 16 * h +
-						 4 * i);
-			int qh = cuda_load_int_b4(w->qh + 16 * h + 4 * i);
-
-			u.lo[i] = (v & 0x0f0f0f0f) |
-				  (((qh >> (2 * j)) & 0x01010101) << 4);
-			u.hi[i] = ((v >> 4) & 0x0f0f0f0f) |
-				  (((qh >> (2 * j + 1)) & 0x01010101) << 4);
-		}
-		scale_min_k4(2 * j, w->scales, &u.sc0, &u.m0);
-		scale_min_k4(2 * j + 1, w->scales, &u.sc1, &u.m1);
-		u.d = cuda_h2f(w->d);
-		u.dmin = cuda_h2f(w->dmin);
-		return u;
-	}
-	static __device__ __forceinline__ float dot(const bits &u,
-						    const act *a, int l)
-	{
-		const int e = 64 * (l / 2) + 16 * (l % 2); /* first low element */
-		int s0 = 0, s1 = 0;
-
-		for (int i = 0; i < 4; i++) {
-			s0 = cuda_dp4a(u.lo[i],
-				       cuda_load_int_b4(a->qs + e + 4 * i), s0);
-			s1 = cuda_dp4a(u.hi[i],
-				       cuda_load_int_b4(a->qs + e + 32 + 4 * i),
-				       s1);
-		}
-		return a->d *
-		       (u.d * (float)(u.sc0 * s0 + u.sc1 * s1) -
-			u.dmin * (float)(u.m0 * a->bsums[e / 16] +
-					 u.m1 * a->bsums[e / 16 + 2]));
-	}
-	static __device__ __forceinline__ void dequant(const block *w, int g,
-						       float *y)
-	{
-		const int sub = g / 2, j = sub / 2;
-		const uint8_t *q = w->qs + 32 * j + 16 * (g % 2);
-		const uint8_t *qh = w->qh + 16 * (g % 2);
-		int sc, m;
-
-		scale_min_k4(sub, w->scales, &sc, &m);
-		const float d = cuda_h2f(w->d) * (float)sc;
-		const float mn = cuda_h2f(w->dmin) * (float)m;
 		for (int i = 0; i < 16; i++) {
-			int v = (sub % 2 ? q[i] >> 4 : q[i] & 0xF) |
-				(((qh[i] >> sub) & 1) << 4);
+			int v = sub % 2 ? q[i] >> 4 : q[i] & 0xF;
 
+			if constexpr (FIVE)
+				v |= ((w->qh[16 * (g % 2) + i] >> sub) & 1)
+				     << 4;
 			y[i] = d * (float)v - mn;
 		}
 	}
+};
+
+template <> struct wq<T_Q4_K> : wq_q45_K<false> {
+};
+template <> struct wq<T_Q5_K> : wq_q45_K<true> {
 };
 
 /*
@@ -856,9 +810,26 @@ template <> struct wf<T_F32> {
 	}
 };
 
-template <> struct wf<T_F16> {
+/*
+ * F16 and BF16: 16-bit elements; the tail's float products added in
+ * double to the folded sum
+ */
+struct wf_half {
 	typedef uint16_t elem;
 	typedef double sum_t;
+	static __device__ __forceinline__ sum_t tail_add(sum_t s, float w,
+							 float x, int64_t i,
+							 int64_t np, int64_t n)
+	{
+		return s + (double)__fmul_rn(w, x);
+	}
+	static __device__ __forceinline__ float end(sum_t s)
+	{
+		return (float)s;
+	}
+};
+
+template <> struct wf<T_F16> : wf_half {
 	enum { ALIGN = 8, ACC = 4 };
 	static __device__ __forceinline__ float get(const elem *w, int64_t i)
 	{
@@ -893,16 +864,6 @@ template <> struct wf<T_F16> {
 	{
 		return (double)wf<T_F32>::fold(acc);
 	}
-	static __device__ __forceinline__ sum_t tail_add(sum_t s, float w,
-							 float x, int64_t i,
-							 int64_t np, int64_t n)
-	{
-		return s + (double)__fmul_rn(w, x);
-	}
-	static __device__ __forceinline__ float end(sum_t s)
-	{
-		return (float)s;
-	}
 };
 
 /*
@@ -911,9 +872,7 @@ template <> struct wf<T_F16> {
  * 2g + 1), the odd element first, each product exact; each 16 folded at
  * distances 8, 4, 2, 1 and added in double with the tail.
  */
-template <> struct wf<T_BF16> {
-	typedef uint16_t elem;
-	typedef double sum_t;
+template <> struct wf<T_BF16> : wf_half {
 	enum { ALIGN = 8, ACC = 2 };
 	static __device__ __forceinline__ float get(const elem *w, int64_t i)
 	{
@@ -959,16 +918,6 @@ template <> struct wf<T_BF16> {
 		s += (double)f0;
 		s += (double)f1;
 		return s;
-	}
-	static __device__ __forceinline__ sum_t tail_add(sum_t s, float w,
-							 float x, int64_t i,
-							 int64_t np, int64_t n)
-	{
-		return s + (double)__fmul_rn(w, x);
-	}
-	static __device__ __forceinline__ float end(sum_t s)
-	{
-		return (float)s;
 	}
 };
 

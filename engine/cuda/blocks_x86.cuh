@@ -265,17 +265,93 @@ template <> struct wx<T_Q8_0> : wx_legacy<T_Q8_0> {
  * words, the dp4a and the scale's multiply.
  */
 
+/* the lane's sum over its 8 chunks: scale times quants . activations */
+__device__ __forceinline__ int wx_chunks_dot(const int *q, const int *sc,
+					     const blk_q8_K *a, int l)
+{
+	int s = 0;
+
+	for (int c = 0; c < 8; c++)
+		s += sc[c] *
+		     cuda_dp4a(q[c], cuda_load_int_b4(a->qs + 32 * c + 4 * l),
+			       0);
+	return s;
+}
+
 /*
- * Q2_K: quants (qs[32 (c / 4) + t] >> 2 (c % 4)) & 3; mins first. part:
- * i[0] the lane's sum, i[1] its mins (repacked: the block's), f[0] da *
- * d, f[1] -da * dmin (repacked: dmin * da, subtracted at the end).
+ * The K-quants with mins (Q2_K, Q4_K, Q5_K): part i[0] the lane's sum,
+ * i[1] its mins, f[0] da * d, f[1] -da * dmin; repacked, i[0] and i[1]
+ * the block's (the 8 lanes' added), f[0] d * da, f[1] dmin * da (the
+ * mins' float subtracted at the end). APART: the mins into accm (Q4_K,
+ * Q5_K), else into acc before the sum (Q2_K, as the CPU adds them).
  */
-template <> struct wx<T_Q2_K> {
+template <bool APART> struct wx_mins {
+	typedef wx_part<2, 2> part;
+	template <bool REPACKED>
+	static __device__ __forceinline__ part gather(int s, int mins, float d,
+						      float dmin, float da)
+	{
+		part p;
+
+		if (REPACKED) {
+			p.i[0] = wx_sum8_int(s);
+			p.i[1] = wx_sum8_int(mins);
+			p.f[0] = __fmul_rn(d, da);
+			p.f[1] = __fmul_rn(dmin, da);
+			return p;
+		}
+		p.i[0] = s;
+		p.i[1] = mins;
+		p.f[0] = __fmul_rn(da, d);
+		p.f[1] = __fmul_rn(-da, dmin);
+		return p;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ void apply(const part &p, int,
+						     float &acc, float &accm)
+	{
+		if (REPACKED) {
+			acc = fmaf((float)p.i[0], p.f[0], acc);
+			accm = fmaf((float)p.i[1], p.f[1], accm);
+			return;
+		}
+		if (APART)
+			accm = fmaf(p.f[1], (float)p.i[1], accm);
+		else
+			acc = fmaf(p.f[1], (float)p.i[1], acc);
+		acc = fmaf(p.f[0], (float)p.i[0], acc);
+	}
+};
+
+/*
+ * The K-quants without mins (Q3_K, Q6_K): part i[0] the lane's sum, f[0]
+ * da * d; no repacked order.
+ */
+struct wx_plain {
+	static constexpr int END = WX_PLAIN;
+	typedef wx_part<1, 1> part;
+	static __device__ __forceinline__ part gather(int s, float d, float da)
+	{
+		part p;
+
+		p.i[0] = s;
+		p.f[0] = __fmul_rn(da, d);
+		return p;
+	}
+	template <bool REPACKED>
+	static __device__ __forceinline__ void apply(const part &p, int,
+						     float &acc, float &)
+	{
+		acc = fmaf(p.f[0], (float)p.i[0], acc);
+	}
+};
+
+/* Q2_K: quants (qs[32 (c / 4) + t] >> 2 (c % 4)) & 3; mins first */
+template <> struct wx<T_Q2_K> : wx_mins<false> {
 	typedef blk_q2_K block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, U = 2 };
 	static constexpr int END = WX_PLAIN;
-	typedef wx_part<2, 2> part;
 	struct bits {
 		int q[8], sc[8], m[2]; /* m: the mins of sub-blocks 2l, 2l + 1 */
 		float d, dmin;
@@ -303,53 +379,21 @@ template <> struct wx<T_Q2_K> {
 	{
 		const int mins = u.m[0] * a->bsums[2 * l] +
 				 u.m[1] * a->bsums[2 * l + 1];
-		int s = 0;
-		part p;
 
-		for (int c = 0; c < 8; c++)
-			s += u.sc[c] *
-			     cuda_dp4a(u.q[c],
-				       cuda_load_int_b4(a->qs + 32 * c + 4 * l),
-				       0);
-		if (REPACKED) {
-			p.i[0] = wx_sum8_int(s);
-			p.i[1] = wx_sum8_int(mins);
-			p.f[0] = __fmul_rn(u.d, a->d);
-			p.f[1] = __fmul_rn(u.dmin, a->d);
-			return p;
-		}
-		p.i[0] = s;
-		p.i[1] = mins;
-		p.f[0] = __fmul_rn(a->d, u.d);
-		p.f[1] = __fmul_rn(-a->d, u.dmin);
-		return p;
-	}
-	template <bool REPACKED>
-	static __device__ __forceinline__ void apply(const part &p, int,
-						     float &acc, float &accm)
-	{
-		if (REPACKED) {
-			acc = fmaf((float)p.i[0], p.f[0], acc);
-			accm = fmaf((float)p.i[1], p.f[1], accm);
-			return;
-		}
-		acc = fmaf(p.f[1], (float)p.i[1], acc);
-		acc = fmaf(p.f[0], (float)p.i[0], acc);
+		return gather<REPACKED>(wx_chunks_dot(u.q, u.sc, a, l), mins,
+					u.d, u.dmin, a->d);
 	}
 };
 
 /*
  * Q3_K: low 2 bits from qs, 4 less where the hmask bit (c) is clear
  * (bits: the quants with the hmask bit as bit 2, unsigned; the 4 taken
- * off as 4 times the activation's byte sum). part: i[0] the lane's sum,
- * f[0] da * d.
+ * off as 4 times the activation's byte sum).
  */
-template <> struct wx<T_Q3_K> {
+template <> struct wx<T_Q3_K> : wx_plain {
 	typedef blk_q3_K block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, U = 2 };
-	static constexpr int END = WX_PLAIN;
-	typedef wx_part<1, 1> part;
 	struct bits {
 		int q[8], sc[8];
 		float d;
@@ -375,7 +419,6 @@ template <> struct wx<T_Q3_K> {
 						   int l)
 	{
 		int s = 0;
-		part p;
 
 		for (int c = 0; c < 8; c++) {
 			const int av = cuda_load_int_b4(a->qs + 32 * c + 4 * l);
@@ -383,15 +426,7 @@ template <> struct wx<T_Q3_K> {
 			s += u.sc[c] *
 			     (cuda_dp4a(u.q[c], av, 0) - 4 * byte_sum(av));
 		}
-		p.i[0] = s;
-		p.f[0] = __fmul_rn(a->d, u.d);
-		return p;
-	}
-	template <bool REPACKED>
-	static __device__ __forceinline__ void apply(const part &p, int,
-						     float &acc, float &)
-	{
-		acc = fmaf(p.f[0], (float)p.i[0], acc);
+		return gather(s, u.d, a->d);
 	}
 };
 
@@ -399,16 +434,14 @@ template <> struct wx<T_Q3_K> {
  * Q4_K and Q5_K: chunk c is the low (c even) or high nibbles of qs[32
  * (c / 2) ..], Q5_K's fifth bit qh bit c; scale and min of chunk c.
  * prod[k] = m[2k] (b[4k] + b[4k+1]) + m[2k+1] (b[4k+2] + b[4k+3]).
- * part: i[0] the lane's sum (repacked: the block's), i[1] Q4_K's prod[l]
- * (lanes 0-3, 0 on 4-7; repacked: their sum), Q5_K's four summed, f[0] da * d,
- * f[1] -da * dmin (repacked: dmin * da, subtracted at the end).
+ * part (wx_mins): the mins i[1] are Q4_K's prod[l] (lanes 0-3, 0 on
+ * 4-7; repacked: their sum), Q5_K's four summed (no repacked order).
  */
-template <bool FIVE> struct wx_q45_K {
+template <bool FIVE> struct wx_q45_K : wx_mins<true> {
 	typedef typename std::conditional<FIVE, blk_q5_K, blk_q4_K>::type block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, U = 2 };
 	static constexpr int END = FIVE ? WX_SUMMS : WX_FOLD4;
-	typedef wx_part<2, 2> part;
 	/*
 	 * q, sc: chunk c's quants and scale; mn: the mins of prod (Q5_K:
 	 * all 8; Q4_K: those of prod[l & 3], zero on threads 4-7)
@@ -489,52 +522,23 @@ template <bool FIVE> struct wx_q45_K {
 		u.dmin = cuda_h2f((uint16_t)(dm >> 16));
 		return u;
 	}
-	template <bool REPACKED>
-	static __device__ __forceinline__ part dot(const bits &u, const act *a,
-						   int l)
-	{
-		int s = 0;
-		part p;
-
-		for (int c = 0; c < 8; c++)
-			s += u.sc[c] *
-			     cuda_dp4a(u.q[c],
-				       cuda_load_int_b4(a->qs + 32 * c + 4 * l),
-				       0);
-		const int own = FIVE ? 0 : prod(u.mn, a, l & 3);
-
-		if (REPACKED) {
-			/* Q4_K only */
-			p.i[0] = wx_sum8_int(s);
-			p.i[1] = wx_sum8_int(own);
-			p.f[0] = __fmul_rn(u.d, a->d);
-			p.f[1] = __fmul_rn(u.dmin, a->d);
-			return p;
-		}
-		p.i[0] = s;
-		p.i[1] = FIVE ? prod(u.mn, a, 0) + prod(u.mn + 2, a, 1) +
-					 prod(u.mn + 4, a, 2) +
-					 prod(u.mn + 6, a, 3) :
-				own;
-		p.f[0] = __fmul_rn(a->d, u.d);
-		p.f[1] = __fmul_rn(-a->d, u.dmin);
-		return p;
-	}
 	/*
 	 * Q4_K's threads 4-7 add f[1] * 0 to an accm that no fold reads
 	 * (wx_fold4 takes threads 0-3): no branch
 	 */
 	template <bool REPACKED>
-	static __device__ __forceinline__ void apply(const part &p, int,
-						     float &acc, float &accm)
+	static __device__ __forceinline__ part dot(const bits &u, const act *a,
+						   int l)
 	{
-		if (REPACKED) {
-			acc = fmaf((float)p.i[0], p.f[0], acc);
-			accm = fmaf((float)p.i[1], p.f[1], accm);
-			return;
-		}
-		accm = fmaf(p.f[1], (float)p.i[1], accm);
-		acc = fmaf(p.f[0], (float)p.i[0], acc);
+		static_assert(!FIVE || !REPACKED, "Q5_K has no repacked order");
+		const int s = wx_chunks_dot(u.q, u.sc, a, l);
+		const int mins = FIVE ? prod(u.mn, a, 0) +
+						prod(u.mn + 2, a, 1) +
+						prod(u.mn + 4, a, 2) +
+						prod(u.mn + 6, a, 3) :
+					prod(u.mn, a, l & 3);
+
+		return gather<REPACKED>(s, mins, u.d, u.dmin, a->d);
 	}
 };
 
@@ -549,12 +553,10 @@ template <> struct wx<T_Q5_K> : wx_q45_K<true> {
  * them; unsigned, lane l then loses 32 (b[2l] sc[2l] + b[2l+1] sc[2l+1])
  * (sub-blocks 2l and 2l + 1, as the CPU does it).
  */
-template <> struct wx<T_Q6_K> {
+template <> struct wx<T_Q6_K> : wx_plain {
 	typedef blk_q6_K block;
 	typedef blk_q8_K act;
 	enum { QK = QK_K, U = 2 };
-	static constexpr int END = WX_PLAIN;
-	typedef wx_part<1, 1> part; /* the lane's sum, da * d */
 	struct bits {
 		int q[8], sc[8], off[2]; /* off: scales 2l, 2l + 1 */
 		float d;
@@ -582,25 +584,11 @@ template <> struct wx<T_Q6_K> {
 	static __device__ __forceinline__ part dot(const bits &u, const act *a,
 						   int l)
 	{
-		int s = 0;
-		part p;
+		const int s = wx_chunks_dot(u.q, u.sc, a, l);
 
-		for (int c = 0; c < 8; c++)
-			s += u.sc[c] *
-			     cuda_dp4a(u.q[c],
-				       cuda_load_int_b4(a->qs + 32 * c + 4 * l),
-				       0);
-		s -= 32 * (a->bsums[2 * l] * u.off[0] +
-			   a->bsums[2 * l + 1] * u.off[1]);
-		p.i[0] = s;
-		p.f[0] = __fmul_rn(a->d, u.d);
-		return p;
-	}
-	template <bool REPACKED>
-	static __device__ __forceinline__ void apply(const part &p, int,
-						     float &acc, float &)
-	{
-		acc = fmaf(p.f[0], (float)p.i[0], acc);
+		return gather(s - 32 * (a->bsums[2 * l] * u.off[0] +
+					a->bsums[2 * l + 1] * u.off[1]),
+			      u.d, a->d);
 	}
 };
 

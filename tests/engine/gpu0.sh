@@ -24,6 +24,7 @@
 # MD_MODELS override).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+. tests/engine/golden-lib.bash
 BUILD=${BUILD:-build}
 SIM=$BUILD/lib/llmfs-cuda-sim.so
 golden=$BUILD/tests/engine/test_golden
@@ -57,60 +58,14 @@ places=("all gpu0" "blk.0 gpu0" "all gpu0;kv cpu")
 # simulator takes minutes a prompt of it; test_multidevice covers it there)
 [ "$LLMFS_CUDA_MODULE" != "$SIM" ] && places+=("all-but-experts gpu0")
 for place in "${places[@]}"; do
-	start=$SECONDS
 	models=
 	[ "$place" != "all gpu0" ] && models=$others
 	[ "$place" = "all-but-experts gpu0" ] && models=tiny-qwen3moe-bpe16k-q4km
-	out=$(env ${models:+GOLDEN_MODELS=$models} \
-		GOLDEN_PLACEMENT="${place%%;*}" \
-		GOLDEN_PLACEMENT_THEN="$([[ $place == *\;* ]] && echo "${place#*;}")" \
-		"$golden" 2>&1)
-	rc=$?
-	[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
-	if [ $rc -ne 0 ]; then
-		echo "FAIL: golden prompts with '$place'"
-		echo "$out" | tail -n 20
-		fails=$((fails + 1))
-	else
-		echo "$place ($((SECONDS - start)) s):"
-		echo "$out" | grep 'matched prefixes' | sed 's/^/  /'
-	fi
+	golden_place "" "$place" ${models:+GOLDEN_MODELS=$models}
 done
-if [ -n "${xw_model:-}" ]; then
-	start=$SECONDS
-	out=$(LLMFS_CUDA_MMV=cpu GOLDEN_MODELS=$xw_model \
-		GOLDEN_PLACEMENT="all gpu0" "$golden" 2>&1)
-	if [ $? -ne 0 ]; then
-		echo "FAIL: golden prompts with 'all gpu0', the default mat-vec"
-		echo "$out" | tail -n 20
-		fails=$((fails + 1))
-	else
-		echo "all gpu0, the default mat-vec (mmv_xw) ($((SECONDS - start)) s):"
-		echo "$out" | grep 'matched prefixes' | sed 's/^/  /'
-	fi
-fi
-start=$SECONDS
-out=$(MD_DEVICE=gpu0 "$multi" 2>&1)
-rc=$?
-[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
-if [ $rc -ne 0 ]; then
-	echo "FAIL: test_multidevice on gpu0"
-	echo "$out" | tail -n 20
-	fails=$((fails + 1))
-else
-	echo "test_multidevice on gpu0 ($((SECONDS - start)) s):"
-	echo "$out" | grep '^#\|Checks' | sed 's/^/  /'
-fi
-start=$SECONDS
-out=$(LD_DEVICE=gpu0 "$load" 2>&1)
-rc=$?
-[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
-if [ $rc -ne 0 ]; then
-	echo "FAIL: test_load_device on gpu0"
-	echo "$out" | tail -n 20
-	fails=$((fails + 1))
-else
-	echo "test_load_device on gpu0 ($((SECONDS - start)) s):"
-	echo "$out" | grep '^#\|Checks' | sed 's/^/  /'
-fi
+[ -n "${xw_model:-}" ] &&
+	golden_place "golden prompts with 'all gpu0', the default mat-vec (mmv_xw)" \
+		"all gpu0" LLMFS_CUDA_MMV=cpu GOLDEN_MODELS=$xw_model
+run_part "test_multidevice on gpu0" '^#\|Checks' env MD_DEVICE=gpu0 "$multi"
+run_part "test_load_device on gpu0" '^#\|Checks' env LD_DEVICE=gpu0 "$load"
 [ $fails -eq 0 ]

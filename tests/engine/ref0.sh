@@ -9,32 +9,20 @@
 # MoE: the experts on the CPU).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+. tests/engine/golden-lib.bash
 BUILD=${BUILD:-build}
-test=$BUILD/tests/engine/test_golden
-[ -x "$test" ] || { echo "FAIL: $test is not built"; exit 1; }
+golden=$BUILD/tests/engine/test_golden
+[ -x "$golden" ] || { echo "FAIL: $golden is not built"; exit 1; }
 fails=0
 moe=tiny-qwen3moe-bpe16k-q4km
 for place in "all ref0" "blk.0 ref0" "all ref0;kv cpu" "all-but-experts ref0"; do
 	# hybrid MoE: only the MoE model has experts to leave on the CPU
 	models=
 	[ "$place" = "all-but-experts ref0" ] && models=$moe
-	out=$(env ${models:+GOLDEN_MODELS=$models} LLMFS_REF_DEVICE=1 \
-		GOLDEN_PLACEMENT="${place%%;*}" \
-		GOLDEN_PLACEMENT_THEN="$([[ $place == *\;* ]] && echo "${place#*;}")" \
-		"$test" 2>&1)
-	rc=$?
-	[ $rc -eq 77 ] && { echo "$out" | tail -n 1; exit 77; }
-	if [ $rc -ne 0 ]; then
-		echo "FAIL: golden prompts with '$place'"
-		echo "$out" | tail -n 20
-		fails=$((fails + 1))
-	else
-		echo "$place:"
-		echo "$out" | grep 'matched prefixes' | sed 's/^/  /'
-	fi
+	golden_place "" "$place" ${models:+GOLDEN_MODELS=$models} LLMFS_REF_DEVICE=1
 done
 # without LLMFS_REF_DEVICE there is no ref0 to place on
-if GOLDEN_PLACEMENT="all ref0" "$test" >/dev/null 2>&1; then
+if GOLDEN_PLACEMENT="all ref0" "$golden" >/dev/null 2>&1; then
 	echo "FAIL: ref0 exists without LLMFS_REF_DEVICE=1"
 	fails=$((fails + 1))
 fi

@@ -34,6 +34,7 @@
 #include "../../engine/cpu/ops.h"
 #include "../../engine/quant/quant.h"
 #include "../common/check_main.h"
+#include "cuda_setup.h"
 
 /* relative to the largest |y|: integer sums exact, floats reordered */
 #define MMV_REL 2e-5
@@ -70,6 +71,33 @@ static void rand_floats(float *x, size_t n, float scale)
 	for (size_t i = 0; i < n; i++)
 		x[i] = scale *
 		       ((float)(rng_next() >> 40) / (float)(1 << 23) - 1.0f);
+}
+
+/*
+ * Environment variable name set to value (NULL: unset) for a test that
+ * asks the module for another path; returns what it was (a copy, or
+ * NULL) for env_restore: with CK_FORK=no the tests share one process.
+ */
+static char *env_swap(const char *name, const char *value)
+{
+	const char *was = getenv(name);
+	char *copy = was ? strdup(was) : NULL;
+
+	if (value)
+		setenv(name, value, 1);
+	else
+		unsetenv(name);
+	return copy;
+}
+
+/* name back to was (env_swap's answer), which it frees */
+static void env_restore(const char *name, char *was)
+{
+	if (was)
+		setenv(name, was, 1);
+	else
+		unsetenv(name);
+	free(was);
 }
 
 static void *dev_alloc(size_t n)
@@ -618,9 +646,8 @@ START_TEST(test_matmul_quant_bits)
 	static const int64_t blocks[] = { 1, 2, 3, 8, 37 };
 	static const uint32_t cols[] = { 1, 2, 3, 8 };
 	static const char *const kernels[] = { "warp", "walk" };
-	char *was = getenv("LLMFS_CUDA_MMV");
+	char *was = env_swap("LLMFS_CUDA_MMV", kernels[0]);
 
-	was = was ? strdup(was) : NULL;
 	for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
 		setenv("LLMFS_CUDA_MMV", kernels[k], 1);
 		for (size_t n = 0; n < sizeof(blocks) / sizeof(blocks[0]); n++)
@@ -634,11 +661,7 @@ START_TEST(test_matmul_quant_bits)
 							  cols[c], true);
 			}
 	}
-	if (was)
-		setenv("LLMFS_CUDA_MMV", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_MMV");
-	free(was);
+	env_restore("LLMFS_CUDA_MMV", was);
 }
 END_TEST
 
@@ -1219,18 +1242,13 @@ static void attention_q8_0(void)
 
 START_TEST(test_attention_f16)
 {
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was;
 
 	attention_f16();
 	/* BF16 has no CPU-order path: its bits are not the CPU's */
-	was = was ? strdup(was) : NULL;
-	setenv("LLMFS_CUDA_ATT_EXACT", "0", 1);
+	was = env_swap("LLMFS_CUDA_ATT_EXACT", "0");
 	check_attention(IO_TYPE_BF16, IO_TYPE_BF16, 128, 2, 4, 2e-2);
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 }
 END_TEST
 
@@ -1358,7 +1376,7 @@ START_TEST(test_attention_expf)
 	const uint32_t hd = 64;
 	const int32_t pos = 1;
 	float k[2 * 64] = { 0 }, v[2 * 64], q[64] = { 1.0f };
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was;
 
 	/* this libm is glibc's, FMA variant: what the module's expf follows */
 	ck_assert_msg(
@@ -1371,17 +1389,12 @@ START_TEST(test_attention_expf)
 		v[hd + d] = 1.0f;
 	}
 	/* the CPU's order whatever the environment asks */
-	was = was ? strdup(was) : NULL;
-	setenv("LLMFS_CUDA_ATT_EXACT", "256", 1);
+	was = env_swap("LLMFS_CUDA_ATT_EXACT", "256");
 	check_attention_bits(IO_TYPE_F16, IO_TYPE_F16, hd, 1, 1, 2, k, v, q,
 			     &pos, 1, 0);
 	check_attention_bits(IO_TYPE_F32, IO_TYPE_F32, hd, 1, 1, 2, k, v, q,
 			     &pos, 1, 0);
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 }
 END_TEST
 
@@ -1409,7 +1422,7 @@ START_TEST(test_attention_depth_bits)
 	float *k = malloc(nk * n * 4), *v = malloc(nk * n * 4);
 	float *q = malloc(nq * MANY * 4);
 	int32_t many[MANY];
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was;
 
 	rand_floats(k, nk * n, 2.0f);
 	rand_floats(v, nk * n, 2.0f);
@@ -1417,9 +1430,8 @@ START_TEST(test_attention_depth_bits)
 	for (uint32_t i = 0; i < MANY; i++)
 		many[i] = i < 4 ? 255 + (int32_t)i :
 				  256 + (int32_t)(i * 2654435761u % 800);
-	was = was ? strdup(was) : NULL;
 	/* the default: rows below 256 in the CPU's order */
-	unsetenv("LLMFS_CUDA_ATT_EXACT");
+	was = env_swap("LLMFS_CUDA_ATT_EXACT", NULL);
 	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 		check_attention_bits(types[t][0], types[t][1], hd, n_head_kv,
 				     group, 256, k, v, q, pos, 3, 0);
@@ -1431,11 +1443,7 @@ START_TEST(test_attention_depth_bits)
 			     k, v, q, many, MANY, 16384);
 	check_attention_bits(IO_TYPE_Q8_0, IO_TYPE_F16, hd, n_head_kv, group, n,
 			     k, v, q, many, MANY, 16384);
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 	free(k);
 	free(v);
 	free(q);
@@ -1445,31 +1453,19 @@ END_TEST
 /* the module reads LLMFS_CUDA_ATT_EXACT at each call */
 START_TEST(test_attention_f16_order)
 {
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was = env_swap("LLMFS_CUDA_ATT_EXACT", "256");
 
-	was = was ? strdup(was) : NULL;
-	setenv("LLMFS_CUDA_ATT_EXACT", "256", 1);
 	attention_f16();
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 }
 END_TEST
 
 START_TEST(test_attention_q8_0_order)
 {
-	char *was = getenv("LLMFS_CUDA_ATT_EXACT");
+	char *was = env_swap("LLMFS_CUDA_ATT_EXACT", "256");
 
-	was = was ? strdup(was) : NULL;
-	setenv("LLMFS_CUDA_ATT_EXACT", "256", 1);
 	attention_q8_0();
-	if (was)
-		setenv("LLMFS_CUDA_ATT_EXACT", was, 1);
-	else
-		unsetenv("LLMFS_CUDA_ATT_EXACT");
-	free(was);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
 }
 END_TEST
 
@@ -1589,66 +1585,13 @@ END_TEST
 
 /* ---- setup --------------------------------------------------------------- */
 
-/*
- * Whether a device opens, asked in a child process: a process that
- * touched CUDA cannot fork children that use it, and Check forks every
- * test, so the parent only loads the module.
- */
-static int cuda_device_check(char *why, size_t cap)
-{
-	int fd[2], status = 0;
-	ssize_t n;
-	pid_t pid;
-
-	if (pipe(fd))
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		struct err err = { 0 };
-		struct cuda_dev *d = NULL;
-		int rc = api->open(&d, 0, &err);
-
-		if (rc == 0)
-			api->close(d);
-		else if (write(fd[1], err.msg, strlen(err.msg)) < 0)
-			_exit(2);
-		_exit(rc == 0 ? 0 : 1);
-	}
-	close(fd[1]);
-	n = read(fd[0], why, cap - 1);
-	why[n > 0 ? n : 0] = '\0';
-	close(fd[0]);
-	if (pid < 0 || waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static int cuda_setup(void)
 {
-	struct err err = { 0 };
 	const char *s = getenv("LLMFS_TEST_SEED");
-	char path[4096], why[512];
-	int rc;
+	int rc = cuda_setup_module(&api);
 
-	if (!getenv("LLMFS_CUDA_MODULE")) {
-		snprintf(path, sizeof(path), "%s/lib/llmfs-cuda-sim.so",
-			 getenv("BUILD") ? getenv("BUILD") : "build");
-		setenv("LLMFS_CUDA_MODULE", path, 1);
-	}
-	api = engine_cuda_api(&err);
-	if (!api) {
-		printf("skip: %s\n", err.msg);
-		return CHECK_SKIP;
-	}
-	rc = cuda_device_check(why, sizeof(why));
-	if (rc == 1) {
-		printf("skip: %s (module %s)\n", why, api->how);
-		return CHECK_SKIP;
-	}
-	if (rc) {
-		printf("the device check failed (%d): %s\n", rc, why);
-		return 1;
-	}
+	if (rc)
+		return rc;
 	seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL);
 	printf("module %s (%s), seed %llu\n", engine_cuda_module_path(),
 	       api->how, (unsigned long long)seed);

@@ -40,6 +40,7 @@
 #include "../../engine/cuda/loader.h"
 #include "../../engine/model.h"
 #include "../common/check_main.h"
+#include "cuda_setup.h"
 
 #define STEPS 48
 /* the int8 tensor cores' prefill against cuBLAS's */
@@ -512,14 +513,72 @@ START_TEST(test_batch)
 }
 END_TEST
 
-/* prompts through cuBLAS (F16 activations) against the int8 kernels */
-START_TEST(test_prefill_cublas)
+/*
+ * The golden prompts of stem (with the golden tokens after them: more
+ * than 32 rows) as one pass from position 0 through the matmul modes
+ * mode_a and mode_b; returns the largest difference of the last row's
+ * logits against their scale (mode_a's largest, at least 1), not each
+ * logit's: a logit near 0 off by the drift F16 activations bring (1 of
+ * logits about 50 on the K-quant models, ../shared/README.md) is not
+ * 100% wrong (seen on an H100: "1.5").
+ */
+static double prefill_max_rel(const char *stem, uint32_t mode_a,
+			      uint32_t mode_b, bool with_tokens)
 {
-	const char *stem = stems[_i];
 	struct run a, b;
 	int n;
 	json_t **lines;
 	double max_rel = 0;
+
+	run_open(&a, stem, IO_TYPE_F16, IO_TYPE_F16, mode_a);
+	run_open(&b, stem, IO_TYPE_F16, IO_TYPE_F16, mode_b);
+	lines = golden_lines(stem, &n);
+	float *la = malloc(a.n_vocab * 4), *lb = malloc(a.n_vocab * 4);
+	for (int li = 0; li < n; li++) {
+		size_t n_prompt, n_tok = 0;
+		int32_t *prompt = json_ids(
+			json_object_get(lines[li], "prompt_tokens"), &n_prompt);
+		int32_t *tokens = NULL, *all;
+		uint32_t n_all;
+		struct err err = { 0 };
+		double scale = 1.0, diff = 0;
+
+		if (with_tokens)
+			tokens = json_ids(json_object_get(lines[li], "tokens"),
+					  &n_tok);
+		n_all = (uint32_t)(n_prompt + n_tok);
+		all = malloc(n_all * sizeof(*all));
+		memcpy(all, prompt, n_prompt * sizeof(*all));
+		if (with_tokens) {
+			memcpy(all + n_prompt, tokens, n_tok * sizeof(*all));
+			ck_assert_uint_gt(n_all, 32);
+		}
+		run_forward(&a, 0, all, n_all, la);
+		run_forward(&b, 0, all, n_all, lb);
+		for (uint32_t i = 0; i < a.n_vocab; i++) {
+			scale = fmax(scale, fabs(la[i]));
+			diff = fmax(diff, fabs(lb[i] - la[i]));
+		}
+		max_rel = fmax(max_rel, diff / scale);
+		ck_assert(api->ctx_seq_truncate(a.ctx, 0, 0, &err) == 0);
+		ck_assert(api->ctx_seq_truncate(b.ctx, 0, 0, &err) == 0);
+		free(prompt);
+		free(tokens);
+		free(all);
+	}
+	free(la);
+	free(lb);
+	golden_free(lines, n);
+	run_close(&a);
+	run_close(&b);
+	return max_rel;
+}
+
+/* prompts through cuBLAS (F16 activations) against the int8 kernels */
+START_TEST(test_prefill_cublas)
+{
+	const char *stem = stems[_i];
+	double max_rel;
 
 	if (strstr(stem, "moe") || !strcmp(stem, "stories260K")) {
 		/* F16 activations flip expert choices; F32 weights never
@@ -532,45 +591,13 @@ START_TEST(test_prefill_cublas)
 	if (simulated && !getenv("LLMFS_CUDA_MODELS") &&
 	    !strstr(stem, "bpe16k-f16"))
 		return;
-	run_open(&a, stem, IO_TYPE_F16, IO_TYPE_F16, CUDA_MATMUL_MMV);
-	run_open(&b, stem, IO_TYPE_F16, IO_TYPE_F16, CUDA_MATMUL_CUBLAS);
-	lines = golden_lines(stem, &n);
-	float *la = malloc(a.n_vocab * 4), *lb = malloc(a.n_vocab * 4);
-	for (int li = 0; li < n; li++) {
-		size_t n_prompt;
-		int32_t *prompt = json_ids(
-			json_object_get(lines[li], "prompt_tokens"), &n_prompt);
-		struct err err = { 0 };
-
-		double scale = 1.0, diff = 0;
-
-		run_forward(&a, 0, prompt, (uint32_t)n_prompt, la);
-		run_forward(&b, 0, prompt, (uint32_t)n_prompt, lb);
-		/*
-		 * Against the logits' scale, not each logit: a logit near
-		 * 0 off by the drift F16 activations bring (1 of logits
-		 * about 50 on the K-quant models, ../shared/README.md)
-		 * is not 100% wrong (seen on an H100: "1.5").
-		 */
-		for (uint32_t i = 0; i < a.n_vocab; i++) {
-			scale = fmax(scale, fabs(la[i]));
-			diff = fmax(diff, fabs(lb[i] - la[i]));
-		}
-		max_rel = fmax(max_rel, diff / scale);
-		ck_assert(api->ctx_seq_truncate(a.ctx, 0, 0, &err) == 0);
-		ck_assert(api->ctx_seq_truncate(b.ctx, 0, 0, &err) == 0);
-		free(prompt);
-	}
+	max_rel = prefill_max_rel(stem, CUDA_MATMUL_MMV, CUDA_MATMUL_CUBLAS,
+				  false);
 	printf("gpu %-28s prefill through cuBLAS (F16) against int8: max err %.3g of the logits' scale\n",
 	       stem, max_rel);
 	/* F16 activations against int8 ones: llama.cpp's own spread is 2e-2 */
 	ck_assert_msg(max_rel < 0.1, "%s: cuBLAS prefill off by %.3g", stem,
 		      max_rel);
-	free(la);
-	free(lb);
-	golden_free(lines, n);
-	run_close(&a);
-	run_close(&b);
 }
 END_TEST
 
@@ -587,10 +614,7 @@ END_TEST
 START_TEST(test_prefill_mma)
 {
 	const char *stem = mma_stems[_i];
-	struct run a, b;
-	int n;
-	json_t **lines;
-	double max_rel = 0;
+	double max_rel;
 
 	if (strstr(stem, "moe") || !strcmp(stem, "stories260K")) {
 		/* experts stay on the mat-vec kernel; F32 has no mmq */
@@ -598,105 +622,27 @@ START_TEST(test_prefill_mma)
 		       stem, strstr(stem, "moe") ? "MoE" : "all F32");
 		return;
 	}
-	run_open(&a, stem, IO_TYPE_F16, IO_TYPE_F16, CUDA_MATMUL_CUBLAS);
-	run_open(&b, stem, IO_TYPE_F16, IO_TYPE_F16, CUDA_MATMUL_MMA);
-	lines = golden_lines(stem, &n);
-	float *la = malloc(a.n_vocab * 4), *lb = malloc(a.n_vocab * 4);
-	for (int li = 0; li < n; li++) {
-		size_t n_prompt, n_tok;
-		int32_t *prompt = json_ids(
-			json_object_get(lines[li], "prompt_tokens"), &n_prompt);
-		int32_t *tokens = json_ids(json_object_get(lines[li], "tokens"),
-					   &n_tok);
-		int32_t *all = malloc((n_prompt + n_tok) * sizeof(*all));
-		struct err err = { 0 };
-		double scale = 1.0, diff = 0;
-
-		memcpy(all, prompt, n_prompt * sizeof(*all));
-		memcpy(all + n_prompt, tokens, n_tok * sizeof(*all));
-		ck_assert_uint_gt(n_prompt + n_tok, 32);
-		run_forward(&a, 0, all, (uint32_t)(n_prompt + n_tok), la);
-		run_forward(&b, 0, all, (uint32_t)(n_prompt + n_tok), lb);
-		for (uint32_t i = 0; i < a.n_vocab; i++) {
-			scale = fmax(scale, fabs(la[i]));
-			diff = fmax(diff, fabs(lb[i] - la[i]));
-		}
-		max_rel = fmax(max_rel, diff / scale);
-		ck_assert(api->ctx_seq_truncate(a.ctx, 0, 0, &err) == 0);
-		ck_assert(api->ctx_seq_truncate(b.ctx, 0, 0, &err) == 0);
-		free(prompt);
-		free(tokens);
-		free(all);
-	}
+	max_rel = prefill_max_rel(stem, CUDA_MATMUL_CUBLAS, CUDA_MATMUL_MMA,
+				  true);
 	printf("gpu %-28s prefill on int8 tensor cores against cuBLAS: max err %.3g of the logits' scale\n",
 	       stem, max_rel);
 	ck_assert_msg(max_rel < MMA_PREFILL_REL, "%s: mma prefill off by %.3g",
 		      stem, max_rel);
-	free(la);
-	free(lb);
-	golden_free(lines, n);
-	run_close(&a);
-	run_close(&b);
 }
 END_TEST
 
 /* ---- setup --------------------------------------------------------------- */
 
-static int device_opens(char *why, size_t cap)
-{
-	int fd[2], status = 0;
-	ssize_t n;
-	pid_t pid;
-
-	if (pipe(fd))
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		struct err err = { 0 };
-		struct cuda_dev *d = NULL;
-		int rc = api->open(&d, 0, &err);
-
-		if (rc == 0)
-			api->close(d);
-		else if (write(fd[1], err.msg, strlen(err.msg)) < 0)
-			_exit(2);
-		_exit(rc == 0 ? 0 : 1);
-	}
-	close(fd[1]);
-	n = read(fd[0], why, cap - 1);
-	why[n > 0 ? n : 0] = '\0';
-	close(fd[0]);
-	if (pid < 0 || waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static int model_setup(void)
 {
-	struct err err = { 0 };
-	char path[4096], why[512];
+	char path[4096];
 	const char *np = getenv("LLMFS_CUDA_PROMPTS");
 	DIR *d;
 	struct dirent *e;
-	int rc;
+	int rc = cuda_setup_module(&api);
 
-	if (!getenv("LLMFS_CUDA_MODULE")) {
-		snprintf(path, sizeof(path), "%s/lib/llmfs-cuda-sim.so",
-			 getenv("BUILD") ? getenv("BUILD") : "build");
-		setenv("LLMFS_CUDA_MODULE", path, 1);
-	}
-	api = engine_cuda_api(&err);
-	if (!api) {
-		printf("skip: %s\n", err.msg);
-		return CHECK_SKIP;
-	}
-	rc = device_opens(why, sizeof(why));
-	if (rc == 1) {
-		printf("skip: %s (module %s)\n", why, api->how);
-		return CHECK_SKIP;
-	}
 	if (rc)
-		return 1;
+		return rc;
 	simulated = strstr(api->how, "simulator") != NULL;
 	n_prompts_max = np ? atoi(np) : simulated ? 1 : 16;
 	if (getenv("LLMFS_CUDA_STEPS"))
