@@ -95,8 +95,10 @@
 #             product kernel in turn (GPU_CHECK_BATCH_VARIANTS: lines of
 #             NAME ENV... [-- BENCH ARGS]; with int8 tensor cores in the
 #             build, batches past 8 rows on them too: LLMFS_CUDA_MMV_ROWS=8
-#             --matmul mma), and on the engine's backend (llmfs-bench -s,
-#             all gpu0: the mount's path), by default and with its
+#             --matmul mma; cols-16: LLMFS_CUDA_MMV_COLS=16, 16 rows a
+#             weight read), and on the engine's backend (llmfs-bench -s,
+#             all gpu0: the mount's path), by default, with 16 rows a
+#             weight read (be-cols-16) and with its
 #             products past 8 rows off the mat-vec kernel
 #             (LLMFS_CUDA_MMV_ROWS=8: cuBLAS, and LLMFS_CUDA_MATMUL=mma
 #             where the build has int8 tensor cores). 16 sequences read
@@ -760,6 +762,7 @@ if part batch && [ -f "$vocab" ]; then
 			# shellcheck disable=SC2086
 			fits 30 && batch_variant "$m" "$name" $env
 		done <<<"${GPU_CHECK_BATCH_VARIANTS:-cpu-order LLMFS_CUDA_MMV=cpu
+cols-16 LLMFS_CUDA_MMV_COLS=16
 walk LLMFS_CUDA_MMV=walk
 warp LLMFS_CUDA_MMV=warp
 lanes LLMFS_CUDA_MMV=lanes
@@ -768,6 +771,7 @@ old LLMFS_CUDA_MMV=old$batch_mma}"
 		# kernel (LLMFS_CUDA_MMV_ROWS, as the module's): 16 rows then run
 		# launch by launch on cuBLAS, or on the int8 tensor cores
 		fits 40 && batch_backend "$m" backend
+		fits 40 && batch_backend "$m" be-cols-16 LLMFS_CUDA_MMV_COLS=16
 		fits 40 && batch_backend "$m" be-rows-8 LLMFS_CUDA_MMV_ROWS=8
 		[ -n "$batch_mma" ] && fits 40 &&
 			batch_backend "$m" be-rows-8-mma LLMFS_CUDA_MMV_ROWS=8 \

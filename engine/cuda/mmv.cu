@@ -4,9 +4,10 @@
  * mul_mat_vec_q, written again): 1, 2 or 4 warps per output row (as
  * many as the row has steps, mmv_warps_per_row), their lanes walking
  * the row's blocks LPB lanes to a block (blocks.cuh), every weight word
- * read and unpacked once for up to MMV_COLS activation rows (a column
- * adds its activations' loads, the dp4a and the scales' products: the
- * same for mmv_x and mmv_xw), the lanes' partial sums
+ * read and unpacked once for up to MMV_COLS activation rows (MMV_WIDE
+ * with LLMFS_CUDA_MMV_COLS=16: mmv_x's 9 to 16; a column adds its
+ * activations' loads, the dp4a and the scales' products: the same for
+ * mmv_x and mmv_xw), the lanes' partial sums
  * added by shuffles, the warps' in shared memory. Memory-bound: a warp
  * reads 32 / LPB blocks per step; a 4096-wide Q4_K row is 4 warps' one
  * step, so a matrix is one round of loads in flight, not four in series.
@@ -31,6 +32,11 @@
 #define MMV_FROWS (MMV_WARPS * 32 / MMV_FLANES)
 #define MMV_XLANES 8 /* lanes of a quantized row in the CPU's order (mmv_x) */
 #define MMV_XROWS (MMV_WARPS * 32 / MMV_XLANES)
+/*
+ * Columns of mmv_x's wide launch (LLMFS_CUDA_MMV_COLS=16): 9 to 16
+ * activation rows a weight read instead of two reads of 8.
+ */
+#define MMV_WIDE 16
 
 /* The columns of this block: how many, and their x and y rows. */
 template <int NC, bool MOE>
@@ -612,6 +618,7 @@ typedef void (*mmv_kernel)(mmv_args);
 struct mmv_entry {
 	mmv_kernel k[4][2];
 	mmv_kernel x[2][2][9];
+	mmv_kernel wide[2]; /* mmv_x of MMV_WIDE columns: own, repacked */
 };
 
 template <int T, bool R> static constexpr void mmv_make_x(mmv_kernel (*x)[9])
@@ -649,7 +656,9 @@ template <int T, bool Q> static constexpr mmv_entry mmv_make()
 			{ mmv_q<T, 2, false>, mmv_q<T, 2, true> },
 			{ mmv_q<T, 4, false>, mmv_q<T, 4, true> },
 			{ mmv_q<T, 8, false>, mmv_q<T, 8, true> } },
-		      {} };
+		      {},
+		      { mmv_x<T, MMV_WIDE, false, false>,
+			mmv_x<T, MMV_WIDE, false, mmv_repacks(T)> } };
 		mmv_kernel own[2][9], rep[2][9];
 
 		mmv_make_x<T, false>(own);
@@ -664,6 +673,7 @@ template <int T, bool Q> static constexpr mmv_entry mmv_make()
 			{ mmv_f<T, 2, false>, mmv_f<T, 2, true> },
 			{ mmv_f<T, 4, false>, mmv_f<T, 4, true> },
 			{ mmv_f<T, 8, false>, mmv_f<T, 8, true> } },
+		      {},
 		      {} };
 	}
 	return e;
@@ -718,6 +728,20 @@ static enum mmv_choice mmv_choice(void)
 	       !strcmp(e, "walk")      ? MMV_CPU_WALK :
 	       !strcmp(e, "old")       ? MMV_OLD :
 					 MMV_LANES;
+}
+
+/*
+ * Whether a dense launch of more than MMV_COLS columns in the CPU's
+ * order takes mmv_x of MMV_WIDE columns, each weight block read and
+ * unpacked once for 16 rows ($LLMFS_CUDA_MMV_COLS=16), rather than a
+ * read of 8 (unset or 8, the default): no card has timed it yet
+ * (Documentation/gpu.md, "Many sequences a step"). The same bits.
+ */
+static bool mmv_wide(void)
+{
+	const char *e = getenv("LLMFS_CUDA_MMV_COLS");
+
+	return e && !strcmp(e, "16");
 }
 
 /*
@@ -792,6 +816,16 @@ bool k_mmv(uint32_t w_type, const mmv_args &args, cudaStream_t s)
 					   a.n_cols > 4);
 			mmv_kernel const *ks = t.e.x[walk][a.repacked ? 1 : 0];
 
+			if (walk && !a.items && a.n_cols > MMV_COLS &&
+			    mmv_wide()) {
+				cuda_launch_pdl(
+					t.e.wide[a.repacked ? 1 : 0],
+					dim3(cuda_div_up((uint64_t)a.n_out,
+							 MMV_XROWS),
+					     cuda_div_up(a.n_cols, MMV_WIDE)),
+					dim3(32, MMV_WARPS), 0, s, a);
+				return true;
+			}
 			mmv_launch(a.w2 ? ks + 5 : ks, ks[4],
 				   cuda_div_up((uint64_t)a.n_out,
 					       walk ? MMV_XROWS : MMV_WARPS),

@@ -9,6 +9,8 @@
 # module's LLMFS_CUDA_MMV_ROWS: with 4, an 8-row prompt of F16 weights
 # leaves the mat-vec kernel (for cuBLAS: its F16 conversions run), with
 # the default 32 it stays; the backend's 9-row decode step likewise.
+# And LLMFS_CUDA_MMV_COLS=16 (opt-in): a 9-row step's quantized
+# products read each weight once (mmv_x of 16 columns), on both paths.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -17,19 +19,45 @@ SHARED=${SHARED:-../shared}
 	{ echo "no CUDA simulator ($BUILD/lib/llmfs-cuda-sim.so: a build without nvcc)"; exit 77; }
 [ -x "$BUILD/bin/llmfs-bench" ] || { echo "FAIL: $BUILD/bin/llmfs-bench is not built"; exit 1; }
 failed=0
-kernels() { # model, sequences: the kernels of the last decode step
-	BUILD=$BUILD tools/step-trace.sh --backend "$1" "$2" |
-		awk '$1 == "step" { print $6 }'
+trace() { # model, sequences, [--backend]: tools/step-trace.sh's lines
+	# shellcheck disable=SC2086
+	BUILD=$BUILD tools/step-trace.sh ${3:-} "$1" "$2"
 }
+kernels() { # a trace: the kernels of its step
+	awk '$1 == "step" { print $6 }' <<<"$1"
+}
+# a trace: its launches of mmv_x of 16 columns, of 8
+widths() {
+	awk '$3 ~ /^mmv_x</ && $4 == "16," { w += $1 }
+		$3 ~ /^mmv_x</ && $4 == "8," { e += $1 }
+		END { print w + 0, e + 0 }' <<<"$1"
+}
+mixq=$SHARED/models/tiny-qwen3-bpe16k-mixq.gguf
 for m in stories260K tiny-qwen3-bpe16k-mixq; do
 	f=$SHARED/models/$m.gguf
-	one=$(kernels "$f" 1)
-	nine=$(kernels "$f" 9)
+	one=$(kernels "$(trace "$f" 1 --backend)")
+	t9=$(trace "$f" 9 --backend)
+	nine=$(kernels "$t9")
+	[ "$f" = "$mixq" ] && def=$(widths "$t9")
 	if [ -z "$one" ] || [ "$one" != "$nine" ]; then
 		echo "FAIL: $m: a step of 1 sequence launches ${one:-?} kernels, of 9 ${nine:-?}"
 		failed=1
 	else
 		echo "ok: $m: $one kernels a step, for 1 sequence and for 9"
+	fi
+done
+# LLMFS_CUDA_MMV_COLS=16: a 9-row step's quantized products take mmv_x
+# of 16 columns (a weight read for the 9 rows), none of 8, on both
+# paths; by default (the backend's step above) the reverse
+for path in --backend module; do
+	wide=$(widths "$(LLMFS_CUDA_MMV_COLS=16 trace "$mixq" 9 \
+		"${path#module}")")
+	if [ "${def% *}" = 0 ] && [ "${def#* }" != 0 ] &&
+		[ "${wide% *}" != 0 ] && [ "${wide#* }" = 0 ]; then
+		echo "ok: the ${path#--} path's 9-row step: LLMFS_CUDA_MMV_COLS=16 launches mmv_x of 16 columns (${wide% *}), none of 8 (by default ${def#* })"
+	else
+		echo "FAIL: the ${path#--} path's 9-row step, launches of mmv_x of 16 and 8 columns: ${def:-?} by default, ${wide:-?} with LLMFS_CUDA_MMV_COLS=16"
+		failed=1
 	fi
 done
 # the kernels of llmfs-cuda-bench's 8-row prompt named like $2

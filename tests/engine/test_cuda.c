@@ -595,11 +595,14 @@ static void check_matmul_bits(uint32_t type, int64_t n_in, uint32_t cols,
 	for (int64_t i = 0; i < n_out * (int64_t)cols; i++)
 		ck_assert_msg(
 			!memcmp(&got[i], &want[i], sizeof(float)),
-			"%s%s (LLMFS_CUDA_MMV=%s) n %lld column %lld row %lld: "
-			"%.9g, CPU %.9g (seed %llu)",
+			"%s%s (LLMFS_CUDA_MMV=%s, _COLS=%s) n %lld column %lld "
+			"row %lld: %.9g, CPU %.9g (seed %llu)",
 			quant_type_name(type), repacked ? " repacked" : "",
 			getenv("LLMFS_CUDA_MMV") ? getenv("LLMFS_CUDA_MMV") :
 						   "",
+			getenv("LLMFS_CUDA_MMV_COLS") ?
+				getenv("LLMFS_CUDA_MMV_COLS") :
+				"",
 			(long long)n_in, (long long)(i / n_out),
 			(long long)(i % n_out), got[i], want[i],
 			(unsigned long long)seed);
@@ -632,35 +635,49 @@ END_TEST
  * in the CPU's own order and, for the types llama.cpp repacks, in its
  * repacked gemv's.
  */
+/* every column count of cols, in both orders where the type has two */
+static void check_quant_bits_cols(uint32_t type, const uint32_t *cols,
+				  size_t n_cols)
+{
+	const int64_t block = io_type_info(type)->block_elems;
+	static const int64_t blocks[] = { 1, 2, 3, 8, 37 };
+
+	for (size_t n = 0; n < sizeof(blocks) / sizeof(blocks[0]); n++)
+		for (size_t c = 0; c < n_cols; c++) {
+			check_matmul_bits(type, blocks[n] * block, cols[c],
+					  false);
+			if (quant_traits(type)->vec_dot_repacked)
+				check_matmul_bits(type, blocks[n] * block,
+						  cols[c], true);
+		}
+}
+
 /*
  * Both kernels of the CPU's order at every column count (mmv.cu:
  * mmv_xw, LLMFS_CUDA_MMV=warp, a warp a row; mmv_x, =walk; the default
  * takes one or the other by column count); 37 blocks: more than
  * mmv_xw's 32 blocks a round at most, and a partial round after whole
- * ones.
+ * ones. Then the default's launches of more than 8 columns with
+ * LLMFS_CUDA_MMV_COLS=16 (mmv_x of 16 columns a weight read): 9 to 16
+ * columns in one launch, 23 in a full one and a partial one.
  */
 START_TEST(test_matmul_quant_bits)
 {
 	const uint32_t type = weight_types[3 + _i];
-	const int64_t block = io_type_info(type)->block_elems;
-	static const int64_t blocks[] = { 1, 2, 3, 8, 37 };
 	static const uint32_t cols[] = { 1, 2, 3, 8 };
+	static const uint32_t wide[] = { 9, 12, 16, 23 };
 	static const char *const kernels[] = { "warp", "walk" };
-	char *was = env_swap("LLMFS_CUDA_MMV", kernels[0]);
+	char *was = env_swap("LLMFS_CUDA_MMV", NULL), *was_cols;
 
 	for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
 		setenv("LLMFS_CUDA_MMV", kernels[k], 1);
-		for (size_t n = 0; n < sizeof(blocks) / sizeof(blocks[0]); n++)
-			for (size_t c = 0; c < sizeof(cols) / sizeof(cols[0]);
-			     c++) {
-				check_matmul_bits(type, blocks[n] * block,
-						  cols[c], false);
-				if (quant_traits(type)->vec_dot_repacked)
-					check_matmul_bits(type,
-							  blocks[n] * block,
-							  cols[c], true);
-			}
+		check_quant_bits_cols(type, cols,
+				      sizeof(cols) / sizeof(cols[0]));
 	}
+	unsetenv("LLMFS_CUDA_MMV");
+	was_cols = env_swap("LLMFS_CUDA_MMV_COLS", "16");
+	check_quant_bits_cols(type, wide, sizeof(wide) / sizeof(wide[0]));
+	env_restore("LLMFS_CUDA_MMV_COLS", was_cols);
 	env_restore("LLMFS_CUDA_MMV", was);
 }
 END_TEST
