@@ -114,6 +114,30 @@ bool att_expf_exact(void);
 /* The longest head the fused F16 loops of the levels take. */
 #define ATT_FAST_MAX 256
 /*
+ * The fused F16 loops' online softmax over a run of m (<= 16) scores
+ * sc: the running maximum *M, and each position's one expf argument in
+ * e[16]: mold - M where the maximum moves (its bit set in the result),
+ * s - M where it does not, 0 from m on (the 16 lanes of one expf16).
+ */
+static inline uint32_t att_run_max16(const float *sc, uint32_t m, float *M,
+				     float *e)
+{
+	uint32_t c, up = 0;
+
+	for (c = 0; c < 16; c++) {
+		if (c >= m) {
+			e[c] = 0.0f;
+		} else if (sc[c] > *M) {
+			e[c] = *M - sc[c];
+			*M = sc[c];
+			up |= 1u << c;
+		} else {
+			e[c] = sc[c] - *M;
+		}
+	}
+	return up;
+}
+/*
  * y[i] = expf(x[i]) with libm's bits; 16 at a time in the level's vectors
  * where that reproduces this machine's libm (att_expf_exact), libm's expf
  * otherwise.

@@ -211,7 +211,7 @@ ATT_TARGET static void att_run_f16_avx2(struct att_state *st, const uint8_t *k,
 	for (c0 = 0; c0 < n; c0 += 16) {
 		const uint32_t m = n - c0 < 16 ? n - c0 : 16;
 		float sc[16], e[16];
-		uint32_t up = 0;
+		uint32_t up;
 
 		/* the scores first: they do not depend on the softmax state */
 		for (c = 0; c < m; c++) {
@@ -239,21 +239,7 @@ ATT_TARGET static void att_run_f16_avx2(struct att_state *st, const uint8_t *k,
 			s += 0.0f;
 			sc[c] = s;
 		}
-		/*
-		 * The running maximum, and each position's one expf argument:
-		 * mold - M where the maximum moves, s - M where it does not.
-		 */
-		for (c = 0; c < 16; c++) {
-			if (c >= m) {
-				e[c] = 0.0f;
-			} else if (sc[c] > M) {
-				e[c] = M - sc[c];
-				M = sc[c];
-				up |= 1u << c;
-			} else {
-				e[c] = sc[c] - M;
-			}
-		}
+		up = att_run_max16(sc, m, &M, e);
 		if (expf_exact) {
 			att_expf16_avx2(e, e);
 		} else {
