@@ -267,27 +267,6 @@ void att_end(struct att_state *st, float *out)
 	att_scale_f32(out, s_inv, st->sh->head_dim_v);
 }
 
-/*
- * The reduction is C++ built with contraction: GCC fuses the first
- * product of a*b + c*d and rounds the second.
- */
-void att_merge_step(float *out, float *M, float *S, float mc, float sc,
-		    const float *vkq, uint32_t head_dim_v)
-{
-	float mn, so, sn;
-	uint32_t d;
-
-	if (sc == 0.0f)
-		return;
-	mn = fmaxf(*M, mc);
-	so = expf(*M - mn);
-	sn = expf(mc - mn);
-	for (d = 0; d < head_dim_v; d++)
-		out[d] = fmaf(out[d], so, vkq[d] * sn);
-	*S = fmaf(*S, so, sc * sn);
-	*M = mn;
-}
-
 void att_merge_end(float *out, float S, uint32_t head_dim_v)
 {
 	if (S != 0.0f)
@@ -304,7 +283,8 @@ void att_merge(float *out, const float *partials, size_t stride, uint32_t n,
 	for (c = 0; c < n; c++) {
 		const float *p = partials + c * stride;
 
-		att_merge_step(out, &M, &S, p[0], p[1], p + 2, head_dim_v);
+		engine_att_merge_step(out, &M, &S, p[0], p[1], p + 2,
+				      head_dim_v);
 	}
 	att_merge_end(out, S, head_dim_v);
 }

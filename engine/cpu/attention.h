@@ -14,12 +14,9 @@
  *
  * The positions come in runs of constant stride (att_run), so that a
  * paged cache passes one run per block; how the positions are cut into
- * runs does not change a bit. A head over more than ATT_CHUNK positions
- * is walked in chunks of ATT_CHUNK positions, each from a fresh state,
- * whose partial results (M, S, unnormalized VKQ) are merged in position
- * order as ggml_flash_attn_ext_reduce_partials merges llama.cpp's split-KV
- * partials: a fixed order, whatever the thread count, that a GPU can
- * compute a chunk a block (Documentation/engine.md, One-token attention).
+ * runs does not change a bit. A head over more than ENGINE_ATT_CHUNK
+ * positions is walked in chunks, their partials merged in order: the
+ * order every backend shares (engine/attention_order.h).
  *
  * The F16 steps use F16C/AVX2/AVX-512 conversions where the CPU has them: every
  * element goes through the same operation as in the scalar code (one FMA,
@@ -31,6 +28,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../attention_order.h"
 
 /* Shape and types of one layer's attention. */
 struct att_shape {
@@ -73,31 +72,15 @@ void att_vkq(struct att_state *st, float *vkq);
 /* out = vkq / S, as ggml_vec_scale_f32 by 1/S (0 for S == 0). */
 void att_end(struct att_state *st, float *out);
 
-/*
- * Positions of one chunk of a head's walk. 256: every row below 256
- * positions (all the golden prompts') is one chunk, walked as ggml's
- * one_chunk loop walks it; a merge per 256 positions costs about 1% of
- * the walk (two expf and head_dim_v FMAs against 256 x (head_dim +
- * head_dim_v) FMAs). engine/cuda/attention.cu's CPU-order path uses the
- * same number (ATT_CPU_CHUNK there).
- */
-#define ATT_CHUNK 256
-
-/* The chunks of a head over n positions (1 for n <= ATT_CHUNK). */
+/* The chunks of a head over n positions (1 for n <= ENGINE_ATT_CHUNK). */
 static inline uint32_t att_chunks(uint32_t n)
 {
-	return n <= ATT_CHUNK ? 1 : (n + ATT_CHUNK - 1) / ATT_CHUNK;
+	return n <= ENGINE_ATT_CHUNK ?
+		       1 :
+		       (n + ENGINE_ATT_CHUNK - 1) / ENGINE_ATT_CHUNK;
 }
 
-/*
- * One partial (mc, sc, vkq[head_dim_v]) merged into the running out, *M,
- * *S (out zeroed, *M -INFINITY and *S 0 before the first): att_merge's
- * step, so that a head's chunks can be merged as they come.
- */
-void att_merge_step(float *out, float *M, float *S, float mc, float sc,
-		    const float *vkq, uint32_t head_dim_v);
-
-/* out = out / S after the last att_merge_step (0 for S == 0: out stays). */
+/* out = out / S after the last engine_att_merge_step (0 for S == 0: out stays). */
 void att_merge_end(float *out, float S, uint32_t head_dim_v);
 
 /*
@@ -130,6 +113,30 @@ bool att_simd_usable(void);
 bool att_expf_exact(void);
 /* The longest head the fused F16 loops of the levels take. */
 #define ATT_FAST_MAX 256
+/*
+ * The fused F16 loops' online softmax over a run of m (<= 16) scores
+ * sc: the running maximum *M, and each position's one expf argument in
+ * e[16]: mold - M where the maximum moves (its bit set in the result),
+ * s - M where it does not, 0 from m on (the 16 lanes of one expf16).
+ */
+static inline uint32_t att_run_max16(const float *sc, uint32_t m, float *M,
+				     float *e)
+{
+	uint32_t c, up = 0;
+
+	for (c = 0; c < 16; c++) {
+		if (c >= m) {
+			e[c] = 0.0f;
+		} else if (sc[c] > *M) {
+			e[c] = *M - sc[c];
+			*M = sc[c];
+			up |= 1u << c;
+		} else {
+			e[c] = sc[c] - *M;
+		}
+	}
+	return up;
+}
 /*
  * y[i] = expf(x[i]) with libm's bits; 16 at a time in the level's vectors
  * where that reproduces this machine's libm (att_expf_exact), libm's expf

@@ -215,7 +215,7 @@ att_run_f16_core(struct att_state *st, const uint8_t *k, size_t k_stride,
 	for (c0 = 0; c0 < n; c0 += 16) {
 		const uint32_t m = n - c0 < 16 ? n - c0 : 16;
 		float sc[16], e[16];
-		uint32_t up = 0;
+		uint32_t up;
 
 		/* the scores first: they do not depend on the softmax state */
 		for (c = 0; c < m; c++) {
@@ -241,21 +241,7 @@ att_run_f16_core(struct att_state *st, const uint8_t *k, size_t k_stride,
 			s += 0.0f;
 			sc[c] = s;
 		}
-		/*
-		 * The running maximum, and each position's one expf argument:
-		 * mold - M where the maximum moves, s - M where it does not.
-		 */
-		for (c = 0; c < 16; c++) {
-			if (c >= m) {
-				e[c] = 0.0f;
-			} else if (sc[c] > M) {
-				e[c] = M - sc[c];
-				M = sc[c];
-				up |= 1u << c;
-			} else {
-				e[c] = sc[c] - M;
-			}
-		}
+		up = att_run_max16(sc, m, &M, e);
 		if (expf_exact) {
 			att_expf16_avx512(e, e);
 		} else {
@@ -547,44 +533,8 @@ ATT_TARGET static void att_tile_values_rows(struct att_tile *t, uint32_t row,
 #undef ATT_TILE_NV
 }
 
-ATT_TARGET static void att_tile_values(struct att_tile *t, uint32_t c0,
-				       uint32_t n)
-{
-	uint32_t row, a, b;
-
-	for (row = 0; row + 1 < t->rows; row += 2) {
-		a = att_tile_seen(t, row, c0, n);
-		b = att_tile_seen(t, row + 1, c0, n);
-		if (a < b)
-			a = b;
-		/* a row that saw nothing here keeps its maximum: factor 1 */
-		if (a)
-			att_tile_values_rows(t, row, 2, a, n);
-	}
-	if (row < t->rows) {
-		a = att_tile_seen(t, row, c0, n);
-		if (a)
-			att_tile_values_rows(t, row, 1, a, n);
-	}
-}
-
-ATT_TARGET static void att_tile_block_avx512(struct att_tile *t, uint32_t c0,
-					     const uint8_t *k, size_t k_stride,
-					     const uint8_t *v, size_t v_stride,
-					     uint32_t n)
-{
-	const uint32_t dk = t->sh->head_dim;
-	uint32_t n4 = (n + 3) & ~3u;
-
-	att_tile_convert(t->kn, t->sh->type_k, k, k_stride, n, dk);
-	/* the positions past n up to n4 are scored but never kept */
-	memset(t->kn + (size_t)n * dk, 0, (size_t)(n4 - n) * dk * 4);
-	att_tile_convert(t->vn, t->sh->type_v, v, v_stride, n,
-			 t->sh->head_dim_v);
-	att_tile_scores(t, n4);
-	att_tile_softmax(t, c0, n);
-	att_tile_values(t, c0, n);
-}
+#define ATT_TILE_PAIRS
+#include "attention_tile_steps.h"
 
 /* Row r of qt: Q as K's dot sees it, rounded to F16 for F16 K. */
 ATT_TARGET static void att_tile_q_avx512(struct att_tile *t, uint32_t r,
@@ -616,6 +566,6 @@ const struct cpu_isa_att cpu_att_avx512 = {
 	.expf16 = att_expf16_avx512,
 	.run_f16 = att_run_f16_avx512,
 	.tile_q = att_tile_q_avx512,
-	.tile_block = att_tile_block_avx512,
+	.tile_block = att_tile_steps,
 };
 #endif /* __x86_64__ */

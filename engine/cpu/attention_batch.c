@@ -2,7 +2,7 @@
 /*
  * The CPU backend's attention of a batch (backend.h's attention op),
  * planned as ggml plans flash_attn_ext for llama.cpp's one-token path:
- * every (row, head) is a task. A row over more than ATT_CHUNK positions
+ * every (row, head) is a task. A row over more than ENGINE_ATT_CHUNK positions
  * is walked in fixed chunks whose partials are merged in order
  * (attention.h): each chunk a task of its own while the partials' memory
  * lasts, else one task walks and merges a head's chunks in turn. Either
@@ -170,14 +170,15 @@ static void cpu_att_task(const struct cpu_att_job *job, uint32_t thread_index,
 	} else if (nc == 1) {
 		memset(out, 0, hp->head_dim_v * sizeof(*out));
 		for (k = 0; k < chunks; k++) {
-			c1 = (k + 1) * ATT_CHUNK < pos + 1 ?
-				     (k + 1) * ATT_CHUNK :
+			c1 = (k + 1) * ENGINE_ATT_CHUNK < pos + 1 ?
+				     (k + 1) * ENGINE_ATT_CHUNK :
 				     pos + 1;
 			att_begin(&st, &sh, q, tmp);
-			cpu_att_range(&st, seq, ab->il, kvh, k * ATT_CHUNK, c1);
+			cpu_att_range(&st, seq, ab->il, kvh,
+				      k * ENGINE_ATT_CHUNK, c1);
 			att_vkq(&st, vkq);
-			att_merge_step(out, &M, &S, st.M, st.S, vkq,
-				       hp->head_dim_v);
+			engine_att_merge_step(out, &M, &S, st.M, st.S, vkq,
+					      hp->head_dim_v);
 		}
 		att_merge_end(out, S, hp->head_dim_v);
 	} else {
@@ -185,10 +186,11 @@ static void cpu_att_task(const struct cpu_att_job *job, uint32_t thread_index,
 			      ((size_t)job->w.poff[j] + (size_t)h * nc + c) *
 				      (2 + hp->head_dim_v);
 
-		c1 = (c + 1) * ATT_CHUNK < pos + 1 ? (c + 1) * ATT_CHUNK :
-						     pos + 1;
+		c1 = (c + 1) * ENGINE_ATT_CHUNK < pos + 1 ?
+			     (c + 1) * ENGINE_ATT_CHUNK :
+			     pos + 1;
 		att_begin(&st, &sh, q, tmp);
-		cpu_att_range(&st, seq, ab->il, kvh, c * ATT_CHUNK, c1);
+		cpu_att_range(&st, seq, ab->il, kvh, c * ENGINE_ATT_CHUNK, c1);
 		part[0] = st.M;
 		part[1] = st.S;
 		att_vkq(&st, part + 2);

@@ -27,6 +27,8 @@
 #include "reduce_neon.h"
 
 /* the register blocks' loops unrolled, so that their arrays are registers */
+/* no target attribute: every aarch64 CPU has NEON */
+#define ATT_TARGET
 #define ATT_PRAGMA(x) _Pragma(#x)
 #define ATT_UNROLL(n) ATT_PRAGMA(GCC unroll n)
 
@@ -208,7 +210,7 @@ static void att_run_f16_neon(struct att_state *st, const uint8_t *k,
 	for (c0 = 0; c0 < n; c0 += 16) {
 		const uint32_t m = n - c0 < 16 ? n - c0 : 16;
 		float sc[16], e[16];
-		uint32_t up = 0;
+		uint32_t up;
 
 		/* the scores first: they do not depend on the softmax state */
 		for (c = 0; c < m; c++) {
@@ -220,21 +222,7 @@ static void att_run_f16_neon(struct att_state *st, const uint8_t *k,
 			s += 0.0f;
 			sc[c] = s;
 		}
-		/*
-		 * The running maximum, and each position's one expf argument:
-		 * mold - M where the maximum moves, s - M where it does not.
-		 */
-		for (c = 0; c < 16; c++) {
-			if (c >= m) {
-				e[c] = 0.0f;
-			} else if (sc[c] > M) {
-				e[c] = M - sc[c];
-				M = sc[c];
-				up |= 1u << c;
-			} else {
-				e[c] = sc[c] - M;
-			}
-		}
+		up = att_run_max16(sc, m, &M, e);
 		if (expf_exact) {
 			att_expf16_neon(e, e);
 		} else {
@@ -466,42 +454,8 @@ static void att_tile_values_rows(struct att_tile *t, uint32_t row, uint32_t nr,
 	}
 }
 
-/* rows in attention_tiled.c's pairs, each pair over its more-seen row's */
-static void att_tile_values(struct att_tile *t, uint32_t c0, uint32_t n)
-{
-	uint32_t row, a, b;
-
-	for (row = 0; row + 1 < t->rows; row += 2) {
-		a = att_tile_seen(t, row, c0, n);
-		b = att_tile_seen(t, row + 1, c0, n);
-		if (a < b)
-			a = b;
-		if (a)
-			att_tile_values_rows(t, row, 2, a, n);
-	}
-	if (row < t->rows) {
-		a = att_tile_seen(t, row, c0, n);
-		if (a)
-			att_tile_values_rows(t, row, 1, a, n);
-	}
-}
-
-static void att_tile_block_neon(struct att_tile *t, uint32_t c0,
-				const uint8_t *k, size_t k_stride,
-				const uint8_t *v, size_t v_stride, uint32_t n)
-{
-	const uint32_t dk = t->sh->head_dim;
-	uint32_t n4 = (n + 3) & ~3u;
-
-	att_tile_convert(t->kn, t->sh->type_k, k, k_stride, n, dk);
-	/* the positions past n up to n4 are scored but never kept */
-	memset(t->kn + (size_t)n * dk, 0, (size_t)(n4 - n) * dk * 4);
-	att_tile_convert(t->vn, t->sh->type_v, v, v_stride, n,
-			 t->sh->head_dim_v);
-	att_tile_scores(t, n4);
-	att_tile_softmax(t, c0, n);
-	att_tile_values(t, c0, n);
-}
+#define ATT_TILE_PAIRS
+#include "attention_tile_steps.h"
 
 /* Row r of qt: Q as K's dot sees it, rounded to F16 for F16 K. */
 static void att_tile_q_neon(struct att_tile *t, uint32_t r, const float *q)
@@ -530,6 +484,6 @@ const struct cpu_isa_att cpu_att_neon = {
 	.expf16 = att_expf16_neon,
 	.run_f16 = att_run_f16_neon,
 	.tile_q = att_tile_q_neon,
-	.tile_block = att_tile_block_neon,
+	.tile_block = att_tile_steps,
 };
 #endif /* __aarch64__ */

@@ -171,22 +171,8 @@ static void att_tile_values(struct att_tile *t, uint32_t c0, uint32_t n)
 	}
 }
 
-static void att_tile_block_scalar(struct att_tile *t, uint32_t c0,
-				  const uint8_t *k, size_t k_stride,
-				  const uint8_t *v, size_t v_stride, uint32_t n)
-{
-	const uint32_t dk = t->sh->head_dim;
-	uint32_t n4 = (n + 3) & ~3u;
-
-	att_tile_convert(t->kn, t->sh->type_k, k, k_stride, n, dk);
-	/* the positions past n up to n4 are scored but never kept */
-	memset(t->kn + (size_t)n * dk, 0, (size_t)(n4 - n) * dk * 4);
-	att_tile_convert(t->vn, t->sh->type_v, v, v_stride, n,
-			 t->sh->head_dim_v);
-	att_tile_scores(t, n4);
-	att_tile_softmax(t, c0, n);
-	att_tile_values(t, c0, n);
-}
+#define ATT_TARGET
+#include "attention_tile_steps.h"
 
 /* Row r of qt: Q as K's dot sees it, rounded to F16 for F16 K. */
 static void att_tile_q_scalar(struct att_tile *t, uint32_t r, const float *q)
@@ -221,7 +207,7 @@ static void att_tile_block(struct att_tile *t, uint32_t c0, const uint8_t *k,
 	if (att && att->tile_block)
 		att->tile_block(t, c0, k, k_stride, v, v_stride, n);
 	else
-		att_tile_block_scalar(t, c0, k, k_stride, v, v_stride, n);
+		att_tile_steps(t, c0, k, k_stride, v, v_stride, n);
 }
 
 void att_tile_begin(struct att_tile *t, const struct att_shape *sh,

@@ -27,13 +27,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../attention_order.h"
 #include "attention_scores.cuh"
 
 /*
- * The CPU's chunk of a row's positions (engine/cpu/attention.h,
- * ATT_CHUNK): its walk starts afresh every 256 positions.
+ * The CPU's chunk of a row's positions (engine/attention_order.h): its
+ * walk starts afresh every 256 positions.
  */
-#define ATT_CPU_CHUNK 256
+#define ATT_CPU_CHUNK ENGINE_ATT_CHUNK
 /* a chunk is whole sweeps of att_walk_cpu */
 static_assert(ATT_CPU_CHUNK % (32 * ATT_WARPS) == 0, "whole sweeps");
 

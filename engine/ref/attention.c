@@ -7,16 +7,17 @@
  * vec_dot: the reference build's order), scaled; an online softmax with
  * libm's expf; V accumulated in an F16 vector for an F16 cache (one FMA
  * and a rounding to F16 per element and step), in F32 otherwise. A row
- * over more than REF_ATT_CHUNK positions is walked in chunks of that
+ * over more than ENGINE_ATT_CHUNK positions is walked in chunks of that
  * many, each from a fresh state, and their partials merged in order as
- * ggml_flash_attn_ext_reduce_partials merges llama.cpp's: the CPU
- * backend's fixed order (its attention.h, ATT_CHUNK), whatever
- * its thread count.
+ * ggml_flash_attn_ext_reduce_partials merges llama.cpp's: the order the
+ * CPU backend shares (engine/attention_order.h), whatever its thread
+ * count.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../attention_order.h"
 #include "../kv.h"
 #include "../quant/quant.h"
 #include "ref.h"
@@ -24,9 +25,6 @@
 #ifdef __clang__
 #pragma clang fp contract(off)
 #endif
-
-/* positions a chunk: the CPU backend's ATT_CHUNK */
-#define REF_ATT_CHUNK 256
 
 /* The running state of one head over a range of positions. */
 struct ref_att {
@@ -139,28 +137,6 @@ static void ref_att_vkq(const struct ref_att *st, float *vkq)
 				 st->acc32[i];
 }
 
-/*
- * ggml_flash_attn_ext_reduce_partials's step: a chunk's (mc, sc, vkq)
- * merged into the running out, *M, *S. C++ built with contraction: GCC
- * fuses the first product of a*b + c*d.
- */
-static void ref_att_merge_step(float *out, float *M, float *S, float mc,
-			       float sc, const float *vkq, uint32_t dv)
-{
-	float mn, so, sn;
-	uint32_t d;
-
-	if (sc == 0.0f)
-		return;
-	mn = fmaxf(*M, mc);
-	so = expf(*M - mn);
-	sn = expf(mc - mn);
-	for (d = 0; d < dv; d++)
-		out[d] = fmaf(out[d], so, vkq[d] * sn);
-	*S = fmaf(*S, so, sc * sn);
-	*M = mn;
-}
-
 /* Head h of row b: one walk, or its chunks walked and merged in order. */
 static void ref_att_head(struct engine_backend *be,
 			 const struct engine_att_batch *ab, uint32_t b,
@@ -181,7 +157,7 @@ static void ref_att_head(struct engine_backend *be,
 	struct ref_att st;
 
 	engine_seq_types(seq, &type_k, &type_v);
-	if (pos + 1 <= REF_ATT_CHUNK) {
+	if (pos + 1 <= ENGINE_ATT_CHUNK) {
 		ref_att_begin(&st, hp, type_k, type_v, q, rb->vkq);
 		ref_att_range(&st, seq, ab->il, kvh, 0, pos + 1);
 		ref_att_vkq(&st, out);
@@ -190,14 +166,14 @@ static void ref_att_head(struct engine_backend *be,
 		return;
 	}
 	memset(out, 0, hp->head_dim_v * sizeof(*out));
-	for (c0 = 0; c0 < pos + 1; c0 += REF_ATT_CHUNK) {
-		c1 = c0 + REF_ATT_CHUNK < pos + 1 ? c0 + REF_ATT_CHUNK :
-						    pos + 1;
+	for (c0 = 0; c0 < pos + 1; c0 += ENGINE_ATT_CHUNK) {
+		c1 = c0 + ENGINE_ATT_CHUNK < pos + 1 ? c0 + ENGINE_ATT_CHUNK :
+						       pos + 1;
 		ref_att_begin(&st, hp, type_k, type_v, q, rb->vkq);
 		ref_att_range(&st, seq, ab->il, kvh, c0, c1);
 		ref_att_vkq(&st, vkq);
-		ref_att_merge_step(out, &M, &S, st.M, st.S, vkq,
-				   hp->head_dim_v);
+		engine_att_merge_step(out, &M, &S, st.M, st.S, vkq,
+				      hp->head_dim_v);
 	}
 	if (S != 0.0f)
 		for (d = 0; d < hp->head_dim_v; d++)

@@ -1003,7 +1003,7 @@ static void exact_attention(const struct cuda_kv *kv, const uint8_t *pool,
 /*
  * The CPU's attention of head h (KV head kvh) of a row at position pos
  * over a host copy of the pool (sequence seq, layer il), in its order
- * (engine/cpu/attention.h): chunks of ATT_CHUNK positions walked by
+ * (engine/cpu/attention.h): chunks of ENGINE_ATT_CHUNK positions walked by
  * att_run a cache block at a time, merged in order; a row of one chunk
  * ends as the CPU's one-chunk task ends it (att_end).
  */
@@ -1021,9 +1021,10 @@ static void cpu_order_head(const struct cuda_kv *kv, const uint8_t *pool,
 	ck_assert(io_type_row_bytes(kv->type_k, kv->head_dim, &k_head) == 0);
 	ck_assert(io_type_row_bytes(kv->type_v, dv, &v_head) == 0);
 	memset(out, 0, dv * 4);
-	for (int32_t c0 = 0; c0 <= pos; c0 += ATT_CHUNK) {
-		const int32_t c1 = c0 + ATT_CHUNK < pos + 1 ? c0 + ATT_CHUNK :
-							      pos + 1;
+	for (int32_t c0 = 0; c0 <= pos; c0 += ENGINE_ATT_CHUNK) {
+		const int32_t c1 = c0 + ENGINE_ATT_CHUNK < pos + 1 ?
+					   c0 + ENGINE_ATT_CHUNK :
+					   pos + 1;
 
 		att_begin(&st, sh, q, scratch);
 		for (int32_t p = c0; p < c1;) {
@@ -1044,14 +1045,14 @@ static void cpu_order_head(const struct cuda_kv *kv, const uint8_t *pool,
 				kv->v_row, n);
 			p += n;
 		}
-		if (pos + 1 <= ATT_CHUNK) {
+		if (pos + 1 <= ENGINE_ATT_CHUNK) {
 			att_end(&st, out);
 			break;
 		}
 		att_vkq(&st, vkq);
-		att_merge_step(out, &M, &S, st.M, st.S, vkq, dv);
+		engine_att_merge_step(out, &M, &S, st.M, st.S, vkq, dv);
 	}
-	if (pos + 1 > ATT_CHUNK)
+	if (pos + 1 > ENGINE_ATT_CHUNK)
 		att_merge_end(out, S, dv);
 	free(vkq);
 }
