@@ -6,7 +6,10 @@
  *
  *   libggml-base.so       dequantize_row_*, quantize_row_*_ref
  *   libggml-cpu-zen4.so   the activation quantizers and vec_dot kernels
- *                         of the golden path (AVX-512)
+ *                         of the golden path (AVX-512); on a CPU without
+ *                         AVX-512, libggml-cpu-haswell.so, which runs
+ *                         the same AVX2 kernels for these types (the same
+ *                         bits: quant_vec_dot_x86's order)
  *   libggml-cpu-x64.so    the same compiled without SIMD or FMA: ggml's
  *                         scalar (*_generic) order
  *
@@ -14,8 +17,7 @@
  * this test draws many more rows (widths 256 to 8192, seeds 0..N) and
  * needs the libraries at run time. It exits 77 when they are missing
  * (set LLMFS_GGML_LIBDIR, default $SHARED/../ref/node_modules/
- * @node-llama-cpp/linux-x64/bins/linux-x64) or when this CPU cannot load
- * the AVX-512 build.
+ * @node-llama-cpp/linux-x64/bins/linux-x64).
  */
 #include <check.h>
 #include <dlfcn.h>
@@ -35,7 +37,7 @@ typedef void (*from_float_fn)(const float *, void *, int64_t);
 typedef void (*vec_dot_fn)(int, float *, size_t, const void *, size_t,
 			   const void *, size_t, int);
 
-static void *lib_base, *lib_zen4, *lib_x64;
+static void *lib_base, *lib_simd, *lib_x64;
 
 static const uint32_t block_types[] = {
 	IO_TYPE_Q4_0, IO_TYPE_Q4_1, IO_TYPE_Q5_0, IO_TYPE_Q5_1, IO_TYPE_Q8_0,
@@ -97,8 +99,8 @@ START_TEST(test_quant_ggml_random_rows)
 	const char *tn = io_type_info(t)->name, *an = io_type_info(at)->name;
 	from_float_fn ref = sym(lib_base, "quantize_row_%s_ref", tn);
 	to_float_fn deq = sym(lib_base, "dequantize_row_%s", tn);
-	from_float_fn act = sym(lib_zen4, "quantize_row_%s", an);
-	vec_dot_fn dz = sym(lib_zen4, "%s", vec_dot_name(t));
+	from_float_fn act = sym(lib_simd, "quantize_row_%s", an);
+	vec_dot_fn dz = sym(lib_simd, "%s", vec_dot_name(t));
 	vec_dot_fn ds = sym(lib_x64, "%s", vec_dot_name(t));
 	static float x[NMAX], v[NMAX], y0[NMAX], y1[NMAX];
 	static unsigned char w0[NMAX * 2], w1[NMAX * 2], a0[NMAX * 2],
@@ -130,7 +132,7 @@ START_TEST(test_quant_ggml_random_rows)
 		dz(n, &s0, 0, w0, 0, a0, 0, 1);
 		s1 = quant_vec_dot_x86(t, n, w0, a0);
 		ck_assert_msg(!memcmp(&s0, &s1, sizeof(s0)),
-			      "%s seed %u n %lld: x86 order %a, zen4 %a", tn,
+			      "%s seed %u n %lld: x86 order %a, ggml %a", tn,
 			      seed, (long long)n, s1, s0);
 		ds(n, &s0, 0, w0, 0, a0, 0, 1);
 		s1 = quant_vec_dot(t, n, w0, a0);
@@ -144,8 +146,8 @@ END_TEST
 /* Half and bfloat16 conversions of random rows, through the CPU backend. */
 START_TEST(test_quant_ggml_random_halves)
 {
-	from_float_fn f16 = sym(lib_zen4, "%s", "ggml_cpu_fp32_to_fp16");
-	from_float_fn bf16 = sym(lib_zen4, "%s", "ggml_cpu_fp32_to_bf16");
+	from_float_fn f16 = sym(lib_simd, "%s", "ggml_cpu_fp32_to_fp16");
+	from_float_fn bf16 = sym(lib_simd, "%s", "ggml_cpu_fp32_to_bf16");
 	static float x[NMAX];
 	static uint16_t h0[NMAX], h1[NMAX];
 
@@ -204,22 +206,21 @@ static int quant_ggml_setup(void)
 		return CHECK_SKIP;
 	}
 	/* what -march=znver4 lets that build use without asking */
-	if (!__builtin_cpu_supports("avx512f") ||
-	    !__builtin_cpu_supports("avx512bw") ||
-	    !__builtin_cpu_supports("avx512vl") ||
-	    !__builtin_cpu_supports("avx512vnni") ||
-	    !__builtin_cpu_supports("avx512bf16")) {
-		printf("this CPU cannot run libggml-cpu-zen4.so (no AVX-512)\n");
-		return CHECK_SKIP;
-	}
-	lib_zen4 = open_lib(dir, "libggml-cpu-zen4.so");
+	if (__builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512vl") &&
+	    __builtin_cpu_supports("avx512vnni") &&
+	    __builtin_cpu_supports("avx512bf16"))
+		lib_simd = open_lib(dir, "libggml-cpu-zen4.so");
+	else
+		lib_simd = open_lib(dir, "libggml-cpu-haswell.so");
 	lib_x64 = open_lib(dir, "libggml-cpu-x64.so");
-	if (!lib_zen4 || !lib_x64) {
+	if (!lib_simd || !lib_x64) {
 		printf("cannot load the CPU builds under %s: %s\n", dir,
 		       dlerror());
 		return CHECK_SKIP;
 	}
-	((void (*)(void))dlsym(lib_zen4, "ggml_cpu_init"))();
+	((void (*)(void))dlsym(lib_simd, "ggml_cpu_init"))();
 	((void (*)(void))dlsym(lib_x64, "ggml_cpu_init"))();
 	return 0;
 }

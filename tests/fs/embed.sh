@@ -28,9 +28,11 @@ models=$(ls "$SHARED"/models/*.gguf)
 release=$(sed -n 's/.*"tag": *"\([^"]*\)".*/\1/p' "$info")
 # the golden files' CPU variant; the prebuilt would pick another on other
 # CPUs (Sapphire Rapids: other numbers)
-REF=$(tools/ref-cpu.sh zen4) || { echo "FAIL: no zen4 reference"; exit 1; }
+# (without AVX-512: haswell, tools/ref-cpu.sh golden)
+REF=$(tools/ref-cpu.sh golden) || { echo "FAIL: no reference variant runs here"; exit 1; }
+variant=${REF##*-}
 hash=$(cat tools/embed-ref.mjs "$texts" | sha256sum | cut -c1-16)
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/llmfs/embed-ref-${release:-unknown}-zen4-$hash
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/llmfs/embed-ref-${release:-unknown}-$variant-$hash
 mkdir -p "$cache" || exit 1
 exec 9>"$cache/.lock"
 flock 9

@@ -124,10 +124,10 @@ REF=${LLAMA_REF_DIR:-$PWD/ref}
 GOLDEN=$SHARED/golden/tiny-qwen2-bpe152k-legacyq.jsonl
 info=$REF/node_modules/node-llama-cpp/llama/llama.cpp.info.json
 NODE_REF=
-[ -f "$info" ] && NODE_REF=$(tools/ref-cpu.sh zen4 2>/dev/null)
+[ -f "$info" ] && NODE_REF=$(tools/ref-cpu.sh golden 2>/dev/null)
 if [ -n "$NODE_REF" ] && command -v node >/dev/null && [ -f "$GOLDEN" ]; then
 	release=$(sed -n 's/.*"tag": *"\([^"]*\)".*/\1/p' "$info")
-	cache=${XDG_CACHE_HOME:-$HOME/.cache}/llmfs/grammar-${release:-unknown}
+	cache=${XDG_CACHE_HOME:-$HOME/.cache}/llmfs/grammar-${release:-unknown}-${NODE_REF##*-}
 	mkdir -p "$cache"
 	key=$(cat tools/golden-logprobs.mjs "$GOLDEN" | sha256sum | cut -c1-16)
 	ref=$cache/logprobs.$key.jsonl
@@ -175,7 +175,7 @@ EOF
 			grep -q ' tokens, largest difference' "$WORK/lpcmp.$n"
 	done < "$ref"
 else
-	LEFT_OUT="no llama.cpp reference pinned to its zen4 variant (make ref; tools/ref-cpu.sh): logprobs not compared"
+	LEFT_OUT="no llama.cpp reference pinned to one CPU variant (make ref; tools/ref-cpu.sh): logprobs not compared"
 fi
 
 unmount_llmfs
