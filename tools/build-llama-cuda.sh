@@ -25,10 +25,17 @@
 #       fresh machine has no cache; its build takes longer than a
 #       session's helpers can wait: gpu-carry.sh --llama then carries
 #       without it)
+#   tools/build-llama-cuda.sh --source: the source llama-bench is built
+#       from, without what that build does not read (models, docs,
+#       the other backends, the server's web UI), xz-compressed (about
+#       4 MB), its path printed: gpu-carry.sh --llama-src carries it and
+#       gpu-check.sh builds it on the GPU machine's cores (16 there, 2
+#       here) while the checks run on the card (LLAMA_CMAKE_FLAGS below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cached=0
+cached=0 source=0
 [ "${1:-}" = --cached ] && cached=1 && shift
+[ "${1:-}" = --source ] && source=1 && shift
 ARCH=${1:-90}
 REF=${LLAMA_REF_DIR:-$PWD/ref}
 BUNDLE=$REF/node_modules/node-llama-cpp/llama/gitRelease.bundle
@@ -37,11 +44,32 @@ NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 
 [ -f "$BUNDLE" ] || { echo "no $BUNDLE (make ref)" >&2; exit 77; }
 command -v cmake >/dev/null || { echo "cmake is absent" >&2; exit 77; }
-[ -x "$NVCC" ] || { echo "nvcc is absent" >&2; exit 77; }
 command -v xz >/dev/null || { echo "xz is absent" >&2; exit 77; }
 
 commit=$(git bundle list-heads "$BUNDLE" | awk 'NR == 1 {print $1}')
 [ -n "$commit" ] || { echo "cannot read $BUNDLE" >&2; exit 77; }
+if [ $source = 1 ]; then
+	src=$CACHE/llama.cpp-$commit-bench-src.tar.xz
+	mkdir -p "$CACHE"
+	if [ ! -s "$src" ]; then
+		tmp=$(mktemp -d)
+		trap 'rm -rf "$tmp"' EXIT
+		git -c advice.detachedHead=false clone -q "$BUNDLE" "$tmp/src"
+		git -C "$tmp/src" archive "$commit" -- . ':!docs' ':!models' \
+			':!benches' ':!tests' ':!examples' ':!gguf-py' ':!conversion' \
+			':!scripts' ':!media' ':!tools/ui' ':!tools/server' \
+			':!ggml/src/ggml-et' ':!ggml/src/ggml-metal' \
+			':!ggml/src/ggml-hexagon' ':!ggml/src/ggml-sycl' \
+			':!ggml/src/ggml-vulkan' ':!ggml/src/ggml-opencl' \
+			':!ggml/src/ggml-cann' ':!ggml/src/ggml-webgpu' \
+			':!ggml/src/ggml-zdnn' ':!ggml/src/ggml-musa' |
+			xz -9 -T2 >"$src.tmp"
+		mv "$src.tmp" "$src"
+	fi
+	echo "$src"
+	exit 0
+fi
+[ -x "$NVCC" ] || { echo "nvcc is absent" >&2; exit 77; }
 dir=$CACHE/llama.cpp-$commit-cuda-sm$ARCH
 out=$dir/llama-bench.xz
 if [ $cached = 1 ] && [ ! -s "$out" ]; then
@@ -65,7 +93,8 @@ if [ ! -s "$out" ]; then
 		-DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_NCCL=OFF \
 		-DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
 		-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-		-DLLAMA_BUILD_EXAMPLES=OFF >"$dir/cmake.log" 2>&1 ||
+		-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+		-DLLAMA_BUILD_APP=OFF >"$dir/cmake.log" 2>&1 ||
 		{ tail -n 20 "$dir/cmake.log" >&2; exit 1; }
 	nice -n 19 cmake --build "$dir/build" -j "${JOBS:-2}" --target llama-bench \
 		>"$dir/build.log" 2>&1 ||

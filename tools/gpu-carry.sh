@@ -18,6 +18,9 @@
 #                golden tests and the bench's 152k Qwen2 vocabulary
 #   llama-bench.xz   (--llama) llama.cpp's CUDA llama-bench for sm_90
 #                (tools/build-llama-cuda.sh, about 40 MB)
+#   llama-src.tar.xz (--llama-src) its source instead (about 4 MB):
+#                gpu-check.sh builds it on the GPU machine's cores while
+#                the checks run, and its `llama` part runs it last
 # xz, not zstd: where the image lacks xz, Python's lzma undoes it.
 #
 # The models and llama-bench together pass 64 MiB: the first call carries
@@ -30,14 +33,15 @@ ROOT=$PWD
 SHARED=${SHARED:-$(cd .. && pwd)/shared}
 BUILD=${BUILD:-build}
 CARRY=$ROOT/.gpu-carry
-llama=0 build=0
+llama=0 build=0 llama_src=0
 to=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--llama) llama=1 ;;
+	--llama-src) llama_src=1 ;;
 	--build) build=1 ;;
 	--to) to+=("$2"); shift ;;
-	*) echo "usage: tools/gpu-carry.sh [--llama] [--build] [--to DIR]..." >&2; exit 2 ;;
+	*) echo "usage: tools/gpu-carry.sh [--llama | --llama-src] [--build] [--to DIR]..." >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -93,6 +97,9 @@ if [ -n "$lb" ]; then
 else
 	tar -C "$SHARED" -cf - models golden | xz -9 -T2 >"$CARRY/shared.tar.xz"
 fi
+if [ $llama_src = 1 ] && [ -z "$lb" ]; then
+	cp "$(tools/build-llama-cuda.sh --source)" "$CARRY/llama-src.tar.xz"
+fi
 git -C "$ROOT" rev-parse HEAD >"$CARRY/commit"
 # this script's partner and the commit's source travel too (gpu-check.sh)
 cp tools/gpu-check.sh "$CARRY/"
@@ -113,5 +120,8 @@ echo "$CARRY: $((size / 1048576)) MiB, the tree $((tree / 1048576)) MiB (64 MiB 
 # the call: the default parts, or with llama-bench the bench beside
 # llama.cpp's and the int8 prefill against it (Documentation/gpu.md)
 parts=
+timeout=330
 [ -n "$lb" ] && parts='GPU_CHECK_PARTS=\"bench mmq\" '
-echo "device call: run(command=\"${parts}bash .gpu-carry/gpu-check.sh\", carry=[\".gpu-carry\"], timeout_s=330)"
+# the build on the device's cores takes minutes beside the checks
+[ -f "$CARRY/llama-src.tar.xz" ] && parts='GPU_CHECK_SECONDS=420 ' && timeout=560
+echo "device call: run(command=\"${parts}bash .gpu-carry/gpu-check.sh\", carry=[\".gpu-carry\"], timeout_s=$timeout)"

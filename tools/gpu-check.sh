@@ -117,6 +117,13 @@
 #   profile   (not by default) nsys (or ncu) over 16 decode steps of
 #             llmfs-cuda-bench on the 0.6B model: the 12 kernels of the
 #             most total time into profile.log, the first 3 in the table
+#   llama     (when gpu-carry.sh --llama-src carried llama.cpp's source)
+#             llama-bench built at the start on this machine's cores
+#             (nice 19, beside the other parts), then, last: each bench
+#             model's pp512, tg128 and tg64 at depth 4096 with
+#             llmfs-cuda-bench again (the cores quiet by then) and with
+#             llama-bench (-fa 1), side by side, while the budget lasts
+#             (GPU_CHECK_SECONDS=420, timeout_s=560: gpu-carry prints it)
 #   placement (not by default: about 5 minutes) tools/bench-placement.sh
 #             from the carried source: issue 27's cases (Qwen3-8B shape
 #             Q4_K_M capped at 16G and 6G, a 14B-class dense shape at 8G,
@@ -169,7 +176,9 @@ table() {
 	echo "==== gpu-check: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1), $((SECONDS - T0)) s ===="
 	for r in "${rows[@]}"; do echo "$r"; done
 }
-trap table EXIT
+# (stop_llama_build: defined below; a build still running when the
+# script ends, by its time limit or an error, ends with it)
+trap 'stop_llama_build 2>/dev/null; table' EXIT
 result() { # name, rc, detail
 	case $2 in
 	0) row "$1" ok "$3" ;;
@@ -268,6 +277,54 @@ row rates "" "$(head -n 1 <<<"$gpus" | grep -o 'product .*' | cut -c1-200)"
 export SHARED=$WORK/shared
 if [ -f "$CARRY/shared.tar.xz" ] && [ ! -d "$SHARED/models" ]; then
 	unpack "$CARRY/shared.tar.xz" "$SHARED" || row shared FAIL "cannot unpack"
+fi
+
+# ---- llama.cpp's llama-bench, built here while the checks run ----------------
+# Where its source is carried (gpu-carry.sh --llama-src) and no built
+# llama-bench is, it is built on this machine's cores (16 on the lent
+# ones; 143 CUDA objects for sm_90, hours on the 2 development cores)
+# under nice 19, beside the parts below, which keep the card to
+# themselves; the `llama` part, last, waits for it and runs it on the
+# bench's models. The flags are tools/build-llama-cuda.sh's.
+llama_build=
+llama_build_log=$WORK/llama-build.log
+stop_llama_build() { # the subshell, cmake, ninja and the compilers
+	[ -n "$llama_build" ] || return 0
+	kill -9 -- -"$llama_build" 2>/dev/null # its own group (set -m)
+	pkill -9 -f "$WORK/llama/" 2>/dev/null
+	llama_build=
+}
+if [ -f "$CARRY/llama-src.tar.xz" ] && [ ! -f "$CARRY/llama-bench.xz" ]; then
+	if command -v cmake >/dev/null && command -v nvcc >/dev/null; then
+		set -m # a process group of its own: stop_llama_build ends it all
+		(
+			t=$SECONDS
+			d=$WORK/llama
+			rm -rf "$d" && mkdir -p "$d/src" &&
+				unpack "$CARRY/llama-src.tar.xz" "$d/src" || exit 1
+			jobs=$(($(nproc) > 6 ? $(nproc) - 3 : 2))
+			gen=()
+			command -v ninja >/dev/null && gen=(-G Ninja)
+			nice -n 19 cmake "${gen[@]}" -S "$d/src" -B "$d/build" \
+				-DCMAKE_BUILD_TYPE=Release \
+				-DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+				-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+				-DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_NCCL=OFF \
+				-DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
+				-DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+				-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+				-DLLAMA_BUILD_APP=OFF || exit 1
+			nice -n 19 cmake --build "$d/build" -j "$jobs" --target llama-bench ||
+				exit 1
+			cp "$d/build/bin/llama-bench" "$WORK/llama-bench.new" &&
+				mv "$WORK/llama-bench.new" "$WORK/llama-bench"
+			echo "llama-bench built in $((SECONDS - t)) s with $jobs jobs"
+		) >"$llama_build_log" 2>&1 &
+		llama_build=$!
+		set +m
+	else
+		row llama skip "llama.cpp's source carried, but no cmake or nvcc here"
+	fi
 fi
 
 # ---- tests and bench, the most telling first --------------------------------
@@ -930,6 +987,49 @@ if part placement; then
 		done < <(sed -n '/^==== bench-placement/,$p' "$WORK/placement/placement.txt" 2>/dev/null | cut -c1-200)
 		cat "$WORK/placement/placement.log" >>"$OUT/placement.log" 2>/dev/null
 	fi
+fi
+
+# ---- llama.cpp's figures on the same card (llama; with --llama-src) ---------
+# After the build above: llmfs-cuda-bench again on each bench model, now
+# that the cores are quiet, then llama-bench's same three figures (-fa
+# 1, F16 cache, -r 3): the 8B Q4_K_M first, while the budget lasts.
+llama_part() {
+	local m f j k a b t0=$SECONDS
+	while kill -0 "$llama_build" 2>/dev/null && fits 100; do sleep 2; done
+	if kill -0 "$llama_build" 2>/dev/null; then
+		stop_llama_build
+		row llama TIME "not built within the budget ($(grep -cE '^\[[0-9]+/' "$llama_build_log") build steps): bench.log"
+		tail -n 5 "$llama_build_log" >>"$OUT/bench.log"
+		return
+	fi
+	{ echo "== llama-bench's build"; tail -n 25 "$llama_build_log"; } >>"$OUT/bench.log"
+	[ -x "$WORK/llama-bench" ] ||
+		{ row llama FAIL "the build failed: bench.log"; return; }
+	llama=$WORK/llama-bench
+	row llama ok "$(grep -m 1 'llama-bench built' "$llama_build_log"), waited $((SECONDS - t0)) s"
+	for m in $models; do
+		f=$WORK/$m.gguf j=$WORK/bench-$m-quiet.json
+		[ -s "$f" ] || continue
+		fits 80 || { row "$m" skip "no time left for llama.cpp's figures"; continue; }
+		echo "== $m, quiet, beside llama-bench" >>"$OUT/bench.log"
+		limited 60 "$OUT/bench.log" "$BIN/llmfs-cuda-bench" -m "$f" -r 2 \
+			--matmul cublas -s 0 -j "$j"
+		row "$m" "" "beside llama.cpp's CUDA build, this card, this run:"
+		for k in pp512 tg128 tg64@d4096; do
+			a=$(fig "$j" "$k")
+			case $k in
+			pp512) b=$(lb "$f" -p 512 -n 0) ;;
+			tg128) b=$(lb "$f" -p 0 -n 128) ;;
+			tg64@d4096) b=$(lb "$f" -p 0 -n 64 -d 4096) ;;
+			esac
+			[ -n "$b" ] && echo "$b" >"$WORK/llama-$m.$k"
+			row "" "" "$(printf '%-11s llmfs %8s t/s  llama.cpp %8s  %-6s roofline %s%%' \
+				"$k" "$a" "${b:--}" "$(ratio "$a" "$b")" "$(fig "$j" "$k"_roof_pct)")"
+		done
+	done
+}
+if [ -n "$llama_build" ]; then
+	llama_part
 fi
 
 # one JSON of every bench (the call brings back at most 8 files)

@@ -101,7 +101,7 @@ for parts in "$@"; do
 		HOME="$D/home" OUT="$out" TERM=dumb \
 		GPU_CHECK_PARTS="$parts" GPU_CHECK_SECONDS="${GPU_DRY_SECONDS:-600}" \
 		GPU_CHECK_MODULE="$tree/.gpu-work/programs/lib/llmfs-cuda-sim.so" \
-		GPU_CHECK_MODELS= GPU_CHECK_MOE= GPU_CHECK_PROMPTS=1 \
+		GPU_CHECK_MODELS="${GPU_DRY_MODELS:-}" GPU_CHECK_MOE= GPU_CHECK_PROMPTS=1 \
 		GPU_CHECK_PART_MODELS=dense-tiny GPU_CHECK_BATCH_MODELS=dense-tiny \
 		GPU_CHECK_VOCAB=tiny-qwen3-bpe16k-mixq.gguf \
 		GPU_CHECK_LOAD_MODEL="$models/stories260K.gguf" \
