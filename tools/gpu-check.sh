@@ -124,6 +124,9 @@
 #             llmfs-cuda-bench again (the cores quiet by then) and with
 #             llama-bench (-fa 1), side by side, while the budget lasts
 #             (GPU_CHECK_SECONDS=420, timeout_s=560: gpu-carry prints it)
+#   golden-mm (not by default) test_golden, every weight on gpu0, with
+#             the prompts' products forced to mmv, mma, then cublas
+#             (LLMFS_CUDA_MATMUL): which of them keep llama.cpp's logits
 #   placement (not by default: about 5 minutes) tools/bench-placement.sh
 #             from the carried source: issue 27's cases (Qwen3-8B shape
 #             Q4_K_M capped at 16G and 6G, a 14B-class dense shape at 8G,
@@ -302,7 +305,7 @@ if [ -f "$CARRY/llama-src.tar.xz" ] && [ ! -f "$CARRY/llama-bench.xz" ]; then
 			d=$WORK/llama
 			rm -rf "$d" && mkdir -p "$d/src" &&
 				unpack "$CARRY/llama-src.tar.xz" "$d/src" || exit 1
-			jobs=$(($(nproc) > 6 ? $(nproc) - 3 : 2))
+			jobs=$(($(nproc) > 6 ? $(nproc) - 2 : 2))
 			gen=()
 			command -v ninja >/dev/null && gen=(-G Ninja)
 			nice -n 19 cmake "${gen[@]}" -S "$d/src" -B "$d/build" \
@@ -335,7 +338,14 @@ part() { [[ " ${GPU_CHECK_PARTS:-tests gpu0 models sanitizer bench gpu0bench mmv
 # Check's forked tests: the device is opened in each child (test_cuda*.c)
 checks() { grep -E '^[0-9]+%: Checks' "$1" | tail -n 1; }
 # whether s more seconds fit in the budget (the call's limit is later)
-fits() { [ $((SECONDS - T0 + $1)) -le ${GPU_CHECK_SECONDS:-250} ]; }
+# (while llama-bench builds, the `llama` part's GPU_CHECK_LLAMA_SECONDS
+# are kept for it, after the build)
+fits() {
+	local budget=${GPU_CHECK_SECONDS:-250}
+	[ -n "${llama_build:-}" ] && [ -z "${in_llama_part:-}" ] &&
+		budget=$((budget - ${GPU_CHECK_LLAMA_SECONDS:-75}))
+	[ $((SECONDS - T0 + $1)) -le $budget ]
+}
 
 if part tests; then
 	limited 120 "$OUT/tests.log" "$BIN/test_cuda"
@@ -390,6 +400,27 @@ elif [ -d "$SHARED/golden" ]; then
 		grep -v 'left out' | cut -c1-120)
 else
 	row models skip "no shared models carried (gpu-carry.sh --llama carries none)"
+fi
+
+# ---- a prompt's products on each path, against llama.cpp (golden-mm) -------
+# Not by default. test_golden with every weight on gpu0 (the backend) and
+# the products past the mat-vec kernel's rows forced to one path:
+# mmv (the mat-vec kernel, the CPU's quantized activations and order),
+# mma (int8 tensor cores, Q8_1 activations), cublas (halves: float
+# activations, the default's path for prompts); every shared model, 8
+# prompts, its lines under the row
+if part golden-mm && [ -d "$SHARED/golden" ]; then
+	for k in ${GPU_CHECK_GOLDEN_MATMUL:-mmv mma cublas}; do
+		fits 30 || { row "golden-$k" skip "no time left"; continue; }
+		echo "== test_golden, all gpu0, LLMFS_CUDA_MATMUL=$k" >>"$OUT/models.log"
+		GOLDEN_PLACEMENT='all gpu0' LLMFS_CUDA_MATMUL=$k \
+			limited 60 "$WORK/golden-$k.log" "$BIN/test_golden"
+		result "golden-$k" $? "$(checks "$WORK/golden-$k.log")"
+		cat "$WORK/golden-$k.log" >>"$OUT/models.log"
+		while read -r l; do
+			row "" "" "$l"
+		done < <(grep -E 'max rel err|^tests/' "$WORK/golden-$k.log" | sed 's/^ *//; s/^tests.engine.//' | cut -c1-120)
+	done
 fi
 
 sanitize() { # tool, seconds, tests
@@ -995,7 +1026,8 @@ fi
 # 1, F16 cache, -r 3): the 8B Q4_K_M first, while the budget lasts.
 llama_part() {
 	local m f j k a b t0=$SECONDS
-	while kill -0 "$llama_build" 2>/dev/null && fits 100; do sleep 2; done
+	in_llama_part=1
+	while kill -0 "$llama_build" 2>/dev/null && fits 60; do sleep 2; done
 	if kill -0 "$llama_build" 2>/dev/null; then
 		stop_llama_build
 		row llama TIME "not built within the budget ($(grep -cE '^\[[0-9]+/' "$llama_build_log") build steps): bench.log"
@@ -1008,12 +1040,18 @@ llama_part() {
 	llama=$WORK/llama-bench
 	row llama ok "$(grep -m 1 'llama-bench built' "$llama_build_log"), waited $((SECONDS - t0)) s"
 	for m in $models; do
-		f=$WORK/$m.gguf j=$WORK/bench-$m-quiet.json
+		f=$WORK/$m.gguf j=$WORK/bench-$m.json
 		[ -s "$f" ] || continue
-		fits 80 || { row "$m" skip "no time left for llama.cpp's figures"; continue; }
-		echo "== $m, quiet, beside llama-bench" >>"$OUT/bench.log"
-		limited 60 "$OUT/bench.log" "$BIN/llmfs-cuda-bench" -m "$f" -r 2 \
-			--matmul cublas -s 0 -j "$j"
+		fits 30 || { row "$m" skip "no time left for llama.cpp's figures"; continue; }
+		# llmfs's figures of the bench part (measured beside the build:
+		# on the H100 the 8B's tg128 was 141.6 t/s then, 143.1 alone),
+		# else measured now
+		if [ ! -s "$j" ]; then
+			j=$WORK/bench-$m-quiet.json
+			echo "== $m, beside llama-bench" >>"$OUT/bench.log"
+			limited 60 "$OUT/bench.log" "$BIN/llmfs-cuda-bench" -m "$f" \
+				-r 2 --matmul cublas -s 0 -j "$j"
+		fi
 		row "$m" "" "beside llama.cpp's CUDA build, this card, this run:"
 		for k in pp512 tg128 tg64@d4096; do
 			a=$(fig "$j" "$k")
