@@ -6,11 +6,12 @@
 #
 # Prepare here, then make one device call from the repository root:
 #
-#   tools/gpu-carry.sh --build          # .gpu-carry/: programs, models
-#   run(command="bash .gpu-carry/gpu-check.sh", carry=[".gpu-carry"], timeout_s=330)
+#   tools/gpu-carry.sh --build --llama-src   # programs, models, llama.cpp's source
+#   run(command="GPU_CHECK_SECONDS=420 bash .gpu-carry/gpu-check.sh",
+#       carry=[".gpu-carry"], timeout_s=560)
 #
-#   tools/gpu-carry.sh --llama          # then llama.cpp's anchor
-#   run(command="bash .gpu-carry/gpu-check.sh", carry=[".gpu-carry"], timeout_s=330)
+# (without --llama-src: the default 250 s, timeout_s=330; gpu-carry.sh
+# prints the call to make)
 #
 # (.gpu-carry holds a copy of this script and the commit's source: the
 # device tool sends the checkout its session started in, which may be
