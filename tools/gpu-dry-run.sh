@@ -13,6 +13,8 @@
 #     GPU), compute-sanitizer (runs the program, reports no error) and
 #     nsys (runs the program, a kernel table of two rows); the carried
 #     simulator (llmfs-cuda-sim.so) as the CUDA module;
+#   - llama.cpp's source, if carried (gpu-carry.sh --llama-src), replaced
+#     by a stub of the same build whose llama-bench prints a fixed CSV;
 #   - each part with tiny models (GPU_CHECK_PART_MODELS=dense-tiny, the
 #     16k vocabulary), each a run of its own, its summary and table
 #     under DIR/out/PARTS/;
@@ -76,6 +78,32 @@ stats)
 esac
 EOF
 chmod +x "$fake"/*
+
+# llama.cpp's source, where carried, stands in as a stub of the same
+# build (cmake, a llama-bench printing its CSV): the real one is 143
+# CUDA objects, minutes of the lent machine's 16 cores and most of an
+# hour of these
+if [ -f "$tree/.gpu-carry/llama-src.tar.xz" ]; then
+	rm "$tree/.gpu-carry/llama-src.tar.xz"
+	mkdir -p "$D/llama-stub"
+	cat >"$D/llama-stub/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.14)
+project(llama_bench_stub C)
+add_executable(llama-bench main.c)
+set_target_properties(llama-bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+EOF
+	cat >"$D/llama-stub/main.c" <<'EOF'
+#include <stdio.h>
+int main(void)
+{
+	puts("model_filename,n_prompt,n_gen,avg_ts,stddev_ts");
+	puts("\"stub.gguf\",\"512\",\"0\",\"123.4\",\"0.1\"");
+	return 0;
+}
+EOF
+	tar -C "$D/llama-stub" -cf - CMakeLists.txt main.c |
+		xz >"$tree/.gpu-carry/llama-src.tar.xz"
+fi
 
 # ---- the libraries a bare image may lack ---------------------------------------
 prog=$D/programs
