@@ -123,5 +123,5 @@ parts=
 timeout=330
 [ -n "$lb" ] && parts='GPU_CHECK_PARTS=\"bench mmq\" '
 # the build on the device's cores takes minutes beside the checks
-[ -f "$CARRY/llama-src.tar.xz" ] && parts='GPU_CHECK_SECONDS=420 ' && timeout=560
+[ -f "$CARRY/llama-src.tar.xz" ] && parts='GPU_CHECK_SECONDS=500 ' && timeout=590
 echo "device call: run(command=\"${parts}bash .gpu-carry/gpu-check.sh\", carry=[\".gpu-carry\"], timeout_s=$timeout)"
