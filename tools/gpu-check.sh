@@ -127,8 +127,9 @@
 #             llama-bench (-fa 1), side by side, while the budget lasts
 #             (GPU_CHECK_SECONDS=500, timeout_s=590: gpu-carry prints it)
 #   golden-mm (not by default) test_golden, every weight on gpu0, with
-#             the prompts' products forced to mmv, mma, then cublas
-#             (LLMFS_CUDA_MATMUL): which of them keep llama.cpp's logits
+#             the prompts' products forced to mmv (the default for
+#             quantized weights), mma, then cublas (LLMFS_CUDA_MATMUL):
+#             each path's distance from llama.cpp's logits
 #   placement (not by default: about 5 minutes) tools/bench-placement.sh
 #             from the carried source: issue 27's cases (Qwen3-8B shape
 #             Q4_K_M capped at 16G and 6G, a 14B-class dense shape at 8G,
@@ -407,10 +408,13 @@ fi
 # ---- a prompt's products on each path, against llama.cpp (golden-mm) -------
 # Not by default. test_golden with every weight on gpu0 (the backend) and
 # the products past the mat-vec kernel's rows forced to one path:
-# mmv (the mat-vec kernel, the CPU's quantized activations and order),
-# mma (int8 tensor cores, Q8_1 activations), cublas (halves: float
-# activations, the default's path for prompts); every shared model, 8
-# prompts, its lines under the row
+# mmv (the mat-vec kernel: ggml's quantized activations in the CPU's
+# order, the default for quantized weights; expected: the CPU's
+# figures), mma (int8 tensor cores on the same activation rows, the
+# float epilogue in another order: within tolerance on the simulator),
+# cublas (halves: float activations, opt-in; the default before
+# 2026-11-27's card failed the MoE model through it); every shared
+# model, 8 prompts, its lines under the row
 if part golden-mm && [ -d "$SHARED/golden" ]; then
 	for k in ${GPU_CHECK_GOLDEN_MATMUL:-mmv mma cublas}; do
 		fits 30 || { row "golden-$k" skip "no time left"; continue; }
