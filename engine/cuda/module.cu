@@ -340,8 +340,17 @@ static enum cuda_matmul_mode mod_matmul_mode(const struct cuda_matmul *mm)
 	if (m == CUDA_MATMUL_MMA && mm->rows > mmv_rows &&
 	    k_mmq_takes(mm->w_type, mm->n_in))
 		return CUDA_MATMUL_MMA;
+	/*
+	 * AUTO: cuBLAS for the F16 and BF16 weights only, whose vec_dot
+	 * type its halves are (activations rounded to F16 or BF16, F32
+	 * sums). A quantized weight's activations must be ggml's int8 rows
+	 * (../shared/README.md section 4: halves miss by 1e-2 and flip MoE
+	 * routing; an H100 failed the golden rule so): the mat-vec kernel
+	 * takes any batch. LLMFS_CUDA_MATMUL=cublas: halves for every type.
+	 */
 	if (m == CUDA_MATMUL_AUTO || m == CUDA_MATMUL_MMA)
-		return mm->rows > mmv_rows && mm->w_type != T_F32 ?
+		return mm->rows > mmv_rows && (mm->w_type == T_F16 ||
+					       mm->w_type == T_BF16) ?
 			       CUDA_MATMUL_CUBLAS :
 			       CUDA_MATMUL_MMV;
 	return m;
