@@ -112,7 +112,8 @@ struct cuda_matmul {
 	/*
 	 * Fusions. x_act: x holds rows already of act_type(w_type)
 	 * (quantize's), x_ld bytes apart, which the mat-vec kernel reads
-	 * as they are, whatever the mode (cuBLAS takes floats).
+	 * as they are, and the int8 tensor cores under MMA where x and x_ld
+	 * are 16-aligned (cuBLAS takes floats: the mat-vec kernel then).
 	 * accumulate: y += the product (the bits of a separate add). w2 (not
 	 * with ids): a second matrix of w's type and shape, and y =
 	 * silu(w . x) * (w2 . x) (gate w, up w2; the CPU's SiLU).
