@@ -387,6 +387,8 @@ int cuda_backend_new(struct engine_backend **out, const char *device,
 	}
 	cb->plain = !cb_fuse();
 	cb->mmv_rows = cb_mmv_rows();
+	cb->float_products = getenv("LLMFS_CUDA_MATMUL") &&
+			     !strcmp(getenv("LLMFS_CUDA_MATMUL"), "cublas");
 	be->ctx = cb;
 	if ((ret = cb_graphs_new(be))) {
 		api->close(cb->dev);
@@ -398,7 +400,10 @@ int cuda_backend_new(struct engine_backend **out, const char *device,
 	be->ctx = cb;
 	be->threads = threads ? threads : 1;
 	be->is_host = false;
-	/* a prompt's products convert each weight for cuBLAS once a chunk */
+	/*
+	 * a prompt's products read each weight once a chunk (for cuBLAS,
+	 * an F16 or BF16 weight converted once)
+	 */
 	be->batch_rows = cb->plain ? 0 : CB_BATCH_ROWS;
 	be->dev.kind = IO_DEVICE_GPU;
 	be->dev.index = index;

@@ -47,7 +47,8 @@
  * cuBLAS, at an op's first calls, which a recording cannot do: so the
  * first pass of each shape runs plainly, and the next is recorded); the
  * ops of more than CB_GRAPH_ROWS rows, or than LLMFS_CUDA_MMV_ROWS
- * (cb_graph_rows: the products then go to cuBLAS).
+ * (cb_graph_rows: the products of F16 and BF16 weights, of every weight
+ * with LLMFS_CUDA_MATMUL=cublas, then go to cuBLAS).
  * Where such an op comes while recording, the ops recorded so far are
  * launched first, so the stream keeps its order, and the rest of the
  * segment runs plainly. LLMFS_CUDA_GRAPH=0 records nothing.
@@ -547,8 +548,10 @@ void cb_graph_flush(struct engine_backend *be)
 
 /*
  * Rows a recorded op may have: CB_GRAPH_ROWS, fewer where
- * LLMFS_CUDA_MMV_ROWS sends smaller batches off the mat-vec kernel (to
- * cuBLAS, which a recording does not take; batch_exact keeps them on it)
+ * LLMFS_CUDA_MMV_ROWS sends smaller batches off the mat-vec kernel (the
+ * F16 and BF16 weights', or with LLMFS_CUDA_MATMUL=cublas every
+ * weight's, to cuBLAS, which a recording does not take; batch_exact
+ * keeps them on it)
  */
 static uint32_t cb_graph_rows(const struct engine_backend *be)
 {

@@ -25,8 +25,11 @@
 #define CB_ALIGN 256
 /*
  * Batches of up to this many rows are converted to the mat-vec kernel's
- * activations (the module's AUTO takes them there); larger ones stay
- * floats, which cuBLAS takes. $LLMFS_CUDA_MMV_ROWS moves the line
+ * activations whatever the weight; larger ones too for a quantized
+ * weight (its vec_dot rows: the mat-vec kernel, or mmq.cu under
+ * LLMFS_CUDA_MATMUL=mma, takes any batch), and stay floats for the F16
+ * and BF16 weights, which cuBLAS takes (for every weight with
+ * LLMFS_CUDA_MATMUL=cublas). $LLMFS_CUDA_MMV_ROWS moves the line
  * (cb_mmv_rows), as it does the module's.
  */
 #define CB_QUANT_ROWS 32
@@ -83,6 +86,8 @@ struct cuda_backend {
 	struct cb_kv_last kv_last;
 	struct cb_graphs *graphs; /* NULL: LLMFS_CUDA_GRAPH=0 */
 	uint32_t mmv_rows; /* rows a product keeps the mat-vec kernel for */
+	/* LLMFS_CUDA_MATMUL=cublas: batches past mmv_rows stay floats */
+	bool float_products;
 };
 
 /* GPUs a process addresses: gpu0 .. gpu15 */
@@ -293,11 +298,11 @@ int cb_call_qk_rope_store(struct engine_backend *be, const struct cuda_kv *kv,
 
 /*
  * Activations (backend_ops.c). cb_quantizes: whether n rows converted
- * for a product become the mat-vec kernel's rows (else floats, which
- * cuBLAS takes). cb_act_set: buf now holds the kernel's rows (act) or
+ * to type (the module's activation type of the product's weight) become
+ * the kernel's rows (else floats, which cuBLAS takes). cb_act_set: buf now holds the kernel's rows (act) or
  * floats; the products read it by what it holds.
  */
-bool cb_quantizes(const struct engine_backend *be, uint32_t n);
+bool cb_quantizes(const struct engine_backend *be, uint32_t type, uint32_t n);
 /*
  * CB_QUANT_ROWS, or $LLMFS_CUDA_MMV_ROWS (1 to 512, the module's rule:
  * step.cu cuda_mmv_rows): the rows a product may have on the mat-vec

@@ -272,7 +272,8 @@ void cb_attention_convert(struct engine_backend *be,
 {
 	struct cuda_backend *cb = be->ctx;
 	const struct engine_hparams *hp = b->hp;
-	const bool quantize = type != IO_TYPE_F32 && cb_quantizes(be, b->n);
+	const bool quantize = type != IO_TYPE_F32 &&
+			      cb_quantizes(be, type, b->n);
 
 	if (cb_attention_to(be, b, type, quantize ? act : NULL, act_ld)) {
 		cb_act_set(cb, act, true);

@@ -16,17 +16,21 @@
 /* ---- activations: quantized rows, or floats for cuBLAS --------------------- */
 
 /*
- * Whether n rows converted to type become the mat-vec kernel's rows of
- * it (quantized; F32 for the float weights: then the kernel reads them
- * without a copy of its own): a batch that kernel takes (any, with
- * batch_exact). Larger ones stay floats for cuBLAS, whatever type the
- * pass asked for.
+ * Whether n rows converted to type become the kernel's rows of it
+ * (quantized; F32 for the float weights: then the kernel reads them
+ * without a copy of its own): any batch of a quantized type, since
+ * ggml multiplies a quantized weight with its vec_dot rows and floats
+ * miss llama.cpp's logits (../shared/README.md section 4); a float
+ * type's batch up to mmv_rows (any, with batch_exact). Larger ones of
+ * the float types, and with LLMFS_CUDA_MATMUL=cublas of every type,
+ * stay floats for cuBLAS.
  */
-bool cb_quantizes(const struct engine_backend *be, uint32_t n)
+bool cb_quantizes(const struct engine_backend *be, uint32_t type, uint32_t n)
 {
 	const struct cuda_backend *cb = be->ctx;
 
-	return be->batch_exact || n <= cb->mmv_rows;
+	return be->batch_exact || n <= cb->mmv_rows ||
+	       (type != IO_TYPE_F32 && !cb->float_products);
 }
 
 uint32_t cb_mmv_rows(void)
@@ -225,7 +229,7 @@ void cb_convert_rows(struct engine_backend *be, uint32_t type, const float *x,
 		     const uint32_t *idx, uint32_t n)
 {
 	struct cuda_backend *cb = be->ctx;
-	const bool act = !cb->plain && cb_quantizes(be, n);
+	const bool act = !cb->plain && cb_quantizes(be, type, n);
 	struct cb_runs it = { .idx = idx, .n = n };
 	struct err err = { 0 };
 
@@ -258,7 +262,7 @@ void cb_rms_norm_convert_rows(struct engine_backend *be, float *y,
 	struct err err = { 0 };
 
 	cb_graph_op(be, __func__, n, act);
-	if (!cb_quantizes(be, n)) {
+	if (!cb_quantizes(be, type, n)) {
 		cb_rms_norm_rows(be, y, x, ld, width, 1, w, eps, idx, n);
 		cb_convert_rows(be, type, y, ld, width, act, act_ld, idx, n);
 		return;

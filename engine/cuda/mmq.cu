@@ -1,20 +1,25 @@
 // SPDX-License-Identifier: MIT
 /*
  * Prompt products on int8 tensor cores (MMQ): y = w . x for many rows of
- * x, the weights read in their GGUF blocks, the activations quantized to
- * Q8_1 (32 int8 with a scale d; quantize.cu).
+ * x, the weights read in their GGUF blocks, the activations the weight
+ * type's vec_dot rows as ggml (and the mat-vec kernel) takes them
+ * (quantize.cu): Q8_1 for the 32-element types (32 int8 with a scale d
+ * and the half s = d sum(q): Q8_0's quants and d), Q8_K for the
+ * K-quants (256 int8 with a float d and the sums of 16).
  *
  * A block of 4 warps takes a tile of MMQ_ROWS weight rows by MMQ_COLS
  * activation rows and walks K 256 elements (a stage) at a time, in
  * three steps a stage:
  *
  *   copy    cp.async (cp_async.cuh) brings the next stage's weight
- *           blocks and Q8_1 blocks as they are into shared memory
- *           (wraw, xraw), while the warps multiply this one;
- *   unpack  the stage's weights become int8 (w) with a float scale (and
- *           min) per 32 elements, per 16 for the types with 16-element
- *           scales (HALVES), and the activations' d (and d sum(q))
- *           are read out beside them;
+ *           blocks and activation blocks as they are into shared
+ *           memory (wraw, xraw), while the warps multiply this one;
+ *   unpack  the stage's weights become int8 (w) with a scale (and min)
+ *           per 32 elements, per 16 for the types with 16-element
+ *           scales (HALVES): floats for the 32-element types, the
+ *           K-quants' integers beside the super-block's d and dmin;
+ *           the activations' d (and s, or the sums of 16) are read out
+ *           beside them;
  *   mma     each warp multiplies its 16 weight rows with all MMQ_COLS
  *           columns, one m16n8k32 mma (mma.cuh) per 32 elements and 8
  *           columns, B read from xraw as it came.
@@ -22,14 +27,17 @@
  * The weights' raw stage has one buffer (free once unpacked), the
  * activations' two (the mma reads one while the next lands). Each mma's
  * int32 sums are one block's dot products, scaled into float
- * accumulators: += dot * d_w * d_x, -= m_w * d_x sum(q_x) for the types
- * with mins (the sum counted from the int8, not the block's half s,
- * which is 2^-11 off it). A type with a scale per 16 elements takes two
- * mmas a block, each with the other half of A zeroed.
+ * accumulators as the CPU's vec_dot scales them: the 32-element types
+ * += dot * d_w * d_x (-= m_w * s_x with mins, s the block's half, as
+ * ggml's Q4_1 and Q5_1 take it); the K-quants += (d_x d_w) (dot * sc_w)
+ * -= (d_x dmin_w) (m_w * bsum_x), the integer products the CPU's. A
+ * type with a scale per 16 elements takes two mmas a block, each with
+ * the other half of A zeroed.
  *
- * Not the CPU's order (nor its activations' type for the K-quants: the
- * CPU takes Q8_K): tests/engine/test_cuda.c checks it against the float
- * product within MMQ_REL. Opt-in (LLMFS_CUDA_MATMUL=mma) until a card
+ * So every integer is the CPU's; the floats are added in another order
+ * (per 32 elements, where the CPU sums a super-block's integers first):
+ * tests/engine/test_cuda.c checks it against the CPU's vec_dot on the
+ * same rows within MMQ_REL. Opt-in (LLMFS_CUDA_MATMUL=mma) until a card
  * measures it (tools/gpu-check.sh, part mmq); Documentation/gpu.md.
  */
 #include "blocks.cuh"
@@ -46,8 +54,9 @@
 /* an unpacked row's bytes: 16 more than MMQ_K, so that the 8 rows and 4
  * words a fragment load touches fall in 32 different banks */
 #define MMQ_KP (MMQ_K + 16)
-/* a column of a stage's Q8_1 blocks as they came (8 x 36 bytes), padded
- * to 76 words for the same reason (B's 8 columns, 4 words) */
+/* a column of a stage's Q8_1 blocks as they came (8 x 36 bytes), or its
+ * Q8_K block (292 bytes) from the 16-byte word it starts in, padded to
+ * 76 words for the same reason (B's 8 columns, 4 words) */
 #define MMQ_XP 304
 /*
  * blocks an SM by shared memory (73-78 KB a block of the 227 KB): told
@@ -58,12 +67,21 @@
 /*
  * a tile's 32 weights as int8, 4 to an int, with their scales;
  * mmq_type<T>: HALVES, a scale (and min) per 16 elements; MINS, a
- * d_min * min subtracted per element
+ * d_min * min subtracted per element; a K-quant's super(), its
+ * super-block's d and dmin
  */
 struct mmq_unpacked {
 	int q[8];
-	float d[2]; /* the scale of elements 0-15 and 16-31 */
+	float d[2]; /* 32-element types: the scale of elements 0-15, 16-31 */
 	float m[2]; /* subtracted per element, the same halves */
+	int sc[2];  /* K-quants: the integer scales, the same halves */
+	int mn[2];  /* and mins (times dmin) */
+};
+
+/* a scale in shared memory: a float (32-element types) or an integer */
+union mmq_num {
+	float f;
+	int i;
 };
 
 /* 4 bytes b - o each (b + 128 - o < 256): the offset of unsigned quants */
@@ -186,7 +204,6 @@ template <> struct mmq_type<T_Q2_K> {
 		const blk_q2_K *b = (const blk_q2_K *)st;
 		const uint8_t *qs = b->qs + 32 * (ib / 4);
 		const int shift = 2 * (ib % 4);
-		const float d = cuda_h2f(b->d), dmin = cuda_h2f(b->dmin);
 
 		for (int k = 0; k < 8; k++)
 			u.q[k] = (cuda_load_int_b2(qs + 4 * k) >> shift) &
@@ -194,9 +211,17 @@ template <> struct mmq_type<T_Q2_K> {
 		for (int h = 0; h < 2; h++) {
 			const int sc = b->scales[2 * ib + h];
 
-			u.d[h] = d * (float)(sc & 0xF);
-			u.m[h] = dmin * (float)(sc >> 4);
+			u.sc[h] = sc & 0xF;
+			u.mn[h] = sc >> 4;
 		}
+	}
+	static __device__ __forceinline__ void super(const uint8_t *st,
+						     float *d, float *dmin)
+	{
+		const blk_q2_K *b = (const blk_q2_K *)st;
+
+		*d = cuda_h2f(b->d);
+		*dmin = cuda_h2f(b->dmin);
 	}
 };
 
@@ -208,7 +233,6 @@ template <> struct mmq_type<T_Q3_K> {
 		const blk_q3_K *b = (const blk_q3_K *)st;
 		const uint8_t *qs = b->qs + 32 * (ib / 4);
 		const int shift = 2 * (ib % 4);
-		const float d = cuda_h2f(b->d);
 
 		for (int k = 0; k < 8; k++) {
 			const unsigned lo =
@@ -224,8 +248,14 @@ template <> struct mmq_type<T_Q3_K> {
 			/* q - 4 is q | 0xfc for q < 4 */
 			u.q[k] = (int)(lo | nh * 0xfcu);
 		}
-		u.d[0] = d * (float)scale_q3_K(b->scales, 2 * ib);
-		u.d[1] = d * (float)scale_q3_K(b->scales, 2 * ib + 1);
+		u.sc[0] = scale_q3_K(b->scales, 2 * ib);
+		u.sc[1] = scale_q3_K(b->scales, 2 * ib + 1);
+	}
+	static __device__ __forceinline__ void super(const uint8_t *st,
+						     float *d, float *dmin)
+	{
+		*d = cuda_h2f(((const blk_q3_K *)st)->d);
+		*dmin = 0.0f;
 	}
 };
 
@@ -244,8 +274,16 @@ template <> struct mmq_type<T_Q4_K> {
 			u.q[k] = (cuda_load_int_b2(qs + 4 * k) >> shift) &
 				 0x0f0f0f0f;
 		scale_min_k4(ib, b->scales, &sc, &mn);
-		u.d[0] = u.d[1] = cuda_h2f(b->d) * (float)sc;
-		u.m[0] = u.m[1] = cuda_h2f(b->dmin) * (float)mn;
+		u.sc[0] = u.sc[1] = sc;
+		u.mn[0] = u.mn[1] = mn;
+	}
+	static __device__ __forceinline__ void super(const uint8_t *st,
+						     float *d, float *dmin)
+	{
+		const blk_q4_K *b = (const blk_q4_K *)st;
+
+		*d = cuda_h2f(b->d);
+		*dmin = cuda_h2f(b->dmin);
 	}
 };
 
@@ -270,8 +308,16 @@ template <> struct mmq_type<T_Q5_K> {
 			u.q[k] = lo | hi;
 		}
 		scale_min_k4(ib, b->scales, &sc, &mn);
-		u.d[0] = u.d[1] = cuda_h2f(b->d) * (float)sc;
-		u.m[0] = u.m[1] = cuda_h2f(b->dmin) * (float)mn;
+		u.sc[0] = u.sc[1] = sc;
+		u.mn[0] = u.mn[1] = mn;
+	}
+	static __device__ __forceinline__ void super(const uint8_t *st,
+						     float *d, float *dmin)
+	{
+		const blk_q5_K *b = (const blk_q5_K *)st;
+
+		*d = cuda_h2f(b->d);
+		*dmin = cuda_h2f(b->dmin);
 	}
 };
 
@@ -290,7 +336,6 @@ template <> struct mmq_type<T_Q6_K> {
 		const int h = ib / 4, qd = ib % 4;
 		const uint8_t *ql = b->ql + 64 * h + 32 * (qd & 1);
 		const uint8_t *qh = b->qh + 32 * h;
-		const float d = cuda_h2f(b->d);
 
 		for (int k = 0; k < 8; k++) {
 			const int lo = (cuda_load_int_b2(ql + 4 * k) >>
@@ -303,8 +348,14 @@ template <> struct mmq_type<T_Q6_K> {
 
 			u.q[k] = mmq_bias(lo | hi, 32);
 		}
-		u.d[0] = d * (float)b->scales[2 * ib];
-		u.d[1] = d * (float)b->scales[2 * ib + 1];
+		u.sc[0] = b->scales[2 * ib];
+		u.sc[1] = b->scales[2 * ib + 1];
+	}
+	static __device__ __forceinline__ void super(const uint8_t *st,
+						     float *d, float *dmin)
+	{
+		*d = cuda_h2f(((const blk_q6_K *)st)->d);
+		*dmin = 0.0f;
 	}
 };
 
@@ -317,17 +368,33 @@ template <int T> struct mmq_geom {
 	/* scales (and mins) a row a stage */
 	static constexpr int NS = mmq_type<T>::HALVES ? 2 * MMQ_KB : MMQ_KB;
 	static constexpr int NM = mmq_type<T>::MINS ? NS : 1;
+	/* a K-quant: Q8_K activations, integer scales */
+	static constexpr bool KQ = wq<T>::QK == QK_K;
 };
 
+static_assert(sizeof(blk_q8_K) + 12 <= MMQ_XP, "a Q8_K block and its skew");
+
+/*
+ * The K-quants' scales (wd, wm) and the activations' sums (xs) are
+ * integers, the 32-element types' floats; xd, a K-quant's Q8_K d in
+ * xd[c][0].
+ */
 template <int T> struct mmq_shared {
 	__align__(16) uint8_t xraw[2][MMQ_COLS][MMQ_XP];
 	__align__(16) uint8_t wraw[MMQ_ROWS][mmq_geom<T>::RW];
 	__align__(16) int8_t w[MMQ_ROWS][MMQ_KP];
-	float wd[MMQ_ROWS][mmq_geom<T>::NS];
-	float wm[MMQ_ROWS][mmq_geom<T>::NM];
+	mmq_num wd[MMQ_ROWS][mmq_geom<T>::NS];
+	mmq_num wm[MMQ_ROWS][mmq_geom<T>::NM];
+	float wsup[MMQ_ROWS][2]; /* a K-quant's d and dmin */
 	float xd[MMQ_COLS][MMQ_KB];
-	float xs[MMQ_COLS][mmq_geom<T>::NM]; /* d sum(q), as wm */
+	mmq_num xs[MMQ_COLS][mmq_geom<T>::NM]; /* s, or bsums, as wm */
 };
+
+/* where stage k0's Q8_K block lies past the 16-byte word it starts in */
+__device__ __forceinline__ int mmq_xskew(int64_t k0)
+{
+	return (int)((uint64_t)(k0 / MMQ_KB) * sizeof(blk_q8_K) & 15);
+}
 
 /*
  * Start copying n bytes of NR rows, src + r ld, into dst + r dld; rows
@@ -401,18 +468,33 @@ mmq_issue(mmq_shared<T> &sh, const mmq_args &a, int64_t row0, int64_t col0,
 			   a.w + row0 * a.row_bytes + mmq_stage_off<T>(k0),
 			   a.row_bytes, a.n_out - row0, wn,
 			   a.w + a.n_out * a.row_bytes, w16);
-	mmq_copy<MMQ_COLS>(&sh.xraw[buf][0][0], MMQ_XP,
-			   a.x + col0 * a.x_ld + k0 * sizeof(blk_q8_1),
-			   a.x_ld, (int64_t)a.rows - col0,
-			   kbs * (int)sizeof(blk_q8_1),
-			   a.x + a.rows * a.x_ld, true);
+	if constexpr (G::KQ) {
+		/* from the 16-byte word it starts in (rows 16-aligned) */
+		const int skew = mmq_xskew(k0);
+
+		mmq_copy<MMQ_COLS>(&sh.xraw[buf][0][0], MMQ_XP,
+				   a.x + col0 * a.x_ld +
+					   (uint64_t)(k0 / MMQ_KB) *
+						   sizeof(blk_q8_K) -
+					   skew,
+				   a.x_ld, (int64_t)a.rows - col0,
+				   skew + (int)sizeof(blk_q8_K),
+				   a.x + a.rows * a.x_ld, true);
+	} else {
+		mmq_copy<MMQ_COLS>(&sh.xraw[buf][0][0], MMQ_XP,
+				   a.x + col0 * a.x_ld + k0 * sizeof(blk_q8_1),
+				   a.x_ld, (int64_t)a.rows - col0,
+				   kbs * (int)sizeof(blk_q8_1),
+				   a.x + a.rows * a.x_ld, true);
+	}
 	cuda_cp_async_commit();
 }
 
 /*
- * The landed stage k0: the weights unpacked (wraw -> w, wd, wm), the
- * activations' d and d sum(q) read out of xraw[buf]. Blocks past n_in
- * (a short last stage) and rows past the matrix are zeros.
+ * The landed stage k0: the weights unpacked (wraw -> w, wd, wm, wsup),
+ * the activations' d and s (Q8_1) or d and sums of 16 (Q8_K) read out
+ * of xraw[buf]. Blocks past n_in (a short last stage) and rows past the
+ * matrix are zeros.
  */
 template <int T>
 __device__ __forceinline__ void mmq_unpack(mmq_shared<T> &sh,
@@ -420,50 +502,70 @@ __device__ __forceinline__ void mmq_unpack(mmq_shared<T> &sh,
 					   int64_t k0, int buf, bool w16)
 {
 	typedef mmq_type<T> Y;
+	typedef mmq_geom<T> G;
 	const int64_t nb = a.n_in / 32;
 
 	for (int i = threadIdx.x; i < MMQ_ROWS * MMQ_KB; i += MMQ_THREADS) {
 		const int r = i / MMQ_KB, kb = i % MMQ_KB;
 		const uint8_t *row = a.w + (row0 + r) * a.row_bytes +
 				     mmq_stage_off<T>(k0);
+		const uint8_t *st = sh.wraw[r] +
+				    (w16 ? 0 : (uintptr_t)row & 3);
+		const bool in = row0 + r < a.n_out && k0 + kb < nb;
 		mmq_unpacked u = {};
 
-		if (row0 + r < a.n_out && k0 + kb < nb)
-			Y::unpack(sh.wraw[r] + (w16 ? 0 : (uintptr_t)row & 3),
-				  kb, u);
+		if (in)
+			Y::unpack(st, kb, u);
 		for (int k = 0; k < 8; k++)
 			*(int *)&sh.w[r][32 * kb + 4 * k] = u.q[k];
-		if (Y::HALVES) {
-			sh.wd[r][2 * kb] = u.d[0];
-			sh.wd[r][2 * kb + 1] = u.d[1];
-		} else {
-			sh.wd[r][kb] = u.d[0];
+		if constexpr (G::KQ) {
+			float d = 0.0f, dmin = 0.0f;
+
+			for (int h = 0; h < (Y::HALVES ? 2 : 1); h++) {
+				sh.wd[r][(Y::HALVES ? 2 : 1) * kb + h].i =
+					u.sc[h];
+				if (Y::MINS)
+					sh.wm[r][(Y::HALVES ? 2 : 1) * kb + h]
+						.i = u.mn[h];
+			}
+			if (in && kb == 0)
+				Y::super(st, &d, &dmin);
+			if (kb == 0) {
+				sh.wsup[r][0] = d;
+				sh.wsup[r][1] = dmin;
+			}
+			continue;
 		}
-		if (Y::MINS && Y::HALVES) {
-			sh.wm[r][2 * kb] = u.m[0];
-			sh.wm[r][2 * kb + 1] = u.m[1];
-		} else if (Y::MINS) {
-			sh.wm[r][kb] = u.m[0];
-		}
+		sh.wd[r][kb].f = u.d[0];
+		if (Y::MINS)
+			sh.wm[r][kb].f = u.m[0];
 	}
 	for (int i = threadIdx.x; i < MMQ_COLS * MMQ_KB; i += MMQ_THREADS) {
 		const int c = i / MMQ_KB, kb = i % MMQ_KB;
-		const uint8_t *b = sh.xraw[buf][c] + sizeof(blk_q8_1) * kb;
-		/* columns past the rows came as zeros: d = 0 */
-		const float d = k0 + kb < nb ? cuda_h2f(*(const uint16_t *)b) :
-					       0.0f;
-		int s[2] = { 0, 0 };
 
-		sh.xd[c][kb] = d;
-		for (int k = 0; Y::MINS && k < 8; k++)
-			s[k / 4] += byte_sum(cuda_load_int_b4(b + 4 + 4 * k));
-		/* d * sum(q) in float: the block's half s is 2^-11 off it */
-		if (Y::MINS && Y::HALVES) {
-			sh.xs[c][2 * kb] = d * (float)s[0];
-			sh.xs[c][2 * kb + 1] = d * (float)s[1];
-		} else if (Y::MINS) {
-			sh.xs[c][kb] = d * (float)(s[0] + s[1]);
+		if constexpr (G::KQ) {
+			/* columns past the rows came as zeros: d = 0 */
+			const uint8_t *b = sh.xraw[buf][c] + mmq_xskew(k0);
+			const blk_q8_K *q = (const blk_q8_K *)b;
+
+			if (kb == 0)
+				sh.xd[c][0] = q->d;
+			if (Y::MINS && Y::HALVES) {
+				sh.xs[c][2 * kb].i = q->bsums[2 * kb];
+				sh.xs[c][2 * kb + 1].i = q->bsums[2 * kb + 1];
+			} else if (Y::MINS) {
+				sh.xs[c][kb].i = q->bsums[2 * kb] +
+						 q->bsums[2 * kb + 1];
+			}
+			continue;
 		}
+		const blk_q8_1 *b = (const blk_q8_1 *)sh.xraw[buf][c] + kb;
+		const bool in = k0 + kb < nb;
+
+		sh.xd[c][kb] = in ? cuda_h2f(b->d) : 0.0f;
+		/* the half s, as the CPU's vec_dot reads it */
+		if (Y::MINS)
+			sh.xs[c][kb].f = in ? cuda_h2f(b->s) : 0.0f;
 	}
 }
 
@@ -475,23 +577,43 @@ __device__ __forceinline__ int mmq_word(const int8_t (*m)[MMQ_KP], int row,
 }
 
 /*
- * Warp w's 16 weight rows times the MMQ_COLS columns over one stage,
- * into acc[column tile][register] (mma.cuh's C layout).
+ * The mma of 32 elements: d the dot products (or, HALVES, d those of
+ * elements 0-15 and d2 those of 16-31: A's registers 0, 1 are 0-15).
  */
 template <int T>
-__device__ __forceinline__ void mmq_stage(const mmq_shared<T> &sh, int buf,
-					  int w, int lane,
-					  float acc[MMQ_COLS / 8][4])
+__device__ __forceinline__ void mmq_mma(const mma_s8_frag &f, int d[4],
+					int d2[4])
+{
+	const int zero[4] = { 0, 0, 0, 0 };
+
+	if (mmq_type<T>::HALVES) {
+		mma_s8_frag lo = f, hi = f;
+
+		lo.a[2] = lo.a[3] = 0;
+		hi.a[0] = hi.a[1] = 0;
+		mma_s8_16832(d, lo, zero);
+		mma_s8_16832(d2, hi, zero);
+	} else {
+		mma_s8_16832(d, f, zero);
+	}
+}
+
+/*
+ * Warp w's 16 weight rows times the MMQ_COLS columns over one stage of
+ * a 32-element type, into acc[column tile][register] (mma.cuh's C
+ * layout): += dot d_w d_x, -= m_w s_x.
+ */
+template <int T>
+__device__ __forceinline__ void mmq_stage_32(const mmq_shared<T> &sh, int buf,
+					     int w, int lane,
+					     float acc[MMQ_COLS / 8][4])
 {
 	typedef mmq_type<T> Y;
-	const int zero[4] = { 0, 0, 0, 0 };
-	/* a scale's index: per 32 elements, or the first of two per 16 */
-	const int hs = Y::HALVES ? 2 : 1;
 
 	for (int kb = 0; kb < MMQ_KB; kb++) {
 		mma_s8_frag f;
 		/* C's registers 0, 1 are in one row, 2, 3 in another */
-		float wd[2], wd2[2], wm[2], wm2[2];
+		float wd[2], wm[2];
 
 		for (int r = 0; r < 4; r++)
 			f.a[r] = mmq_word(sh.w, 16 * w + mma_a_row(lane, r),
@@ -499,12 +621,8 @@ __device__ __forceinline__ void mmq_stage(const mmq_shared<T> &sh, int buf,
 		for (int h = 0; h < 2; h++) {
 			const int row = 16 * w + mma_c_row(lane, 2 * h);
 
-			wd[h] = sh.wd[row][hs * kb];
-			wd2[h] = Y::HALVES ? sh.wd[row][hs * kb + 1] : 0.0f;
-			wm[h] = Y::MINS ? sh.wm[row][hs * kb] : 0.0f;
-			wm2[h] = Y::MINS && Y::HALVES ?
-					 sh.wm[row][hs * kb + 1] :
-					 0.0f;
+			wd[h] = sh.wd[row][kb].f;
+			wm[h] = Y::MINS ? sh.wm[row][kb].f : 0.0f;
 		}
 		for (int t = 0; t < MMQ_COLS / 8; t++) {
 			const uint8_t *xb = sh.xraw[buf][8 * t + mma_b_col(lane)] +
@@ -514,34 +632,86 @@ __device__ __forceinline__ void mmq_stage(const mmq_shared<T> &sh, int buf,
 			for (int r = 0; r < 2; r++)
 				f.b[r] = *(const int *)(xb +
 							mma_b_row(lane, r, 0));
-			if (Y::HALVES) {
-				/* elements 0-15 are A's registers 0, 1 */
-				mma_s8_frag lo = f, hi = f;
-
-				lo.a[2] = lo.a[3] = 0;
-				hi.a[0] = hi.a[1] = 0;
-				mma_s8_16832(d, lo, zero);
-				mma_s8_16832(d2, hi, zero);
-			} else {
-				mma_s8_16832(d, f, zero);
-			}
+			mmq_mma<T>(f, d, d2);
 			for (int r = 0; r < 4; r++) {
 				const int col = 8 * t + mma_c_col(lane, r);
-				const float xd = sh.xd[col][kb];
-				float v = (float)d[r] * wd[r / 2];
 
-				if (Y::HALVES)
-					v += (float)d2[r] * wd2[r / 2];
-				acc[t][r] += v * xd;
+				acc[t][r] += wd[r / 2] * sh.xd[col][kb] *
+					     (float)d[r];
 				if (Y::MINS)
 					acc[t][r] -= wm[r / 2] *
-						     sh.xs[col][hs * kb];
-				if (Y::MINS && Y::HALVES)
-					acc[t][r] -= wm2[r / 2] *
-						     sh.xs[col][hs * kb + 1];
+						     sh.xs[col][kb].f;
 			}
 		}
 	}
+}
+
+/*
+ * The same over a K-quant's stage (one super-block, Q8_K columns from
+ * xraw[buf] + skew): the super-block's integer sums of dot * sc and
+ * m * bsum, exact as the CPU's, then scaled once by d_x d_w and
+ * d_x dmin_w (the CPU's floats, added in another order).
+ */
+template <int T>
+__device__ __forceinline__ void mmq_stage_k(const mmq_shared<T> &sh, int buf,
+					    int skew, int w, int lane,
+					    float acc[MMQ_COLS / 8][4])
+{
+	typedef mmq_type<T> Y;
+	const int hs = Y::HALVES ? 2 : 1;
+	int is[MMQ_COLS / 8][4] = {}, ms[MMQ_COLS / 8][4] = {};
+
+	for (int kb = 0; kb < MMQ_KB; kb++) {
+		mma_s8_frag f;
+		int sc[2], sc2[2], mn[2], mn2[2];
+
+		for (int r = 0; r < 4; r++)
+			f.a[r] = mmq_word(sh.w, 16 * w + mma_a_row(lane, r),
+					  32 * kb + mma_a_col(lane, r, 0));
+		for (int h = 0; h < 2; h++) {
+			const int row = 16 * w + mma_c_row(lane, 2 * h);
+
+			sc[h] = sh.wd[row][hs * kb].i;
+			sc2[h] = Y::HALVES ? sh.wd[row][hs * kb + 1].i : 0;
+			mn[h] = Y::MINS ? sh.wm[row][hs * kb].i : 0;
+			mn2[h] = Y::MINS && Y::HALVES ?
+					 sh.wm[row][hs * kb + 1].i :
+					 0;
+		}
+		for (int t = 0; t < MMQ_COLS / 8; t++) {
+			const uint8_t *xb = sh.xraw[buf][8 * t + mma_b_col(lane)] +
+					    skew + 4 + 32 * kb;
+			int d[4], d2[4];
+
+			for (int r = 0; r < 2; r++)
+				f.b[r] = *(const int *)(xb +
+							mma_b_row(lane, r, 0));
+			mmq_mma<T>(f, d, d2);
+			for (int r = 0; r < 4; r++) {
+				const int col = 8 * t + mma_c_col(lane, r);
+
+				is[t][r] += d[r] * sc[r / 2];
+				if (Y::HALVES)
+					is[t][r] += d2[r] * sc2[r / 2];
+				if (Y::MINS)
+					ms[t][r] += mn[r / 2] *
+						    sh.xs[col][hs * kb].i;
+				if (Y::MINS && Y::HALVES)
+					ms[t][r] += mn2[r / 2] *
+						    sh.xs[col][hs * kb + 1].i;
+			}
+		}
+	}
+	for (int t = 0; t < MMQ_COLS / 8; t++)
+		for (int r = 0; r < 4; r++) {
+			const int row = 16 * w + mma_c_row(lane, r);
+			const float xd = sh.xd[8 * t + mma_c_col(lane, r)][0];
+
+			acc[t][r] += xd * sh.wsup[row][0] * (float)is[t][r];
+			if (Y::MINS)
+				acc[t][r] -= xd * sh.wsup[row][1] *
+					     (float)ms[t][r];
+		}
 }
 
 /*
@@ -575,7 +745,10 @@ __global__ void __launch_bounds__(MMQ_THREADS, MMQ_BLOCKS_SM)
 		if (k0 + MMQ_KB < nb)
 			mmq_issue<T>(*sh, a, row0, col0, k0 + MMQ_KB, buf ^ 1,
 				     w16);
-		mmq_stage<T>(*sh, buf, w, lane, acc);
+		if constexpr (mmq_geom<T>::KQ)
+			mmq_stage_k<T>(*sh, buf, mmq_xskew(k0), w, lane, acc);
+		else
+			mmq_stage_32<T>(*sh, buf, w, lane, acc);
 	}
 	for (int t = 0; t < MMQ_COLS / 8; t++)
 		for (int r = 0; r < 4; r++) {
@@ -626,7 +799,7 @@ bool k_mmq_takes(uint32_t w_type, int64_t n_in)
 
 bool k_mmq(uint32_t w_type, const mmq_args &a, cudaStream_t s)
 {
-	/* Q8_1 rows 16-aligned, as the module lays them out */
+	/* the activation rows 16-aligned, as the module lays them out */
 	if (!k_mmq_takes(w_type, a.n_in) || !a.rows ||
 	    (((uintptr_t)a.x | a.x_ld) & 15))
 		return false;

@@ -330,18 +330,32 @@ static enum cuda_matmul_mode mod_matmul_mode(const struct cuda_matmul *mm)
 					  mm->mode :
 					  (enum cuda_matmul_mode)forced;
 	/*
+	 * int8 tensor cores (mmq.cu) where they take the type, on the
+	 * caller's quantized rows too (the same vec_dot rows) where they
+	 * lie 16-aligned; else as AUTO
+	 */
+	if (m == CUDA_MATMUL_MMA && mm->rows > mmv_rows && !mm->ids &&
+	    k_mmq_takes(mm->w_type, mm->n_in) &&
+	    (!mm->x_act || !(((uintptr_t)mm->x | mm->x_ld) & 15)))
+		return CUDA_MATMUL_MMA;
+	/*
 	 * experts, quantized rows and small batches: the mat-vec kernel;
 	 * F32 weights too (the MoE router, small matrices): halves would
 	 * round them, and the mat-vec kernel gives the CPU's bits
 	 */
 	if (mm->ids || mm->x_act)
 		return CUDA_MATMUL_MMV;
-	/* int8 tensor cores (mmq.cu) where they take the type, else AUTO */
-	if (m == CUDA_MATMUL_MMA && mm->rows > mmv_rows &&
-	    k_mmq_takes(mm->w_type, mm->n_in))
-		return CUDA_MATMUL_MMA;
+	/*
+	 * AUTO: cuBLAS for the F16 and BF16 weights only, whose vec_dot
+	 * type its halves are (activations rounded to F16 or BF16, F32
+	 * sums). A quantized weight's activations must be ggml's int8 rows
+	 * (../shared/README.md section 4: halves miss by 1e-2 and flip MoE
+	 * routing; an H100 failed the golden rule so): the mat-vec kernel
+	 * takes any batch. LLMFS_CUDA_MATMUL=cublas: halves for every type.
+	 */
 	if (m == CUDA_MATMUL_AUTO || m == CUDA_MATMUL_MMA)
-		return mm->rows > mmv_rows && mm->w_type != T_F32 ?
+		return mm->rows > mmv_rows && (mm->w_type == T_F16 ||
+					       mm->w_type == T_BF16) ?
 			       CUDA_MATMUL_CUBLAS :
 			       CUDA_MATMUL_MMV;
 	return m;
@@ -467,7 +481,7 @@ static int mod_matmul_mmv(struct cuda_dev *d, const struct cuda_matmul *mm,
 	return cuda_check_launch("matrix product", err);
 }
 
-/* y (y_ld) = w . xq's Q8_1 rows, or y += it */
+/* y (y_ld) = w . xq's rows (w's vec_dot type), or y += it */
 static int mod_mmq(struct cuda_dev *d, const struct cuda_matmul *mm,
 		   const void *w, const uint8_t *xq, uint64_t xq_ld, float *y,
 		   size_t y_ld, bool accumulate, struct err *err)
@@ -484,35 +498,54 @@ static int mod_mmq(struct cuda_dev *d, const struct cuda_matmul *mm,
 	a.y_ld = y_ld;
 	a.rows = mm->rows;
 	a.accumulate = accumulate;
-	k_mmq(mm->w_type, a, d->stream);
+	if (!k_mmq(mm->w_type, a, d->stream))
+		return cuda_err(err, EINVAL,
+				"no int8 tensor-core product of type %u",
+				mm->w_type);
 	return cuda_check_launch("matrix product (mma)", err);
 }
 
 /*
- * The int8 tensor-core kernel on the rows quantized to Q8_1; SwiGLU
- * through the two products in the scratch (rows n_out floats apart).
+ * The int8 tensor-core kernel on the rows quantized to the weight's
+ * vec_dot type (Q8_1, Q8_K: the mat-vec kernel's, ggml's), or on the
+ * caller's rows of it; SwiGLU through the two products in the scratch
+ * (rows n_out floats apart).
  */
 static int mod_matmul_mma(struct cuda_dev *d, const struct cuda_matmul *mm,
 			  struct err *err)
 {
-	const uint64_t xq_ld = (k_act_row_bytes(T_Q8_1, mm->n_in) + 15) &
-			       ~(uint64_t)15;
-	const size_t xbytes = (xq_ld * mm->rows + 255) & ~(size_t)255;
+	const uint32_t act = k_act_type(mm->w_type);
+	const uint64_t xq_ld = mm->x_act ? mm->x_ld :
+					   (k_act_row_bytes(act, mm->n_in) +
+					    15) & ~(uint64_t)15;
+	const size_t xbytes = mm->x_act ? 0 :
+					  (xq_ld * mm->rows + 255) &
+						  ~(size_t)255;
 	const size_t ybytes = (size_t)mm->rows * mm->n_out * 4;
-	uint8_t *xq;
+	const uint8_t *xq;
+	uint8_t *s;
 	float *t;
 	int ret;
 
-	xq = (uint8_t *)cuda_dev_scratch(d, xbytes + (mm->w2 ? 2 * ybytes : 0),
-					 err);
-	if (!xq)
+	if (mm->x_act && !mm->w2) {
+		xq = (const uint8_t *)mm->x;
+		return mod_mmq(d, mm, mm->w, xq, xq_ld, mm->y, mm->y_ld,
+			       mm->accumulate, err);
+	}
+	s = (uint8_t *)cuda_dev_scratch(d, xbytes + (mm->w2 ? 2 * ybytes : 0),
+					err);
+	if (!s)
 		return -err->code;
-	k_quantize(T_Q8_1, mm->x, mm->x_ld, xq, xq_ld, mm->n_in, mm->rows,
-		   d->stream);
+	xq = s;
+	if (mm->x_act)
+		xq = (const uint8_t *)mm->x;
+	else
+		k_quantize(act, mm->x, mm->x_ld, s, xq_ld, mm->n_in, mm->rows,
+			   d->stream);
 	if (!mm->w2)
 		return mod_mmq(d, mm, mm->w, xq, xq_ld, mm->y, mm->y_ld,
 			       mm->accumulate, err);
-	t = (float *)(xq + xbytes);
+	t = (float *)(s + xbytes);
 	if ((ret = mod_mmq(d, mm, mm->w, xq, xq_ld, t, mm->n_out, false,
 			   err)) ||
 	    (ret = mod_mmq(d, mm, mm->w2, xq, xq_ld, t + mm->rows * mm->n_out,
@@ -580,7 +613,8 @@ static int mod_matmul_group(struct cuda_dev *d, const struct cuda_matmul *mm,
 		     j++)
 			if ((ret = mod_matmul_check(&mm[j], err)))
 				return ret;
-		if (j - i < 2 || !mod_matmul_joins(&mm[i], &mm[i])) {
+		if (j - i < 2 || !mod_matmul_joins(&mm[i], &mm[i]) ||
+		    mod_matmul_mode(&mm[i]) == CUDA_MATMUL_MMA) {
 			j = i + 1;
 			if ((ret = mod_matmul(d, &mm[i], err)))
 				return ret;

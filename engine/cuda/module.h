@@ -59,12 +59,15 @@ enum cuda_rope_mode {
 
 /*
  * How a batch of activation rows meets a weight matrix (cuda_api.matmul):
- * the int8 mat-vec kernel a few rows at a time (exact: the CPU's integer
- * sums), the weights dequantized to F16 and multiplied by cuBLAS (tensor
- * cores, F32 accumulation), or int8 tensor-core tiles (engine/cuda/
- * mmq.cu: quantized weights (Q4_0..Q8_0, Q2_K..Q6_K), past 32 rows; other
- * types to cuBLAS). AUTO picks by batch size; LLMFS_CUDA_MATMUL=
- * mmv|cublas|mma forces one.
+ * the int8 mat-vec kernel, 8 rows a weight read (exact: the CPU's integer
+ * sums on the weight type's vec_dot rows), the weights dequantized to
+ * F16 and multiplied by cuBLAS (tensor cores, F32 accumulation), or int8
+ * tensor-core tiles (engine/cuda/mmq.cu: quantized weights (Q4_0..Q8_0,
+ * Q2_K..Q6_K), past 32 rows; other types as AUTO). AUTO: the mat-vec
+ * kernel for every quantized or F32 weight at any batch, cuBLAS for F16
+ * and BF16 weights past 32 rows (halves are their vec_dot type; for a
+ * quantized weight they are not: Documentation/gpu.md). LLMFS_CUDA_MATMUL=
+ * mmv|cublas|mma forces one; cublas is faster, not llama.cpp's logits.
  */
 enum cuda_matmul_mode {
 	CUDA_MATMUL_AUTO,
@@ -109,7 +112,8 @@ struct cuda_matmul {
 	/*
 	 * Fusions. x_act: x holds rows already of act_type(w_type)
 	 * (quantize's), x_ld bytes apart, which the mat-vec kernel reads
-	 * as they are, whatever the mode (cuBLAS takes floats).
+	 * as they are, and the int8 tensor cores under MMA where x and x_ld
+	 * are 16-aligned (cuBLAS takes floats: the mat-vec kernel then).
 	 * accumulate: y += the product (the bits of a separate add). w2 (not
 	 * with ids): a second matrix of w's type and shape, and y =
 	 * silu(w . x) * (w2 . x) (gate w, up w2; the CPU's SiLU).

@@ -270,29 +270,23 @@ static void step_bias(cuda_ctx *c, float *y, uint64_t ld, const cuda_tensor &b,
 /*
  * Whether the int8 tensor-core kernel (mmq.cu) takes this product:
  * CUDA_MATMUL_MMA, batches past mmv_rows, the types it has (not
- * experts: they stay on the mat-vec kernel), Q8_1 rows that fit xq.
+ * experts: they stay on the mat-vec kernel). It reads the mat-vec
+ * kernel's rows (the weight's vec_dot type).
  */
 static bool step_use_mmq(const cuda_ctx *c, const cuda_tensor &w,
 			 uint32_t rows)
 {
 	return c->p.matmul == CUDA_MATMUL_MMA && rows > c->mmv_rows &&
-	       w.ne[2] <= 1 && k_mmq_takes(w.type, w.ne[0]) &&
-	       k_act_row_bytes(T_Q8_1, w.ne[0]) <= c->xq_bytes;
+	       w.ne[2] <= 1 && k_mmq_takes(w.type, w.ne[0]);
 }
 
-/* the activations' type for w's product of rows */
-static uint32_t step_act(const cuda_ctx *c, const cuda_tensor &w,
-			 uint32_t rows)
-{
-	return step_use_mmq(c, w, rows) ? (uint32_t)T_Q8_1 : k_act_type(w.type);
-}
 
 /* rows of src (ld floats) quantized for w, reusing what xq holds */
 static const uint8_t *step_quantize(cuda_ctx *c, const cuda_tensor &w,
 				    const float *src, uint64_t ld,
 				    uint32_t rows, uint8_t *dst)
 {
-	const uint32_t act = step_act(c, w, rows);
+	const uint32_t act = k_act_type(w.type);
 
 	if (dst == c->xq && c->xq_src == src && c->xq_act == act &&
 	    c->xq_rows == rows)
@@ -317,7 +311,7 @@ static void step_norm(cuda_ctx *c, const float *src, const cuda_tensor &w,
 		      uint32_t rows, const cuda_tensor &next)
 {
 	const cuda_model_desc &m = c->m;
-	const uint32_t act = step_act(c, next, rows);
+	const uint32_t act = k_act_type(next.type);
 
 	if (step_fuse() && !step_use_blas(c, next, rows) &&
 	    next.ne[0] == m.n_embd &&
@@ -643,11 +637,11 @@ static void step_attention(cuda_ctx *c, uint32_t il, uint32_t rows,
 	step_dirty(c, c->att);
 	/* the merge quantizes for wo (one launch fewer), where it can */
 	if (step_fuse() && !step_use_blas(c, L.wo, rows) &&
-	    k_att_quantizes(step_act(c, L.wo, rows), m.n_head, m.head_dim_v) &&
+	    k_att_quantizes(k_act_type(L.wo.type), m.n_head, m.head_dim_v) &&
 	    L.wo.ne[0] == (int64_t)natt) {
 		a.xq = c->xq;
 		a.xq_ld = c->xq_bytes;
-		a.act = step_act(c, L.wo, rows);
+		a.act = k_act_type(L.wo.type);
 	}
 	k_attention(a, rows, s);
 	if (a.xq) {

@@ -14,9 +14,9 @@
  * int8 mat-vec products the CPU's dot products up to the order floats
  * are added (MMV_REL); the F16 cuBLAS products within F16 rounding of
  * the float product (CUBLAS_REL); the int8 tensor-core products (mmq.cu)
- * the product of the Q8_1-rounded activations up to float sums
- * (MMQ_REL), the mma instruction's fragments as the PTX ISA lays them
- * out; the row operations the CPU's within float rounding.
+ * the CPU's dot products on the same vec_dot rows up to the order floats
+ * are added (MMQ_REL), the mma instruction's fragments as the PTX ISA
+ * lays them out; the row operations the CPU's within float rounding.
  */
 #include <check.h>
 #include <dlfcn.h>
@@ -41,9 +41,9 @@
 /* activations rounded to F16 (2^-11), weights as dequantized */
 #define CUBLAS_REL 4e-3
 /*
- * the int8 tensor-core products (mmq.cu) against the double product of
- * the weights and the activations as Q8_1 rounds them: integer sums
- * exact, then float sums in another order (seen: 3e-7)
+ * the int8 tensor-core products (mmq.cu) against the CPU's vec_dot on
+ * the same rows (Q8_1/Q8_0, Q8_K): integer sums exact, then float sums
+ * in another order
  */
 #define MMQ_REL 1e-5
 
@@ -334,41 +334,25 @@ END_TEST
 
 /* ---- int8 tensor cores (mmq.cu, mma.cuh) ---------------------------------- */
 
-/* rows of n floats as Q8_1 rounds them (the CPU's quantizer: the module's) */
-static void q8_1_round(float *x, int64_t n, uint32_t rows)
-{
-	uint64_t rb;
-	uint8_t *q;
-
-	ck_assert(io_type_row_bytes(IO_TYPE_Q8_1, n, &rb) == 0);
-	q = malloc(rb);
-	for (uint32_t r = 0; r < rows; r++) {
-		quant_from_float(IO_TYPE_Q8_1, x + r * n, q, n);
-		for (int64_t b = 0; b < n / 32; b++) {
-			const uint8_t *blk = q + 36 * b;
-			const float d = quant_fp16_to_fp32(
-				(uint16_t)(blk[0] | blk[1] << 8));
-
-			for (int i = 0; i < 32; i++)
-				x[r * n + 32 * b + i] = d * (float)(int8_t)
-								    blk[4 + i];
-		}
-	}
-	free(q);
-}
-
 enum mma_fusion { MMA_PLAIN, MMA_ACCUMULATE, MMA_SWIGLU };
+
+/* y = silu(y) * up, the CPU's SwiGLU */
+static void swiglu_host(float *y, const float *up, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = y[i] / (1.0f + expf(-y[i])) * up[i];
+}
 
 /*
  * y = w . x (or y += it, or SwiGLU of w . x and w2 . x) for cols rows of
- * x on the tensor-core kernel (mode MMA; more than 32 rows). The result
- * must be far closer to the product with Q8_1-rounded activations than
- * to the float product (1e-7 against 4e-3 seen): a fallback to cuBLAS
- * (F16 activations) or to the mat-vec kernel (Q8_K for the K-quants)
- * fails it.
+ * x on the tensor-core kernel (mode MMA; more than 32 rows), from floats
+ * or (x_act) from the module's quantized rows. The result must be the
+ * CPU's vec_dot on the same rows (Q8_1, Q8_K) within MMQ_REL and far
+ * from the float product (a fallback to cuBLAS fails it), and not the
+ * mat-vec kernel's bits (its float order: a fallback to it fails that).
  */
 static void check_mma(uint32_t type, int64_t n_in, int64_t n_out, uint32_t cols,
-		      enum mma_fusion fusion)
+		      enum mma_fusion fusion, bool x_act)
 {
 	const size_t ld = n_out + 8, ny = n_out * cols;
 	uint64_t rb;
@@ -377,9 +361,9 @@ static void check_mma(uint32_t type, int64_t n_in, int64_t n_out, uint32_t cols,
 			      rand_matrix(type, n_out, n_in, &rb) :
 			      NULL;
 	float *x = malloc(n_in * cols * sizeof(float));
-	float *xr = malloc(n_in * cols * sizeof(float));
 	float *y0 = malloc(ny * sizeof(float));
 	float *got = malloc(ny * sizeof(float));
+	float *mmv = malloc(ny * sizeof(float));
 	float *want = malloc(ny * sizeof(float));
 	float *want_f = malloc(ny * sizeof(float));
 	float *up = malloc(ny * sizeof(float));
@@ -389,8 +373,6 @@ static void check_mma(uint32_t type, int64_t n_in, int64_t n_out, uint32_t cols,
 
 	rand_floats(x, n_in * cols, 2.0f);
 	rand_floats(y0, ny, 4.0f);
-	memcpy(xr, x, n_in * cols * sizeof(float));
-	q8_1_round(xr, n_in, cols);
 	mm.w_type = type;
 	mm.w = dev_from(w, rb * n_out);
 	mm.w2 = w2 ? dev_from(w2, rb * n_out) : NULL;
@@ -402,37 +384,54 @@ static void check_mma(uint32_t type, int64_t n_in, int64_t n_out, uint32_t cols,
 	mm.y = dev_alloc(ld * cols * sizeof(float));
 	mm.y_ld = ld;
 	mm.rows = cols;
-	mm.mode = CUDA_MATMUL_MMA;
 	mm.accumulate = fusion == MMA_ACCUMULATE;
-	for (uint32_t c = 0; mm.accumulate && c < cols; c++)
-		ck_assert(api->copy_in(dev, mm.y + c * ld, y0 + c * n_out,
-				       n_out * sizeof(float), &err) == 0);
-	ck_assert_msg(api->matmul(dev, &mm, &err) == 0, "%s", err.msg);
-	for (uint32_t c = 0; c < cols; c++)
-		host_from(got + c * n_out, mm.y + c * ld,
-			  n_out * sizeof(float));
-	float_matmul(type, w, rb, n_in, n_out, xr, cols, want);
+	if (x_act) {
+		/* the module's rows, 16-aligned as the backend lays them */
+		const uint32_t act = api->act_type(type);
+		const uint64_t ab = (api->act_row_bytes(act, n_in) + 15) & ~15u;
+		void *xq = dev_alloc(ab * cols);
+
+		ck_assert(api->quantize(dev, act, mm.x, n_in, xq, ab, n_in,
+					cols, &err) == 0);
+		api->free(dev, (void *)mm.x);
+		mm.x = xq;
+		mm.x_ld = ab;
+		mm.x_act = true;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		mm.mode = pass ? CUDA_MATMUL_MMA : CUDA_MATMUL_MMV;
+		for (uint32_t c = 0; mm.accumulate && c < cols; c++)
+			ck_assert(
+				api->copy_in(dev, mm.y + c * ld, y0 + c * n_out,
+					     n_out * sizeof(float), &err) == 0);
+		ck_assert_msg(api->matmul(dev, &mm, &err) == 0, "%s", err.msg);
+		for (uint32_t c = 0; c < cols; c++)
+			host_from((pass ? got : mmv) + c * n_out, mm.y + c * ld,
+				  n_out * sizeof(float));
+	}
+	cpu_matmul(type, w, rb, n_in, n_out, x, cols, want);
 	float_matmul(type, w, rb, n_in, n_out, x, cols, want_f);
 	for (size_t i = 0; fusion == MMA_ACCUMULATE && i < ny; i++) {
 		want[i] += y0[i];
 		want_f[i] += y0[i];
 	}
 	if (fusion == MMA_SWIGLU) {
-		float_matmul(type, w2, rb, n_in, n_out, xr, cols, up);
-		for (size_t i = 0; i < ny; i++)
-			want[i] = want[i] / (1.0f + expf(-want[i])) * up[i];
+		cpu_matmul(type, w2, rb, n_in, n_out, x, cols, up);
+		swiglu_host(want, up, ny);
 		float_matmul(type, w2, rb, n_in, n_out, x, cols, up);
-		for (size_t i = 0; i < ny; i++)
-			want_f[i] = want_f[i] / (1.0f + expf(-want_f[i])) *
-				    up[i];
+		swiglu_host(want_f, up, ny);
 	}
 	e = rel_err(got, want, ny);
 	e_f = rel_err(got, want_f, ny);
 	ck_assert_msg(
 		e <= MMQ_REL && e < e_f / 20,
-		"%s %lld x %lld, %u rows, fusion %d: error %.3g (> %.3g), %.3g against the float product (seed %llu)",
+		"%s %lld x %lld, %u rows, fusion %d%s: error %.3g (> %.3g) from the CPU's, %.3g from the float product (seed %llu)",
 		quant_type_name(type), (long long)n_out, (long long)n_in, cols,
-		fusion, e, MMQ_REL, e_f, (unsigned long long)seed);
+		fusion, x_act ? ", quantized rows" : "", e, MMQ_REL, e_f,
+		(unsigned long long)seed);
+	ck_assert_msg(memcmp(got, mmv, ny * sizeof(float)),
+		      "%s: the mat-vec kernel's bits, not the tensor cores'",
+		      quant_type_name(type));
 	api->free(dev, (void *)mm.w);
 	if (mm.w2)
 		api->free(dev, (void *)mm.w2);
@@ -441,9 +440,9 @@ static void check_mma(uint32_t type, int64_t n_in, int64_t n_out, uint32_t cols,
 	free(w);
 	free(w2);
 	free(x);
-	free(xr);
 	free(y0);
 	free(got);
+	free(mmv);
 	free(want);
 	free(want_f);
 	free(up);
@@ -466,12 +465,12 @@ START_TEST(test_matmul_mma)
 	const uint32_t type = mma_types[_i];
 	const bool k_quant = type >= IO_TYPE_Q2_K && type <= IO_TYPE_Q6_K;
 
-	check_mma(type, k_quant ? 768 : 544, 130, 70, MMA_PLAIN);
-	check_mma(type, k_quant ? 512 : 96, 64, 129, MMA_ACCUMULATE);
+	check_mma(type, k_quant ? 768 : 544, 130, 70, MMA_PLAIN, false);
+	check_mma(type, k_quant ? 512 : 96, 64, 129, MMA_ACCUMULATE, true);
 	if (_i >= 4)
 		return;
-	check_mma(type, 256, 72, 33, MMA_PLAIN);
-	check_mma(type, 512, 40, 40, MMA_SWIGLU);
+	check_mma(type, 256, 72, 33, MMA_PLAIN, true);
+	check_mma(type, 512, 40, 40, MMA_SWIGLU, false);
 }
 END_TEST
 
