@@ -239,13 +239,22 @@ static void cpu_att_tile(const struct cpu_att_job *job, uint32_t thread_index,
 
 /*
  * One thread's share of the tasks (row, head, KV chunk), then tiles as
- * long as some are left.
+ * long as some are left. A row's tasks run KV head by KV head, and within
+ * one chunk by chunk, the query heads that share it one after the other:
+ * the second reads the chunk's K and V rows (128 KiB at 256 positions of
+ * a 128-wide head) from the cache the first brought them to, where head
+ * by head it read the KV head's whole range again (512 KiB at depth 1024,
+ * a core's L2 here). Each task computes the same bits in any order.
  */
 static void cpu_att_part(void *arg, uint32_t thread_index,
 			 uint32_t thread_count)
 {
 	struct cpu_att_job *job = arg;
 	const struct cpu_att_work *w = &job->w;
+	const struct engine_hparams *hp = job->b->hp;
+	const uint32_t group = hp->n_head % hp->n_head_kv ?
+				       1 :
+				       hp->n_head / hp->n_head_kv;
 	const uint32_t n = job->b->n;
 	const uint64_t total = w->off[n];
 	uint32_t t = (uint32_t)(total * thread_index / thread_count);
@@ -261,7 +270,10 @@ static void cpu_att_part(void *arg, uint32_t thread_index,
 			j++;
 		nc = w->nc[j];
 		k = t - w->off[j];
-		cpu_att_task(job, thread_index, j, k / nc, k % nc, nc);
+		/* k = (group of query heads, chunk, head in the group) */
+		cpu_att_task(job, thread_index, j,
+			     k / (nc * group) * group + k % group,
+			     k / group % nc, nc);
 	}
 	for (;;) {
 		uint32_t u = atomic_fetch_add(&job->next_unit, 1);
