@@ -1072,8 +1072,11 @@ llama_part() {
 			tg64@d4096) b=$(lb "$f" -p 0 -n 64 -d 4096) ;;
 			esac
 			[ -n "$b" ] && echo "$b" >"$WORK/llama-$m.$k"
-			row "" "" "$(printf '%-11s llmfs %8s t/s  llama.cpp %8s  %-6s roofline %s%%' \
-				"$k" "$a" "${b:--}" "$(ratio "$a" "$b")" "$(fig "$j" "$k"_roof_pct)")"
+			# llmfs's pp512 here is cuBLAS's float path (opt-in); the
+			# default's (the int8 mat-vec kernel) beside it
+			row "" "" "$(printf '%-11s llmfs %8s t/s  llama.cpp %8s  %-6s roofline %s%%%s' \
+				"$k" "$a" "${b:--}" "$(ratio "$a" "$b")" "$(fig "$j" "$k"_roof_pct)" \
+				"$([ $k = pp512 ] && echo " (cuBLAS); default int8 $(fig "$WORK/bench-$m.json.int8" pp512)")")"
 		done
 	done
 }
