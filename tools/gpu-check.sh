@@ -494,6 +494,25 @@ write_model() { # model
 		{ rm -f "$f"; row "$m" FAIL "not written: bench.log"; return 1; }
 	row "$m" "" "written from random blocks in $((SECONDS - t)) s ($(du -h "$f" | cut -f1))"
 }
+# One figure's row: llmfs's from JSON j beside llama-bench's on model m
+# (run now where llama-bench is here; kept for gpu0bench's rows). pp512
+# is cuBLAS's float path (opt-in) there: the default's, the int8
+# mat-vec kernel's, beside it.
+figure_row() { # model, json, figure
+	local m=$1 j=$2 k=$3 f=$WORK/$1.gguf a b=
+	a=$(fig "$j" "$k")
+	if [ -n "$llama" ]; then
+		case $k in
+		pp512) b=$(lb "$f" -p 512 -n 0) ;;
+		tg128) b=$(lb "$f" -p 0 -n 128) ;;
+		tg64@d4096) b=$(lb "$f" -p 0 -n 64 -d 4096) ;;
+		esac
+	fi
+	[ -n "$b" ] && echo "$b" >"$WORK/llama-$m.$k"
+	row "" "" "$(printf '%-11s llmfs %8s t/s  llama.cpp %8s  %-6s roofline %s%%%s' \
+		"$k" "$a" "${b:--}" "$(ratio "$a" "$b")" "$(fig "$j" "$k"_roof_pct)" \
+		"$([ $k = pp512 ] && echo " (cuBLAS); default int8 $(fig "$WORK/bench-$m.json.int8" pp512)")")"
+}
 bench() { # model
 	local m=$1 f=$WORK/$1.gguf j=$WORK/bench-$1.json a b k
 	write_model "$m" || return
@@ -510,21 +529,7 @@ bench() { # model
 		-d 0 -s 0 --matmul mmv -j "$j.int8"
 	row "$m" ok "load $(fig "$j" load_gbs) GB/s (disk alone $(fig "$j" disk_gbs), pinned h2d $(fig "$j" h2d_gbs)); hbm copy $(fig "$j" hbm_copy_gbs) GB/s"
 	for k in pp512 tg128 tg64@d4096 tg64x16; do
-		a=$(fig "$j" "$k")
-		b=
-		if [ -n "$llama" ]; then
-			case $k in
-			pp512) b=$(lb "$f" -p 512 -n 0) ;;
-			tg128) b=$(lb "$f" -p 0 -n 128) ;;
-			tg64@d4096) b=$(lb "$f" -p 0 -n 64 -d 4096) ;;
-			esac
-		fi
-		# for gpu0bench's rows
-		[ -n "$b" ] && echo "$b" >"$WORK/llama-$m.$k"
-		row "" "" "$(printf '%-11s llmfs %8s t/s  llama.cpp %8s  %-6s roofline %s%%%s' \
-			"$k" "$a" "${b:--}" "$(ratio "$a" "$b")" \
-			"$(fig "$j" "$k"_roof_pct)" \
-			"$([ $k = pp512 ] && echo "(cuBLAS); int8 $(fig "$j.int8" pp512)")")"
+		figure_row "$m" "$j" "$k"
 	done
 }
 if ! part bench; then
@@ -1036,7 +1041,7 @@ fi
 # that the cores are quiet, then llama-bench's same three figures (-fa
 # 1, F16 cache, -r 3): the 8B Q4_K_M first, while the budget lasts.
 llama_part() {
-	local m f j k a b t0=$SECONDS
+	local m f j k t0=$SECONDS
 	in_llama_part=1
 	while kill -0 "$llama_build" 2>/dev/null && fits 60; do sleep 2; done
 	if kill -0 "$llama_build" 2>/dev/null; then
@@ -1065,18 +1070,7 @@ llama_part() {
 		fi
 		row "$m" "" "beside llama.cpp's CUDA build, this card, this run:"
 		for k in pp512 tg128 tg64@d4096; do
-			a=$(fig "$j" "$k")
-			case $k in
-			pp512) b=$(lb "$f" -p 512 -n 0) ;;
-			tg128) b=$(lb "$f" -p 0 -n 128) ;;
-			tg64@d4096) b=$(lb "$f" -p 0 -n 64 -d 4096) ;;
-			esac
-			[ -n "$b" ] && echo "$b" >"$WORK/llama-$m.$k"
-			# llmfs's pp512 here is cuBLAS's float path (opt-in); the
-			# default's (the int8 mat-vec kernel) beside it
-			row "" "" "$(printf '%-11s llmfs %8s t/s  llama.cpp %8s  %-6s roofline %s%%%s' \
-				"$k" "$a" "${b:--}" "$(ratio "$a" "$b")" "$(fig "$j" "$k"_roof_pct)" \
-				"$([ $k = pp512 ] && echo " (cuBLAS); default int8 $(fig "$WORK/bench-$m.json.int8" pp512)")")"
+			figure_row "$m" "$j" "$k"
 		done
 	done
 }
