@@ -155,8 +155,13 @@ comma := ,
 NVCC_ARCH_NAMES = $(sort $(filter sm_%,$(subst =, ,$(subst $(comma), ,\
 	$(subst [, ,$(subst ], ,$(NVCC_ARCH)))))))
 # -Xptxas -v prints each kernel's registers, spills and shared memory
-# for each arch (make CUDA_VERBOSE=1).
-NVCCFLAGS ?= -O2
+# for each arch (make CUDA_VERBOSE=1). --threads 0: one nvcc runs the
+# passes of its architectures side by side (cicc for compute_80 beside
+# compute_90's, then ptxas for each); attention.cu alone is about half of
+# the module's CPU, so one at a time it left a core idle at the end of
+# make check's module build. Each ptxas of attention.cu holds about
+# 650 MB.
+NVCCFLAGS ?= -O2 --threads 0
 CUDA_SRC := $(wildcard engine/cuda/*.cu)
 CUDA_OBJ := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
 CUDA_MODULE := $(BUILD)/lib/llmfs-cuda.so
