@@ -26,6 +26,7 @@
 
 /* positions a sweep: a lane a position */
 #define ATT_STAGE_ROWS (32 * ATT_WARPS)
+static_assert(ATT_MAX_G % 4 == 0, "the walk's weights: heads 4 at a time");
 /*
  * The most dynamic shared memory the staged kernel may ask for: the
  * smallest opt-in limit of the cards built for (sm_86 and sm_89: 99 KB).
@@ -261,20 +262,28 @@ __device__ void att_walk_staged(const att_args &a, const float *q_s,
 		 * takes there, as att_walk_weights
 		 */
 #pragma unroll 1
-		for (int g = 0; g < G; g++) {
-			const int i = g * SWEEP + at;
-			const float x = p_s[i];
-			float mw = m_s[g], mb, e;
+		for (int g0 = 0; g0 < G; g0 += 4) {
+			/*
+			 * 4 heads at once, their exps in flight together; past
+			 * G they fill spare slots (ATT_MAX_G of each), unread
+			 */
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				const int g = g0 + k, i = g * SWEEP + at;
+				const float x = p_s[i];
+				float mw = m_s[g], mb, e;
 
-			for (int w = 0; w < warp; w++)
-				mw = fmaxf(mw, wm_s[g * ATT_WARPS + w]);
-			mb = __shfl_up_sync(0xffffffffu, fmaxf(ms_s[i], mw), 1);
-			if (lane == 0)
-				mb = mw;
-			e = x > mb ? mb - x : x - mb;
-			e = a.fast_exp ? expf(e) : cuda_libm_expf(e);
-			ms_s[i] = x > mb ? e : 1.0f;
-			p_s[i] = x > mb ? 1.0f : e;
+				for (int w = 0; w < warp; w++)
+					mw = fmaxf(mw, wm_s[g * ATT_WARPS + w]);
+				mb = __shfl_up_sync(0xffffffffu,
+						    fmaxf(ms_s[i], mw), 1);
+				if (lane == 0)
+					mb = mw;
+				e = x > mb ? mb - x : x - mb;
+				e = a.fast_exp ? expf(e) : cuda_libm_expf(e);
+				ms_s[i] = x > mb ? e : 1.0f;
+				p_s[i] = x > mb ? 1.0f : e;
+			}
 		}
 		__syncthreads();
 		/* the sweep's maxima (read above by all: written after) */
