@@ -819,7 +819,9 @@ static size_t att_split_stages(const att_args &a, size_t shmem)
 			      att_stage_bytes(a.kv.type_k, a.kv.type_v,
 					      a.kv.head_dim, a.kv.head_dim_v);
 
+	/* p_s and ms_s 16-aligned: read 4 weights at once */
 	return a.walk == ATT_WALK_STAGED && !att_split_folds(a) &&
+			       a.group * a.kv.head_dim % 4 == 0 &&
 			       staged <= ATT_STAGE_MAX_SHARED ?
 		       staged :
 		       0;
