@@ -850,7 +850,6 @@ bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
 
 		if (staged)
 			shmem = staged;
-
 		if (shmem > (48u << 10))
 			cudaFuncSetAttribute(
 				kernel,
