@@ -42,9 +42,11 @@ static_assert(ATT_CPU_CHUNK % (32 * ATT_WARPS) == 0, "whole sweeps");
  * How the CPU-order rows are walked (LLMFS_CUDA_ATT_WALK, to measure one
  * against another): a block a chunk (the default), warp 0 alone (warp0:
  * the walk before att_walk_cpu), a block a row (row: the chunks in
- * turn, the cost of one walk over the whole row). The same bits.
+ * turn, the cost of one walk over the whole row), a block a chunk with
+ * its rows staged in shared memory (staged: att_walk_staged). The same
+ * bits.
  */
-enum { ATT_WALK_CHUNKS, ATT_WALK_WARP0, ATT_WALK_ROW };
+enum { ATT_WALK_CHUNKS, ATT_WALK_WARP0, ATT_WALK_ROW, ATT_WALK_STAGED };
 
 /*
  * The V sum as the CPU keeps it: in F16 for an F16 cache, rounded after
@@ -381,12 +383,17 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
 				   m_s + ATT_MAX_G, acc, s_all);
 }
 
+/* att_walk_staged: it calls v_round and att_part_store above */
+#include "attention_walk.cuh"
+
 /*
  * Row blockIdx.x, KV head blockIdx.y, chunk blockIdx.z. Dynamic shared
  * memory: Q [G][hd], the warps' scores or probabilities
  * [ATT_WARPS][G][32] (the walk's weights [G][128]), the warps' states
  * for the merge [ATT_WARPS][G][2 + hd_v], the walk's old sums' scales
- * [G][128] and maxima [2][G], Q as Q8_0 (scales, quants).
+ * [G][128] and maxima [2][G], Q as Q8_0 (scales, quants); with STAGED
+ * (att_walk_staged) then, 16-aligned, the stage of a sweep's K and V
+ * rows (att_stage_bytes), the warps' maxima in the merge's place.
  *
  * Two ways through it. A row whose position is below a.exact_below
  * (256 by default: the contexts the golden tests reach) is cut as the
@@ -397,7 +404,7 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
  * Other rows are cut into chunks of a.chunk positions that the warps
  * take 32 at a time, with one rescale per 32 and the V sum in F32.
  */
-template <int KT, int VT, int DPL, bool FOLD>
+template <int KT, int VT, int DPL, bool FOLD, bool STAGED>
 __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 {
 	cuda_pdl_start();
@@ -457,6 +464,16 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 #pragma unroll
 		for (int i = 0; i < DPL; i++)
 			acc[g][i] = 0.0f;
+	}
+	if (STAGED && exact) {
+		uint8_t *stage = (uint8_t *)q_s +
+				 ((((uint8_t *)(qq + G * hd) - (uint8_t *)q_s) +
+				   15) & ~(uintptr_t)15);
+
+		att_walk_staged<KT, VT, DPL>(a, q_s, qq, qd, p_s, ms_s, m_s,
+					     st_s, stage, r, seq, kvh, c0, c1,
+					     blockIdx.z);
+		return;
 	}
 	if (exact && (a.walk != ATT_WALK_WARP0 || fold)) {
 		att_walk_cpu<KT, VT, DPL, FOLD>(a, q_s, qq, qd, p_s, ms_s, m_s, r,
@@ -665,16 +682,27 @@ typedef void (*att_kernel)(att_args);
 
 static const struct {
 	uint32_t k, v;
-	/* DPL 1, 2, 4, 8; [1]: with the fold (att_split_folds) */
-	att_kernel att[2][4];
+	/*
+	 * DPL 1, 2, 4, 8; [1]: with the fold (att_split_folds), [2]: the
+	 * staged walk (att_split_stages)
+	 */
+	att_kernel att[3][4];
 } att_table[] = {
 #define ATT_ENTRY(K, V) \
 	{ K, \
 	  V, \
-	  { { att_split<K, V, 1, false>, att_split<K, V, 2, false>, \
-	      att_split<K, V, 4, false>, att_split<K, V, 8, false> }, \
-	    { att_split<K, V, 1, true>, att_split<K, V, 2, true>, \
-	      att_split<K, V, 4, true>, att_split<K, V, 8, true> } } },
+	  { { att_split<K, V, 1, false, false>, \
+	      att_split<K, V, 2, false, false>, \
+	      att_split<K, V, 4, false, false>, \
+	      att_split<K, V, 8, false, false> }, \
+	    { att_split<K, V, 1, true, false>, \
+	      att_split<K, V, 2, true, false>, \
+	      att_split<K, V, 4, true, false>, \
+	      att_split<K, V, 8, true, false> }, \
+	    { att_split<K, V, 1, false, true>, \
+	      att_split<K, V, 2, false, true>, \
+	      att_split<K, V, 4, false, true>, \
+	      att_split<K, V, 8, false, true> } } },
 	KV_TYPES(ATT_ENTRY)
 #undef ATT_ENTRY
 };
@@ -760,10 +788,11 @@ static uint32_t k_att_walk(void)
 {
 	const char *e = getenv("LLMFS_CUDA_ATT_WALK");
 
-	return !e		    ? ATT_WALK_CHUNKS :
-	       !strcmp(e, "warp0") ? ATT_WALK_WARP0 :
-	       !strcmp(e, "row")   ? ATT_WALK_ROW :
-				     ATT_WALK_CHUNKS;
+	return !e		     ? ATT_WALK_CHUNKS :
+	       !strcmp(e, "warp0")  ? ATT_WALK_WARP0 :
+	       !strcmp(e, "row")    ? ATT_WALK_ROW :
+	       !strcmp(e, "staged") ? ATT_WALK_STAGED :
+				      ATT_WALK_CHUNKS;
 }
 
 /*
@@ -779,12 +808,31 @@ static bool att_split_folds(const att_args &a)
 	       (a.chunk > ATT_CPU_CHUNK || a.walk == ATT_WALK_ROW);
 }
 
+/*
+ * The staged walk's dynamic shared memory where LLMFS_CUDA_ATT_WALK=staged
+ * asks for it and the stage fits under ATT_STAGE_MAX_SHARED, else 0 (the
+ * walk of att_walk_cpu). Never with the fold: that kernel walks as before.
+ */
+static size_t att_split_stages(const att_args &a, size_t shmem)
+{
+	const size_t staged = ((shmem + 15) & ~(size_t)15) +
+			      att_stage_bytes(a.kv.type_k, a.kv.type_v,
+					      a.kv.head_dim, a.kv.head_dim_v);
+
+	/* p_s and ms_s 16-aligned: read 4 weights at once */
+	return a.walk == ATT_WALK_STAGED && !att_split_folds(a) &&
+			       a.group * a.kv.head_dim % 4 == 0 &&
+			       staged <= ATT_STAGE_MAX_SHARED ?
+		       staged :
+		       0;
+}
+
 bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
 {
 	att_args a = args;
 	const uint32_t hdv = a.kv.head_dim_v;
 	const int k = hdv <= 32 ? 0 : hdv <= 64 ? 1 : hdv <= 128 ? 2 : 3;
-	const size_t shmem = k_att_shared_bytes(a.group, a.kv.head_dim, hdv);
+	size_t shmem = k_att_shared_bytes(a.group, a.kv.head_dim, hdv);
 
 	if (a.group < 1 || a.group > ATT_MAX_G)
 		return false;
@@ -796,8 +844,12 @@ bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
 			continue;
 		if (!rows)
 			return true;
-		const att_kernel kernel = e.att[att_split_folds(a)][k];
+		const size_t staged = att_split_stages(a, shmem);
+		const att_kernel kernel =
+			e.att[staged ? 2 : att_split_folds(a)][k];
 
+		if (staged)
+			shmem = staged;
 		if (shmem > (48u << 10))
 			cudaFuncSetAttribute(
 				kernel,

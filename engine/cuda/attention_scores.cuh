@@ -14,6 +14,22 @@
 /* a warp's 32 positions lie in one block of the cache (att_v_sum) */
 static_assert(CUDA_KV_BLOCK % 32 == 0, "KV blocks of whole warps");
 
+/* the CPU's 64 lanes of a dot product reduced 4 x 16, then halves */
+__device__ __forceinline__ float att_dot_fold64(const float *acc)
+{
+	float t[16];
+
+#pragma unroll
+	for (int l = 0; l < 16; l++)
+		t[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+#pragma unroll
+	for (int w = 8; w >= 1; w /= 2)
+#pragma unroll
+		for (int l = 0; l < w; l++)
+			t[l] = t[l] + t[l + w];
+	return t[0];
+}
+
 /*
  * A K row . Q as the CPU's ggml_vec_dot_f16 / ggml_vec_dot_f32 add it up
  * (engine/quant/dot.c): 64 FMA lanes over steps of 64, reduced 4 x 16
@@ -25,7 +41,7 @@ template <int KT>
 __device__ float att_dot_cpu(const float *q, const uint8_t *kr, int n)
 {
 	const int np = n & ~63;
-	float acc[64], t[16];
+	float acc[64];
 	int i = np;
 
 #pragma unroll
@@ -35,22 +51,16 @@ __device__ float att_dot_cpu(const float *q, const uint8_t *kr, int n)
 #pragma unroll
 		for (int l = 0; l < 64; l++)
 			acc[l] = fmaf(kv_get<KT>(kr, b + l), q[b + l], acc[l]);
-#pragma unroll
-	for (int l = 0; l < 16; l++)
-		t[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
-#pragma unroll
-	for (int w = 8; w >= 1; w /= 2)
-#pragma unroll
-		for (int l = 0; l < w; l++)
-			t[l] = t[l] + t[l + w];
+	const float t0 = att_dot_fold64(acc);
+
 	if (KT == T_F16) {
-		double sum = (double)t[0];
+		double sum = (double)t0;
 
 		for (; i < n; i++)
 			sum += (double)(__fmul_rn(kv_get<KT>(kr, i), q[i]));
 		return (float)sum;
 	}
-	float sum = t[0];
+	float sum = t0;
 
 	for (; i < np + ((n - np) & ~15); i++)
 		sum = __fadd_rn(sum, __fmul_rn(kv_get<KT>(kr, i), q[i]));

@@ -1386,7 +1386,7 @@ static void check_attention_bits(uint32_t type_k, uint32_t type_v, uint32_t hd,
  * rounded one (a seed of test_attention_f16 met such a case by chance);
  * an F32 cache carries the ulp to the result.
  */
-START_TEST(test_attention_expf)
+static void attention_expf_case(void)
 {
 	/* volatile: GCC would fold expf(x) correctly rounded */
 	volatile float x = -0x1.9cp-4f;
@@ -1412,6 +1412,11 @@ START_TEST(test_attention_expf)
 	check_attention_bits(IO_TYPE_F32, IO_TYPE_F32, hd, 1, 1, 2, k, v, q,
 			     &pos, 1, 0);
 	env_restore("LLMFS_CUDA_ATT_EXACT", was);
+}
+
+START_TEST(test_attention_expf)
+{
+	attention_expf_case();
 }
 END_TEST
 
@@ -1461,6 +1466,54 @@ START_TEST(test_attention_depth_bits)
 	check_attention_bits(IO_TYPE_Q8_0, IO_TYPE_F16, hd, n_head_kv, group, n,
 			     k, v, q, many, MANY, 16384);
 	env_restore("LLMFS_CUDA_ATT_EXACT", was);
+	free(k);
+	free(v);
+	free(q);
+}
+END_TEST
+
+/*
+ * The walk with its rows staged in shared memory (LLMFS_CUDA_ATT_WALK=
+ * staged, att_walk_staged) gives the default walk's bits, the CPU's: one
+ * sweep of 128 positions and two (a chunk of 256), rows past 256 in
+ * chunks (LLMFS_CUDA_ATT_EXACT=1000000); head sizes of whole steps of 64
+ * (16-byte reads) and with tails (32, 8); groups of 1 to 8; F16, Q8_0
+ * (its 136-byte heads copied 2 bytes at a time where not 16-aligned),
+ * F32 and mixed caches; the expf case. Broken on purpose (the
+ * maximum before a warp's positions left out, or CUDA's expf in the
+ * walk), it fails here.
+ */
+START_TEST(test_attention_staged_bits)
+{
+	static const struct {
+		uint32_t k, v, hd, n_head_kv, group;
+	} shapes[] = {
+		{ IO_TYPE_F16, IO_TYPE_F16, 128, 2, 4 },
+		{ IO_TYPE_Q8_0, IO_TYPE_Q8_0, 128, 1, 2 },
+		{ IO_TYPE_F16, IO_TYPE_Q8_0, 64, 1, 8 },
+		{ IO_TYPE_Q8_0, IO_TYPE_F16, 128, 2, 4 },
+		{ IO_TYPE_F32, IO_TYPE_F32, 32, 2, 1 },
+		{ IO_TYPE_F16, IO_TYPE_F16, 8, 1, 2 },
+	};
+	enum { ROWS = 12 };
+	const uint32_t n = 1024, most = 2 * 128 * n;
+	const int32_t pos[ROWS] = { 0,	 1,   31,  32,	127, 128,
+				    200, 255, 256, 257, 700, 1023 };
+	float *k = malloc(most * 4), *v = malloc(most * 4);
+	float *q = malloc(8 * 128 * ROWS * 4);
+	char *was_walk = env_swap("LLMFS_CUDA_ATT_WALK", "staged");
+	char *was = env_swap("LLMFS_CUDA_ATT_EXACT", "1000000");
+
+	rand_floats(k, most, 2.0f);
+	rand_floats(v, most, 2.0f);
+	rand_floats(q, 8 * 128 * ROWS, 1.5f);
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+		check_attention_bits(shapes[i].k, shapes[i].v, shapes[i].hd,
+				     shapes[i].n_head_kv, shapes[i].group, n, k,
+				     v, q, pos, ROWS, 0);
+	env_restore("LLMFS_CUDA_ATT_EXACT", was);
+	attention_expf_case();
+	env_restore("LLMFS_CUDA_ATT_WALK", was_walk);
 	free(k);
 	free(v);
 	free(q);
@@ -1682,6 +1735,7 @@ static void cuda_add_tests(TCase *tc)
 	CUDA_ADD(tc, test_attention_q8_0_order);
 	CUDA_ADD(tc, test_attention_expf);
 	CUDA_ADD(tc, test_attention_depth_bits);
+	CUDA_ADD(tc, test_attention_staged_bits);
 	CUDA_ADD(tc, test_moe_route);
 	CUDA_ADD(tc, test_moe_combine);
 }
