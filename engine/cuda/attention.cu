@@ -24,6 +24,7 @@
  * other rows sum scores and V in F32 in no CPU order, within the golden
  * tolerances.
  */
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -405,7 +406,7 @@ __device__ void att_walk_cpu(const att_args &a, const float *q_s,
  * take 32 at a time, with one rescale per 32 and the V sum in F32.
  */
 template <int KT, int VT, int DPL, bool FOLD, bool STAGED>
-__global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
+__device__ __forceinline__ void att_split_body(att_args a)
 {
 	cuda_pdl_start();
 	const cuda_kv_args &kv = a.kv;
@@ -609,6 +610,27 @@ __global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
 		}
 		part[2 + d] = A;
 	}
+}
+
+/*
+ * The kernels of the walks a switch asks for (the fold past the default
+ * LLMFS_CUDA_ATT_EXACT, LLMFS_CUDA_ATT_WALK=staged) carry code for the
+ * card they are measured on only, sm_90 (and the simulator): they are two
+ * thirds of attention.cu's kernels and of nvcc's time on it, which is
+ * make check's longest build; on an older card they are empty and
+ * k_attention never launches them (att_variants_built).
+ */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900 || defined(LLMFS_CUDA_SIM)
+#define ATT_VARIANTS_HERE 1
+#else
+#define ATT_VARIANTS_HERE 0
+#endif
+
+template <int KT, int VT, int DPL, bool FOLD, bool STAGED>
+__global__ void __launch_bounds__(32 * ATT_WARPS) att_split(att_args a)
+{
+	if constexpr (ATT_VARIANTS_HERE || (!FOLD && !STAGED))
+		att_split_body<KT, VT, DPL, FOLD, STAGED>(a);
 }
 
 /*
@@ -827,6 +849,46 @@ static size_t att_split_stages(const att_args &a, size_t shmem)
 		       0;
 }
 
+/*
+ * Whether this device's code holds the fold's and the staged walk's
+ * kernels (ATT_VARIANTS_HERE): sm_90 and later, and the simulator (9.0).
+ */
+static bool att_variants_built(void)
+{
+	int dev = 0, major = 0;
+
+	return cudaGetDevice(&dev) == cudaSuccess &&
+	       cudaDeviceGetAttribute(&major,
+				      cudaDevAttrComputeCapabilityMajor,
+				      dev) == cudaSuccess &&
+	       major >= 9;
+}
+
+/*
+ * Before sm_90 the switches that need those kernels fall back, said once
+ * on stderr: the staged walk to att_walk_cpu (the same bits), the row
+ * walk to the chunks, and rows past 256 positions that only the fold
+ * would keep in the CPU's order to split-K.
+ */
+static void att_without_variants(att_args &a)
+{
+	static bool said;
+
+	if (a.walk != ATT_WALK_STAGED && !att_split_folds(a))
+		return;
+	if (!said)
+		fprintf(stderr,
+			"llmfs-cuda: LLMFS_CUDA_ATT_WALK=staged/row and the "
+			"CPU's order past %d positions are built for sm_90 "
+			"only: the default walk on this device\n",
+			ATT_CPU_CHUNK);
+	said = true;
+	if (a.walk == ATT_WALK_STAGED || a.walk == ATT_WALK_ROW)
+		a.walk = ATT_WALK_CHUNKS;
+	if (att_split_folds(a))
+		a.exact_below = ATT_CPU_CHUNK;
+}
+
 bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
 {
 	att_args a = args;
@@ -837,6 +899,8 @@ bool k_attention(const att_args &args, uint32_t rows, cudaStream_t s)
 	if (a.group < 1 || a.group > ATT_MAX_G)
 		return false;
 	a.walk = k_att_walk();
+	if (!att_variants_built())
+		att_without_variants(a);
 	if (a.xq && !k_att_quantizes(a.act, a.n_head, hdv))
 		return false;
 	for (const auto &e : att_table) {
