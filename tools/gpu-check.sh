@@ -79,6 +79,7 @@
 #   attention (not by default) llmfs-cuda-bench on the 0.6B and 8B
 #             shapes, tg128 and tg64 at depth 4096, with the default
 #             (the CPU's order below 256 positions, split-K deeper), the
+#             staged walk (staged; staged-all at every depth), the
 #             CPU's order at every depth a block a chunk of 256 (chunks),
 #             a block a row (row: the walk), warp 0 alone a chunk,
 #             split-K everywhere, CUDA's expf in the walk
@@ -759,7 +760,9 @@ if part bench && [ -f "$vocab" ] && [[ " $models " == *" 8b-q8_0 "* ]]; then
 fi
 # What the CPU's bits cost in attention (attention.cu), per model: tg128
 # from an empty context and tg64 at depth 4096, for the default (the
-# CPU's order below 256 positions, split-K deeper: walk), the CPU's
+# CPU's order below 256 positions, split-K deeper: walk), the staged
+# walk (the same bits, its K and V rows in shared memory first:
+# LLMFS_CUDA_ATT_WALK=staged; staged-all at every depth), the CPU's
 # order at every depth (LLMFS_CUDA_ATT_EXACT=1000000) a block a chunk of
 # 256 (chunks), a block a row walking its chunks in turn (row: the cost
 # of the whole-row walk, LLMFS_CUDA_ATT_WALK=row), warp 0 alone a chunk
@@ -779,12 +782,15 @@ if part attention && [ -f "$vocab" ]; then
 	for m in ${GPU_CHECK_PART_MODELS:-0.6b-q4_k_m 8b-q4_k_m}; do
 		fits 100 && write_model "$m" || continue
 		variant "$m" walk
+		fits 40 && variant "$m" staged LLMFS_CUDA_ATT_WALK=staged
+		fits 40 && variant "$m" split-k LLMFS_CUDA_ATT_EXACT=0
 		fits 40 && variant "$m" chunks LLMFS_CUDA_ATT_EXACT=1000000
+		fits 40 && variant "$m" staged-all LLMFS_CUDA_ATT_WALK=staged \
+			LLMFS_CUDA_ATT_EXACT=1000000
 		fits 40 && variant "$m" row LLMFS_CUDA_ATT_WALK=row \
 			LLMFS_CUDA_ATT_EXACT=1000000
 		fits 40 && variant "$m" warp0-all LLMFS_CUDA_ATT_WALK=warp0 \
 			LLMFS_CUDA_ATT_EXACT=1000000
-		fits 40 && variant "$m" split-k LLMFS_CUDA_ATT_EXACT=0
 		fits 40 && variant "$m" cuda-exp LLMFS_CUDA_ATT_FAST_EXP=1
 	done
 fi
