@@ -148,19 +148,24 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 # compute_80 PTX: the sources test no architecture between 800 and 900,
 # so their PTX would be the same, and cicc, about half of nvcc's time on
 # attention.cu and mmv.cu, runs twice instead of four times (Documentation/
-# testing.md). While working on kernels, NVCC_ARCH='-arch=sm_90' builds one.
-NVCC_ARCH ?= -gencode arch=compute_80,code=[sm_80,sm_86,sm_89] \
+# testing.md). nvcc runs one cicc for the three -gencode entries of
+# compute_80, and (--threads, below) schedules their ptxas passes each on
+# its own, where code=[sm_80,sm_86,sm_89] would chain the three in one.
+# While working on kernels, NVCC_ARCH='-arch=sm_90' builds one.
+NVCC_ARCH ?= -gencode arch=compute_80,code=sm_80 \
+	-gencode arch=compute_80,code=sm_86 \
+	-gencode arch=compute_80,code=sm_89 \
 	-gencode arch=compute_90,code=[sm_90,compute_90]
 comma := ,
 NVCC_ARCH_NAMES = $(sort $(filter sm_%,$(subst =, ,$(subst $(comma), ,\
 	$(subst [, ,$(subst ], ,$(NVCC_ARCH)))))))
 # -Xptxas -v prints each kernel's registers, spills and shared memory
 # for each arch (make CUDA_VERBOSE=1). --threads 0: one nvcc runs the
-# passes of its architectures side by side (cicc for compute_80 beside
-# compute_90's, then ptxas for each); attention.cu alone is about half of
-# the module's CPU, so one at a time it left a core idle at the end of
-# make check's module build. Each ptxas of attention.cu holds about
-# 650 MB.
+# passes of its architectures side by side, as many at once as the
+# machine has CPUs (cicc for compute_80 beside compute_90's, then ptxas
+# for each); attention.cu alone is about half of the module's CPU, so one
+# pass at a time it left a core idle at the end of make check's module
+# build. Each ptxas of attention.cu holds about 650 MB.
 NVCCFLAGS ?= -O2 --threads 0
 CUDA_SRC := $(wildcard engine/cuda/*.cu)
 CUDA_OBJ := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
