@@ -397,6 +397,7 @@ check-run:
 		"cannot build llmfs, $(notdir $(TEST_FS)) or the mount tests"; exit 1; }
 	$(Q)$(MAKE) --no-print-directory -j$(CHECK_JOBS) tests-run
 	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) \
+		$(if $(filter 1,$(SANITIZE)),TEST_TIMEOUT_SCALE=6) \
 		$(if $(filter $(CUDA_MODULE),$(CUDA_MODULES)),BESIDE='$(MAKE) --no-print-directory -j$(CHECK_JOBS) $(CUDA_MODULE)') \
 		tests/run $(TESTS)
 
