@@ -168,7 +168,18 @@ NVCC_ARCH_NAMES = $(sort $(filter sm_%,$(subst =, ,$(subst $(comma), ,\
 # build. Each ptxas of attention.cu holds about 650 MB.
 NVCCFLAGS ?= -O2 --threads 0
 CUDA_SRC := $(wildcard engine/cuda/*.cu)
-CUDA_OBJ := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
+# The attention kernels only a switch launches (engine/cuda/
+# attention_variants.cu: the staged and row walks, the CPU's order past
+# 256 positions), for sm_90 alone, with CUDA_VARIANTS=1: they were most
+# of nvcc's time, make check's longest build; without them the module
+# runs the default walk (Documentation/gpu.md). tools/gpu-carry.sh sets
+# it; the simulator always has them.
+CUDA_VARIANTS ?= 0
+CUDA_VARIANTS_SRC := engine/cuda/attention_variants.cu
+CUDA_VARIANTS_ARCH ?= -gencode arch=compute_90,code=sm_90
+CUDA_OBJ := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(if $(filter 1,$(CUDA_VARIANTS)),\
+	$(CUDA_SRC),$(filter-out $(CUDA_VARIANTS_SRC),$(CUDA_SRC))))
+$(BUILD)/cuda/$(CUDA_VARIANTS_SRC:.cu=.o): NVCC_ARCH = $(CUDA_VARIANTS_ARCH)
 CUDA_MODULE := $(BUILD)/lib/llmfs-cuda.so
 # The same sources on the CPU (engine/cuda/sim/sim.h): what make check runs.
 CXX ?= c++
