@@ -394,12 +394,12 @@ tests-run: $(TESTS_RUN)
 # The tests compare with the reference install (make ref). check-run is a
 # second make so that what make deps installed (fuse3) is seen.
 # It builds with CHECK_JOBS jobs (a plain `make check`, as CI runs it,
-# would build one file at a time), and the CUDA module for every arch
-# beside the tests (tests/run BESIDE): nvcc spends about nine minutes of
-# one core on it, which only the tests of tests/run's AFTER_BESIDE need,
-# while most tests keep one of CI's two cores busy (Documentation/
-# testing.md has the figures).
+# would build one file at a time), runs that many tests at once
+# (TEST_JOBS), and builds the CUDA module for every arch beside the tests
+# (tests/run BESIDE): only the tests of tests/run's AFTER_BESIDE
+# need it (Documentation/testing.md has the figures).
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS ?= $(CHECK_JOBS)
 check: deps $(REF_STAMP)
 	$(Q)$(MAKE) --no-print-directory check-run
 
@@ -407,7 +407,7 @@ check-run:
 	@[ "$(have_fuse)" = 1 ] || { echo "pkg-config finds no fuse3 (make deps):" \
 		"cannot build llmfs, $(notdir $(TEST_FS)) or the mount tests"; exit 1; }
 	$(Q)$(MAKE) --no-print-directory -j$(CHECK_JOBS) tests-run
-	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) \
+	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) TEST_JOBS=$(TEST_JOBS) \
 		$(if $(filter 1,$(SANITIZE)),TEST_TIMEOUT_SCALE=6) \
 		$(if $(filter $(CUDA_MODULE),$(CUDA_MODULES)),BESIDE='$(MAKE) --no-print-directory -j$(CHECK_JOBS) $(CUDA_MODULE)') \
 		tests/run $(TESTS)
