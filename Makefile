@@ -449,14 +449,22 @@ DOCDIR ?= $(PREFIX)/share/doc/llmfs
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 INSTALL ?= install
 INSTALL_BIN := llmfs llmfs-run llmfs-inspect
+# The CUDA module, where a build has one, where the installed llmfs looks
+# for it (engine/cuda/loader.c: <bindir>/../lib/llmfs/): one package
+# runs on machines without CUDA and computes on a GPU where there is one
+# (Documentation/install.md).
+INSTALL_MODULE := $(filter $(CUDA_MODULE),$(CUDA_MODULES))
+MODULEDIR = $(PREFIX)/lib/llmfs
 INSTALL_MAN := $(INSTALL_BIN:%=Documentation/%.1)
 INSTALL_DOC := README.md $(wildcard Documentation/*.md)
 UNIT := packaging/llmfs@.service
 
-install: $(INSTALL_BIN:%=$(BUILD)/bin/%)
+install: $(INSTALL_BIN:%=$(BUILD)/bin/%) $(INSTALL_MODULE)
 	$(Q)$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR)
-	$(Q)$(INSTALL) -m 755 $^ $(DESTDIR)$(BINDIR)
+	$(Q)$(INSTALL) -m 755 $(INSTALL_BIN:%=$(BUILD)/bin/%) $(DESTDIR)$(BINDIR)
+	$(if $(INSTALL_MODULE),$(Q)$(INSTALL) -d $(DESTDIR)$(MODULEDIR) && \
+		$(INSTALL) -m 755 $(INSTALL_MODULE) $(DESTDIR)$(MODULEDIR))
 	$(Q)$(INSTALL) -m 644 $(INSTALL_MAN) $(DESTDIR)$(MANDIR)/man1
 	$(Q)$(INSTALL) -m 644 $(INSTALL_DOC) $(DESTDIR)$(DOCDIR)
 	$(Q)sed 's|@BINDIR@|$(BINDIR)|g' $(UNIT) > $(DESTDIR)$(UNITDIR)/$(notdir $(UNIT))
@@ -466,8 +474,9 @@ uninstall:
 	rm -f $(INSTALL_BIN:%=$(DESTDIR)$(BINDIR)/%) \
 		$(INSTALL_MAN:Documentation/%=$(DESTDIR)$(MANDIR)/man1/%) \
 		$(DESTDIR)$(UNITDIR)/$(notdir $(UNIT)) \
-		$(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOC)))
-	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
+		$(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOC))) \
+		$(DESTDIR)$(MODULEDIR)/$(notdir $(CUDA_MODULE))
+	-rmdir $(DESTDIR)$(DOCDIR) $(DESTDIR)$(MODULEDIR) 2>/dev/null
 
 # The Debian package: make install into a staging tree with PREFIX=/usr,
 # then dpkg-deb; Depends come from dpkg-shlibdeps (packaging/deb.sh).
@@ -475,7 +484,7 @@ uninstall:
 DEB_OUT ?= $(BUILD)
 DEB_STAGE ?= $(BUILD)/deb
 DEB_MAINTAINER ?= llmfs maintainers <maintainers@users.noreply.a-seed-cfb8e0c5.example>
-deb: $(INSTALL_BIN:%=$(BUILD)/bin/%)
+deb: $(INSTALL_BIN:%=$(BUILD)/bin/%) $(INSTALL_MODULE)
 	$(Q)rm -rf $(DEB_STAGE)
 	$(Q)$(MAKE) --no-print-directory install PREFIX=/usr \
 		DESTDIR=$(abspath $(DEB_STAGE))/root
