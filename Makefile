@@ -168,7 +168,18 @@ NVCC_ARCH_NAMES = $(sort $(filter sm_%,$(subst =, ,$(subst $(comma), ,\
 # build. Each ptxas of attention.cu holds about 650 MB.
 NVCCFLAGS ?= -O2 --threads 0
 CUDA_SRC := $(wildcard engine/cuda/*.cu)
-CUDA_OBJ := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRC))
+# The attention kernels only a switch launches (engine/cuda/
+# attention_variants.cu: the staged and row walks, the CPU's order past
+# 256 positions), for sm_90 alone, with CUDA_VARIANTS=1: they were most
+# of nvcc's time, make check's longest build; without them the module
+# runs the default walk (Documentation/gpu.md). tools/gpu-carry.sh sets
+# it; the simulator always has them.
+CUDA_VARIANTS ?= 0
+CUDA_VARIANTS_SRC := engine/cuda/attention_variants.cu
+CUDA_VARIANTS_ARCH ?= -gencode arch=compute_90,code=sm_90
+CUDA_OBJ := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(if $(filter 1,$(CUDA_VARIANTS)),\
+	$(CUDA_SRC),$(filter-out $(CUDA_VARIANTS_SRC),$(CUDA_SRC))))
+$(BUILD)/cuda/$(CUDA_VARIANTS_SRC:.cu=.o): NVCC_ARCH = $(CUDA_VARIANTS_ARCH)
 CUDA_MODULE := $(BUILD)/lib/llmfs-cuda.so
 # The same sources on the CPU (engine/cuda/sim/sim.h): what make check runs.
 CXX ?= c++
@@ -383,12 +394,12 @@ tests-run: $(TESTS_RUN)
 # The tests compare with the reference install (make ref). check-run is a
 # second make so that what make deps installed (fuse3) is seen.
 # It builds with CHECK_JOBS jobs (a plain `make check`, as CI runs it,
-# would build one file at a time), and the CUDA module for every arch
-# beside the tests (tests/run BESIDE): nvcc spends about nine minutes of
-# one core on it, which only the tests of tests/run's AFTER_BESIDE need,
-# while most tests keep one of CI's two cores busy (Documentation/
-# testing.md has the figures).
+# would build one file at a time), runs that many tests at once
+# (TEST_JOBS), and builds the CUDA module for every arch beside the tests
+# (tests/run BESIDE): only the tests of tests/run's AFTER_BESIDE
+# need it (Documentation/testing.md has the figures).
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS ?= $(CHECK_JOBS)
 check: deps $(REF_STAMP)
 	$(Q)$(MAKE) --no-print-directory check-run
 
@@ -396,7 +407,7 @@ check-run:
 	@[ "$(have_fuse)" = 1 ] || { echo "pkg-config finds no fuse3 (make deps):" \
 		"cannot build llmfs, $(notdir $(TEST_FS)) or the mount tests"; exit 1; }
 	$(Q)$(MAKE) --no-print-directory -j$(CHECK_JOBS) tests-run
-	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) \
+	$(Q)BUILD=$(BUILD) LLAMA_REF_DIR=$(abspath $(REF_DIR)) TEST_JOBS=$(TEST_JOBS) \
 		$(if $(filter 1,$(SANITIZE)),TEST_TIMEOUT_SCALE=6) \
 		$(if $(filter $(CUDA_MODULE),$(CUDA_MODULES)),BESIDE='$(MAKE) --no-print-directory -j$(CHECK_JOBS) $(CUDA_MODULE)') \
 		tests/run $(TESTS)
@@ -438,14 +449,22 @@ DOCDIR ?= $(PREFIX)/share/doc/llmfs
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 INSTALL ?= install
 INSTALL_BIN := llmfs llmfs-run llmfs-inspect
+# The CUDA module, where a build has one, where the installed llmfs looks
+# for it (engine/cuda/loader.c: <bindir>/../lib/llmfs/): one package
+# runs on machines without CUDA and computes on a GPU where there is one
+# (Documentation/install.md).
+INSTALL_MODULE := $(filter $(CUDA_MODULE),$(CUDA_MODULES))
+MODULEDIR = $(PREFIX)/lib/llmfs
 INSTALL_MAN := $(INSTALL_BIN:%=Documentation/%.1)
 INSTALL_DOC := README.md $(wildcard Documentation/*.md)
 UNIT := packaging/llmfs@.service
 
-install: $(INSTALL_BIN:%=$(BUILD)/bin/%)
+install: $(INSTALL_BIN:%=$(BUILD)/bin/%) $(INSTALL_MODULE)
 	$(Q)$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR)
-	$(Q)$(INSTALL) -m 755 $^ $(DESTDIR)$(BINDIR)
+	$(Q)$(INSTALL) -m 755 $(INSTALL_BIN:%=$(BUILD)/bin/%) $(DESTDIR)$(BINDIR)
+	$(if $(INSTALL_MODULE),$(Q)$(INSTALL) -d $(DESTDIR)$(MODULEDIR) && \
+		$(INSTALL) -m 755 $(INSTALL_MODULE) $(DESTDIR)$(MODULEDIR))
 	$(Q)$(INSTALL) -m 644 $(INSTALL_MAN) $(DESTDIR)$(MANDIR)/man1
 	$(Q)$(INSTALL) -m 644 $(INSTALL_DOC) $(DESTDIR)$(DOCDIR)
 	$(Q)sed 's|@BINDIR@|$(BINDIR)|g' $(UNIT) > $(DESTDIR)$(UNITDIR)/$(notdir $(UNIT))
@@ -455,8 +474,9 @@ uninstall:
 	rm -f $(INSTALL_BIN:%=$(DESTDIR)$(BINDIR)/%) \
 		$(INSTALL_MAN:Documentation/%=$(DESTDIR)$(MANDIR)/man1/%) \
 		$(DESTDIR)$(UNITDIR)/$(notdir $(UNIT)) \
-		$(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOC)))
-	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
+		$(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOC))) \
+		$(DESTDIR)$(MODULEDIR)/$(notdir $(CUDA_MODULE))
+	-rmdir $(DESTDIR)$(DOCDIR) $(DESTDIR)$(MODULEDIR) 2>/dev/null
 
 # The Debian package: make install into a staging tree with PREFIX=/usr,
 # then dpkg-deb; Depends come from dpkg-shlibdeps (packaging/deb.sh).
@@ -464,7 +484,7 @@ uninstall:
 DEB_OUT ?= $(BUILD)
 DEB_STAGE ?= $(BUILD)/deb
 DEB_MAINTAINER ?= llmfs maintainers <maintainers@users.noreply.a-seed-cfb8e0c5.example>
-deb: $(INSTALL_BIN:%=$(BUILD)/bin/%)
+deb: $(INSTALL_BIN:%=$(BUILD)/bin/%) $(INSTALL_MODULE)
 	$(Q)rm -rf $(DEB_STAGE)
 	$(Q)$(MAKE) --no-print-directory install PREFIX=/usr \
 		DESTDIR=$(abspath $(DEB_STAGE))/root

@@ -22,7 +22,9 @@ gzip -9n "$root"/usr/share/man/man1/*.1
 mkdir -p "$stage/src/debian"
 printf 'Source: llmfs\n\nPackage: llmfs\nArchitecture: any\n' \
 	> "$stage/src/debian/control"
-bins=$(cd "$root" && printf -- '-e%s ' "$PWD"/usr/bin/*)
+# the CUDA module too, where the build has one (libstdc++ for it)
+bins=$(cd "$root" && printf -- '-e%s ' "$PWD"/usr/bin/* \
+	$(ls "$PWD"/usr/lib/llmfs/*.so 2>/dev/null))
 shlibs=$(cd "$stage/src" && dpkg-shlibdeps -O $bins 2>/dev/null |
 	sed -n 's/^shlibs:Depends=//p')
 [ -n "$shlibs" ] || { echo "deb.sh: dpkg-shlibdeps found no libraries" >&2; exit 1; }
@@ -43,7 +45,9 @@ Description: local language models (GGUF) as a FUSE filesystem
  llmfs mounts GGUF models as directories: write a prompt to a model's
  generate file and read the answer from it. Includes llmfs-run (generate
  from the command line), llmfs-inspect (a GGUF file's metadata and
- tensors) and a systemd unit, llmfs@.service.
+ tensors) and a systemd unit, llmfs@.service. Where it was built with
+ CUDA it computes on an NVIDIA GPU (the driver's libcuda.so.1), and on
+ the CPU without one.
 EOF
 mkdir -p "$out"
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null

@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-[ $build = 1 ] && nice make -j2 all tests
+[ $build = 1 ] && nice make -j2 CUDA_VARIANTS=1 all tests
 
 fusermount=$(command -v fusermount3) ||
 	{ echo "no fusermount3 here to carry (Debian: fuse3)" >&2; exit 1; }
@@ -58,6 +58,10 @@ bins="$BUILD/bin/llmfs-cuda-bench $BUILD/bin/llmfs-bench $BUILD/bin/llmfs-write-
 for f in $bins $BUILD/lib/llmfs-cuda.so; do
 	[ -x "$f" ] || { echo "missing $f: make all tests (or --build)" >&2; exit 1; }
 done
+# gpu-check's attention part times the walks only a switch launches
+# (attention_variants.cu's table, a local symbol of the unstripped module)
+nm "$BUILD/lib/llmfs-cuda.so" | grep -q 'att_variant_table$' ||
+	{ echo "the module lacks the switched attention kernels: make CUDA_VARIANTS=1 (or --build)" >&2; exit 1; }
 rm -rf "$CARRY"
 mkdir -p "$CARRY/bin" "$CARRY/lib"
 cp $bins "$CARRY/bin/"

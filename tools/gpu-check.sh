@@ -158,8 +158,9 @@
 # profile.log, a ninth file: the two parts are not asked for together).
 #
 # With no carried programs (or if they do not run on this image) it
-# builds them here: make with NVCC_ARCH=-arch=sm_90 (needs the Makefile's
-# Debian packages' libraries; the CUDA image may lack them).
+# builds them here: make with NVCC_ARCH=-arch=sm_90 CUDA_VARIANTS=1
+# (needs the Makefile's Debian packages' libraries; the CUDA image may
+# lack them).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -258,7 +259,7 @@ if [ $gpus_rc != 0 ] && grep -qE 'error while loading shared libraries|version .
 	src=$WORK/src
 	rm -rf "$src" && mkdir -p "$src" && tar -C "$src" -xzf "$CARRY/src.tar.gz"
 	if limited 180 "$OUT/env.log" make -C "$src" -j"$(nproc)" \
-		NVCC_ARCH=-arch=sm_90 CFLAGS="-O2 -g" all tests; then
+		NVCC_ARCH=-arch=sm_90 CUDA_VARIANTS=1 CFLAGS="-O2 -g" all tests; then
 		mkdir -p "$WORK/bin"
 		cp "$src"/build/bin/* "$src"/build/tests/engine/test_cuda \
 			"$src"/build/tests/engine/test_cuda_model \

@@ -79,8 +79,9 @@ __device__ float att_dot_cpu(const float *q, const uint8_t *kr, int n)
  * each lane's sum times dk * dq fused into its accumulator, then
  * hsum_float_8.
  */
-__device__ float att_dot_q8_0_cpu(const int8_t *qq, const float *qd,
-				  const uint8_t *kr, int n)
+static __device__ float att_dot_q8_0_cpu(const int8_t *qq,
+					 const float *qd, const uint8_t *kr,
+					 int n)
 {
 	float acc[8];
 
@@ -106,6 +107,29 @@ __device__ float att_dot_q8_0_cpu(const int8_t *qq, const float *qd,
 }
 
 /*
+ * 16 bytes of an F32, F16 or BF16 K row as floats: kf[0..3] (F32) or
+ * kf[0..7].
+ */
+template <int KT>
+__device__ __forceinline__ void att_k16_floats(uint4 u, float kf[8])
+{
+	const uint32_t w[4] = { u.x, u.y, u.z, u.w };
+
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		if (KT == T_F32) {
+			kf[e] = __uint_as_float(w[e]);
+		} else if (KT == T_F16) {
+			kf[2 * e] = cuda_h2f((uint16_t)w[e]);
+			kf[2 * e + 1] = cuda_h2f((uint16_t)(w[e] >> 16));
+		} else {
+			kf[2 * e] = cuda_bf2f((uint16_t)w[e]);
+			kf[2 * e + 1] = cuda_bf2f((uint16_t)(w[e] >> 16));
+		}
+	}
+}
+
+/*
  * The G heads' dot products with one K row in any order, for the rows
  * past exact_below: 16-byte loads, 8 elements at a time (F16, BF16, F32
  * rows whose head starts 16-aligned); a Q8_0 row against Q in Q8_0, as
@@ -126,26 +150,9 @@ __device__ __forceinline__ void att_dot_fast(const float *q_s, const int8_t *qq,
 
 #pragma unroll 4
 			for (int i = 0; i < hd / per; i++) {
-				const uint4 u = k4[i];
-				const uint32_t w[4] = { u.x, u.y, u.z, u.w };
 				float kf[8];
 
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					if (KT == T_F32) {
-						kf[e] = __uint_as_float(w[e]);
-					} else if (KT == T_F16) {
-						kf[2 * e] = cuda_h2f(
-							(uint16_t)w[e]);
-						kf[2 * e + 1] = cuda_h2f(
-							(uint16_t)(w[e] >> 16));
-					} else {
-						kf[2 * e] = cuda_bf2f(
-							(uint16_t)w[e]);
-						kf[2 * e + 1] = cuda_bf2f(
-							(uint16_t)(w[e] >> 16));
-					}
-				}
+				att_k16_floats<KT>(k4[i], kf);
 #pragma unroll
 				for (int g = 0; g < ATT_MAX_G; g++) {
 					if (g >= G)

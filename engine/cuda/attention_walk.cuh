@@ -123,22 +123,11 @@ __device__ __forceinline__ float att_dot_cpu_staged(const float *q,
 	for (int b = 0; b < n; b += 64) {
 #pragma unroll
 		for (int u = 0; u < 64 / PER; u++) {
-			const uint4 k4 = *(const uint4 *)(kr + (b + u * PER) *
-							      (KT == T_F32 ? 4 :
-									     2));
-			const uint32_t w[4] = { k4.x, k4.y, k4.z, k4.w };
+			const uint8_t *k16 =
+				kr + (b + u * PER) * (KT == T_F32 ? 4 : 2);
 			float kf[8];
 
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				if (KT == T_F32) {
-					kf[e] = __uint_as_float(w[e]);
-				} else {
-					kf[2 * e] = cuda_h2f((uint16_t)w[e]);
-					kf[2 * e + 1] =
-						cuda_h2f((uint16_t)(w[e] >> 16));
-				}
-			}
+			att_k16_floats<KT>(*(const uint4 *)k16, kf);
 #pragma unroll
 			for (int e = 0; e < PER; e++)
 				acc[u * PER + e] =

@@ -100,6 +100,13 @@ static inline void cuda_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block,
 int cuda_pdl_probe(cudaStream_t s);
 
 /*
+ * The current device's compute capability major (9 for sm_90; the
+ * simulator's is 9), asked of the runtime once per device; 0 where it
+ * cannot say.
+ */
+int cuda_device_major(void);
+
+/*
  * The launch's dynamic shared memory as a T *name (16-aligned); the
  * simulator hands out a per-block buffer instead.
  */

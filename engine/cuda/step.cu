@@ -129,15 +129,11 @@ int cuda_pdl_probe(cudaStream_t s)
 	cuda_pdl_state = 0;
 #else
 	const char *e = getenv("LLMFS_CUDA_PDL");
-	int dev = 0, major = 0;
 
 	if (cuda_pdl_state >= 0)
 		return cuda_pdl_state;
 	/* off unless asked: on the H100 it gained nothing (gpu.md) */
-	if (!e || !atoi(e) || cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-				   dev) != cudaSuccess ||
-	    major < 9) {
+	if (!e || !atoi(e) || cuda_device_major() < 9) {
 		cuda_pdl_state = 0;
 		return 0;
 	}
@@ -152,6 +148,25 @@ int cuda_pdl_probe(cudaStream_t s)
 	}
 #endif
 	return cuda_pdl_state;
+}
+
+int cuda_device_major(void)
+{
+	/* asked at every attention launch: a runtime call pair saved */
+	static int majors[64];
+	int dev = 0, major = 0;
+
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+		return 0;
+	if (dev < 64 &&
+	    (major = __atomic_load_n(&majors[dev], __ATOMIC_RELAXED)))
+		return major;
+	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+				   dev) != cudaSuccess)
+		return 0;
+	if (dev < 64)
+		__atomic_store_n(&majors[dev], major, __ATOMIC_RELAXED);
+	return major;
 }
 
 /* ---- buffers ------------------------------------------------------------- */

@@ -18,7 +18,8 @@ make_install() {
 }
 
 # The files make install must write for PREFIX (the list from the issue:
-# binaries, their man pages, the unit, the documentation).
+# binaries, their man pages, the unit, the documentation; the CUDA
+# module).
 expected_files() {
 	local p=$1 f
 	for f in llmfs llmfs-run llmfs-inspect; do
@@ -30,4 +31,7 @@ expected_files() {
 	for f in Documentation/*.md; do
 		echo "$p/share/doc/llmfs/${f#Documentation/}"
 	done
+	# the CUDA module, where the build has one (nvcc)
+	[ -f "$BUILD/lib/llmfs-cuda.so" ] && echo "$p/lib/llmfs/llmfs-cuda.so"
+	return 0
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make install DESTDIR=...: every file where it belongs; the installed llmfs
 # answers --version and --help, mounts a shared model and generates what
-# llmfs-run generates, takes its options in the form mount.fuse3 passes
-# them; systemd-analyze verify accepts the installed unit;
-# make uninstall removes every file again.
+# llmfs-run generates, loads the installed CUDA module (where the build
+# has one), takes its options in the form mount.fuse3 passes them;
+# systemd-analyze verify accepts the installed unit; make uninstall
+# removes every file again.
 . "$(dirname "$0")/../fs/mount-lib.bash"
 . "$(dirname "$0")/install-lib.bash"
 
@@ -80,6 +81,25 @@ printf '%s' "$P" > "$MNT/stories/generate"
 cat "$MNT/stories/generate" > "$WORK/got-text"
 same "$WORK/expect" "$WORK/got-text" "the installed llmfs generates what llmfs-run does"
 unmount_llmfs
+
+# The installed llmfs loads the installed CUDA module: asked for GPUs
+# (--devices auto), its status lists the module's GPUs, or it says why
+# there are none in the module's words (no driver here), never that it
+# has no module.
+if [ -f "$BUILD/lib/llmfs-cuda.so" ]; then
+	before=$(wc -l <"$WORK/daemon.log")
+	mount_llmfs --name stories="$STORIES" --devices auto
+	wait_loaded || fail "model loaded (--devices auto)"
+	cp "$MNT/status" "$WORK/status-auto"
+	unmount_llmfs
+	tail -n +$((before + 1)) "$WORK/daemon.log" >"$WORK/daemon-auto.log"
+	check "the installed llmfs loads the installed CUDA module" \
+		bash -c "! grep -q 'no CUDA module' '$WORK/daemon-auto.log' &&
+			{ grep -q '^device gpu' '$WORK/status-auto' ||
+			  grep -q '^llmfs: --devices auto: no CUDA device' \
+				'$WORK/daemon-auto.log'; }"
+	sed 's/^/  /' "$WORK/daemon-auto.log"
+fi
 
 # The form mount.fuse3 uses, by hand: options after SOURCE and MOUNTPOINT,
 # long options spelled with '-' or '_' inside -o.
