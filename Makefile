@@ -449,6 +449,7 @@ DOCDIR ?= $(PREFIX)/share/doc/llmfs
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 INSTALL ?= install
 INSTALL_BIN := llmfs llmfs-run llmfs-inspect
+INSTALL_BIN_BUILT := $(INSTALL_BIN:%=$(BUILD)/bin/%)
 # The CUDA module, where a build has one, where the installed llmfs looks
 # for it (engine/cuda/loader.c: <bindir>/../lib/llmfs/): one package
 # runs on machines without CUDA and computes on a GPU where there is one
@@ -459,10 +460,10 @@ INSTALL_MAN := $(INSTALL_BIN:%=Documentation/%.1)
 INSTALL_DOC := README.md $(wildcard Documentation/*.md)
 UNIT := packaging/llmfs@.service
 
-install: $(INSTALL_BIN:%=$(BUILD)/bin/%) $(INSTALL_MODULE)
+install: $(INSTALL_BIN_BUILT) $(INSTALL_MODULE)
 	$(Q)$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(DOCDIR) $(DESTDIR)$(UNITDIR)
-	$(Q)$(INSTALL) -m 755 $(INSTALL_BIN:%=$(BUILD)/bin/%) $(DESTDIR)$(BINDIR)
+	$(Q)$(INSTALL) -m 755 $(INSTALL_BIN_BUILT) $(DESTDIR)$(BINDIR)
 	$(if $(INSTALL_MODULE),$(Q)$(INSTALL) -d $(DESTDIR)$(MODULEDIR) && \
 		$(INSTALL) -m 755 $(INSTALL_MODULE) $(DESTDIR)$(MODULEDIR))
 	$(Q)$(INSTALL) -m 644 $(INSTALL_MAN) $(DESTDIR)$(MANDIR)/man1
@@ -484,7 +485,7 @@ uninstall:
 DEB_OUT ?= $(BUILD)
 DEB_STAGE ?= $(BUILD)/deb
 DEB_MAINTAINER ?= llmfs maintainers <maintainers@users.noreply.a-seed-cfb8e0c5.example>
-deb: $(INSTALL_BIN:%=$(BUILD)/bin/%) $(INSTALL_MODULE)
+deb: $(INSTALL_BIN_BUILT) $(INSTALL_MODULE)
 	$(Q)rm -rf $(DEB_STAGE)
 	$(Q)$(MAKE) --no-print-directory install PREFIX=/usr \
 		DESTDIR=$(abspath $(DEB_STAGE))/root
