@@ -157,6 +157,27 @@ static inline struct cpu_gemm_ahead cpu_gemm_ahead(const void *p, size_t bytes,
 	return a;
 }
 
+/*
+ * Part k of n of a run's prefetch, each part `steps` steps: a kernel
+ * that passes over its panel n times (the AVX2 halves, NEON's quarters)
+ * spreads the prefetch over every pass, so that the memory is busy while
+ * the later passes compute from cache.
+ */
+static inline struct cpu_gemm_ahead
+cpu_gemm_ahead_part(const void *p, size_t bytes, int64_t steps, int k, int n)
+{
+	struct cpu_gemm_ahead a = cpu_gemm_ahead(p, bytes, steps * n);
+	const size_t o = a.per_step * (size_t)steps * (size_t)k;
+
+	if (o >= bytes)
+		a.bytes = 0;
+	else {
+		a.p += o;
+		a.bytes -= o;
+	}
+	return a;
+}
+
 /* Step `step`'s part of a into L2. */
 static inline void cpu_gemm_ahead_step(const struct cpu_gemm_ahead *a,
 				       int64_t step)

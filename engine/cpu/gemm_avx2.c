@@ -156,15 +156,19 @@ CPU_TARGET static void q80_rows(int64_t n, const void *panel, int nr,
 {
 	const size_t ab = cpu_q80_act_bytes(n);
 	const uint8_t *a = acts;
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, n / 32);
+	const int halves = nr > 8 ? 2 : 1;
 	int h, t, c;
 
-	for (h = 0; h < 2 && 8 * h < nr; h++)
+	for (h = 0; h < halves; h++) {
+		struct cpu_gemm_ahead pf = cpu_gemm_ahead_part(
+			ahead, ahead_bytes, n / 32, h, halves);
+
 		for (t = 0; t < nt; t += c, pf.bytes = 0) {
 			c = nt - t < Q80_TILE ? nt - t : Q80_TILE;
 			GEMM_TILES(q80_tile, c, n, panel, h, a + ab * t, ab,
 				   y + t, row0, nr, &pf);
 		}
+	}
 }
 
 /* hsum8's tree over eight accumulators, lane by lane (rows in lanes) */
@@ -203,8 +207,7 @@ CPU_TARGET static void q80_exact1(int64_t n, const uint8_t *p, const uint8_t *a,
 					16 * h),
 				_mm256_set1_ps(da[ib]));
 
-			if (!h)
-				cpu_gemm_ahead_step(ahead, ib);
+			cpu_gemm_ahead_step(ahead, nb * h + ib);
 			GEMM_UNROLL
 			for (j = 0; j < 8; j++) {
 				const __m256i w = gemm_half(pb, j, h);
@@ -299,8 +302,7 @@ q4k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 		for (c = 0; c < 4; c++) {
 			__m256i lo[8], hi[8];
 
-			if (!h)
-				cpu_gemm_ahead_step(ahead, 4 * ib + c);
+			cpu_gemm_ahead_step(ahead, 4 * ib + c);
 			GEMM_UNROLL
 			for (t = 0; t < T; t++) {
 				lo[t] = _mm256_setzero_si256();
@@ -399,15 +401,19 @@ CPU_TARGET static void q4k_rows(int64_t n, const void *panel, int nr,
 	const size_t ab = cpu_q4k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 4 * nb);
+	const int halves = nr > 8 ? 2 : 1;
 	int h, t, c;
 
-	for (h = 0; h < 2 && 8 * h < nr; h++)
+	for (h = 0; h < halves; h++) {
+		struct cpu_gemm_ahead pf = cpu_gemm_ahead_part(
+			ahead, ahead_bytes, 4 * nb, h, halves);
+
 		for (t = 0; t < nt; t += c, pf.bytes = 0) {
 			c = nt - t < Q4K_TILE ? nt - t : Q4K_TILE;
 			GEMM_TILES(q4k_tile, c, nb, panel, h, a + ab * t, ab,
 				   y + t, row0, nr, &pf);
 		}
+	}
 }
 
 /* ---- Q6_K -------------------------------------------------------------- */
@@ -494,8 +500,7 @@ q6k_tile(const int T, int64_t nb, const uint8_t *p, int h, const uint8_t *a,
 		for (j = 0; j < 4; j++) {
 			const int hs = j / 2, q = j % 2;
 
-			if (!h)
-				cpu_gemm_ahead_step(ahead, 4 * ib + j);
+			cpu_gemm_ahead_step(ahead, 4 * ib + j);
 			GEMM_UNROLL
 			for (k = 0; k < 4; k++) {
 				const int g = 8 * hs + 2 * k + q;
@@ -588,15 +593,59 @@ CPU_TARGET static void q6k_rows(int64_t n, const void *panel, int nr,
 	const size_t ab = cpu_q6k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 4 * nb);
+	const int halves = nr > 8 ? 2 : 1;
 	int h, t, c;
 
-	for (h = 0; h < 2 && 8 * h < nr; h++)
+	for (h = 0; h < halves; h++) {
+		struct cpu_gemm_ahead pf = cpu_gemm_ahead_part(
+			ahead, ahead_bytes, 4 * nb, h, halves);
+
 		for (t = 0; t < nt; t += c, pf.bytes = 0) {
 			c = nt - t < Q6K_TILE ? nt - t : Q6K_TILE;
 			GEMM_TILES(q6k_tile, c, nb, panel, h, a + ab * t, ab,
 				   y + t, row0, nr, &pf);
 		}
+	}
+}
+
+/*
+ * Units i of the four groups 8hs + 2k + q (k 0..3) of half h against
+ * the token's activations at, times their scales sc[k], summed in int32:
+ * one lane's share of a quarter. ql's dword holds k = 0 (low nibbles)
+ * and k = 2 (high), the next ql dword k = 1 and 3; qh's bit pairs 0..3
+ * are k = 0..3, moved to bits 4..5 (m30) of the byte.
+ */
+CPU_TARGET static GEMM_INLINE __m256i q6k_quad(const uint8_t *p, int h, int hs,
+					       int q, int i, const uint8_t *at,
+					       const __m256i sc[4], __m256i m4,
+					       __m256i m30)
+{
+	const __m256i qh = gemm_half(p, Q6KP_QH + 8 * hs + 4 * q + i, h);
+	const __m256i ql0 = gemm_half(p, 16 * hs + 4 * q + i, h);
+	const __m256i ql1 = gemm_half(p, 16 * hs + 8 + 4 * q + i, h);
+	__m256i w[4], s;
+	int k;
+
+	w[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+			       _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+	w[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+			       _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+	w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+			       _mm256_and_si256(qh, m30));
+	w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+			       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+	s = _mm256_setzero_si256();
+	GEMM_UNROLL
+	for (k = 0; k < 4; k++)
+		s = _mm256_add_epi32(
+			s, _mm256_madd_epi16(
+				   _mm256_maddubs_epi16(
+					   w[k], gemm_bcast4(at +
+							     16 * (8 * hs +
+								   2 * k + q) +
+							     4 * i)),
+				   sc[k]));
+	return s;
 }
 
 /*
@@ -604,83 +653,93 @@ CPU_TARGET static void q6k_rows(int64_t n, const void *panel, int nr,
  * elements 4l..4l + 3 of every 32 (unit i of group g goes to lane
  * 4 (g % 2) + i), each times its group's scale, from 32 (-bsum[2l] sc[2l]
  * - bsum[2l + 1] sc[2l + 1]); then acc[l] = fma(d, lane, acc[l]) and
- * hsum8. Group by group, as the AVX-512 kernel: each group's scale made
- * once, the eight int32 lanes in registers, the eight float ones in
- * memory (the registers are the lanes').
+ * hsum8. The integer lanes are summed in any order (exact): lanes 0..3
+ * (the even groups) first, then 4..7, so that four int32 lanes, four
+ * scales and one unit's quants fit the 16 registers; each ql and qh
+ * dword is read once for the units that share it (k and k + 2 share ql,
+ * all four k share qh). The float lanes are in memory (touched once a
+ * block).
  */
 CPU_TARGET static void q6k_exact1(int64_t nb, const uint8_t *p,
 				  const uint8_t *a, float *y,
 				  const struct cpu_gemm_ahead *ahead)
 {
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
 	const uint8_t *dd = p + Q6KP_SB * nb;
 	const float *da = (const float *)(a + Q6K_ACT * nb);
 	int64_t ib;
-	int h, l, j, k, i;
+	int h, q, hs, k, i;
 
 	for (h = 0; h < 2; h++) {
 		const uint8_t *pb = p;
 		__m256 acc[8];
 
 		GEMM_UNROLL
-		for (l = 0; l < 8; l++)
-			acc[l] = _mm256_setzero_ps();
+		for (i = 0; i < 8; i++)
+			acc[i] = _mm256_setzero_ps();
 		for (ib = 0; ib < nb; ib++, pb += Q6KP_SB) {
 			const uint8_t *at = a + Q6K_ACT * ib;
 			const __m256i nbs = q6k_neg_bsums(at);
 			const __m256 d = _mm256_mul_ps(
 				gemm_d8(dd + Q6KP_D_BYTES * ib + 16 * h),
 				_mm256_set1_ps(da[ib]));
-			__m256i L[8];
 
-			if (!h)
-				cpu_gemm_ahead_step(ahead, ib);
+			cpu_gemm_ahead_step(ahead, nb * h + ib);
 			GEMM_UNROLL
-			for (l = 0; l < 8; l++)
-				L[l] = _mm256_madd_epi16(
-					q6k_pair16(gemm_half(pb,
-							     Q6KP_SC + l / 2,
-							     h),
-						   2 * (l % 2), 2 * (l % 2) + 1,
-						   3),
-					_mm256_permutevar8x32_epi32(
-						nbs, _mm256_set1_epi32(l)));
-			/* quarters (hs, q), unrolled: every offset a constant */
-			GEMM_UNROLL
-			for (j = 0; j < 4; j++) {
-				const int hs = j / 2, q = j % 2;
+			for (q = 0; q < 2; q++) {
+				__m256i L[4];
 
+				/* lane 4q + i: 32 (-bsum sc) of groups 8q + 2i, +1 */
 				GEMM_UNROLL
-				for (k = 0; k < 4; k++) {
-					const int g = 8 * hs + 2 * k + q;
-					const __m256i sc = q6k_pair16(
-						gemm_half(pb, Q6KP_SC + g / 4,
-							  h),
-						g % 4, g % 4, 8);
+				for (i = 0; i < 4; i++) {
+					const int l = 4 * q + i;
 
-					GEMM_UNROLL
-					for (i = 0; i < 4; i++)
-						L[4 * q + i] = _mm256_add_epi32(
-							L[4 * q + i],
-							_mm256_madd_epi16(
-								_mm256_maddubs_epi16(
-									q6k_unit(
-										pb,
-										h,
-										hs,
-										q,
-										k,
-										i),
-									gemm_bcast4(
-										at +
-										16 * g +
-										4 * i)),
-								sc));
+					L[i] = _mm256_madd_epi16(
+						q6k_pair16(
+							gemm_half(pb,
+								  Q6KP_SC +
+									  l / 2,
+								  h),
+							2 * (l % 2),
+							2 * (l % 2) + 1, 3),
+						_mm256_permutevar8x32_epi32(
+							nbs,
+							_mm256_set1_epi32(l)));
 				}
+				GEMM_UNROLL
+				for (hs = 0; hs < 2; hs++) {
+					__m256i sc[4];
+
+					/* group 8hs + 2k + q's scale */
+					GEMM_UNROLL
+					for (k = 0; k < 4; k++) {
+						const int g = 8 * hs + 2 * k +
+							      q;
+
+						sc[k] = q6k_pair16(
+							gemm_half(pb,
+								  Q6KP_SC +
+									  g / 4,
+								  h),
+							g % 4, g % 4, 8);
+					}
+					GEMM_UNROLL
+					for (i = 0; i < 4; i++) {
+						L[i] = _mm256_add_epi32(
+							L[i],
+							q6k_quad(pb, h, hs, q,
+								 i, at, sc, m4,
+								 m30));
+						/* summed here, not hoisted */
+						__asm__("" : "+x"(L[i]));
+					}
+				}
+				GEMM_UNROLL
+				for (i = 0; i < 4; i++)
+					acc[4 * q + i] = _mm256_fmadd_ps(
+						d, _mm256_cvtepi32_ps(L[i]),
+						acc[4 * q + i]);
 			}
-			GEMM_UNROLL
-			for (l = 0; l < 8; l++)
-				acc[l] = _mm256_fmadd_ps(
-					d, _mm256_cvtepi32_ps(L[l]), acc[l]);
 		}
 		_mm256_storeu_ps(y + 8 * h, gemm_hsum8_lanes(acc));
 	}

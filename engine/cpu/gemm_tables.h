@@ -103,7 +103,8 @@ static void q80_packed_exact(int64_t n, const void *panel, const void *acts,
 			     const void *ahead, size_t ahead_bytes)
 {
 	const size_t ab = cpu_q80_act_bytes(n);
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, n / 32);
+	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes,
+						  2 * (n / 32));
 	int t;
 
 	for (t = 0; t < nt; t++, pf.bytes = 0)
@@ -117,7 +118,7 @@ static void q6k_packed_exact(int64_t n, const void *panel, const void *acts,
 {
 	const size_t ab = cpu_q6k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, nb);
+	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 2 * nb);
 	int t;
 
 	for (t = 0; t < nt; t++, pf.bytes = 0)
