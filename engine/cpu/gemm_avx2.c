@@ -746,5 +746,6 @@ CPU_TARGET static void q6k_exact1(int64_t nb, const uint8_t *p,
 }
 
 #define GEMM_LEVEL(name) name##_avx2
+#define GEMM_PASSES 2
 #include "gemm_tables.h"
 #endif /* __x86_64__ */

@@ -75,20 +75,27 @@
  * What every type's rows function does around its tile: the panel's
  * quarters of four rows, each against the tokens in tiles of up to
  * GEMM_TILE, tile(T, len, panel, q, acts of the tile, ab, y, row0, nr,
- * ahead) with T constant; only the first tile runs the prefetch of
- * what comes next (pf.bytes = 0 after it).
+ * ahead) with T constant; the prefetch of what comes next, `steps` steps
+ * a pass, is spread over the quarters' passes, each run by its first
+ * tile (pf.bytes = 0 after it): the memory stays busy while the later
+ * quarters compute from cache.
  */
-#define GEMM_ROWS(tile, len, panel, nr, a, ab, nt, y, row0, pf) \
+#define GEMM_ROWS(tile, len, panel, nr, a, ab, nt, y, row0, ahead, \
+		  ahead_bytes, steps) \
 	do { \
+		const int n_q_ = ((nr) + 3) / 4; /* nr <= 16 */ \
 		int q_, t_, c_; \
-		for (q_ = 0; q_ < 4 && 4 * q_ < (nr); q_++) \
-			for (t_ = 0; t_ < nt; t_ += c_, (pf).bytes = 0) { \
+		for (q_ = 0; q_ < n_q_; q_++) { \
+			struct cpu_gemm_ahead pf_ = cpu_gemm_ahead_part( \
+				ahead, ahead_bytes, steps, q_, n_q_); \
+			for (t_ = 0; t_ < nt; t_ += c_, pf_.bytes = 0) { \
 				c_ = nt - t_ < GEMM_TILE ? nt - t_ : \
 							   GEMM_TILE; \
 				GEMM_TILES(tile, c_, len, panel, q_, \
 					   (a) + ab * t_, ab, (y) + t_, row0, \
-					   nr, &(pf)); \
+					   nr, &pf_); \
 			} \
+		} \
 	} while (0)
 
 /* Quarter q (rows 4q..4q + 3) of unit u at p. */
@@ -221,9 +228,9 @@ static void q80_rows(int64_t n, const void *panel, int nr, const void *acts,
 {
 	const size_t ab = cpu_q80_act_bytes(n);
 	const uint8_t *a = acts;
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, n / 32);
 
-	GEMM_ROWS(q80_tile, n, panel, nr, a, ab, nt, y, row0, pf);
+	GEMM_ROWS(q80_tile, n, panel, nr, a, ab, nt, y, row0, ahead,
+		  ahead_bytes, n / 32);
 }
 
 /* acc[j] = fma(d, (float)(unit j's lane), acc[j]) for units j.. j + 3 */
@@ -269,8 +276,7 @@ static void q80_exact1(int64_t n, const uint8_t *p, const uint8_t *a, float *y,
 				gemm_float(a + n, ib));
 			int8x16_t w[8];
 
-			if (!q)
-				cpu_gemm_ahead_step(ahead, ib);
+			cpu_gemm_ahead_step(ahead, nb * q + ib);
 			GEMM_UNROLL
 			for (j = 0; j < 8; j++)
 				w[j] = gemm_quarter(pb, j, q);
@@ -384,8 +390,7 @@ static GEMM_INLINE void q4k_tile(const int T, int64_t nb, const uint8_t *p,
 						       2 * (c % 2) + 1);
 			int32x4_t lo[GEMM_TILE], hi[GEMM_TILE];
 
-			if (!q)
-				cpu_gemm_ahead_step(ahead, 4 * ib + c);
+			cpu_gemm_ahead_step(ahead, 4 * ib + c);
 			GEMM_UNROLL
 			for (t = 0; t < T; t++) {
 				lo[t] = vdupq_n_s32(0);
@@ -431,9 +436,9 @@ static void q4k_rows(int64_t n, const void *panel, int nr, const void *acts,
 	const size_t ab = cpu_q4k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 4 * nb);
 
-	GEMM_ROWS(q4k_tile, nb, panel, nr, a, ab, nt, y, row0, pf);
+	GEMM_ROWS(q4k_tile, nb, panel, nr, a, ab, nt, y, row0, ahead,
+		  ahead_bytes, 4 * nb);
 }
 
 /* ---- Q6_K -------------------------------------------------------------- */
@@ -504,8 +509,7 @@ static GEMM_INLINE void q6k_tile(const int T, int64_t nb, const uint8_t *p,
 		for (j = 0; j < 4; j++) {
 			const int hs = j / 2, h = j % 2;
 
-			if (!q)
-				cpu_gemm_ahead_step(ahead, 4 * ib + j);
+			cpu_gemm_ahead_step(ahead, 4 * ib + j);
 			GEMM_UNROLL
 			for (k = 0; k < 4; k++) {
 				const int g = 8 * hs + 2 * k + h;
@@ -548,9 +552,9 @@ static void q6k_rows(int64_t n, const void *panel, int nr, const void *acts,
 	const size_t ab = cpu_q6k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
 	const uint8_t *a = acts;
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes, 4 * nb);
 
-	GEMM_ROWS(q6k_tile, nb, panel, nr, a, ab, nt, y, row0, pf);
+	GEMM_ROWS(q6k_tile, nb, panel, nr, a, ab, nt, y, row0, ahead,
+		  ahead_bytes, 4 * nb);
 }
 
 /* L[4h + i] += sc * (unit i's products with dword i of a), i = 0..3 */
@@ -595,8 +599,7 @@ static void q6k_exact1(int64_t nb, const uint8_t *p, const uint8_t *a, float *y,
 				gemm_float(a + Q6K_ACT * nb, ib));
 			int32x4_t L[8];
 
-			if (!q)
-				cpu_gemm_ahead_step(ahead, ib);
+			cpu_gemm_ahead_step(ahead, nb * q + ib);
 			GEMM_UNROLL
 			for (l = 0; l < 8; l++)
 				L[l] = vaddq_s32(
@@ -633,7 +636,9 @@ static void q6k_exact1(int64_t nb, const uint8_t *p, const uint8_t *a, float *y,
 }
 
 #define GEMM_LEVEL GEMM_NEON
+#define GEMM_PASSES 4
 #include "gemm_tables.h"
+#undef GEMM_PASSES
 #undef GEMM_LEVEL
 
 #undef GEMM_NEON
