@@ -152,6 +152,7 @@ static int forward_attention_elsewhere(struct forward_pass *p, uint32_t il,
 	const size_t natt = (size_t)hp->n_head * hp->head_dim_v;
 	const size_t f = sizeof(float);
 	struct engine_att_batch att = *att_home;
+	struct forward_copy qkv[3];
 	size_t r0, nr;
 	int ret;
 
@@ -161,12 +162,10 @@ static int forward_attention_elsewhere(struct forward_pass *p, uint32_t il,
 			       "blk.%u: its KV cache is on %s, not in RAM", il,
 			       at->be->dev.name);
 	forward_qk_rope(p, il);
-	if ((ret = forward_cross(p, at->be, at->q, home->be, home->q,
-				 p->n * nq * f, NULL)) ||
-	    (ret = forward_cross(p, at->be, at->k, home->be, home->k,
-				 p->n * nk * f, NULL)) ||
-	    (ret = forward_cross(p, at->be, at->v, home->be, home->v,
-				 p->n * nv * f, NULL)) ||
+	qkv[0] = (struct forward_copy){ at->q, home->q, p->n * nq * f, NULL };
+	qkv[1] = (struct forward_copy){ at->k, home->k, p->n * nk * f, NULL };
+	qkv[2] = (struct forward_copy){ at->v, home->v, p->n * nv * f, NULL };
+	if ((ret = forward_cross_all(p, at->be, home->be, qkv, 3)) ||
 	    (ret = forward_use(p, p->att_be[il], false)))
 		return ret;
 	forward_kv_slots(p, il);

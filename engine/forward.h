@@ -213,6 +213,21 @@ int forward_out(struct forward_pass *p, const struct engine_tensor *w,
 int forward_cross(struct forward_pass *p, struct engine_backend *to, void *dst,
 		  struct engine_backend *from, const void *src, size_t bytes,
 		  void *stage);
+/* One of forward_cross_all's copies: forward_cross's arguments. */
+struct forward_copy {
+	void *dst;
+	const void *src;
+	size_t bytes;
+	void *stage; /* distinct for each copy of a call */
+};
+/*
+ * The n copies as one crossing: from's ops waited for once, the copies
+ * queued together, then waited for once. Each crossing from a GPU costs a
+ * round trip (the planner's crossing_s), whatever its bytes.
+ */
+int forward_cross_all(struct forward_pass *p, struct engine_backend *to,
+		      struct engine_backend *from,
+		      const struct forward_copy *copies, int n);
 /* The dense FFN of layer l: x += down . (silu(gate . xn) * (up . xn)) */
 int forward_ffn_dense(struct forward_pass *p, const struct engine_layer *l);
 /* The MoE FFN of layer il: routed where the layer is, experts where they are. */

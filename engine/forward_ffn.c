@@ -155,6 +155,7 @@ static int forward_moe_elsewhere(struct forward_pass *p,
 	const size_t E = p->m->hp.n_embd, k = p->m->hp.n_expert_used;
 	uint32_t *sel_stage = h->route_host;
 	float *w_stage = (float *)(sel_stage + (size_t)h->cap * k);
+	struct forward_copy in[3];
 	size_t r0, nr;
 	int ret, i;
 
@@ -162,15 +163,16 @@ static int forward_moe_elsewhere(struct forward_pass *p,
 		return 0;
 	r0 = h->live[0];
 	nr = h->live[p->n_live - 1] + 1 - r0;
-	if ((ret = forward_cross(p, ex->be, ex->xn + r0 * E, home->be,
-				 home->xn + r0 * E, nr * E * sizeof(float),
-				 h->x_host)) ||
-	    (ret = forward_cross(p, ex->be, ex->expert_sel + r0 * k, home->be,
-				 home->expert_sel + r0 * k,
-				 nr * k * sizeof(uint32_t), sel_stage)) ||
-	    (ret = forward_cross(p, ex->be, ex->expert_w + r0 * k, home->be,
-				 home->expert_w + r0 * k,
-				 nr * k * sizeof(float), w_stage)))
+	/* one crossing for the three: one round trip, not three */
+	in[0] = (struct forward_copy){ ex->xn + r0 * E, home->xn + r0 * E,
+				       nr * E * sizeof(float), h->x_host };
+	in[1] = (struct forward_copy){ ex->expert_sel + r0 * k,
+				       home->expert_sel + r0 * k,
+				       nr * k * sizeof(uint32_t), sel_stage };
+	in[2] = (struct forward_copy){ ex->expert_w + r0 * k,
+				       home->expert_w + r0 * k,
+				       nr * k * sizeof(float), w_stage };
+	if ((ret = forward_cross_all(p, ex->be, home->be, in, 3)))
 		return ret;
 	/* ex's xn is new: its conversions are stale */
 	for (i = 0; i < FORWARD_XN_SLOTS; i++)

@@ -167,21 +167,37 @@ int forward_out(struct forward_pass *p, const struct engine_tensor *w,
 	return 0;
 }
 
-int forward_cross(struct forward_pass *p, struct engine_backend *to, void *dst,
-		  struct engine_backend *from, const void *src, size_t bytes,
-		  void *stage)
+int forward_cross_all(struct forward_pass *p, struct engine_backend *to,
+		      struct engine_backend *from,
+		      const struct forward_copy *copies, int n)
 {
-	int ret;
+	int ret, i;
 
 	if ((ret = from->iface->synchronize(from, p->err)))
 		return ret;
 	if (from->is_host) {
-		to->iface->copy_in(to, dst, src, bytes);
+		for (i = 0; i < n; i++)
+			to->iface->copy_in(to, copies[i].dst, copies[i].src,
+					   copies[i].bytes);
 		return 0;
 	}
-	from->iface->copy_out(from, to->is_host ? dst : stage, src, bytes);
+	for (i = 0; i < n; i++)
+		from->iface->copy_out(
+			from, to->is_host ? copies[i].dst : copies[i].stage,
+			copies[i].src, copies[i].bytes);
 	if ((ret = from->iface->synchronize(from, p->err)) || to->is_host)
 		return ret;
-	to->iface->copy_in(to, dst, stage, bytes);
+	for (i = 0; i < n; i++)
+		to->iface->copy_in(to, copies[i].dst, copies[i].stage,
+				   copies[i].bytes);
 	return 0;
+}
+
+int forward_cross(struct forward_pass *p, struct engine_backend *to, void *dst,
+		  struct engine_backend *from, const void *src, size_t bytes,
+		  void *stage)
+{
+	const struct forward_copy c = { dst, src, bytes, stage };
+
+	return forward_cross_all(p, to, from, &c, 1);
 }
