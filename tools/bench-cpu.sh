@@ -45,7 +45,8 @@
 # folder to keep the models in between runs; default: a temporary one),
 # BENCH_CPU_LEVELS ("avx512 avx2"), BENCH_CPU_BIG (1; 0 leaves out the 8B
 # and MoE models), BENCH_CPU_MOUNT (1; 0 skips the mount part),
-# BENCH_CPU_SESSIONS ("1 4 16"), BENCH_CPU_TOKENS (128, per session
+# BENCH_CPU_ONLY (the models to run, of "q8_0 q4_k_m 8b moe"; default
+# all), BENCH_CPU_SESSIONS ("1 4 16"), BENCH_CPU_TOKENS (128, per session
 # through the mount), BENCH_CPU_TESTS ("pp tg tgd"), BENCH_CPU_EXACT (0; 1
 # runs llmfs-bench with --batch-exact: batches in the one-token path's
 # order, Documentation/engine.md "The rows-in-lanes GEMM").
@@ -98,6 +99,16 @@ if [ "$BIG" = 1 ]; then
 		--head-dim 128 --ff 768 --experts 128 --experts-used 8 \
 		--ctx 4096 --seed 1 --vocab-from "$VOCAB" --type q4_k_m
 	names="$names 8b moe"
+fi
+# BENCH_CPU_ONLY: some of the models alone (e.g. "8b moe")
+if [ -n "${BENCH_CPU_ONLY:-}" ]; then
+	for n in $BENCH_CPU_ONLY; do
+		case " $names " in
+		*" $n "*) ;;
+		*) bench_fail "BENCH_CPU_ONLY: no model $n among:$names" ;;
+		esac
+	done
+	names=$BENCH_CPU_ONLY
 fi
 # the file of a model's name, and the figures it is measured on
 file() {
