@@ -212,6 +212,7 @@ echo
 echo "memory read bandwidth (llmfs-bench --membw, $T threads, median): $bw GB/s"
 for level in $levels; do
 	for type in q8_0 q4_k_m; do
+		case " $names " in *" $type "*) ;; *) continue ;; esac
 		f=$(file "$type")
 		line=$(LLMFS_CPU=$level "$bin/llmfs-bench" -m "$f" -t "$T" -r 1 \
 			-n 1 2>/dev/null)

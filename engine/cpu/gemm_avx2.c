@@ -6,8 +6,10 @@
  *
  * A 64-byte unit holds one dword of each of 16 rows; here its two 32-byte
  * halves are rows 0..7 and 8..15, and a kernel makes two passes over a
- * panel, one per half, each with eight rows in the lanes (the panel is
- * 2-50 KB: the second pass reads it from L1 or L2). A per-step panel
+ * panel, one per half, each with eight rows in the lanes (a panel is
+ * 13 KB for a 1024-wide Q6_K row, 161 KB for the 8B's 12288-wide
+ * ffn_down: the second pass reads it from L1 or L2; the prefetch of the
+ * panel after next is spread over both passes). A per-step panel
  * (a matrix not packed at load) is packed into the same layout first, so
  * one set of kernels serves both.
  *
