@@ -7,11 +7,9 @@
  *
  *   q80_rows, q4k_rows, q6k_rows     cpu_gemm_kernels.run
  *   q80_exact1, q6k_exact1           one token of cpu_gemm_packed.run_exact
+ *                                    (each spreads its prefetch over its
+ *                                    own steps: cpu_gemm_ahead)
  *   GEMM_LEVEL(name)                 the level's name for a table
- *   GEMM_PASSES                      how many passes a kernel makes over
- *                                    its panel (AVX2's halves, NEON's
- *                                    quarters): the exact1 kernels ask
- *                                    for the prefetch's step pass x nb + ib
  *
  * Only the calls differ between levels; what is here holds no vector code.
  */
@@ -107,13 +105,12 @@ static void q80_packed_exact(int64_t n, const void *panel, const void *acts,
 			     const void *ahead, size_t ahead_bytes)
 {
 	const size_t ab = cpu_q80_act_bytes(n);
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes,
-						  GEMM_PASSES * (n / 32));
 	int t;
 
-	for (t = 0; t < nt; t++, pf.bytes = 0)
+	/* the prefetch with the first token's pass */
+	for (t = 0; t < nt; t++)
 		q80_exact1(n, panel, (const uint8_t *)acts + ab * t,
-			   y[t] + row0, &pf);
+			   y[t] + row0, ahead, t ? 0 : ahead_bytes);
 }
 
 static void q6k_packed_exact(int64_t n, const void *panel, const void *acts,
@@ -122,13 +119,11 @@ static void q6k_packed_exact(int64_t n, const void *panel, const void *acts,
 {
 	const size_t ab = cpu_q6k_act_bytes(n);
 	const int64_t nb = n / GEMM_QK;
-	struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes,
-						  GEMM_PASSES * nb);
 	int t;
 
-	for (t = 0; t < nt; t++, pf.bytes = 0)
+	for (t = 0; t < nt; t++)
 		q6k_exact1(nb, panel, (const uint8_t *)acts + ab * t,
-			   y[t] + row0, &pf);
+			   y[t] + row0, ahead, t ? 0 : ahead_bytes);
 }
 
 static const struct cpu_gemm_packed gemm_level_q8_0_packed = {

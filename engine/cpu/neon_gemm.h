@@ -256,9 +256,12 @@ static void q80_rows(int64_t n, const void *panel, int nr, const void *acts,
  * four products, acc[j] = fma(dw * da, lane, acc[j]), then hsum8.
  */
 static void q80_exact1(int64_t n, const uint8_t *p, const uint8_t *a, float *y,
-		       const struct cpu_gemm_ahead *ahead)
+		       const void *ahead, size_t ahead_bytes)
 {
 	const int64_t nb = n / 32;
+	/* a step per (quarter, block) */
+	const struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes,
+							4 * nb);
 	const uint8_t *dd = p + Q80P_SB * nb;
 	int64_t ib;
 	int q, j;
@@ -276,7 +279,7 @@ static void q80_exact1(int64_t n, const uint8_t *p, const uint8_t *a, float *y,
 				gemm_float(a + n, ib));
 			int8x16_t w[8];
 
-			cpu_gemm_ahead_step(ahead, nb * q + ib);
+			cpu_gemm_ahead_step(&pf, nb * q + ib);
 			GEMM_UNROLL
 			for (j = 0; j < 8; j++)
 				w[j] = gemm_quarter(pb, j, q);
@@ -579,8 +582,11 @@ static void q6k_rows(int64_t n, const void *panel, int nr, const void *acts,
  * acc[l]) and hsum8.
  */
 static void q6k_exact1(int64_t nb, const uint8_t *p, const uint8_t *a, float *y,
-		       const struct cpu_gemm_ahead *ahead)
+		       const void *ahead, size_t ahead_bytes)
 {
+	/* a step per (quarter, superblock) */
+	const struct cpu_gemm_ahead pf = cpu_gemm_ahead(ahead, ahead_bytes,
+							4 * nb);
 	const uint8_t *dd = p + Q6KP_SB * nb;
 	int64_t ib;
 	int q, l, j, k, i;
@@ -599,7 +605,7 @@ static void q6k_exact1(int64_t nb, const uint8_t *p, const uint8_t *a, float *y,
 				gemm_float(a + Q6K_ACT * nb, ib));
 			int32x4_t L[8];
 
-			cpu_gemm_ahead_step(ahead, nb * q + ib);
+			cpu_gemm_ahead_step(&pf, nb * q + ib);
 			GEMM_UNROLL
 			for (l = 0; l < 8; l++)
 				L[l] = vaddq_s32(
@@ -636,9 +642,7 @@ static void q6k_exact1(int64_t nb, const uint8_t *p, const uint8_t *a, float *y,
 }
 
 #define GEMM_LEVEL GEMM_NEON
-#define GEMM_PASSES 4
 #include "gemm_tables.h"
-#undef GEMM_PASSES
 #undef GEMM_LEVEL
 
 #undef GEMM_NEON
