@@ -70,7 +70,10 @@ struct cpu_gemm_packed {
 	void (*unpack_row)(int64_t n, const void *panel, int r, void *row);
 	/*
 	 * As cpu_gemm_kernels.run, on a packed panel (all 16 rows): the
-	 * fast order (gemm.h's one chain per row).
+	 * fast order (gemm.h's one chain per row). ahead is the next panel
+	 * of the matrix, which follows this one in memory where it is
+	 * given, so a kernel may prefetch on past its panel's end up to
+	 * ahead + ahead_bytes (AVX2's q6k_exact1 does).
 	 */
 	void (*run)(int64_t n, const void *panel, const void *acts, int nt,
 		    float *const *y, int64_t row0, const void *ahead,
