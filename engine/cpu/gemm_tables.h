@@ -7,8 +7,8 @@
  *
  *   q80_rows, q4k_rows, q6k_rows     cpu_gemm_kernels.run
  *   q80_exact1, q6k_exact1           one token of cpu_gemm_packed.run_exact
- *                                    (each spreads its prefetch over its
- *                                    own steps: cpu_gemm_ahead)
+ *                                    (each prefetches as its loop suits:
+ *                                    gemm.h's cpu_gemm_packed.run)
  *   GEMM_LEVEL(name)                 the level's name for a table
  *
  * Only the calls differ between levels; what is here holds no vector code.
